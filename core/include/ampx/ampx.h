@@ -1,0 +1,120 @@
+/* ampx/ampx.h — the public API of libampx.
+ *
+ * libampx loads backend plugins (backend.h is their ABI), checks them against its own
+ * double-precision reference (the conformance suite), and — in later versions — builds and
+ * trains models. The library never prints and never exits: every function that can fail
+ * returns an ampx_status and writes a one-line message into a caller-supplied buffer or
+ * the backend's last-error string.
+ */
+#ifndef AMPX_AMPX_H
+#define AMPX_AMPX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AMPX_VERSION_STRING "0.1.0"
+
+#if defined(_WIN32)
+#define AMPX_API __declspec(dllexport)
+#else
+#define AMPX_API __attribute__((visibility("default")))
+#endif
+
+AMPX_API const char *ampx_status_name(ampx_status st); /* "AMPX_ERR_INVALID" ... */
+AMPX_API const char *ampx_op_name(uint32_t op);        /* "gemm", "softmax_xent" ...; NULL if unknown */
+AMPX_API int         ampx_op_parse(const char *name, uint32_t *op); /* 0 on success */
+/* How many dtypes supports() takes for an op (the order is in the op's heading in backend.h). */
+AMPX_API uint32_t    ampx_op_n_dtypes(uint32_t op);
+
+// ---------------------------------------------------------------------------------------
+// Loading backends
+
+typedef struct ampx_backend ampx_backend;
+
+/* Opens a backend. `spec` is either a name ("cpu" -> libampx-cpu.so, searched on
+ * $AMPX_PLUGIN_PATH, then beside the running executable's build or install tree), or a
+ * path containing a '/' ("./libvendor.so"), loaded as given. Options are "key=value"
+ * strings passed to the plugin; AMPX_BACKEND_OPTS (comma-separated) is prepended.
+ * On failure returns non-OK and writes one line naming the file and the reason to err. */
+AMPX_API ampx_status ampx_backend_open(const char *spec, const char *const *options, uint32_t n_options,
+                              ampx_backend **out, char *err, size_t err_cap);
+/* Synchronizes, destroys the context and closes the plugin. NULL is a no-op. */
+AMPX_API void ampx_backend_close(ampx_backend *be);
+
+AMPX_API const ampx_backend_iface *ampx_backend_iface_of(const ampx_backend *be);
+AMPX_API ampx_context             *ampx_backend_context(const ampx_backend *be);
+AMPX_API const char               *ampx_backend_path(const ampx_backend *be); /* the file loaded */
+/* The last ERROR line the plugin logged (empty if none). */
+AMPX_API const char *ampx_backend_last_error(const ampx_backend *be);
+/* Non-zero if the op slot exists and supports() accepts the dtypes. */
+AMPX_API int ampx_backend_supports(const ampx_backend *be, uint32_t op, const ampx_dtype *dtypes,
+                          uint32_t n_dtypes);
+/* The op slot as a generic pointer (NULL if absent or beyond the plugin's table). */
+AMPX_API void *ampx_backend_op_slot(const ampx_backend *be, uint32_t op);
+
+/* Discovery: every libampx-*.so on the search path, probed (not created). */
+typedef struct ampx_plugin_info {
+    char     name[64];     /* from the file name: libampx-NAME.so */
+    char     path[1024];
+    int      loadable;     /* dlopen and entry symbol and ABI major all fine */
+    int      available;    /* probe said usable */
+    uint32_t abi_major, abi_minor;
+    char     reason[512];  /* why not loadable / not available */
+} ampx_plugin_info;
+
+/* Fills up to cap entries (sorted by name, first hit per name wins); returns the count found
+ * (may exceed cap). */
+AMPX_API size_t ampx_plugin_list(ampx_plugin_info *out, size_t cap);
+
+/* The directories searched for plugins, ':'-joined, into buf. */
+AMPX_API void ampx_plugin_search_path(char *buf, size_t cap);
+
+// ---------------------------------------------------------------------------------------
+// Conformance: every supported (op, dtypes) against the double-precision reference.
+
+typedef enum ampx_conf_verdict {
+    AMPX_CONF_PASS        = 0,
+    AMPX_CONF_FAIL        = 1,
+    AMPX_CONF_UNSUPPORTED = 2, /* supports() said no: not a failure */
+} ampx_conf_verdict;
+
+typedef struct ampx_conf_case {
+    uint32_t          op;
+    ampx_dtype        dtypes[4];
+    uint32_t          n_dtypes;
+    char              shape[128];   /* human-readable case, e.g. "m=17 n=33 k=129 tA" */
+    ampx_conf_verdict verdict;
+    double            err;          /* measured error (normwise relative unless noted) */
+    double            tol;          /* the tolerance it was held to */
+    char              message[512]; /* why it failed */
+} ampx_conf_case;
+
+typedef void (*ampx_conf_report_fn)(void *user, const ampx_conf_case *c);
+
+typedef struct ampx_conf_options {
+    uint64_t seed;  /* random data seed; 0 picks a fixed default */
+    int32_t  op;    /* -1: all ops; else only this op */
+    int      quick; /* non-zero: fewer and smaller shapes */
+} ampx_conf_options;
+
+typedef struct ampx_conf_summary {
+    uint32_t passed, failed, unsupported;
+} ampx_conf_summary;
+
+/* Runs the suite; calls report for every case. Returns AMPX_OK when it ran (failures are
+ * counted in summary), an error if the backend broke in a way that stops the run. */
+AMPX_API ampx_status ampx_conformance_run(ampx_backend *be, const ampx_conf_options *opt,
+                                 ampx_conf_report_fn report, void *user,
+                                 ampx_conf_summary *summary);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMPX_AMPX_H */

@@ -1,0 +1,633 @@
+/* ampx/backend.h — the backend plugin ABI, version 1.
+ *
+ * This is the only header a vendor needs (with the header-only dtype.h). A backend is a
+ * shared object that exports exactly one symbol, ampx_backend_entry, and keeps everything
+ * else hidden. The host loads it with dlopen(RTLD_NOW | RTLD_LOCAL).
+ *
+ * Rules of the boundary
+ *   1. Versions: the host passes the ABI version it speaks to ampx_backend_entry; the
+ *      plugin returns its table, which states the version it was built for. The major
+ *      must match; the minor is append-only (new ops, new fields at the end).
+ *   2. Every struct that crosses the boundary starts with its own size in bytes. A reader
+ *      reads a field only if it lies within that size; a field beyond it reads as 0/NULL.
+ *   3. probe() is cheap: it touches no heavy driver state and says why a device is unusable.
+ *   4. supports() is authoritative: an op it accepts never fails for being unsupported.
+ *      A NULL op slot means unsupported.
+ *   5. Every call returns a status. Messages go to the host's log callback. No abort, exit,
+ *      longjmp or C++ exception crosses the boundary.
+ *   6. Buffers are opaque handles owned by the plugin. Ops are enqueued in order on the
+ *      context's one stream; synchronize() waits. The host never dereferences device memory.
+ *   7. Ops are numbered once and never renumbered (see ampx_op); the count is checked at
+ *      compile time against the op table.
+ *   8. Options are "key=value" strings given at create().
+ *
+ * Conventions of the op set
+ *   - Matrices are row-major. Shapes are element counts; offsets are bytes.
+ *   - Floating tensors may be f32, bf16 or f16 unless an op says otherwise; the dtype
+ *     travels with each ampx_tensor. Every reduction and every GEMM accumulates in f32
+ *     (or wider) whatever its inputs, and rounds once when it stores (to nearest even).
+ *   - Outputs never alias inputs unless the op says "in place".
+ *   - An output that is only written (not accumulated into) is never read: NaN or garbage
+ *     in it does not leak into the result.
+ */
+#ifndef AMPX_BACKEND_H
+#define AMPX_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AMPX_ABI_MAJOR 1
+#define AMPX_ABI_MINOR 0
+
+#if defined(_WIN32)
+#define AMPX_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define AMPX_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+// ---------------------------------------------------------------------------------------
+// Status, log, handles
+
+typedef enum ampx_status {
+    AMPX_OK              = 0,
+    AMPX_ERR_INVALID     = 1, /* bad argument: null handle, out-of-range offset, bad shape */
+    AMPX_ERR_UNSUPPORTED = 2, /* op / dtype combination not supported (supports() said no) */
+    AMPX_ERR_NO_MEMORY   = 3, /* allocation failed on host or device */
+    AMPX_ERR_DEVICE      = 4, /* the device or its driver reported an error */
+    AMPX_ERR_UNAVAILABLE = 5, /* the backend cannot run here (probe failed) */
+    AMPX_ERR_INTERNAL    = 6, /* anything else */
+} ampx_status;
+
+typedef enum ampx_log_level {
+    AMPX_LOG_ERROR = 0,
+    AMPX_LOG_WARN  = 1,
+    AMPX_LOG_INFO  = 2,
+    AMPX_LOG_DEBUG = 3,
+} ampx_log_level;
+
+/* Host callback for messages. On every failing call the plugin first logs one ERROR line
+ * that says what failed and why (e.g. "gemm: lda 3 < k 4"). */
+typedef void (*ampx_log_fn)(void *user, ampx_log_level level, const char *msg);
+
+typedef struct ampx_context ampx_context; /* one device + one in-order stream */
+typedef struct ampx_buffer  ampx_buffer;  /* device memory, owned by the plugin */
+
+/* What the host gives create(). */
+typedef struct ampx_host {
+    uint32_t    size;        /* sizeof(ampx_host) as the host knows it */
+    uint32_t    abi_major;   /* the host's AMPX_ABI_MAJOR */
+    uint32_t    abi_minor;   /* the host's AMPX_ABI_MINOR */
+    ampx_log_fn log;         /* (optional) NULL: messages are dropped */
+    void       *log_user;    /* passed back to log */
+    const char *const *options; /* "key=value" strings, n_options of them */
+    uint32_t    n_options;
+} ampx_host;
+
+/* What device_info() fills. Strings are NUL-terminated and truncated to fit. */
+typedef struct ampx_device_info {
+    uint32_t size;             /* set by the host to sizeof(ampx_device_info) */
+    char     name[128];        /* e.g. "AMD EPYC (2 threads)", "NVIDIA H200" */
+    char     description[512]; /* free text: driver, ISA path, compute capability ... */
+    uint64_t memory_bytes;     /* device memory, 0 if unknown */
+    uint32_t n_threads;        /* host threads the plugin uses (CPU backends), else 0 */
+} ampx_device_info;
+
+/* A reference to typed memory: a buffer, a byte offset into it, and the element dtype. */
+typedef struct ampx_tensor {
+    ampx_buffer *buf;
+    uint64_t     offset; /* bytes; must be a multiple of the dtype's size */
+    ampx_dtype   dtype;
+} ampx_tensor;
+
+// ---------------------------------------------------------------------------------------
+// The scalars block
+//
+// A small block in device memory that carries the loss scaler and the learning-rate
+// schedule through a training step without the host reading it. The AMP ops and the
+// optimizers read and write it on the stream; the host reads it only when it logs.
+// Layout is fixed: 4-byte fields only, little-endian, append-only like every ABI struct
+// (its first field is not a size because device kernels index it directly; its size is
+// sizeof(ampx_scalars) of the ABI minor the host speaks).
+
+typedef enum ampx_scaler_mode {
+    AMPX_SCALER_NONE    = 0, /* scale stays 1; non-finite gradients still skip the step */
+    AMPX_SCALER_STATIC  = 1, /* scale stays init; non-finite gradients skip the step */
+    AMPX_SCALER_DYNAMIC = 2, /* DESIGN.md's dynamic loss scaling */
+} ampx_scaler_mode;
+
+typedef enum ampx_lr_schedule {
+    AMPX_LR_CONSTANT      = 0, /* lr = lr_base */
+    AMPX_LR_WARMUP_COSINE = 1, /* linear warmup to lr_base, cosine decay to lr_min */
+} ampx_lr_schedule;
+
+/* Bits of ampx_scalars.stop_reason. */
+#define AMPX_STOP_MIN_SCALE        1 /* backed off to min_scale with on_min_scale = error */
+#define AMPX_STOP_CONSECUTIVE_SKIPS 2 /* more than max_consecutive_skips skipped steps */
+
+typedef struct ampx_scalars {
+    /* -- state -- */
+    float    scale;             /* the loss scale; the loss gradient is seeded with it */
+    int32_t  found_inf;         /* OR of this step's unscale_check flags; 0 or 1 */
+    int32_t  growth_tracker;    /* applied steps since the last growth or overflow */
+    int32_t  hysteresis_left;   /* overflows still tolerated before backing off */
+    int32_t  applied_steps;     /* optimizer step count: only applied steps count */
+    int32_t  skipped_steps;     /* total skipped steps */
+    int32_t  consecutive_skips; /* skipped steps since the last applied one */
+    int32_t  last_found_inf;    /* found_inf of the step scaler_update last consumed */
+    int32_t  stop_reason;       /* AMPX_STOP_* bits; the host stops the run when non-zero */
+    float    lr;                /* the learning rate the optimizer last used */
+    /* -- scaler configuration (host-written once) -- */
+    int32_t  mode;                   /* ampx_scaler_mode */
+    float    growth_factor;          /* > 1, e.g. 2 */
+    float    backoff_factor;         /* in (0, 1), e.g. 0.5 */
+    int32_t  growth_interval;        /* applied steps between growths, e.g. 2000 */
+    int32_t  hysteresis;             /* overflows tolerated before a backoff, >= 1 */
+    int32_t  consecutive_hysteresis; /* 1: refill hysteresis_left on every applied step */
+    float    min_scale;              /* backoff never goes below; 0 = unbounded */
+    float    max_scale;              /* growth never goes above; inf = unbounded */
+    int32_t  on_min_scale_error;     /* 1: set AMPX_STOP_MIN_SCALE when at min_scale */
+    int32_t  max_consecutive_skips;  /* 0 = unbounded */
+    /* -- learning-rate schedule (host-written once) -- */
+    int32_t  lr_schedule;   /* ampx_lr_schedule */
+    float    lr_base;       /* peak learning rate */
+    float    lr_min;        /* floor of the cosine decay */
+    int32_t  warmup_steps;  /* applied steps of linear warmup */
+    int32_t  decay_steps;   /* applied step at which the cosine reaches lr_min */
+    int32_t  reserved[7];   /* zero; room to grow within one cache line pair */
+} ampx_scalars;
+
+_Static_assert(sizeof(ampx_scalars) == 128, "ampx_scalars layout is part of the ABI");
+
+// ---------------------------------------------------------------------------------------
+// Op numbers. Append only; never renumber.
+
+typedef enum ampx_op {
+    AMPX_OP_GEMM           = 0,
+    AMPX_OP_CAST           = 1,
+    AMPX_OP_ADD            = 2,
+    AMPX_OP_MUL            = 3,
+    AMPX_OP_SCALE          = 4,
+    AMPX_OP_BIAS_GRAD      = 5,
+    AMPX_OP_ACT_FWD        = 6,
+    AMPX_OP_ACT_BWD        = 7,
+    AMPX_OP_SOFTMAX_FWD    = 8,
+    AMPX_OP_SOFTMAX_BWD    = 9,
+    AMPX_OP_SOFTMAX_XENT   = 10,
+    AMPX_OP_LAYERNORM_FWD  = 11,
+    AMPX_OP_LAYERNORM_BWD  = 12,
+    AMPX_OP_BATCHNORM_FWD  = 13,
+    AMPX_OP_BATCHNORM_BWD  = 14,
+    AMPX_OP_EMBEDDING_FWD  = 15,
+    AMPX_OP_EMBEDDING_BWD  = 16,
+    AMPX_OP_REDUCE         = 17,
+    AMPX_OP_SUM_SQUARES    = 18,
+    AMPX_OP_UNSCALE_CHECK  = 19,
+    AMPX_OP_GRAD_STATS     = 20,
+    AMPX_OP_SCALER_UPDATE  = 21,
+    AMPX_OP_SGD            = 22,
+    AMPX_OP_ADAMW          = 23,
+    AMPX_OP_COUNT_V1_0     = 24
+} ampx_op;
+
+#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_0
+
+/* Shape classes for supports(). v1 has one: any shape the op's arguments can describe. */
+#define AMPX_SHAPE_ANY 0u
+
+// ---------------------------------------------------------------------------------------
+// Op arguments. Each starts with its size; the host sets size = sizeof(the struct).
+// "dtypes" in each heading is the order supports() receives them in.
+
+/* GEMM  dtypes {A, B, C}
+ * For b in [0, batch): C_b = alpha * op(A_b) * op(B_b) + beta * C_b, with
+ *   op(A_b) m x k (A_b stored k x m when trans_a), op(B_b) k x n (B_b stored n x k when
+ *   trans_b), C_b m x n; X_b starts stride_x elements after X_{b-1}. Products accumulate in
+ *   f32; alpha and beta apply in f32; C is rounded once. beta == 0: C is not read.
+ *   Leading dimensions are in elements: lda >= (trans_a ? m : k), ldb >= (trans_b ? k : n),
+ *   ldc >= n. k == 0 gives C = beta * C. */
+typedef struct ampx_gemm_args {
+    uint32_t    size;
+    uint32_t    trans_a, trans_b;
+    uint64_t    m, n, k, batch;
+    uint64_t    lda, ldb, ldc;
+    uint64_t    stride_a, stride_b, stride_c;
+    float       alpha, beta;
+    ampx_tensor a, b, c;
+} ampx_gemm_args;
+
+typedef enum ampx_rounding {
+    AMPX_ROUND_NEAREST_EVEN = 0,
+    AMPX_ROUND_STOCHASTIC   = 1, /* narrowing only: ampx_f32_to_{bf16,f16}_sr with
+                                    rnd = ampx_hash32(seed, i) for element i */
+} ampx_rounding;
+
+/* CAST  dtypes {src, dst}
+ * dst[i] = src[i] converted, i in [0, n). Float<->float only. Narrowing rounds per
+ * `rounding` (dtype.h has the exact functions); widening is exact. Any pair of float dtypes,
+ * including src == dst (a copy). */
+typedef struct ampx_cast_args {
+    uint32_t    size;
+    uint32_t    rounding; /* ampx_rounding */
+    uint64_t    n;
+    uint64_t    seed;     /* stochastic rounding only */
+    ampx_tensor src, dst;
+} ampx_cast_args;
+
+/* ADD  dtypes {a, b, y}
+ * y[r,c] = alpha * a[r,c] + beta * b[r', c] over rows x cols, r' = (broadcast_b ? 0 : r):
+ * add, axpby and bias-add in one. Computed in f32. In place: y may be a or b exactly. */
+typedef struct ampx_add_args {
+    uint32_t    size;
+    uint32_t    broadcast_b; /* 1: b has one row of cols elements, added to every row */
+    uint64_t    rows, cols;
+    float       alpha, beta;
+    ampx_tensor a, b, y;
+} ampx_add_args;
+
+/* MUL  dtypes {a, b, y}
+ * y[r,c] = a[r,c] * b[r',c], r' as in ADD. Computed in f32. In place as in ADD. */
+typedef struct ampx_mul_args {
+    uint32_t    size;
+    uint32_t    broadcast_b;
+    uint64_t    rows, cols;
+    ampx_tensor a, b, y;
+} ampx_mul_args;
+
+/* SCALE  dtypes {x, y}
+ * y[i] = alpha * x[i], i in [0, n), in f32. In place: y may be x. */
+typedef struct ampx_scale_args {
+    uint32_t    size;
+    uint64_t    n;
+    float       alpha;
+    ampx_tensor x, y;
+} ampx_scale_args;
+
+/* BIAS_GRAD  dtypes {dy, db}
+ * db[c] = (accumulate ? db[c] : 0) + sum_r dy[r,c], summed in f32 (rows x cols). */
+typedef struct ampx_bias_grad_args {
+    uint32_t    size;
+    uint32_t    accumulate;
+    uint64_t    rows, cols;
+    ampx_tensor dy, db;
+} ampx_bias_grad_args;
+
+typedef enum ampx_act {
+    AMPX_ACT_RELU    = 0, /* max(x, 0); derivative 0 at x <= 0 */
+    AMPX_ACT_GELU    = 1, /* tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    AMPX_ACT_TANH    = 2,
+    AMPX_ACT_SIGMOID = 3, /* 1 / (1 + exp(-x)) */
+    AMPX_ACT_SILU    = 4, /* x * sigmoid(x) */
+    AMPX_ACT_COUNT
+} ampx_act;
+
+/* ACT_FWD  dtypes {x, y}:   y[i] = f(x[i]), computed in f32. In place: y may be x.
+ * ACT_BWD  dtypes {x, dy, dx}: dx[i] = dy[i] * f'(x[i]), computed in f32 (x is the forward
+ * input). In place: dx may be dy. */
+typedef struct ampx_act_args {
+    uint32_t    size;
+    uint32_t    act; /* ampx_act */
+    uint64_t    n;
+    ampx_tensor x, dy, y_or_dx; /* fwd: x, (unused), y;  bwd: x, dy, dx */
+} ampx_act_args;
+
+/* SOFTMAX_FWD  dtypes {x, y}
+ * Over each of `rows` rows of `cols`: z_j = scale * x_j, masked to -inf where causal and
+ * j > (r mod seq_q) + (cols - seq_q) (query i of a seq_q x cols score block sees keys up to
+ * its own position, aligned at the end); y = softmax(z), or log_softmax(z) when log.
+ * Computed in f32 with the row max subtracted. A fully masked row cannot occur (cols >= seq_q).
+ * SOFTMAX_BWD  dtypes {y, dy, dx}  (y = the forward output)
+ *   softmax:     dx_j = scale * y_j * (dy_j - sum_k dy_k y_k)
+ *   log_softmax: dx_j = scale * (dy_j - exp(y_j) * sum_k dy_k) */
+typedef struct ampx_softmax_args {
+    uint32_t    size;
+    uint32_t    causal; /* 1: causal mask as above */
+    uint32_t    log;    /* 1: log-softmax */
+    uint64_t    rows, cols;
+    uint64_t    seq_q;  /* rows per score block for the mask; ignored unless causal */
+    float       scale;  /* pre-scale of the logits (1/sqrt(d) in attention) */
+    ampx_tensor x_or_y, dy, y_or_dx; /* fwd: x, (unused), y;  bwd: y, dy, dx */
+} ampx_softmax_args;
+
+/* SOFTMAX_XENT  dtypes {logits, dlogits}  (labels i32, loss f32)
+ * Fused softmax cross-entropy over rows x cols logits with integer labels:
+ *   valid rows: label != ignore_index (a label outside [0, cols) otherwise is an error the
+ *   op reports by writing NaN to loss; it does not read out of bounds);
+ *   loss[0] = (1/n_valid) * sum over valid rows of (logsumexp(row) - row[label]);
+ *   dlogits[r,j] = g * (softmax(row)_j - [j == label]) for valid rows, 0 for ignored rows,
+ *   with g = grad_scale / n_valid, times scalars->scale when `scalars` is given (the loss
+ *   gradient seeded with the loss scale). n_valid == 0 gives loss 0 and zero gradients.
+ * dlogits may be a null tensor (buf NULL) to compute the loss only. */
+typedef struct ampx_softmax_xent_args {
+    uint32_t    size;
+    int32_t     ignore_index;
+    uint64_t    rows, cols;
+    float       grad_scale;
+    ampx_tensor logits, labels, loss, dlogits;
+    ampx_tensor scalars; /* (optional) buf NULL: no loss-scale factor */
+} ampx_softmax_xent_args;
+
+/* LAYERNORM_FWD  dtypes {x, y}  (gamma, beta, mean, rstd f32)
+ * Per row of cols: mean = sum x / cols, var = sum (x - mean)^2 / cols (biased),
+ * rstd = 1 / sqrt(var + eps), y = (x - mean) * rstd * gamma + beta. Statistics in f32;
+ * mean and rstd are saved for the backward. gamma/beta may be null (1 and 0).
+ * LAYERNORM_BWD  dtypes {x, dy, dx}  (gamma, mean, rstd, dgamma, dbeta f32)
+ *   xhat = (x - mean) * rstd, g = dy * gamma,
+ *   dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)),
+ *   dgamma (+)= sum_r dy * xhat, dbeta (+)= sum_r dy (accumulate selects +=). */
+typedef struct ampx_layernorm_args {
+    uint32_t    size;
+    uint32_t    accumulate; /* bwd: dgamma/dbeta += instead of = */
+    uint64_t    rows, cols;
+    float       eps;
+    ampx_tensor x, gamma, beta, mean, rstd;
+    ampx_tensor dy, y_or_dx, dgamma, dbeta; /* fwd: (unused), y, (unused), (unused) */
+} ampx_layernorm_args;
+
+/* BATCHNORM_FWD  dtypes {x, y}  (gamma, beta, running_mean, running_var, mean, rstd f32)
+ * x is [outer, channels, inner]; statistics per channel over outer * inner = N values.
+ * training: mean, var (biased) from the batch; rstd = 1/sqrt(var + eps); saved;
+ *   running_mean = (1 - momentum) running_mean + momentum mean,
+ *   running_var  = (1 - momentum) running_var + momentum var * N / (N - 1) (N > 1).
+ * eval: mean = running_mean, rstd = 1/sqrt(running_var + eps); nothing is written but y.
+ * y = (x - mean) * rstd * gamma + beta (gamma/beta may be null: 1 and 0).
+ * BATCHNORM_BWD  dtypes {x, dy, dx}  (training-mode statistics)
+ *   xhat = (x - mean) rstd, dx = gamma rstd (dy - mean_N(dy) - xhat mean_N(dy xhat)),
+ *   dgamma (+)= sum_N dy xhat, dbeta (+)= sum_N dy. */
+typedef struct ampx_batchnorm_args {
+    uint32_t    size;
+    uint32_t    training;
+    uint32_t    accumulate;
+    uint64_t    outer, channels, inner;
+    float       eps, momentum;
+    ampx_tensor x, gamma, beta, running_mean, running_var, mean, rstd;
+    ampx_tensor dy, y_or_dx, dgamma, dbeta;
+} ampx_batchnorm_args;
+
+/* EMBEDDING_FWD  dtypes {table, y}  (ids i32)
+ * y[i, :] = table[ids[i], :] for i in [0, n), table vocab x dim. An id outside
+ * [0, vocab) gives a zero row.
+ * EMBEDDING_BWD  dtypes {dy, dtable}
+ * dtable[ids[i], :] += dy[i, :] in f32 (dtable must be f32; out-of-range ids are skipped).
+ * Not zeroed first: the host fills dtable with 0 when it does not accumulate. */
+typedef struct ampx_embedding_args {
+    uint32_t    size;
+    uint64_t    n, vocab, dim;
+    ampx_tensor table_or_dtable, ids, y_or_dy;
+} ampx_embedding_args;
+
+typedef enum ampx_reduce_mode { AMPX_REDUCE_SUM = 0, AMPX_REDUCE_MEAN = 1 } ampx_reduce_mode;
+
+/* REDUCE  dtypes {x, y}
+ * y[r] = sum (or mean) of x[r, 0..cols) for r in [0, rows), in f32. A global reduction is
+ * rows = 1. */
+typedef struct ampx_reduce_args {
+    uint32_t    size;
+    uint32_t    mode; /* ampx_reduce_mode */
+    uint64_t    rows, cols;
+    ampx_tensor x, y;
+} ampx_reduce_args;
+
+/* A list of tensors for the multi-tensor ops: tensor i has n_elems[i] elements. */
+typedef struct ampx_tensor_list {
+    uint32_t           count;
+    const ampx_tensor *tensors;
+    const uint64_t    *n_elems;
+} ampx_tensor_list;
+
+/* SUM_SQUARES  dtypes {x} (each distinct dtype in the list is checked)
+ * out[0] (f32) = (accumulate ? out[0] : 0) + sum over all tensors of sum x^2, in f32 or wider.
+ * Non-finite inputs give a non-finite result. */
+typedef struct ampx_sum_squares_args {
+    uint32_t         size;
+    uint32_t         accumulate;
+    ampx_tensor_list x;
+    ampx_tensor      out;
+} ampx_sum_squares_args;
+
+/* UNSCALE_CHECK  dtypes {g}
+ * The fused pass of dynamic loss scaling, in place on every gradient tensor:
+ *   inv_scale = (float)(1.0 / (double)scalars->scale);   (computed in double, as PyTorch)
+ *   g[i] = round(g[i] * inv_scale)  (product in f32);
+ *   flags[flag_base + t] = 1 if any result of tensor t is non-finite, else 0 (i32);
+ *   scalars->found_inf |= OR of those flags.
+ * When scalars->mode is AMPX_SCALER_NONE the multiply is skipped (a check only). */
+typedef struct ampx_unscale_check_args {
+    uint32_t         size;
+    uint32_t         flag_base;
+    ampx_tensor_list grads;
+    ampx_tensor      flags;   /* i32, at least flag_base + grads.count elements */
+    ampx_tensor      scalars;
+} ampx_unscale_check_args;
+
+/* GRAD_STATS  dtypes {g}
+ * Per tensor t, over its values as stored:
+ *   stats[4t + 0] = max |g| over finite values (0 if none)
+ *   stats[4t + 1] = mean of finite values (0 if none)
+ *   stats[4t + 2] = root mean square of finite values (0 if none)
+ *   stats[4t + 3] = number of elements, as f32
+ *   counts[3t + 0] = count of exact zeros
+ *   counts[3t + 1] = count of finite non-zero values with |g| < smallest normal of
+ *                    `target` (2^-126 for f32 and bf16, 2^-14 for f16)
+ *   counts[3t + 2] = count of non-finite values
+ * stats f32, counts i32, sums in f32 or wider. */
+typedef struct ampx_grad_stats_args {
+    uint32_t         size;
+    ampx_dtype       target;
+    ampx_tensor_list grads;
+    ampx_tensor      stats;  /* f32, 4 per tensor */
+    ampx_tensor      counts; /* i32, 3 per tensor */
+} ampx_grad_stats_args;
+
+/* SCALER_UPDATE  (no dtypes: pass n_dtypes 0)
+ * Consumes found_inf and advances the scaler, exactly (all in f32 on the block):
+ *   last_found_inf = found_inf; found_inf = 0;
+ *   if last_found_inf:
+ *     skipped_steps++, consecutive_skips++, growth_tracker = 0;
+ *     if mode == DYNAMIC:
+ *       hysteresis_left--;
+ *       if hysteresis_left <= 0:
+ *         scale = max(scale * backoff_factor, min_scale); hysteresis_left = hysteresis;
+ *       if scale <= min_scale and on_min_scale_error: stop_reason |= AMPX_STOP_MIN_SCALE;
+ *     if max_consecutive_skips > 0 and consecutive_skips > max_consecutive_skips:
+ *       stop_reason |= AMPX_STOP_CONSECUTIVE_SKIPS;
+ *   else:
+ *     applied_steps++, consecutive_skips = 0;
+ *     if mode == DYNAMIC:
+ *       if consecutive_hysteresis: hysteresis_left = hysteresis;
+ *       growth_tracker++;
+ *       if growth_tracker >= growth_interval:
+ *         next = scale * growth_factor;
+ *         if next is finite and next <= max_scale: scale = next;
+ *         growth_tracker = 0;
+ * With hysteresis 1, min_scale 0 and max_scale inf this is PyTorch GradScaler.update(). */
+typedef struct ampx_scaler_update_args {
+    uint32_t    size;
+    ampx_tensor scalars;
+} ampx_scaler_update_args;
+
+/* The learning rate at applied step t (0-based), as every backend must compute it. */
+static inline float ampx_scheduled_lr(const ampx_scalars *s, int32_t t) {
+    if (s->lr_schedule != AMPX_LR_WARMUP_COSINE) return s->lr_base;
+    if (t < s->warmup_steps) return s->lr_base * (float)(t + 1) / (float)s->warmup_steps;
+    int32_t span = s->decay_steps - s->warmup_steps;
+    double  p    = span > 0 ? (double)(t - s->warmup_steps) / (double)span : 1.0;
+    if (p > 1.0) p = 1.0;
+    double c = 0.5 * (1.0 + __builtin_cos(3.14159265358979323846 * p));
+    return (float)(s->lr_min + (s->lr_base - s->lr_min) * c);
+}
+
+/* SGD  dtypes {grad}  (params, momentum f32; copies bf16 or f16)
+ * Multi-tensor SGD with momentum, PyTorch's formulation, skipped entirely (every tensor
+ * bitwise unchanged) when scalars->found_inf != 0. Otherwise, with
+ *   lr = ampx_scheduled_lr(scalars, scalars->applied_steps), written to scalars->lr,
+ *   c  = clip coefficient: min(1, max_grad_norm / (sqrt(*grad_sq_sum) + 1e-6)) when
+ *        max_grad_norm > 0 and grad_sq_sum is given, else 1,
+ * for each element: g = c * grad + weight_decay * p;
+ *   if momentum != 0: buf = (applied_steps == 0 ? g : momentum * buf + (1 - dampening) g);
+ *                     g = nesterov ? g + momentum * buf : buf;
+ *   p -= lr * g;  copy = round(p) to the copy's dtype (when copies is given).
+ * weight_decay per tensor from wd[t] when wd is given, else weight_decay. */
+typedef struct ampx_sgd_args {
+    uint32_t         size;
+    uint32_t         nesterov;
+    float            momentum, dampening, weight_decay;
+    float            max_grad_norm;
+    const float     *wd;          /* (optional) per-tensor weight decay, host memory */
+    ampx_tensor_list params;      /* f32 master weights, updated in place */
+    const ampx_tensor *grads;     /* params.count of them, n_elems as params */
+    const ampx_tensor *momentum_buf; /* f32; may be NULL when momentum == 0 */
+    const ampx_tensor *copies;    /* (optional) low-precision working copies; an entry with
+                                     buf NULL has no copy */
+    ampx_tensor      grad_sq_sum; /* (optional) f32 [1] from SUM_SQUARES */
+    ampx_tensor      scalars;
+    uint32_t         stochastic_copy; /* 1: copies use stochastic rounding, seed below */
+    uint64_t         seed;
+} ampx_sgd_args;
+
+/* ADAMW  dtypes {grad}  (params, m, v f32; copies bf16 or f16)
+ * Multi-tensor AdamW (decoupled weight decay, PyTorch's formulation), skipped entirely when
+ * scalars->found_inf != 0. Otherwise with lr and c as in SGD and t = applied_steps + 1:
+ *   g = c * grad; p *= (1 - lr * weight_decay);
+ *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
+ *   p -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps);
+ *   copy = round(p) as in SGD. */
+typedef struct ampx_adamw_args {
+    uint32_t           size;
+    float              beta1, beta2, eps, weight_decay;
+    float              max_grad_norm;
+    const float       *wd;
+    ampx_tensor_list   params;
+    const ampx_tensor *grads;
+    const ampx_tensor *m;
+    const ampx_tensor *v;
+    const ampx_tensor *copies;
+    ampx_tensor        grad_sq_sum;
+    ampx_tensor        scalars;
+    uint32_t           stochastic_copy;
+    uint64_t           seed;
+} ampx_adamw_args;
+
+// ---------------------------------------------------------------------------------------
+// The op table. Slots are in op-number order; a NULL slot is unsupported. Every op is
+// enqueued on the context's stream and may complete later; argument errors are reported
+// at enqueue time, device errors at the latest by the next synchronize().
+
+typedef struct ampx_backend_ops {
+    uint32_t size; /* sizeof(ampx_backend_ops) the plugin was built with */
+    uint32_t reserved;
+    ampx_status (*gemm)          (ampx_context *ctx, const ampx_gemm_args *args);
+    ampx_status (*cast)          (ampx_context *ctx, const ampx_cast_args *args);
+    ampx_status (*add)           (ampx_context *ctx, const ampx_add_args *args);
+    ampx_status (*mul)           (ampx_context *ctx, const ampx_mul_args *args);
+    ampx_status (*scale)         (ampx_context *ctx, const ampx_scale_args *args);
+    ampx_status (*bias_grad)     (ampx_context *ctx, const ampx_bias_grad_args *args);
+    ampx_status (*act_fwd)       (ampx_context *ctx, const ampx_act_args *args);
+    ampx_status (*act_bwd)       (ampx_context *ctx, const ampx_act_args *args);
+    ampx_status (*softmax_fwd)   (ampx_context *ctx, const ampx_softmax_args *args);
+    ampx_status (*softmax_bwd)   (ampx_context *ctx, const ampx_softmax_args *args);
+    ampx_status (*softmax_xent)  (ampx_context *ctx, const ampx_softmax_xent_args *args);
+    ampx_status (*layernorm_fwd) (ampx_context *ctx, const ampx_layernorm_args *args);
+    ampx_status (*layernorm_bwd) (ampx_context *ctx, const ampx_layernorm_args *args);
+    ampx_status (*batchnorm_fwd) (ampx_context *ctx, const ampx_batchnorm_args *args);
+    ampx_status (*batchnorm_bwd) (ampx_context *ctx, const ampx_batchnorm_args *args);
+    ampx_status (*embedding_fwd) (ampx_context *ctx, const ampx_embedding_args *args);
+    ampx_status (*embedding_bwd) (ampx_context *ctx, const ampx_embedding_args *args);
+    ampx_status (*reduce)        (ampx_context *ctx, const ampx_reduce_args *args);
+    ampx_status (*sum_squares)   (ampx_context *ctx, const ampx_sum_squares_args *args);
+    ampx_status (*unscale_check) (ampx_context *ctx, const ampx_unscale_check_args *args);
+    ampx_status (*grad_stats)    (ampx_context *ctx, const ampx_grad_stats_args *args);
+    ampx_status (*scaler_update) (ampx_context *ctx, const ampx_scaler_update_args *args);
+    ampx_status (*sgd)           (ampx_context *ctx, const ampx_sgd_args *args);
+    ampx_status (*adamw)         (ampx_context *ctx, const ampx_adamw_args *args);
+} ampx_backend_ops;
+
+/* One slot per op, in order: adding an op without its slot (or the reverse) fails here. */
+_Static_assert(sizeof(ampx_backend_ops) == 8 + AMPX_OP_COUNT * sizeof(void (*)(void)),
+               "ampx_backend_ops must have exactly one slot per ampx_op");
+_Static_assert(offsetof(ampx_backend_ops, adamw) ==
+                   8 + (AMPX_OP_ADAMW) * sizeof(void (*)(void)),
+               "ampx_backend_ops slots must be in op-number order");
+
+// ---------------------------------------------------------------------------------------
+// The backend table returned by ampx_backend_entry.
+
+typedef struct ampx_backend_iface {
+    uint32_t    size;      /* sizeof(ampx_backend_iface) the plugin was built with */
+    uint32_t    abi_major; /* AMPX_ABI_MAJOR the plugin was built with */
+    uint32_t    abi_minor; /* AMPX_ABI_MINOR the plugin was built with */
+    uint32_t    reserved;
+    const char *name;      /* short name, e.g. "cpu" */
+    const char *version;   /* the plugin's own version string */
+
+    /* Cheap availability check: touches no heavy driver state. Returns AMPX_OK, or
+     * AMPX_ERR_UNAVAILABLE with a one-line reason in reason[0..reason_cap). */
+    ampx_status (*probe)      (char *reason, size_t reason_cap);
+    /* Creates a context (one device, one stream). Unknown option keys are an error. */
+    ampx_status (*create)     (const ampx_host *host, ampx_context **out);
+    /* Waits for outstanding work and frees everything the context owns. NULL is a no-op. */
+    void        (*destroy)    (ampx_context *ctx);
+    /* Describes the context's device. */
+    ampx_status (*device_info)(ampx_context *ctx, ampx_device_info *info);
+    /* 1 if `op` runs with these dtypes (order per the op's heading) on this shape class,
+     * else 0. Authoritative: a supported op never fails as unsupported. */
+    int         (*supports)   (ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes,
+                               uint32_t n_dtypes, uint32_t shape_class);
+
+    /* Buffers. alloc of 0 bytes gives a valid handle. write copies from host memory before
+     * it returns (ordered after earlier work); read waits for earlier work and copies to
+     * host memory before it returns; copy and fill are enqueued. Offsets and sizes are in
+     * bytes and checked against the buffer's size. */
+    ampx_status (*buffer_alloc)(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);
+    void        (*buffer_free) (ampx_context *ctx, ampx_buffer *buf);
+    ampx_status (*buffer_write)(ampx_context *ctx, ampx_buffer *dst, uint64_t offset,
+                                const void *src, uint64_t bytes);
+    ampx_status (*buffer_read) (ampx_context *ctx, const ampx_buffer *src, uint64_t offset,
+                                void *dst, uint64_t bytes);
+    ampx_status (*buffer_copy) (ampx_context *ctx, ampx_buffer *dst, uint64_t dst_offset,
+                                const ampx_buffer *src, uint64_t src_offset, uint64_t bytes);
+    /* Fills bytes (a multiple of pattern_bytes) with a 1-, 2- or 4-byte pattern. */
+    ampx_status (*buffer_fill) (ampx_context *ctx, ampx_buffer *dst, uint64_t offset,
+                                uint64_t bytes, uint32_t pattern, uint32_t pattern_bytes);
+    /* Waits until all enqueued work is done; returns the first deferred error, if any. */
+    ampx_status (*synchronize) (ampx_context *ctx);
+
+    const ampx_backend_ops *ops;
+} ampx_backend_iface;
+
+/* The one exported symbol. host_abi_major/minor: what the host speaks. Returns the
+ * plugin's table (static storage, valid until unload), or NULL if it cannot serve that
+ * major at all. The host checks the table's abi_major itself. */
+typedef const ampx_backend_iface *(*ampx_backend_entry_fn)(uint32_t host_abi_major,
+                                                           uint32_t host_abi_minor);
+#define AMPX_BACKEND_ENTRY_SYMBOL "ampx_backend_entry"
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMPX_BACKEND_H */

@@ -1,0 +1,206 @@
+/* ampx/dtype.h — the data types of ampx and their conversions, header-only.
+ *
+ * Shared by the core and by every plugin (a plugin may include this header and backend.h
+ * and nothing else of the core). All conversions are bit-exact and portable C11:
+ *   - narrowing f32 -> bf16 and f32 -> f16 rounds to nearest, ties to even; NaN stays a
+ *     quiet NaN with its sign; overflow becomes inf; subnormals are produced and kept;
+ *   - widening bf16 -> f32 and f16 -> f32 is exact;
+ *   - stochastic rounding (opt-in) picks one of the two neighbours with probability
+ *     proportional to closeness, from a counter-based hash of (seed, index).
+ */
+#ifndef AMPX_DTYPE_H
+#define AMPX_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Numbered once, never renumbered: these values cross the plugin boundary. */
+typedef enum ampx_dtype {
+    AMPX_F32  = 0, /* IEEE binary32 */
+    AMPX_BF16 = 1, /* bfloat16: 1 sign, 8 exponent, 7 mantissa bits */
+    AMPX_F16  = 2, /* IEEE binary16: 1 sign, 5 exponent, 10 mantissa bits */
+    AMPX_I32  = 3, /* two's complement int32 (labels, indices, counters) */
+    AMPX_DTYPE_COUNT
+} ampx_dtype;
+
+static inline size_t ampx_dtype_size(ampx_dtype dt) {
+    switch (dt) {
+    case AMPX_F32: return 4;
+    case AMPX_BF16: return 2;
+    case AMPX_F16: return 2;
+    case AMPX_I32: return 4;
+    default: return 0;
+    }
+}
+
+static inline const char *ampx_dtype_name(ampx_dtype dt) {
+    switch (dt) {
+    case AMPX_F32: return "f32";
+    case AMPX_BF16: return "bf16";
+    case AMPX_F16: return "f16";
+    case AMPX_I32: return "i32";
+    default: return "?";
+    }
+}
+
+static inline int ampx_dtype_is_float(ampx_dtype dt) {
+    return dt == AMPX_F32 || dt == AMPX_BF16 || dt == AMPX_F16;
+}
+
+/* Accepts "f32"/"float32", "bf16"/"bfloat16", "f16"/"float16"/"half", "i32"/"int32".
+ * Returns 0 and sets *out on success, -1 otherwise. */
+static inline int ampx_dtype_parse(const char *s, ampx_dtype *out) {
+    static const struct { const char *name; ampx_dtype dt; } names[] = {
+        {"f32", AMPX_F32},  {"float32", AMPX_F32},  {"bf16", AMPX_BF16}, {"bfloat16", AMPX_BF16},
+        {"f16", AMPX_F16},  {"float16", AMPX_F16},  {"half", AMPX_F16},  {"i32", AMPX_I32},
+        {"int32", AMPX_I32},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].dt;
+            return 0;
+        }
+    return -1;
+}
+
+// ---------------------------------------------------------------------------------------
+// Bit casts
+
+static inline uint32_t ampx_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float ampx_f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+// ---------------------------------------------------------------------------------------
+// bf16: the upper half of an f32. Widening appends 16 zero bits, so it is exact.
+
+static inline float ampx_bf16_to_f32(uint16_t h) { return ampx_f32_from_bits((uint32_t)h << 16); }
+
+/* Round to nearest even on the 16 discarded bits: adding 0x7fff plus the lowest kept bit
+ * carries into the kept bits exactly when the discarded part is above one half, or equal
+ * to one half with an odd kept part. A carry out of the mantissa bumps the exponent, which
+ * is the correct result, and from the largest finite value it lands on inf. */
+static inline uint16_t ampx_f32_to_bf16(float f) {
+    uint32_t x = ampx_f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) /* NaN: keep sign and top payload, force quiet */
+        return (uint16_t)((x >> 16) | 0x0040u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+// ---------------------------------------------------------------------------------------
+// f16 (IEEE binary16). Bias 15, smallest normal 2^-14, smallest subnormal 2^-24,
+// largest finite 65504.
+
+static inline float ampx_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp  = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    if (exp == 0x1f) /* inf or NaN: payload moves to the top of the f32 mantissa */
+        return ampx_f32_from_bits(sign | 0x7f800000u | (mant << 13));
+    if (exp == 0) {
+        if (mant == 0) return ampx_f32_from_bits(sign);
+        /* subnormal: value = mant * 2^-24; normalise into an f32 normal */
+        int e = -1;
+        do {
+            mant <<= 1;
+            e++;
+        } while ((mant & 0x400u) == 0);
+        return ampx_f32_from_bits(sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3ffu) << 13));
+    }
+    return ampx_f32_from_bits(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+static inline uint16_t ampx_f32_to_f16(float f) {
+    uint32_t x    = ampx_f32_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax   = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) /* NaN: quiet, keep the top payload bits */
+        return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    if (ax >= 0x477ff000u) /* >= 65520 (the tie above 65504) rounds to inf; inf stays inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) { /* below 2^-14: f16 subnormal or zero */
+        if (ax <= 0x33000000u) return sign; /* <= 2^-25: the tie at 2^-25 goes to even 0 */
+        uint32_t e     = ax >> 23;
+        uint32_t m     = (ax & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e; /* f16 subnormal unit 2^-24 vs f32 unit 2^(e-150) */
+        uint32_t r     = m >> shift;
+        uint32_t rem   = m & ((1u << shift) - 1u);
+        uint32_t half  = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (r & 1u))) r++; /* may carry into the smallest normal */
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r   = (ax >> 13) - (112u << 10); /* rebias exponent 127 -> 15 */
+    uint32_t rem = ax & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
+    return (uint16_t)(sign | r);
+}
+
+// ---------------------------------------------------------------------------------------
+// Stochastic rounding
+
+/* Counter-based hash (a lowbias32-style integer mixer over seed and index). Stateless, so
+ * every element of a tensor draws its own number whatever the thread layout. */
+static inline uint32_t ampx_hash32(uint64_t seed, uint64_t index) {
+    uint64_t z = seed * 0x9e3779b97f4a7c15ull + index;
+    uint32_t x = (uint32_t)(z ^ (z >> 32));
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+/* bf16 with stochastic rounding: add 16 random bits below the kept part and truncate. The
+ * result rounds away from zero with probability (discarded bits) / 2^16. */
+static inline uint16_t ampx_f32_to_bf16_sr(float f, uint32_t rnd) {
+    uint32_t x = ampx_f32_bits(f);
+    if ((x & 0x7fffffffu) >= 0x7f800000u) return ampx_f32_to_bf16(f); /* inf, NaN */
+    return (uint16_t)((x + (rnd & 0xffffu)) >> 16);
+}
+
+/* f16 with stochastic rounding: truncate toward zero, then step away from zero with
+ * probability equal to the discarded fraction, compared on 32 bits of randomness. Values
+ * past the largest finite f16 follow the round-to-nearest rule (inf from 65520 on). */
+static inline uint16_t ampx_f32_to_f16_sr(float f, uint32_t rnd) {
+    uint32_t x    = ampx_f32_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax   = x & 0x7fffffffu;
+    if (ax >= 0x477fe000u) return ampx_f32_to_f16(f); /* >= 65504, inf, NaN */
+    uint32_t trunc, disc_bits;
+    uint64_t frac; /* discarded part, as a fraction of one f16 ulp, scaled by 2^disc_bits */
+    if (ax < 0x38800000u) {
+        uint32_t e = ax >> 23;
+        if (e == 0) return sign; /* f32 subnormals are far below 2^-25: never round up */
+        uint32_t m     = (ax & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e;
+        if (shift > 31u) return sign;
+        trunc     = m >> shift;
+        disc_bits = shift;
+        frac      = m & ((1u << shift) - 1u);
+    } else {
+        trunc     = (ax >> 13) - (112u << 10);
+        disc_bits = 13;
+        frac      = ax & 0x1fffu;
+    }
+    /* step up iff rnd / 2^32 < frac / 2^disc_bits */
+    if (((uint64_t)rnd >> (32u - disc_bits)) < frac) trunc++;
+    return (uint16_t)(sign | trunc);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMPX_DTYPE_H */

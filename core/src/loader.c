@@ -1,0 +1,399 @@
+/* loader.c — finds, loads, checks and opens backend plugins.
+ *
+ * A plugin is libampx-NAME.so exporting ampx_backend_entry. Loading follows the ABI rules of
+ * backend.h: dlopen(RTLD_NOW | RTLD_LOCAL), the entry symbol, the major version, then the
+ * cheap probe, and only then create(). Every failure becomes one line that names the file
+ * and the reason. The plugin's tables are copied into host-sized, zero-filled copies reading
+ * only what lies within the sizes the plugin declared, so a plugin built for an older minor
+ * version shows its missing slots as NULL (unsupported).
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ampx/ampx.h"
+
+struct ampx_backend {
+    void                    *dl;
+    ampx_backend_iface       iface; /* host-sized copy of the plugin's table */
+    ampx_backend_ops         ops;   /* host-sized copy of the op table */
+    ampx_context            *ctx;
+    char                     path[PATH_MAX];
+    char                     last_error[1024];
+};
+
+// ---------------------------------------------------------------------------------------
+// Messages
+
+static void fmt(char *buf, size_t cap, const char *f, ...) {
+    if (!buf || cap == 0) return;
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(buf, cap, f, ap);
+    va_end(ap);
+}
+
+/* The host log callback: keep the last ERROR line so the caller can report it. */
+static void backend_log(void *user, ampx_log_level level, const char *msg) {
+    ampx_backend *be = user;
+    if (level == AMPX_LOG_ERROR && msg) fmt(be->last_error, sizeof be->last_error, "%s", msg);
+}
+
+/* dlerror() usually starts with the file name; drop it since our line names the file. */
+static const char *dl_reason(const char *path) {
+    const char *e = dlerror();
+    if (!e) return "unknown dlopen error";
+    size_t n = strlen(path);
+    if (strncmp(e, path, n) == 0 && e[n] == ':' && e[n + 1] == ' ') return e + n + 2;
+    return e;
+}
+
+// ---------------------------------------------------------------------------------------
+// Search path
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Appends dir to a ':'-separated list unless already present or not a directory. */
+static void add_dir(char *list, size_t cap, const char *dir) {
+    char real[PATH_MAX];
+    if (!dir || !*dir || !realpath(dir, real) || !is_dir(real)) return;
+    size_t n = strlen(real);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ':');
+        size_t      len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, real, n) == 0) return;
+        p += len + (end ? 1 : 0);
+    }
+    size_t used = strlen(list);
+    if (used + n + 2 > cap) return;
+    if (used) list[used++] = ':';
+    memcpy(list + used, real, n + 1);
+}
+
+static void dir_of(const char *file, char *out, size_t cap) {
+    fmt(out, cap, "%s", file);
+    char *slash = strrchr(out, '/');
+    if (slash) *slash = '\0';
+}
+
+void ampx_plugin_search_path(char *buf, size_t cap) {
+    char tmp[PATH_MAX + 64], here[PATH_MAX];
+    if (!buf || cap == 0) return;
+    buf[0] = '\0';
+    /* 1. $AMPX_PLUGIN_PATH, in order */
+    const char *env = getenv("AMPX_PLUGIN_PATH");
+    if (env) {
+        char *copy = strdup(env), *save = NULL;
+        for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save))
+            add_dir(buf, cap, d);
+        free(copy);
+    }
+    /* 2. beside libampx itself: <libdir>/ampx (build tree and install tree alike) */
+    Dl_info info;
+    if (dladdr((void *)&ampx_plugin_search_path, &info) && info.dli_fname) {
+        dir_of(info.dli_fname, here, sizeof here);
+        fmt(tmp, sizeof tmp, "%s/ampx", here);
+        add_dir(buf, cap, tmp);
+    }
+    /* 3. beside the running executable: <bindir>/../lib/ampx */
+    ssize_t n = readlink("/proc/self/exe", here, sizeof here - 1);
+    if (n > 0) {
+        here[n] = '\0';
+        dir_of(here, tmp, sizeof tmp);
+        fmt(here, sizeof here, "%s/../lib/ampx", tmp);
+        add_dir(buf, cap, here);
+    }
+    /* 4. the configured install directory */
+    add_dir(buf, cap, AMPX_INSTALL_PLUGIN_DIR);
+}
+
+static int valid_name(const char *name) {
+    if (!*name || strlen(name) > 48) return 0;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+            return 0;
+    return 1;
+}
+
+/* Finds libampx-NAME.so on the search path; 0 and the path in out if found. */
+static int find_plugin(const char *name, char *out, size_t cap, char *searched, size_t scap) {
+    ampx_plugin_search_path(searched, scap);
+    char *copy = strdup(searched), *save = NULL;
+    int   found = -1;
+    for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
+        fmt(out, cap, "%s/libampx-%s.so", d, name);
+        if (access(out, F_OK) == 0) {
+            found = 0;
+            break;
+        }
+    }
+    free(copy);
+    return found;
+}
+
+// ---------------------------------------------------------------------------------------
+// Loading one file
+
+/* dlopen + entry + version check + table copies. Does not probe or create. */
+static ampx_status load_file(const char *path, ampx_backend *be, char *err, size_t cap) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fmt(err, cap, "%s: cannot load backend: %s", path, strerror(errno));
+        return AMPX_ERR_INVALID;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fmt(err, cap, "%s: cannot load backend: not a regular file", path);
+        return AMPX_ERR_INVALID;
+    }
+    dlerror();
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        fmt(err, cap, "%s: cannot load backend: %s", path, dl_reason(path));
+        return AMPX_ERR_INVALID;
+    }
+    ampx_backend_entry_fn entry;
+    void                 *sym = dlsym(dl, AMPX_BACKEND_ENTRY_SYMBOL);
+    memcpy(&entry, &sym, sizeof entry);
+    if (!sym) {
+        fmt(err, cap, "%s: not an ampx backend: no symbol '%s'", path, AMPX_BACKEND_ENTRY_SYMBOL);
+        dlclose(dl);
+        return AMPX_ERR_INVALID;
+    }
+    const ampx_backend_iface *t = entry(AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+    if (!t) {
+        fmt(err, cap, "%s: %s returned no table for host ABI %d.%d", path,
+            AMPX_BACKEND_ENTRY_SYMBOL, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+        dlclose(dl);
+        return AMPX_ERR_INVALID;
+    }
+    if (t->size < offsetof(ampx_backend_iface, name)) {
+        fmt(err, cap, "%s: backend table too small (%u bytes)", path, t->size);
+        dlclose(dl);
+        return AMPX_ERR_INVALID;
+    }
+    if (t->abi_major != AMPX_ABI_MAJOR) {
+        fmt(err, cap, "%s: ABI major version mismatch: plugin speaks %u.%u, host speaks %d.%d",
+            path, t->abi_major, t->abi_minor, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+        dlclose(dl);
+        return AMPX_ERR_INVALID;
+    }
+    memset(&be->iface, 0, sizeof be->iface);
+    memcpy(&be->iface, t, t->size < sizeof be->iface ? t->size : sizeof be->iface);
+    memset(&be->ops, 0, sizeof be->ops);
+    if (be->iface.ops) {
+        uint32_t n = be->iface.ops->size;
+        memcpy(&be->ops, be->iface.ops, n < sizeof be->ops ? n : sizeof be->ops);
+    }
+    be->iface.ops = &be->ops;
+    if (!be->iface.probe || !be->iface.create || !be->iface.destroy || !be->iface.buffer_alloc ||
+        !be->iface.buffer_free || !be->iface.buffer_write || !be->iface.buffer_read ||
+        !be->iface.synchronize || !be->iface.supports) {
+        fmt(err, cap, "%s: backend table lacks a required function (probe, create, destroy, "
+                      "supports, buffers or synchronize)", path);
+        dlclose(dl);
+        return AMPX_ERR_INVALID;
+    }
+    if (!be->iface.name) be->iface.name = "?";
+    be->dl = dl;
+    fmt(be->path, sizeof be->path, "%s", path);
+    return AMPX_OK;
+}
+
+static ampx_status probe(ampx_backend *be, char *err, size_t cap) {
+    char        reason[512] = "";
+    ampx_status st          = be->iface.probe(reason, sizeof reason);
+    reason[sizeof reason - 1] = '\0';
+    if (st != AMPX_OK) {
+        fmt(err, cap, "%s: backend '%s' unavailable: %s", be->path, be->iface.name,
+            reason[0] ? reason : ampx_status_name(st));
+        return AMPX_ERR_UNAVAILABLE;
+    }
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// Public API
+
+/* Splits AMPX_BACKEND_OPTS on commas into a fresh string list (prepended to options). */
+static char **merge_options(const char *const *options, uint32_t n, uint32_t *n_out) {
+    const char *env    = getenv("AMPX_BACKEND_OPTS");
+    uint32_t    n_env  = 0;
+    char       *envcp  = env && *env ? strdup(env) : NULL;
+    char      **list   = NULL;
+    uint32_t    cap    = n + 1;
+    if (envcp)
+        for (const char *p = envcp; *p; p++) cap += *p == ',';
+    cap += 1;
+    list = calloc(cap + 1, sizeof *list);
+    if (!list) goto out;
+    if (envcp) {
+        char *save = NULL;
+        for (char *t = strtok_r(envcp, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            list[n_env++] = strdup(t);
+    }
+    for (uint32_t i = 0; i < n; i++) list[n_env + i] = strdup(options[i]);
+    *n_out = n_env + n;
+out:
+    free(envcp);
+    return list;
+}
+
+static void free_options(char **list, uint32_t n) {
+    if (!list) return;
+    for (uint32_t i = 0; i < n; i++) free(list[i]);
+    free(list);
+}
+
+ampx_status ampx_backend_open(const char *spec, const char *const *options, uint32_t n_options,
+                              ampx_backend **out, char *err, size_t err_cap) {
+    char         path[PATH_MAX], searched[4096];
+    ampx_backend *be = NULL;
+    ampx_status   st;
+    char        **opts   = NULL;
+    uint32_t      n_opts = 0;
+
+    *out = NULL;
+    if (!spec || !*spec) {
+        fmt(err, err_cap, "no backend given");
+        return AMPX_ERR_INVALID;
+    }
+    if (strchr(spec, '/')) {
+        fmt(path, sizeof path, "%s", spec);
+    } else if (!valid_name(spec)) {
+        fmt(err, err_cap, "backend '%s': not a backend name (letters, digits, '-', '_') "
+                          "nor a path to a plugin (a path contains '/')", spec);
+        return AMPX_ERR_INVALID;
+    } else if (find_plugin(spec, path, sizeof path, searched, sizeof searched) != 0) {
+        fmt(err, err_cap, "libampx-%s.so: backend '%s' not found in %s (set AMPX_PLUGIN_PATH, "
+                          "or give a path like ./libampx-%s.so)",
+            spec, spec, searched[0] ? searched : "(no search directories)", spec);
+        return AMPX_ERR_INVALID;
+    }
+
+    be = calloc(1, sizeof *be);
+    if (!be) {
+        fmt(err, err_cap, "%s: out of host memory", path);
+        return AMPX_ERR_NO_MEMORY;
+    }
+    if ((st = load_file(path, be, err, err_cap)) != AMPX_OK) goto fail;
+    if ((st = probe(be, err, err_cap)) != AMPX_OK) goto fail;
+
+    opts = merge_options(options, n_options, &n_opts);
+    if (!opts) {
+        st = AMPX_ERR_NO_MEMORY;
+        fmt(err, err_cap, "%s: out of host memory", path);
+        goto fail;
+    }
+    ampx_host host = {
+        .size      = sizeof host,
+        .abi_major = AMPX_ABI_MAJOR,
+        .abi_minor = AMPX_ABI_MINOR,
+        .log       = backend_log,
+        .log_user  = be,
+        .options   = (const char *const *)opts,
+        .n_options = n_opts,
+    };
+    st = be->iface.create(&host, &be->ctx);
+    free_options(opts, n_opts);
+    if (st != AMPX_OK || !be->ctx) {
+        fmt(err, err_cap, "%s: backend '%s' failed to start: %s", path, be->iface.name,
+            be->last_error[0] ? be->last_error : ampx_status_name(st));
+        be->ctx = NULL;
+        if (st == AMPX_OK) st = AMPX_ERR_INTERNAL;
+        goto fail;
+    }
+    *out = be;
+    return AMPX_OK;
+fail:
+    if (be->dl) dlclose(be->dl);
+    free(be);
+    return st;
+}
+
+void ampx_backend_close(ampx_backend *be) {
+    if (!be) return;
+    if (be->ctx) {
+        be->iface.synchronize(be->ctx);
+        be->iface.destroy(be->ctx); /* joins the plugin's threads before we unload it */
+    }
+    if (be->dl) dlclose(be->dl);
+    free(be);
+}
+
+const ampx_backend_iface *ampx_backend_iface_of(const ampx_backend *be) { return &be->iface; }
+ampx_context             *ampx_backend_context(const ampx_backend *be) { return be->ctx; }
+const char               *ampx_backend_path(const ampx_backend *be) { return be->path; }
+const char               *ampx_backend_last_error(const ampx_backend *be) { return be->last_error; }
+
+void *ampx_backend_op_slot(const ampx_backend *be, uint32_t op) {
+    if (op >= AMPX_OP_COUNT) return NULL;
+    void (*const *slots)(void) = (void (*const *)(void))((const char *)&be->ops + 8);
+    void *p;
+    memcpy(&p, &slots[op], sizeof p);
+    return p;
+}
+
+int ampx_backend_supports(const ampx_backend *be, uint32_t op, const ampx_dtype *dtypes,
+                          uint32_t n_dtypes) {
+    if (!ampx_backend_op_slot(be, op)) return 0;
+    return be->iface.supports(be->ctx, op, dtypes, n_dtypes, AMPX_SHAPE_ANY) != 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Discovery
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const ampx_plugin_info *)a)->name, ((const ampx_plugin_info *)b)->name);
+}
+
+size_t ampx_plugin_list(ampx_plugin_info *out, size_t cap) {
+    char   search[4096];
+    size_t count = 0;
+    ampx_plugin_search_path(search, sizeof search);
+    char *copy = strdup(search), *save = NULL;
+    for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
+        DIR *dir = opendir(d);
+        if (!dir) continue;
+        struct dirent *ent;
+        while ((ent = readdir(dir))) {
+            const char *f = ent->d_name;
+            size_t      n = strlen(f);
+            if (n <= 12 || strncmp(f, "libampx-", 8) != 0 || strcmp(f + n - 3, ".so") != 0)
+                continue;
+            char name[64];
+            fmt(name, sizeof name, "%.*s", (int)(n - 11), f + 8);
+            int dup = 0;
+            for (size_t i = 0; i < count && i < cap; i++) dup |= strcmp(out[i].name, name) == 0;
+            if (dup) continue;
+            if (count < cap) {
+                ampx_plugin_info *pi = &out[count];
+                memset(pi, 0, sizeof *pi);
+                fmt(pi->name, sizeof pi->name, "%s", name);
+                fmt(pi->path, sizeof pi->path, "%s/%s", d, f);
+                ampx_backend be = {0};
+                if (load_file(pi->path, &be, pi->reason, sizeof pi->reason) == AMPX_OK) {
+                    pi->loadable  = 1;
+                    pi->abi_major = be.iface.abi_major;
+                    pi->abi_minor = be.iface.abi_minor;
+                    pi->available = probe(&be, pi->reason, sizeof pi->reason) == AMPX_OK;
+                    dlclose(be.dl);
+                }
+            }
+            count++;
+        }
+        closedir(dir);
+    }
+    free(copy);
+    qsort(out, count < cap ? count : cap, sizeof *out, by_name);
+    return count;
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# cli.sh AMPX TEST_PLUGIN_DIR — the `ampx` command as a user meets it: listings, exit
+# statuses, and one clear line for every plugin that cannot load.
+set -u
+ampx=$1
+plugins=$2
+fails=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+check() { # check NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+}
+
+# expect_fail NAME WANT_SUBSTRING ARGS...: non-zero exit (not a crash), one line on stderr
+expect_fail() {
+  local name=$1 want=$2; shift 2
+  "$ampx" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  local lines; lines=$(wc -l <"$tmp/err")
+  check "$name: exits 1 (got $rc)" test "$rc" -eq 1
+  check "$name: one line on stderr (got $lines)" test "$lines" -eq 1
+  check "$name: mentions '$want'" grep -qF -- "$want" "$tmp/err"
+}
+
+"$ampx" --version >"$tmp/out"; check "--version" grep -q 'ABI 1.0' "$tmp/out"
+"$ampx" --help >"$tmp/out"; check "--help" grep -q conformance "$tmp/out"
+"$ampx" frobnicate 2>/dev/null; check "unknown command exits 2" test $? -eq 2
+"$ampx" conformance 2>/dev/null; check "conformance without --backend exits 2" test $? -eq 2
+
+"$ampx" backends >"$tmp/out"; rc=$?
+check "backends exits 0" test $rc -eq 0
+check "backends lists cpu as available" grep -qE 'ABI 1\.0, available' "$tmp/out"
+check "backends shows the op table" grep -qE '^  gemm +yes +yes +yes +27/27' "$tmp/out"
+"$ampx" backends --json >"$tmp/json"
+check "backends --json is JSON with cpu" python3 -c '
+import json,sys
+d=json.load(open(sys.argv[1]))
+cpu=[b for b in d["backends"] if b["name"]=="cpu"][0]
+assert cpu["available"] and cpu["abi"]=="1.0", cpu
+assert cpu["ops"]["gemm"]["bf16"] and cpu["ops"]["gemm"]["combos_supported"]==27
+' "$tmp/json"
+
+printf 'not a plugin\n' >"$tmp/libampx-text.so"
+expect_fail "missing file" "./does-not-exist.so: cannot load backend" conformance --backend ./does-not-exist.so
+expect_fail "not a shared object" "$tmp/libampx-text.so: cannot load backend" conformance --backend "$tmp/libampx-text.so"
+expect_fail "no entry symbol" "no symbol 'ampx_backend_entry'" conformance --backend "$plugins/libno_entry.so"
+expect_fail "wrong ABI major" "plugin speaks 2.7, host speaks 1.0" conformance --backend "$plugins/libwrong_major.so"
+expect_fail "probe unavailable" "unavailable: test device is switched off" conformance --backend "$plugins/libunavailable.so"
+expect_fail "unknown backend name" "backend 'nosuch' not found" conformance --backend nosuch
+expect_fail "bad backend option" "no_such_key" conformance --backend cpu --backend-opt no_such_key=1
+
+# A plugin whose ops start failing: failures reported, exit 1, no crash.
+"$ampx" conformance --backend "$plugins/libfailing.so" --quick >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "failing plugin exits 1 (got $rc)" test $rc -eq 1
+check "failing plugin reports the fault" grep -q 'injected device fault' "$tmp/err"
+
+# The real thing, quick: a passing run prints the closing count and exits 0.
+"$ampx" conformance --backend cpu --quick --op gemm >"$tmp/out" 2>&1; rc=$?
+check "conformance cpu gemm exits 0 (got $rc)" test $rc -eq 0
+check "conformance prints the closing count" grep -qE '^[0-9]+ passed, 0 failed' "$tmp/out"
+"$ampx" conformance --backend cpu --quick --op cast --json >"$tmp/json"; rc=$?
+check "conformance --json exits 0" test $rc -eq 0
+check "conformance --json is JSON" python3 -c '
+import json,sys
+d=json.load(open(sys.argv[1])); assert d["ok"] and d["summary"]["failed"]==0 and d["cases"]' "$tmp/json"
+
+echo "cli: $fails failure(s)"
+test $fails -eq 0

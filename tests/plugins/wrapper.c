@@ -1,0 +1,152 @@
+/* wrapper.c — test plugins built around the real CPU plugin, one per failure the loader and
+ * the host must survive. The inner plugin's path comes from $AMPX_TEST_INNER_PLUGIN.
+ *
+ *   WRAP_WRONG_MAJOR   the table claims ABI major 2
+ *   WRAP_UNAVAILABLE   the probe says the device is unavailable, with a reason
+ *   WRAP_FAILING       ops succeed for a while, then return AMPX_ERR_DEVICE; buffers are
+ *                      counted and device_info reports how many are still live
+ *   WRAP_OLD_MINOR     an op table from an older minor version: only gemm and cast
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ampx/backend.h"
+
+static const ampx_backend_iface *inner;
+static ampx_backend_iface        table;
+static ampx_backend_ops          ops;
+static long                      live_buffers, op_calls;
+static ampx_log_fn               host_log;
+static void                     *host_log_user;
+
+static const ampx_backend_iface *load_inner(void) {
+    if (inner) return inner;
+    const char *path = getenv("AMPX_TEST_INNER_PLUGIN");
+    void       *dl   = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    void       *sym  = dl ? dlsym(dl, AMPX_BACKEND_ENTRY_SYMBOL) : NULL;
+    ampx_backend_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry);
+    inner = sym ? entry(AMPX_ABI_MAJOR, AMPX_ABI_MINOR) : NULL;
+    return inner;
+}
+
+static ampx_status probe(char *reason, size_t cap) {
+#ifdef WRAP_UNAVAILABLE
+    snprintf(reason, cap, "test device is switched off");
+    return AMPX_ERR_UNAVAILABLE;
+#else
+    if (!load_inner()) {
+        snprintf(reason, cap, "AMPX_TEST_INNER_PLUGIN not set or not loadable");
+        return AMPX_ERR_UNAVAILABLE;
+    }
+    return inner->probe(reason, cap);
+#endif
+}
+
+static ampx_status create(const ampx_host *host, ampx_context **out) {
+    host_log      = host->log;
+    host_log_user = host->log_user;
+    live_buffers = op_calls = 0;
+    return inner->create(host, out);
+}
+
+static ampx_status alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out) {
+    ampx_status st = inner->buffer_alloc(ctx, bytes, out);
+    if (st == AMPX_OK) live_buffers++;
+    return st;
+}
+
+static void release(ampx_context *ctx, ampx_buffer *buf) {
+    if (buf) live_buffers--;
+    inner->buffer_free(ctx, buf);
+}
+
+static ampx_status info(ampx_context *ctx, ampx_device_info *di) {
+    ampx_status st = inner->device_info(ctx, di);
+    snprintf(di->description, sizeof di->description, "live_buffers=%ld op_calls=%ld",
+             live_buffers, op_calls);
+    return st;
+}
+
+#ifdef WRAP_FAILING
+/* Every op: forward the first 40 calls, then fail like a device that fell over. */
+#define FAIL_AFTER 40
+#define WRAP_OP(name, argt)                                                                      \
+    static ampx_status wrap_##name(ampx_context *ctx, const argt *a) {                          \
+        if (++op_calls > FAIL_AFTER) {                                                           \
+            if (host_log) host_log(host_log_user, AMPX_LOG_ERROR, #name ": injected device fault"); \
+            return AMPX_ERR_DEVICE;                                                              \
+        }                                                                                        \
+        return inner->ops->name(ctx, a);                                                         \
+    }
+WRAP_OP(gemm, ampx_gemm_args)
+WRAP_OP(cast, ampx_cast_args)
+WRAP_OP(add, ampx_add_args)
+WRAP_OP(mul, ampx_mul_args)
+WRAP_OP(scale, ampx_scale_args)
+WRAP_OP(bias_grad, ampx_bias_grad_args)
+WRAP_OP(act_fwd, ampx_act_args)
+WRAP_OP(act_bwd, ampx_act_args)
+WRAP_OP(softmax_fwd, ampx_softmax_args)
+WRAP_OP(softmax_bwd, ampx_softmax_args)
+WRAP_OP(softmax_xent, ampx_softmax_xent_args)
+WRAP_OP(layernorm_fwd, ampx_layernorm_args)
+WRAP_OP(layernorm_bwd, ampx_layernorm_args)
+WRAP_OP(batchnorm_fwd, ampx_batchnorm_args)
+WRAP_OP(batchnorm_bwd, ampx_batchnorm_args)
+WRAP_OP(embedding_fwd, ampx_embedding_args)
+WRAP_OP(embedding_bwd, ampx_embedding_args)
+WRAP_OP(reduce, ampx_reduce_args)
+WRAP_OP(sum_squares, ampx_sum_squares_args)
+WRAP_OP(unscale_check, ampx_unscale_check_args)
+WRAP_OP(grad_stats, ampx_grad_stats_args)
+WRAP_OP(scaler_update, ampx_scaler_update_args)
+WRAP_OP(sgd, ampx_sgd_args)
+WRAP_OP(adamw, ampx_adamw_args)
+#endif
+
+AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, uint32_t minor) {
+    (void)minor;
+    if (major != AMPX_ABI_MAJOR) return NULL;
+#ifndef WRAP_UNAVAILABLE
+    if (!load_inner()) {
+        /* still hand out a table: the probe explains what is missing */
+        static ampx_backend_iface empty;
+        empty      = (ampx_backend_iface){.size = sizeof empty, .abi_major = AMPX_ABI_MAJOR};
+        empty.name = "wrapper";
+        empty.probe = probe;
+        return &empty;
+    }
+    table = *inner;
+    ops   = *inner->ops;
+#else
+    table = (ampx_backend_iface){.size = sizeof table, .abi_major = AMPX_ABI_MAJOR,
+                                 .abi_minor = AMPX_ABI_MINOR};
+#endif
+    table.name         = "wrapper";
+    table.probe        = probe;
+    table.create       = create;
+    table.buffer_alloc = alloc;
+    table.buffer_free  = release;
+    table.device_info  = info;
+    table.ops          = &ops;
+#ifdef WRAP_WRONG_MAJOR
+    table.abi_major = 2;
+    table.abi_minor = 7;
+#endif
+#ifdef WRAP_OLD_MINOR
+    /* As if built against a minor version that had only the first two ops. */
+    ops.size = (uint32_t)offsetof(ampx_backend_ops, add);
+#endif
+#ifdef WRAP_FAILING
+#define SET(name) ops.name = wrap_##name
+    SET(gemm); SET(cast); SET(add); SET(mul); SET(scale); SET(bias_grad); SET(act_fwd);
+    SET(act_bwd); SET(softmax_fwd); SET(softmax_bwd); SET(softmax_xent); SET(layernorm_fwd);
+    SET(layernorm_bwd); SET(batchnorm_fwd); SET(batchnorm_bwd); SET(embedding_fwd);
+    SET(embedding_bwd); SET(reduce); SET(sum_squares); SET(unscale_check); SET(grad_stats);
+    SET(scaler_update); SET(sgd); SET(adamw);
+#endif
+    return &table;
+}

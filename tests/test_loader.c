@@ -1,0 +1,195 @@
+/* test_loader.c — the loader against real files that fail in every way it must report:
+ * missing, not a shared object, wrong architecture, no entry symbol, wrong ABI major, probe
+ * unavailable, ops failing mid-run, an op table from an older minor version. Each failure
+ * must be one line naming the file and the reason, never a crash. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "ampx/ampx.h"
+
+#define PLUGIN(name) AMPX_TEST_PLUGIN_DIR "/lib" name ".so"
+
+static char err[2048];
+
+/* Opens spec expecting failure; returns the status and leaves the message in err. */
+static ampx_status open_fails(const char *spec) {
+    ampx_backend *be = (ampx_backend *)0x1;
+    err[0]           = '\0';
+    ampx_status st   = ampx_backend_open(spec, NULL, 0, &be, err, sizeof err);
+    cr_assert_neq(st, AMPX_OK, "%s opened but should not have", spec);
+    cr_assert_null(be, "a failed open must leave *out NULL");
+    cr_assert_null(strchr(err, '\n'), "message is one line: %s", err);
+    return st;
+}
+
+static void assert_mentions(const char *what) {
+    cr_assert(strstr(err, what) != NULL, "message '%s' does not mention '%s'", err, what);
+}
+
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "cannot create %s: %s", path, strerror(errno));
+    cr_assert_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+// ---------------------------------------------------------------------------------------
+// Files that are not plugins
+
+Test(loader, missing_file) {
+    open_fails("./no/such/libampx-nothing.so");
+    assert_mentions("./no/such/libampx-nothing.so");
+    assert_mentions("No such file");
+}
+
+Test(loader, not_a_shared_object) {
+    char path[] = "/tmp/ampx-test-notso-XXXXXX";
+    int  fd     = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    write_file(path, "this is text, not ELF\n", 22);
+    open_fails(path);
+    assert_mentions(path);
+    assert_mentions("cannot load backend");
+    unlink(path);
+}
+
+Test(loader, wrong_architecture) {
+    /* The real CPU plugin with its ELF e_machine changed to AArch64 (183). */
+    FILE *f = fopen(AMPX_TEST_CPU_PLUGIN, "rb");
+    cr_assert_not_null(f);
+    static unsigned char buf[1 << 24];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cr_assert_gt(n, 64);
+    buf[18] = 183;
+    buf[19] = 0;
+    char path[] = "/tmp/ampx-test-arch-XXXXXX";
+    int  fd     = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    write_file(path, buf, n);
+    open_fails(path);
+    assert_mentions(path);
+    assert_mentions("cannot load backend");
+    unlink(path);
+}
+
+Test(loader, directory_is_not_a_plugin) {
+    open_fails("/tmp/");
+    assert_mentions("not a regular file");
+}
+
+Test(loader, no_entry_symbol) {
+    open_fails(PLUGIN("no_entry"));
+    assert_mentions(PLUGIN("no_entry"));
+    assert_mentions("ampx_backend_entry");
+}
+
+// ---------------------------------------------------------------------------------------
+// Plugins that load but must be refused
+
+Test(loader, wrong_abi_major) {
+    open_fails(PLUGIN("wrong_major"));
+    assert_mentions(PLUGIN("wrong_major"));
+    assert_mentions("2.7");
+    assert_mentions("1.0");
+}
+
+Test(loader, probe_unavailable) {
+    cr_assert_eq(open_fails(PLUGIN("unavailable")), AMPX_ERR_UNAVAILABLE);
+    assert_mentions(PLUGIN("unavailable"));
+    assert_mentions("test device is switched off");
+}
+
+Test(loader, unknown_name) {
+    setenv("AMPX_PLUGIN_PATH", "/tmp", 1);
+    open_fails("definitely-not-a-backend");
+    assert_mentions("libampx-definitely-not-a-backend.so");
+    assert_mentions("not found");
+}
+
+Test(loader, bad_name) {
+    open_fails("CPU!");
+    assert_mentions("CPU!");
+}
+
+Test(loader, bad_option_is_refused) {
+    ampx_backend *be      = NULL;
+    const char   *opts[]  = {"no_such_option=1"};
+    ampx_status   st      = ampx_backend_open(AMPX_TEST_CPU_PLUGIN, opts, 1, &be, err, sizeof err);
+    cr_assert_neq(st, AMPX_OK);
+    cr_assert_null(be);
+    assert_mentions("no_such_option");
+}
+
+// ---------------------------------------------------------------------------------------
+// Plugins that load
+
+Test(loader, by_name_on_plugin_path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", AMPX_TEST_CPU_PLUGIN);
+    *strrchr(dir, '/') = '\0';
+    setenv("AMPX_PLUGIN_PATH", dir, 1);
+    ampx_backend *be = NULL;
+    cr_assert_eq(ampx_backend_open("cpu", NULL, 0, &be, err, sizeof err), AMPX_OK, "%s", err);
+    cr_assert_str_eq(ampx_backend_iface_of(be)->name, "cpu");
+    ampx_dtype f32x3[3] = {AMPX_F32, AMPX_F32, AMPX_F32};
+    cr_assert(ampx_backend_supports(be, AMPX_OP_GEMM, f32x3, 3));
+    ampx_backend_close(be);
+
+    ampx_plugin_info list[16];
+    size_t n = ampx_plugin_list(list, 16);
+    int found = 0;
+    for (size_t i = 0; i < n && i < 16; i++)
+        if (!strcmp(list[i].name, "cpu")) {
+            found = 1;
+            cr_assert(list[i].loadable && list[i].available, "%s", list[i].reason);
+            cr_assert_eq(list[i].abi_major, AMPX_ABI_MAJOR);
+        }
+    cr_assert(found, "ampx_plugin_list does not list cpu");
+}
+
+Test(loader, older_minor_op_table_reads_as_unsupported) {
+    ampx_backend *be = NULL;
+    cr_assert_eq(ampx_backend_open(PLUGIN("old_minor"), NULL, 0, &be, err, sizeof err), AMPX_OK,
+                 "%s", err);
+    ampx_dtype f32x3[3] = {AMPX_F32, AMPX_F32, AMPX_F32};
+    cr_assert_not_null(ampx_backend_op_slot(be, AMPX_OP_GEMM));
+    cr_assert_not_null(ampx_backend_op_slot(be, AMPX_OP_CAST));
+    cr_assert_null(ampx_backend_op_slot(be, AMPX_OP_ADD), "slot past the table's size was read");
+    cr_assert_null(ampx_backend_op_slot(be, AMPX_OP_ADAMW));
+    cr_assert(ampx_backend_supports(be, AMPX_OP_GEMM, f32x3, 3));
+    cr_assert(!ampx_backend_supports(be, AMPX_OP_ADD, f32x3, 3));
+    ampx_backend_close(be);
+}
+
+static void count_case(void *user, const ampx_conf_case *c) {
+    (void)c;
+    ++*(int *)user;
+}
+
+Test(loader, ops_failing_mid_run_are_reported_and_buffers_freed) {
+    ampx_backend *be = NULL;
+    cr_assert_eq(ampx_backend_open(PLUGIN("failing"), NULL, 0, &be, err, sizeof err), AMPX_OK,
+                 "%s", err);
+    ampx_conf_options opt  = {.seed = 1, .op = -1, .quick = 1};
+    ampx_conf_summary sum  = {0};
+    int               seen = 0;
+    ampx_conformance_run(be, &opt, count_case, &seen, &sum);
+    cr_assert_gt(sum.passed, 0, "the first ops should run and pass");
+    cr_assert_gt(sum.failed, 0, "ops failing after the first calls must be reported");
+    cr_assert(strstr(ampx_backend_last_error(be), "injected device fault"),
+              "last error: %s", ampx_backend_last_error(be));
+    ampx_device_info di = {.size = sizeof di};
+    ampx_backend_iface_of(be)->device_info(ampx_backend_context(be), &di);
+    cr_assert(strstr(di.description, "live_buffers=0 "), "host leaked buffers: %s",
+              di.description);
+    ampx_backend_close(be);
+}

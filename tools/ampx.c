@@ -1,0 +1,405 @@
+/* ampx.c — the `ampx` command: the only part of ampx that talks to the user.
+ *
+ *   ampx backends [--json]
+ *   ampx conformance --backend B [--backend-opt k=v]... [--op NAME] [--quick] [--seed S] [--json]
+ *
+ * Exit status: 0 on success, 1 when the work failed (a plugin did not load, a conformance
+ * case failed), 2 on a usage error.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "ampx/ampx.h"
+
+#define EXIT_USAGE 2
+#define MAX_PLUGINS 64
+#define MAX_BACKEND_OPTS 32
+
+static const char *prog = "ampx";
+
+static void usage_main(FILE *f) {
+    fprintf(f,
+            "usage: ampx <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  backends      list backend plugins, their devices and op x dtype support\n"
+            "  conformance   check a backend's ops against the double-precision reference\n"
+            "\n"
+            "options:\n"
+            "  -h, --help     show this help (also: ampx <command> --help)\n"
+            "  -V, --version  print the version and the plugin ABI version\n"
+            "\n"
+            "A backend is a name (cpu, opencl, cuda: libampx-NAME.so on $AMPX_PLUGIN_PATH or\n"
+            "beside ampx) or a path to a plugin (./libvendor.so). Backend options come from\n"
+            "--backend-opt key=value and from $AMPX_BACKEND_OPTS (comma-separated).\n");
+}
+
+/* Prints the JSON document to stdout and frees it. */
+static void print_json(cJSON *doc) {
+    char *s = cJSON_Print(doc);
+    if (s) {
+        fputs(s, stdout);
+        fputc('\n', stdout);
+        free(s);
+    }
+    cJSON_Delete(doc);
+}
+
+// ---------------------------------------------------------------------------------------
+// Support matrix: for each op, which uniform dtype signatures (all f32, all bf16, all f16)
+// are supported, and how many of all float signatures.
+
+static const ampx_dtype float_dtypes[3] = {AMPX_F32, AMPX_BF16, AMPX_F16};
+
+typedef struct op_support {
+    int      uniform[3]; /* f32, bf16, f16 */
+    uint32_t combos_ok, combos_total;
+} op_support;
+
+static void support_of(const ampx_backend *be, uint32_t op, op_support *s) {
+    uint32_t   n = ampx_op_n_dtypes(op), total = 1;
+    ampx_dtype dt[4];
+    memset(s, 0, sizeof *s);
+    for (uint32_t i = 0; i < n; i++) total *= 3;
+    for (uint32_t c = 0; c < total; c++) {
+        uint32_t r = c;
+        for (uint32_t i = 0; i < n; i++, r /= 3) dt[i] = float_dtypes[r % 3];
+        s->combos_ok += (uint32_t)ampx_backend_supports(be, op, dt, n);
+    }
+    s->combos_total = total;
+    for (int d = 0; d < 3; d++) {
+        for (uint32_t i = 0; i < n; i++) dt[i] = float_dtypes[d];
+        s->uniform[d] = ampx_backend_supports(be, op, dt, n);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// ampx backends
+
+static int cmd_backends(int argc, char **argv) {
+    int                  json   = 0;
+    static struct option opts[] = {{"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0}};
+    int                  c;
+    while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+        if (c == 'j') json = 1;
+        else if (c == 'h') {
+            printf("usage: ampx backends [--json]\n\nLists every libampx-*.so found on the search "
+                   "path with its ABI version,\navailability (and why not), device, and op x dtype "
+                   "support.\n");
+            return 0;
+        } else return EXIT_USAGE;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s backends: unexpected argument '%s'\n", prog, argv[optind]);
+        return EXIT_USAGE;
+    }
+
+    static ampx_plugin_info plugins[MAX_PLUGINS];
+    size_t n = ampx_plugin_list(plugins, MAX_PLUGINS);
+    if (n > MAX_PLUGINS) n = MAX_PLUGINS;
+    char search[4096];
+    ampx_plugin_search_path(search, sizeof search);
+
+    cJSON *doc = json ? cJSON_CreateObject() : NULL, *arr = NULL;
+    if (json) {
+        cJSON_AddStringToObject(doc, "search_path", search);
+        arr = cJSON_AddArrayToObject(doc, "backends");
+    } else {
+        printf("search path: %s\n", search[0] ? search : "(none)");
+        if (n == 0) printf("no backends found\n");
+    }
+    for (size_t i = 0; i < n; i++) {
+        ampx_plugin_info *p  = &plugins[i];
+        ampx_backend     *be = NULL;
+        char              err[1024] = "";
+        ampx_device_info  info = {.size = sizeof info};
+        if (p->available && ampx_backend_open(p->path, NULL, 0, &be, err, sizeof err) == AMPX_OK) {
+            const ampx_backend_iface *t = ampx_backend_iface_of(be);
+            if (!t->device_info || t->device_info(ampx_backend_context(be), &info) != AMPX_OK)
+                snprintf(info.name, sizeof info.name, "(no device info)");
+        }
+        const char *state = !p->loadable ? "not loadable" : p->available && be ? "available"
+                                                                              : "unavailable";
+        const char *reason = p->reason[0] ? p->reason : err;
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", p->name);
+            cJSON_AddStringToObject(o, "path", p->path);
+            char abi[32];
+            snprintf(abi, sizeof abi, "%u.%u", p->abi_major, p->abi_minor);
+            cJSON_AddStringToObject(o, "abi", p->loadable ? abi : "");
+            cJSON_AddBoolToObject(o, "loadable", p->loadable);
+            cJSON_AddBoolToObject(o, "available", be != NULL);
+            if (!be) cJSON_AddStringToObject(o, "reason", reason);
+            if (be) {
+                cJSON *d = cJSON_AddObjectToObject(o, "device");
+                cJSON_AddStringToObject(d, "name", info.name);
+                cJSON_AddStringToObject(d, "description", info.description);
+                cJSON_AddNumberToObject(d, "memory_bytes", (double)info.memory_bytes);
+                cJSON_AddNumberToObject(d, "threads", info.n_threads);
+                cJSON *ops = cJSON_AddObjectToObject(o, "ops");
+                for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
+                    op_support s;
+                    support_of(be, op, &s);
+                    cJSON *e = cJSON_AddObjectToObject(ops, ampx_op_name(op));
+                    for (int k = 0; k < 3; k++)
+                        cJSON_AddBoolToObject(e, ampx_dtype_name(float_dtypes[k]), s.uniform[k]);
+                    cJSON_AddNumberToObject(e, "combos_supported", s.combos_ok);
+                    cJSON_AddNumberToObject(e, "combos_total", s.combos_total);
+                }
+            }
+            cJSON_AddItemToArray(arr, o);
+        } else {
+            printf("\n%-8s %s\n", p->name, p->path);
+            if (p->loadable) printf("  ABI %u.%u, %s", p->abi_major, p->abi_minor, state);
+            else printf("  %s", state);
+            printf(be ? "\n" : ": %s\n", reason);
+            if (be) {
+                printf("  device: %s\n", info.name);
+                if (info.description[0]) printf("  %s\n", info.description);
+                if (info.memory_bytes)
+                    printf("  memory: %.1f GiB\n", (double)info.memory_bytes / (1u << 30));
+                printf("  %-14s %-4s %-4s %-4s %s\n", "op", "f32", "bf16", "f16",
+                       "dtype combinations");
+                for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
+                    op_support s;
+                    support_of(be, op, &s);
+                    printf("  %-14s %-4s %-4s %-4s %u/%u\n", ampx_op_name(op),
+                           s.uniform[0] ? "yes" : "-", s.uniform[1] ? "yes" : "-",
+                           s.uniform[2] ? "yes" : "-", s.combos_ok, s.combos_total);
+                }
+            }
+        }
+        ampx_backend_close(be);
+    }
+    if (json) print_json(doc);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// ampx conformance
+
+/* Results aggregated per (op, dtypes): the per-op table. */
+typedef struct conf_row {
+    uint32_t   op;
+    ampx_dtype dtypes[4];
+    uint32_t   n_dtypes;
+    uint32_t   passed, failed, unsupported;
+    double     worst; /* max err/tol over the cases */
+} conf_row;
+
+typedef struct conf_state {
+    conf_row *rows;
+    size_t    n_rows, cap_rows;
+    cJSON    *cases; /* --json: every case */
+    int       verbose;
+} conf_state;
+
+static void dtypes_str(const ampx_dtype *dt, uint32_t n, char *buf, size_t cap) {
+    buf[0] = '\0';
+    if (n == 0) snprintf(buf, cap, "-");
+    for (uint32_t i = 0; i < n; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, cap - used, "%s%s", i ? "," : "", ampx_dtype_name(dt[i]));
+    }
+}
+
+static void on_case(void *user, const ampx_conf_case *c) {
+    conf_state *s   = user;
+    conf_row   *row = NULL;
+    for (size_t i = 0; i < s->n_rows; i++) {
+        conf_row *r = &s->rows[i];
+        if (r->op == c->op && r->n_dtypes == c->n_dtypes &&
+            memcmp(r->dtypes, c->dtypes, sizeof(ampx_dtype) * c->n_dtypes) == 0)
+            row = r;
+    }
+    if (!row) {
+        if (s->n_rows == s->cap_rows) {
+            size_t    cap = s->cap_rows ? 2 * s->cap_rows : 64;
+            conf_row *r   = realloc(s->rows, cap * sizeof *r);
+            if (!r) return;
+            s->rows     = r;
+            s->cap_rows = cap;
+        }
+        row = &s->rows[s->n_rows++];
+        memset(row, 0, sizeof *row);
+        row->op       = c->op;
+        row->n_dtypes = c->n_dtypes;
+        memcpy(row->dtypes, c->dtypes, sizeof(ampx_dtype) * c->n_dtypes);
+    }
+    char dts[64];
+    dtypes_str(c->dtypes, c->n_dtypes, dts, sizeof dts);
+    if (c->verdict == AMPX_CONF_PASS) row->passed++;
+    else if (c->verdict == AMPX_CONF_FAIL) row->failed++;
+    else row->unsupported++;
+    if (c->verdict != AMPX_CONF_UNSUPPORTED && c->tol > 0 && c->err / c->tol > row->worst)
+        row->worst = c->err / c->tol;
+    if (c->verdict == AMPX_CONF_FAIL && !s->cases)
+        fprintf(stderr, "FAIL %s [%s] %s: %s (err %.3g, tol %.3g)\n", ampx_op_name(c->op), dts,
+                c->shape, c->message, c->err, c->tol);
+    if (s->cases) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "op", ampx_op_name(c->op));
+        cJSON_AddStringToObject(o, "dtypes", dts);
+        cJSON_AddStringToObject(o, "shape", c->shape);
+        cJSON_AddStringToObject(o, "verdict", c->verdict == AMPX_CONF_PASS   ? "pass"
+                                              : c->verdict == AMPX_CONF_FAIL ? "fail"
+                                                                             : "unsupported");
+        cJSON_AddNumberToObject(o, "err", c->err);
+        cJSON_AddNumberToObject(o, "tol", c->tol);
+        if (c->message[0]) cJSON_AddStringToObject(o, "message", c->message);
+        cJSON_AddItemToArray(s->cases, o);
+    }
+}
+
+static int parse_backend_opt(const char *arg, const char **opts, uint32_t *n) {
+    if (!strchr(arg, '=') || arg[0] == '=') {
+        fprintf(stderr, "%s: --backend-opt '%s': expected key=value\n", prog, arg);
+        return -1;
+    }
+    if (*n >= MAX_BACKEND_OPTS) {
+        fprintf(stderr, "%s: too many --backend-opt (at most %d)\n", prog, MAX_BACKEND_OPTS);
+        return -1;
+    }
+    opts[(*n)++] = arg;
+    return 0;
+}
+
+static int cmd_conformance(int argc, char **argv) {
+    const char       *backend = NULL;
+    const char       *bopts[MAX_BACKEND_OPTS];
+    uint32_t          n_bopts = 0;
+    int               json    = 0;
+    ampx_conf_options opt     = {.seed = 0, .op = -1, .quick = 0};
+    static struct option lopts[] = {
+        {"backend", required_argument, 0, 'b'}, {"backend-opt", required_argument, 0, 'o'},
+        {"op", required_argument, 0, 'p'},      {"quick", no_argument, 0, 'q'},
+        {"seed", required_argument, 0, 's'},    {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},          {0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "b:o:p:qs:jh", lopts, NULL)) != -1) {
+        switch (c) {
+        case 'b': backend = optarg; break;
+        case 'o':
+            if (parse_backend_opt(optarg, bopts, &n_bopts)) return EXIT_USAGE;
+            break;
+        case 'p': {
+            uint32_t op;
+            if (ampx_op_parse(optarg, &op) != 0) {
+                fprintf(stderr, "%s conformance: --op '%s': unknown op (see ampx backends)\n",
+                        prog, optarg);
+                return EXIT_USAGE;
+            }
+            opt.op = (int32_t)op;
+            break;
+        }
+        case 'q': opt.quick = 1; break;
+        case 's': {
+            char *end;
+            opt.seed = strtoull(optarg, &end, 0);
+            if (*end || !*optarg) {
+                fprintf(stderr, "%s conformance: --seed '%s': expected an integer\n", prog, optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        }
+        case 'j': json = 1; break;
+        case 'h':
+            printf("usage: ampx conformance --backend B [--backend-opt k=v]... [--op NAME]\n"
+                   "                        [--quick] [--seed S] [--json]\n\n"
+                   "Runs every (op, dtype combination) the backend supports against the\n"
+                   "double-precision reference on random data with awkward shapes, poisoned\n"
+                   "outputs and guard regions. Prints a per-op table (or JSON with every case)\n"
+                   "and exits non-zero if any case fails. See docs/CONFORMANCE.md.\n");
+            return 0;
+        default: return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s conformance: unexpected argument '%s'\n", prog, argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (!backend) {
+        fprintf(stderr, "%s conformance: --backend is required (e.g. --backend cpu)\n", prog);
+        return EXIT_USAGE;
+    }
+
+    char          err[2048];
+    ampx_backend *be = NULL;
+    if (ampx_backend_open(backend, bopts, n_bopts, &be, err, sizeof err) != AMPX_OK) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return 1;
+    }
+    conf_state        st  = {0};
+    ampx_conf_summary sum = {0};
+    cJSON            *doc = NULL;
+    if (json) {
+        doc      = cJSON_CreateObject();
+        st.cases = cJSON_AddArrayToObject(doc, "cases");
+    }
+    ampx_status rs = ampx_conformance_run(be, &opt, on_case, &st, &sum);
+    int         rc = (rs != AMPX_OK || sum.failed > 0 || sum.passed == 0) ? 1 : 0;
+    ampx_device_info info = {.size = sizeof info};
+    const ampx_backend_iface *t = ampx_backend_iface_of(be);
+    if (!t->device_info || t->device_info(ampx_backend_context(be), &info) != AMPX_OK)
+        info.name[0] = '\0';
+
+    if (json) {
+        cJSON_AddStringToObject(doc, "backend", t->name);
+        cJSON_AddStringToObject(doc, "path", ampx_backend_path(be));
+        cJSON_AddStringToObject(doc, "device", info.name);
+        cJSON *s = cJSON_AddObjectToObject(doc, "summary");
+        cJSON_AddNumberToObject(s, "passed", sum.passed);
+        cJSON_AddNumberToObject(s, "failed", sum.failed);
+        cJSON_AddNumberToObject(s, "unsupported", sum.unsupported);
+        if (rs != AMPX_OK) cJSON_AddStringToObject(s, "error", ampx_backend_last_error(be));
+        cJSON_AddBoolToObject(doc, "ok", rc == 0);
+        print_json(doc);
+    } else {
+        printf("backend %s (%s) on %s\n", t->name, ampx_backend_path(be), info.name);
+        printf("%-14s %-15s %6s %6s %6s %9s\n", "op", "dtypes", "pass", "fail", "unsup",
+               "worst/tol");
+        for (uint32_t op = 0; op < AMPX_OP_COUNT; op++)
+            for (size_t i = 0; i < st.n_rows; i++) {
+                conf_row *r = &st.rows[i];
+                if (r->op != op) continue;
+                char dts[64];
+                dtypes_str(r->dtypes, r->n_dtypes, dts, sizeof dts);
+                printf("%-14s %-15s %6u %6u %6u %9.3f%s\n", ampx_op_name(op), dts, r->passed,
+                       r->failed, r->unsupported, r->worst, r->failed ? "  FAIL" : "");
+            }
+        if (rs != AMPX_OK)
+            printf("conformance stopped: %s: %s\n", ampx_status_name(rs),
+                   ampx_backend_last_error(be));
+        printf("%u passed, %u failed, %u unsupported\n", sum.passed, sum.failed, sum.unsupported);
+    }
+    free(st.rows);
+    ampx_backend_close(be);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage_main(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage_main(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+        printf("ampx %s (plugin ABI %d.%d)\n", AMPX_VERSION_STRING, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+        return 0;
+    }
+    if (!strcmp(cmd, "backends")) return cmd_backends(argc - 1, argv + 1);
+    if (!strcmp(cmd, "conformance")) return cmd_conformance(argc - 1, argv + 1);
+    fprintf(stderr, "%s: unknown command '%s' (try 'ampx --help')\n", prog, cmd);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# deps.sh [--tests] — installs the Debian packages ampx builds with (and, with --tests, the
+# ones its test suite needs) when any is missing. Quick and silent when all are there.
+set -euo pipefail
+pkgs=(cmake gcc make pkg-config libcjson-dev)
+if [ "${1:-}" = "--tests" ]; then pkgs+=(libcriterion-dev python3); fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
