@@ -27,7 +27,9 @@ __attribute__((constructor)) static void pow2_init(void) {
         pow2_table[160 - i] = pow2_table[161 - i] * 0.5;
     }
 }
-static inline double pow2(int e) { return pow2_table[160 + e]; }
+static inline double pow2(int e) {
+    return pow2_table[160 + e];
+}
 
 /* Round to an integer, ties to even, for |y| < 2^51, by the FPU's own rounding. */
 static double rint_fpu(double y) {
@@ -52,7 +54,7 @@ static double round_to_format(double v, uint32_t f32bits, int mant, int emin) {
 
 static uint16_t ref_f32_to_f16(uint32_t x) {
     uint16_t sign = (uint16_t)((x >> 31) << 15);
-    float    f;
+    float f;
     memcpy(&f, &x, sizeof f);
     double v = fabs((double)f);
     if (isinf(v) || v >= 65520.0) return sign | 0x7c00;
@@ -61,20 +63,20 @@ static uint16_t ref_f32_to_f16(uint32_t x) {
     if (r < pow2(-14)) return sign | (uint16_t)(r * pow2(24)); /* subnormal: units of 2^-24 */
     if (r >= 65536.0) return sign | 0x7c00;
     uint64_t b    = dbits(r);
-    int      exp  = (int)((b >> 52) & 0x7ff) - 1023;
+    int exp       = (int)((b >> 52) & 0x7ff) - 1023;
     uint16_t frac = (uint16_t)((b >> 42) & 0x3ff);
     return sign | (uint16_t)((exp + 15) << 10) | frac;
 }
 
 static uint16_t ref_f32_to_bf16(uint32_t x) {
     uint16_t sign = (uint16_t)((x >> 31) << 15);
-    float    f;
+    float f;
     memcpy(&f, &x, sizeof f);
     double v = fabs((double)f);
     if (isinf(v)) return sign | 0x7f80;
     double r = round_to_format(v, x, 7, -126);
     if (r >= pow2(128)) return sign | 0x7f80; /* rounded past the largest finite: inf */
-    float    rf = (float)r;                   /* exact: r has at most 8 significant bits */
+    float rf = (float)r;                      /* exact: r has at most 8 significant bits */
     uint32_t rb;
     memcpy(&rb, &rf, sizeof rb);
     if (rb & 0xffff) return 0xdead; /* cannot happen: r has at most 8 significant bits */
@@ -83,14 +85,17 @@ static uint16_t ref_f32_to_bf16(uint32_t x) {
 
 /* Value of a 16-bit pattern decoded field by field. */
 static double decode16(uint16_t h, int exp_bits, int mant_bits) {
-    int      bias = (1 << (exp_bits - 1)) - 1;
-    int      sign = h >> 15;
-    int      e    = (h >> mant_bits) & ((1 << exp_bits) - 1);
-    uint32_t m    = h & ((1u << mant_bits) - 1);
-    double   v;
-    if (e == (1 << exp_bits) - 1) v = m ? NAN : INFINITY;
-    else if (e == 0) v = ldexp((double)m, 1 - bias - mant_bits);
-    else v = ldexp(1.0 + ldexp((double)m, -mant_bits), e - bias);
+    int bias   = (1 << (exp_bits - 1)) - 1;
+    int sign   = h >> 15;
+    int e      = (h >> mant_bits) & ((1 << exp_bits) - 1);
+    uint32_t m = h & ((1u << mant_bits) - 1);
+    double v;
+    if (e == (1 << exp_bits) - 1)
+        v = m ? NAN : INFINITY;
+    else if (e == 0)
+        v = ldexp((double)m, 1 - bias - mant_bits);
+    else
+        v = ldexp(1.0 + ldexp((double)m, -mant_bits), e - bias);
     return sign ? -v : v;
 }
 
@@ -100,7 +105,7 @@ static double decode16(uint16_t h, int exp_bits, int mant_bits) {
 static void check_nan_narrowing(uint32_t x, uint16_t got, uint16_t exp_mask, uint16_t quiet,
                                 const char *what) {
     uint16_t sign = (uint16_t)((x >> 31) << 15);
-    cr_assert((got & exp_mask) == exp_mask && (got & (uint16_t)~(exp_mask | 0x8000)) != 0,
+    cr_assert((got & exp_mask) == exp_mask && (got & (uint16_t) ~(exp_mask | 0x8000)) != 0,
               "%s(%08x) = %04x is not a NaN", what, x, got);
     cr_assert((got & quiet) != 0, "%s(%08x) = %04x is not a quiet NaN", what, x, got);
     cr_assert_eq(got & 0x8000, sign, "%s(%08x) = %04x lost the sign", what, x, got);
@@ -109,7 +114,7 @@ static void check_nan_narrowing(uint32_t x, uint16_t got, uint16_t exp_mask, uin
 Test(dtype, f32_to_bf16_exhaustive, .timeout = 600) {
     uint64_t mismatches = 0;
     for (uint64_t i = 0; i <= 0xffffffffull; i++) {
-        uint32_t x = (uint32_t)i;
+        uint32_t x   = (uint32_t)i;
         uint16_t got = ampx_f32_to_bf16(ampx_f32_from_bits(x));
         if ((x & 0x7fffffffu) > 0x7f800000u) {
             check_nan_narrowing(x, got, 0x7f80, 0x0040, "f32_to_bf16");
@@ -126,7 +131,7 @@ Test(dtype, f32_to_bf16_exhaustive, .timeout = 600) {
 Test(dtype, f32_to_f16_exhaustive, .timeout = 600) {
     uint64_t mismatches = 0;
     for (uint64_t i = 0; i <= 0xffffffffull; i++) {
-        uint32_t x = (uint32_t)i;
+        uint32_t x   = (uint32_t)i;
         uint16_t got = ampx_f32_to_f16(ampx_f32_from_bits(x));
         if ((x & 0x7fffffffu) > 0x7f800000u) {
             check_nan_narrowing(x, got, 0x7c00, 0x0200, "f32_to_f16");
@@ -162,15 +167,15 @@ Test(dtype, landmarks) {
 
 Test(dtype, widening_and_round_trip_exhaustive) {
     for (uint32_t h = 0; h <= 0xffff; h++) {
-        float  fb = ampx_bf16_to_f32((uint16_t)h), fh = ampx_f16_to_f32((uint16_t)h);
+        float fb = ampx_bf16_to_f32((uint16_t)h), fh = ampx_f16_to_f32((uint16_t)h);
         double vb = decode16((uint16_t)h, 8, 7), vh = decode16((uint16_t)h, 5, 10);
         if (isnan(vb)) {
             cr_assert(isnan(fb), "bf16 %04x widened to %g, not NaN", h, fb);
             cr_assert_eq(signbit(fb) != 0, (h >> 15) != 0, "bf16 NaN %04x lost its sign", h);
             cr_assert_eq(ampx_f32_to_bf16(fb), h | 0x0040, "bf16 NaN %04x round trip", h);
         } else {
-            cr_assert((double)fb == vb && !!signbit(fb) == !!signbit(vb), "bf16 %04x -> %a, want %a",
-                      h, fb, vb);
+            cr_assert((double)fb == vb && !!signbit(fb) == !!signbit(vb),
+                      "bf16 %04x -> %a, want %a", h, fb, vb);
             cr_assert_eq(ampx_f32_to_bf16(fb), h, "bf16 %04x does not round-trip", h);
         }
         if (isnan(vh)) {
@@ -178,8 +183,8 @@ Test(dtype, widening_and_round_trip_exhaustive) {
             cr_assert_eq(signbit(fh) != 0, (h >> 15) != 0, "f16 NaN %04x lost its sign", h);
             cr_assert_eq(ampx_f32_to_f16(fh), h | 0x0200, "f16 NaN %04x round trip", h);
         } else {
-            cr_assert((double)fh == vh && !!signbit(fh) == !!signbit(vh), "f16 %04x -> %a, want %a", h,
-                      fh, vh);
+            cr_assert((double)fh == vh && !!signbit(fh) == !!signbit(vh), "f16 %04x -> %a, want %a",
+                      h, fh, vh);
             cr_assert_eq(ampx_f32_to_f16(fh), h, "f16 %04x does not round-trip", h);
         }
     }
@@ -189,14 +194,14 @@ Test(dtype, widening_and_round_trip_exhaustive) {
 // Stochastic rounding: a neighbour always, and unbiased on average
 
 static void check_sr(float x, int to_f16) {
-    uint16_t lo = to_f16 ? ampx_f32_to_f16(x) : ampx_f32_to_bf16(x);
-    double   nearest = to_f16 ? ampx_f16_to_f32(lo) : ampx_bf16_to_f32(lo);
-    double   sum = 0;
-    int      n   = 1 << 16;
+    uint16_t lo    = to_f16 ? ampx_f32_to_f16(x) : ampx_f32_to_bf16(x);
+    double nearest = to_f16 ? ampx_f16_to_f32(lo) : ampx_bf16_to_f32(lo);
+    double sum     = 0;
+    int n          = 1 << 16;
     for (int i = 0; i < n; i++) {
         uint32_t r = ampx_hash32(42, (uint64_t)i);
         uint16_t h = to_f16 ? ampx_f32_to_f16_sr(x, r) : ampx_f32_to_bf16_sr(x, r);
-        double   v = to_f16 ? ampx_f16_to_f32(h) : ampx_bf16_to_f32(h);
+        double v   = to_f16 ? ampx_f16_to_f32(h) : ampx_bf16_to_f32(h);
         /* one of the two neighbours: within one quantum of x */
         double q = fabs(nearest) * (to_f16 ? 0x1p-10 : 0x1p-7) + (to_f16 ? 0x1p-24 : 0x1p-133);
         cr_assert(fabs(v - (double)x) <= q, "SR(%a) = %a is not a neighbour", x, v);

@@ -50,7 +50,7 @@ Test(loader, missing_file) {
 
 Test(loader, not_a_shared_object) {
     char path[] = "/tmp/ampx-test-notso-XXXXXX";
-    int  fd     = mkstemp(path);
+    int fd      = mkstemp(path);
     cr_assert_geq(fd, 0);
     close(fd);
     write_file(path, "this is text, not ELF\n", 22);
@@ -68,10 +68,10 @@ Test(loader, wrong_architecture) {
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
     cr_assert_gt(n, 64);
-    buf[18] = 183;
-    buf[19] = 0;
+    buf[18]     = 183;
+    buf[19]     = 0;
     char path[] = "/tmp/ampx-test-arch-XXXXXX";
-    int  fd     = mkstemp(path);
+    int fd      = mkstemp(path);
     cr_assert_geq(fd, 0);
     close(fd);
     write_file(path, buf, n);
@@ -121,9 +121,9 @@ Test(loader, bad_name) {
 }
 
 Test(loader, bad_option_is_refused) {
-    ampx_backend *be      = NULL;
-    const char   *opts[]  = {"no_such_option=1"};
-    ampx_status   st      = ampx_backend_open(AMPX_TEST_CPU_PLUGIN, opts, 1, &be, err, sizeof err);
+    ampx_backend *be   = NULL;
+    const char *opts[] = {"no_such_option=1"};
+    ampx_status st     = ampx_backend_open(AMPX_TEST_CPU_PLUGIN, opts, 1, &be, err, sizeof err);
     cr_assert_neq(st, AMPX_OK);
     cr_assert_null(be);
     assert_mentions("no_such_option");
@@ -145,7 +145,7 @@ Test(loader, by_name_on_plugin_path) {
     ampx_backend_close(be);
 
     ampx_plugin_info list[16];
-    size_t n = ampx_plugin_list(list, 16);
+    size_t n  = ampx_plugin_list(list, 16);
     int found = 0;
     for (size_t i = 0; i < n && i < 16; i++)
         if (!strcmp(list[i].name, "cpu")) {
@@ -177,19 +177,18 @@ static void count_case(void *user, const ampx_conf_case *c) {
 
 Test(loader, ops_failing_mid_run_are_reported_and_buffers_freed) {
     ampx_backend *be = NULL;
-    cr_assert_eq(ampx_backend_open(PLUGIN("failing"), NULL, 0, &be, err, sizeof err), AMPX_OK,
-                 "%s", err);
-    ampx_conf_options opt  = {.seed = 1, .op = -1, .quick = 1};
-    ampx_conf_summary sum  = {0};
-    int               seen = 0;
+    cr_assert_eq(ampx_backend_open(PLUGIN("failing"), NULL, 0, &be, err, sizeof err), AMPX_OK, "%s",
+                 err);
+    ampx_conf_options opt = {.seed = 1, .op = -1, .quick = 1};
+    ampx_conf_summary sum = {0};
+    int seen              = 0;
     ampx_conformance_run(be, &opt, count_case, &seen, &sum);
     cr_assert_gt(sum.passed, 0, "the first ops should run and pass");
     cr_assert_gt(sum.failed, 0, "ops failing after the first calls must be reported");
-    cr_assert(strstr(ampx_backend_last_error(be), "injected device fault"),
-              "last error: %s", ampx_backend_last_error(be));
+    cr_assert(strstr(ampx_backend_last_error(be), "injected device fault"), "last error: %s",
+              ampx_backend_last_error(be));
     ampx_device_info di = {.size = sizeof di};
     ampx_backend_iface_of(be)->device_info(ampx_backend_context(be), &di);
-    cr_assert(strstr(di.description, "live_buffers=0 "), "host leaked buffers: %s",
-              di.description);
+    cr_assert(strstr(di.description, "live_buffers=0 "), "host leaked buffers: %s", di.description);
     ampx_backend_close(be);
 }

@@ -22,20 +22,19 @@
 static const char *prog = "ampx";
 
 static void usage_main(FILE *f) {
-    fprintf(f,
-            "usage: ampx <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  backends      list backend plugins, their devices and op x dtype support\n"
-            "  conformance   check a backend's ops against the double-precision reference\n"
-            "\n"
-            "options:\n"
-            "  -h, --help     show this help (also: ampx <command> --help)\n"
-            "  -V, --version  print the version and the plugin ABI version\n"
-            "\n"
-            "A backend is a name (cpu, opencl, cuda: libampx-NAME.so on $AMPX_PLUGIN_PATH or\n"
-            "beside ampx) or a path to a plugin (./libvendor.so). Backend options come from\n"
-            "--backend-opt key=value and from $AMPX_BACKEND_OPTS (comma-separated).\n");
+    fprintf(f, "usage: ampx <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  backends      list backend plugins, their devices and op x dtype support\n"
+               "  conformance   check a backend's ops against the double-precision reference\n"
+               "\n"
+               "options:\n"
+               "  -h, --help     show this help (also: ampx <command> --help)\n"
+               "  -V, --version  print the version and the plugin ABI version\n"
+               "\n"
+               "A backend is a name (cpu, opencl, cuda: libampx-NAME.so on $AMPX_PLUGIN_PATH or\n"
+               "beside ampx) or a path to a plugin (./libvendor.so). Backend options come from\n"
+               "--backend-opt key=value and from $AMPX_BACKEND_OPTS (comma-separated).\n");
 }
 
 /* Prints the JSON document to stdout and frees it. */
@@ -56,23 +55,26 @@ static void print_json(cJSON *doc) {
 static const ampx_dtype float_dtypes[3] = {AMPX_F32, AMPX_BF16, AMPX_F16};
 
 typedef struct op_support {
-    int      uniform[3]; /* f32, bf16, f16 */
+    int uniform[3]; /* f32, bf16, f16 */
     uint32_t combos_ok, combos_total;
 } op_support;
 
 static void support_of(const ampx_backend *be, uint32_t op, op_support *s) {
-    uint32_t   n = ampx_op_n_dtypes(op), total = 1;
+    uint32_t n = ampx_op_n_dtypes(op), total = 1;
     ampx_dtype dt[4];
     memset(s, 0, sizeof *s);
-    for (uint32_t i = 0; i < n; i++) total *= 3;
+    for (uint32_t i = 0; i < n; i++)
+        total *= 3;
     for (uint32_t c = 0; c < total; c++) {
         uint32_t r = c;
-        for (uint32_t i = 0; i < n; i++, r /= 3) dt[i] = float_dtypes[r % 3];
+        for (uint32_t i = 0; i < n; i++, r /= 3)
+            dt[i] = float_dtypes[r % 3];
         s->combos_ok += (uint32_t)ampx_backend_supports(be, op, dt, n);
     }
     s->combos_total = total;
     for (int d = 0; d < 3; d++) {
-        for (uint32_t i = 0; i < n; i++) dt[i] = float_dtypes[d];
+        for (uint32_t i = 0; i < n; i++)
+            dt[i] = float_dtypes[d];
         s->uniform[d] = ampx_backend_supports(be, op, dt, n);
     }
 }
@@ -81,17 +83,20 @@ static void support_of(const ampx_backend *be, uint32_t op, op_support *s) {
 // ampx backends
 
 static int cmd_backends(int argc, char **argv) {
-    int                  json   = 0;
-    static struct option opts[] = {{"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0}};
-    int                  c;
+    int json                    = 0;
+    static struct option opts[] = {
+        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0}};
+    int c;
     while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-        if (c == 'j') json = 1;
+        if (c == 'j')
+            json = 1;
         else if (c == 'h') {
             printf("usage: ampx backends [--json]\n\nLists every libampx-*.so found on the search "
                    "path with its ABI version,\navailability (and why not), device, and op x dtype "
                    "support.\n");
             return 0;
-        } else return EXIT_USAGE;
+        } else
+            return EXIT_USAGE;
     }
     if (optind < argc) {
         fprintf(stderr, "%s backends: unexpected argument '%s'\n", prog, argv[optind]);
@@ -113,17 +118,18 @@ static int cmd_backends(int argc, char **argv) {
         if (n == 0) printf("no backends found\n");
     }
     for (size_t i = 0; i < n; i++) {
-        ampx_plugin_info *p  = &plugins[i];
-        ampx_backend     *be = NULL;
-        char              err[1024] = "";
-        ampx_device_info  info = {.size = sizeof info};
+        ampx_plugin_info *p   = &plugins[i];
+        ampx_backend *be      = NULL;
+        char err[1024]        = "";
+        ampx_device_info info = {.size = sizeof info};
         if (p->available && ampx_backend_open(p->path, NULL, 0, &be, err, sizeof err) == AMPX_OK) {
             const ampx_backend_iface *t = ampx_backend_iface_of(be);
             if (!t->device_info || t->device_info(ampx_backend_context(be), &info) != AMPX_OK)
                 snprintf(info.name, sizeof info.name, "(no device info)");
         }
-        const char *state = !p->loadable ? "not loadable" : p->available && be ? "available"
-                                                                              : "unavailable";
+        const char *state  = !p->loadable         ? "not loadable"
+                             : p->available && be ? "available"
+                                                  : "unavailable";
         const char *reason = p->reason[0] ? p->reason : err;
         if (json) {
             cJSON *o = cJSON_CreateObject();
@@ -155,8 +161,10 @@ static int cmd_backends(int argc, char **argv) {
             cJSON_AddItemToArray(arr, o);
         } else {
             printf("\n%-8s %s\n", p->name, p->path);
-            if (p->loadable) printf("  ABI %u.%u, %s", p->abi_major, p->abi_minor, state);
-            else printf("  %s", state);
+            if (p->loadable)
+                printf("  ABI %u.%u, %s", p->abi_major, p->abi_minor, state);
+            else
+                printf("  %s", state);
             printf(be ? "\n" : ": %s\n", reason);
             if (be) {
                 printf("  device: %s\n", info.name);
@@ -185,18 +193,18 @@ static int cmd_backends(int argc, char **argv) {
 
 /* Results aggregated per (op, dtypes): the per-op table. */
 typedef struct conf_row {
-    uint32_t   op;
+    uint32_t op;
     ampx_dtype dtypes[4];
-    uint32_t   n_dtypes;
-    uint32_t   passed, failed, unsupported;
-    double     worst; /* max err/tol over the cases */
+    uint32_t n_dtypes;
+    uint32_t passed, failed, unsupported;
+    double worst; /* max err/tol over the cases */
 } conf_row;
 
 typedef struct conf_state {
     conf_row *rows;
-    size_t    n_rows, cap_rows;
-    cJSON    *cases; /* --json: every case */
-    int       verbose;
+    size_t n_rows, cap_rows;
+    cJSON *cases; /* --json: every case */
+    int verbose;
 } conf_state;
 
 static void dtypes_str(const ampx_dtype *dt, uint32_t n, char *buf, size_t cap) {
@@ -209,8 +217,8 @@ static void dtypes_str(const ampx_dtype *dt, uint32_t n, char *buf, size_t cap) 
 }
 
 static void on_case(void *user, const ampx_conf_case *c) {
-    conf_state *s   = user;
-    conf_row   *row = NULL;
+    conf_state *s = user;
+    conf_row *row = NULL;
     for (size_t i = 0; i < s->n_rows; i++) {
         conf_row *r = &s->rows[i];
         if (r->op == c->op && r->n_dtypes == c->n_dtypes &&
@@ -219,8 +227,8 @@ static void on_case(void *user, const ampx_conf_case *c) {
     }
     if (!row) {
         if (s->n_rows == s->cap_rows) {
-            size_t    cap = s->cap_rows ? 2 * s->cap_rows : 64;
-            conf_row *r   = realloc(s->rows, cap * sizeof *r);
+            size_t cap  = s->cap_rows ? 2 * s->cap_rows : 64;
+            conf_row *r = realloc(s->rows, cap * sizeof *r);
             if (!r) return;
             s->rows     = r;
             s->cap_rows = cap;
@@ -233,9 +241,12 @@ static void on_case(void *user, const ampx_conf_case *c) {
     }
     char dts[64];
     dtypes_str(c->dtypes, c->n_dtypes, dts, sizeof dts);
-    if (c->verdict == AMPX_CONF_PASS) row->passed++;
-    else if (c->verdict == AMPX_CONF_FAIL) row->failed++;
-    else row->unsupported++;
+    if (c->verdict == AMPX_CONF_PASS)
+        row->passed++;
+    else if (c->verdict == AMPX_CONF_FAIL)
+        row->failed++;
+    else
+        row->unsupported++;
     if (c->verdict != AMPX_CONF_UNSUPPORTED && c->tol > 0 && c->err / c->tol > row->worst)
         row->worst = c->err / c->tol;
     if (c->verdict == AMPX_CONF_FAIL && !s->cases)
@@ -246,9 +257,10 @@ static void on_case(void *user, const ampx_conf_case *c) {
         cJSON_AddStringToObject(o, "op", ampx_op_name(c->op));
         cJSON_AddStringToObject(o, "dtypes", dts);
         cJSON_AddStringToObject(o, "shape", c->shape);
-        cJSON_AddStringToObject(o, "verdict", c->verdict == AMPX_CONF_PASS   ? "pass"
-                                              : c->verdict == AMPX_CONF_FAIL ? "fail"
-                                                                             : "unsupported");
+        cJSON_AddStringToObject(o, "verdict",
+                                c->verdict == AMPX_CONF_PASS   ? "pass"
+                                : c->verdict == AMPX_CONF_FAIL ? "fail"
+                                                               : "unsupported");
         cJSON_AddNumberToObject(o, "err", c->err);
         cJSON_AddNumberToObject(o, "tol", c->tol);
         if (c->message[0]) cJSON_AddStringToObject(o, "message", c->message);
@@ -270,11 +282,11 @@ static int parse_backend_opt(const char *arg, const char **opts, uint32_t *n) {
 }
 
 static int cmd_conformance(int argc, char **argv) {
-    const char       *backend = NULL;
-    const char       *bopts[MAX_BACKEND_OPTS];
-    uint32_t          n_bopts = 0;
-    int               json    = 0;
-    ampx_conf_options opt     = {.seed = 0, .op = -1, .quick = 0};
+    const char *backend = NULL;
+    const char *bopts[MAX_BACKEND_OPTS];
+    uint32_t n_bopts             = 0;
+    int json                     = 0;
+    ampx_conf_options opt        = {.seed = 0, .op = -1, .quick = 0};
     static struct option lopts[] = {
         {"backend", required_argument, 0, 'b'}, {"backend-opt", required_argument, 0, 'o'},
         {"op", required_argument, 0, 'p'},      {"quick", no_argument, 0, 'q'},
@@ -290,8 +302,8 @@ static int cmd_conformance(int argc, char **argv) {
         case 'p': {
             uint32_t op;
             if (ampx_op_parse(optarg, &op) != 0) {
-                fprintf(stderr, "%s conformance: --op '%s': unknown op (see ampx backends)\n",
-                        prog, optarg);
+                fprintf(stderr, "%s conformance: --op '%s': unknown op (see ampx backends)\n", prog,
+                        optarg);
                 return EXIT_USAGE;
             }
             opt.op = (int32_t)op;
@@ -328,22 +340,22 @@ static int cmd_conformance(int argc, char **argv) {
         return EXIT_USAGE;
     }
 
-    char          err[2048];
+    char err[2048];
     ampx_backend *be = NULL;
     if (ampx_backend_open(backend, bopts, n_bopts, &be, err, sizeof err) != AMPX_OK) {
         fprintf(stderr, "%s: %s\n", prog, err);
         return 1;
     }
-    conf_state        st  = {0};
+    conf_state st         = {0};
     ampx_conf_summary sum = {0};
-    cJSON            *doc = NULL;
+    cJSON *doc            = NULL;
     if (json) {
         doc      = cJSON_CreateObject();
         st.cases = cJSON_AddArrayToObject(doc, "cases");
     }
-    ampx_status rs = ampx_conformance_run(be, &opt, on_case, &st, &sum);
-    int         rc = (rs != AMPX_OK || sum.failed > 0 || sum.passed == 0) ? 1 : 0;
-    ampx_device_info info = {.size = sizeof info};
+    ampx_status rs              = ampx_conformance_run(be, &opt, on_case, &st, &sum);
+    int rc                      = (rs != AMPX_OK || sum.failed > 0 || sum.passed == 0) ? 1 : 0;
+    ampx_device_info info       = {.size = sizeof info};
     const ampx_backend_iface *t = ampx_backend_iface_of(be);
     if (!t->device_info || t->device_info(ampx_backend_context(be), &info) != AMPX_OK)
         info.name[0] = '\0';

@@ -21,12 +21,12 @@
 #include "ampx/ampx.h"
 
 struct ampx_backend {
-    void                    *dl;
-    ampx_backend_iface       iface; /* host-sized copy of the plugin's table */
-    ampx_backend_ops         ops;   /* host-sized copy of the op table */
-    ampx_context            *ctx;
-    char                     path[PATH_MAX];
-    char                     last_error[1024];
+    void *dl;
+    ampx_backend_iface iface; /* host-sized copy of the plugin's table */
+    ampx_backend_ops ops;     /* host-sized copy of the op table */
+    ampx_context *ctx;
+    char path[PATH_MAX];
+    char last_error[1024];
 };
 
 // ---------------------------------------------------------------------------------------
@@ -70,7 +70,7 @@ static void add_dir(char *list, size_t cap, const char *dir) {
     size_t n = strlen(real);
     for (const char *p = list; *p;) {
         const char *end = strchr(p, ':');
-        size_t      len = end ? (size_t)(end - p) : strlen(p);
+        size_t len      = end ? (size_t)(end - p) : strlen(p);
         if (len == n && strncmp(p, real, n) == 0) return;
         p += len + (end ? 1 : 0);
     }
@@ -129,7 +129,7 @@ static int valid_name(const char *name) {
 static int find_plugin(const char *name, char *out, size_t cap, char *searched, size_t scap) {
     ampx_plugin_search_path(searched, scap);
     char *copy = strdup(searched), *save = NULL;
-    int   found = -1;
+    int found = -1;
     for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
         fmt(out, cap, "%s/libampx-%s.so", d, name);
         if (access(out, F_OK) == 0) {
@@ -162,7 +162,7 @@ static ampx_status load_file(const char *path, ampx_backend *be, char *err, size
         return AMPX_ERR_INVALID;
     }
     ampx_backend_entry_fn entry;
-    void                 *sym = dlsym(dl, AMPX_BACKEND_ENTRY_SYMBOL);
+    void *sym = dlsym(dl, AMPX_BACKEND_ENTRY_SYMBOL);
     memcpy(&entry, &sym, sizeof entry);
     if (!sym) {
         fmt(err, cap, "%s: not an ampx backend: no symbol '%s'", path, AMPX_BACKEND_ENTRY_SYMBOL);
@@ -198,8 +198,10 @@ static ampx_status load_file(const char *path, ampx_backend *be, char *err, size
     if (!be->iface.probe || !be->iface.create || !be->iface.destroy || !be->iface.buffer_alloc ||
         !be->iface.buffer_free || !be->iface.buffer_write || !be->iface.buffer_read ||
         !be->iface.synchronize || !be->iface.supports) {
-        fmt(err, cap, "%s: backend table lacks a required function (probe, create, destroy, "
-                      "supports, buffers or synchronize)", path);
+        fmt(err, cap,
+            "%s: backend table lacks a required function (probe, create, destroy, "
+            "supports, buffers or synchronize)",
+            path);
         dlclose(dl);
         return AMPX_ERR_INVALID;
     }
@@ -210,8 +212,8 @@ static ampx_status load_file(const char *path, ampx_backend *be, char *err, size
 }
 
 static ampx_status probe(ampx_backend *be, char *err, size_t cap) {
-    char        reason[512] = "";
-    ampx_status st          = be->iface.probe(reason, sizeof reason);
+    char reason[512]          = "";
+    ampx_status st            = be->iface.probe(reason, sizeof reason);
     reason[sizeof reason - 1] = '\0';
     if (st != AMPX_OK) {
         fmt(err, cap, "%s: backend '%s' unavailable: %s", be->path, be->iface.name,
@@ -226,13 +228,14 @@ static ampx_status probe(ampx_backend *be, char *err, size_t cap) {
 
 /* Splits AMPX_BACKEND_OPTS on commas into a fresh string list (prepended to options). */
 static char **merge_options(const char *const *options, uint32_t n, uint32_t *n_out) {
-    const char *env    = getenv("AMPX_BACKEND_OPTS");
-    uint32_t    n_env  = 0;
-    char       *envcp  = env && *env ? strdup(env) : NULL;
-    char      **list   = NULL;
-    uint32_t    cap    = n + 1;
+    const char *env = getenv("AMPX_BACKEND_OPTS");
+    uint32_t n_env  = 0;
+    char *envcp     = env && *env ? strdup(env) : NULL;
+    char **list     = NULL;
+    uint32_t cap    = n + 1;
     if (envcp)
-        for (const char *p = envcp; *p; p++) cap += *p == ',';
+        for (const char *p = envcp; *p; p++)
+            cap += *p == ',';
     cap += 1;
     list = calloc(cap + 1, sizeof *list);
     if (!list) goto out;
@@ -241,7 +244,8 @@ static char **merge_options(const char *const *options, uint32_t n, uint32_t *n_
         for (char *t = strtok_r(envcp, ",", &save); t; t = strtok_r(NULL, ",", &save))
             list[n_env++] = strdup(t);
     }
-    for (uint32_t i = 0; i < n; i++) list[n_env + i] = strdup(options[i]);
+    for (uint32_t i = 0; i < n; i++)
+        list[n_env + i] = strdup(options[i]);
     *n_out = n_env + n;
 out:
     free(envcp);
@@ -250,17 +254,18 @@ out:
 
 static void free_options(char **list, uint32_t n) {
     if (!list) return;
-    for (uint32_t i = 0; i < n; i++) free(list[i]);
+    for (uint32_t i = 0; i < n; i++)
+        free(list[i]);
     free(list);
 }
 
 ampx_status ampx_backend_open(const char *spec, const char *const *options, uint32_t n_options,
                               ampx_backend **out, char *err, size_t err_cap) {
-    char         path[PATH_MAX], searched[4096];
+    char path[PATH_MAX], searched[4096];
     ampx_backend *be = NULL;
-    ampx_status   st;
-    char        **opts   = NULL;
-    uint32_t      n_opts = 0;
+    ampx_status st;
+    char **opts     = NULL;
+    uint32_t n_opts = 0;
 
     *out = NULL;
     if (!spec || !*spec) {
@@ -270,12 +275,15 @@ ampx_status ampx_backend_open(const char *spec, const char *const *options, uint
     if (strchr(spec, '/')) {
         fmt(path, sizeof path, "%s", spec);
     } else if (!valid_name(spec)) {
-        fmt(err, err_cap, "backend '%s': not a backend name (letters, digits, '-', '_') "
-                          "nor a path to a plugin (a path contains '/')", spec);
+        fmt(err, err_cap,
+            "backend '%s': not a backend name (letters, digits, '-', '_') "
+            "nor a path to a plugin (a path contains '/')",
+            spec);
         return AMPX_ERR_INVALID;
     } else if (find_plugin(spec, path, sizeof path, searched, sizeof searched) != 0) {
-        fmt(err, err_cap, "libampx-%s.so: backend '%s' not found in %s (set AMPX_PLUGIN_PATH, "
-                          "or give a path like ./libampx-%s.so)",
+        fmt(err, err_cap,
+            "libampx-%s.so: backend '%s' not found in %s (set AMPX_PLUGIN_PATH, "
+            "or give a path like ./libampx-%s.so)",
             spec, spec, searched[0] ? searched : "(no search directories)", spec);
         return AMPX_ERR_INVALID;
     }
@@ -330,10 +338,18 @@ void ampx_backend_close(ampx_backend *be) {
     free(be);
 }
 
-const ampx_backend_iface *ampx_backend_iface_of(const ampx_backend *be) { return &be->iface; }
-ampx_context             *ampx_backend_context(const ampx_backend *be) { return be->ctx; }
-const char               *ampx_backend_path(const ampx_backend *be) { return be->path; }
-const char               *ampx_backend_last_error(const ampx_backend *be) { return be->last_error; }
+const ampx_backend_iface *ampx_backend_iface_of(const ampx_backend *be) {
+    return &be->iface;
+}
+ampx_context *ampx_backend_context(const ampx_backend *be) {
+    return be->ctx;
+}
+const char *ampx_backend_path(const ampx_backend *be) {
+    return be->path;
+}
+const char *ampx_backend_last_error(const ampx_backend *be) {
+    return be->last_error;
+}
 
 void *ampx_backend_op_slot(const ampx_backend *be, uint32_t op) {
     if (op >= AMPX_OP_COUNT) return NULL;
@@ -357,7 +373,7 @@ static int by_name(const void *a, const void *b) {
 }
 
 size_t ampx_plugin_list(ampx_plugin_info *out, size_t cap) {
-    char   search[4096];
+    char search[4096];
     size_t count = 0;
     ampx_plugin_search_path(search, sizeof search);
     char *copy = strdup(search), *save = NULL;
@@ -367,13 +383,14 @@ size_t ampx_plugin_list(ampx_plugin_info *out, size_t cap) {
         struct dirent *ent;
         while ((ent = readdir(dir))) {
             const char *f = ent->d_name;
-            size_t      n = strlen(f);
+            size_t n      = strlen(f);
             if (n <= 12 || strncmp(f, "libampx-", 8) != 0 || strcmp(f + n - 3, ".so") != 0)
                 continue;
             char name[64];
             fmt(name, sizeof name, "%.*s", (int)(n - 11), f + 8);
             int dup = 0;
-            for (size_t i = 0; i < count && i < cap; i++) dup |= strcmp(out[i].name, name) == 0;
+            for (size_t i = 0; i < count && i < cap; i++)
+                dup |= strcmp(out[i].name, name) == 0;
             if (dup) continue;
             if (count < cap) {
                 ampx_plugin_info *pi = &out[count];

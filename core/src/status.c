@@ -18,33 +18,35 @@ const char *ampx_status_name(ampx_status st) {
 
 /* Indexed by ampx_op; the names match the slots of ampx_backend_ops. */
 static const char *const op_names[AMPX_OP_COUNT] = {
-    [AMPX_OP_GEMM] = "gemm",
-    [AMPX_OP_CAST] = "cast",
-    [AMPX_OP_ADD] = "add",
-    [AMPX_OP_MUL] = "mul",
-    [AMPX_OP_SCALE] = "scale",
-    [AMPX_OP_BIAS_GRAD] = "bias_grad",
-    [AMPX_OP_ACT_FWD] = "act_fwd",
-    [AMPX_OP_ACT_BWD] = "act_bwd",
-    [AMPX_OP_SOFTMAX_FWD] = "softmax_fwd",
-    [AMPX_OP_SOFTMAX_BWD] = "softmax_bwd",
-    [AMPX_OP_SOFTMAX_XENT] = "softmax_xent",
+    [AMPX_OP_GEMM]          = "gemm",
+    [AMPX_OP_CAST]          = "cast",
+    [AMPX_OP_ADD]           = "add",
+    [AMPX_OP_MUL]           = "mul",
+    [AMPX_OP_SCALE]         = "scale",
+    [AMPX_OP_BIAS_GRAD]     = "bias_grad",
+    [AMPX_OP_ACT_FWD]       = "act_fwd",
+    [AMPX_OP_ACT_BWD]       = "act_bwd",
+    [AMPX_OP_SOFTMAX_FWD]   = "softmax_fwd",
+    [AMPX_OP_SOFTMAX_BWD]   = "softmax_bwd",
+    [AMPX_OP_SOFTMAX_XENT]  = "softmax_xent",
     [AMPX_OP_LAYERNORM_FWD] = "layernorm_fwd",
     [AMPX_OP_LAYERNORM_BWD] = "layernorm_bwd",
     [AMPX_OP_BATCHNORM_FWD] = "batchnorm_fwd",
     [AMPX_OP_BATCHNORM_BWD] = "batchnorm_bwd",
     [AMPX_OP_EMBEDDING_FWD] = "embedding_fwd",
     [AMPX_OP_EMBEDDING_BWD] = "embedding_bwd",
-    [AMPX_OP_REDUCE] = "reduce",
-    [AMPX_OP_SUM_SQUARES] = "sum_squares",
+    [AMPX_OP_REDUCE]        = "reduce",
+    [AMPX_OP_SUM_SQUARES]   = "sum_squares",
     [AMPX_OP_UNSCALE_CHECK] = "unscale_check",
-    [AMPX_OP_GRAD_STATS] = "grad_stats",
+    [AMPX_OP_GRAD_STATS]    = "grad_stats",
     [AMPX_OP_SCALER_UPDATE] = "scaler_update",
-    [AMPX_OP_SGD] = "sgd",
-    [AMPX_OP_ADAMW] = "adamw",
+    [AMPX_OP_SGD]           = "sgd",
+    [AMPX_OP_ADAMW]         = "adamw",
 };
 
-const char *ampx_op_name(uint32_t op) { return op < AMPX_OP_COUNT ? op_names[op] : NULL; }
+const char *ampx_op_name(uint32_t op) {
+    return op < AMPX_OP_COUNT ? op_names[op] : NULL;
+}
 
 int ampx_op_parse(const char *name, uint32_t *op) {
     for (uint32_t i = 0; i < AMPX_OP_COUNT; i++)
@@ -67,4 +69,6 @@ static const uint8_t op_n_dtypes[AMPX_OP_COUNT] = {
     [AMPX_OP_SCALER_UPDATE] = 0, [AMPX_OP_SGD] = 1,           [AMPX_OP_ADAMW] = 1,
 };
 
-uint32_t ampx_op_n_dtypes(uint32_t op) { return op < AMPX_OP_COUNT ? op_n_dtypes[op] : 0; }
+uint32_t ampx_op_n_dtypes(uint32_t op) {
+    return op < AMPX_OP_COUNT ? op_n_dtypes[op] : 0;
+}

@@ -15,17 +15,17 @@
 #include "ampx/backend.h"
 
 static const ampx_backend_iface *inner;
-static ampx_backend_iface        table;
-static ampx_backend_ops          ops;
-static long                      live_buffers, op_calls;
-static ampx_log_fn               host_log;
-static void                     *host_log_user;
+static ampx_backend_iface table;
+static ampx_backend_ops ops;
+static long live_buffers, op_calls;
+static ampx_log_fn host_log;
+static void *host_log_user;
 
 static const ampx_backend_iface *load_inner(void) {
     if (inner) return inner;
     const char *path = getenv("AMPX_TEST_INNER_PLUGIN");
-    void       *dl   = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    void       *sym  = dl ? dlsym(dl, AMPX_BACKEND_ENTRY_SYMBOL) : NULL;
+    void *dl         = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    void *sym        = dl ? dlsym(dl, AMPX_BACKEND_ENTRY_SYMBOL) : NULL;
     ampx_backend_entry_fn entry;
     memcpy(&entry, &sym, sizeof entry);
     inner = sym ? entry(AMPX_ABI_MAJOR, AMPX_ABI_MINOR) : NULL;
@@ -65,21 +65,22 @@ static void release(ampx_context *ctx, ampx_buffer *buf) {
 
 static ampx_status info(ampx_context *ctx, ampx_device_info *di) {
     ampx_status st = inner->device_info(ctx, di);
-    snprintf(di->description, sizeof di->description, "live_buffers=%ld op_calls=%ld",
-             live_buffers, op_calls);
+    snprintf(di->description, sizeof di->description, "live_buffers=%ld op_calls=%ld", live_buffers,
+             op_calls);
     return st;
 }
 
 #ifdef WRAP_FAILING
 /* Every op: forward the first 40 calls, then fail like a device that fell over. */
 #define FAIL_AFTER 40
-#define WRAP_OP(name, argt)                                                                      \
-    static ampx_status wrap_##name(ampx_context *ctx, const argt *a) {                          \
-        if (++op_calls > FAIL_AFTER) {                                                           \
-            if (host_log) host_log(host_log_user, AMPX_LOG_ERROR, #name ": injected device fault"); \
-            return AMPX_ERR_DEVICE;                                                              \
-        }                                                                                        \
-        return inner->ops->name(ctx, a);                                                         \
+#define WRAP_OP(name, argt)                                                                        \
+    static ampx_status wrap_##name(ampx_context *ctx, const argt *a) {                             \
+        if (++op_calls > FAIL_AFTER) {                                                             \
+            if (host_log)                                                                          \
+                host_log(host_log_user, AMPX_LOG_ERROR, #name ": injected device fault");          \
+            return AMPX_ERR_DEVICE;                                                                \
+        }                                                                                          \
+        return inner->ops->name(ctx, a);                                                           \
     }
 WRAP_OP(gemm, ampx_gemm_args)
 WRAP_OP(cast, ampx_cast_args)
@@ -110,21 +111,16 @@ WRAP_OP(adamw, ampx_adamw_args)
 AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, uint32_t minor) {
     (void)minor;
     if (major != AMPX_ABI_MAJOR) return NULL;
-#ifndef WRAP_UNAVAILABLE
     if (!load_inner()) {
         /* still hand out a table: the probe explains what is missing */
         static ampx_backend_iface empty;
-        empty      = (ampx_backend_iface){.size = sizeof empty, .abi_major = AMPX_ABI_MAJOR};
-        empty.name = "wrapper";
+        empty       = (ampx_backend_iface){.size = sizeof empty, .abi_major = AMPX_ABI_MAJOR};
+        empty.name  = "wrapper";
         empty.probe = probe;
         return &empty;
     }
-    table = *inner;
-    ops   = *inner->ops;
-#else
-    table = (ampx_backend_iface){.size = sizeof table, .abi_major = AMPX_ABI_MAJOR,
-                                 .abi_minor = AMPX_ABI_MINOR};
-#endif
+    table              = *inner;
+    ops                = *inner->ops;
     table.name         = "wrapper";
     table.probe        = probe;
     table.create       = create;
@@ -142,11 +138,30 @@ AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, 
 #endif
 #ifdef WRAP_FAILING
 #define SET(name) ops.name = wrap_##name
-    SET(gemm); SET(cast); SET(add); SET(mul); SET(scale); SET(bias_grad); SET(act_fwd);
-    SET(act_bwd); SET(softmax_fwd); SET(softmax_bwd); SET(softmax_xent); SET(layernorm_fwd);
-    SET(layernorm_bwd); SET(batchnorm_fwd); SET(batchnorm_bwd); SET(embedding_fwd);
-    SET(embedding_bwd); SET(reduce); SET(sum_squares); SET(unscale_check); SET(grad_stats);
-    SET(scaler_update); SET(sgd); SET(adamw);
+    SET(gemm);
+    SET(cast);
+    SET(add);
+    SET(mul);
+    SET(scale);
+    SET(bias_grad);
+    SET(act_fwd);
+    SET(act_bwd);
+    SET(softmax_fwd);
+    SET(softmax_bwd);
+    SET(softmax_xent);
+    SET(layernorm_fwd);
+    SET(layernorm_bwd);
+    SET(batchnorm_fwd);
+    SET(batchnorm_bwd);
+    SET(embedding_fwd);
+    SET(embedding_bwd);
+    SET(reduce);
+    SET(sum_squares);
+    SET(unscale_check);
+    SET(grad_stats);
+    SET(scaler_update);
+    SET(sgd);
+    SET(adamw);
 #endif
     return &table;
 }

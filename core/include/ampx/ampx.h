@@ -28,10 +28,10 @@ extern "C" {
 #endif
 
 AMPX_API const char *ampx_status_name(ampx_status st); /* "AMPX_ERR_INVALID" ... */
-AMPX_API const char *ampx_op_name(uint32_t op);        /* "gemm", "softmax_xent" ...; NULL if unknown */
-AMPX_API int         ampx_op_parse(const char *name, uint32_t *op); /* 0 on success */
+AMPX_API const char *ampx_op_name(uint32_t op); /* "gemm", "softmax_xent" ...; NULL if unknown */
+AMPX_API int ampx_op_parse(const char *name, uint32_t *op); /* 0 on success */
 /* How many dtypes supports() takes for an op (the order is in the op's heading in backend.h). */
-AMPX_API uint32_t    ampx_op_n_dtypes(uint32_t op);
+AMPX_API uint32_t ampx_op_n_dtypes(uint32_t op);
 
 // ---------------------------------------------------------------------------------------
 // Loading backends
@@ -43,30 +43,31 @@ typedef struct ampx_backend ampx_backend;
  * path containing a '/' ("./libvendor.so"), loaded as given. Options are "key=value"
  * strings passed to the plugin; AMPX_BACKEND_OPTS (comma-separated) is prepended.
  * On failure returns non-OK and writes one line naming the file and the reason to err. */
-AMPX_API ampx_status ampx_backend_open(const char *spec, const char *const *options, uint32_t n_options,
-                              ampx_backend **out, char *err, size_t err_cap);
+AMPX_API ampx_status ampx_backend_open(const char *spec, const char *const *options,
+                                       uint32_t n_options, ampx_backend **out, char *err,
+                                       size_t err_cap);
 /* Synchronizes, destroys the context and closes the plugin. NULL is a no-op. */
 AMPX_API void ampx_backend_close(ampx_backend *be);
 
 AMPX_API const ampx_backend_iface *ampx_backend_iface_of(const ampx_backend *be);
-AMPX_API ampx_context             *ampx_backend_context(const ampx_backend *be);
-AMPX_API const char               *ampx_backend_path(const ampx_backend *be); /* the file loaded */
+AMPX_API ampx_context *ampx_backend_context(const ampx_backend *be);
+AMPX_API const char *ampx_backend_path(const ampx_backend *be); /* the file loaded */
 /* The last ERROR line the plugin logged (empty if none). */
 AMPX_API const char *ampx_backend_last_error(const ampx_backend *be);
 /* Non-zero if the op slot exists and supports() accepts the dtypes. */
 AMPX_API int ampx_backend_supports(const ampx_backend *be, uint32_t op, const ampx_dtype *dtypes,
-                          uint32_t n_dtypes);
+                                   uint32_t n_dtypes);
 /* The op slot as a generic pointer (NULL if absent or beyond the plugin's table). */
 AMPX_API void *ampx_backend_op_slot(const ampx_backend *be, uint32_t op);
 
 /* Discovery: every libampx-*.so on the search path, probed (not created). */
 typedef struct ampx_plugin_info {
-    char     name[64];     /* from the file name: libampx-NAME.so */
-    char     path[1024];
-    int      loadable;     /* dlopen and entry symbol and ABI major all fine */
-    int      available;    /* probe said usable */
+    char name[64]; /* from the file name: libampx-NAME.so */
+    char path[1024];
+    int loadable;  /* dlopen and entry symbol and ABI major all fine */
+    int available; /* probe said usable */
     uint32_t abi_major, abi_minor;
-    char     reason[512];  /* why not loadable / not available */
+    char reason[512]; /* why not loadable / not available */
 } ampx_plugin_info;
 
 /* Fills up to cap entries (sorted by name, first hit per name wins); returns the count found
@@ -86,22 +87,22 @@ typedef enum ampx_conf_verdict {
 } ampx_conf_verdict;
 
 typedef struct ampx_conf_case {
-    uint32_t          op;
-    ampx_dtype        dtypes[4];
-    uint32_t          n_dtypes;
-    char              shape[128];   /* human-readable case, e.g. "m=17 n=33 k=129 tA" */
+    uint32_t op;
+    ampx_dtype dtypes[4];
+    uint32_t n_dtypes;
+    char shape[128]; /* human-readable case, e.g. "m=17 n=33 k=129 tA" */
     ampx_conf_verdict verdict;
-    double            err;          /* measured error (normwise relative unless noted) */
-    double            tol;          /* the tolerance it was held to */
-    char              message[512]; /* why it failed */
+    double err;        /* measured error (normwise relative unless noted) */
+    double tol;        /* the tolerance it was held to */
+    char message[512]; /* why it failed */
 } ampx_conf_case;
 
 typedef void (*ampx_conf_report_fn)(void *user, const ampx_conf_case *c);
 
 typedef struct ampx_conf_options {
-    uint64_t seed;  /* random data seed; 0 picks a fixed default */
-    int32_t  op;    /* -1: all ops; else only this op */
-    int      quick; /* non-zero: fewer and smaller shapes */
+    uint64_t seed; /* random data seed; 0 picks a fixed default */
+    int32_t op;    /* -1: all ops; else only this op */
+    int quick;     /* non-zero: fewer and smaller shapes */
 } ampx_conf_options;
 
 typedef struct ampx_conf_summary {
@@ -111,8 +112,8 @@ typedef struct ampx_conf_summary {
 /* Runs the suite; calls report for every case. Returns AMPX_OK when it ran (failures are
  * counted in summary), an error if the backend broke in a way that stops the run. */
 AMPX_API ampx_status ampx_conformance_run(ampx_backend *be, const ampx_conf_options *opt,
-                                 ampx_conf_report_fn report, void *user,
-                                 ampx_conf_summary *summary);
+                                          ampx_conf_report_fn report, void *user,
+                                          ampx_conf_summary *summary);
 
 #ifdef __cplusplus
 }

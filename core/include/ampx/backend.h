@@ -29,6 +29,12 @@
  *   - Outputs never alias inputs unless the op says "in place".
  *   - An output that is only written (not accumulated into) is never read: NaN or garbage
  *     in it does not leak into the result.
+ *   - A tensor may be null (buf NULL) only where its op says so: gamma/beta of the norms,
+ *     dgamma/dbeta of the norm backwards (not computed), running statistics of a training
+ *     batch norm, dlogits of SOFTMAX_XENT, scalars of SOFTMAX_XENT, grad_sq_sum and copies
+ *     of the optimizers.
+ *   - A tensor whose dtype is fixed by the op (labels i32, statistics f32, ...) given in
+ *     another dtype is an argument error (AMPX_ERR_INVALID), not an unsupported op.
  */
 #ifndef AMPX_BACKEND_H
 #define AMPX_BACKEND_H
@@ -76,33 +82,33 @@ typedef enum ampx_log_level {
 typedef void (*ampx_log_fn)(void *user, ampx_log_level level, const char *msg);
 
 typedef struct ampx_context ampx_context; /* one device + one in-order stream */
-typedef struct ampx_buffer  ampx_buffer;  /* device memory, owned by the plugin */
+typedef struct ampx_buffer ampx_buffer;   /* device memory, owned by the plugin */
 
 /* What the host gives create(). */
 typedef struct ampx_host {
-    uint32_t    size;        /* sizeof(ampx_host) as the host knows it */
-    uint32_t    abi_major;   /* the host's AMPX_ABI_MAJOR */
-    uint32_t    abi_minor;   /* the host's AMPX_ABI_MINOR */
-    ampx_log_fn log;         /* (optional) NULL: messages are dropped */
-    void       *log_user;    /* passed back to log */
+    uint32_t size;              /* sizeof(ampx_host) as the host knows it */
+    uint32_t abi_major;         /* the host's AMPX_ABI_MAJOR */
+    uint32_t abi_minor;         /* the host's AMPX_ABI_MINOR */
+    ampx_log_fn log;            /* (optional) NULL: messages are dropped */
+    void *log_user;             /* passed back to log */
     const char *const *options; /* "key=value" strings, n_options of them */
-    uint32_t    n_options;
+    uint32_t n_options;
 } ampx_host;
 
 /* What device_info() fills. Strings are NUL-terminated and truncated to fit. */
 typedef struct ampx_device_info {
-    uint32_t size;             /* set by the host to sizeof(ampx_device_info) */
-    char     name[128];        /* e.g. "AMD EPYC (2 threads)", "NVIDIA H200" */
-    char     description[512]; /* free text: driver, ISA path, compute capability ... */
-    uint64_t memory_bytes;     /* device memory, 0 if unknown */
-    uint32_t n_threads;        /* host threads the plugin uses (CPU backends), else 0 */
+    uint32_t size;         /* set by the host to sizeof(ampx_device_info) */
+    char name[128];        /* e.g. "AMD EPYC (2 threads)", "NVIDIA H200" */
+    char description[512]; /* free text: driver, ISA path, compute capability ... */
+    uint64_t memory_bytes; /* device memory, 0 if unknown */
+    uint32_t n_threads;    /* host threads the plugin uses (CPU backends), else 0 */
 } ampx_device_info;
 
 /* A reference to typed memory: a buffer, a byte offset into it, and the element dtype. */
 typedef struct ampx_tensor {
     ampx_buffer *buf;
-    uint64_t     offset; /* bytes; must be a multiple of the dtype's size */
-    ampx_dtype   dtype;
+    uint64_t offset; /* bytes; must be a multiple of the dtype's size */
+    ampx_dtype dtype;
 } ampx_tensor;
 
 // ---------------------------------------------------------------------------------------
@@ -127,39 +133,39 @@ typedef enum ampx_lr_schedule {
 } ampx_lr_schedule;
 
 /* Bits of ampx_scalars.stop_reason. */
-#define AMPX_STOP_MIN_SCALE        1 /* backed off to min_scale with on_min_scale = error */
+#define AMPX_STOP_MIN_SCALE 1         /* backed off to min_scale with on_min_scale = error */
 #define AMPX_STOP_CONSECUTIVE_SKIPS 2 /* more than max_consecutive_skips skipped steps */
 
 typedef struct ampx_scalars {
     /* -- state -- */
-    float    scale;             /* the loss scale; the loss gradient is seeded with it */
-    int32_t  found_inf;         /* OR of this step's unscale_check flags; 0 or 1 */
-    int32_t  growth_tracker;    /* applied steps since the last growth or overflow */
-    int32_t  hysteresis_left;   /* overflows still tolerated before backing off */
-    int32_t  applied_steps;     /* optimizer step count: only applied steps count */
-    int32_t  skipped_steps;     /* total skipped steps */
-    int32_t  consecutive_skips; /* skipped steps since the last applied one */
-    int32_t  last_found_inf;    /* found_inf of the step scaler_update last consumed */
-    int32_t  stop_reason;       /* AMPX_STOP_* bits; the host stops the run when non-zero */
-    float    lr;                /* the learning rate the optimizer last used */
+    float scale;               /* the loss scale; the loss gradient is seeded with it */
+    int32_t found_inf;         /* OR of this step's unscale_check flags; 0 or 1 */
+    int32_t growth_tracker;    /* applied steps since the last growth or overflow */
+    int32_t hysteresis_left;   /* overflows still tolerated before backing off */
+    int32_t applied_steps;     /* optimizer step count: only applied steps count */
+    int32_t skipped_steps;     /* total skipped steps */
+    int32_t consecutive_skips; /* skipped steps since the last applied one */
+    int32_t last_found_inf;    /* found_inf of the step scaler_update last consumed */
+    int32_t stop_reason;       /* AMPX_STOP_* bits; the host stops the run when non-zero */
+    float lr;                  /* the learning rate the optimizer last used */
     /* -- scaler configuration (host-written once) -- */
-    int32_t  mode;                   /* ampx_scaler_mode */
-    float    growth_factor;          /* > 1, e.g. 2 */
-    float    backoff_factor;         /* in (0, 1), e.g. 0.5 */
-    int32_t  growth_interval;        /* applied steps between growths, e.g. 2000 */
-    int32_t  hysteresis;             /* overflows tolerated before a backoff, >= 1 */
-    int32_t  consecutive_hysteresis; /* 1: refill hysteresis_left on every applied step */
-    float    min_scale;              /* backoff never goes below; 0 = unbounded */
-    float    max_scale;              /* growth never goes above; inf = unbounded */
-    int32_t  on_min_scale_error;     /* 1: set AMPX_STOP_MIN_SCALE when at min_scale */
-    int32_t  max_consecutive_skips;  /* 0 = unbounded */
+    int32_t mode;                   /* ampx_scaler_mode */
+    float growth_factor;            /* > 1, e.g. 2 */
+    float backoff_factor;           /* in (0, 1), e.g. 0.5 */
+    int32_t growth_interval;        /* applied steps between growths, e.g. 2000 */
+    int32_t hysteresis;             /* overflows tolerated before a backoff, >= 1 */
+    int32_t consecutive_hysteresis; /* 1: refill hysteresis_left on every applied step */
+    float min_scale;                /* backoff never goes below; 0 = unbounded */
+    float max_scale;                /* growth never goes above; inf = unbounded */
+    int32_t on_min_scale_error;     /* 1: set AMPX_STOP_MIN_SCALE when at min_scale */
+    int32_t max_consecutive_skips;  /* 0 = unbounded */
     /* -- learning-rate schedule (host-written once) -- */
-    int32_t  lr_schedule;   /* ampx_lr_schedule */
-    float    lr_base;       /* peak learning rate */
-    float    lr_min;        /* floor of the cosine decay */
-    int32_t  warmup_steps;  /* applied steps of linear warmup */
-    int32_t  decay_steps;   /* applied step at which the cosine reaches lr_min */
-    int32_t  reserved[7];   /* zero; room to grow within one cache line pair */
+    int32_t lr_schedule;  /* ampx_lr_schedule */
+    float lr_base;        /* peak learning rate */
+    float lr_min;         /* floor of the cosine decay */
+    int32_t warmup_steps; /* applied steps of linear warmup */
+    int32_t decay_steps;  /* applied step at which the cosine reaches lr_min */
+    int32_t reserved[7];  /* zero; room to grow within one cache line pair */
 } ampx_scalars;
 
 _Static_assert(sizeof(ampx_scalars) == 128, "ampx_scalars layout is part of the ABI");
@@ -168,31 +174,31 @@ _Static_assert(sizeof(ampx_scalars) == 128, "ampx_scalars layout is part of the 
 // Op numbers. Append only; never renumber.
 
 typedef enum ampx_op {
-    AMPX_OP_GEMM           = 0,
-    AMPX_OP_CAST           = 1,
-    AMPX_OP_ADD            = 2,
-    AMPX_OP_MUL            = 3,
-    AMPX_OP_SCALE          = 4,
-    AMPX_OP_BIAS_GRAD      = 5,
-    AMPX_OP_ACT_FWD        = 6,
-    AMPX_OP_ACT_BWD        = 7,
-    AMPX_OP_SOFTMAX_FWD    = 8,
-    AMPX_OP_SOFTMAX_BWD    = 9,
-    AMPX_OP_SOFTMAX_XENT   = 10,
-    AMPX_OP_LAYERNORM_FWD  = 11,
-    AMPX_OP_LAYERNORM_BWD  = 12,
-    AMPX_OP_BATCHNORM_FWD  = 13,
-    AMPX_OP_BATCHNORM_BWD  = 14,
-    AMPX_OP_EMBEDDING_FWD  = 15,
-    AMPX_OP_EMBEDDING_BWD  = 16,
-    AMPX_OP_REDUCE         = 17,
-    AMPX_OP_SUM_SQUARES    = 18,
-    AMPX_OP_UNSCALE_CHECK  = 19,
-    AMPX_OP_GRAD_STATS     = 20,
-    AMPX_OP_SCALER_UPDATE  = 21,
-    AMPX_OP_SGD            = 22,
-    AMPX_OP_ADAMW          = 23,
-    AMPX_OP_COUNT_V1_0     = 24
+    AMPX_OP_GEMM          = 0,
+    AMPX_OP_CAST          = 1,
+    AMPX_OP_ADD           = 2,
+    AMPX_OP_MUL           = 3,
+    AMPX_OP_SCALE         = 4,
+    AMPX_OP_BIAS_GRAD     = 5,
+    AMPX_OP_ACT_FWD       = 6,
+    AMPX_OP_ACT_BWD       = 7,
+    AMPX_OP_SOFTMAX_FWD   = 8,
+    AMPX_OP_SOFTMAX_BWD   = 9,
+    AMPX_OP_SOFTMAX_XENT  = 10,
+    AMPX_OP_LAYERNORM_FWD = 11,
+    AMPX_OP_LAYERNORM_BWD = 12,
+    AMPX_OP_BATCHNORM_FWD = 13,
+    AMPX_OP_BATCHNORM_BWD = 14,
+    AMPX_OP_EMBEDDING_FWD = 15,
+    AMPX_OP_EMBEDDING_BWD = 16,
+    AMPX_OP_REDUCE        = 17,
+    AMPX_OP_SUM_SQUARES   = 18,
+    AMPX_OP_UNSCALE_CHECK = 19,
+    AMPX_OP_GRAD_STATS    = 20,
+    AMPX_OP_SCALER_UPDATE = 21,
+    AMPX_OP_SGD           = 22,
+    AMPX_OP_ADAMW         = 23,
+    AMPX_OP_COUNT_V1_0    = 24
 } ampx_op;
 
 #define AMPX_OP_COUNT AMPX_OP_COUNT_V1_0
@@ -212,12 +218,12 @@ typedef enum ampx_op {
  *   Leading dimensions are in elements: lda >= (trans_a ? m : k), ldb >= (trans_b ? k : n),
  *   ldc >= n. k == 0 gives C = beta * C. */
 typedef struct ampx_gemm_args {
-    uint32_t    size;
-    uint32_t    trans_a, trans_b;
-    uint64_t    m, n, k, batch;
-    uint64_t    lda, ldb, ldc;
-    uint64_t    stride_a, stride_b, stride_c;
-    float       alpha, beta;
+    uint32_t size;
+    uint32_t trans_a, trans_b;
+    uint64_t m, n, k, batch;
+    uint64_t lda, ldb, ldc;
+    uint64_t stride_a, stride_b, stride_c;
+    float alpha, beta;
     ampx_tensor a, b, c;
 } ampx_gemm_args;
 
@@ -232,10 +238,10 @@ typedef enum ampx_rounding {
  * `rounding` (dtype.h has the exact functions); widening is exact. Any pair of float dtypes,
  * including src == dst (a copy). */
 typedef struct ampx_cast_args {
-    uint32_t    size;
-    uint32_t    rounding; /* ampx_rounding */
-    uint64_t    n;
-    uint64_t    seed;     /* stochastic rounding only */
+    uint32_t size;
+    uint32_t rounding; /* ampx_rounding */
+    uint64_t n;
+    uint64_t seed; /* stochastic rounding only */
     ampx_tensor src, dst;
 } ampx_cast_args;
 
@@ -243,37 +249,37 @@ typedef struct ampx_cast_args {
  * y[r,c] = alpha * a[r,c] + beta * b[r', c] over rows x cols, r' = (broadcast_b ? 0 : r):
  * add, axpby and bias-add in one. Computed in f32. In place: y may be a or b exactly. */
 typedef struct ampx_add_args {
-    uint32_t    size;
-    uint32_t    broadcast_b; /* 1: b has one row of cols elements, added to every row */
-    uint64_t    rows, cols;
-    float       alpha, beta;
+    uint32_t size;
+    uint32_t broadcast_b; /* 1: b has one row of cols elements, added to every row */
+    uint64_t rows, cols;
+    float alpha, beta;
     ampx_tensor a, b, y;
 } ampx_add_args;
 
 /* MUL  dtypes {a, b, y}
  * y[r,c] = a[r,c] * b[r',c], r' as in ADD. Computed in f32. In place as in ADD. */
 typedef struct ampx_mul_args {
-    uint32_t    size;
-    uint32_t    broadcast_b;
-    uint64_t    rows, cols;
+    uint32_t size;
+    uint32_t broadcast_b;
+    uint64_t rows, cols;
     ampx_tensor a, b, y;
 } ampx_mul_args;
 
 /* SCALE  dtypes {x, y}
  * y[i] = alpha * x[i], i in [0, n), in f32. In place: y may be x. */
 typedef struct ampx_scale_args {
-    uint32_t    size;
-    uint64_t    n;
-    float       alpha;
+    uint32_t size;
+    uint64_t n;
+    float alpha;
     ampx_tensor x, y;
 } ampx_scale_args;
 
 /* BIAS_GRAD  dtypes {dy, db}
  * db[c] = (accumulate ? db[c] : 0) + sum_r dy[r,c], summed in f32 (rows x cols). */
 typedef struct ampx_bias_grad_args {
-    uint32_t    size;
-    uint32_t    accumulate;
-    uint64_t    rows, cols;
+    uint32_t size;
+    uint32_t accumulate;
+    uint64_t rows, cols;
     ampx_tensor dy, db;
 } ampx_bias_grad_args;
 
@@ -290,9 +296,9 @@ typedef enum ampx_act {
  * ACT_BWD  dtypes {x, dy, dx}: dx[i] = dy[i] * f'(x[i]), computed in f32 (x is the forward
  * input). In place: dx may be dy. */
 typedef struct ampx_act_args {
-    uint32_t    size;
-    uint32_t    act; /* ampx_act */
-    uint64_t    n;
+    uint32_t size;
+    uint32_t act; /* ampx_act */
+    uint64_t n;
     ampx_tensor x, dy, y_or_dx; /* fwd: x, (unused), y;  bwd: x, dy, dx */
 } ampx_act_args;
 
@@ -305,12 +311,12 @@ typedef struct ampx_act_args {
  *   softmax:     dx_j = scale * y_j * (dy_j - sum_k dy_k y_k)
  *   log_softmax: dx_j = scale * (dy_j - exp(y_j) * sum_k dy_k) */
 typedef struct ampx_softmax_args {
-    uint32_t    size;
-    uint32_t    causal; /* 1: causal mask as above */
-    uint32_t    log;    /* 1: log-softmax */
-    uint64_t    rows, cols;
-    uint64_t    seq_q;  /* rows per score block for the mask; ignored unless causal */
-    float       scale;  /* pre-scale of the logits (1/sqrt(d) in attention) */
+    uint32_t size;
+    uint32_t causal; /* 1: causal mask as above */
+    uint32_t log;    /* 1: log-softmax */
+    uint64_t rows, cols;
+    uint64_t seq_q;                  /* rows per score block for the mask; ignored unless causal */
+    float scale;                     /* pre-scale of the logits (1/sqrt(d) in attention) */
     ampx_tensor x_or_y, dy, y_or_dx; /* fwd: x, (unused), y;  bwd: y, dy, dx */
 } ampx_softmax_args;
 
@@ -324,10 +330,10 @@ typedef struct ampx_softmax_args {
  *   gradient seeded with the loss scale). n_valid == 0 gives loss 0 and zero gradients.
  * dlogits may be a null tensor (buf NULL) to compute the loss only. */
 typedef struct ampx_softmax_xent_args {
-    uint32_t    size;
-    int32_t     ignore_index;
-    uint64_t    rows, cols;
-    float       grad_scale;
+    uint32_t size;
+    int32_t ignore_index;
+    uint64_t rows, cols;
+    float grad_scale;
     ampx_tensor logits, labels, loss, dlogits;
     ampx_tensor scalars; /* (optional) buf NULL: no loss-scale factor */
 } ampx_softmax_xent_args;
@@ -341,10 +347,10 @@ typedef struct ampx_softmax_xent_args {
  *   dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)),
  *   dgamma (+)= sum_r dy * xhat, dbeta (+)= sum_r dy (accumulate selects +=). */
 typedef struct ampx_layernorm_args {
-    uint32_t    size;
-    uint32_t    accumulate; /* bwd: dgamma/dbeta += instead of = */
-    uint64_t    rows, cols;
-    float       eps;
+    uint32_t size;
+    uint32_t accumulate; /* bwd: dgamma/dbeta += instead of = */
+    uint64_t rows, cols;
+    float eps;
     ampx_tensor x, gamma, beta, mean, rstd;
     ampx_tensor dy, y_or_dx, dgamma, dbeta; /* fwd: (unused), y, (unused), (unused) */
 } ampx_layernorm_args;
@@ -353,18 +359,19 @@ typedef struct ampx_layernorm_args {
  * x is [outer, channels, inner]; statistics per channel over outer * inner = N values.
  * training: mean, var (biased) from the batch; rstd = 1/sqrt(var + eps); saved;
  *   running_mean = (1 - momentum) running_mean + momentum mean,
- *   running_var  = (1 - momentum) running_var + momentum var * N / (N - 1) (N > 1).
+ *   running_var  = (1 - momentum) running_var + momentum var * N / (N - 1)
+ *   (with N == 1 the biased variance, 0, is used).
  * eval: mean = running_mean, rstd = 1/sqrt(running_var + eps); nothing is written but y.
  * y = (x - mean) * rstd * gamma + beta (gamma/beta may be null: 1 and 0).
  * BATCHNORM_BWD  dtypes {x, dy, dx}  (training-mode statistics)
  *   xhat = (x - mean) rstd, dx = gamma rstd (dy - mean_N(dy) - xhat mean_N(dy xhat)),
  *   dgamma (+)= sum_N dy xhat, dbeta (+)= sum_N dy. */
 typedef struct ampx_batchnorm_args {
-    uint32_t    size;
-    uint32_t    training;
-    uint32_t    accumulate;
-    uint64_t    outer, channels, inner;
-    float       eps, momentum;
+    uint32_t size;
+    uint32_t training;
+    uint32_t accumulate;
+    uint64_t outer, channels, inner;
+    float eps, momentum;
     ampx_tensor x, gamma, beta, running_mean, running_var, mean, rstd;
     ampx_tensor dy, y_or_dx, dgamma, dbeta;
 } ampx_batchnorm_args;
@@ -376,8 +383,8 @@ typedef struct ampx_batchnorm_args {
  * dtable[ids[i], :] += dy[i, :] in f32 (dtable must be f32; out-of-range ids are skipped).
  * Not zeroed first: the host fills dtable with 0 when it does not accumulate. */
 typedef struct ampx_embedding_args {
-    uint32_t    size;
-    uint64_t    n, vocab, dim;
+    uint32_t size;
+    uint64_t n, vocab, dim;
     ampx_tensor table_or_dtable, ids, y_or_dy;
 } ampx_embedding_args;
 
@@ -387,27 +394,27 @@ typedef enum ampx_reduce_mode { AMPX_REDUCE_SUM = 0, AMPX_REDUCE_MEAN = 1 } ampx
  * y[r] = sum (or mean) of x[r, 0..cols) for r in [0, rows), in f32. A global reduction is
  * rows = 1. */
 typedef struct ampx_reduce_args {
-    uint32_t    size;
-    uint32_t    mode; /* ampx_reduce_mode */
-    uint64_t    rows, cols;
+    uint32_t size;
+    uint32_t mode; /* ampx_reduce_mode */
+    uint64_t rows, cols;
     ampx_tensor x, y;
 } ampx_reduce_args;
 
 /* A list of tensors for the multi-tensor ops: tensor i has n_elems[i] elements. */
 typedef struct ampx_tensor_list {
-    uint32_t           count;
+    uint32_t count;
     const ampx_tensor *tensors;
-    const uint64_t    *n_elems;
+    const uint64_t *n_elems;
 } ampx_tensor_list;
 
 /* SUM_SQUARES  dtypes {x} (each distinct dtype in the list is checked)
  * out[0] (f32) = (accumulate ? out[0] : 0) + sum over all tensors of sum x^2, in f32 or wider.
  * Non-finite inputs give a non-finite result. */
 typedef struct ampx_sum_squares_args {
-    uint32_t         size;
-    uint32_t         accumulate;
+    uint32_t size;
+    uint32_t accumulate;
     ampx_tensor_list x;
-    ampx_tensor      out;
+    ampx_tensor out;
 } ampx_sum_squares_args;
 
 /* UNSCALE_CHECK  dtypes {g}
@@ -418,11 +425,11 @@ typedef struct ampx_sum_squares_args {
  *   scalars->found_inf |= OR of those flags.
  * When scalars->mode is AMPX_SCALER_NONE the multiply is skipped (a check only). */
 typedef struct ampx_unscale_check_args {
-    uint32_t         size;
-    uint32_t         flag_base;
+    uint32_t size;
+    uint32_t flag_base;
     ampx_tensor_list grads;
-    ampx_tensor      flags;   /* i32, at least flag_base + grads.count elements */
-    ampx_tensor      scalars;
+    ampx_tensor flags; /* i32, at least flag_base + grads.count elements */
+    ampx_tensor scalars;
 } ampx_unscale_check_args;
 
 /* GRAD_STATS  dtypes {g}
@@ -437,11 +444,11 @@ typedef struct ampx_unscale_check_args {
  *   counts[3t + 2] = count of non-finite values
  * stats f32, counts i32, sums in f32 or wider. */
 typedef struct ampx_grad_stats_args {
-    uint32_t         size;
-    ampx_dtype       target;
+    uint32_t size;
+    ampx_dtype target;
     ampx_tensor_list grads;
-    ampx_tensor      stats;  /* f32, 4 per tensor */
-    ampx_tensor      counts; /* i32, 3 per tensor */
+    ampx_tensor stats;  /* f32, 4 per tensor */
+    ampx_tensor counts; /* i32, 3 per tensor */
 } ampx_grad_stats_args;
 
 /* SCALER_UPDATE  (no dtypes: pass n_dtypes 0)
@@ -467,7 +474,7 @@ typedef struct ampx_grad_stats_args {
  *         growth_tracker = 0;
  * With hysteresis 1, min_scale 0 and max_scale inf this is PyTorch GradScaler.update(). */
 typedef struct ampx_scaler_update_args {
-    uint32_t    size;
+    uint32_t size;
     ampx_tensor scalars;
 } ampx_scaler_update_args;
 
@@ -476,7 +483,7 @@ static inline float ampx_scheduled_lr(const ampx_scalars *s, int32_t t) {
     if (s->lr_schedule != AMPX_LR_WARMUP_COSINE) return s->lr_base;
     if (t < s->warmup_steps) return s->lr_base * (float)(t + 1) / (float)s->warmup_steps;
     int32_t span = s->decay_steps - s->warmup_steps;
-    double  p    = span > 0 ? (double)(t - s->warmup_steps) / (double)span : 1.0;
+    double p     = span > 0 ? (double)(t - s->warmup_steps) / (double)span : 1.0;
     if (p > 1.0) p = 1.0;
     double c = 0.5 * (1.0 + __builtin_cos(3.14159265358979323846 * p));
     return (float)(s->lr_min + (s->lr_base - s->lr_min) * c);
@@ -491,23 +498,26 @@ static inline float ampx_scheduled_lr(const ampx_scalars *s, int32_t t) {
  * for each element: g = c * grad + weight_decay * p;
  *   if momentum != 0: buf = (applied_steps == 0 ? g : momentum * buf + (1 - dampening) g);
  *                     g = nesterov ? g + momentum * buf : buf;
- *   p -= lr * g;  copy = round(p) to the copy's dtype (when copies is given).
+ *   p -= lr * g;  copy = round(p) to the copy's dtype (when copies is given): to nearest
+ *   even, or with stochastic_copy ampx_f32_to_{bf16,f16}_sr with
+ *   rnd = ampx_hash32(seed + t, i) for element i of tensor t.
+ * A skipped step writes nothing at all, the scalars block included.
  * weight_decay per tensor from wd[t] when wd is given, else weight_decay. */
 typedef struct ampx_sgd_args {
-    uint32_t         size;
-    uint32_t         nesterov;
-    float            momentum, dampening, weight_decay;
-    float            max_grad_norm;
-    const float     *wd;          /* (optional) per-tensor weight decay, host memory */
-    ampx_tensor_list params;      /* f32 master weights, updated in place */
-    const ampx_tensor *grads;     /* params.count of them, n_elems as params */
+    uint32_t size;
+    uint32_t nesterov;
+    float momentum, dampening, weight_decay;
+    float max_grad_norm;
+    const float *wd;                 /* (optional) per-tensor weight decay, host memory */
+    ampx_tensor_list params;         /* f32 master weights, updated in place */
+    const ampx_tensor *grads;        /* params.count of them, n_elems as params */
     const ampx_tensor *momentum_buf; /* f32; may be NULL when momentum == 0 */
-    const ampx_tensor *copies;    /* (optional) low-precision working copies; an entry with
-                                     buf NULL has no copy */
-    ampx_tensor      grad_sq_sum; /* (optional) f32 [1] from SUM_SQUARES */
-    ampx_tensor      scalars;
-    uint32_t         stochastic_copy; /* 1: copies use stochastic rounding, seed below */
-    uint64_t         seed;
+    const ampx_tensor *copies;       /* (optional) low-precision working copies; an entry with
+                                        buf NULL has no copy */
+    ampx_tensor grad_sq_sum;         /* (optional) f32 [1] from SUM_SQUARES */
+    ampx_tensor scalars;
+    uint32_t stochastic_copy; /* 1: copies use stochastic rounding, seed below */
+    uint64_t seed;
 } ampx_sgd_args;
 
 /* ADAMW  dtypes {grad}  (params, m, v f32; copies bf16 or f16)
@@ -518,19 +528,19 @@ typedef struct ampx_sgd_args {
  *   p -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps);
  *   copy = round(p) as in SGD. */
 typedef struct ampx_adamw_args {
-    uint32_t           size;
-    float              beta1, beta2, eps, weight_decay;
-    float              max_grad_norm;
-    const float       *wd;
-    ampx_tensor_list   params;
+    uint32_t size;
+    float beta1, beta2, eps, weight_decay;
+    float max_grad_norm;
+    const float *wd;
+    ampx_tensor_list params;
     const ampx_tensor *grads;
     const ampx_tensor *m;
     const ampx_tensor *v;
     const ampx_tensor *copies;
-    ampx_tensor        grad_sq_sum;
-    ampx_tensor        scalars;
-    uint32_t           stochastic_copy;
-    uint64_t           seed;
+    ampx_tensor grad_sq_sum;
+    ampx_tensor scalars;
+    uint32_t stochastic_copy;
+    uint64_t seed;
 } ampx_adamw_args;
 
 // ---------------------------------------------------------------------------------------
@@ -538,6 +548,7 @@ typedef struct ampx_adamw_args {
 // enqueued on the context's stream and may complete later; argument errors are reported
 // at enqueue time, device errors at the latest by the next synchronize().
 
+// clang-format off
 typedef struct ampx_backend_ops {
     uint32_t size; /* sizeof(ampx_backend_ops) the plugin was built with */
     uint32_t reserved;
@@ -566,17 +577,18 @@ typedef struct ampx_backend_ops {
     ampx_status (*sgd)           (ampx_context *ctx, const ampx_sgd_args *args);
     ampx_status (*adamw)         (ampx_context *ctx, const ampx_adamw_args *args);
 } ampx_backend_ops;
+// clang-format on
 
 /* One slot per op, in order: adding an op without its slot (or the reverse) fails here. */
 _Static_assert(sizeof(ampx_backend_ops) == 8 + AMPX_OP_COUNT * sizeof(void (*)(void)),
                "ampx_backend_ops must have exactly one slot per ampx_op");
-_Static_assert(offsetof(ampx_backend_ops, adamw) ==
-                   8 + (AMPX_OP_ADAMW) * sizeof(void (*)(void)),
+_Static_assert(offsetof(ampx_backend_ops, adamw) == 8 + (AMPX_OP_ADAMW) * sizeof(void (*)(void)),
                "ampx_backend_ops slots must be in op-number order");
 
 // ---------------------------------------------------------------------------------------
 // The backend table returned by ampx_backend_entry.
 
+// clang-format off
 typedef struct ampx_backend_iface {
     uint32_t    size;      /* sizeof(ampx_backend_iface) the plugin was built with */
     uint32_t    abi_major; /* AMPX_ABI_MAJOR the plugin was built with */
@@ -619,6 +631,7 @@ typedef struct ampx_backend_iface {
 
     const ampx_backend_ops *ops;
 } ampx_backend_iface;
+// clang-format on
 
 /* The one exported symbol. host_abi_major/minor: what the host speaks. Returns the
  * plugin's table (static storage, valid until unload), or NULL if it cannot serve that

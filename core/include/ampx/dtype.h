@@ -55,10 +55,13 @@ static inline int ampx_dtype_is_float(ampx_dtype dt) {
 /* Accepts "f32"/"float32", "bf16"/"bfloat16", "f16"/"float16"/"half", "i32"/"int32".
  * Returns 0 and sets *out on success, -1 otherwise. */
 static inline int ampx_dtype_parse(const char *s, ampx_dtype *out) {
-    static const struct { const char *name; ampx_dtype dt; } names[] = {
-        {"f32", AMPX_F32},  {"float32", AMPX_F32},  {"bf16", AMPX_BF16}, {"bfloat16", AMPX_BF16},
-        {"f16", AMPX_F16},  {"float16", AMPX_F16},  {"half", AMPX_F16},  {"i32", AMPX_I32},
-        {"int32", AMPX_I32},
+    static const struct {
+        const char *name;
+        ampx_dtype dt;
+    } names[] = {
+        {"f32", AMPX_F32},       {"float32", AMPX_F32}, {"bf16", AMPX_BF16},
+        {"bfloat16", AMPX_BF16}, {"f16", AMPX_F16},     {"float16", AMPX_F16},
+        {"half", AMPX_F16},      {"i32", AMPX_I32},     {"int32", AMPX_I32},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) {
@@ -86,7 +89,9 @@ static inline float ampx_f32_from_bits(uint32_t u) {
 // ---------------------------------------------------------------------------------------
 // bf16: the upper half of an f32. Widening appends 16 zero bits, so it is exact.
 
-static inline float ampx_bf16_to_f32(uint16_t h) { return ampx_f32_from_bits((uint32_t)h << 16); }
+static inline float ampx_bf16_to_f32(uint16_t h) {
+    return ampx_f32_from_bits((uint32_t)h << 16);
+}
 
 /* Round to nearest even on the 16 discarded bits: adding 0x7fff plus the lowest kept bit
  * carries into the kept bits exactly when the discarded part is above one half, or equal
@@ -130,7 +135,7 @@ static inline uint16_t ampx_f32_to_f16(float f) {
         return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
     if (ax >= 0x477ff000u) /* >= 65520 (the tie above 65504) rounds to inf; inf stays inf */
         return (uint16_t)(sign | 0x7c00u);
-    if (ax < 0x38800000u) { /* below 2^-14: f16 subnormal or zero */
+    if (ax < 0x38800000u) {                 /* below 2^-14: f16 subnormal or zero */
         if (ax <= 0x33000000u) return sign; /* <= 2^-25: the tie at 2^-25 goes to even 0 */
         uint32_t e     = ax >> 23;
         uint32_t m     = (ax & 0x7fffffu) | 0x800000u;

@@ -1,0 +1,611 @@
+/* reference.c — the double-precision reference of every backend op (see reference.h).
+ *
+ * Written for obviousness, not speed: each op is the formula of backend.h evaluated in
+ * double, which has 29 more significand bits than the f32 accumulation a plugin is held
+ * to, so the reference's own error is negligible next to every tolerance in conformance.c.
+ */
+#include "reference.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+// ---------------------------------------------------------------------------------------
+// Formats
+//
+// A float format is (p, emin, max): p significand bits including the implicit one, emin
+// the exponent of the smallest normal. Rounding x to it: find the exponent of x's leading
+// bit, clamp it at emin (subnormals share emin's quantum), and round x / quantum to an
+// integer with nearbyint (ties to even in the default rounding mode). x / quantum is exact
+// because quantum is a power of two and the quotient is far from double's limits.
+
+typedef struct ref_format {
+    int p, emin;
+    double max;
+} ref_format;
+
+static int ref_format_of(ampx_dtype dt, ref_format *f) {
+    switch (dt) {
+    case AMPX_F32: *f = (ref_format){24, -126, ldexp(2.0 - ldexp(1.0, -23), 127)}; return 1;
+    case AMPX_BF16: *f = (ref_format){8, -126, ldexp(2.0 - ldexp(1.0, -7), 127)}; return 1;
+    case AMPX_F16: *f = (ref_format){11, -14, 65504.0}; return 1;
+    default: return 0;
+    }
+}
+
+double ref_unit_roundoff(ampx_dtype dt) {
+    ref_format f;
+    return ref_format_of(dt, &f) ? ldexp(1.0, -f.p) : 0.0;
+}
+
+double ref_max_finite(ampx_dtype dt) {
+    ref_format f;
+    return ref_format_of(dt, &f) ? f.max : 2147483647.0;
+}
+
+double ref_min_subnormal(ampx_dtype dt) {
+    ref_format f;
+    return ref_format_of(dt, &f) ? ldexp(1.0, f.emin - f.p + 1) : 1.0;
+}
+
+/* The spacing of dt's values around |x| (x finite, non-zero). */
+static double ref_quantum(const ref_format *f, double x) {
+    int e;
+    frexp(fabs(x), &e); /* |x| = m 2^e, m in [0.5, 1): leading bit has exponent e - 1 */
+    int lead = e - 1;
+    if (lead < f->emin) lead = f->emin;
+    return ldexp(1.0, lead - (f->p - 1));
+}
+
+double ref_round(ampx_dtype dt, double x) {
+    ref_format f;
+    if (!ref_format_of(dt, &f)) { /* i32 */
+        if (isnan(x)) return 0.0;
+        double r = nearbyint(x);
+        if (r > 2147483647.0) r = 2147483647.0;
+        if (r < -2147483648.0) r = -2147483648.0;
+        return r;
+    }
+    if (isnan(x) || isinf(x) || x == 0.0) return x;
+    double q = ref_quantum(&f, x);
+    double r = nearbyint(x / q) * q;
+    /* A carry may move r to the next binade; it is still exact (a power of two). Beyond the
+     * largest finite value, round-to-nearest overflows to inf (IEEE 754 7.4). */
+    if (fabs(r) > f.max) return copysign(INFINITY, x);
+    return r;
+}
+
+void ref_neighbours(ampx_dtype dt, double x, double *lo, double *hi) {
+    ref_format f;
+    if (!ref_format_of(dt, &f) || isnan(x) || isinf(x) || x == 0.0) {
+        *lo = *hi = x;
+        return;
+    }
+    double q = ref_quantum(&f, x);
+    *lo      = floor(x / q) * q;
+    *hi      = ceil(x / q) * q;
+    if (*lo < -f.max) *lo = -INFINITY;
+    if (*hi > f.max) *hi = INFINITY;
+}
+
+uint32_t ref_encode(ampx_dtype dt, double x) {
+    switch (dt) {
+    case AMPX_F32: {
+        float v = (float)x; /* exact: x is representable */
+        uint32_t u;
+        memcpy(&u, &v, sizeof u);
+        return u;
+    }
+    case AMPX_BF16: { /* bf16 is the top half of an f32 whose low half is zero */
+        if (isnan(x)) return signbit(x) ? 0xffc0u : 0x7fc0u;
+        float v = (float)x;
+        uint32_t u;
+        memcpy(&u, &v, sizeof u);
+        return u >> 16;
+    }
+    case AMPX_F16: {
+        uint32_t sign = signbit(x) ? 0x8000u : 0u;
+        if (isnan(x)) return sign | 0x7e00u;
+        double a = fabs(x);
+        if (isinf(a)) return sign | 0x7c00u;
+        if (a == 0.0) return sign;
+        if (a < ldexp(1.0, -14)) return sign | (uint32_t)(a * ldexp(1.0, 24)); /* subnormal */
+        int e;
+        frexp(a, &e); /* leading bit exponent e - 1, biased e - 1 + 15 */
+        uint32_t mant = (uint32_t)(ldexp(a, 11 - e) - 1024.0);
+        return sign | ((uint32_t)(e - 1 + 15) << 10) | mant;
+    }
+    case AMPX_I32: {
+        int32_t i = (int32_t)ref_round(AMPX_I32, x);
+        return (uint32_t)i;
+    }
+    default: return 0;
+    }
+}
+
+double ref_decode(ampx_dtype dt, uint32_t bits) {
+    switch (dt) {
+    case AMPX_F32: {
+        float v;
+        memcpy(&v, &bits, sizeof v);
+        return (double)v;
+    }
+    case AMPX_BF16: {
+        uint32_t u = (bits & 0xffffu) << 16;
+        float v;
+        memcpy(&v, &u, sizeof v);
+        return (double)v;
+    }
+    case AMPX_F16: {
+        double s      = (bits & 0x8000u) ? -1.0 : 1.0;
+        uint32_t exp  = (bits >> 10) & 0x1fu;
+        uint32_t mant = bits & 0x3ffu;
+        if (exp == 0x1f) return mant ? s * NAN : s * INFINITY;
+        if (exp == 0) return s * ldexp((double)mant, -24);
+        return s * ldexp((double)(1024u + mant), (int)exp - 25);
+    }
+    case AMPX_I32: return (double)(int32_t)bits;
+    default: return NAN;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// GEMM and elementwise
+
+void ref_gemm(int trans_a, int trans_b, uint64_t m, uint64_t n, uint64_t k, uint64_t batch,
+              const double *a, uint64_t lda, uint64_t stride_a, const double *b, uint64_t ldb,
+              uint64_t stride_b, double alpha, double beta, double *c, uint64_t ldc,
+              uint64_t stride_c, double *mag) {
+    for (uint64_t bt = 0; bt < batch; bt++) {
+        const double *ab = a + bt * stride_a, *bb = b + bt * stride_b;
+        double *cb = c + bt * stride_c;
+        for (uint64_t i = 0; i < m; i++)
+            for (uint64_t j = 0; j < n; j++) {
+                double acc = 0.0, abs_acc = 0.0;
+                for (uint64_t p = 0; p < k; p++) {
+                    double av = trans_a ? ab[p * lda + i] : ab[i * lda + p];
+                    double bv = trans_b ? bb[j * ldb + p] : bb[p * ldb + j];
+                    acc += av * bv;
+                    abs_acc += fabs(av * bv);
+                }
+                double old      = beta != 0.0 ? cb[i * ldc + j] : 0.0;
+                cb[i * ldc + j] = alpha * acc + (beta != 0.0 ? beta * old : 0.0);
+                if (mag)
+                    mag[bt * stride_c + i * ldc + j] = fabs(alpha) * abs_acc + fabs(beta * old);
+            }
+    }
+}
+
+void ref_add(uint64_t rows, uint64_t cols, int broadcast_b, double alpha, double beta,
+             const double *a, const double *b, double *y, double *mag) {
+    for (uint64_t r = 0; r < rows; r++)
+        for (uint64_t c = 0; c < cols; c++) {
+            double av = a[r * cols + c], bv = b[(broadcast_b ? 0 : r) * cols + c];
+            y[r * cols + c] = alpha * av + beta * bv;
+            if (mag) mag[r * cols + c] = fabs(alpha * av) + fabs(beta * bv);
+        }
+}
+
+void ref_mul(uint64_t rows, uint64_t cols, int broadcast_b, const double *a, const double *b,
+             double *y) {
+    for (uint64_t r = 0; r < rows; r++)
+        for (uint64_t c = 0; c < cols; c++)
+            y[r * cols + c] = a[r * cols + c] * b[(broadcast_b ? 0 : r) * cols + c];
+}
+
+void ref_scale(uint64_t n, double alpha, const double *x, double *y) {
+    for (uint64_t i = 0; i < n; i++)
+        y[i] = alpha * x[i];
+}
+
+void ref_bias_grad(uint64_t rows, uint64_t cols, int accumulate, const double *dy, double *db,
+                   double *mag) {
+    for (uint64_t c = 0; c < cols; c++) {
+        double s = accumulate ? db[c] : 0.0, sa = fabs(s);
+        for (uint64_t r = 0; r < rows; r++) {
+            s += dy[r * cols + c];
+            sa += fabs(dy[r * cols + c]);
+        }
+        db[c] = s;
+        if (mag) mag[c] = sa;
+    }
+}
+
+/* GELU, tanh form: 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3). */
+#define REF_GELU_C 0.7978845608028654 /* sqrt(2 / pi) */
+#define REF_GELU_A 0.044715
+
+double ref_act(uint32_t act, double x) {
+    switch (act) {
+    case AMPX_ACT_RELU: return x > 0.0 ? x : 0.0;
+    case AMPX_ACT_GELU: return 0.5 * x * (1.0 + tanh(REF_GELU_C * (x + REF_GELU_A * x * x * x)));
+    case AMPX_ACT_TANH: return tanh(x);
+    case AMPX_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case AMPX_ACT_SILU: return x / (1.0 + exp(-x));
+    default: return NAN;
+    }
+}
+
+double ref_act_deriv(uint32_t act, double x) {
+    switch (act) {
+    case AMPX_ACT_RELU: return x > 0.0 ? 1.0 : 0.0;
+    case AMPX_ACT_GELU: {
+        double t = tanh(REF_GELU_C * (x + REF_GELU_A * x * x * x));
+        return 0.5 * (1.0 + t) +
+               0.5 * x * (1.0 - t * t) * REF_GELU_C * (1.0 + 3.0 * REF_GELU_A * x * x);
+    }
+    case AMPX_ACT_TANH: {
+        double t = tanh(x);
+        return 1.0 - t * t;
+    }
+    case AMPX_ACT_SIGMOID: {
+        double s = 1.0 / (1.0 + exp(-x));
+        return s * (1.0 - s);
+    }
+    case AMPX_ACT_SILU: {
+        double s = 1.0 / (1.0 + exp(-x));
+        return s + x * s * (1.0 - s);
+    }
+    default: return NAN;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Softmax and cross-entropy
+
+void ref_softmax_fwd(uint64_t rows, uint64_t cols, int causal, uint64_t seq_q, int log_,
+                     double scale, const double *x, double *y) {
+    for (uint64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * cols;
+        double *yr       = y + r * cols;
+        uint64_t limit   = cols; /* keys [0, limit) are visible */
+        if (causal && seq_q > 0) limit = (r % seq_q) + (cols - seq_q) + 1;
+        double mx = -INFINITY;
+        for (uint64_t j = 0; j < limit; j++)
+            if (scale * xr[j] > mx) mx = scale * xr[j];
+        double sum = 0.0;
+        for (uint64_t j = 0; j < limit; j++)
+            sum += exp(scale * xr[j] - mx);
+        for (uint64_t j = 0; j < cols; j++) {
+            if (j >= limit)
+                yr[j] = log_ ? -INFINITY : 0.0;
+            else if (log_)
+                yr[j] = scale * xr[j] - mx - log(sum);
+            else
+                yr[j] = exp(scale * xr[j] - mx) / sum;
+        }
+    }
+}
+
+void ref_softmax_bwd(uint64_t rows, uint64_t cols, int log_, double scale, const double *y,
+                     const double *dy, double *dx) {
+    for (uint64_t r = 0; r < rows; r++) {
+        const double *yr = y + r * cols, *dyr = dy + r * cols;
+        double *dxr = dx + r * cols;
+        double s    = 0.0;
+        for (uint64_t j = 0; j < cols; j++)
+            s += log_ ? dyr[j] : dyr[j] * yr[j];
+        for (uint64_t j = 0; j < cols; j++)
+            dxr[j] = log_ ? scale * (dyr[j] - exp(yr[j]) * s) : scale * yr[j] * (dyr[j] - s);
+    }
+}
+
+int64_t ref_softmax_xent(uint64_t rows, uint64_t cols, const int32_t *labels, int32_t ignore_index,
+                         double grad_scale, double loss_scale, const double *logits, double *loss,
+                         double *dlogits) {
+    int64_t n_valid = 0;
+    for (uint64_t r = 0; r < rows; r++) {
+        if (labels[r] == ignore_index) continue;
+        if (labels[r] < 0 || (uint64_t)labels[r] >= cols) {
+            *loss = NAN;
+            return -1;
+        }
+        n_valid++;
+    }
+    double total = 0.0;
+    double g     = n_valid > 0 ? grad_scale * loss_scale / (double)n_valid : 0.0;
+    for (uint64_t r = 0; r < rows; r++) {
+        const double *xr = logits + r * cols;
+        int ok           = labels[r] != ignore_index;
+        double mx = -INFINITY, sum = 0.0;
+        for (uint64_t j = 0; j < cols; j++)
+            if (xr[j] > mx) mx = xr[j];
+        for (uint64_t j = 0; j < cols; j++)
+            sum += exp(xr[j] - mx);
+        if (ok) total += mx + log(sum) - xr[labels[r]];
+        if (dlogits)
+            for (uint64_t j = 0; j < cols; j++)
+                dlogits[r * cols + j] =
+                    ok ? g * (exp(xr[j] - mx) / sum - ((int64_t)j == labels[r] ? 1.0 : 0.0)) : 0.0;
+    }
+    *loss = n_valid > 0 ? total / (double)n_valid : 0.0;
+    return n_valid;
+}
+
+// ---------------------------------------------------------------------------------------
+// Normalization (statistics in double; the biased variance)
+
+void ref_layernorm_fwd(uint64_t rows, uint64_t cols, double eps, const double *x,
+                       const double *gamma, const double *beta, double *y, double *mean,
+                       double *rstd) {
+    for (uint64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * cols;
+        double mu = 0.0, var = 0.0;
+        for (uint64_t j = 0; j < cols; j++)
+            mu += xr[j];
+        mu /= (double)cols;
+        for (uint64_t j = 0; j < cols; j++)
+            var += (xr[j] - mu) * (xr[j] - mu);
+        var /= (double)cols;
+        double rs = 1.0 / sqrt(var + eps);
+        for (uint64_t j = 0; j < cols; j++)
+            y[r * cols + j] = (xr[j] - mu) * rs * (gamma ? gamma[j] : 1.0) + (beta ? beta[j] : 0.0);
+        mean[r] = mu;
+        rstd[r] = rs;
+    }
+}
+
+void ref_layernorm_bwd(uint64_t rows, uint64_t cols, int accumulate, const double *x,
+                       const double *gamma, const double *mean, const double *rstd,
+                       const double *dy, double *dx, double *dgamma, double *dbeta) {
+    if (!accumulate)
+        for (uint64_t j = 0; j < cols; j++)
+            dgamma[j] = dbeta[j] = 0.0;
+    for (uint64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * cols, *dyr = dy + r * cols;
+        double mg = 0.0, mgx = 0.0;
+        for (uint64_t j = 0; j < cols; j++) {
+            double xhat = (xr[j] - mean[r]) * rstd[r], g = dyr[j] * (gamma ? gamma[j] : 1.0);
+            mg += g;
+            mgx += g * xhat;
+            dgamma[j] += dyr[j] * xhat;
+            dbeta[j] += dyr[j];
+        }
+        mg /= (double)cols;
+        mgx /= (double)cols;
+        for (uint64_t j = 0; j < cols; j++) {
+            double xhat = (xr[j] - mean[r]) * rstd[r], g = dyr[j] * (gamma ? gamma[j] : 1.0);
+            dx[r * cols + j] = rstd[r] * (g - mg - xhat * mgx);
+        }
+    }
+}
+
+#define REF_BN(x, o, c, i, C, I) ((x)[((o) * (C) + (c)) * (I) + (i)])
+
+void ref_batchnorm_fwd(uint64_t outer, uint64_t channels, uint64_t inner, int training, double eps,
+                       double momentum, const double *x, const double *gamma, const double *beta,
+                       double *running_mean, double *running_var, double *mean, double *rstd,
+                       double *y) {
+    double nn = (double)(outer * inner);
+    for (uint64_t c = 0; c < channels; c++) {
+        double mu, rs;
+        if (training) {
+            double s = 0.0, var = 0.0;
+            for (uint64_t o = 0; o < outer; o++)
+                for (uint64_t i = 0; i < inner; i++)
+                    s += REF_BN(x, o, c, i, channels, inner);
+            mu = s / nn;
+            for (uint64_t o = 0; o < outer; o++)
+                for (uint64_t i = 0; i < inner; i++) {
+                    double d = REF_BN(x, o, c, i, channels, inner) - mu;
+                    var += d * d;
+                }
+            var /= nn;
+            rs              = 1.0 / sqrt(var + eps);
+            mean[c]         = mu;
+            rstd[c]         = rs;
+            running_mean[c] = (1.0 - momentum) * running_mean[c] + momentum * mu;
+            if (nn > 1.0)
+                running_var[c] =
+                    (1.0 - momentum) * running_var[c] + momentum * var * nn / (nn - 1.0);
+        } else {
+            mu = running_mean[c];
+            rs = 1.0 / sqrt(running_var[c] + eps);
+        }
+        for (uint64_t o = 0; o < outer; o++)
+            for (uint64_t i = 0; i < inner; i++)
+                REF_BN(y, o, c, i, channels, inner) =
+                    (REF_BN(x, o, c, i, channels, inner) - mu) * rs * (gamma ? gamma[c] : 1.0) +
+                    (beta ? beta[c] : 0.0);
+    }
+}
+
+void ref_batchnorm_bwd(uint64_t outer, uint64_t channels, uint64_t inner, int accumulate,
+                       const double *x, const double *gamma, const double *mean, const double *rstd,
+                       const double *dy, double *dx, double *dgamma, double *dbeta) {
+    double nn = (double)(outer * inner);
+    for (uint64_t c = 0; c < channels; c++) {
+        double sdy = 0.0, sdyx = 0.0;
+        for (uint64_t o = 0; o < outer; o++)
+            for (uint64_t i = 0; i < inner; i++) {
+                double xhat = (REF_BN(x, o, c, i, channels, inner) - mean[c]) * rstd[c];
+                sdy += REF_BN(dy, o, c, i, channels, inner);
+                sdyx += REF_BN(dy, o, c, i, channels, inner) * xhat;
+            }
+        double gm = gamma ? gamma[c] : 1.0;
+        for (uint64_t o = 0; o < outer; o++)
+            for (uint64_t i = 0; i < inner; i++) {
+                double xhat = (REF_BN(x, o, c, i, channels, inner) - mean[c]) * rstd[c];
+                REF_BN(dx, o, c, i, channels, inner) =
+                    gm * rstd[c] *
+                    (REF_BN(dy, o, c, i, channels, inner) - sdy / nn - xhat * sdyx / nn);
+            }
+        dgamma[c] = (accumulate ? dgamma[c] : 0.0) + sdyx;
+        dbeta[c]  = (accumulate ? dbeta[c] : 0.0) + sdy;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Embedding, reductions
+
+void ref_embedding_fwd(uint64_t n, uint64_t vocab, uint64_t dim, const double *table,
+                       const int32_t *ids, double *y) {
+    for (uint64_t i = 0; i < n; i++) {
+        int in = ids[i] >= 0 && (uint64_t)ids[i] < vocab;
+        for (uint64_t d = 0; d < dim; d++)
+            y[i * dim + d] = in ? table[(uint64_t)ids[i] * dim + d] : 0.0;
+    }
+}
+
+void ref_embedding_bwd(uint64_t n, uint64_t vocab, uint64_t dim, const double *dy,
+                       const int32_t *ids, double *dtable, double *mag) {
+    if (mag)
+        for (uint64_t e = 0; e < vocab * dim; e++)
+            mag[e] = fabs(dtable[e]);
+    for (uint64_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || (uint64_t)ids[i] >= vocab) continue;
+        for (uint64_t d = 0; d < dim; d++) {
+            dtable[(uint64_t)ids[i] * dim + d] += dy[i * dim + d];
+            if (mag) mag[(uint64_t)ids[i] * dim + d] += fabs(dy[i * dim + d]);
+        }
+    }
+}
+
+void ref_reduce(uint64_t rows, uint64_t cols, int mean, const double *x, double *y, double *mag) {
+    for (uint64_t r = 0; r < rows; r++) {
+        double s = 0.0, sa = 0.0;
+        for (uint64_t c = 0; c < cols; c++) {
+            s += x[r * cols + c];
+            sa += fabs(x[r * cols + c]);
+        }
+        y[r] = mean ? s / (double)cols : s;
+        if (mag) mag[r] = mean ? sa / (double)cols : sa;
+    }
+}
+
+double ref_sum_squares(uint64_t n, const double *x) {
+    double s = 0.0;
+    for (uint64_t i = 0; i < n; i++)
+        s += x[i] * x[i];
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// AMP
+
+double ref_unscale(ampx_dtype dt, double g, float scale, int32_t mode) {
+    if (mode == AMPX_SCALER_NONE) return g;
+    /* inv_scale is 1/scale in double, rounded once to f32; the product of two values with
+     * 24-bit significands is exact in double, so rounding it to f32 and then to dt is the
+     * "product in f32, rounded to the gradient's dtype" of backend.h. */
+    double inv = ref_round(AMPX_F32, 1.0 / (double)scale);
+    return ref_round(dt, ref_round(AMPX_F32, g * inv));
+}
+
+void ref_grad_stats(uint64_t n, const double *g, ampx_dtype target, double stats[4],
+                    int32_t counts[3], double *mag_mean) {
+    double tiny = target == AMPX_F16 ? ldexp(1.0, -14) : ldexp(1.0, -126);
+    double mx = 0.0, s = 0.0, sa = 0.0, s2 = 0.0;
+    uint64_t nf = 0;
+    counts[0] = counts[1] = counts[2] = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        double v = g[i];
+        if (!isfinite(v)) {
+            counts[2]++;
+            continue;
+        }
+        nf++;
+        if (v == 0.0)
+            counts[0]++;
+        else if (fabs(v) < tiny)
+            counts[1]++;
+        if (fabs(v) > mx) mx = fabs(v);
+        s += v;
+        sa += fabs(v);
+        s2 += v * v;
+    }
+    stats[0] = mx;
+    stats[1] = nf ? s / (double)nf : 0.0;
+    stats[2] = nf ? sqrt(s2 / (double)nf) : 0.0;
+    stats[3] = (double)n;
+    if (mag_mean) *mag_mean = nf ? sa / (double)nf : 0.0;
+}
+
+void ref_scaler_update(ampx_scalars *s) {
+    s->last_found_inf = s->found_inf;
+    s->found_inf      = 0;
+    if (s->last_found_inf) {
+        s->skipped_steps++;
+        s->consecutive_skips++;
+        s->growth_tracker = 0;
+        if (s->mode == AMPX_SCALER_DYNAMIC) {
+            s->hysteresis_left--;
+            if (s->hysteresis_left <= 0) {
+                float backed       = s->scale * s->backoff_factor; /* one f32 multiply */
+                s->scale           = backed > s->min_scale ? backed : s->min_scale;
+                s->hysteresis_left = s->hysteresis;
+            }
+            if (s->scale <= s->min_scale && s->on_min_scale_error)
+                s->stop_reason |= AMPX_STOP_MIN_SCALE;
+        }
+        if (s->max_consecutive_skips > 0 && s->consecutive_skips > s->max_consecutive_skips)
+            s->stop_reason |= AMPX_STOP_CONSECUTIVE_SKIPS;
+    } else {
+        s->applied_steps++;
+        s->consecutive_skips = 0;
+        if (s->mode == AMPX_SCALER_DYNAMIC) {
+            if (s->consecutive_hysteresis) s->hysteresis_left = s->hysteresis;
+            s->growth_tracker++;
+            if (s->growth_tracker >= s->growth_interval) {
+                float next = s->scale * s->growth_factor;
+                if (isfinite(next) && next <= s->max_scale) s->scale = next;
+                s->growth_tracker = 0;
+            }
+        }
+    }
+}
+
+float ref_scheduled_lr(const ampx_scalars *s, int32_t t) {
+    if (s->lr_schedule != AMPX_LR_WARMUP_COSINE) return s->lr_base;
+    if (t < s->warmup_steps) /* linear warmup: step t reaches (t + 1) / warmup of the peak */
+        return s->lr_base * ((float)(t + 1) / (float)s->warmup_steps);
+    int32_t span    = s->decay_steps - s->warmup_steps;
+    double progress = span > 0 ? (double)(t - s->warmup_steps) / (double)span : 1.0;
+    progress        = fmin(progress, 1.0);
+    double cosine   = 0.5 * (1.0 + cos(3.14159265358979323846 * progress));
+    return (float)((double)s->lr_min + ((double)s->lr_base - (double)s->lr_min) * cosine);
+}
+
+// ---------------------------------------------------------------------------------------
+// Optimizers
+
+void ref_sgd(uint64_t n, const ref_sgd_hparams *h, double *p, const double *grad, double *buf,
+             double *mag_p, double *mag_buf) {
+    for (uint64_t i = 0; i < n; i++) {
+        double g  = h->clip * grad[i] + h->weight_decay * p[i];
+        double gm = fabs(h->clip * grad[i]) + fabs(h->weight_decay * p[i]);
+        if (h->momentum != 0.0) {
+            double old = buf[i];
+            buf[i]     = h->first_step ? g : h->momentum * old + (1.0 - h->dampening) * g;
+            double bm =
+                h->first_step ? gm : fabs(h->momentum * old) + fabs((1.0 - h->dampening)) * gm;
+            if (mag_buf) mag_buf[i] = bm;
+            if (h->nesterov) {
+                gm = gm + fabs(h->momentum) * bm;
+                g  = g + h->momentum * buf[i];
+            } else {
+                gm = bm;
+                g  = buf[i];
+            }
+        }
+        if (mag_p) mag_p[i] = fabs(p[i]) + fabs(h->lr) * gm;
+        p[i] -= h->lr * g;
+        if (mag_p) mag_p[i] += fabs(p[i]);
+    }
+}
+
+void ref_adamw(uint64_t n, const ref_adamw_hparams *h, double *p, const double *grad, double *m,
+               double *v, double *mag_p, double *mag_m) {
+    double bc1 = 1.0 - pow(h->beta1, h->t), bc2 = 1.0 - pow(h->beta2, h->t);
+    for (uint64_t i = 0; i < n; i++) {
+        double g  = h->clip * grad[i];
+        double p0 = p[i];
+        p[i] *= 1.0 - h->lr * h->weight_decay;
+        if (mag_m) mag_m[i] = fabs(h->beta1 * m[i]) + fabs((1.0 - h->beta1) * g);
+        m[i]       = h->beta1 * m[i] + (1.0 - h->beta1) * g;
+        v[i]       = h->beta2 * v[i] + (1.0 - h->beta2) * g * g;
+        double upd = h->lr * (m[i] / bc1) / (sqrt(v[i] / bc2) + h->eps);
+        p[i] -= upd;
+        if (mag_p) mag_p[i] = fabs(p0) + fabs(p[i]) + fabs(upd);
+    }
+}

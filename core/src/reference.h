@@ -1,0 +1,145 @@
+/* reference.h — the double-precision reference implementation behind the conformance suite.
+ *
+ * Every op of backend.h, written once more in the plainest possible way: dense loops over
+ * host arrays of double, no blocking, no threads, no f32 shortcuts. Inputs are the values a
+ * plugin saw (already rounded to their dtype and widened exactly to double), so the only
+ * difference between a plugin and this file is the plugin's arithmetic. Shares no code with
+ * any plugin and does not use dtype.h's conversions: rounding to f32/bf16/f16 and the bit
+ * encodings are re-derived here from the formats' definitions.
+ *
+ * Exact ops (unscale, scaler update, learning-rate schedule) are modelled in f32 exactly as
+ * backend.h states them, because there the promise is bit-exactness, not closeness.
+ */
+#ifndef AMPX_REFERENCE_H
+#define AMPX_REFERENCE_H
+
+#include <stdint.h>
+
+#include "ampx/backend.h"
+
+// ---------------------------------------------------------------------------------------
+// Formats: rounding, neighbours, encodings
+
+/* Unit roundoff u = 2^-p of a float dtype (p = significand bits incl. the implicit one):
+ * f32 2^-24, bf16 2^-8, f16 2^-11. 0 for i32. */
+double ref_unit_roundoff(ampx_dtype dt);
+/* Largest finite value and smallest positive (subnormal) value of a float dtype. */
+double ref_max_finite(ampx_dtype dt);
+double ref_min_subnormal(ampx_dtype dt);
+/* Round x to the nearest value of dt, ties to even; overflow gives inf; NaN stays NaN.
+ * i32: round to nearest integer, saturating. */
+double ref_round(ampx_dtype dt, double x);
+/* The two values of dt around x (lo <= x <= hi); lo == hi == x when x is representable.
+ * Beyond the largest finite value the outer neighbour is inf. */
+void ref_neighbours(ampx_dtype dt, double x, double *lo, double *hi);
+/* Encode an exactly representable x (or inf / NaN) as dt's bits (low 16 bits for 2-byte
+ * dtypes); decode bits to the exact value. */
+uint32_t ref_encode(ampx_dtype dt, double x);
+double ref_decode(ampx_dtype dt, uint32_t bits);
+
+// ---------------------------------------------------------------------------------------
+// GEMM and elementwise
+
+/* C_b = alpha op(A_b) op(B_b) + beta C_b over the strided layout of backend.h; arrays hold
+ * every element of the region (padding included) and only the m x n positions of C change.
+ * mag (optional, same layout as C) receives |alpha| sum |a||b| + |beta c|, the scale of the
+ * terms, for elementwise error bounds. beta == 0 ignores C's old contents. */
+void ref_gemm(int trans_a, int trans_b, uint64_t m, uint64_t n, uint64_t k, uint64_t batch,
+              const double *a, uint64_t lda, uint64_t stride_a, const double *b, uint64_t ldb,
+              uint64_t stride_b, double alpha, double beta, double *c, uint64_t ldc,
+              uint64_t stride_c, double *mag);
+
+void ref_add(uint64_t rows, uint64_t cols, int broadcast_b, double alpha, double beta,
+             const double *a, const double *b, double *y, double *mag);
+void ref_mul(uint64_t rows, uint64_t cols, int broadcast_b, const double *a, const double *b,
+             double *y);
+void ref_scale(uint64_t n, double alpha, const double *x, double *y);
+/* db = (accumulate ? db : 0) + column sums of dy; mag gets |db0| + sum |dy|. */
+void ref_bias_grad(uint64_t rows, uint64_t cols, int accumulate, const double *dy, double *db,
+                   double *mag);
+
+double ref_act(uint32_t act, double x);       /* f(x) */
+double ref_act_deriv(uint32_t act, double x); /* f'(x) */
+
+// ---------------------------------------------------------------------------------------
+// Softmax and cross-entropy
+
+/* y = softmax or log_softmax of scale * x per row, causal mask as in backend.h (masked
+ * entries give 0, or -inf for log). */
+void ref_softmax_fwd(uint64_t rows, uint64_t cols, int causal, uint64_t seq_q, int log_,
+                     double scale, const double *x, double *y);
+void ref_softmax_bwd(uint64_t rows, uint64_t cols, int log_, double scale, const double *y,
+                     const double *dy, double *dx);
+/* Returns n_valid, or -1 when a non-ignored label is out of range (loss is then NaN and
+ * dlogits is left alone). dlogits may be NULL. loss_scale is 1 without a scalars block. */
+int64_t ref_softmax_xent(uint64_t rows, uint64_t cols, const int32_t *labels, int32_t ignore_index,
+                         double grad_scale, double loss_scale, const double *logits, double *loss,
+                         double *dlogits);
+
+// ---------------------------------------------------------------------------------------
+// Normalization
+
+/* gamma/beta may be NULL (1 and 0). mean/rstd receive the statistics. */
+void ref_layernorm_fwd(uint64_t rows, uint64_t cols, double eps, const double *x,
+                       const double *gamma, const double *beta, double *y, double *mean,
+                       double *rstd);
+/* dgamma/dbeta hold the old values when accumulate. */
+void ref_layernorm_bwd(uint64_t rows, uint64_t cols, int accumulate, const double *x,
+                       const double *gamma, const double *mean, const double *rstd,
+                       const double *dy, double *dx, double *dgamma, double *dbeta);
+/* training: mean/rstd written, running stats updated in place; eval: they are read. */
+void ref_batchnorm_fwd(uint64_t outer, uint64_t channels, uint64_t inner, int training, double eps,
+                       double momentum, const double *x, const double *gamma, const double *beta,
+                       double *running_mean, double *running_var, double *mean, double *rstd,
+                       double *y);
+void ref_batchnorm_bwd(uint64_t outer, uint64_t channels, uint64_t inner, int accumulate,
+                       const double *x, const double *gamma, const double *mean, const double *rstd,
+                       const double *dy, double *dx, double *dgamma, double *dbeta);
+
+// ---------------------------------------------------------------------------------------
+// Embedding, reductions
+
+void ref_embedding_fwd(uint64_t n, uint64_t vocab, uint64_t dim, const double *table,
+                       const int32_t *ids, double *y);
+/* dtable += scatter of dy; mag gets |dtable0| + sum |dy| per element. */
+void ref_embedding_bwd(uint64_t n, uint64_t vocab, uint64_t dim, const double *dy,
+                       const int32_t *ids, double *dtable, double *mag);
+void ref_reduce(uint64_t rows, uint64_t cols, int mean, const double *x, double *y, double *mag);
+double ref_sum_squares(uint64_t n, const double *x);
+
+// ---------------------------------------------------------------------------------------
+// AMP
+
+/* One element of UNSCALE_CHECK, exactly: (float)(1/(double)scale) times g in f32, rounded
+ * to dt; mode NONE returns g. */
+double ref_unscale(ampx_dtype dt, double g, float scale, int32_t mode);
+/* GRAD_STATS of one tensor: stats[4], counts[3]; mag_mean gets mean |g| over finite. */
+void ref_grad_stats(uint64_t n, const double *g, ampx_dtype target, double stats[4],
+                    int32_t counts[3], double *mag_mean);
+/* SCALER_UPDATE on the block, exactly as backend.h's pseudo-code, in f32. */
+void ref_scaler_update(ampx_scalars *s);
+/* The learning rate at applied step t, evaluated independently of ampx_scheduled_lr. */
+float ref_scheduled_lr(const ampx_scalars *s, int32_t t);
+
+// ---------------------------------------------------------------------------------------
+// Optimizers (one tensor; the host loops over the list)
+
+typedef struct ref_sgd_hparams {
+    double lr, clip, weight_decay, momentum, dampening;
+    int nesterov, first_step;
+} ref_sgd_hparams;
+
+/* p, buf updated in place (buf may be NULL when momentum == 0); mag_p / mag_buf receive the
+ * scale of the terms for elementwise bounds. */
+void ref_sgd(uint64_t n, const ref_sgd_hparams *h, double *p, const double *grad, double *buf,
+             double *mag_p, double *mag_buf);
+
+typedef struct ref_adamw_hparams {
+    double lr, clip, weight_decay, beta1, beta2, eps;
+    int t; /* 1-based step */
+} ref_adamw_hparams;
+
+void ref_adamw(uint64_t n, const ref_adamw_hparams *h, double *p, const double *grad, double *m,
+               double *v, double *mag_p, double *mag_m);
+
+#endif /* AMPX_REFERENCE_H */

@@ -1,0 +1,142 @@
+/* activation.c — ACT_FWD and ACT_BWD: relu, gelu (tanh form), tanh, sigmoid, silu.
+ *
+ * Inputs are widened to f32 exactly; the function and its derivative are evaluated in
+ * double, which is at least as accurate as the f32 the ABI asks for and keeps the gelu
+ * cubic x^3 from overflowing (in f32 it overflows for |x| > ~7e12 and the derivative would
+ * turn 0 * inf into NaN). The result is rounded to f32, then once more to the output dtype
+ * (both round to nearest even). Forward and backward of each function sit side by side.
+ * In place (y = x, dx = dy) is safe: each chunk is read before it is written.
+ */
+#include <math.h>
+
+#include "cpu.h"
+
+#define GELU_K 0.7978845608028654 /* sqrt(2 / pi) */
+#define GELU_C 0.044715
+
+static double sigmoid(double x) {
+    return 1.0 / (1.0 + exp(-x));
+}
+
+/* f(x) */
+static double act_f(uint32_t act, double x) {
+    switch (act) {
+    case AMPX_ACT_RELU: return x > 0.0 ? x : (x != x ? x : 0.0); /* NaN propagates */
+    case AMPX_ACT_GELU: return 0.5 * x * (1.0 + tanh(GELU_K * (x + GELU_C * x * x * x)));
+    case AMPX_ACT_TANH: return tanh(x);
+    case AMPX_ACT_SIGMOID: return sigmoid(x);
+    case AMPX_ACT_SILU: return x * sigmoid(x);
+    default: return 0.0;
+    }
+}
+
+/* f'(x) */
+static double act_df(uint32_t act, double x) {
+    switch (act) {
+    case AMPX_ACT_RELU: return x > 0.0 ? 1.0 : (x != x ? x : 0.0); /* 0 at x <= 0 */
+    case AMPX_ACT_GELU: {
+        /* d/dx 0.5 x (1 + tanh u), u = k (x + c x^3):
+         *   0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 c x^2) */
+        double t = tanh(GELU_K * (x + GELU_C * x * x * x));
+        double s = 1.0 - t * t;
+        double d = s == 0.0 ? 0.0 : 0.5 * x * s * GELU_K * (1.0 + 3.0 * GELU_C * x * x);
+        return 0.5 * (1.0 + t) + d;
+    }
+    case AMPX_ACT_TANH: {
+        double t = tanh(x);
+        return 1.0 - t * t;
+    }
+    case AMPX_ACT_SIGMOID: {
+        double s = sigmoid(x);
+        return s * (1.0 - s);
+    }
+    case AMPX_ACT_SILU: { /* sigma(x) (1 + x (1 - sigma(x))) */
+        double s = sigmoid(x);
+        return s * (1.0 + x * (1.0 - s));
+    }
+    default: return 0.0;
+    }
+}
+
+typedef struct act_job {
+    uint32_t act;
+    int bwd;
+    const void *x, *dy;
+    void *out;
+    ampx_dtype xdt, dydt, odt;
+    uint64_t n;
+} act_job;
+
+static void act_chunk(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const act_job *j = arg;
+    uint64_t i0      = item * CPU_CHUNK;
+    uint64_t n       = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+    float tx[CPU_CHUNK], tdy[CPU_CHUNK];
+    cpu_load_f32(tx, j->x, j->xdt, i0, n);
+    if (j->bwd) {
+        cpu_load_f32(tdy, j->dy, j->dydt, i0, n);
+        for (uint64_t k = 0; k < n; k++)
+            tx[k] = (float)((double)tdy[k] * act_df(j->act, tx[k]));
+    } else {
+        for (uint64_t k = 0; k < n; k++)
+            tx[k] = (float)act_f(j->act, tx[k]);
+    }
+    cpu_store_f32(j->out, j->odt, i0, tx, n);
+}
+
+static ampx_status act_run(ampx_context *ctx, act_job *j) {
+    uint64_t chunks = (j->n + CPU_CHUNK - 1) / CPU_CHUNK;
+    if (cpu_split(ctx, j->n, chunks) == 1)
+        for (uint64_t c = 0; c < chunks; c++)
+            act_chunk(j, c, 0);
+    else
+        cpu_parallel_for(ctx, chunks, act_chunk, j);
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// ACT_FWD: y = f(x)
+
+ampx_status cpu_act_fwd(ampx_context *ctx, const ampx_act_args *args) {
+    ampx_act_args a;
+    CPU_TAKE_ARGS(ctx, "act_fwd", args, a);
+    CPU_TRY(cpu_check_dtypes(ctx, "act_fwd", AMPX_OP_ACT_FWD,
+                             (ampx_dtype[]){a.x.dtype, a.y_or_dx.dtype}, 2));
+    if (a.act >= AMPX_ACT_COUNT)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "act_fwd: unknown activation %u", a.act);
+    CPU_TRY(cpu_check_tensor(ctx, "act_fwd", "x", &a.x, a.n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, "act_fwd", "y", &a.y_or_dx, a.n, 0));
+    act_job j = {.act = a.act,
+                 .x   = cpu_ptr(&a.x),
+                 .out = cpu_ptr(&a.y_or_dx),
+                 .xdt = a.x.dtype,
+                 .odt = a.y_or_dx.dtype,
+                 .n   = a.n};
+    return act_run(ctx, &j);
+}
+
+// ---------------------------------------------------------------------------------------
+// ACT_BWD: dx = dy * f'(x)
+
+ampx_status cpu_act_bwd(ampx_context *ctx, const ampx_act_args *args) {
+    ampx_act_args a;
+    CPU_TAKE_ARGS(ctx, "act_bwd", args, a);
+    CPU_TRY(cpu_check_dtypes(ctx, "act_bwd", AMPX_OP_ACT_BWD,
+                             (ampx_dtype[]){a.x.dtype, a.dy.dtype, a.y_or_dx.dtype}, 3));
+    if (a.act >= AMPX_ACT_COUNT)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "act_bwd: unknown activation %u", a.act);
+    CPU_TRY(cpu_check_tensor(ctx, "act_bwd", "x", &a.x, a.n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, "act_bwd", "dy", &a.dy, a.n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, "act_bwd", "dx", &a.y_or_dx, a.n, 0));
+    act_job j = {.act  = a.act,
+                 .bwd  = 1,
+                 .x    = cpu_ptr(&a.x),
+                 .dy   = cpu_ptr(&a.dy),
+                 .out  = cpu_ptr(&a.y_or_dx),
+                 .xdt  = a.x.dtype,
+                 .dydt = a.dy.dtype,
+                 .odt  = a.y_or_dx.dtype,
+                 .n    = a.n};
+    return act_run(ctx, &j);
+}

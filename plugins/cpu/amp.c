@@ -1,0 +1,240 @@
+/* amp.c — the loss-scaling ops: UNSCALE_CHECK (the fused unscale + non-finite check),
+ * GRAD_STATS (gradient health per tensor) and SCALER_UPDATE (the scaler's state machine on
+ * the scalars block).
+ *
+ * The scalars block is an ampx_scalars at the tensor's offset; on the CPU the "device" is
+ * host memory, so the ops read and write its fields directly.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+
+static ampx_scalars *scalars_of(const ampx_tensor *t) {
+    return (ampx_scalars *)cpu_ptr(t);
+}
+
+// ---------------------------------------------------------------------------------------
+// UNSCALE_CHECK
+//
+// inv_scale = (float)(1.0 / (double)scale), as PyTorch's _amp_foreach_non_finite_check_and_
+// unscale_ computes it; g * inv_scale is one f32 product, rounded once to g's dtype. A
+// tensor is flagged when any value as stored afterwards is non-finite (a product that only
+// overflows when narrowed to bf16/f16 counts too).
+
+typedef struct unscale_job {
+    void *g;
+    ampx_dtype dt;
+    uint64_t n;
+    float inv_scale;
+    int multiply; /* 0 in AMPX_SCALER_NONE mode: check only, g untouched */
+    uint8_t *bad; /* one flag per chunk */
+} unscale_job;
+
+static void unscale_chunk(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const unscale_job *j = arg;
+    uint64_t i0          = item * CPU_CHUNK;
+    uint64_t n           = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+    float t[CPU_CHUNK];
+    cpu_load_f32(t, j->g, j->dt, i0, n);
+    if (j->multiply) {
+        for (uint64_t k = 0; k < n; k++)
+            t[k] = t[k] * j->inv_scale;
+        cpu_store_f32(j->g, j->dt, i0, t, n);
+        cpu_load_f32(t, j->g, j->dt, i0, n); /* check the values as stored */
+    }
+    uint8_t bad = 0;
+    for (uint64_t k = 0; k < n; k++)
+        bad |= !isfinite(t[k]);
+    j->bad[item] = bad;
+}
+
+ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *args) {
+    static const char *op = "unscale_check";
+    ampx_unscale_check_args a;
+    CPU_TAKE_ARGS(ctx, op, args, a);
+    CPU_TRY(cpu_check_list(ctx, op, "grads", &a.grads));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "flags", &a.flags, AMPX_I32,
+                                (uint64_t)a.flag_base + a.grads.count, 0));
+    CPU_TRY(cpu_check_scalars(ctx, op, &a.scalars, 0));
+    ampx_scalars *s = scalars_of(&a.scalars);
+    int32_t *flags  = (int32_t *)cpu_ptr(&a.flags) + a.flag_base;
+
+    uint64_t max_chunks = 1;
+    for (uint32_t t = 0; t < a.grads.count; t++) {
+        uint64_t c = (a.grads.n_elems[t] + CPU_CHUNK - 1) / CPU_CHUNK;
+        if (c > max_chunks) max_chunks = c;
+    }
+    uint8_t *bad = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks);
+    if (!bad) return AMPX_ERR_NO_MEMORY;
+
+    float inv_scale = (float)(1.0 / (double)s->scale);
+    int32_t any     = 0;
+    for (uint32_t t = 0; t < a.grads.count; t++) {
+        unscale_job j   = {cpu_ptr(&a.grads.tensors[t]), a.grads.tensors[t].dtype,
+                           a.grads.n_elems[t],           inv_scale,
+                           s->mode != AMPX_SCALER_NONE,  bad};
+        uint64_t chunks = (j.n + CPU_CHUNK - 1) / CPU_CHUNK;
+        if (cpu_split(ctx, j.n, chunks) == 1)
+            for (uint64_t c = 0; c < chunks; c++)
+                unscale_chunk(&j, c, 0);
+        else
+            cpu_parallel_for(ctx, chunks, unscale_chunk, &j);
+        int32_t flag = 0;
+        for (uint64_t c = 0; c < chunks; c++)
+            flag |= bad[c];
+        flags[t] = flag;
+        any |= flag;
+    }
+    s->found_inf |= any;
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// GRAD_STATS: per tensor, over the values as stored (widened exactly to f32):
+// max |g|, mean and RMS of the finite values (sums in double), element count, and counts of
+// zeros, of finite non-zeros below the target dtype's smallest normal, of non-finite values.
+
+typedef struct stats_part {
+    float max_abs;
+    double sum, sumsq;
+    uint64_t finite, zeros, tiny, nonfinite;
+} stats_part;
+
+typedef struct stats_job {
+    const void *g;
+    ampx_dtype dt;
+    uint64_t n;
+    float tiny;       /* smallest normal of the target dtype */
+    stats_part *part; /* one per chunk */
+} stats_job;
+
+static void stats_chunk(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const stats_job *j = arg;
+    uint64_t i0        = item * CPU_CHUNK;
+    uint64_t n         = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+    float t[CPU_CHUNK];
+    stats_part p;
+    memset(&p, 0, sizeof p);
+    cpu_load_f32(t, j->g, j->dt, i0, n);
+    for (uint64_t k = 0; k < n; k++) {
+        float v = t[k];
+        if (!isfinite(v)) {
+            p.nonfinite++;
+            continue;
+        }
+        float av = fabsf(v);
+        p.finite++;
+        p.sum += v;
+        p.sumsq += (double)v * (double)v;
+        if (av > p.max_abs) p.max_abs = av;
+        if (v == 0.0f)
+            p.zeros++;
+        else if (av < j->tiny)
+            p.tiny++;
+    }
+    j->part[item] = p;
+}
+
+static int32_t count_i32(uint64_t c) {
+    return c > INT32_MAX ? INT32_MAX : (int32_t)c;
+}
+
+ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) {
+    static const char *op = "grad_stats";
+    ampx_grad_stats_args a;
+    CPU_TAKE_ARGS(ctx, op, args, a);
+    if (!ampx_dtype_is_float(a.target))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: target dtype %s is not a float dtype", op,
+                        ampx_dtype_name(a.target));
+    CPU_TRY(cpu_check_list(ctx, op, "grads", &a.grads));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "stats", &a.stats, AMPX_F32, 4ull * a.grads.count, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "counts", &a.counts, AMPX_I32, 3ull * a.grads.count, 0));
+    float *stats    = cpu_ptr(&a.stats);
+    int32_t *counts = cpu_ptr(&a.counts);
+    float tiny      = a.target == AMPX_F16 ? 0x1p-14f : 0x1p-126f;
+
+    uint64_t max_chunks = 1;
+    for (uint32_t t = 0; t < a.grads.count; t++) {
+        uint64_t c = (a.grads.n_elems[t] + CPU_CHUNK - 1) / CPU_CHUNK;
+        if (c > max_chunks) max_chunks = c;
+    }
+    stats_part *part = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks * sizeof(stats_part));
+    if (!part) return AMPX_ERR_NO_MEMORY;
+
+    for (uint32_t t = 0; t < a.grads.count; t++) {
+        stats_job j = {cpu_ptr(&a.grads.tensors[t]), a.grads.tensors[t].dtype, a.grads.n_elems[t],
+                       tiny, part};
+        uint64_t chunks = (j.n + CPU_CHUNK - 1) / CPU_CHUNK;
+        if (cpu_split(ctx, j.n, chunks) == 1)
+            for (uint64_t c = 0; c < chunks; c++)
+                stats_chunk(&j, c, 0);
+        else
+            cpu_parallel_for(ctx, chunks, stats_chunk, &j);
+        stats_part s;
+        memset(&s, 0, sizeof s);
+        for (uint64_t c = 0; c < chunks; c++) {
+            if (part[c].max_abs > s.max_abs) s.max_abs = part[c].max_abs;
+            s.sum += part[c].sum;
+            s.sumsq += part[c].sumsq;
+            s.finite += part[c].finite;
+            s.zeros += part[c].zeros;
+            s.tiny += part[c].tiny;
+            s.nonfinite += part[c].nonfinite;
+        }
+        stats[4 * t + 0]  = s.max_abs;
+        stats[4 * t + 1]  = s.finite ? (float)(s.sum / (double)s.finite) : 0.0f;
+        stats[4 * t + 2]  = s.finite ? (float)sqrt(s.sumsq / (double)s.finite) : 0.0f;
+        stats[4 * t + 3]  = (float)j.n;
+        counts[3 * t + 0] = count_i32(s.zeros);
+        counts[3 * t + 1] = count_i32(s.tiny);
+        counts[3 * t + 2] = count_i32(s.nonfinite);
+    }
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// SCALER_UPDATE: backend.h's pseudo-code, line for line, in f32 on the block.
+
+ampx_status cpu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *args) {
+    static const char *op = "scaler_update";
+    ampx_scaler_update_args a;
+    CPU_TAKE_ARGS(ctx, op, args, a);
+    CPU_TRY(cpu_check_scalars(ctx, op, &a.scalars, 0));
+    ampx_scalars *s = scalars_of(&a.scalars);
+
+    s->last_found_inf = s->found_inf;
+    s->found_inf      = 0;
+    if (s->last_found_inf) {
+        s->skipped_steps++;
+        s->consecutive_skips++;
+        s->growth_tracker = 0;
+        if (s->mode == AMPX_SCALER_DYNAMIC) {
+            s->hysteresis_left--;
+            if (s->hysteresis_left <= 0) {
+                float backed       = s->scale * s->backoff_factor;
+                s->scale           = backed > s->min_scale ? backed : s->min_scale; /* max() */
+                s->hysteresis_left = s->hysteresis;
+            }
+            if (s->scale <= s->min_scale && s->on_min_scale_error)
+                s->stop_reason |= AMPX_STOP_MIN_SCALE;
+        }
+        if (s->max_consecutive_skips > 0 && s->consecutive_skips > s->max_consecutive_skips)
+            s->stop_reason |= AMPX_STOP_CONSECUTIVE_SKIPS;
+    } else {
+        s->applied_steps++;
+        s->consecutive_skips = 0;
+        if (s->mode == AMPX_SCALER_DYNAMIC) {
+            if (s->consecutive_hysteresis) s->hysteresis_left = s->hysteresis;
+            s->growth_tracker++;
+            if (s->growth_tracker >= s->growth_interval) {
+                float next = s->scale * s->growth_factor;
+                if (isfinite(next) && next <= s->max_scale) s->scale = next;
+                s->growth_tracker = 0;
+            }
+        }
+    }
+    return AMPX_OK;
+}

@@ -1,0 +1,109 @@
+/* cast.c — CAST between float dtypes, and the row converters every op uses to move data
+ * between a tensor's dtype and f32.
+ *
+ * Widening bf16/f16 -> f32 is exact. Narrowing rounds to nearest even through dtype.h, or
+ * stochastically with rnd = ampx_hash32(seed, i) for element i: the hash is counter-based,
+ * so the result is the same whatever the split into threads. bf16 <-> f16 goes through f32,
+ * which is exact on the way in, so it rounds once.
+ */
+#include <string.h>
+
+#include "cpu.h"
+
+// ---------------------------------------------------------------------------------------
+// Row converters
+
+void cpu_load_f32(float *dst, const void *base, ampx_dtype dt, uint64_t i0, uint64_t n) {
+    switch (dt) {
+    case AMPX_F32: memcpy(dst, (const float *)base + i0, (size_t)n * sizeof(float)); break;
+    case AMPX_BF16: {
+        const uint16_t *s = (const uint16_t *)base + i0;
+        for (uint64_t j = 0; j < n; j++)
+            dst[j] = ampx_bf16_to_f32(s[j]);
+        break;
+    }
+    case AMPX_F16: {
+        const uint16_t *s = (const uint16_t *)base + i0;
+        for (uint64_t j = 0; j < n; j++)
+            dst[j] = ampx_f16_to_f32(s[j]);
+        break;
+    }
+    default: break;
+    }
+}
+
+void cpu_store_f32(void *base, ampx_dtype dt, uint64_t i0, const float *src, uint64_t n) {
+    switch (dt) {
+    case AMPX_F32: memmove((float *)base + i0, src, (size_t)n * sizeof(float)); break;
+    case AMPX_BF16: {
+        uint16_t *d = (uint16_t *)base + i0;
+        for (uint64_t j = 0; j < n; j++)
+            d[j] = ampx_f32_to_bf16(src[j]);
+        break;
+    }
+    case AMPX_F16: {
+        uint16_t *d = (uint16_t *)base + i0;
+        for (uint64_t j = 0; j < n; j++)
+            d[j] = ampx_f32_to_f16(src[j]);
+        break;
+    }
+    default: break;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// CAST
+
+typedef struct cast_job {
+    const void *src;
+    void *dst;
+    ampx_dtype sdt, ddt;
+    uint64_t n, seed;
+    int stochastic;
+} cast_job;
+
+static void cast_chunk(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const cast_job *j = arg;
+    uint64_t i0       = item * CPU_CHUNK;
+    uint64_t n        = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+    if (j->sdt == j->ddt) { /* a copy: bit-exact, NaN payloads included */
+        size_t es = ampx_dtype_size(j->sdt);
+        memmove((char *)j->dst + i0 * es, (const char *)j->src + i0 * es, (size_t)n * es);
+        return;
+    }
+    float tmp[CPU_CHUNK];
+    cpu_load_f32(tmp, j->src, j->sdt, i0, n);
+    if (j->stochastic && j->ddt != AMPX_F32) {
+        for (uint64_t k = 0; k < n; k++)
+            cpu_st_sr(j->dst, j->ddt, i0 + k, tmp[k], ampx_hash32(j->seed, i0 + k));
+    } else {
+        cpu_store_f32(j->dst, j->ddt, i0, tmp, n);
+    }
+}
+
+ampx_status cpu_cast(ampx_context *ctx, const ampx_cast_args *args) {
+    ampx_cast_args a;
+    CPU_TAKE_ARGS(ctx, "cast", args, a);
+    CPU_TRY(cpu_check_tensor(ctx, "cast", "src", &a.src, a.n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, "cast", "dst", &a.dst, a.n, 0));
+    CPU_TRY(
+        cpu_check_dtypes(ctx, "cast", AMPX_OP_CAST, (ampx_dtype[]){a.src.dtype, a.dst.dtype}, 2));
+    if (a.rounding != AMPX_ROUND_NEAREST_EVEN && a.rounding != AMPX_ROUND_STOCHASTIC)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "cast: unknown rounding %u", a.rounding);
+    cast_job j      = {cpu_ptr(&a.src),
+                       cpu_ptr(&a.dst),
+                       a.src.dtype,
+                       a.dst.dtype,
+                       a.n,
+                       a.seed,
+                       a.rounding == AMPX_ROUND_STOCHASTIC};
+    uint64_t chunks = (a.n + CPU_CHUNK - 1) / CPU_CHUNK;
+    /* Threads only when there is enough work; chunk boundaries never change the result. */
+    if (cpu_split(ctx, a.n, chunks) == 1)
+        for (uint64_t c = 0; c < chunks; c++)
+            cast_chunk(&j, c, 0);
+    else
+        cpu_parallel_for(ctx, chunks, cast_chunk, &j);
+    return AMPX_OK;
+}

@@ -1,0 +1,252 @@
+/* cpu.h — internal header of the CPU backend (libampx-cpu.so).
+ *
+ * The context and buffer structs behind the ABI's opaque handles, the thread pool, the
+ * per-context workspaces, the run-time ISA seam (cpu_kernels), and the helpers every op
+ * file shares: loading any float dtype as f32, storing f32 to any dtype with round to
+ * nearest even (dtype.h does the bit-exact conversions), argument checks that log one
+ * ERROR line through the host's callback and never touch memory on failure.
+ *
+ * Everything here has hidden visibility (the CMake target sets it); the plugin exports
+ * only ampx_backend_entry.
+ */
+#ifndef AMPX_PLUGIN_CPU_H
+#define AMPX_PLUGIN_CPU_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ampx/backend.h"
+#include "ampx/dtype.h"
+
+// ---------------------------------------------------------------------------------------
+// Buffers: host memory, 64-byte aligned, with their size so every access is bounds-checked.
+
+struct ampx_buffer {
+    unsigned char *data; /* aligned_alloc(64, ...); never NULL, even for 0 bytes */
+    uint64_t bytes;      /* the size the host asked for */
+};
+
+// ---------------------------------------------------------------------------------------
+// Thread pool: n_threads - 1 persistent workers plus the calling thread.
+
+/* One item of a parallel_for; tid in [0, n_threads) selects the thread's workspace. */
+typedef void (*cpu_task_fn)(void *arg, uint64_t item, unsigned tid);
+
+typedef struct cpu_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work; /* workers wait here for a new generation */
+    pthread_cond_t cv_done; /* the caller waits here for active == 0 */
+    pthread_t *threads;
+    unsigned n_workers;
+    unsigned active;     /* workers still inside the current generation */
+    uint64_t generation; /* bumped once per parallel_for */
+    int quit;
+    cpu_task_fn fn;
+    void *arg;
+    uint64_t n_items;
+    _Atomic uint64_t next; /* next item to hand out */
+} cpu_pool;
+
+// ---------------------------------------------------------------------------------------
+// Run-time ISA seam. create() picks one table from the `isa` option; today only the
+// portable C path exists (AVX2/AVX-512/AMX tables slot in here later).
+
+typedef struct cpu_kernels {
+    const char *name; /* reported by device_info as "isa=<name>" */
+    /* acc[i*ldacc + j] += sum_p a[i*kc + p] * b[p*nc + j] for i < mc, j < nc, p < kc.
+     * a is a packed f32 panel (mc x kc, row-major), b a packed f32 panel (kc x nc). */
+    void (*gemm_tile)(uint64_t mc, uint64_t nc, uint64_t kc, const float *a, const float *b,
+                      float *acc, uint64_t ldacc);
+} cpu_kernels;
+
+extern const cpu_kernels cpu_kernels_portable;
+
+// ---------------------------------------------------------------------------------------
+// The context: one "device" (this machine) and one in-order stream. Ops run synchronously
+// on the calling thread (helped by the pool), so the stream is always drained.
+
+typedef struct cpu_scratch {
+    void *p;
+    size_t bytes;
+} cpu_scratch;
+
+#define CPU_MAX_THREADS 1024
+
+struct ampx_context {
+    ampx_log_fn log;
+    void *log_user;
+    unsigned n_threads;
+    const cpu_kernels *kern;
+    cpu_pool pool;
+    cpu_scratch *thread_ws; /* n_threads per-thread workspaces, grown on demand */
+    cpu_scratch shared_ws;  /* one workspace shared by a call, grown on demand */
+};
+
+/* Elements handled per parallel item in elementwise ops, and the size below which an op
+ * runs inline on the calling thread (waking the pool costs more than it saves). */
+#define CPU_CHUNK 4096u
+#define CPU_PAR_MIN 65536u
+
+// ---------------------------------------------------------------------------------------
+// Logging and argument checks (plugin.c)
+
+/* Logs one ERROR line "<msg>" through the host callback and returns st. */
+ampx_status cpu_fail(ampx_context *ctx, ampx_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* 1 if `op` accepts these dtypes (the order of its heading in backend.h). supports() and
+ * every op function share this one table, so they cannot disagree. */
+int cpu_dtypes_ok(uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes);
+
+/* Checks the dtypes of a call against cpu_dtypes_ok; logs and returns UNSUPPORTED if not. */
+ampx_status cpu_check_dtypes(ampx_context *ctx, const char *opname, uint32_t op,
+                             const ampx_dtype *dtypes, uint32_t n_dtypes);
+
+/* Checks that t names n_elems elements of its dtype inside its buffer: buf not NULL, a
+ * known dtype, offset a multiple of the dtype size, offset + n_elems * size <= buffer size.
+ * With `optional`, a NULL buf is fine (returns OK). Logs "<op>: <name> ..." on failure. */
+ampx_status cpu_check_tensor(ampx_context *ctx, const char *opname, const char *name,
+                             const ampx_tensor *t, uint64_t n_elems, int optional);
+
+/* As cpu_check_tensor, and the dtype must be `want` (e.g. f32 statistics, i32 labels). */
+ampx_status cpu_check_tensor_dt(ampx_context *ctx, const char *opname, const char *name,
+                                const ampx_tensor *t, ampx_dtype want, uint64_t n_elems,
+                                int optional);
+
+/* The scalars block: a tensor whose offset is 4-byte aligned and whose buffer holds a whole
+ * ampx_scalars there. */
+ampx_status cpu_check_scalars(ampx_context *ctx, const char *opname, const ampx_tensor *t,
+                              int optional);
+
+/* Checks an ampx_tensor_list: count tensors (array and n_elems non-NULL when count > 0),
+ * each in bounds with a float dtype. */
+ampx_status cpu_check_list(ampx_context *ctx, const char *opname, const char *name,
+                           const ampx_tensor_list *l);
+
+/* Copies an args struct into a zeroed local of the size this plugin was built with, reading
+ * only the first args->size bytes (ABI rule 2: a field beyond the caller's size reads as 0).
+ * Logs and returns INVALID for a NULL context or args. */
+ampx_status cpu_take_args(ampx_context *ctx, const char *opname, const void *args, void *local,
+                          size_t local_size);
+
+#define CPU_TAKE_ARGS(ctx, opname, args, local)                                                    \
+    do {                                                                                           \
+        ampx_status st_take_ = cpu_take_args(ctx, opname, args, &(local), sizeof(local));          \
+        if (st_take_ != AMPX_OK) return st_take_;                                                  \
+    } while (0)
+
+#define CPU_TRY(expr)                                                                              \
+    do {                                                                                           \
+        ampx_status st_try_ = (expr);                                                              \
+        if (st_try_ != AMPX_OK) return st_try_;                                                    \
+    } while (0)
+
+/* n * m with overflow detection: returns 0 and sets *out, or -1 on overflow. */
+static inline int cpu_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Threads (threads.c)
+
+ampx_status cpu_pool_start(cpu_pool *pool, unsigned n_workers);
+void cpu_pool_stop(cpu_pool *pool);
+
+/* Runs fn(arg, item, tid) for item in [0, n_items), spread over the pool; returns when all
+ * items are done. Runs inline when the context has one thread or there is one item. */
+void cpu_parallel_for(ampx_context *ctx, uint64_t n_items, cpu_task_fn fn, void *arg);
+
+/* Number of items to split `work` elements into: 1 below CPU_PAR_MIN (inline), else about
+ * `work / CPU_CHUNK`, capped by `max_items`. */
+uint64_t cpu_split(const ampx_context *ctx, uint64_t work, uint64_t max_items);
+
+/* Grows every per-thread workspace to at least `bytes` (64-byte aligned). */
+ampx_status cpu_reserve_thread_ws(ampx_context *ctx, const char *opname, size_t bytes);
+/* Grows the shared workspace to at least `bytes` and returns it (NULL after logging). */
+void *cpu_reserve_shared_ws(ampx_context *ctx, const char *opname, size_t bytes);
+void cpu_free_workspaces(ampx_context *ctx);
+
+// ---------------------------------------------------------------------------------------
+// Element access. base is the tensor's first element (buffer data + offset).
+
+static inline void *cpu_ptr(const ampx_tensor *t) {
+    return t->buf ? (void *)(t->buf->data + t->offset) : NULL;
+}
+
+static inline float cpu_ld(const void *base, ampx_dtype dt, uint64_t i) {
+    switch (dt) {
+    case AMPX_F32: return ((const float *)base)[i];
+    case AMPX_BF16: return ampx_bf16_to_f32(((const uint16_t *)base)[i]);
+    case AMPX_F16: return ampx_f16_to_f32(((const uint16_t *)base)[i]);
+    default: return 0.0f;
+    }
+}
+
+/* Stores v rounded to nearest even (NaN stays NaN, overflow becomes inf). */
+static inline void cpu_st(void *base, ampx_dtype dt, uint64_t i, float v) {
+    switch (dt) {
+    case AMPX_F32: ((float *)base)[i] = v; break;
+    case AMPX_BF16: ((uint16_t *)base)[i] = ampx_f32_to_bf16(v); break;
+    case AMPX_F16: ((uint16_t *)base)[i] = ampx_f32_to_f16(v); break;
+    default: break;
+    }
+}
+
+/* Stores v with stochastic rounding drawn from rnd (f32 stores it exactly). */
+static inline void cpu_st_sr(void *base, ampx_dtype dt, uint64_t i, float v, uint32_t rnd) {
+    switch (dt) {
+    case AMPX_F32: ((float *)base)[i] = v; break;
+    case AMPX_BF16: ((uint16_t *)base)[i] = ampx_f32_to_bf16_sr(v, rnd); break;
+    case AMPX_F16: ((uint16_t *)base)[i] = ampx_f32_to_f16_sr(v, rnd); break;
+    default: break;
+    }
+}
+
+/* dst[j] = element i0 + j of base, widened exactly to f32, for j < n. */
+void cpu_load_f32(float *dst, const void *base, ampx_dtype dt, uint64_t i0, uint64_t n);
+/* Element i0 + j of base = src[j] rounded to nearest even, for j < n. */
+void cpu_store_f32(void *base, ampx_dtype dt, uint64_t i0, const float *src, uint64_t n);
+
+// ---------------------------------------------------------------------------------------
+// The ops, one file each (named after the op in backend.h).
+
+ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *a);
+ampx_status cpu_cast(ampx_context *ctx, const ampx_cast_args *a);
+ampx_status cpu_add(ampx_context *ctx, const ampx_add_args *a);
+ampx_status cpu_mul(ampx_context *ctx, const ampx_mul_args *a);
+ampx_status cpu_scale(ampx_context *ctx, const ampx_scale_args *a);
+ampx_status cpu_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *a);
+ampx_status cpu_act_fwd(ampx_context *ctx, const ampx_act_args *a);
+ampx_status cpu_act_bwd(ampx_context *ctx, const ampx_act_args *a);
+ampx_status cpu_softmax_fwd(ampx_context *ctx, const ampx_softmax_args *a);
+ampx_status cpu_softmax_bwd(ampx_context *ctx, const ampx_softmax_args *a);
+ampx_status cpu_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *a);
+ampx_status cpu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *a);
+ampx_status cpu_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *a);
+ampx_status cpu_batchnorm_fwd(ampx_context *ctx, const ampx_batchnorm_args *a);
+ampx_status cpu_batchnorm_bwd(ampx_context *ctx, const ampx_batchnorm_args *a);
+ampx_status cpu_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *a);
+ampx_status cpu_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *a);
+ampx_status cpu_reduce(ampx_context *ctx, const ampx_reduce_args *a);
+ampx_status cpu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
+ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
+ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
+ampx_status cpu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
+ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *a);
+ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *a);
+
+/* Buffers (buffer.c) */
+ampx_status cpu_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);
+void cpu_buffer_free(ampx_context *ctx, ampx_buffer *buf);
+ampx_status cpu_buffer_write(ampx_context *ctx, ampx_buffer *dst, uint64_t offset, const void *src,
+                             uint64_t bytes);
+ampx_status cpu_buffer_read(ampx_context *ctx, const ampx_buffer *src, uint64_t offset, void *dst,
+                            uint64_t bytes);
+ampx_status cpu_buffer_copy(ampx_context *ctx, ampx_buffer *dst, uint64_t dst_offset,
+                            const ampx_buffer *src, uint64_t src_offset, uint64_t bytes);
+ampx_status cpu_buffer_fill(ampx_context *ctx, ampx_buffer *dst, uint64_t offset, uint64_t bytes,
+                            uint32_t pattern, uint32_t pattern_bytes);
+
+#endif /* AMPX_PLUGIN_CPU_H */

@@ -1,0 +1,196 @@
+/* elementwise.c — ADD (add, axpby, bias-add), MUL, SCALE and BIAS_GRAD.
+ *
+ * Each element is loaded to f32 (exact), combined in f32 exactly as written in backend.h,
+ * and rounded once to y's dtype. Work is cut into CPU_CHUNK-element chunks that threads take
+ * in any order; an element's result does not depend on the chunking. In-place calls (y the
+ * very same tensor as a or b) are safe because every chunk reads its inputs before it writes.
+ * A broadcast row of b is copied to f32 workspace first, so y may even be that row.
+ */
+#include <string.h>
+
+#include "cpu.h"
+
+// ---------------------------------------------------------------------------------------
+// ADD and MUL
+
+typedef struct binary_job {
+    int mul; /* 0: y = alpha a + beta b;  1: y = a * b */
+    float alpha, beta;
+    const void *a, *b;
+    void *y;
+    ampx_dtype adt, bdt, ydt;
+    uint64_t n, cols;
+    const float *brow; /* broadcast row of b in f32, or NULL */
+} binary_job;
+
+static void binary_chunk(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const binary_job *j = arg;
+    uint64_t i0         = item * CPU_CHUNK;
+    uint64_t n          = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+    float ta[CPU_CHUNK], tb[CPU_CHUNK];
+    cpu_load_f32(ta, j->a, j->adt, i0, n);
+    if (j->brow) {
+        uint64_t c = i0 % j->cols;
+        for (uint64_t k = 0; k < n; k++) {
+            tb[k] = j->brow[c];
+            if (++c == j->cols) c = 0;
+        }
+    } else {
+        cpu_load_f32(tb, j->b, j->bdt, i0, n);
+    }
+    if (j->mul)
+        for (uint64_t k = 0; k < n; k++)
+            ta[k] = ta[k] * tb[k];
+    else
+        for (uint64_t k = 0; k < n; k++)
+            ta[k] = j->alpha * ta[k] + j->beta * tb[k];
+    cpu_store_f32(j->y, j->ydt, i0, ta, n);
+}
+
+static ampx_status binary_run(ampx_context *ctx, const char *opname, uint32_t op, binary_job *j,
+                              uint32_t broadcast_b, uint64_t rows, uint64_t cols,
+                              const ampx_tensor *a, const ampx_tensor *b, const ampx_tensor *y) {
+    CPU_TRY(cpu_check_dtypes(ctx, opname, op, (ampx_dtype[]){a->dtype, b->dtype, y->dtype}, 3));
+    uint64_t n;
+    if (cpu_mul_u64(rows, cols, &n))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", opname);
+    CPU_TRY(cpu_check_tensor(ctx, opname, "a", a, n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, opname, "b", b, broadcast_b ? (rows ? cols : 0) : n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, opname, "y", y, n, 0));
+    if (n == 0) return AMPX_OK;
+    j->a    = cpu_ptr(a);
+    j->b    = cpu_ptr(b);
+    j->y    = cpu_ptr(y);
+    j->adt  = a->dtype;
+    j->bdt  = b->dtype;
+    j->ydt  = y->dtype;
+    j->n    = n;
+    j->cols = cols;
+    j->brow = NULL;
+    if (broadcast_b) {
+        float *row = cpu_reserve_shared_ws(ctx, opname, (size_t)cols * sizeof(float));
+        if (!row) return AMPX_ERR_NO_MEMORY;
+        cpu_load_f32(row, j->b, j->bdt, 0, cols);
+        j->brow = row;
+    }
+    uint64_t chunks = (n + CPU_CHUNK - 1) / CPU_CHUNK;
+    if (cpu_split(ctx, n, chunks) == 1)
+        for (uint64_t c = 0; c < chunks; c++)
+            binary_chunk(j, c, 0);
+    else
+        cpu_parallel_for(ctx, chunks, binary_chunk, j);
+    return AMPX_OK;
+}
+
+ampx_status cpu_add(ampx_context *ctx, const ampx_add_args *args) {
+    ampx_add_args a;
+    CPU_TAKE_ARGS(ctx, "add", args, a);
+    binary_job j = {.mul = 0, .alpha = a.alpha, .beta = a.beta};
+    return binary_run(ctx, "add", AMPX_OP_ADD, &j, a.broadcast_b, a.rows, a.cols, &a.a, &a.b, &a.y);
+}
+
+ampx_status cpu_mul(ampx_context *ctx, const ampx_mul_args *args) {
+    ampx_mul_args a;
+    CPU_TAKE_ARGS(ctx, "mul", args, a);
+    binary_job j = {.mul = 1};
+    return binary_run(ctx, "mul", AMPX_OP_MUL, &j, a.broadcast_b, a.rows, a.cols, &a.a, &a.b, &a.y);
+}
+
+// ---------------------------------------------------------------------------------------
+// SCALE
+
+typedef struct scale_job {
+    float alpha;
+    const void *x;
+    void *y;
+    ampx_dtype xdt, ydt;
+    uint64_t n;
+} scale_job;
+
+static void scale_chunk(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const scale_job *j = arg;
+    uint64_t i0        = item * CPU_CHUNK;
+    uint64_t n         = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+    float t[CPU_CHUNK];
+    cpu_load_f32(t, j->x, j->xdt, i0, n);
+    for (uint64_t k = 0; k < n; k++)
+        t[k] = j->alpha * t[k];
+    cpu_store_f32(j->y, j->ydt, i0, t, n);
+}
+
+ampx_status cpu_scale(ampx_context *ctx, const ampx_scale_args *args) {
+    ampx_scale_args a;
+    CPU_TAKE_ARGS(ctx, "scale", args, a);
+    CPU_TRY(cpu_check_dtypes(ctx, "scale", AMPX_OP_SCALE, (ampx_dtype[]){a.x.dtype, a.y.dtype}, 2));
+    CPU_TRY(cpu_check_tensor(ctx, "scale", "x", &a.x, a.n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, "scale", "y", &a.y, a.n, 0));
+    scale_job j     = {a.alpha, cpu_ptr(&a.x), cpu_ptr(&a.y), a.x.dtype, a.y.dtype, a.n};
+    uint64_t chunks = (a.n + CPU_CHUNK - 1) / CPU_CHUNK;
+    if (cpu_split(ctx, a.n, chunks) == 1)
+        for (uint64_t c = 0; c < chunks; c++)
+            scale_chunk(&j, c, 0);
+    else
+        cpu_parallel_for(ctx, chunks, scale_chunk, &j);
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// BIAS_GRAD: column sums of dy. Each column sums its rows in order in double (wider than
+// the f32 the ABI asks for), so the result is the same for any thread count; threads take
+// disjoint column blocks.
+
+#define BIAS_COLS 256
+
+typedef struct bias_job {
+    const void *dy;
+    void *db;
+    ampx_dtype dydt, dbdt;
+    uint64_t rows, cols;
+    int accumulate;
+} bias_job;
+
+static void bias_block(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const bias_job *j = arg;
+    uint64_t c0       = item * BIAS_COLS;
+    uint64_t nc       = j->cols - c0 < BIAS_COLS ? j->cols - c0 : BIAS_COLS;
+    double sum[BIAS_COLS];
+    float t[BIAS_COLS];
+    memset(sum, 0, sizeof sum);
+    for (uint64_t r = 0; r < j->rows; r++) {
+        cpu_load_f32(t, j->dy, j->dydt, r * j->cols + c0, nc);
+        for (uint64_t c = 0; c < nc; c++)
+            sum[c] += t[c];
+    }
+    if (j->accumulate) {
+        cpu_load_f32(t, j->db, j->dbdt, c0, nc);
+        for (uint64_t c = 0; c < nc; c++)
+            sum[c] += t[c];
+    }
+    for (uint64_t c = 0; c < nc; c++)
+        t[c] = (float)sum[c];
+    cpu_store_f32(j->db, j->dbdt, c0, t, nc);
+}
+
+ampx_status cpu_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *args) {
+    ampx_bias_grad_args a;
+    CPU_TAKE_ARGS(ctx, "bias_grad", args, a);
+    CPU_TRY(cpu_check_dtypes(ctx, "bias_grad", AMPX_OP_BIAS_GRAD,
+                             (ampx_dtype[]){a.dy.dtype, a.db.dtype}, 2));
+    uint64_t n;
+    if (cpu_mul_u64(a.rows, a.cols, &n))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "bias_grad: rows x cols overflows");
+    CPU_TRY(cpu_check_tensor(ctx, "bias_grad", "dy", &a.dy, n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, "bias_grad", "db", &a.db, a.cols, 0));
+    bias_job j      = {cpu_ptr(&a.dy), cpu_ptr(&a.db), a.dy.dtype,       a.db.dtype,
+                       a.rows,         a.cols,         a.accumulate != 0};
+    uint64_t blocks = (a.cols + BIAS_COLS - 1) / BIAS_COLS;
+    if (cpu_split(ctx, n, blocks) == 1)
+        for (uint64_t b = 0; b < blocks; b++)
+            bias_block(&j, b, 0);
+    else
+        cpu_parallel_for(ctx, blocks, bias_block, &j);
+    return AMPX_OK;
+}

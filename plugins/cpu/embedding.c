@@ -1,0 +1,118 @@
+/* embedding.c — EMBEDDING_FWD (row gather) and EMBEDDING_BWD (scatter-add into f32).
+ *
+ * Forward converts each gathered row from the table's dtype to y's (exact when widening,
+ * round to nearest even when narrowing); an id outside [0, vocab) gives a zero row.
+ * Backward adds dy rows into the f32 dtable; ids repeat, so to stay race-free and
+ * deterministic each thread owns a block of columns and walks all ids in order (the sum for
+ * a repeated id is then formed in the same order as a sequential loop).
+ */
+#include <string.h>
+
+#include "cpu.h"
+
+#define EMB_COLS 1024
+
+typedef struct emb_job {
+    const void *table; /* fwd: table; bwd: dtable (f32) */
+    const int32_t *ids;
+    void *y; /* fwd: y; bwd: dy */
+    ampx_dtype tdt, ydt;
+    uint64_t n, vocab, dim;
+} emb_job;
+
+static void emb_fwd_rows(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const emb_job *j = arg;
+    uint64_t rpi     = j->dim >= CPU_CHUNK ? 1 : CPU_CHUNK / j->dim;
+    float t[EMB_COLS];
+    for (uint64_t i = item * rpi; i < j->n && i < (item + 1) * rpi; i++) {
+        int32_t id = j->ids[i];
+        int ok     = id >= 0 && (uint64_t)id < j->vocab;
+        for (uint64_t c0 = 0; c0 < j->dim; c0 += EMB_COLS) {
+            uint64_t nc = j->dim - c0 < EMB_COLS ? j->dim - c0 : EMB_COLS;
+            if (ok)
+                cpu_load_f32(t, j->table, j->tdt, (uint64_t)id * j->dim + c0, nc);
+            else
+                memset(t, 0, (size_t)nc * sizeof(float));
+            cpu_store_f32(j->y, j->ydt, i * j->dim + c0, t, nc);
+        }
+    }
+}
+
+ampx_status cpu_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *args) {
+    static const char *op = "embedding_fwd";
+    ampx_embedding_args a;
+    CPU_TAKE_ARGS(ctx, op, args, a);
+    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_EMBEDDING_FWD,
+                             (ampx_dtype[]){a.table_or_dtable.dtype, a.y_or_dy.dtype}, 2));
+    uint64_t nt, ny;
+    if (cpu_mul_u64(a.vocab, a.dim, &nt) || cpu_mul_u64(a.n, a.dim, &ny))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: shape overflows", op);
+    CPU_TRY(cpu_check_tensor(ctx, op, "table", &a.table_or_dtable, nt, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "ids", &a.ids, AMPX_I32, a.n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, op, "y", &a.y_or_dy, ny, 0));
+    if (ny == 0) return AMPX_OK;
+    emb_job j      = {cpu_ptr(&a.table_or_dtable),
+                      cpu_ptr(&a.ids),
+                      cpu_ptr(&a.y_or_dy),
+                      a.table_or_dtable.dtype,
+                      a.y_or_dy.dtype,
+                      a.n,
+                      a.vocab,
+                      a.dim};
+    uint64_t rpi   = a.dim >= CPU_CHUNK ? 1 : CPU_CHUNK / a.dim;
+    uint64_t items = (a.n + rpi - 1) / rpi;
+    if (cpu_split(ctx, ny, items) == 1)
+        for (uint64_t i = 0; i < items; i++)
+            emb_fwd_rows(&j, i, 0);
+    else
+        cpu_parallel_for(ctx, items, emb_fwd_rows, &j);
+    return AMPX_OK;
+}
+
+static void emb_bwd_cols(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const emb_job *j = arg;
+    float *table     = (float *)j->table;
+    uint64_t c0      = item * EMB_COLS;
+    uint64_t nc      = j->dim - c0 < EMB_COLS ? j->dim - c0 : EMB_COLS;
+    float t[EMB_COLS];
+    for (uint64_t i = 0; i < j->n; i++) {
+        int32_t id = j->ids[i];
+        if (id < 0 || (uint64_t)id >= j->vocab) continue; /* out-of-range ids are skipped */
+        cpu_load_f32(t, j->y, j->ydt, i * j->dim + c0, nc);
+        float *row = table + (uint64_t)id * j->dim + c0;
+        for (uint64_t c = 0; c < nc; c++)
+            row[c] += t[c];
+    }
+}
+
+ampx_status cpu_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *args) {
+    static const char *op = "embedding_bwd";
+    ampx_embedding_args a;
+    CPU_TAKE_ARGS(ctx, op, args, a);
+    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_EMBEDDING_BWD,
+                             (ampx_dtype[]){a.y_or_dy.dtype, a.table_or_dtable.dtype}, 2));
+    uint64_t nt, ny;
+    if (cpu_mul_u64(a.vocab, a.dim, &nt) || cpu_mul_u64(a.n, a.dim, &ny))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: shape overflows", op);
+    CPU_TRY(cpu_check_tensor(ctx, op, "dtable", &a.table_or_dtable, nt, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "ids", &a.ids, AMPX_I32, a.n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, op, "dy", &a.y_or_dy, ny, 0));
+    if (ny == 0) return AMPX_OK;
+    emb_job j       = {cpu_ptr(&a.table_or_dtable),
+                       cpu_ptr(&a.ids),
+                       cpu_ptr(&a.y_or_dy),
+                       AMPX_F32,
+                       a.y_or_dy.dtype,
+                       a.n,
+                       a.vocab,
+                       a.dim};
+    uint64_t blocks = (a.dim + EMB_COLS - 1) / EMB_COLS;
+    if (cpu_split(ctx, ny, blocks) == 1)
+        for (uint64_t b = 0; b < blocks; b++)
+            emb_bwd_cols(&j, b, 0);
+    else
+        cpu_parallel_for(ctx, blocks, emb_bwd_cols, &j);
+    return AMPX_OK;
+}

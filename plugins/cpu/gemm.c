@@ -1,0 +1,247 @@
+/* gemm.c — batched, strided GEMM: C_b = alpha * op(A_b) * op(B_b) + beta * C_b.
+ *
+ * Cache-blocked in the Goto style: C is cut into MC x NC tiles (the unit of parallel work,
+ * over tiles and batches); for each KC-deep slice of k, an MC x KC panel of op(A) and a
+ * KC x NC panel of op(B) are packed into per-thread f32 workspace (bf16 and f16 widen
+ * exactly, transposes are resolved while packing), and the ISA micro-kernel accumulates
+ * their product into an f32 tile. Only after the whole k range is the tile combined with
+ * C: v = alpha * acc + beta * c in f32, rounded once to C's dtype. With beta == 0, C is
+ * never read, so NaN poison in C cannot leak into the result.
+ */
+#include <string.h>
+
+#include "cpu.h"
+
+#define GEMM_MC 64
+#define GEMM_NC 256
+#define GEMM_KC 256
+
+// ---------------------------------------------------------------------------------------
+// Portable micro-kernel (the seam: AVX2 / AVX-512 / AMX tables replace gemm_tile)
+
+/* Register blocking: a 4 x GEMM_NR block of acc is held in a local array across the whole
+ * k loop, so each B row segment is loaded once for four rows. The fixed-width inner loops
+ * let the compiler vectorise without run-time alias checks. Each acc element still sums its
+ * k products in order p = 0, 1, ..., so edge blocks and full blocks round identically. */
+#define GEMM_NR 16
+
+static void gemm_block_4xnr(uint64_t kc, uint64_t nc, const float *restrict a, uint64_t lda_,
+                            const float *restrict b, float *restrict acc, uint64_t ldacc) {
+    float r[4][GEMM_NR];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < GEMM_NR; j++)
+            r[i][j] = acc[i * ldacc + j];
+    for (uint64_t p = 0; p < kc; p++) {
+        const float *restrict brow = b + p * nc;
+        float x0 = a[p], x1 = a[lda_ + p], x2 = a[2 * lda_ + p], x3 = a[3 * lda_ + p];
+        for (int j = 0; j < GEMM_NR; j++) {
+            float bv = brow[j];
+            r[0][j] += x0 * bv;
+            r[1][j] += x1 * bv;
+            r[2][j] += x2 * bv;
+            r[3][j] += x3 * bv;
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < GEMM_NR; j++)
+            acc[i * ldacc + j] = r[i][j];
+}
+
+static void gemm_tile_portable(uint64_t mc, uint64_t nc, uint64_t kc, const float *a,
+                               const float *b, float *acc, uint64_t ldacc) {
+    uint64_t nfull = nc - nc % GEMM_NR, i = 0;
+    for (; i + 4 <= mc; i += 4) {
+        for (uint64_t j = 0; j < nfull; j += GEMM_NR)
+            gemm_block_4xnr(kc, nc, a + i * kc, kc, b + j, acc + i * ldacc + j, ldacc);
+        for (uint64_t ii = i; ii < i + 4; ii++) /* column tail */
+            for (uint64_t p = 0; p < kc; p++)
+                for (uint64_t j = nfull; j < nc; j++)
+                    acc[ii * ldacc + j] += a[ii * kc + p] * b[p * nc + j];
+    }
+    for (; i < mc; i++) { /* row tail */
+        float *c0       = acc + i * ldacc;
+        const float *a0 = a + i * kc;
+        for (uint64_t p = 0; p < kc; p++) {
+            const float *brow = b + p * nc;
+            float x0          = a0[p];
+            for (uint64_t j = 0; j < nc; j++)
+                c0[j] += x0 * brow[j];
+        }
+    }
+}
+
+const cpu_kernels cpu_kernels_portable = {
+    .name      = "portable",
+    .gemm_tile = gemm_tile_portable,
+};
+
+// ---------------------------------------------------------------------------------------
+// Driver
+
+typedef struct gemm_job {
+    ampx_gemm_args a;
+    const cpu_kernels *kern;
+    const void *A, *B;
+    void *C;
+    uint64_t tiles_m, tiles_n;
+    uint64_t batch0; /* first batch of this launch */
+    ampx_context *ctx;
+} gemm_job;
+
+/* op(A)[i0 .. i0+mc) x [p0 .. p0+kc) of batch b -> pa (mc x kc, row-major f32). */
+static void pack_a(const gemm_job *j, uint64_t b, uint64_t i0, uint64_t mc, uint64_t p0,
+                   uint64_t kc, float *pa) {
+    const ampx_gemm_args *g = &j->a;
+    uint64_t base           = b * g->stride_a;
+    if (!g->trans_a) {
+        for (uint64_t i = 0; i < mc; i++)
+            cpu_load_f32(pa + i * kc, j->A, g->a.dtype, base + (i0 + i) * g->lda + p0, kc);
+    } else { /* A_b stored k x m: op(A)[i][p] = A[p][i] */
+        for (uint64_t p = 0; p < kc; p++) {
+            uint64_t row = base + (p0 + p) * g->lda + i0;
+            for (uint64_t i = 0; i < mc; i++)
+                pa[i * kc + p] = cpu_ld(j->A, g->a.dtype, row + i);
+        }
+    }
+}
+
+/* op(B)[p0 .. p0+kc) x [j0 .. j0+nc) of batch b -> pb (kc x nc, row-major f32). */
+static void pack_b(const gemm_job *j, uint64_t b, uint64_t p0, uint64_t kc, uint64_t j0,
+                   uint64_t nc, float *pb) {
+    const ampx_gemm_args *g = &j->a;
+    uint64_t base           = b * g->stride_b;
+    if (!g->trans_b) {
+        for (uint64_t p = 0; p < kc; p++)
+            cpu_load_f32(pb + p * nc, j->B, g->b.dtype, base + (p0 + p) * g->ldb + j0, nc);
+    } else { /* B_b stored n x k: op(B)[p][jj] = B[jj][p] */
+        for (uint64_t jj = 0; jj < nc; jj++) {
+            uint64_t row = base + (j0 + jj) * g->ldb + p0;
+            for (uint64_t p = 0; p < kc; p++)
+                pb[p * nc + jj] = cpu_ld(j->B, g->b.dtype, row + p);
+        }
+    }
+}
+
+static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
+    const gemm_job *j       = arg;
+    const ampx_gemm_args *g = &j->a;
+    uint64_t b              = j->batch0 + item / (j->tiles_m * j->tiles_n);
+    uint64_t t              = item % (j->tiles_m * j->tiles_n);
+    uint64_t i0             = (t / j->tiles_n) * GEMM_MC;
+    uint64_t j0             = (t % j->tiles_n) * GEMM_NC;
+    uint64_t mc             = g->m - i0 < GEMM_MC ? g->m - i0 : GEMM_MC;
+    uint64_t nc             = g->n - j0 < GEMM_NC ? g->n - j0 : GEMM_NC;
+
+    float *acc = j->ctx->thread_ws[tid].p;
+    float *pa  = acc + GEMM_MC * GEMM_NC;
+    float *pb  = pa + GEMM_MC * GEMM_KC;
+    memset(acc, 0, sizeof(float) * GEMM_MC * GEMM_NC);
+    for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
+        uint64_t kc = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
+        pack_a(j, b, i0, mc, p0, kc, pa);
+        pack_b(j, b, p0, kc, j0, nc, pb);
+        j->kern->gemm_tile(mc, nc, kc, pa, pb, acc, GEMM_NC);
+    }
+
+    /* C = alpha * acc + beta * C in f32, one rounding to C's dtype. */
+    float crow[GEMM_NC];
+    uint64_t cbase = b * g->stride_c;
+    for (uint64_t i = 0; i < mc; i++) {
+        float *r     = acc + i * GEMM_NC;
+        uint64_t off = cbase + (i0 + i) * g->ldc + j0;
+        if (g->beta != 0.0f) {
+            cpu_load_f32(crow, j->C, g->c.dtype, off, nc);
+            for (uint64_t jj = 0; jj < nc; jj++)
+                r[jj] = g->alpha * r[jj] + g->beta * crow[jj];
+        } else {
+            for (uint64_t jj = 0; jj < nc; jj++)
+                r[jj] = g->alpha * r[jj];
+        }
+        cpu_store_f32(j->C, g->c.dtype, off, r, nc);
+    }
+}
+
+/* Elements spanned by `batch` matrices of rows x cols with leading dim ld and batch stride:
+ * the index of the last element + 1, or 0 when nothing is touched. -1 on overflow. */
+static int gemm_extent(uint64_t batch, uint64_t stride, uint64_t rows, uint64_t cols, uint64_t ld,
+                       uint64_t *out) {
+    *out = 0;
+    if (batch == 0 || rows == 0 || cols == 0) return 0;
+    uint64_t x, y, z;
+    if (cpu_mul_u64(batch - 1, stride, &x) || cpu_mul_u64(rows - 1, ld, &y) ||
+        __builtin_add_overflow(x, y, &z) || __builtin_add_overflow(z, cols, out))
+        return -1;
+    return 0;
+}
+
+ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
+    gemm_job j;
+    memset(&j, 0, sizeof j);
+    CPU_TAKE_ARGS(ctx, "gemm", args, j.a);
+    const ampx_gemm_args *g = &j.a;
+    CPU_TRY(cpu_check_dtypes(ctx, "gemm", AMPX_OP_GEMM,
+                             (ampx_dtype[]){g->a.dtype, g->b.dtype, g->c.dtype}, 3));
+    uint64_t need_lda = g->trans_a ? g->m : g->k, need_ldb = g->trans_b ? g->k : g->n;
+    if (g->lda < need_lda)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "gemm: lda %llu < %s %llu",
+                        (unsigned long long)g->lda, g->trans_a ? "m" : "k",
+                        (unsigned long long)need_lda);
+    if (g->ldb < need_ldb)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "gemm: ldb %llu < %s %llu",
+                        (unsigned long long)g->ldb, g->trans_b ? "k" : "n",
+                        (unsigned long long)need_ldb);
+    if (g->ldc < g->n)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "gemm: ldc %llu < n %llu",
+                        (unsigned long long)g->ldc, (unsigned long long)g->n);
+
+    /* A and B are read only when there is something to compute (m, n, k, batch > 0). */
+    int reads_ab   = g->m && g->n && g->k && g->batch;
+    uint64_t ext_a = 0, ext_b = 0, ext_c = 0;
+    if ((reads_ab && (gemm_extent(g->batch, g->stride_a, g->trans_a ? g->k : g->m,
+                                  g->trans_a ? g->m : g->k, g->lda, &ext_a) ||
+                      gemm_extent(g->batch, g->stride_b, g->trans_b ? g->n : g->k,
+                                  g->trans_b ? g->k : g->n, g->ldb, &ext_b))) ||
+        gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, &ext_c))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "gemm: shape and strides overflow 64 bits");
+    CPU_TRY(cpu_check_tensor(ctx, "gemm", "A", &g->a, ext_a, 0));
+    CPU_TRY(cpu_check_tensor(ctx, "gemm", "B", &g->b, ext_b, 0));
+    CPU_TRY(cpu_check_tensor(ctx, "gemm", "C", &g->c, ext_c, 0));
+    if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
+
+    CPU_TRY(cpu_reserve_thread_ws(
+        ctx, "gemm", sizeof(float) * (GEMM_MC * GEMM_NC + GEMM_MC * GEMM_KC + GEMM_KC * GEMM_NC)));
+    j.kern         = ctx->kern;
+    j.A            = cpu_ptr(&g->a);
+    j.B            = cpu_ptr(&g->b);
+    j.C            = cpu_ptr(&g->c);
+    j.ctx          = ctx;
+    j.tiles_m      = (g->m + GEMM_MC - 1) / GEMM_MC;
+    j.tiles_n      = (g->n + GEMM_NC - 1) / GEMM_NC;
+    uint64_t tiles = j.tiles_m * j.tiles_n;
+
+    /* Small products run on this thread alone; waking the pool would cost more. */
+    uint64_t work = g->m * g->n * (g->k ? g->k : 1);
+    int par       = ctx->n_threads > 1 && work * g->batch >= 64 * 64 * 64;
+
+    /* Batches whose C matrices overlap (stride_c smaller than one C) run one after the
+     * other, as the definition's "for b in [0, batch)" orders them. */
+    uint64_t c_span = (g->m - 1) * g->ldc + g->n;
+    if (g->batch == 1 || g->stride_c >= c_span) {
+        uint64_t items = tiles * g->batch;
+        if (par)
+            cpu_parallel_for(ctx, items, gemm_tile_task, &j);
+        else
+            for (uint64_t it = 0; it < items; it++)
+                gemm_tile_task(&j, it, 0);
+    } else {
+        for (uint64_t b = 0; b < g->batch; b++) {
+            j.batch0 = b;
+            if (par)
+                cpu_parallel_for(ctx, tiles, gemm_tile_task, &j);
+            else
+                for (uint64_t it = 0; it < tiles; it++)
+                    gemm_tile_task(&j, it, 0);
+        }
+    }
+    return AMPX_OK;
+}

@@ -1,0 +1,355 @@
+/* norm.c — LAYERNORM_FWD/BWD (per row) and BATCHNORM_FWD/BWD (per channel).
+ *
+ * Statistics are computed two-pass in double (mean first, then the mean of squared
+ * deviations), which avoids the cancellation of E[x^2] - E[x]^2 on data with a large mean;
+ * they are saved as f32 (mean, rstd) for the backward, which reads those f32 values back.
+ * Normalised outputs and gradients are formed in double and rounded once to their dtype.
+ * Sums over rows (dgamma, dbeta) run over rows in order inside disjoint column blocks, and
+ * per-channel work is disjoint per channel, so nothing depends on the thread count.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+
+#define NORM_COLS 256 /* column block of the dgamma/dbeta pass */
+
+static uint64_t rows_per_item(uint64_t cols) {
+    return cols >= CPU_CHUNK ? 1 : CPU_CHUNK / (cols ? cols : 1);
+}
+
+static void run_items(ampx_context *ctx, uint64_t work, uint64_t items, cpu_task_fn fn, void *job) {
+    if (cpu_split(ctx, work, items) == 1)
+        for (uint64_t i = 0; i < items; i++)
+            fn(job, i, 0);
+    else
+        cpu_parallel_for(ctx, items, fn, job);
+}
+
+// ---------------------------------------------------------------------------------------
+// LAYERNORM: per row of cols, mean and biased variance; y = (x - mean) rstd gamma + beta.
+
+typedef struct ln_job {
+    ampx_layernorm_args a;
+    const void *x, *dy;
+    void *out;
+    const float *gamma, *beta;
+    float *mean, *rstd, *dgamma, *dbeta;
+    ampx_context *ctx;
+} ln_job;
+
+static void ln_fwd_rows(void *arg, uint64_t item, unsigned tid) {
+    const ln_job *j = arg;
+    uint64_t cols = j->a.cols, rpi = rows_per_item(cols);
+    float *x = j->ctx->thread_ws[tid].p;
+    for (uint64_t r = item * rpi; r < j->a.rows && r < (item + 1) * rpi; r++) {
+        cpu_load_f32(x, j->x, j->a.x.dtype, r * cols, cols);
+        double s = 0.0, ss = 0.0;
+        for (uint64_t c = 0; c < cols; c++)
+            s += x[c];
+        double mean = s / (double)cols;
+        for (uint64_t c = 0; c < cols; c++)
+            ss += ((double)x[c] - mean) * ((double)x[c] - mean);
+        double rstd = 1.0 / sqrt(ss / (double)cols + (double)j->a.eps);
+        j->mean[r]  = (float)mean;
+        j->rstd[r]  = (float)rstd;
+        for (uint64_t c = 0; c < cols; c++) {
+            double v = ((double)x[c] - mean) * rstd;
+            if (j->gamma) v *= (double)j->gamma[c];
+            if (j->beta) v += (double)j->beta[c];
+            x[c] = (float)v;
+        }
+        cpu_store_f32(j->out, j->a.y_or_dx.dtype, r * cols, x, cols);
+    }
+}
+
+/* dx = rstd (g - mean_j(g) - xhat mean_j(g xhat)), g = dy gamma, from the saved f32 stats. */
+static void ln_bwd_rows(void *arg, uint64_t item, unsigned tid) {
+    const ln_job *j = arg;
+    uint64_t cols = j->a.cols, rpi = rows_per_item(cols);
+    float *x  = j->ctx->thread_ws[tid].p;
+    float *dy = x + cols;
+    for (uint64_t r = item * rpi; r < j->a.rows && r < (item + 1) * rpi; r++) {
+        cpu_load_f32(x, j->x, j->a.x.dtype, r * cols, cols);
+        cpu_load_f32(dy, j->dy, j->a.dy.dtype, r * cols, cols);
+        double mean = j->mean[r], rstd = j->rstd[r], sg = 0.0, sgx = 0.0;
+        for (uint64_t c = 0; c < cols; c++) {
+            double xhat = ((double)x[c] - mean) * rstd;
+            double g    = (double)dy[c] * (j->gamma ? (double)j->gamma[c] : 1.0);
+            sg += g;
+            sgx += g * xhat;
+        }
+        double mg = sg / (double)cols, mgx = sgx / (double)cols;
+        for (uint64_t c = 0; c < cols; c++) {
+            double xhat = ((double)x[c] - mean) * rstd;
+            double g    = (double)dy[c] * (j->gamma ? (double)j->gamma[c] : 1.0);
+            x[c]        = (float)(rstd * (g - mg - xhat * mgx));
+        }
+        cpu_store_f32(j->out, j->a.y_or_dx.dtype, r * cols, x, cols);
+    }
+}
+
+/* dgamma (+)= sum_r dy xhat, dbeta (+)= sum_r dy over a block of columns. */
+static void ln_bwd_params(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const ln_job *j = arg;
+    uint64_t c0 = item * NORM_COLS, cols = j->a.cols;
+    uint64_t nc = cols - c0 < NORM_COLS ? cols - c0 : NORM_COLS;
+    double sgx[NORM_COLS], sg[NORM_COLS];
+    float x[NORM_COLS], dy[NORM_COLS];
+    memset(sgx, 0, sizeof sgx);
+    memset(sg, 0, sizeof sg);
+    for (uint64_t r = 0; r < j->a.rows; r++) {
+        cpu_load_f32(x, j->x, j->a.x.dtype, r * cols + c0, nc);
+        cpu_load_f32(dy, j->dy, j->a.dy.dtype, r * cols + c0, nc);
+        double mean = j->mean[r], rstd = j->rstd[r];
+        for (uint64_t c = 0; c < nc; c++) {
+            sgx[c] += (double)dy[c] * (((double)x[c] - mean) * rstd);
+            sg[c] += dy[c];
+        }
+    }
+    for (uint64_t c = 0; c < nc; c++) {
+        if (j->dgamma)
+            j->dgamma[c0 + c] =
+                (float)((j->a.accumulate ? (double)j->dgamma[c0 + c] : 0.0) + sgx[c]);
+        if (j->dbeta)
+            j->dbeta[c0 + c] = (float)((j->a.accumulate ? (double)j->dbeta[c0 + c] : 0.0) + sg[c]);
+    }
+}
+
+ampx_status cpu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *args) {
+    static const char *op = "layernorm_fwd";
+    ln_job j;
+    memset(&j, 0, sizeof j);
+    CPU_TAKE_ARGS(ctx, op, args, j.a);
+    const ampx_layernorm_args *a = &j.a;
+    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_LAYERNORM_FWD,
+                             (ampx_dtype[]){a->x.dtype, a->y_or_dx.dtype}, 2));
+    uint64_t n;
+    if (cpu_mul_u64(a->rows, a->cols, &n))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", op);
+    CPU_TRY(cpu_check_tensor(ctx, op, "x", &a->x, n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, op, "y", &a->y_or_dx, n, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "gamma", &a->gamma, AMPX_F32, a->cols, 1));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "beta", &a->beta, AMPX_F32, a->cols, 1));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "mean", &a->mean, AMPX_F32, a->rows, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "rstd", &a->rstd, AMPX_F32, a->rows, 0));
+    if (a->rows == 0) return AMPX_OK;
+    CPU_TRY(cpu_reserve_thread_ws(ctx, op, (size_t)(a->cols ? a->cols : 1) * sizeof(float)));
+    j.x          = cpu_ptr(&a->x);
+    j.out        = cpu_ptr(&a->y_or_dx);
+    j.gamma      = cpu_ptr(&a->gamma);
+    j.beta       = cpu_ptr(&a->beta);
+    j.mean       = cpu_ptr(&a->mean);
+    j.rstd       = cpu_ptr(&a->rstd);
+    j.ctx        = ctx;
+    uint64_t rpi = rows_per_item(a->cols);
+    run_items(ctx, n, (a->rows + rpi - 1) / rpi, ln_fwd_rows, &j);
+    return AMPX_OK;
+}
+
+ampx_status cpu_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *args) {
+    static const char *op = "layernorm_bwd";
+    ln_job j;
+    memset(&j, 0, sizeof j);
+    CPU_TAKE_ARGS(ctx, op, args, j.a);
+    const ampx_layernorm_args *a = &j.a;
+    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_LAYERNORM_BWD,
+                             (ampx_dtype[]){a->x.dtype, a->dy.dtype, a->y_or_dx.dtype}, 3));
+    uint64_t n;
+    if (cpu_mul_u64(a->rows, a->cols, &n))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", op);
+    CPU_TRY(cpu_check_tensor(ctx, op, "x", &a->x, n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, op, "dy", &a->dy, n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, op, "dx", &a->y_or_dx, n, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "gamma", &a->gamma, AMPX_F32, a->cols, 1));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "mean", &a->mean, AMPX_F32, a->rows, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "rstd", &a->rstd, AMPX_F32, a->rows, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "dgamma", &a->dgamma, AMPX_F32, a->cols, 1));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "dbeta", &a->dbeta, AMPX_F32, a->cols, 1));
+    j.x      = cpu_ptr(&a->x);
+    j.dy     = cpu_ptr(&a->dy);
+    j.out    = cpu_ptr(&a->y_or_dx);
+    j.gamma  = cpu_ptr(&a->gamma);
+    j.mean   = cpu_ptr(&a->mean);
+    j.rstd   = cpu_ptr(&a->rstd);
+    j.dgamma = cpu_ptr(&a->dgamma);
+    j.dbeta  = cpu_ptr(&a->dbeta);
+    j.ctx    = ctx;
+    if (a->rows > 0 && a->cols > 0) {
+        CPU_TRY(cpu_reserve_thread_ws(ctx, op, (size_t)a->cols * 2 * sizeof(float)));
+        uint64_t rpi = rows_per_item(a->cols);
+        run_items(ctx, n, (a->rows + rpi - 1) / rpi, ln_bwd_rows, &j);
+    }
+    /* dgamma/dbeta: with rows == 0 the sums are 0 (or unchanged when accumulating). */
+    if ((j.dgamma || j.dbeta) && a->cols > 0)
+        run_items(ctx, n, (a->cols + NORM_COLS - 1) / NORM_COLS, ln_bwd_params, &j);
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// BATCHNORM: x is [outer, channels, inner]; channel c's N = outer * inner values lie in
+// `outer` contiguous runs of `inner` elements. One parallel item per channel.
+
+typedef struct bn_job {
+    ampx_batchnorm_args a;
+    const void *x, *dy;
+    void *out;
+    const float *gamma, *beta;
+    float *run_mean, *run_var, *mean, *rstd, *dgamma, *dbeta;
+} bn_job;
+
+/* Calls body(t, n, base) over channel c in chunks: t holds x[base .. base + n) in f32. */
+#define BN_FOR_CHUNKS(j, c, base, n, BODY)                                                         \
+    for (uint64_t o_ = 0; o_ < (j)->a.outer; o_++)                                                 \
+        for (uint64_t i_ = 0; i_ < (j)->a.inner; i_ += CPU_CHUNK) {                                \
+            uint64_t n    = (j)->a.inner - i_ < CPU_CHUNK ? (j)->a.inner - i_ : CPU_CHUNK;         \
+            uint64_t base = (o_ * (j)->a.channels + (c)) * (j)->a.inner + i_;                      \
+            BODY                                                                                   \
+        }
+
+static void bn_fwd_channel(void *arg, uint64_t c, unsigned tid) {
+    (void)tid;
+    const bn_job *j = arg;
+    double N        = (double)j->a.outer * (double)j->a.inner;
+    float t[CPU_CHUNK];
+    double mean, rstd;
+    if (j->a.training) {
+        double s = 0.0, ss = 0.0;
+        BN_FOR_CHUNKS(j, c, base, n, {
+            cpu_load_f32(t, j->x, j->a.x.dtype, base, n);
+            for (uint64_t k = 0; k < n; k++)
+                s += t[k];
+        })
+        mean = s / N;
+        BN_FOR_CHUNKS(j, c, base, n, {
+            cpu_load_f32(t, j->x, j->a.x.dtype, base, n);
+            for (uint64_t k = 0; k < n; k++)
+                ss += ((double)t[k] - mean) * ((double)t[k] - mean);
+        })
+        double var = ss / N;
+        rstd       = 1.0 / sqrt(var + (double)j->a.eps);
+        j->mean[c] = (float)mean;
+        j->rstd[c] = (float)rstd;
+        /* Running statistics use the unbiased variance, var * N / (N - 1); with N == 1 there
+         * is no unbiased estimate and the biased one (0) is used. */
+        double m = j->a.momentum, unbiased = N > 1.0 ? var * N / (N - 1.0) : var;
+        if (j->run_mean) j->run_mean[c] = (float)((1.0 - m) * (double)j->run_mean[c] + m * mean);
+        if (j->run_var) j->run_var[c] = (float)((1.0 - m) * (double)j->run_var[c] + m * unbiased);
+    } else {
+        mean = j->run_mean[c];
+        rstd = 1.0 / sqrt((double)j->run_var[c] + (double)j->a.eps);
+    }
+    double gm = j->gamma ? (double)j->gamma[c] : 1.0, bt = j->beta ? (double)j->beta[c] : 0.0;
+    BN_FOR_CHUNKS(j, c, base, n, {
+        cpu_load_f32(t, j->x, j->a.x.dtype, base, n);
+        for (uint64_t k = 0; k < n; k++)
+            t[k] = (float)(((double)t[k] - mean) * rstd * gm + bt);
+        cpu_store_f32(j->out, j->a.y_or_dx.dtype, base, t, n);
+    })
+}
+
+/* dx = gamma rstd (dy - mean_N(dy) - xhat mean_N(dy xhat)) from the saved f32 statistics. */
+static void bn_bwd_channel(void *arg, uint64_t c, unsigned tid) {
+    (void)tid;
+    const bn_job *j = arg;
+    double N        = (double)j->a.outer * (double)j->a.inner;
+    float t[CPU_CHUNK], d[CPU_CHUNK];
+    double mean = j->mean[c], rstd = j->rstd[c], sdy = 0.0, sdyx = 0.0;
+    BN_FOR_CHUNKS(j, c, base, n, {
+        cpu_load_f32(t, j->x, j->a.x.dtype, base, n);
+        cpu_load_f32(d, j->dy, j->a.dy.dtype, base, n);
+        for (uint64_t k = 0; k < n; k++) {
+            sdy += d[k];
+            sdyx += (double)d[k] * (((double)t[k] - mean) * rstd);
+        }
+    })
+    double gm  = j->gamma ? (double)j->gamma[c] : 1.0;
+    double mdy = sdy / N, mdyx = sdyx / N;
+    BN_FOR_CHUNKS(j, c, base, n, {
+        cpu_load_f32(t, j->x, j->a.x.dtype, base, n);
+        cpu_load_f32(d, j->dy, j->a.dy.dtype, base, n);
+        for (uint64_t k = 0; k < n; k++) {
+            double xhat = ((double)t[k] - mean) * rstd;
+            t[k]        = (float)(gm * rstd * ((double)d[k] - mdy - xhat * mdyx));
+        }
+        cpu_store_f32(j->out, j->a.y_or_dx.dtype, base, t, n);
+    })
+    if (j->dgamma) j->dgamma[c] = (float)((j->a.accumulate ? (double)j->dgamma[c] : 0.0) + sdyx);
+    if (j->dbeta) j->dbeta[c] = (float)((j->a.accumulate ? (double)j->dbeta[c] : 0.0) + sdy);
+}
+
+static ampx_status bn_shape(ampx_context *ctx, const char *op, const ampx_batchnorm_args *a,
+                            uint64_t *n) {
+    uint64_t oc;
+    if (cpu_mul_u64(a->outer, a->channels, &oc) || cpu_mul_u64(oc, a->inner, n))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: outer x channels x inner overflows", op);
+    return AMPX_OK;
+}
+
+ampx_status cpu_batchnorm_fwd(ampx_context *ctx, const ampx_batchnorm_args *args) {
+    static const char *op = "batchnorm_fwd";
+    bn_job j;
+    memset(&j, 0, sizeof j);
+    CPU_TAKE_ARGS(ctx, op, args, j.a);
+    const ampx_batchnorm_args *a = &j.a;
+    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_BATCHNORM_FWD,
+                             (ampx_dtype[]){a->x.dtype, a->y_or_dx.dtype}, 2));
+    uint64_t n = 0, C = a->channels;
+    CPU_TRY(bn_shape(ctx, op, a, &n));
+    CPU_TRY(cpu_check_tensor(ctx, op, "x", &a->x, n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, op, "y", &a->y_or_dx, n, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "gamma", &a->gamma, AMPX_F32, C, 1));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "beta", &a->beta, AMPX_F32, C, 1));
+    /* training: mean/rstd are saved (required), running stats updated when given;
+     * eval: running stats are required, nothing else is written. */
+    int tr = a->training != 0;
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "running_mean", &a->running_mean, AMPX_F32, C, tr));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "running_var", &a->running_var, AMPX_F32, C, tr));
+    if (tr) {
+        CPU_TRY(cpu_check_tensor_dt(ctx, op, "mean", &a->mean, AMPX_F32, C, 0));
+        CPU_TRY(cpu_check_tensor_dt(ctx, op, "rstd", &a->rstd, AMPX_F32, C, 0));
+    }
+    if (a->outer == 0 || a->inner == 0 || C == 0) return AMPX_OK; /* N == 0: no statistics */
+    j.x        = cpu_ptr(&a->x);
+    j.out      = cpu_ptr(&a->y_or_dx);
+    j.gamma    = cpu_ptr(&a->gamma);
+    j.beta     = cpu_ptr(&a->beta);
+    j.run_mean = cpu_ptr(&a->running_mean);
+    j.run_var  = cpu_ptr(&a->running_var);
+    j.mean     = tr ? cpu_ptr(&a->mean) : NULL;
+    j.rstd     = tr ? cpu_ptr(&a->rstd) : NULL;
+    run_items(ctx, n, C, bn_fwd_channel, &j);
+    return AMPX_OK;
+}
+
+ampx_status cpu_batchnorm_bwd(ampx_context *ctx, const ampx_batchnorm_args *args) {
+    static const char *op = "batchnorm_bwd";
+    bn_job j;
+    memset(&j, 0, sizeof j);
+    CPU_TAKE_ARGS(ctx, op, args, j.a);
+    const ampx_batchnorm_args *a = &j.a;
+    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_BATCHNORM_BWD,
+                             (ampx_dtype[]){a->x.dtype, a->dy.dtype, a->y_or_dx.dtype}, 3));
+    uint64_t n = 0, C = a->channels;
+    CPU_TRY(bn_shape(ctx, op, a, &n));
+    CPU_TRY(cpu_check_tensor(ctx, op, "x", &a->x, n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, op, "dy", &a->dy, n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, op, "dx", &a->y_or_dx, n, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "gamma", &a->gamma, AMPX_F32, C, 1));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "mean", &a->mean, AMPX_F32, C, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "rstd", &a->rstd, AMPX_F32, C, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "dgamma", &a->dgamma, AMPX_F32, C, 1));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "dbeta", &a->dbeta, AMPX_F32, C, 1));
+    if (a->outer == 0 || a->inner == 0 || C == 0) return AMPX_OK;
+    j.x      = cpu_ptr(&a->x);
+    j.dy     = cpu_ptr(&a->dy);
+    j.out    = cpu_ptr(&a->y_or_dx);
+    j.gamma  = cpu_ptr(&a->gamma);
+    j.mean   = cpu_ptr(&a->mean);
+    j.rstd   = cpu_ptr(&a->rstd);
+    j.dgamma = cpu_ptr(&a->dgamma);
+    j.dbeta  = cpu_ptr(&a->dbeta);
+    run_items(ctx, n, C, bn_bwd_channel, &j);
+    return AMPX_OK;
+}

@@ -1,0 +1,250 @@
+/* optimizer.c — multi-tensor SGD (momentum, Nesterov) and AdamW on f32 master weights.
+ *
+ * Both read found_inf from the scalars block first: a step with non-finite gradients
+ * returns at once, so parameters, optimizer state, copies and the block itself stay
+ * bitwise unchanged. Otherwise lr comes from the schedule at the count of applied steps
+ * (ampx_scheduled_lr) and is written back to scalars->lr, and the clip coefficient comes
+ * from the global sum of squares. Each element's update is evaluated in double from the
+ * f32 state and the widened gradient; params and state are rounded once to f32 when
+ * stored, and the low-precision copy is rounded from the new f32 parameter (to nearest
+ * even, or stochastically with ampx_hash32(seed + t, i) for element i of tensor t).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu.h"
+
+/* Validation shared by both optimizers: everything but the state tensors. */
+static ampx_status check_common(ampx_context *ctx, const char *op, uint32_t opnum,
+                                const ampx_tensor_list *params, const ampx_tensor *grads,
+                                const ampx_tensor *copies, const ampx_tensor *grad_sq_sum,
+                                const ampx_tensor *scalars) {
+    if (params->count > 0 && (!params->tensors || !params->n_elems))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: %u params but a NULL %s", op, params->count,
+                        params->tensors ? "n_elems" : "tensors array");
+    if (params->count > 0 && !grads)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: grads is NULL", op);
+    for (uint32_t t = 0; t < params->count; t++) {
+        char what[48];
+        uint64_t n = params->n_elems[t];
+        CPU_TRY(cpu_check_dtypes(ctx, op, opnum, &grads[t].dtype, 1));
+        snprintf(what, sizeof what, "grads[%u]", t);
+        CPU_TRY(cpu_check_tensor(ctx, op, what, &grads[t], n, 0));
+        snprintf(what, sizeof what, "params[%u]", t);
+        CPU_TRY(cpu_check_tensor_dt(ctx, op, what, &params->tensors[t], AMPX_F32, n, 0));
+        if (copies && copies[t].buf) {
+            snprintf(what, sizeof what, "copies[%u]", t);
+            if (copies[t].dtype != AMPX_BF16 && copies[t].dtype != AMPX_F16)
+                return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: %s must be bf16 or f16, not %s", op,
+                                what, ampx_dtype_name(copies[t].dtype));
+            CPU_TRY(cpu_check_tensor(ctx, op, what, &copies[t], n, 0));
+        }
+    }
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "grad_sq_sum", grad_sq_sum, AMPX_F32, 1, 1));
+    return cpu_check_scalars(ctx, op, scalars, 0);
+}
+
+/* min(1, max_grad_norm / (sqrt(sum of squares) + 1e-6)), or 1 when clipping is off. */
+static double clip_coef(float max_grad_norm, const ampx_tensor *grad_sq_sum) {
+    if (!(max_grad_norm > 0.0f) || !grad_sq_sum->buf) return 1.0;
+    double norm = sqrt((double)*(const float *)cpu_ptr(grad_sq_sum));
+    double c    = (double)max_grad_norm / (norm + 1e-6);
+    return c < 1.0 ? c : (c == c ? 1.0 : c); /* NaN stays NaN */
+}
+
+static void store_copy(void *copy, ampx_dtype dt, uint64_t i, float p, int stochastic,
+                       uint64_t seed) {
+    if (stochastic)
+        cpu_st_sr(copy, dt, i, p, ampx_hash32(seed, i));
+    else
+        cpu_st(copy, dt, i, p);
+}
+
+// ---------------------------------------------------------------------------------------
+// SGD (PyTorch torch.optim.SGD):
+//   g = c grad + wd p;  buf = (first step ? g : momentum buf + (1 - dampening) g);
+//   g = nesterov ? g + momentum buf : buf;  p -= lr g.
+
+typedef struct sgd_job {
+    float *p, *buf;
+    const void *g;
+    void *copy;
+    ampx_dtype gdt, cdt;
+    uint64_t n;
+    double lr, c, wd, momentum, dampening;
+    int nesterov, first, stochastic;
+    uint64_t seed;
+} sgd_job;
+
+static void sgd_chunk(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const sgd_job *j = arg;
+    uint64_t i0      = item * CPU_CHUNK;
+    uint64_t n       = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+    float gr[CPU_CHUNK];
+    cpu_load_f32(gr, j->g, j->gdt, i0, n);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t i = i0 + k;
+        double p   = j->p[i];
+        double g   = j->c == 1.0 ? (double)gr[k] : (double)(float)(j->c * gr[k]);
+        if (j->wd != 0.0) g += j->wd * p;
+        if (j->momentum != 0.0) {
+            double b  = j->first ? g : j->momentum * (double)j->buf[i] + (1.0 - j->dampening) * g;
+            j->buf[i] = (float)b;
+            g         = j->nesterov ? g + j->momentum * b : b;
+        }
+        float pn = (float)(p - j->lr * g);
+        j->p[i]  = pn;
+        if (j->copy) store_copy(j->copy, j->cdt, i, pn, j->stochastic, j->seed);
+    }
+}
+
+ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
+    static const char *op = "sgd";
+    ampx_sgd_args a;
+    CPU_TAKE_ARGS(ctx, op, args, a);
+    CPU_TRY(check_common(ctx, op, AMPX_OP_SGD, &a.params, a.grads, a.copies, &a.grad_sq_sum,
+                         &a.scalars));
+    if (a.momentum != 0.0f) {
+        if (a.params.count > 0 && !a.momentum_buf)
+            return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: momentum %g needs momentum_buf", op,
+                            (double)a.momentum);
+        for (uint32_t t = 0; t < a.params.count; t++) {
+            char what[48];
+            snprintf(what, sizeof what, "momentum_buf[%u]", t);
+            CPU_TRY(cpu_check_tensor_dt(ctx, op, what, &a.momentum_buf[t], AMPX_F32,
+                                        a.params.n_elems[t], 0));
+        }
+    }
+    ampx_scalars *s = (ampx_scalars *)cpu_ptr(&a.scalars);
+    if (s->found_inf != 0) return AMPX_OK; /* skipped step: nothing changes */
+    float lr = ampx_scheduled_lr(s, s->applied_steps);
+    s->lr    = lr;
+    double c = clip_coef(a.max_grad_norm, &a.grad_sq_sum);
+    if (c != 1.0) c = (double)(float)c; /* the coefficient is an f32 scalar */
+
+    for (uint32_t t = 0; t < a.params.count; t++) {
+        sgd_job j = {
+            .p          = cpu_ptr(&a.params.tensors[t]),
+            .buf        = a.momentum != 0.0f ? cpu_ptr(&a.momentum_buf[t]) : NULL,
+            .g          = cpu_ptr(&a.grads[t]),
+            .copy       = a.copies ? cpu_ptr(&a.copies[t]) : NULL,
+            .gdt        = a.grads[t].dtype,
+            .cdt        = a.copies ? a.copies[t].dtype : AMPX_F32,
+            .n          = a.params.n_elems[t],
+            .lr         = lr,
+            .c          = c,
+            .wd         = a.wd ? a.wd[t] : a.weight_decay,
+            .momentum   = a.momentum,
+            .dampening  = a.dampening,
+            .nesterov   = a.nesterov != 0,
+            .first      = s->applied_steps == 0,
+            .stochastic = a.stochastic_copy != 0,
+            .seed       = a.seed + t, /* tensor t draws its own stream */
+        };
+        uint64_t chunks = (j.n + CPU_CHUNK - 1) / CPU_CHUNK;
+        if (cpu_split(ctx, j.n, chunks) == 1)
+            for (uint64_t ch = 0; ch < chunks; ch++)
+                sgd_chunk(&j, ch, 0);
+        else
+            cpu_parallel_for(ctx, chunks, sgd_chunk, &j);
+    }
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// AdamW (PyTorch torch.optim.AdamW), t = applied_steps + 1:
+//   g = c grad;  p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+//   p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
+// The bias corrections 1 - b^t are evaluated in double (PyTorch uses Python floats).
+
+typedef struct adamw_job {
+    float *p, *m, *v;
+    const void *g;
+    void *copy;
+    ampx_dtype gdt, cdt;
+    uint64_t n;
+    double lr, c, decay, b1, b2, eps, bc1, bc2;
+    int stochastic;
+    uint64_t seed;
+} adamw_job;
+
+static void adamw_chunk(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const adamw_job *j = arg;
+    uint64_t i0        = item * CPU_CHUNK;
+    uint64_t n         = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+    float gr[CPU_CHUNK];
+    cpu_load_f32(gr, j->g, j->gdt, i0, n);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t i = i0 + k;
+        double g   = j->c == 1.0 ? (double)gr[k] : (double)(float)(j->c * gr[k]);
+        double p   = (double)j->p[i] * j->decay;
+        float m    = (float)(j->b1 * (double)j->m[i] + (1.0 - j->b1) * g);
+        float v    = (float)(j->b2 * (double)j->v[i] + (1.0 - j->b2) * g * g);
+        double up  = j->lr * ((double)m / j->bc1) / (sqrt((double)v / j->bc2) + j->eps);
+        float pn   = (float)(p - up);
+        j->m[i]    = m;
+        j->v[i]    = v;
+        j->p[i]    = pn;
+        if (j->copy) store_copy(j->copy, j->cdt, i, pn, j->stochastic, j->seed);
+    }
+}
+
+ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
+    static const char *op = "adamw";
+    ampx_adamw_args a;
+    CPU_TAKE_ARGS(ctx, op, args, a);
+    CPU_TRY(check_common(ctx, op, AMPX_OP_ADAMW, &a.params, a.grads, a.copies, &a.grad_sq_sum,
+                         &a.scalars));
+    if (a.params.count > 0 && (!a.m || !a.v))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: %s is NULL", op, !a.m ? "m" : "v");
+    for (uint32_t t = 0; t < a.params.count; t++) {
+        char what[48];
+        snprintf(what, sizeof what, "m[%u]", t);
+        CPU_TRY(cpu_check_tensor_dt(ctx, op, what, &a.m[t], AMPX_F32, a.params.n_elems[t], 0));
+        snprintf(what, sizeof what, "v[%u]", t);
+        CPU_TRY(cpu_check_tensor_dt(ctx, op, what, &a.v[t], AMPX_F32, a.params.n_elems[t], 0));
+    }
+    ampx_scalars *s = (ampx_scalars *)cpu_ptr(&a.scalars);
+    if (s->found_inf != 0) return AMPX_OK; /* skipped step: nothing changes */
+    float lr = ampx_scheduled_lr(s, s->applied_steps);
+    s->lr    = lr;
+    double c = clip_coef(a.max_grad_norm, &a.grad_sq_sum);
+    if (c != 1.0) c = (double)(float)c;
+    double step = (double)s->applied_steps + 1.0;
+    double bc1  = 1.0 - pow((double)a.beta1, step);
+    double bc2  = 1.0 - pow((double)a.beta2, step);
+
+    for (uint32_t t = 0; t < a.params.count; t++) {
+        double wd   = a.wd ? a.wd[t] : a.weight_decay;
+        adamw_job j = {
+            .p          = cpu_ptr(&a.params.tensors[t]),
+            .m          = cpu_ptr(&a.m[t]),
+            .v          = cpu_ptr(&a.v[t]),
+            .g          = cpu_ptr(&a.grads[t]),
+            .copy       = a.copies ? cpu_ptr(&a.copies[t]) : NULL,
+            .gdt        = a.grads[t].dtype,
+            .cdt        = a.copies ? a.copies[t].dtype : AMPX_F32,
+            .n          = a.params.n_elems[t],
+            .lr         = lr,
+            .c          = c,
+            .decay      = (double)(float)(1.0 - (double)lr * wd),
+            .b1         = a.beta1,
+            .b2         = a.beta2,
+            .eps        = a.eps,
+            .bc1        = bc1,
+            .bc2        = bc2,
+            .stochastic = a.stochastic_copy != 0,
+            .seed       = a.seed + t, /* tensor t draws its own stream */
+        };
+        uint64_t chunks = (j.n + CPU_CHUNK - 1) / CPU_CHUNK;
+        if (cpu_split(ctx, j.n, chunks) == 1)
+            for (uint64_t ch = 0; ch < chunks; ch++)
+                adamw_chunk(&j, ch, 0);
+        else
+            cpu_parallel_for(ctx, chunks, adamw_chunk, &j);
+    }
+    return AMPX_OK;
+}

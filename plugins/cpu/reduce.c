@@ -1,0 +1,121 @@
+/* reduce.c — REDUCE (row sum / mean) and SUM_SQUARES (global sum of squares for clipping).
+ *
+ * Both accumulate in double (the ABI asks for f32 or wider) and round once to the output.
+ * Partial sums are kept per chunk and added in chunk order, so results do not depend on the
+ * number of threads. Non-finite inputs propagate: inf^2 = inf, NaN stays NaN.
+ */
+#include <string.h>
+
+#include "cpu.h"
+
+// ---------------------------------------------------------------------------------------
+// REDUCE: y[r] = sum (or mean) of x[r, 0..cols)
+
+typedef struct reduce_job {
+    const void *x;
+    void *y;
+    ampx_dtype xdt, ydt;
+    uint64_t rows, cols;
+    int mean;
+} reduce_job;
+
+static void reduce_rows(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const reduce_job *j = arg;
+    uint64_t rpi        = j->cols >= CPU_CHUNK ? 1 : CPU_CHUNK / (j->cols ? j->cols : 1);
+    float t[CPU_CHUNK];
+    for (uint64_t r = item * rpi; r < j->rows && r < (item + 1) * rpi; r++) {
+        double s = 0.0;
+        for (uint64_t c0 = 0; c0 < j->cols; c0 += CPU_CHUNK) {
+            uint64_t n = j->cols - c0 < CPU_CHUNK ? j->cols - c0 : CPU_CHUNK;
+            cpu_load_f32(t, j->x, j->xdt, r * j->cols + c0, n);
+            for (uint64_t k = 0; k < n; k++)
+                s += t[k];
+        }
+        if (j->mean) s /= (double)j->cols; /* cols == 0: 0/0 = NaN, the mean of nothing */
+        cpu_st(j->y, j->ydt, r, (float)s);
+    }
+}
+
+ampx_status cpu_reduce(ampx_context *ctx, const ampx_reduce_args *args) {
+    static const char *op = "reduce";
+    ampx_reduce_args a;
+    CPU_TAKE_ARGS(ctx, op, args, a);
+    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_REDUCE, (ampx_dtype[]){a.x.dtype, a.y.dtype}, 2));
+    if (a.mode != AMPX_REDUCE_SUM && a.mode != AMPX_REDUCE_MEAN)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: unknown mode %u", op, a.mode);
+    uint64_t n;
+    if (cpu_mul_u64(a.rows, a.cols, &n))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", op);
+    CPU_TRY(cpu_check_tensor(ctx, op, "x", &a.x, n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, op, "y", &a.y, a.rows, 0));
+    reduce_job j   = {cpu_ptr(&a.x),
+                      cpu_ptr(&a.y),
+                      a.x.dtype,
+                      a.y.dtype,
+                      a.rows,
+                      a.cols,
+                      a.mode == AMPX_REDUCE_MEAN};
+    uint64_t rpi   = a.cols >= CPU_CHUNK ? 1 : CPU_CHUNK / (a.cols ? a.cols : 1);
+    uint64_t items = (a.rows + rpi - 1) / rpi;
+    /* One long row (a global reduction) stays on one thread: its sum is sequential. */
+    if (cpu_split(ctx, n, items) == 1)
+        for (uint64_t i = 0; i < items; i++)
+            reduce_rows(&j, i, 0);
+    else
+        cpu_parallel_for(ctx, items, reduce_rows, &j);
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// SUM_SQUARES: out[0] = (accumulate ? out[0] : 0) + sum_t sum_i x_t[i]^2
+
+typedef struct sumsq_job {
+    const void *x;
+    ampx_dtype dt;
+    uint64_t n;
+    double *partial; /* one per chunk */
+} sumsq_job;
+
+static void sumsq_chunk(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const sumsq_job *j = arg;
+    uint64_t i0        = item * CPU_CHUNK;
+    uint64_t n         = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+    float t[CPU_CHUNK];
+    double s = 0.0;
+    cpu_load_f32(t, j->x, j->dt, i0, n);
+    for (uint64_t k = 0; k < n; k++)
+        s += (double)t[k] * (double)t[k];
+    j->partial[item] = s;
+}
+
+ampx_status cpu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *args) {
+    static const char *op = "sum_squares";
+    ampx_sum_squares_args a;
+    CPU_TAKE_ARGS(ctx, op, args, a);
+    CPU_TRY(cpu_check_list(ctx, op, "x", &a.x));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "out", &a.out, AMPX_F32, 1, 0));
+    uint64_t max_chunks = 1;
+    for (uint32_t t = 0; t < a.x.count; t++) {
+        uint64_t c = (a.x.n_elems[t] + CPU_CHUNK - 1) / CPU_CHUNK;
+        if (c > max_chunks) max_chunks = c;
+    }
+    double *partial = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks * sizeof(double));
+    if (!partial) return AMPX_ERR_NO_MEMORY;
+    float *out   = cpu_ptr(&a.out);
+    double total = a.accumulate ? (double)*out : 0.0;
+    for (uint32_t t = 0; t < a.x.count; t++) {
+        sumsq_job j     = {cpu_ptr(&a.x.tensors[t]), a.x.tensors[t].dtype, a.x.n_elems[t], partial};
+        uint64_t chunks = (j.n + CPU_CHUNK - 1) / CPU_CHUNK;
+        if (cpu_split(ctx, j.n, chunks) == 1)
+            for (uint64_t c = 0; c < chunks; c++)
+                sumsq_chunk(&j, c, 0);
+        else
+            cpu_parallel_for(ctx, chunks, sumsq_chunk, &j);
+        for (uint64_t c = 0; c < chunks; c++)
+            total += partial[c];
+    }
+    *out = (float)total;
+    return AMPX_OK;
+}

@@ -1,0 +1,238 @@
+/* softmax.c — SOFTMAX_FWD / SOFTMAX_BWD (optionally log-softmax, causal mask, pre-scale) and
+ * the fused SOFTMAX_XENT loss.
+ *
+ * Rows are independent, so threads take blocks of whole rows. Within a row: z = scale * x
+ * is formed in f32 as the ABI states; the row max is subtracted before exponentiating so
+ * exp never overflows; exponentials, their sum and the logarithm are evaluated in double
+ * (wider than f32, as the ABI allows), and each output is rounded once to its dtype.
+ * Masked positions give probability 0 (log-probability -inf).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+
+/* Rows per parallel item so that an item covers about CPU_CHUNK elements. */
+static uint64_t rows_per_item(uint64_t cols) {
+    return cols >= CPU_CHUNK ? 1 : CPU_CHUNK / (cols ? cols : 1);
+}
+
+static void run_rows(ampx_context *ctx, uint64_t rows, uint64_t cols, cpu_task_fn fn, void *job) {
+    uint64_t rpi   = rows_per_item(cols);
+    uint64_t items = (rows + rpi - 1) / rpi;
+    if (cpu_split(ctx, rows * cols, items) == 1)
+        for (uint64_t i = 0; i < items; i++)
+            fn(job, i, 0);
+    else
+        cpu_parallel_for(ctx, items, fn, job);
+}
+
+// ---------------------------------------------------------------------------------------
+// SOFTMAX_FWD and SOFTMAX_BWD
+
+typedef struct softmax_job {
+    ampx_softmax_args a;
+    const void *in, *dy;
+    void *out;
+    ampx_context *ctx;
+} softmax_job;
+
+static void softmax_fwd_rows(void *arg, uint64_t item, unsigned tid) {
+    const softmax_job *j       = arg;
+    const ampx_softmax_args *a = &j->a;
+    uint64_t cols = a->cols, rpi = rows_per_item(cols);
+    float *z = j->ctx->thread_ws[tid].p;
+    for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++) {
+        cpu_load_f32(z, j->in, a->x_or_y.dtype, r * cols, cols);
+        /* keys visible to query (r mod seq_q): j <= lim, aligned at the end of the row */
+        uint64_t lim = a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1;
+        float mx     = -INFINITY;
+        int nan      = 0;
+        for (uint64_t c = 0; c < cols; c++) {
+            z[c] = c > lim ? -INFINITY : a->scale * z[c];
+            if (z[c] > mx) mx = z[c];
+            if (z[c] != z[c]) nan = 1;
+        }
+        if (nan) mx = NAN; /* a NaN logit poisons its whole row */
+        double sum = 0.0;
+        for (uint64_t c = 0; c <= lim; c++)
+            sum += exp((double)z[c] - (double)mx);
+        if (a->log) {
+            double lse = log(sum);
+            for (uint64_t c = 0; c < cols; c++)
+                z[c] = c > lim ? -INFINITY : (float)(((double)z[c] - (double)mx) - lse);
+        } else {
+            for (uint64_t c = 0; c < cols; c++)
+                z[c] = c > lim ? 0.0f : (float)(exp((double)z[c] - (double)mx) / sum);
+        }
+        cpu_store_f32(j->out, a->y_or_dx.dtype, r * cols, z, cols);
+    }
+}
+
+static void softmax_bwd_rows(void *arg, uint64_t item, unsigned tid) {
+    const softmax_job *j       = arg;
+    const ampx_softmax_args *a = &j->a;
+    uint64_t cols = a->cols, rpi = rows_per_item(cols);
+    float *y  = j->ctx->thread_ws[tid].p;
+    float *dy = y + cols;
+    for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++) {
+        cpu_load_f32(y, j->in, a->x_or_y.dtype, r * cols, cols);
+        cpu_load_f32(dy, j->dy, a->dy.dtype, r * cols, cols);
+        if (a->log) { /* dx_j = scale (dy_j - exp(y_j) sum_k dy_k) */
+            double s = 0.0;
+            for (uint64_t c = 0; c < cols; c++)
+                s += dy[c];
+            for (uint64_t c = 0; c < cols; c++)
+                y[c] = (float)((double)a->scale * ((double)dy[c] - exp((double)y[c]) * s));
+        } else { /* dx_j = scale y_j (dy_j - sum_k dy_k y_k) */
+            double dot = 0.0;
+            for (uint64_t c = 0; c < cols; c++)
+                dot += (double)dy[c] * (double)y[c];
+            for (uint64_t c = 0; c < cols; c++)
+                y[c] = (float)((double)a->scale * (double)y[c] * ((double)dy[c] - dot));
+        }
+        cpu_store_f32(j->out, a->y_or_dx.dtype, r * cols, y, cols);
+    }
+}
+
+static ampx_status softmax_common(ampx_context *ctx, const char *opname, softmax_job *j, int bwd) {
+    const ampx_softmax_args *a = &j->a;
+    uint64_t n;
+    if (cpu_mul_u64(a->rows, a->cols, &n))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", opname);
+    if (!bwd && a->causal && (a->seq_q == 0 || a->seq_q > a->cols))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: causal seq_q %llu not in [1, cols %llu]",
+                        opname, (unsigned long long)a->seq_q, (unsigned long long)a->cols);
+    CPU_TRY(cpu_check_tensor(ctx, opname, bwd ? "y" : "x", &a->x_or_y, n, 0));
+    if (bwd) CPU_TRY(cpu_check_tensor(ctx, opname, "dy", &a->dy, n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, opname, bwd ? "dx" : "y", &a->y_or_dx, n, 0));
+    if (n == 0) return AMPX_OK;
+    CPU_TRY(cpu_reserve_thread_ws(ctx, opname, (size_t)a->cols * 2 * sizeof(float)));
+    j->in  = cpu_ptr(&a->x_or_y);
+    j->dy  = cpu_ptr(&a->dy);
+    j->out = cpu_ptr(&a->y_or_dx);
+    j->ctx = ctx;
+    run_rows(ctx, a->rows, a->cols, bwd ? softmax_bwd_rows : softmax_fwd_rows, j);
+    return AMPX_OK;
+}
+
+ampx_status cpu_softmax_fwd(ampx_context *ctx, const ampx_softmax_args *args) {
+    softmax_job j;
+    memset(&j, 0, sizeof j);
+    CPU_TAKE_ARGS(ctx, "softmax_fwd", args, j.a);
+    CPU_TRY(cpu_check_dtypes(ctx, "softmax_fwd", AMPX_OP_SOFTMAX_FWD,
+                             (ampx_dtype[]){j.a.x_or_y.dtype, j.a.y_or_dx.dtype}, 2));
+    return softmax_common(ctx, "softmax_fwd", &j, 0);
+}
+
+ampx_status cpu_softmax_bwd(ampx_context *ctx, const ampx_softmax_args *args) {
+    softmax_job j;
+    memset(&j, 0, sizeof j);
+    CPU_TAKE_ARGS(ctx, "softmax_bwd", args, j.a);
+    CPU_TRY(cpu_check_dtypes(ctx, "softmax_bwd", AMPX_OP_SOFTMAX_BWD,
+                             (ampx_dtype[]){j.a.x_or_y.dtype, j.a.dy.dtype, j.a.y_or_dx.dtype}, 3));
+    return softmax_common(ctx, "softmax_bwd", &j, 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// SOFTMAX_XENT
+//
+// Per valid row: term = logsumexp(row) - row[label], with logsumexp = max + log(sum exp(x -
+// max)); the gradient is g * (softmax_j - [j == label]). Terms land in a per-row double
+// array and are summed in row order afterwards, so the loss does not depend on threading.
+// A label outside [0, cols) (and not ignore_index) makes its term NaN, hence loss NaN; that
+// row's logits are never indexed by the label.
+
+typedef struct xent_job {
+    ampx_softmax_xent_args a;
+    const void *logits;
+    const int32_t *labels;
+    void *dlogits; /* NULL: loss only */
+    double g;      /* grad_scale / n_valid (* loss scale) */
+    double *terms; /* rows */
+    ampx_context *ctx;
+} xent_job;
+
+static void xent_rows(void *arg, uint64_t item, unsigned tid) {
+    const xent_job *j               = arg;
+    const ampx_softmax_xent_args *a = &j->a;
+    uint64_t cols = a->cols, rpi = rows_per_item(cols);
+    float *x = j->ctx->thread_ws[tid].p;
+    for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++) {
+        int32_t label = j->labels[r];
+        if (label == a->ignore_index) {
+            j->terms[r] = 0.0;
+            if (j->dlogits) {
+                memset(x, 0, (size_t)cols * sizeof(float));
+                cpu_store_f32(j->dlogits, a->dlogits.dtype, r * cols, x, cols);
+            }
+            continue;
+        }
+        int bad = label < 0 || (uint64_t)label >= cols;
+        cpu_load_f32(x, j->logits, a->logits.dtype, r * cols, cols);
+        float mx = -INFINITY;
+        int nan  = 0;
+        for (uint64_t c = 0; c < cols; c++) {
+            if (x[c] > mx) mx = x[c];
+            if (x[c] != x[c]) nan = 1;
+        }
+        if (nan) mx = NAN;
+        double sum = 0.0;
+        for (uint64_t c = 0; c < cols; c++)
+            sum += exp((double)x[c] - (double)mx);
+        double lse  = (double)mx + log(sum);
+        j->terms[r] = bad ? NAN : lse - (double)x[label];
+        if (j->dlogits) {
+            for (uint64_t c = 0; c < cols; c++) {
+                double p = exp((double)x[c] - (double)mx) / sum;
+                if (!bad && c == (uint64_t)label) p -= 1.0;
+                x[c] = (float)(j->g * p);
+            }
+            cpu_store_f32(j->dlogits, a->dlogits.dtype, r * cols, x, cols);
+        }
+    }
+}
+
+ampx_status cpu_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *args) {
+    xent_job j;
+    memset(&j, 0, sizeof j);
+    CPU_TAKE_ARGS(ctx, "softmax_xent", args, j.a);
+    const ampx_softmax_xent_args *a = &j.a;
+    /* dlogits may be absent; its dtype then does not matter (checked as f32). */
+    ampx_dtype ddt = a->dlogits.buf ? a->dlogits.dtype : AMPX_F32;
+    CPU_TRY(cpu_check_dtypes(ctx, "softmax_xent", AMPX_OP_SOFTMAX_XENT,
+                             (ampx_dtype[]){a->logits.dtype, ddt}, 2));
+    uint64_t n;
+    if (cpu_mul_u64(a->rows, a->cols, &n))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "softmax_xent: rows x cols overflows");
+    CPU_TRY(cpu_check_tensor(ctx, "softmax_xent", "logits", &a->logits, n, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, "softmax_xent", "labels", &a->labels, AMPX_I32, a->rows, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, "softmax_xent", "loss", &a->loss, AMPX_F32, 1, 0));
+    CPU_TRY(cpu_check_tensor(ctx, "softmax_xent", "dlogits", &a->dlogits, n, 1));
+    CPU_TRY(cpu_check_scalars(ctx, "softmax_xent", &a->scalars, 1));
+
+    j.logits         = cpu_ptr(&a->logits);
+    j.labels         = cpu_ptr(&a->labels);
+    j.dlogits        = cpu_ptr(&a->dlogits);
+    j.ctx            = ctx;
+    uint64_t n_valid = 0;
+    for (uint64_t r = 0; r < a->rows; r++)
+        n_valid += j.labels[r] != a->ignore_index;
+    double loss_scale =
+        a->scalars.buf ? (double)((ampx_scalars *)cpu_ptr(&a->scalars))->scale : 1.0;
+    j.g = n_valid ? (double)a->grad_scale / (double)n_valid * loss_scale : 0.0;
+
+    double loss = 0.0;
+    if (a->rows > 0) {
+        CPU_TRY(cpu_reserve_thread_ws(ctx, "softmax_xent",
+                                      (size_t)(a->cols ? a->cols : 1) * sizeof(float)));
+        j.terms = cpu_reserve_shared_ws(ctx, "softmax_xent", (size_t)a->rows * sizeof(double));
+        if (!j.terms) return AMPX_ERR_NO_MEMORY;
+        run_rows(ctx, a->rows, a->cols ? a->cols : 1, xent_rows, &j);
+        for (uint64_t r = 0; r < a->rows; r++)
+            loss += j.terms[r];
+        loss = n_valid ? loss / (double)n_valid : 0.0;
+    }
+    *(float *)cpu_ptr(&a->loss) = (float)loss;
+    return AMPX_OK;
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# install.sh BUILD_DIR — `cmake --install` into a fresh prefix, then use the installed tree
+# as a user and a vendor would: the installed ampx finds its CPU plugin with no environment,
+# pkg-config and find_package(ampx) both build a program against libampx, and a plugin
+# built from the installed headers alone loads.
+set -u
+build=$1
+src=$(cd "$(dirname "$0")/.." && pwd)
+fails=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check() { local name=$1; shift; if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi; }
+
+prefix=$tmp/prefix
+cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1
+check "cmake --install succeeds" test $? -eq 0
+libdir=$(dirname "$(find "$prefix" -name 'libampx.so' | head -n1)")
+check "libampx.so installed" test -f "$libdir/libampx.so"
+check "cpu plugin installed" test -f "$libdir/ampx/libampx-cpu.so"
+check "headers installed" test -f "$prefix/include/ampx/backend.h" -a -f "$prefix/include/ampx/dtype.h" -a -f "$prefix/include/ampx/ampx.h"
+check "pkg-config file installed" test -f "$libdir/pkgconfig/ampx.pc"
+check "CMake package installed" test -f "$libdir/cmake/ampx/ampxConfig.cmake"
+
+env -u AMPX_PLUGIN_PATH -u LD_LIBRARY_PATH "$prefix/bin/ampx" backends >"$tmp/out" 2>&1
+check "installed ampx finds its cpu plugin" grep -q "$libdir/ampx/libampx-cpu.so" "$tmp/out"
+check "installed cpu plugin is available" grep -q 'ABI 1.0, available' "$tmp/out"
+
+cat >"$tmp/consumer.c" <<'C'
+#include <stdio.h>
+#include "ampx/ampx.h"
+int main(void) {
+    char err[1024];
+    ampx_backend *be;
+    if (ampx_backend_open("cpu", NULL, 0, &be, err, sizeof err) != AMPX_OK) { puts(err); return 1; }
+    printf("%s %u.%u\n", ampx_backend_iface_of(be)->name, ampx_backend_iface_of(be)->abi_major,
+           ampx_backend_iface_of(be)->abi_minor);
+    ampx_backend_close(be);
+    return 0;
+}
+C
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+cc -std=c11 "$tmp/consumer.c" $(pkg-config --cflags --libs ampx) -o "$tmp/consumer" 2>"$tmp/cc.log"
+check "pkg-config builds a program against libampx" test $? -eq 0
+LD_LIBRARY_PATH=$libdir "$tmp/consumer" >"$tmp/out" 2>&1
+check "that program opens the installed cpu backend" grep -q 'cpu 1.0' "$tmp/out"
+
+mkdir -p "$tmp/cm"
+cat >"$tmp/cm/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.25)
+project(consumer C)
+find_package(ampx 0.1 REQUIRED)
+add_executable(consumer ../consumer.c)
+target_link_libraries(consumer PRIVATE ampx::ampx)
+CM
+cmake -S "$tmp/cm" -B "$tmp/cm/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/cm.log" 2>&1 &&
+  cmake --build "$tmp/cm/build" >>"$tmp/cm.log" 2>&1
+check "find_package(ampx) builds a program" test $? -eq 0
+
+# A vendor plugin from the installed headers only: the test plugin without an entry symbol
+# is enough to prove the headers stand alone; a full one is the CPU plugin's own sources.
+cc -std=c11 -O1 -fPIC -shared -fvisibility=hidden -I"$prefix/include" \
+  "$src"/plugins/cpu/*.c -o "$tmp/libampx-vendor.so" -lpthread -lm 2>"$tmp/vendor.log"
+check "a plugin builds from the installed headers alone" test $? -eq 0
+exported=$(nm -D --defined-only "$tmp/libampx-vendor.so" | awk '{print $3}' | grep -v '^_' | tr '\n' ' ')
+check "the plugin exports only ampx_backend_entry (got: $exported)" test "$exported" = "ampx_backend_entry "
+"$prefix/bin/ampx" conformance --backend "$tmp/libampx-vendor.so" --quick --op gemm >"$tmp/out" 2>&1
+check "ampx conformance runs the vendor plugin" grep -qE '^[0-9]+ passed, 0 failed' "$tmp/out"
+
+echo "install: $fails failure(s)"
+test $fails -eq 0

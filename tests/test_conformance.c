@@ -1,0 +1,109 @@
+/* test_conformance.c — the conformance suite under Criterion, one test per op.
+ *
+ * Each test opens every backend named in AMPX_CONFORMANCE_BACKENDS (comma-separated, default
+ * "cpu"; a name or a path to a plugin), runs ampx_conformance_run for its op only, logs
+ * every failing case, and requires no failure and at least one pass. AMPX_CONFORMANCE_QUICK=1
+ * runs the smaller sweep; AMPX_CONFORMANCE_SEED overrides the data seed.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ampx/ampx.h"
+
+// ---------------------------------------------------------------------------------------
+// Reporting
+
+typedef struct conf_log {
+    const char *backend;
+    unsigned n_logged;
+} conf_log;
+
+static void conf_report(void *user, const ampx_conf_case *c) {
+    conf_log *log = user;
+    if (c->verdict != AMPX_CONF_FAIL) return;
+    if (log->n_logged++ >= 50) return; /* enough to diagnose; the count says the rest */
+    char dts[64] = "";
+    for (uint32_t i = 0; i < c->n_dtypes && i < 4; i++) {
+        size_t l = strlen(dts);
+        snprintf(dts + l, sizeof dts - l, "%s%s", i ? "," : "", ampx_dtype_name(c->dtypes[i]));
+    }
+    cr_log_error("%s: %s [%s] %s: %s (err %.3g, tol %.3g)", log->backend, ampx_op_name(c->op), dts,
+                 c->shape, c->message, c->err, c->tol);
+}
+
+// ---------------------------------------------------------------------------------------
+// One op against every configured backend
+
+static void conf_check_op(uint32_t op) {
+    const char *env = getenv("AMPX_CONFORMANCE_BACKENDS");
+    char list[1024];
+    snprintf(list, sizeof list, "%s", env && *env ? env : "cpu");
+    int quick = getenv("AMPX_CONFORMANCE_QUICK") && atoi(getenv("AMPX_CONFORMANCE_QUICK")) != 0;
+    uint64_t seed =
+        getenv("AMPX_CONFORMANCE_SEED") ? strtoull(getenv("AMPX_CONFORMANCE_SEED"), NULL, 0) : 0;
+    char *save = NULL;
+    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        ampx_backend *be = NULL;
+        char err[512];
+        ampx_status st = ampx_backend_open(name, NULL, 0, &be, err, sizeof err);
+        cr_assert_eq(st, AMPX_OK, "cannot open backend %s: %s", name, err);
+        ampx_conf_options opt = {seed, (int32_t)op, quick};
+        ampx_conf_summary sum = {0};
+        conf_log log          = {name, 0};
+        st                    = ampx_conformance_run(be, &opt, conf_report, &log, &sum);
+        ampx_backend_close(be);
+        cr_assert_eq(st, AMPX_OK, "%s: ampx_conformance_run returned %s", name,
+                     ampx_status_name(st));
+        cr_log_info("%s %s: %u passed, %u failed, %u unsupported", name, ampx_op_name(op),
+                    sum.passed, sum.failed, sum.unsupported);
+        cr_expect_eq(sum.failed, 0u, "%s: %s: %u failing cases", name, ampx_op_name(op),
+                     sum.failed);
+        cr_expect_gt(sum.passed, 0u, "%s: %s: no case passed", name, ampx_op_name(op));
+    }
+}
+
+#define CONF_TEST(opname, opnum)                                                                   \
+    Test(conformance, opname, .timeout = 600) {                                                    \
+        conf_check_op(opnum);                                                                      \
+    }
+
+CONF_TEST(gemm, AMPX_OP_GEMM)
+CONF_TEST(cast, AMPX_OP_CAST)
+CONF_TEST(add, AMPX_OP_ADD)
+CONF_TEST(mul, AMPX_OP_MUL)
+CONF_TEST(scale, AMPX_OP_SCALE)
+CONF_TEST(bias_grad, AMPX_OP_BIAS_GRAD)
+CONF_TEST(act_fwd, AMPX_OP_ACT_FWD)
+CONF_TEST(act_bwd, AMPX_OP_ACT_BWD)
+CONF_TEST(softmax_fwd, AMPX_OP_SOFTMAX_FWD)
+CONF_TEST(softmax_bwd, AMPX_OP_SOFTMAX_BWD)
+CONF_TEST(softmax_xent, AMPX_OP_SOFTMAX_XENT)
+CONF_TEST(layernorm_fwd, AMPX_OP_LAYERNORM_FWD)
+CONF_TEST(layernorm_bwd, AMPX_OP_LAYERNORM_BWD)
+CONF_TEST(batchnorm_fwd, AMPX_OP_BATCHNORM_FWD)
+CONF_TEST(batchnorm_bwd, AMPX_OP_BATCHNORM_BWD)
+CONF_TEST(embedding_fwd, AMPX_OP_EMBEDDING_FWD)
+CONF_TEST(embedding_bwd, AMPX_OP_EMBEDDING_BWD)
+CONF_TEST(reduce, AMPX_OP_REDUCE)
+CONF_TEST(sum_squares, AMPX_OP_SUM_SQUARES)
+CONF_TEST(unscale_check, AMPX_OP_UNSCALE_CHECK)
+CONF_TEST(grad_stats, AMPX_OP_GRAD_STATS)
+CONF_TEST(scaler_update, AMPX_OP_SCALER_UPDATE)
+CONF_TEST(sgd, AMPX_OP_SGD)
+CONF_TEST(adamw, AMPX_OP_ADAMW)
+
+/* The API's own contract: bad arguments are refused without running anything. */
+Test(conformance, api_arguments) {
+    ampx_conf_summary sum = {1, 1, 1};
+    cr_expect_eq(ampx_conformance_run(NULL, NULL, NULL, NULL, &sum), AMPX_ERR_INVALID);
+    cr_expect_eq(sum.passed + sum.failed + sum.unsupported, 0u);
+    ampx_backend *be = NULL;
+    char err[512];
+    cr_assert_eq(ampx_backend_open("cpu", NULL, 0, &be, err, sizeof err), AMPX_OK, "%s", err);
+    ampx_conf_options opt = {0, AMPX_OP_COUNT, 1};
+    cr_expect_eq(ampx_conformance_run(be, &opt, NULL, NULL, &sum), AMPX_ERR_INVALID);
+    ampx_backend_close(be);
+}
