@@ -4,6 +4,10 @@
 set -u
 ampx=$1
 plugins=$2
+# The wrapper test plugins wrap the real CPU plugin: ctest says where it is; by hand, the
+# build tree's copy.
+: "${AMPX_TEST_INNER_PLUGIN:=$(dirname "$ampx")/../lib/ampx/libampx-cpu.so}"
+export AMPX_TEST_INNER_PLUGIN
 fails=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -46,10 +50,29 @@ printf 'not a plugin\n' >"$tmp/libampx-text.so"
 expect_fail "missing file" "./does-not-exist.so: cannot load backend" conformance --backend ./does-not-exist.so
 expect_fail "not a shared object" "$tmp/libampx-text.so: cannot load backend" conformance --backend "$tmp/libampx-text.so"
 expect_fail "no entry symbol" "no symbol 'ampx_backend_entry'" conformance --backend "$plugins/libno_entry.so"
+expect_fail "entry symbol is data" "'ampx_backend_entry' is not a function" conformance --backend "$plugins/libdata_entry.so"
+expect_fail "a directory" "not a regular file" conformance --backend /tmp/
+mkfifo "$tmp/libampx-fifo.so"
+expect_fail "a FIFO" "not a regular file" conformance --backend "$tmp/libampx-fifo.so"
+rm -f "$tmp/libampx-fifo.so"
+"$ampx" conformance --backend '' 2>"$tmp/err"; check "empty --backend exits 2" test $? -eq 2
+check "empty --backend says --backend is required" grep -q -- "--backend is required" "$tmp/err"
 expect_fail "wrong ABI major" "plugin speaks 2.7, host speaks 1.0" conformance --backend "$plugins/libwrong_major.so"
 expect_fail "probe unavailable" "unavailable: test device is switched off" conformance --backend "$plugins/libunavailable.so"
 expect_fail "unknown backend name" "backend 'nosuch' not found" conformance --backend nosuch
 expect_fail "bad backend option" "no_such_key" conformance --backend cpu --backend-opt no_such_key=1
+
+# Broken files on the search path are listed as such; the rest still lists, exit 0.
+mkdir -p "$tmp/path"
+cp "$plugins/libdata_entry.so" "$tmp/path/libampx-data.so"
+cp "$tmp/libampx-text.so" "$tmp/path/libampx-t.so"
+cp "$plugins/libunavailable.so" "$tmp/path/libampx-off.so"
+AMPX_PLUGIN_PATH="$tmp/path" "$ampx" backends >"$tmp/out" 2>&1; rc=$?
+check "backends with broken plugins on the path exits 0 (got $rc)" test $rc -eq 0
+check "backends lists a data entry as not loadable" grep -qE "^  not loadable: .*libampx-data.so: not an ampx backend" "$tmp/out"
+check "backends lists a one-letter plugin name" grep -qE "^t +$tmp/path/libampx-t.so" "$tmp/out"
+check "backends lists an unavailable plugin with its reason" grep -q "unavailable: .*test device is switched off" "$tmp/out"
+check "backends still lists cpu" grep -qE "^cpu " "$tmp/out"
 
 # A plugin whose ops start failing: failures reported, exit 1, no crash.
 "$ampx" conformance --backend "$plugins/libfailing.so" --quick >"$tmp/out" 2>"$tmp/err"; rc=$?

@@ -55,6 +55,8 @@ CM
 cmake -S "$tmp/cm" -B "$tmp/cm/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/cm.log" 2>&1 &&
   cmake --build "$tmp/cm/build" >>"$tmp/cm.log" 2>&1
 check "find_package(ampx) builds a program" test $? -eq 0
+"$tmp/cm/build/consumer" >"$tmp/out" 2>&1
+check "that program opens the cpu backend" grep -q 'cpu 1.0' "$tmp/out"
 
 # A vendor plugin from the installed headers only: the test plugin without an entry symbol
 # is enough to prove the headers stand alone; a full one is the CPU plugin's own sources.

@@ -17,6 +17,12 @@
 
 static char err[2048];
 
+/* The wrapper test plugins wrap the real CPU plugin; ctest sets its path, and so does this,
+ * so the binary also runs by hand. */
+__attribute__((constructor)) static void inner_plugin_default(void) {
+    setenv("AMPX_TEST_INNER_PLUGIN", AMPX_TEST_CPU_PLUGIN, 0);
+}
+
 /* Opens spec expecting failure; returns the status and leaves the message in err. */
 static ampx_status open_fails(const char *spec) {
     ampx_backend *be = (ampx_backend *)0x1;
@@ -92,6 +98,12 @@ Test(loader, no_entry_symbol) {
     assert_mentions("ampx_backend_entry");
 }
 
+Test(loader, entry_symbol_that_is_data) {
+    open_fails(PLUGIN("data_entry"));
+    assert_mentions(PLUGIN("data_entry"));
+    assert_mentions("'ampx_backend_entry' is not a function");
+}
+
 // ---------------------------------------------------------------------------------------
 // Plugins that load but must be refused
 
@@ -118,6 +130,24 @@ Test(loader, unknown_name) {
 Test(loader, bad_name) {
     open_fails("CPU!");
     assert_mentions("CPU!");
+}
+
+Test(loader, scoped_environment_options) {
+    ampx_backend *be = NULL;
+    /* an option scoped to another backend never reaches cpu, which would refuse it */
+    setenv("AMPX_BACKEND_OPTS", "opencl.device=0:1,threads=1", 1);
+    ampx_status st = ampx_backend_open(AMPX_TEST_CPU_PLUGIN, NULL, 0, &be, err, sizeof err);
+    cr_assert_eq(st, AMPX_OK, "%s", err);
+    ampx_device_info di = {.size = sizeof di};
+    ampx_backend_iface_of(be)->device_info(ampx_backend_context(be), &di);
+    cr_assert_eq(di.n_threads, 1, "threads=1 from the environment was not applied");
+    ampx_backend_close(be);
+    /* one scoped to cpu does reach it */
+    setenv("AMPX_BACKEND_OPTS", "cpu.no_such_option=1", 1);
+    st = ampx_backend_open(AMPX_TEST_CPU_PLUGIN, NULL, 0, &be, err, sizeof err);
+    unsetenv("AMPX_BACKEND_OPTS");
+    cr_assert_neq(st, AMPX_OK);
+    assert_mentions("no_such_option");
 }
 
 Test(loader, bad_option_is_refused) {

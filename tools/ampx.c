@@ -165,20 +165,27 @@ static int cmd_backends(int argc, char **argv) {
                 printf("  ABI %u.%u, %s", p->abi_major, p->abi_minor, state);
             else
                 printf("  %s", state);
-            printf(be ? "\n" : ": %s\n", reason);
+            if (be)
+                putchar('\n');
+            else
+                printf(": %s\n", reason);
             if (be) {
                 printf("  device: %s\n", info.name);
                 if (info.description[0]) printf("  %s\n", info.description);
                 if (info.memory_bytes)
                     printf("  memory: %.1f GiB\n", (double)info.memory_bytes / (1u << 30));
                 printf("  %-14s %-4s %-4s %-4s %s\n", "op", "f32", "bf16", "f16",
-                       "dtype combinations");
+                       "dtype combinations (columns: every operand in that dtype)");
                 for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
                     op_support s;
                     support_of(be, op, &s);
-                    printf("  %-14s %-4s %-4s %-4s %u/%u\n", ampx_op_name(op),
-                           s.uniform[0] ? "yes" : "-", s.uniform[1] ? "yes" : "-",
-                           s.uniform[2] ? "yes" : "-", s.combos_ok, s.combos_total);
+                    if (ampx_op_n_dtypes(op) == 0) /* e.g. scaler_update: no tensor dtypes */
+                        printf("  %-14s %-14s %u/%u\n", ampx_op_name(op), "(no dtypes)",
+                               s.combos_ok, s.combos_total);
+                    else
+                        printf("  %-14s %-4s %-4s %-4s %u/%u\n", ampx_op_name(op),
+                               s.uniform[0] ? "yes" : "-", s.uniform[1] ? "yes" : "-",
+                               s.uniform[2] ? "yes" : "-", s.combos_ok, s.combos_total);
                 }
             }
         }
@@ -313,7 +320,7 @@ static int cmd_conformance(int argc, char **argv) {
         case 's': {
             char *end;
             opt.seed = strtoull(optarg, &end, 0);
-            if (*end || !*optarg) {
+            if (*end || !*optarg || *optarg == '-') {
                 fprintf(stderr, "%s conformance: --seed '%s': expected an integer\n", prog, optarg);
                 return EXIT_USAGE;
             }
@@ -335,7 +342,7 @@ static int cmd_conformance(int argc, char **argv) {
         fprintf(stderr, "%s conformance: unexpected argument '%s'\n", prog, argv[optind]);
         return EXIT_USAGE;
     }
-    if (!backend) {
+    if (!backend || !*backend) {
         fprintf(stderr, "%s conformance: --backend is required (e.g. --backend cpu)\n", prog);
         return EXIT_USAGE;
     }
@@ -344,6 +351,12 @@ static int cmd_conformance(int argc, char **argv) {
     ampx_backend *be = NULL;
     if (ampx_backend_open(backend, bopts, n_bopts, &be, err, sizeof err) != AMPX_OK) {
         fprintf(stderr, "%s: %s\n", prog, err);
+        if (json) { /* the caller reads stdout: say it there too */
+            cJSON *doc = cJSON_CreateObject();
+            cJSON_AddBoolToObject(doc, "ok", 0);
+            cJSON_AddStringToObject(doc, "error", err);
+            print_json(doc);
+        }
         return 1;
     }
     conf_state st         = {0};
@@ -410,6 +423,10 @@ int main(int argc, char **argv) {
         printf("ampx %s (plugin ABI %d.%d)\n", AMPX_VERSION_STRING, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
         return 0;
     }
+    /* getopt prefixes its messages with argv[0]: make that "ampx COMMAND" */
+    char name[64];
+    snprintf(name, sizeof name, "%s %s", prog, cmd);
+    argv[1] = name;
     if (!strcmp(cmd, "backends")) return cmd_backends(argc - 1, argv + 1);
     if (!strcmp(cmd, "conformance")) return cmd_conformance(argc - 1, argv + 1);
     fprintf(stderr, "%s: unknown command '%s' (try 'ampx --help')\n", prog, cmd);

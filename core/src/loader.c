@@ -9,6 +9,8 @@
  */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -144,6 +146,15 @@ static int find_plugin(const char *name, char *out, size_t cap, char *searched, 
 // ---------------------------------------------------------------------------------------
 // Loading one file
 
+/* Whether a symbol from dlsym is a function, from its ELF symbol table entry. */
+static int is_function(void *sym) {
+    Dl_info info;
+    const ElfW(Sym) *es = NULL;
+    if (!dladdr1(sym, &info, (void **)&es, RTLD_DL_SYMENT) || !es) return 0;
+    int type = ELF64_ST_TYPE(es->st_info);
+    return type == STT_FUNC || type == STT_GNU_IFUNC;
+}
+
 /* dlopen + entry + version check + table copies. Does not probe or create. */
 static ampx_status load_file(const char *path, ampx_backend *be, char *err, size_t cap) {
     struct stat st;
@@ -166,6 +177,12 @@ static ampx_status load_file(const char *path, ampx_backend *be, char *err, size
     memcpy(&entry, &sym, sizeof entry);
     if (!sym) {
         fmt(err, cap, "%s: not an ampx backend: no symbol '%s'", path, AMPX_BACKEND_ENTRY_SYMBOL);
+        dlclose(dl);
+        return AMPX_ERR_INVALID;
+    }
+    if (!is_function(sym)) { /* calling a data object would crash */
+        fmt(err, cap, "%s: not an ampx backend: '%s' is not a function", path,
+            AMPX_BACKEND_ENTRY_SYMBOL);
         dlclose(dl);
         return AMPX_ERR_INVALID;
     }
@@ -195,13 +212,8 @@ static ampx_status load_file(const char *path, ampx_backend *be, char *err, size
         memcpy(&be->ops, be->iface.ops, n < sizeof be->ops ? n : sizeof be->ops);
     }
     be->iface.ops = &be->ops;
-    if (!be->iface.probe || !be->iface.create || !be->iface.destroy || !be->iface.buffer_alloc ||
-        !be->iface.buffer_free || !be->iface.buffer_write || !be->iface.buffer_read ||
-        !be->iface.synchronize || !be->iface.supports) {
-        fmt(err, cap,
-            "%s: backend table lacks a required function (probe, create, destroy, "
-            "supports, buffers or synchronize)",
-            path);
+    if (!be->iface.probe) {
+        fmt(err, cap, "%s: backend table has no probe function", path);
         dlclose(dl);
         return AMPX_ERR_INVALID;
     }
@@ -211,6 +223,24 @@ static ampx_status load_file(const char *path, ampx_backend *be, char *err, size
     return AMPX_OK;
 }
 
+/* The slots every v1 backend must fill; checked once the probe says the device is usable
+ * (a plugin on a machine without its device may hand out little more than a probe). */
+static const char *missing_slot(const ampx_backend_iface *t) {
+    if (!t->create) return "create";
+    if (!t->destroy) return "destroy";
+    if (!t->device_info) return "device_info";
+    if (!t->supports) return "supports";
+    if (!t->buffer_alloc) return "buffer_alloc";
+    if (!t->buffer_free) return "buffer_free";
+    if (!t->buffer_write) return "buffer_write";
+    if (!t->buffer_read) return "buffer_read";
+    if (!t->buffer_copy) return "buffer_copy";
+    if (!t->buffer_fill) return "buffer_fill";
+    if (!t->synchronize) return "synchronize";
+    return NULL;
+}
+
+/* The cheap probe, then the table's required slots. */
 static ampx_status probe(ampx_backend *be, char *err, size_t cap) {
     char reason[512]          = "";
     ampx_status st            = be->iface.probe(reason, sizeof reason);
@@ -220,33 +250,46 @@ static ampx_status probe(ampx_backend *be, char *err, size_t cap) {
             reason[0] ? reason : ampx_status_name(st));
         return AMPX_ERR_UNAVAILABLE;
     }
+    const char *missing = missing_slot(&be->iface);
+    if (missing) {
+        fmt(err, cap, "%s: backend '%s' is incomplete: no %s function", be->path, be->iface.name,
+            missing);
+        return AMPX_ERR_INVALID;
+    }
     return AMPX_OK;
 }
 
 // ---------------------------------------------------------------------------------------
 // Public API
 
-/* Splits AMPX_BACKEND_OPTS on commas into a fresh string list (prepended to options). */
-static char **merge_options(const char *const *options, uint32_t n, uint32_t *n_out) {
+/* The options create() gets: AMPX_BACKEND_OPTS (comma-separated) first, then the caller's.
+ * An environment entry may be scoped to one backend as NAME.key=value; unscoped entries go
+ * to every backend, and entries scoped to another backend are left out. */
+static char **merge_options(const char *name, const char *const *options, uint32_t n,
+                            uint32_t *n_out) {
     const char *env = getenv("AMPX_BACKEND_OPTS");
-    uint32_t n_env  = 0;
     char *envcp     = env && *env ? strdup(env) : NULL;
-    char **list     = NULL;
-    uint32_t cap    = n + 1;
+    uint32_t cap = n + 1, used = 0;
     if (envcp)
         for (const char *p = envcp; *p; p++)
             cap += *p == ',';
-    cap += 1;
-    list = calloc(cap + 1, sizeof *list);
+    char **list = calloc(cap + 1, sizeof *list);
     if (!list) goto out;
     if (envcp) {
         char *save = NULL;
-        for (char *t = strtok_r(envcp, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            list[n_env++] = strdup(t);
+        for (char *t = strtok_r(envcp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            const char *dot = strchr(t, '.'), *eq = strchr(t, '=');
+            if (dot && (!eq || dot < eq)) {
+                size_t len = (size_t)(dot - t);
+                if (strlen(name) != len || strncmp(t, name, len) != 0) continue;
+                t = (char *)dot + 1;
+            }
+            if ((list[used] = strdup(t))) used++;
+        }
     }
     for (uint32_t i = 0; i < n; i++)
-        list[n_env + i] = strdup(options[i]);
-    *n_out = n_env + n;
+        if ((list[used] = strdup(options[i]))) used++;
+    *n_out = used;
 out:
     free(envcp);
     return list;
@@ -296,7 +339,7 @@ ampx_status ampx_backend_open(const char *spec, const char *const *options, uint
     if ((st = load_file(path, be, err, err_cap)) != AMPX_OK) goto fail;
     if ((st = probe(be, err, err_cap)) != AMPX_OK) goto fail;
 
-    opts = merge_options(options, n_options, &n_opts);
+    opts = merge_options(be->iface.name, options, n_options, &n_opts);
     if (!opts) {
         st = AMPX_ERR_NO_MEMORY;
         fmt(err, err_cap, "%s: out of host memory", path);
@@ -384,7 +427,7 @@ size_t ampx_plugin_list(ampx_plugin_info *out, size_t cap) {
         while ((ent = readdir(dir))) {
             const char *f = ent->d_name;
             size_t n      = strlen(f);
-            if (n <= 12 || strncmp(f, "libampx-", 8) != 0 || strcmp(f + n - 3, ".so") != 0)
+            if (n <= 11 || strncmp(f, "libampx-", 8) != 0 || strcmp(f + n - 3, ".so") != 0)
                 continue;
             char name[64];
             fmt(name, sizeof name, "%.*s", (int)(n - 11), f + 8);
@@ -398,11 +441,15 @@ size_t ampx_plugin_list(ampx_plugin_info *out, size_t cap) {
                 fmt(pi->name, sizeof pi->name, "%s", name);
                 fmt(pi->path, sizeof pi->path, "%s/%s", d, f);
                 ampx_backend be = {0};
-                if (load_file(pi->path, &be, pi->reason, sizeof pi->reason) == AMPX_OK) {
-                    pi->loadable  = 1;
-                    pi->abi_major = be.iface.abi_major;
-                    pi->abi_minor = be.iface.abi_minor;
-                    pi->available = probe(&be, pi->reason, sizeof pi->reason) == AMPX_OK;
+                if (!valid_name(name)) {
+                    fmt(pi->reason, sizeof pi->reason,
+                        "%s: not a backend name (letters a-z, digits, '-', '_')", pi->path);
+                } else if (load_file(pi->path, &be, pi->reason, sizeof pi->reason) == AMPX_OK) {
+                    ampx_status st = probe(&be, pi->reason, sizeof pi->reason);
+                    pi->loadable   = st != AMPX_ERR_INVALID;
+                    pi->available  = st == AMPX_OK;
+                    pi->abi_major  = be.iface.abi_major;
+                    pi->abi_minor  = be.iface.abi_minor;
                     dlclose(be.dl);
                 }
             }

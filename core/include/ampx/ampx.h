@@ -41,7 +41,8 @@ typedef struct ampx_backend ampx_backend;
 /* Opens a backend. `spec` is either a name ("cpu" -> libampx-cpu.so, searched on
  * $AMPX_PLUGIN_PATH, then beside the running executable's build or install tree), or a
  * path containing a '/' ("./libvendor.so"), loaded as given. Options are "key=value"
- * strings passed to the plugin; AMPX_BACKEND_OPTS (comma-separated) is prepended.
+ * strings passed to the plugin; AMPX_BACKEND_OPTS (comma-separated) is prepended, where an
+ * entry NAME.key=value goes only to the backend named NAME.
  * On failure returns non-OK and writes one line naming the file and the reason to err. */
 AMPX_API ampx_status ampx_backend_open(const char *spec, const char *const *options,
                                        uint32_t n_options, ampx_backend **out, char *err,

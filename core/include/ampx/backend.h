@@ -17,6 +17,8 @@
  *      longjmp or C++ exception crosses the boundary.
  *   6. Buffers are opaque handles owned by the plugin. Ops are enqueued in order on the
  *      context's one stream; synchronize() waits. The host never dereferences device memory.
+ *      A context is used by one host thread at a time; distinct contexts may be used from
+ *      different threads at once.
  *   7. Ops are numbered once and never renumbered (see ampx_op); the count is checked at
  *      compile time against the op table.
  *   8. Options are "key=value" strings given at create().
@@ -309,7 +311,9 @@ typedef struct ampx_act_args {
  * Computed in f32 with the row max subtracted. A fully masked row cannot occur (cols >= seq_q).
  * SOFTMAX_BWD  dtypes {y, dy, dx}  (y = the forward output)
  *   softmax:     dx_j = scale * y_j * (dy_j - sum_k dy_k y_k)
- *   log_softmax: dx_j = scale * (dy_j - exp(y_j) * sum_k dy_k) */
+ *   log_softmax: dx_j = scale * (dy_j - exp(y_j) * sum_k dy_k)
+ *   With causal, the forward's mask applies: sums run over unmasked k only, and dx_j = 0
+ *   at masked j (whatever dy holds there). */
 typedef struct ampx_softmax_args {
     uint32_t size;
     uint32_t causal; /* 1: causal mask as above */
