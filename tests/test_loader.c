@@ -62,7 +62,7 @@ Test(loader, not_a_shared_object) {
     write_file(path, "this is text, not ELF\n", 22);
     open_fails(path);
     assert_mentions(path);
-    assert_mentions("cannot load backend");
+    assert_mentions("cannot load backend: not an ELF shared object");
     unlink(path);
 }
 
@@ -83,7 +83,7 @@ Test(loader, wrong_architecture) {
     write_file(path, buf, n);
     open_fails(path);
     assert_mentions(path);
-    assert_mentions("cannot load backend");
+    assert_mentions("wrong architecture: built for AArch64");
     unlink(path);
 }
 

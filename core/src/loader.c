@@ -146,6 +146,67 @@ static int find_plugin(const char *name, char *out, size_t cap, char *searched, 
 // ---------------------------------------------------------------------------------------
 // Loading one file
 
+/* Reads the ELF identification and header fields that decide whether a file can load here. */
+typedef struct elf_head {
+    int ok;           /* starts with the ELF magic and is long enough */
+    int cls;          /* ELFCLASS32 / ELFCLASS64 */
+    int data;         /* ELFDATA2LSB / ELFDATA2MSB */
+    uint16_t type;    /* ET_DYN for a shared object */
+    uint16_t machine; /* EM_* */
+} elf_head;
+
+static elf_head read_elf_head(const char *path) {
+    elf_head h = {0};
+    unsigned char b[20];
+    FILE *f = fopen(path, "rb");
+    if (!f) return h;
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    if (n < sizeof b || memcmp(b, ELFMAG, SELFMAG) != 0) return h;
+    h.ok      = 1;
+    h.cls     = b[EI_CLASS];
+    h.data    = b[EI_DATA];
+    int le    = h.data == ELFDATA2LSB;
+    h.type    = (uint16_t)(le ? b[16] | b[17] << 8 : b[16] << 8 | b[17]);
+    h.machine = (uint16_t)(le ? b[18] | b[19] << 8 : b[18] << 8 | b[19]);
+    return h;
+}
+
+static const char *machine_name(uint16_t m) {
+    switch (m) {
+    case EM_386: return "i386";
+    case EM_ARM: return "ARM";
+    case EM_PPC64: return "PowerPC64";
+    case EM_S390: return "s390";
+    case EM_X86_64: return "x86-64";
+    case EM_AARCH64: return "AArch64";
+    case EM_RISCV: return "RISC-V";
+    default: return "another architecture";
+    }
+}
+
+/* When dlopen fails, the ELF header often says why more plainly than dlerror (glibc reports
+ * a library for another architecture as "No such file or directory"). NULL: no better word. */
+static const char *elf_diagnosis(const char *path, char *buf, size_t cap) {
+    elf_head f = read_elf_head(path), self = read_elf_head("/proc/self/exe");
+    if (!f.ok) {
+        fmt(buf, cap, "not an ELF shared object");
+        return buf;
+    }
+    if (!self.ok) return NULL;
+    if (f.cls != self.cls || f.data != self.data || f.machine != self.machine) {
+        fmt(buf, cap, "wrong architecture: built for %s (%d-bit), this host runs %s (%d-bit)",
+            machine_name(f.machine), f.cls == ELFCLASS64 ? 64 : 32, machine_name(self.machine),
+            self.cls == ELFCLASS64 ? 64 : 32);
+        return buf;
+    }
+    if (f.type != ET_DYN) {
+        fmt(buf, cap, "not a shared object (ELF type %u)", f.type);
+        return buf;
+    }
+    return NULL;
+}
+
 /* Whether a symbol from dlsym is a function, from its ELF symbol table entry. */
 static int is_function(void *sym) {
     Dl_info info;
@@ -169,7 +230,13 @@ static ampx_status load_file(const char *path, ampx_backend *be, char *err, size
     dlerror();
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
-        fmt(err, cap, "%s: cannot load backend: %s", path, dl_reason(path));
+        char why[256];
+        const char *reason = dl_reason(path);
+        const char *elf    = elf_diagnosis(path, why, sizeof why);
+        if (elf)
+            fmt(err, cap, "%s: cannot load backend: %s (%s)", path, elf, reason);
+        else
+            fmt(err, cap, "%s: cannot load backend: %s", path, reason);
         return AMPX_ERR_INVALID;
     }
     ampx_backend_entry_fn entry;
