@@ -198,22 +198,30 @@ static void check_sr(float x, int to_f16) {
     double nearest = to_f16 ? ampx_f16_to_f32(lo) : ampx_bf16_to_f32(lo);
     double sum     = 0;
     int n          = 1 << 16;
+    /* one quantum (ulp) of the target near x, at least its smallest subnormal */
+    double q = fabs(nearest) * (to_f16 ? 0x1p-10 : 0x1p-7) + (to_f16 ? 0x1p-24 : 0x1p-133);
     for (int i = 0; i < n; i++) {
         uint32_t r = ampx_hash32(42, (uint64_t)i);
         uint16_t h = to_f16 ? ampx_f32_to_f16_sr(x, r) : ampx_f32_to_bf16_sr(x, r);
         double v   = to_f16 ? ampx_f16_to_f32(h) : ampx_bf16_to_f32(h);
         /* one of the two neighbours: within one quantum of x */
-        double q = fabs(nearest) * (to_f16 ? 0x1p-10 : 0x1p-7) + (to_f16 ? 0x1p-24 : 0x1p-133);
         cr_assert(fabs(v - (double)x) <= q, "SR(%a) = %a is not a neighbour", x, v);
         sum += v;
     }
-    double mean = sum / n, q = fabs(nearest) * (to_f16 ? 0x1p-10 : 0x1p-7);
-    /* the mean of 65536 draws is within a few standard errors (< q/2/256) of x */
-    cr_assert(fabs(mean - (double)x) <= q / 64, "SR(%a) mean %a is biased", x, mean);
+    /* Unbiased: x rounds away from zero with probability p (its distance from the value
+     * truncated toward zero, in quanta), so the mean of n draws lies within 6 standard
+     * errors, q sqrt(p (1 - p) / n), of x. */
+    double mean = sum / n, a = fabs((double)x);
+    double p  = (a - floor(a / q) * q) / q;
+    double se = q * sqrt(p * (1 - p) / n);
+    cr_assert(fabs(mean - (double)x) <= 6 * se + 0x1p-60 * q, "SR(%a) mean %a is biased", x, mean);
 }
 
 Test(dtype, stochastic_rounding) {
-    const float xs[] = {1.0f + 0x1p-9f, 3.14159f, -2.71828f, 1e-3f, 0.3f, -1000.1f, 6e-6f};
+    /* normals, f16 subnormals (6e-6), far below the f16 range (2^-30, 2^-33, 2^-40), and
+     * an f32 subnormal */
+    const float xs[] = {1.0f + 0x1p-9f, 3.14159f,   -2.71828f, 1e-3f,     0.3f,  -1000.1f,
+                        6e-6f,          0x1.8p-30f, 0x1p-33f,  -0x1p-40f, 1e-40f};
     for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
         check_sr(xs[i], 0);
         check_sr(xs[i], 1);

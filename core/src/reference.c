@@ -150,6 +150,55 @@ double ref_decode(ampx_dtype dt, uint32_t bits) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Stochastic rounding
+//
+// backend.h fixes the random word of every element (ampx_hash32 of the seed and the
+// element's index) and dtype.h fixes how that word picks a neighbour, so a backend's SR
+// output is as deterministic as its nearest-even output. The rule is re-derived here from
+// values instead of bit manipulation: truncate x toward zero on dt's grid, take the
+// discarded fraction d in [0, 1) of one ulp (exact in double: it is an integer multiple of
+// 2^-D with D <= 31), and compare it with the random word scaled the way dtype.h does.
+
+uint32_t ref_hash32(uint64_t seed, uint64_t index) {
+    /* 1. A 64-bit counter: Weyl step of the seed plus the index (mod 2^64). */
+    uint64_t z = seed * UINT64_C(0x9e3779b97f4a7c15) + index;
+    /* 2. Fold to 32 bits: low half xor high half. */
+    uint32_t h = (uint32_t)z ^ (uint32_t)(z >> 32);
+    /* 3. lowbias32: xorshift 16, multiply, xorshift 15, multiply, xorshift 16. */
+    static const struct {
+        unsigned shift;
+        uint32_t mul;
+    } rounds[3] = {{16, 0x7feb352du}, {15, 0x846ca68bu}, {16, 1u}};
+    for (int r = 0; r < 3; r++) {
+        h ^= h >> rounds[r].shift;
+        h *= rounds[r].mul;
+    }
+    return h;
+}
+
+double ref_round_sr(ampx_dtype dt, double x, uint32_t rnd) {
+    ref_format f;
+    if (dt == AMPX_F32 || !ref_format_of(dt, &f)) return ref_round(dt, x);
+    if (isnan(x) || isinf(x)) return ref_round(dt, x);
+    double a = fabs(x);
+    if (dt == AMPX_F16 && a >= 65504.0) return ref_round(dt, x); /* nearest even up there */
+    if (a == 0.0) return x;
+    double q = ref_quantum(&f, a); /* dt's ulp at |x| */
+    double t = floor(a / q) * q;   /* |x| truncated toward zero */
+    double d = (a - t) / q;        /* discarded fraction of one ulp, exact */
+    int away;
+    if (dt == AMPX_BF16) {
+        /* adding 16 random bits below the kept part carries into it iff they reach 1 - d */
+        away = (double)(rnd & 0xffffu) * 0x1p-16 >= 1.0 - d;
+    } else {
+        away = (double)rnd * 0x1p-32 < d; /* exact: both sides are dyadic in double */
+    }
+    double r = away ? t + q : t;
+    if (r > f.max) r = INFINITY; /* the bf16 step from the largest finite value */
+    return copysign(r, x);
+}
+
+// ---------------------------------------------------------------------------------------
 // GEMM and elementwise
 
 void ref_gemm(int trans_a, int trans_b, uint64_t m, uint64_t n, uint64_t k, uint64_t batch,

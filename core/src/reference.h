@@ -38,6 +38,21 @@ uint32_t ref_encode(ampx_dtype dt, double x);
 double ref_decode(ampx_dtype dt, uint32_t bits);
 
 // ---------------------------------------------------------------------------------------
+// Stochastic rounding, exactly as backend.h and dtype.h specify it
+
+/* The random stream: ampx_hash32(seed, index), re-implemented from its definition (seed
+ * times the 64-bit golden ratio plus index, folded to 32 bits, then the lowbias32 mixer). */
+uint32_t ref_hash32(uint64_t seed, uint64_t index);
+/* x (an f32 value, or inf / NaN) rounded to bf16 or f16 stochastically with random word
+ * rnd, by the rule of ampx_f32_to_{bf16,f16}_sr but computed from x's two neighbours:
+ *   bf16: away from zero iff (rnd mod 2^16) / 2^16 >= 1 - d;
+ *   f16:  away from zero iff rnd / 2^32 < d, when the f32 significand loses D <= 31 bits
+ *         (|x| >= 2^-32); smaller |x|, f32 subnormals included, gives a signed zero;
+ *         |x| >= 65504, inf and NaN round to nearest even;
+ * d = (|x| - |truncated|) / ulp, the discarded fraction. f32: x itself. */
+double ref_round_sr(ampx_dtype dt, double x, uint32_t rnd);
+
+// ---------------------------------------------------------------------------------------
 // GEMM and elementwise
 
 /* C_b = alpha op(A_b) op(B_b) + beta C_b over the strided layout of backend.h; arrays hold

@@ -176,33 +176,33 @@ static inline uint16_t ampx_f32_to_bf16_sr(float f, uint32_t rnd) {
     return (uint16_t)((x + (rnd & 0xffffu)) >> 16);
 }
 
-/* f16 with stochastic rounding: truncate toward zero, then step away from zero with
- * probability equal to the discarded fraction, compared on 32 bits of randomness. Values
- * past the largest finite f16 follow the round-to-nearest rule (inf from 65520 on). */
+/* f16 with stochastic rounding: truncate toward zero, then step away from zero iff
+ * rnd / 2^32 < (discarded part) / (one f16 ulp), exactly; so a value rounds away with
+ * probability equal to its distance from the truncated value, in steps of 2^-32, down to the
+ * smallest f32 subnormal. Values past the largest finite f16 follow round-to-nearest (inf
+ * from 65520 on). */
 static inline uint16_t ampx_f32_to_f16_sr(float f, uint32_t rnd) {
     uint32_t x    = ampx_f32_bits(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     uint32_t ax   = x & 0x7fffffffu;
     if (ax >= 0x477fe000u) return ampx_f32_to_f16(f); /* >= 65504, inf, NaN */
-    uint32_t trunc, disc_bits;
-    uint64_t frac; /* discarded part, as a fraction of one f16 ulp, scaled by 2^disc_bits */
-    if (ax < 0x38800000u) {
-        uint32_t e = ax >> 23;
-        if (e == 0) return sign; /* f32 subnormals are far below 2^-25: never round up */
-        uint32_t m     = (ax & 0x7fffffu) | 0x800000u;
-        uint32_t shift = 126u - e;
-        if (shift > 31u) return sign;
-        trunc     = m >> shift;
-        disc_bits = shift;
-        frac      = m & ((1u << shift) - 1u);
-    } else {
-        trunc     = (ax >> 13) - (112u << 10);
-        disc_bits = 13;
-        frac      = ax & 0x1fffu;
+    if (ax >= 0x38800000u) {                          /* f16 normal: 13 bits discarded */
+        uint32_t trunc = (ax >> 13) - (112u << 10);
+        if ((rnd >> 19) < (ax & 0x1fffu)) trunc++;
+        return (uint16_t)(sign | trunc);
     }
-    /* step up iff rnd / 2^32 < frac / 2^disc_bits */
-    if (((uint64_t)rnd >> (32u - disc_bits)) < frac) trunc++;
-    return (uint16_t)(sign | trunc);
+    /* f16 subnormal range: value = m * 2^-(shift + 24) in units of the f16 ulp 2^-24 */
+    uint32_t e     = ax >> 23;
+    uint32_t m     = e ? (ax & 0x7fffffu) | 0x800000u : ax; /* f32 subnormals: no hidden bit */
+    uint32_t shift = 126u - (e ? e : 1u);                   /* 14 .. 125 discarded bits */
+    if (shift < 32u) {
+        uint32_t trunc = m >> shift, frac = m & ((1u << shift) - 1u);
+        if ((rnd >> (32u - shift)) < frac) trunc++;
+        return (uint16_t)(sign | trunc);
+    }
+    /* m < 2^24 <= 2^shift: truncation gives 0; step up iff rnd * 2^(shift-32) < m */
+    int up = shift - 32u >= 24u ? (rnd == 0 && m != 0) : (((uint64_t)rnd << (shift - 32u)) < m);
+    return (uint16_t)(sign | (up ? 1u : 0u));
 }
 
 #ifdef __cplusplus
