@@ -326,16 +326,20 @@ void ref_softmax_fwd(uint64_t rows, uint64_t cols, int causal, uint64_t seq_q, i
     }
 }
 
-void ref_softmax_bwd(uint64_t rows, uint64_t cols, int log_, double scale, const double *y,
-                     const double *dy, double *dx) {
+void ref_softmax_bwd(uint64_t rows, uint64_t cols, int causal, uint64_t seq_q, int log_,
+                     double scale, const double *y, const double *dy, double *dx) {
     for (uint64_t r = 0; r < rows; r++) {
         const double *yr = y + r * cols, *dyr = dy + r * cols;
-        double *dxr = dx + r * cols;
-        double s    = 0.0;
-        for (uint64_t j = 0; j < cols; j++)
+        double *dxr    = dx + r * cols;
+        uint64_t limit = cols; /* the forward's visible keys; masked ones get no gradient */
+        if (causal && seq_q > 0) limit = (r % seq_q) + (cols - seq_q) + 1;
+        double s = 0.0;
+        for (uint64_t j = 0; j < limit; j++)
             s += log_ ? dyr[j] : dyr[j] * yr[j];
         for (uint64_t j = 0; j < cols; j++)
-            dxr[j] = log_ ? scale * (dyr[j] - exp(yr[j]) * s) : scale * yr[j] * (dyr[j] - s);
+            dxr[j] = j >= limit ? 0.0
+                     : log_     ? scale * (dyr[j] - exp(yr[j]) * s)
+                                : scale * yr[j] * (dyr[j] - s);
     }
 }
 

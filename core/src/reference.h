@@ -83,8 +83,8 @@ double ref_act_deriv(uint32_t act, double x); /* f'(x) */
  * entries give 0, or -inf for log). */
 void ref_softmax_fwd(uint64_t rows, uint64_t cols, int causal, uint64_t seq_q, int log_,
                      double scale, const double *x, double *y);
-void ref_softmax_bwd(uint64_t rows, uint64_t cols, int log_, double scale, const double *y,
-                     const double *dy, double *dx);
+void ref_softmax_bwd(uint64_t rows, uint64_t cols, int causal, uint64_t seq_q, int log_,
+                     double scale, const double *y, const double *dy, double *dx);
 /* Returns n_valid, or -1 when a non-ignored label is out of range (loss is then NaN and
  * dlogits is left alone). dlogits may be NULL. loss_scale is 1 without a scalars block. */
 int64_t ref_softmax_xent(uint64_t rows, uint64_t cols, const int32_t *labels, int32_t ignore_index,

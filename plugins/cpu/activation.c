@@ -85,16 +85,6 @@ static void act_chunk(void *arg, uint64_t item, unsigned tid) {
     cpu_store_f32(j->out, j->odt, i0, tx, n);
 }
 
-static ampx_status act_run(ampx_context *ctx, act_job *j) {
-    uint64_t chunks = (j->n + CPU_CHUNK - 1) / CPU_CHUNK;
-    if (cpu_split(ctx, j->n, chunks) == 1)
-        for (uint64_t c = 0; c < chunks; c++)
-            act_chunk(j, c, 0);
-    else
-        cpu_parallel_for(ctx, chunks, act_chunk, j);
-    return AMPX_OK;
-}
-
 // ---------------------------------------------------------------------------------------
 // ACT_FWD: y = f(x)
 
@@ -113,7 +103,8 @@ ampx_status cpu_act_fwd(ampx_context *ctx, const ampx_act_args *args) {
                  .xdt = a.x.dtype,
                  .odt = a.y_or_dx.dtype,
                  .n   = a.n};
-    return act_run(ctx, &j);
+    cpu_run_chunks(ctx, j.n, act_chunk, &j);
+    return AMPX_OK;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -138,5 +129,6 @@ ampx_status cpu_act_bwd(ampx_context *ctx, const ampx_act_args *args) {
                  .dydt = a.dy.dtype,
                  .odt  = a.y_or_dx.dtype,
                  .n    = a.n};
-    return act_run(ctx, &j);
+    cpu_run_chunks(ctx, j.n, act_chunk, &j);
+    return AMPX_OK;
 }

@@ -61,12 +61,8 @@ ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *
     ampx_scalars *s = scalars_of(&a.scalars);
     int32_t *flags  = (int32_t *)cpu_ptr(&a.flags) + a.flag_base;
 
-    uint64_t max_chunks = 1;
-    for (uint32_t t = 0; t < a.grads.count; t++) {
-        uint64_t c = (a.grads.n_elems[t] + CPU_CHUNK - 1) / CPU_CHUNK;
-        if (c > max_chunks) max_chunks = c;
-    }
-    uint8_t *bad = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks);
+    uint64_t max_chunks = cpu_list_max_chunks(&a.grads);
+    uint8_t *bad        = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks);
     if (!bad) return AMPX_ERR_NO_MEMORY;
 
     float inv_scale = (float)(1.0 / (double)s->scale);
@@ -75,12 +71,8 @@ ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *
         unscale_job j   = {cpu_ptr(&a.grads.tensors[t]), a.grads.tensors[t].dtype,
                            a.grads.n_elems[t],           inv_scale,
                            s->mode != AMPX_SCALER_NONE,  bad};
-        uint64_t chunks = (j.n + CPU_CHUNK - 1) / CPU_CHUNK;
-        if (cpu_split(ctx, j.n, chunks) == 1)
-            for (uint64_t c = 0; c < chunks; c++)
-                unscale_chunk(&j, c, 0);
-        else
-            cpu_parallel_for(ctx, chunks, unscale_chunk, &j);
+        uint64_t chunks = cpu_div_up(j.n, CPU_CHUNK);
+        cpu_run(ctx, j.n, chunks, unscale_chunk, &j);
         int32_t flag = 0;
         for (uint64_t c = 0; c < chunks; c++)
             flag |= bad[c];
@@ -156,23 +148,15 @@ ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) 
     int32_t *counts = cpu_ptr(&a.counts);
     float tiny      = a.target == AMPX_F16 ? 0x1p-14f : 0x1p-126f;
 
-    uint64_t max_chunks = 1;
-    for (uint32_t t = 0; t < a.grads.count; t++) {
-        uint64_t c = (a.grads.n_elems[t] + CPU_CHUNK - 1) / CPU_CHUNK;
-        if (c > max_chunks) max_chunks = c;
-    }
-    stats_part *part = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks * sizeof(stats_part));
+    uint64_t max_chunks = cpu_list_max_chunks(&a.grads);
+    stats_part *part    = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks * sizeof(stats_part));
     if (!part) return AMPX_ERR_NO_MEMORY;
 
     for (uint32_t t = 0; t < a.grads.count; t++) {
         stats_job j = {cpu_ptr(&a.grads.tensors[t]), a.grads.tensors[t].dtype, a.grads.n_elems[t],
                        tiny, part};
-        uint64_t chunks = (j.n + CPU_CHUNK - 1) / CPU_CHUNK;
-        if (cpu_split(ctx, j.n, chunks) == 1)
-            for (uint64_t c = 0; c < chunks; c++)
-                stats_chunk(&j, c, 0);
-        else
-            cpu_parallel_for(ctx, chunks, stats_chunk, &j);
+        uint64_t chunks = cpu_div_up(j.n, CPU_CHUNK);
+        cpu_run(ctx, j.n, chunks, stats_chunk, &j);
         stats_part s;
         memset(&s, 0, sizeof s);
         for (uint64_t c = 0; c < chunks; c++) {

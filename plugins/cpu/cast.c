@@ -91,19 +91,14 @@ ampx_status cpu_cast(ampx_context *ctx, const ampx_cast_args *args) {
         cpu_check_dtypes(ctx, "cast", AMPX_OP_CAST, (ampx_dtype[]){a.src.dtype, a.dst.dtype}, 2));
     if (a.rounding != AMPX_ROUND_NEAREST_EVEN && a.rounding != AMPX_ROUND_STOCHASTIC)
         return cpu_fail(ctx, AMPX_ERR_INVALID, "cast: unknown rounding %u", a.rounding);
-    cast_job j      = {cpu_ptr(&a.src),
-                       cpu_ptr(&a.dst),
-                       a.src.dtype,
-                       a.dst.dtype,
-                       a.n,
-                       a.seed,
-                       a.rounding == AMPX_ROUND_STOCHASTIC};
-    uint64_t chunks = (a.n + CPU_CHUNK - 1) / CPU_CHUNK;
-    /* Threads only when there is enough work; chunk boundaries never change the result. */
-    if (cpu_split(ctx, a.n, chunks) == 1)
-        for (uint64_t c = 0; c < chunks; c++)
-            cast_chunk(&j, c, 0);
-    else
-        cpu_parallel_for(ctx, chunks, cast_chunk, &j);
+    cast_job j = {cpu_ptr(&a.src),
+                  cpu_ptr(&a.dst),
+                  a.src.dtype,
+                  a.dst.dtype,
+                  a.n,
+                  a.seed,
+                  a.rounding == AMPX_ROUND_STOCHASTIC};
+    /* Chunk boundaries never change the result: the hash is indexed by element. */
+    cpu_run_chunks(ctx, a.n, cast_chunk, &j);
     return AMPX_OK;
 }

@@ -154,13 +154,45 @@ static inline int cpu_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
 ampx_status cpu_pool_start(cpu_pool *pool, unsigned n_workers);
 void cpu_pool_stop(cpu_pool *pool);
 
-/* Runs fn(arg, item, tid) for item in [0, n_items), spread over the pool; returns when all
- * items are done. Runs inline when the context has one thread or there is one item. */
-void cpu_parallel_for(ampx_context *ctx, uint64_t n_items, cpu_task_fn fn, void *arg);
+/* Runs fn(job, item, tid) for every item in [0, n_items) and returns when all are done: over
+ * the pool when the context has more than one thread, there is more than one item and `work`
+ * (the elements the call touches) reaches CPU_PAR_MIN; otherwise inline on the calling
+ * thread (tid 0), where waking the pool would cost more than it saves. Items never share
+ * outputs and partial results are combined in item order, so the result is the same either
+ * way and for any thread count. */
+void cpu_run(ampx_context *ctx, uint64_t work, uint64_t n_items, cpu_task_fn fn, void *job);
 
-/* Number of items to split `work` elements into: 1 below CPU_PAR_MIN (inline), else about
- * `work / CPU_CHUNK`, capped by `max_items`. */
-uint64_t cpu_split(const ampx_context *ctx, uint64_t work, uint64_t max_items);
+static inline uint64_t cpu_div_up(uint64_t a, uint64_t b) {
+    return a / b + (a % b != 0);
+}
+
+/* Rows per item so that an item of whole rows of `cols` elements covers about CPU_CHUNK. */
+static inline uint64_t cpu_rows_per_item(uint64_t cols) {
+    return cols >= CPU_CHUNK ? 1 : CPU_CHUNK / (cols ? cols : 1);
+}
+
+/* cpu_run over n elements in CPU_CHUNK-element items (item i covers [i * CPU_CHUNK, ...)). */
+static inline void cpu_run_chunks(ampx_context *ctx, uint64_t n, cpu_task_fn fn, void *job) {
+    cpu_run(ctx, n, cpu_div_up(n, CPU_CHUNK), fn, job);
+}
+
+/* cpu_run over `rows` rows of `cols` elements, cpu_rows_per_item(cols) whole rows per item
+ * (item i covers rows [i * rpi, (i + 1) * rpi)). */
+static inline void cpu_run_rows(ampx_context *ctx, uint64_t rows, uint64_t cols, cpu_task_fn fn,
+                                void *job) {
+    cpu_run(ctx, rows * cols, cpu_div_up(rows, cpu_rows_per_item(cols)), fn, job);
+}
+
+/* Chunks of the longest tensor of a list (at least 1): the size of a per-chunk scratch
+ * array reused for every tensor. */
+static inline uint64_t cpu_list_max_chunks(const ampx_tensor_list *l) {
+    uint64_t max_chunks = 1;
+    for (uint32_t t = 0; t < l->count; t++) {
+        uint64_t c = cpu_div_up(l->n_elems[t], CPU_CHUNK);
+        if (c > max_chunks) max_chunks = c;
+    }
+    return max_chunks;
+}
 
 /* Grows every per-thread workspace to at least `bytes` (64-byte aligned). */
 ampx_status cpu_reserve_thread_ws(ampx_context *ctx, const char *opname, size_t bytes);

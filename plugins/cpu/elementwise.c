@@ -74,12 +74,7 @@ static ampx_status binary_run(ampx_context *ctx, const char *opname, uint32_t op
         cpu_load_f32(row, j->b, j->bdt, 0, cols);
         j->brow = row;
     }
-    uint64_t chunks = (n + CPU_CHUNK - 1) / CPU_CHUNK;
-    if (cpu_split(ctx, n, chunks) == 1)
-        for (uint64_t c = 0; c < chunks; c++)
-            binary_chunk(j, c, 0);
-    else
-        cpu_parallel_for(ctx, chunks, binary_chunk, j);
+    cpu_run_chunks(ctx, n, binary_chunk, j);
     return AMPX_OK;
 }
 
@@ -126,13 +121,8 @@ ampx_status cpu_scale(ampx_context *ctx, const ampx_scale_args *args) {
     CPU_TRY(cpu_check_dtypes(ctx, "scale", AMPX_OP_SCALE, (ampx_dtype[]){a.x.dtype, a.y.dtype}, 2));
     CPU_TRY(cpu_check_tensor(ctx, "scale", "x", &a.x, a.n, 0));
     CPU_TRY(cpu_check_tensor(ctx, "scale", "y", &a.y, a.n, 0));
-    scale_job j     = {a.alpha, cpu_ptr(&a.x), cpu_ptr(&a.y), a.x.dtype, a.y.dtype, a.n};
-    uint64_t chunks = (a.n + CPU_CHUNK - 1) / CPU_CHUNK;
-    if (cpu_split(ctx, a.n, chunks) == 1)
-        for (uint64_t c = 0; c < chunks; c++)
-            scale_chunk(&j, c, 0);
-    else
-        cpu_parallel_for(ctx, chunks, scale_chunk, &j);
+    scale_job j = {a.alpha, cpu_ptr(&a.x), cpu_ptr(&a.y), a.x.dtype, a.y.dtype, a.n};
+    cpu_run_chunks(ctx, a.n, scale_chunk, &j);
     return AMPX_OK;
 }
 
@@ -184,13 +174,8 @@ ampx_status cpu_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *args) {
         return cpu_fail(ctx, AMPX_ERR_INVALID, "bias_grad: rows x cols overflows");
     CPU_TRY(cpu_check_tensor(ctx, "bias_grad", "dy", &a.dy, n, 0));
     CPU_TRY(cpu_check_tensor(ctx, "bias_grad", "db", &a.db, a.cols, 0));
-    bias_job j      = {cpu_ptr(&a.dy), cpu_ptr(&a.db), a.dy.dtype,       a.db.dtype,
-                       a.rows,         a.cols,         a.accumulate != 0};
-    uint64_t blocks = (a.cols + BIAS_COLS - 1) / BIAS_COLS;
-    if (cpu_split(ctx, n, blocks) == 1)
-        for (uint64_t b = 0; b < blocks; b++)
-            bias_block(&j, b, 0);
-    else
-        cpu_parallel_for(ctx, blocks, bias_block, &j);
+    bias_job j = {cpu_ptr(&a.dy), cpu_ptr(&a.db), a.dy.dtype,       a.db.dtype,
+                  a.rows,         a.cols,         a.accumulate != 0};
+    cpu_run(ctx, n, cpu_div_up(a.cols, BIAS_COLS), bias_block, &j);
     return AMPX_OK;
 }

@@ -23,7 +23,7 @@ typedef struct emb_job {
 static void emb_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const emb_job *j = arg;
-    uint64_t rpi     = j->dim >= CPU_CHUNK ? 1 : CPU_CHUNK / j->dim;
+    uint64_t rpi     = cpu_rows_per_item(j->dim);
     float t[EMB_COLS];
     for (uint64_t i = item * rpi; i < j->n && i < (item + 1) * rpi; i++) {
         int32_t id = j->ids[i];
@@ -52,21 +52,15 @@ ampx_status cpu_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *args
     CPU_TRY(cpu_check_tensor_dt(ctx, op, "ids", &a.ids, AMPX_I32, a.n, 0));
     CPU_TRY(cpu_check_tensor(ctx, op, "y", &a.y_or_dy, ny, 0));
     if (ny == 0) return AMPX_OK;
-    emb_job j      = {cpu_ptr(&a.table_or_dtable),
-                      cpu_ptr(&a.ids),
-                      cpu_ptr(&a.y_or_dy),
-                      a.table_or_dtable.dtype,
-                      a.y_or_dy.dtype,
-                      a.n,
-                      a.vocab,
-                      a.dim};
-    uint64_t rpi   = a.dim >= CPU_CHUNK ? 1 : CPU_CHUNK / a.dim;
-    uint64_t items = (a.n + rpi - 1) / rpi;
-    if (cpu_split(ctx, ny, items) == 1)
-        for (uint64_t i = 0; i < items; i++)
-            emb_fwd_rows(&j, i, 0);
-    else
-        cpu_parallel_for(ctx, items, emb_fwd_rows, &j);
+    emb_job j = {cpu_ptr(&a.table_or_dtable),
+                 cpu_ptr(&a.ids),
+                 cpu_ptr(&a.y_or_dy),
+                 a.table_or_dtable.dtype,
+                 a.y_or_dy.dtype,
+                 a.n,
+                 a.vocab,
+                 a.dim};
+    cpu_run_rows(ctx, a.n, a.dim, emb_fwd_rows, &j);
     return AMPX_OK;
 }
 
@@ -100,19 +94,14 @@ ampx_status cpu_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *args
     CPU_TRY(cpu_check_tensor_dt(ctx, op, "ids", &a.ids, AMPX_I32, a.n, 0));
     CPU_TRY(cpu_check_tensor(ctx, op, "dy", &a.y_or_dy, ny, 0));
     if (ny == 0) return AMPX_OK;
-    emb_job j       = {cpu_ptr(&a.table_or_dtable),
-                       cpu_ptr(&a.ids),
-                       cpu_ptr(&a.y_or_dy),
-                       AMPX_F32,
-                       a.y_or_dy.dtype,
-                       a.n,
-                       a.vocab,
-                       a.dim};
-    uint64_t blocks = (a.dim + EMB_COLS - 1) / EMB_COLS;
-    if (cpu_split(ctx, ny, blocks) == 1)
-        for (uint64_t b = 0; b < blocks; b++)
-            emb_bwd_cols(&j, b, 0);
-    else
-        cpu_parallel_for(ctx, blocks, emb_bwd_cols, &j);
+    emb_job j = {cpu_ptr(&a.table_or_dtable),
+                 cpu_ptr(&a.ids),
+                 cpu_ptr(&a.y_or_dy),
+                 AMPX_F32,
+                 a.y_or_dy.dtype,
+                 a.n,
+                 a.vocab,
+                 a.dim};
+    cpu_run(ctx, ny, cpu_div_up(a.dim, EMB_COLS), emb_bwd_cols, &j);
     return AMPX_OK;
 }

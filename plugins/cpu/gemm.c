@@ -16,6 +16,11 @@
 #define GEMM_NC 256
 #define GEMM_KC 256
 
+/* GEMM runs on the pool from 64^3 multiply-adds on (4 x CPU_PAR_MIN). */
+#define GEMM_PAR_MIN (64u * 64u * 64u)
+#define GEMM_PAR_SCALE (GEMM_PAR_MIN / CPU_PAR_MIN)
+_Static_assert(GEMM_PAR_MIN % CPU_PAR_MIN == 0, "GEMM_PAR_MIN must be a multiple of CPU_PAR_MIN");
+
 // ---------------------------------------------------------------------------------------
 // Portable micro-kernel (the seam: AVX2 / AVX-512 / AMX tables replace gemm_tile)
 
@@ -174,6 +179,12 @@ static int gemm_extent(uint64_t batch, uint64_t stride, uint64_t rows, uint64_t 
     return 0;
 }
 
+/* a * b, or UINT64_MAX when that overflows. */
+static uint64_t mul_sat(uint64_t a, uint64_t b) {
+    uint64_t p;
+    return cpu_mul_u64(a, b, &p) ? UINT64_MAX : p;
+}
+
 ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     gemm_job j;
     memset(&j, 0, sizeof j);
@@ -219,28 +230,21 @@ ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     j.tiles_n      = (g->n + GEMM_NC - 1) / GEMM_NC;
     uint64_t tiles = j.tiles_m * j.tiles_n;
 
-    /* Small products run on this thread alone; waking the pool would cost more. */
-    uint64_t work = g->m * g->n * (g->k ? g->k : 1);
-    int par       = ctx->n_threads > 1 && work * g->batch >= 64 * 64 * 64;
+    /* Small products run on this thread alone; waking the pool would cost more. GEMM goes
+     * parallel from GEMM_PAR_MIN multiply-adds, which cpu_run's element threshold sees as
+     * macs / GEMM_PAR_SCALE. The count saturates: a product past 2^64 is simply large. */
+    uint64_t macs = mul_sat(mul_sat(mul_sat(g->m, g->n), g->k ? g->k : 1), g->batch);
+    uint64_t work = macs / GEMM_PAR_SCALE;
 
     /* Batches whose C matrices overlap (stride_c smaller than one C) run one after the
      * other, as the definition's "for b in [0, batch)" orders them. */
     uint64_t c_span = (g->m - 1) * g->ldc + g->n;
     if (g->batch == 1 || g->stride_c >= c_span) {
-        uint64_t items = tiles * g->batch;
-        if (par)
-            cpu_parallel_for(ctx, items, gemm_tile_task, &j);
-        else
-            for (uint64_t it = 0; it < items; it++)
-                gemm_tile_task(&j, it, 0);
+        cpu_run(ctx, work, tiles * g->batch, gemm_tile_task, &j);
     } else {
         for (uint64_t b = 0; b < g->batch; b++) {
             j.batch0 = b;
-            if (par)
-                cpu_parallel_for(ctx, tiles, gemm_tile_task, &j);
-            else
-                for (uint64_t it = 0; it < tiles; it++)
-                    gemm_tile_task(&j, it, 0);
+            cpu_run(ctx, work, tiles, gemm_tile_task, &j);
         }
     }
     return AMPX_OK;

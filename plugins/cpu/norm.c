@@ -14,18 +14,6 @@
 
 #define NORM_COLS 256 /* column block of the dgamma/dbeta pass */
 
-static uint64_t rows_per_item(uint64_t cols) {
-    return cols >= CPU_CHUNK ? 1 : CPU_CHUNK / (cols ? cols : 1);
-}
-
-static void run_items(ampx_context *ctx, uint64_t work, uint64_t items, cpu_task_fn fn, void *job) {
-    if (cpu_split(ctx, work, items) == 1)
-        for (uint64_t i = 0; i < items; i++)
-            fn(job, i, 0);
-    else
-        cpu_parallel_for(ctx, items, fn, job);
-}
-
 // ---------------------------------------------------------------------------------------
 // LAYERNORM: per row of cols, mean and biased variance; y = (x - mean) rstd gamma + beta.
 
@@ -40,7 +28,7 @@ typedef struct ln_job {
 
 static void ln_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     const ln_job *j = arg;
-    uint64_t cols = j->a.cols, rpi = rows_per_item(cols);
+    uint64_t cols = j->a.cols, rpi = cpu_rows_per_item(cols);
     float *x = j->ctx->thread_ws[tid].p;
     for (uint64_t r = item * rpi; r < j->a.rows && r < (item + 1) * rpi; r++) {
         cpu_load_f32(x, j->x, j->a.x.dtype, r * cols, cols);
@@ -66,7 +54,7 @@ static void ln_fwd_rows(void *arg, uint64_t item, unsigned tid) {
 /* dx = rstd (g - mean_j(g) - xhat mean_j(g xhat)), g = dy gamma, from the saved f32 stats. */
 static void ln_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     const ln_job *j = arg;
-    uint64_t cols = j->a.cols, rpi = rows_per_item(cols);
+    uint64_t cols = j->a.cols, rpi = cpu_rows_per_item(cols);
     float *x  = j->ctx->thread_ws[tid].p;
     float *dy = x + cols;
     for (uint64_t r = item * rpi; r < j->a.rows && r < (item + 1) * rpi; r++) {
@@ -136,15 +124,14 @@ ampx_status cpu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *args
     CPU_TRY(cpu_check_tensor_dt(ctx, op, "rstd", &a->rstd, AMPX_F32, a->rows, 0));
     if (a->rows == 0) return AMPX_OK;
     CPU_TRY(cpu_reserve_thread_ws(ctx, op, (size_t)(a->cols ? a->cols : 1) * sizeof(float)));
-    j.x          = cpu_ptr(&a->x);
-    j.out        = cpu_ptr(&a->y_or_dx);
-    j.gamma      = cpu_ptr(&a->gamma);
-    j.beta       = cpu_ptr(&a->beta);
-    j.mean       = cpu_ptr(&a->mean);
-    j.rstd       = cpu_ptr(&a->rstd);
-    j.ctx        = ctx;
-    uint64_t rpi = rows_per_item(a->cols);
-    run_items(ctx, n, (a->rows + rpi - 1) / rpi, ln_fwd_rows, &j);
+    j.x     = cpu_ptr(&a->x);
+    j.out   = cpu_ptr(&a->y_or_dx);
+    j.gamma = cpu_ptr(&a->gamma);
+    j.beta  = cpu_ptr(&a->beta);
+    j.mean  = cpu_ptr(&a->mean);
+    j.rstd  = cpu_ptr(&a->rstd);
+    j.ctx   = ctx;
+    cpu_run_rows(ctx, a->rows, a->cols, ln_fwd_rows, &j);
     return AMPX_OK;
 }
 
@@ -178,12 +165,11 @@ ampx_status cpu_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *args
     j.ctx    = ctx;
     if (a->rows > 0 && a->cols > 0) {
         CPU_TRY(cpu_reserve_thread_ws(ctx, op, (size_t)a->cols * 2 * sizeof(float)));
-        uint64_t rpi = rows_per_item(a->cols);
-        run_items(ctx, n, (a->rows + rpi - 1) / rpi, ln_bwd_rows, &j);
+        cpu_run_rows(ctx, a->rows, a->cols, ln_bwd_rows, &j);
     }
     /* dgamma/dbeta: with rows == 0 the sums are 0 (or unchanged when accumulating). */
     if ((j.dgamma || j.dbeta) && a->cols > 0)
-        run_items(ctx, n, (a->cols + NORM_COLS - 1) / NORM_COLS, ln_bwd_params, &j);
+        cpu_run(ctx, n, cpu_div_up(a->cols, NORM_COLS), ln_bwd_params, &j);
     return AMPX_OK;
 }
 
@@ -319,7 +305,7 @@ ampx_status cpu_batchnorm_fwd(ampx_context *ctx, const ampx_batchnorm_args *args
     j.run_var  = cpu_ptr(&a->running_var);
     j.mean     = tr ? cpu_ptr(&a->mean) : NULL;
     j.rstd     = tr ? cpu_ptr(&a->rstd) : NULL;
-    run_items(ctx, n, C, bn_fwd_channel, &j);
+    cpu_run(ctx, n, C, bn_fwd_channel, &j);
     return AMPX_OK;
 }
 
@@ -350,6 +336,6 @@ ampx_status cpu_batchnorm_bwd(ampx_context *ctx, const ampx_batchnorm_args *args
     j.rstd   = cpu_ptr(&a->rstd);
     j.dgamma = cpu_ptr(&a->dgamma);
     j.dbeta  = cpu_ptr(&a->dbeta);
-    run_items(ctx, n, C, bn_bwd_channel, &j);
+    cpu_run(ctx, n, C, bn_bwd_channel, &j);
     return AMPX_OK;
 }

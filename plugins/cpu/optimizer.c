@@ -143,12 +143,7 @@ ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
             .stochastic = a.stochastic_copy != 0,
             .seed       = a.seed + t, /* tensor t draws its own stream */
         };
-        uint64_t chunks = (j.n + CPU_CHUNK - 1) / CPU_CHUNK;
-        if (cpu_split(ctx, j.n, chunks) == 1)
-            for (uint64_t ch = 0; ch < chunks; ch++)
-                sgd_chunk(&j, ch, 0);
-        else
-            cpu_parallel_for(ctx, chunks, sgd_chunk, &j);
+        cpu_run_chunks(ctx, j.n, sgd_chunk, &j);
     }
     return AMPX_OK;
 }
@@ -239,12 +234,7 @@ ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
             .stochastic = a.stochastic_copy != 0,
             .seed       = a.seed + t, /* tensor t draws its own stream */
         };
-        uint64_t chunks = (j.n + CPU_CHUNK - 1) / CPU_CHUNK;
-        if (cpu_split(ctx, j.n, chunks) == 1)
-            for (uint64_t ch = 0; ch < chunks; ch++)
-                adamw_chunk(&j, ch, 0);
-        else
-            cpu_parallel_for(ctx, chunks, adamw_chunk, &j);
+        cpu_run_chunks(ctx, j.n, adamw_chunk, &j);
     }
     return AMPX_OK;
 }

@@ -236,13 +236,13 @@ static void cpu_destroy(ampx_context *ctx) {
 }
 
 static ampx_status cpu_create(const ampx_host *host, ampx_context **out) {
-    if (!out) return AMPX_ERR_INVALID;
-    *out = NULL;
-    if (!host) return AMPX_ERR_INVALID;
+    if (out) *out = NULL;
+    if (!host) return AMPX_ERR_INVALID; /* nowhere to log */
     ampx_host h;
     read_host(host, &h);
 
     ampx_context tmp = {.log = h.log, .log_user = h.log_user}; /* for logging until alloc */
+    if (!out) return cpu_fail(&tmp, AMPX_ERR_INVALID, "cpu: create: out is NULL");
     if (h.abi_major != AMPX_ABI_MAJOR)
         return cpu_fail(&tmp, AMPX_ERR_UNSUPPORTED,
                         "cpu: host speaks ABI %u.%u, this plugin ABI %d.%d", h.abi_major,

@@ -22,7 +22,7 @@ typedef struct reduce_job {
 static void reduce_rows(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const reduce_job *j = arg;
-    uint64_t rpi        = j->cols >= CPU_CHUNK ? 1 : CPU_CHUNK / (j->cols ? j->cols : 1);
+    uint64_t rpi        = cpu_rows_per_item(j->cols);
     float t[CPU_CHUNK];
     for (uint64_t r = item * rpi; r < j->rows && r < (item + 1) * rpi; r++) {
         double s = 0.0;
@@ -49,21 +49,15 @@ ampx_status cpu_reduce(ampx_context *ctx, const ampx_reduce_args *args) {
         return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", op);
     CPU_TRY(cpu_check_tensor(ctx, op, "x", &a.x, n, 0));
     CPU_TRY(cpu_check_tensor(ctx, op, "y", &a.y, a.rows, 0));
-    reduce_job j   = {cpu_ptr(&a.x),
-                      cpu_ptr(&a.y),
-                      a.x.dtype,
-                      a.y.dtype,
-                      a.rows,
-                      a.cols,
-                      a.mode == AMPX_REDUCE_MEAN};
-    uint64_t rpi   = a.cols >= CPU_CHUNK ? 1 : CPU_CHUNK / (a.cols ? a.cols : 1);
-    uint64_t items = (a.rows + rpi - 1) / rpi;
+    reduce_job j = {cpu_ptr(&a.x),
+                    cpu_ptr(&a.y),
+                    a.x.dtype,
+                    a.y.dtype,
+                    a.rows,
+                    a.cols,
+                    a.mode == AMPX_REDUCE_MEAN};
     /* One long row (a global reduction) stays on one thread: its sum is sequential. */
-    if (cpu_split(ctx, n, items) == 1)
-        for (uint64_t i = 0; i < items; i++)
-            reduce_rows(&j, i, 0);
-    else
-        cpu_parallel_for(ctx, items, reduce_rows, &j);
+    cpu_run_rows(ctx, a.rows, a.cols, reduce_rows, &j);
     return AMPX_OK;
 }
 
@@ -96,23 +90,15 @@ ampx_status cpu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *args
     CPU_TAKE_ARGS(ctx, op, args, a);
     CPU_TRY(cpu_check_list(ctx, op, "x", &a.x));
     CPU_TRY(cpu_check_tensor_dt(ctx, op, "out", &a.out, AMPX_F32, 1, 0));
-    uint64_t max_chunks = 1;
-    for (uint32_t t = 0; t < a.x.count; t++) {
-        uint64_t c = (a.x.n_elems[t] + CPU_CHUNK - 1) / CPU_CHUNK;
-        if (c > max_chunks) max_chunks = c;
-    }
-    double *partial = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks * sizeof(double));
+    uint64_t max_chunks = cpu_list_max_chunks(&a.x);
+    double *partial     = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks * sizeof(double));
     if (!partial) return AMPX_ERR_NO_MEMORY;
     float *out   = cpu_ptr(&a.out);
     double total = a.accumulate ? (double)*out : 0.0;
     for (uint32_t t = 0; t < a.x.count; t++) {
         sumsq_job j     = {cpu_ptr(&a.x.tensors[t]), a.x.tensors[t].dtype, a.x.n_elems[t], partial};
-        uint64_t chunks = (j.n + CPU_CHUNK - 1) / CPU_CHUNK;
-        if (cpu_split(ctx, j.n, chunks) == 1)
-            for (uint64_t c = 0; c < chunks; c++)
-                sumsq_chunk(&j, c, 0);
-        else
-            cpu_parallel_for(ctx, chunks, sumsq_chunk, &j);
+        uint64_t chunks = cpu_div_up(j.n, CPU_CHUNK);
+        cpu_run(ctx, j.n, chunks, sumsq_chunk, &j);
         for (uint64_t c = 0; c < chunks; c++)
             total += partial[c];
     }

@@ -5,27 +5,13 @@
  * is formed in f32 as the ABI states; the row max is subtracted before exponentiating so
  * exp never overflows; exponentials, their sum and the logarithm are evaluated in double
  * (wider than f32, as the ABI allows), and each output is rounded once to its dtype.
- * Masked positions give probability 0 (log-probability -inf).
+ * Masked positions give probability 0 (log-probability -inf) in the forward and gradient 0
+ * in the backward, whose sums run over the visible keys only.
  */
 #include <math.h>
 #include <string.h>
 
 #include "cpu.h"
-
-/* Rows per parallel item so that an item covers about CPU_CHUNK elements. */
-static uint64_t rows_per_item(uint64_t cols) {
-    return cols >= CPU_CHUNK ? 1 : CPU_CHUNK / (cols ? cols : 1);
-}
-
-static void run_rows(ampx_context *ctx, uint64_t rows, uint64_t cols, cpu_task_fn fn, void *job) {
-    uint64_t rpi   = rows_per_item(cols);
-    uint64_t items = (rows + rpi - 1) / rpi;
-    if (cpu_split(ctx, rows * cols, items) == 1)
-        for (uint64_t i = 0; i < items; i++)
-            fn(job, i, 0);
-    else
-        cpu_parallel_for(ctx, items, fn, job);
-}
 
 // ---------------------------------------------------------------------------------------
 // SOFTMAX_FWD and SOFTMAX_BWD
@@ -40,7 +26,7 @@ typedef struct softmax_job {
 static void softmax_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     const softmax_job *j       = arg;
     const ampx_softmax_args *a = &j->a;
-    uint64_t cols = a->cols, rpi = rows_per_item(cols);
+    uint64_t cols = a->cols, rpi = cpu_rows_per_item(cols);
     float *z = j->ctx->thread_ws[tid].p;
     for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++) {
         cpu_load_f32(z, j->in, a->x_or_y.dtype, r * cols, cols);
@@ -69,28 +55,33 @@ static void softmax_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     }
 }
 
+/* The forward's mask applies: sums run over the visible keys c <= lim only, and dx is 0 at
+ * masked positions whatever y and dy hold there (a garbage dy must not leak into dx). */
 static void softmax_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     const softmax_job *j       = arg;
     const ampx_softmax_args *a = &j->a;
-    uint64_t cols = a->cols, rpi = rows_per_item(cols);
+    uint64_t cols = a->cols, rpi = cpu_rows_per_item(cols);
     float *y  = j->ctx->thread_ws[tid].p;
     float *dy = y + cols;
     for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++) {
         cpu_load_f32(y, j->in, a->x_or_y.dtype, r * cols, cols);
         cpu_load_f32(dy, j->dy, a->dy.dtype, r * cols, cols);
+        uint64_t lim = a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1;
         if (a->log) { /* dx_j = scale (dy_j - exp(y_j) sum_k dy_k) */
             double s = 0.0;
-            for (uint64_t c = 0; c < cols; c++)
+            for (uint64_t c = 0; c <= lim; c++)
                 s += dy[c];
-            for (uint64_t c = 0; c < cols; c++)
+            for (uint64_t c = 0; c <= lim; c++)
                 y[c] = (float)((double)a->scale * ((double)dy[c] - exp((double)y[c]) * s));
         } else { /* dx_j = scale y_j (dy_j - sum_k dy_k y_k) */
             double dot = 0.0;
-            for (uint64_t c = 0; c < cols; c++)
+            for (uint64_t c = 0; c <= lim; c++)
                 dot += (double)dy[c] * (double)y[c];
-            for (uint64_t c = 0; c < cols; c++)
+            for (uint64_t c = 0; c <= lim; c++)
                 y[c] = (float)((double)a->scale * (double)y[c] * ((double)dy[c] - dot));
         }
+        for (uint64_t c = lim + 1; c < cols; c++)
+            y[c] = 0.0f;
         cpu_store_f32(j->out, a->y_or_dx.dtype, r * cols, y, cols);
     }
 }
@@ -100,7 +91,7 @@ static ampx_status softmax_common(ampx_context *ctx, const char *opname, softmax
     uint64_t n;
     if (cpu_mul_u64(a->rows, a->cols, &n))
         return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", opname);
-    if (!bwd && a->causal && (a->seq_q == 0 || a->seq_q > a->cols))
+    if (a->causal && (a->seq_q == 0 || a->seq_q > a->cols))
         return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: causal seq_q %llu not in [1, cols %llu]",
                         opname, (unsigned long long)a->seq_q, (unsigned long long)a->cols);
     CPU_TRY(cpu_check_tensor(ctx, opname, bwd ? "y" : "x", &a->x_or_y, n, 0));
@@ -112,7 +103,7 @@ static ampx_status softmax_common(ampx_context *ctx, const char *opname, softmax
     j->dy  = cpu_ptr(&a->dy);
     j->out = cpu_ptr(&a->y_or_dx);
     j->ctx = ctx;
-    run_rows(ctx, a->rows, a->cols, bwd ? softmax_bwd_rows : softmax_fwd_rows, j);
+    cpu_run_rows(ctx, a->rows, a->cols, bwd ? softmax_bwd_rows : softmax_fwd_rows, j);
     return AMPX_OK;
 }
 
@@ -156,7 +147,7 @@ typedef struct xent_job {
 static void xent_rows(void *arg, uint64_t item, unsigned tid) {
     const xent_job *j               = arg;
     const ampx_softmax_xent_args *a = &j->a;
-    uint64_t cols = a->cols, rpi = rows_per_item(cols);
+    uint64_t cols = a->cols, rpi = cpu_rows_per_item(cols);
     float *x = j->ctx->thread_ws[tid].p;
     for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++) {
         int32_t label = j->labels[r];
@@ -228,7 +219,7 @@ ampx_status cpu_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *ar
                                       (size_t)(a->cols ? a->cols : 1) * sizeof(float)));
         j.terms = cpu_reserve_shared_ws(ctx, "softmax_xent", (size_t)a->rows * sizeof(double));
         if (!j.terms) return AMPX_ERR_NO_MEMORY;
-        run_rows(ctx, a->rows, a->cols ? a->cols : 1, xent_rows, &j);
+        cpu_run_rows(ctx, a->rows, a->cols ? a->cols : 1, xent_rows, &j);
         for (uint64_t r = 0; r < a->rows; r++)
             loss += j.terms[r];
         loss = n_valid ? loss / (double)n_valid : 0.0;

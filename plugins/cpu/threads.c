@@ -1,7 +1,7 @@
 /* threads.c — the CPU backend's thread pool and per-context workspaces.
  *
  * A persistent pool of n_threads - 1 workers; the calling thread is thread 0 and works
- * too. cpu_parallel_for hands out items one at a time from an atomic counter, so uneven
+ * too. cpu_run hands out items one at a time from an atomic counter, so uneven
  * items (GEMM edge tiles, short tensors) balance themselves. Items never share output
  * elements, and every op reduces per-item partial results in item order afterwards, so
  * results do not depend on the number of threads or on scheduling.
@@ -88,17 +88,11 @@ void cpu_pool_stop(cpu_pool *pool) {
     pthread_mutex_destroy(&pool->mu);
 }
 
-void cpu_parallel_for(ampx_context *ctx, uint64_t n_items, cpu_task_fn fn, void *arg) {
-    cpu_pool *pool = &ctx->pool;
-    if (n_items == 0) return;
-    if (n_items == 1 || pool->n_workers == 0) {
-        for (uint64_t i = 0; i < n_items; i++)
-            fn(arg, i, 0);
-        return;
-    }
+/* Spreads items over the pool's workers and this thread (tid 0). */
+static void pool_for(cpu_pool *pool, uint64_t n_items, cpu_task_fn fn, void *job) {
     pthread_mutex_lock(&pool->mu);
     pool->fn      = fn;
-    pool->arg     = arg;
+    pool->arg     = job;
     pool->n_items = n_items;
     atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
     pool->active = pool->n_workers;
@@ -114,12 +108,13 @@ void cpu_parallel_for(ampx_context *ctx, uint64_t n_items, cpu_task_fn fn, void 
     pthread_mutex_unlock(&pool->mu);
 }
 
-uint64_t cpu_split(const ampx_context *ctx, uint64_t work, uint64_t max_items) {
-    if (ctx->n_threads <= 1 || work < CPU_PAR_MIN || max_items <= 1) return 1;
-    uint64_t items = work / CPU_CHUNK;
-    if (items < 1) items = 1;
-    if (items > max_items) items = max_items;
-    return items;
+void cpu_run(ampx_context *ctx, uint64_t work, uint64_t n_items, cpu_task_fn fn, void *job) {
+    if (ctx->pool.n_workers > 0 && n_items > 1 && work >= CPU_PAR_MIN) {
+        pool_for(&ctx->pool, n_items, fn, job);
+        return;
+    }
+    for (uint64_t i = 0; i < n_items; i++)
+        fn(job, i, 0);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -111,7 +111,8 @@ typedef struct ampx_conf_summary {
 } ampx_conf_summary;
 
 /* Runs the suite; calls report for every case. Returns AMPX_OK when it ran (failures are
- * counted in summary), an error if the backend broke in a way that stops the run. */
+ * counted in summary), or AMPX_ERR_DEVICE when an op or synchronize reported a device fault:
+ * the run stops there, since nothing the device computes afterwards can be trusted. */
 AMPX_API ampx_status ampx_conformance_run(ampx_backend *be, const ampx_conf_options *opt,
                                           ampx_conf_report_fn report, void *user,
                                           ampx_conf_summary *summary);
