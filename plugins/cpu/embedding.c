@@ -20,6 +20,37 @@ typedef struct emb_job {
     uint64_t n, vocab, dim;
 } emb_job;
 
+/* Takes and checks the args of either direction and fills j; *ny is the element count of
+ * y (dy). The tensors are named for the direction: table and y forward, dtable and dy
+ * backward, where dtable is f32. */
+static ampx_status emb_prepare(ampx_context *ctx, const ampx_embedding_args *args, int bwd,
+                               emb_job *j, uint64_t *ny) {
+    const char *op = bwd ? "embedding_bwd" : "embedding_fwd";
+    ampx_embedding_args a;
+    CPU_TAKE_ARGS(ctx, op, args, a);
+    if (bwd)
+        CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_EMBEDDING_BWD,
+                                 (ampx_dtype[]){a.y_or_dy.dtype, a.table_or_dtable.dtype}, 2));
+    else
+        CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_EMBEDDING_FWD,
+                                 (ampx_dtype[]){a.table_or_dtable.dtype, a.y_or_dy.dtype}, 2));
+    uint64_t nt;
+    if (cpu_mul_u64(a.vocab, a.dim, &nt) || cpu_mul_u64(a.n, a.dim, ny))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: shape overflows", op);
+    CPU_TRY(cpu_check_tensor(ctx, op, bwd ? "dtable" : "table", &a.table_or_dtable, nt, 0));
+    CPU_TRY(cpu_check_tensor_dt(ctx, op, "ids", &a.ids, AMPX_I32, a.n, 0));
+    CPU_TRY(cpu_check_tensor(ctx, op, bwd ? "dy" : "y", &a.y_or_dy, *ny, 0));
+    *j = (emb_job){cpu_ptr(&a.table_or_dtable),
+                   cpu_ptr(&a.ids),
+                   cpu_ptr(&a.y_or_dy),
+                   bwd ? AMPX_F32 : a.table_or_dtable.dtype,
+                   a.y_or_dy.dtype,
+                   a.n,
+                   a.vocab,
+                   a.dim};
+    return AMPX_OK;
+}
+
 static void emb_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const emb_job *j = arg;
@@ -40,27 +71,11 @@ static void emb_fwd_rows(void *arg, uint64_t item, unsigned tid) {
 }
 
 ampx_status cpu_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *args) {
-    static const char *op = "embedding_fwd";
-    ampx_embedding_args a;
-    CPU_TAKE_ARGS(ctx, op, args, a);
-    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_EMBEDDING_FWD,
-                             (ampx_dtype[]){a.table_or_dtable.dtype, a.y_or_dy.dtype}, 2));
-    uint64_t nt, ny;
-    if (cpu_mul_u64(a.vocab, a.dim, &nt) || cpu_mul_u64(a.n, a.dim, &ny))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: shape overflows", op);
-    CPU_TRY(cpu_check_tensor(ctx, op, "table", &a.table_or_dtable, nt, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "ids", &a.ids, AMPX_I32, a.n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, op, "y", &a.y_or_dy, ny, 0));
+    emb_job j;
+    uint64_t ny;
+    CPU_TRY(emb_prepare(ctx, args, 0, &j, &ny));
     if (ny == 0) return AMPX_OK;
-    emb_job j = {cpu_ptr(&a.table_or_dtable),
-                 cpu_ptr(&a.ids),
-                 cpu_ptr(&a.y_or_dy),
-                 a.table_or_dtable.dtype,
-                 a.y_or_dy.dtype,
-                 a.n,
-                 a.vocab,
-                 a.dim};
-    cpu_run_rows(ctx, a.n, a.dim, emb_fwd_rows, &j);
+    cpu_run_rows(ctx, j.n, j.dim, emb_fwd_rows, &j);
     return AMPX_OK;
 }
 
@@ -82,26 +97,10 @@ static void emb_bwd_cols(void *arg, uint64_t item, unsigned tid) {
 }
 
 ampx_status cpu_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *args) {
-    static const char *op = "embedding_bwd";
-    ampx_embedding_args a;
-    CPU_TAKE_ARGS(ctx, op, args, a);
-    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_EMBEDDING_BWD,
-                             (ampx_dtype[]){a.y_or_dy.dtype, a.table_or_dtable.dtype}, 2));
-    uint64_t nt, ny;
-    if (cpu_mul_u64(a.vocab, a.dim, &nt) || cpu_mul_u64(a.n, a.dim, &ny))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: shape overflows", op);
-    CPU_TRY(cpu_check_tensor(ctx, op, "dtable", &a.table_or_dtable, nt, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "ids", &a.ids, AMPX_I32, a.n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, op, "dy", &a.y_or_dy, ny, 0));
+    emb_job j;
+    uint64_t ny;
+    CPU_TRY(emb_prepare(ctx, args, 1, &j, &ny));
     if (ny == 0) return AMPX_OK;
-    emb_job j = {cpu_ptr(&a.table_or_dtable),
-                 cpu_ptr(&a.ids),
-                 cpu_ptr(&a.y_or_dy),
-                 AMPX_F32,
-                 a.y_or_dy.dtype,
-                 a.n,
-                 a.vocab,
-                 a.dim};
-    cpu_run(ctx, ny, cpu_div_up(a.dim, EMB_COLS), emb_bwd_cols, &j);
+    cpu_run(ctx, ny, cpu_div_up(j.dim, EMB_COLS), emb_bwd_cols, &j);
     return AMPX_OK;
 }

@@ -93,36 +93,19 @@ typedef struct gemm_job {
     ampx_context *ctx;
 } gemm_job;
 
-/* op(A)[i0 .. i0+mc) x [p0 .. p0+kc) of batch b -> pa (mc x kc, row-major f32). */
-static void pack_a(const gemm_job *j, uint64_t b, uint64_t i0, uint64_t mc, uint64_t p0,
-                   uint64_t kc, float *pa) {
-    const ampx_gemm_args *g = &j->a;
-    uint64_t base           = b * g->stride_a;
-    if (!g->trans_a) {
-        for (uint64_t i = 0; i < mc; i++)
-            cpu_load_f32(pa + i * kc, j->A, g->a.dtype, base + (i0 + i) * g->lda + p0, kc);
-    } else { /* A_b stored k x m: op(A)[i][p] = A[p][i] */
-        for (uint64_t p = 0; p < kc; p++) {
-            uint64_t row = base + (p0 + p) * g->lda + i0;
-            for (uint64_t i = 0; i < mc; i++)
-                pa[i * kc + p] = cpu_ld(j->A, g->a.dtype, row + i);
-        }
-    }
-}
-
-/* op(B)[p0 .. p0+kc) x [j0 .. j0+nc) of batch b -> pb (kc x nc, row-major f32). */
-static void pack_b(const gemm_job *j, uint64_t b, uint64_t p0, uint64_t kc, uint64_t j0,
-                   uint64_t nc, float *pb) {
-    const ampx_gemm_args *g = &j->a;
-    uint64_t base           = b * g->stride_b;
-    if (!g->trans_b) {
-        for (uint64_t p = 0; p < kc; p++)
-            cpu_load_f32(pb + p * nc, j->B, g->b.dtype, base + (p0 + p) * g->ldb + j0, nc);
-    } else { /* B_b stored n x k: op(B)[p][jj] = B[jj][p] */
-        for (uint64_t jj = 0; jj < nc; jj++) {
-            uint64_t row = base + (j0 + jj) * g->ldb + p0;
-            for (uint64_t p = 0; p < kc; p++)
-                pb[p * nc + jj] = cpu_ld(j->B, g->b.dtype, row + p);
+/* op(X)[r0 .. r0+nr) x [c0 .. c0+nc) -> dst (nr x nc, row-major f32), for X = A or B of one
+ * batch: X starts at element base with leading dimension ld; with trans, X is stored
+ * transposed (op(X)[r][c] = X[c][r]). */
+static void pack_panel(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, int trans,
+                       uint64_t r0, uint64_t nr, uint64_t c0, uint64_t nc, float *dst) {
+    if (!trans) {
+        for (uint64_t r = 0; r < nr; r++)
+            cpu_load_f32(dst + r * nc, X, dt, base + (r0 + r) * ld + c0, nc);
+    } else {
+        for (uint64_t c = 0; c < nc; c++) {
+            uint64_t row = base + (c0 + c) * ld + r0;
+            for (uint64_t r = 0; r < nr; r++)
+                dst[r * nc + c] = cpu_ld(X, dt, row + r);
         }
     }
 }
@@ -143,8 +126,8 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
     memset(acc, 0, sizeof(float) * GEMM_MC * GEMM_NC);
     for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
         uint64_t kc = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
-        pack_a(j, b, i0, mc, p0, kc, pa);
-        pack_b(j, b, p0, kc, j0, nc, pb);
+        pack_panel(j->A, g->a.dtype, b * g->stride_a, g->lda, g->trans_a, i0, mc, p0, kc, pa);
+        pack_panel(j->B, g->b.dtype, b * g->stride_b, g->ldb, g->trans_b, p0, kc, j0, nc, pb);
         j->kern->gemm_tile(mc, nc, kc, pa, pb, acc, GEMM_NC);
     }
 
@@ -179,6 +162,14 @@ static int gemm_extent(uint64_t batch, uint64_t stride, uint64_t rows, uint64_t 
     return 0;
 }
 
+/* A leading dimension must cover a row of the matrix as stored: ld >= need, the row length. */
+static ampx_status check_ld(ampx_context *ctx, const char *name, uint64_t ld, const char *dim,
+                            uint64_t need) {
+    if (ld >= need) return AMPX_OK;
+    return cpu_fail(ctx, AMPX_ERR_INVALID, "gemm: %s %llu < %s %llu", name, (unsigned long long)ld,
+                    dim, (unsigned long long)need);
+}
+
 /* a * b, or UINT64_MAX when that overflows. */
 static uint64_t mul_sat(uint64_t a, uint64_t b) {
     uint64_t p;
@@ -193,17 +184,9 @@ ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     CPU_TRY(cpu_check_dtypes(ctx, "gemm", AMPX_OP_GEMM,
                              (ampx_dtype[]){g->a.dtype, g->b.dtype, g->c.dtype}, 3));
     uint64_t need_lda = g->trans_a ? g->m : g->k, need_ldb = g->trans_b ? g->k : g->n;
-    if (g->lda < need_lda)
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "gemm: lda %llu < %s %llu",
-                        (unsigned long long)g->lda, g->trans_a ? "m" : "k",
-                        (unsigned long long)need_lda);
-    if (g->ldb < need_ldb)
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "gemm: ldb %llu < %s %llu",
-                        (unsigned long long)g->ldb, g->trans_b ? "k" : "n",
-                        (unsigned long long)need_ldb);
-    if (g->ldc < g->n)
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "gemm: ldc %llu < n %llu",
-                        (unsigned long long)g->ldc, (unsigned long long)g->n);
+    CPU_TRY(check_ld(ctx, "lda", g->lda, g->trans_a ? "m" : "k", need_lda));
+    CPU_TRY(check_ld(ctx, "ldb", g->ldb, g->trans_b ? "k" : "n", need_ldb));
+    CPU_TRY(check_ld(ctx, "ldc", g->ldc, "n", g->n));
 
     /* A and B are read only when there is something to compute (m, n, k, batch > 0). */
     int reads_ab   = g->m && g->n && g->k && g->batch;

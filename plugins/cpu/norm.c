@@ -105,6 +105,13 @@ static void ln_bwd_params(void *arg, uint64_t item, unsigned tid) {
     }
 }
 
+static ampx_status ln_shape(ampx_context *ctx, const char *op, const ampx_layernorm_args *a,
+                            uint64_t *n) {
+    if (cpu_mul_u64(a->rows, a->cols, n))
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", op);
+    return AMPX_OK;
+}
+
 ampx_status cpu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *args) {
     static const char *op = "layernorm_fwd";
     ln_job j;
@@ -113,9 +120,8 @@ ampx_status cpu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *args
     const ampx_layernorm_args *a = &j.a;
     CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_LAYERNORM_FWD,
                              (ampx_dtype[]){a->x.dtype, a->y_or_dx.dtype}, 2));
-    uint64_t n;
-    if (cpu_mul_u64(a->rows, a->cols, &n))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", op);
+    uint64_t n = 0;
+    CPU_TRY(ln_shape(ctx, op, a, &n));
     CPU_TRY(cpu_check_tensor(ctx, op, "x", &a->x, n, 0));
     CPU_TRY(cpu_check_tensor(ctx, op, "y", &a->y_or_dx, n, 0));
     CPU_TRY(cpu_check_tensor_dt(ctx, op, "gamma", &a->gamma, AMPX_F32, a->cols, 1));
@@ -143,9 +149,8 @@ ampx_status cpu_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *args
     const ampx_layernorm_args *a = &j.a;
     CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_LAYERNORM_BWD,
                              (ampx_dtype[]){a->x.dtype, a->dy.dtype, a->y_or_dx.dtype}, 3));
-    uint64_t n;
-    if (cpu_mul_u64(a->rows, a->cols, &n))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", op);
+    uint64_t n = 0;
+    CPU_TRY(ln_shape(ctx, op, a, &n));
     CPU_TRY(cpu_check_tensor(ctx, op, "x", &a->x, n, 0));
     CPU_TRY(cpu_check_tensor(ctx, op, "dy", &a->dy, n, 0));
     CPU_TRY(cpu_check_tensor(ctx, op, "dx", &a->y_or_dx, n, 0));

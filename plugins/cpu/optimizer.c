@@ -53,12 +53,77 @@ static double clip_coef(float max_grad_norm, const ampx_tensor *grad_sq_sum) {
     return c < 1.0 ? c : (c == c ? 1.0 : c); /* NaN stays NaN */
 }
 
-static void store_copy(void *copy, ampx_dtype dt, uint64_t i, float p, int stochastic,
-                       uint64_t seed) {
-    if (stochastic)
-        cpu_st_sr(copy, dt, i, p, ampx_hash32(seed, i));
+/* Validates state tensor name[t] (momentum_buf, m, v): f32 with n elements. */
+static ampx_status check_state(ampx_context *ctx, const char *op, const char *name,
+                               const ampx_tensor *state, uint32_t t, uint64_t n) {
+    char what[48];
+    snprintf(what, sizeof what, "%s[%u]", name, t);
+    return cpu_check_tensor_dt(ctx, op, what, &state[t], AMPX_F32, n, 0);
+}
+
+/* The start of a step, shared by both optimizers. Returns 0 when found_inf skips it (nothing
+ * is written); otherwise writes the scheduled lr to scalars->lr and returns 1 with *s, *lr
+ * and the clip coefficient *c, rounded to f32 as the scalar it is. */
+static int step_begin(const ampx_tensor *scalars, float max_grad_norm,
+                      const ampx_tensor *grad_sq_sum, ampx_scalars **s, float *lr, double *c) {
+    *s = (ampx_scalars *)cpu_ptr(scalars);
+    if ((*s)->found_inf != 0) return 0;
+    *lr      = ampx_scheduled_lr(*s, (*s)->applied_steps);
+    (*s)->lr = *lr;
+    *c       = clip_coef(max_grad_norm, grad_sq_sum);
+    if (*c != 1.0) *c = (double)(float)*c;
+    return 1;
+}
+
+/* What both optimizers know of tensor t: the f32 params, the gradient, the optional
+ * low-precision copy and the step's lr and clip coefficient. */
+typedef struct opt_tensor {
+    float *p;
+    const void *g;
+    void *copy;
+    ampx_dtype gdt, cdt;
+    uint64_t n;
+    double lr, c;
+    int stochastic;
+    uint64_t seed;
+} opt_tensor;
+
+static opt_tensor opt_tensor_at(const ampx_tensor_list *params, const ampx_tensor *grads,
+                                const ampx_tensor *copies, uint32_t t, float lr, double c,
+                                uint32_t stochastic_copy, uint64_t seed) {
+    return (opt_tensor){
+        .p          = cpu_ptr(&params->tensors[t]),
+        .g          = cpu_ptr(&grads[t]),
+        .copy       = copies ? cpu_ptr(&copies[t]) : NULL,
+        .gdt        = grads[t].dtype,
+        .cdt        = copies ? copies[t].dtype : AMPX_F32,
+        .n          = params->n_elems[t],
+        .lr         = lr,
+        .c          = c,
+        .stochastic = stochastic_copy != 0,
+        .seed       = seed + t, /* tensor t draws its own stream */
+    };
+}
+
+/* Chunk `item` of o's gradient widened to f32 in g and, when clipping, times c rounded to
+ * f32; returns the chunk's length and sets *i0 to its first element. */
+static uint64_t load_grad_chunk(const opt_tensor *o, uint64_t item, float *g, uint64_t *i0) {
+    *i0        = item * CPU_CHUNK;
+    uint64_t n = o->n - *i0 < CPU_CHUNK ? o->n - *i0 : CPU_CHUNK;
+    cpu_load_f32(g, o->g, o->gdt, *i0, n);
+    if (o->c != 1.0)
+        for (uint64_t k = 0; k < n; k++)
+            g[k] = (float)(o->c * g[k]);
+    return n;
+}
+
+/* Rounds the new f32 parameter pn into element i of the copy, when there is one. */
+static void store_copy(const opt_tensor *o, uint64_t i, float pn) {
+    if (!o->copy) return;
+    if (o->stochastic)
+        cpu_st_sr(o->copy, o->cdt, i, pn, ampx_hash32(o->seed, i));
     else
-        cpu_st(copy, dt, i, p);
+        cpu_st(o->copy, o->cdt, i, pn);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -67,36 +132,31 @@ static void store_copy(void *copy, ampx_dtype dt, uint64_t i, float p, int stoch
 //   g = nesterov ? g + momentum buf : buf;  p -= lr g.
 
 typedef struct sgd_job {
-    float *p, *buf;
-    const void *g;
-    void *copy;
-    ampx_dtype gdt, cdt;
-    uint64_t n;
-    double lr, c, wd, momentum, dampening;
-    int nesterov, first, stochastic;
-    uint64_t seed;
+    opt_tensor o;
+    float *buf;
+    double wd, momentum, dampening;
+    int nesterov, first;
 } sgd_job;
 
 static void sgd_chunk(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
-    const sgd_job *j = arg;
-    uint64_t i0      = item * CPU_CHUNK;
-    uint64_t n       = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+    const sgd_job *j    = arg;
+    const opt_tensor *o = &j->o;
     float gr[CPU_CHUNK];
-    cpu_load_f32(gr, j->g, j->gdt, i0, n);
+    uint64_t i0, n = load_grad_chunk(o, item, gr, &i0);
     for (uint64_t k = 0; k < n; k++) {
         uint64_t i = i0 + k;
-        double p   = j->p[i];
-        double g   = j->c == 1.0 ? (double)gr[k] : (double)(float)(j->c * gr[k]);
+        double p   = o->p[i];
+        double g   = gr[k];
         if (j->wd != 0.0) g += j->wd * p;
         if (j->momentum != 0.0) {
             double b  = j->first ? g : j->momentum * (double)j->buf[i] + (1.0 - j->dampening) * g;
             j->buf[i] = (float)b;
             g         = j->nesterov ? g + j->momentum * b : b;
         }
-        float pn = (float)(p - j->lr * g);
-        j->p[i]  = pn;
-        if (j->copy) store_copy(j->copy, j->cdt, i, pn, j->stochastic, j->seed);
+        float pn = (float)(p - o->lr * g);
+        o->p[i]  = pn;
+        store_copy(o, i, pn);
     }
 }
 
@@ -110,40 +170,26 @@ ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
         if (a.params.count > 0 && !a.momentum_buf)
             return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: momentum %g needs momentum_buf", op,
                             (double)a.momentum);
-        for (uint32_t t = 0; t < a.params.count; t++) {
-            char what[48];
-            snprintf(what, sizeof what, "momentum_buf[%u]", t);
-            CPU_TRY(cpu_check_tensor_dt(ctx, op, what, &a.momentum_buf[t], AMPX_F32,
-                                        a.params.n_elems[t], 0));
-        }
+        for (uint32_t t = 0; t < a.params.count; t++)
+            CPU_TRY(check_state(ctx, op, "momentum_buf", a.momentum_buf, t, a.params.n_elems[t]));
     }
-    ampx_scalars *s = (ampx_scalars *)cpu_ptr(&a.scalars);
-    if (s->found_inf != 0) return AMPX_OK; /* skipped step: nothing changes */
-    float lr = ampx_scheduled_lr(s, s->applied_steps);
-    s->lr    = lr;
-    double c = clip_coef(a.max_grad_norm, &a.grad_sq_sum);
-    if (c != 1.0) c = (double)(float)c; /* the coefficient is an f32 scalar */
+    ampx_scalars *s;
+    float lr;
+    double c;
+    if (!step_begin(&a.scalars, a.max_grad_norm, &a.grad_sq_sum, &s, &lr, &c))
+        return AMPX_OK; /* skipped step: nothing changes */
 
     for (uint32_t t = 0; t < a.params.count; t++) {
         sgd_job j = {
-            .p          = cpu_ptr(&a.params.tensors[t]),
-            .buf        = a.momentum != 0.0f ? cpu_ptr(&a.momentum_buf[t]) : NULL,
-            .g          = cpu_ptr(&a.grads[t]),
-            .copy       = a.copies ? cpu_ptr(&a.copies[t]) : NULL,
-            .gdt        = a.grads[t].dtype,
-            .cdt        = a.copies ? a.copies[t].dtype : AMPX_F32,
-            .n          = a.params.n_elems[t],
-            .lr         = lr,
-            .c          = c,
-            .wd         = a.wd ? a.wd[t] : a.weight_decay,
-            .momentum   = a.momentum,
-            .dampening  = a.dampening,
-            .nesterov   = a.nesterov != 0,
-            .first      = s->applied_steps == 0,
-            .stochastic = a.stochastic_copy != 0,
-            .seed       = a.seed + t, /* tensor t draws its own stream */
+            .o   = opt_tensor_at(&a.params, a.grads, a.copies, t, lr, c, a.stochastic_copy, a.seed),
+            .buf = a.momentum != 0.0f ? cpu_ptr(&a.momentum_buf[t]) : NULL,
+            .wd  = a.wd ? a.wd[t] : a.weight_decay,
+            .momentum  = a.momentum,
+            .dampening = a.dampening,
+            .nesterov  = a.nesterov != 0,
+            .first     = s->applied_steps == 0,
         };
-        cpu_run_chunks(ctx, j.n, sgd_chunk, &j);
+        cpu_run_chunks(ctx, j.o.n, sgd_chunk, &j);
     }
     return AMPX_OK;
 }
@@ -155,35 +201,29 @@ ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
 // The bias corrections 1 - b^t are evaluated in double (PyTorch uses Python floats).
 
 typedef struct adamw_job {
-    float *p, *m, *v;
-    const void *g;
-    void *copy;
-    ampx_dtype gdt, cdt;
-    uint64_t n;
-    double lr, c, decay, b1, b2, eps, bc1, bc2;
-    int stochastic;
-    uint64_t seed;
+    opt_tensor o;
+    float *m, *v;
+    double decay, b1, b2, eps, bc1, bc2;
 } adamw_job;
 
 static void adamw_chunk(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
-    const adamw_job *j = arg;
-    uint64_t i0        = item * CPU_CHUNK;
-    uint64_t n         = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+    const adamw_job *j  = arg;
+    const opt_tensor *o = &j->o;
     float gr[CPU_CHUNK];
-    cpu_load_f32(gr, j->g, j->gdt, i0, n);
+    uint64_t i0, n = load_grad_chunk(o, item, gr, &i0);
     for (uint64_t k = 0; k < n; k++) {
         uint64_t i = i0 + k;
-        double g   = j->c == 1.0 ? (double)gr[k] : (double)(float)(j->c * gr[k]);
-        double p   = (double)j->p[i] * j->decay;
+        double g   = gr[k];
+        double p   = (double)o->p[i] * j->decay;
         float m    = (float)(j->b1 * (double)j->m[i] + (1.0 - j->b1) * g);
         float v    = (float)(j->b2 * (double)j->v[i] + (1.0 - j->b2) * g * g);
-        double up  = j->lr * ((double)m / j->bc1) / (sqrt((double)v / j->bc2) + j->eps);
+        double up  = o->lr * ((double)m / j->bc1) / (sqrt((double)v / j->bc2) + j->eps);
         float pn   = (float)(p - up);
         j->m[i]    = m;
         j->v[i]    = v;
-        j->p[i]    = pn;
-        if (j->copy) store_copy(j->copy, j->cdt, i, pn, j->stochastic, j->seed);
+        o->p[i]    = pn;
+        store_copy(o, i, pn);
     }
 }
 
@@ -196,18 +236,14 @@ ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
     if (a.params.count > 0 && (!a.m || !a.v))
         return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: %s is NULL", op, !a.m ? "m" : "v");
     for (uint32_t t = 0; t < a.params.count; t++) {
-        char what[48];
-        snprintf(what, sizeof what, "m[%u]", t);
-        CPU_TRY(cpu_check_tensor_dt(ctx, op, what, &a.m[t], AMPX_F32, a.params.n_elems[t], 0));
-        snprintf(what, sizeof what, "v[%u]", t);
-        CPU_TRY(cpu_check_tensor_dt(ctx, op, what, &a.v[t], AMPX_F32, a.params.n_elems[t], 0));
+        CPU_TRY(check_state(ctx, op, "m", a.m, t, a.params.n_elems[t]));
+        CPU_TRY(check_state(ctx, op, "v", a.v, t, a.params.n_elems[t]));
     }
-    ampx_scalars *s = (ampx_scalars *)cpu_ptr(&a.scalars);
-    if (s->found_inf != 0) return AMPX_OK; /* skipped step: nothing changes */
-    float lr = ampx_scheduled_lr(s, s->applied_steps);
-    s->lr    = lr;
-    double c = clip_coef(a.max_grad_norm, &a.grad_sq_sum);
-    if (c != 1.0) c = (double)(float)c;
+    ampx_scalars *s;
+    float lr;
+    double c;
+    if (!step_begin(&a.scalars, a.max_grad_norm, &a.grad_sq_sum, &s, &lr, &c))
+        return AMPX_OK; /* skipped step: nothing changes */
     double step = (double)s->applied_steps + 1.0;
     double bc1  = 1.0 - pow((double)a.beta1, step);
     double bc2  = 1.0 - pow((double)a.beta2, step);
@@ -215,26 +251,17 @@ ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
     for (uint32_t t = 0; t < a.params.count; t++) {
         double wd   = a.wd ? a.wd[t] : a.weight_decay;
         adamw_job j = {
-            .p          = cpu_ptr(&a.params.tensors[t]),
-            .m          = cpu_ptr(&a.m[t]),
-            .v          = cpu_ptr(&a.v[t]),
-            .g          = cpu_ptr(&a.grads[t]),
-            .copy       = a.copies ? cpu_ptr(&a.copies[t]) : NULL,
-            .gdt        = a.grads[t].dtype,
-            .cdt        = a.copies ? a.copies[t].dtype : AMPX_F32,
-            .n          = a.params.n_elems[t],
-            .lr         = lr,
-            .c          = c,
-            .decay      = (double)(float)(1.0 - (double)lr * wd),
-            .b1         = a.beta1,
-            .b2         = a.beta2,
-            .eps        = a.eps,
-            .bc1        = bc1,
-            .bc2        = bc2,
-            .stochastic = a.stochastic_copy != 0,
-            .seed       = a.seed + t, /* tensor t draws its own stream */
+            .o = opt_tensor_at(&a.params, a.grads, a.copies, t, lr, c, a.stochastic_copy, a.seed),
+            .m = cpu_ptr(&a.m[t]),
+            .v = cpu_ptr(&a.v[t]),
+            .decay = (double)(float)(1.0 - (double)lr * wd),
+            .b1    = a.beta1,
+            .b2    = a.beta2,
+            .eps   = a.eps,
+            .bc1   = bc1,
+            .bc2   = bc2,
         };
-        cpu_run_chunks(ctx, j.n, adamw_chunk, &j);
+        cpu_run_chunks(ctx, j.o.n, adamw_chunk, &j);
     }
     return AMPX_OK;
 }
