@@ -205,6 +205,7 @@ typedef struct conf_row {
     uint32_t n_dtypes;
     uint32_t passed, failed, unsupported;
     double worst; /* max err/tol over the cases */
+    int refused;  /* dtypes the ABI forbids: the case checks that they are refused */
 } conf_row;
 
 typedef struct conf_state {
@@ -226,9 +227,10 @@ static void dtypes_str(const ampx_dtype *dt, uint32_t n, char *buf, size_t cap) 
 static void on_case(void *user, const ampx_conf_case *c) {
     conf_state *s = user;
     conf_row *row = NULL;
+    int refused   = strncmp(c->shape, "invalid dtypes", 14) == 0;
     for (size_t i = 0; i < s->n_rows; i++) {
         conf_row *r = &s->rows[i];
-        if (r->op == c->op && r->n_dtypes == c->n_dtypes &&
+        if (r->op == c->op && r->n_dtypes == c->n_dtypes && r->refused == refused &&
             memcmp(r->dtypes, c->dtypes, sizeof(ampx_dtype) * c->n_dtypes) == 0)
             row = r;
     }
@@ -244,6 +246,7 @@ static void on_case(void *user, const ampx_conf_case *c) {
         memset(row, 0, sizeof *row);
         row->op       = c->op;
         row->n_dtypes = c->n_dtypes;
+        row->refused  = refused;
         memcpy(row->dtypes, c->dtypes, sizeof(ampx_dtype) * c->n_dtypes);
     }
     char dts[64];
@@ -386,7 +389,7 @@ static int cmd_conformance(int argc, char **argv) {
         print_json(doc);
     } else {
         printf("backend %s (%s) on %s\n", t->name, ampx_backend_path(be), info.name);
-        printf("%-14s %-15s %6s %6s %6s %9s\n", "op", "dtypes", "pass", "fail", "unsup",
+        printf("%-14s %-22s %6s %6s %6s %9s\n", "op", "dtypes", "pass", "fail", "unsup",
                "worst/tol");
         for (uint32_t op = 0; op < AMPX_OP_COUNT; op++)
             for (size_t i = 0; i < st.n_rows; i++) {
@@ -394,7 +397,9 @@ static int cmd_conformance(int argc, char **argv) {
                 if (r->op != op) continue;
                 char dts[64];
                 dtypes_str(r->dtypes, r->n_dtypes, dts, sizeof dts);
-                printf("%-14s %-15s %6u %6u %6u %9.3f%s\n", ampx_op_name(op), dts, r->passed,
+                if (r->refused) /* the case passes when the backend refuses these dtypes */
+                    strncat(dts, " refused", sizeof dts - strlen(dts) - 1);
+                printf("%-14s %-22s %6u %6u %6u %9.3f%s\n", ampx_op_name(op), dts, r->passed,
                        r->failed, r->unsupported, r->worst, r->failed ? "  FAIL" : "");
             }
         if (rs != AMPX_OK)
