@@ -14,10 +14,9 @@
 #include <cjson/cJSON.h>
 
 #include "ampx/ampx.h"
+#include "cli.h"
 
-#define EXIT_USAGE 2
 #define MAX_PLUGINS 64
-#define MAX_BACKEND_OPTS 32
 
 static const char *prog = "ampx";
 
@@ -278,7 +277,7 @@ static void on_case(void *user, const ampx_conf_case *c) {
     }
 }
 
-static int parse_backend_opt(const char *arg, const char **opts, uint32_t *n) {
+int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n) {
     if (!strchr(arg, '=') || arg[0] == '=') {
         fprintf(stderr, "%s: --backend-opt '%s': expected key=value\n", prog, arg);
         return -1;
@@ -307,7 +306,7 @@ static int cmd_conformance(int argc, char **argv) {
         switch (c) {
         case 'b': backend = optarg; break;
         case 'o':
-            if (parse_backend_opt(optarg, bopts, &n_bopts)) return EXIT_USAGE;
+            if (cli_parse_backend_opt(optarg, bopts, &n_bopts)) return EXIT_USAGE;
             break;
         case 'p': {
             uint32_t op;
@@ -434,6 +433,8 @@ int main(int argc, char **argv) {
     argv[1] = name;
     if (!strcmp(cmd, "backends")) return cmd_backends(argc - 1, argv + 1);
     if (!strcmp(cmd, "conformance")) return cmd_conformance(argc - 1, argv + 1);
+    for (const cli_command *c = cli_commands; c->name; c++)
+        if (!strcmp(cmd, c->name)) return c->run(argc - 1, argv + 1);
     fprintf(stderr, "%s: unknown command '%s' (try 'ampx --help')\n", prog, cmd);
     return EXIT_USAGE;
 }

@@ -1,0 +1,23 @@
+/* cli.h — what the subcommand files of the `ampx` command share. Each subcommand lives in
+ * its own tools/<name>.c and is listed in tools/commands.c. */
+#ifndef AMPX_TOOLS_CLI_H
+#define AMPX_TOOLS_CLI_H
+
+#include <stdint.h>
+
+#define EXIT_USAGE 2
+#define MAX_BACKEND_OPTS 32
+
+/* Appends a --backend-opt argument to opts after checking it is key=value; prints one line
+ * and returns -1 when it is not or when there are too many. */
+int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n);
+
+typedef struct cli_command {
+    const char *name;
+    int (*run)(int argc, char **argv); /* argv[0] is "ampx NAME" */
+} cli_command;
+
+/* The subcommands beyond backends and conformance, NULL-terminated (tools/commands.c). */
+extern const cli_command cli_commands[];
+
+#endif

@@ -1,0 +1,8 @@
+/* commands.c — the table of `ampx` subcommands that live in their own files. */
+#include <stddef.h>
+
+#include "cli.h"
+
+const cli_command cli_commands[] = {
+    {NULL, NULL},
+};
