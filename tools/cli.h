@@ -12,6 +12,10 @@
  * and returns -1 when it is not or when there are too many. */
 int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n);
 
+int cli_train(int argc, char **argv);  /* tools/train.c */
+int cli_eval(int argc, char **argv);   /* tools/train.c */
+int cli_policy(int argc, char **argv); /* tools/train.c */
+
 typedef struct cli_command {
     const char *name;
     int (*run)(int argc, char **argv); /* argv[0] is "ampx NAME" */

@@ -4,5 +4,8 @@
 #include "cli.h"
 
 const cli_command cli_commands[] = {
+    {"train", cli_train},
+    {"eval", cli_eval},
+    {"policy", cli_policy},
     {NULL, NULL},
 };

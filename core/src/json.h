@@ -1,0 +1,49 @@
+/* json.h — a small JSON reader that remembers where every value came from.
+ *
+ * Models, policies and scaler settings are JSON, and every error about them must name the
+ * file, line, column and JSON path of the offending value. cJSON keeps no positions, so the
+ * core reads these files with this reader: a strict RFC 8259 parser (no comments, no
+ * trailing commas, duplicate keys refused) that records line and column for each value. */
+#ifndef AMPX_JSON_H
+#define AMPX_JSON_H
+
+#include <stddef.h>
+
+typedef enum json_type {
+    JSON_NULL,
+    JSON_BOOL,
+    JSON_NUMBER,
+    JSON_STRING,
+    JSON_ARRAY,
+    JSON_OBJECT,
+} json_type;
+
+typedef struct json_value json_value;
+struct json_value {
+    json_type type;
+    int line, col;         /* 1-based position of the value's first character */
+    int key_line, key_col; /* position of the key, for object members */
+    char *key;             /* member name inside an object, else NULL */
+    char *str;             /* JSON_STRING */
+    double num;            /* JSON_NUMBER */
+    int boolean;           /* JSON_BOOL */
+    json_value **items;    /* JSON_ARRAY elements or JSON_OBJECT members, in order */
+    size_t n_items;
+    json_value *parent;
+    size_t index; /* position within the parent */
+};
+
+/* Parses text (NUL-terminated). On failure returns NULL and writes
+ * "FILE:LINE:COL: message" to err. */
+json_value *json_parse(const char *text, const char *file, char *err, size_t err_cap);
+/* Reads and parses a file; errors as above (a missing file: "FILE: No such file ..."). */
+json_value *json_parse_file(const char *path, char *err, size_t err_cap);
+void json_free(json_value *v);
+
+/* The member `key` of an object, or NULL. */
+json_value *json_get(const json_value *obj, const char *key);
+/* Writes the JSON path of v ("$.layers[3].units") into buf. */
+void json_path(const json_value *v, char *buf, size_t cap);
+const char *json_type_name(json_type t);
+
+#endif
