@@ -147,7 +147,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = h.oom ? NULL : fopen(tmp, "wb");
     if (!f) {
-        snprintf(err, cap, "%s: %s", h.oom ? path : tmp, h.oom ? "out of memory" : strerror(errno));
+        snprintf(err, cap, "%s: %s", path, h.oom ? "out of memory" : strerror(errno));
         free(h.s), free(ts);
         return AMPX_ERR_INVALID;
     }
@@ -309,8 +309,22 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
     ampx_scalars sc;
     for (int i = 0; i < n; i++) {
         if (!ts[i].buf) {
-            memcpy(&sc, src[i], sizeof sc);
-            st = t->ifc->buffer_write(t->ctx, t->scalars, 0, &sc, sizeof sc);
+            /* State from the checkpoint; configuration (scaler settings, schedule) from the
+             * model as it is now. */
+            ampx_scalars saved;
+            memcpy(&saved, src[i], sizeof saved);
+            init_scalars(t->m, &sc);
+            sc.scale             = saved.scale;
+            sc.found_inf         = saved.found_inf;
+            sc.growth_tracker    = saved.growth_tracker;
+            sc.hysteresis_left   = saved.hysteresis_left;
+            sc.applied_steps     = saved.applied_steps;
+            sc.skipped_steps     = saved.skipped_steps;
+            sc.consecutive_skips = saved.consecutive_skips;
+            sc.last_found_inf    = saved.last_found_inf;
+            sc.stop_reason       = saved.stop_reason;
+            sc.lr                = saved.lr;
+            st                   = t->ifc->buffer_write(t->ctx, t->scalars, 0, &sc, sizeof sc);
         } else {
             st = t->ifc->buffer_write(t->ctx, ts[i].buf, 0, src[i], ts[i].bytes);
         }

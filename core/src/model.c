@@ -99,8 +99,8 @@ int jint(jctx *c, const json_value *obj, const char *key, int required, int64_t 
         if (lo >= 1) return jerr(c, v, "expected a positive integer");
         return jerr(c, v, "expected an integer");
     }
+    if (lo == 1 && v->num < 1) return jerr(c, v, "expected a positive integer");
     if (v->num < (double)lo || v->num > (double)hi) {
-        if (lo == 1 && hi >= INT32_MAX) return jerr(c, v, "expected a positive integer");
         return jerr(c, v, "expected an integer in [%lld, %lld], found %.17g", (long long)lo,
                     (long long)hi, v->num);
     }
@@ -691,6 +691,7 @@ ampx_status ampx_model_load(const char *path, const char *policy_path, ampx_mode
         }
     }
     if (!m->scaler.given) scaler_defaults(&m->scaler, m->pol.compute);
+    m->opt.file_steps = (int32_t)m->train.steps;
     if (policy_resolve(m, err, err_cap)) goto fail;
     json_free(root);
     json_free(pol);

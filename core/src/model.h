@@ -89,7 +89,8 @@ typedef struct optimizer_config {
     float lr, weight_decay, beta1, beta2, eps, momentum, dampening, clip_grad_norm;
     int nesterov, stochastic_rounding;
     int schedule;                      /* ampx_lr_schedule */
-    int32_t warmup_steps, decay_steps; /* decay_steps 0: the run's total steps */
+    int32_t warmup_steps, decay_steps; /* decay_steps 0: the model file's train.steps */
+    int32_t file_steps;                /* train.steps as the model file gives it */
     float min_lr;
 } optimizer_config;
 

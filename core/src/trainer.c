@@ -520,7 +520,7 @@ static ampx_status create_params(ampx_trainer *t) {
 // ---------------------------------------------------------------------------------------
 // Creation
 
-static void init_scalars(const ampx_model *m, ampx_scalars *s) {
+void init_scalars(const ampx_model *m, ampx_scalars *s) {
     const scaler_config *c    = &m->scaler;
     const optimizer_config *o = &m->opt;
     memset(s, 0, sizeof *s);
@@ -540,7 +540,7 @@ static void init_scalars(const ampx_model *m, ampx_scalars *s) {
     s->lr_base                = o->lr;
     s->lr_min                 = o->min_lr;
     s->warmup_steps           = o->warmup_steps;
-    s->decay_steps            = o->decay_steps ? o->decay_steps : (int32_t)m->train.steps;
+    s->decay_steps            = o->decay_steps ? o->decay_steps : o->file_steps;
     s->lr                     = ampx_scheduled_lr(s, 0);
 }
 

@@ -62,6 +62,9 @@ struct ampx_trainer {
     char error[1024];
 };
 
+/* The scalars block of a fresh run: scaler and schedule configuration, initial state. */
+void init_scalars(const ampx_model *m, ampx_scalars *s);
+
 /* Writes a message into t->error and returns st. */
 ampx_status tr_fail(ampx_trainer *t, ampx_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# train_cli.sh AMPX SRC — `ampx train | eval | policy` end to end: a short run with metrics
+# and a checkpoint other tools can read, resume, a crash mid-run, CSV and MNIST data, and
+# one clear message with file:line:col and JSON path for each malformed input.
+set -uo pipefail
+ampx=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_error NAME PATTERN CMD...: exit status 1, one line on stderr matching PATTERN.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  [ $rc -eq 1 ] || fail "$name: exit $rc, expected 1 ($(cat "$work/err"))"
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$name: expected one line, got: $(cat "$work/err")"
+  grep -Eq -- "$pattern" "$work/err" || fail "$name: '$(cat "$work/err")' does not match '$pattern'"
+}
+
+mlp=$src/models/mlp.json
+
+# ---- a short run: progress, summary, metrics, checkpoint
+"$ampx" train "$mlp" --steps 300 --metrics "$work/m.jsonl" --checkpoint "$work/c.safetensors" \
+  >"$work/out" 2>"$work/err" || fail "train: $(cat "$work/err")"
+grep -q "^step 300/300 loss" "$work/out" || fail "train: no progress lines: $(head -3 "$work/out")"
+grep -Eq "^held-out accuracy [0-9.]+% " "$work/out" || fail "train: no summary"
+python3 - "$work/m.jsonl" "$work/c.safetensors" <<'PY' || fail "metrics or checkpoint unreadable"
+import json, struct, sys, math
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 300, len(rows)
+for i, r in enumerate(rows):
+    for k in ("step", "loss", "scale", "skipped", "lr", "grad_norm", "time_ms"):
+        assert k in r, (k, r)
+    assert r["step"] == i + 1
+assert rows[-1]["loss"] < rows[0]["loss"], "loss did not fall"
+with open(sys.argv[2], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(n))
+    data = f.read()
+meta = header.pop("__metadata__")
+assert meta["format"] == "ampx" and meta["step"] == "300", meta
+w = header["fc1.weight"]
+assert w["dtype"] == "F32" and w["shape"] == [2, 128], w
+b, e = w["data_offsets"]
+vals = struct.unpack("<%df" % (256), data[b:e])
+assert all(math.isfinite(v) for v in vals) and any(v != 0 for v in vals)
+assert header["ampx.copy.fc1.weight"]["dtype"] == "BF16"
+PY
+ls "$work" | grep -q tmp && fail "a temporary checkpoint file was left behind"
+"$ampx" eval "$mlp" --checkpoint "$work/c.safetensors" >"$work/out" 2>&1 || fail "eval: $(cat "$work/out")"
+grep -Eq "^step 300: held-out accuracy" "$work/out" || fail "eval output: $(cat "$work/out")"
+
+# ---- policy report
+"$ampx" policy "$mlp" >"$work/out" || fail "policy"
+grep -Eq "^fc1 +bf16 " "$work/out" || fail "policy: fc1 not bf16"
+grep -Eq "^logits +f32 .*output layer" "$work/out" || fail "policy: output layer not f32"
+grep -q "^casts inserted: 2" "$work/out" || fail "policy: casts"
+echo '{"policy":"params=float32,compute=float16,output=float32"}' >"$work/p.json"
+"$ampx" policy "$mlp" --policy "$work/p.json" | grep -Eq "^fc1 +f16 " || fail "jmp policy string"
+
+# ---- resume from the command line: 20 + 20 == 40, bit for bit
+"$ampx" train "$mlp" --steps 40 --checkpoint "$work/s40" --quiet >/dev/null || fail "train 40"
+"$ampx" train "$mlp" --steps 20 --checkpoint "$work/s20" --quiet >/dev/null || fail "train 20"
+"$ampx" train "$mlp" --steps 40 --resume "$work/s20" --checkpoint "$work/r40" --quiet >/dev/null || fail "resume"
+cmp -s "$work/s40" "$work/r40" || fail "a resumed run differs from a straight one"
+
+# ---- a crash mid-run leaves the last checkpoint whole
+for i in 1 2; do
+  "$ampx" train "$mlp" --steps 1000000 --checkpoint "$work/crash" --checkpoint-every 3 --quiet \
+    >/dev/null 2>&1 &
+  pid=$!
+  sleep 1.$((RANDOM % 9))
+  kill -9 $pid 2>/dev/null
+  wait $pid 2>/dev/null
+  "$ampx" eval "$mlp" --checkpoint "$work/crash" >/dev/null 2>"$work/err" ||
+    fail "checkpoint after kill -9 unreadable: $(cat "$work/err")"
+done
+
+# ---- malformed models: file:line:col: $.path: message
+head -c 300 "$mlp" >"$work/trunc.json"
+expect_error truncated "trunc.json:10:7: unterminated string" "$ampx" train "$work/trunc.json"
+head -n 20 "$mlp" >"$work/trunc2.json"
+expect_error truncated_object 'trunc2.json:21:1: unexpected end of file: object opened at line 15, column 16 is not closed' \
+  "$ampx" train "$work/trunc2.json"
+sed 's/"units": 128, "activation"/"unit": 128, "activation"/' "$mlp" >"$work/badkey.json"
+expect_error badkey 'badkey.json:8:39: \$\.layers\[0\]\.unit: unknown key "unit" \(did you mean "units"\?\)' \
+  "$ampx" train "$work/badkey.json"
+sed 's/"units": 3 }/"units": 4 }/' "$mlp" >"$work/shape.json"
+expect_error shape 'shape.json:12:56: \$\.loss\.logits: shape mismatch: logits "logits" has 4 features \(line 10\) but labels "label" has 3 classes \(line 5\)' \
+  "$ampx" train "$work/shape.json"
+cat >"$work/graph.json" <<'J'
+{ "inputs": { "x": { "dtype": "f32", "shape": [2] }, "y": { "dtype": "i32", "classes": 3 } },
+  "nodes": [
+    { "name": "a", "op": "dense", "inputs": ["x"], "units": 8 },
+    { "name": "b", "op": "dense", "inputs": ["x"], "units": 4 },
+    { "name": "s", "op": "add", "inputs": ["a", "b"] },
+    { "name": "out", "op": "dense", "inputs": ["s"], "units": 3 } ] }
+J
+expect_error add_shape 'graph.json:5:43: \$\.nodes\[2\]\.inputs: shape mismatch: "a" has 8 features \(line 3\) but "b" has 4 \(line 4\)' \
+  "$ampx" train "$work/graph.json"
+sed 's/"inputs": \["a", "b"\]/"inputs": ["a", "bb"]/' "$work/graph.json" >"$work/graph2.json"
+expect_error unknown_input 'graph2.json:5:49: \$\.nodes\[2\]\.inputs\[1\]: no node or input named "bb" before this one \(did you mean "b"\?\)' \
+  "$ampx" train "$work/graph2.json"
+sed 's/"units": 128, "activation": "relu" },$/"units": 0, "activation": "relu" },/' "$mlp" >"$work/units.json"
+expect_error units 'units.json:8:48: \$\.layers\[0\]\.units: expected a positive integer' "$ampx" train "$work/units.json"
+sed 's/"policy": "mixed_bf16"/"policy": "mixed_bf61"/' "$mlp" >"$work/pol.json"
+expect_error policy 'pol.json:13:13: \$\.policy: unknown policy "mixed_bf61" \(did you mean "mixed_bf16"\?\)' \
+  "$ampx" train "$work/pol.json"
+echo '{"scaler": {"type": "dynamic", "growth_factor": 0.5}}' >"$work/sc.json"
+expect_error scaler 'sc.json:1:49: \$\.scaler\.growth_factor: expected a number in' \
+  "$ampx" train "$mlp" --policy "$work/sc.json"
+echo '{"policy": {"compute": "bf16", "compute_ops": ["loss"]}}' >"$work/lossop.json"
+expect_error loss_class 'lossop.json:1:48: \$\.policy\.compute_ops\[0\]: the loss always runs in f32' \
+  "$ampx" policy "$mlp" --policy "$work/lossop.json"
+expect_error missing_file 'nope.json: No such file' "$ampx" train "$work/nope.json"
+expect_error backend 'cuda|no-such' "$ampx" train "$mlp" --backend no-such-backend
+head -c 1000 "$work/c.safetensors" >"$work/bad.safetensors"
+expect_error bad_checkpoint 'bad.safetensors: ' "$ampx" eval "$mlp" --checkpoint "$work/bad.safetensors"
+expect_error checkpoint_dir 'no-such-dir/c: No such file' "$ampx" train "$mlp" --steps 2 --quiet --checkpoint "$work/no-such-dir/c"
+"$ampx" train "$mlp" --steps 0 >/dev/null 2>&1; [ $? -eq 2 ] || fail "--steps 0 is a usage error"
+
+# ---- CSV and MNIST data
+python3 - "$work" <<'PY'
+import math, random, struct, sys
+w = sys.argv[1]
+random.seed(5)
+with open(w + "/train.csv", "w") as f:
+    f.write("a,b,label\n")
+    for i in range(600):
+        x, y = random.uniform(-1, 1), random.uniform(-1, 1)
+        f.write("%.5f,%.5f,%d\n" % (x, y, int(x * y > 0)))
+with open(w + "/bad.csv", "w") as f:
+    f.write("0.1,0.2,1\n0.3,0.4\n")
+n, r, c = 300, 4, 4
+imgs, labs = bytearray(), bytearray()
+for i in range(n):
+    k = i % 2
+    for p in range(r * c):
+        on = (p < 8) == (k == 0)
+        imgs.append(200 + random.randint(0, 55) if on else random.randint(0, 40))
+    labs.append(k)
+for split in ("train", "test"):
+    open(w + "/%s-images" % split, "wb").write(struct.pack(">IIII", 0x803, n, r, c) + imgs)
+    open(w + "/%s-labels" % split, "wb").write(struct.pack(">II", 0x801, n) + labs)
+open(w + "/short-images", "wb").write(struct.pack(">IIII", 0x803, n, r, c) + imgs[:100])
+PY
+cat >"$work/csv.json" <<'J'
+{ "name": "csv", "inputs": { "x": { "dtype": "f32", "shape": [2] }, "y": { "dtype": "i32", "classes": 2 } },
+  "layers": [ { "type": "dense", "units": 32, "activation": "tanh" }, { "type": "dense", "units": 2 } ],
+  "optimizer": { "lr": 0.01 }, "data": { "source": "csv", "train": "train.csv" }, "train": { "steps": 400, "batch": 32 } }
+J
+"$ampx" train "$work/csv.json" --quiet >"$work/out" 2>&1 || fail "csv train: $(cat "$work/out")"
+grep -Eq "held-out accuracy (9[0-9]|100)\." "$work/out" || fail "csv accuracy: $(cat "$work/out")"
+sed 's/"train.csv"/"bad.csv", "header": false/' "$work/csv.json" >"$work/csvbad.json"
+expect_error csv_columns 'bad.csv:2: expected 3 columns \(2 features and a label\), found 2' "$ampx" train "$work/csvbad.json"
+cat >"$work/mnist.json" <<'J'
+{ "name": "mnist", "inputs": { "x": { "dtype": "f32", "shape": [16] }, "y": { "dtype": "i32", "classes": 10 } },
+  "layers": [ { "type": "dense", "units": 16, "activation": "relu" }, { "type": "dense", "units": 10 } ],
+  "policy": "mixed_bf16",
+  "data": { "source": "mnist", "train_images": "train-images", "train_labels": "train-labels",
+            "test_images": "test-images", "test_labels": "test-labels" },
+  "train": { "steps": 200, "batch": 30 } }
+J
+"$ampx" train "$work/mnist.json" --quiet >"$work/out" 2>&1 || fail "mnist train: $(cat "$work/out")"
+grep -Eq "held-out accuracy (9[0-9]|100)\." "$work/out" || fail "mnist accuracy: $(cat "$work/out")"
+sed 's/"train-images"/"short-images"/' "$work/mnist.json" >"$work/mnist2.json"
+expect_error idx_truncated 'short-images: the header says 300 items \(4800 data bytes\) but the file holds 100' "$ampx" train "$work/mnist2.json"
+sed 's/"train-images"/"train-labels"/' "$work/mnist.json" >"$work/mnist3.json"
+expect_error idx_magic 'train-labels: not an IDX image file \(magic 0x00000801, expected 0x00000803\)' "$ampx" train "$work/mnist3.json"
+
+[ $fails -eq 0 ] && echo "train_cli: all passed"
+exit $((fails > 0))
