@@ -303,7 +303,7 @@ static double accuracy_with(const char *policy_json) {
     return ev.accuracy;
 }
 
-Test(parity, bf16_and_f16_reach_the_f32_accuracy, .timeout = 120) {
+Test(parity, bf16_and_f16_reach_the_f32_accuracy, .timeout = 900) {
     double f32  = accuracy_with("{\"policy\":\"f32\",\"scaler\":\"none\"}");
     double bf16 = accuracy_with("{\"policy\":\"mixed_bf16\",\"scaler\":{\"type\":\"dynamic\"}}");
     double f16  = accuracy_with("{\"policy\":\"mixed_f16\",\"scaler\":{\"type\":\"dynamic\",\"init_"
@@ -358,4 +358,122 @@ Test(resume, twenty_plus_twenty_equals_forty_bit_for_bit) {
                   "20 and 40 steps gave the same file");
     free(a), free(b), free(h);
     unlink(straight), unlink(half), unlink(resumed), rmdir(dir);
+}
+
+// ---------------------------------------------------------------------------------------
+// Gradient accumulation and clipping, with plain SGD so the update is lr * gradient.
+
+static const char *sgd_fmt =
+    "{\"name\":\"acc\",\"inputs\":{\"x\":{\"dtype\":\"f32\",\"shape\":[2]},"
+    "\"y\":{\"dtype\":\"i32\",\"classes\":3}},\"layers\":[{\"type\":\"dense\",\"units\":16,"
+    "\"activation\":\"tanh\"},{\"type\":\"dense\",\"units\":3}],\"policy\":\"f32\","
+    "\"scaler\":\"none\",\"optimizer\":{\"type\":\"sgd\",\"lr\":%g,\"clip_grad_norm\":%g},"
+    "\"data\":{\"samples\":1000},\"train\":{\"batch\":%d,\"accumulate\":%d,\"steps\":10}}";
+
+/* The parameters after `steps` steps, concatenated. */
+static float *params_after(double lr, double clip, int batch, int accumulate, int steps,
+                           uint64_t *total) {
+    char json[2048];
+    snprintf(json, sizeof json, sgd_fmt, lr, clip, batch, accumulate);
+    char *path       = write_model(json);
+    ampx_model *m    = load(path, NULL);
+    ampx_backend *be = open_cpu();
+    ampx_trainer *t  = trainer(m, be);
+    if (steps)
+        cr_assert_eq(ampx_trainer_run(t, steps, NULL, NULL), AMPX_OK, "%s", ampx_trainer_error(t));
+    *total = 0;
+    for (int p = 0; p < ampx_trainer_n_params(t); p++)
+        *total += ampx_trainer_param_size(t, p);
+    float *all = malloc(*total * 4), *at = all;
+    for (int p = 0; p < ampx_trainer_n_params(t); p++) {
+        cr_assert_eq(ampx_trainer_get(t, p, 0, at), AMPX_OK);
+        at += ampx_trainer_param_size(t, p);
+    }
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+    unlink(path);
+    free(path);
+    return all;
+}
+
+Test(optimizer, accumulating_two_half_batches_equals_one_full_batch) {
+    uint64_t n;
+    float *w0    = params_after(0.5, 0, 64, 1, 0, &n);
+    float *a     = params_after(0.5, 0, 64, 1, 1, &n);
+    float *b     = params_after(0.5, 0, 32, 2, 1, &n);
+    double moved = 0, diff = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        moved = fmax(moved, fabs((double)a[i] - w0[i]));
+        diff  = fmax(diff, fabs((double)a[i] - b[i]));
+    }
+    cr_assert_gt(moved, 1e-4, "the step did not move the parameters");
+    cr_expect_lt(diff, 1e-6, "accumulated update differs by %g (update size %g)", diff, moved);
+    free(w0), free(a), free(b);
+}
+
+Test(optimizer, clipping_bounds_the_update_by_the_global_norm) {
+    uint64_t n;
+    float *w0 = params_after(1.0, 0, 64, 1, 0, &n);
+    float *c  = params_after(1.0, 1e-3, 64, 1, 1, &n);
+    float *u  = params_after(1.0, 0, 64, 1, 1, &n);
+    double dc = 0, du = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        dc += ((double)c[i] - w0[i]) * ((double)c[i] - w0[i]);
+        du += ((double)u[i] - w0[i]) * ((double)u[i] - w0[i]);
+    }
+    dc = sqrt(dc), du = sqrt(du);
+    cr_expect_gt(du, 1e-2, "unclipped update %g", du);
+    cr_expect(fabs(dc - 1e-3) < 1e-5, "clipped update norm %g, expected 1e-3", dc);
+    free(w0), free(c), free(u);
+}
+
+// ---------------------------------------------------------------------------------------
+// Hostile model files: thousands of mutations of mlp.json. Each load either succeeds or
+// fails with one line that starts with the file name; none crashes (the sanitizer build
+// runs this too).
+
+Test(fuzz, mutated_model_files_fail_cleanly) {
+    long len;
+    unsigned char *orig = slurp(mlp_path(), &len);
+    char *path          = write_model("");
+    uint32_t state      = 12345;
+    int failures = 0, loads = 0;
+    for (int iter = 0; iter < 3000; iter++) {
+        unsigned char *buf = malloc((size_t)len + 1);
+        memcpy(buf, orig, (size_t)len);
+        long n = len;
+        for (int k = 0; k < 1 + iter % 3 && n > 0; k++) {
+            state                        = state * 1664525u + 1013904223u;
+            long at                      = (long)((state >> 8) % (uint32_t)n);
+            int kind                     = (int)(state % 4);
+            static const char alphabet[] = "{}[]\":,0123456789-.eE truefalsn\\\n";
+            if (kind == 0)
+                buf[at] = (unsigned char)alphabet[(state >> 3) % (sizeof alphabet - 1)];
+            else if (kind == 1)
+                n = at; /* truncate */
+            else if (kind == 2 && n > 1)
+                memmove(buf + at, buf + at + 1, (size_t)(n - at - 1)), n--;
+            else
+                buf[at] = (unsigned char)(state >> 16); /* any byte */
+        }
+        FILE *f = fopen(path, "wb");
+        fwrite(buf, 1, (size_t)n, f);
+        fclose(f);
+        ampx_model *m = NULL;
+        char err[1024];
+        if (ampx_model_load(path, NULL, &m, err, sizeof err) == AMPX_OK) {
+            loads++;
+            ampx_model_free(m);
+        } else {
+            failures++;
+            cr_assert(!strncmp(err, path, strlen(path)), "message does not name the file: %s", err);
+            cr_assert(!strchr(err, '\n'), "message has more than one line: %s", err);
+        }
+        free(buf);
+    }
+    cr_expect_gt(failures, 2000, "only %d of 3000 mutations were refused", failures);
+    unlink(path);
+    free(path);
+    free(orig);
 }
