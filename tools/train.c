@@ -274,7 +274,7 @@ static int cmd_train(int argc, char **argv) {
         if (next > tc->steps) next = tc->steps;
         st = ampx_trainer_run(t, next, on_record, &p);
         if (p.metrics) fflush(p.metrics);
-        show_progress(&p, ampx_trainer_step(t), start);
+        if (!st) show_progress(&p, ampx_trainer_step(t), start);
         if (!st && o.checkpoint && o.ckpt_every > 0 &&
             ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
             fprintf(stderr, "%s%s: %s\n", p.tty ? "\n" : "", argv[0], err);

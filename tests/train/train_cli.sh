@@ -37,6 +37,14 @@ for i, r in enumerate(rows):
         assert k in r, (k, r)
     assert r["step"] == i + 1
 assert rows[-1]["loss"] < rows[0]["loss"], "loss did not fall"
+# warmup + cosine as models/mlp.json sets it, evaluated at the applied step count
+for r in rows:
+    t = r["step"] - 1
+    if t < 50:
+        want = 0.01 * (t + 1) / 50
+    else:
+        want = 1e-4 + (0.01 - 1e-4) * 0.5 * (1 + math.cos(math.pi * min(1.0, (t - 50) / 1450)))
+    assert abs(r["lr"] - want) <= 1e-6 * want, (r, want)
 with open(sys.argv[2], "rb") as f:
     n = struct.unpack("<Q", f.read(8))[0]
     header = json.loads(f.read(n))
@@ -122,6 +130,14 @@ head -c 1000 "$work/c.safetensors" >"$work/bad.safetensors"
 expect_error bad_checkpoint 'bad.safetensors: ' "$ampx" eval "$mlp" --checkpoint "$work/bad.safetensors"
 expect_error checkpoint_dir 'no-such-dir/c: No such file' "$ampx" train "$mlp" --steps 2 --quiet --checkpoint "$work/no-such-dir/c"
 "$ampx" train "$mlp" --steps 0 >/dev/null 2>&1; [ $? -eq 2 ] || fail "--steps 0 is a usage error"
+
+# ---- scaler stop conditions end the run with a diagnosis
+echo '{"policy": "mixed_f16", "scaler": {"type": "dynamic", "init_scale": 1e30, "min_scale": 1e30, "on_min_scale": "error"}}' >"$work/minscale.json"
+expect_error on_min_scale 'step [0-9]+: the loss scale reached min_scale 1e\+30 and gradients still overflow' \
+  "$ampx" train "$mlp" --policy "$work/minscale.json" --quiet --log-every 5
+echo '{"policy": "mixed_f16", "scaler": {"type": "static", "init_scale": 1e30, "max_consecutive_skips": 3}}' >"$work/skips.json"
+expect_error max_skips 'step 4: more than 3 consecutive steps skipped' \
+  "$ampx" train "$mlp" --policy "$work/skips.json" --quiet --log-every 5
 
 # ---- CSV and MNIST data
 python3 - "$work" <<'PY'
