@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # sanitize.sh — builds ampx with AddressSanitizer and UndefinedBehaviorSanitizer into
 # build-asan/ and runs the suite there (all but the exhaustive dtype sweep, which is pure
-# arithmetic and slow under instrumentation, and the install test, whose uninstrumented
-# consumer programs cannot load an instrumented libampx).
+# arithmetic and slow under instrumentation; the training accuracy parity, which trains the
+# same code paths as the other training tests three times over; and the install test, whose
+# uninstrumented consumer programs cannot load an instrumented libampx).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh --tests
@@ -14,4 +15,4 @@ fi
 cmake --build build-asan -j "$(nproc)" >/dev/null
 # The argument tests ask for 2^62-byte buffers on purpose: the plugin must get NULL back.
 ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E 'test_dtype|install' "$@"
+  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E 'test_dtype|install|train_parity' "$@"
