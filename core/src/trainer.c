@@ -95,6 +95,29 @@ static ampx_tensor weight_of(ampx_trainer *t, const param *p) {
     return buf_tensor(p->master, 0, AMPX_F32);
 }
 
+/* One row-major 2-D product C = op(A) op(B) (+ C when accumulating), leading dimensions
+ * those of the stored matrices. */
+static ampx_status gemm2d(ampx_trainer *t, int trans_a, int trans_b, uint64_t m, uint64_t n,
+                          uint64_t k, int accumulate, ampx_tensor a, ampx_tensor b, ampx_tensor c) {
+    ampx_gemm_args g = {.size    = sizeof g,
+                        .trans_a = (uint32_t)trans_a,
+                        .trans_b = (uint32_t)trans_b,
+                        .m       = m,
+                        .n       = n,
+                        .k       = k,
+                        .batch   = 1,
+                        .lda     = trans_a ? m : k,
+                        .ldb     = trans_b ? k : n,
+                        .ldc     = n,
+                        .alpha   = 1,
+                        .beta    = accumulate ? 1.0f : 0.0f,
+                        .a       = a,
+                        .b       = b,
+                        .c       = c};
+    CALL(t, gemm, &g);
+    return AMPX_OK;
+}
+
 // ---------------------------------------------------------------------------------------
 // Forward
 
@@ -112,22 +135,11 @@ static ampx_status forward_node(ampx_trainer *t, int i) {
         return AMPX_OK;
     }
     case NODE_DENSE: {
-        const param *w   = &t->params[t->w_param[i]];
-        uint64_t in      = (uint64_t)m->nodes[n->inputs[0]].cols;
-        ampx_gemm_args g = {.size  = sizeof g,
-                            .m     = r,
-                            .n     = cols,
-                            .k     = in,
-                            .batch = 1,
-                            .lda   = in,
-                            .ldb   = cols,
-                            .ldc   = cols,
-                            .alpha = 1,
-                            .beta  = 0,
-                            .a     = y_of(t, n->inputs[0]),
-                            .b     = weight_of(t, w),
-                            .c     = ref(t, i, T_Y)};
-        CALL(t, gemm, &g);
+        const param *w = &t->params[t->w_param[i]];
+        uint64_t in    = (uint64_t)m->nodes[n->inputs[0]].cols;
+        ampx_status st =
+            gemm2d(t, 0, 0, r, cols, in, 0, y_of(t, n->inputs[0]), weight_of(t, w), ref(t, i, T_Y));
+        if (st) return st;
         if (n->bias) {
             const param *b  = &t->params[t->w_param[i] + 1];
             ampx_add_args a = {.size        = sizeof a,
@@ -241,21 +253,9 @@ static ampx_status backward_node(ampx_trainer *t, int i) {
         param *w      = &t->params[t->w_param[i]];
         uint64_t in_c = (uint64_t)m->nodes[in].cols;
         /* dW = x^T dy, accumulated in f32 across micro-batches */
-        ampx_gemm_args g = {.size    = sizeof g,
-                            .trans_a = 1,
-                            .m       = in_c,
-                            .n       = cols,
-                            .k       = r,
-                            .batch   = 1,
-                            .lda     = in_c,
-                            .ldb     = cols,
-                            .ldc     = cols,
-                            .alpha   = 1,
-                            .beta    = first_micro ? 0.0f : 1.0f,
-                            .a       = y_of(t, in),
-                            .b       = ref(t, i, T_G),
-                            .c       = buf_tensor(w->grad, 0, AMPX_F32)};
-        CALL(t, gemm, &g);
+        st = gemm2d(t, 1, 0, in_c, cols, r, !first_micro, y_of(t, in), ref(t, i, T_G),
+                    buf_tensor(w->grad, 0, AMPX_F32));
+        if (st) return st;
         if (n->bias) {
             ampx_bias_grad_args b = {.size       = sizeof b,
                                      .accumulate = !first_micro,
@@ -269,21 +269,9 @@ static ampx_status backward_node(ampx_trainer *t, int i) {
             /* dx = dy W^T; a second contribution accumulates in the GEMM itself */
             int again          = t->has_contrib[in];
             t->has_contrib[in] = 1;
-            ampx_gemm_args d   = {.size    = sizeof d,
-                                  .trans_b = 1,
-                                  .m       = r,
-                                  .n       = in_c,
-                                  .k       = cols,
-                                  .batch   = 1,
-                                  .lda     = cols,
-                                  .ldb     = cols,
-                                  .ldc     = in_c,
-                                  .alpha   = 1,
-                                  .beta    = again ? 1.0f : 0.0f,
-                                  .a       = ref(t, i, T_G),
-                                  .b       = weight_of(t, w),
-                                  .c       = ref(t, in, T_G)};
-            CALL(t, gemm, &d);
+            st = gemm2d(t, 0, 1, r, in_c, cols, again, ref(t, i, T_G), weight_of(t, w),
+                        ref(t, in, T_G));
+            if (st) return st;
         }
         return AMPX_OK;
     }
@@ -352,7 +340,6 @@ static ampx_status backward_node(ampx_trainer *t, int i) {
         return AMPX_OK;
     default: break;
     }
-    (void)st;
     return AMPX_OK;
 }
 
