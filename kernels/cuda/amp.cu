@@ -93,13 +93,13 @@ __global__ void stats_finish_kernel(cuk_mt_group g, uint32_t bx, const cuk_stats
     cuk_stats_part p;
     memset(&p, 0, sizeof p);
     if (threadIdx.x < bx) p = part[(uint64_t)tg * bx + threadIdx.x];
-    double sum                  = cuk_block_sum(p.sum);
-    double sumsq                = cuk_block_sum(p.sumsq);
-    unsigned long long finite   = cuk_block_sum_u64(p.finite);
-    unsigned long long zeros    = cuk_block_sum_u64(p.zeros);
-    unsigned long long small    = cuk_block_sum_u64(p.tiny);
+    double sum                   = cuk_block_sum(p.sum);
+    double sumsq                 = cuk_block_sum(p.sumsq);
+    unsigned long long finite    = cuk_block_sum_u64(p.finite);
+    unsigned long long zeros     = cuk_block_sum_u64(p.zeros);
+    unsigned long long small     = cuk_block_sum_u64(p.tiny);
     unsigned long long nonfinite = cuk_block_sum_u64(p.nonfinite);
-    float max_abs               = cuk_block_max(p.max_abs);
+    float max_abs                = cuk_block_max(p.max_abs);
     if (threadIdx.x == 0) {
         stats[4ull * tg + 0]  = max_abs;
         stats[4ull * tg + 1]  = finite ? (float)(sum / (double)finite) : 0.0f;

@@ -80,7 +80,7 @@ __device__ __forceinline__ void cuk_ld4(const void *base, int32_t dt, uint64_t i
         float4 q = ((const float4 *)base)[i / 4];
         v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
     } else {
-        uint2 q    = ((const uint2 *)base)[i / 4];
+        uint2 q       = ((const uint2 *)base)[i / 4];
         uint16_t h[4] = {(uint16_t)(q.x & 0xffffu), (uint16_t)(q.x >> 16),
                          (uint16_t)(q.y & 0xffffu), (uint16_t)(q.y >> 16)};
         for (int j = 0; j < 4; j++)
@@ -95,8 +95,8 @@ __device__ __forceinline__ void cuk_st4(void *base, int32_t dt, uint64_t i, cons
         uint16_t h[4];
         for (int j = 0; j < 4; j++)
             h[j] = dt == AMPX_BF16 ? ampx_f32_to_bf16(v[j]) : ampx_f32_to_f16(v[j]);
-        ((uint2 *)base)[i / 4] =
-            make_uint2((uint32_t)h[0] | ((uint32_t)h[1] << 16), (uint32_t)h[2] | ((uint32_t)h[3] << 16));
+        ((uint2 *)base)[i / 4] = make_uint2((uint32_t)h[0] | ((uint32_t)h[1] << 16),
+                                            (uint32_t)h[2] | ((uint32_t)h[3] << 16));
     }
 }
 

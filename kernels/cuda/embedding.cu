@@ -22,7 +22,7 @@ __global__ void emb_fwd_kernel(cuk_embedding a) {
 
 __global__ void emb_bwd_kernel(cuk_embedding a) {
     uint64_t total = a.n * a.dim, stride = (uint64_t)gridDim.x * blockDim.x;
-    float *dtable  = (float *)a.table;
+    float *dtable = (float *)a.table;
     for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
         uint64_t i = e / a.dim, c = e - i * a.dim;
         int32_t id = a.ids[i];

@@ -30,8 +30,8 @@ __device__ __forceinline__ float ld_opb(const cuk_gemm &g, const void *b, uint64
     return cuk_ld(b, g.bdt, g.trans_b ? j * g.ldb + p : p * g.ldb + j);
 }
 
-__global__ void __launch_bounds__(256) gemm_kernel(cuk_gemm g, uint64_t batch0, uint64_t nbatch,
-                                                   uint64_t tiles_m, uint64_t tiles_n) {
+__global__ void __launch_bounds__(256)
+    gemm_kernel(cuk_gemm g, uint64_t batch0, uint64_t nbatch, uint64_t tiles_m, uint64_t tiles_n) {
     __shared__ float as[BK][BM + 1];
     __shared__ float bs[BK][BN + 1];
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16; /* 16 x 16 threads, 4 x 4 each */
@@ -53,13 +53,13 @@ __global__ void __launch_bounds__(256) gemm_kernel(cuk_gemm g, uint64_t batch0, 
                     /* stage a BM x BK slice of op(A) and a BK x BN slice of op(B):
                      * 1024 elements each, 4 per thread */
                     for (int e = threadIdx.x; e < BM * BK; e += 256) {
-                        int ii = g.trans_a ? e % BM : e / BK;
-                        int pp = g.trans_a ? e / BM : e % BK;
+                        int ii     = g.trans_a ? e % BM : e / BK;
+                        int pp     = g.trans_a ? e / BM : e % BK;
                         as[pp][ii] = ld_opa(g, A, i0 + ii, p0 + pp);
                     }
                     for (int e = threadIdx.x; e < BK * BN; e += 256) {
-                        int pp = g.trans_b ? e % BK : e / BN;
-                        int jj = g.trans_b ? e / BK : e % BN;
+                        int pp     = g.trans_b ? e % BK : e / BN;
+                        int jj     = g.trans_b ? e / BK : e % BN;
                         bs[pp][jj] = ld_opb(g, B, p0 + pp, j0 + jj);
                     }
                     __syncthreads();

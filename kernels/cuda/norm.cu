@@ -45,14 +45,16 @@ __global__ void ln_bwd_kernel(cuk_layernorm a) {
         double mean = a.mean_in[r], rstd = a.rstd_in[r], sg = 0.0, sgx = 0.0;
         for (uint64_t c = threadIdx.x; c < a.cols; c += blockDim.x) {
             double xhat = ((double)cuk_ld(a.x, a.xdt, base + c) - mean) * rstd;
-            double g    = (double)cuk_ld(a.dy, a.dydt, base + c) * (a.gamma ? (double)a.gamma[c] : 1.0);
+            double g =
+                (double)cuk_ld(a.dy, a.dydt, base + c) * (a.gamma ? (double)a.gamma[c] : 1.0);
             sg += g;
             sgx += g * xhat;
         }
         double mg = cuk_block_sum(sg) / (double)a.cols, mgx = cuk_block_sum(sgx) / (double)a.cols;
         for (uint64_t c = threadIdx.x; c < a.cols; c += blockDim.x) {
             double xhat = ((double)cuk_ld(a.x, a.xdt, base + c) - mean) * rstd;
-            double g    = (double)cuk_ld(a.dy, a.dydt, base + c) * (a.gamma ? (double)a.gamma[c] : 1.0);
+            double g =
+                (double)cuk_ld(a.dy, a.dydt, base + c) * (a.gamma ? (double)a.gamma[c] : 1.0);
             cuk_st(a.out, a.odt, base + c, (float)(rstd * (g - mg - xhat * mgx)));
         }
     }
@@ -138,8 +140,10 @@ __global__ void bn_fwd_kernel(cuk_batchnorm a) {
                 /* running statistics use the unbiased variance; with N == 1 the biased (0) */
                 double m = a.momentum, nd = (double)N;
                 double unbiased = nd > 1.0 ? var * nd / (nd - 1.0) : var;
-                if (a.run_mean) a.run_mean[c] = (float)((1.0 - m) * (double)a.run_mean[c] + m * mean);
-                if (a.run_var) a.run_var[c] = (float)((1.0 - m) * (double)a.run_var[c] + m * unbiased);
+                if (a.run_mean)
+                    a.run_mean[c] = (float)((1.0 - m) * (double)a.run_mean[c] + m * mean);
+                if (a.run_var)
+                    a.run_var[c] = (float)((1.0 - m) * (double)a.run_var[c] + m * unbiased);
             }
         } else {
             mean = a.run_mean[c];
@@ -148,9 +152,11 @@ __global__ void bn_fwd_kernel(cuk_batchnorm a) {
         double gm = a.gamma ? (double)a.gamma[c] : 1.0, bt = a.beta ? (double)a.beta[c] : 0.0;
         for (uint64_t k = threadIdx.x; k < N; k += blockDim.x) {
             uint64_t idx = bn_index(a, c, k);
-            cuk_st(a.out, a.odt, idx, (float)(((double)cuk_ld(a.x, a.xdt, idx) - mean) * rstd * gm + bt));
+            cuk_st(a.out, a.odt, idx,
+                   (float)(((double)cuk_ld(a.x, a.xdt, idx) - mean) * rstd * gm + bt));
         }
-        __syncthreads(); /* eval reads run_mean/run_var; training writes them: keep channels apart */
+        __syncthreads(); /* eval reads run_mean/run_var; training writes them: keep channels apart
+                          */
     }
 }
 

@@ -51,7 +51,8 @@ __global__ void optimizer_kernel(cuk_opt_group g) {
             double gd = gr;
             double p  = (double)t.p[i] * decay;
             float m   = (float)((double)g.beta1 * (double)t.s1[i] + (1.0 - (double)g.beta1) * gd);
-            float v = (float)((double)g.beta2 * (double)t.s2[i] + (1.0 - (double)g.beta2) * gd * gd);
+            float v =
+                (float)((double)g.beta2 * (double)t.s2[i] + (1.0 - (double)g.beta2) * gd * gd);
             double up = lr * ((double)m / bc1) / (sqrt((double)v / bc2) + (double)g.eps);
             pn        = (float)(p - up);
             t.s1[i]   = m;
@@ -62,10 +63,10 @@ __global__ void optimizer_kernel(cuk_opt_group g) {
             if (wd != 0.0) gd += wd * p;
             if (g.momentum != 0.0f) {
                 double mom = g.momentum;
-                double b   = step == 0 ? gd
-                                       : mom * (double)t.s1[i] + (1.0 - (double)g.dampening) * gd;
-                t.s1[i]    = (float)b;
-                gd         = g.nesterov ? gd + mom * b : b;
+                double b =
+                    step == 0 ? gd : mom * (double)t.s1[i] + (1.0 - (double)g.dampening) * gd;
+                t.s1[i] = (float)b;
+                gd      = g.nesterov ? gd + mom * b : b;
             }
             pn = (float)(p - lr * gd);
         }

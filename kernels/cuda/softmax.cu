@@ -21,8 +21,8 @@ __device__ __forceinline__ uint64_t visible_lim(const cuk_softmax &a, uint64_t r
 __global__ void softmax_fwd_kernel(cuk_softmax a) {
     for (uint64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
         uint64_t base = r * a.cols, lim = visible_lim(a, r);
-        float mx      = -INFINITY;
-        int nan       = 0;
+        float mx = -INFINITY;
+        int nan  = 0;
         for (uint64_t c = threadIdx.x; c <= lim; c += blockDim.x) {
             float z = a.scale * cuk_ld(a.in, a.idt, base + c);
             mx      = fmaxf(mx, z);
@@ -54,7 +54,7 @@ __global__ void softmax_fwd_kernel(cuk_softmax a) {
 __global__ void softmax_bwd_kernel(cuk_softmax a) {
     for (uint64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
         uint64_t base = r * a.cols, lim = visible_lim(a, r);
-        double s      = 0.0;
+        double s = 0.0;
         for (uint64_t c = threadIdx.x; c <= lim; c += blockDim.x) {
             double dy = cuk_ld(a.dy, a.dydt, base + c);
             s += a.log ? dy : dy * (double)cuk_ld(a.in, a.idt, base + c);
@@ -65,8 +65,8 @@ __global__ void softmax_bwd_kernel(cuk_softmax a) {
             if (c <= lim) {
                 double y  = cuk_ld(a.in, a.idt, base + c);
                 double dy = cuk_ld(a.dy, a.dydt, base + c);
-                v = a.log ? (float)((double)a.scale * (dy - exp(y) * s))
-                          : (float)((double)a.scale * y * (dy - s));
+                v         = a.log ? (float)((double)a.scale * (dy - exp(y) * s))
+                                  : (float)((double)a.scale * y * (dy - s));
             }
             cuk_st(a.out, a.odt, base + c, v);
         }
@@ -102,8 +102,8 @@ __global__ void xent_count_kernel(cuk_xent a) {
 
 __global__ void xent_rows_kernel(cuk_xent a) {
     unsigned long long n_valid = *a.n_valid;
-    double loss_scale = a.scalars ? (double)((const ampx_scalars *)a.scalars)->scale : 1.0;
-    double g          = n_valid ? (double)a.grad_scale / (double)n_valid * loss_scale : 0.0;
+    double loss_scale          = a.scalars ? (double)((const ampx_scalars *)a.scalars)->scale : 1.0;
+    double g = n_valid ? (double)a.grad_scale / (double)n_valid * loss_scale : 0.0;
     for (uint64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
         uint64_t base = r * a.cols;
         int32_t label = a.labels[r];
@@ -161,8 +161,7 @@ extern "C" cudaError_t cuk_xent_run(cudaStream_t s, const cuk_xent *a) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     if (a->rows > 0) {
-        xent_rows_kernel<<<cuk_blocks(a->rows, 1, 1u << 30), cuk_row_threads(a->cols), 0, s>>>(
-            *a);
+        xent_rows_kernel<<<cuk_blocks(a->rows, 1, 1u << 30), cuk_row_threads(a->cols), 0, s>>>(*a);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     xent_loss_kernel<<<1, CUK_THREADS, 0, s>>>(*a);

@@ -374,6 +374,15 @@ static ampx_status cuda_create(const ampx_host *host, ampx_context **out) {
                      ctx->device);
         goto fail;
     }
+    /* Scratch comes from the device's default pool; keep what it has grown to across
+     * synchronisations rather than returning it to the driver at each one. */
+    cudaMemPool_t pool;
+    uint64_t keep = UINT64_MAX;
+    if ((st = cu_check(ctx, "cuda: create", "cudaDeviceGetDefaultMemPool",
+                       cudaDeviceGetDefaultMemPool(&pool, ctx->device))) ||
+        (st = cu_check(ctx, "cuda: create", "cudaMemPoolSetAttribute",
+                       cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep))))
+        goto fail;
     if ((st = cu_check(ctx, "cuda: create", "cudaStreamCreateWithFlags",
                        cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking))))
         goto fail;
