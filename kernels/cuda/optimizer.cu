@@ -30,6 +30,7 @@ __global__ void optimizer_kernel(cuk_opt_group g) {
     float lr_f   = ampx_scheduled_lr(s, step);
     if (g.write_lr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) s->lr = lr_f;
     double lr = lr_f, c = clip_coef(g);
+    if (blockIdx.y >= g.count) return; /* an empty list still writes lr */
 
     const cuk_opt_tensor t = g.t[blockIdx.y];
     uint64_t seed          = g.seed + g.first + blockIdx.y; /* tensor t draws its own stream */
@@ -81,8 +82,7 @@ __global__ void optimizer_kernel(cuk_opt_group g) {
 }
 
 extern "C" cudaError_t cuk_optimizer_run(cudaStream_t s, const cuk_opt_group *g) {
-    if (g->count == 0) return cudaSuccess;
-    dim3 grid(cuk_blocks(g->max_n, 4 * CUK_THREADS, 1024), g->count);
+    dim3 grid(cuk_blocks(g->max_n, 4 * CUK_THREADS, 1024), g->count ? g->count : 1);
     optimizer_kernel<<<grid, CUK_THREADS, 0, s>>>(*g);
     return cudaGetLastError();
 }

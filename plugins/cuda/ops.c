@@ -639,7 +639,9 @@ static ampx_status opt_run(ampx_context *ctx, const char *op, cuk_opt_group *bas
                            const ampx_tensor_list *params, const ampx_tensor *grads,
                            const ampx_tensor *s1, const ampx_tensor *s2, const ampx_tensor *copies,
                            const float *wd, float weight_decay) {
-    for (uint32_t first = 0; first < params->count; first += CUK_OPT_MAX) {
+    /* an empty list is one launch too: a step that is not skipped writes scalars->lr */
+    uint32_t first = 0;
+    do {
         cuk_opt_group g = *base;
         g.first         = first;
         g.count         = params->count - first < CUK_OPT_MAX ? params->count - first : CUK_OPT_MAX;
@@ -661,7 +663,8 @@ static ampx_status opt_run(ampx_context *ctx, const char *op, cuk_opt_group *bas
             if (g.t[i].n > g.max_n) g.max_n = g.t[i].n;
         }
         CU_LAUNCH(ctx, op, cuk_optimizer_run(ctx->stream, &g));
-    }
+        first += CUK_OPT_MAX;
+    } while (first < params->count);
     return AMPX_OK;
 }
 
