@@ -215,6 +215,13 @@ ampx_status cu_check_list(ampx_context *ctx, const char *opname, const char *nam
 typedef int (*drv_init_fn)(unsigned);
 typedef int (*drv_int_fn)(int *);
 typedef int (*drv_err_fn)(int, const char **);
+typedef int (*drv_dev_fn)(int *, int);
+typedef int (*drv_attr_fn)(int *, int, int);
+typedef int (*drv_name_fn)(char *, int, int);
+
+#ifndef AMPX_CUDA_MIN_CC
+#define AMPX_CUDA_MIN_CC 0 /* e.g. 80 for sm_80: set by the build from the architectures */
+#endif
 
 /* "<name>: <description>" of a driver error code. */
 static void drv_error(void *lib, int code, char *out, size_t cap) {
@@ -267,6 +274,31 @@ static ampx_status drv_probe(char *reason, size_t cap, int *n_devices, int *driv
         snprintf(reason, cap, "no CUDA device (driver supports CUDA %d.%d)", *driver_version / 1000,
                  *driver_version % 1000 / 10);
         return AMPX_ERR_UNAVAILABLE;
+    }
+    /* Devices older than the oldest architecture compiled for cannot run a kernel. */
+    drv_dev_fn dev_get   = (drv_dev_fn)dlsym(lib, "cuDeviceGet");
+    drv_attr_fn attr     = (drv_attr_fn)dlsym(lib, "cuDeviceGetAttribute");
+    drv_name_fn dev_name = (drv_name_fn)dlsym(lib, "cuDeviceGetName");
+    if (AMPX_CUDA_MIN_CC > 0 && dev_get && attr && dev_name) {
+        int usable = 0, major0 = 0, minor0 = 0;
+        char name0[128] = "?";
+        for (int i = 0; i < *n_devices; i++) {
+            int dev = 0, major = 0, minor = 0;
+            /* 75, 76: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _MINOR */
+            if (dev_get(&dev, i) != 0 || attr(&major, 75, dev) != 0 || attr(&minor, 76, dev) != 0)
+                continue;
+            if (major * 10 + minor >= AMPX_CUDA_MIN_CC) usable++;
+            if (i == 0) {
+                major0 = major, minor0 = minor;
+                dev_name(name0, (int)sizeof name0, dev);
+            }
+        }
+        if (usable == 0) {
+            snprintf(reason, cap,
+                     "no CUDA device of compute capability %d.%d or newer (device 0: %s, %d.%d)",
+                     AMPX_CUDA_MIN_CC / 10, AMPX_CUDA_MIN_CC % 10, name0, major0, minor0);
+            return AMPX_ERR_UNAVAILABLE;
+        }
     }
     snprintf(reason, cap, "%d CUDA device%s, driver supports CUDA %d.%d", *n_devices,
              *n_devices == 1 ? "" : "s", *driver_version / 1000, *driver_version % 1000 / 10);
@@ -368,6 +400,16 @@ static ampx_status cuda_create(const ampx_host *host, ampx_context **out) {
              ctx, "cuda: create", "cudaDeviceGetAttribute",
              cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ctx->device))))
         goto fail;
+    int cc_major = 0, cc_minor = 0;
+    (void)cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, ctx->device);
+    (void)cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, ctx->device);
+    if (cc_major * 10 + cc_minor < AMPX_CUDA_MIN_CC) {
+        st = cu_fail(ctx, AMPX_ERR_UNAVAILABLE,
+                     "cuda: device %d has compute capability %d.%d; this plugin has code for "
+                     "%d.%d and newer",
+                     ctx->device, cc_major, cc_minor, AMPX_CUDA_MIN_CC / 10, AMPX_CUDA_MIN_CC % 10);
+        goto fail;
+    }
     if (!pools) {
         st = cu_fail(ctx, AMPX_ERR_UNAVAILABLE,
                      "cuda: device %d has no stream-ordered memory pools (needed for scratch)",
