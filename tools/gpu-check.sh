@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh [OUT_DIR] — the one prepared check of the CUDA backend on a machine with an
 # NVIDIA GPU. Builds ampx there with its own nvcc and cmake (tests too when Criterion is
-# installed), then records, into OUT_DIR/gpu-check.md (default: ./gpu-check), everything
+# installed), then records, into OUT_DIR/gpu-check.md (default: build-gpu/gpu-check), everything
 # docs/GPU.md needs:
 #   - the date, the device (nvidia-smi), the driver and toolkit versions;
 #   - `ampx backends` (cuda must be available, with its compute capability and memory);
@@ -17,12 +17,12 @@
 # Every step runs even when an earlier one fails; the exit status is 1 if any failed.
 set -u
 cd "$(dirname "$0")/.."
-out=${1:-gpu-check}
+build=${AMPX_GPU_BUILD_DIR:-build-gpu}
+out=${1:-$build/gpu-check}
 mkdir -p "$out"
 md="$out/gpu-check.md"
 log="$out/gpu-check.log"
 : >"$log"
-build=${AMPX_GPU_BUILD_DIR:-build-gpu}
 jobs=$(nproc 2>/dev/null || echo 4)
 fails=0
 
