@@ -14,7 +14,8 @@
 #     cublasGemmEx called directly, side by side in one process, medians of 5 trials;
 #   - PyTorch's torch.matmul at the same sizes when python3 has torch with CUDA.
 # Budget: a few minutes on a 16-core machine with an H100/H200 (the build dominates).
-# Every step runs even when an earlier one fails; the exit status is 1 if any failed.
+# Every step runs even when an earlier one fails (each within LIMIT seconds, default 300;
+# exit 124 means it ran out); the exit status is 1 if any failed.
 set -u
 cd "$(dirname "$0")/.."
 build=${AMPX_GPU_BUILD_DIR:-build-gpu}
@@ -32,7 +33,8 @@ step() {
   local name=$1; shift
   echo "== $name: $*" >>"$log"
   local t0=$SECONDS
-  "$@" >"$out/step.txt" 2>&1
+  # a hung kernel must not eat the machine's budget: each step has a limit (exit 124)
+  timeout -k 10 "${LIMIT:-300}" "$@" >"$out/step.txt" 2>&1
   local rc=$?
   cat "$out/step.txt" >>"$log"
   {
