@@ -1,0 +1,165 @@
+/* amp.cu — the loss-scaling ops on the device: UNSCALE_CHECK (the fused multi-tensor unscale
+ * and non-finite check), GRAD_STATS (gradient health per tensor) and SCALER_UPDATE (the
+ * scaler's state machine on the scalars block).
+ *
+ * Everything reads the scalars block on the device, so a training step never waits for the
+ * host: inv_scale is computed per thread from scalars->scale exactly as backend.h says,
+ * (float)(1.0 / (double)scale); a non-finite result sets its tensor's flag and found_inf to 1
+ * (plain stores of the same value from any number of threads: found_inf |= flag).
+ */
+#include "common.cuh"
+
+// ---------------------------------------------------------------------------------------
+// UNSCALE_CHECK: g = round(g * inv_scale) in place (skipped in mode NONE); a tensor is
+// flagged when any value as stored afterwards is non-finite (a product that overflows only
+// when narrowed to bf16/f16 counts too).
+
+__global__ void unscale_kernel(cuk_mt_group g, int32_t *flags, ampx_scalars *s) {
+    const cuk_mt_tensor t = g.t[blockIdx.y];
+    int multiply          = s->mode != AMPX_SCALER_NONE;
+    float inv_scale       = (float)(1.0 / (double)s->scale);
+    int bad               = 0;
+    uint64_t stride       = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.n; i += stride) {
+        float v = cuk_ld(t.p, t.dt, i);
+        if (multiply) {
+            v = cuk_round_to(t.dt, v * inv_scale);
+            cuk_st(t.p, t.dt, i, v); /* exact: v already holds the rounded value */
+        }
+        bad |= !isfinite(v);
+    }
+    if (__syncthreads_or(bad) && threadIdx.x == 0) {
+        flags[g.first + blockIdx.y] = 1;
+        s->found_inf                = 1;
+    }
+}
+
+extern "C" cudaError_t cuk_unscale_check_run(cudaStream_t s, const cuk_mt_group *g, int32_t *flags,
+                                             void *scalars) {
+    if (g->count == 0) return cudaSuccess;
+    dim3 grid(cuk_blocks(g->max_n, 4 * CUK_THREADS, 1024), g->count);
+    unscale_kernel<<<grid, CUK_THREADS, 0, s>>>(*g, flags, (ampx_scalars *)scalars);
+    return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------------------------------
+// GRAD_STATS: per tensor, over its values as stored: max |g| over finite values, mean and
+// RMS of the finite values (sums in double), element count, and counts of zeros, of finite
+// non-zeros below the target's smallest normal, of non-finite values. Each of bx blocks per
+// tensor leaves a partial; one block per tensor then combines them in order.
+
+__global__ void stats_part_kernel(cuk_mt_group g, uint32_t bx, float tiny, cuk_stats_part *part) {
+    const cuk_mt_tensor t = g.t[blockIdx.y];
+    double sum = 0.0, sumsq = 0.0;
+    unsigned long long finite = 0, zeros = 0, small = 0, nonfinite = 0;
+    float max_abs = 0.0f;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.n;
+         i += (uint64_t)bx * blockDim.x) {
+        float v = cuk_ld(t.p, t.dt, i);
+        if (!isfinite(v)) {
+            nonfinite++;
+            continue;
+        }
+        float av = fabsf(v);
+        finite++;
+        sum += v;
+        sumsq += (double)v * (double)v;
+        max_abs = fmaxf(max_abs, av);
+        if (v == 0.0f)
+            zeros++;
+        else if (av < tiny)
+            small++;
+    }
+    cuk_stats_part p;
+    p.sum       = cuk_block_sum(sum);
+    p.sumsq     = cuk_block_sum(sumsq);
+    p.finite    = cuk_block_sum_u64(finite);
+    p.zeros     = cuk_block_sum_u64(zeros);
+    p.tiny      = cuk_block_sum_u64(small);
+    p.nonfinite = cuk_block_sum_u64(nonfinite);
+    p.max_abs   = cuk_block_max(max_abs);
+    p.pad       = 0.0f;
+    if (threadIdx.x == 0) part[(uint64_t)(g.first + blockIdx.y) * bx + blockIdx.x] = p;
+}
+
+__device__ __forceinline__ int32_t count_i32(unsigned long long c) {
+    return c > (unsigned long long)INT32_MAX ? INT32_MAX : (int32_t)c;
+}
+
+/* One block of bx (<= 256) threads per tensor; thread k holds partial k. */
+__global__ void stats_finish_kernel(cuk_mt_group g, uint32_t bx, const cuk_stats_part *part,
+                                    float *stats, int32_t *counts) {
+    uint32_t tg = g.first + blockIdx.x;
+    cuk_stats_part p;
+    memset(&p, 0, sizeof p);
+    if (threadIdx.x < bx) p = part[(uint64_t)tg * bx + threadIdx.x];
+    double sum                   = cuk_block_sum(p.sum);
+    double sumsq                 = cuk_block_sum(p.sumsq);
+    unsigned long long finite    = cuk_block_sum_u64(p.finite);
+    unsigned long long zeros     = cuk_block_sum_u64(p.zeros);
+    unsigned long long small     = cuk_block_sum_u64(p.tiny);
+    unsigned long long nonfinite = cuk_block_sum_u64(p.nonfinite);
+    float max_abs                = cuk_block_max(p.max_abs);
+    if (threadIdx.x == 0) {
+        stats[4ull * tg + 0]  = max_abs;
+        stats[4ull * tg + 1]  = finite ? (float)(sum / (double)finite) : 0.0f;
+        stats[4ull * tg + 2]  = finite ? (float)sqrt(sumsq / (double)finite) : 0.0f;
+        stats[4ull * tg + 3]  = (float)g.t[blockIdx.x].n;
+        counts[3ull * tg + 0] = count_i32(zeros);
+        counts[3ull * tg + 1] = count_i32(small);
+        counts[3ull * tg + 2] = count_i32(nonfinite);
+    }
+}
+
+extern "C" cudaError_t cuk_grad_stats_run(cudaStream_t s, const cuk_mt_group *g, uint32_t bx,
+                                          float tiny, cuk_stats_part *partial, float *stats,
+                                          int32_t *counts) {
+    if (g->count == 0) return cudaSuccess;
+    stats_part_kernel<<<dim3(bx, g->count), CUK_THREADS, 0, s>>>(*g, bx, tiny, partial);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    stats_finish_kernel<<<g->count, CUK_THREADS, 0, s>>>(*g, bx, partial, stats, counts);
+    return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------------------------------
+// SCALER_UPDATE: backend.h's pseudo-code, line for line, in f32 on the block (one thread).
+
+__global__ void scaler_update_kernel(ampx_scalars *s) {
+    s->last_found_inf = s->found_inf;
+    s->found_inf      = 0;
+    if (s->last_found_inf) {
+        s->skipped_steps++;
+        s->consecutive_skips++;
+        s->growth_tracker = 0;
+        if (s->mode == AMPX_SCALER_DYNAMIC) {
+            s->hysteresis_left--;
+            if (s->hysteresis_left <= 0) {
+                float backed       = __fmul_rn(s->scale, s->backoff_factor);
+                s->scale           = backed > s->min_scale ? backed : s->min_scale; /* max() */
+                s->hysteresis_left = s->hysteresis;
+            }
+            if (s->scale <= s->min_scale && s->on_min_scale_error)
+                s->stop_reason |= AMPX_STOP_MIN_SCALE;
+        }
+        if (s->max_consecutive_skips > 0 && s->consecutive_skips > s->max_consecutive_skips)
+            s->stop_reason |= AMPX_STOP_CONSECUTIVE_SKIPS;
+    } else {
+        s->applied_steps++;
+        s->consecutive_skips = 0;
+        if (s->mode == AMPX_SCALER_DYNAMIC) {
+            if (s->consecutive_hysteresis) s->hysteresis_left = s->hysteresis;
+            s->growth_tracker++;
+            if (s->growth_tracker >= s->growth_interval) {
+                float next = __fmul_rn(s->scale, s->growth_factor);
+                if (isfinite(next) && next <= s->max_scale) s->scale = next;
+                s->growth_tracker = 0;
+            }
+        }
+    }
+}
+
+extern "C" cudaError_t cuk_scaler_update_run(cudaStream_t s, void *scalars) {
+    scaler_update_kernel<<<1, 1, 0, s>>>((ampx_scalars *)scalars);
+    return cudaGetLastError();
+}

@@ -1,0 +1,253 @@
+/* kernels.h — the C interface between libampx-cuda.so's host code (plugins/cuda, C) and its
+ * device code (kernels/cuda, CUDA C++).
+ *
+ * The host code validates every argument, resolves tensors to device pointers and fills one
+ * of the plain descriptors below; a launcher (cuk_<op>) enqueues the kernels on the given
+ * stream and returns the launch status (cudaGetLastError()). Descriptors travel to the
+ * device as kernel parameters, copied at launch, so no host memory has to outlive a call and
+ * nothing waits for the device. Multi-tensor ops take their list in groups of CUK_MT_MAX
+ * tensors per launch (the parameter space is 4 KiB). Temporary device memory a launcher
+ * needs is allocated by the caller (stream-ordered) and passed in.
+ *
+ * Dtypes are ampx_dtype values; every kernel loads any float dtype to f32 exactly and stores
+ * with dtype.h's rounding (the same functions, compiled for the device).
+ */
+#ifndef AMPX_KERNELS_CUDA_H
+#define AMPX_KERNELS_CUDA_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CUK_MT_MAX 32 /* tensors per multi-tensor launch */
+
+// ---------------------------------------------------------------------------------------
+// GEMM (the native path; cuBLAS is called from plugins/cuda/gemm.c)
+
+typedef struct cuk_gemm {
+    const void *a, *b;
+    void *c;
+    int32_t adt, bdt, cdt;
+    int32_t trans_a, trans_b;
+    uint64_t m, n, k, batch;
+    uint64_t lda, ldb, ldc;
+    uint64_t stride_a, stride_b, stride_c; /* elements */
+    float alpha, beta;
+} cuk_gemm;
+/* All batches in one launch, or (sequential != 0) one launch per batch in order, for batches
+ * whose C matrices overlap. */
+cudaError_t cuk_gemm_native(cudaStream_t s, const cuk_gemm *g, int sequential);
+
+// ---------------------------------------------------------------------------------------
+// CAST, elementwise, activations
+
+typedef struct cuk_cast {
+    const void *src;
+    void *dst;
+    int32_t sdt, ddt;
+    int32_t stochastic;
+    uint64_t n, seed;
+} cuk_cast;
+cudaError_t cuk_cast_run(cudaStream_t s, const cuk_cast *c);
+
+typedef struct cuk_binary {
+    const void *a, *b;
+    void *y;
+    int32_t adt, bdt, ydt;
+    int32_t mul;         /* 0: y = alpha a + beta b;  1: y = a * b */
+    int32_t broadcast_b; /* b is one row of cols */
+    uint64_t n, cols;
+    float alpha, beta;
+} cuk_binary;
+cudaError_t cuk_binary_run(cudaStream_t s, const cuk_binary *b);
+
+typedef struct cuk_scale {
+    const void *x;
+    void *y;
+    int32_t xdt, ydt;
+    uint64_t n;
+    float alpha;
+} cuk_scale;
+cudaError_t cuk_scale_run(cudaStream_t s, const cuk_scale *c);
+
+typedef struct cuk_bias_grad {
+    const void *dy;
+    void *db;
+    int32_t dydt, dbdt;
+    int32_t accumulate;
+    uint64_t rows, cols;
+} cuk_bias_grad;
+cudaError_t cuk_bias_grad_run(cudaStream_t s, const cuk_bias_grad *b);
+
+typedef struct cuk_act {
+    const void *x, *dy;
+    void *out;
+    int32_t xdt, dydt, odt;
+    int32_t act; /* ampx_act */
+    int32_t bwd;
+    uint64_t n;
+} cuk_act;
+cudaError_t cuk_act_run(cudaStream_t s, const cuk_act *a);
+
+// ---------------------------------------------------------------------------------------
+// Row-wise: softmax, cross-entropy, layer norm, reduce
+
+typedef struct cuk_softmax {
+    const void *in, *dy; /* fwd: x;  bwd: y, dy */
+    void *out;           /* fwd: y;  bwd: dx */
+    int32_t idt, dydt, odt;
+    int32_t causal, log, bwd;
+    uint64_t rows, cols, seq_q;
+    float scale;
+} cuk_softmax;
+cudaError_t cuk_softmax_run(cudaStream_t s, const cuk_softmax *a);
+
+typedef struct cuk_xent {
+    const void *logits;
+    const int32_t *labels;
+    float *loss;
+    void *dlogits;       /* NULL: loss only */
+    const void *scalars; /* NULL: no loss-scale factor */
+    int32_t ldt, ddt;
+    int32_t ignore_index;
+    uint64_t rows, cols;
+    float grad_scale;
+    double *terms;               /* temporary, rows of them */
+    unsigned long long *n_valid; /* temporary, one */
+} cuk_xent;
+cudaError_t cuk_xent_run(cudaStream_t s, const cuk_xent *a);
+
+typedef struct cuk_layernorm {
+    const void *x, *dy;
+    void *out;
+    const float *gamma, *beta, *mean_in, *rstd_in;
+    float *mean, *rstd, *dgamma, *dbeta;
+    int32_t xdt, dydt, odt;
+    int32_t accumulate;
+    uint64_t rows, cols;
+    float eps;
+} cuk_layernorm;
+cudaError_t cuk_layernorm_fwd_run(cudaStream_t s, const cuk_layernorm *a);
+cudaError_t cuk_layernorm_bwd_run(cudaStream_t s, const cuk_layernorm *a);
+
+typedef struct cuk_batchnorm {
+    const void *x, *dy;
+    void *out;
+    const float *gamma, *beta;
+    float *run_mean, *run_var, *mean, *rstd, *dgamma, *dbeta;
+    int32_t xdt, dydt, odt;
+    int32_t training, accumulate;
+    uint64_t outer, channels, inner;
+    float eps, momentum;
+} cuk_batchnorm;
+cudaError_t cuk_batchnorm_fwd_run(cudaStream_t s, const cuk_batchnorm *a);
+cudaError_t cuk_batchnorm_bwd_run(cudaStream_t s, const cuk_batchnorm *a);
+
+typedef struct cuk_embedding {
+    void *table; /* fwd: table (any float);  bwd: dtable (f32) */
+    const int32_t *ids;
+    void *y; /* fwd: y;  bwd: dy */
+    int32_t tdt, ydt;
+    uint64_t n, vocab, dim;
+} cuk_embedding;
+cudaError_t cuk_embedding_fwd_run(cudaStream_t s, const cuk_embedding *a);
+cudaError_t cuk_embedding_bwd_run(cudaStream_t s, const cuk_embedding *a);
+
+typedef struct cuk_reduce {
+    const void *x;
+    void *y;
+    int32_t xdt, ydt;
+    int32_t mean;
+    uint64_t rows, cols;
+} cuk_reduce;
+cudaError_t cuk_reduce_run(cudaStream_t s, const cuk_reduce *a);
+
+// ---------------------------------------------------------------------------------------
+// Multi-tensor ops
+
+typedef struct cuk_mt_tensor {
+    void *p;
+    uint64_t n;
+    int32_t dt;
+} cuk_mt_tensor;
+
+/* One group of at most CUK_MT_MAX tensors; `first` is the index of t[0] in the whole list. */
+typedef struct cuk_mt_group {
+    uint32_t count, first;
+    uint64_t max_n;
+    cuk_mt_tensor t[CUK_MT_MAX];
+} cuk_mt_group;
+
+/* Blocks per tensor the partial-sum ops use for a list whose longest tensor has max_n
+ * elements (at least 1, at most 256); partial arrays hold this many per tensor. */
+uint32_t cuk_mt_blocks(uint64_t max_n);
+
+/* SUM_SQUARES: each group writes partial[(first + t) * bx + block]; the finish kernel sums
+ * all count * bx partials in order and stores out (+ out when accumulating). */
+cudaError_t cuk_sum_squares_part(cudaStream_t s, const cuk_mt_group *g, uint32_t bx,
+                                 double *partial);
+cudaError_t cuk_sum_squares_finish(cudaStream_t s, const double *partial, uint64_t n_partial,
+                                   float *out, int accumulate);
+
+/* UNSCALE_CHECK on one group; flags (already zeroed by the caller) + first is the group's
+ * first flag. */
+cudaError_t cuk_unscale_check_run(cudaStream_t s, const cuk_mt_group *g, int32_t *flags,
+                                  void *scalars);
+
+/* GRAD_STATS partials per group, then per-group finish into stats/counts. */
+typedef struct cuk_stats_part {
+    double sum, sumsq;
+    unsigned long long finite, zeros, tiny, nonfinite;
+    float max_abs;
+    float pad;
+} cuk_stats_part;
+cudaError_t cuk_grad_stats_run(cudaStream_t s, const cuk_mt_group *g, uint32_t bx, float tiny,
+                               cuk_stats_part *partial, float *stats, int32_t *counts);
+
+cudaError_t cuk_scaler_update_run(cudaStream_t s, void *scalars);
+
+/* Optimizers: one group of tensors, each with its f32 params, gradient, state and copy. */
+typedef struct cuk_opt_tensor {
+    float *p;
+    const void *g;
+    float *s1, *s2; /* SGD: momentum buffer (or NULL);  AdamW: m, v */
+    void *copy;     /* NULL: no copy */
+    uint64_t n;
+    int32_t gdt, cdt;
+    float wd;
+} cuk_opt_tensor;
+
+typedef struct cuk_opt_group {
+    uint32_t count, first;
+    uint64_t max_n;
+    int32_t adamw;
+    int32_t nesterov;
+    int32_t stochastic_copy;
+    int32_t write_lr; /* 1 for the first group: it writes scalars->lr */
+    float momentum, dampening;
+    float beta1, beta2, eps;
+    float max_grad_norm;
+    const float *grad_sq_sum; /* NULL: no clipping */
+    void *scalars;
+    uint64_t seed;
+    cuk_opt_tensor t[CUK_MT_MAX / 2];
+} cuk_opt_group;
+#define CUK_OPT_MAX (CUK_MT_MAX / 2)
+cudaError_t cuk_optimizer_run(cudaStream_t s, const cuk_opt_group *g);
+
+// ---------------------------------------------------------------------------------------
+// Buffers
+
+/* Fills `bytes` bytes at dst with the low pattern_bytes bytes of pattern, repeated
+ * (little-endian), whatever dst's alignment. */
+cudaError_t cuk_fill_run(cudaStream_t s, void *dst, uint64_t bytes, uint32_t pattern,
+                         uint32_t pattern_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMPX_KERNELS_CUDA_H */

@@ -1,0 +1,563 @@
+/* plugin.c — the CUDA backend's entry point: ampx_backend_entry, the probe, create/destroy
+ * and their options, device_info, supports() and the op table, plus the argument checks and
+ * status helpers every op shares.
+ *
+ * The probe loads the NVIDIA driver library itself (dlopen of libcuda.so.1) and asks it for
+ * its version and device count, so a machine with no driver, an old driver or no device gets
+ * one line saying which, and nothing of the CUDA runtime is initialised. create() makes the
+ * device current, creates one non-blocking stream and loads cuBLAS (libcublas.so.<major> of
+ * the toolkit the plugin was built with) for GEMM; without cuBLAS GEMM runs on the native
+ * kernel. Every op validates its arguments on the host exactly as the CPU backend does, then
+ * enqueues kernels on the stream and returns without waiting.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+
+#define CUDA_PLUGIN_VERSION "0.1.0"
+
+// Logging and argument checks
+
+ampx_status cu_fail(ampx_context *ctx, ampx_status st, const char *fmt, ...) {
+    if (ctx && ctx->log) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        ctx->log(ctx->log_user, AMPX_LOG_ERROR, msg);
+    }
+    return st;
+}
+
+void cu_log(ampx_context *ctx, ampx_log_level level, const char *fmt, ...) {
+    if (!ctx || !ctx->log) return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ctx->log(ctx->log_user, level, msg);
+}
+
+ampx_status cu_check(ampx_context *ctx, const char *op, const char *what, cudaError_t e) {
+    if (e == cudaSuccess) return AMPX_OK;
+    ampx_status st = e == cudaErrorMemoryAllocation ? AMPX_ERR_NO_MEMORY : AMPX_ERR_DEVICE;
+    return cu_fail(ctx, st, "%s: %s: %s: %s", op, what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+ampx_status cu_enter(ampx_context *ctx, const char *op) {
+    return cu_check(ctx, op, "cudaSetDevice", cudaSetDevice(ctx->device));
+}
+
+ampx_status cu_tmp_alloc(ampx_context *ctx, const char *op, uint64_t bytes, void **out) {
+    *out          = NULL;
+    cudaError_t e = cudaMallocAsync(out, (size_t)(bytes ? bytes : 16), ctx->stream);
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError(); /* not sticky: clear it */
+        return cu_fail(ctx, AMPX_ERR_NO_MEMORY,
+                       "%s: out of device memory allocating %llu bytes of scratch", op,
+                       (unsigned long long)bytes);
+    }
+    return cu_check(ctx, op, "cudaMallocAsync", e);
+}
+
+void cu_tmp_free(ampx_context *ctx, void *p) {
+    if (p) (void)cudaFreeAsync(p, ctx->stream);
+}
+
+ampx_status cu_take_args(ampx_context *ctx, const char *opname, const void *args, void *local,
+                         size_t local_size) {
+    if (!ctx) return AMPX_ERR_INVALID; /* nowhere to log */
+    if (!args) return cu_fail(ctx, AMPX_ERR_INVALID, "%s: args is NULL", opname);
+    uint32_t size;
+    memcpy(&size, args, sizeof size);
+    if (size < sizeof(uint32_t))
+        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: args size %u too small", opname, size);
+    memset(local, 0, local_size);
+    memcpy(local, args, size < local_size ? size : local_size);
+    return AMPX_OK;
+}
+
+static int is_float(ampx_dtype dt) {
+    return ampx_dtype_is_float(dt);
+}
+
+static int all_float(const ampx_dtype *dt, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++)
+        if (!is_float(dt[i])) return 0;
+    return 1;
+}
+
+/* The dtype table, per op heading in backend.h. */
+int cu_dtypes_ok(uint32_t op, const ampx_dtype *dt, uint32_t n) {
+    if (n > 0 && !dt) return 0;
+    switch (op) {
+    case AMPX_OP_GEMM: return n == 3 && all_float(dt, 3); /* {A, B, C} */
+    case AMPX_OP_CAST: return n == 2 && all_float(dt, 2); /* {src, dst} */
+    case AMPX_OP_ADD:                                     /* {a, b, y} */
+    case AMPX_OP_MUL: return n == 3 && all_float(dt, 3);
+    case AMPX_OP_SCALE: return n == 2 && all_float(dt, 2);         /* {x, y} */
+    case AMPX_OP_BIAS_GRAD: return n == 2 && all_float(dt, 2);     /* {dy, db} */
+    case AMPX_OP_ACT_FWD: return n == 2 && all_float(dt, 2);       /* {x, y} */
+    case AMPX_OP_ACT_BWD: return n == 3 && all_float(dt, 3);       /* {x, dy, dx} */
+    case AMPX_OP_SOFTMAX_FWD: return n == 2 && all_float(dt, 2);   /* {x, y} */
+    case AMPX_OP_SOFTMAX_BWD: return n == 3 && all_float(dt, 3);   /* {y, dy, dx} */
+    case AMPX_OP_SOFTMAX_XENT: return n == 2 && all_float(dt, 2);  /* {logits, dlogits} */
+    case AMPX_OP_LAYERNORM_FWD: return n == 2 && all_float(dt, 2); /* {x, y} */
+    case AMPX_OP_LAYERNORM_BWD: return n == 3 && all_float(dt, 3); /* {x, dy, dx} */
+    case AMPX_OP_BATCHNORM_FWD: return n == 2 && all_float(dt, 2); /* {x, y} */
+    case AMPX_OP_BATCHNORM_BWD: return n == 3 && all_float(dt, 3); /* {x, dy, dx} */
+    case AMPX_OP_EMBEDDING_FWD: return n == 2 && all_float(dt, 2); /* {table, y} */
+    case AMPX_OP_EMBEDDING_BWD:                                    /* {dy, dtable f32} */
+        return n == 2 && is_float(dt[0]) && dt[1] == AMPX_F32;
+    case AMPX_OP_REDUCE: return n == 2 && all_float(dt, 2);    /* {x, y} */
+    case AMPX_OP_SUM_SQUARES:                                  /* {x} */
+    case AMPX_OP_UNSCALE_CHECK:                                /* {g} */
+    case AMPX_OP_GRAD_STATS: return n == 1 && is_float(dt[0]); /* {g} */
+    case AMPX_OP_SCALER_UPDATE: return n == 0;                 /* no dtypes */
+    case AMPX_OP_SGD:                                          /* {grad} */
+    case AMPX_OP_ADAMW: return n == 1 && is_float(dt[0]);
+    default: return 0;
+    }
+}
+
+ampx_status cu_check_dtypes(ampx_context *ctx, const char *opname, uint32_t op,
+                            const ampx_dtype *dt, uint32_t n) {
+    if (cu_dtypes_ok(op, dt, n)) return AMPX_OK;
+    char list[128] = "";
+    for (uint32_t i = 0; i < n && strlen(list) + 12 < sizeof list; i++) {
+        strcat(list, i ? ", " : "");
+        strcat(list, ampx_dtype_name(dt[i]));
+    }
+    return cu_fail(ctx, AMPX_ERR_UNSUPPORTED, "%s: unsupported dtypes {%s}", opname, list);
+}
+
+ampx_status cu_check_tensor(ampx_context *ctx, const char *opname, const char *name,
+                            const ampx_tensor *t, uint64_t n_elems, int optional) {
+    if (!t->buf) {
+        if (optional) return AMPX_OK;
+        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: %s is a null buffer", opname, name);
+    }
+    size_t es = ampx_dtype_size(t->dtype);
+    if (es == 0)
+        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: %s has unknown dtype %d", opname, name,
+                       (int)t->dtype);
+    if (t->offset % es != 0)
+        return cu_fail(ctx, AMPX_ERR_INVALID,
+                       "%s: %s offset %llu is not a multiple of the %s size %zu", opname, name,
+                       (unsigned long long)t->offset, ampx_dtype_name(t->dtype), es);
+    uint64_t bytes, end;
+    if (cu_mul_u64(n_elems, es, &bytes) || __builtin_add_overflow(t->offset, bytes, &end) ||
+        end > t->buf->bytes)
+        return cu_fail(ctx, AMPX_ERR_INVALID,
+                       "%s: %s of %llu %s elements at offset %llu overruns its buffer of %llu "
+                       "bytes",
+                       opname, name, (unsigned long long)n_elems, ampx_dtype_name(t->dtype),
+                       (unsigned long long)t->offset, (unsigned long long)t->buf->bytes);
+    return AMPX_OK;
+}
+
+ampx_status cu_check_tensor_dt(ampx_context *ctx, const char *opname, const char *name,
+                               const ampx_tensor *t, ampx_dtype want, uint64_t n_elems,
+                               int optional) {
+    if (t->buf && t->dtype != want)
+        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: %s must be %s, not %s", opname, name,
+                       ampx_dtype_name(want), ampx_dtype_name(t->dtype));
+    return cu_check_tensor(ctx, opname, name, t, n_elems, optional);
+}
+
+ampx_status cu_check_scalars(ampx_context *ctx, const char *opname, const ampx_tensor *t,
+                             int optional) {
+    if (!t->buf) {
+        if (optional) return AMPX_OK;
+        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: scalars is a null buffer", opname);
+    }
+    uint64_t end;
+    if (t->offset % 4 != 0)
+        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: scalars offset %llu is not 4-byte aligned",
+                       opname, (unsigned long long)t->offset);
+    if (__builtin_add_overflow(t->offset, (uint64_t)sizeof(ampx_scalars), &end) ||
+        end > t->buf->bytes)
+        return cu_fail(ctx, AMPX_ERR_INVALID,
+                       "%s: scalars block (%zu bytes) at offset %llu overruns its buffer of "
+                       "%llu bytes",
+                       opname, sizeof(ampx_scalars), (unsigned long long)t->offset,
+                       (unsigned long long)t->buf->bytes);
+    return AMPX_OK;
+}
+
+ampx_status cu_check_list(ampx_context *ctx, const char *opname, const char *name,
+                          const ampx_tensor_list *l) {
+    if (l->count == 0) return AMPX_OK;
+    if (!l->tensors || !l->n_elems)
+        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: %s has %u tensors but a NULL %s", opname, name,
+                       l->count, l->tensors ? "n_elems" : "tensors array");
+    for (uint32_t t = 0; t < l->count; t++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s[%u]", name, t);
+        if (l->tensors[t].buf && !is_float(l->tensors[t].dtype))
+            return cu_fail(ctx, AMPX_ERR_UNSUPPORTED, "%s: %s has unsupported dtype %s", opname,
+                           what, ampx_dtype_name(l->tensors[t].dtype));
+        CU_TRY(cu_check_tensor(ctx, opname, what, &l->tensors[t], l->n_elems[t], 0));
+    }
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// Probe: the driver, its version, the device count, without the CUDA runtime
+
+typedef int (*drv_init_fn)(unsigned);
+typedef int (*drv_int_fn)(int *);
+typedef int (*drv_err_fn)(int, const char **);
+typedef int (*drv_dev_fn)(int *, int);
+typedef int (*drv_attr_fn)(int *, int, int);
+typedef int (*drv_name_fn)(char *, int, int);
+
+#ifndef AMPX_CUDA_MIN_CC
+#define AMPX_CUDA_MIN_CC 0 /* e.g. 80 for sm_80: set by the build from the architectures */
+#endif
+
+/* "<name>: <description>" of a driver error code. */
+static void drv_error(void *lib, int code, char *out, size_t cap) {
+    drv_err_fn name = (drv_err_fn)dlsym(lib, "cuGetErrorName");
+    drv_err_fn str  = (drv_err_fn)dlsym(lib, "cuGetErrorString");
+    const char *n = NULL, *s = NULL;
+    if (name) name(code, &n);
+    if (str) str(code, &s);
+    snprintf(out, cap, "%s: %s", n ? n : "CUDA_ERROR", s ? s : "unknown error");
+}
+
+/* Returns AMPX_OK with the device count, or UNAVAILABLE with the reason in `reason`. */
+static ampx_status drv_probe(char *reason, size_t cap, int *n_devices, int *driver_version) {
+    char buf[256];
+    *n_devices = 0, *driver_version = 0;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *err = dlerror();
+        snprintf(reason, cap, "no NVIDIA driver (%s)", err ? err : "libcuda.so.1 not found");
+        return AMPX_ERR_UNAVAILABLE;
+    }
+    /* The driver stays loaded: the CUDA runtime would load it again at once. */
+    drv_init_fn init = (drv_init_fn)dlsym(lib, "cuInit");
+    drv_int_fn ver   = (drv_int_fn)dlsym(lib, "cuDriverGetVersion");
+    drv_int_fn count = (drv_int_fn)dlsym(lib, "cuDeviceGetCount");
+    if (!init || !ver || !count) {
+        snprintf(reason, cap, "NVIDIA driver library libcuda.so.1 lacks cuInit/cuDeviceGetCount");
+        return AMPX_ERR_UNAVAILABLE;
+    }
+    int r = ver(driver_version);
+    if (r == 0 && *driver_version / 1000 < CUDART_VERSION / 1000) {
+        snprintf(reason, cap,
+                 "NVIDIA driver too old: it supports CUDA %d.%d, this plugin needs CUDA %d.x "
+                 "(built with runtime %d.%d)",
+                 *driver_version / 1000, *driver_version % 1000 / 10, CUDART_VERSION / 1000,
+                 CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+        return AMPX_ERR_UNAVAILABLE;
+    }
+    if ((r = init(0)) != 0) {
+        drv_error(lib, r, buf, sizeof buf);
+        snprintf(reason, cap, "cuInit failed: %s", buf);
+        return AMPX_ERR_UNAVAILABLE;
+    }
+    if ((r = count(n_devices)) != 0) {
+        drv_error(lib, r, buf, sizeof buf);
+        snprintf(reason, cap, "cuDeviceGetCount failed: %s", buf);
+        return AMPX_ERR_UNAVAILABLE;
+    }
+    if (*n_devices < 1) {
+        snprintf(reason, cap, "no CUDA device (driver supports CUDA %d.%d)", *driver_version / 1000,
+                 *driver_version % 1000 / 10);
+        return AMPX_ERR_UNAVAILABLE;
+    }
+    /* Devices older than the oldest architecture compiled for cannot run a kernel. */
+    drv_dev_fn dev_get   = (drv_dev_fn)dlsym(lib, "cuDeviceGet");
+    drv_attr_fn attr     = (drv_attr_fn)dlsym(lib, "cuDeviceGetAttribute");
+    drv_name_fn dev_name = (drv_name_fn)dlsym(lib, "cuDeviceGetName");
+    if (AMPX_CUDA_MIN_CC > 0 && dev_get && attr && dev_name) {
+        int usable = 0, major0 = 0, minor0 = 0;
+        char name0[128] = "?";
+        for (int i = 0; i < *n_devices; i++) {
+            int dev = 0, major = 0, minor = 0;
+            /* 75, 76: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _MINOR */
+            if (dev_get(&dev, i) != 0 || attr(&major, 75, dev) != 0 || attr(&minor, 76, dev) != 0)
+                continue;
+            if (major * 10 + minor >= AMPX_CUDA_MIN_CC) usable++;
+            if (i == 0) {
+                major0 = major, minor0 = minor;
+                dev_name(name0, (int)sizeof name0, dev);
+            }
+        }
+        if (usable == 0) {
+            snprintf(reason, cap,
+                     "no CUDA device of compute capability %d.%d or newer (device 0: %s, %d.%d)",
+                     AMPX_CUDA_MIN_CC / 10, AMPX_CUDA_MIN_CC % 10, name0, major0, minor0);
+            return AMPX_ERR_UNAVAILABLE;
+        }
+    }
+    snprintf(reason, cap, "%d CUDA device%s, driver supports CUDA %d.%d", *n_devices,
+             *n_devices == 1 ? "" : "s", *driver_version / 1000, *driver_version % 1000 / 10);
+    return AMPX_OK;
+}
+
+static ampx_status cuda_probe(char *reason, size_t reason_cap) {
+    char buf[512];
+    int n, ver;
+    ampx_status st = drv_probe(buf, sizeof buf, &n, &ver);
+    if (reason && reason_cap > 0) snprintf(reason, reason_cap, "%s", buf);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------
+// Create, destroy
+
+/* Reads the host struct field by field, honouring its size (rule 2). */
+static void read_host(const ampx_host *host, ampx_host *h) {
+    memset(h, 0, sizeof *h);
+    uint32_t size = host->size;
+    memcpy(h, host, size < sizeof *h ? size : sizeof *h);
+}
+
+/* Parses "device=N" and "gemm=auto|cublas|native". Unknown keys and bad values are errors. */
+static ampx_status parse_options(ampx_context *ctx, const ampx_host *h, int n_devices) {
+    if (h->n_options > 0 && !h->options)
+        return cu_fail(ctx, AMPX_ERR_INVALID, "cuda: %u options but a NULL options array",
+                       h->n_options);
+    for (uint32_t i = 0; i < h->n_options; i++) {
+        const char *opt = h->options[i];
+        if (!opt) return cu_fail(ctx, AMPX_ERR_INVALID, "cuda: option %u is NULL", i);
+        const char *eq = strchr(opt, '=');
+        if (!eq) return cu_fail(ctx, AMPX_ERR_INVALID, "cuda: option '%s' is not key=value", opt);
+        size_t klen     = (size_t)(eq - opt);
+        const char *val = eq + 1;
+        if (klen == 6 && strncmp(opt, "device", 6) == 0) {
+            char *end       = NULL;
+            unsigned long v = 0;
+            if (val[0] >= '0' && val[0] <= '9') v = strtoul(val, &end, 10);
+            if (!end || *end != '\0' || v >= (unsigned long)n_devices)
+                return cu_fail(ctx, AMPX_ERR_INVALID,
+                               "cuda: device=%s: expected an integer in [0, %d]", val,
+                               n_devices - 1);
+            ctx->device = (int)v;
+        } else if (klen == 4 && strncmp(opt, "gemm", 4) == 0) {
+            if (strcmp(val, "auto") == 0)
+                ctx->gemm_path = CU_GEMM_AUTO;
+            else if (strcmp(val, "cublas") == 0)
+                ctx->gemm_path = CU_GEMM_CUBLAS;
+            else if (strcmp(val, "native") == 0)
+                ctx->gemm_path = CU_GEMM_NATIVE;
+            else
+                return cu_fail(ctx, AMPX_ERR_INVALID,
+                               "cuda: gemm=%s: expected one of auto, cublas, native", val);
+        } else {
+            return cu_fail(ctx, AMPX_ERR_INVALID,
+                           "cuda: unknown option '%.*s' (known: device, gemm)", (int)klen, opt);
+        }
+    }
+    return AMPX_OK;
+}
+
+static void cuda_destroy(ampx_context *ctx) {
+    if (!ctx) return;
+    if (cudaSetDevice(ctx->device) == cudaSuccess && ctx->stream) {
+        (void)cudaStreamSynchronize(ctx->stream);
+        cu_blas_unload(ctx);
+        (void)cudaStreamDestroy(ctx->stream);
+    }
+    free(ctx);
+}
+
+static ampx_status cuda_create(const ampx_host *host, ampx_context **out) {
+    if (out) *out = NULL;
+    if (!host) return AMPX_ERR_INVALID; /* nowhere to log */
+    ampx_host h;
+    read_host(host, &h);
+
+    ampx_context tmp = {.log = h.log, .log_user = h.log_user}; /* for logging until alloc */
+    if (!out) return cu_fail(&tmp, AMPX_ERR_INVALID, "cuda: create: out is NULL");
+    if (h.abi_major != AMPX_ABI_MAJOR)
+        return cu_fail(&tmp, AMPX_ERR_UNSUPPORTED,
+                       "cuda: host speaks ABI %u.%u, this plugin ABI %d.%d", h.abi_major,
+                       h.abi_minor, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+    char reason[512];
+    int n_devices, driver_version;
+    if (drv_probe(reason, sizeof reason, &n_devices, &driver_version) != AMPX_OK)
+        return cu_fail(&tmp, AMPX_ERR_UNAVAILABLE, "cuda: %s", reason);
+    CU_TRY(parse_options(&tmp, &h, n_devices));
+
+    ampx_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return cu_fail(&tmp, AMPX_ERR_NO_MEMORY, "cuda: out of memory for the context");
+    *ctx      = tmp;
+    int pools = 0;
+    ampx_status st;
+    if ((st = cu_check(ctx, "cuda: create", "cudaSetDevice", cudaSetDevice(ctx->device))) ||
+        (st = cu_check(
+             ctx, "cuda: create", "cudaDeviceGetAttribute",
+             cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ctx->device))))
+        goto fail;
+    int cc_major = 0, cc_minor = 0;
+    (void)cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, ctx->device);
+    (void)cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, ctx->device);
+    if (cc_major * 10 + cc_minor < AMPX_CUDA_MIN_CC) {
+        st = cu_fail(ctx, AMPX_ERR_UNAVAILABLE,
+                     "cuda: device %d has compute capability %d.%d; this plugin has code for "
+                     "%d.%d and newer",
+                     ctx->device, cc_major, cc_minor, AMPX_CUDA_MIN_CC / 10, AMPX_CUDA_MIN_CC % 10);
+        goto fail;
+    }
+    if (!pools) {
+        st = cu_fail(ctx, AMPX_ERR_UNAVAILABLE,
+                     "cuda: device %d has no stream-ordered memory pools (needed for scratch)",
+                     ctx->device);
+        goto fail;
+    }
+    /* Scratch comes from the device's default pool; keep what it has grown to across
+     * synchronisations rather than returning it to the driver at each one. */
+    cudaMemPool_t pool;
+    uint64_t keep = UINT64_MAX;
+    if ((st = cu_check(ctx, "cuda: create", "cudaDeviceGetDefaultMemPool",
+                       cudaDeviceGetDefaultMemPool(&pool, ctx->device))) ||
+        (st = cu_check(ctx, "cuda: create", "cudaMemPoolSetAttribute",
+                       cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep))))
+        goto fail;
+    if ((st = cu_check(ctx, "cuda: create", "cudaStreamCreateWithFlags",
+                       cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking))))
+        goto fail;
+    if (ctx->gemm_path != CU_GEMM_NATIVE && cu_blas_load(ctx) != AMPX_OK) {
+        if (ctx->gemm_path == CU_GEMM_CUBLAS) {
+            st = cu_fail(ctx, AMPX_ERR_UNAVAILABLE, "cuda: gemm=cublas: %s", ctx->blas_note);
+            goto fail;
+        }
+        cu_log(ctx, AMPX_LOG_WARN, "cuda: %s; GEMM uses the native kernel", ctx->blas_note);
+    }
+    *out = ctx;
+    return AMPX_OK;
+fail:
+    if (ctx->stream) (void)cudaStreamDestroy(ctx->stream);
+    free(ctx);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------
+// Device info
+
+static ampx_status cuda_device_info(ampx_context *ctx, ampx_device_info *info) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    if (!info) return cu_fail(ctx, AMPX_ERR_INVALID, "device_info: info is NULL");
+    uint32_t size = info->size;
+    if (size < sizeof(uint32_t))
+        return cu_fail(ctx, AMPX_ERR_INVALID, "device_info: info size %u too small", size);
+    CU_TRY(cu_enter(ctx, "device_info"));
+    struct cudaDeviceProp prop;
+    CU_TRY(cu_check(ctx, "device_info", "cudaGetDeviceProperties",
+                    cudaGetDeviceProperties(&prop, ctx->device)));
+    int drv = 0, rt = 0;
+    (void)cudaDriverGetVersion(&drv);
+    (void)cudaRuntimeGetVersion(&rt);
+
+    ampx_device_info d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "%.127s", prop.name);
+    snprintf(d.description, sizeof d.description,
+             "ampx CUDA backend %s, device %d, compute capability %d.%d, %d SMs, %.1f GiB, "
+             "driver CUDA %d.%d, runtime %d.%d, gemm=%s (%s)",
+             CUDA_PLUGIN_VERSION, ctx->device, prop.major, prop.minor, prop.multiProcessorCount,
+             (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), drv / 1000, drv % 1000 / 10,
+             rt / 1000, rt % 1000 / 10,
+             ctx->gemm_path == CU_GEMM_NATIVE ? "native"
+             : ctx->blas                      ? "cublas"
+                                              : "native",
+             cu_blas_describe(ctx));
+    d.memory_bytes = (uint64_t)prop.totalGlobalMem;
+    d.n_threads    = 0;
+
+    /* Write only what lies within the host's struct; keep its size field. */
+    size_t n = size < sizeof d ? size : sizeof d;
+    memcpy((char *)info + sizeof(uint32_t), (char *)&d + sizeof(uint32_t), n - sizeof(uint32_t));
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// supports, synchronize
+
+static int cuda_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes,
+                         uint32_t n_dtypes, uint32_t shape_class) {
+    (void)ctx;
+    if (op >= AMPX_OP_COUNT || shape_class != AMPX_SHAPE_ANY) return 0;
+    return cu_dtypes_ok(op, dtypes, n_dtypes);
+}
+
+/* Waits for the stream; a fault of any earlier kernel surfaces here with its name. */
+static ampx_status cuda_synchronize(ampx_context *ctx) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    CU_TRY(cu_enter(ctx, "synchronize"));
+    return cu_check(ctx, "synchronize", "cudaStreamSynchronize",
+                    cudaStreamSynchronize(ctx->stream));
+}
+
+// ---------------------------------------------------------------------------------------
+// The tables
+
+static const ampx_backend_ops cuda_ops = {
+    .size          = sizeof(ampx_backend_ops),
+    .gemm          = cu_gemm,
+    .cast          = cu_cast,
+    .add           = cu_add,
+    .mul           = cu_mul,
+    .scale         = cu_scale,
+    .bias_grad     = cu_bias_grad,
+    .act_fwd       = cu_act_fwd,
+    .act_bwd       = cu_act_bwd,
+    .softmax_fwd   = cu_softmax_fwd,
+    .softmax_bwd   = cu_softmax_bwd,
+    .softmax_xent  = cu_softmax_xent,
+    .layernorm_fwd = cu_layernorm_fwd,
+    .layernorm_bwd = cu_layernorm_bwd,
+    .batchnorm_fwd = cu_batchnorm_fwd,
+    .batchnorm_bwd = cu_batchnorm_bwd,
+    .embedding_fwd = cu_embedding_fwd,
+    .embedding_bwd = cu_embedding_bwd,
+    .reduce        = cu_reduce,
+    .sum_squares   = cu_sum_squares,
+    .unscale_check = cu_unscale_check,
+    .grad_stats    = cu_grad_stats,
+    .scaler_update = cu_scaler_update,
+    .sgd           = cu_sgd,
+    .adamw         = cu_adamw,
+};
+
+static const ampx_backend_iface cuda_iface = {
+    .size         = sizeof(ampx_backend_iface),
+    .abi_major    = AMPX_ABI_MAJOR,
+    .abi_minor    = AMPX_ABI_MINOR,
+    .name         = "cuda",
+    .version      = CUDA_PLUGIN_VERSION,
+    .probe        = cuda_probe,
+    .create       = cuda_create,
+    .destroy      = cuda_destroy,
+    .device_info  = cuda_device_info,
+    .supports     = cuda_supports,
+    .buffer_alloc = cu_buffer_alloc,
+    .buffer_free  = cu_buffer_free,
+    .buffer_write = cu_buffer_write,
+    .buffer_read  = cu_buffer_read,
+    .buffer_copy  = cu_buffer_copy,
+    .buffer_fill  = cu_buffer_fill,
+    .synchronize  = cuda_synchronize,
+    .ops          = &cuda_ops,
+};
+
+AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
+                                                                uint32_t host_abi_minor);
+
+AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
+                                                                uint32_t host_abi_minor) {
+    (void)host_abi_minor; /* minors are append-only: a newer host reads what we have */
+    if (host_abi_major != AMPX_ABI_MAJOR) return NULL;
+    return &cuda_iface;
+}
