@@ -7,7 +7,7 @@
  * `__host__ __device__ inline`, so the kernels call the very functions the CPU backend and
  * the core call (ampx_f32_to_bf16, ampx_f32_to_f16_sr, ampx_hash32, ampx_scheduled_lr, ...).
  * The standard headers they include are included first so that the macro does not reach
- * into them; backend.h's C11 _Static_assert is spelled static_assert in C++.
+ * into them.
  */
 #ifndef AMPX_KERNELS_CUDA_COMMON_CUH
 #define AMPX_KERNELS_CUDA_COMMON_CUH
@@ -19,12 +19,10 @@
 
 #include <cuda_runtime.h>
 
-#define _Static_assert static_assert
 #define inline __host__ __device__ inline
 #include "ampx/backend.h"
 #include "ampx/dtype.h"
 #undef inline
-#undef _Static_assert
 
 #include "kernels.h"
 

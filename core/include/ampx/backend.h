@@ -46,6 +46,13 @@
 
 #include "dtype.h"
 
+/* C11 spells it _Static_assert, C++ static_assert: the header compiles as either. */
+#ifdef __cplusplus
+#define AMPX_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define AMPX_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -170,7 +177,7 @@ typedef struct ampx_scalars {
     int32_t reserved[7];  /* zero; room to grow within one cache line pair */
 } ampx_scalars;
 
-_Static_assert(sizeof(ampx_scalars) == 128, "ampx_scalars layout is part of the ABI");
+AMPX_STATIC_ASSERT(sizeof(ampx_scalars) == 128, "ampx_scalars layout is part of the ABI");
 
 // ---------------------------------------------------------------------------------------
 // Op numbers. Append only; never renumber.
@@ -584,9 +591,9 @@ typedef struct ampx_backend_ops {
 // clang-format on
 
 /* One slot per op, in order: adding an op without its slot (or the reverse) fails here. */
-_Static_assert(sizeof(ampx_backend_ops) == 8 + AMPX_OP_COUNT * sizeof(void (*)(void)),
+AMPX_STATIC_ASSERT(sizeof(ampx_backend_ops) == 8 + AMPX_OP_COUNT * sizeof(void (*)(void)),
                "ampx_backend_ops must have exactly one slot per ampx_op");
-_Static_assert(offsetof(ampx_backend_ops, adamw) == 8 + (AMPX_OP_ADAMW) * sizeof(void (*)(void)),
+AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, adamw) == 8 + (AMPX_OP_ADAMW) * sizeof(void (*)(void)),
                "ampx_backend_ops slots must be in op-number order");
 
 // ---------------------------------------------------------------------------------------
