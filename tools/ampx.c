@@ -26,6 +26,7 @@ static void usage_main(FILE *f) {
                "commands:\n"
                "  backends      list backend plugins, their devices and op x dtype support\n"
                "  conformance   check a backend's ops against the double-precision reference\n"
+               "  bench         time GEMM (GFLOP/s) or a memory-bound op (GB/s) on a backend\n"
                "\n"
                "options:\n"
                "  -h, --help     show this help (also: ampx <command> --help)\n"

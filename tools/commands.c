@@ -4,5 +4,6 @@
 #include "cli.h"
 
 const cli_command cli_commands[] = {
+    {"bench", cmd_bench},
     {NULL, NULL},
 };
