@@ -31,7 +31,7 @@ typedef struct unscale_job {
     uint8_t *bad; /* one flag per chunk */
 } unscale_job;
 
-static void unscale_chunk(void *arg, uint64_t item, unsigned tid) {
+CPU_INLINE void unscale_chunk_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const unscale_job *j = arg;
     uint64_t i0          = item * CPU_CHUNK;
@@ -49,6 +49,7 @@ static void unscale_chunk(void *arg, uint64_t item, unsigned tid) {
         bad |= !isfinite(t[k]);
     j->bad[item] = bad;
 }
+CPU_ISA_CHUNK(unscale_chunk, unscale_chunk_body)
 
 ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *args) {
     static const char *op = "unscale_check";

@@ -99,6 +99,34 @@ extern const cpu_kernels cpu_kernels_avx2;
 #define CPU_HAVE_AVX2_TABLE 0
 #endif
 
+/* CPU_ISA_CHUNK(name, body): defines the cpu_task_fn `name` from the always-inline
+ * function `body` (same signature), compiled twice: as portable C, and (on x86) for
+ * AVX2+FMA+F16C at -O3 so the compiler vectorises its loops. `name` runs the AVX2 copy when
+ * the op's table is AVX2 or above. The build is ISO C (-std=c11: no contraction into FMA)
+ * and both copies use the same IEEE operations, so they give identical bits. */
+#define CPU_INLINE static inline __attribute__((always_inline))
+#if CPU_HAVE_AVX2_TABLE
+#define CPU_ISA_CHUNK(name, body)                                                                  \
+    static void name##_portable(void *arg, uint64_t item, unsigned tid) {                          \
+        body(arg, item, tid);                                                                      \
+    }                                                                                              \
+    __attribute__((target("avx2,fma,f16c"), optimize("O3"))) static void name##_avx2(              \
+        void *arg, uint64_t item, unsigned tid) {                                                  \
+        body(arg, item, tid);                                                                      \
+    }                                                                                              \
+    static void name(void *arg, uint64_t item, unsigned tid) {                                     \
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX2)                                                     \
+            name##_avx2(arg, item, tid);                                                           \
+        else                                                                                       \
+            name##_portable(arg, item, tid);                                                       \
+    }
+#else
+#define CPU_ISA_CHUNK(name, body)                                                                  \
+    static void name(void *arg, uint64_t item, unsigned tid) {                                     \
+        body(arg, item, tid);                                                                      \
+    }
+#endif
+
 const char *cpu_isa_name(cpu_isa isa);
 /* "auto" (the highest path) or a path name; 0 on success. */
 int cpu_isa_parse(const char *s, cpu_isa *out);
