@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,4 +332,140 @@ Test(gemm, avx2_close_to_portable, .timeout = 120) {
     cr_expect_lt(worst, 270.0 * 270.0 * 0x1p-24, "max |portable - avx2| = %g", worst);
     free(p);
     free(a);
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory-bound ops: the AVX2 copies of the chunk loops use the same IEEE operations as the
+// portable ones (ISO C, no contraction), so every path gives the same bits.
+
+/* Runs one op on fresh data (NaN, inf, zeros and subnormals sprinkled in) under isa_opt and
+ * returns the bytes of every buffer afterwards. */
+static unsigned char *elementwise_run(const char *isa_opt, const char *opname, ampx_dtype dt,
+                                      size_t *bytes_out) {
+    enum { N = 70001, NB = 8 };
+    dev d      = open_dev(isa_opt, NULL);
+    float *src = malloc(N * sizeof *src);
+    void *raw  = malloc(N * 4);
+    cr_assert(src && raw);
+    ampx_buffer *b[NB];
+    ampx_dtype dts[NB] = {dt, dt, dt, AMPX_F32, AMPX_F32, AMPX_F32, AMPX_BF16, AMPX_I32};
+    for (int t = 0; t < NB; t++) {
+        for (uint64_t i = 0; i < N; i++) {
+            uint32_t h = ampx_hash32(7 + (uint64_t)t, i);
+            src[i]     = (float)((double)(h >> 8) / 4194304.0 - 2.0);
+            if (h % 997 == 0) src[i] = ampx_f32_from_bits(0x7fc00001u); /* NaN */
+            if (h % 991 == 0) src[i] = -INFINITY;
+            if (h % 983 == 0) src[i] = 0.0f;
+            if (h % 977 == 0) src[i] = 1e-40f; /* f32 subnormal */
+        }
+        if (t >= 3 && t <= 5) /* optimizer state: finite, v >= 0 */
+            for (uint64_t i = 0; i < N; i++)
+                src[i] = t == 5 ? (float)(ampx_hash32(t, i) >> 8) / 16777216.0f
+                                : (float)((double)(ampx_hash32(t, i) >> 8) / 8388608.0 - 1.0);
+        if (dts[t] == AMPX_I32) memset(src, 0, N * 4);
+        if (dts[t] == AMPX_I32 || dts[t] == AMPX_F32)
+            memcpy(raw, src, N * 4);
+        else
+            cast_on(&d, AMPX_F32, src, dts[t], raw, N);
+        b[t] = upload(&d, raw, N * ampx_dtype_size(dts[t]));
+    }
+    ampx_scalars sc = {.scale         = 1024.0f,
+                       .mode          = AMPX_SCALER_DYNAMIC,
+                       .lr_base       = 0.01f,
+                       .applied_steps = 3,
+                       .hysteresis    = 1,
+                       .max_scale     = INFINITY};
+    ampx_buffer *sb = upload(&d, &sc, sizeof sc);
+    ampx_tensor T[NB];
+    for (int t = 0; t < NB; t++)
+        T[t] = (ampx_tensor){b[t], 0, dts[t]};
+    ampx_tensor S              = {sb, 0, AMPX_F32};
+    uint64_t n_elems[1]        = {N};
+    ampx_tensor_list one       = {1, &T[0], n_elems};
+    ampx_tensor_list params    = {1, &T[3], n_elems};
+    const ampx_backend_ops *op = d.t->ops;
+    ampx_status st             = AMPX_ERR_INVALID;
+    if (!strcmp(opname, "add")) {
+        ampx_add_args a = {sizeof a, 0, N / 7, 7, 0.75f, -1.5f, T[0], T[1], T[2]};
+        st              = op->add(d.ctx, &a);
+    } else if (!strcmp(opname, "mul")) {
+        ampx_mul_args a = {sizeof a, 1, N / 7, 7, T[0], T[1], T[2]};
+        st              = op->mul(d.ctx, &a);
+    } else if (!strcmp(opname, "scale")) {
+        ampx_scale_args a = {.size = sizeof a, .n = N, .alpha = 0.3f, .x = T[0], .y = T[2]};
+        st                = op->scale(d.ctx, &a);
+    } else if (!strcmp(opname, "relu") || !strcmp(opname, "relu_bwd")) {
+        ampx_act_args a = {
+            .size = sizeof a, .act = AMPX_ACT_RELU, .n = N, .x = T[0], .dy = T[1], .y_or_dx = T[2]};
+        st = !strcmp(opname, "relu") ? op->act_fwd(d.ctx, &a) : op->act_bwd(d.ctx, &a);
+    } else if (!strcmp(opname, "unscale_check")) {
+        ampx_unscale_check_args a = {.size = sizeof a, .grads = one, .flags = T[7], .scalars = S};
+        st                        = op->unscale_check(d.ctx, &a);
+    } else if (!strcmp(opname, "sgd")) {
+        ampx_tensor g   = T[1];
+        ampx_sgd_args a = {.size         = sizeof a,
+                           .nesterov     = 1,
+                           .momentum     = 0.9f,
+                           .dampening    = 0.1f,
+                           .weight_decay = 0.01f,
+                           .params       = params,
+                           .grads        = &g,
+                           .momentum_buf = &T[4],
+                           .copies       = &T[6],
+                           .scalars      = S};
+        st              = op->sgd(d.ctx, &a);
+    } else if (!strcmp(opname, "adamw")) {
+        ampx_tensor g     = T[1];
+        ampx_adamw_args a = {.size         = sizeof a,
+                             .beta1        = 0.9f,
+                             .beta2        = 0.999f,
+                             .eps          = 1e-8f,
+                             .weight_decay = 0.01f,
+                             .params       = params,
+                             .grads        = &g,
+                             .m            = &T[4],
+                             .v            = &T[5],
+                             .copies       = &T[6],
+                             .scalars      = S};
+        st                = op->adamw(d.ctx, &a);
+    }
+    cr_assert_eq(st, AMPX_OK, "%s %s: %s", isa_opt, opname, ampx_backend_last_error(d.be));
+    size_t total = sizeof sc;
+    for (int t = 0; t < NB; t++)
+        total += N * ampx_dtype_size(dts[t]);
+    unsigned char *out = malloc(total), *p = out;
+    for (int t = 0; t < NB; t++) {
+        size_t nb = N * ampx_dtype_size(dts[t]);
+        cr_assert_eq(d.t->buffer_read(d.ctx, b[t], 0, p, nb), AMPX_OK);
+        p += nb;
+        d.t->buffer_free(d.ctx, b[t]);
+    }
+    cr_assert_eq(d.t->buffer_read(d.ctx, sb, 0, p, sizeof sc), AMPX_OK);
+    d.t->buffer_free(d.ctx, sb);
+    free(src);
+    free(raw);
+    ampx_backend_close(d.be);
+    *bytes_out = total;
+    return out;
+}
+
+Test(elementwise, avx2_same_bits_as_portable, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    static const char *const ops[] = {"add",      "mul",           "scale", "relu",
+                                      "relu_bwd", "unscale_check", "sgd",   "adamw"};
+    static const ampx_dtype dts[]  = {AMPX_F32, AMPX_BF16, AMPX_F16};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t k = 0; k < 3; k++) {
+            size_t np, na;
+            unsigned char *p = elementwise_run("isa=portable", ops[o], dts[k], &np);
+            unsigned char *a = elementwise_run("isa=avx2", ops[o], dts[k], &na);
+            cr_assert_eq(np, na);
+            size_t first = np;
+            for (size_t i = 0; i < np && first == np; i++)
+                if (p[i] != a[i]) first = i;
+            cr_expect_eq(first, np, "%s %s: portable and avx2 differ from byte %zu", ops[o],
+                         ampx_dtype_name(dts[k]), first);
+            free(p);
+            free(a);
+        }
 }
