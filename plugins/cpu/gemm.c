@@ -178,65 +178,82 @@ typedef struct sliver_job {
     float *pa, *pb; /* shared packs (one batch), or NULL: per-thread */
 } sliver_job;
 
-/* Packs A sliver s of batch b into pa (which holds the whole packed op(A)). */
-static void pack_a_sliver(const sliver_job *j, uint64_t b, uint64_t s, float *pa) {
-    const ampx_gemm_args *g = &j->a;
-    unsigned mr             = j->kern->mr;
-    uint64_t r0 = s * mr, rows = g->m - r0 < mr ? g->m - r0 : mr;
-    uint64_t base = b * g->stride_a;
+/* Slivers packed per item when the source runs along the sliver (strided in k): each k step
+ * then reads GEMM_STRIP * w contiguous elements instead of w elements a row apart, which is
+ * what the hardware prefetcher and the TLB need. */
+#define GEMM_STRIP 16
+
+/* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs sliver s (w rows of the
+ * index dimension, `count` of them real, the rest zero) into dst, laid out as the sliver
+ * driver wants: block p0 at p0 * pad, sliver s of it at s * w * kc, element [p*w + r]. */
+static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t k,
+                        uint64_t s, unsigned w, uint64_t count, uint64_t pad, float *dst_all) {
+    uint64_t r0 = s * w, rows = count - r0 < w ? count - r0 : w;
     float tmp[GEMM_KC];
-    for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
-        uint64_t kc = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
-        float *dst  = pa + p0 * j->mpad + s * mr * kc;
-        if (!g->trans_a) { /* op(A)[i][p] = A[i*lda + p]: rows are contiguous */
-            for (uint64_t r = 0; r < mr; r++) {
-                if (r < rows) {
-                    cpu_load_f32(tmp, j->A, g->a.dtype, base + (r0 + r) * g->lda + p0, kc);
-                    for (uint64_t p = 0; p < kc; p++)
-                        dst[p * mr + r] = tmp[p];
-                } else {
-                    for (uint64_t p = 0; p < kc; p++)
-                        dst[p * mr + r] = 0.0f;
-                }
-            }
-        } else { /* op(A)[i][p] = A[p*lda + i]: a sliver's k step is contiguous */
-            for (uint64_t p = 0; p < kc; p++) {
-                cpu_load_f32(dst + p * mr, j->A, g->a.dtype, base + (p0 + p) * g->lda + r0, rows);
-                for (uint64_t r = rows; r < mr; r++)
-                    dst[p * mr + r] = 0.0f;
+    for (uint64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
+        uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
+        float *dst  = dst_all + p0 * pad + s * w * kc;
+        for (uint64_t r = 0; r < w; r++) {
+            if (r < rows) {
+                cpu_load_f32(tmp, X, dt, base + (r0 + r) * ld + p0, kc);
+                for (uint64_t p = 0; p < kc; p++)
+                    dst[p * w + r] = tmp[p];
+            } else {
+                for (uint64_t p = 0; p < kc; p++)
+                    dst[p * w + r] = 0.0f;
             }
         }
     }
 }
 
-/* Packs B sliver t of batch b into pb. */
-static void pack_b_sliver(const sliver_job *j, uint64_t b, uint64_t t, float *pb) {
-    const ampx_gemm_args *g = &j->a;
-    unsigned nr             = j->kern->nr;
-    uint64_t c0 = t * nr, cols = g->n - c0 < nr ? g->n - c0 : nr;
-    uint64_t base = b * g->stride_b;
-    float tmp[GEMM_KC];
-    for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
-        uint64_t kc = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
-        float *dst  = pb + p0 * j->npad + t * nr * kc;
-        if (!g->trans_b) { /* op(B)[p][c] = B[p*ldb + c] */
-            for (uint64_t p = 0; p < kc; p++) {
-                cpu_load_f32(dst + p * nr, j->B, g->b.dtype, base + (p0 + p) * g->ldb + c0, cols);
-                for (uint64_t c = cols; c < nr; c++)
-                    dst[p * nr + c] = 0.0f;
-            }
-        } else { /* op(B)[p][c] = B[c*ldb + p] */
-            for (uint64_t c = 0; c < nr; c++) {
-                if (c < cols) {
-                    cpu_load_f32(tmp, j->B, g->b.dtype, base + (c0 + c) * g->ldb + p0, kc);
-                    for (uint64_t p = 0; p < kc; p++)
-                        dst[p * nr + c] = tmp[p];
-                } else {
-                    for (uint64_t p = 0; p < kc; p++)
-                        dst[p * nr + c] = 0.0f;
-                }
+/* op(X)[i][p] = X[base + p*ld + i] (contiguous along the index dimension): packs slivers
+ * s0 .. s0+ns, reading GEMM_STRIP * w contiguous elements per k step. Layout as above. */
+static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t k,
+                        uint64_t s0, uint64_t ns, unsigned w, uint64_t count, uint64_t pad,
+                        float *dst_all) {
+    uint64_t i0 = s0 * w, len = count - i0 < ns * w ? count - i0 : ns * w;
+    float tmp[GEMM_STRIP * 32];
+    for (uint64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
+        uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
+        for (uint64_t p = 0; p < kc; p++) {
+            cpu_load_f32(tmp, X, dt, base + (p0 + p) * ld + i0, len);
+            for (uint64_t i = len; i < ns * w; i++)
+                tmp[i] = 0.0f;
+            for (uint64_t t = 0; t < ns; t++) {
+                float *dst = dst_all + p0 * pad + (s0 + t) * w * kc + p * w;
+                for (unsigned c = 0; c < w; c++)
+                    dst[c] = tmp[t * w + c];
             }
         }
+    }
+}
+
+/* Pack items of one operand: one per sliver when it is k-contiguous, else one per strip. */
+static uint64_t pack_items(uint64_t slivers, int imajor) {
+    return imajor ? cpu_div_up(slivers, GEMM_STRIP) : slivers;
+}
+
+/* Packs item `it` of op(A) of batch b into pa. */
+static void pack_a_item(const sliver_job *j, uint64_t b, uint64_t it, float *pa) {
+    const ampx_gemm_args *g = &j->a;
+    uint64_t base           = b * g->stride_a;
+    if (!g->trans_a) {
+        pack_kmajor(j->A, g->a.dtype, base, g->lda, g->k, it, j->kern->mr, g->m, j->mpad, pa);
+    } else {
+        uint64_t s0 = it * GEMM_STRIP, ns = j->slv_a - s0 < GEMM_STRIP ? j->slv_a - s0 : GEMM_STRIP;
+        pack_imajor(j->A, g->a.dtype, base, g->lda, g->k, s0, ns, j->kern->mr, g->m, j->mpad, pa);
+    }
+}
+
+/* Packs item `it` of op(B) of batch b into pb. */
+static void pack_b_item(const sliver_job *j, uint64_t b, uint64_t it, float *pb) {
+    const ampx_gemm_args *g = &j->a;
+    uint64_t base           = b * g->stride_b;
+    if (g->trans_b) {
+        pack_kmajor(j->B, g->b.dtype, base, g->ldb, g->k, it, j->kern->nr, g->n, j->npad, pb);
+    } else {
+        uint64_t s0 = it * GEMM_STRIP, ns = j->slv_b - s0 < GEMM_STRIP ? j->slv_b - s0 : GEMM_STRIP;
+        pack_imajor(j->B, g->b.dtype, base, g->ldb, g->k, s0, ns, j->kern->nr, g->n, j->npad, pb);
     }
 }
 
@@ -282,10 +299,11 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
 static void sliver_pack_task(void *arg, uint64_t item, unsigned tid) {
     const sliver_job *j = arg;
     (void)tid;
-    if (item < j->slv_a)
-        pack_a_sliver(j, j->batch, item, j->pa);
+    uint64_t na = pack_items(j->slv_a, (int)j->a.trans_a);
+    if (item < na)
+        pack_a_item(j, j->batch, item, j->pa);
     else
-        pack_b_sliver(j, j->batch, item - j->slv_a, j->pb);
+        pack_b_item(j, j->batch, item - na, j->pb);
 }
 
 static void sliver_tile_task(void *arg, uint64_t item, unsigned tid) {
@@ -299,10 +317,10 @@ static void sliver_batch_task(void *arg, uint64_t b, unsigned tid) {
     float *acc          = j->ctx->thread_ws[tid].p;
     float *pa           = acc + j->mc_max * j->nc_max;
     float *pb           = pa + j->mpad * j->a.k;
-    for (uint64_t s = 0; s < j->slv_a; s++)
-        pack_a_sliver(j, b, s, pa);
-    for (uint64_t t = 0; t < j->slv_b; t++)
-        pack_b_sliver(j, b, t, pb);
+    for (uint64_t it = 0; it < pack_items(j->slv_a, j->a.trans_a); it++)
+        pack_a_item(j, b, it, pa);
+    for (uint64_t it = 0; it < pack_items(j->slv_b, !j->a.trans_b); it++)
+        pack_b_item(j, b, it, pb);
     for (uint64_t t = 0; t < j->tiles_m * j->tiles_n; t++)
         sliver_tile(j, b, t, pa, pb, acc);
 }
@@ -346,7 +364,10 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
     j.pb = packs + j.mpad * g->k;
     for (uint64_t b = 0; b < g->batch; b++) {
         j.batch = b;
-        if (g->k > 0) cpu_run(ctx, pack_floats, j.slv_a + j.slv_b, sliver_pack_task, &j);
+        if (g->k > 0)
+            cpu_run(ctx, pack_floats,
+                    pack_items(j.slv_a, g->trans_a) + pack_items(j.slv_b, !g->trans_b),
+                    sliver_pack_task, &j);
         cpu_run(ctx, work / g->batch, j.tiles_m * j.tiles_n, sliver_tile_task, &j);
     }
     return AMPX_OK;
