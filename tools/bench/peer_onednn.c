@@ -67,7 +67,15 @@ int main(int argc, char **argv) {
     dnnl_matmul_desc_t md;
     CHECK(dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd));
     dnnl_primitive_desc_t pd;
-    CHECK(dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL));
+    dnnl_status_t st = dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL);
+    if (st == dnnl_unimplemented) { /* e.g. bf16 on a CPU without AVX512/AMX */
+        fprintf(stderr,
+                "peer_onednn: oneDNN %d.%d has no %s matmul for this CPU "
+                "(dnnl_unimplemented)\n",
+                dnnl_version()->major, dnnl_version()->minor, a.dtype);
+        return 1;
+    }
+    CHECK(st);
     CHECK(dnnl_primitive_create(&j.prim, pd));
     const char *impl = "?";
     CHECK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
