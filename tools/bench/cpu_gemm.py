@@ -15,6 +15,8 @@ SHAPES = [  # m, n, k, trans_a, trans_b, note
     (768, 768, 4096, 1, 0, "weight gradient dW = X^T dY"),
     (4096, 768, 768, 0, 1, "input gradient dX = dY W^T"),
 ]
+OPS = ["cast", "add", "scale", "relu", "gelu", "softmax", "layernorm", "unscale_check",
+       "grad_stats", "sgd", "adamw"]
 BEGIN, END = "<!-- cpu-gemm:begin -->", "<!-- cpu-gemm:end -->"
 
 
@@ -32,7 +34,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="1024 and the training shapes only")
     ap.add_argument("--out", default="docs/BENCHMARKS.md")
+    ap.add_argument("--no-ops", action="store_true", help="skip the memory-bound op table")
     a = ap.parse_args()
+    load0 = os.getloadavg()
     shapes = [s for s in SHAPES if not (a.quick and s[0] * s[1] * s[2] > 2**31)]
     progs = [  # column, command builder
         ("ampx bf16", lambda m, n, k, ta, tb, r: [a.ampx, "bench", "gemm", "--backend", "cpu",
@@ -71,6 +75,20 @@ def main():
         row = results.get(key, {})
         print(f"{m}x{n}x{k}{' tA' if ta else ''}{' tB' if tb else ''}: " + ", ".join(
             f"{c} {statistics.median(v):.1f}" for c, v in row.items()), flush=True)
+
+    ops = {}
+    if not a.no_ops:
+        n = 1 << 22 if a.quick else 1 << 24
+        for op in OPS:
+            for isa in ("avx2", "portable"):
+                d, err = run([a.ampx, "bench", "op", op, "--backend", "cpu", "--backend-opt",
+                              "isa=" + isa, "--dtype", "bf16", "--n", str(n), "--reps", "5",
+                              "--json"])
+                ops[(op, isa)] = d
+            d = ops[(op, "avx2")]
+            if d:
+                print(f"op {op}: {d['gbs']:.2f} GB/s, copy {d['copy_gbs']:.2f} GB/s", flush=True)
+    load1 = os.getloadavg()
 
     cols = [p[0] for p in progs]
     med = lambda key, c: statistics.median(results[key][c]) if c in results.get(key, {}) else None
@@ -113,6 +131,24 @@ def main():
         lines.append(f"- {name}: {impl}")
     for name, err in sorted(notes.items()):
         lines.append(f"- {name} did not run: `{err}`")
+    lines += ["", f"Load average (1 min) of the machine, shared with other work: {load0[0]:.1f} "
+              f"when the run started, {load1[0]:.1f} when it ended; the peers ran under the "
+              f"same load, alternating, so the ratios are fairer than the absolute numbers."]
+    if ops:
+        lines += ["", "## CPU memory-bound ops: GB/s against a copy in the same run", "",
+                  f"Same command. `ampx bench op NAME --backend cpu --dtype bf16 --n "
+                  f"{1 << 22 if a.quick else 1 << 24} --reps 5` per op: GB/s of the bytes the op "
+                  f"must move (bf16 tensors, f32 optimizer state), beside a buffer copy of the same "
+                  f"tensor timed in the same process (best median of 3 alternations each).", "",
+                  "| op | avx2 GB/s | copy GB/s | avx2 / copy | portable GB/s | avx2 / portable |",
+                  "|---|---|---|---|---|---|"]
+        for op in OPS:
+            d, p = ops.get((op, "avx2")), ops.get((op, "portable"))
+            if not d:
+                lines.append(f"| {op} | failed | | | | |")
+                continue
+            lines.append(f"| {op} | {d['gbs']:.2f} | {d['copy_gbs']:.2f} | {d['gbs'] / d['copy_gbs']:.2f} | "
+                         + (f"{p['gbs']:.2f} | {d['gbs'] / p['gbs']:.1f}x |" if p else "n/a | n/a |"))
     lines += ["", END]
     block = "\n".join(lines)
 
