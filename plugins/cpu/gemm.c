@@ -332,20 +332,23 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
                                const void *B, void *C, uint64_t macs, int c_overlap) {
     sliver_job j;
     memset(&j, 0, sizeof j);
-    j.a                 = *g;
-    j.kern              = ctx->kern;
-    j.A                 = A;
-    j.B                 = B;
-    j.C                 = C;
-    j.ctx               = ctx;
-    j.mc_max            = 16u * j.kern->mr;
-    j.nc_max            = 16u * j.kern->nr;
-    j.mpad              = cpu_div_up(g->m, j.kern->mr) * j.kern->mr;
-    j.npad              = cpu_div_up(g->n, j.kern->nr) * j.kern->nr;
-    j.slv_a             = j.mpad / j.kern->mr;
-    j.slv_b             = j.npad / j.kern->nr;
-    j.tiles_m           = cpu_div_up(g->m, j.mc_max);
-    j.tiles_n           = cpu_div_up(g->n, j.nc_max);
+    j.a       = *g;
+    j.kern    = ctx->kern;
+    j.A       = A;
+    j.B       = B;
+    j.C       = C;
+    j.ctx     = ctx;
+    j.mc_max  = 16u * j.kern->mr;
+    j.nc_max  = 16u * j.kern->nr;
+    j.mpad    = cpu_div_up(g->m, j.kern->mr) * j.kern->mr;
+    j.npad    = cpu_div_up(g->n, j.kern->nr) * j.kern->nr;
+    j.slv_a   = j.mpad / j.kern->mr;
+    j.slv_b   = j.npad / j.kern->nr;
+    j.tiles_m = cpu_div_up(g->m, j.mc_max);
+    j.tiles_n = cpu_div_up(g->n, j.nc_max);
+    if (j.nc_max > GEMM_NC_MAX) /* a table wider than the write-back row buffer */
+        return cpu_fail(ctx, AMPX_ERR_INTERNAL, "gemm: %s tile width %llu > %d", j.kern->name,
+                        (unsigned long long)j.nc_max, GEMM_NC_MAX);
     uint64_t acc_floats = j.mc_max * j.nc_max, pack_floats, pack_bytes;
     if (cpu_mul_u64(j.mpad + j.npad, g->k, &pack_floats) ||
         cpu_mul_u64(pack_floats, sizeof(float), &pack_bytes) || pack_bytes > SIZE_MAX / 2)
