@@ -182,6 +182,8 @@ typedef struct sliver_job {
  * then reads GEMM_STRIP * w contiguous elements instead of w elements a row apart, which is
  * what the hardware prefetcher and the TLB need. */
 #define GEMM_STRIP 16
+/* Rows of a strip prefetched ahead of the one being packed. */
+#define GEMM_PREFETCH_ROWS 8
 
 /* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs sliver s (w rows of the
  * index dimension, `count` of them real, the rest zero) into dst, laid out as the sliver
@@ -212,10 +214,19 @@ static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld
                         uint64_t s0, uint64_t ns, unsigned w, uint64_t count, uint64_t pad,
                         float *dst_all) {
     uint64_t i0 = s0 * w, len = count - i0 < ns * w ? count - i0 : ns * w;
+    size_t es = ampx_dtype_size(dt);
     float tmp[GEMM_STRIP * 32];
     for (uint64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
         uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
         for (uint64_t p = 0; p < kc; p++) {
+            /* rows are ld apart: the hardware prefetcher does not follow, so ask for the
+             * row GEMM_PREFETCH_ROWS ahead (a hint: past the end it is harmless) */
+            if (p0 + p + GEMM_PREFETCH_ROWS < k) {
+                const char *ahead =
+                    (const char *)X + (base + (p0 + p + GEMM_PREFETCH_ROWS) * ld + i0) * es;
+                for (uint64_t off = 0; off < len * es; off += 64)
+                    __builtin_prefetch(ahead + off);
+            }
             cpu_load_f32(tmp, X, dt, base + (p0 + p) * ld + i0, len);
             for (uint64_t i = len; i < ns * w; i++)
                 tmp[i] = 0.0f;
