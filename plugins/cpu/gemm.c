@@ -220,7 +220,7 @@ static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld
         uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
         for (uint64_t p = 0; p < kc; p++) {
             /* rows are ld apart: the hardware prefetcher does not follow, so ask for the
-             * row GEMM_PREFETCH_ROWS ahead (a hint: past the end it is harmless) */
+             * row GEMM_PREFETCH_ROWS ahead (only rows inside the operand) */
             if (p0 + p + GEMM_PREFETCH_ROWS < k) {
                 const char *ahead =
                     (const char *)X + (base + (p0 + p + GEMM_PREFETCH_ROWS) * ld + i0) * es;
