@@ -89,5 +89,30 @@ check "conformance --json is JSON" python3 -c '
 import json,sys
 d=json.load(open(sys.argv[1])); assert d["ok"] and d["summary"]["failed"]==0 and d["cases"]' "$tmp/json"
 
+# ampx bench: small runs only (benchmarks are not tests); the JSON line and the errors.
+"$ampx" bench gemm --backend cpu --dtype bf16 --m 65 --n 33 --k 70 --trans-b --batch 2 --reps 3 --json >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "bench gemm --json exits 0 (got $rc)" test $rc -eq 0
+check "bench gemm --json: the last line is the JSON object" python3 -c '
+import json,sys
+d=json.loads(open(sys.argv[1]).read().splitlines()[-1])
+for key in ("gflops","ms","dtype","m","n","k","kernel"): assert key in d, key
+assert d["dtype"]=="bf16" and (d["m"],d["n"],d["k"],d["batch"])==(65,33,70,2) and d["trans_b"], d
+assert d["gflops"]>0 and d["ms"]>0 and d["ok"] and d["kernel"], d' "$tmp/out"
+AMPX_CPU_ISA=portable "$ampx" bench gemm --backend cpu --dtype f32 --m 8 --n 8 --k 8 --reps 2 --json >"$tmp/out" 2>&1
+check "bench gemm reports the ISA cap in use" grep -q '"kernel":"portable"' "$tmp/out"
+"$ampx" bench op adamw --backend cpu --dtype bf16 --n 100000 --reps 3 --json >"$tmp/out" 2>&1; rc=$?
+check "bench op adamw exits 0 (got $rc)" test $rc -eq 0
+check "bench op --json has GB/s beside the copy" python3 -c '
+import json,sys
+d=json.loads(open(sys.argv[1]).read().splitlines()[-1])
+assert d["op"]=="adamw" and d["gbs"]>0 and d["copy_gbs"]>0, d' "$tmp/out"
+"$ampx" bench gemm --backend cpu --dtype f32 --m 8 --n 8 2>/dev/null; check "bench gemm without --k exits 2" test $? -eq 2
+"$ampx" bench gemm --backend cpu --dtype f64 --m 8 --n 8 --k 8 2>/dev/null; check "bench gemm --dtype f64 exits 2" test $? -eq 2
+"$ampx" bench gemm --backend cpu --dtype f32 --m 0 --n 8 --k 8 2>/dev/null; check "bench gemm --m 0 exits 2" test $? -eq 2
+"$ampx" bench op nosuchop --backend cpu 2>/dev/null; check "bench op unknown op exits 2" test $? -eq 2
+"$ampx" bench frob 2>/dev/null; check "bench unknown benchmark exits 2" test $? -eq 2
+expect_fail "bench unknown backend" "backend 'nosuch' not found" bench gemm --backend nosuch --dtype f32 --m 8 --n 8 --k 8
+expect_fail "bench bad ISA cap" "isa=sse9" bench gemm --backend cpu --backend-opt isa=sse9 --dtype f32 --m 8 --n 8 --k 8
+
 echo "cli: $fails failure(s)"
 test $fails -eq 0

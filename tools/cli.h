@@ -21,6 +21,9 @@ typedef struct cli_command {
     int (*run)(int argc, char **argv); /* argv[0] is "ampx NAME" */
 } cli_command;
 
+/* ampx bench (tools/bench.c). */
+int cmd_bench(int argc, char **argv);
+
 /* The subcommands beyond backends and conformance, NULL-terminated (tools/commands.c). */
 extern const cli_command cli_commands[];
 

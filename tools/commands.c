@@ -7,5 +7,6 @@ const cli_command cli_commands[] = {
     {"train", cli_train},
     {"eval", cli_eval},
     {"policy", cli_policy},
+    {"bench", cmd_bench},
     {NULL, NULL},
 };

@@ -45,23 +45,102 @@ typedef struct cpu_pool {
     int quit;
     cpu_task_fn fn;
     void *arg;
+    const struct cpu_kernels *kern; /* the caller's table, for the workers' cpu_tls_kern */
     uint64_t n_items;
     _Atomic uint64_t next; /* next item to hand out */
 } cpu_pool;
 
 // ---------------------------------------------------------------------------------------
-// Run-time ISA seam. create() picks one table from the `isa` option; today only the
-// portable C path exists (AVX2/AVX-512/AMX tables slot in here later).
+// Run-time ISA seam (isa.c). create() picks one kernel table from what cpuid/XGETBV report,
+// capped by the `isa` option and AMPX_CPU_ISA. Tables: portable C and AVX2+FMA+F16C; the
+// AVX-512 and AMX paths are detected and reported but run the AVX2 table (docs/CPU.md).
+
+typedef enum cpu_isa {
+    CPU_ISA_PORTABLE = 0,
+    CPU_ISA_AVX2,
+    CPU_ISA_AVX512,
+    CPU_ISA_AVX512BF16,
+    CPU_ISA_AMX,
+    CPU_ISA_COUNT
+} cpu_isa;
+
+/* What the processor has and the OS enables (a feature whose state XCR0 leaves off is 0). */
+typedef struct cpu_features {
+    int avx, avx2, fma, f16c;
+    int avx512f, avx512bw, avx512vl, avx512bf16;
+    int amx_hw; /* AMX-TILE and AMX-BF16 with the tile state enabled (permission not asked) */
+} cpu_features;
 
 typedef struct cpu_kernels {
     const char *name; /* reported by device_info as "isa=<name>" */
-    /* acc[i*ldacc + j] += sum_p a[i*kc + p] * b[p*nc + j] for i < mc, j < nc, p < kc.
-     * a is a packed f32 panel (mc x kc, row-major), b a packed f32 panel (kc x nc). */
+    cpu_isa isa;
+    /* Portable GEMM: acc[i*ldacc + j] += sum_p a[i*kc + p] * b[p*nc + j] for i < mc, j < nc,
+     * p < kc; a is a packed f32 panel (mc x kc, row-major), b one of kc x nc. NULL when the
+     * table uses the sliver micro-kernel below. */
     void (*gemm_tile)(uint64_t mc, uint64_t nc, uint64_t kc, const float *a, const float *b,
                       float *acc, uint64_t ldacc);
+    /* Sliver micro-kernel (Goto/BLIS): acc (mr x nr, row stride ldacc) = (first ? 0 : acc)
+     * + sum_p a[p*mr + i] * b[p*nr + j], p in order 0 .. kc-1, one fused multiply-add each.
+     * a is an mr-row sliver of op(A) packed k-major, b an nr-column sliver of op(B). */
+    unsigned mr, nr;
+    void (*gemm_micro)(uint64_t kc, const float *a, const float *b, float *acc, uint64_t ldacc,
+                       int first);
+    /* dst[j] = src[j] widened exactly to f32 / src[j] rounded to nearest even, j < n, for a
+     * bf16 or f16 src / dst (f32 is a copy). Bit-identical on every table. */
+    void (*load_f32)(float *dst, const void *src, ampx_dtype dt, uint64_t n);
+    void (*store_f32)(void *dst, ampx_dtype dt, const float *src, uint64_t n);
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_portable;
+#if defined(__x86_64__) || defined(__i386__)
+extern const cpu_kernels cpu_kernels_avx2;
+#define CPU_HAVE_AVX2_TABLE 1
+#else
+#define CPU_HAVE_AVX2_TABLE 0
+#endif
+
+/* CPU_ISA_CHUNK(name, body): defines the cpu_task_fn `name` from the always-inline
+ * function `body` (same signature), compiled twice: as portable C, and (on x86) for
+ * AVX2+FMA+F16C at -O3 so the compiler vectorises its loops. `name` runs the AVX2 copy when
+ * the op's table is AVX2 or above. The build is ISO C (-std=c11: no contraction into FMA)
+ * and both copies use the same IEEE operations, so they give identical bits. */
+#define CPU_INLINE static inline __attribute__((always_inline))
+#if CPU_HAVE_AVX2_TABLE
+#define CPU_ISA_CHUNK(name, body)                                                                  \
+    static void name##_portable(void *arg, uint64_t item, unsigned tid) {                          \
+        body(arg, item, tid);                                                                      \
+    }                                                                                              \
+    __attribute__((target("avx2,fma,f16c"), optimize("O3"))) static void name##_avx2(              \
+        void *arg, uint64_t item, unsigned tid) {                                                  \
+        body(arg, item, tid);                                                                      \
+    }                                                                                              \
+    static void name(void *arg, uint64_t item, unsigned tid) {                                     \
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX2)                                                     \
+            name##_avx2(arg, item, tid);                                                           \
+        else                                                                                       \
+            name##_portable(arg, item, tid);                                                       \
+    }
+#else
+#define CPU_ISA_CHUNK(name, body)                                                                  \
+    static void name(void *arg, uint64_t item, unsigned tid) {                                     \
+        body(arg, item, tid);                                                                      \
+    }
+#endif
+
+const char *cpu_isa_name(cpu_isa isa);
+/* "auto" (the highest path) or a path name; 0 on success. */
+int cpu_isa_parse(const char *s, cpu_isa *out);
+/* cpuid and XGETBV, once per process. */
+const cpu_features *cpu_detect(void);
+/* "avx,avx2,fma,f16c" (or "none") into out. */
+void cpu_features_str(const cpu_features *f, char *out, size_t cap);
+/* The path in use under `cap`: the highest the machine supports up to cap (asking Linux for
+ * the AMX tile state when cap allows AMX; *amx_denied says it refused), and its table. */
+cpu_isa cpu_isa_select(cpu_isa cap, const cpu_kernels **kern, int *amx_denied);
+
+/* The table of the op running on this thread (set by cpu_run on every thread it uses):
+ * cpu_load_f32 and cpu_store_f32 convert with it. */
+extern _Thread_local const cpu_kernels *cpu_tls_kern;
 
 // ---------------------------------------------------------------------------------------
 // The context: one "device" (this machine) and one in-order stream. Ops run synchronously
@@ -79,6 +158,8 @@ struct ampx_context {
     void *log_user;
     unsigned n_threads;
     const cpu_kernels *kern;
+    cpu_isa isa_cap; /* the cap asked for (option and environment) */
+    int amx_denied;  /* Linux refused the AMX tile state */
     cpu_pool pool;
     cpu_scratch *thread_ws; /* n_threads per-thread workspaces, grown on demand */
     cpu_scratch shared_ws;  /* one workspace shared by a call, grown on demand */
@@ -240,6 +321,9 @@ static inline void cpu_st_sr(void *base, ampx_dtype dt, uint64_t i, float v, uin
 void cpu_load_f32(float *dst, const void *base, ampx_dtype dt, uint64_t i0, uint64_t n);
 /* Element i0 + j of base = src[j] rounded to nearest even, for j < n. */
 void cpu_store_f32(void *base, ampx_dtype dt, uint64_t i0, const float *src, uint64_t n);
+/* The portable table's converters (cast.c): src and dst point at the first element. */
+void cpu_load_f32_portable(float *dst, const void *src, ampx_dtype dt, uint64_t n);
+void cpu_store_f32_portable(void *dst, ampx_dtype dt, const float *src, uint64_t n);
 
 // ---------------------------------------------------------------------------------------
 // The ops, one file each (named after the op in backend.h).

@@ -23,7 +23,7 @@ typedef struct binary_job {
     const float *brow; /* broadcast row of b in f32, or NULL */
 } binary_job;
 
-static void binary_chunk(void *arg, uint64_t item, unsigned tid) {
+CPU_INLINE void binary_chunk_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const binary_job *j = arg;
     uint64_t i0         = item * CPU_CHUNK;
@@ -47,6 +47,7 @@ static void binary_chunk(void *arg, uint64_t item, unsigned tid) {
             ta[k] = j->alpha * ta[k] + j->beta * tb[k];
     cpu_store_f32(j->y, j->ydt, i0, ta, n);
 }
+CPU_ISA_CHUNK(binary_chunk, binary_chunk_body)
 
 static ampx_status binary_run(ampx_context *ctx, const char *opname, uint32_t op, binary_job *j,
                               uint32_t broadcast_b, uint64_t rows, uint64_t cols,
@@ -103,7 +104,7 @@ typedef struct scale_job {
     uint64_t n;
 } scale_job;
 
-static void scale_chunk(void *arg, uint64_t item, unsigned tid) {
+CPU_INLINE void scale_chunk_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const scale_job *j = arg;
     uint64_t i0        = item * CPU_CHUNK;
@@ -114,6 +115,7 @@ static void scale_chunk(void *arg, uint64_t item, unsigned tid) {
         t[k] = j->alpha * t[k];
     cpu_store_f32(j->y, j->ydt, i0, t, n);
 }
+CPU_ISA_CHUNK(scale_chunk, scale_chunk_body)
 
 ampx_status cpu_scale(ampx_context *ctx, const ampx_scale_args *args) {
     ampx_scale_args a;

@@ -15,6 +15,8 @@
 #define GEMM_MC 64
 #define GEMM_NC 256
 #define GEMM_KC 256
+/* The widest tile any table uses (16 slivers of nr columns). */
+#define GEMM_NC_MAX 256
 
 /* GEMM runs on the pool from 64^3 multiply-adds on (4 x CPU_PAR_MIN). */
 #define GEMM_PAR_MIN (64u * 64u * 64u)
@@ -77,7 +79,10 @@ static void gemm_tile_portable(uint64_t mc, uint64_t nc, uint64_t kc, const floa
 
 const cpu_kernels cpu_kernels_portable = {
     .name      = "portable",
+    .isa       = CPU_ISA_PORTABLE,
     .gemm_tile = gemm_tile_portable,
+    .load_f32  = cpu_load_f32_portable,
+    .store_f32 = cpu_store_f32_portable,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -149,6 +154,239 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Sliver driver (tables with a gemm_micro: AVX2 and up)
+//
+// op(A) of one batch is packed once into mr-row slivers and op(B) into nr-column slivers,
+// both cut into GEMM_KC-deep blocks and widened to f32 (bf16 and f16 exactly). Slivers of
+// block p0 start at p0 * mpad (A) and p0 * npad (B), sliver s of the block at s * mr * kc.
+// Then each (MC x NC) tile of C runs the whole k range, block after block, in a per-thread
+// f32 accumulator; each element's k products are summed in order 0 .. k-1 whatever the
+// tiling, the thread count or whether the batch was packed by one thread or by all.
+
+typedef struct sliver_job {
+    ampx_gemm_args a;
+    const cpu_kernels *kern;
+    const void *A, *B;
+    void *C;
+    ampx_context *ctx;
+    uint64_t mc_max, nc_max; /* tile: 16 slivers each way */
+    uint64_t mpad, npad;     /* m and n rounded up to mr and nr */
+    uint64_t slv_a, slv_b;   /* slivers of op(A) and op(B) */
+    uint64_t tiles_m, tiles_n;
+    uint64_t batch; /* the batch of a shared-pack launch */
+    float *pa, *pb; /* shared packs (one batch), or NULL: per-thread */
+} sliver_job;
+
+/* Slivers packed per item when the source runs along the sliver (strided in k): each k step
+ * then reads GEMM_STRIP * w contiguous elements instead of w elements a row apart, which is
+ * what the hardware prefetcher and the TLB need. */
+#define GEMM_STRIP 16
+/* Rows of a strip prefetched ahead of the one being packed. */
+#define GEMM_PREFETCH_ROWS 8
+
+/* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs sliver s (w rows of the
+ * index dimension, `count` of them real, the rest zero) into dst, laid out as the sliver
+ * driver wants: block p0 at p0 * pad, sliver s of it at s * w * kc, element [p*w + r]. */
+static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t k,
+                        uint64_t s, unsigned w, uint64_t count, uint64_t pad, float *dst_all) {
+    uint64_t r0 = s * w, rows = count - r0 < w ? count - r0 : w;
+    float tmp[GEMM_KC];
+    for (uint64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
+        uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
+        float *dst  = dst_all + p0 * pad + s * w * kc;
+        for (uint64_t r = 0; r < w; r++) {
+            if (r < rows) {
+                cpu_load_f32(tmp, X, dt, base + (r0 + r) * ld + p0, kc);
+                for (uint64_t p = 0; p < kc; p++)
+                    dst[p * w + r] = tmp[p];
+            } else {
+                for (uint64_t p = 0; p < kc; p++)
+                    dst[p * w + r] = 0.0f;
+            }
+        }
+    }
+}
+
+/* op(X)[i][p] = X[base + p*ld + i] (contiguous along the index dimension): packs slivers
+ * s0 .. s0+ns, reading GEMM_STRIP * w contiguous elements per k step. Layout as above. */
+static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t k,
+                        uint64_t s0, uint64_t ns, unsigned w, uint64_t count, uint64_t pad,
+                        float *dst_all) {
+    uint64_t i0 = s0 * w, len = count - i0 < ns * w ? count - i0 : ns * w;
+    size_t es = ampx_dtype_size(dt);
+    float tmp[GEMM_STRIP * 32];
+    for (uint64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
+        uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
+        for (uint64_t p = 0; p < kc; p++) {
+            /* rows are ld apart: the hardware prefetcher does not follow, so ask for the
+             * row GEMM_PREFETCH_ROWS ahead (only rows inside the operand) */
+            if (p0 + p + GEMM_PREFETCH_ROWS < k) {
+                const char *ahead =
+                    (const char *)X + (base + (p0 + p + GEMM_PREFETCH_ROWS) * ld + i0) * es;
+                for (uint64_t off = 0; off < len * es; off += 64)
+                    __builtin_prefetch(ahead + off);
+            }
+            cpu_load_f32(tmp, X, dt, base + (p0 + p) * ld + i0, len);
+            for (uint64_t i = len; i < ns * w; i++)
+                tmp[i] = 0.0f;
+            for (uint64_t t = 0; t < ns; t++) {
+                float *dst = dst_all + p0 * pad + (s0 + t) * w * kc + p * w;
+                for (unsigned c = 0; c < w; c++)
+                    dst[c] = tmp[t * w + c];
+            }
+        }
+    }
+}
+
+/* Pack items of one operand: one per sliver when it is k-contiguous, else one per strip. */
+static uint64_t pack_items(uint64_t slivers, int imajor) {
+    return imajor ? cpu_div_up(slivers, GEMM_STRIP) : slivers;
+}
+
+/* Packs item `it` of op(A) of batch b into pa. */
+static void pack_a_item(const sliver_job *j, uint64_t b, uint64_t it, float *pa) {
+    const ampx_gemm_args *g = &j->a;
+    uint64_t base           = b * g->stride_a;
+    if (!g->trans_a) {
+        pack_kmajor(j->A, g->a.dtype, base, g->lda, g->k, it, j->kern->mr, g->m, j->mpad, pa);
+    } else {
+        uint64_t s0 = it * GEMM_STRIP, ns = j->slv_a - s0 < GEMM_STRIP ? j->slv_a - s0 : GEMM_STRIP;
+        pack_imajor(j->A, g->a.dtype, base, g->lda, g->k, s0, ns, j->kern->mr, g->m, j->mpad, pa);
+    }
+}
+
+/* Packs item `it` of op(B) of batch b into pb. */
+static void pack_b_item(const sliver_job *j, uint64_t b, uint64_t it, float *pb) {
+    const ampx_gemm_args *g = &j->a;
+    uint64_t base           = b * g->stride_b;
+    if (g->trans_b) {
+        pack_kmajor(j->B, g->b.dtype, base, g->ldb, g->k, it, j->kern->nr, g->n, j->npad, pb);
+    } else {
+        uint64_t s0 = it * GEMM_STRIP, ns = j->slv_b - s0 < GEMM_STRIP ? j->slv_b - s0 : GEMM_STRIP;
+        pack_imajor(j->B, g->b.dtype, base, g->ldb, g->k, s0, ns, j->kern->nr, g->n, j->npad, pb);
+    }
+}
+
+/* One tile of C in batch b from the packs: the whole k range, then C = alpha*acc + beta*C. */
+static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const float *pa,
+                        const float *pb, float *acc) {
+    const ampx_gemm_args *g = &j->a;
+    unsigned mr = j->kern->mr, nr = j->kern->nr;
+    uint64_t ldacc = j->nc_max;
+    uint64_t i0    = (tile / j->tiles_n) * j->mc_max;
+    uint64_t j0    = (tile % j->tiles_n) * j->nc_max;
+    uint64_t mc    = g->m - i0 < j->mc_max ? g->m - i0 : j->mc_max;
+    uint64_t nc    = g->n - j0 < j->nc_max ? g->n - j0 : j->nc_max;
+    uint64_t sm = cpu_div_up(mc, mr), sn = cpu_div_up(nc, nr);
+    if (g->k == 0) memset(acc, 0, sizeof(float) * j->mc_max * ldacc);
+    for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
+        uint64_t kc     = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
+        const float *ab = pa + p0 * j->mpad + (i0 / mr) * mr * kc;
+        const float *bb = pb + p0 * j->npad + (j0 / nr) * nr * kc;
+        for (uint64_t t = 0; t < sn; t++)
+            for (uint64_t s = 0; s < sm; s++)
+                j->kern->gemm_micro(kc, ab + s * mr * kc, bb + t * nr * kc,
+                                    acc + s * mr * ldacc + t * nr, ldacc, p0 == 0);
+    }
+    float crow[GEMM_NC_MAX];
+    uint64_t cbase = b * g->stride_c;
+    for (uint64_t i = 0; i < mc; i++) {
+        float *r     = acc + i * ldacc;
+        uint64_t off = cbase + (i0 + i) * g->ldc + j0;
+        if (g->beta != 0.0f) {
+            cpu_load_f32(crow, j->C, g->c.dtype, off, nc);
+            for (uint64_t jj = 0; jj < nc; jj++)
+                r[jj] = g->alpha * r[jj] + g->beta * crow[jj];
+        } else {
+            for (uint64_t jj = 0; jj < nc; jj++)
+                r[jj] = g->alpha * r[jj];
+        }
+        cpu_store_f32(j->C, g->c.dtype, off, r, nc);
+    }
+}
+
+/* Shared packs, one batch: item < slv_a packs an A sliver, the rest B slivers. */
+static void sliver_pack_task(void *arg, uint64_t item, unsigned tid) {
+    const sliver_job *j = arg;
+    (void)tid;
+    uint64_t na = pack_items(j->slv_a, (int)j->a.trans_a);
+    if (item < na)
+        pack_a_item(j, j->batch, item, j->pa);
+    else
+        pack_b_item(j, j->batch, item - na, j->pb);
+}
+
+static void sliver_tile_task(void *arg, uint64_t item, unsigned tid) {
+    const sliver_job *j = arg;
+    sliver_tile(j, j->batch, item, j->pa, j->pb, j->ctx->thread_ws[tid].p);
+}
+
+/* Per-thread packs: one item is one whole batch (many small products). */
+static void sliver_batch_task(void *arg, uint64_t b, unsigned tid) {
+    const sliver_job *j = arg;
+    float *acc          = j->ctx->thread_ws[tid].p;
+    float *pa           = acc + j->mc_max * j->nc_max;
+    float *pb           = pa + j->mpad * j->a.k;
+    for (uint64_t it = 0; it < pack_items(j->slv_a, j->a.trans_a); it++)
+        pack_a_item(j, b, it, pa);
+    for (uint64_t it = 0; it < pack_items(j->slv_b, !j->a.trans_b); it++)
+        pack_b_item(j, b, it, pb);
+    for (uint64_t t = 0; t < j->tiles_m * j->tiles_n; t++)
+        sliver_tile(j, b, t, pa, pb, acc);
+}
+
+/* A batch whose packs fit in this many floats is packed by the thread that computes it. */
+#define GEMM_PRIVATE_PACK_MAX (256u * 1024u)
+
+static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const void *A,
+                               const void *B, void *C, uint64_t macs, int c_overlap) {
+    sliver_job j;
+    memset(&j, 0, sizeof j);
+    j.a       = *g;
+    j.kern    = ctx->kern;
+    j.A       = A;
+    j.B       = B;
+    j.C       = C;
+    j.ctx     = ctx;
+    j.mc_max  = 16u * j.kern->mr;
+    j.nc_max  = 16u * j.kern->nr;
+    j.mpad    = cpu_div_up(g->m, j.kern->mr) * j.kern->mr;
+    j.npad    = cpu_div_up(g->n, j.kern->nr) * j.kern->nr;
+    j.slv_a   = j.mpad / j.kern->mr;
+    j.slv_b   = j.npad / j.kern->nr;
+    j.tiles_m = cpu_div_up(g->m, j.mc_max);
+    j.tiles_n = cpu_div_up(g->n, j.nc_max);
+    if (j.nc_max > GEMM_NC_MAX) /* a table wider than the write-back row buffer */
+        return cpu_fail(ctx, AMPX_ERR_INTERNAL, "gemm: %s tile width %llu > %d", j.kern->name,
+                        (unsigned long long)j.nc_max, GEMM_NC_MAX);
+    uint64_t acc_floats = j.mc_max * j.nc_max, pack_floats, pack_bytes;
+    if (cpu_mul_u64(j.mpad + j.npad, g->k, &pack_floats) ||
+        cpu_mul_u64(pack_floats, sizeof(float), &pack_bytes) || pack_bytes > SIZE_MAX / 2)
+        return cpu_fail(ctx, AMPX_ERR_NO_MEMORY, "gemm: packed operands too large");
+    uint64_t work = macs / GEMM_PAR_SCALE;
+
+    if (g->batch > 1 && !c_overlap && pack_floats <= GEMM_PRIVATE_PACK_MAX) {
+        CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (acc_floats + pack_floats)));
+        cpu_run(ctx, work, g->batch, sliver_batch_task, &j);
+        return AMPX_OK;
+    }
+    CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * acc_floats));
+    float *packs = cpu_reserve_shared_ws(ctx, "gemm", (size_t)pack_bytes);
+    if (!packs) return AMPX_ERR_NO_MEMORY;
+    j.pa = packs;
+    j.pb = packs + j.mpad * g->k;
+    for (uint64_t b = 0; b < g->batch; b++) {
+        j.batch = b;
+        if (g->k > 0)
+            cpu_run(ctx, pack_floats,
+                    pack_items(j.slv_a, g->trans_a) + pack_items(j.slv_b, !g->trans_b),
+                    sliver_pack_task, &j);
+        cpu_run(ctx, work / g->batch, j.tiles_m * j.tiles_n, sliver_tile_task, &j);
+    }
+    return AMPX_OK;
+}
+
 /* Elements spanned by `batch` matrices of rows x cols with leading dim ld and batch stride:
  * the index of the last element + 1, or 0 when nothing is touched. -1 on overflow. */
 static int gemm_extent(uint64_t batch, uint64_t stride, uint64_t rows, uint64_t cols, uint64_t ld,
@@ -202,6 +440,12 @@ ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     CPU_TRY(cpu_check_tensor(ctx, "gemm", "C", &g->c, ext_c, 0));
     if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
 
+    uint64_t macs   = mul_sat(mul_sat(mul_sat(g->m, g->n), g->k ? g->k : 1), g->batch);
+    uint64_t c_span = (g->m - 1) * g->ldc + g->n;
+    if (ctx->kern->gemm_micro)
+        return gemm_sliver(ctx, g, cpu_ptr(&g->a), cpu_ptr(&g->b), cpu_ptr(&g->c), macs,
+                           g->batch > 1 && g->stride_c < c_span);
+
     CPU_TRY(cpu_reserve_thread_ws(
         ctx, "gemm", sizeof(float) * (GEMM_MC * GEMM_NC + GEMM_MC * GEMM_KC + GEMM_KC * GEMM_NC)));
     j.kern         = ctx->kern;
@@ -216,12 +460,10 @@ ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     /* Small products run on this thread alone; waking the pool would cost more. GEMM goes
      * parallel from GEMM_PAR_MIN multiply-adds, which cpu_run's element threshold sees as
      * macs / GEMM_PAR_SCALE. The count saturates: a product past 2^64 is simply large. */
-    uint64_t macs = mul_sat(mul_sat(mul_sat(g->m, g->n), g->k ? g->k : 1), g->batch);
     uint64_t work = macs / GEMM_PAR_SCALE;
 
     /* Batches whose C matrices overlap (stride_c smaller than one C) run one after the
      * other, as the definition's "for b in [0, batch)" orders them. */
-    uint64_t c_span = (g->m - 1) * g->ldc + g->n;
     if (g->batch == 1 || g->stride_c >= c_span) {
         cpu_run(ctx, work, tiles * g->batch, gemm_tile_task, &j);
     } else {

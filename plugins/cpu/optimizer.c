@@ -107,7 +107,7 @@ static opt_tensor opt_tensor_at(const ampx_tensor_list *params, const ampx_tenso
 
 /* Chunk `item` of o's gradient widened to f32 in g and, when clipping, times c rounded to
  * f32; returns the chunk's length and sets *i0 to its first element. */
-static uint64_t load_grad_chunk(const opt_tensor *o, uint64_t item, float *g, uint64_t *i0) {
+CPU_INLINE uint64_t load_grad_chunk(const opt_tensor *o, uint64_t item, float *g, uint64_t *i0) {
     *i0        = item * CPU_CHUNK;
     uint64_t n = o->n - *i0 < CPU_CHUNK ? o->n - *i0 : CPU_CHUNK;
     cpu_load_f32(g, o->g, o->gdt, *i0, n);
@@ -117,13 +117,15 @@ static uint64_t load_grad_chunk(const opt_tensor *o, uint64_t item, float *g, ui
     return n;
 }
 
-/* Rounds the new f32 parameter pn into element i of the copy, when there is one. */
-static void store_copy(const opt_tensor *o, uint64_t i, float pn) {
+/* Rounds the chunk's new f32 parameters pn[0 .. n) into elements i0 .. i0+n of the copy,
+ * when there is one (after the update loop, so that loop stays free of calls). */
+static void store_copies(const opt_tensor *o, uint64_t i0, const float *pn, uint64_t n) {
     if (!o->copy) return;
     if (o->stochastic)
-        cpu_st_sr(o->copy, o->cdt, i, pn, ampx_hash32(o->seed, i));
+        for (uint64_t k = 0; k < n; k++)
+            cpu_st_sr(o->copy, o->cdt, i0 + k, pn[k], ampx_hash32(o->seed, i0 + k));
     else
-        cpu_st(o->copy, o->cdt, i, pn);
+        cpu_store_f32(o->copy, o->cdt, i0, pn, n);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -138,7 +140,7 @@ typedef struct sgd_job {
     int nesterov, first;
 } sgd_job;
 
-static void sgd_chunk(void *arg, uint64_t item, unsigned tid) {
+CPU_INLINE void sgd_chunk_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const sgd_job *j    = arg;
     const opt_tensor *o = &j->o;
@@ -156,9 +158,11 @@ static void sgd_chunk(void *arg, uint64_t item, unsigned tid) {
         }
         float pn = (float)(p - o->lr * g);
         o->p[i]  = pn;
-        store_copy(o, i, pn);
+        gr[k]    = pn;
     }
+    store_copies(o, i0, gr, n);
 }
+CPU_ISA_CHUNK(sgd_chunk, sgd_chunk_body)
 
 ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
     static const char *op = "sgd";
@@ -206,7 +210,7 @@ typedef struct adamw_job {
     double decay, b1, b2, eps, bc1, bc2;
 } adamw_job;
 
-static void adamw_chunk(void *arg, uint64_t item, unsigned tid) {
+CPU_INLINE void adamw_chunk_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const adamw_job *j  = arg;
     const opt_tensor *o = &j->o;
@@ -223,9 +227,11 @@ static void adamw_chunk(void *arg, uint64_t item, unsigned tid) {
         j->m[i]    = m;
         j->v[i]    = v;
         o->p[i]    = pn;
-        store_copy(o, i, pn);
+        gr[k]      = pn;
     }
+    store_copies(o, i0, gr, n);
 }
+CPU_ISA_CHUNK(adamw_chunk, adamw_chunk_body)
 
 ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
     static const char *op = "adamw";

@@ -191,9 +191,12 @@ static void read_host(const ampx_host *host, ampx_host *h) {
     memcpy(h, host, size < sizeof *h ? size : sizeof *h);
 }
 
-/* Parses "threads=N" and "isa=auto|portable". Unknown keys and bad values are errors. */
+#define CPU_ISA_CHOICES "auto, portable, avx2, avx512, avx512bf16, amx"
+
+/* Parses "threads=N" and "isa=auto|portable|avx2|avx512|avx512bf16|amx" (a cap on the ISA
+ * path; the last isa= wins). Unknown keys and bad values are errors. */
 static ampx_status parse_options(ampx_context *ctx, const ampx_host *h, unsigned *threads,
-                                 const cpu_kernels **kern) {
+                                 cpu_isa *isa_cap) {
     if (h->n_options > 0 && !h->options)
         return cpu_fail(ctx, AMPX_ERR_INVALID, "cpu: %u options but a NULL options array",
                         h->n_options);
@@ -214,12 +217,9 @@ static ampx_status parse_options(ampx_context *ctx, const ampx_host *h, unsigned
                                 CPU_MAX_THREADS);
             *threads = (unsigned)v;
         } else if (klen == 3 && strncmp(opt, "isa", 3) == 0) {
-            /* auto picks the best table this machine runs; only portable exists today. */
-            if (strcmp(val, "auto") == 0 || strcmp(val, "portable") == 0)
-                *kern = &cpu_kernels_portable;
-            else
-                return cpu_fail(ctx, AMPX_ERR_INVALID,
-                                "cpu: isa=%s: expected one of auto, portable", val);
+            if (cpu_isa_parse(val, isa_cap) != 0)
+                return cpu_fail(ctx, AMPX_ERR_INVALID, "cpu: isa=%s: expected one of %s", val,
+                                CPU_ISA_CHOICES);
         } else {
             return cpu_fail(ctx, AMPX_ERR_INVALID,
                             "cpu: unknown option '%.*s' (known: threads, isa)", (int)klen, opt);
@@ -248,17 +248,28 @@ static ampx_status cpu_create(const ampx_host *host, ampx_context **out) {
                         "cpu: host speaks ABI %u.%u, this plugin ABI %d.%d", h.abi_major,
                         h.abi_minor, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
 
-    unsigned threads        = online_cpus();
-    const cpu_kernels *kern = &cpu_kernels_portable;
-    CPU_TRY(parse_options(&tmp, &h, &threads, &kern));
+    unsigned threads = online_cpus();
+    cpu_isa env_cap = CPU_ISA_COUNT - 1, opt_cap = CPU_ISA_COUNT - 1;
+    const char *env = getenv("AMPX_CPU_ISA");
+    if (env && *env && cpu_isa_parse(env, &env_cap) != 0)
+        return cpu_fail(&tmp, AMPX_ERR_INVALID, "cpu: AMPX_CPU_ISA=%s: expected one of %s", env,
+                        CPU_ISA_CHOICES);
+    CPU_TRY(parse_options(&tmp, &h, &threads, &opt_cap));
+    /* Both caps apply: the environment can only lower what the options allow. */
+    cpu_isa cap = env_cap < opt_cap ? env_cap : opt_cap;
+    const cpu_kernels *kern;
+    int amx_denied = 0;
+    cpu_isa_select(cap, &kern, &amx_denied);
 
     ampx_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return cpu_fail(&tmp, AMPX_ERR_NO_MEMORY, "cpu: out of memory for the context");
-    ctx->log       = h.log;
-    ctx->log_user  = h.log_user;
-    ctx->n_threads = threads;
-    ctx->kern      = kern;
-    ctx->thread_ws = calloc(threads, sizeof *ctx->thread_ws);
+    ctx->log        = h.log;
+    ctx->log_user   = h.log_user;
+    ctx->n_threads  = threads;
+    ctx->kern       = kern;
+    ctx->isa_cap    = cap;
+    ctx->amx_denied = amx_denied;
+    ctx->thread_ws  = calloc(threads, sizeof *ctx->thread_ws);
     if (!ctx->thread_ws) {
         free(ctx);
         return cpu_fail(&tmp, AMPX_ERR_NO_MEMORY, "cpu: out of memory for the context");
@@ -311,10 +322,15 @@ static ampx_status cpu_device_info(ampx_context *ctx, ampx_device_info *info) {
     cpu_model_name(model, sizeof model);
     snprintf(d.name, sizeof d.name, "%s (%u thread%s)", model, ctx->n_threads,
              ctx->n_threads == 1 ? "" : "s");
+    char feats[128];
+    cpu_features_str(cpu_detect(), feats, sizeof feats);
     snprintf(d.description, sizeof d.description,
-             "ampx CPU backend %s, portable C11, isa=%s, %u threads (%u pool workers), "
-             "f32 accumulation, cache-blocked packed GEMM",
-             CPU_PLUGIN_VERSION, ctx->kern->name, ctx->n_threads, ctx->pool.n_workers);
+             "ampx CPU backend %s, isa=%s (cap %s; cpu features %s%s), %u threads (%u pool "
+             "workers), f32 accumulation, cache-blocked packed GEMM",
+             CPU_PLUGIN_VERSION, ctx->kern->name,
+             ctx->isa_cap == CPU_ISA_COUNT - 1 ? "auto" : cpu_isa_name(ctx->isa_cap), feats,
+             ctx->amx_denied ? "; AMX tile state refused by the OS" : "", ctx->n_threads,
+             ctx->pool.n_workers);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     d.memory_bytes = (pages > 0 && page > 0) ? (uint64_t)pages * (uint64_t)page : 0;
     d.n_threads    = ctx->n_threads;

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "avx2_math.h"
 #include "cpu.h"
 
 // ---------------------------------------------------------------------------------------
@@ -22,6 +23,44 @@ typedef struct softmax_job {
     void *out;
     ampx_context *ctx;
 } softmax_job;
+
+#if CPU_HAVE_AVX2_TABLE
+/* The AVX2 path of a softmax row (not log): e_c = exp(z_c - mx) for c <= lim into e
+ * (doubles), 16 at a time with cpu_avx2_exp_pd4, summed in four-lane partial sums combined
+ * in a fixed order (deterministic, a different order from the portable path); then
+ * y_c = e_c / sum. Returns the sum. */
+CPU_AVX2_FN static double softmax_exp_avx2(const float *z, uint64_t cnt, double mx, double *e) {
+    __m256d acc = _mm256_setzero_pd(), m = _mm256_set1_pd(mx);
+    uint64_t c = 0;
+    for (; c + 4 * CPU_EXP_W <= cnt; c += 4 * CPU_EXP_W) {
+        __m256d v[CPU_EXP_W];
+        for (int w = 0; w < CPU_EXP_W; w++)
+            v[w] = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(z + c + 4 * w)), m);
+        cpu_avx2_exp_pd4(v);
+        for (int w = 0; w < CPU_EXP_W; w++) {
+            _mm256_storeu_pd(e + c + 4 * w, v[w]);
+            acc = _mm256_add_pd(acc, v[w]);
+        }
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, acc);
+    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; c < cnt; c++) {
+        e[c] = exp((double)z[c] - mx);
+        sum += e[c];
+    }
+    return sum;
+}
+
+CPU_AVX2_FN static void softmax_div_avx2(const double *e, uint64_t cnt, double sum, float *y) {
+    __m256d s  = _mm256_set1_pd(sum);
+    uint64_t c = 0;
+    for (; c + 4 <= cnt; c += 4)
+        _mm_storeu_ps(y + c, _mm256_cvtpd_ps(_mm256_div_pd(_mm256_loadu_pd(e + c), s)));
+    for (; c < cnt; c++)
+        y[c] = (float)(e[c] / sum);
+}
+#endif
 
 static void softmax_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     const softmax_job *j       = arg;
@@ -40,6 +79,17 @@ static void softmax_fwd_rows(void *arg, uint64_t item, unsigned tid) {
             if (z[c] != z[c]) nan = 1;
         }
         if (nan) mx = NAN; /* a NaN logit poisons its whole row */
+#if CPU_HAVE_AVX2_TABLE
+        if (!a->log && cpu_tls_kern->isa >= CPU_ISA_AVX2) {
+            double *e  = (double *)(z + 2 * cols); /* 8-byte aligned: 2 cols floats in */
+            double sum = softmax_exp_avx2(z, lim + 1, (double)mx, e);
+            softmax_div_avx2(e, lim + 1, sum, z);
+            for (uint64_t c = lim + 1; c < cols; c++)
+                z[c] = 0.0f;
+            cpu_store_f32(j->out, a->y_or_dx.dtype, r * cols, z, cols);
+            continue;
+        }
+#endif
         double sum = 0.0;
         for (uint64_t c = 0; c <= lim; c++)
             sum += exp((double)z[c] - (double)mx);
@@ -98,7 +148,9 @@ static ampx_status softmax_common(ampx_context *ctx, const char *opname, softmax
     if (bwd) CPU_TRY(cpu_check_tensor(ctx, opname, "dy", &a->dy, n, 0));
     CPU_TRY(cpu_check_tensor(ctx, opname, bwd ? "dx" : "y", &a->y_or_dx, n, 0));
     if (n == 0) return AMPX_OK;
-    CPU_TRY(cpu_reserve_thread_ws(ctx, opname, (size_t)a->cols * 2 * sizeof(float)));
+    /* fwd: z (cols floats), then up to cols doubles of exponentials on the AVX2 path;
+     * bwd: y and dy */
+    CPU_TRY(cpu_reserve_thread_ws(ctx, opname, ((size_t)a->cols * 4 + 2) * sizeof(float)));
     j->in  = cpu_ptr(&a->x_or_y);
     j->dy  = cpu_ptr(&a->dy);
     j->out = cpu_ptr(&a->y_or_dx);

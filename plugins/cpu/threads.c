@@ -14,7 +14,10 @@
 // ---------------------------------------------------------------------------------------
 // Pool
 
+_Thread_local const cpu_kernels *cpu_tls_kern = &cpu_kernels_portable;
+
 static void run_items(cpu_pool *pool, unsigned tid) {
+    cpu_tls_kern = pool->kern;
     for (;;) {
         uint64_t item = atomic_fetch_add_explicit(&pool->next, 1, memory_order_relaxed);
         if (item >= pool->n_items) break;
@@ -93,6 +96,7 @@ static void pool_for(cpu_pool *pool, uint64_t n_items, cpu_task_fn fn, void *job
     pthread_mutex_lock(&pool->mu);
     pool->fn      = fn;
     pool->arg     = job;
+    pool->kern    = cpu_tls_kern;
     pool->n_items = n_items;
     atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
     pool->active = pool->n_workers;
@@ -109,6 +113,7 @@ static void pool_for(cpu_pool *pool, uint64_t n_items, cpu_task_fn fn, void *job
 }
 
 void cpu_run(ampx_context *ctx, uint64_t work, uint64_t n_items, cpu_task_fn fn, void *job) {
+    cpu_tls_kern = ctx->kern;
     if (ctx->pool.n_workers > 0 && n_items > 1 && work >= CPU_PAR_MIN) {
         pool_for(&ctx->pool, n_items, fn, job);
         return;

@@ -1,0 +1,471 @@
+/* test_cpu_isa.c — the CPU backend's run-time ISA dispatch.
+ *
+ * - caps: `isa=` and AMPX_CPU_ISA select the path, device_info reports it, a cap above
+ *   the machine falls back to the best path it has, bad values are one clear error;
+ * - converters: every ISA path converts bf16/f16 <-> f32 bit-identically to dtype.h (every
+ *   16-bit pattern; every f32 exponent and sign with the rounding-relevant low bits);
+ * - GEMM on every path the machine runs gives the same bits for 1, 2 and 3 threads and
+ *   from run to run (the sliver driver's per-batch and per-thread packing both).
+ * A path the CPU lacks is skipped with a message saying so.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ampx/ampx.h"
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+/* Opens the CPU backend with the options; NULL (and err set) on failure. */
+static ampx_backend *open_cpu(const char *opt1, const char *opt2, char *err, size_t cap) {
+    const char *opts[2] = {opt1, opt2};
+    uint32_t n          = opt2 ? 2 : opt1 ? 1 : 0;
+    ampx_backend *be    = NULL;
+    if (ampx_backend_open("cpu", opts, n, &be, err, cap) != AMPX_OK) return NULL;
+    return be;
+}
+
+/* The word after "isa=" in the backend's description. */
+static void isa_in_use(ampx_backend *be, char *out, size_t cap) {
+    ampx_device_info info       = {.size = sizeof info};
+    const ampx_backend_iface *t = ampx_backend_iface_of(be);
+    cr_assert_eq(t->device_info(ampx_backend_context(be), &info), AMPX_OK);
+    const char *p = strstr(info.description, "isa=");
+    cr_assert_not_null(p, "device_info does not report the ISA path: %s", info.description);
+    size_t len = strcspn(p + 4, " ,;()");
+    snprintf(out, cap, "%.*s", (int)len, p + 4);
+}
+
+/* The best path this machine should run, from the compiler's own cpuid probe (independent
+ * of the plugin's detection). */
+static const char *expected_best(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return "avx2";
+#endif
+    return "portable";
+}
+
+static int machine_has_avx2(void) {
+    return strcmp(expected_best(), "avx2") == 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Caps and reporting
+
+Test(caps, default_is_best_path) {
+    char err[512], isa[32];
+    unsetenv("AMPX_CPU_ISA");
+    ampx_backend *be = open_cpu(NULL, NULL, err, sizeof err);
+    cr_assert_not_null(be, "%s", err);
+    isa_in_use(be, isa, sizeof isa);
+    cr_expect_str_eq(isa, expected_best());
+    ampx_backend_close(be);
+}
+
+Test(caps, option_caps_the_path) {
+    static const char *const caps[][2] = {
+        {"isa=portable", "portable"}, {"isa=avx2", NULL}, {"isa=avx512", NULL},
+        {"isa=avx512bf16", NULL},     {"isa=amx", NULL},  {"isa=auto", NULL}};
+    unsetenv("AMPX_CPU_ISA");
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        char err[512], isa[32];
+        ampx_backend *be = open_cpu(caps[i][0], NULL, err, sizeof err);
+        cr_assert_not_null(be, "%s: %s", caps[i][0], err);
+        isa_in_use(be, isa, sizeof isa);
+        /* above portable, the path is the best the machine has (avx2 tables at most) */
+        const char *want = caps[i][1] ? caps[i][1] : expected_best();
+        cr_expect_str_eq(isa, want, "%s runs isa=%s, expected %s", caps[i][0], isa, want);
+        ampx_backend_close(be);
+    }
+}
+
+Test(caps, environment_caps_the_path) {
+    char err[512], isa[32];
+    setenv("AMPX_CPU_ISA", "portable", 1);
+    ampx_backend *be = open_cpu(NULL, NULL, err, sizeof err);
+    cr_assert_not_null(be, "%s", err);
+    isa_in_use(be, isa, sizeof isa);
+    cr_expect_str_eq(isa, "portable");
+    ampx_backend_close(be);
+    /* both caps apply: the option cannot raise what the environment lowered */
+    be = open_cpu("isa=avx2", NULL, err, sizeof err);
+    cr_assert_not_null(be, "%s", err);
+    isa_in_use(be, isa, sizeof isa);
+    cr_expect_str_eq(isa, "portable");
+    ampx_backend_close(be);
+    setenv("AMPX_CPU_ISA", "auto", 1);
+    be = open_cpu("isa=portable", NULL, err, sizeof err);
+    cr_assert_not_null(be, "%s", err);
+    isa_in_use(be, isa, sizeof isa);
+    cr_expect_str_eq(isa, "portable");
+    ampx_backend_close(be);
+}
+
+Test(caps, bad_environment_is_one_error) {
+    char err[512] = "";
+    setenv("AMPX_CPU_ISA", "avx9000", 1);
+    ampx_backend *be = open_cpu(NULL, NULL, err, sizeof err);
+    cr_expect_null(be);
+    cr_expect(strstr(err, "AMPX_CPU_ISA=avx9000") != NULL, "message: %s", err);
+    cr_expect(strstr(err, "portable") != NULL, "the message lists the choices: %s", err);
+    ampx_backend_close(be);
+}
+
+Test(caps, bad_option_is_one_error) {
+    char err[512] = "";
+    unsetenv("AMPX_CPU_ISA");
+    ampx_backend *be = open_cpu("isa=sse9", NULL, err, sizeof err);
+    cr_expect_null(be);
+    cr_expect(strstr(err, "isa=sse9") != NULL, "message: %s", err);
+    ampx_backend_close(be);
+}
+
+// ---------------------------------------------------------------------------------------
+// Converters: the cast op on each path against dtype.h
+
+typedef struct dev {
+    ampx_backend *be;
+    const ampx_backend_iface *t;
+    ampx_context *ctx;
+} dev;
+
+static dev open_dev(const char *isa_opt, const char *threads_opt) {
+    char err[512];
+    unsetenv("AMPX_CPU_ISA");
+    dev d = {open_cpu(isa_opt, threads_opt, err, sizeof err), NULL, NULL};
+    cr_assert_not_null(d.be, "%s", err);
+    d.t   = ampx_backend_iface_of(d.be);
+    d.ctx = ampx_backend_context(d.be);
+    return d;
+}
+
+static ampx_buffer *upload(dev *d, const void *src, uint64_t bytes) {
+    ampx_buffer *b = NULL;
+    cr_assert_eq(d->t->buffer_alloc(d->ctx, bytes, &b), AMPX_OK);
+    if (src) cr_assert_eq(d->t->buffer_write(d->ctx, b, 0, src, bytes), AMPX_OK);
+    return b;
+}
+
+static void cast_on(dev *d, ampx_dtype sdt, const void *src, ampx_dtype ddt, void *dst,
+                    uint64_t n) {
+    ampx_buffer *bs  = upload(d, src, n * ampx_dtype_size(sdt));
+    ampx_buffer *bd  = upload(d, NULL, n * ampx_dtype_size(ddt));
+    ampx_cast_args a = {.size = sizeof a, .n = n, .src = {bs, 0, sdt}, .dst = {bd, 0, ddt}};
+    cr_assert_eq(d->t->ops->cast(d->ctx, &a), AMPX_OK, "%s", ampx_backend_last_error(d->be));
+    cr_assert_eq(d->t->buffer_read(d->ctx, bd, 0, dst, n * ampx_dtype_size(ddt)), AMPX_OK);
+    d->t->buffer_free(d->ctx, bs);
+    d->t->buffer_free(d->ctx, bd);
+}
+
+static void check_converters(const char *isa_opt) {
+    dev d = open_dev(isa_opt, NULL);
+    /* every 16-bit pattern, widened from bf16 and from f16 */
+    uint16_t *h = malloc(65536 * sizeof *h);
+    uint32_t *w = malloc(65536 * sizeof *w);
+    cr_assert(h && w);
+    for (uint32_t i = 0; i < 65536; i++)
+        h[i] = (uint16_t)i;
+    for (int f16 = 0; f16 < 2; f16++) {
+        cast_on(&d, f16 ? AMPX_F16 : AMPX_BF16, h, AMPX_F32, w, 65536);
+        for (uint32_t i = 0; i < 65536; i++) {
+            uint32_t want =
+                ampx_f32_bits(f16 ? ampx_f16_to_f32((uint16_t)i) : ampx_bf16_to_f32((uint16_t)i));
+            cr_assert_eq(w[i], want, "%s: %s 0x%04x -> 0x%08x, dtype.h 0x%08x", isa_opt,
+                         f16 ? "f16" : "bf16", i, w[i], want);
+        }
+    }
+    free(h);
+    free(w);
+
+    /* f32 -> bf16/f16: every sign, exponent and top mantissa bits (the upper 16 bits),
+     * times low halves at and around every rounding boundary of both formats */
+    static const uint16_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000,
+                                    0x2001, 0x3000, 0x5555, 0x7fff, 0x8000, 0x8001, 0xaaaa,
+                                    0xc000, 0xdfff, 0xe000, 0xefff, 0xf000, 0xf001, 0xffff};
+    const uint64_t n_low = sizeof lows / sizeof lows[0], n = 65536 * n_low;
+    uint32_t *x = malloc(n * sizeof *x);
+    uint16_t *y = malloc(n * sizeof *y);
+    cr_assert(x && y);
+    for (uint64_t i = 0; i < n; i++)
+        x[i] = (uint32_t)(i / n_low) << 16 | lows[i % n_low];
+    for (int f16 = 0; f16 < 2; f16++) {
+        cast_on(&d, AMPX_F32, x, f16 ? AMPX_F16 : AMPX_BF16, y, n);
+        for (uint64_t i = 0; i < n; i++) {
+            float v       = ampx_f32_from_bits(x[i]);
+            uint16_t want = f16 ? ampx_f32_to_f16(v) : ampx_f32_to_bf16(v);
+            cr_assert_eq(y[i], want, "%s: f32 0x%08x -> %s 0x%04x, dtype.h 0x%04x", isa_opt, x[i],
+                         f16 ? "f16" : "bf16", y[i], want);
+        }
+    }
+    free(x);
+    free(y);
+    ampx_backend_close(d.be);
+}
+
+Test(converters, portable_matches_dtype_h) {
+    check_converters("isa=portable");
+}
+
+Test(converters, avx2_matches_dtype_h) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_converters("isa=avx2");
+}
+
+// ---------------------------------------------------------------------------------------
+// GEMM: the same bits for any thread count and from run to run, on each path
+
+typedef struct gemm_case {
+    uint64_t m, n, k, batch;
+    uint32_t ta, tb;
+    ampx_dtype dt;
+    float beta;
+} gemm_case;
+
+/* Runs the case on a fresh context and returns C's bytes (malloc'd). */
+static unsigned char *gemm_run(const char *isa_opt, const char *threads_opt, const gemm_case *c,
+                               uint64_t *c_bytes) {
+    dev d       = open_dev(isa_opt, threads_opt);
+    size_t es   = ampx_dtype_size(c->dt);
+    uint64_t na = c->m * c->k * c->batch, nb = c->k * c->n * c->batch, nc = c->m * c->n * c->batch;
+    float *tmp = malloc((na > nb ? (na > nc ? na : nc) : (nb > nc ? nb : nc)) * sizeof(float));
+    void *raw  = malloc((na > nb ? (na > nc ? na : nc) : (nb > nc ? nb : nc)) * es);
+    cr_assert(tmp && raw);
+    uint64_t s = 99;
+    ampx_buffer *bufs[3];
+    uint64_t counts[3] = {na, nb, nc};
+    for (int t = 0; t < 3; t++) {
+        for (uint64_t i = 0; i < counts[t]; i++) {
+            s += 0x9e3779b97f4a7c15ull;
+            tmp[i] = (float)((double)(ampx_hash32(s, i) >> 8) / 8388608.0 - 1.0);
+        }
+        cast_on(&d, AMPX_F32, tmp, c->dt, raw, counts[t]);
+        bufs[t] = upload(&d, raw, counts[t] * es);
+    }
+    ampx_gemm_args g = {.size     = sizeof g,
+                        .trans_a  = c->ta,
+                        .trans_b  = c->tb,
+                        .m        = c->m,
+                        .n        = c->n,
+                        .k        = c->k,
+                        .batch    = c->batch,
+                        .lda      = c->ta ? c->m : c->k,
+                        .ldb      = c->tb ? c->k : c->n,
+                        .ldc      = c->n,
+                        .stride_a = c->m * c->k,
+                        .stride_b = c->k * c->n,
+                        .stride_c = c->m * c->n,
+                        .alpha    = 0.75f,
+                        .beta     = c->beta,
+                        .a        = {bufs[0], 0, c->dt},
+                        .b        = {bufs[1], 0, c->dt},
+                        .c        = {bufs[2], 0, c->dt}};
+    cr_assert_eq(d.t->ops->gemm(d.ctx, &g), AMPX_OK, "%s", ampx_backend_last_error(d.be));
+    *c_bytes           = nc * es;
+    unsigned char *out = malloc(*c_bytes);
+    cr_assert_eq(d.t->buffer_read(d.ctx, bufs[2], 0, out, *c_bytes), AMPX_OK);
+    for (int t = 0; t < 3; t++)
+        d.t->buffer_free(d.ctx, bufs[t]);
+    free(tmp);
+    free(raw);
+    ampx_backend_close(d.be);
+    return out;
+}
+
+static void check_thread_invariance(const char *isa_opt) {
+    static const gemm_case cases[] = {
+        {300, 260, 270, 1, 0, 0, AMPX_F32, 0.0f},  /* several tiles, two k blocks */
+        {129, 300, 257, 2, 1, 1, AMPX_BF16, 0.5f}, /* shared packs per batch, transposed */
+        {37, 29, 41, 7, 0, 1, AMPX_F16, -1.25f},   /* many small batches: per-thread packs */
+        {5, 1000, 600, 1, 1, 0, AMPX_F32, 1.0f},   /* short and wide */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t b1, b2, b3, b4;
+        unsigned char *r1 = gemm_run(isa_opt, "threads=1", &cases[i], &b1);
+        unsigned char *r2 = gemm_run(isa_opt, "threads=2", &cases[i], &b2);
+        unsigned char *r3 = gemm_run(isa_opt, "threads=3", &cases[i], &b3);
+        unsigned char *r4 = gemm_run(isa_opt, "threads=2", &cases[i], &b4);
+        cr_expect(memcmp(r1, r2, b1) == 0, "%s case %zu: threads=1 and threads=2 differ", isa_opt,
+                  i);
+        cr_expect(memcmp(r1, r3, b1) == 0, "%s case %zu: threads=1 and threads=3 differ", isa_opt,
+                  i);
+        cr_expect(memcmp(r2, r4, b2) == 0, "%s case %zu: two runs differ", isa_opt, i);
+        free(r1);
+        free(r2);
+        free(r3);
+        free(r4);
+    }
+}
+
+Test(gemm, portable_same_bits_any_thread_count, .timeout = 120) {
+    check_thread_invariance("isa=portable");
+}
+
+Test(gemm, avx2_same_bits_any_thread_count, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_thread_invariance("isa=avx2");
+}
+
+/* The paths differ in rounding (fused vs separate multiply-add) but not by more than a few
+ * units of f32 rounding per term: a gross error in one path shows here too. */
+Test(gemm, avx2_close_to_portable, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    gemm_case c = {300, 260, 270, 1, 1, 0, AMPX_F32, 0.0f};
+    uint64_t bp, ba;
+    float *p     = (float *)gemm_run("isa=portable", NULL, &c, &bp);
+    float *a     = (float *)gemm_run("isa=avx2", NULL, &c, &ba);
+    double worst = 0;
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < c.m * c.n; i++) {
+        double d = p[i] > a[i] ? p[i] - a[i] : a[i] - p[i];
+        bad += !(d == d) || d > 1e30;
+        if (d > worst) worst = d;
+    }
+    cr_expect_eq(bad, 0u, "%llu entries are not finite or differ wildly", (unsigned long long)bad);
+    /* |terms| < 1, k = 270: f32 accumulation error is far below 270 * 2^-24 * 270 */
+    cr_expect_lt(worst, 270.0 * 270.0 * 0x1p-24, "max |portable - avx2| = %g", worst);
+    free(p);
+    free(a);
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory-bound ops: the AVX2 copies of the chunk loops use the same IEEE operations as the
+// portable ones (ISO C, no contraction), so every path gives the same bits.
+
+/* Runs one op on fresh data (NaN, inf, zeros and subnormals sprinkled in) under isa_opt and
+ * returns the bytes of every buffer afterwards. */
+static unsigned char *elementwise_run(const char *isa_opt, const char *opname, ampx_dtype dt,
+                                      size_t *bytes_out) {
+    enum { N = 70001, NB = 8 };
+    dev d      = open_dev(isa_opt, NULL);
+    float *src = malloc(N * sizeof *src);
+    void *raw  = malloc(N * 4);
+    cr_assert(src && raw);
+    ampx_buffer *b[NB];
+    ampx_dtype dts[NB] = {dt, dt, dt, AMPX_F32, AMPX_F32, AMPX_F32, AMPX_BF16, AMPX_I32};
+    for (int t = 0; t < NB; t++) {
+        for (uint64_t i = 0; i < N; i++) {
+            uint32_t h = ampx_hash32(7 + (uint64_t)t, i);
+            src[i]     = (float)((double)(h >> 8) / 4194304.0 - 2.0);
+            if (h % 997 == 0) src[i] = ampx_f32_from_bits(0x7fc00001u); /* NaN */
+            if (h % 991 == 0) src[i] = -INFINITY;
+            if (h % 983 == 0) src[i] = 0.0f;
+            if (h % 977 == 0) src[i] = 1e-40f; /* f32 subnormal */
+        }
+        if (t >= 3 && t <= 5) /* optimizer state: finite, v >= 0 */
+            for (uint64_t i = 0; i < N; i++)
+                src[i] = t == 5 ? (float)(ampx_hash32(t, i) >> 8) / 16777216.0f
+                                : (float)((double)(ampx_hash32(t, i) >> 8) / 8388608.0 - 1.0);
+        if (dts[t] == AMPX_I32) memset(src, 0, N * 4);
+        if (dts[t] == AMPX_I32 || dts[t] == AMPX_F32)
+            memcpy(raw, src, N * 4);
+        else
+            cast_on(&d, AMPX_F32, src, dts[t], raw, N);
+        b[t] = upload(&d, raw, N * ampx_dtype_size(dts[t]));
+    }
+    ampx_scalars sc = {.scale         = 1024.0f,
+                       .mode          = AMPX_SCALER_DYNAMIC,
+                       .lr_base       = 0.01f,
+                       .applied_steps = 3,
+                       .hysteresis    = 1,
+                       .max_scale     = INFINITY};
+    ampx_buffer *sb = upload(&d, &sc, sizeof sc);
+    ampx_tensor T[NB];
+    for (int t = 0; t < NB; t++)
+        T[t] = (ampx_tensor){b[t], 0, dts[t]};
+    ampx_tensor S              = {sb, 0, AMPX_F32};
+    uint64_t n_elems[1]        = {N};
+    ampx_tensor_list one       = {1, &T[0], n_elems};
+    ampx_tensor_list params    = {1, &T[3], n_elems};
+    const ampx_backend_ops *op = d.t->ops;
+    ampx_status st             = AMPX_ERR_INVALID;
+    if (!strcmp(opname, "add")) {
+        ampx_add_args a = {sizeof a, 0, N / 7, 7, 0.75f, -1.5f, T[0], T[1], T[2]};
+        st              = op->add(d.ctx, &a);
+    } else if (!strcmp(opname, "mul")) {
+        ampx_mul_args a = {sizeof a, 1, N / 7, 7, T[0], T[1], T[2]};
+        st              = op->mul(d.ctx, &a);
+    } else if (!strcmp(opname, "scale")) {
+        ampx_scale_args a = {.size = sizeof a, .n = N, .alpha = 0.3f, .x = T[0], .y = T[2]};
+        st                = op->scale(d.ctx, &a);
+    } else if (!strcmp(opname, "relu") || !strcmp(opname, "relu_bwd")) {
+        ampx_act_args a = {
+            .size = sizeof a, .act = AMPX_ACT_RELU, .n = N, .x = T[0], .dy = T[1], .y_or_dx = T[2]};
+        st = !strcmp(opname, "relu") ? op->act_fwd(d.ctx, &a) : op->act_bwd(d.ctx, &a);
+    } else if (!strcmp(opname, "unscale_check")) {
+        ampx_unscale_check_args a = {.size = sizeof a, .grads = one, .flags = T[7], .scalars = S};
+        st                        = op->unscale_check(d.ctx, &a);
+    } else if (!strcmp(opname, "sgd")) {
+        ampx_tensor g   = T[1];
+        ampx_sgd_args a = {.size         = sizeof a,
+                           .nesterov     = 1,
+                           .momentum     = 0.9f,
+                           .dampening    = 0.1f,
+                           .weight_decay = 0.01f,
+                           .params       = params,
+                           .grads        = &g,
+                           .momentum_buf = &T[4],
+                           .copies       = &T[6],
+                           .scalars      = S};
+        st              = op->sgd(d.ctx, &a);
+    } else if (!strcmp(opname, "adamw")) {
+        ampx_tensor g     = T[1];
+        ampx_adamw_args a = {.size         = sizeof a,
+                             .beta1        = 0.9f,
+                             .beta2        = 0.999f,
+                             .eps          = 1e-8f,
+                             .weight_decay = 0.01f,
+                             .params       = params,
+                             .grads        = &g,
+                             .m            = &T[4],
+                             .v            = &T[5],
+                             .copies       = &T[6],
+                             .scalars      = S};
+        st                = op->adamw(d.ctx, &a);
+    }
+    cr_assert_eq(st, AMPX_OK, "%s %s: %s", isa_opt, opname, ampx_backend_last_error(d.be));
+    size_t total = sizeof sc;
+    for (int t = 0; t < NB; t++)
+        total += N * ampx_dtype_size(dts[t]);
+    unsigned char *out = malloc(total), *p = out;
+    for (int t = 0; t < NB; t++) {
+        size_t nb = N * ampx_dtype_size(dts[t]);
+        cr_assert_eq(d.t->buffer_read(d.ctx, b[t], 0, p, nb), AMPX_OK);
+        p += nb;
+        d.t->buffer_free(d.ctx, b[t]);
+    }
+    cr_assert_eq(d.t->buffer_read(d.ctx, sb, 0, p, sizeof sc), AMPX_OK);
+    d.t->buffer_free(d.ctx, sb);
+    free(src);
+    free(raw);
+    ampx_backend_close(d.be);
+    *bytes_out = total;
+    return out;
+}
+
+Test(elementwise, avx2_same_bits_as_portable, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    static const char *const ops[] = {"add",      "mul",           "scale", "relu",
+                                      "relu_bwd", "unscale_check", "sgd",   "adamw"};
+    static const ampx_dtype dts[]  = {AMPX_F32, AMPX_BF16, AMPX_F16};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t k = 0; k < 3; k++) {
+            size_t np, na;
+            unsigned char *p = elementwise_run("isa=portable", ops[o], dts[k], &np);
+            unsigned char *a = elementwise_run("isa=avx2", ops[o], dts[k], &na);
+            cr_assert_eq(np, na);
+            size_t first = np;
+            for (size_t i = 0; i < np && first == np; i++)
+                if (p[i] != a[i]) first = i;
+            cr_expect_eq(first, np, "%s %s: portable and avx2 differ from byte %zu", ops[o],
+                         ampx_dtype_name(dts[k]), first);
+            free(p);
+            free(a);
+        }
+}

@@ -1,0 +1,713 @@
+/* bench.c — `ampx bench`: how fast a backend runs one op, through the public API only, so
+ * it measures every backend (cpu, opencl, cuda, a vendor's plugin) the same way.
+ *
+ *   ampx bench gemm --backend B --dtype bf16|f16|f32 --m M --n N --k K [--trans-a]
+ *                   [--trans-b] [--batch N] [--warmup W] [--reps R] [--json]
+ *   ampx bench op NAME --backend B --dtype D --n N [--cols C] [--warmup W] [--reps R] [--json]
+ *
+ * Each repetition is timed with CLOCK_MONOTONIC around enqueue + synchronize; after the
+ * warm-up runs the median is reported (and min and max). GEMM reports GFLOP/s (2 m n k
+ * batch flops) and checks 16 entries of C against a double-precision product, so a fast
+ * wrong kernel cannot pass unnoticed. Memory-bound ops report GB/s of the bytes the op must
+ * move, beside a buffer copy of the same size timed in the same run (the machine's
+ * bandwidth as this backend sees it). With --json the last line of stdout is one JSON
+ * object.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "ampx/ampx.h"
+#include "cli.h"
+
+#define BENCH_MAX_REPS 1000
+
+// ---------------------------------------------------------------------------------------
+// Shared state and helpers
+
+typedef struct bench {
+    ampx_backend *be;
+    const ampx_backend_iface *t;
+    ampx_context *ctx;
+    ampx_buffer *bufs[16];
+    int n_bufs;
+    char err[2048];
+} bench;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* splitmix64: the benchmark's data, the same on every run. */
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z          = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z          = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float rng_unit(uint64_t *s) { /* uniform in [-1, 1) */
+    return (float)((double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+}
+
+/* Allocates a buffer of n elements of dt filled with uniform [-1, 1) values rounded to dt
+ * (or zeros); 0 on success, else a message in b->err. */
+static int bench_tensor(bench *b, ampx_dtype dt, uint64_t n, int zero, uint64_t seed,
+                        ampx_tensor *out) {
+    size_t es = ampx_dtype_size(dt);
+    if (n > (uint64_t)(SIZE_MAX / 8) || b->n_bufs >= (int)(sizeof b->bufs / sizeof b->bufs[0])) {
+        snprintf(b->err, sizeof b->err, "tensor of %llu elements is too large",
+                 (unsigned long long)n);
+        return -1;
+    }
+    ampx_buffer *buf = NULL;
+    if (b->t->buffer_alloc(b->ctx, n * es, &buf) != AMPX_OK) {
+        snprintf(b->err, sizeof b->err, "cannot allocate %llu bytes on the device: %s",
+                 (unsigned long long)(n * es), ampx_backend_last_error(b->be));
+        return -1;
+    }
+    b->bufs[b->n_bufs++] = buf;
+    *out                 = (ampx_tensor){buf, 0, dt};
+    const uint64_t chunk = 1u << 20;
+    void *host           = malloc(chunk * es);
+    if (!host) {
+        snprintf(b->err, sizeof b->err, "out of host memory");
+        return -1;
+    }
+    uint64_t s = seed;
+    for (uint64_t i0 = 0; i0 < n; i0 += chunk) {
+        uint64_t len = n - i0 < chunk ? n - i0 : chunk;
+        for (uint64_t i = 0; i < len; i++) {
+            float v = zero ? 0.0f : rng_unit(&s);
+            if (dt == AMPX_F32)
+                ((float *)host)[i] = v;
+            else if (dt == AMPX_BF16)
+                ((uint16_t *)host)[i] = ampx_f32_to_bf16(v);
+            else if (dt == AMPX_F16)
+                ((uint16_t *)host)[i] = ampx_f32_to_f16(v);
+            else
+                ((int32_t *)host)[i] = 0;
+        }
+        if (b->t->buffer_write(b->ctx, buf, i0 * es, host, len * es) != AMPX_OK) {
+            snprintf(b->err, sizeof b->err, "buffer_write failed: %s",
+                     ampx_backend_last_error(b->be));
+            free(host);
+            return -1;
+        }
+    }
+    free(host);
+    return 0;
+}
+
+static void bench_close(bench *b) {
+    if (b->t)
+        for (int i = 0; i < b->n_bufs; i++)
+            b->t->buffer_free(b->ctx, b->bufs[i]);
+    ampx_backend_close(b->be);
+}
+
+/* The device's name and the kernel path: the "isa=..." word of its description when there
+ * is one, else the description. */
+static void bench_device(bench *b, char *name, size_t name_cap, char *kernel, size_t kcap) {
+    ampx_device_info info = {.size = sizeof info};
+    name[0] = kernel[0] = '\0';
+    if (!b->t->device_info || b->t->device_info(b->ctx, &info) != AMPX_OK) return;
+    snprintf(name, name_cap, "%s", info.name);
+    const char *isa = strstr(info.description, "isa=");
+    if (isa) {
+        size_t len = strcspn(isa + 4, " ,;()");
+        snprintf(kernel, kcap, "%.*s", (int)len, isa + 4);
+    } else {
+        snprintf(kernel, kcap, "%s", info.description);
+    }
+}
+
+typedef ampx_status (*bench_fn)(bench *b, void *arg);
+
+typedef struct timing {
+    double median_s, min_s, max_s;
+    int reps;
+} timing;
+
+/* Runs fn warmup times, then reps times (reps 0: at least 5 and until 1 s has passed),
+ * each timed around enqueue + synchronize. 0 on success, else a message in b->err. */
+static int bench_time(bench *b, bench_fn fn, void *arg, int warmup, int reps, timing *out) {
+    static double times[BENCH_MAX_REPS];
+    for (int i = 0; i < warmup; i++)
+        if (fn(b, arg) != AMPX_OK || b->t->synchronize(b->ctx) != AMPX_OK) goto fail;
+    int n        = 0;
+    double start = now_s();
+    while (n < BENCH_MAX_REPS && (reps > 0 ? n < reps : (n < 5 || now_s() - start < 1.0))) {
+        double t0 = now_s();
+        if (fn(b, arg) != AMPX_OK || b->t->synchronize(b->ctx) != AMPX_OK) goto fail;
+        times[n++] = now_s() - t0;
+    }
+    qsort(times, (size_t)n, sizeof times[0], cmp_double);
+    out->reps     = n;
+    out->min_s    = times[0];
+    out->max_s    = times[n - 1];
+    out->median_s = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+    return 0;
+fail:
+    snprintf(b->err, sizeof b->err, "the op failed: %s", ampx_backend_last_error(b->be));
+    return -1;
+}
+
+static int bench_open(bench *b, const char *backend, const char **opts, uint32_t n_opts) {
+    memset(b, 0, sizeof *b);
+    if (ampx_backend_open(backend, opts, n_opts, &b->be, b->err, sizeof b->err) != AMPX_OK)
+        return -1;
+    b->t   = ampx_backend_iface_of(b->be);
+    b->ctx = ampx_backend_context(b->be);
+    return 0;
+}
+
+/* Parses a positive integer option; prints one line and returns -1 when it is not one. */
+static int parse_count(const char *cmd, const char *flag, const char *s, uint64_t max,
+                       uint64_t *out) {
+    char *end            = NULL;
+    unsigned long long v = 0;
+    if (s[0] >= '0' && s[0] <= '9') v = strtoull(s, &end, 10);
+    if (!end || *end || v < 1 || v > max) {
+        fprintf(stderr, "ampx bench %s: --%s '%s': expected an integer in [1, %llu]\n", cmd, flag,
+                s, (unsigned long long)max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_dtype(const char *cmd, const char *s, ampx_dtype *out) {
+    if (ampx_dtype_parse(s, out) != 0 || !ampx_dtype_is_float(*out)) {
+        fprintf(stderr, "ampx bench %s: --dtype '%s': expected bf16, f16 or f32\n", cmd, s);
+        return -1;
+    }
+    return 0;
+}
+
+static void print_json_line(cJSON *o) {
+    char *s = cJSON_PrintUnformatted(o);
+    if (s) printf("%s\n", s);
+    free(s);
+    cJSON_Delete(o);
+}
+
+/* One failure line (and, with --json, a JSON object saying so); returns 1. */
+static int bench_fail(bench *b, int json, const char *what, const char *msg) {
+    fprintf(stderr, "ampx bench %s: %s\n", what, msg);
+    if (json) { /* the caller reads stdout: say it there too */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddBoolToObject(o, "ok", 0);
+        cJSON_AddStringToObject(o, "error", msg);
+        print_json_line(o);
+    }
+    if (b) bench_close(b);
+    return 1;
+}
+
+// ---------------------------------------------------------------------------------------
+// ampx bench gemm
+
+static ampx_status run_gemm(bench *b, void *arg) {
+    return b->t->ops->gemm(b->ctx, arg);
+}
+
+static float host_elem(const void *p, ampx_dtype dt, uint64_t i) {
+    if (dt == AMPX_F32) return ((const float *)p)[i];
+    if (dt == AMPX_BF16) return ampx_bf16_to_f32(((const uint16_t *)p)[i]);
+    return ampx_f16_to_f32(((const uint16_t *)p)[i]);
+}
+
+/* Reads element i of t (one element) into *v. */
+static int read_elem(bench *b, const ampx_tensor *t, uint64_t i, float *v) {
+    unsigned char raw[4];
+    size_t es = ampx_dtype_size(t->dtype);
+    if (b->t->buffer_read(b->ctx, t->buf, t->offset + i * es, raw, es) != AMPX_OK) return -1;
+    *v = host_elem(raw, t->dtype, 0);
+    return 0;
+}
+
+/* Compares 16 entries of C (from one run with beta 0) with a double-precision product:
+ * returns the largest |c - ref| / sum |a||b|, the GEMM error measure of the conformance. */
+static int gemm_check(bench *b, const ampx_gemm_args *g, double *max_err) {
+    uint64_t s = 12345;
+    *max_err   = 0.0;
+    for (int e = 0; e < 16; e++) {
+        uint64_t bt = rng_next(&s) % g->batch, i = rng_next(&s) % g->m, j = rng_next(&s) % g->n;
+        double ref = 0.0, mag = 0.0;
+        for (uint64_t p = 0; p < g->k; p++) {
+            uint64_t ia = bt * g->stride_a + (g->trans_a ? p * g->lda + i : i * g->lda + p);
+            uint64_t ib = bt * g->stride_b + (g->trans_b ? j * g->ldb + p : p * g->ldb + j);
+            float x, y;
+            if (read_elem(b, &g->a, ia, &x) || read_elem(b, &g->b, ib, &y)) return -1;
+            ref += (double)x * (double)y;
+            mag += fabs((double)x * (double)y);
+        }
+        float c;
+        if (read_elem(b, &g->c, bt * g->stride_c + i * g->ldc + j, &c)) return -1;
+        double err = fabs((double)c - ref) / (mag > 0 ? mag : 1.0);
+        if (err > *max_err) *max_err = err;
+    }
+    return 0;
+}
+
+static int cmd_bench_gemm(int argc, char **argv) {
+    const char *backend = NULL;
+    const char *bopts[MAX_BACKEND_OPTS];
+    uint32_t n_bopts = 0;
+    ampx_dtype dt    = AMPX_F32;
+    uint64_t m = 0, n = 0, k = 0, batch = 1, warmup = 2, reps = 0;
+    int trans_a = 0, trans_b = 0, json = 0;
+    static struct option lopts[] = {
+        {"backend", required_argument, 0, 'b'}, {"backend-opt", required_argument, 0, 'o'},
+        {"dtype", required_argument, 0, 'd'},   {"m", required_argument, 0, 'm'},
+        {"n", required_argument, 0, 'n'},       {"k", required_argument, 0, 'k'},
+        {"batch", required_argument, 0, 'B'},   {"trans-a", no_argument, 0, 'A'},
+        {"trans-b", no_argument, 0, 'T'},       {"warmup", required_argument, 0, 'w'},
+        {"reps", required_argument, 0, 'r'},    {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},          {0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "b:o:d:m:n:k:B:ATw:r:jh", lopts, NULL)) != -1) {
+        switch (c) {
+        case 'b': backend = optarg; break;
+        case 'o':
+            if (cli_parse_backend_opt(optarg, bopts, &n_bopts)) return EXIT_USAGE;
+            break;
+        case 'd':
+            if (parse_dtype("gemm", optarg, &dt)) return EXIT_USAGE;
+            break;
+        case 'm':
+            if (parse_count("gemm", "m", optarg, 1u << 20, &m)) return EXIT_USAGE;
+            break;
+        case 'n':
+            if (parse_count("gemm", "n", optarg, 1u << 20, &n)) return EXIT_USAGE;
+            break;
+        case 'k':
+            if (parse_count("gemm", "k", optarg, 1u << 20, &k)) return EXIT_USAGE;
+            break;
+        case 'B':
+            if (parse_count("gemm", "batch", optarg, 1u << 20, &batch)) return EXIT_USAGE;
+            break;
+        case 'w':
+            if (strcmp(optarg, "0") == 0)
+                warmup = 0;
+            else if (parse_count("gemm", "warmup", optarg, 1000, &warmup))
+                return EXIT_USAGE;
+            break;
+        case 'r':
+            if (parse_count("gemm", "reps", optarg, BENCH_MAX_REPS, &reps)) return EXIT_USAGE;
+            break;
+        case 'A': trans_a = 1; break;
+        case 'T': trans_b = 1; break;
+        case 'j': json = 1; break;
+        case 'h':
+            printf(
+                "usage: ampx bench gemm --backend B [--backend-opt k=v]... --dtype bf16|f16|f32\n"
+                "                       --m M --n N --k K [--trans-a] [--trans-b] [--batch N]\n"
+                "                       [--warmup W] [--reps R] [--json]\n\n"
+                "Times C = op(A) op(B) with A, B and C in the dtype (f32 accumulation), after W\n"
+                "warm-up runs (default 2), R timed runs (default: at least 5, for 1 s), and\n"
+                "prints the median time and GFLOP/s (2 m n k batch / median). 16 entries of C\n"
+                "are checked against a double-precision product. --json: the last line is\n"
+                "one JSON object (gflops, ms, dtype, m, n, k, batch, kernel, ...).\n");
+            return 0;
+        default: return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ampx bench gemm: unexpected argument '%s'\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (!backend || !*backend || !m || !n || !k) {
+        fprintf(stderr, "ampx bench gemm: --backend, --m, --n and --k are required\n");
+        return EXIT_USAGE;
+    }
+
+    bench b;
+    if (bench_open(&b, backend, bopts, n_bopts)) {
+        char msg[2100];
+        snprintf(msg, sizeof msg, "%s", b.err);
+        return bench_fail(NULL, json, "gemm", msg);
+    }
+    ampx_dtype dts[3] = {dt, dt, dt};
+    if (!ampx_backend_supports(b.be, AMPX_OP_GEMM, dts, 3)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "backend %s does not support gemm in %s", b.t->name,
+                 ampx_dtype_name(dt));
+        return bench_fail(&b, json, "gemm", msg);
+    }
+    ampx_gemm_args g = {.size     = sizeof g,
+                        .trans_a  = (uint32_t)trans_a,
+                        .trans_b  = (uint32_t)trans_b,
+                        .m        = m,
+                        .n        = n,
+                        .k        = k,
+                        .batch    = batch,
+                        .lda      = trans_a ? m : k,
+                        .ldb      = trans_b ? k : n,
+                        .ldc      = n,
+                        .stride_a = m * k,
+                        .stride_b = k * n,
+                        .stride_c = m * n,
+                        .alpha    = 1.0f,
+                        .beta     = 0.0f};
+    if (bench_tensor(&b, dt, m * k * batch, 0, 1, &g.a) ||
+        bench_tensor(&b, dt, k * n * batch, 0, 2, &g.b) ||
+        bench_tensor(&b, dt, m * n * batch, 1, 3, &g.c))
+        return bench_fail(&b, json, "gemm", b.err);
+    timing tm;
+    if (bench_time(&b, run_gemm, &g, (int)warmup, (int)reps, &tm))
+        return bench_fail(&b, json, "gemm", b.err);
+    double max_err;
+    if (gemm_check(&b, &g, &max_err)) return bench_fail(&b, json, "gemm", "reading C failed");
+
+    char dev[256], kernel[512];
+    bench_device(&b, dev, sizeof dev, kernel, sizeof kernel);
+    double flops  = 2.0 * (double)m * (double)n * (double)k * (double)batch;
+    double gflops = flops / tm.median_s * 1e-9;
+    /* f32 accumulation over k terms: a correct kernel stays within a small multiple of
+     * k * u(f32) of the magnitude, and within u(dtype) when C is rounded to bf16/f16. */
+    double u_c   = dt == AMPX_F32 ? 0x1p-24 : dt == AMPX_BF16 ? 0x1p-8 : 0x1p-11;
+    double bound = 2.0 * ((double)k * 0x1p-24 + u_c) + 1e-6;
+    int ok       = max_err <= bound;
+    printf("gemm %s %llux%llux%llu%s%s batch %llu on %s (%s), kernel %s\n", ampx_dtype_name(dt),
+           (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
+           trans_a ? " tA" : "", trans_b ? " tB" : "", (unsigned long long)batch, b.t->name, dev,
+           kernel);
+    printf("  median %.3f ms (min %.3f, max %.3f, %d reps)  %.1f GFLOP/s  check %s (max err "
+           "%.2e)\n",
+           tm.median_s * 1e3, tm.min_s * 1e3, tm.max_s * 1e3, tm.reps, gflops, ok ? "ok" : "FAILED",
+           max_err);
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "bench", "gemm");
+        cJSON_AddStringToObject(o, "backend", b.t->name);
+        cJSON_AddStringToObject(o, "device", dev);
+        cJSON_AddStringToObject(o, "kernel", kernel);
+        cJSON_AddStringToObject(o, "dtype", ampx_dtype_name(dt));
+        cJSON_AddNumberToObject(o, "m", (double)m);
+        cJSON_AddNumberToObject(o, "n", (double)n);
+        cJSON_AddNumberToObject(o, "k", (double)k);
+        cJSON_AddNumberToObject(o, "batch", (double)batch);
+        cJSON_AddBoolToObject(o, "trans_a", trans_a);
+        cJSON_AddBoolToObject(o, "trans_b", trans_b);
+        cJSON_AddNumberToObject(o, "ms", tm.median_s * 1e3);
+        cJSON_AddNumberToObject(o, "ms_min", tm.min_s * 1e3);
+        cJSON_AddNumberToObject(o, "ms_max", tm.max_s * 1e3);
+        cJSON_AddNumberToObject(o, "reps", tm.reps);
+        cJSON_AddNumberToObject(o, "gflops", gflops);
+        cJSON_AddNumberToObject(o, "max_err", max_err);
+        cJSON_AddBoolToObject(o, "ok", ok);
+        print_json_line(o);
+    }
+    bench_close(&b);
+    if (!ok) fprintf(stderr, "ampx bench gemm: result check failed (max err %.2e)\n", max_err);
+    return ok ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------
+// ampx bench op NAME
+
+typedef struct op_bench {
+    const char *name;
+    ampx_dtype dt;
+    uint64_t n, cols;
+    ampx_tensor x, y, z, p, m, v, flags, stats, counts, scalars, mean, rstd;
+    uint64_t n_elems[1];
+    ampx_tensor copy_dst;
+} op_bench;
+
+static ampx_status run_copy(bench *b, void *arg) {
+    op_bench *o = arg;
+    return b->t->buffer_copy(b->ctx, o->y.buf, 0, o->x.buf, 0, o->n * ampx_dtype_size(o->dt));
+}
+
+static ampx_status run_op(bench *b, void *arg) {
+    op_bench *o                = arg;
+    const ampx_backend_ops *op = b->t->ops;
+    ampx_tensor_list one       = {1, &o->x, o->n_elems};
+    if (!strcmp(o->name, "copy")) return run_copy(b, arg);
+    if (!strcmp(o->name, "cast")) {
+        ampx_cast_args a = {.size = sizeof a, .n = o->n, .src = o->x, .dst = o->z};
+        return op->cast(b->ctx, &a);
+    }
+    if (!strcmp(o->name, "add")) {
+        ampx_add_args a = {.size  = sizeof a,
+                           .rows  = o->n / o->cols,
+                           .cols  = o->cols,
+                           .alpha = 1.0f,
+                           .beta  = 0.5f,
+                           .a     = o->x,
+                           .b     = o->m,
+                           .y     = o->y};
+        return op->add(b->ctx, &a);
+    }
+    if (!strcmp(o->name, "scale")) {
+        ampx_scale_args a = {.size = sizeof a, .n = o->n, .alpha = 0.5f, .x = o->x, .y = o->y};
+        return op->scale(b->ctx, &a);
+    }
+    if (!strcmp(o->name, "gelu") || !strcmp(o->name, "relu")) {
+        ampx_act_args a = {.size    = sizeof a,
+                           .act     = !strcmp(o->name, "gelu") ? AMPX_ACT_GELU : AMPX_ACT_RELU,
+                           .n       = o->n,
+                           .x       = o->x,
+                           .y_or_dx = o->y};
+        return op->act_fwd(b->ctx, &a);
+    }
+    if (!strcmp(o->name, "softmax")) {
+        ampx_softmax_args a = {.size    = sizeof a,
+                               .rows    = o->n / o->cols,
+                               .cols    = o->cols,
+                               .seq_q   = 1,
+                               .scale   = 1.0f,
+                               .x_or_y  = o->x,
+                               .y_or_dx = o->y};
+        return op->softmax_fwd(b->ctx, &a);
+    }
+    if (!strcmp(o->name, "layernorm")) {
+        ampx_layernorm_args a = {.size    = sizeof a,
+                                 .rows    = o->n / o->cols,
+                                 .cols    = o->cols,
+                                 .eps     = 1e-5f,
+                                 .x       = o->x,
+                                 .mean    = o->mean,
+                                 .rstd    = o->rstd,
+                                 .y_or_dx = o->y};
+        return op->layernorm_fwd(b->ctx, &a);
+    }
+    if (!strcmp(o->name, "unscale_check")) {
+        ampx_unscale_check_args a = {
+            .size = sizeof a, .grads = one, .flags = o->flags, .scalars = o->scalars};
+        return op->unscale_check(b->ctx, &a);
+    }
+    if (!strcmp(o->name, "grad_stats")) {
+        ampx_grad_stats_args a = {.size   = sizeof a,
+                                  .target = o->dt,
+                                  .grads  = one,
+                                  .stats  = o->stats,
+                                  .counts = o->counts};
+        return op->grad_stats(b->ctx, &a);
+    }
+    ampx_tensor_list params = {1, &o->p, o->n_elems};
+    if (!strcmp(o->name, "adamw")) {
+        ampx_adamw_args a = {.size         = sizeof a,
+                             .beta1        = 0.9f,
+                             .beta2        = 0.999f,
+                             .eps          = 1e-8f,
+                             .weight_decay = 0.01f,
+                             .params       = params,
+                             .grads        = &o->x,
+                             .m            = &o->m,
+                             .v            = &o->v,
+                             .copies       = o->dt != AMPX_F32 ? &o->y : NULL,
+                             .scalars      = o->scalars};
+        return op->adamw(b->ctx, &a);
+    }
+    /* sgd */
+    ampx_sgd_args a = {.size         = sizeof a,
+                       .momentum     = 0.9f,
+                       .params       = params,
+                       .grads        = &o->x,
+                       .momentum_buf = &o->m,
+                       .copies       = o->dt != AMPX_F32 ? &o->y : NULL,
+                       .scalars      = o->scalars};
+    return op->sgd(b->ctx, &a);
+}
+
+static const char *const op_names[] = {"copy",          "cast",       "add",     "scale",
+                                       "relu",          "gelu",       "softmax", "layernorm",
+                                       "unscale_check", "grad_stats", "sgd",     "adamw"};
+
+/* Bytes the op must read and write at least, for n elements of dtype size es. */
+static double op_bytes(const char *name, uint64_t n, size_t es, ampx_dtype dt) {
+    double N = (double)n, E = (double)es;
+    size_t copy = dt != AMPX_F32 ? es : 0;
+    if (!strcmp(name, "cast")) return N * (E + 4.0); /* dtype -> f32 (f32 -> bf16) */
+    if (!strcmp(name, "add")) return 3.0 * N * E;
+    if (!strcmp(name, "grad_stats")) return N * E;
+    if (!strcmp(name, "sgd")) return N * (E + 16.0 + (double)copy);
+    if (!strcmp(name, "adamw")) return N * (E + 24.0 + (double)copy);
+    return 2.0 * N * E; /* copy, scale, activations, softmax, layernorm, unscale_check */
+}
+
+static int cmd_bench_op(int argc, char **argv) {
+    const char *backend = NULL;
+    const char *bopts[MAX_BACKEND_OPTS];
+    uint32_t n_bopts = 0;
+    ampx_dtype dt    = AMPX_F32;
+    uint64_t n = 1u << 24, cols = 1024, warmup = 2, reps = 0;
+    int json                     = 0;
+    static struct option lopts[] = {
+        {"backend", required_argument, 0, 'b'}, {"backend-opt", required_argument, 0, 'o'},
+        {"dtype", required_argument, 0, 'd'},   {"n", required_argument, 0, 'n'},
+        {"cols", required_argument, 0, 'c'},    {"warmup", required_argument, 0, 'w'},
+        {"reps", required_argument, 0, 'r'},    {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},          {0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "b:o:d:n:c:w:r:jh", lopts, NULL)) != -1) {
+        switch (c) {
+        case 'b': backend = optarg; break;
+        case 'o':
+            if (cli_parse_backend_opt(optarg, bopts, &n_bopts)) return EXIT_USAGE;
+            break;
+        case 'd':
+            if (parse_dtype("op", optarg, &dt)) return EXIT_USAGE;
+            break;
+        case 'n':
+            if (parse_count("op", "n", optarg, 1ull << 31, &n)) return EXIT_USAGE;
+            break;
+        case 'c':
+            if (parse_count("op", "cols", optarg, 1u << 24, &cols)) return EXIT_USAGE;
+            break;
+        case 'w':
+            if (strcmp(optarg, "0") == 0)
+                warmup = 0;
+            else if (parse_count("op", "warmup", optarg, 1000, &warmup))
+                return EXIT_USAGE;
+            break;
+        case 'r':
+            if (parse_count("op", "reps", optarg, BENCH_MAX_REPS, &reps)) return EXIT_USAGE;
+            break;
+        case 'j': json = 1; break;
+        case 'h':
+            printf(
+                "usage: ampx bench op NAME --backend B [--backend-opt k=v]... [--dtype D]\n"
+                "                          [--n N] [--cols C] [--warmup W] [--reps R] [--json]\n\n"
+                "Times a memory-bound op on N elements (default 2^24; rows of C columns for\n"
+                "add, softmax, layernorm) and reports GB/s of the bytes it must move, beside\n"
+                "a buffer copy of N elements timed in the same run. NAME is one of:\n"
+                "  copy cast add scale relu gelu softmax layernorm unscale_check grad_stats\n"
+                "  sgd adamw\n"
+                "(cast: D -> f32, or f32 -> bf16; sgd/adamw: f32 state, gradients in D, and a\n"
+                "D working copy when D is not f32).\n");
+            return 0;
+        default: return EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "ampx bench op: which op? (e.g. ampx bench op adamw --backend cpu)\n");
+        return EXIT_USAGE;
+    }
+    const char *name = argv[optind++];
+    int known        = 0;
+    for (size_t i = 0; i < sizeof op_names / sizeof op_names[0]; i++)
+        known |= !strcmp(name, op_names[i]);
+    if (!known) {
+        fprintf(stderr, "ampx bench op: unknown op '%s' (see ampx bench op --help)\n", name);
+        return EXIT_USAGE;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ampx bench op: unexpected argument '%s'\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (!backend || !*backend) {
+        fprintf(stderr, "ampx bench op: --backend is required (e.g. --backend cpu)\n");
+        return EXIT_USAGE;
+    }
+    if (n % cols) n -= n % cols; /* whole rows */
+    if (n == 0) n = cols;
+
+    bench b;
+    if (bench_open(&b, backend, bopts, n_bopts)) {
+        char msg[2100];
+        snprintf(msg, sizeof msg, "%s", b.err);
+        return bench_fail(NULL, json, "op", msg);
+    }
+    op_bench o    = {.name = name, .dt = dt, .n = n, .cols = cols, .n_elems = {n}};
+    uint64_t rows = n / cols;
+    int st        = bench_tensor(&b, dt, n, 0, 1, &o.x) || bench_tensor(&b, dt, n, 1, 2, &o.y) ||
+             bench_tensor(&b, dt == AMPX_F32 ? AMPX_BF16 : AMPX_F32, n, 1, 3, &o.z) ||
+             bench_tensor(&b, AMPX_F32, n, 0, 4, &o.p) ||
+             bench_tensor(&b, !strcmp(name, "add") ? dt : AMPX_F32, n, 1, 5, &o.m) ||
+             bench_tensor(&b, AMPX_F32, n, 1, 6, &o.v) ||
+             bench_tensor(&b, AMPX_I32, 1, 1, 7, &o.flags) ||
+             bench_tensor(&b, AMPX_F32, 4, 1, 8, &o.stats) ||
+             bench_tensor(&b, AMPX_I32, 3, 1, 9, &o.counts) ||
+             bench_tensor(&b, AMPX_F32, 32, 1, 10, &o.scalars) ||
+             bench_tensor(&b, AMPX_F32, rows, 1, 11, &o.mean) ||
+             bench_tensor(&b, AMPX_F32, rows, 1, 12, &o.rstd);
+    if (st) return bench_fail(&b, json, "op", b.err);
+    ampx_scalars sc = {.scale           = 1.0f,
+                       .mode            = AMPX_SCALER_DYNAMIC,
+                       .growth_factor   = 2.0f,
+                       .backoff_factor  = 0.5f,
+                       .growth_interval = 2000,
+                       .hysteresis      = 1,
+                       .hysteresis_left = 1,
+                       .max_scale       = INFINITY,
+                       .lr_base         = 1e-3f};
+    if (b.t->buffer_write(b.ctx, o.scalars.buf, 0, &sc, sizeof sc) != AMPX_OK)
+        return bench_fail(&b, json, "op", "cannot write the scalars block");
+
+    /* The copy reference and the op, alternated three times; each keeps its best median. */
+    timing tc = {0}, to = {0};
+    for (int round = 0; round < 3; round++) {
+        timing t1, t2;
+        if (bench_time(&b, run_copy, &o, (int)warmup, (int)reps, &t1) ||
+            bench_time(&b, run_op, &o, (int)warmup, (int)reps, &t2))
+            return bench_fail(&b, json, "op", b.err);
+        if (round == 0 || t1.median_s < tc.median_s) tc = t1;
+        if (round == 0 || t2.median_s < to.median_s) to = t2;
+    }
+    char dev[256], kernel[512];
+    bench_device(&b, dev, sizeof dev, kernel, sizeof kernel);
+    size_t es      = ampx_dtype_size(dt);
+    double bytes   = op_bytes(name, n, es, dt);
+    double gbs     = bytes / to.median_s * 1e-9;
+    double copy_gb = 2.0 * (double)n * (double)es / tc.median_s * 1e-9;
+    printf("op %s %s n=%llu on %s (%s), kernel %s\n", name, ampx_dtype_name(dt),
+           (unsigned long long)n, b.t->name, dev, kernel);
+    printf("  median %.3f ms (%d reps)  %.2f GB/s  copy %.2f GB/s  ratio %.2f\n", to.median_s * 1e3,
+           to.reps, gbs, copy_gb, gbs / copy_gb);
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "bench", "op");
+        cJSON_AddStringToObject(j, "op", name);
+        cJSON_AddStringToObject(j, "backend", b.t->name);
+        cJSON_AddStringToObject(j, "device", dev);
+        cJSON_AddStringToObject(j, "kernel", kernel);
+        cJSON_AddStringToObject(j, "dtype", ampx_dtype_name(dt));
+        cJSON_AddNumberToObject(j, "n", (double)n);
+        cJSON_AddNumberToObject(j, "ms", to.median_s * 1e3);
+        cJSON_AddNumberToObject(j, "bytes", bytes);
+        cJSON_AddNumberToObject(j, "gbs", gbs);
+        cJSON_AddNumberToObject(j, "copy_gbs", copy_gb);
+        cJSON_AddNumberToObject(j, "ratio_to_copy", gbs / copy_gb);
+        print_json_line(j);
+    }
+    bench_close(&b);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+
+int cmd_bench(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        FILE *f = argc < 2 ? stderr : stdout;
+        fprintf(f, "usage: ampx bench gemm --backend B --dtype D --m M --n N --k K [...]\n"
+                   "       ampx bench op NAME --backend B [--dtype D] [--n N] [...]\n"
+                   "(ampx bench gemm --help, ampx bench op --help for every option)\n");
+        return argc < 2 ? EXIT_USAGE : 0;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "ampx bench %s", argv[1]);
+    argv[1] = name;
+    if (!strcmp(argv[1] + 11, "gemm")) return cmd_bench_gemm(argc - 1, argv + 1);
+    if (!strcmp(argv[1] + 11, "op")) return cmd_bench_op(argc - 1, argv + 1);
+    fprintf(stderr, "ampx bench: unknown benchmark '%s' (gemm or op)\n", argv[1] + 11);
+    return EXIT_USAGE;
+}
