@@ -72,7 +72,7 @@ static void emb_fwd_rows(void *arg, uint64_t item, unsigned tid) {
 
 ampx_status cpu_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *args) {
     emb_job j;
-    uint64_t ny;
+    uint64_t ny = 0;
     CPU_TRY(emb_prepare(ctx, args, 0, &j, &ny));
     if (ny == 0) return AMPX_OK;
     cpu_run_rows(ctx, j.n, j.dim, emb_fwd_rows, &j);
@@ -98,7 +98,7 @@ static void emb_bwd_cols(void *arg, uint64_t item, unsigned tid) {
 
 ampx_status cpu_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *args) {
     emb_job j;
-    uint64_t ny;
+    uint64_t ny = 0;
     CPU_TRY(emb_prepare(ctx, args, 1, &j, &ny));
     if (ny == 0) return AMPX_OK;
     cpu_run(ctx, ny, cpu_div_up(j.dim, EMB_COLS), emb_bwd_cols, &j);
