@@ -14,23 +14,24 @@ __kernel REDUCE_WG void batchnorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma),
                                       ulong inner, float eps, float momentum, int training) {
     FPTR(gamma); FPTR(beta); FPTR(run_mean); FPTR(run_var); FPTR(mean); FPTR(rstd);
     __local float red[WG];
-    uint lid = get_local_id(0);
     ulong N  = outer * inner;
-    for (ulong c = get_group_id(0); c < channels; c += get_num_groups(0)) {
-        float mu, rs;
+    { /* one work-group per channels entry: the launch has exactly that many groups */
+        ulong c = get_group_id(0);
+        /* The batch statistics are computed in eval mode too: barriers stay outside any
+         * branch, which every OpenCL compiler (PoCL's included) handles. */
+        float s = 0.0f;
+        for (ulong k = get_local_id(0); k < N; k += WG)
+            s += LD(x, bn_index(k, c, channels, inner));
+        float bmu = wg_sum(s, red) / (float)N;
+        float q   = 0.0f;
+        for (ulong k = get_local_id(0); k < N; k += WG) {
+            float d = LD(x, bn_index(k, c, channels, inner)) - bmu;
+            q += d * d;
+        }
+        float var = wg_sum(q, red) / (float)N;
+        float mu = bmu, rs = 1.0f / sqrt(var + eps);
         if (training) {
-            float s = 0.0f;
-            for (ulong k = lid; k < N; k += WG)
-                s += LD(x, bn_index(k, c, channels, inner));
-            mu      = wg_sum(s, red) / (float)N;
-            float q = 0.0f;
-            for (ulong k = lid; k < N; k += WG) {
-                float d = LD(x, bn_index(k, c, channels, inner)) - mu;
-                q += d * d;
-            }
-            float var = wg_sum(q, red) / (float)N;
-            rs        = 1.0f / sqrt(var + eps);
-            if (lid == 0) {
+            if (get_local_id(0) == 0) {
                 mean[c] = mu;
                 rstd[c] = rs;
                 if (run_mean) run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * mu;
@@ -44,7 +45,7 @@ __kernel REDUCE_WG void batchnorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma),
             rs = 1.0f / sqrt(run_var[c] + eps);
         }
         float ga = gamma ? gamma[c] : 1.0f, be = beta ? beta[c] : 0.0f;
-        for (ulong k = lid; k < N; k += WG) {
+        for (ulong k = get_local_id(0); k < N; k += WG) {
             ulong i = bn_index(k, c, channels, inner);
             ST(y, i, (LD(x, i) - mu) * rs * ga + be);
         }
@@ -60,12 +61,12 @@ __kernel REDUCE_WG void batchnorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx),
                                       ulong inner, int accumulate) {
     FPTR(gamma); FPTR(mean); FPTR(rstd); FPTR(dgamma); FPTR(dbeta);
     __local float red[WG];
-    uint lid = get_local_id(0);
     ulong N  = outer * inner;
-    for (ulong c = get_group_id(0); c < channels; c += get_num_groups(0)) {
+    { /* one work-group per channels entry: the launch has exactly that many groups */
+        ulong c = get_group_id(0);
         float mu = mean[c], rs = rstd[c];
         float sd = 0.0f, sdx = 0.0f;
-        for (ulong k = lid; k < N; k += WG) {
+        for (ulong k = get_local_id(0); k < N; k += WG) {
             ulong i = bn_index(k, c, channels, inner);
             float d = LD(dy, i);
             sd += d;
@@ -75,12 +76,12 @@ __kernel REDUCE_WG void batchnorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx),
         sdx     = wg_sum(sdx, red);
         float f = (gamma ? gamma[c] : 1.0f) * rs;
         float md = sd / (float)N, mdx = sdx / (float)N;
-        for (ulong k = lid; k < N; k += WG) {
+        for (ulong k = get_local_id(0); k < N; k += WG) {
             ulong i    = bn_index(k, c, channels, inner);
             float xhat = (LD(x, i) - mu) * rs;
             ST(dx, i, f * (LD(dy, i) - md - xhat * mdx));
         }
-        if (lid == 0) {
+        if (get_local_id(0) == 0) {
             if (dgamma) dgamma[c] = accumulate ? dgamma[c] + sdx : sdx;
             if (dbeta) dbeta[c] = accumulate ? dbeta[c] + sd : sd;
         }

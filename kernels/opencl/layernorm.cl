@@ -7,25 +7,25 @@ __kernel REDUCE_WG void layernorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma),
                                       FARG(rstd), ulong rows, ulong cols, float eps) {
     FPTR(gamma); FPTR(beta); FPTR(mean); FPTR(rstd);
     __local float red[WG];
-    uint lid = get_local_id(0);
-    for (ulong r = get_group_id(0); r < rows; r += get_num_groups(0)) {
+    { /* one work-group per rows entry: the launch has exactly that many groups */
+        ulong r = get_group_id(0);
         ulong base = r * cols;
         float s    = 0.0f;
-        for (ulong j = lid; j < cols; j += WG)
+        for (ulong j = get_local_id(0); j < cols; j += WG)
             s += LD(x, base + j);
         float mu = wg_sum(s, red) / (float)cols;
         float q  = 0.0f;
-        for (ulong j = lid; j < cols; j += WG) {
+        for (ulong j = get_local_id(0); j < cols; j += WG) {
             float d = LD(x, base + j) - mu;
             q += d * d;
         }
         float var = wg_sum(q, red) / (float)cols;
         float rs  = 1.0f / sqrt(var + eps);
-        if (lid == 0) {
+        if (get_local_id(0) == 0) {
             mean[r] = mu;
             rstd[r] = rs;
         }
-        for (ulong j = lid; j < cols; j += WG) {
+        for (ulong j = get_local_id(0); j < cols; j += WG) {
             float v = (LD(x, base + j) - mu) * rs;
             if (gamma) v = v * gamma[j];
             if (beta) v = v + beta[j];
@@ -40,19 +40,19 @@ __kernel REDUCE_WG void layernorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx),
                                       FARG(rstd), ulong rows, ulong cols) {
     FPTR(gamma); FPTR(mean); FPTR(rstd);
     __local float red[WG];
-    uint lid = get_local_id(0);
-    for (ulong r = get_group_id(0); r < rows; r += get_num_groups(0)) {
+    { /* one work-group per rows entry: the launch has exactly that many groups */
+        ulong r = get_group_id(0);
         ulong base = r * cols;
         float mu = mean[r], rs = rstd[r];
         float sg = 0.0f, sgx = 0.0f;
-        for (ulong j = lid; j < cols; j += WG) {
+        for (ulong j = get_local_id(0); j < cols; j += WG) {
             float g = LD(dy, base + j) * (gamma ? gamma[j] : 1.0f);
             sg += g;
             sgx += g * ((LD(x, base + j) - mu) * rs);
         }
         float mg  = wg_sum(sg, red) / (float)cols;
         float mgx = wg_sum(sgx, red) / (float)cols;
-        for (ulong j = lid; j < cols; j += WG) {
+        for (ulong j = get_local_id(0); j < cols; j += WG) {
             float g    = LD(dy, base + j) * (gamma ? gamma[j] : 1.0f);
             float xhat = (LD(x, base + j) - mu) * rs;
             ST(dx, base + j, rs * (g - mg - xhat * mgx));

@@ -2,7 +2,8 @@
  * sums combined in a fixed tree. */
 __kernel REDUCE_WG void reduce(CTENSOR(x), TENSOR(y), ulong rows, ulong cols, int mean) {
     __local float red[WG];
-    for (ulong r = get_group_id(0); r < rows; r += get_num_groups(0)) {
+    { /* one work-group per rows entry: the launch has exactly that many groups */
+        ulong r = get_group_id(0);
         float s = 0.0f;
         for (ulong j = get_local_id(0); j < cols; j += WG)
             s += LD(x, r * cols + j);

@@ -10,19 +10,19 @@ inline ulong visible_cols(int causal, ulong r, ulong cols, ulong seq_q) {
 __kernel REDUCE_WG void softmax_fwd(CTENSOR(x), TENSOR(y), ulong rows, ulong cols, ulong seq_q,
                                     int causal, int logsm, float scale) {
     __local float red[WG];
-    uint lid = get_local_id(0);
-    for (ulong r = get_group_id(0); r < rows; r += get_num_groups(0)) {
+    { /* one work-group per rows entry: the launch has exactly that many groups */
+        ulong r = get_group_id(0);
         ulong nv = visible_cols(causal, r, cols, seq_q), base = r * cols;
         float mx = -INFINITY;
-        for (ulong j = lid; j < nv; j += WG)
+        for (ulong j = get_local_id(0); j < nv; j += WG)
             mx = nan_max(mx, scale * LD(x, base + j));
         mx        = wg_max(mx, red);
         float sum = 0.0f;
-        for (ulong j = lid; j < nv; j += WG)
+        for (ulong j = get_local_id(0); j < nv; j += WG)
             sum += exp(scale * LD(x, base + j) - mx);
         sum       = wg_sum(sum, red);
         float lse = mx + log(sum);
-        for (ulong j = lid; j < cols; j += WG) {
+        for (ulong j = get_local_id(0); j < cols; j += WG) {
             float v;
             if (j >= nv)
                 v = logsm ? -INFINITY : 0.0f;
@@ -40,14 +40,14 @@ __kernel REDUCE_WG void softmax_fwd(CTENSOR(x), TENSOR(y), ulong rows, ulong col
 __kernel REDUCE_WG void softmax_bwd(CTENSOR(y), CTENSOR(dy), TENSOR(dx), ulong rows, ulong cols,
                                     ulong seq_q, int causal, int logsm, float scale) {
     __local float red[WG];
-    uint lid = get_local_id(0);
-    for (ulong r = get_group_id(0); r < rows; r += get_num_groups(0)) {
+    { /* one work-group per rows entry: the launch has exactly that many groups */
+        ulong r = get_group_id(0);
         ulong nv = visible_cols(causal, r, cols, seq_q), base = r * cols;
         float s  = 0.0f;
-        for (ulong j = lid; j < nv; j += WG)
+        for (ulong j = get_local_id(0); j < nv; j += WG)
             s += logsm ? LD(dy, base + j) : LD(dy, base + j) * LD(y, base + j);
         s = wg_sum(s, red);
-        for (ulong j = lid; j < cols; j += WG) {
+        for (ulong j = get_local_id(0); j < cols; j += WG) {
             float v = 0.0f;
             if (j < nv) {
                 float yj = LD(y, base + j), dyj = LD(dy, base + j);

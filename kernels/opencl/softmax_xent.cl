@@ -20,35 +20,38 @@ __kernel REDUCE_WG void xent_rows(CTENSOR(logits), FARG(labels), TENSOR(dlogits)
                                   __global float *work) {
     IPTR(labels); FPTR(scalars);
     __local float red[WG];
-    uint lid     = get_local_id(0);
     int n_valid  = ((__global const int *)work)[0];
     float lscale = has_scalars ? scalars[0] : 1.0f;
     float g      = n_valid ? (float)((wide_t)grad_scale / (wide_t)n_valid * (wide_t)lscale) : 0.0f;
-    for (ulong r = get_group_id(0); r < rows; r += get_num_groups(0)) {
+    { /* one work-group per rows entry: the launch has exactly that many groups */
+        ulong r = get_group_id(0);
         int label = labels[r];
         ulong base = r * cols;
-        if (label == ignore_index) {
-            if (lid == 0) work[1 + r] = 0.0f;
-            if (has_dlogits)
-                for (ulong j = lid; j < cols; j += WG)
-                    ST(dlogits, base + j, 0.0f);
-            continue;
-        }
-        int bad  = label < 0 || (ulong)label >= cols;
-        float mx = -INFINITY;
-        for (ulong j = lid; j < cols; j += WG)
+        /* The row's reductions run for ignored rows too, so the barriers stay outside any
+         * branch (PoCL mishandles barriers in branches); only the writes differ. */
+        int ignored = label == ignore_index;
+        int bad     = !ignored && (label < 0 || (ulong)label >= cols);
+        float mx    = -INFINITY;
+        for (ulong j = get_local_id(0); j < cols; j += WG)
             mx = nan_max(mx, LD(logits, base + j));
         mx        = wg_max(mx, red);
         float sum = 0.0f;
-        for (ulong j = lid; j < cols; j += WG)
+        for (ulong j = get_local_id(0); j < cols; j += WG)
             sum += exp(LD(logits, base + j) - mx);
         sum = wg_sum(sum, red);
-        if (lid == 0) work[1 + r] = bad ? NAN : mx + log(sum) - LD(logits, base + (ulong)label);
+        if (get_local_id(0) == 0)
+            work[1 + r] = ignored ? 0.0f
+                          : bad   ? NAN
+                                  : mx + log(sum) - LD(logits, base + (ulong)label);
         if (has_dlogits)
-            for (ulong j = lid; j < cols; j += WG) {
-                float p = exp(LD(logits, base + j) - mx) / sum;
-                if (!bad && j == (ulong)label) p -= 1.0f;
-                ST(dlogits, base + j, g * p);
+            for (ulong j = get_local_id(0); j < cols; j += WG) {
+                float p = 0.0f;
+                if (!ignored) {
+                    p = exp(LD(logits, base + j) - mx) / sum;
+                    if (!bad && j == (ulong)label) p -= 1.0f;
+                    p = g * p;
+                }
+                ST(dlogits, base + j, p);
             }
     }
 }

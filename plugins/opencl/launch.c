@@ -105,10 +105,7 @@ ampx_status ocl_launch_1d(ocl_args *a, uint64_t work) {
 
 ampx_status ocl_launch_groups(ocl_args *a, uint64_t groups) {
     size_t local = a->ctx->wg;
-    if (groups == 0) groups = 1;
-    uint64_t cap = a->ctx->max_items / local;
-    if (cap < 1) cap = 1;
-    if (groups > cap) groups = cap;
+    if (groups == 0) groups = 1; /* kernels take exactly one group per row or channel */
     size_t global = (size_t)groups * local;
     return ocl_launch_nd(a, 1, &global, &local);
 }
