@@ -1,5 +1,5 @@
 /* common.cl — what every OpenCL kernel of ampx shares; the plugin puts it first in the
- * program it builds from kernels/opencl/*.cl.
+ * program it builds from kernels/opencl/.
  *
  * Tensors travel as three kernel arguments: the buffer (bytes), the byte offset of the first
  * element, and the dtype (AMPX_F32 0, AMPX_BF16 1, AMPX_F16 2 as in dtype.h). Every element

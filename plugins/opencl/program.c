@@ -1,6 +1,6 @@
 /* program.c — the OpenCL program: built once per context from the kernels embedded at build
- * time (kernels/opencl/, one .cl file per op group), with the compiled binary cached on disk so that the next
- * process on the same device skips the compiler.
+ * time (kernels/opencl/, one .cl file per op group), with the compiled binary cached on disk so
+ * that the next process on the same device skips the compiler.
  *
  * Cache key: FNV-1a 64 over platform name, device name, device version, driver version,
  * build options and the whole source, so a new driver or a changed kernel never loads a
@@ -77,7 +77,6 @@ static void *read_file(const char *path, size_t *size) {
 /* Builds ctx->program; on failure logs the device's build log. */
 static ampx_status build(ampx_context *ctx, const char *options, const char *what) {
     cl_int err = clBuildProgram(ctx->program, 1, &ctx->device, options, NULL, NULL);
-    if (err == CL_SUCCESS) return AMPX_OK;
     size_t len = 0;
     clGetProgramBuildInfo(ctx->program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
     char *log = malloc(len + 1);
@@ -85,6 +84,12 @@ static ampx_status build(ampx_context *ctx, const char *options, const char *wha
         log[0] = '\0';
         clGetProgramBuildInfo(ctx->program, ctx->device, CL_PROGRAM_BUILD_LOG, len, log, NULL);
         log[len] = '\0';
+    }
+    if (err == CL_SUCCESS) { /* warnings, if any, are for kernel authors: DEBUG */
+        if (log && log[strspn(log, " \t\r\n")])
+            ocl_log(ctx, AMPX_LOG_DEBUG, "opencl: build log: %s", log);
+        free(log);
+        return AMPX_OK;
     }
     ampx_status st = ocl_fail(
         ctx, ocl_status_of(err) == AMPX_ERR_NO_MEMORY ? AMPX_ERR_NO_MEMORY : AMPX_ERR_DEVICE,
