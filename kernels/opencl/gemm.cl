@@ -85,3 +85,94 @@ __kernel void gemm_store_c(__global const float *tmp, TENSOR(c), ulong m, ulong 
         ST(c, ci, tmp[ci]);
     }
 }
+
+/* gemm_rows_<A>_<B>: register-blocked GEMM for CPU-like devices (PoCL), where a work item
+ * is a thread and only its own vector code is SIMD: compilers there do not vectorise across
+ * work items of a kernel that has loops inside. Each work item computes an 8 x 8 block of C
+ * (rows i0.., columns j0..) in eight float8 accumulators: per k step it loads eight
+ * consecutive elements of a row of op(B) as one vector (widening bf16 with a shift, f16
+ * with vload_half8, both exact), broadcasts eight elements of op(A), and does eight vector
+ * multiply-adds. One kernel per A/B dtype pair, so the loop has no dtype branch. Rows past
+ * m and columns past n re-read the last row or column and are not stored. Products and
+ * sums are f32; alpha and beta apply once at the end, C is rounded once. */
+#define GR_ROWS 8
+
+inline float lds_f32(__global const uchar *p, ulong i) { return ((__global const float *)p)[i]; }
+inline float lds_bf16(__global const uchar *p, ulong i) {
+    return bf16_to_f32(((__global const ushort *)p)[i]);
+}
+inline float lds_f16(__global const uchar *p, ulong i) {
+    return f16_to_f32(((__global const ushort *)p)[i]);
+}
+inline float8 ldv_f32(__global const uchar *p, ulong i) {
+    return vload8(0, (__global const float *)p + i);
+}
+inline float8 ldv_bf16(__global const uchar *p, ulong i) {
+    return as_float8(convert_uint8(vload8(0, (__global const ushort *)p + i)) << 16);
+}
+inline float8 ldv_f16(__global const uchar *p, ulong i) {
+    return vload_half8(0, (__global const half *)p + i);
+}
+
+#define GEMM_ROWS_KERNEL(AN, BN)                                                                   \
+    __kernel void gemm_rows_##AN##_##BN(                                                           \
+        CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n, ulong k, ulong lda, ulong ldb,        \
+        ulong ldc, ulong sa, ulong sb, ulong sc, int ta, int tb, float alpha, float beta,          \
+        ulong batch0) {                                                                            \
+        const ulong j0 = get_global_id(0) * 8, i0 = get_global_id(1) * GR_ROWS;                    \
+        const ulong bt = batch0 + get_global_id(2);                                                \
+        __global const uchar *A = a_p + a_o, *B = b_p + b_o;                                       \
+        ulong arow[GR_ROWS], bcol[8];                                                              \
+        for (int r = 0; r < GR_ROWS; r++)                                                          \
+            arow[r] = bt * sa + (i0 + r < m ? i0 + r : m - 1) * (ta ? 1 : lda);                    \
+        for (int v = 0; v < 8; v++)                                                                \
+            bcol[v] = bt * sb + (j0 + v < n ? j0 + v : n - 1) * (tb ? ldb : 1);                    \
+        const ulong astep = ta ? lda : 1, bstep = tb ? 1 : ldb;                                    \
+        const int bvec    = !tb && j0 + 8 <= n; /* a whole row segment of op(B) in one load */     \
+        float8 acc[GR_ROWS];                                                                       \
+        for (int r = 0; r < GR_ROWS; r++)                                                          \
+            acc[r] = (float8)(0.0f);                                                               \
+        if (bvec) {                                                                                \
+            for (ulong p = 0; p < k; p++) {                                                        \
+                float8 bv = ldv_##BN(B, bcol[0] + p * bstep);                                      \
+                for (int r = 0; r < GR_ROWS; r++)                                                  \
+                    acc[r] = mad((float8)(lds_##AN(A, arow[r] + p * astep)), bv, acc[r]);          \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (ulong p = 0; p < k; p++) {                                                        \
+                float8 bv;                                                                         \
+                bv.s0 = lds_##BN(B, bcol[0] + p * bstep);                                          \
+                bv.s1 = lds_##BN(B, bcol[1] + p * bstep);                                          \
+                bv.s2 = lds_##BN(B, bcol[2] + p * bstep);                                          \
+                bv.s3 = lds_##BN(B, bcol[3] + p * bstep);                                          \
+                bv.s4 = lds_##BN(B, bcol[4] + p * bstep);                                          \
+                bv.s5 = lds_##BN(B, bcol[5] + p * bstep);                                          \
+                bv.s6 = lds_##BN(B, bcol[6] + p * bstep);                                          \
+                bv.s7 = lds_##BN(B, bcol[7] + p * bstep);                                          \
+                for (int r = 0; r < GR_ROWS; r++)                                                  \
+                    acc[r] = mad((float8)(lds_##AN(A, arow[r] + p * astep)), bv, acc[r]);          \
+            }                                                                                      \
+        }                                                                                          \
+        for (int r = 0; r < GR_ROWS; r++) {                                                        \
+            if (i0 + r >= m) break;                                                                \
+            float vals[8];                                                                         \
+            vstore8(acc[r], 0, vals);                                                              \
+            for (int v = 0; v < 8; v++) {                                                          \
+                if (j0 + v >= n) break;                                                            \
+                ulong ci = bt * sc + (i0 + r) * ldc + j0 + v;                                      \
+                float x  = alpha * vals[v];                                                        \
+                if (beta != 0.0f) x = x + beta * LD(c, ci);                                        \
+                ST(c, ci, x);                                                                      \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+GEMM_ROWS_KERNEL(f32, f32)
+GEMM_ROWS_KERNEL(f32, bf16)
+GEMM_ROWS_KERNEL(f32, f16)
+GEMM_ROWS_KERNEL(bf16, f32)
+GEMM_ROWS_KERNEL(bf16, bf16)
+GEMM_ROWS_KERNEL(bf16, f16)
+GEMM_ROWS_KERNEL(f16, f32)
+GEMM_ROWS_KERNEL(f16, bf16)
+GEMM_ROWS_KERNEL(f16, f16)

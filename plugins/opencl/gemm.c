@@ -1,14 +1,17 @@
 /* gemm.c — batched, strided GEMM: C_b = alpha * op(A_b) * op(B_b) + beta * C_b.
  *
- * Paths (kernels/opencl/gemm.cl):
- *   - f32 x f32 -> f32: CLBlast SGEMM (strided batched). With beta == 0, C's m x n
- *     elements are zeroed first by gemm_beta, so NaN poison in C never meets 0 * C.
- *   - any other dtype mix: the `gemm` option decides. tiled: gemm_tiled converts each element
- *     to f32 once as it stages it in local memory. convert: A and B (and C when beta != 0)
- *     are widened to f32 in scratch, in their own layout, CLBlast multiplies, and gemm_store_c
- *     rounds the m x n result into C. auto picks the path measured faster on PoCL
- *     (docs/BENCHMARKS.md): tiled.
+ * Paths (kernels/opencl/gemm.cl), chosen by the `gemm` option:
+ *   - f32 x f32 -> f32 (auto, convert): CLBlast SGEMM. With beta == 0, C's m x n elements
+ *     are zeroed first by gemm_beta, so NaN poison in C never meets 0 * C.
+ *   - rows: gemm_rows_<A>_<B>, 8 x 8 register blocks in float8 per work item, loads
+ *     specialised per dtype pair. auto uses it for every other dtype mix on CPU devices:
+ *     on PoCL it beats both the tiled kernel and convert + CLBlast (docs/BENCHMARKS.md).
+ *   - tiled: gemm_tiled, 64 x 64 tiles staged in local memory as f32. auto uses it for other
+ *     dtype mixes on GPUs and accelerators (not measured on one yet).
+ *   - convert: A and B (and C when beta != 0) widened to f32 in scratch, in their own
+ *     layout; CLBlast multiplies; gemm_store_c rounds the m x n result into C.
  *   - k == 0: C = beta * C (gemm_beta).
+ * Every path multiplies and sums in f32, applies alpha and beta in f32 and rounds C once.
  * Batches whose C matrices overlap (stride_c smaller than one C) run one after the other,
  * as the definition's "for b in [0, batch)" orders them.
  */
@@ -53,6 +56,13 @@ static const char *clblast_name(CLBlastStatusCode s) {
     case CLBlastInvalidLocalThreadsDim: return "CLBlastInvalidLocalThreadsDim";
     case CLBlastInvalidGlobalOffset: return "CLBlastInvalidGlobalOffset";
     case CLBlastUnexpectedError: return "CLBlastUnexpectedError";
+    case CLBlastInvalidDimension: return "CLBlastInvalidDimension";
+    case CLBlastInvalidLeadDimA: return "CLBlastInvalidLeadDimA";
+    case CLBlastInvalidLeadDimB: return "CLBlastInvalidLeadDimB";
+    case CLBlastInvalidLeadDimC: return "CLBlastInvalidLeadDimC";
+    case CLBlastInsufficientMemoryTemp: return "CLBlastInsufficientMemoryTemp";
+    case CLBlastDatabaseError: return "CLBlastDatabaseError";
+    case CLBlastUnknownError: return "CLBlastUnknownError";
     default: return ocl_err_name((cl_int)s); /* CLBlast passes OpenCL errors through */
     }
 }
@@ -63,27 +73,53 @@ typedef struct gemm_call {
     uint64_t a_off, b_off, c_off; /* in f32 elements */
 } gemm_call;
 
+static ampx_status clblast_fail(ampx_context *ctx, const ampx_gemm_args *g, const char *call,
+                                uint64_t nb, CLBlastStatusCode st) {
+    int oom = st == CLBlastInsufficientMemoryA || st == CLBlastInsufficientMemoryB ||
+              st == CLBlastInsufficientMemoryC || st == CLBlastInsufficientMemoryTemp ||
+              st == CL_MEM_OBJECT_ALLOCATION_FAILURE || st == CL_OUT_OF_HOST_MEMORY;
+    return ocl_fail(ctx, oom ? AMPX_ERR_NO_MEMORY : AMPX_ERR_DEVICE,
+                    "gemm: %s(m=%llu n=%llu k=%llu batch=%llu): %s (%d)", call,
+                    (unsigned long long)g->m, (unsigned long long)g->n, (unsigned long long)g->k,
+                    (unsigned long long)nb, clblast_name(st), (int)st);
+}
+
+/* One CLBlast SGEMM of batch b. */
+static ampx_status sgemm_one(ampx_context *ctx, const gemm_call *s, uint64_t b, float beta) {
+    const ampx_gemm_args *g = s->g;
+    cl_command_queue q      = ctx->queue;
+    CLBlastStatusCode st    = CLBlastSgemm(
+           CLBlastLayoutRowMajor, g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+        g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)g->m, (size_t)g->n,
+           (size_t)g->k, g->alpha, s->a, (size_t)(s->a_off + b * g->stride_a), (size_t)g->lda, s->b,
+           (size_t)(s->b_off + b * g->stride_b), (size_t)g->ldb, beta, s->c,
+           (size_t)(s->c_off + b * g->stride_c), (size_t)g->ldc, &q, NULL);
+    return st == CLBlastSuccess ? AMPX_OK : clblast_fail(ctx, g, "CLBlastSgemm", 1, st);
+}
+
+/* Batches [b0, b0 + nb): one strided-batched call when CLBlast accepts the strides (each at
+ * least its matrix's span), else one SGEMM per batch (e.g. stride 0: a shared weight). */
 static ampx_status sgemm(ampx_context *ctx, const gemm_call *s, uint64_t b0, uint64_t nb,
                          float beta) {
     const ampx_gemm_args *g = s->g;
-    cl_command_queue q      = ctx->queue;
-    CLBlastStatusCode st    = CLBlastSgemmStridedBatched(
-           CLBlastLayoutRowMajor, g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+    uint64_t span_a = (g->trans_a ? g->k - 1 : g->m - 1) * g->lda + (g->trans_a ? g->m : g->k);
+    uint64_t span_b = (g->trans_b ? g->n - 1 : g->k - 1) * g->ldb + (g->trans_b ? g->k : g->n);
+    uint64_t span_c = (g->m - 1) * g->ldc + g->n;
+    if (nb == 1 || g->stride_a < span_a || g->stride_b < span_b || g->stride_c < span_c) {
+        for (uint64_t b = b0; b < b0 + nb; b++)
+            OCL_TRY(sgemm_one(ctx, s, b, beta));
+        return AMPX_OK;
+    }
+    cl_command_queue q   = ctx->queue;
+    CLBlastStatusCode st = CLBlastSgemmStridedBatched(
+        CLBlastLayoutRowMajor, g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
         g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)g->m, (size_t)g->n,
-           (size_t)g->k, g->alpha, s->a, (size_t)(s->a_off + b0 * g->stride_a), (size_t)g->lda,
-           (size_t)g->stride_a, s->b, (size_t)(s->b_off + b0 * g->stride_b), (size_t)g->ldb,
-           (size_t)g->stride_b, beta, s->c, (size_t)(s->c_off + b0 * g->stride_c), (size_t)g->ldc,
-           (size_t)g->stride_c, (size_t)nb, &q, NULL);
-    if (st == CLBlastSuccess) return AMPX_OK;
-    return ocl_fail(ctx,
-                    st == CLBlastInsufficientMemoryA || st == CLBlastInsufficientMemoryB ||
-                            st == CLBlastInsufficientMemoryC ||
-                            st == CL_MEM_OBJECT_ALLOCATION_FAILURE || st == CL_OUT_OF_HOST_MEMORY
-                        ? AMPX_ERR_NO_MEMORY
-                        : AMPX_ERR_DEVICE,
-                    "gemm: CLBlastSgemmStridedBatched(m=%llu n=%llu k=%llu batch=%llu): %s (%d)",
-                    (unsigned long long)g->m, (unsigned long long)g->n, (unsigned long long)g->k,
-                    (unsigned long long)nb, clblast_name(st), (int)st);
+        (size_t)g->k, g->alpha, s->a, (size_t)(s->a_off + b0 * g->stride_a), (size_t)g->lda,
+        (size_t)g->stride_a, s->b, (size_t)(s->b_off + b0 * g->stride_b), (size_t)g->ldb,
+        (size_t)g->stride_b, beta, s->c, (size_t)(s->c_off + b0 * g->stride_c), (size_t)g->ldc,
+        (size_t)g->stride_c, (size_t)nb, &q, NULL);
+    return st == CLBlastSuccess ? AMPX_OK
+                                : clblast_fail(ctx, g, "CLBlastSgemmStridedBatched", nb, st);
 }
 
 static ampx_status launch_beta(ampx_context *ctx, const ampx_gemm_args *g, const ampx_tensor *c,
@@ -123,6 +159,33 @@ static ampx_status launch_tiled(ampx_context *ctx, const ampx_gemm_args *g, uint
     size_t global[3] = {(size_t)((g->n + 63) / 64 * 16), (size_t)((g->m + 63) / 64 * 16),
                         (size_t)nb};
     size_t local[3]  = {16, 16, 1};
+    return ocl_launch_nd(&k, 3, global, local);
+}
+
+static ampx_status launch_rows(ampx_context *ctx, const ampx_gemm_args *g, uint64_t b0,
+                               uint64_t nb) {
+    ocl_args k = ocl_args_begin(ctx, K_GEMM_ROWS + 3 * g->a.dtype + g->b.dtype);
+    ocl_arg_tensor(&k, &g->a);
+    ocl_arg_tensor(&k, &g->b);
+    ocl_arg_tensor(&k, &g->c);
+    ocl_arg_u64(&k, g->m);
+    ocl_arg_u64(&k, g->n);
+    ocl_arg_u64(&k, g->k);
+    ocl_arg_u64(&k, g->lda);
+    ocl_arg_u64(&k, g->ldb);
+    ocl_arg_u64(&k, g->ldc);
+    ocl_arg_u64(&k, g->stride_a);
+    ocl_arg_u64(&k, g->stride_b);
+    ocl_arg_u64(&k, g->stride_c);
+    ocl_arg_i32(&k, g->trans_a != 0);
+    ocl_arg_i32(&k, g->trans_b != 0);
+    ocl_arg_f32(&k, g->alpha);
+    ocl_arg_f32(&k, g->beta);
+    ocl_arg_u64(&k, b0);
+    size_t lx        = 4; /* work items per group along n (measured: 1, 4 and 16 within noise) */
+    size_t nx        = (size_t)((g->n + 7) / 8);
+    size_t global[3] = {(nx + lx - 1) / lx * lx, (size_t)((g->m + 7) / 8), (size_t)nb};
+    size_t local[3]  = {lx, 1, 1};
     return ocl_launch_nd(&k, 3, global, local);
 }
 
@@ -174,7 +237,16 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
         return AMPX_OK;
     }
     int all_f32 = g->a.dtype == AMPX_F32 && g->b.dtype == AMPX_F32 && g->c.dtype == AMPX_F32;
-    if (ctx->gemm == GEMM_TILED || (!all_f32 && ctx->gemm == GEMM_AUTO)) {
+    /* auto: rows on CPU devices (measured fastest on PoCL, docs/BENCHMARKS.md); tiled, the
+     * local-memory kernel, on GPUs and accelerators (not measured here). */
+    ocl_gemm_path path = ctx->gemm;
+    if (path == GEMM_AUTO && !all_f32) path = ctx->cpu_device ? GEMM_ROWS : GEMM_TILED;
+    if (path == GEMM_ROWS) {
+        for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
+            OCL_TRY(launch_rows(ctx, g, b0, step));
+        return AMPX_OK;
+    }
+    if (path == GEMM_TILED) {
         for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
             OCL_TRY(launch_tiled(ctx, g, b0, step));
         return AMPX_OK;

@@ -40,6 +40,15 @@ const char *const ocl_kernel_names[K_COUNT] = {
     [K_GEMM_TILED]          = "gemm_tiled",
     [K_GEMM_BETA]           = "gemm_beta",
     [K_GEMM_STORE_C]        = "gemm_store_c",
+    [K_GEMM_ROWS + 0]       = "gemm_rows_f32_f32",
+    [K_GEMM_ROWS + 1]       = "gemm_rows_f32_bf16",
+    [K_GEMM_ROWS + 2]       = "gemm_rows_f32_f16",
+    [K_GEMM_ROWS + 3]       = "gemm_rows_bf16_f32",
+    [K_GEMM_ROWS + 4]       = "gemm_rows_bf16_bf16",
+    [K_GEMM_ROWS + 5]       = "gemm_rows_bf16_f16",
+    [K_GEMM_ROWS + 6]       = "gemm_rows_f16_f32",
+    [K_GEMM_ROWS + 7]       = "gemm_rows_f16_bf16",
+    [K_GEMM_ROWS + 8]       = "gemm_rows_f16_f16",
 };
 
 ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k) {

@@ -63,6 +63,8 @@ typedef enum ocl_kernel {
     K_GEMM_TILED,
     K_GEMM_BETA,
     K_GEMM_STORE_C,
+    K_GEMM_ROWS, /* 9 kernels gemm_rows_<A>_<B>, index K_GEMM_ROWS + 3 * A dtype + B dtype */
+    K_GEMM_ROWS_LAST = K_GEMM_ROWS + 8,
     K_COUNT
 } ocl_kernel;
 
@@ -70,9 +72,10 @@ extern const char *const ocl_kernel_names[K_COUNT];
 
 /* How GEMMs other than f32 x f32 -> f32 run (option gemm=). */
 typedef enum ocl_gemm_path {
-    GEMM_AUTO    = 0, /* the measured default: see gemm.c */
+    GEMM_AUTO    = 0, /* f32: CLBlast; else rows on CPU devices, tiled on others (gemm.c) */
     GEMM_TILED   = 1, /* gemm_tiled for every dtype mix, f32 included */
     GEMM_CONVERT = 2, /* widen to f32, CLBlast SGEMM, round back */
+    GEMM_ROWS    = 3, /* gemm_rows_<A>_<B> for every dtype mix, f32 included */
 } ocl_gemm_path;
 
 /* Device scratch (grown on demand; the old one is released, OpenCL keeps it alive until the
@@ -98,6 +101,7 @@ struct ampx_context {
     uint64_t max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     uint64_t global_mem; /* CL_DEVICE_GLOBAL_MEM_SIZE */
     int fp64;            /* cl_khr_fp64 */
+    int cpu_device;      /* CL_DEVICE_TYPE_CPU: picks the GEMM kernel for gemm=auto */
     ocl_gemm_path gemm;  /* option gemm= */
     ocl_scratch scratch[OCL_N_SCRATCH];
     char platform_name[128];

@@ -290,9 +290,11 @@ static ampx_status parse_options(ampx_context *ctx, const ampx_host *h, ocl_opts
                 o->gemm = GEMM_TILED;
             else if (strcmp(val, "convert") == 0)
                 o->gemm = GEMM_CONVERT;
+            else if (strcmp(val, "rows") == 0)
+                o->gemm = GEMM_ROWS;
             else
                 return ocl_fail(ctx, AMPX_ERR_INVALID,
-                                "opencl: gemm=%s: expected one of auto, tiled, convert", val);
+                                "opencl: gemm=%s: expected one of auto, rows, tiled, convert", val);
         } else {
             return ocl_fail(ctx, AMPX_ERR_INVALID,
                             "opencl: unknown option '%.*s' (known: device, cache, gemm)", (int)klen,
@@ -387,8 +389,9 @@ static int has_extension(cl_device_id d, const char *ext) {
     if (!s) return 0;
     int found = 0;
     if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, len, s, NULL) == CL_SUCCESS) {
-        s[len] = '\0';
-        for (char *tok = strtok(s, " "); tok; tok = strtok(NULL, " "))
+        s[len]     = '\0';
+        char *save = NULL;
+        for (char *tok = strtok_r(s, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
             if (strcmp(tok, ext) == 0) found = 1;
     }
     free(s);
@@ -449,6 +452,7 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
     ctx->max_alloc  = max_alloc;
     ctx->global_mem = gmem;
     ctx->fp64       = has_extension(ctx->device, "cl_khr_fp64");
+    ctx->cpu_device = (devs[pick].type & CL_DEVICE_TYPE_CPU) != 0;
     ctx->wg         = 1;
     while (ctx->wg * 2 <= max_wg && ctx->wg < 256)
         ctx->wg *= 2;
@@ -515,6 +519,7 @@ static ampx_status ocl_device_info(ampx_context *ctx, ampx_device_info *info) {
              OCL_PLUGIN_VERSION, ctx->plat_index, ctx->dev_index, ctx->platform_name,
              ctx->device_version, ctx->driver_version,
              ctx->gemm == GEMM_TILED     ? "tiled"
+             : ctx->gemm == GEMM_ROWS    ? "rows"
              : ctx->gemm == GEMM_CONVERT ? "convert+CLBlast"
                                          : "auto",
              ctx->cache_dir[0] ? ctx->cache_dir : "off", ctx->devices_list);
