@@ -18,6 +18,7 @@
 #include <criterion/criterion.h>
 
 #include "ampx/backend.h"
+#include "ampx/dtype.h"
 
 // ---------------------------------------------------------------------------------------
 // Fixture: the plugin, a log that keeps every line, a fresh cache directory
@@ -304,4 +305,86 @@ Test(opencl, overlapping_copy_behaves_like_memmove) {
     cr_expect_arr_eq(out, want2, 8);
     be->buffer_free(ctx, b);
     be->destroy(ctx);
+}
+
+// ---------------------------------------------------------------------------------------
+// GEMM shapes the conformance suite does not try: a weight shared by every batch (stride 0),
+// and a single batch with zero strides, on each GEMM path.
+
+static void check_shared_weight_gemm(const char *path_opt, ampx_dtype dt) {
+    enum { M = 5, N = 19, K = 7, BATCH = 3 };
+    ampx_context *ctx = NULL;
+    cr_assert_eq(create_cached(path_opt, &ctx), AMPX_OK, "%s", first_error());
+    float a[M * K], b[BATCH * K * N], c[BATCH * M * N];
+    for (int i = 0; i < M * K; i++)
+        a[i] = (float)((i * 7) % 11) - 5.0f; /* small integers: exact in bf16 and f16 */
+    for (int i = 0; i < BATCH * K * N; i++)
+        b[i] = (float)((i * 5) % 9) - 4.0f;
+    size_t es = ampx_dtype_size(dt);
+    uint16_t tmp[BATCH * K * N];
+    ampx_buffer *ba = NULL, *bb = NULL, *bc = NULL;
+    cr_assert_eq(be->buffer_alloc(ctx, sizeof a / 4 * es, &ba), AMPX_OK);
+    cr_assert_eq(be->buffer_alloc(ctx, sizeof b / 4 * es, &bb), AMPX_OK);
+    cr_assert_eq(be->buffer_alloc(ctx, sizeof c / 4 * es, &bc), AMPX_OK);
+    if (dt == AMPX_F32) {
+        cr_assert_eq(be->buffer_write(ctx, ba, 0, a, sizeof a), AMPX_OK);
+        cr_assert_eq(be->buffer_write(ctx, bb, 0, b, sizeof b), AMPX_OK);
+    } else {
+        for (int i = 0; i < M * K; i++)
+            tmp[i] = dt == AMPX_BF16 ? ampx_f32_to_bf16(a[i]) : ampx_f32_to_f16(a[i]);
+        cr_assert_eq(be->buffer_write(ctx, ba, 0, tmp, M * K * 2), AMPX_OK);
+        for (int i = 0; i < BATCH * K * N; i++)
+            tmp[i] = dt == AMPX_BF16 ? ampx_f32_to_bf16(b[i]) : ampx_f32_to_f16(b[i]);
+        cr_assert_eq(be->buffer_write(ctx, bb, 0, tmp, BATCH * K * N * 2), AMPX_OK);
+    }
+    ampx_gemm_args g  = {.size     = sizeof g,
+                         .m        = M,
+                         .n        = N,
+                         .k        = K,
+                         .batch    = BATCH,
+                         .lda      = K,
+                         .ldb      = N,
+                         .ldc      = N,
+                         .stride_a = 0, /* one A for every batch */
+                         .stride_b = K * N,
+                         .stride_c = M * N,
+                         .alpha    = 1.0f,
+                         .beta     = 0.0f,
+                         .a        = {ba, 0, dt},
+                         .b        = {bb, 0, dt},
+                         .c        = {bc, 0, AMPX_F32}};
+    ampx_buffer *bc32 = NULL;
+    cr_assert_eq(be->buffer_alloc(ctx, sizeof c, &bc32), AMPX_OK);
+    g.c.buf = bc32;
+    cr_assert_eq(be->ops->gemm(ctx, &g), AMPX_OK, "%s", first_error());
+    cr_assert_eq(be->buffer_read(ctx, bc32, 0, c, sizeof c), AMPX_OK, "%s", first_error());
+    for (int t = 0; t < BATCH; t++)
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float want = 0.0f; /* small integers: every sum is exact */
+                for (int p = 0; p < K; p++)
+                    want += a[i * K + p] * b[t * K * N + p * N + j];
+                cr_expect_eq(c[t * M * N + i * N + j], want, "%s %s batch %d C[%d][%d]: %g != %g",
+                             path_opt, ampx_dtype_name(dt), t, i, j, c[t * M * N + i * N + j],
+                             want);
+            }
+    /* batch 1 with every stride 0 */
+    g.batch    = 1;
+    g.stride_b = 0;
+    g.stride_c = 0;
+    cr_assert_eq(be->ops->gemm(ctx, &g), AMPX_OK, "%s", first_error());
+    cr_assert_eq(be->synchronize(ctx), AMPX_OK, "%s", first_error());
+    be->buffer_free(ctx, ba);
+    be->buffer_free(ctx, bb);
+    be->buffer_free(ctx, bc);
+    be->buffer_free(ctx, bc32);
+    be->destroy(ctx);
+}
+
+Test(opencl, gemm_shared_weight_every_path) {
+    const char *paths[]    = {"gemm=auto", "gemm=rows", "gemm=tiled", "gemm=convert"};
+    const ampx_dtype dts[] = {AMPX_F32, AMPX_BF16, AMPX_F16};
+    for (int p = 0; p < 4; p++)
+        for (int d = 0; d < 3; d++)
+            check_shared_weight_gemm(paths[p], dts[d]);
 }
