@@ -388,3 +388,33 @@ Test(opencl, gemm_shared_weight_every_path) {
         for (int d = 0; d < 3; d++)
             check_shared_weight_gemm(paths[p], dts[d]);
 }
+
+// ---------------------------------------------------------------------------------------
+// No platform at all: the ICD loader pointed at an empty vendor directory (each Criterion
+// test runs in its own process, so the loader initialises here for the first time).
+
+Test(opencl_none, probe_and_create_say_no_platform_in_one_line, .timeout = 60) {
+    char dir[] = "/tmp/ampx-ocl-noicd-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    setenv("OCL_ICD_VENDORS", dir, 1);
+    void *h = dlopen(AMPX_TEST_OPENCL_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(h, "dlopen: %s", dlerror());
+    ampx_backend_entry_fn entry = (ampx_backend_entry_fn)dlsym(h, AMPX_BACKEND_ENTRY_SYMBOL);
+    const ampx_backend_iface *t = entry(AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+    char reason[512]            = "";
+    cr_expect_eq(t->probe(reason, sizeof reason), AMPX_ERR_UNAVAILABLE);
+    cr_expect(strstr(reason, "no OpenCL platform") != NULL, "%s", reason);
+    cr_expect_null(strchr(reason, '\n'), "one line: %s", reason);
+
+    memset(&rec, 0, sizeof rec);
+    ampx_host host    = {.size      = sizeof host,
+                         .abi_major = AMPX_ABI_MAJOR,
+                         .abi_minor = AMPX_ABI_MINOR,
+                         .log       = record,
+                         .log_user  = &rec};
+    ampx_context *ctx = NULL;
+    cr_expect_eq(t->create(&host, &ctx), AMPX_ERR_UNAVAILABLE);
+    cr_expect_null(ctx);
+    cr_expect_eq(count_lines(AMPX_LOG_ERROR, "no OpenCL platform"), 1, "%s", first_error());
+    rmdir(dir);
+}
