@@ -88,14 +88,17 @@ __kernel void gemm_store_c(__global const float *tmp, TENSOR(c), ulong m, ulong 
 
 /* gemm_rows_<A>_<B>: register-blocked GEMM for CPU-like devices (PoCL), where a work item
  * is a thread and only its own vector code is SIMD: compilers there do not vectorise across
- * work items of a kernel that has loops inside. Each work item computes an 8 x 8 block of C
- * (rows i0.., columns j0..) in eight float8 accumulators: per k step it loads eight
- * consecutive elements of a row of op(B) as one vector (widening bf16 with a shift, f16
- * with vload_half8, both exact), broadcasts eight elements of op(A), and does eight vector
- * multiply-adds. One kernel per A/B dtype pair, so the loop has no dtype branch. Rows past
- * m and columns past n re-read the last row or column and are not stored. Products and
- * sums are f32; alpha and beta apply once at the end, C is rounded once. */
-#define GR_ROWS 8
+ * work items of a kernel that has loops inside. Each work item computes a 6 x 16 block of C
+ * (rows i0.., columns j0..) in twelve float8 accumulators (12 AVX registers): per k step it
+ * loads sixteen consecutive elements of a row of op(B) as two float8 (widening bf16 with a
+ * shift, f16 with vload_half8, both exact), broadcasts six elements of op(A), and does six
+ * vector multiply-adds. One kernel per A/B dtype pair, so the loop has no dtype branch.
+ * Dimension 0 walks the row blocks, so consecutive work-groups reuse the same columns of B
+ * from cache. Rows past m and columns past n re-read the last row or column and are not
+ * stored. Products and sums are f32; alpha and beta apply once at the end, C is rounded
+ * once. */
+#define GR_ROWS 6
+#define GR_COLS 16
 
 inline float lds_f32(__global const uchar *p, ulong i) { return ((__global const float *)p)[i]; }
 inline float lds_bf16(__global const uchar *p, ulong i) {
@@ -119,45 +122,47 @@ inline float8 ldv_f16(__global const uchar *p, ulong i) {
         CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n, ulong k, ulong lda, ulong ldb,        \
         ulong ldc, ulong sa, ulong sb, ulong sc, int ta, int tb, float alpha, float beta,          \
         ulong batch0) {                                                                            \
-        const ulong j0 = get_global_id(0) * 8, i0 = get_global_id(1) * GR_ROWS;                    \
+        const ulong i0 = get_global_id(0) * GR_ROWS, j0 = get_global_id(1) * GR_COLS;             \
         const ulong bt = batch0 + get_global_id(2);                                                \
         __global const uchar *A = a_p + a_o, *B = b_p + b_o;                                       \
-        ulong arow[GR_ROWS], bcol[8];                                                              \
+        ulong arow[GR_ROWS], bcol[GR_COLS];                                                        \
         for (int r = 0; r < GR_ROWS; r++)                                                          \
             arow[r] = bt * sa + (i0 + r < m ? i0 + r : m - 1) * (ta ? 1 : lda);                    \
-        for (int v = 0; v < 8; v++)                                                                \
+        for (int v = 0; v < GR_COLS; v++)                                                          \
             bcol[v] = bt * sb + (j0 + v < n ? j0 + v : n - 1) * (tb ? ldb : 1);                    \
         const ulong astep = ta ? lda : 1, bstep = tb ? 1 : ldb;                                    \
-        const int bvec    = !tb && j0 + 8 <= n; /* a whole row segment of op(B) in one load */     \
-        float8 acc[GR_ROWS];                                                                       \
+        float8 acc0[GR_ROWS], acc1[GR_ROWS]; /* columns j0..j0+7 and j0+8..j0+15 */          \
         for (int r = 0; r < GR_ROWS; r++)                                                          \
-            acc[r] = (float8)(0.0f);                                                               \
-        if (bvec) {                                                                                \
+            acc0[r] = acc1[r] = (float8)(0.0f);                                                    \
+        if (!tb && j0 + GR_COLS <= n) { /* a whole row segment of op(B) in one load */             \
             for (ulong p = 0; p < k; p++) {                                                        \
-                float8 bv = ldv_##BN(B, bcol[0] + p * bstep);                                      \
-                for (int r = 0; r < GR_ROWS; r++)                                                  \
-                    acc[r] = mad((float8)(lds_##AN(A, arow[r] + p * astep)), bv, acc[r]);          \
+                float8 b0 = ldv_##BN(B, bcol[0] + p * bstep);                                      \
+                float8 b1 = ldv_##BN(B, bcol[0] + p * bstep + 8);                                  \
+                for (int r = 0; r < GR_ROWS; r++) {                                                \
+                    float8 av = (float8)(lds_##AN(A, arow[r] + p * astep));                        \
+                    acc0[r]   = mad(av, b0, acc0[r]);                                              \
+                    acc1[r]   = mad(av, b1, acc1[r]);                                              \
+                }                                                                                  \
             }                                                                                      \
         } else {                                                                                   \
             for (ulong p = 0; p < k; p++) {                                                        \
-                float8 bv;                                                                         \
-                bv.s0 = lds_##BN(B, bcol[0] + p * bstep);                                          \
-                bv.s1 = lds_##BN(B, bcol[1] + p * bstep);                                          \
-                bv.s2 = lds_##BN(B, bcol[2] + p * bstep);                                          \
-                bv.s3 = lds_##BN(B, bcol[3] + p * bstep);                                          \
-                bv.s4 = lds_##BN(B, bcol[4] + p * bstep);                                          \
-                bv.s5 = lds_##BN(B, bcol[5] + p * bstep);                                          \
-                bv.s6 = lds_##BN(B, bcol[6] + p * bstep);                                          \
-                bv.s7 = lds_##BN(B, bcol[7] + p * bstep);                                          \
-                for (int r = 0; r < GR_ROWS; r++)                                                  \
-                    acc[r] = mad((float8)(lds_##AN(A, arow[r] + p * astep)), bv, acc[r]);          \
+                float bs[GR_COLS];                                                                 \
+                for (int v = 0; v < GR_COLS; v++)                                                  \
+                    bs[v] = lds_##BN(B, bcol[v] + p * bstep);                                      \
+                float8 b0 = vload8(0, bs), b1 = vload8(1, bs);                                     \
+                for (int r = 0; r < GR_ROWS; r++) {                                                \
+                    float8 av = (float8)(lds_##AN(A, arow[r] + p * astep));                        \
+                    acc0[r]   = mad(av, b0, acc0[r]);                                              \
+                    acc1[r]   = mad(av, b1, acc1[r]);                                              \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
         for (int r = 0; r < GR_ROWS; r++) {                                                        \
             if (i0 + r >= m) break;                                                                \
-            float vals[8];                                                                         \
-            vstore8(acc[r], 0, vals);                                                              \
-            for (int v = 0; v < 8; v++) {                                                          \
+            float vals[GR_COLS];                                                                   \
+            vstore8(acc0[r], 0, vals);                                                             \
+            vstore8(acc1[r], 1, vals);                                                             \
+            for (int v = 0; v < GR_COLS; v++) {                                                    \
                 if (j0 + v >= n) break;                                                            \
                 ulong ci = bt * sc + (i0 + r) * ldc + j0 + v;                                      \
                 float x  = alpha * vals[v];                                                        \

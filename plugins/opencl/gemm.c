@@ -3,7 +3,7 @@
  * Paths (kernels/opencl/gemm.cl), chosen by the `gemm` option:
  *   - f32 x f32 -> f32 (auto, convert): CLBlast SGEMM. With beta == 0, C's m x n elements
  *     are zeroed first by gemm_beta, so NaN poison in C never meets 0 * C.
- *   - rows: gemm_rows_<A>_<B>, 8 x 8 register blocks in float8 per work item, loads
+ *   - rows: gemm_rows_<A>_<B>, 6 x 16 register blocks (twelve float8) per work item, loads
  *     specialised per dtype pair. auto uses it for every other dtype mix on CPU devices:
  *     on PoCL it beats both the tiled kernel and convert + CLBlast (docs/BENCHMARKS.md).
  *   - tiled: gemm_tiled, 64 x 64 tiles staged in local memory as f32. auto uses it for other
@@ -182,9 +182,9 @@ static ampx_status launch_rows(ampx_context *ctx, const ampx_gemm_args *g, uint6
     ocl_arg_f32(&k, g->alpha);
     ocl_arg_f32(&k, g->beta);
     ocl_arg_u64(&k, b0);
-    size_t lx        = 4; /* work items per group along n (measured: 1, 4 and 16 within noise) */
-    size_t nx        = (size_t)((g->n + 7) / 8);
-    size_t global[3] = {(nx + lx - 1) / lx * lx, (size_t)((g->m + 7) / 8), (size_t)nb};
+    /* dimension 0: blocks of 6 rows, 4 per group; dimension 1: blocks of 16 columns */
+    size_t rows = (size_t)((g->m + 5) / 6), lx = 4;
+    size_t global[3] = {(rows + lx - 1) / lx * lx, (size_t)((g->n + 15) / 16), (size_t)nb};
     size_t local[3]  = {lx, 1, 1};
     return ocl_launch_nd(&k, 3, global, local);
 }
