@@ -5,7 +5,9 @@
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
-inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp(-x)); }
+inline float sigmoid_f(float x) {
+    return 1.0f / (1.0f + exp(-x));
+}
 
 inline float gelu_tanh(float x) {
     if (fabs(x) > 20.0f) return x > 0.0f ? 1.0f : -1.0f;

@@ -11,9 +11,9 @@ __kernel void adamw(FARG(p), CTENSOR(g), FARG(m), FARG(v), TENSOR(copy), int has
     FPTR(p);
     FPTR(m);
     FPTR(v);
-    float lr     = work[1];
-    float c      = work[2];
-    wide_t bc1   = work[4], bc2 = work[5], b1 = beta1, b2 = beta2;
+    float lr   = work[1];
+    float c    = work[2];
+    wide_t bc1 = work[4], bc2 = work[5], b1 = beta1, b2 = beta2;
     wide_t decay = (float)((wide_t)1 - (wide_t)lr * (wide_t)wd);
     for (ulong i = GID; i < n; i += GSIZE) {
         float gr = LD(g, i);

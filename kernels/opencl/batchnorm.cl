@@ -7,14 +7,18 @@ inline ulong bn_index(ulong k, ulong c, ulong channels, ulong inner) {
     return (k / inner) * channels * inner + c * inner + k % inner;
 }
 
-__kernel REDUCE_WG void batchnorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma),
-                                      FARG(beta), FARG(run_mean),
-                                      FARG(run_var), FARG(mean),
-                                      FARG(rstd), ulong outer, ulong channels,
-                                      ulong inner, float eps, float momentum, int training) {
-    FPTR(gamma); FPTR(beta); FPTR(run_mean); FPTR(run_var); FPTR(mean); FPTR(rstd);
+__kernel REDUCE_WG void batchnorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma), FARG(beta),
+                                      FARG(run_mean), FARG(run_var), FARG(mean), FARG(rstd),
+                                      ulong outer, ulong channels, ulong inner, float eps,
+                                      float momentum, int training) {
+    FPTR(gamma);
+    FPTR(beta);
+    FPTR(run_mean);
+    FPTR(run_var);
+    FPTR(mean);
+    FPTR(rstd);
     __local float red[WG];
-    ulong N  = outer * inner;
+    ulong N = outer * inner;
     { /* one work-group per channels entry: the launch has exactly that many groups */
         ulong c = get_group_id(0);
         /* The batch statistics are computed in eval mode too: barriers stay outside any
@@ -54,16 +58,18 @@ __kernel REDUCE_WG void batchnorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma),
 
 /* xhat = (x - mean) rstd, dx = gamma rstd (dy - mean_N(dy) - xhat mean_N(dy xhat)),
  * dgamma (+)= sum_N dy xhat, dbeta (+)= sum_N dy */
-__kernel REDUCE_WG void batchnorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx),
-                                      FARG(gamma), FARG(mean),
-                                      FARG(rstd), FARG(dgamma),
-                                      FARG(dbeta), ulong outer, ulong channels,
-                                      ulong inner, int accumulate) {
-    FPTR(gamma); FPTR(mean); FPTR(rstd); FPTR(dgamma); FPTR(dbeta);
+__kernel REDUCE_WG void batchnorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx), FARG(gamma), FARG(mean),
+                                      FARG(rstd), FARG(dgamma), FARG(dbeta), ulong outer,
+                                      ulong channels, ulong inner, int accumulate) {
+    FPTR(gamma);
+    FPTR(mean);
+    FPTR(rstd);
+    FPTR(dgamma);
+    FPTR(dbeta);
     __local float red[WG];
-    ulong N  = outer * inner;
+    ulong N = outer * inner;
     { /* one work-group per channels entry: the launch has exactly that many groups */
-        ulong c = get_group_id(0);
+        ulong c  = get_group_id(0);
         float mu = mean[c], rs = rstd[c];
         float sd = 0.0f, sdx = 0.0f;
         for (ulong k = get_local_id(0); k < N; k += WG) {
@@ -72,9 +78,9 @@ __kernel REDUCE_WG void batchnorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx),
             sd += d;
             sdx += d * ((LD(x, i) - mu) * rs);
         }
-        sd      = wg_sum(sd, red);
-        sdx     = wg_sum(sdx, red);
-        float f = (gamma ? gamma[c] : 1.0f) * rs;
+        sd       = wg_sum(sd, red);
+        sdx      = wg_sum(sdx, red);
+        float f  = (gamma ? gamma[c] : 1.0f) * rs;
         float md = sd / (float)N, mdx = sdx / (float)N;
         for (ulong k = get_local_id(0); k < N; k += WG) {
             ulong i    = bn_index(k, c, channels, inner);

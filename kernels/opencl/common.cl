@@ -33,7 +33,9 @@ typedef float wide_t;
 // ---------------------------------------------------------------------------------------
 // bf16 and f16 <-> f32, bit-exact ports of dtype.h
 
-inline float bf16_to_f32(ushort h) { return as_float((uint)h << 16); }
+inline float bf16_to_f32(ushort h) {
+    return as_float((uint)h << 16);
+}
 
 inline ushort f32_to_bf16(float f) {
     uint x = as_uint(f);
@@ -140,11 +142,14 @@ inline void st_elem_sr(__global uchar *base, int dt, ulong i, float v, uint rnd)
     if (dt == DT_F32)
         ((__global float *)base)[i] = v;
     else
-        ((__global ushort *)base)[i] = dt == DT_BF16 ? f32_to_bf16_sr(v, rnd) : f32_to_f16_sr(v, rnd);
+        ((__global ushort *)base)[i] =
+            dt == DT_BF16 ? f32_to_bf16_sr(v, rnd) : f32_to_f16_sr(v, rnd);
 }
 
 /* Bit tests that do not depend on the device's denormal mode. */
-inline int is_finite_bits(float v) { return (as_uint(v) & 0x7f800000u) != 0x7f800000u; }
+inline int is_finite_bits(float v) {
+    return (as_uint(v) & 0x7f800000u) != 0x7f800000u;
+}
 
 // ---------------------------------------------------------------------------------------
 // Work-group reductions (every work item of a WG-sized group calls them; the result is
@@ -164,7 +169,9 @@ inline float wg_sum(float v, __local float *red) {
 }
 
 /* max that propagates NaN (a NaN anywhere gives NaN) */
-inline float nan_max(float a, float b) { return (a != a || b != b) ? NAN : fmax(a, b); }
+inline float nan_max(float a, float b) {
+    return (a != a || b != b) ? NAN : fmax(a, b);
+}
 
 inline float wg_max(float v, __local float *red) {
     uint lid = get_local_id(0);

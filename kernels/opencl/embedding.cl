@@ -2,8 +2,7 @@
  * of range) and EMBEDDING_BWD (dtable[ids[i], :] += dy[i, :] in f32). The backward gives
  * each work item whole columns and walks the ids in order, so repeated ids accumulate
  * without atomics and in the same order on every run. */
-__kernel void embedding_fwd(CTENSOR(table), FARG(ids), TENSOR(y), ulong n, ulong vocab,
-                            ulong dim) {
+__kernel void embedding_fwd(CTENSOR(table), FARG(ids), TENSOR(y), ulong n, ulong vocab, ulong dim) {
     IPTR(ids);
     ulong total = n * dim;
     for (ulong k = GID; k < total; k += GSIZE) {
@@ -14,8 +13,7 @@ __kernel void embedding_fwd(CTENSOR(table), FARG(ids), TENSOR(y), ulong n, ulong
     }
 }
 
-__kernel void embedding_bwd(FARG(dtable), FARG(ids), CTENSOR(dy), ulong n, ulong vocab,
-                            ulong dim) {
+__kernel void embedding_bwd(FARG(dtable), FARG(ids), CTENSOR(dy), ulong n, ulong vocab, ulong dim) {
     FPTR(dtable);
     IPTR(ids);
     for (ulong d = GID; d < dim; d += GSIZE)

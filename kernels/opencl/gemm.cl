@@ -19,7 +19,7 @@ gemm_tiled(CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n, ulong k, ulong l
     __local float As[GT_TK][GT_TS + 1];
     __local float Bs[GT_TK][GT_TS + 1];
     const uint tx = get_local_id(0), ty = get_local_id(1), tid = ty * 16 + tx;
-    const ulong bt = batch0 + get_global_id(2);
+    const ulong bt   = batch0 + get_global_id(2);
     const ulong row0 = (ulong)get_group_id(1) * GT_TS, col0 = (ulong)get_group_id(0) * GT_TS;
     const ulong abase = bt * sa, bbase = bt * sb, cbase = bt * sc;
     float acc[4][4];
@@ -31,8 +31,10 @@ gemm_tiled(CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n, ulong k, ulong l
             uint idx = tid + 256u * l;
             uint p = idx / GT_TS, i = idx % GT_TS;
             ulong gi = row0 + i, gj = col0 + i, gp = k0 + p;
-            As[p][i] = (gi < m && gp < k) ? LD(a, abase + (ta ? gp * lda + gi : gi * lda + gp)) : 0.0f;
-            Bs[p][i] = (gj < n && gp < k) ? LD(b, bbase + (tb ? gj * ldb + gp : gp * ldb + gj)) : 0.0f;
+            As[p][i] =
+                (gi < m && gp < k) ? LD(a, abase + (ta ? gp * lda + gi : gi * lda + gp)) : 0.0f;
+            Bs[p][i] =
+                (gj < n && gp < k) ? LD(b, bbase + (tb ? gj * ldb + gp : gp * ldb + gj)) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint p = 0; p < GT_TK; p++) {
@@ -100,7 +102,9 @@ __kernel void gemm_store_c(__global const float *tmp, TENSOR(c), ulong m, ulong 
 #define GR_ROWS 6
 #define GR_COLS 16
 
-inline float lds_f32(__global const uchar *p, ulong i) { return ((__global const float *)p)[i]; }
+inline float lds_f32(__global const uchar *p, ulong i) {
+    return ((__global const float *)p)[i];
+}
 inline float lds_bf16(__global const uchar *p, ulong i) {
     return bf16_to_f32(((__global const ushort *)p)[i]);
 }
@@ -118,12 +122,12 @@ inline float8 ldv_f16(__global const uchar *p, ulong i) {
 }
 
 #define GEMM_ROWS_KERNEL(AN, BN)                                                                   \
-    __kernel void gemm_rows_##AN##_##BN(                                                           \
-        CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n, ulong k, ulong lda, ulong ldb,        \
-        ulong ldc, ulong sa, ulong sb, ulong sc, int ta, int tb, float alpha, float beta,          \
-        ulong batch0) {                                                                            \
-        const ulong i0 = get_global_id(0) * GR_ROWS, j0 = get_global_id(1) * GR_COLS;             \
-        const ulong bt = batch0 + get_global_id(2);                                                \
+    __kernel void gemm_rows_##AN##_##BN(CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n,       \
+                                        ulong k, ulong lda, ulong ldb, ulong ldc, ulong sa,        \
+                                        ulong sb, ulong sc, int ta, int tb, float alpha,           \
+                                        float beta, ulong batch0) {                                \
+        const ulong i0 = get_global_id(0) * GR_ROWS, j0 = get_global_id(1) * GR_COLS;              \
+        const ulong bt          = batch0 + get_global_id(2);                                       \
         __global const uchar *A = a_p + a_o, *B = b_p + b_o;                                       \
         ulong arow[GR_ROWS], bcol[GR_COLS];                                                        \
         for (int r = 0; r < GR_ROWS; r++)                                                          \
@@ -131,7 +135,7 @@ inline float8 ldv_f16(__global const uchar *p, ulong i) {
         for (int v = 0; v < GR_COLS; v++)                                                          \
             bcol[v] = bt * sb + (j0 + v < n ? j0 + v : n - 1) * (tb ? ldb : 1);                    \
         const ulong astep = ta ? lda : 1, bstep = tb ? 1 : ldb;                                    \
-        float8 acc0[GR_ROWS], acc1[GR_ROWS]; /* columns j0..j0+7 and j0+8..j0+15 */          \
+        float8 acc0[GR_ROWS], acc1[GR_ROWS]; /* columns j0..j0+7 and j0+8..j0+15 */                \
         for (int r = 0; r < GR_ROWS; r++)                                                          \
             acc0[r] = acc1[r] = (float8)(0.0f);                                                    \
         if (!tb && j0 + GR_COLS <= n) { /* a whole row segment of op(B) in one load */             \

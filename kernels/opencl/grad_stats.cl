@@ -2,8 +2,7 @@
  * counts are exact; mean and RMS of the finite values from f32 sums over the group.
  * Zero, tiny and non-finite are decided on the bits, so a device that flushes denormals
  * still counts an f32 subnormal as below the smallest normal, not as zero. */
-__kernel REDUCE_WG void grad_stats(CTENSOR(g), ulong n, uint tiny_bits, FARG(stats),
-                                   FARG(counts)) {
+__kernel REDUCE_WG void grad_stats(CTENSOR(g), ulong n, uint tiny_bits, FARG(stats), FARG(counts)) {
     FPTR(stats);
     IPTR(counts);
     __local float red[WG];
@@ -11,8 +10,8 @@ __kernel REDUCE_WG void grad_stats(CTENSOR(g), ulong n, uint tiny_bits, FARG(sta
     float mx = 0.0f, sum = 0.0f, sumsq = 0.0f;
     uint finite = 0, zeros = 0, tiny = 0, nonfinite = 0;
     for (ulong i = get_local_id(0); i < n; i += WG) {
-        float v  = LD(g, i);
-        uint ab  = as_uint(v) & 0x7fffffffu;
+        float v = LD(g, i);
+        uint ab = as_uint(v) & 0x7fffffffu;
         if (ab >= 0x7f800000u) {
             nonfinite++;
             continue;
@@ -31,7 +30,8 @@ __kernel REDUCE_WG void grad_stats(CTENSOR(g), ulong n, uint tiny_bits, FARG(sta
     redu[get_local_id(0)] = as_uint(mx);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (get_local_id(0) < s) redu[get_local_id(0)] = max(redu[get_local_id(0)], redu[get_local_id(0) + s]);
+        if (get_local_id(0) < s)
+            redu[get_local_id(0)] = max(redu[get_local_id(0)], redu[get_local_id(0) + s]);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     mx = as_float(redu[0]);

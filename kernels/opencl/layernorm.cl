@@ -2,13 +2,15 @@
  * with the mean subtracted before the variance (two passes, no cancellation).
  * layernorm_params sums dgamma/dbeta over rows, one work item per column, in row order. */
 
-__kernel REDUCE_WG void layernorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma),
-                                      FARG(beta), FARG(mean),
+__kernel REDUCE_WG void layernorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma), FARG(beta), FARG(mean),
                                       FARG(rstd), ulong rows, ulong cols, float eps) {
-    FPTR(gamma); FPTR(beta); FPTR(mean); FPTR(rstd);
+    FPTR(gamma);
+    FPTR(beta);
+    FPTR(mean);
+    FPTR(rstd);
     __local float red[WG];
     { /* one work-group per rows entry: the launch has exactly that many groups */
-        ulong r = get_group_id(0);
+        ulong r    = get_group_id(0);
         ulong base = r * cols;
         float s    = 0.0f;
         for (ulong j = get_local_id(0); j < cols; j += WG)
@@ -35,13 +37,14 @@ __kernel REDUCE_WG void layernorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma),
 }
 
 /* xhat = (x - mean) rstd, g = dy gamma, dx = rstd (g - mean_j g - xhat mean_j(g xhat)) */
-__kernel REDUCE_WG void layernorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx),
-                                      FARG(gamma), FARG(mean),
+__kernel REDUCE_WG void layernorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx), FARG(gamma), FARG(mean),
                                       FARG(rstd), ulong rows, ulong cols) {
-    FPTR(gamma); FPTR(mean); FPTR(rstd);
+    FPTR(gamma);
+    FPTR(mean);
+    FPTR(rstd);
     __local float red[WG];
     { /* one work-group per rows entry: the launch has exactly that many groups */
-        ulong r = get_group_id(0);
+        ulong r    = get_group_id(0);
         ulong base = r * cols;
         float mu = mean[r], rs = rstd[r];
         float sg = 0.0f, sgx = 0.0f;
@@ -60,10 +63,12 @@ __kernel REDUCE_WG void layernorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx),
     }
 }
 
-__kernel void layernorm_params(CTENSOR(x), CTENSOR(dy), FARG(mean),
-                               FARG(rstd), FARG(dgamma),
+__kernel void layernorm_params(CTENSOR(x), CTENSOR(dy), FARG(mean), FARG(rstd), FARG(dgamma),
                                FARG(dbeta), ulong rows, ulong cols, int accumulate) {
-    FPTR(mean); FPTR(rstd); FPTR(dgamma); FPTR(dbeta);
+    FPTR(mean);
+    FPTR(rstd);
+    FPTR(dgamma);
+    FPTR(dbeta);
     for (ulong c = GID; c < cols; c += GSIZE) {
         float sg = 0.0f, sb = 0.0f;
         for (ulong r = 0; r < rows; r++) {

@@ -18,9 +18,10 @@ __kernel void sgd(FARG(p), CTENSOR(g), FARG(buf), TENSOR(copy), int has_copy, ul
         wide_t pv = p[i], gv = gr;
         if (wd != 0.0f) gv += wd_ * pv;
         if (momentum != 0.0f) {
-            wide_t b = first ? gv : momentum_ * (wide_t)buf[i] + ((wide_t)1 - (wide_t)dampening) * gv;
-            buf[i]   = (float)b;
-            gv       = nesterov ? gv + momentum_ * b : b;
+            wide_t b =
+                first ? gv : momentum_ * (wide_t)buf[i] + ((wide_t)1 - (wide_t)dampening) * gv;
+            buf[i] = (float)b;
+            gv     = nesterov ? gv + momentum_ * b : b;
         }
         float pn = (float)(pv - lr * gv);
         p[i]     = pn;

@@ -11,7 +11,7 @@ __kernel REDUCE_WG void softmax_fwd(CTENSOR(x), TENSOR(y), ulong rows, ulong col
                                     int causal, int logsm, float scale) {
     __local float red[WG];
     { /* one work-group per rows entry: the launch has exactly that many groups */
-        ulong r = get_group_id(0);
+        ulong r  = get_group_id(0);
         ulong nv = visible_cols(causal, r, cols, seq_q), base = r * cols;
         float mx = -INFINITY;
         for (ulong j = get_local_id(0); j < nv; j += WG)
@@ -41,9 +41,9 @@ __kernel REDUCE_WG void softmax_bwd(CTENSOR(y), CTENSOR(dy), TENSOR(dx), ulong r
                                     ulong seq_q, int causal, int logsm, float scale) {
     __local float red[WG];
     { /* one work-group per rows entry: the launch has exactly that many groups */
-        ulong r = get_group_id(0);
+        ulong r  = get_group_id(0);
         ulong nv = visible_cols(causal, r, cols, seq_q), base = r * cols;
-        float s  = 0.0f;
+        float s = 0.0f;
         for (ulong j = get_local_id(0); j < nv; j += WG)
             s += logsm ? LD(dy, base + j) : LD(dy, base + j) * LD(y, base + j);
         s = wg_sum(s, red);

@@ -3,8 +3,7 @@
  * gradient (one work-group per row), xent_loss sums the terms in a fixed order.
  * work[0] = n_valid (as float bits of an int), work[1 ..] = per-row terms. */
 
-__kernel REDUCE_WG void xent_count(FARG(labels), ulong rows, int ignore_index,
-                                   __global int *work) {
+__kernel REDUCE_WG void xent_count(FARG(labels), ulong rows, int ignore_index, __global int *work) {
     IPTR(labels);
     __local uint red[WG];
     uint c = 0;
@@ -14,18 +13,18 @@ __kernel REDUCE_WG void xent_count(FARG(labels), ulong rows, int ignore_index,
     if (get_local_id(0) == 0) work[0] = (int)c;
 }
 
-__kernel REDUCE_WG void xent_rows(CTENSOR(logits), FARG(labels), TENSOR(dlogits),
-                                  int has_dlogits, FARG(scalars), int has_scalars,
-                                  ulong rows, ulong cols, int ignore_index, float grad_scale,
-                                  __global float *work) {
-    IPTR(labels); FPTR(scalars);
+__kernel REDUCE_WG void xent_rows(CTENSOR(logits), FARG(labels), TENSOR(dlogits), int has_dlogits,
+                                  FARG(scalars), int has_scalars, ulong rows, ulong cols,
+                                  int ignore_index, float grad_scale, __global float *work) {
+    IPTR(labels);
+    FPTR(scalars);
     __local float red[WG];
     int n_valid  = ((__global const int *)work)[0];
     float lscale = has_scalars ? scalars[0] : 1.0f;
     float g      = n_valid ? (float)((wide_t)grad_scale / (wide_t)n_valid * (wide_t)lscale) : 0.0f;
     { /* one work-group per rows entry: the launch has exactly that many groups */
-        ulong r = get_group_id(0);
-        int label = labels[r];
+        ulong r    = get_group_id(0);
+        int label  = labels[r];
         ulong base = r * cols;
         /* The row's reductions run for ignored rows too, so the barriers stay outside any
          * branch (PoCL mishandles barriers in branches); only the writes differ. */
