@@ -93,7 +93,7 @@ static void teardown(void) {
     /* The plugin stays loaded: the OpenCL runtime keeps threads (rule 1 of the loader). */
 }
 
-TestSuite(opencl, .init = setup, .fini = teardown, .timeout = 300);
+TestSuite(opencl, .init = setup, .fini = teardown);
 
 /* create() with these options (the cache option added unless given); returns the status. */
 static ampx_status create_with(const char *const *opts, uint32_t n, ampx_context **ctx) {
@@ -393,7 +393,9 @@ Test(opencl, gemm_shared_weight_every_path) {
 // No platform at all: the ICD loader pointed at an empty vendor directory (each Criterion
 // test runs in its own process, so the loader initialises here for the first time).
 
-Test(opencl_none, probe_and_create_say_no_platform_in_one_line, .timeout = 60) {
+TestSuite(opencl_none);
+
+Test(opencl_none, probe_and_create_say_no_platform_in_one_line) {
     char dir[] = "/tmp/ampx-ocl-noicd-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
     setenv("OCL_ICD_VENDORS", dir, 1);

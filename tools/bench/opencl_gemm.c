@@ -11,7 +11,8 @@
  *   ampx_f16        f16 x f16 -> f16, default path
  * Timing covers enqueue to completion (clFinish / synchronize), data already on the device.
  *
- * usage: opencl_gemm [--device P:D] [--reps N] [--sizes 256,512,1024] [--markdown]
+ * usage: opencl_gemm [--device P:D] [--reps N] [--sizes 256,512,1024] [--markdown] [--trans-b]
+ * (--trans-b: C = A B^T, B stored n x k, for every variant)
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -82,20 +83,23 @@ static void ampx_side_open(ampx_side *s, const char *device, const char *gemm_op
     free(h);
 }
 
+static int trans_b; /* --trans-b: C = A B^T (B stored n x k) */
+
 static double ampx_side_run(ampx_side *s, size_t n, ampx_dtype dt) {
-    ampx_gemm_args g = {.size  = sizeof g,
-                        .m     = n,
-                        .n     = n,
-                        .k     = n,
-                        .batch = 1,
-                        .lda   = n,
-                        .ldb   = n,
-                        .ldc   = n,
-                        .alpha = 1.0f,
-                        .beta  = 0.0f,
-                        .a     = {s->a, 0, dt},
-                        .b     = {s->b, 0, dt},
-                        .c     = {s->c, 0, dt}};
+    ampx_gemm_args g = {.size    = sizeof g,
+                        .m       = n,
+                        .n       = n,
+                        .k       = n,
+                        .batch   = 1,
+                        .trans_b = (uint32_t)trans_b,
+                        .lda     = n,
+                        .ldb     = n,
+                        .ldc     = n,
+                        .alpha   = 1.0f,
+                        .beta    = 0.0f,
+                        .a       = {s->a, 0, dt},
+                        .b       = {s->b, 0, dt},
+                        .c       = {s->c, 0, dt}};
     double t0        = now_s();
     if (s->t->ops->gemm(s->ctx, &g) != AMPX_OK || s->t->synchronize(s->ctx) != AMPX_OK)
         die(ampx_backend_last_error(s->be));
@@ -151,8 +155,9 @@ static void clb_open(clb_side *s, const char *device, size_t n) {
 static double clb_run(clb_side *s, size_t n) {
     double t0 = now_s();
     CLBlastStatusCode st =
-        CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, n, n, n, 1.0f,
-                     s->a, 0, n, s->b, 0, n, 0.0f, s->c, 0, n, &s->q, NULL);
+        CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
+                     trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, n, n, n, 1.0f, s->a, 0, n,
+                     s->b, 0, n, 0.0f, s->c, 0, n, &s->q, NULL);
     if (st != CLBlastSuccess || clFinish(s->q) != CL_SUCCESS) die("CLBlastSgemm failed");
     return now_s() - t0;
 }
@@ -180,9 +185,11 @@ int main(int argc, char **argv) {
             snprintf(sizes_arg, sizeof sizes_arg, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--markdown"))
             markdown = 1;
+        else if (!strcmp(argv[i], "--trans-b"))
+            trans_b = 1;
         else {
             fprintf(stderr, "usage: opencl_gemm [--device P:D] [--reps N] [--sizes a,b,c] "
-                            "[--markdown]\n");
+                            "[--markdown] [--trans-b]\n");
             return 2;
         }
     }
