@@ -3,7 +3,10 @@
 # ones its test suite needs) when any is missing. Quick and silent when all are there.
 set -euo pipefail
 pkgs=(cmake gcc make pkg-config libcjson-dev)
-if [ "${1:-}" = "--tests" ]; then pkgs+=(libcriterion-dev python3); fi
+# The OpenCL backend builds against the ICD loader and CLBlast (never a vendor library) and
+# runs on PoCL, an OpenCL implementation on the CPU, wherever no GPU driver is installed.
+pkgs+=(ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd)
+if [ "${1:-}" = "--tests" ]; then pkgs+=(libcriterion-dev python3 clinfo); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,210 @@
+/* common.cl — what every OpenCL kernel of ampx shares; the plugin puts it first in the
+ * program it builds from kernels/opencl/.
+ *
+ * Tensors travel as three kernel arguments: the buffer (bytes), the byte offset of the first
+ * element, and the dtype (AMPX_F32 0, AMPX_BF16 1, AMPX_F16 2 as in dtype.h). Every element
+ * is widened to f32 exactly when loaded and rounded once to nearest even when stored. The
+ * conversions are integer ports of dtype.h, so they are bit-exact on every device and need
+ * no cl_khr_fp16: f16 is a storage format here, the arithmetic is f32 as the ABI asks.
+ *
+ * Build-time macros set by the plugin: WG (the work-group size of the reduction kernels, a
+ * power of two) and AMPX_FP64 (the device has cl_khr_fp64; a few scalars use double then).
+ */
+#pragma OPENCL FP_CONTRACT OFF /* a * b + c rounds twice, as the CPU backend and reference */
+
+#ifdef AMPX_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double wide_t;
+#else
+typedef float wide_t;
+#endif
+
+#define DT_F32 0
+#define DT_BF16 1
+#define DT_F16 2
+
+#define TENSOR(n) __global uchar *n##_p, ulong n##_o, int n##_dt
+#define CTENSOR(n) __global const uchar *n##_p, ulong n##_o, int n##_dt
+#define LD(n, i) ld_elem(n##_p + n##_o, n##_dt, (i))
+#define ST(n, i, v) st_elem(n##_p + n##_o, n##_dt, (i), (v))
+#define F32P(n) ((__global float *)(n##_p + n##_o))
+#define I32P(n) ((__global int *)(n##_p + n##_o))
+
+// ---------------------------------------------------------------------------------------
+// bf16 and f16 <-> f32, bit-exact ports of dtype.h
+
+inline float bf16_to_f32(ushort h) {
+    return as_float((uint)h << 16);
+}
+
+inline ushort f32_to_bf16(float f) {
+    uint x = as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (ushort)((x >> 16) | 0x0040u);
+    return (ushort)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+inline float f16_to_f32(ushort h) {
+    uint sign = (uint)(h & 0x8000u) << 16;
+    uint e    = (h >> 10) & 0x1fu;
+    uint mant = h & 0x3ffu;
+    if (e == 0x1fu) return as_float(sign | 0x7f800000u | (mant << 13));
+    if (e == 0u) {
+        if (mant == 0u) return as_float(sign);
+        /* subnormal mant * 2^-24: shift the leading one to bit 10 */
+        uint sh = clz(mant) - 21u; /* mant < 2^10: clz >= 22, shift >= 1 */
+        mant <<= sh;
+        return as_float(sign | ((113u - sh) << 23) | ((mant & 0x3ffu) << 13));
+    }
+    return as_float(sign | ((e + 112u) << 23) | (mant << 13));
+}
+
+inline ushort f32_to_f16(float f) {
+    uint x      = as_uint(f);
+    ushort sign = (ushort)((x >> 16) & 0x8000u);
+    uint ax     = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (ushort)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    if (ax >= 0x477ff000u) return (ushort)(sign | 0x7c00u);
+    if (ax < 0x38800000u) {
+        if (ax <= 0x33000000u) return sign;
+        uint e     = ax >> 23;
+        uint m     = (ax & 0x7fffffu) | 0x800000u;
+        uint shift = 126u - e;
+        uint r     = m >> shift;
+        uint rem   = m & ((1u << shift) - 1u);
+        uint half_ = 1u << (shift - 1u);
+        if (rem > half_ || (rem == half_ && (r & 1u))) r++;
+        return (ushort)(sign | r);
+    }
+    uint r   = (ax >> 13) - (112u << 10);
+    uint rem = ax & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
+    return (ushort)(sign | r);
+}
+
+/* ampx_hash32 of dtype.h */
+inline uint hash32(ulong seed, ulong index) {
+    ulong z = seed * 0x9e3779b97f4a7c15ul + index;
+    uint x  = (uint)(z ^ (z >> 32));
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+inline ushort f32_to_bf16_sr(float f, uint rnd) {
+    uint x = as_uint(f);
+    if ((x & 0x7fffffffu) >= 0x7f800000u) return f32_to_bf16(f);
+    return (ushort)((x + (rnd & 0xffffu)) >> 16);
+}
+
+inline ushort f32_to_f16_sr(float f, uint rnd) {
+    uint x      = as_uint(f);
+    ushort sign = (ushort)((x >> 16) & 0x8000u);
+    uint ax     = x & 0x7fffffffu;
+    if (ax >= 0x477fe000u) return f32_to_f16(f);
+    if (ax >= 0x38800000u) {
+        uint trunc = (ax >> 13) - (112u << 10);
+        if ((rnd >> 19) < (ax & 0x1fffu)) trunc++;
+        return (ushort)(sign | trunc);
+    }
+    uint e     = ax >> 23;
+    uint m     = e ? (ax & 0x7fffffu) | 0x800000u : ax;
+    uint shift = 126u - (e ? e : 1u);
+    if (shift < 32u) {
+        uint trunc = m >> shift, frac = m & ((1u << shift) - 1u);
+        if ((rnd >> (32u - shift)) < frac) trunc++;
+        return (ushort)(sign | trunc);
+    }
+    int up = shift - 32u >= 24u ? (rnd == 0u && m != 0u) : ((((ulong)rnd) << (shift - 32u)) < m);
+    return (ushort)(sign | (up ? 1u : 0u));
+}
+
+// ---------------------------------------------------------------------------------------
+// Element access
+
+inline float ld_elem(__global const uchar *base, int dt, ulong i) {
+    if (dt == DT_F32) return ((__global const float *)base)[i];
+    ushort h = ((__global const ushort *)base)[i];
+    return dt == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+inline void st_elem(__global uchar *base, int dt, ulong i, float v) {
+    if (dt == DT_F32)
+        ((__global float *)base)[i] = v;
+    else
+        ((__global ushort *)base)[i] = dt == DT_BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+}
+
+/* Stochastic rounding store (f32 stores exactly). */
+inline void st_elem_sr(__global uchar *base, int dt, ulong i, float v, uint rnd) {
+    if (dt == DT_F32)
+        ((__global float *)base)[i] = v;
+    else
+        ((__global ushort *)base)[i] =
+            dt == DT_BF16 ? f32_to_bf16_sr(v, rnd) : f32_to_f16_sr(v, rnd);
+}
+
+/* Bit tests that do not depend on the device's denormal mode. */
+inline int is_finite_bits(float v) {
+    return (as_uint(v) & 0x7f800000u) != 0x7f800000u;
+}
+
+// ---------------------------------------------------------------------------------------
+// Work-group reductions (every work item of a WG-sized group calls them; the result is
+// returned to all). Tree order is fixed, so results do not depend on scheduling.
+
+inline float wg_sum(float v, __local float *red) {
+    uint lid = get_local_id(0);
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* max that propagates NaN (a NaN anywhere gives NaN) */
+inline float nan_max(float a, float b) {
+    return (a != a || b != b) ? NAN : fmax(a, b);
+}
+
+inline float wg_max(float v, __local float *red) {
+    uint lid = get_local_id(0);
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) red[lid] = nan_max(red[lid], red[lid + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+inline uint wg_sum_u(uint v, __local uint *red) {
+    uint lid = get_local_id(0);
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    uint r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+#define GID get_global_id(0)
+#define GSIZE get_global_size(0)
+#define REDUCE_WG __attribute__((reqd_work_group_size(WG, 1, 1)))
+
+/* An f32 or i32 tensor of fixed dtype (statistics, labels, the scalars block): buffer and
+ * byte offset; a NULL buffer (an absent optional tensor) gives a NULL pointer. */
+#define FARG(n) __global uchar *n##_p, ulong n##_o
+#define FPTR(n) __global float *n = n##_p ? (__global float *)(n##_p + n##_o) : (__global float *)0
+#define IPTR(n) __global int *n = n##_p ? (__global int *)(n##_p + n##_o) : (__global int *)0

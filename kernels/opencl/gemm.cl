@@ -1,0 +1,187 @@
+/* gemm.cl — GEMM helpers and the tiled kernel for any mix of A/B/C dtypes.
+ *
+ * f32 x f32 -> f32 goes to CLBlast SGEMM. Other dtype mixes either run gemm_tiled here, or
+ * are widened to f32 (cast), multiplied by CLBlast and rounded back (gemm_store_c); the
+ * plugin picks the faster per its `gemm` option (see docs/OPENCL.md). Either way products
+ * and sums are f32, alpha and beta apply in f32 and C is rounded once.
+ *
+ * gemm_tiled: a work-group of 16 x 16 items computes a 64 x 64 tile of C, each item a 4 x 4
+ * block held in registers (rows ty + 16 w, columns tx + 16 v). Each 16-deep slice of k
+ * stages op(A) and op(B) in local memory as f32, converted once per element on load;
+ * elements outside the matrix load as 0 and padding between rows is never read. */
+#define GT_TS 64
+#define GT_TK 16
+
+__kernel __attribute__((reqd_work_group_size(16, 16, 1))) void
+gemm_tiled(CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n, ulong k, ulong lda, ulong ldb,
+           ulong ldc, ulong sa, ulong sb, ulong sc, int ta, int tb, float alpha, float beta,
+           ulong batch0) {
+    __local float As[GT_TK][GT_TS + 1];
+    __local float Bs[GT_TK][GT_TS + 1];
+    const uint tx = get_local_id(0), ty = get_local_id(1), tid = ty * 16 + tx;
+    const ulong bt   = batch0 + get_global_id(2);
+    const ulong row0 = (ulong)get_group_id(1) * GT_TS, col0 = (ulong)get_group_id(0) * GT_TS;
+    const ulong abase = bt * sa, bbase = bt * sb, cbase = bt * sc;
+    float acc[4][4];
+    for (int w = 0; w < 4; w++)
+        for (int v = 0; v < 4; v++)
+            acc[w][v] = 0.0f;
+    for (ulong k0 = 0; k0 < k; k0 += GT_TK) {
+        for (uint l = 0; l < 4; l++) {
+            uint idx = tid + 256u * l;
+            uint p = idx / GT_TS, i = idx % GT_TS;
+            ulong gi = row0 + i, gj = col0 + i, gp = k0 + p;
+            As[p][i] =
+                (gi < m && gp < k) ? LD(a, abase + (ta ? gp * lda + gi : gi * lda + gp)) : 0.0f;
+            Bs[p][i] =
+                (gj < n && gp < k) ? LD(b, bbase + (tb ? gj * ldb + gp : gp * ldb + gj)) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint p = 0; p < GT_TK; p++) {
+            float ar[4], br[4];
+            for (int w = 0; w < 4; w++) {
+                ar[w] = As[p][ty + 16 * w];
+                br[w] = Bs[p][tx + 16 * w];
+            }
+            for (int w = 0; w < 4; w++)
+                for (int v = 0; v < 4; v++)
+                    acc[w][v] += ar[w] * br[v];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int w = 0; w < 4; w++) {
+        ulong i = row0 + ty + 16 * w;
+        if (i >= m) continue;
+        for (int v = 0; v < 4; v++) {
+            ulong j = col0 + tx + 16 * v;
+            if (j >= n) continue;
+            ulong ci = cbase + i * ldc + j;
+            float r  = alpha * acc[w][v];
+            if (beta != 0.0f) r = r + beta * LD(c, ci);
+            ST(c, ci, r);
+        }
+    }
+}
+
+/* C_b = beta * C_b over the m x n elements of batches [batch0, batch0 + batches) (k == 0,
+ * and before CLBlast with beta == 0, so NaN poison in C never meets 0 * C); beta == 0
+ * writes zeros without reading C. */
+__kernel void gemm_beta(TENSOR(c), ulong m, ulong n, ulong ldc, ulong sc, ulong batch0,
+                        ulong batches, float beta) {
+    ulong total = m * n * batches;
+    for (ulong e = GID; e < total; e += GSIZE) {
+        ulong bt = batch0 + e / (m * n), r = (e % (m * n)) / n, j = e % n;
+        ulong ci = bt * sc + r * ldc + j;
+        ST(c, ci, beta == 0.0f ? 0.0f : beta * LD(c, ci));
+    }
+}
+
+/* Rounds the f32 result of the converted path back into C's m x n elements (the padding of
+ * C is left as it was). tmp has C's layout. */
+__kernel void gemm_store_c(__global const float *tmp, TENSOR(c), ulong m, ulong n, ulong ldc,
+                           ulong sc, ulong batch0, ulong batches) {
+    ulong total = m * n * batches;
+    for (ulong e = GID; e < total; e += GSIZE) {
+        ulong bt = batch0 + e / (m * n), r = (e % (m * n)) / n, j = e % n;
+        ulong ci = bt * sc + r * ldc + j;
+        ST(c, ci, tmp[ci]);
+    }
+}
+
+/* gemm_rows_<A>_<B>: register-blocked GEMM for CPU-like devices (PoCL), where a work item
+ * is a thread and only its own vector code is SIMD: compilers there do not vectorise across
+ * work items of a kernel that has loops inside. Each work item computes a 6 x 16 block of C
+ * (rows i0.., columns j0..) in twelve float8 accumulators (12 AVX registers): per k step it
+ * loads sixteen consecutive elements of a row of op(B) as two float8 (widening bf16 with a
+ * shift, f16 with vload_half8, both exact), broadcasts six elements of op(A), and does six
+ * vector multiply-adds. One kernel per A/B dtype pair, so the loop has no dtype branch.
+ * Dimension 0 walks the row blocks, so consecutive work-groups reuse the same columns of B
+ * from cache. Rows past m and columns past n re-read the last row or column and are not
+ * stored. Products and sums are f32; alpha and beta apply once at the end, C is rounded
+ * once. */
+#define GR_ROWS 6
+#define GR_COLS 16
+
+inline float lds_f32(__global const uchar *p, ulong i) {
+    return ((__global const float *)p)[i];
+}
+inline float lds_bf16(__global const uchar *p, ulong i) {
+    return bf16_to_f32(((__global const ushort *)p)[i]);
+}
+inline float lds_f16(__global const uchar *p, ulong i) {
+    return f16_to_f32(((__global const ushort *)p)[i]);
+}
+inline float8 ldv_f32(__global const uchar *p, ulong i) {
+    return vload8(0, (__global const float *)p + i);
+}
+inline float8 ldv_bf16(__global const uchar *p, ulong i) {
+    return as_float8(convert_uint8(vload8(0, (__global const ushort *)p + i)) << 16);
+}
+inline float8 ldv_f16(__global const uchar *p, ulong i) {
+    return vload_half8(0, (__global const half *)p + i);
+}
+
+#define GEMM_ROWS_KERNEL(AN, BN)                                                                   \
+    __kernel void gemm_rows_##AN##_##BN(CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n,       \
+                                        ulong k, ulong lda, ulong ldb, ulong ldc, ulong sa,        \
+                                        ulong sb, ulong sc, int ta, int tb, float alpha,           \
+                                        float beta, ulong batch0) {                                \
+        const ulong i0 = get_global_id(0) * GR_ROWS, j0 = get_global_id(1) * GR_COLS;              \
+        const ulong bt          = batch0 + get_global_id(2);                                       \
+        __global const uchar *A = a_p + a_o, *B = b_p + b_o;                                       \
+        ulong arow[GR_ROWS], bcol[GR_COLS];                                                        \
+        for (int r = 0; r < GR_ROWS; r++)                                                          \
+            arow[r] = bt * sa + (i0 + r < m ? i0 + r : m - 1) * (ta ? 1 : lda);                    \
+        for (int v = 0; v < GR_COLS; v++)                                                          \
+            bcol[v] = bt * sb + (j0 + v < n ? j0 + v : n - 1) * (tb ? ldb : 1);                    \
+        const ulong astep = ta ? lda : 1, bstep = tb ? 1 : ldb;                                    \
+        float8 acc0[GR_ROWS], acc1[GR_ROWS]; /* columns j0..j0+7 and j0+8..j0+15 */                \
+        for (int r = 0; r < GR_ROWS; r++)                                                          \
+            acc0[r] = acc1[r] = (float8)(0.0f);                                                    \
+        if (!tb && j0 + GR_COLS <= n) { /* a whole row segment of op(B) in one load */             \
+            for (ulong p = 0; p < k; p++) {                                                        \
+                float8 b0 = ldv_##BN(B, bcol[0] + p * bstep);                                      \
+                float8 b1 = ldv_##BN(B, bcol[0] + p * bstep + 8);                                  \
+                for (int r = 0; r < GR_ROWS; r++) {                                                \
+                    float8 av = (float8)(lds_##AN(A, arow[r] + p * astep));                        \
+                    acc0[r]   = mad(av, b0, acc0[r]);                                              \
+                    acc1[r]   = mad(av, b1, acc1[r]);                                              \
+                }                                                                                  \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (ulong p = 0; p < k; p++) {                                                        \
+                float bs[GR_COLS];                                                                 \
+                for (int v = 0; v < GR_COLS; v++)                                                  \
+                    bs[v] = lds_##BN(B, bcol[v] + p * bstep);                                      \
+                float8 b0 = vload8(0, bs), b1 = vload8(1, bs);                                     \
+                for (int r = 0; r < GR_ROWS; r++) {                                                \
+                    float8 av = (float8)(lds_##AN(A, arow[r] + p * astep));                        \
+                    acc0[r]   = mad(av, b0, acc0[r]);                                              \
+                    acc1[r]   = mad(av, b1, acc1[r]);                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (int r = 0; r < GR_ROWS; r++) {                                                        \
+            if (i0 + r >= m) break;                                                                \
+            float vals[GR_COLS];                                                                   \
+            vstore8(acc0[r], 0, vals);                                                             \
+            vstore8(acc1[r], 1, vals);                                                             \
+            for (int v = 0; v < GR_COLS; v++) {                                                    \
+                if (j0 + v >= n) break;                                                            \
+                ulong ci = bt * sc + (i0 + r) * ldc + j0 + v;                                      \
+                float x  = alpha * vals[v];                                                        \
+                if (beta != 0.0f) x = x + beta * LD(c, ci);                                        \
+                ST(c, ci, x);                                                                      \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+GEMM_ROWS_KERNEL(f32, f32)
+GEMM_ROWS_KERNEL(f32, bf16)
+GEMM_ROWS_KERNEL(f32, f16)
+GEMM_ROWS_KERNEL(bf16, f32)
+GEMM_ROWS_KERNEL(bf16, bf16)
+GEMM_ROWS_KERNEL(bf16, f16)
+GEMM_ROWS_KERNEL(f16, f32)
+GEMM_ROWS_KERNEL(f16, bf16)
+GEMM_ROWS_KERNEL(f16, f16)

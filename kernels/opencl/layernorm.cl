@@ -1,0 +1,82 @@
+/* layernorm.cl — LAYERNORM_FWD and LAYERNORM_BWD, one work-group per row; statistics in f32
+ * with the mean subtracted before the variance (two passes, no cancellation).
+ * layernorm_params sums dgamma/dbeta over rows, one work item per column, in row order. */
+
+__kernel REDUCE_WG void layernorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma), FARG(beta), FARG(mean),
+                                      FARG(rstd), ulong rows, ulong cols, float eps) {
+    FPTR(gamma);
+    FPTR(beta);
+    FPTR(mean);
+    FPTR(rstd);
+    __local float red[WG];
+    { /* one work-group per rows entry: the launch has exactly that many groups */
+        ulong r    = get_group_id(0);
+        ulong base = r * cols;
+        float s    = 0.0f;
+        for (ulong j = get_local_id(0); j < cols; j += WG)
+            s += LD(x, base + j);
+        float mu = wg_sum(s, red) / (float)cols;
+        float q  = 0.0f;
+        for (ulong j = get_local_id(0); j < cols; j += WG) {
+            float d = LD(x, base + j) - mu;
+            q += d * d;
+        }
+        float var = wg_sum(q, red) / (float)cols;
+        float rs  = 1.0f / sqrt(var + eps);
+        if (get_local_id(0) == 0) {
+            mean[r] = mu;
+            rstd[r] = rs;
+        }
+        for (ulong j = get_local_id(0); j < cols; j += WG) {
+            float v = (LD(x, base + j) - mu) * rs;
+            if (gamma) v = v * gamma[j];
+            if (beta) v = v + beta[j];
+            ST(y, base + j, v);
+        }
+    }
+}
+
+/* xhat = (x - mean) rstd, g = dy gamma, dx = rstd (g - mean_j g - xhat mean_j(g xhat)) */
+__kernel REDUCE_WG void layernorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx), FARG(gamma), FARG(mean),
+                                      FARG(rstd), ulong rows, ulong cols) {
+    FPTR(gamma);
+    FPTR(mean);
+    FPTR(rstd);
+    __local float red[WG];
+    { /* one work-group per rows entry: the launch has exactly that many groups */
+        ulong r    = get_group_id(0);
+        ulong base = r * cols;
+        float mu = mean[r], rs = rstd[r];
+        float sg = 0.0f, sgx = 0.0f;
+        for (ulong j = get_local_id(0); j < cols; j += WG) {
+            float g = LD(dy, base + j) * (gamma ? gamma[j] : 1.0f);
+            sg += g;
+            sgx += g * ((LD(x, base + j) - mu) * rs);
+        }
+        float mg  = wg_sum(sg, red) / (float)cols;
+        float mgx = wg_sum(sgx, red) / (float)cols;
+        for (ulong j = get_local_id(0); j < cols; j += WG) {
+            float g    = LD(dy, base + j) * (gamma ? gamma[j] : 1.0f);
+            float xhat = (LD(x, base + j) - mu) * rs;
+            ST(dx, base + j, rs * (g - mg - xhat * mgx));
+        }
+    }
+}
+
+__kernel void layernorm_params(CTENSOR(x), CTENSOR(dy), FARG(mean), FARG(rstd), FARG(dgamma),
+                               FARG(dbeta), ulong rows, ulong cols, int accumulate) {
+    FPTR(mean);
+    FPTR(rstd);
+    FPTR(dgamma);
+    FPTR(dbeta);
+    for (ulong c = GID; c < cols; c += GSIZE) {
+        float sg = 0.0f, sb = 0.0f;
+        for (ulong r = 0; r < rows; r++) {
+            float d = LD(dy, r * cols + c);
+            sg += d * ((LD(x, r * cols + c) - mean[r]) * rstd[r]);
+            sb += d;
+        }
+        if (dgamma) dgamma[c] = accumulate ? dgamma[c] + sg : sg;
+        if (dbeta) dbeta[c] = accumulate ? dbeta[c] + sb : sb;
+    }
+}

@@ -1,0 +1,69 @@
+/* amp.c — UNSCALE_CHECK, GRAD_STATS and SCALER_UPDATE (kernels/opencl/unscale_check.cl,
+ * grad_stats.cl, scaler_update.cl). The scale, found_inf and the rest of the scaler state
+ * are read and written by the kernels in the scalars block: a training step enqueues these
+ * ops and never reads the block back. */
+#include "ocl.h"
+
+ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *args) {
+    static const char *op = "unscale_check";
+    ampx_unscale_check_args a;
+    OCL_TAKE_ARGS(ctx, op, args, a);
+    OCL_TRY(ocl_check_list(ctx, op, "grads", &a.grads));
+    OCL_TRY(ocl_check_tensor_dt(ctx, op, "flags", &a.flags, AMPX_I32,
+                                (uint64_t)a.flag_base + a.grads.count, 0));
+    OCL_TRY(ocl_check_scalars(ctx, op, &a.scalars, 0));
+    if (a.grads.count == 0) return AMPX_OK;
+    ampx_tensor flags = a.flags;
+    flags.offset += 4ull * a.flag_base;
+    ocl_args k = ocl_args_begin(ctx, K_UNSCALE_CLEAR_FLAGS);
+    ocl_arg_fixed(&k, &flags);
+    ocl_arg_u32(&k, a.grads.count);
+    OCL_TRY(ocl_launch_1d(&k, a.grads.count));
+    for (uint32_t t = 0; t < a.grads.count; t++) {
+        ampx_tensor flag_t = flags;
+        flag_t.offset += 4ull * t;
+        k = ocl_args_begin(ctx, K_UNSCALE_CHECK);
+        ocl_arg_tensor(&k, &a.grads.tensors[t]);
+        ocl_arg_u64(&k, a.grads.n_elems[t]);
+        ocl_arg_fixed(&k, &flag_t);
+        ocl_arg_fixed(&k, &a.scalars);
+        OCL_TRY(ocl_launch_1d(&k, a.grads.n_elems[t]));
+    }
+    return AMPX_OK;
+}
+
+ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) {
+    static const char *op = "grad_stats";
+    ampx_grad_stats_args a;
+    OCL_TAKE_ARGS(ctx, op, args, a);
+    if (!ampx_dtype_is_float(a.target))
+        return ocl_fail(ctx, AMPX_ERR_INVALID, "%s: target dtype %s is not a float dtype", op,
+                        ampx_dtype_name(a.target));
+    OCL_TRY(ocl_check_list(ctx, op, "grads", &a.grads));
+    OCL_TRY(ocl_check_tensor_dt(ctx, op, "stats", &a.stats, AMPX_F32, 4ull * a.grads.count, 0));
+    OCL_TRY(ocl_check_tensor_dt(ctx, op, "counts", &a.counts, AMPX_I32, 3ull * a.grads.count, 0));
+    uint32_t tiny_bits = a.target == AMPX_F16 ? 0x38800000u /* 2^-14 */ : 0x00800000u /* 2^-126 */;
+    for (uint32_t t = 0; t < a.grads.count; t++) {
+        ampx_tensor stats = a.stats, counts = a.counts;
+        stats.offset += 16ull * t;
+        counts.offset += 12ull * t;
+        ocl_args k = ocl_args_begin(ctx, K_GRAD_STATS);
+        ocl_arg_tensor(&k, &a.grads.tensors[t]);
+        ocl_arg_u64(&k, a.grads.n_elems[t]);
+        ocl_arg_u32(&k, tiny_bits);
+        ocl_arg_fixed(&k, &stats);
+        ocl_arg_fixed(&k, &counts);
+        OCL_TRY(ocl_launch_groups(&k, 1));
+    }
+    return AMPX_OK;
+}
+
+ampx_status ocl_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *args) {
+    static const char *op = "scaler_update";
+    ampx_scaler_update_args a;
+    OCL_TAKE_ARGS(ctx, op, args, a);
+    OCL_TRY(ocl_check_scalars(ctx, op, &a.scalars, 0));
+    ocl_args k = ocl_args_begin(ctx, K_SCALER_UPDATE);
+    ocl_arg_fixed(&k, &a.scalars);
+    return ocl_launch_single(&k);
+}

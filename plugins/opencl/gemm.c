@@ -1,0 +1,298 @@
+/* gemm.c — batched, strided GEMM: C_b = alpha * op(A_b) * op(B_b) + beta * C_b.
+ *
+ * Paths (kernels/opencl/gemm.cl), chosen by the `gemm` option:
+ *   - f32 x f32 -> f32 (auto, convert): CLBlast SGEMM. With beta == 0, C's m x n elements
+ *     are zeroed first by gemm_beta, so NaN poison in C never meets 0 * C.
+ *   - rows: gemm_rows_<A>_<B>, 6 x 16 register blocks (twelve float8) per work item, loads
+ *     specialised per dtype pair. auto uses it for every other dtype mix on CPU devices:
+ *     on PoCL it beats both the tiled kernel and convert + CLBlast (docs/BENCHMARKS.md).
+ *   - tiled: gemm_tiled, 64 x 64 tiles staged in local memory as f32. auto uses it for other
+ *     dtype mixes on GPUs and accelerators (not measured on one yet).
+ *   - convert: A and B (and C when beta != 0) widened to f32 in scratch, in their own
+ *     layout; CLBlast multiplies; gemm_store_c rounds the m x n result into C.
+ *   - k == 0: C = beta * C (gemm_beta).
+ * Every path multiplies and sums in f32, applies alpha and beta in f32 and rounds C once.
+ * Batches whose C matrices overlap (stride_c smaller than one C) run one after the other,
+ * as the definition's "for b in [0, batch)" orders them.
+ */
+#include <clblast_c.h>
+#include <string.h>
+
+#include "ocl.h"
+
+static int gemm_extent(uint64_t batch, uint64_t stride, uint64_t rows, uint64_t cols, uint64_t ld,
+                       uint64_t *out) {
+    *out = 0;
+    if (batch == 0 || rows == 0 || cols == 0) return 0;
+    uint64_t x, y, z;
+    if (ocl_mul_u64(batch - 1, stride, &x) || ocl_mul_u64(rows - 1, ld, &y) ||
+        __builtin_add_overflow(x, y, &z) || __builtin_add_overflow(z, cols, out))
+        return -1;
+    return 0;
+}
+
+static ampx_status check_ld(ampx_context *ctx, const char *name, uint64_t ld, const char *dim,
+                            uint64_t need) {
+    if (ld >= need) return AMPX_OK;
+    return ocl_fail(ctx, AMPX_ERR_INVALID, "gemm: %s %llu < %s %llu", name, (unsigned long long)ld,
+                    dim, (unsigned long long)need);
+}
+
+static const char *clblast_name(CLBlastStatusCode s) {
+    switch (s) {
+    case CLBlastNotImplemented: return "CLBlastNotImplemented";
+    case CLBlastInvalidMatrixA: return "CLBlastInvalidMatrixA";
+    case CLBlastInvalidMatrixB: return "CLBlastInvalidMatrixB";
+    case CLBlastInvalidMatrixC: return "CLBlastInvalidMatrixC";
+    case CLBlastInsufficientMemoryA: return "CLBlastInsufficientMemoryA";
+    case CLBlastInsufficientMemoryB: return "CLBlastInsufficientMemoryB";
+    case CLBlastInsufficientMemoryC: return "CLBlastInsufficientMemoryC";
+    case CLBlastInvalidLocalMemUsage: return "CLBlastInvalidLocalMemUsage";
+    case CLBlastNoHalfPrecision: return "CLBlastNoHalfPrecision";
+    case CLBlastInvalidBatchCount: return "CLBlastInvalidBatchCount";
+    case CLBlastInvalidOverrideKernel: return "CLBlastInvalidOverrideKernel";
+    case CLBlastMissingOverrideParameter: return "CLBlastMissingOverrideParameter";
+    case CLBlastInvalidLocalThreadsTotal: return "CLBlastInvalidLocalThreadsTotal";
+    case CLBlastInvalidLocalThreadsDim: return "CLBlastInvalidLocalThreadsDim";
+    case CLBlastInvalidGlobalOffset: return "CLBlastInvalidGlobalOffset";
+    case CLBlastUnexpectedError: return "CLBlastUnexpectedError";
+    case CLBlastInvalidDimension: return "CLBlastInvalidDimension";
+    case CLBlastInvalidLeadDimA: return "CLBlastInvalidLeadDimA";
+    case CLBlastInvalidLeadDimB: return "CLBlastInvalidLeadDimB";
+    case CLBlastInvalidLeadDimC: return "CLBlastInvalidLeadDimC";
+    case CLBlastInsufficientMemoryTemp: return "CLBlastInsufficientMemoryTemp";
+    case CLBlastDatabaseError: return "CLBlastDatabaseError";
+    case CLBlastUnknownError: return "CLBlastUnknownError";
+    default: return ocl_err_name((cl_int)s); /* CLBlast passes OpenCL errors through */
+    }
+}
+
+typedef struct gemm_call {
+    const ampx_gemm_args *g;
+    cl_mem a, b, c;               /* the buffers CLBlast reads (f32) */
+    uint64_t a_off, b_off, c_off; /* in f32 elements */
+} gemm_call;
+
+static ampx_status clblast_fail(ampx_context *ctx, const ampx_gemm_args *g, const char *call,
+                                uint64_t nb, CLBlastStatusCode st) {
+    int oom = st == CLBlastInsufficientMemoryA || st == CLBlastInsufficientMemoryB ||
+              st == CLBlastInsufficientMemoryC || st == CLBlastInsufficientMemoryTemp ||
+              st == CL_MEM_OBJECT_ALLOCATION_FAILURE || st == CL_OUT_OF_HOST_MEMORY;
+    return ocl_fail(ctx, oom ? AMPX_ERR_NO_MEMORY : AMPX_ERR_DEVICE,
+                    "gemm: %s(m=%llu n=%llu k=%llu batch=%llu): %s (%d)", call,
+                    (unsigned long long)g->m, (unsigned long long)g->n, (unsigned long long)g->k,
+                    (unsigned long long)nb, clblast_name(st), (int)st);
+}
+
+/* One CLBlast SGEMM of batch b. */
+static ampx_status sgemm_one(ampx_context *ctx, const gemm_call *s, uint64_t b, float beta) {
+    const ampx_gemm_args *g = s->g;
+    cl_command_queue q      = ctx->queue;
+    CLBlastStatusCode st    = CLBlastSgemm(
+           CLBlastLayoutRowMajor, g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+        g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)g->m, (size_t)g->n,
+           (size_t)g->k, g->alpha, s->a, (size_t)(s->a_off + b * g->stride_a), (size_t)g->lda, s->b,
+           (size_t)(s->b_off + b * g->stride_b), (size_t)g->ldb, beta, s->c,
+           (size_t)(s->c_off + b * g->stride_c), (size_t)g->ldc, &q, NULL);
+    return st == CLBlastSuccess ? AMPX_OK : clblast_fail(ctx, g, "CLBlastSgemm", 1, st);
+}
+
+/* Batches [b0, b0 + nb): one strided-batched call when CLBlast accepts the strides (each at
+ * least its matrix's span), else one SGEMM per batch (e.g. stride 0: a shared weight). */
+static ampx_status sgemm(ampx_context *ctx, const gemm_call *s, uint64_t b0, uint64_t nb,
+                         float beta) {
+    const ampx_gemm_args *g = s->g;
+    uint64_t span_a = (g->trans_a ? g->k - 1 : g->m - 1) * g->lda + (g->trans_a ? g->m : g->k);
+    uint64_t span_b = (g->trans_b ? g->n - 1 : g->k - 1) * g->ldb + (g->trans_b ? g->k : g->n);
+    uint64_t span_c = (g->m - 1) * g->ldc + g->n;
+    if (nb == 1 || g->stride_a < span_a || g->stride_b < span_b || g->stride_c < span_c) {
+        for (uint64_t b = b0; b < b0 + nb; b++)
+            OCL_TRY(sgemm_one(ctx, s, b, beta));
+        return AMPX_OK;
+    }
+    cl_command_queue q   = ctx->queue;
+    CLBlastStatusCode st = CLBlastSgemmStridedBatched(
+        CLBlastLayoutRowMajor, g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+        g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)g->m, (size_t)g->n,
+        (size_t)g->k, g->alpha, s->a, (size_t)(s->a_off + b0 * g->stride_a), (size_t)g->lda,
+        (size_t)g->stride_a, s->b, (size_t)(s->b_off + b0 * g->stride_b), (size_t)g->ldb,
+        (size_t)g->stride_b, beta, s->c, (size_t)(s->c_off + b0 * g->stride_c), (size_t)g->ldc,
+        (size_t)g->stride_c, (size_t)nb, &q, NULL);
+    return st == CLBlastSuccess ? AMPX_OK
+                                : clblast_fail(ctx, g, "CLBlastSgemmStridedBatched", nb, st);
+}
+
+static ampx_status launch_beta(ampx_context *ctx, const ampx_gemm_args *g, const ampx_tensor *c,
+                               uint64_t b0, uint64_t nb, float beta) {
+    ocl_args k = ocl_args_begin(ctx, K_GEMM_BETA);
+    ocl_arg_tensor(&k, c);
+    ocl_arg_u64(&k, g->m);
+    ocl_arg_u64(&k, g->n);
+    ocl_arg_u64(&k, g->ldc);
+    ocl_arg_u64(&k, g->stride_c);
+    ocl_arg_u64(&k, b0);
+    ocl_arg_u64(&k, nb);
+    ocl_arg_f32(&k, beta);
+    return ocl_launch_1d(&k, g->m * g->n * nb);
+}
+
+static ampx_status launch_tiled(ampx_context *ctx, const ampx_gemm_args *g, uint64_t b0,
+                                uint64_t nb) {
+    ocl_args k = ocl_args_begin(ctx, K_GEMM_TILED);
+    ocl_arg_tensor(&k, &g->a);
+    ocl_arg_tensor(&k, &g->b);
+    ocl_arg_tensor(&k, &g->c);
+    ocl_arg_u64(&k, g->m);
+    ocl_arg_u64(&k, g->n);
+    ocl_arg_u64(&k, g->k);
+    ocl_arg_u64(&k, g->lda);
+    ocl_arg_u64(&k, g->ldb);
+    ocl_arg_u64(&k, g->ldc);
+    ocl_arg_u64(&k, g->stride_a);
+    ocl_arg_u64(&k, g->stride_b);
+    ocl_arg_u64(&k, g->stride_c);
+    ocl_arg_i32(&k, g->trans_a != 0);
+    ocl_arg_i32(&k, g->trans_b != 0);
+    ocl_arg_f32(&k, g->alpha);
+    ocl_arg_f32(&k, g->beta);
+    ocl_arg_u64(&k, b0);
+    size_t global[3] = {(size_t)((g->n + 63) / 64 * 16), (size_t)((g->m + 63) / 64 * 16),
+                        (size_t)nb};
+    size_t local[3]  = {16, 16, 1};
+    return ocl_launch_nd(&k, 3, global, local);
+}
+
+static ampx_status launch_rows(ampx_context *ctx, const ampx_gemm_args *g, uint64_t b0,
+                               uint64_t nb) {
+    ocl_args k = ocl_args_begin(ctx, K_GEMM_ROWS + 3 * g->a.dtype + g->b.dtype);
+    ocl_arg_tensor(&k, &g->a);
+    ocl_arg_tensor(&k, &g->b);
+    ocl_arg_tensor(&k, &g->c);
+    ocl_arg_u64(&k, g->m);
+    ocl_arg_u64(&k, g->n);
+    ocl_arg_u64(&k, g->k);
+    ocl_arg_u64(&k, g->lda);
+    ocl_arg_u64(&k, g->ldb);
+    ocl_arg_u64(&k, g->ldc);
+    ocl_arg_u64(&k, g->stride_a);
+    ocl_arg_u64(&k, g->stride_b);
+    ocl_arg_u64(&k, g->stride_c);
+    ocl_arg_i32(&k, g->trans_a != 0);
+    ocl_arg_i32(&k, g->trans_b != 0);
+    ocl_arg_f32(&k, g->alpha);
+    ocl_arg_f32(&k, g->beta);
+    ocl_arg_u64(&k, b0);
+    /* dimension 0: blocks of 6 rows, 4 per group; dimension 1: blocks of 16 columns */
+    size_t rows = (size_t)((g->m + 5) / 6), lx = 4;
+    size_t global[3] = {(rows + lx - 1) / lx * lx, (size_t)((g->n + 15) / 16), (size_t)nb};
+    size_t local[3]  = {lx, 1, 1};
+    return ocl_launch_nd(&k, 3, global, local);
+}
+
+/* Widens `n` elements of t into scratch `slot` as f32 (exact); NULL after logging. */
+static cl_mem widen(ampx_context *ctx, const ampx_tensor *t, uint64_t n, unsigned slot) {
+    cl_mem tmp = ocl_scratch_get(ctx, "gemm", slot, (size_t)(n ? n : 1) * 4);
+    if (!tmp || n == 0) return tmp;
+    ampx_buffer tb  = {tmp, n * 4};
+    ampx_tensor dst = {&tb, 0, AMPX_F32};
+    ocl_args k      = ocl_args_begin(ctx, K_CAST);
+    ocl_arg_tensor(&k, t);
+    ocl_arg_tensor(&k, &dst);
+    ocl_arg_u64(&k, n);
+    ocl_arg_i32(&k, 0);
+    ocl_arg_u64(&k, 0);
+    return ocl_launch_1d(&k, n) == AMPX_OK ? tmp : NULL;
+}
+
+ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
+    ampx_gemm_args ga;
+    OCL_TAKE_ARGS(ctx, "gemm", args, ga);
+    const ampx_gemm_args *g = &ga;
+    OCL_TRY(ocl_check_dtypes(ctx, "gemm", AMPX_OP_GEMM,
+                             (ampx_dtype[]){g->a.dtype, g->b.dtype, g->c.dtype}, 3));
+    uint64_t need_lda = g->trans_a ? g->m : g->k, need_ldb = g->trans_b ? g->k : g->n;
+    OCL_TRY(check_ld(ctx, "lda", g->lda, g->trans_a ? "m" : "k", need_lda));
+    OCL_TRY(check_ld(ctx, "ldb", g->ldb, g->trans_b ? "k" : "n", need_ldb));
+    OCL_TRY(check_ld(ctx, "ldc", g->ldc, "n", g->n));
+    int reads_ab   = g->m && g->n && g->k && g->batch;
+    uint64_t ext_a = 0, ext_b = 0, ext_c = 0;
+    if ((reads_ab && (gemm_extent(g->batch, g->stride_a, g->trans_a ? g->k : g->m,
+                                  g->trans_a ? g->m : g->k, g->lda, &ext_a) ||
+                      gemm_extent(g->batch, g->stride_b, g->trans_b ? g->n : g->k,
+                                  g->trans_b ? g->k : g->n, g->ldb, &ext_b))) ||
+        gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, &ext_c))
+        return ocl_fail(ctx, AMPX_ERR_INVALID, "gemm: shape and strides overflow 64 bits");
+    OCL_TRY(ocl_check_tensor(ctx, "gemm", "A", &g->a, ext_a, 0));
+    OCL_TRY(ocl_check_tensor(ctx, "gemm", "B", &g->b, ext_b, 0));
+    OCL_TRY(ocl_check_tensor(ctx, "gemm", "C", &g->c, ext_c, 0));
+    if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
+
+    /* Overlapping C matrices: one batch at a time. */
+    uint64_t c_span = (g->m - 1) * g->ldc + g->n;
+    uint64_t step   = (g->batch == 1 || g->stride_c >= c_span) ? g->batch : 1;
+
+    if (g->k == 0) {
+        for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
+            OCL_TRY(launch_beta(ctx, g, &g->c, b0, step, g->beta));
+        return AMPX_OK;
+    }
+    int all_f32 = g->a.dtype == AMPX_F32 && g->b.dtype == AMPX_F32 && g->c.dtype == AMPX_F32;
+    /* auto: rows on CPU devices (measured fastest on PoCL, docs/BENCHMARKS.md); tiled, the
+     * local-memory kernel, on GPUs and accelerators (not measured here). */
+    ocl_gemm_path path = ctx->gemm;
+    if (path == GEMM_AUTO && !all_f32) path = ctx->cpu_device ? GEMM_ROWS : GEMM_TILED;
+    if (path == GEMM_ROWS) {
+        for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
+            OCL_TRY(launch_rows(ctx, g, b0, step));
+        return AMPX_OK;
+    }
+    if (path == GEMM_TILED) {
+        for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
+            OCL_TRY(launch_tiled(ctx, g, b0, step));
+        return AMPX_OK;
+    }
+
+    /* CLBlast: f32 operands as they are, others widened to f32 scratch in their layout. */
+    gemm_call s = {g,
+                   g->a.buf->mem,
+                   g->b.buf->mem,
+                   g->c.buf->mem,
+                   g->a.offset / 4,
+                   g->b.offset / 4,
+                   g->c.offset / 4};
+    if (g->a.dtype != AMPX_F32) {
+        if (!(s.a = widen(ctx, &g->a, ext_a, 0))) return AMPX_ERR_NO_MEMORY;
+        s.a_off = 0;
+    }
+    if (g->b.dtype != AMPX_F32) {
+        if (!(s.b = widen(ctx, &g->b, ext_b, 1))) return AMPX_ERR_NO_MEMORY;
+        s.b_off = 0;
+    }
+    int c_f32 = g->c.dtype == AMPX_F32;
+    if (!c_f32) {
+        /* beta == 0: C is not read; scratch gets zeros through gemm_beta below. */
+        s.c = g->beta != 0.0f ? widen(ctx, &g->c, ext_c, 2)
+                              : ocl_scratch_get(ctx, "gemm", 2, (size_t)ext_c * 4);
+        if (!s.c) return AMPX_ERR_NO_MEMORY;
+        s.c_off = 0;
+    }
+    ampx_buffer cb   = {s.c, c_f32 ? g->c.buf->bytes : ext_c * 4};
+    ampx_tensor cf32 = {&cb, c_f32 ? g->c.offset : 0, AMPX_F32};
+    for (uint64_t b0 = 0; b0 < g->batch; b0 += step) {
+        if (g->beta == 0.0f) OCL_TRY(launch_beta(ctx, g, &cf32, b0, step, 0.0f));
+        OCL_TRY(sgemm(ctx, &s, b0, step, g->beta));
+        if (!c_f32) {
+            ocl_args k = ocl_args_begin(ctx, K_GEMM_STORE_C);
+            ocl_arg_mem(&k, s.c);
+            ocl_arg_tensor(&k, &g->c);
+            ocl_arg_u64(&k, g->m);
+            ocl_arg_u64(&k, g->n);
+            ocl_arg_u64(&k, g->ldc);
+            ocl_arg_u64(&k, g->stride_c);
+            ocl_arg_u64(&k, b0);
+            ocl_arg_u64(&k, step);
+            OCL_TRY(ocl_launch_1d(&k, g->m * g->n * step));
+        }
+    }
+    return AMPX_OK;
+}

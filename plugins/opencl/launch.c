@@ -1,0 +1,156 @@
+/* launch.c — setting kernel arguments, enqueueing kernels, device scratch buffers.
+ *
+ * Arguments are appended in the kernel's order; the first failing clSetKernelArg is kept and
+ * reported, with the kernel's name, by the launch that follows, so an op's code reads as
+ * the list of its kernel's parameters.
+ */
+#include <string.h>
+
+#include "ocl.h"
+
+const char *const ocl_kernel_names[K_COUNT] = {
+    [K_BUFFER_FILL]         = "buffer_fill",
+    [K_CAST]                = "cast",
+    [K_ADD]                 = "add",
+    [K_SCALE]               = "scale",
+    [K_BIAS_GRAD]           = "bias_grad",
+    [K_ACT_FWD]             = "act_fwd",
+    [K_ACT_BWD]             = "act_bwd",
+    [K_SOFTMAX_FWD]         = "softmax_fwd",
+    [K_SOFTMAX_BWD]         = "softmax_bwd",
+    [K_XENT_COUNT]          = "xent_count",
+    [K_XENT_ROWS]           = "xent_rows",
+    [K_XENT_LOSS]           = "xent_loss",
+    [K_LAYERNORM_FWD]       = "layernorm_fwd",
+    [K_LAYERNORM_BWD]       = "layernorm_bwd",
+    [K_LAYERNORM_PARAMS]    = "layernorm_params",
+    [K_BATCHNORM_FWD]       = "batchnorm_fwd",
+    [K_BATCHNORM_BWD]       = "batchnorm_bwd",
+    [K_EMBEDDING_FWD]       = "embedding_fwd",
+    [K_EMBEDDING_BWD]       = "embedding_bwd",
+    [K_REDUCE]              = "reduce",
+    [K_SUM_SQUARES]         = "sum_squares",
+    [K_UNSCALE_CLEAR_FLAGS] = "unscale_clear_flags",
+    [K_UNSCALE_CHECK]       = "unscale_check",
+    [K_GRAD_STATS]          = "grad_stats",
+    [K_SCALER_UPDATE]       = "scaler_update",
+    [K_OPT_BEGIN]           = "opt_begin",
+    [K_SGD]                 = "sgd",
+    [K_ADAMW]               = "adamw",
+    [K_GEMM_TILED]          = "gemm_tiled",
+    [K_GEMM_BETA]           = "gemm_beta",
+    [K_GEMM_STORE_C]        = "gemm_store_c",
+    [K_GEMM_ROWS + 0]       = "gemm_rows_f32_f32",
+    [K_GEMM_ROWS + 1]       = "gemm_rows_f32_bf16",
+    [K_GEMM_ROWS + 2]       = "gemm_rows_f32_f16",
+    [K_GEMM_ROWS + 3]       = "gemm_rows_bf16_f32",
+    [K_GEMM_ROWS + 4]       = "gemm_rows_bf16_bf16",
+    [K_GEMM_ROWS + 5]       = "gemm_rows_bf16_f16",
+    [K_GEMM_ROWS + 6]       = "gemm_rows_f16_f32",
+    [K_GEMM_ROWS + 7]       = "gemm_rows_f16_bf16",
+    [K_GEMM_ROWS + 8]       = "gemm_rows_f16_f16",
+};
+
+ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k) {
+    return (ocl_args){ctx, k, 0, CL_SUCCESS};
+}
+
+static void set_arg(ocl_args *a, size_t size, const void *value) {
+    cl_int err = clSetKernelArg(a->ctx->kernels[a->k], a->n, size, value);
+    if (err != CL_SUCCESS && a->err == CL_SUCCESS) a->err = err;
+    a->n++;
+}
+
+void ocl_arg_mem(ocl_args *a, cl_mem mem) {
+    set_arg(a, sizeof(cl_mem), mem ? &mem : NULL);
+}
+void ocl_arg_u64(ocl_args *a, uint64_t v) {
+    cl_ulong x = v;
+    set_arg(a, sizeof x, &x);
+}
+void ocl_arg_u32(ocl_args *a, uint32_t v) {
+    cl_uint x = v;
+    set_arg(a, sizeof x, &x);
+}
+void ocl_arg_i32(ocl_args *a, int32_t v) {
+    cl_int x = v;
+    set_arg(a, sizeof x, &x);
+}
+void ocl_arg_f32(ocl_args *a, float v) {
+    cl_float x = v;
+    set_arg(a, sizeof x, &x);
+}
+void ocl_arg_tensor(ocl_args *a, const ampx_tensor *t) {
+    ocl_arg_mem(a, t && t->buf ? t->buf->mem : NULL);
+    ocl_arg_u64(a, t && t->buf ? t->offset : 0);
+    ocl_arg_i32(a, t && t->buf ? (int32_t)t->dtype : 0);
+}
+void ocl_arg_fixed(ocl_args *a, const ampx_tensor *t) {
+    ocl_arg_mem(a, t && t->buf ? t->buf->mem : NULL);
+    ocl_arg_u64(a, t && t->buf ? t->offset : 0);
+}
+
+ampx_status ocl_launch_nd(ocl_args *a, cl_uint dims, const size_t *global, const size_t *local) {
+    const char *name = ocl_kernel_names[a->k];
+    if (a->err != CL_SUCCESS)
+        return ocl_fail(a->ctx, ocl_status_of(a->err), "%s: clSetKernelArg(%s, %u): %s", name, name,
+                        a->n, ocl_err_name(a->err));
+    cl_int err = clEnqueueNDRangeKernel(a->ctx->queue, a->ctx->kernels[a->k], dims, NULL, global,
+                                        local, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return ocl_fail(a->ctx, ocl_status_of(err), "%s: clEnqueueNDRangeKernel(%s): %s", name,
+                        name, ocl_err_name(err));
+    return AMPX_OK;
+}
+
+ampx_status ocl_launch_1d(ocl_args *a, uint64_t work) {
+    size_t local = 64;
+    uint64_t g   = (work + local - 1) / local * local;
+    if (g == 0) g = local;
+    if (g > a->ctx->max_items) g = a->ctx->max_items / local * local;
+    size_t global = (size_t)g;
+    return ocl_launch_nd(a, 1, &global, &local);
+}
+
+ampx_status ocl_launch_groups(ocl_args *a, uint64_t groups) {
+    size_t local = a->ctx->wg;
+    if (groups == 0) groups = 1; /* kernels take exactly one group per row or channel */
+    size_t global = (size_t)groups * local;
+    return ocl_launch_nd(a, 1, &global, &local);
+}
+
+ampx_status ocl_launch_single(ocl_args *a) {
+    size_t one = 1;
+    return ocl_launch_nd(a, 1, &one, &one);
+}
+
+cl_mem ocl_scratch_get(ampx_context *ctx, const char *opname, unsigned slot, size_t bytes) {
+    ocl_scratch *s = &ctx->scratch[slot];
+    if (bytes == 0) bytes = 1;
+    if (s->mem && s->bytes >= bytes) return s->mem;
+    if (bytes > ctx->max_alloc) {
+        ocl_fail(ctx, AMPX_ERR_NO_MEMORY,
+                 "%s: scratch of %zu bytes exceeds the device's largest allocation (%llu bytes)",
+                 opname, bytes, (unsigned long long)ctx->max_alloc);
+        return NULL;
+    }
+    if (s->mem) clReleaseMemObject(s->mem); /* kept alive by OpenCL until its commands end */
+    s->mem       = NULL;
+    s->bytes     = 0;
+    size_t grown = bytes < 4096 ? 4096 : bytes;
+    cl_int err;
+    cl_mem m = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, grown, NULL, &err);
+    if (err != CL_SUCCESS) {
+        ocl_check(ctx, err, opname, "clCreateBuffer(scratch)");
+        return NULL;
+    }
+    s->mem   = m;
+    s->bytes = grown;
+    return m;
+}
+
+void ocl_scratch_free(ampx_context *ctx) {
+    for (int i = 0; i < OCL_N_SCRATCH; i++)
+        if (ctx->scratch[i].mem) clReleaseMemObject(ctx->scratch[i].mem);
+    memset(ctx->scratch, 0, sizeof ctx->scratch);
+}

@@ -1,0 +1,252 @@
+/* ocl.h — internal header of the OpenCL backend (libampx-opencl.so).
+ *
+ * The context and buffer structs behind the ABI's opaque handles, the kernel table, and the
+ * helpers every op file shares: OpenCL status checks that log the call's name and the
+ * error's name, argument checks that log one ERROR line (the same rules and messages as the
+ * CPU backend), a small kernel-argument builder, and device scratch buffers.
+ *
+ * Everything here has hidden visibility; the plugin exports only ampx_backend_entry.
+ */
+#ifndef AMPX_PLUGIN_OCL_H
+#define AMPX_PLUGIN_OCL_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ampx/backend.h"
+#include "ampx/dtype.h"
+
+// ---------------------------------------------------------------------------------------
+// Buffers: a cl_mem of at least one byte, and the size the host asked for.
+
+struct ampx_buffer {
+    cl_mem mem;
+    uint64_t bytes;
+};
+
+// ---------------------------------------------------------------------------------------
+// Kernels, by name in kernels/opencl/ (one .cl file per op group). The table order is ocl_kernel's.
+
+typedef enum ocl_kernel {
+    K_BUFFER_FILL,
+    K_CAST,
+    K_ADD,
+    K_SCALE,
+    K_BIAS_GRAD,
+    K_ACT_FWD,
+    K_ACT_BWD,
+    K_SOFTMAX_FWD,
+    K_SOFTMAX_BWD,
+    K_XENT_COUNT,
+    K_XENT_ROWS,
+    K_XENT_LOSS,
+    K_LAYERNORM_FWD,
+    K_LAYERNORM_BWD,
+    K_LAYERNORM_PARAMS,
+    K_BATCHNORM_FWD,
+    K_BATCHNORM_BWD,
+    K_EMBEDDING_FWD,
+    K_EMBEDDING_BWD,
+    K_REDUCE,
+    K_SUM_SQUARES,
+    K_UNSCALE_CLEAR_FLAGS,
+    K_UNSCALE_CHECK,
+    K_GRAD_STATS,
+    K_SCALER_UPDATE,
+    K_OPT_BEGIN,
+    K_SGD,
+    K_ADAMW,
+    K_GEMM_TILED,
+    K_GEMM_BETA,
+    K_GEMM_STORE_C,
+    K_GEMM_ROWS, /* 9 kernels gemm_rows_<A>_<B>, index K_GEMM_ROWS + 3 * A dtype + B dtype */
+    K_GEMM_ROWS_LAST = K_GEMM_ROWS + 8,
+    K_COUNT
+} ocl_kernel;
+
+extern const char *const ocl_kernel_names[K_COUNT];
+
+/* How GEMMs other than f32 x f32 -> f32 run (option gemm=). */
+typedef enum ocl_gemm_path {
+    GEMM_AUTO    = 0, /* f32: CLBlast; else rows on CPU devices, tiled on others (gemm.c) */
+    GEMM_TILED   = 1, /* gemm_tiled for every dtype mix, f32 included */
+    GEMM_CONVERT = 2, /* widen to f32, CLBlast SGEMM, round back */
+    GEMM_ROWS    = 3, /* gemm_rows_<A>_<B> for every dtype mix, f32 included */
+} ocl_gemm_path;
+
+/* Device scratch (grown on demand; the old one is released, OpenCL keeps it alive until the
+ * commands using it are done). */
+typedef struct ocl_scratch {
+    cl_mem mem;
+    size_t bytes;
+} ocl_scratch;
+
+#define OCL_N_SCRATCH 4
+
+struct ampx_context {
+    ampx_log_fn log;
+    void *log_user;
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context cl;
+    cl_command_queue queue;
+    cl_program program;
+    cl_kernel kernels[K_COUNT];
+    size_t wg;           /* work-group size of the reduction kernels (WG) */
+    size_t max_items;    /* cap on the global size of grid-stride kernels */
+    uint64_t max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    uint64_t global_mem; /* CL_DEVICE_GLOBAL_MEM_SIZE */
+    int fp64;            /* cl_khr_fp64 */
+    int cpu_device;      /* CL_DEVICE_TYPE_CPU: picks the GEMM kernel for gemm=auto */
+    ocl_gemm_path gemm;  /* option gemm= */
+    ocl_scratch scratch[OCL_N_SCRATCH];
+    char platform_name[128];
+    char device_name[128];
+    char driver_version[64];
+    char device_version[64];
+    char devices_list[320]; /* "P:D name" of every device, for device_info */
+    unsigned plat_index, dev_index;
+    char cache_dir[512]; /* "" when the disk cache is off */
+    int cache_hit;       /* the program came from the disk cache */
+    double build_ms;     /* time to get the program (build or load) */
+};
+
+// ---------------------------------------------------------------------------------------
+// Logging, OpenCL status (plugin.c)
+
+ampx_status ocl_fail(ampx_context *ctx, ampx_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void ocl_log(ampx_context *ctx, ampx_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* "CL_OUT_OF_RESOURCES", or "OpenCL error -N" for a code this table does not know. */
+const char *ocl_err_name(cl_int err);
+
+/* The ampx status an OpenCL error maps to (allocation failures: NO_MEMORY, else DEVICE). */
+ampx_status ocl_status_of(cl_int err);
+
+/* err != CL_SUCCESS: logs "<op>: <call>: <error name>" and returns its status. */
+ampx_status ocl_check(ampx_context *ctx, cl_int err, const char *op, const char *call);
+
+#define OCL_TRY(expr)                                                                              \
+    do {                                                                                           \
+        ampx_status st_try_ = (expr);                                                              \
+        if (st_try_ != AMPX_OK) return st_try_;                                                    \
+    } while (0)
+
+// ---------------------------------------------------------------------------------------
+// Argument checks (plugin.c), as the CPU backend's
+
+int ocl_dtypes_ok(uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes);
+ampx_status ocl_check_dtypes(ampx_context *ctx, const char *opname, uint32_t op,
+                             const ampx_dtype *dtypes, uint32_t n_dtypes);
+ampx_status ocl_check_tensor(ampx_context *ctx, const char *opname, const char *name,
+                             const ampx_tensor *t, uint64_t n_elems, int optional);
+ampx_status ocl_check_tensor_dt(ampx_context *ctx, const char *opname, const char *name,
+                                const ampx_tensor *t, ampx_dtype want, uint64_t n_elems,
+                                int optional);
+ampx_status ocl_check_scalars(ampx_context *ctx, const char *opname, const ampx_tensor *t,
+                              int optional);
+ampx_status ocl_check_list(ampx_context *ctx, const char *opname, const char *name,
+                           const ampx_tensor_list *l);
+ampx_status ocl_take_args(ampx_context *ctx, const char *opname, const void *args, void *local,
+                          size_t local_size);
+
+#define OCL_TAKE_ARGS(ctx, opname, args, local)                                                    \
+    do {                                                                                           \
+        ampx_status st_take_ = ocl_take_args(ctx, opname, args, &(local), sizeof(local));          \
+        if (st_take_ != AMPX_OK) return st_take_;                                                  \
+    } while (0)
+
+static inline int ocl_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Launching kernels (launch.c)
+
+/* Arguments are appended in order; the first failure is kept and reported by the launch. */
+typedef struct ocl_args {
+    ampx_context *ctx;
+    ocl_kernel k;
+    cl_uint n;
+    cl_int err;
+} ocl_args;
+
+ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k);
+void ocl_arg_mem(ocl_args *a, cl_mem mem); /* mem may be NULL: a NULL pointer */
+void ocl_arg_u64(ocl_args *a, uint64_t v);
+void ocl_arg_u32(ocl_args *a, uint32_t v);
+void ocl_arg_i32(ocl_args *a, int32_t v);
+void ocl_arg_f32(ocl_args *a, float v);
+/* A tensor as (buffer, byte offset, dtype); a null tensor as (NULL, 0, 0). */
+void ocl_arg_tensor(ocl_args *a, const ampx_tensor *t);
+/* A fixed-dtype tensor as (buffer, byte offset). */
+void ocl_arg_fixed(ocl_args *a, const ampx_tensor *t);
+
+/* Enqueues a 1-D grid-stride kernel over `work` items (global size capped, a multiple of
+ * the local size 64). */
+ampx_status ocl_launch_1d(ocl_args *a, uint64_t work);
+/* Enqueues `groups` work-groups of ctx->wg items (capped; kernels stride over groups). */
+ampx_status ocl_launch_groups(ocl_args *a, uint64_t groups);
+/* Enqueues one work item. */
+ampx_status ocl_launch_single(ocl_args *a);
+/* Enqueues an explicit ND range. */
+ampx_status ocl_launch_nd(ocl_args *a, cl_uint dims, const size_t *global, const size_t *local);
+
+/* Scratch buffer `slot` of at least `bytes` (NULL after logging). */
+cl_mem ocl_scratch_get(ampx_context *ctx, const char *opname, unsigned slot, size_t bytes);
+void ocl_scratch_free(ampx_context *ctx);
+
+// ---------------------------------------------------------------------------------------
+// The program (program.c): build or load from the disk cache, create the kernels.
+
+ampx_status ocl_program_load(ampx_context *ctx, const char *build_options);
+extern const char ampx_ocl_source[];      /* kernels/opencl/ sources, embedded at build time */
+extern const size_t ampx_ocl_source_size; /* bytes, without the final NUL */
+
+// ---------------------------------------------------------------------------------------
+// The ops
+
+ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *a);
+ampx_status ocl_cast(ampx_context *ctx, const ampx_cast_args *a);
+ampx_status ocl_add(ampx_context *ctx, const ampx_add_args *a);
+ampx_status ocl_mul(ampx_context *ctx, const ampx_mul_args *a);
+ampx_status ocl_scale(ampx_context *ctx, const ampx_scale_args *a);
+ampx_status ocl_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *a);
+ampx_status ocl_act_fwd(ampx_context *ctx, const ampx_act_args *a);
+ampx_status ocl_act_bwd(ampx_context *ctx, const ampx_act_args *a);
+ampx_status ocl_softmax_fwd(ampx_context *ctx, const ampx_softmax_args *a);
+ampx_status ocl_softmax_bwd(ampx_context *ctx, const ampx_softmax_args *a);
+ampx_status ocl_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *a);
+ampx_status ocl_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *a);
+ampx_status ocl_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *a);
+ampx_status ocl_batchnorm_fwd(ampx_context *ctx, const ampx_batchnorm_args *a);
+ampx_status ocl_batchnorm_bwd(ampx_context *ctx, const ampx_batchnorm_args *a);
+ampx_status ocl_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *a);
+ampx_status ocl_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *a);
+ampx_status ocl_reduce(ampx_context *ctx, const ampx_reduce_args *a);
+ampx_status ocl_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
+ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
+ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
+ampx_status ocl_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
+ampx_status ocl_sgd(ampx_context *ctx, const ampx_sgd_args *a);
+ampx_status ocl_adamw(ampx_context *ctx, const ampx_adamw_args *a);
+
+/* Buffers (buffer.c) */
+ampx_status ocl_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);
+void ocl_buffer_free(ampx_context *ctx, ampx_buffer *buf);
+ampx_status ocl_buffer_write(ampx_context *ctx, ampx_buffer *dst, uint64_t offset, const void *src,
+                             uint64_t bytes);
+ampx_status ocl_buffer_read(ampx_context *ctx, const ampx_buffer *src, uint64_t offset, void *dst,
+                            uint64_t bytes);
+ampx_status ocl_buffer_copy(ampx_context *ctx, ampx_buffer *dst, uint64_t dst_offset,
+                            const ampx_buffer *src, uint64_t src_offset, uint64_t bytes);
+ampx_status ocl_buffer_fill(ampx_context *ctx, ampx_buffer *dst, uint64_t offset, uint64_t bytes,
+                            uint32_t pattern, uint32_t pattern_bytes);
+
+#endif /* AMPX_PLUGIN_OCL_H */

@@ -1,0 +1,608 @@
+/* plugin.c — the OpenCL backend's entry point: ampx_backend_entry, probe, device
+ * enumeration and selection, create/destroy and their options, device_info, supports(),
+ * synchronize and the op table; plus logging and OpenCL error names.
+ *
+ * Links only the OpenCL ICD loader (libOpenCL) and CLBlast, never a vendor's library, so any
+ * installed ICD (PoCL, a GPU driver) is found at run time. One context = one device, one
+ * in-order command queue; ops enqueue kernels and return, synchronize() waits.
+ */
+#define _GNU_SOURCE /* strcasestr */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ocl.h"
+
+#define OCL_PLUGIN_VERSION "0.1.0"
+#define OCL_MAX_PLATFORMS 16
+#define OCL_MAX_DEVICES 64
+
+// ---------------------------------------------------------------------------------------
+// Logging and OpenCL errors
+
+static void vlog(ampx_context *ctx, ampx_log_level level, const char *fmt, va_list ap) {
+    if (!ctx || !ctx->log) return;
+    char msg[4096];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    ctx->log(ctx->log_user, level, msg);
+}
+
+ampx_status ocl_fail(ampx_context *ctx, ampx_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(ctx, AMPX_LOG_ERROR, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void ocl_log(ampx_context *ctx, ampx_log_level level, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(ctx, level, fmt, ap);
+    va_end(ap);
+}
+
+const char *ocl_err_name(cl_int err) {
+    switch (err) {
+#define E(x)                                                                                       \
+    case x: return #x;
+        E(CL_SUCCESS)
+        E(CL_DEVICE_NOT_FOUND)
+        E(CL_DEVICE_NOT_AVAILABLE)
+        E(CL_COMPILER_NOT_AVAILABLE)
+        E(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+        E(CL_OUT_OF_RESOURCES)
+        E(CL_OUT_OF_HOST_MEMORY)
+        E(CL_PROFILING_INFO_NOT_AVAILABLE)
+        E(CL_MEM_COPY_OVERLAP)
+        E(CL_IMAGE_FORMAT_MISMATCH)
+        E(CL_IMAGE_FORMAT_NOT_SUPPORTED)
+        E(CL_BUILD_PROGRAM_FAILURE)
+        E(CL_MAP_FAILURE)
+        E(CL_MISALIGNED_SUB_BUFFER_OFFSET)
+        E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+        E(CL_COMPILE_PROGRAM_FAILURE)
+        E(CL_LINKER_NOT_AVAILABLE)
+        E(CL_LINK_PROGRAM_FAILURE)
+        E(CL_DEVICE_PARTITION_FAILED)
+        E(CL_KERNEL_ARG_INFO_NOT_AVAILABLE)
+        E(CL_INVALID_VALUE)
+        E(CL_INVALID_DEVICE_TYPE)
+        E(CL_INVALID_PLATFORM)
+        E(CL_INVALID_DEVICE)
+        E(CL_INVALID_CONTEXT)
+        E(CL_INVALID_QUEUE_PROPERTIES)
+        E(CL_INVALID_COMMAND_QUEUE)
+        E(CL_INVALID_HOST_PTR)
+        E(CL_INVALID_MEM_OBJECT)
+        E(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR)
+        E(CL_INVALID_IMAGE_SIZE)
+        E(CL_INVALID_SAMPLER)
+        E(CL_INVALID_BINARY)
+        E(CL_INVALID_BUILD_OPTIONS)
+        E(CL_INVALID_PROGRAM)
+        E(CL_INVALID_PROGRAM_EXECUTABLE)
+        E(CL_INVALID_KERNEL_NAME)
+        E(CL_INVALID_KERNEL_DEFINITION)
+        E(CL_INVALID_KERNEL)
+        E(CL_INVALID_ARG_INDEX)
+        E(CL_INVALID_ARG_VALUE)
+        E(CL_INVALID_ARG_SIZE)
+        E(CL_INVALID_KERNEL_ARGS)
+        E(CL_INVALID_WORK_DIMENSION)
+        E(CL_INVALID_WORK_GROUP_SIZE)
+        E(CL_INVALID_WORK_ITEM_SIZE)
+        E(CL_INVALID_GLOBAL_OFFSET)
+        E(CL_INVALID_EVENT_WAIT_LIST)
+        E(CL_INVALID_EVENT)
+        E(CL_INVALID_OPERATION)
+        E(CL_INVALID_GL_OBJECT)
+        E(CL_INVALID_BUFFER_SIZE)
+        E(CL_INVALID_MIP_LEVEL)
+        E(CL_INVALID_GLOBAL_WORK_SIZE)
+        E(CL_INVALID_PROPERTY)
+        E(CL_INVALID_IMAGE_DESCRIPTOR)
+        E(CL_INVALID_COMPILER_OPTIONS)
+        E(CL_INVALID_LINKER_OPTIONS)
+        E(CL_INVALID_DEVICE_PARTITION_COUNT)
+#undef E
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+    default: {
+        static _Thread_local char buf[32];
+        snprintf(buf, sizeof buf, "OpenCL error %d", (int)err);
+        return buf;
+    }
+    }
+}
+
+ampx_status ocl_status_of(cl_int err) {
+    switch (err) {
+    case CL_SUCCESS: return AMPX_OK;
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
+    case CL_OUT_OF_HOST_MEMORY:
+    case CL_INVALID_BUFFER_SIZE: return AMPX_ERR_NO_MEMORY;
+    default: return AMPX_ERR_DEVICE;
+    }
+}
+
+ampx_status ocl_check(ampx_context *ctx, cl_int err, const char *op, const char *call) {
+    if (err == CL_SUCCESS) return AMPX_OK;
+    return ocl_fail(ctx, ocl_status_of(err), "%s: %s: %s", op, call, ocl_err_name(err));
+}
+
+// ---------------------------------------------------------------------------------------
+// Devices: every device of every platform, in platform then device order.
+
+typedef struct dev_entry {
+    cl_platform_id platform;
+    cl_device_id device;
+    unsigned p, d;
+    cl_device_type type;
+    char platform_name[128];
+    char name[128];
+    char unusable[160]; /* why the plugin cannot run on it, "" if it can */
+} dev_entry;
+
+static void dev_str(cl_device_id d, cl_device_info what, char *out, size_t cap) {
+    out[0] = '\0';
+    if (clGetDeviceInfo(d, what, cap, out, NULL) != CL_SUCCESS) snprintf(out, cap, "?");
+    out[cap - 1] = '\0';
+}
+
+/* What the plugin needs of a device: available, a compiler, OpenCL 1.2. */
+static void dev_check(dev_entry *e) {
+    cl_bool avail = CL_FALSE, compiler = CL_FALSE;
+    char version[64];
+    clGetDeviceInfo(e->device, CL_DEVICE_AVAILABLE, sizeof avail, &avail, NULL);
+    clGetDeviceInfo(e->device, CL_DEVICE_COMPILER_AVAILABLE, sizeof compiler, &compiler, NULL);
+    dev_str(e->device, CL_DEVICE_VERSION, version, sizeof version);
+    int major = 0, minor = 0;
+    sscanf(version, "OpenCL %d.%d", &major, &minor);
+    if (!avail)
+        snprintf(e->unusable, sizeof e->unusable, "not available");
+    else if (!compiler)
+        snprintf(e->unusable, sizeof e->unusable, "no OpenCL C compiler");
+    else if (major * 10 + minor < 12)
+        snprintf(e->unusable, sizeof e->unusable, "%s, needs OpenCL 1.2", version);
+    else
+        e->unusable[0] = '\0';
+}
+
+/* Fills up to cap entries; returns the count, or -1 with *err set when there is no platform. */
+static int enumerate_devices(dev_entry *out, int cap, cl_int *err) {
+    cl_platform_id plats[OCL_MAX_PLATFORMS];
+    cl_uint np = 0;
+    *err       = clGetPlatformIDs(OCL_MAX_PLATFORMS, plats, &np);
+    if (*err != CL_SUCCESS || np == 0) return -1;
+    if (np > OCL_MAX_PLATFORMS) np = OCL_MAX_PLATFORMS;
+    int n = 0;
+    for (cl_uint p = 0; p < np; p++) {
+        cl_device_id devs[OCL_MAX_DEVICES];
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, OCL_MAX_DEVICES, devs, &nd) != CL_SUCCESS)
+            continue;
+        if (nd > OCL_MAX_DEVICES) nd = OCL_MAX_DEVICES;
+        for (cl_uint d = 0; d < nd && n < cap; d++) {
+            dev_entry *e = &out[n++];
+            memset(e, 0, sizeof *e);
+            e->platform = plats[p];
+            e->device   = devs[d];
+            e->p        = p;
+            e->d        = d;
+            clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof e->type, &e->type, NULL);
+            if (clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof e->platform_name,
+                                  e->platform_name, NULL) != CL_SUCCESS)
+                snprintf(e->platform_name, sizeof e->platform_name, "?");
+            dev_str(devs[d], CL_DEVICE_NAME, e->name, sizeof e->name);
+            dev_check(e);
+        }
+    }
+    return n;
+}
+
+static const char *type_name(cl_device_type t) {
+    if (t & CL_DEVICE_TYPE_GPU) return "GPU";
+    if (t & CL_DEVICE_TYPE_ACCELERATOR) return "accelerator";
+    if (t & CL_DEVICE_TYPE_CPU) return "CPU";
+    return "other";
+}
+
+/* Default order: GPU, then accelerator, then CPU, then anything else; first usable wins. */
+static int default_device(const dev_entry *e, int n) {
+    static const cl_device_type order[] = {CL_DEVICE_TYPE_GPU, CL_DEVICE_TYPE_ACCELERATOR,
+                                           CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_ALL};
+    for (size_t o = 0; o < sizeof order / sizeof order[0]; o++)
+        for (int i = 0; i < n; i++)
+            if ((e[i].type & order[o]) && !e[i].unusable[0]) return i;
+    return -1;
+}
+
+// ---------------------------------------------------------------------------------------
+// Probe: is there an ICD, a platform, a device the plugin can use? One line either way.
+
+static ampx_status ocl_probe(char *reason, size_t reason_cap) {
+    dev_entry devs[OCL_MAX_DEVICES];
+    cl_int err = CL_SUCCESS;
+    int n      = enumerate_devices(devs, OCL_MAX_DEVICES, &err);
+    char tmp[512];
+    ampx_status st = AMPX_ERR_UNAVAILABLE;
+    if (n < 0) {
+        snprintf(tmp, sizeof tmp,
+                 "no OpenCL platform (%s; is an ICD such as pocl-opencl-icd installed in "
+                 "/etc/OpenCL/vendors?)",
+                 err == CL_SUCCESS ? "0 platforms" : ocl_err_name(err));
+    } else if (n == 0) {
+        snprintf(tmp, sizeof tmp, "no OpenCL device on any platform");
+    } else {
+        int pick = default_device(devs, n);
+        if (pick >= 0) {
+            snprintf(tmp, sizeof tmp, "%d OpenCL device%s; default %u:%u %s (%s)", n,
+                     n == 1 ? "" : "s", devs[pick].p, devs[pick].d, devs[pick].name,
+                     type_name(devs[pick].type));
+            st = AMPX_OK;
+        } else {
+            snprintf(tmp, sizeof tmp, "no usable OpenCL device: %u:%u %s: %s%s", devs[0].p,
+                     devs[0].d, devs[0].name, devs[0].unusable, n > 1 ? " (and the others)" : "");
+        }
+    }
+    if (reason && reason_cap > 0) snprintf(reason, reason_cap, "%s", tmp);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------
+// Options
+
+typedef struct ocl_opts {
+    char device[128]; /* "" = default; "P:D"; or a name substring */
+    char cache[512];  /* "" = default location; "off"; or a directory */
+    ocl_gemm_path gemm;
+} ocl_opts;
+
+static ampx_status parse_options(ampx_context *ctx, const ampx_host *h, ocl_opts *o) {
+    if (h->n_options > 0 && !h->options)
+        return ocl_fail(ctx, AMPX_ERR_INVALID, "opencl: %u options but a NULL options array",
+                        h->n_options);
+    for (uint32_t i = 0; i < h->n_options; i++) {
+        const char *opt = h->options[i];
+        if (!opt) return ocl_fail(ctx, AMPX_ERR_INVALID, "opencl: option %u is NULL", i);
+        const char *eq = strchr(opt, '=');
+        if (!eq)
+            return ocl_fail(ctx, AMPX_ERR_INVALID, "opencl: option '%s' is not key=value", opt);
+        size_t klen     = (size_t)(eq - opt);
+        const char *val = eq + 1;
+        if (klen == 6 && strncmp(opt, "device", 6) == 0) {
+            if (!val[0] || strlen(val) >= sizeof o->device)
+                return ocl_fail(ctx, AMPX_ERR_INVALID,
+                                "opencl: device=%s: expected P:D (platform:device index) or a "
+                                "part of the device name",
+                                val);
+            snprintf(o->device, sizeof o->device, "%s", val);
+        } else if (klen == 5 && strncmp(opt, "cache", 5) == 0) {
+            if (!val[0] || strlen(val) >= sizeof o->cache)
+                return ocl_fail(ctx, AMPX_ERR_INVALID,
+                                "opencl: cache=%s: expected a directory or 'off'", val);
+            snprintf(o->cache, sizeof o->cache, "%s", val);
+        } else if (klen == 4 && strncmp(opt, "gemm", 4) == 0) {
+            if (strcmp(val, "auto") == 0)
+                o->gemm = GEMM_AUTO;
+            else if (strcmp(val, "tiled") == 0)
+                o->gemm = GEMM_TILED;
+            else if (strcmp(val, "convert") == 0)
+                o->gemm = GEMM_CONVERT;
+            else if (strcmp(val, "rows") == 0)
+                o->gemm = GEMM_ROWS;
+            else
+                return ocl_fail(ctx, AMPX_ERR_INVALID,
+                                "opencl: gemm=%s: expected one of auto, rows, tiled, convert", val);
+        } else {
+            return ocl_fail(ctx, AMPX_ERR_INVALID,
+                            "opencl: unknown option '%.*s' (known: device, cache, gemm)", (int)klen,
+                            opt);
+        }
+    }
+    return AMPX_OK;
+}
+
+/* Resolves device=: "P:D" exactly, else a case-insensitive substring of "platform device". */
+static ampx_status select_device(ampx_context *ctx, const dev_entry *devs, int n, const char *want,
+                                 int *pick) {
+    *pick = -1;
+    if (!want[0]) {
+        *pick = default_device(devs, n);
+        if (*pick < 0)
+            return ocl_fail(ctx, AMPX_ERR_UNAVAILABLE,
+                            "opencl: no usable OpenCL device: %u:%u %s: %s", devs[0].p, devs[0].d,
+                            devs[0].name, devs[0].unusable);
+        return AMPX_OK;
+    }
+    unsigned p, d;
+    char tail;
+    if (sscanf(want, "%u:%u%c", &p, &d, &tail) == 2) {
+        for (int i = 0; i < n; i++)
+            if (devs[i].p == p && devs[i].d == d) *pick = i;
+    } else {
+        for (int i = 0; i < n && *pick < 0; i++) {
+            char full[260];
+            snprintf(full, sizeof full, "%s %s", devs[i].platform_name, devs[i].name);
+            if (strcasestr(full, want)) *pick = i;
+        }
+    }
+    if (*pick < 0) {
+        char list[512] = "";
+        for (int i = 0; i < n; i++) {
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof list - l, "%s%u:%u %s", i ? ", " : "", devs[i].p, devs[i].d,
+                     devs[i].name);
+        }
+        return ocl_fail(ctx, AMPX_ERR_INVALID, "opencl: device=%s matches no device (have: %s)",
+                        want, list);
+    }
+    if (devs[*pick].unusable[0])
+        return ocl_fail(ctx, AMPX_ERR_UNAVAILABLE, "opencl: device %u:%u %s: %s", devs[*pick].p,
+                        devs[*pick].d, devs[*pick].name, devs[*pick].unusable);
+    return AMPX_OK;
+}
+
+/* The disk cache directory: cache= option, else $AMPX_OPENCL_CACHE_DIR, else
+ * $XDG_CACHE_HOME/ampx/opencl, else $HOME/.cache/ampx/opencl; "off" (either way) disables. */
+static void resolve_cache_dir(const char *opt, char *out, size_t cap) {
+    const char *env = getenv("AMPX_OPENCL_CACHE_DIR");
+    const char *dir = opt[0] ? opt : (env && env[0] ? env : NULL);
+    out[0]          = '\0';
+    if (dir) {
+        if (strcmp(dir, "off") != 0) snprintf(out, cap, "%s", dir);
+        return;
+    }
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0])
+        snprintf(out, cap, "%s/ampx/opencl", xdg);
+    else if (home && home[0])
+        snprintf(out, cap, "%s/.cache/ampx/opencl", home);
+}
+
+// ---------------------------------------------------------------------------------------
+// Create, destroy
+
+static void read_host(const ampx_host *host, ampx_host *h) {
+    memset(h, 0, sizeof *h);
+    uint32_t size = host->size;
+    memcpy(h, host, size < sizeof *h ? size : sizeof *h);
+}
+
+static void ocl_destroy(ampx_context *ctx) {
+    if (!ctx) return;
+    if (ctx->queue) clFinish(ctx->queue);
+    for (int k = 0; k < K_COUNT; k++)
+        if (ctx->kernels[k]) clReleaseKernel(ctx->kernels[k]);
+    ocl_scratch_free(ctx);
+    if (ctx->program) clReleaseProgram(ctx->program);
+    if (ctx->queue) clReleaseCommandQueue(ctx->queue);
+    if (ctx->cl) clReleaseContext(ctx->cl);
+    free(ctx);
+}
+
+static int has_extension(cl_device_id d, const char *ext) {
+    size_t len = 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &len) != CL_SUCCESS || len == 0) return 0;
+    char *s = malloc(len + 1);
+    if (!s) return 0;
+    int found = 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, len, s, NULL) == CL_SUCCESS) {
+        s[len]     = '\0';
+        char *save = NULL;
+        for (char *tok = strtok_r(s, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+            if (strcmp(tok, ext) == 0) found = 1;
+    }
+    free(s);
+    return found;
+}
+
+static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
+    if (out) *out = NULL;
+    if (!host) return AMPX_ERR_INVALID;
+    ampx_host h;
+    read_host(host, &h);
+    ampx_context tmp = {.log = h.log, .log_user = h.log_user};
+    if (!out) return ocl_fail(&tmp, AMPX_ERR_INVALID, "opencl: create: out is NULL");
+    if (h.abi_major != AMPX_ABI_MAJOR)
+        return ocl_fail(&tmp, AMPX_ERR_UNSUPPORTED,
+                        "opencl: host speaks ABI %u.%u, this plugin ABI %d.%d", h.abi_major,
+                        h.abi_minor, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+    ocl_opts o;
+    memset(&o, 0, sizeof o);
+    OCL_TRY(parse_options(&tmp, &h, &o));
+
+    dev_entry devs[OCL_MAX_DEVICES];
+    cl_int err = CL_SUCCESS;
+    int n      = enumerate_devices(devs, OCL_MAX_DEVICES, &err);
+    if (n < 0)
+        return ocl_fail(&tmp, AMPX_ERR_UNAVAILABLE, "opencl: no OpenCL platform (%s)",
+                        err == CL_SUCCESS ? "0 platforms" : ocl_err_name(err));
+    if (n == 0) return ocl_fail(&tmp, AMPX_ERR_UNAVAILABLE, "opencl: no OpenCL device");
+    int pick = -1;
+    OCL_TRY(select_device(&tmp, devs, n, o.device, &pick));
+
+    ampx_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return ocl_fail(&tmp, AMPX_ERR_NO_MEMORY, "opencl: out of memory for the context");
+    ctx->log        = h.log;
+    ctx->log_user   = h.log_user;
+    ctx->platform   = devs[pick].platform;
+    ctx->device     = devs[pick].device;
+    ctx->plat_index = devs[pick].p;
+    ctx->dev_index  = devs[pick].d;
+    ctx->gemm       = o.gemm;
+    snprintf(ctx->platform_name, sizeof ctx->platform_name, "%s", devs[pick].platform_name);
+    snprintf(ctx->device_name, sizeof ctx->device_name, "%s", devs[pick].name);
+    dev_str(ctx->device, CL_DRIVER_VERSION, ctx->driver_version, sizeof ctx->driver_version);
+    dev_str(ctx->device, CL_DEVICE_VERSION, ctx->device_version, sizeof ctx->device_version);
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(ctx->devices_list);
+        snprintf(ctx->devices_list + l, sizeof ctx->devices_list - l, "%s%u:%u %s (%s)%s",
+                 i ? "; " : "", devs[i].p, devs[i].d, devs[i].name, type_name(devs[i].type),
+                 i == pick ? " [selected]" : (devs[i].unusable[0] ? " [unusable]" : ""));
+    }
+    resolve_cache_dir(o.cache, ctx->cache_dir, sizeof ctx->cache_dir);
+
+    cl_ulong max_alloc = 0, gmem = 0;
+    size_t max_wg = 1;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL);
+    clGetDeviceInfo(ctx->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof gmem, &gmem, NULL);
+    clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
+    ctx->max_alloc  = max_alloc;
+    ctx->global_mem = gmem;
+    ctx->fp64       = has_extension(ctx->device, "cl_khr_fp64");
+    ctx->cpu_device = (devs[pick].type & CL_DEVICE_TYPE_CPU) != 0;
+    ctx->wg         = 1;
+    while (ctx->wg * 2 <= max_wg && ctx->wg < 256)
+        ctx->wg *= 2;
+    cl_uint cus = 1;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
+    ctx->max_items = (size_t)(cus ? cus : 1) * 4096;
+    if (ctx->wg < 16 * 16 || max_wg < 256) {
+        ampx_status st =
+            ocl_fail(&tmp, AMPX_ERR_UNAVAILABLE,
+                     "opencl: device %s: work-groups of %zu items, the kernels need 256",
+                     ctx->device_name, max_wg);
+        ocl_destroy(ctx);
+        return st;
+    }
+
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
+    ctx->cl                       = clCreateContext(props, 1, &ctx->device, NULL, NULL, &err);
+    if (err != CL_SUCCESS) {
+        ampx_status st = ocl_check(&tmp, err, "opencl: create", "clCreateContext");
+        ocl_destroy(ctx);
+        return st;
+    }
+    ctx->queue = clCreateCommandQueue(ctx->cl, ctx->device, 0, &err);
+    if (err != CL_SUCCESS) {
+        ampx_status st = ocl_check(&tmp, err, "opencl: create", "clCreateCommandQueue");
+        ocl_destroy(ctx);
+        return st;
+    }
+
+    cl_device_fp_config fpc = 0;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fpc, &fpc, NULL);
+    char opts[256];
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DWG=%zu%s%s", ctx->wg,
+             ctx->fp64 ? " -DAMPX_FP64=1" : "",
+             (fpc & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt"
+                                                         : "");
+    ampx_status st = ocl_program_load(ctx, opts);
+    if (st != AMPX_OK) {
+        ocl_destroy(ctx);
+        return st;
+    }
+    ocl_log(ctx, AMPX_LOG_INFO, "opencl: device %u:%u %s (%s), program %s in %.0f ms",
+            ctx->plat_index, ctx->dev_index, ctx->device_name, ctx->platform_name,
+            ctx->cache_hit ? "loaded from the disk cache" : "built", ctx->build_ms);
+    *out = ctx;
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// Device info, supports, synchronize
+
+static ampx_status ocl_device_info(ampx_context *ctx, ampx_device_info *info) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    if (!info) return ocl_fail(ctx, AMPX_ERR_INVALID, "device_info: info is NULL");
+    uint32_t size = info->size;
+    if (size < sizeof(uint32_t))
+        return ocl_fail(ctx, AMPX_ERR_INVALID, "device_info: info size %u too small", size);
+    ampx_device_info d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "%s", ctx->device_name);
+    char desc[2048];
+    snprintf(desc, sizeof desc,
+             "ampx OpenCL backend %s on %u:%u, %s, %s, driver %s; gemm %s; cache %s; devices: %s",
+             OCL_PLUGIN_VERSION, ctx->plat_index, ctx->dev_index, ctx->platform_name,
+             ctx->device_version, ctx->driver_version,
+             ctx->gemm == GEMM_TILED     ? "tiled"
+             : ctx->gemm == GEMM_ROWS    ? "rows"
+             : ctx->gemm == GEMM_CONVERT ? "convert+CLBlast"
+                                         : "auto",
+             ctx->cache_dir[0] ? ctx->cache_dir : "off", ctx->devices_list);
+    size_t dlen = strlen(desc);
+    if (dlen >= sizeof d.description) dlen = sizeof d.description - 1;
+    memcpy(d.description, desc, dlen); /* truncated to fit, d is zeroed */
+    d.memory_bytes = ctx->global_mem;
+    d.n_threads    = 0;
+    size_t n       = size < sizeof d ? size : sizeof d;
+    memcpy((char *)info + sizeof(uint32_t), (char *)&d + sizeof(uint32_t), n - sizeof(uint32_t));
+    return AMPX_OK;
+}
+
+static int ocl_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes,
+                        uint32_t shape_class) {
+    (void)ctx;
+    if (op >= AMPX_OP_COUNT || shape_class != AMPX_SHAPE_ANY) return 0;
+    return ocl_dtypes_ok(op, dtypes, n_dtypes);
+}
+
+static ampx_status ocl_synchronize(ampx_context *ctx) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    return ocl_check(ctx, clFinish(ctx->queue), "synchronize", "clFinish");
+}
+
+// ---------------------------------------------------------------------------------------
+// The tables
+
+static const ampx_backend_ops ocl_ops = {
+    .size          = sizeof(ampx_backend_ops),
+    .gemm          = ocl_gemm,
+    .cast          = ocl_cast,
+    .add           = ocl_add,
+    .mul           = ocl_mul,
+    .scale         = ocl_scale,
+    .bias_grad     = ocl_bias_grad,
+    .act_fwd       = ocl_act_fwd,
+    .act_bwd       = ocl_act_bwd,
+    .softmax_fwd   = ocl_softmax_fwd,
+    .softmax_bwd   = ocl_softmax_bwd,
+    .softmax_xent  = ocl_softmax_xent,
+    .layernorm_fwd = ocl_layernorm_fwd,
+    .layernorm_bwd = ocl_layernorm_bwd,
+    .batchnorm_fwd = ocl_batchnorm_fwd,
+    .batchnorm_bwd = ocl_batchnorm_bwd,
+    .embedding_fwd = ocl_embedding_fwd,
+    .embedding_bwd = ocl_embedding_bwd,
+    .reduce        = ocl_reduce,
+    .sum_squares   = ocl_sum_squares,
+    .unscale_check = ocl_unscale_check,
+    .grad_stats    = ocl_grad_stats,
+    .scaler_update = ocl_scaler_update,
+    .sgd           = ocl_sgd,
+    .adamw         = ocl_adamw,
+};
+
+static const ampx_backend_iface ocl_iface = {
+    .size         = sizeof(ampx_backend_iface),
+    .abi_major    = AMPX_ABI_MAJOR,
+    .abi_minor    = AMPX_ABI_MINOR,
+    .name         = "opencl",
+    .version      = OCL_PLUGIN_VERSION,
+    .probe        = ocl_probe,
+    .create       = ocl_create,
+    .destroy      = ocl_destroy,
+    .device_info  = ocl_device_info,
+    .supports     = ocl_supports,
+    .buffer_alloc = ocl_buffer_alloc,
+    .buffer_free  = ocl_buffer_free,
+    .buffer_write = ocl_buffer_write,
+    .buffer_read  = ocl_buffer_read,
+    .buffer_copy  = ocl_buffer_copy,
+    .buffer_fill  = ocl_buffer_fill,
+    .synchronize  = ocl_synchronize,
+    .ops          = &ocl_ops,
+};
+
+AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
+                                                                uint32_t host_abi_minor);
+
+AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
+                                                                uint32_t host_abi_minor) {
+    (void)host_abi_minor;
+    if (host_abi_major != AMPX_ABI_MAJOR) return NULL;
+    return &ocl_iface;
+}

@@ -1,0 +1,190 @@
+/* program.c — the OpenCL program: built once per context from the kernels embedded at build
+ * time (kernels/opencl/, one .cl file per op group), with the compiled binary cached on disk so
+ * that the next process on the same device skips the compiler.
+ *
+ * Cache key: FNV-1a 64 over platform name, device name, device version, driver version,
+ * build options and the whole source, so a new driver or a changed kernel never loads a
+ * stale binary. The file is <cache dir>/<key>.bin, written to a temporary name and renamed,
+ * so concurrent processes never see half a file. A cache file that fails to load or build
+ * is ignored (and overwritten): the cache can only make creation faster, never fail it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ocl.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint64_t cache_key(const ampx_context *ctx, const char *options) {
+    uint64_t h          = 0xcbf29ce484222325ull;
+    const char *parts[] = {ctx->platform_name, ctx->device_name, ctx->device_version,
+                           ctx->driver_version, options};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        h = fnv1a(h, parts[i], strlen(parts[i]) + 1);
+    return fnv1a(h, ampx_ocl_source, ampx_ocl_source_size);
+}
+
+/* mkdir -p; returns 0 when the directory exists afterwards. */
+static int make_dirs(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) return -1;
+    return 0;
+}
+
+static void *read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    void *data = NULL;
+    long n     = -1;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0) {
+        data = malloc((size_t)n);
+        if (data && fread(data, 1, (size_t)n, f) != (size_t)n) {
+            free(data);
+            data = NULL;
+        }
+    }
+    fclose(f);
+    *size = data ? (size_t)n : 0;
+    return data;
+}
+
+/* Builds ctx->program; on failure logs the device's build log. */
+static ampx_status build(ampx_context *ctx, const char *options, const char *what) {
+    cl_int err = clBuildProgram(ctx->program, 1, &ctx->device, options, NULL, NULL);
+    size_t len = 0;
+    clGetProgramBuildInfo(ctx->program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
+    char *log = malloc(len + 1);
+    if (log) {
+        log[0] = '\0';
+        clGetProgramBuildInfo(ctx->program, ctx->device, CL_PROGRAM_BUILD_LOG, len, log, NULL);
+        log[len] = '\0';
+    }
+    if (err == CL_SUCCESS) { /* warnings, if any, are for kernel authors: DEBUG */
+        if (log && log[strspn(log, " \t\r\n")])
+            ocl_log(ctx, AMPX_LOG_DEBUG, "opencl: build log: %s", log);
+        free(log);
+        return AMPX_OK;
+    }
+    ampx_status st = ocl_fail(
+        ctx, ocl_status_of(err) == AMPX_ERR_NO_MEMORY ? AMPX_ERR_NO_MEMORY : AMPX_ERR_DEVICE,
+        "opencl: clBuildProgram(%s) on %s: %s; build log: %s", what, ctx->device_name,
+        ocl_err_name(err), log && log[0] ? log : "(empty)");
+    free(log);
+    return st;
+}
+
+static ampx_status load_from_cache(ampx_context *ctx, const char *path, const char *options) {
+    size_t size        = 0;
+    unsigned char *bin = read_file(path, &size);
+    if (!bin) return AMPX_ERR_UNAVAILABLE;
+    const unsigned char *bins[1] = {bin};
+    cl_int status                = CL_SUCCESS, err;
+    ctx->program = clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, &size, bins, &status, &err);
+    free(bin);
+    if (err != CL_SUCCESS || status != CL_SUCCESS) {
+        ocl_log(ctx, AMPX_LOG_WARN, "opencl: cache file %s unusable (%s); rebuilding", path,
+                ocl_err_name(err != CL_SUCCESS ? err : status));
+        if (ctx->program) clReleaseProgram(ctx->program);
+        ctx->program = NULL;
+        return AMPX_ERR_UNAVAILABLE;
+    }
+    if (clBuildProgram(ctx->program, 1, &ctx->device, options, NULL, NULL) != CL_SUCCESS) {
+        ocl_log(ctx, AMPX_LOG_WARN, "opencl: cache file %s does not build; rebuilding", path);
+        clReleaseProgram(ctx->program);
+        ctx->program = NULL;
+        return AMPX_ERR_UNAVAILABLE;
+    }
+    return AMPX_OK;
+}
+
+static void store_to_cache(ampx_context *ctx, const char *path) {
+    if (make_dirs(ctx->cache_dir) != 0) {
+        ocl_log(ctx, AMPX_LOG_WARN, "opencl: cannot create cache directory %s: %s", ctx->cache_dir,
+                strerror(errno));
+        return;
+    }
+    size_t size = 0;
+    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) !=
+            CL_SUCCESS ||
+        size == 0)
+        return;
+    unsigned char *bin = malloc(size);
+    if (!bin) return;
+    unsigned char *bins[1] = {bin};
+    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) ==
+        CL_SUCCESS) {
+        char tmp[600];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+        FILE *f = fopen(tmp, "wb");
+        int ok  = f && fwrite(bin, 1, size, f) == size;
+        if (f && fclose(f) != 0) ok = 0;
+        if (ok && rename(tmp, path) == 0)
+            ocl_log(ctx, AMPX_LOG_DEBUG, "opencl: wrote program cache %s (%zu bytes)", path, size);
+        else {
+            ocl_log(ctx, AMPX_LOG_WARN, "opencl: cannot write program cache %s", path);
+            unlink(tmp);
+        }
+    }
+    free(bin);
+}
+
+ampx_status ocl_program_load(ampx_context *ctx, const char *options) {
+    double t0      = now_ms();
+    char path[600] = "";
+    if (ctx->cache_dir[0]) {
+        snprintf(path, sizeof path, "%s/%016llx.bin", ctx->cache_dir,
+                 (unsigned long long)cache_key(ctx, options));
+        if (load_from_cache(ctx, path, options) == AMPX_OK) ctx->cache_hit = 1;
+    }
+    if (!ctx->program) {
+        const char *src = ampx_ocl_source;
+        size_t len      = ampx_ocl_source_size;
+        cl_int err;
+        ctx->program = clCreateProgramWithSource(ctx->cl, 1, &src, &len, &err);
+        if (err != CL_SUCCESS)
+            return ocl_check(ctx, err, "opencl: create", "clCreateProgramWithSource");
+        OCL_TRY(build(ctx, options, "kernels/opencl/*.cl"));
+    }
+    for (int k = 0; k < K_COUNT; k++) {
+        cl_int err;
+        ctx->kernels[k] = clCreateKernel(ctx->program, ocl_kernel_names[k], &err);
+        if (err != CL_SUCCESS)
+            return ocl_fail(ctx, ocl_status_of(err), "opencl: clCreateKernel(%s): %s",
+                            ocl_kernel_names[k], ocl_err_name(err));
+    }
+    ctx->build_ms = now_ms() - t0;
+    if (ctx->cache_hit)
+        ocl_log(ctx, AMPX_LOG_DEBUG, "opencl: program loaded from the disk cache %s in %.0f ms",
+                path, ctx->build_ms);
+    else {
+        ocl_log(ctx, AMPX_LOG_DEBUG, "opencl: program built from source in %.0f ms", ctx->build_ms);
+        if (path[0]) store_to_cache(ctx, path);
+    }
+    return AMPX_OK;
+}
