@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# backends.sh AMPX SRC — models/mlp.json trained on every other available backend (opencl,
+# cuda) reaches the CPU backend's held-out accuracy within 1 point. Backends that are not
+# built or not available here are reported and skipped.
+set -uo pipefail
+ampx=$1
+src=$2
+fails=0
+acc() { # acc BACKEND -> held-out accuracy in percent
+  "$ampx" train "$src/models/mlp.json" --backend "$1" --quiet 2>&1 |
+    sed -n 's/^held-out accuracy \([0-9.]*\)%.*/\1/p'
+}
+cpu=$(acc cpu)
+[ -n "$cpu" ] || { echo "FAIL: the cpu run gave no accuracy"; exit 1; }
+echo "cpu: $cpu%"
+tested=0
+for b in opencl cuda; do
+  if ! "$ampx" backends | grep -A1 -E "^$b " | grep -q 'available$'; then
+    echo "$b: not available here, skipped"
+    continue
+  fi
+  a=$(acc "$b")
+  tested=$((tested + 1))
+  if [ -z "$a" ]; then
+    echo "FAIL: $b: training failed"
+    fails=$((fails + 1))
+  elif awk -v a="$a" -v c="$cpu" 'BEGIN { exit !(a >= c - 1) }'; then
+    echo "$b: $a% (cpu $cpu%)"
+  else
+    echo "FAIL: $b: $a%, more than 1 point below cpu $cpu%"
+    fails=$((fails + 1))
+  fi
+done
+echo "$tested other backend(s) trained"
+exit $((fails > 0))
