@@ -4,9 +4,6 @@
 #include "cli.h"
 
 const cli_command cli_commands[] = {
-    {"train", cli_train},
-    {"eval", cli_eval},
-    {"policy", cli_policy},
-    {"bench", cmd_bench},
-    {NULL, NULL},
+    {"train", cli_train}, {"eval", cli_eval}, {"policy", cli_policy},
+    {"bench", cmd_bench}, {NULL, NULL},
 };

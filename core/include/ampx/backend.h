@@ -592,9 +592,10 @@ typedef struct ampx_backend_ops {
 
 /* One slot per op, in order: adding an op without its slot (or the reverse) fails here. */
 AMPX_STATIC_ASSERT(sizeof(ampx_backend_ops) == 8 + AMPX_OP_COUNT * sizeof(void (*)(void)),
-               "ampx_backend_ops must have exactly one slot per ampx_op");
-AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, adamw) == 8 + (AMPX_OP_ADAMW) * sizeof(void (*)(void)),
-               "ampx_backend_ops slots must be in op-number order");
+                   "ampx_backend_ops must have exactly one slot per ampx_op");
+AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, adamw) ==
+                       8 + (AMPX_OP_ADAMW) * sizeof(void (*)(void)),
+                   "ampx_backend_ops slots must be in op-number order");
 
 // ---------------------------------------------------------------------------------------
 // The backend table returned by ampx_backend_entry.
