@@ -3,7 +3,12 @@
 
 #include "cli.h"
 
+// clang-format off
 const cli_command cli_commands[] = {
-    {"train", cli_train}, {"eval", cli_eval}, {"policy", cli_policy},
-    {"bench", cmd_bench}, {NULL, NULL},
+    {"train",  cli_train},  /* tools/train.c */
+    {"eval",   cli_eval},   /* tools/train.c */
+    {"policy", cli_policy}, /* tools/train.c */
+    {"bench",  cmd_bench},  /* tools/bench.c */
+    {NULL, NULL},
 };
+// clang-format on
