@@ -131,14 +131,16 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
         fprintf(stderr, "%s: --checkpoint FILE is required\n", argv[0]);
         return EXIT_USAGE;
     }
-    if (o->policy && !strcmp(cmd, "policy") && o->backend) return EXIT_USAGE;
+    if (!strcmp(cmd, "policy") && (o->backend || o->n_bopts)) {
+        fprintf(stderr, "%s: the policy is resolved without a backend; drop --backend\n", argv[0]);
+        return EXIT_USAGE;
+    }
     return 0;
 }
 
 // ---------------------------------------------------------------------------------------
 
 typedef struct progress {
-    const char *prog;
     FILE *metrics;
     int tty, quiet;
     int64_t total, skipped;
@@ -227,7 +229,7 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
     return 0;
 }
 
-static int cmd_train(int argc, char **argv) {
+int cli_train(int argc, char **argv) {
     run_opts o;
     int rc = parse_run(argc, argv, "train", &o);
     if (rc) return rc;
@@ -236,7 +238,7 @@ static int cmd_train(int argc, char **argv) {
     if (open_all(argv[0], &o, &m, &be)) return 1;
     char err[1024];
     ampx_trainer *t       = NULL;
-    progress p            = {.prog = argv[0], .tty = isatty(2), .quiet = o.quiet};
+    progress p            = {.tty = isatty(2), .quiet = o.quiet};
     ampx_train_config *tc = ampx_model_train_config(m);
     p.total               = tc->steps;
     rc                    = 1;
@@ -311,7 +313,7 @@ out:
     return rc;
 }
 
-static int cmd_eval(int argc, char **argv) {
+int cli_eval(int argc, char **argv) {
     run_opts o;
     int rc = parse_run(argc, argv, "eval", &o);
     if (rc) return rc;
@@ -338,7 +340,7 @@ static int cmd_eval(int argc, char **argv) {
     return rc;
 }
 
-static int cmd_policy(int argc, char **argv) {
+int cli_policy(int argc, char **argv) {
     run_opts o;
     int rc = parse_run(argc, argv, "policy", &o);
     if (rc) return rc;
@@ -347,14 +349,4 @@ static int cmd_policy(int argc, char **argv) {
     ampx_model_describe(m, print_line, NULL);
     ampx_model_free(m);
     return 0;
-}
-
-int cli_train(int argc, char **argv) {
-    return cmd_train(argc, argv);
-}
-int cli_eval(int argc, char **argv) {
-    return cmd_eval(argc, argv);
-}
-int cli_policy(int argc, char **argv) {
-    return cmd_policy(argc, argv);
 }

@@ -179,8 +179,6 @@ int scaler_parse(jctx *c, const json_value *v, scaler_config *s) {
     static const char *const modes[] = {"none", "static", "dynamic", NULL};
     s->given                         = 1;
     if (v->type == JSON_STRING) {
-        json_value wrap = {.type = JSON_OBJECT}; /* the string is the type */
-        (void)wrap;
         for (int i = 0; modes[i]; i++)
             if (!strcmp(modes[i], v->str)) {
                 s->mode = i;
