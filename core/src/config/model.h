@@ -8,7 +8,7 @@
 
 #include "ampx/backend.h"
 #include "ampx/train.h"
-#include "json.h"
+#include "config/json.h"
 
 #define MODEL_NAME_MAX 64
 #define MODEL_MAX_NODES 256

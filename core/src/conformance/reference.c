@@ -4,7 +4,7 @@
  * double, which has 29 more significand bits than the f32 accumulation a plugin is held
  * to, so the reference's own error is negligible next to every tolerance in conformance.c.
  */
-#include "reference.h"
+#include "conformance/reference.h"
 
 #include <float.h>
 #include <math.h>

@@ -8,7 +8,7 @@
  *   unscale_check (flags into the ring); sum_squares (into the ring, for clipping and the
  *   norm); the optimizer (skips itself on found_inf); scaler_update; the scalars block is
  *   copied into the ring. */
-#include "trainer.h"
+#include "train/trainer.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* json.c — the position-tracking JSON reader (see json.h). */
-#include "json.h"
+#include "config/json.h"
 
 #include <errno.h>
 #include <math.h>

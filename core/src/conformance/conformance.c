@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "ampx/ampx.h"
-#include "reference.h"
+#include "conformance/reference.h"
 
 // ---------------------------------------------------------------------------------------
 // Tolerance table

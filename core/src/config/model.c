@@ -1,7 +1,7 @@
 /* model.c — reads a model file: inputs, layers or nodes, loss, optimizer, data, training
  * settings (policy and scaler in policy.c), with every error placed at file:line:col and
  * its JSON path, and shapes checked at load time. */
-#include "model.h"
+#include "config/model.h"
 
 #include <libgen.h>
 #include <limits.h>

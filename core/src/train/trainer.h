@@ -4,8 +4,8 @@
 #define AMPX_TRAINER_H
 
 #include "ampx/train.h"
-#include "data.h"
-#include "model.h"
+#include "train/data.h"
+#include "config/model.h"
 
 #define TR_MAX_PARAMS (2 * MODEL_MAX_NODES)
 

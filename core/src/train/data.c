@@ -1,6 +1,6 @@
 /* data.c — the data a model trains on: the embedded spirals (generated from the seed, so
  * `ampx train models/mlp.json` needs no files), MNIST IDX files and CSV files. */
-#include "data.h"
+#include "train/data.h"
 
 #include <errno.h>
 #include <math.h>

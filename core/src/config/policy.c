@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "config/model.h"
 
 #define CLASS_DEFAULT (-1)
 #define CLASS_COMPUTE (-2)

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json.h"
-#include "trainer.h"
+#include "config/json.h"
+#include "train/trainer.h"
 
 typedef struct ck_tensor {
     char name[MODEL_NAME_MAX + 32];

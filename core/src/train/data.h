@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "config/model.h"
 
 typedef struct dataset {
     int64_t n_train, n_test, features;
