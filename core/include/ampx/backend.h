@@ -1,4 +1,4 @@
-/* ampx/backend.h — the backend plugin ABI, version 1.
+/* ampx/backend.h — the backend plugin ABI, version 1.1.
  *
  * This is the only header a vendor needs (with the header-only dtype.h). A backend is a
  * shared object that exports exactly one symbol, ampx_backend_entry, and keeps everything
@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 #define AMPX_ABI_MAJOR 1
-#define AMPX_ABI_MINOR 0
+#define AMPX_ABI_MINOR 1
 
 #if defined(_WIN32)
 #define AMPX_PLUGIN_EXPORT __declspec(dllexport)
@@ -207,10 +207,14 @@ typedef enum ampx_op {
     AMPX_OP_SCALER_UPDATE = 21,
     AMPX_OP_SGD           = 22,
     AMPX_OP_ADAMW         = 23,
-    AMPX_OP_COUNT_V1_0    = 24
+    AMPX_OP_COUNT_V1_0    = 24,
+    /* ABI 1.1 */
+    AMPX_OP_DROPOUT       = 24,
+    AMPX_OP_PERMUTE       = 25,
+    AMPX_OP_COUNT_V1_1    = 26
 } ampx_op;
 
-#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_0
+#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_1
 
 /* Shape classes for supports(). v1 has one: any shape the op's arguments can describe. */
 #define AMPX_SHAPE_ANY 0u
@@ -555,6 +559,48 @@ typedef struct ampx_adamw_args {
 } ampx_adamw_args;
 
 // ---------------------------------------------------------------------------------------
+// ABI 1.1
+
+/* DROPOUT  dtypes {x, y}
+ * Inverted dropout with a counter-based mask, the same bits on every backend:
+ *   keep(i) = ampx_hash32(seed, offset + i) >= threshold   (dtype.h has ampx_hash32)
+ *   y[i]    = keep(i) ? x[i] * scale : 0,  i in [0, n), the product in f32, rounded once.
+ * The host chooses threshold = rate * 2^32 (rounded down) and scale = 1 / (1 - rate); the
+ * mask is a function of (seed, offset + i) alone, so the backward is the same op on dy with
+ * the same seed and offset, and a tensor split in pieces gets the mask of the whole when each
+ * piece passes its element offset. threshold 0 keeps everything (y = scale * x).
+ * In place: y may be x. */
+typedef struct ampx_dropout_args {
+    uint32_t size;
+    uint32_t threshold; /* an element is kept when its hash is >= threshold */
+    uint64_t n;
+    uint64_t seed;   /* the mask's key: the host derives it from run seed, step and node */
+    uint64_t offset; /* element index of x[0] in the mask's counter space */
+    float scale;     /* multiplier of the kept elements, 1 / (1 - rate) */
+    ampx_tensor x, y;
+} ampx_dropout_args;
+
+#define AMPX_PERMUTE_MAX_DIMS 4
+
+/* PERMUTE  dtypes {x, y}
+ * A strided N-D copy with dtype conversion (transposes, head split and merge): for every
+ * index (i_0, ..., i_{ndim-1}) with i_d < dims[d],
+ *   y[sum_d i_d * y_strides[d]] = convert(x[sum_d i_d * x_strides[d]])
+ * Strides are in elements and may be 0 on x (a broadcast read); the y strides must map
+ * distinct indices to distinct elements. Conversion as CAST with round to nearest even;
+ * src == dst dtype is an exact copy. Elements of y that no index reaches are not written.
+ * ndim in [1, AMPX_PERMUTE_MAX_DIMS]; dims of 0 give an empty copy. x and y must not
+ * overlap. */
+typedef struct ampx_permute_args {
+    uint32_t size;
+    uint32_t ndim;
+    uint64_t dims[AMPX_PERMUTE_MAX_DIMS];
+    uint64_t x_strides[AMPX_PERMUTE_MAX_DIMS];
+    uint64_t y_strides[AMPX_PERMUTE_MAX_DIMS];
+    ampx_tensor x, y;
+} ampx_permute_args;
+
+// ---------------------------------------------------------------------------------------
 // The op table. Slots are in op-number order; a NULL slot is unsupported. Every op is
 // enqueued on the context's stream and may complete later; argument errors are reported
 // at enqueue time, device errors at the latest by the next synchronize().
@@ -587,6 +633,9 @@ typedef struct ampx_backend_ops {
     ampx_status (*scaler_update) (ampx_context *ctx, const ampx_scaler_update_args *args);
     ampx_status (*sgd)           (ampx_context *ctx, const ampx_sgd_args *args);
     ampx_status (*adamw)         (ampx_context *ctx, const ampx_adamw_args *args);
+    /* ABI 1.1: a plugin built for 1.0 has a smaller table; the host reads these as NULL. */
+    ampx_status (*dropout)       (ampx_context *ctx, const ampx_dropout_args *args);
+    ampx_status (*permute)       (ampx_context *ctx, const ampx_permute_args *args);
 } ampx_backend_ops;
 // clang-format on
 
@@ -595,6 +644,9 @@ AMPX_STATIC_ASSERT(sizeof(ampx_backend_ops) == 8 + AMPX_OP_COUNT * sizeof(void (
                    "ampx_backend_ops must have exactly one slot per ampx_op");
 AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, adamw) ==
                        8 + (AMPX_OP_ADAMW) * sizeof(void (*)(void)),
+                   "ampx_backend_ops slots must be in op-number order");
+AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, permute) ==
+                       8 + (AMPX_OP_PERMUTE) * sizeof(void (*)(void)),
                    "ampx_backend_ops slots must be in op-number order");
 
 // ---------------------------------------------------------------------------------------

@@ -42,6 +42,8 @@ static const char *const op_names[AMPX_OP_COUNT] = {
     [AMPX_OP_SCALER_UPDATE] = "scaler_update",
     [AMPX_OP_SGD]           = "sgd",
     [AMPX_OP_ADAMW]         = "adamw",
+    [AMPX_OP_DROPOUT]       = "dropout",
+    [AMPX_OP_PERMUTE]       = "permute",
 };
 
 const char *ampx_op_name(uint32_t op) {
@@ -67,6 +69,7 @@ static const uint8_t op_n_dtypes[AMPX_OP_COUNT] = {
     [AMPX_OP_EMBEDDING_FWD] = 2, [AMPX_OP_EMBEDDING_BWD] = 2, [AMPX_OP_REDUCE] = 2,
     [AMPX_OP_SUM_SQUARES] = 1,   [AMPX_OP_UNSCALE_CHECK] = 1, [AMPX_OP_GRAD_STATS] = 1,
     [AMPX_OP_SCALER_UPDATE] = 0, [AMPX_OP_SGD] = 1,           [AMPX_OP_ADAMW] = 1,
+    [AMPX_OP_DROPOUT] = 2,       [AMPX_OP_PERMUTE] = 2,
 };
 
 uint32_t ampx_op_n_dtypes(uint32_t op) {
