@@ -2,7 +2,8 @@
  *
  * Written for obviousness, not speed: each op is the formula of backend.h evaluated in
  * double, which has 29 more significand bits than the f32 accumulation a plugin is held
- * to, so the reference's own error is negligible next to every tolerance in conformance.c.
+ * to, so the reference's own error is negligible next to every tolerance of the suite
+ * (the table in harness.h).
  */
 #include "conformance/reference.h"
 

@@ -1,0 +1,307 @@
+/* cases_amp.c — conformance cases of UNSCALE_CHECK, GRAD_STATS and SCALER_UPDATE. */
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conformance/harness.h"
+
+CONF_DEFINE_CALL(call_unscale, ampx_unscale_check_args)
+CONF_DEFINE_CALL(call_grad_stats, ampx_grad_stats_args)
+CONF_DEFINE_CALL(call_scaler_update, ampx_scaler_update_args)
+
+// ---------------------------------------------------------------------------------------
+// AMP: unscale-and-check and gradient statistics are exact; the scaler update is replayed
+// against reference.c's model step by step, over the whole 128-byte block.
+
+void conf_case_unscale_check(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
+    static const struct {
+        uint32_t count;
+        uint64_t sizes[3];
+        float scale;
+        int32_t found_inf0, mode;
+        uint32_t flag_base;
+        int bad, badkind, mixed; /* bad: tensor with a non-finite value (-1 none);
+                                    badkind 0 inf, 1 NaN, 2 overflow by the multiply */
+    } cfgs[] = {
+        {1, {7}, 1024.0f, 0, AMPX_SCALER_DYNAMIC, 0, -1, 0, 0},
+        {3, {13, 1031, 1}, 65536.0f, 0, AMPX_SCALER_DYNAMIC, 2, 1, 0, 0},
+        {3, {5, 64, 9}, 3.0f, 1, AMPX_SCALER_DYNAMIC, 1, 2, 1, 0},
+        {2, {31, 7}, 1024.0f, 0, AMPX_SCALER_NONE, 0, 0, 1, 0},
+        {2, {17, 3}, 0x1p-10f, 0, AMPX_SCALER_DYNAMIC, 0, 1, 2, 0},
+        {3, {7, 8, 9}, 512.0f, 0, AMPX_SCALER_STATIC, 3, -1, 0, 1},
+        /* large tier */
+        {2, {100003, 70001}, 65536.0f, 0, AMPX_SCALER_DYNAMIC, 1, 1, 0, 0},
+        {3, {70001, 5, 100003}, 3.0f, 0, AMPX_SCALER_STATIC, 0, -1, 0, 1},
+    };
+    uint32_t count = cfgs[variant].count, fb = cfgs[variant].flag_base;
+    int bad = cfgs[variant].bad, badkind = cfgs[variant].badkind;
+    int mixed = cfgs[variant].mixed && dts[0] != AMPX_I32 &&
+                conf_all_floats_supported(r, AMPX_OP_UNSCALE_CHECK);
+    static const char *kinds[] = {"inf", "NaN", "overflow"};
+    conf_shape(cc, "tensors=%u scale=%g found_inf=%d mode=%d flag_base=%u%s%s%s", count,
+               (double)cfgs[variant].scale, cfgs[variant].found_inf0, cfgs[variant].mode, fb,
+               bad >= 0 ? " with " : "", bad >= 0 ? kinds[badkind] : "",
+               mixed ? " mixed dtypes" : "");
+    conf_tensor *G[3] = {0};
+    ampx_tensor tl[3];
+    uint64_t ne[3];
+    for (uint32_t t = 0; t < count; t++) {
+        G[t] = conf_tensor_new(cc, "g[t]", mixed ? (ampx_dtype)(t % 3) : dts[0],
+                               cfgs[variant].sizes[t], CT_INOUT);
+        if (!G[t]) goto done;
+        tl[t] = G[t]->t;
+        ne[t] = G[t]->n;
+    }
+    conf_tensor *F = conf_tensor_new(cc, "flags", AMPX_I32, fb + count + 2, CT_INOUT);
+    conf_tensor *S = conf_tensor_new(cc, "scalars", AMPX_I32, 32, CT_INOUT);
+    if (!conf_ok(cc)) goto done;
+    for (uint32_t t = 0; t < count; t++) {
+        conf_tensor_fill(cc, G[t], -1000, 1000);
+        if ((int)t == bad) {
+            uint64_t at = G[t]->n / 2;
+            if (badkind == 0)
+                conf_tensor_set(G[t], at, -INFINITY);
+            else if (badkind == 1)
+                conf_tensor_set_bits(G[t], at,
+                                     G[t]->esz == 2 ? (G[t]->dt == AMPX_BF16 ? 0x7fd1u : 0x7e11u)
+                                                    : 0x7fc01234u);
+            else
+                conf_tensor_set(G[t], at, ref_round(G[t]->dt, 0.75 * ref_max_finite(G[t]->dt)));
+        }
+    }
+    for (uint64_t i = 0; i < F->n; i++)
+        conf_tensor_set(F, i, 7);
+    ampx_scalars s0    = {0};
+    s0.scale           = cfgs[variant].scale;
+    s0.found_inf       = cfgs[variant].found_inf0;
+    s0.mode            = cfgs[variant].mode;
+    s0.growth_tracker  = 5;
+    s0.hysteresis_left = s0.hysteresis = 2;
+    s0.growth_factor                   = 2.0f;
+    s0.backoff_factor                  = 0.5f;
+    s0.growth_interval                 = 2000;
+    s0.max_scale                       = INFINITY;
+    s0.lr                              = 0.01f;
+    conf_scalars_to_tensor(S, &s0);
+    ampx_unscale_check_args a = {sizeof a, fb, {count, tl, ne}, F->t, S->t};
+    if (conf_upload(cc) ||
+        conf_finish_call(cc, "unscale_check", call_unscale(r, AMPX_OP_UNSCALE_CHECK, &a)))
+        goto done;
+    int any = 0;
+    for (uint32_t t = 0; t < count; t++) {
+        int flag = 0;
+        for (uint64_t i = 0; i < G[t]->n; i++) {
+            double e = ref_unscale(G[t]->dt, G[t]->v[i], s0.scale, s0.mode);
+            flag |= !isfinite(e);
+            uint32_t gb = conf_tensor_bits(G[t], G[t]->back, i);
+            int ok      = isnan(e) ? isnan(conf_tensor_get(G[t], i))
+                                   : gb == (ref_encode(G[t]->dt, e) & (G[t]->esz == 2 ? 0xffffu : ~0u));
+            if (!ok) {
+                conf_fail(cc, "g[%u][%" PRIu64 "] = %.9g (0x%x), expected %.9g (from %.9g)", t, i,
+                          conf_tensor_get(G[t], i), gb, e, G[t]->v[i]);
+                goto done;
+            }
+        }
+        any |= flag;
+        int32_t gf = (int32_t)conf_tensor_bits(F, F->back, fb + t);
+        if (gf != flag) {
+            conf_fail(cc, "flags[%u] = %d, expected %d", fb + t, gf, flag);
+            goto done;
+        }
+    }
+    for (uint64_t i = 0; i < F->n; i++)
+        if ((i < fb || i >= fb + count) && conf_tensor_bits(F, F->back, i) != 7u) {
+            conf_fail(cc, "flags[%" PRIu64 "] outside [flag_base, flag_base + count) was modified",
+                      i);
+            goto done;
+        }
+    ampx_scalars exp = s0, got;
+    exp.found_inf |= any;
+    conf_scalars_from_back(S, &got);
+    conf_scalars_diff(cc, "", &got, &exp, 0);
+done:
+    return;
+}
+
+void conf_case_grad_stats(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
+    static const struct {
+        uint32_t count;
+        uint64_t sizes[3];
+        ampx_dtype target;
+        int pattern, mixed;
+    } cfgs[] = {
+        /* pattern 0: all zero, 1: mixed values, 2: tensor 0 entirely non-finite */
+        {1, {1}, AMPX_F32, 0, 0},
+        {3, {7, 1031, 13}, AMPX_BF16, 1, 0},
+        {2, {64, 5}, AMPX_F16, 2, 0},
+        {3, {31, 2, 100}, AMPX_F16, 1, 0},
+        {3, {40, 50, 60}, AMPX_F32, 1, 1},
+        /* large tier */
+        {2, {100003, 70001}, AMPX_BF16, 1, 0},
+        {3, {70001, 3, 100003}, AMPX_F16, 1, 1},
+    };
+    uint32_t count    = cfgs[variant].count;
+    ampx_dtype target = cfgs[variant].target;
+    int pattern       = cfgs[variant].pattern;
+    int mixed         = cfgs[variant].mixed && dts[0] != AMPX_I32 &&
+                conf_all_floats_supported(r, AMPX_OP_GRAD_STATS);
+    conf_shape(cc, "tensors=%u target=%s %s%s", count, ampx_dtype_name(target),
+               pattern == 0   ? "zeros"
+               : pattern == 1 ? "zeros+tiny+non-finite"
+                              : "all non-finite",
+               mixed ? " mixed dtypes" : "");
+    conf_tensor *G[3] = {0};
+    ampx_tensor tl[3];
+    uint64_t ne[3];
+    for (uint32_t t = 0; t < count; t++) {
+        G[t] = conf_tensor_new(cc, "g[t]", mixed ? (ampx_dtype)(t % 3) : dts[0],
+                               cfgs[variant].sizes[t], CT_IN);
+        if (!G[t]) goto done;
+        tl[t] = G[t]->t;
+        ne[t] = G[t]->n;
+    }
+    conf_tensor *ST = conf_tensor_new(cc, "stats", AMPX_F32, 4 * count, CT_OUT);
+    conf_tensor *CN = conf_tensor_new(cc, "counts", AMPX_I32, 3 * count, CT_OUT);
+    if (!conf_ok(cc)) goto done;
+    for (uint32_t t = 0; t < count; t++)
+        for (uint64_t i = 0; i < G[t]->n; i++) {
+            ampx_dtype dt = G[t]->dt;
+            uint64_t k    = conf_next(&cc->rng) % 16;
+            double x      = conf_uniform(&cc->rng, -3, 3);
+            if (pattern == 0 || (pattern == 1 && k == 0))
+                x = 0.0;
+            else if (pattern == 2 && t == 0)
+                x = (i % 3 == 0) ? INFINITY : (i % 3 == 1) ? -INFINITY : NAN;
+            else if (k == 1)
+                x = ldexp(conf_uniform(&cc->rng, 1, 2), -20); /* below f16 normal */
+            else if (k == 2)
+                x = ldexp(conf_uniform(&cc->rng, -2, 2), -130); /* below f32 normal */
+            else if (k == 3 && t == 1)
+                x = (i & 1) ? NAN : -INFINITY;
+            conf_tensor_set(G[t], i, ref_round(dt, x));
+        }
+    /* a long tensor ends on its largest |g|: max|g| is exact, so a lost tail shows */
+    for (uint32_t t = 0; t < count; t++)
+        if (G[t]->n >= CONF_LARGE && pattern == 1) conf_tensor_set(G[t], G[t]->n - 1, -3.5);
+    ampx_grad_stats_args a = {sizeof a, target, {count, tl, ne}, ST->t, CN->t};
+    if (conf_upload(cc) ||
+        conf_finish_call(cc, "grad_stats", call_grad_stats(r, AMPX_OP_GRAD_STATS, &a)))
+        goto done;
+    for (uint32_t t = 0; t < count; t++) {
+        double st[4], mm;
+        int32_t cn[3];
+        ref_grad_stats(G[t]->n, G[t]->v, target, st, cn, &mm);
+        double got[4];
+        for (int j = 0; j < 4; j++)
+            got[j] = conf_tensor_get(ST, 4 * t + (uint64_t)j);
+        char what[32];
+        snprintf(what, sizeof what, "stats[%u].max|g|", t);
+        conf_compare(cc, what, &got[0], &st[0], NULL, 1, AMPX_F32, 0, CMP_EXACT);
+        snprintf(what, sizeof what, "stats[%u].mean", t);
+        conf_compare(cc, what, &got[1], &st[1], &mm, 1, AMPX_F32, (double)G[t]->n + 4, CMP_ELEM);
+        snprintf(what, sizeof what, "stats[%u].rms", t);
+        conf_compare(cc, what, &got[2], &st[2], NULL, 1, AMPX_F32, (double)G[t]->n + 4, CMP_ELEM);
+        snprintf(what, sizeof what, "stats[%u].count", t);
+        conf_compare(cc, what, &got[3], &st[3], NULL, 1, AMPX_F32, 0, CMP_EXACT);
+        static const char *cnames[3] = {"zeros", "below smallest normal", "non-finite"};
+        for (int j = 0; j < 3; j++) {
+            int32_t gc = (int32_t)conf_tensor_bits(CN, CN->back, 3 * t + (uint64_t)j);
+            if (gc != cn[j]) {
+                conf_fail(cc, "counts[%u] (%s) = %d, expected %d", 3 * t + (unsigned)j, cnames[j],
+                          gc, cn[j]);
+                goto done;
+            }
+        }
+    }
+done:
+    return;
+}
+
+/* Scenarios of the scaler: a configuration and a sequence of found_inf values. */
+typedef struct scaler_scenario {
+    const char *name;
+    int32_t mode;
+    float init, growth, backoff;
+    int32_t interval, hysteresis, consecutive;
+    float min_scale, max_scale;
+    int32_t on_min_error, max_skips;
+    const char *seq; /* '0' applied, '1' overflow */
+} scaler_scenario;
+
+static const scaler_scenario scaler_scenarios[] = {
+    {"pytorch", AMPX_SCALER_DYNAMIC, 65536.0f, 2.0f, 0.5f, 3, 1, 0, 0.0f, INFINITY, 0, 0,
+     "00010000011000"},
+    {"hysteresis=3", AMPX_SCALER_DYNAMIC, 1024.0f, 2.0f, 0.5f, 2, 3, 0, 0.0f, INFINITY, 0, 0,
+     "1101110111100"},
+    {"consecutive_hysteresis", AMPX_SCALER_DYNAMIC, 1024.0f, 2.0f, 0.5f, 4, 2, 1, 0.0f, INFINITY, 0,
+     0, "10101101100"},
+    {"min_scale stop", AMPX_SCALER_DYNAMIC, 65536.0f, 2.0f, 0.25f, 5, 1, 0, 16384.0f, INFINITY, 1,
+     0, "1110"},
+    {"min_scale clamp", AMPX_SCALER_DYNAMIC, 100.0f, 2.0f, 0.3f, 5, 1, 0, 7.0f, INFINITY, 0, 0,
+     "1111101"},
+    {"max_scale", AMPX_SCALER_DYNAMIC, 32768.0f, 2.0f, 0.5f, 1, 1, 0, 0.0f, 131072.0f, 0, 0,
+     "00000"},
+    {"growth to inf blocked", AMPX_SCALER_DYNAMIC, 0x1p127f, 2.0f, 0.5f, 1, 1, 0, 0.0f, INFINITY, 0,
+     0, "0010"},
+    {"max_consecutive_skips", AMPX_SCALER_DYNAMIC, 1024.0f, 2.0f, 0.5f, 10, 1, 0, 1.0f, INFINITY, 0,
+     2, "110111"},
+    {"none", AMPX_SCALER_NONE, 1.0f, 2.0f, 0.5f, 1, 1, 0, 0.0f, INFINITY, 0, 0, "10100"},
+    {"static", AMPX_SCALER_STATIC, 128.0f, 2.0f, 0.5f, 1, 2, 0, 0.0f, INFINITY, 0, 3, "0111100"},
+    {"odd factors", AMPX_SCALER_DYNAMIC, 3.0f, 1.5f, 0.7f, 2, 1, 0, 0.0f, INFINITY, 0, 0,
+     "0001001000"},
+};
+
+_Static_assert(sizeof scaler_scenarios / sizeof scaler_scenarios[0] == CONF_SCALER_SCENARIOS,
+               "conf_ops runs each scaler scenario once");
+
+void conf_case_scaler_update(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
+    const scaler_scenario *sc = &scaler_scenarios[variant];
+    conf_shape(cc, "%s: steps %s", sc->name, sc->seq);
+    conf_tensor *S = conf_tensor_new(cc, "scalars", AMPX_I32, 32, CT_INOUT);
+    if (!conf_ok(cc)) goto done;
+    ampx_scalars m    = {0};
+    m.scale           = sc->init;
+    m.mode            = sc->mode;
+    m.growth_factor   = sc->growth;
+    m.backoff_factor  = sc->backoff;
+    m.growth_interval = sc->interval;
+    m.hysteresis = m.hysteresis_left = sc->hysteresis;
+    m.consecutive_hysteresis         = sc->consecutive;
+    m.min_scale                      = sc->min_scale;
+    m.max_scale                      = sc->max_scale;
+    m.on_min_scale_error             = sc->on_min_error;
+    m.max_consecutive_skips          = sc->max_skips;
+    m.lr                             = 0.125f;
+    m.lr_base                        = 0.25f;
+    conf_scalars_to_tensor(S, &m);
+    if (conf_upload(cc)) goto done;
+    ampx_scaler_update_args a = {sizeof a, S->t};
+    size_t len                = strlen(sc->seq);
+    for (size_t step = 0; step < len; step++) {
+        /* the unscale pass would have set found_inf: write just that word */
+        int32_t fi     = sc->seq[step] == '1';
+        m.found_inf    = fi;
+        ampx_status st = r->ifc->buffer_write(r->ctx, S->t.buf,
+                                              S->lead + offsetof(ampx_scalars, found_inf), &fi, 4);
+        if (st != AMPX_OK) {
+            conf_fail(cc, "buffer_write: %s", ampx_status_name(st));
+            goto done;
+        }
+        st = call_scaler_update(r, AMPX_OP_SCALER_UPDATE, &a);
+        if (cc->probe || st != AMPX_OK) {
+            conf_finish_call(cc, "scaler_update", st);
+            goto done;
+        }
+        if (conf_finish_call(cc, "scaler_update", st)) goto done;
+        ref_scaler_update(&m);
+        ampx_scalars got;
+        conf_scalars_from_back(S, &got);
+        char when[48];
+        snprintf(when, sizeof when, "after step %zu (found_inf=%d): ", step + 1, fi);
+        if (conf_scalars_diff(cc, when, &got, &m, 0)) goto done;
+    }
+done:
+    return;
+}

@@ -1,0 +1,118 @@
+/* cases_gemm.c — conformance cases of GEMM. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "conformance/harness.h"
+
+CONF_DEFINE_CALL(call_gemm, ampx_gemm_args)
+
+// ---------------------------------------------------------------------------------------
+// GEMM: padding of A and B holds NaN (an op that reads it poisons C); padding of C holds
+// random values that must survive bitwise; beta == 0 leaves C's active part poisoned.
+
+typedef struct gemm_cfg {
+    uint64_t m, n, k, batch;
+    int ta, tb;
+    uint64_t pad_a, pad_b, pad_c, gap; /* extra leading dimension; extra batch stride */
+    float alpha, beta;
+} gemm_cfg;
+
+static const gemm_cfg gemm_cfgs[] = {
+    {1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1.0f, 0.0f},
+    {7, 13, 31, 1, 0, 1, 3, 0, 2, 0, 1.0f, 0.5f},
+    {13, 7, 127, 2, 1, 0, 0, 5, 0, 7, 0.75f, 0.0f},
+    {31, 17, 1031, 1, 1, 1, 1, 2, 3, 0, 1.0f, -1.25f},
+    {67, 45, 100, 3, 0, 0, 5, 0, 1, 3, -0.5f, 1.0f},
+    {5, 129, 64, 1, 1, 1, 0, 0, 0, 0, 1.0f, 0.0f},
+    {16, 9, 0, 2, 0, 1, 0, 0, 4, 2, 1.0f, 0.75f},
+    /* large tier (full sweep only): several MC x NC tiles, KC slices and threads */
+    {300, 260, 270, 1, 0, 0, 1, 3, 2, 0, 1.0f, 0.5f},
+    {129, 300, 257, 2, 1, 1, 3, 1, 5, 11, -0.75f, 0.0f},
+};
+
+/* The batched, doubly transposed large variant costs the double reference ~20M products
+ * per combination: it runs where A and B share a dtype (9 of 27 combinations, which still
+ * put every dtype in every slot). */
+#define GEMM_LARGE_SUBSET 8
+
+int conf_gemm_runs(const ampx_dtype *dts, int variant) {
+    return variant != GEMM_LARGE_SUBSET || dts[0] == dts[1];
+}
+
+void conf_case_gemm(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
+    const gemm_cfg *g = &gemm_cfgs[variant];
+    uint64_t rows_a = g->ta ? g->k : g->m, cols_a = g->ta ? g->m : g->k;
+    uint64_t rows_b = g->tb ? g->n : g->k, cols_b = g->tb ? g->k : g->n;
+    uint64_t lda = cols_a + g->pad_a, ldb = cols_b + g->pad_b, ldc = g->n + g->pad_c;
+    if (lda == 0) lda = 1;
+    if (ldb == 0) ldb = 1;
+    uint64_t sa = rows_a * lda + g->gap, sb = rows_b * ldb + g->gap, sc = g->m * ldc + g->gap;
+    uint64_t na = sa * (g->batch - 1) + rows_a * lda, nb = sb * (g->batch - 1) + rows_b * ldb;
+    uint64_t nc = sc * (g->batch - 1) + g->m * ldc;
+    conf_shape(cc,
+               "m=%" PRIu64 " n=%" PRIu64 " k=%" PRIu64 " batch=%" PRIu64 "%s%s lda=%" PRIu64
+               " ldb=%" PRIu64 " ldc=%" PRIu64 " alpha=%g beta=%g",
+               g->m, g->n, g->k, g->batch, g->ta ? " tA" : "", g->tb ? " tB" : "", lda, ldb, ldc,
+               (double)g->alpha, (double)g->beta);
+    conf_tensor *A  = conf_tensor_new(cc, "A", dts[0], na, CT_IN);
+    conf_tensor *B  = conf_tensor_new(cc, "B", dts[1], nb, CT_IN);
+    conf_tensor *C  = conf_tensor_new(cc, "C", dts[2], nc, CT_INOUT);
+    uint8_t *active = conf_alloc(cc, nc);
+    double *ref = conf_alloc(cc, nc * sizeof(double)), *mag = conf_alloc(cc, nc * sizeof(double));
+    double *gv = conf_alloc(cc, nc * sizeof(double));
+    if (!conf_ok(cc)) goto done;
+    for (uint64_t b = 0; b < g->batch; b++) {
+        for (uint64_t i = 0; i < rows_a; i++)
+            for (uint64_t j = 0; j < cols_a; j++)
+                conf_tensor_set(A, b * sa + i * lda + j,
+                                ref_round(A->dt, conf_uniform(&cc->rng, -1, 1)));
+        for (uint64_t i = 0; i < rows_b; i++)
+            for (uint64_t j = 0; j < cols_b; j++)
+                conf_tensor_set(B, b * sb + i * ldb + j,
+                                ref_round(B->dt, conf_uniform(&cc->rng, -1, 1)));
+        for (uint64_t i = 0; i < g->m; i++)
+            for (uint64_t j = 0; j < g->n; j++)
+                active[b * sc + i * ldc + j] = 1;
+    }
+    for (uint64_t e = 0; e < nc; e++) /* padding: random, must survive; active: see above */
+        if (!active[e] || g->beta != 0.0f)
+            conf_tensor_set(C, e, ref_round(C->dt, conf_uniform(&cc->rng, -1, 1)));
+    ampx_gemm_args a = {sizeof a,
+                        (uint32_t)g->ta,
+                        (uint32_t)g->tb,
+                        g->m,
+                        g->n,
+                        g->k,
+                        g->batch,
+                        lda,
+                        ldb,
+                        ldc,
+                        sa,
+                        sb,
+                        sc,
+                        g->alpha,
+                        g->beta,
+                        A->t,
+                        B->t,
+                        C->t};
+    if (conf_upload(cc) || conf_finish_call(cc, "gemm", call_gemm(r, AMPX_OP_GEMM, &a))) goto done;
+    memcpy(ref, C->v, nc * sizeof(double));
+    ref_gemm(g->ta, g->tb, g->m, g->n, g->k, g->batch, A->v, lda, sa, B->v, ldb, sb, g->alpha,
+             g->beta, ref, ldc, sc, mag);
+    uint64_t na_ = 0;
+    for (uint64_t e = 0; e < nc; e++) {
+        if (!active[e]) {
+            if (conf_tensor_bits(C, C->image, e) != conf_tensor_bits(C, C->back, e)) {
+                conf_fail(cc, "C[%" PRIu64 "] outside the m x n blocks was modified", e);
+                goto done;
+            }
+            continue;
+        }
+        gv[na_]    = conf_tensor_get(C, e);
+        ref[na_]   = ref[e];
+        mag[na_++] = mag[e];
+    }
+    conf_compare(cc, "C", gv, ref, mag, na_, C->dt, (double)g->k + 4, CMP_NORM | CMP_ELEM);
+done:
+    return;
+}
