@@ -663,3 +663,41 @@ void ref_adamw(uint64_t n, const ref_adamw_hparams *h, double *p, const double *
         if (mag_p) mag_p[i] = fabs(p0) + fabs(p[i]) + fabs(upd);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// ABI 1.1: dropout, permute
+
+void ref_dropout(uint64_t n, uint32_t threshold, uint64_t seed, uint64_t offset, double scale,
+                 const double *x, double *y, uint8_t *keep) {
+    for (uint64_t i = 0; i < n; i++) {
+        int k = ref_hash32(seed, offset + i) >= threshold;
+        if (keep) keep[i] = (uint8_t)k;
+        y[i] = k ? x[i] * scale : 0.0;
+    }
+}
+
+/* An odometer over the index tuple: the last index runs fastest, every carry resets it and
+ * advances the one before, until the first index runs out. */
+int ref_permute(uint32_t ndim, const uint64_t *dims, const uint64_t *x_strides,
+                const uint64_t *y_strides, const double *x, double *y, int64_t *src) {
+    uint64_t idx[8] = {0};
+    if (ndim == 0 || ndim > 8) return -1;
+    for (uint32_t d = 0; d < ndim; d++)
+        if (dims[d] == 0) return 0; /* an empty copy */
+    for (;;) {
+        uint64_t xo = 0, yo = 0;
+        for (uint32_t d = 0; d < ndim; d++) {
+            xo += idx[d] * x_strides[d];
+            yo += idx[d] * y_strides[d];
+        }
+        if (src) {
+            if (src[yo] >= 0) return -1;
+            src[yo] = (int64_t)xo;
+        }
+        if (y) y[yo] = x[xo];
+        uint32_t d = ndim;
+        while (d > 0 && ++idx[d - 1] == dims[d - 1])
+            idx[--d] = 0;
+        if (d == 0) return 0;
+    }
+}

@@ -157,4 +157,20 @@ typedef struct ref_adamw_hparams {
 void ref_adamw(uint64_t n, const ref_adamw_hparams *h, double *p, const double *grad, double *m,
                double *v, double *mag_p, double *mag_m);
 
+// ---------------------------------------------------------------------------------------
+// ABI 1.1: dropout, permute
+
+/* DROPOUT: element i is kept when ref_hash32(seed, offset + i) >= threshold (keep[i] = 1,
+ * y[i] = x[i] * scale, exact in double since both factors have at most 24 significand
+ * bits), else dropped (keep[i] = 0, y[i] = +0). keep may be NULL. */
+void ref_dropout(uint64_t n, uint32_t threshold, uint64_t seed, uint64_t offset, double scale,
+                 const double *x, double *y, uint8_t *keep);
+/* PERMUTE's index map: for every index (i_0, ..., i_{ndim-1}) with i_d < dims[d], the y
+ * element sum_d i_d y_strides[d] takes the x element sum_d i_d x_strides[d]: y[that] =
+ * x[this] (the value; the caller rounds to y's dtype) and src[that] = this. Elements no
+ * index reaches are left alone; y or src may be NULL, src must start at -1. Returns 0, or
+ * -1 when two indices reach one y element (arguments backend.h does not allow). */
+int ref_permute(uint32_t ndim, const uint64_t *dims, const uint64_t *x_strides,
+                const uint64_t *y_strides, const double *x, double *y, int64_t *src);
+
 #endif /* AMPX_REFERENCE_H */
