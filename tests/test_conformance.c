@@ -94,6 +94,8 @@ CONF_TEST(grad_stats, AMPX_OP_GRAD_STATS)
 CONF_TEST(scaler_update, AMPX_OP_SCALER_UPDATE)
 CONF_TEST(sgd, AMPX_OP_SGD)
 CONF_TEST(adamw, AMPX_OP_ADAMW)
+CONF_TEST(dropout, AMPX_OP_DROPOUT)
+CONF_TEST(permute, AMPX_OP_PERMUTE)
 
 /* The API's own contract: bad arguments are refused without running anything. */
 Test(conformance, api_arguments) {

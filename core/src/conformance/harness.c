@@ -531,10 +531,12 @@ static const conf_op_desc conf_ops[] = {
      conf_case_scaler_update, NULL},
     {AMPX_OP_SGD, 1, 7, 5, conf_case_sgd, NULL},
     {AMPX_OP_ADAMW, 1, 7, 5, conf_case_adamw, NULL},
+    /* ABI 1.1 */
+    {AMPX_OP_DROPOUT, 2, 12, 6, conf_case_dropout, NULL},
+    {AMPX_OP_PERMUTE, 2, 16, 6, conf_case_permute, NULL},
 };
 
-/* ABI 1.1's DROPOUT and PERMUTE have no cases yet: the table covers the ops of 1.0. */
-_Static_assert(sizeof conf_ops / sizeof conf_ops[0] == AMPX_OP_COUNT_V1_0,
+_Static_assert(sizeof conf_ops / sizeof conf_ops[0] == AMPX_OP_COUNT,
                "the conformance suite must cover every op of the ABI");
 
 static void conf_prefix_shape(conf_case_ctx *cc, const char *prefix) {

@@ -222,5 +222,9 @@ void conf_case_scaler_update(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
 /* cases_optimizer.c */
 void conf_case_sgd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 void conf_case_adamw(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
+/* cases_dropout.c */
+void conf_case_dropout(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
+/* cases_layout.c */
+void conf_case_permute(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 
 #endif /* AMPX_CONFORMANCE_HARNESS_H */
