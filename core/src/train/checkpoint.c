@@ -17,9 +17,9 @@
 #include "train/trainer.h"
 
 typedef struct ck_tensor {
-    char name[MODEL_NAME_MAX + 32];
+    char name[G_NAME_MAX + 32];
     const char *dtype; /* "F32", "BF16", "F16", "U8" */
-    uint64_t dims[2];
+    uint64_t dims[G_MAX_DIMS];
     int ndim;
     uint64_t bytes;
     ampx_buffer *buf; /* NULL: the scalars block */
@@ -29,11 +29,11 @@ typedef struct ck_tensor {
 static int ck_list(ampx_trainer *t, ck_tensor *out) {
     int n                                = 0;
     static const char *const state[2][2] = {{"momentum", NULL}, {"adam_m", "adam_v"}};
-    int adam                             = t->m->opt.kind == OPT_ADAMW;
+    int adam                             = t->m->cfg.opt.kind == OPT_ADAMW;
     for (int i = 0; i < t->n_params; i++) {
         param *p    = &t->params[i];
-        ck_tensor b = {
-            .dtype = "F32", .dims = {p->dim0, p->dim1}, .ndim = p->dim1 ? 2 : 1, .bytes = p->n * 4};
+        ck_tensor b = {.dtype = "F32", .ndim = p->ndim, .bytes = p->n * 4};
+        memcpy(b.dims, p->dims, sizeof b.dims);
         out[n] = b, out[n].buf = p->master;
         snprintf(out[n++].name, sizeof b.name, "%s", p->name);
         if (p->copy) {
@@ -48,10 +48,26 @@ static int ck_list(ampx_trainer *t, ck_tensor *out) {
                 snprintf(out[n++].name, sizeof b.name, "ampx.%s.%s", state[adam][k], p->name);
             }
     }
+    /* running statistics under their plain names, as other tools read them */
+    for (int i = 0; i < t->n_state; i++) {
+        const state_tensor *s = &t->state[i];
+        out[n] = (ck_tensor){
+            .dtype = "F32", .dims = {s->n}, .ndim = 1, .bytes = s->n * 4, .buf = s->buf};
+        snprintf(out[n++].name, sizeof out[0].name, "%s", t->g.values[s->value].name);
+    }
     out[n] = (ck_tensor){
         .dtype = "U8", .dims = {sizeof(ampx_scalars)}, .ndim = 1, .bytes = sizeof(ampx_scalars)};
     snprintf(out[n++].name, sizeof out[0].name, "ampx.scalars");
     return n;
+}
+
+/* "2,128" (or "2, 128" for messages) */
+static void shape_json(const ck_tensor *c, char *buf, size_t cap, const char *sep) {
+    size_t n = 0;
+    buf[0]   = 0;
+    for (int k = 0; k < c->ndim && n < cap; k++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%llu", k ? sep : "",
+                              (unsigned long long)c->dims[k]);
 }
 
 static void json_escape(const char *s, char *out, size_t cap) {
@@ -100,7 +116,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
 }
 
 ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
-    ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 4 + 1));
+    ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
     if (!ts) {
         snprintf(err, cap, "%s: out of memory", path);
         return AMPX_ERR_NO_MEMORY;
@@ -115,7 +131,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
     }
     char esc[256];
     sbuf h = {0};
-    json_escape(t->m->name, esc, sizeof esc);
+    json_escape(t->m->cfg.name, esc, sizeof esc);
     sb_printf(&h,
               "{\"__metadata__\":{\"format\":\"ampx\",\"ampx_version\":\"%s\",\"model\":\"%s\","
               "\"step\":\"%lld\",\"applied_steps\":\"%d\",\"skipped_steps\":\"%d\","
@@ -123,21 +139,15 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
               "\"lr\":\"%.9g\",\"optimizer\":\"%s\",\"seed\":\"%llu\"}",
               AMPX_VERSION_STRING, esc, (long long)t->step, sc.applied_steps, sc.skipped_steps,
               (double)sc.scale, sc.growth_tracker, sc.hysteresis_left, (double)sc.lr,
-              t->m->opt.kind == OPT_ADAMW ? "adamw" : "sgd", (unsigned long long)t->m->train.seed);
+              t->m->cfg.opt.kind == OPT_ADAMW ? "adamw" : "sgd", (unsigned long long)t->m->cfg.train.seed);
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         json_escape(ts[i].name, esc, sizeof esc);
-        if (ts[i].ndim == 2)
-            sb_printf(
-                &h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%llu,%llu],\"data_offsets\":[%llu,%llu]}",
-                esc, ts[i].dtype, (unsigned long long)ts[i].dims[0],
-                (unsigned long long)ts[i].dims[1], (unsigned long long)off,
-                (unsigned long long)(off + ts[i].bytes));
-        else
-            sb_printf(&h,
-                      ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%llu],\"data_offsets\":[%llu,%llu]}",
-                      esc, ts[i].dtype, (unsigned long long)ts[i].dims[0], (unsigned long long)off,
-                      (unsigned long long)(off + ts[i].bytes));
+        char shape[128];
+        shape_json(&ts[i], shape, sizeof shape, ",");
+        sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%llu,%llu]}",
+                  esc, ts[i].dtype, shape, (unsigned long long)off,
+                  (unsigned long long)(off + ts[i].bytes));
         off += ts[i].bytes;
     }
     sb_printf(&h, "}");
@@ -196,7 +206,7 @@ static const char *meta_str(const json_value *meta, const char *key) {
 }
 
 ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size_t cap) {
-    ck_tensor *ts       = malloc(sizeof *ts * (TR_MAX_PARAMS * 4 + 1));
+    ck_tensor *ts       = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
     FILE *f             = fopen(path, "rb");
     char *hdr           = NULL;
     unsigned char *data = NULL;
@@ -251,13 +261,13 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
                  "%s: not an ampx checkpoint (no __metadata__ format \"ampx\" with a step)", path);
         goto out;
     }
-    if (!model || strcmp(model, t->m->name)) {
+    if (!model || strcmp(model, t->m->cfg.name)) {
         snprintf(err, cap, "%s: a checkpoint of model \"%s\", not \"%s\"", path,
-                 model ? model : "?", t->m->name);
+                 model ? model : "?", t->m->cfg.name);
         goto out;
     }
     const char *opt      = meta_str(meta, "optimizer");
-    const char *want_opt = t->m->opt.kind == OPT_ADAMW ? "adamw" : "sgd";
+    const char *want_opt = t->m->cfg.opt.kind == OPT_ADAMW ? "adamw" : "sgd";
     if (!opt || strcmp(opt, want_opt)) {
         snprintf(err, cap, "%s: optimizer state is for %s, the model uses %s", path,
                  opt ? opt : "?", want_opt);
@@ -265,7 +275,7 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
     }
     int n = ck_list(t, ts);
     /* Check everything before writing anything to the device. */
-    const unsigned char *src[TR_MAX_PARAMS * 4 + 1];
+    const unsigned char *src[TR_MAX_PARAMS * 5 + 1];
     for (int i = 0; i < n; i++) {
         const json_value *e = json_get(root, ts[i].name);
         if (!e) {
@@ -284,12 +294,10 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
             shape_ok =
                 sh->items[k]->type == JSON_NUMBER && sh->items[k]->num == (double)ts[i].dims[k];
         if (!shape_ok) {
-            char want[64];
-            if (ts[i].ndim == 2)
-                snprintf(want, sizeof want, "[%llu, %llu]", (unsigned long long)ts[i].dims[0],
-                         (unsigned long long)ts[i].dims[1]);
-            else
-                snprintf(want, sizeof want, "[%llu]", (unsigned long long)ts[i].dims[0]);
+            char want[128];
+            char dims[100];
+            shape_json(&ts[i], dims, sizeof dims, ", ");
+            snprintf(want, sizeof want, "[%s]", dims);
             snprintf(err, cap, "%s: tensor \"%s\" has another shape than the model's %s", path,
                      ts[i].name, want);
             goto out;

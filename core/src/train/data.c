@@ -37,22 +37,22 @@ static int alloc_split(dataset *d, int64_t n_train, int64_t n_test, int64_t feat
 // i has class i mod K, radius t and angle 2 pi (c / K + turns t) + noise; features beyond
 // the first two are Gaussian distractors. The last test_fraction of examples is held out.
 
-static int load_spirals(const ampx_model *m, dataset *d, char *err, size_t cap) {
-    const data_config *c = &m->data;
-    int64_t n = c->samples, k = m->classes, f = m->nodes[m->input].cols;
+static int load_spirals(const data_request *m, dataset *d, char *err, size_t cap) {
+    const data_config *c = &m->cfg->data;
+    int64_t n = c->samples, k = m->classes, f = m->features;
     if (f < 2) {
         snprintf(err, cap,
                  "%s: the embedded spirals have 2 features (or more with distractors); input "
                  "\"%s\" has %lld",
-                 m->file, m->nodes[m->input].name, (long long)f);
+                 m->cfg->file, m->input_name, (long long)f);
         return -1;
     }
     int64_t n_test = (int64_t)((double)n * c->test_fraction);
     if (alloc_split(d, n - n_test, n_test, f)) {
-        snprintf(err, cap, "%s: out of memory for %lld examples", m->file, (long long)n);
+        snprintf(err, cap, "%s: out of memory for %lld examples", m->cfg->file, (long long)n);
         return -1;
     }
-    uint64_t seed = m->train.seed * 0x100000001B3ull + 17;
+    uint64_t seed = m->cfg->train.seed * 0x100000001B3ull + 17;
     for (int64_t i = 0; i < n; i++) {
         int32_t cls  = (int32_t)(i % k);
         double t     = data_uniform(seed, (uint64_t)i);
@@ -146,7 +146,7 @@ static int idx_open(const char *path, uint32_t magic, unsigned char **buf, size_
     return 0;
 }
 
-static int load_idx_pair(const ampx_model *m, const char *images, const char *labels, float **x,
+static int load_idx_pair(const data_request *m, const char *images, const char *labels, float **x,
                          int32_t **y, int64_t *n, char *err, size_t cap) {
     unsigned char *ib = NULL, *lb = NULL;
     size_t il, ll;
@@ -155,11 +155,11 @@ static int load_idx_pair(const ampx_model *m, const char *images, const char *la
     if (idx_open(images, 0x00000803, &ib, &il, idim, err, cap)) goto out;
     if (idx_open(labels, 0x00000801, &lb, &ll, ldim, err, cap)) goto out;
     int64_t f = idim[1] * idim[2];
-    if (f != m->nodes[m->input].cols) {
+    if (f != m->features) {
         snprintf(err, cap,
                  "%s: images are %lldx%lld = %lld features but input \"%s\" of %s has %lld", images,
-                 (long long)idim[1], (long long)idim[2], (long long)f, m->nodes[m->input].name,
-                 m->file, (long long)m->nodes[m->input].cols);
+                 (long long)idim[1], (long long)idim[2], (long long)f, m->input_name,
+                 m->cfg->file, (long long)m->features);
         goto out;
     }
     if (ldim[0] != idim[0]) {
@@ -192,9 +192,9 @@ out:
     return rc;
 }
 
-static int load_mnist(const ampx_model *m, dataset *d, char *err, size_t cap) {
-    const data_config *c = &m->data;
-    d->features          = m->nodes[m->input].cols;
+static int load_mnist(const data_request *m, dataset *d, char *err, size_t cap) {
+    const data_config *c = &m->cfg->data;
+    d->features          = m->features;
     return load_idx_pair(m, c->train_images, c->train_labels, &d->x_train, &d->y_train, &d->n_train,
                          err, cap) ||
            load_idx_pair(m, c->test_images, c->test_labels, &d->x_test, &d->y_test, &d->n_test, err,
@@ -205,7 +205,7 @@ static int load_mnist(const ampx_model *m, dataset *d, char *err, size_t cap) {
 // CSV: numbers separated by commas, one example per line, the label an integer column
 // (the last by default). A first line with a field that is not a number is a header.
 
-static int csv_read(const ampx_model *m, const char *path, float **x, int32_t **y, int64_t *n,
+static int csv_read(const data_request *m, const char *path, float **x, int32_t **y, int64_t *n,
                     char *err, size_t cap) {
     size_t len;
     unsigned char *buf = read_all(path, &len, err, cap);
@@ -217,8 +217,8 @@ static int csv_read(const ampx_model *m, const char *path, float **x, int32_t **
         return -1;
     }
     text[len] = 0;
-    int64_t f = m->nodes[m->input].cols, cols = f + 1;
-    int64_t labcol   = m->data.label_column < 0 ? cols - 1 : m->data.label_column;
+    int64_t f = m->features, cols = f + 1;
+    int64_t labcol   = m->cfg->data.label_column < 0 ? cols - 1 : m->cfg->data.label_column;
     int64_t rows_cap = 1024, rows = 0;
     int rc = -1;
     *x     = malloc(sizeof(float) * (size_t)(rows_cap * f));
@@ -266,7 +266,7 @@ static int csv_read(const ampx_model *m, const char *path, float **x, int32_t **
             while (*stop == ' ' || *stop == '\t')
                 stop++;
             if (stop == p || *stop || errno == ERANGE || !isfinite(v)) {
-                if (line_no == 1 && m->data.header != 0) {
+                if (line_no == 1 && m->cfg->data.header != 0) {
                     header_line = 1;
                     break;
                 }
@@ -292,7 +292,7 @@ static int csv_read(const ampx_model *m, const char *path, float **x, int32_t **
             p = end + 1;
         }
         if (header_line) continue;
-        if (line_no == 1 && m->data.header == 1) continue;
+        if (line_no == 1 && m->cfg->data.header == 1) continue;
         if (col != cols) {
             snprintf(err, cap,
                      "%s:%d: expected %lld columns (%lld features and a label), found %lld", path,
@@ -316,9 +316,9 @@ out:
     return rc;
 }
 
-static int load_csv(const ampx_model *m, dataset *d, char *err, size_t cap) {
-    const data_config *c = &m->data;
-    d->features          = m->nodes[m->input].cols;
+static int load_csv(const data_request *m, dataset *d, char *err, size_t cap) {
+    const data_config *c = &m->cfg->data;
+    d->features          = m->features;
     float *x;
     int32_t *y;
     int64_t n;
@@ -344,7 +344,7 @@ static int load_csv(const ampx_model *m, dataset *d, char *err, size_t cap) {
     for (int64_t i = 0; i < n; i++)
         perm[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(data_uniform(m->train.seed + 99, (uint64_t)i) * (double)(i + 1));
+        int64_t j = (int64_t)(data_uniform(m->cfg->train.seed + 99, (uint64_t)i) * (double)(i + 1));
         int64_t t = perm[i];
         perm[i] = perm[j], perm[j] = t;
     }
@@ -359,10 +359,10 @@ static int load_csv(const ampx_model *m, dataset *d, char *err, size_t cap) {
     return 0;
 }
 
-int data_load(const ampx_model *m, dataset *d, char *err, size_t cap) {
+int data_load(const data_request *m, dataset *d, char *err, size_t cap) {
     memset(d, 0, sizeof *d);
-    int rc = m->data.source == DATA_EMBEDDED ? load_spirals(m, d, err, cap)
-             : m->data.source == DATA_MNIST  ? load_mnist(m, d, err, cap)
+    int rc = m->cfg->data.source == DATA_EMBEDDED ? load_spirals(m, d, err, cap)
+             : m->cfg->data.source == DATA_MNIST  ? load_mnist(m, d, err, cap)
                                              : load_csv(m, d, err, cap);
     if (rc) data_free(d);
     return rc;

@@ -1,12 +1,13 @@
 /* data.h — training and held-out examples in host memory: the embedded spirals, MNIST IDX
- * files, CSV files. */
+ * files, CSV files. Each example is `features` f32 values (the model's f32 inputs, in
+ * declaration order, take consecutive slices of them) and one i32 class. */
 #ifndef AMPX_DATA_H
 #define AMPX_DATA_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config/model.h"
+#include "config/settings.h"
 
 typedef struct dataset {
     int64_t n_train, n_test, features;
@@ -14,9 +15,16 @@ typedef struct dataset {
     int32_t *y_train, *y_test; /* [n] in [0, classes) */
 } dataset;
 
-/* Loads what the model's "data" names; features must match the model's input and labels
+/* What the model reads: its data settings, the f32 values per example and the classes. */
+typedef struct data_request {
+    const settings *cfg;
+    int64_t features, classes;
+    const char *input_name; /* for messages: the input(s) the features go to */
+} data_request;
+
+/* Loads what the model's "data" names; features must match the model's inputs and labels
  * its classes. Errors are one line naming the file (and line for CSV). */
-int data_load(const ampx_model *m, dataset *d, char *err, size_t cap);
+int data_load(const data_request *m, dataset *d, char *err, size_t cap);
 void data_free(dataset *d);
 
 /* A uniform double in [0, 1) from a counter: the data and initializers' only randomness. */

@@ -1,13 +1,14 @@
-/* trainer.c — the executor: plans buffers by liveness, runs forward, the loss, reverse-mode
- * backward, the fused unscale-and-check, the optimizer and the scaler update through the
- * plugin ABI, and reads the device's per-step records only when it logs.
+/* trainer.c — training a model: creates the parameters, working copies and state, runs
+ * autodiff and the planner on the model's graph, checks the backend has every op the graph
+ * needs, and runs steps through the executor and the call layer, reading the device's
+ * per-step records only when it logs.
  *
  * A step, on the device and in this order, with no host wait:
- *   for each micro-batch: forward; softmax-xent (loss into the ring, logit gradient seeded
- *   with the loss scale); backward (parameter gradients accumulate in f32);
- *   unscale_check (flags into the ring); sum_squares (into the ring, for clipping and the
- *   norm); the optimizer (skips itself on found_inf); scaler_update; the scalars block is
- *   copied into the ring. */
+ *   for each micro-batch: the forward nodes; the loss (its record into the ring, the
+ *   prediction's gradient seeded with the loss scale); the backward nodes (parameter
+ *   gradients accumulate in f32); then unscale_check (flags into the ring); sum_squares
+ *   (into the ring, for clipping and the norm); the optimizer (skips itself on found_inf);
+ *   scaler_update; the scalars block is copied into the ring. */
 #include "train/trainer.h"
 
 #include <math.h>
@@ -18,8 +19,9 @@
 #include <time.h>
 
 #include "ampx/dtype.h"
+#include "graph/ops.h"
+#include "train/autodiff.h"
 
-#define ALIGN 64
 #define SLOT_SCALARS 0
 #define SLOT_GSQ 128
 #define SLOT_LOSS 136
@@ -42,372 +44,37 @@ static uint64_t dsize(ampx_dtype d) {
     return d == AMPX_BF16 || d == AMPX_F16 ? 2 : 4;
 }
 
+/* Buffer calls and the step's own ops go through the call layer like the nodes' ops. */
 static ampx_status check(ampx_trainer *t, ampx_status st, const char *what) {
-    if (st == AMPX_OK) return st;
-    const char *why = ampx_backend_last_error(t->be);
-    return tr_fail(t, st, "%s: %s: %s", what, ampx_status_name(st), why && *why ? why : "failed");
+    return call_check(&t->call, st, what);
 }
 
-#define CALL(t, op, args)                                                                          \
-    do {                                                                                           \
-        if (!(t)->planning) {                                                                      \
-            ampx_status st_ = check((t), (t)->ops->op((t)->ctx, (args)), #op);                     \
-            if (st_) return st_;                                                                   \
-        }                                                                                          \
-    } while (0)
+static ampx_status step_op(ampx_trainer *t, uint32_t op, const void *args) {
+    return call_op(&t->call, "step", op, args);
+}
 
 static ampx_tensor buf_tensor(ampx_buffer *b, uint64_t off, ampx_dtype d) {
     return (ampx_tensor){.buf = b, .offset = off, .dtype = d};
 }
 
 // ---------------------------------------------------------------------------------------
-// Tensors of the plan. While planning, each reference extends the item's live interval;
-// while running, it is the item's place in the arena.
+// Micro-batches
 
-static ampx_tensor ref(ampx_trainer *t, int ni, int kind) {
-    const node *n = &t->m->nodes[ni];
-    plan_item *p  = &t->plan[ni * T_PER_NODE + kind];
-    ampx_dtype d  = n->dtype;
-    if (kind == T_MEAN || kind == T_RSTD) d = AMPX_F32;
-    if (kind == T_TEMP) d = t->m->nodes[n->inputs[0]].dtype;
-    if (t->planning) {
-        uint64_t cols = kind == T_MEAN || kind == T_RSTD ? 1
-                        : kind == T_TEMP                 ? (uint64_t)t->m->nodes[n->inputs[0]].cols
-                                                         : (uint64_t)n->cols;
-        p->bytes      = (uint64_t)t->B * cols * dsize(d);
-        if (p->first < 0) p->first = t->time;
-        p->last = t->time;
-        return buf_tensor(NULL, 0, d);
-    }
-    return buf_tensor(t->arena, p->offset, d);
+/* Points the graph's inputs at the training or the held-out buffers. */
+static void bind_inputs(ampx_trainer *t, int test) {
+    for (int i = 0; i < t->g.n_inputs; i++)
+        t->own[t->g.inputs[i]] = test ? t->in_test[i] : t->in_train[i];
 }
 
-static ampx_tensor y_of(ampx_trainer *t, int i) {
-    const node *n = &t->m->nodes[i];
-    if (n->kind == NODE_INPUT)
-        return buf_tensor(t->x_src, (uint64_t)t->row0 * (uint64_t)n->cols * 4, AMPX_F32);
-    if (n->kind == NODE_LABELS) return buf_tensor(t->y_src, (uint64_t)t->row0 * 4, AMPX_I32);
-    return ref(t, i, T_Y);
-}
-
-static ampx_tensor weight_of(ampx_trainer *t, const param *p) {
-    if (p->copy_dtype != AMPX_F32) return buf_tensor(p->copy, 0, p->copy_dtype);
-    return buf_tensor(p->master, 0, AMPX_F32);
-}
-
-/* One row-major 2-D product C = op(A) op(B) (+ C when accumulating), leading dimensions
- * those of the stored matrices. */
-static ampx_status gemm2d(ampx_trainer *t, int trans_a, int trans_b, uint64_t m, uint64_t n,
-                          uint64_t k, int accumulate, ampx_tensor a, ampx_tensor b, ampx_tensor c) {
-    ampx_gemm_args g = {.size    = sizeof g,
-                        .trans_a = (uint32_t)trans_a,
-                        .trans_b = (uint32_t)trans_b,
-                        .m       = m,
-                        .n       = n,
-                        .k       = k,
-                        .batch   = 1,
-                        .lda     = trans_a ? m : k,
-                        .ldb     = trans_b ? k : n,
-                        .ldc     = n,
-                        .alpha   = 1,
-                        .beta    = accumulate ? 1.0f : 0.0f,
-                        .a       = a,
-                        .b       = b,
-                        .c       = c};
-    CALL(t, gemm, &g);
-    return AMPX_OK;
-}
-
-// ---------------------------------------------------------------------------------------
-// Forward
-
-static ampx_status forward_node(ampx_trainer *t, int i) {
-    const ampx_model *m = t->m;
-    const node *n       = &m->nodes[i];
-    uint64_t r = (uint64_t)t->rows, cols = (uint64_t)n->cols;
-    switch (n->kind) {
-    case NODE_INPUT:
-    case NODE_LABELS: return AMPX_OK;
-    case NODE_CAST: {
-        ampx_cast_args a = {
-            .size = sizeof a, .n = r * cols, .src = y_of(t, n->inputs[0]), .dst = ref(t, i, T_Y)};
-        CALL(t, cast, &a);
-        return AMPX_OK;
-    }
-    case NODE_DENSE: {
-        const param *w = &t->params[t->w_param[i]];
-        uint64_t in    = (uint64_t)m->nodes[n->inputs[0]].cols;
-        ampx_status st =
-            gemm2d(t, 0, 0, r, cols, in, 0, y_of(t, n->inputs[0]), weight_of(t, w), ref(t, i, T_Y));
-        if (st) return st;
-        if (n->bias) {
-            const param *b  = &t->params[t->w_param[i] + 1];
-            ampx_add_args a = {.size        = sizeof a,
-                               .broadcast_b = 1,
-                               .rows        = r,
-                               .cols        = cols,
-                               .alpha       = 1,
-                               .beta        = 1,
-                               .a           = ref(t, i, T_Y),
-                               .b           = buf_tensor(b->master, 0, AMPX_F32),
-                               .y           = ref(t, i, T_Y)};
-            CALL(t, add, &a);
-        }
-        return AMPX_OK;
-    }
-    case NODE_ACT: {
-        ampx_act_args a = {.size    = sizeof a,
-                           .act     = (uint32_t)n->act,
-                           .n       = r * cols,
-                           .x       = y_of(t, n->inputs[0]),
-                           .y_or_dx = ref(t, i, T_Y)};
-        CALL(t, act_fwd, &a);
-        return AMPX_OK;
-    }
-    case NODE_LAYERNORM: {
-        const param *g        = &t->params[t->w_param[i]];
-        ampx_layernorm_args a = {.size    = sizeof a,
-                                 .rows    = r,
-                                 .cols    = cols,
-                                 .eps     = n->eps,
-                                 .x       = y_of(t, n->inputs[0]),
-                                 .gamma   = buf_tensor(g->master, 0, AMPX_F32),
-                                 .beta    = buf_tensor(g[1].master, 0, AMPX_F32),
-                                 .mean    = ref(t, i, T_MEAN),
-                                 .rstd    = ref(t, i, T_RSTD),
-                                 .y_or_dx = ref(t, i, T_Y)};
-        CALL(t, layernorm_fwd, &a);
-        return AMPX_OK;
-    }
-    case NODE_ADD: {
-        ampx_add_args a = {.size  = sizeof a,
-                           .rows  = r,
-                           .cols  = cols,
-                           .alpha = 1,
-                           .beta  = 1,
-                           .a     = y_of(t, n->inputs[0]),
-                           .b     = y_of(t, n->inputs[1]),
-                           .y     = ref(t, i, T_Y)};
-        CALL(t, add, &a);
-        return AMPX_OK;
-    }
-    case NODE_LOSS: {
-        int lg                   = n->inputs[0];
-        ampx_softmax_xent_args a = {.size         = sizeof a,
-                                    .ignore_index = m->ignore_index,
-                                    .rows         = r,
-                                    .cols         = (uint64_t)m->classes,
-                                    .grad_scale   = 1.0f / (float)t->A,
-                                    .logits       = y_of(t, lg),
-                                    .labels       = y_of(t, n->inputs[1]),
-                                    .loss = buf_tensor(t->loss_buf, t->loss_offset, AMPX_F32)};
-        if (t->training) {
-            a.dlogits          = ref(t, lg, T_G);
-            a.scalars          = buf_tensor(t->scalars, 0, AMPX_F32);
-            t->has_contrib[lg] = 1;
-        }
-        CALL(t, softmax_xent, &a);
-        return AMPX_OK;
-    }
-    }
-    return AMPX_OK;
-}
-
-// ---------------------------------------------------------------------------------------
-// Backward: each node adds its inputs' gradients. The first contribution to a gradient
-// writes it; later ones accumulate (GEMM with beta 1, or through the node's temp and ADD).
-
-/* Where node i's backward writes the gradient of input `in`: the gradient itself when this
- * is its first contribution, else node i's temp (*accumulate set: ADD it afterwards). */
-static ampx_tensor dx_target(ampx_trainer *t, int i, int in, int *accumulate) {
-    *accumulate        = t->has_contrib[in];
-    t->has_contrib[in] = 1;
-    return *accumulate ? ref(t, i, T_TEMP) : ref(t, in, T_G);
-}
-
-static ampx_status accumulate_into(ampx_trainer *t, int i, int in) {
-    uint64_t n      = (uint64_t)t->rows * (uint64_t)t->m->nodes[in].cols;
-    ampx_add_args a = {.size  = sizeof a,
-                       .rows  = 1,
-                       .cols  = n,
-                       .alpha = 1,
-                       .beta  = 1,
-                       .a     = ref(t, in, T_G),
-                       .b     = ref(t, i, T_TEMP),
-                       .y     = ref(t, in, T_G)};
-    CALL(t, add, &a);
-    return AMPX_OK;
-}
-
-static ampx_status backward_node(ampx_trainer *t, int i) {
-    const ampx_model *m = t->m;
-    const node *n       = &m->nodes[i];
-    uint64_t r = (uint64_t)t->rows, cols = (uint64_t)n->cols;
-    int in = n->inputs[0], acc = 0;
-    uint32_t first_micro = t->micro == 0;
-    ampx_status st;
-    if (!t->need_grad[i] || n->kind == NODE_LOSS || n->kind == NODE_INPUT || n->kind == NODE_LABELS)
-        return AMPX_OK;
-    switch (n->kind) {
-    case NODE_DENSE: {
-        param *w      = &t->params[t->w_param[i]];
-        uint64_t in_c = (uint64_t)m->nodes[in].cols;
-        /* dW = x^T dy, accumulated in f32 across micro-batches */
-        st = gemm2d(t, 1, 0, in_c, cols, r, !first_micro, y_of(t, in), ref(t, i, T_G),
-                    buf_tensor(w->grad, 0, AMPX_F32));
-        if (st) return st;
-        if (n->bias) {
-            ampx_bias_grad_args b = {.size       = sizeof b,
-                                     .accumulate = !first_micro,
-                                     .rows       = r,
-                                     .cols       = cols,
-                                     .dy         = ref(t, i, T_G),
-                                     .db         = buf_tensor(w[1].grad, 0, AMPX_F32)};
-            CALL(t, bias_grad, &b);
-        }
-        if (t->need_grad[in]) {
-            /* dx = dy W^T; a second contribution accumulates in the GEMM itself */
-            int again          = t->has_contrib[in];
-            t->has_contrib[in] = 1;
-            st = gemm2d(t, 0, 1, r, in_c, cols, again, ref(t, i, T_G), weight_of(t, w),
-                        ref(t, in, T_G));
-            if (st) return st;
-        }
-        return AMPX_OK;
-    }
-    case NODE_ACT: {
-        if (!t->need_grad[in]) return AMPX_OK;
-        ampx_act_args a = {.size = sizeof a,
-                           .act  = (uint32_t)n->act,
-                           .n    = r * cols,
-                           .x    = y_of(t, in),
-                           .dy   = ref(t, i, T_G)};
-        a.y_or_dx       = dx_target(t, i, in, &acc);
-        CALL(t, act_bwd, &a);
-        return acc ? accumulate_into(t, i, in) : AMPX_OK;
-    }
-    case NODE_CAST: {
-        if (!t->need_grad[in]) return AMPX_OK;
-        ampx_cast_args a = {.size = sizeof a, .n = r * cols, .src = ref(t, i, T_G)};
-        a.dst            = dx_target(t, i, in, &acc);
-        CALL(t, cast, &a);
-        return acc ? accumulate_into(t, i, in) : AMPX_OK;
-    }
-    case NODE_LAYERNORM: {
-        param *g              = &t->params[t->w_param[i]];
-        ampx_layernorm_args a = {.size       = sizeof a,
-                                 .accumulate = !first_micro,
-                                 .rows       = r,
-                                 .cols       = cols,
-                                 .eps        = n->eps,
-                                 .x          = y_of(t, in),
-                                 .gamma      = buf_tensor(g->master, 0, AMPX_F32),
-                                 .mean       = ref(t, i, T_MEAN),
-                                 .rstd       = ref(t, i, T_RSTD),
-                                 .dy         = ref(t, i, T_G),
-                                 .dgamma     = buf_tensor(g->grad, 0, AMPX_F32),
-                                 .dbeta      = buf_tensor(g[1].grad, 0, AMPX_F32)};
-        if (t->need_grad[in])
-            a.y_or_dx = dx_target(t, i, in, &acc);
-        else
-            a.y_or_dx = ref(t, i, T_TEMP); /* the op always writes dx */
-        CALL(t, layernorm_bwd, &a);
-        return acc ? accumulate_into(t, i, in) : AMPX_OK;
-    }
-    case NODE_ADD:
-        for (int k = 0; k < 2; k++) {
-            int src = n->inputs[k];
-            if (!t->need_grad[src]) continue;
-            if (!t->has_contrib[src]) {
-                t->has_contrib[src] = 1;
-                ampx_cast_args a    = {.size = sizeof a,
-                                       .n    = r * cols,
-                                       .src  = ref(t, i, T_G),
-                                       .dst  = ref(t, src, T_G)};
-                CALL(t, cast, &a);
-            } else {
-                ampx_add_args a = {.size  = sizeof a,
-                                   .rows  = 1,
-                                   .cols  = r * cols,
-                                   .alpha = 1,
-                                   .beta  = 1,
-                                   .a     = ref(t, src, T_G),
-                                   .b     = ref(t, i, T_G),
-                                   .y     = ref(t, src, T_G)};
-                CALL(t, add, &a);
-            }
-        }
-        return AMPX_OK;
-    default: break;
-    }
-    return AMPX_OK;
-}
-
-/* One micro-batch: forward (and, training, backward). The schedule position advances per
- * node so that the plan sees each tensor's live interval. */
+/* One micro-batch: the forward nodes (and, training, the backward ones). */
 static ampx_status micro_batch(ampx_trainer *t) {
-    const ampx_model *m = t->m;
-    ampx_status st;
-    memset(t->has_contrib, 0, sizeof t->has_contrib);
-    t->time = 0;
-    for (int i = 0; i < m->n_nodes; i++, t->time++)
-        if ((st = forward_node(t, i))) return st;
-    if (!t->training) return AMPX_OK;
-    for (int i = m->n_nodes - 1; i >= 0; i--, t->time++)
-        if ((st = backward_node(t, i))) return st;
-    return AMPX_OK;
+    return exec_run(&t->x, 0, t->x.training ? t->g.n_nodes : t->g.n_forward);
 }
 
 // ---------------------------------------------------------------------------------------
-// Planning: live intervals from a dry run, then first-fit placement, largest first.
+// Parameters, state and constants
 
-static int by_size_desc(const void *a, const void *b, void *items) {
-    const plan_item *p = items;
-    uint64_t sa = p[*(const int *)a].bytes, sb = p[*(const int *)b].bytes;
-    return sa < sb ? 1 : sa > sb ? -1 : *(const int *)a - *(const int *)b;
-}
-
-static void plan_buffers(ampx_trainer *t) {
-    int n = t->m->n_nodes * T_PER_NODE;
-    for (int i = 0; i < n; i++)
-        t->plan[i] = (plan_item){.first = -1};
-    t->planning = 1;
-    t->training = 1;
-    t->rows     = t->B;
-    t->micro    = 1; /* the general case: accumulating */
-    micro_batch(t);
-    t->micro    = 0;
-    t->planning = 0;
-    int order[MODEL_MAX_NODES * T_PER_NODE], k = 0;
-    for (int i = 0; i < n; i++)
-        if (t->plan[i].first >= 0) order[k++] = i;
-    qsort_r(order, (size_t)k, sizeof order[0], by_size_desc, t->plan);
-    t->arena_bytes = t->unplanned_bytes = 0;
-    for (int a = 0; a < k; a++) {
-        plan_item *p   = &t->plan[order[a]];
-        uint64_t bytes = (p->bytes + ALIGN - 1) / ALIGN * ALIGN, off = 0;
-        t->unplanned_bytes += bytes;
-        for (int moved = 1; moved;) { /* first fit among placed items that overlap in time */
-            moved = 0;
-            for (int b = 0; b < a; b++) {
-                const plan_item *q = &t->plan[order[b]];
-                uint64_t qb        = (q->bytes + ALIGN - 1) / ALIGN * ALIGN;
-                int in_time        = !(q->last < p->first || p->last < q->first);
-                if (in_time && off < q->offset + qb && q->offset < off + bytes) {
-                    off   = q->offset + qb;
-                    moved = 1;
-                }
-            }
-        }
-        p->offset = off;
-        if (off + bytes > t->arena_bytes) t->arena_bytes = off + bytes;
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Parameters
-
-static void init_values(float *v, uint64_t n, init_kind kind, float std, uint64_t fan_in,
+static void init_values(float *v, uint64_t n, g_init kind, float std, uint64_t fan_in,
                         uint64_t fan_out, uint64_t seed) {
     double limit = kind == INIT_GLOROT_UNIFORM ? sqrt(6.0 / (double)(fan_in + fan_out))
                                                : sqrt(6.0 / (double)fan_in);
@@ -433,74 +100,97 @@ static ampx_status alloc_zero(ampx_trainer *t, uint64_t bytes, ampx_buffer **out
     return check(t, t->ifc->buffer_fill(t->ctx, *out, 0, bytes ? bytes : 4, 0, 4), "buffer_fill");
 }
 
-static ampx_status add_param(ampx_trainer *t, int node_i, const char *suffix, uint64_t d0,
-                             uint64_t d1, init_kind kind, float std, uint64_t fan_in,
-                             uint64_t fan_out, float wd, ampx_dtype copy_dtype) {
+static ampx_status write_values(ampx_trainer *t, ampx_buffer *b, const g_value *v, uint64_t n,
+                                uint64_t seed) {
+    float *host = malloc(n * 4 + 4);
+    if (!host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for %s", v->name);
+    if (v->role == ROLE_CONST)
+        for (uint64_t i = 0; i < n; i++)
+            host[i] = v->const_fill;
+    else
+        init_values(host, n, v->init, v->init_std, (uint64_t)v->fan_in,
+                    (uint64_t)v->fan_out, seed);
+    ampx_status st = check(t, t->ifc->buffer_write(t->ctx, b, 0, host, n * 4), "buffer_write");
+    free(host);
+    return st;
+}
+
+static ampx_status cast_copy(ampx_trainer *t, const param *p) {
+    ampx_cast_args c = {.size = sizeof c,
+                        .n    = p->n,
+                        .src  = buf_tensor(p->master, 0, AMPX_F32),
+                        .dst  = buf_tensor(p->copy, 0, p->copy_dtype)};
+    return step_op(t, AMPX_OP_CAST, &c);
+}
+
+static ampx_status add_param(ampx_trainer *t, int v) {
     const ampx_model *m = t->m;
-    param *p            = &t->params[t->n_params];
-    snprintf(p->name, sizeof p->name, "%s.%s", m->nodes[node_i].name, suffix);
-    p->node        = node_i;
-    p->dim0        = d0;
-    p->dim1        = d1;
-    p->n           = d1 ? d0 * d1 : d0;
-    p->wd          = wd;
-    p->copy_dtype  = copy_dtype;
+    const g_value *val  = &t->g.values[v];
+    if (t->n_params >= TR_MAX_PARAMS) return tr_fail(t, AMPX_ERR_INVALID, "too many parameters");
+    param *p = &t->params[t->n_params];
+    snprintf(p->name, sizeof p->name, "%s", val->name);
+    p->value = v;
+    p->n     = (uint64_t)g_elems(val);
+    p->ndim  = val->ndim;
+    for (int i = 0; i < val->ndim; i++)
+        p->dims[i] = (uint64_t)val->dims[i];
+    p->wd          = val->decay ? m->cfg.opt.weight_decay : 0;
+    p->copy_dtype  = val->copy >= 0 ? t->g.values[val->copy].dtype : AMPX_F32;
     uint64_t bytes = p->n * 4;
     ampx_status st;
     if ((st = alloc_zero(t, bytes, &p->master)) || (st = alloc_zero(t, bytes, &p->grad))) return st;
-    if (m->opt.kind == OPT_ADAMW || m->opt.momentum != 0)
+    if (m->cfg.opt.kind == OPT_ADAMW || m->cfg.opt.momentum != 0)
         if ((st = alloc_zero(t, bytes, &p->s1))) return st;
-    if (m->opt.kind == OPT_ADAMW && (st = alloc_zero(t, bytes, &p->s2))) return st;
-    if (copy_dtype != AMPX_F32 && (st = alloc_zero(t, p->n * 2, &p->copy))) return st;
-    float *v = malloc(bytes + 4);
-    if (!v) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for %s", p->name);
-    init_values(v, p->n, kind, std, fan_in, fan_out,
-                m->train.seed * 1000003ull + (uint64_t)t->n_params * 7919ull + 1);
-    st = check(t, t->ifc->buffer_write(t->ctx, p->master, 0, v, bytes), "buffer_write");
-    free(v);
-    if (st) return st;
-    if (copy_dtype != AMPX_F32) {
-        ampx_cast_args c = {.size = sizeof c,
-                            .n    = p->n,
-                            .src  = buf_tensor(p->master, 0, AMPX_F32),
-                            .dst  = buf_tensor(p->copy, 0, copy_dtype)};
-        if ((st = check(t, t->ops->cast(t->ctx, &c), "cast"))) return st;
-    }
+    if (m->cfg.opt.kind == OPT_ADAMW && (st = alloc_zero(t, bytes, &p->s2))) return st;
+    if (p->copy_dtype != AMPX_F32 && (st = alloc_zero(t, p->n * 2, &p->copy))) return st;
+    if ((st = write_values(t, p->master, val, p->n,
+                           m->cfg.train.seed * 1000003ull + (uint64_t)t->n_params * 7919ull + 1)))
+        return st;
+    if (p->copy_dtype != AMPX_F32 && (st = cast_copy(t, p))) return st;
+    t->own[v] = p->master;
+    if (val->copy >= 0) t->own[val->copy] = p->copy;
+    if (val->grad >= 0) t->own[val->grad] = p->grad;
     t->n_params++;
     return AMPX_OK;
 }
 
-static ampx_status create_params(ampx_trainer *t) {
-    const ampx_model *m = t->m;
+/* Parameters in the order the model declares them, state, constants. */
+static ampx_status create_values(ampx_trainer *t) {
     ampx_status st;
-    for (int i = 0; i < m->n_nodes; i++) {
-        const node *n = &m->nodes[i];
-        t->w_param[i] = -1;
-        if (n->kind == NODE_DENSE) {
-            uint64_t in = (uint64_t)m->nodes[n->inputs[0]].cols, out = (uint64_t)n->cols;
-            t->w_param[i] = t->n_params;
-            if ((st = add_param(t, i, "weight", in, out, n->init_w, n->init_std, in, out,
-                                m->opt.weight_decay, n->dtype)))
+    for (int v = 0; v < t->g.n_values; v++) {
+        const g_value *val = &t->g.values[v];
+        if (val->role == ROLE_PARAM && val->master < 0) {
+            if ((st = add_param(t, v))) return st;
+        } else if (val->role == ROLE_STATE || val->role == ROLE_CONST) {
+            uint64_t n = (uint64_t)g_elems(val);
+            if ((st = alloc_zero(t, n * 4, &t->own[v])) || (st = write_values(t, t->own[v], val, n, 0)))
                 return st;
-            if (n->bias && (st = add_param(t, i, "bias", out, 0, n->init_b, n->init_std, in, out, 0,
-                                           AMPX_F32)))
-                return st;
-        } else if (n->kind == NODE_LAYERNORM) {
-            uint64_t c    = (uint64_t)n->cols;
-            t->w_param[i] = t->n_params;
-            if ((st = add_param(t, i, "gamma", c, 0, n->init_w, n->init_std, c, c, 0, AMPX_F32)) ||
-                (st = add_param(t, i, "beta", c, 0, n->init_b, n->init_std, c, c, 0, AMPX_F32)))
-                return st;
+            if (val->role == ROLE_STATE)
+                t->state[t->n_state++] = (state_tensor){.value = v, .n = n, .buf = t->own[v]};
         }
     }
-    /* need_grad: the node has parameters, or an input that needs one */
-    for (int i = 0; i < m->n_nodes; i++) {
-        const node *n   = &m->nodes[i];
-        t->need_grad[i] = t->w_param[i] >= 0;
-        for (int k = 0; k < n->n_inputs; k++)
-            t->need_grad[i] |= t->need_grad[n->inputs[k]];
-        if (n->kind == NODE_LOSS) t->need_grad[i] = 0;
+    return AMPX_OK;
+}
+
+/* Every op a node of the graph issues, and those of the step, must be there. */
+static ampx_status check_ops(ampx_trainer *t) {
+    for (int i = 0; i < t->g.n_nodes; i++) {
+        const g_node *n = &t->g.nodes[i];
+        const g_rule *r = g_rule_of(n->op);
+        for (int k = 0; k < 4 && r->ops[k] != AMPX_OP_COUNT; k++)
+            if (!ampx_backend_op_slot(t->be, r->ops[k]))
+                return tr_fail(t, AMPX_ERR_UNSUPPORTED, "backend %s has no %s, which node \"%s\" needs",
+                               t->ifc->name, ampx_op_name(r->ops[k]), n->name);
     }
+    uint32_t step[] = {AMPX_OP_UNSCALE_CHECK, AMPX_OP_SUM_SQUARES, AMPX_OP_SCALER_UPDATE,
+                       t->m->cfg.opt.kind == OPT_ADAMW ? AMPX_OP_ADAMW : AMPX_OP_SGD, AMPX_OP_CAST};
+    int copies = 0;
+    for (int v = 0; v < t->g.n_values; v++)
+        copies |= t->g.values[v].master >= 0;
+    for (size_t i = 0; i < sizeof step / sizeof step[0] - (copies ? 0 : 1); i++)
+        if (!ampx_backend_op_slot(t->be, step[i]))
+            return tr_fail(t, AMPX_ERR_UNSUPPORTED, "backend %s has no %s, which training needs",
+                           t->ifc->name, ampx_op_name(step[i]));
     return AMPX_OK;
 }
 
@@ -508,8 +198,8 @@ static ampx_status create_params(ampx_trainer *t) {
 // Creation
 
 void init_scalars(const ampx_model *m, ampx_scalars *s) {
-    const scaler_config *c    = &m->scaler;
-    const optimizer_config *o = &m->opt;
+    const scaler_config *c    = &m->cfg.scaler;
+    const optimizer_config *o = &m->cfg.opt;
     memset(s, 0, sizeof *s);
     s->scale                  = c->mode == AMPX_SCALER_NONE ? 1.0f : c->init_scale;
     s->hysteresis_left        = c->hysteresis;
@@ -531,71 +221,160 @@ void init_scalars(const ampx_model *m, ampx_scalars *s) {
     s->lr                     = ampx_scheduled_lr(s, 0);
 }
 
+
 static ampx_status upload(ampx_trainer *t, ampx_buffer **b, const void *src, uint64_t bytes) {
     ampx_status st = check(t, t->ifc->buffer_alloc(t->ctx, bytes ? bytes : 4, b), "buffer_alloc");
     if (st || !bytes) return st;
     return check(t, t->ifc->buffer_write(t->ctx, *b, 0, src, bytes), "buffer_write");
 }
 
+/* Host rows [0, n) of x/y laid out as graph input i: a slice of the features, the labels,
+ * or the one-hot encoding of the labels (an f32 regression target). */
+static const void *input_rows(ampx_trainer *t, int i, const float *x, const int32_t *y, int64_t n,
+                              uint64_t *bytes) {
+    const g_value *v = &t->g.values[t->g.inputs[i]];
+    int64_t e = g_elems(v), f = t->data.features, off = t->in_offset[i];
+    *bytes = (uint64_t)(n * e) * 4;
+    if (off == -1) return y;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t k = 0; k < e; k++)
+            t->host_in[r * e + k] = off == -2 ? (float)(y[r] == k) : x[r * f + off + k];
+    return t->host_in;
+}
+
+/* Maps the inputs onto the data: f32 inputs take consecutive features in declaration order,
+ * the labels input the class, an f32 target of the mean squared error its one-hot code. */
+static ampx_status map_inputs(ampx_trainer *t, data_request *req) {
+    const g_graph *g = &t->g;
+    int64_t f        = 0;
+    static char names[512];
+    names[0] = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const g_value *v = &g->values[g->inputs[i]];
+        if (g->inputs[i] == g->labels) {
+            if (v->dtype == AMPX_I32 && g_elems(v) != 1)
+                return tr_fail(t, AMPX_ERR_INVALID,
+                               "%s: labels \"%s\" hold %lld values per example; the embedded, "
+                               "MNIST and CSV readers give one class per example",
+                               t->m->cfg.file, v->name, (long long)g_elems(v));
+            t->in_offset[i] = v->dtype == AMPX_I32 ? -1 : -2;
+            continue;
+        }
+        if (v->dtype == AMPX_I32)
+            return tr_fail(t, AMPX_ERR_INVALID,
+                           "%s: i32 input \"%s\" is not the loss's labels; the embedded, MNIST "
+                           "and CSV readers give one class per example",
+                           t->m->cfg.file, v->name);
+        t->in_offset[i] = f;
+        f += g_elems(v);
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s\"%s\"", len ? " + " : "", v->name);
+    }
+    req->cfg        = &t->m->cfg;
+    req->features   = f;
+    req->input_name = names;
+    if (g->values[g->labels].dtype == AMPX_I32)
+        req->classes = g->classes;
+    else
+        req->classes = g_elems(&g->values[g->labels]);
+    if (req->classes < 2)
+        return tr_fail(t, AMPX_ERR_INVALID,
+                       "%s: an mse target of %lld values cannot be a class code of this data",
+                       t->m->cfg.file, (long long)req->classes);
+    return AMPX_OK;
+}
+
+static ampx_status upload_test(ampx_trainer *t) {
+    ampx_status st;
+    for (int i = 0; i < t->g.n_inputs; i++) {
+        uint64_t bytes;
+        const void *src =
+            input_rows(t, i, t->data.x_test, t->data.y_test, t->data.n_test, &bytes);
+        if ((st = upload(t, &t->in_test[i], src, bytes))) return st;
+        uint64_t per = (uint64_t)g_elems(&t->g.values[t->g.inputs[i]]) * 4;
+        if ((st = alloc_zero(t, (uint64_t)t->data.n_train * per, &t->in_train[i]))) return st;
+    }
+    return AMPX_OK;
+}
+
 ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **out, char *err,
                                 size_t err_cap) {
     *out            = NULL;
     ampx_trainer *t = calloc(1, sizeof *t);
-    if (!t) {
+    if (!t || g_init_graph(&t->g)) {
+        free(t);
         snprintf(err, err_cap, "out of memory");
         return AMPX_ERR_NO_MEMORY;
     }
     t->m               = m;
     t->be              = be;
     t->ifc             = ampx_backend_iface_of(be);
-    t->ops             = t->ifc->ops;
     t->ctx             = ampx_backend_context(be);
-    t->B               = m->train.batch;
-    t->A               = m->train.accumulate;
-    t->K               = m->train.log_every;
+    t->B               = m->cfg.train.batch;
+    t->A               = m->cfg.train.accumulate;
+    t->K               = m->cfg.train.log_every;
     t->inject_step     = -1;
     t->epoch_on_device = -1;
-    ampx_status st     = AMPX_ERR_INVALID;
-    if (data_load(m, &t->data, t->error, sizeof t->error)) goto fail;
+    call_init(&t->call, be, t->error, sizeof t->error);
+    ampx_status st = AMPX_ERR_INVALID;
+    g_copy_graph(&t->g, &m->graph);
+    if (autodiff(&t->g, t->error, sizeof t->error)) goto fail;
+    t->own        = calloc((size_t)t->g.n_values, sizeof *t->own);
+    t->persistent = calloc((size_t)t->g.n_values, 1);
+    if (!t->own || !t->persistent) {
+        st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    for (int v = 0; v < t->g.n_values; v++)
+        if (t->g.values[v].role == ROLE_PARAM && t->g.values[v].grad >= 0)
+            t->persistent[t->g.values[v].grad] = 1;
+    if ((st = check_ops(t))) goto fail;
+    data_request req;
+    if ((st = map_inputs(t, &req))) goto fail;
+    st = AMPX_ERR_INVALID;
+    if (data_load(&req, &t->data, t->error, sizeof t->error)) goto fail;
     if (t->data.n_train < t->B) {
-        tr_fail(t, st, "%s: %lld training examples are fewer than one batch of %lld", m->file,
+        tr_fail(t, st, "%s: %lld training examples are fewer than one batch of %lld", m->cfg.file,
                 (long long)t->data.n_train, (long long)t->B);
         goto fail;
     }
     t->micro_per_epoch = t->data.n_train / t->B;
-    uint64_t f         = (uint64_t)t->data.features;
-    t->shuffle_x       = malloc(sizeof(float) * (size_t)(t->data.n_train * (int64_t)f));
-    t->shuffle_y       = malloc(sizeof(int32_t) * (size_t)t->data.n_train);
-    if (!t->shuffle_x || !t->shuffle_y) {
+    uint64_t f = (uint64_t)t->data.features, widest = f + 1;
+    for (int i = 0; i < t->g.n_inputs; i++)
+        if ((uint64_t)g_elems(&t->g.values[t->g.inputs[i]]) > widest)
+            widest = (uint64_t)g_elems(&t->g.values[t->g.inputs[i]]);
+    int64_t most = t->data.n_train > t->data.n_test ? t->data.n_train : t->data.n_test;
+    t->shuffle_x = malloc(sizeof(float) * (size_t)(t->data.n_train * (int64_t)f + 1));
+    t->shuffle_y = malloc(sizeof(int32_t) * (size_t)(t->data.n_train + 1));
+    t->host_in   = malloc(sizeof(float) * (size_t)((uint64_t)most * widest + 1));
+    if (!t->shuffle_x || !t->shuffle_y || !t->host_in) {
         st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for the training set");
         goto fail;
     }
-    /* Every op the plan uses must be there (a NULL slot is unsupported). */
-    static const uint32_t needed[] = {
-        AMPX_OP_GEMM,          AMPX_OP_CAST,        AMPX_OP_ADD,           AMPX_OP_BIAS_GRAD,
-        AMPX_OP_ACT_FWD,       AMPX_OP_ACT_BWD,     AMPX_OP_SOFTMAX_XENT,  AMPX_OP_LAYERNORM_FWD,
-        AMPX_OP_LAYERNORM_BWD, AMPX_OP_SUM_SQUARES, AMPX_OP_UNSCALE_CHECK, AMPX_OP_SCALER_UPDATE,
-        AMPX_OP_SGD,           AMPX_OP_ADAMW};
-    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
-        if (!ampx_backend_op_slot(be, needed[i])) {
-            st = tr_fail(t, AMPX_ERR_UNSUPPORTED, "backend %s has no %s op, which training needs",
-                         t->ifc->name, ampx_op_name(needed[i]));
-            goto fail;
-        }
-    if ((st = create_params(t))) goto fail;
-    plan_buffers(t);
-    t->slot_bytes =
-        (SLOT_LOSS + 4 * (uint64_t)t->A + 4 * (uint64_t)t->n_params + ALIGN - 1) / ALIGN * ALIGN;
+    if ((st = create_values(t))) goto fail;
+    if (plan_make(&t->g, (uint64_t)t->B, t->persistent, &t->plan)) {
+        st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    t->slot_bytes = (SLOT_LOSS + 4 * (uint64_t)t->A + 4 * (uint64_t)t->n_params + PLAN_ALIGN - 1) /
+                    PLAN_ALIGN * PLAN_ALIGN;
     ampx_scalars s;
     init_scalars(m, &s);
-    if ((st = alloc_zero(t, t->arena_bytes, &t->arena)) ||
+    if ((st = alloc_zero(t, t->plan.arena_bytes, &t->arena)) ||
         (st = alloc_zero(t, t->slot_bytes * (uint64_t)t->K, &t->ring)) ||
         (st = alloc_zero(t, 64, &t->eval_loss)) || (st = upload(t, &t->scalars, &s, sizeof s)) ||
-        (st = alloc_zero(t, (uint64_t)t->data.n_train * f * 4, &t->x_train)) ||
-        (st = alloc_zero(t, (uint64_t)t->data.n_train * 4, &t->y_train)) ||
-        (st = upload(t, &t->x_test, t->data.x_test, (uint64_t)t->data.n_test * f * 4)) ||
-        (st = upload(t, &t->y_test, t->data.y_test, (uint64_t)t->data.n_test * 4)))
+        (st = upload_test(t)))
         goto fail;
+    t->x = (g_exec){.g             = &t->g,
+                    .p             = &t->plan,
+                    .call          = &t->call,
+                    .arena         = t->arena,
+                    .own           = t->own,
+                    .rows          = (uint64_t)t->B,
+                    .training      = 1,
+                    .micro_batches = (uint64_t)t->A,
+                    .seed          = m->cfg.train.seed,
+                    .scalars       = buf_tensor(t->scalars, 0, AMPX_F32)};
     t->t_last_flush = now_ms();
     *out            = t;
     return AMPX_OK;
@@ -608,26 +387,49 @@ fail:
 void ampx_trainer_free(ampx_trainer *t) {
     if (!t) return;
     if (t->ctx) t->ifc->synchronize(t->ctx);
-    ampx_buffer **bufs[] = {&t->arena,   &t->ring,    &t->eval_loss, &t->scalars,
-                            &t->x_train, &t->y_train, &t->x_test,    &t->y_test};
+    ampx_buffer **bufs[] = {&t->arena, &t->ring, &t->eval_loss, &t->scalars};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) t->ifc->buffer_free(t->ctx, *bufs[i]);
+    for (int i = 0; i < G_MAX_INPUTS; i++) {
+        if (t->in_train[i]) t->ifc->buffer_free(t->ctx, t->in_train[i]);
+        if (t->in_test[i]) t->ifc->buffer_free(t->ctx, t->in_test[i]);
+    }
     for (int i = 0; i < t->n_params; i++) {
         param *p          = &t->params[i];
         ampx_buffer *pb[] = {p->master, p->grad, p->s1, p->s2, p->copy};
         for (int k = 0; k < 5; k++)
             if (pb[k]) t->ifc->buffer_free(t->ctx, pb[k]);
     }
+    if (t->own)
+        for (int v = 0; v < t->g.n_values; v++)
+            if (t->own[v] && (t->g.values[v].role == ROLE_STATE || t->g.values[v].role == ROLE_CONST))
+                t->ifc->buffer_free(t->ctx, t->own[v]);
     data_free(&t->data);
+    plan_free(&t->plan);
+    g_free_graph(&t->g);
+    free(t->own);
+    free(t->persistent);
     free(t->shuffle_x);
     free(t->shuffle_y);
+    free(t->host_in);
     free(t);
 }
 
 // ---------------------------------------------------------------------------------------
 // Steps
 
-/* Puts epoch e's shuffle of the training set on the device (one write per epoch). */
+/* Writes host rows x/y (n of them) into the training buffers of every input. */
+static ampx_status write_train(ampx_trainer *t, const float *x, const int32_t *y, int64_t n) {
+    ampx_status st = AMPX_OK;
+    for (int i = 0; i < t->g.n_inputs && !st; i++) {
+        uint64_t bytes;
+        const void *src = input_rows(t, i, x, y, n, &bytes);
+        st = check(t, t->ifc->buffer_write(t->ctx, t->in_train[i], 0, src, bytes), "buffer_write");
+    }
+    return st;
+}
+
+/* Puts epoch e's shuffle of the training set on the device (one write per input and epoch). */
 static ampx_status load_epoch(ampx_trainer *t, int64_t e) {
     if (t->epoch_on_device == e) return AMPX_OK;
     int64_t n = t->data.n_train, f = t->data.features;
@@ -635,7 +437,8 @@ static ampx_status load_epoch(ampx_trainer *t, int64_t e) {
     if (!perm) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     for (int64_t i = 0; i < n; i++)
         perm[i] = i;
-    uint64_t seed = t->m->train.seed * 0x9E3779B97F4A7C15ull + (uint64_t)e * 0x2545F4914F6CDD1Dull;
+    uint64_t seed =
+        t->m->cfg.train.seed * 0x9E3779B97F4A7C15ull + (uint64_t)e * 0x2545F4914F6CDD1Dull;
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)(data_uniform(seed, (uint64_t)i) * (double)(i + 1));
         int64_t x = perm[i];
@@ -646,22 +449,16 @@ static ampx_status load_epoch(ampx_trainer *t, int64_t e) {
         t->shuffle_y[i] = t->data.y_train[perm[i]];
     }
     free(perm);
-    ampx_status st =
-        check(t, t->ifc->buffer_write(t->ctx, t->x_train, 0, t->shuffle_x, (uint64_t)(n * f) * 4),
-              "buffer_write");
-    if (!st)
-        st = check(t, t->ifc->buffer_write(t->ctx, t->y_train, 0, t->shuffle_y, (uint64_t)n * 4),
-                   "buffer_write");
+    ampx_status st = write_train(t, t->shuffle_x, t->shuffle_y, n);
     if (!st) t->epoch_on_device = e;
     return st;
 }
 
 static ampx_status select_micro(ampx_trainer *t, int64_t global_micro) {
     ampx_status st = load_epoch(t, global_micro / t->micro_per_epoch);
-    t->row0        = (global_micro % t->micro_per_epoch) * t->B;
-    t->rows        = t->B;
-    t->x_src       = t->x_train;
-    t->y_src       = t->y_train;
+    bind_inputs(t, 0);
+    t->x.row0 = (uint64_t)((global_micro % t->micro_per_epoch) * t->B);
+    t->x.rows = (uint64_t)t->B;
     return st;
 }
 
@@ -674,7 +471,7 @@ static ampx_tensor_list grad_list(ampx_trainer *t, ampx_tensor *ts, uint64_t *ns
 }
 
 static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
-    const optimizer_config *o = &t->m->opt;
+    const optimizer_config *o = &t->m->cfg.opt;
     ampx_tensor pt[TR_MAX_PARAMS], gt[TR_MAX_PARAMS], s1[TR_MAX_PARAMS], s2[TR_MAX_PARAMS],
         cp[TR_MAX_PARAMS];
     uint64_t ns[TR_MAX_PARAMS];
@@ -691,7 +488,7 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
         wd[i]    = p->wd;
     }
     ampx_tensor_list params = {.count = (uint32_t)t->n_params, .tensors = pt, .n_elems = ns};
-    uint64_t seed           = ampx_hash32(t->m->train.seed, (uint64_t)t->step) * 0x100000001ull;
+    uint64_t seed           = ampx_hash32(t->m->cfg.train.seed, (uint64_t)t->step) * 0x100000001ull;
     ampx_tensor sc          = buf_tensor(t->scalars, 0, AMPX_F32);
     if (o->kind == OPT_ADAMW) {
         ampx_adamw_args a = {.size            = sizeof a,
@@ -710,7 +507,7 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
                              .scalars         = sc,
                              .stochastic_copy = (uint32_t)o->stochastic_rounding,
                              .seed            = seed};
-        return check(t, t->ops->adamw(t->ctx, &a), "adamw");
+        return step_op(t, AMPX_OP_ADAMW, &a);
     }
     ampx_sgd_args a = {.size            = sizeof a,
                        .nesterov        = (uint32_t)o->nesterov,
@@ -727,17 +524,17 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
                        .scalars         = sc,
                        .stochastic_copy = (uint32_t)o->stochastic_rounding,
                        .seed            = seed};
-    return check(t, t->ops->sgd(t->ctx, &a), "sgd");
+    return step_op(t, AMPX_OP_SGD, &a);
 }
 
 static ampx_status one_step(ampx_trainer *t) {
     ampx_status st;
     uint64_t slot = (uint64_t)((t->step - t->ring_first) % t->K) * t->slot_bytes;
-    t->training   = 1;
-    t->loss_buf   = t->ring;
+    t->x.training = 1;
+    t->x.step     = (uint64_t)t->step;
     for (int64_t a = 0; a < t->A; a++) {
-        t->micro       = (int)a;
-        t->loss_offset = slot + SLOT_LOSS + 4 * (uint64_t)a;
+        t->x.micro = (int)a;
+        t->x.loss  = buf_tensor(t->ring, slot + SLOT_LOSS + 4 * (uint64_t)a, AMPX_F32);
         if ((st = select_micro(t, t->step * t->A + a)) || (st = micro_batch(t))) return st;
     }
     if (t->step + 1 == t->inject_step) {
@@ -759,10 +556,8 @@ static ampx_status one_step(ampx_trainer *t) {
         .scalars   = buf_tensor(t->scalars, 0, AMPX_F32)};
     ampx_sum_squares_args q   = {.size = sizeof q, .x = grads, .out = gsq};
     ampx_scaler_update_args v = {.size = sizeof v, .scalars = u.scalars};
-    if ((st = check(t, t->ops->unscale_check(t->ctx, &u), "unscale_check")) ||
-        (st = check(t, t->ops->sum_squares(t->ctx, &q), "sum_squares")) ||
-        (st = optimizer_step(t, gsq)) ||
-        (st = check(t, t->ops->scaler_update(t->ctx, &v), "scaler_update")))
+    if ((st = step_op(t, AMPX_OP_UNSCALE_CHECK, &u)) || (st = step_op(t, AMPX_OP_SUM_SQUARES, &q)) ||
+        (st = optimizer_step(t, gsq)) || (st = step_op(t, AMPX_OP_SCALER_UPDATE, &v)))
         return st;
     st = check(t,
                t->ifc->buffer_copy(t->ctx, t->ring, slot + SLOT_SCALARS, t->scalars, 0,
@@ -847,50 +642,51 @@ ampx_status ampx_trainer_run(ampx_trainer *t, int64_t until, ampx_record_fn reco
 }
 
 ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
-    const ampx_model *m = t->m;
+    const g_graph *g = &t->g;
     int64_t n = t->data.n_test, correct = 0;
-    double loss_sum       = 0;
-    uint64_t c            = (uint64_t)m->classes;
-    ampx_dtype ld         = m->nodes[m->logits].dtype;
-    unsigned char *logits = malloc((size_t)((uint64_t)t->B * c * 4));
+    double loss_sum        = 0;
+    int classify           = g->values[g->labels].dtype == AMPX_I32;
+    uint64_t c             = (uint64_t)g_last(&g->values[g->logits]);
+    ampx_dtype ld          = g->values[g->logits].dtype;
+    unsigned char *logits  = malloc((size_t)((uint64_t)t->B * c * 4));
     if (!logits) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     ampx_status st = AMPX_OK;
-    t->training    = 0;
-    t->loss_buf    = t->eval_loss;
-    t->loss_offset = 0;
-    t->x_src       = t->x_test;
-    t->y_src       = t->y_test;
+    t->x.training  = 0;
+    t->x.micro     = 0;
+    t->x.loss      = buf_tensor(t->eval_loss, 0, AMPX_F32);
+    bind_inputs(t, 1);
     for (int64_t r0 = 0; r0 < n && !st; r0 += t->B) {
-        t->row0 = r0;
-        t->rows = n - r0 < t->B ? n - r0 : t->B;
+        t->x.row0 = (uint64_t)r0;
+        t->x.rows = (uint64_t)(n - r0 < t->B ? n - r0 : t->B);
         if ((st = micro_batch(t))) break;
-        ampx_tensor lt = ref(t, m->logits, T_Y);
+        ampx_tensor lt = gx_tensor(&t->x, g->logits);
         float loss;
-        if ((st = check(t,
-                        t->ifc->buffer_read(t->ctx, lt.buf, lt.offset, logits,
-                                            (uint64_t)t->rows * c * dsize(ld)),
-                        "buffer_read")) ||
+        if ((classify && (st = check(t,
+                                     t->ifc->buffer_read(t->ctx, lt.buf, lt.offset, logits,
+                                                         t->x.rows * c * dsize(ld)),
+                                     "buffer_read"))) ||
             (st = check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, 0, &loss, 4), "buffer_read")))
             break;
-        loss_sum += (double)loss * (double)t->rows;
-        for (int64_t r = 0; r < t->rows; r++) {
+        loss_sum += (double)loss * (double)t->x.rows;
+        for (uint64_t r = 0; classify && r < t->x.rows; r++) {
             int64_t best = 0;
             float bv     = -INFINITY;
             for (uint64_t j = 0; j < c; j++) {
-                uint64_t k = (uint64_t)r * c + j;
+                uint64_t k = r * c + j;
                 float v    = ld == AMPX_F32    ? ((float *)logits)[k]
                              : ld == AMPX_BF16 ? ampx_bf16_to_f32(((uint16_t *)logits)[k])
                                                : ampx_f16_to_f32(((uint16_t *)logits)[k]);
                 if (v > bv) bv = v, best = (int64_t)j;
             }
-            correct += best == t->data.y_test[r0 + r];
+            correct += best == t->data.y_test[r0 + (int64_t)r];
         }
     }
     free(logits);
-    t->training = 1;
+    t->x.training = 1;
+    bind_inputs(t, 0);
     if (st) return st;
     out->examples = n;
-    out->accuracy = n ? (double)correct / (double)n : 0;
+    out->accuracy = !classify ? -1 : n ? (double)correct / (double)n : 0;
     out->loss     = n ? loss_sum / (double)n : 0;
     return AMPX_OK;
 }
@@ -907,8 +703,8 @@ ampx_status ampx_trainer_scalars(ampx_trainer *t, ampx_scalars *out) {
 }
 
 void ampx_trainer_memory(const ampx_trainer *t, uint64_t *peak, uint64_t *unplanned) {
-    *peak      = t->arena_bytes;
-    *unplanned = t->unplanned_bytes;
+    *peak      = t->plan.arena_bytes;
+    *unplanned = t->plan.unplanned_bytes;
 }
 
 int ampx_trainer_n_params(const ampx_trainer *t) {
@@ -948,7 +744,7 @@ ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const float *host
                             .n    = p->n,
                             .src  = buf_tensor(p->master, 0, AMPX_F32),
                             .dst  = buf_tensor(p->copy, 0, p->copy_dtype)};
-        st               = check(t, t->ops->cast(t->ctx, &c), "cast");
+        st               = step_op(t, AMPX_OP_CAST, &c);
     }
     return st;
 }
@@ -957,33 +753,21 @@ ampx_status ampx_trainer_gradients(ampx_trainer *t, int64_t first, double *loss)
     if (first < 0 || first + t->B > t->data.n_train)
         return tr_fail(t, AMPX_ERR_INVALID, "rows %lld..%lld are outside the training set",
                        (long long)first, (long long)(first + t->B));
-    ampx_status st = load_epoch(t, 0);
+    /* unshuffled rows: written over the epoch's copy, which is reloaded on the next step */
+    int64_t f      = t->data.features;
+    ampx_status st = write_train(t, t->data.x_train + first * f, t->data.y_train + first, t->B);
     if (st) return st;
-    /* unshuffled rows: write them over epoch 0's copy, which is reloaded on the next step */
-    uint64_t f = (uint64_t)t->data.features;
-    if ((st =
-             check(t,
-                   t->ifc->buffer_write(t->ctx, t->x_train, 0, t->data.x_train + first * (int64_t)f,
-                                        (uint64_t)t->B * f * 4),
-                   "buffer_write")) ||
-        (st = check(t,
-                    t->ifc->buffer_write(t->ctx, t->y_train, 0, t->data.y_train + first,
-                                         (uint64_t)t->B * 4),
-                    "buffer_write")))
-        return st;
     t->epoch_on_device = -1;
-    t->training        = 1;
-    t->micro           = 0;
-    t->loss_buf        = t->eval_loss;
-    t->loss_offset     = 0;
-    t->x_src           = t->x_train;
-    t->y_src           = t->y_train;
-    t->row0            = 0;
-    t->rows            = t->B;
-    int64_t saved_a    = t->A;
-    t->A               = 1;
+    bind_inputs(t, 0);
+    t->x.training      = 1;
+    t->x.micro         = 0;
+    t->x.step          = (uint64_t)t->step;
+    t->x.loss          = buf_tensor(t->eval_loss, 0, AMPX_F32);
+    t->x.row0          = 0;
+    t->x.rows          = (uint64_t)t->B;
+    t->x.micro_batches = 1;
     st                 = micro_batch(t);
-    t->A               = saved_a;
+    t->x.micro_batches = (uint64_t)t->A;
     float l            = 0;
     if (!st) st = check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, 0, &l, 4), "buffer_read");
     *loss = l;

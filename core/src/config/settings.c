@@ -1,22 +1,20 @@
-/* policy.c — the precision policy and the loss-scaler settings: parsing (presets, jmp-style
- * strings, objects), resolving each node's dtype (per-layer override > op class > global
- * compute, torch.autocast's defaults), inserting casts, and describing the result. */
-#include <fnmatch.h>
-#include <stdarg.h>
+/* settings.c — the parts of a model file that are not the graph: the precision policy
+ * (presets, jmp-style strings, objects with op-class lists and per-layer overrides), the loss
+ * scaler, the optimizer and its schedule, the data source and the training settings. */
+#include "config/settings.h"
+
+#include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/model.h"
-
-#define CLASS_DEFAULT (-1)
-#define CLASS_COMPUTE (-2)
-
-static const char *const class_names[] = {"dense", "activation", "layernorm", "add", "loss", NULL};
-
 // ---------------------------------------------------------------------------------------
 // Policy
+
+const char *const op_class_names[] = {"dense",   "activation", "layernorm", "add",    "loss",
+                                      "batchnorm", "softmax",  "mul",       "reduce", "dropout", NULL};
 
 void policy_defaults(policy *p, const char *preset) {
     memset(p, 0, sizeof *p);
@@ -79,13 +77,13 @@ static int parse_class_list(jctx *c, const json_value *obj, const char *key, int
         const json_value *e = l->items[i];
         int k               = -1;
         if (e->type == JSON_STRING)
-            for (int j = 0; class_names[j]; j++)
-                if (!strcmp(class_names[j], e->str)) k = j;
+            for (int j = 0; op_class_names[j]; j++)
+                if (!strcmp(op_class_names[j], e->str)) k = j;
         if (k < 0) {
-            const char *near = e->type == JSON_STRING ? did_you_mean(e->str, class_names) : NULL;
+            const char *near = e->type == JSON_STRING ? did_you_mean(e->str, op_class_names) : NULL;
             if (near)
                 return jerr(c, e, "unknown op class \"%s\" (did you mean \"%s\"?)", e->str, near);
-            return jerr(c, e, "expected an op class: dense, activation, layernorm, add, loss");
+            return jerr(c, e, "expected an op class: dense, activation, layernorm, add, loss, batchnorm, softmax, mul, reduce, dropout");
         }
         if (k == CLASS_LOSS && value == CLASS_COMPUTE)
             return jerr(c, e,
@@ -136,12 +134,12 @@ int policy_parse(jctx *c, const json_value *v, policy *p) {
         if (ov) {
             if (ov->type != JSON_OBJECT)
                 return jerr(c, ov, "expected an object of \"name glob\": dtype");
-            if (ov->n_items > MODEL_MAX_OVERRIDES)
-                return jerr(c, ov, "at most %d overrides", MODEL_MAX_OVERRIDES);
+            if (ov->n_items > MAX_OVERRIDES)
+                return jerr(c, ov, "at most %d overrides", MAX_OVERRIDES);
             for (size_t i = 0; i < ov->n_items; i++) {
-                if (strlen(ov->items[i]->key) >= MODEL_NAME_MAX)
+                if (strlen(ov->items[i]->key) >= NAME_MAX_LEN)
                     return jerr(c, ov->items[i], "glob too long");
-                snprintf(p->overrides[i].glob, MODEL_NAME_MAX, "%s", ov->items[i]->key);
+                snprintf(p->overrides[i].glob, NAME_MAX_LEN, "%s", ov->items[i]->key);
                 if (dtype_at(c, ov->items[i], &p->overrides[i].dtype)) return -1;
             }
             p->n_overrides = (int)ov->n_items;
@@ -252,202 +250,182 @@ int scaler_parse(jctx *c, const json_value *v, scaler_config *s) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Resolution: each node's dtype, and the casts the dense layers need
+// Optimizer, data, train
 
-static op_class class_of(const node *n) {
-    switch (n->kind) {
-    case NODE_DENSE: return CLASS_DENSE;
-    case NODE_ACT: return CLASS_ACTIVATION;
-    case NODE_LAYERNORM: return CLASS_LAYERNORM;
-    case NODE_ADD: return CLASS_ADD;
-    default: return CLASS_LOSS;
+int optimizer_parse(jctx *c, settings *m, const json_value *v) {
+    static const char *const keys[]  = {"type",
+                                        "lr",
+                                        "weight_decay",
+                                        "betas",
+                                        "eps",
+                                        "momentum",
+                                        "dampening",
+                                        "nesterov",
+                                        "clip_grad_norm",
+                                        "schedule",
+                                        "stochastic_rounding",
+                                        NULL};
+    static const char *const types[] = {"sgd", "adamw", NULL};
+    optimizer_config *o              = &m->opt;
+    if (jkeys(c, v, keys)) return -1;
+    int type = (int)o->kind;
+    if (jenum(c, v, "type", 0, types, &type)) return -1;
+    o->kind = (opt_kind)type;
+    if (o->kind == OPT_SGD) {
+        o->lr           = 0.1f;
+        o->weight_decay = 0;
+        for (const char *const *k = (const char *const[]){"betas", "eps", NULL}; *k; k++)
+            if (json_get(v, *k))
+                return jerr(c, json_get(v, *k), "\"%s\" applies to adamw only", *k);
+    } else {
+        for (const char *const *k =
+                 (const char *const[]){"momentum", "dampening", "nesterov", NULL};
+             *k; k++)
+            if (json_get(v, *k)) return jerr(c, json_get(v, *k), "\"%s\" applies to sgd only", *k);
     }
-}
-
-static ampx_dtype wider(ampx_dtype a, ampx_dtype b) {
-    return a == b ? a : AMPX_F32;
-}
-
-/* The dtype a node runs in, and why; in0/in1 are its inputs' dtypes. */
-static ampx_dtype node_dtype(const ampx_model *m, const node *n, ampx_dtype in0, ampx_dtype in1,
-                             const char **why) {
-    const policy *p = &m->pol;
-    for (int i = 0; i < p->n_overrides; i++)
-        if (!fnmatch(p->overrides[i].glob, n->name, 0)) {
-            *why = "per-layer override";
-            return p->overrides[i].dtype;
-        }
-    if (n->kind == NODE_LOSS) {
-        *why = "losses run in f32";
-        return AMPX_F32;
-    }
-    int cd = p->class_dtype[class_of(n)];
-    if (cd == CLASS_COMPUTE) {
-        *why = "op class in compute_ops";
-        return p->compute;
-    }
-    if (cd >= 0) {
-        *why = "op class in f32_ops";
-        return (ampx_dtype)cd;
-    }
-    switch (n->kind) {
-    case NODE_DENSE:
-        if (n->is_output) {
-            *why = "output layer: the policy's output dtype";
-            return p->output;
-        }
-        *why = "dense: the compute dtype";
-        return p->compute;
-    case NODE_LAYERNORM: *why = "norms run in f32"; return AMPX_F32;
-    case NODE_ADD: *why = "follows its inputs"; return wider(in0, in1);
-    default: *why = "follows its input"; return in0;
-    }
-}
-
-int policy_resolve(ampx_model *m, char *err, size_t cap) {
-    /* The output layer: the dense node the loss reads, through activations if any. */
-    int o = m->logits;
-    while (o >= 0 && m->nodes[o].kind == NODE_ACT)
-        o = m->nodes[o].inputs[0];
-    if (o >= 0 && m->nodes[o].kind == NODE_DENSE) m->nodes[o].is_output = 1;
-
-    node *out = malloc(sizeof(node) * MODEL_MAX_NODES);
-    int map[MODEL_MAX_NODES];
-    if (!out) {
-        snprintf(err, cap, "%s: out of memory", m->file);
+    double lr = o->lr, wd = o->weight_decay, eps = o->eps, mom = o->momentum, damp = o->dampening,
+           clip = o->clip_grad_norm;
+    if (jnum(c, v, "lr", 0, 0, 1e3, &lr) || jnum(c, v, "weight_decay", 0, 0, 1e3, &wd) ||
+        jnum(c, v, "eps", 0, 0, 1, &eps) || jnum(c, v, "momentum", 0, 0, 1, &mom) ||
+        jnum(c, v, "dampening", 0, 0, 1, &damp) ||
+        jnum(c, v, "clip_grad_norm", 0, 0, 1e30, &clip) || jbool(c, v, "nesterov", &o->nesterov) ||
+        jbool(c, v, "stochastic_rounding", &o->stochastic_rounding))
         return -1;
+    if (o->nesterov && (mom <= 0 || damp != 0))
+        return jerr(c, json_get(v, "nesterov"), "nesterov needs momentum > 0 and dampening 0");
+    const json_value *b = json_get(v, "betas");
+    if (b) {
+        if (b->type != JSON_ARRAY || b->n_items != 2) return jerr(c, b, "expected [beta1, beta2]");
+        for (int i = 0; i < 2; i++)
+            if (b->items[i]->type != JSON_NUMBER || b->items[i]->num < 0 || b->items[i]->num >= 1)
+                return jerr(c, b->items[i], "expected a number in [0, 1)");
+        o->beta1 = (float)b->items[0]->num;
+        o->beta2 = (float)b->items[1]->num;
     }
-    int n_out = 0;
-    for (int i = 0; i < m->n_nodes; i++) {
-        node n = m->nodes[i];
-        for (int k = 0; k < n.n_inputs; k++)
-            n.inputs[k] = map[n.inputs[k]];
-        if (n.kind != NODE_INPUT && n.kind != NODE_LABELS) {
-            const char *why = NULL;
-            ampx_dtype in1  = n.n_inputs > 1 ? out[n.inputs[1]].dtype : AMPX_F32;
-            n.dtype         = node_dtype(m, &n, out[n.inputs[0]].dtype, in1, &why);
-            n.why           = why;
-            /* Dense layers (and activations given a dtype explicitly) read their input in
-             * their own dtype: a cast node goes in front. */
-            int needs_cast =
-                n.kind == NODE_DENSE || (n.kind == NODE_ACT && strcmp(why, "follows its input"));
-            if (needs_cast && out[n.inputs[0]].dtype != n.dtype) {
-                char cname[MODEL_NAME_MAX];
-                snprintf(cname, sizeof cname, "%.50s->%s", out[n.inputs[0]].name,
-                         dtype_name(n.dtype));
-                int found = -1;
-                for (int k = 0; k < n_out; k++)
-                    if (!strcmp(out[k].name, cname)) found = k;
-                if (found < 0) {
-                    if (n_out >= MODEL_MAX_NODES) {
-                        snprintf(err, cap, "%s: too many nodes after inserting casts", m->file);
-                        free(out);
-                        return -1;
-                    }
-                    node *cn = &out[n_out];
-                    memset(cn, 0, sizeof *cn);
-                    snprintf(cn->name, sizeof cn->name, "%s", cname);
-                    cn->kind      = NODE_CAST;
-                    cn->n_inputs  = 1;
-                    cn->inputs[0] = n.inputs[0];
-                    cn->cols      = out[n.inputs[0]].cols;
-                    cn->dtype     = n.dtype;
-                    cn->line      = n.line;
-                    cn->col       = n.col;
-                    cn->why       = "cast inserted by the policy";
-                    found         = n_out++;
-                }
-                n.inputs[0] = found;
-            }
-        }
-        if (n_out >= MODEL_MAX_NODES) {
-            snprintf(err, cap, "%s: too many nodes after inserting casts", m->file);
-            free(out);
+    o->lr = (float)lr, o->weight_decay = (float)wd, o->eps = (float)eps, o->momentum = (float)mom;
+    o->dampening = (float)damp, o->clip_grad_norm = (float)clip;
+    const json_value *s = json_get(v, "schedule");
+    if (s) {
+        static const char *const skeys[]  = {"type", "warmup_steps", "decay_steps", "min_lr", NULL};
+        static const char *const stypes[] = {"constant", "warmup_cosine", NULL};
+        if (jkeys(c, s, skeys)) return -1;
+        int st = 1;
+        if (jenum(c, s, "type", 0, stypes, &st)) return -1;
+        int64_t warm = 0, decay = 0;
+        double min_lr = 0;
+        if (jint(c, s, "warmup_steps", 0, 0, INT32_MAX, &warm) ||
+            jint(c, s, "decay_steps", 0, 1, INT32_MAX, &decay) ||
+            jnum(c, s, "min_lr", 0, 0, lr, &min_lr))
             return -1;
-        }
-        map[i]       = n_out;
-        out[n_out++] = n;
+        if (st == 0 && s->n_items > 1) return jerr(c, s, "a constant schedule takes no other keys");
+        o->schedule     = st;
+        o->warmup_steps = (int32_t)warm;
+        o->decay_steps  = (int32_t)decay;
+        o->min_lr       = (float)min_lr;
     }
-    memcpy(m->nodes, out, sizeof(node) * (size_t)n_out);
-    m->n_nodes = n_out;
-    m->input   = map[m->input];
-    m->labels  = map[m->labels];
-    m->logits  = map[m->logits];
-    m->loss    = map[m->loss];
-    free(out);
     return 0;
 }
 
-// ---------------------------------------------------------------------------------------
-// Describe
-
-static void linef(ampx_line_fn line, void *user, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void linef(ampx_line_fn line, void *user, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    line(user, buf);
+static char *resolve_path(const char *model_file, const char *p) {
+    if (p[0] == '/') return strdup(p);
+    char *copy = strdup(model_file);
+    if (!copy) return NULL;
+    char *dir = dirname(copy);
+    size_t n  = strlen(dir) + strlen(p) + 2;
+    char *out = malloc(n);
+    if (out) snprintf(out, n, "%s/%s", dir, p);
+    free(copy);
+    return out;
 }
 
-void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
-    const policy *p        = &m->pol;
-    const scaler_config *s = &m->scaler;
-    linef(line, user, "model %s (%s)", m->name, m->file);
-    linef(line, user, "policy %s: params %s, compute %s, output %s", p->spelled,
-          dtype_name(p->params), dtype_name(p->compute), dtype_name(p->output));
-    static const char *const modes[] = {"none", "static", "dynamic"};
-    if (s->mode == AMPX_SCALER_DYNAMIC)
-        linef(line, user,
-              "scaler dynamic: init_scale %g, growth_factor %g every %d applied steps, "
-              "backoff_factor %g, hysteresis %d%s, min_scale %g, max_scale %g, on_min_scale %s, "
-              "max_consecutive_skips %d",
-              s->init_scale, s->growth_factor, s->growth_interval, s->backoff_factor, s->hysteresis,
-              s->consecutive_hysteresis ? " (consecutive)" : "", s->min_scale, s->max_scale,
-              s->on_min_scale_error ? "error" : "skip", s->max_consecutive_skips);
-    else
-        linef(line, user, "scaler %s: scale %g; steps with non-finite gradients are skipped",
-              modes[s->mode], s->init_scale);
-    linef(line, user, "%-28s %-6s %-9s %s", "tensor", "dtype", "features", "why");
-    int casts = 0;
-    for (int i = 0; i < m->n_nodes; i++) {
-        const node *n   = &m->nodes[i];
-        const char *why = n->kind == NODE_INPUT    ? "input"
-                          : n->kind == NODE_LABELS ? "labels"
-                                                   : n->why;
-        char from[128]  = "";
-        if (n->kind == NODE_CAST) {
-            casts++;
-            snprintf(from, sizeof from, " (%s %s -> %s)", m->nodes[n->inputs[0]].name,
-                     dtype_name(m->nodes[n->inputs[0]].dtype), dtype_name(n->dtype));
-        }
-        linef(line, user, "%-28s %-6s %-9lld %s%s", n->kind == NODE_LOSS ? "loss" : n->name,
-              dtype_name(n->dtype), (long long)n->cols, why, from);
-        if (n->kind == NODE_DENSE || n->kind == NODE_LAYERNORM) {
-            int dense  = n->kind == NODE_DENSE;
-            int64_t in = m->nodes[n->inputs[0]].cols;
-            char pn[MODEL_NAME_MAX + 16], shape[48], copy[96] = "";
-            if (dense && n->dtype != AMPX_F32)
-                snprintf(copy, sizeof copy, "; %s working copy written by the optimizer",
-                         dtype_name(n->dtype));
-            snprintf(pn, sizeof pn, "  %s.%s", n->name, dense ? "weight" : "gamma");
-            snprintf(shape, sizeof shape, dense ? "%lldx%lld" : "%lld",
-                     (long long)(dense ? in : n->cols), (long long)n->cols);
-            linef(line, user, "%-28s %-6s %-9s master weight, gradient f32%s", pn, "f32", shape,
-                  copy);
-            if (!dense || n->bias) {
-                snprintf(pn, sizeof pn, "  %s.%s", n->name, dense ? "bias" : "beta");
-                linef(line, user,
-                      "%-28s %-6s %-9lld master weight, gradient f32 (read as f32 by the op)", pn,
-                      "f32", (long long)n->cols);
-            }
-        }
+static int data_path(jctx *c, settings *m, const json_value *v, const char *key, int required,
+                     char **out) {
+    const char *p = NULL;
+    if (jstr(c, v, key, required, &p)) return -1;
+    if (!p) return 0;
+    *out = resolve_path(m->file, p);
+    return *out ? 0 : jerr(c, v, "out of memory");
+}
+
+int data_parse(jctx *c, settings *m, const json_value *v) {
+    static const char *const sources[] = {"embedded", "mnist", "csv", NULL};
+    data_config *d                     = &m->data;
+    if (v->type != JSON_OBJECT) return jerr(c, v, "expected an object");
+    int src = 0;
+    if (jenum(c, v, "source", 0, sources, &src)) return -1;
+    d->source = (data_source)src;
+    if (d->source == DATA_EMBEDDED) {
+        static const char *const keys[] = {"source", "samples",       "noise",
+                                           "turns",  "test_fraction", NULL};
+        if (jkeys(c, v, keys)) return -1;
+        return jint(c, v, "samples", 0, 100, 1 << 24, &d->samples) ||
+               jnum(c, v, "noise", 0, 0, 10, &d->noise) ||
+               jnum(c, v, "turns", 0, 0.1, 10, &d->turns) ||
+               jnum(c, v, "test_fraction", 0, 0.01, 0.9, &d->test_fraction);
     }
-    linef(line, user, "casts inserted: %d", casts);
-    linef(line, user, "optimizer %s: master weights, gradients as accumulated and %s in f32%s",
-          m->opt.kind == OPT_ADAMW ? "adamw" : "sgd",
-          m->opt.kind == OPT_ADAMW ? "m and v" : "momentum",
-          m->opt.stochastic_rounding ? "; working copies stochastically rounded" : "");
+    if (d->source == DATA_MNIST) {
+        static const char *const keys[] = {"source",      "train_images", "train_labels",
+                                           "test_images", "test_labels",  NULL};
+        if (jkeys(c, v, keys)) return -1;
+        return data_path(c, m, v, "train_images", 1, &d->train_images) ||
+               data_path(c, m, v, "train_labels", 1, &d->train_labels) ||
+               data_path(c, m, v, "test_images", 1, &d->test_images) ||
+               data_path(c, m, v, "test_labels", 1, &d->test_labels);
+    }
+    static const char *const keys[] = {"source", "train",         "test", "label_column",
+                                       "header", "test_fraction", NULL};
+    if (jkeys(c, v, keys)) return -1;
+    if (data_path(c, m, v, "train", 1, &d->train_csv) ||
+        data_path(c, m, v, "test", 0, &d->test_csv) ||
+        jint(c, v, "label_column", 0, -1, 1 << 20, &d->label_column) ||
+        jnum(c, v, "test_fraction", 0, 0.01, 0.9, &d->test_fraction))
+        return -1;
+    if (json_get(v, "header")) {
+        if (jbool(c, v, "header", &d->header)) return -1;
+    }
+    return 0;
+}
+
+int train_parse(jctx *c, settings *m, const json_value *v) {
+    static const char *const keys[] = {"steps", "batch", "accumulate", "seed", "log_every", NULL};
+    ampx_train_config *t            = &m->train;
+    if (jkeys(c, v, keys)) return -1;
+    int64_t seed = (int64_t)t->seed;
+    if (jint(c, v, "steps", 0, 1, INT32_MAX, &t->steps) ||
+        jint(c, v, "batch", 0, 1, 1 << 20, &t->batch) ||
+        jint(c, v, "accumulate", 0, 1, 1 << 16, &t->accumulate) ||
+        jint(c, v, "seed", 0, 0, INT32_MAX, &seed) ||
+        jint(c, v, "log_every", 0, 1, 1 << 20, &t->log_every))
+        return -1;
+    t->seed = (uint64_t)seed;
+    return 0;
+}
+
+
+void settings_defaults(settings *m) {
+    policy_defaults(&m->pol, "f32");
+    m->opt   = (optimizer_config){.kind         = OPT_ADAMW,
+                                  .lr           = 1e-3f,
+                                  .weight_decay = 0.01f,
+                                  .beta1        = 0.9f,
+                                  .beta2        = 0.999f,
+                                  .eps          = 1e-8f,
+                                  .min_lr       = 0};
+    m->data  = (data_config){.source        = DATA_EMBEDDED,
+                             .samples       = 8000,
+                             .noise         = 0.2,
+                             .turns         = 1.25,
+                             .test_fraction = 0.25,
+                             .label_column  = -1,
+                             .header        = -1};
+    m->train = (ampx_train_config){
+        .steps = 1000, .batch = 64, .accumulate = 1, .seed = 1, .log_every = 50};
+}
+
+void settings_free(settings *m) {
+    data_config *d = &m->data;
+    free(d->train_images), free(d->train_labels), free(d->test_images), free(d->test_labels);
+    free(d->train_csv), free(d->test_csv);
+    free(m->file);
+    m->file = NULL;
 }

@@ -1,0 +1,179 @@
+/* schema.c — positioned errors and typed getters over the JSON tree: every message is one
+ * line "FILE:LINE:COL: $.path: message", unknown keys and values get a did-you-mean. */
+#include "config/schema.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+// ---------------------------------------------------------------------------------------
+// Positioned errors and typed getters
+
+int jerr(jctx *c, const json_value *v, const char *fmt, ...) {
+    if (c->failed) return -1;
+    c->failed = 1;
+    char path[256];
+    json_path(v, path, sizeof path);
+    int n = snprintf(c->err, c->cap, "%s:%d:%d: %s: ", c->file, v->line, v->col, path);
+    if (n >= 0 && (size_t)n < c->cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err + n, c->cap - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    size_t d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+const char *did_you_mean(const char *word, const char *const *choices) {
+    const char *best = NULL;
+    size_t best_d    = 99;
+    for (const char *const *c = choices; *c; c++) {
+        size_t d = edit_distance(word, *c);
+        if (d < best_d) best_d = d, best = *c;
+    }
+    size_t len = strlen(word);
+    return best && best_d <= (len < 5 ? 1 : len / 3 + 1) ? best : NULL;
+}
+
+static void join_choices(const char *const *choices, char *buf, size_t cap) {
+    buf[0] = 0;
+    for (const char *const *c = choices; *c; c++) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, cap - n, "%s%s", c == choices ? "" : ", ", *c);
+    }
+}
+
+int jkeys(jctx *c, const json_value *obj, const char *const *allowed) {
+    if (obj->type != JSON_OBJECT)
+        return jerr(c, obj, "expected an object, found %s", json_type_name(obj->type));
+    for (size_t i = 0; i < obj->n_items; i++) {
+        const json_value *m = obj->items[i];
+        int ok              = 0;
+        for (const char *const *a = allowed; *a; a++)
+            if (!strcmp(*a, m->key)) ok = 1;
+        if (ok) continue;
+        const char *near = did_you_mean(m->key, allowed);
+        char list[512];
+        join_choices(allowed, list, sizeof list);
+        /* Place the message at the key, not the value. */
+        json_value at = *m;
+        at.line       = m->key_line;
+        at.col        = m->key_col;
+        if (near) return jerr(c, &at, "unknown key \"%s\" (did you mean \"%s\"?)", m->key, near);
+        return jerr(c, &at, "unknown key \"%s\" (expected one of: %s)", m->key, list);
+    }
+    return 0;
+}
+
+int jmissing(jctx *c, const json_value *obj, const char *key) {
+    return jerr(c, obj, "missing required key \"%s\"", key);
+}
+
+int jint(jctx *c, const json_value *obj, const char *key, int required, int64_t lo, int64_t hi,
+         int64_t *out) {
+    const json_value *v = json_get(obj, key);
+    if (!v) return required ? jmissing(c, obj, key) : 0;
+    if (v->type != JSON_NUMBER || v->num != floor(v->num) || fabs(v->num) > 9e15) {
+        if (lo >= 1) return jerr(c, v, "expected a positive integer");
+        return jerr(c, v, "expected an integer");
+    }
+    if (lo == 1 && v->num < 1) return jerr(c, v, "expected a positive integer");
+    if (v->num < (double)lo || v->num > (double)hi) {
+        return jerr(c, v, "expected an integer in [%lld, %lld], found %.17g", (long long)lo,
+                    (long long)hi, v->num);
+    }
+    *out = (int64_t)v->num;
+    return 0;
+}
+
+int jnum(jctx *c, const json_value *obj, const char *key, int required, double lo, double hi,
+         double *out) {
+    const json_value *v = json_get(obj, key);
+    if (!v) return required ? jmissing(c, obj, key) : 0;
+    if (v->type != JSON_NUMBER)
+        return jerr(c, v, "expected a number, found %s", json_type_name(v->type));
+    if (v->num < lo || v->num > hi)
+        return jerr(c, v, "expected a number in [%g, %g], found %.17g", lo, hi, v->num);
+    *out = v->num;
+    return 0;
+}
+
+int jbool(jctx *c, const json_value *obj, const char *key, int *out) {
+    const json_value *v = json_get(obj, key);
+    if (!v) return 0;
+    if (v->type != JSON_BOOL)
+        return jerr(c, v, "expected true or false, found %s", json_type_name(v->type));
+    *out = v->boolean;
+    return 0;
+}
+
+int jstr(jctx *c, const json_value *obj, const char *key, int required, const char **out) {
+    const json_value *v = json_get(obj, key);
+    if (!v) return required ? jmissing(c, obj, key) : 0;
+    if (v->type != JSON_STRING)
+        return jerr(c, v, "expected a string, found %s", json_type_name(v->type));
+    *out = v->str;
+    return 0;
+}
+
+int jenum(jctx *c, const json_value *obj, const char *key, int required, const char *const *choices,
+          int *out) {
+    const char *s = NULL;
+    if (jstr(c, obj, key, required, &s)) return -1;
+    if (!s) return 0;
+    for (int i = 0; choices[i]; i++)
+        if (!strcmp(choices[i], s)) {
+            *out = i;
+            return 0;
+        }
+    const json_value *v = json_get(obj, key);
+    const char *near    = did_you_mean(s, choices);
+    char list[512];
+    join_choices(choices, list, sizeof list);
+    if (near) return jerr(c, v, "unknown value \"%s\" (did you mean \"%s\"?)", s, near);
+    return jerr(c, v, "unknown value \"%s\" (expected one of: %s)", s, list);
+}
+
+int parse_dtype(const char *s, ampx_dtype *out) {
+    static const struct {
+        const char *name;
+        ampx_dtype d;
+    } names[] = {{"f32", AMPX_F32},     {"float32", AMPX_F32},   {"fp32", AMPX_F32},
+                 {"bf16", AMPX_BF16},   {"bfloat16", AMPX_BF16}, {"f16", AMPX_F16},
+                 {"float16", AMPX_F16}, {"fp16", AMPX_F16},      {"half", AMPX_F16}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(s, names[i].name)) {
+            *out = names[i].d;
+            return 0;
+        }
+    return -1;
+}
+
+const char *dtype_name(ampx_dtype d) {
+    switch (d) {
+    case AMPX_F32: return "f32";
+    case AMPX_BF16: return "bf16";
+    case AMPX_F16: return "f16";
+    case AMPX_I32: return "i32";
+    default: return "?";
+    }
+}
+

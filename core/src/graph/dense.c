@@ -1,0 +1,166 @@
+/* dense.c — the dense family: matmul against a parameter, bias add, and their backward.
+ * A dense layer of the model file lowers to matmul then bias. Every product accumulates in
+ * f32 inside the GEMM; weight gradients are f32 and accumulate across micro-batches and
+ * across the nodes that share a weight (beta 1). */
+#include <stdio.h>
+
+#include "graph/ops.h"
+
+/* One row-major product C = op(A) op(B) (+ C), leading dimensions of the stored matrices. */
+static ampx_status gemm2d(g_exec *x, const g_node *n, int trans_a, int trans_b, uint64_t m,
+                          uint64_t cols, uint64_t k, int accumulate, ampx_tensor a, ampx_tensor b,
+                          ampx_tensor c) {
+    ampx_gemm_args g = {.size    = sizeof g,
+                        .trans_a = (uint32_t)trans_a,
+                        .trans_b = (uint32_t)trans_b,
+                        .m       = m,
+                        .n       = cols,
+                        .k       = k,
+                        .batch   = 1,
+                        .lda     = trans_a ? m : k,
+                        .ldb     = trans_b ? k : cols,
+                        .ldc     = cols,
+                        .alpha   = 1,
+                        .beta    = accumulate ? 1.0f : 0.0f,
+                        .a       = a,
+                        .b       = b,
+                        .c       = c};
+    return gx_call(x, n, AMPX_OP_GEMM, &g);
+}
+
+/* Rows of the GEMM: every leading index of x, the batch included. */
+static uint64_t gemm_rows(const g_exec *x, const g_graph *g, int v) {
+    return gx_numel(x, v) / (uint64_t)g_last(&g->values[v]);
+}
+
+// ---------------------------------------------------------------------------------------
+// matmul: y[.., n] = x[.., k] W[k, n]
+
+static int matmul_shape(g_graph *g, g_node *n, g_shape_error *e) {
+    const g_value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]];
+    g_value *y       = &g->values[n->out[0]];
+    if (w->ndim != 2 || g_last(x) != w->dims[0]) {
+        char s[64];
+        g_shape_str(x, s, sizeof s);
+        snprintf(e->msg, sizeof e->msg, "\"%s\" has shape %s but \"%s\" needs [.., %lld]",
+                 x->name, s, n->name, (long long)w->dims[0]);
+        e->input = 0;
+        return -1;
+    }
+    y->batched = x->batched;
+    y->ndim    = x->ndim;
+    for (int i = 0; i < x->ndim; i++)
+        y->dims[i] = x->dims[i];
+    y->dims[y->ndim - 1] = w->dims[1];
+    return 0;
+}
+
+static ampx_status matmul_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    const g_value *w = &g->values[n->in[1]];
+    return gemm2d(x, n, 0, 0, gemm_rows(x, g, n->in[0]), (uint64_t)w->dims[1],
+                  (uint64_t)w->dims[0], 0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]),
+                  gx_tensor(x, n->out[0]));
+}
+
+static int matmul_bwd(g_graph *g, int self) {
+    const g_node *n = &g->nodes[self];
+    int in = n->in[0], w = n->in[1], dy = g_grad_of(g, n->out[0]);
+    if (dy < 0) return 0;
+    if (g_needs_grad(g, w)) {
+        g_attrs a = {0};
+        int dw    = g_param_grad(g, w, &a.accumulate);
+        int ins[] = {in, dy};
+        if (dw < 0 || g_emit(g, self, OP_MATMUL_DW, ins, 2, &dw, 1, &a) < 0) return -1;
+    }
+    if (g_needs_grad(g, in)) {
+        int dx    = g_new_grad(g, in, g->values[in].dtype);
+        int ins[] = {dy, w};
+        if (dx < 0 || g_emit(g, self, OP_MATMUL_DX, ins, 2, &dx, 1, NULL) < 0) return -1;
+        return g_contribute(g, in, dx, self);
+    }
+    return 0;
+}
+
+const g_rule g_rule_matmul = {"matmul", {AMPX_OP_GEMM, AMPX_OP_COUNT}, matmul_shape, matmul_fwd,
+                              matmul_bwd};
+
+/* dW (+)= x^T dy: in x, dy; out dW (f32) */
+static ampx_status matmul_dw_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    const g_value *dw = &g->values[n->out[0]];
+    return gemm2d(x, n, 1, 0, (uint64_t)dw->dims[0], (uint64_t)dw->dims[1],
+                  gemm_rows(x, g, n->in[0]), gx_accumulate(x, n), gx_tensor(x, n->in[0]),
+                  gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
+}
+
+const g_rule g_rule_matmul_dw = {"matmul_dw", {AMPX_OP_GEMM, AMPX_OP_COUNT}, NULL, matmul_dw_fwd,
+                                 NULL};
+
+/* dx = dy W^T: in dy, W; out dx */
+static ampx_status matmul_dx_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    const g_value *w = &g->values[n->in[1]];
+    return gemm2d(x, n, 0, 1, gemm_rows(x, g, n->in[0]), (uint64_t)w->dims[0],
+                  (uint64_t)w->dims[1], 0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]),
+                  gx_tensor(x, n->out[0]));
+}
+
+const g_rule g_rule_matmul_dx = {"matmul_dx", {AMPX_OP_GEMM, AMPX_OP_COUNT}, NULL, matmul_dx_fwd,
+                                 NULL};
+
+// ---------------------------------------------------------------------------------------
+// bias: y = x + b, b over the last axis (f32, read as f32 by the add)
+
+static int bias_shape(g_graph *g, g_node *n, g_shape_error *e) {
+    const g_value *x = &g->values[n->in[0]], *b = &g->values[n->in[1]];
+    if (b->ndim != 1 || b->dims[0] != g_last(x)) {
+        snprintf(e->msg, sizeof e->msg, "bias of %lld does not match %lld features",
+                 (long long)b->dims[0], (long long)g_last(x));
+        e->input = 0;
+        return -1;
+    }
+    g_set_shape_like(g, n->out[0], n->in[0]);
+    return 0;
+}
+
+static ampx_status bias_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    uint64_t cols   = (uint64_t)g_last(&g->values[n->in[0]]);
+    ampx_add_args a = {.size        = sizeof a,
+                       .broadcast_b = 1,
+                       .rows        = gx_numel(x, n->in[0]) / cols,
+                       .cols        = cols,
+                       .alpha       = 1,
+                       .beta        = 1,
+                       .a           = gx_tensor(x, n->in[0]),
+                       .b           = gx_tensor(x, n->in[1]),
+                       .y           = gx_tensor(x, n->out[0])};
+    return gx_call(x, n, AMPX_OP_ADD, &a);
+}
+
+static int bias_bwd(g_graph *g, int self) {
+    const g_node *n = &g->nodes[self];
+    int in = n->in[0], b = n->in[1], dy = g_grad_of(g, n->out[0]);
+    if (dy < 0) return 0;
+    if (g_needs_grad(g, b)) {
+        g_attrs a = {0};
+        int db    = g_param_grad(g, b, &a.accumulate);
+        if (db < 0 || g_emit(g, self, OP_BIAS_GRAD, &dy, 1, &db, 1, &a) < 0) return -1;
+    }
+    /* dx = dy: the same gradient, no op */
+    return g_needs_grad(g, in) ? g_contribute(g, in, dy, self) : 0;
+}
+
+const g_rule g_rule_bias = {"bias", {AMPX_OP_ADD, AMPX_OP_COUNT}, bias_shape, bias_fwd, bias_bwd};
+
+/* db (+)= sum over rows of dy: in dy; out db (f32) */
+static ampx_status bias_grad_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    uint64_t cols         = (uint64_t)g_last(&g->values[n->in[0]]);
+    ampx_bias_grad_args a = {.size       = sizeof a,
+                             .accumulate = (uint32_t)gx_accumulate(x, n),
+                             .rows       = gx_numel(x, n->in[0]) / cols,
+                             .cols       = cols,
+                             .dy         = gx_tensor(x, n->in[0]),
+                             .db         = gx_tensor(x, n->out[0])};
+    return gx_call(x, n, AMPX_OP_BIAS_GRAD, &a);
+}
+
+const g_rule g_rule_bias_grad = {"bias_grad", {AMPX_OP_BIAS_GRAD, AMPX_OP_COUNT}, NULL,
+                                 bias_grad_fwd, NULL};

@@ -1,0 +1,87 @@
+/* ops.h — the op kinds of the graph and their rules. Each kind has one rule: its name, the
+ * backend ops it issues, shape inference, the forward (which backend ops it enqueues) and the
+ * backward (which nodes autodiff emits), side by side in one file per op family:
+ *   dense.c       matmul, bias and their backward GEMMs
+ *   elementwise.c add, mul, scale, cast, activations, dropout
+ *   norm.c        layer norm, batch norm
+ *   softmax.c     softmax / log-softmax
+ *   layout.c      reshape (a view), transpose of the two last axes
+ *   reduce.c      sum / mean over an axis
+ *   loss.c        softmax cross-entropy (per position for N-D logits), mean squared error
+ * Adding an op: an enum entry here, its rule in the family file, its name in the builder. */
+#ifndef AMPX_GRAPH_OPS_H
+#define AMPX_GRAPH_OPS_H
+
+#include "graph/exec.h"
+#include "graph/graph.h"
+
+typedef enum g_op {
+    /* dense.c */
+    OP_MATMUL,    /* y[.., n] = x[.., k] W[k, n]                 in: x, W        */
+    OP_MATMUL_DW, /* dW (+)= x^T dy                              in: x, dy  out: dW */
+    OP_MATMUL_DX, /* dx = dy W^T                                 in: dy, W  out: dx */
+    OP_BIAS,      /* y = x + b (b over the last axis)            in: x, b        */
+    OP_BIAS_GRAD, /* db (+)= sum over rows of dy                 in: dy     out: db */
+    /* elementwise.c */
+    OP_ADD,          /* y = a + b (same shape); backward: a sum of two f32 gradients too */
+    OP_MUL,          /* y = a * b (same shape)                   */
+    OP_SCALE,        /* y = alpha x                              */
+    OP_CAST,         /* y = x in another dtype                   */
+    OP_ACT,          /* y = f(x)                                 */
+    OP_ACT_BWD,      /* dx = dy f'(x)                            in: x, dy  */
+    OP_DROPOUT,      /* y = mask(seed, node) x / (1 - rate); the backward is the same op on dy */
+    /* norm.c */
+    OP_LAYERNORM,     /* y, mean, rstd = layernorm(x; gamma, beta)  */
+    OP_LAYERNORM_BWD, /* dx, dgamma, dbeta                          */
+    OP_BATCHNORM,     /* y, mean, rstd = batchnorm(x; gamma, beta, running stats) */
+    OP_BATCHNORM_BWD,
+    /* softmax.c */
+    OP_SOFTMAX,     /* y = softmax(alpha x) over the last axis (causal optional) */
+    OP_SOFTMAX_BWD, /* in: y, dy */
+    /* layout.c */
+    OP_RESHAPE,   /* a view: no op issued */
+    OP_TRANSPOSE, /* swaps the two last axes (a PERMUTE) */
+    /* reduce.c */
+    OP_REDUCE,     /* sum or mean over one axis                  */
+    OP_REDUCE_BWD, /* dx = broadcast of dy over that axis        in: dy, ones */
+    /* loss.c */
+    OP_XENT, /* loss (and, training, dlogits) of softmax cross-entropy   in: logits, labels */
+    OP_MSE,  /* loss (and, training, dpred) of the mean squared error    in: pred, target */
+    OP_COUNT
+} g_op;
+
+/* Why a shape is refused: the message and which input is wrong (-1: the node itself). */
+typedef struct g_shape_error {
+    char msg[640];
+    int input;
+} g_shape_error;
+
+typedef struct g_rule {
+    const char *name;
+    /* The backend ops the forward issues (AMPX_OP_COUNT ends the list). */
+    uint32_t ops[4];
+    /* Sets the output values' shapes from the inputs' (outputs exist, dims unset);
+     * returns -1 with *e filled when the inputs do not fit. NULL: outputs are given. */
+    int (*shape)(g_graph *g, g_node *n, g_shape_error *e);
+    /* Enqueues the node's work. */
+    ampx_status (*forward)(g_exec *x, const g_graph *g, const g_node *n);
+    /* Emits the backward nodes of forward node n (id `self`) through the g_* helpers.
+     * NULL: the op has no gradient (backward nodes, losses handled in forward). */
+    int (*backward)(g_graph *g, int self);
+} g_rule;
+
+const g_rule *g_rule_of(int op);
+
+/* Family tables (each file defines its kinds' rules). */
+extern const g_rule g_rule_matmul, g_rule_matmul_dw, g_rule_matmul_dx, g_rule_bias,
+    g_rule_bias_grad;
+extern const g_rule g_rule_add, g_rule_mul, g_rule_scale, g_rule_cast, g_rule_act,
+    g_rule_act_bwd, g_rule_dropout;
+extern const g_rule g_rule_layernorm, g_rule_layernorm_bwd, g_rule_batchnorm,
+    g_rule_batchnorm_bwd;
+extern const g_rule g_rule_softmax, g_rule_softmax_bwd;
+extern const g_rule g_rule_reshape, g_rule_transpose;
+extern const g_rule g_rule_reduce, g_rule_reduce_bwd;
+extern const g_rule g_rule_xent, g_rule_mse;
+
+#endif

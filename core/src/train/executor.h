@@ -1,0 +1,29 @@
+/* executor.h — runs a range of graph nodes through their rules, placing each value: the
+ * arena at the plan's offset for what lives within a micro-batch, its own buffer for inputs
+ * (at the micro-batch's first row), parameters, working copies, state, constants and
+ * parameter gradients. Every op goes through the call layer. */
+#ifndef AMPX_TRAIN_EXECUTOR_H
+#define AMPX_TRAIN_EXECUTOR_H
+
+#include "backend/call.h"
+#include "graph/exec.h"
+#include "graph/graph.h"
+#include "train/planner.h"
+
+struct g_exec {
+    const g_graph *g;
+    const plan *p;
+    call_ctx *call;
+    ampx_buffer *arena;
+    ampx_buffer **own; /* per value: its own buffer, NULL for arena values */
+    uint64_t rows, row0; /* inputs are read from row row0 of their buffers */
+    int training, micro;
+    uint64_t micro_batches;
+    uint64_t seed, step; /* the run's seed and the step being run (dropout keys) */
+    ampx_tensor scalars, loss;
+};
+
+/* Runs nodes [first, last) in order; stops at the first failure (message in the call ctx). */
+ampx_status exec_run(g_exec *x, int first, int last);
+
+#endif

@@ -1,0 +1,86 @@
+/* model.c — loading a model file: the settings (config/), the graph (graph/builder.c), an
+ * optional policy file, then the policy pass. */
+#include "train/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/builder.h"
+
+/* Reads "policy" and "scaler" from obj (the model, or a --policy file). */
+static int parse_policy_and_scaler(jctx *c, settings *m, const json_value *obj) {
+    const json_value *p = json_get(obj, "policy"), *s = json_get(obj, "scaler");
+    if (p && policy_parse(c, p, &m->pol)) return -1;
+    if (s) {
+        scaler_defaults(&m->scaler, m->pol.compute);
+        if (scaler_parse(c, s, &m->scaler)) return -1;
+    }
+    return 0;
+}
+
+ampx_status ampx_model_load(const char *path, const char *policy_path, ampx_model **out, char *err,
+                            size_t err_cap) {
+    *out          = NULL;
+    ampx_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->cfg.file = strdup(path)) || g_init_graph(&m->graph)) {
+        if (m) free(m->cfg.file);
+        free(m);
+        snprintf(err, err_cap, "%s: out of memory", path);
+        return AMPX_ERR_NO_MEMORY;
+    }
+    settings *s = &m->cfg;
+    settings_defaults(s);
+    json_value *root = json_parse_file(path, err, err_cap), *pol = NULL;
+    jctx c = {.file = path, .err = err, .cap = err_cap};
+    if (!root) goto fail;
+    static const char *const keys[] = {"name",   "inputs",    "layers", "nodes", "loss", "policy",
+                                       "scaler", "optimizer", "data",   "train", NULL};
+    if (jkeys(&c, root, keys)) goto fail;
+    const char *name = "model";
+    if (jstr(&c, root, "name", 0, &name)) goto fail;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    if (g_build(&c, root, &m->graph)) goto fail;
+    if (parse_policy_and_scaler(&c, s, root)) goto fail;
+    if (json_get(root, "optimizer") && optimizer_parse(&c, s, json_get(root, "optimizer")))
+        goto fail;
+    if (json_get(root, "data") && data_parse(&c, s, json_get(root, "data"))) goto fail;
+    if (json_get(root, "train") && train_parse(&c, s, json_get(root, "train"))) goto fail;
+    if (policy_path) {
+        pol = json_parse_file(policy_path, err, err_cap);
+        if (!pol) goto fail;
+        jctx pc                          = {.file = policy_path, .err = err, .cap = err_cap};
+        static const char *const pkeys[] = {"policy", "scaler", NULL};
+        if (jkeys(&pc, pol, pkeys) || parse_policy_and_scaler(&pc, s, pol)) goto fail;
+        if (!json_get(pol, "policy") && !json_get(pol, "scaler")) {
+            jerr(&pc, pol, "expected \"policy\" and/or \"scaler\"");
+            goto fail;
+        }
+    }
+    if (!s->scaler.given) scaler_defaults(&s->scaler, s->pol.compute);
+    s->opt.file_steps = (int32_t)s->train.steps;
+    if (policy_resolve(m, err, err_cap)) goto fail;
+    json_free(root);
+    json_free(pol);
+    *out = m;
+    return AMPX_OK;
+fail:
+    json_free(root);
+    json_free(pol);
+    ampx_model_free(m);
+    return AMPX_ERR_INVALID;
+}
+
+void ampx_model_free(ampx_model *m) {
+    if (!m) return;
+    settings_free(&m->cfg);
+    g_free_graph(&m->graph);
+    free(m);
+}
+
+ampx_train_config *ampx_model_train_config(ampx_model *m) {
+    return &m->cfg.train;
+}
+const char *ampx_model_name(const ampx_model *m) {
+    return m->cfg.name;
+}

@@ -1,0 +1,22 @@
+/* model.h — a loaded model: its settings and its forward graph with the precision policy
+ * applied (dtypes chosen with their reasons, cast nodes inserted). The trainer copies the
+ * graph and runs autodiff and the planner on its copy. */
+#ifndef AMPX_TRAIN_MODEL_H
+#define AMPX_TRAIN_MODEL_H
+
+#include "config/settings.h"
+#include "graph/graph.h"
+
+struct ampx_model {
+    settings cfg;
+    g_graph graph;
+};
+
+/* The policy pass: each forward node's dtype with a reason code, working copies of the
+ * weights read in low precision, cast nodes in front of nodes that read their input in
+ * their own dtype. Errors go to err. */
+int policy_resolve(ampx_model *m, char *err, size_t cap);
+/* The words for a reason code. */
+const char *policy_why(g_why why);
+
+#endif

@@ -1,0 +1,23 @@
+/* planner.h — arena offsets for the values that live within one micro-batch, by liveness
+ * over the node order, first fit, largest first; the peak is the arena's size. */
+#ifndef AMPX_TRAIN_PLANNER_H
+#define AMPX_TRAIN_PLANNER_H
+
+#include <stdint.h>
+
+#include "graph/graph.h"
+
+#define PLAN_ALIGN 64
+
+typedef struct plan {
+    uint64_t *offset;   /* per value: its byte offset in the arena (views: their root's) */
+    uint8_t *in_arena;  /* per value: 1 when it lives in the arena */
+    uint64_t arena_bytes, unplanned_bytes;
+} plan;
+
+/* Values in the arena: activations and gradients within a micro-batch of `rows` rows.
+ * is_persistent(v) says which gradients live outside it (parameter gradients). */
+int plan_make(const g_graph *g, uint64_t rows, const uint8_t *persistent, plan *p);
+void plan_free(plan *p);
+
+#endif

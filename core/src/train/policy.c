@@ -1,0 +1,325 @@
+/* policy.c — the precision policy pass over the forward graph: each node's dtype and the
+ * reason for it (per-layer override > op class list > the op's default, torch.autocast's
+ * defaults: GEMMs in the compute dtype, the output layer in the policy's output dtype, norms,
+ * softmax, reductions and losses in f32, the rest following their inputs), working copies of
+ * the weights that a low-precision GEMM reads, and cast nodes in front of the nodes that read
+ * their input in their own dtype. Also `ampx policy`'s description of the result. */
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ops.h"
+#include "train/model.h"
+
+const char *policy_why(g_why why) {
+    switch (why) {
+    case WHY_OVERRIDE: return "per-layer override";
+    case WHY_CLASS_COMPUTE: return "op class in compute_ops";
+    case WHY_CLASS_F32: return "op class in f32_ops";
+    case WHY_OUTPUT: return "output layer: the policy's output dtype";
+    case WHY_COMPUTE: return "dense: the compute dtype";
+    case WHY_F32_OP: return "norms, softmax, reductions and losses run in f32";
+    case WHY_FOLLOWS: return "follows its input";
+    case WHY_WIDER: return "follows its inputs";
+    case WHY_CAST: return "cast inserted by the policy";
+    case WHY_BACKWARD: return "backward of its forward node";
+    case WHY_NONE: break;
+    }
+    return "";
+}
+
+static int class_of(int op) {
+    switch (op) {
+    case OP_MATMUL: return CLASS_DENSE;
+    case OP_ACT: return CLASS_ACTIVATION;
+    case OP_LAYERNORM: return CLASS_LAYERNORM;
+    case OP_BATCHNORM: return CLASS_BATCHNORM;
+    case OP_ADD: return CLASS_ADD;
+    case OP_MUL: return CLASS_MUL;
+    case OP_SOFTMAX: return CLASS_SOFTMAX;
+    case OP_REDUCE: return CLASS_REDUCE;
+    case OP_DROPOUT: return CLASS_DROPOUT;
+    case OP_XENT:
+    case OP_MSE: return CLASS_LOSS;
+    default: return -1;
+    }
+}
+
+static ampx_dtype wider(ampx_dtype a, ampx_dtype b) {
+    return a == b ? a : AMPX_F32;
+}
+
+/* The dtype node n runs in, and why; in0/in1 are its inputs' dtypes (after the pass). */
+static ampx_dtype decide(const policy *p, const g_node *n, int is_output, ampx_dtype in0,
+                         ampx_dtype in1, g_why *why) {
+    int op = n->op;
+    if (op == OP_XENT || op == OP_MSE) {
+        *why = WHY_F32_OP;
+        return AMPX_F32;
+    }
+    if (op == OP_RESHAPE || op == OP_TRANSPOSE || op == OP_BIAS) {
+        *why = WHY_FOLLOWS; /* views and the bias add keep their input's dtype */
+        return in0;
+    }
+    for (int i = 0; i < p->n_overrides; i++)
+        if (!fnmatch(p->overrides[i].glob, n->name, 0)) {
+            *why = WHY_OVERRIDE;
+            return p->overrides[i].dtype;
+        }
+    int k = class_of(op), cd = k >= 0 ? p->class_dtype[k] : CLASS_DEFAULT;
+    if (cd == CLASS_COMPUTE) {
+        *why = WHY_CLASS_COMPUTE;
+        return p->compute;
+    }
+    if (cd >= 0) {
+        *why = WHY_CLASS_F32;
+        return (ampx_dtype)cd;
+    }
+    switch (op) {
+    case OP_MATMUL:
+        *why = is_output ? WHY_OUTPUT : WHY_COMPUTE;
+        return is_output ? p->output : p->compute;
+    case OP_LAYERNORM:
+    case OP_BATCHNORM:
+    case OP_SOFTMAX:
+    case OP_REDUCE: *why = WHY_F32_OP; return AMPX_F32;
+    case OP_ADD:
+    case OP_MUL: *why = WHY_WIDER; return wider(in0, in1);
+    default: *why = WHY_FOLLOWS; return in0;
+    }
+}
+
+/* Whether node n reads its first input in its own dtype (a cast goes in front): GEMMs
+ * always, one-input elementwise ops when their dtype was chosen for them. */
+static int casts_input(const g_node *n, g_why why) {
+    if (n->op == OP_MATMUL) return 1;
+    int elementwise = n->op == OP_ACT || n->op == OP_DROPOUT || n->op == OP_SCALE;
+    return elementwise && why != WHY_FOLLOWS;
+}
+
+static int fail(char *err, size_t cap, const char *file, const char *msg) {
+    snprintf(err, cap, "%s: %s", file, msg);
+    return -1;
+}
+
+int policy_resolve(ampx_model *m, char *err, size_t cap) {
+    g_graph *g      = &m->graph;
+    const policy *p = &m->cfg.pol;
+    const char *f   = m->cfg.file;
+    /* The output layer: the matmul the loss reads through bias and activations. */
+    int out_node = -1;
+    for (int v = g->logits; v >= 0 && g->values[v].producer >= 0;) {
+        const g_node *n = &g->nodes[g->values[v].producer];
+        if (n->op == OP_MATMUL) {
+            out_node = g->values[v].producer;
+            break;
+        }
+        if (n->op != OP_BIAS && n->op != OP_ACT) break;
+        v = n->in[0];
+    }
+    g_node *old = malloc(sizeof *old * (size_t)g->n_nodes);
+    if (!old) return fail(err, cap, f, "out of memory");
+    int n_old = g->n_nodes;
+    memcpy(old, g->nodes, sizeof *old * (size_t)n_old);
+    g->n_nodes = 0;
+    for (int i = 0; i < n_old; i++) {
+        g_node n        = old[i];
+        ampx_dtype in0  = g->values[n.in[0]].dtype;
+        ampx_dtype in1  = n.n_in > 1 && n.in[1] >= 0 ? g->values[n.in[1]].dtype : in0;
+        g_why why       = WHY_NONE;
+        ampx_dtype d    = decide(p, &n, i == out_node, in0, in1, &why);
+        if (n.op == OP_BIAS && n.in[0] >= 0 && g->values[n.in[0]].producer >= 0 &&
+            g->nodes[g->values[n.in[0]].producer].op == OP_MATMUL)
+            why = g->nodes[g->values[n.in[0]].producer].why; /* reads as its dense layer */
+        if (casts_input(&n, why) && in0 != d) {
+            /* one cast per (value, dtype), shared by every node that needs it */
+            int src = n.in[0], found = -1;
+            for (int k = 0; k < g->n_nodes && found < 0; k++)
+                if (g->nodes[k].op == OP_CAST && g->nodes[k].in[0] == src &&
+                    g->values[g->nodes[k].out[0]].dtype == d)
+                    found = g->nodes[k].out[0];
+            if (found < 0) {
+                char cname[G_NAME_MAX];
+                snprintf(cname, sizeof cname, "%.50s->%s", g->values[src].name, dtype_name(d));
+                int cv = g_add_value_like(g, cname, ROLE_ACTIVATION, d, src);
+                int id = cv < 0 ? -1 : g_add_node(g, OP_CAST, &src, 1, &cv, 1, NULL, cname);
+                if (id < 0) {
+                    free(old);
+                    return fail(err, cap, f, "too many nodes after inserting casts");
+                }
+                g->nodes[id].dtype = d;
+                g->nodes[id].why   = WHY_CAST;
+                g->nodes[id].line  = n.line;
+                g->nodes[id].col   = n.col;
+                found              = cv;
+            }
+            n.in[0] = found;
+        }
+        if (n.op == OP_MATMUL && d != AMPX_F32) {
+            /* the GEMM reads the weight's working copy, which the optimizer writes */
+            g_value *w = &g->values[n.in[1]];
+            if (w->copy >= 0 && g->values[w->copy].dtype != d) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "weight \"%s\" is read in %s and %s by nodes sharing it",
+                         w->name, dtype_name(g->values[w->copy].dtype), dtype_name(d));
+                free(old);
+                return fail(err, cap, f, msg);
+            }
+            if (w->copy < 0) {
+                int master = n.in[1], cv = g_add_value_like(g, w->name, ROLE_PARAM, d, master);
+                if (cv < 0) {
+                    free(old);
+                    return fail(err, cap, f, "too many values");
+                }
+                g->values[cv].master     = master;
+                g->values[master].copy   = cv;
+            }
+            n.in[1] = g->values[n.in[1]].copy;
+        }
+        n.dtype = d;
+        n.why   = why;
+        int id  = g_add_node(g, n.op, n.in, n.n_in, n.out, n.n_out, &n.a, n.name);
+        if (id < 0) {
+            free(old);
+            return fail(err, cap, f, "too many nodes after inserting casts");
+        }
+        g->nodes[id] = n;
+        for (int k = 0; k < n.n_out; k++)
+            g->values[n.out[k]].producer = id;
+        /* outputs: the node's dtype; statistics stay f32; a loss's gradient output takes the
+         * dtype of the prediction it is the gradient of */
+        g->values[n.out[0]].dtype = d;
+        if (n.op == OP_XENT || n.op == OP_MSE) g->values[n.out[1]].dtype = g->values[n.in[0]].dtype;
+        if (n.op == OP_RESHAPE) g->values[n.out[0]].dtype = g->values[n.in[0]].dtype;
+        if (n.op == OP_LAYERNORM || n.op == OP_BATCHNORM) {
+            g->values[n.out[1]].dtype = AMPX_F32;
+            g->values[n.out[2]].dtype = AMPX_F32;
+        }
+        if (n.op == OP_XENT || n.op == OP_MSE) g->loss_node = id;
+    }
+    g->n_forward = g->n_nodes;
+    free(old);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Describe
+
+static void linef(ampx_line_fn line, void *user, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void linef(ampx_line_fn line, void *user, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    line(user, buf);
+}
+
+/* "128" for one axis per example, "[28, 28]" otherwise; a parameter's full shape "2x128". */
+static void features(const g_value *v, char *buf, size_t cap) {
+    int first = v->batched ? 1 : 0;
+    if (v->ndim - first == 1) {
+        snprintf(buf, cap, "%lld", (long long)v->dims[first]);
+        return;
+    }
+    size_t n = 0;
+    buf[0]   = 0;
+    for (int i = first; i < v->ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, v->batched ? "%s%lld" : "%s%lld",
+                              i == first ? (v->batched ? "[" : "") : (v->batched ? ", " : "x"),
+                              (long long)v->dims[i]);
+    if (v->batched && n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+static void describe_param(const g_graph *g, int v, ampx_line_fn line, void *user) {
+    const g_value *p = &g->values[v];
+    char pn[G_NAME_MAX + 4], shape[64], extra[128] = "";
+    snprintf(pn, sizeof pn, "  %s", p->name);
+    features(p, shape, sizeof shape);
+    if (p->role == ROLE_STATE) {
+        linef(line, user, "%-28s %-6s %-9s running statistic, f32 (updated in training, saved in "
+                          "checkpoints)",
+              pn, "f32", shape);
+        return;
+    }
+    if (p->copy >= 0)
+        snprintf(extra, sizeof extra, "; %s working copy written by the optimizer",
+                 dtype_name(g->values[p->copy].dtype));
+    else if (p->ndim == 1)
+        snprintf(extra, sizeof extra, " (read as f32 by the op)");
+    linef(line, user, "%-28s %-6s %-9s master weight, gradient f32%s", pn, "f32", shape, extra);
+}
+
+void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
+    const policy *p        = &m->cfg.pol;
+    const scaler_config *s = &m->cfg.scaler;
+    const g_graph *g       = &m->graph;
+    linef(line, user, "model %s (%s)", m->cfg.name, m->cfg.file);
+    linef(line, user, "policy %s: params %s, compute %s, output %s", p->spelled,
+          dtype_name(p->params), dtype_name(p->compute), dtype_name(p->output));
+    static const char *const modes[] = {"none", "static", "dynamic"};
+    if (s->mode == AMPX_SCALER_DYNAMIC)
+        linef(line, user,
+              "scaler dynamic: init_scale %g, growth_factor %g every %d applied steps, "
+              "backoff_factor %g, hysteresis %d%s, min_scale %g, max_scale %g, on_min_scale %s, "
+              "max_consecutive_skips %d",
+              s->init_scale, s->growth_factor, s->growth_interval, s->backoff_factor, s->hysteresis,
+              s->consecutive_hysteresis ? " (consecutive)" : "", s->min_scale, s->max_scale,
+              s->on_min_scale_error ? "error" : "skip", s->max_consecutive_skips);
+    else
+        linef(line, user, "scaler %s: scale %g; steps with non-finite gradients are skipped",
+              modes[s->mode], s->init_scale);
+    linef(line, user, "%-28s %-6s %-9s %s", "tensor", "dtype", "features", "why");
+    char shape[64];
+    for (int i = 0; i < g->n_inputs; i++) {
+        const g_value *v = &g->values[g->inputs[i]];
+        features(v, shape, sizeof shape);
+        linef(line, user, "%-28s %-6s %-9s %s", v->name, dtype_name(v->dtype),
+              v->ndim > 1 ? shape : "", g->inputs[i] == g->labels ? "labels" : "input");
+    }
+    char *shown = calloc((size_t)g->n_values, 1);
+    int casts   = 0;
+    for (int i = 0; i < g->n_forward; i++) {
+        const g_node *n  = &g->nodes[i];
+        const g_value *y = &g->values[n->out[0]];
+        char from[160]   = "";
+        if (n->op == OP_CAST) {
+            casts++;
+            const g_value *x = &g->values[n->in[0]];
+            snprintf(from, sizeof from, " (%s %s -> %s)", x->name, dtype_name(x->dtype),
+                     dtype_name(y->dtype));
+        }
+        /* a dense layer's matmul and bias print as one line, under the layer's name */
+        int hidden = n->op == OP_MATMUL && strcmp(y->name, n->name);
+        features(y, shape, sizeof shape);
+        if (!hidden)
+            linef(line, user, "%-28s %-6s %-9s %s%s", y->name, dtype_name(y->dtype),
+                  n->op == OP_XENT || n->op == OP_MSE ? "1" : shape, policy_why(n->why), from);
+        if (hidden) continue;
+        /* the parameters this node reads (a bias node: its matmul's too) */
+        const g_node *owners[2] = {n, NULL};
+        if (n->op == OP_BIAS && g->values[n->in[0]].producer >= 0 &&
+            g->nodes[g->values[n->in[0]].producer].op == OP_MATMUL)
+            owners[0] = &g->nodes[g->values[n->in[0]].producer], owners[1] = n;
+        for (int o = 0; o < 2 && owners[o]; o++)
+            for (int k = 0; k < owners[o]->n_in; k++) {
+                int v = owners[o]->in[k];
+                if (v < 0) continue;
+                if (g->values[v].master >= 0) v = g->values[v].master;
+                const g_value *pv = &g->values[v];
+                if ((pv->role != ROLE_PARAM && pv->role != ROLE_STATE) || (shown && shown[v]))
+                    continue;
+                if (shown) shown[v] = 1;
+                describe_param(g, v, line, user);
+            }
+    }
+    free(shown);
+    linef(line, user, "casts inserted: %d", casts);
+    const optimizer_config *o = &m->cfg.opt;
+    linef(line, user, "optimizer %s: master weights, gradients as accumulated and %s in f32%s",
+          o->kind == OPT_ADAMW ? "adamw" : "sgd", o->kind == OPT_ADAMW ? "m and v" : "momentum",
+          o->stochastic_rounding ? "; working copies stochastically rounded" : "");
+}
