@@ -50,14 +50,16 @@ static ampx_trainer *trainer(ampx_model *m, ampx_backend *be) {
 // backward agrees with central differences of the forward loss (f32 policy, scale 1).
 
 static const char *fd_graph_fmt =
-    "{\"name\":\"fd\",\"inputs\":{\"x\":{\"dtype\":\"f32\",\"shape\":[4]},"
-    "\"y\":{\"dtype\":\"i32\",\"classes\":3}},\"nodes\":[%s],"
-    "\"loss\":{\"logits\":\"out\",\"labels\":\"y\"},\"policy\":\"f32\",\"scaler\":\"none\","
+    "{\"name\":\"fd\",\"inputs\":{%s},\"nodes\":[%s],"
+    "\"loss\":%s,\"policy\":\"f32\",\"scaler\":\"none\","
     "\"data\":{\"samples\":400},\"train\":{\"batch\":16,\"seed\":3}}";
+static const char *fd_inputs =
+    "\"x\":{\"dtype\":\"f32\",\"shape\":[4]},\"y\":{\"dtype\":\"i32\",\"classes\":3}";
+static const char *fd_xent = "{\"logits\":\"out\",\"labels\":\"y\"}";
 
-static void fd_check(const char *nodes) {
-    char json[4096];
-    snprintf(json, sizeof json, fd_graph_fmt, nodes);
+static void fd_check_model(const char *inputs, const char *nodes, const char *loss) {
+    char json[8192];
+    snprintf(json, sizeof json, fd_graph_fmt, inputs, nodes, loss);
     char *path       = write_model(json);
     ampx_model *m    = load(path, NULL);
     ampx_backend *be = open_cpu();
@@ -103,6 +105,10 @@ static void fd_check(const char *nodes) {
     free(path);
 }
 
+static void fd_check(const char *nodes) {
+    fd_check_model(fd_inputs, nodes, fd_xent);
+}
+
 Test(gradients, dense_tanh) {
     fd_check("{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":8,\"init\":{\"bias\":"
              "\"he_uniform\"}},"
@@ -146,6 +152,75 @@ Test(gradients, dense_input_used_twice) {
              "{\"name\":\"p\",\"op\":\"dense\",\"inputs\":[\"a\"],\"units\":3},"
              "{\"name\":\"q\",\"op\":\"dense\",\"inputs\":[\"a\"],\"units\":3},"
              "{\"name\":\"out\",\"op\":\"add\",\"inputs\":[\"p\",\"q\"]}");
+}
+
+Test(gradients, batchnorm_over_features) {
+    fd_check("{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":8},"
+             "{\"name\":\"n\",\"op\":\"batchnorm\",\"inputs\":[\"h\"],\"momentum\":0.2,"
+             "\"init\":{\"weight\":\"he_uniform\",\"bias\":\"he_uniform\"}},"
+             "{\"name\":\"a\",\"op\":\"tanh\",\"inputs\":[\"n\"]},"
+             "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"a\"],\"units\":3}");
+}
+Test(gradients, softmax_mul_scale) {
+    /* a gate: h * softmax(2 g), then scaled */
+    fd_check("{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":6},"
+             "{\"name\":\"g\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":6},"
+             "{\"name\":\"p\",\"op\":\"softmax\",\"inputs\":[\"g\"],\"scale\":2},"
+             "{\"name\":\"m\",\"op\":\"mul\",\"inputs\":[\"h\",\"p\"]},"
+             "{\"name\":\"s\",\"op\":\"scale\",\"inputs\":[\"m\"],\"factor\":3},"
+             "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"s\"],\"units\":3}");
+}
+Test(gradients, log_softmax) {
+    fd_check("{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":6},"
+             "{\"name\":\"p\",\"op\":\"softmax\",\"inputs\":[\"h\"],\"log\":true},"
+             "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"p\"],\"units\":3}");
+}
+Test(gradients, nd_reshape_transpose_reduce) {
+    /* [4] -> [2, 2] -> dense over the last axis [2, 6] -> transpose [6, 2] -> layernorm over
+     * the last axis -> mean over axis 0 [2]... and sum over the last axis of another branch */
+    fd_check("{\"name\":\"r\",\"op\":\"reshape\",\"inputs\":[\"x\"],\"shape\":[2,-1]},"
+             "{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"r\"],\"units\":6},"
+             "{\"name\":\"t\",\"op\":\"transpose\",\"inputs\":[\"h\"]},"
+             "{\"name\":\"a\",\"op\":\"tanh\",\"inputs\":[\"t\"]},"
+             "{\"name\":\"n\",\"op\":\"layernorm\",\"inputs\":[\"a\"],\"init\":{\"weight\":"
+             "\"he_uniform\",\"bias\":\"he_uniform\"}},"
+             "{\"name\":\"m\",\"op\":\"mean\",\"inputs\":[\"n\"],\"axis\":0},"
+             "{\"name\":\"s\",\"op\":\"sum\",\"inputs\":[\"a\"],\"axis\":-1},"
+             "{\"name\":\"ms\",\"op\":\"dense\",\"inputs\":[\"s\"],\"units\":2},"
+             "{\"name\":\"c\",\"op\":\"add\",\"inputs\":[\"m\",\"ms\"]},"
+             "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"c\"],\"units\":3}");
+}
+Test(gradients, nd_input_and_batchnorm_per_channel) {
+    /* a [2, 2] input: batch norm over the batch and the last axis, per channel of axis 0 */
+    fd_check_model(
+        "\"x\":{\"dtype\":\"f32\",\"shape\":[2,2]},\"y\":{\"dtype\":\"i32\",\"classes\":3}",
+        "{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":5},"
+        "{\"name\":\"n\",\"op\":\"batchnorm\",\"inputs\":[\"h\"],\"axis\":0,"
+        "\"init\":{\"weight\":\"he_uniform\",\"bias\":\"he_uniform\"}},"
+        "{\"name\":\"f\",\"op\":\"reshape\",\"inputs\":[\"n\"],\"shape\":[10]},"
+        "{\"name\":\"a\",\"op\":\"silu\",\"inputs\":[\"f\"]},"
+        "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"a\"],\"units\":3}",
+        fd_xent);
+}
+Test(gradients, shared_parameters_get_one_gradient) {
+    /* "b" uses "a"'s weight and bias: both uses add into one gradient */
+    fd_check("{\"name\":\"a\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":4},"
+             "{\"name\":\"t\",\"op\":\"tanh\",\"inputs\":[\"a\"]},"
+             "{\"name\":\"b\",\"op\":\"dense\",\"inputs\":[\"t\"],\"units\":4,"
+             "\"share\":\"a\"},"
+             "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"b\"],\"units\":3}");
+}
+Test(gradients, two_inputs_and_mse) {
+    /* two f32 inputs take the features in order; the target is the one-hot class code */
+    fd_check_model(
+        "\"p\":{\"dtype\":\"f32\",\"shape\":[2]},\"q\":{\"dtype\":\"f32\",\"shape\":[2]},"
+        "\"t\":{\"dtype\":\"f32\",\"shape\":[3]}",
+        "{\"name\":\"hp\",\"op\":\"dense\",\"inputs\":[\"p\"],\"units\":5},"
+        "{\"name\":\"hq\",\"op\":\"dense\",\"inputs\":[\"q\"],\"units\":5},"
+        "{\"name\":\"h\",\"op\":\"add\",\"inputs\":[\"hp\",\"hq\"]},"
+        "{\"name\":\"a\",\"op\":\"gelu\",\"inputs\":[\"h\"]},"
+        "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"a\"],\"units\":3}",
+        "{\"type\":\"mse\",\"predictions\":\"out\",\"targets\":\"t\"}");
 }
 
 // ---------------------------------------------------------------------------------------
