@@ -155,6 +155,11 @@ ampx_status ocl_check_list(ampx_context *ctx, const char *opname, const char *na
                            const ampx_tensor_list *l);
 ampx_status ocl_take_args(ampx_context *ctx, const char *opname, const void *args, void *local,
                           size_t local_size);
+/* The whole checks of DROPOUT and PERMUTE; check_permute also gives the copy's loop form
+ * (4 dims, the last walking y with the smallest stride) and its number of indices. */
+ampx_status ocl_check_dropout(ampx_context *ctx, const ampx_dropout_args *a);
+ampx_status ocl_check_permute(ampx_context *ctx, const ampx_permute_args *a,
+                              ampx_permute_args *loop, uint64_t *n_elems);
 
 #define OCL_TAKE_ARGS(ctx, opname, args, local)                                                    \
     do {                                                                                           \
