@@ -359,6 +359,8 @@ ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
 ampx_status cpu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
 ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *a);
+ampx_status cpu_dropout(ampx_context *ctx, const ampx_dropout_args *a);
+ampx_status cpu_permute(ampx_context *ctx, const ampx_permute_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status cpu_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);
