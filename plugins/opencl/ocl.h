@@ -60,6 +60,8 @@ typedef enum ocl_kernel {
     K_OPT_BEGIN,
     K_SGD,
     K_ADAMW,
+    K_DROPOUT,
+    K_PERMUTE,
     K_GEMM_TILED,
     K_GEMM_BETA,
     K_GEMM_STORE_C,
@@ -241,6 +243,8 @@ ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
 ampx_status ocl_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
 ampx_status ocl_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status ocl_adamw(ampx_context *ctx, const ampx_adamw_args *a);
+ampx_status ocl_dropout(ampx_context *ctx, const ampx_dropout_args *a);
+ampx_status ocl_permute(ampx_context *ctx, const ampx_permute_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status ocl_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

@@ -584,6 +584,8 @@ static const ampx_backend_ops ocl_ops = {
     .scaler_update = ocl_scaler_update,
     .sgd           = ocl_sgd,
     .adamw         = ocl_adamw,
+    .dropout       = ocl_dropout,
+    .permute       = ocl_permute,
 };
 
 static const ampx_backend_iface ocl_iface = {
