@@ -159,6 +159,8 @@ ampx_status cu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
 ampx_status cu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
 ampx_status cu_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status cu_adamw(ampx_context *ctx, const ampx_adamw_args *a);
+ampx_status cu_dropout(ampx_context *ctx, const ampx_dropout_args *a);
+ampx_status cu_permute(ampx_context *ctx, const ampx_permute_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status cu_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);
