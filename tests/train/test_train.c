@@ -176,19 +176,29 @@ Test(gradients, log_softmax) {
              "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"p\"],\"units\":3}");
 }
 Test(gradients, nd_reshape_transpose_reduce) {
-    /* [4] -> [2, 2] -> dense over the last axis [2, 6] -> transpose [6, 2] -> layernorm over
-     * the last axis -> mean over axis 0 [2]... and sum over the last axis of another branch */
+    /* [4] -> [2, 2] -> dense over the last axis [2, 6] -> layernorm -> transpose [6, 2] ->
+     * mean over axis 0 [2], and the sum over the last axis [6] of the same transpose. (The
+     * second row holds the data's near-zero distractor features: a random bias keeps its
+     * variance away from 0, where layer norm is too curved for a finite difference.) */
     fd_check("{\"name\":\"r\",\"op\":\"reshape\",\"inputs\":[\"x\"],\"shape\":[2,-1]},"
-             "{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"r\"],\"units\":6},"
-             "{\"name\":\"t\",\"op\":\"transpose\",\"inputs\":[\"h\"]},"
-             "{\"name\":\"a\",\"op\":\"tanh\",\"inputs\":[\"t\"]},"
-             "{\"name\":\"n\",\"op\":\"layernorm\",\"inputs\":[\"a\"],\"init\":{\"weight\":"
+             "{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"r\"],\"units\":6,"
+             "\"init\":{\"bias\":\"he_uniform\"}},"
+             "{\"name\":\"n\",\"op\":\"layernorm\",\"inputs\":[\"h\"],\"init\":{\"weight\":"
              "\"he_uniform\",\"bias\":\"he_uniform\"}},"
-             "{\"name\":\"m\",\"op\":\"mean\",\"inputs\":[\"n\"],\"axis\":0},"
-             "{\"name\":\"s\",\"op\":\"sum\",\"inputs\":[\"a\"],\"axis\":-1},"
+             "{\"name\":\"a\",\"op\":\"tanh\",\"inputs\":[\"n\"]},"
+             "{\"name\":\"t\",\"op\":\"transpose\",\"inputs\":[\"a\"]},"
+             "{\"name\":\"m\",\"op\":\"mean\",\"inputs\":[\"t\"],\"axis\":0},"
+             "{\"name\":\"s\",\"op\":\"sum\",\"inputs\":[\"t\"],\"axis\":-1},"
              "{\"name\":\"ms\",\"op\":\"dense\",\"inputs\":[\"s\"],\"units\":2},"
              "{\"name\":\"c\",\"op\":\"add\",\"inputs\":[\"m\",\"ms\"]},"
              "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"c\"],\"units\":3}");
+}
+Test(gradients, dropout_in_training) {
+    /* the mask is fixed for a step, so the loss is smooth in the weights around it */
+    fd_check("{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":16},"
+             "{\"name\":\"a\",\"op\":\"tanh\",\"inputs\":[\"h\"]},"
+             "{\"name\":\"d\",\"op\":\"dropout\",\"inputs\":[\"a\"],\"rate\":0.3},"
+             "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"d\"],\"units\":3}");
 }
 Test(gradients, nd_input_and_batchnorm_per_channel) {
     /* a [2, 2] input: batch norm over the batch and the last axis, per channel of axis 0 */
