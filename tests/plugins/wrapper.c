@@ -6,6 +6,8 @@
  *   WRAP_FAILING       ops succeed for a while, then return AMPX_ERR_DEVICE; buffers are
  *                      counted and device_info reports how many are still live
  *   WRAP_OLD_MINOR     an op table from an older minor version: only gemm and cast
+ *   WRAP_NO_NORMS      no layernorm, batchnorm, embedding, dropout or permute ops (a backend
+ *                      that still trains every model that needs none of them)
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -135,6 +137,12 @@ AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, 
 #ifdef WRAP_OLD_MINOR
     /* As if built against a minor version that had only the first two ops. */
     ops.size = (uint32_t)offsetof(ampx_backend_ops, add);
+#endif
+#ifdef WRAP_NO_NORMS
+    ops.layernorm_fwd = NULL, ops.layernorm_bwd = NULL;
+    ops.batchnorm_fwd = NULL, ops.batchnorm_bwd = NULL;
+    ops.embedding_fwd = NULL, ops.embedding_bwd = NULL;
+    ops.dropout = NULL, ops.permute = NULL;
 #endif
 #ifdef WRAP_FAILING
 #define SET(name) ops.name = wrap_##name

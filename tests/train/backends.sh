@@ -6,8 +6,8 @@ set -uo pipefail
 ampx=$1
 src=$2
 fails=0
-acc() { # acc BACKEND -> held-out accuracy in percent
-  "$ampx" train "$src/models/mlp.json" --backend "$1" --quiet 2>&1 |
+acc() { # acc BACKEND [MODEL] -> held-out accuracy in percent
+  "$ampx" train "$src/models/${2:-mlp.json}" --backend "$1" --quiet 2>&1 |
     sed -n 's/^held-out accuracy \([0-9.]*\)%.*/\1/p'
 }
 cpu=$(acc cpu)
@@ -26,6 +26,13 @@ for b in opencl cuda; do
     fails=$((fails + 1))
   elif awk -v a="$a" -v c="$cpu" 'BEGIN { exit !(a >= c - 1) }'; then
     echo "$b: $a% (cpu $cpu%)"
+    r=$(acc "$b" residual_bn.json)
+    if [ -z "$r" ] || ! awk -v a="$r" 'BEGIN { exit !(a >= 95) }'; then
+      echo "FAIL: $b: residual_bn.json (batch norm, dropout) reached '${r}'%"
+      fails=$((fails + 1))
+    else
+      echo "$b: residual_bn.json $r%"
+    fi
   else
     echo "FAIL: $b: $a%, more than 1 point below cpu $cpu%"
     fails=$((fails + 1))

@@ -49,10 +49,9 @@ static ampx_trainer *trainer(ampx_model *m, ampx_backend *be) {
 // Finite differences: for graphs that use each node kind, every parameter's gradient from the
 // backward agrees with central differences of the forward loss (f32 policy, scale 1).
 
-static const char *fd_graph_fmt =
-    "{\"name\":\"fd\",\"inputs\":{%s},\"nodes\":[%s],"
-    "\"loss\":%s,\"policy\":\"f32\",\"scaler\":\"none\","
-    "\"data\":{\"samples\":400},\"train\":{\"batch\":16,\"seed\":3}}";
+static const char *fd_graph_fmt = "{\"name\":\"fd\",\"inputs\":{%s},\"nodes\":[%s],"
+                                  "\"loss\":%s,\"policy\":\"f32\",\"scaler\":\"none\","
+                                  "\"data\":{\"samples\":400},\"train\":{\"batch\":16,\"seed\":3}}";
 static const char *fd_inputs =
     "\"x\":{\"dtype\":\"f32\",\"shape\":[4]},\"y\":{\"dtype\":\"i32\",\"classes\":3}";
 static const char *fd_xent = "{\"logits\":\"out\",\"labels\":\"y\"}";

@@ -188,5 +188,30 @@ expect_error idx_truncated 'short-images: the header says 300 items \(4800 data 
 sed 's/"train-images"/"train-labels"/' "$work/mnist.json" >"$work/mnist3.json"
 expect_error idx_magic 'train-labels: not an IDX image file \(magic 0x00000801, expected 0x00000803\)' "$ampx" train "$work/mnist3.json"
 
+# The graph core: a residual MLP with batch norm and dropout in the nodes form trains, and
+# its batch-norm parameters and statistics stay f32 under mixed_bf16.
+"$ampx" policy "$src/models/residual_bn.json" >"$work/out"
+for t in bn1.gamma bn1.beta bn1.running_mean bn2.running_var; do
+  grep -Eq "^  $t +f32 " "$work/out" || fail "policy: $t not f32 under mixed_bf16"
+done
+grep -Eq "^bn1 +f32 " "$work/out" || fail "policy: bn1 does not run in f32"
+grep -Eq "^fc2 +bf16 " "$work/out" || fail "policy: fc2 not bf16"
+"$ampx" train "$src/models/residual_bn.json" --steps 400 --quiet >"$work/out" 2>&1 ||
+  fail "residual_bn: $(cat "$work/out")"
+grep -Eq "held-out accuracy (9[5-9]|100)\." "$work/out" || fail "residual_bn accuracy: $(cat "$work/out")"
+# What a backend must have comes from the graph: without the norm, embedding, dropout and
+# permute ops a backend trains mlp.json, and is refused for a model that needs one of them.
+if [ -n "${AMPX_TEST_NO_NORMS:-}" ] && [ -f "$AMPX_TEST_NO_NORMS" ]; then
+  "$ampx" train "$mlp" --backend "$AMPX_TEST_NO_NORMS" --steps 300 --quiet >"$work/out" 2>&1 ||
+    fail "a backend without unused ops: $(cat "$work/out")"
+  grep -Eq "held-out accuracy (9[0-9]|100)\." "$work/out" || fail "no_norms accuracy: $(cat "$work/out")"
+  expect_error missing_op 'backend wrapper has no layernorm_fwd, which node "norm1" needs' \
+    "$ampx" train "$src/models/mlp_wide.json" --backend "$AMPX_TEST_NO_NORMS" --steps 1
+  expect_error missing_batchnorm 'backend wrapper has no batchnorm_fwd, which node "bn1" needs' \
+    "$ampx" train "$src/models/residual_bn.json" --backend "$AMPX_TEST_NO_NORMS" --steps 1
+else
+  fail "AMPX_TEST_NO_NORMS is not set to the test plugin"
+fi
+
 [ $fails -eq 0 ] && echo "train_cli: all passed"
 exit $((fails > 0))

@@ -16,13 +16,14 @@ void call_init(call_ctx *c, ampx_backend *be, char *err, size_t cap) {
 ampx_status call_check(call_ctx *c, ampx_status st, const char *what) {
     if (st == AMPX_OK) return st;
     const char *why = ampx_backend_last_error(c->be);
-    snprintf(c->err, c->cap, "%s: %s: %s", what, ampx_status_name(st), why && *why ? why : "failed");
+    snprintf(c->err, c->cap, "%s: %s: %s", what, ampx_status_name(st),
+             why && *why ? why : "failed");
     return st;
 }
 
 #define SLOT(name, type)                                                                           \
     case AMPX_OP_##name:                                                                           \
-        st = ((ampx_status (*)(ampx_context *, const type *))slot)(c->ctx, (const type *)args);   \
+        st = ((ampx_status(*)(ampx_context *, const type *))slot)(c->ctx, (const type *)args);     \
         break
 
 ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args) {

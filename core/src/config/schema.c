@@ -176,4 +176,3 @@ const char *dtype_name(ampx_dtype d) {
     default: return "?";
     }
 }
-

@@ -13,8 +13,9 @@
 // ---------------------------------------------------------------------------------------
 // Policy
 
-const char *const op_class_names[] = {"dense",   "activation", "layernorm", "add",    "loss",
-                                      "batchnorm", "softmax",  "mul",       "reduce", "dropout", NULL};
+const char *const op_class_names[] = {"dense",  "activation", "layernorm", "add",
+                                      "loss",   "batchnorm",  "softmax",   "mul",
+                                      "reduce", "dropout",    NULL};
 
 void policy_defaults(policy *p, const char *preset) {
     memset(p, 0, sizeof *p);
@@ -83,7 +84,9 @@ static int parse_class_list(jctx *c, const json_value *obj, const char *key, int
             const char *near = e->type == JSON_STRING ? did_you_mean(e->str, op_class_names) : NULL;
             if (near)
                 return jerr(c, e, "unknown op class \"%s\" (did you mean \"%s\"?)", e->str, near);
-            return jerr(c, e, "expected an op class: dense, activation, layernorm, add, loss, batchnorm, softmax, mul, reduce, dropout");
+            return jerr(c, e,
+                        "expected an op class: dense, activation, layernorm, add, loss, batchnorm, "
+                        "softmax, mul, reduce, dropout");
         }
         if (k == CLASS_LOSS && value == CLASS_COMPUTE)
             return jerr(c, e,
@@ -400,7 +403,6 @@ int train_parse(jctx *c, settings *m, const json_value *v) {
     t->seed = (uint64_t)seed;
     return 0;
 }
-
 
 void settings_defaults(settings *m) {
     policy_defaults(&m->pol, "f32");

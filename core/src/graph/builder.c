@@ -35,11 +35,10 @@ enum {
     K_SUM,
     K_DROPOUT,
 };
-static const char *const kinds[] = {"dense",     "relu",      "gelu",    "tanh",      "sigmoid",
-                                    "silu",      "layernorm", "batchnorm", "add",     "mul",
-                                    "scale",     "softmax",   "reshape", "transpose", "mean",
-                                    "sum",       "dropout",   NULL};
-static const char *const act_names[]  = {"relu", "gelu", "tanh", "sigmoid", "silu", NULL};
+static const char *const kinds[]     = {"dense",     "relu",      "gelu", "tanh", "sigmoid", "silu",
+                                        "layernorm", "batchnorm", "add",  "mul",  "scale",   "softmax",
+                                        "reshape",   "transpose", "mean", "sum",  "dropout", NULL};
+static const char *const act_names[] = {"relu", "gelu", "tanh", "sigmoid", "silu", NULL};
 static const char *const init_names[] = {"glorot_uniform", "he_uniform", "he_normal", "normal",
                                          "zeros",          "ones",       NULL};
 
@@ -155,9 +154,9 @@ static int node(builder *b, const json_value *at, const json_value *iv, int op, 
                 int n_in, const int *out, int n_out, const g_attrs *a, const char *name) {
     int id = g_add_node(b->g, op, in, n_in, out, n_out, a, name);
     if (id < 0) return full(b, at);
-    g_node *n = &b->g->nodes[id];
-    n->line   = at->line;
-    n->col    = at->col;
+    g_node *n       = &b->g->nodes[id];
+    n->line         = at->line;
+    n->col          = at->col;
     g_shape_error e = {.input = -1};
     const g_rule *r = g_rule_of(op);
     if (r->shape && r->shape(b->g, n, &e)) {
@@ -171,8 +170,8 @@ static int node(builder *b, const json_value *at, const json_value *iv, int op, 
 }
 
 static int param(builder *b, const json_value *at, const char *owner, const char *suffix,
-                 g_role role, int ndim, const int64_t *dims, g_init init, float std,
-                 int64_t fan_in, int64_t fan_out, int decay) {
+                 g_role role, int ndim, const int64_t *dims, g_init init, float std, int64_t fan_in,
+                 int64_t fan_out, int decay) {
     char name[G_NAME_MAX];
     snprintf(name, sizeof name, "%s.%s", owner, suffix);
     int v = g_add_value(b->g, name, role, AMPX_F32, 0, ndim, dims);
@@ -211,7 +210,8 @@ static int shared(builder *b, const json_value *v, int kind, const b_name **out)
     if (s->type != JSON_STRING) return jerr(b->c, s, "expected the name of an earlier node");
     int i = find_name(b, s->str);
     if (i < 0 || b->names[i].n_params == 0 || b->names[i].kind != kind)
-        return jerr(b->c, s, "\"%s\" is not an earlier %s node with parameters", s->str, kinds[kind]);
+        return jerr(b->c, s, "\"%s\" is not an earlier %s node with parameters", s->str,
+                    kinds[kind]);
     *out = &b->names[i];
     return 0;
 }
@@ -260,7 +260,7 @@ static int parse_node(builder *b, const json_value *v, int is_layer, int index) 
     }
     const json_value *at = json_get(v, "name") ? json_get(v, "name") : v;
     /* inputs */
-    int want = kind == K_ADD || kind == K_MUL ? 2 : 1;
+    int want   = kind == K_ADD || kind == K_MUL ? 2 : 1;
     int ins[2] = {b->last, -1}, n_in = 1;
     const json_value *iv = json_get(v, "inputs");
     if (iv) {
@@ -278,14 +278,13 @@ static int parse_node(builder *b, const json_value *v, int is_layer, int index) 
                     want == 1 ? "" : "s", n_in);
     for (int i = 0; i < n_in; i++)
         if (b->g->values[ins[i]].dtype == AMPX_I32)
-            return jerr(c, iv ? iv->items[i] : v,
-                        "\"%s\" holds i32 labels; only the loss reads it",
+            return jerr(c, iv ? iv->items[i] : v, "\"%s\" holds i32 labels; only the loss reads it",
                         b->g->values[ins[i]].name);
 
-    g_graph *g  = b->g;
-    g_attrs a   = {.alpha = 1};
-    int x       = ins[0];
-    int64_t in  = g_last(&g->values[x]);
+    g_graph *g = b->g;
+    g_attrs a  = {.alpha = 1};
+    int x      = ins[0];
+    int64_t in = g_last(&g->values[x]);
     int params[4], n_params = 0, out = -1;
     const b_name *sh = NULL;
     switch (kind) {
@@ -309,18 +308,17 @@ static int parse_node(builder *b, const json_value *v, int is_layer, int index) 
             memcpy(params, sh->params, sizeof params);
             n_params = sh->n_params;
         } else {
-            if ((params[0] = param(b, at, name, "weight", ROLE_PARAM, 2, wd, wi, std, in, units,
-                                   1)) < 0)
+            if ((params[0] =
+                     param(b, at, name, "weight", ROLE_PARAM, 2, wd, wi, std, in, units, 1)) < 0)
                 return -1;
             n_params = 1;
-            if (bias &&
-                (params[n_params++] =
-                     param(b, at, name, "bias", ROLE_PARAM, 1, bd, bi, std, in, units, 0)) < 0)
+            if (bias && (params[n_params++] = param(b, at, name, "bias", ROLE_PARAM, 1, bd, bi, std,
+                                                    in, units, 0)) < 0)
                 return -1;
         }
         char mm[G_NAME_MAX];
         snprintf(mm, sizeof mm, "%s.matmul", name);
-        int y = new_act(b, at, bias ? mm : name, AMPX_F32);
+        int y     = new_act(b, at, bias ? mm : name, AMPX_F32);
         int mi[2] = {x, params[0]};
         if (y < 0 || node(b, at, iv, OP_MATMUL, mi, 2, &y, 1, &a, name)) return -1;
         out = y;
@@ -365,16 +363,16 @@ static int parse_node(builder *b, const json_value *v, int is_layer, int index) 
         a.eps = (float)eps, a.momentum = (float)mom, a.axis = axis;
         if (sh) {
             if (g->values[sh->params[0]].dims[0] != ch[0])
-                return jerr(c, json_get(v, "share"), "\"%s\" normalizes %lld features, this node %lld",
-                            sh->name, (long long)g->values[sh->params[0]].dims[0],
-                            (long long)ch[0]);
+                return jerr(c, json_get(v, "share"),
+                            "\"%s\" normalizes %lld features, this node %lld", sh->name,
+                            (long long)g->values[sh->params[0]].dims[0], (long long)ch[0]);
             memcpy(params, sh->params, sizeof params);
             n_params = sh->n_params;
         } else {
             if ((params[0] = param(b, at, name, "gamma", ROLE_PARAM, 1, ch, wi, std, ch[0], ch[0],
                                    0)) < 0 ||
-                (params[1] = param(b, at, name, "beta", ROLE_PARAM, 1, ch, bi, std, ch[0], ch[0],
-                                   0)) < 0)
+                (params[1] =
+                     param(b, at, name, "beta", ROLE_PARAM, 1, ch, bi, std, ch[0], ch[0], 0)) < 0)
                 return -1;
             n_params = 2;
             if (kind == K_BATCHNORM) {
@@ -450,8 +448,8 @@ static int parse_node(builder *b, const json_value *v, int is_layer, int index) 
         a.shape_ndim = (int)s->n_items;
         for (size_t i = 0; i < s->n_items; i++) {
             const json_value *d = s->items[i];
-            if (d->type != JSON_NUMBER || d->num != floor(d->num) ||
-                (d->num < 1 && d->num != -1) || d->num > (1 << 30))
+            if (d->type != JSON_NUMBER || d->num != floor(d->num) || (d->num < 1 && d->num != -1) ||
+                d->num > (1 << 30))
                 return jerr(c, d, "expected a positive size or -1");
             a.shape[i] = (int64_t)d->num;
         }
@@ -539,8 +537,8 @@ static int parse_inputs(builder *b, const json_value *v) {
                 dims[ndim++] = (int64_t)f->num;
             }
         }
-        int val = g_add_value(b->g, in->key, ROLE_INPUT, is_i32 ? AMPX_I32 : AMPX_F32, 1, ndim,
-                              dims);
+        int val =
+            g_add_value(b->g, in->key, ROLE_INPUT, is_i32 ? AMPX_I32 : AMPX_F32, 1, ndim, dims);
         if (val < 0) return full(b, in);
         b->g->values[val].line = in->line;
         b->g->values[val].col  = in->col;
@@ -576,8 +574,8 @@ static int parse_loss(builder *b, const json_value *v) {
     if (jkeys(c, v, keys)) return -1;
     int type = 0;
     if (jenum(c, v, "type", 0, types, &type)) return -1;
-    g_graph *g      = b->g;
-    const char *pk  = type == 0 ? "logits" : "predictions", *tk = type == 0 ? "labels" : "targets";
+    g_graph *g     = b->g;
+    const char *pk = type == 0 ? "logits" : "predictions", *tk = type == 0 ? "labels" : "targets";
     const char *bad = type == 0 ? "predictions" : "logits";
     if (json_get(v, bad)) return jerr(c, json_get(v, bad), "\"%s\" applies to the other loss", bad);
     bad = type == 0 ? "targets" : "labels";
@@ -612,14 +610,15 @@ static int parse_loss(builder *b, const json_value *v) {
             return jerr(c, at,
                         "shape mismatch: logits \"%s\" has %lld features (line %d) but labels "
                         "\"%s\" has %lld classes (line %d)",
-                        pv->name, (long long)g_last(pv), pv->line, lv->name,
-                        (long long)g->classes, lv->line);
+                        pv->name, (long long)g_last(pv), pv->line, lv->name, (long long)g->classes,
+                        lv->line);
         if (g_last(pv) != g->classes)
-            return jerr(c, at, "logits \"%s\" have %lld classes on the last axis, labels \"%s\" %lld",
+            return jerr(c, at,
+                        "logits \"%s\" have %lld classes on the last axis, labels \"%s\" %lld",
                         pv->name, (long long)g_last(pv), lv->name, (long long)g->classes);
-        g_attrs a = {.ignore_index = (int)ig, .alpha = 1};
-        int loss  = g_add_value(g, "loss", ROLE_ACTIVATION, AMPX_F32, 0, 1, (int64_t[]){1});
-        int dl    = loss < 0 ? -1 : g_new_grad(g, pred, AMPX_F32);
+        g_attrs a  = {.ignore_index = (int)ig, .alpha = 1};
+        int loss   = g_add_value(g, "loss", ROLE_ACTIVATION, AMPX_F32, 0, 1, (int64_t[]){1});
+        int dl     = loss < 0 ? -1 : g_new_grad(g, pred, AMPX_F32);
         int ins[2] = {pred, target}, outs[2] = {loss, dl};
         if (dl < 0) return full(b, v);
         if (node(b, v, NULL, OP_XENT, ins, 2, outs, 2, &a, "loss")) return -1;
@@ -646,10 +645,10 @@ static int parse_loss(builder *b, const json_value *v) {
 int g_build(jctx *c, const json_value *root, g_graph *g) {
     builder *b = calloc(1, sizeof *b);
     if (!b) return jerr(c, root, "out of memory");
-    b->c    = c;
-    b->g    = g;
-    b->last = -1;
-    int rc  = -1;
+    b->c                     = c;
+    b->g                     = g;
+    b->last                  = -1;
+    int rc                   = -1;
     const json_value *inputs = json_get(root, "inputs");
     const json_value *layers = json_get(root, "layers"), *nodes = json_get(root, "nodes");
     const json_value *list = layers ? layers : nodes, *loss = json_get(root, "loss");

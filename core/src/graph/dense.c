@@ -38,12 +38,12 @@ static uint64_t gemm_rows(const g_exec *x, const g_graph *g, int v) {
 
 static int matmul_shape(g_graph *g, g_node *n, g_shape_error *e) {
     const g_value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]];
-    g_value *y       = &g->values[n->out[0]];
+    g_value *y = &g->values[n->out[0]];
     if (w->ndim != 2 || g_last(x) != w->dims[0]) {
         char s[64];
         g_shape_str(x, s, sizeof s);
-        snprintf(e->msg, sizeof e->msg, "\"%s\" has shape %s but \"%s\" needs [.., %lld]",
-                 x->name, s, n->name, (long long)w->dims[0]);
+        snprintf(e->msg, sizeof e->msg, "\"%s\" has shape %s but \"%s\" needs [.., %lld]", x->name,
+                 s, n->name, (long long)w->dims[0]);
         e->input = 0;
         return -1;
     }
@@ -57,9 +57,8 @@ static int matmul_shape(g_graph *g, g_node *n, g_shape_error *e) {
 
 static ampx_status matmul_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     const g_value *w = &g->values[n->in[1]];
-    return gemm2d(x, n, 0, 0, gemm_rows(x, g, n->in[0]), (uint64_t)w->dims[1],
-                  (uint64_t)w->dims[0], 0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]),
-                  gx_tensor(x, n->out[0]));
+    return gemm2d(x, n, 0, 0, gemm_rows(x, g, n->in[0]), (uint64_t)w->dims[1], (uint64_t)w->dims[0],
+                  0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
 }
 
 static int matmul_bwd(g_graph *g, int self) {
@@ -81,8 +80,8 @@ static int matmul_bwd(g_graph *g, int self) {
     return 0;
 }
 
-const g_rule g_rule_matmul = {"matmul", {AMPX_OP_GEMM, AMPX_OP_COUNT}, matmul_shape, matmul_fwd,
-                              matmul_bwd};
+const g_rule g_rule_matmul = {
+    "matmul", {AMPX_OP_GEMM, AMPX_OP_COUNT}, matmul_shape, matmul_fwd, matmul_bwd};
 
 /* dW (+)= x^T dy: in x, dy; out dW (f32) */
 static ampx_status matmul_dw_fwd(g_exec *x, const g_graph *g, const g_node *n) {
@@ -92,19 +91,18 @@ static ampx_status matmul_dw_fwd(g_exec *x, const g_graph *g, const g_node *n) {
                   gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
 }
 
-const g_rule g_rule_matmul_dw = {"matmul_dw", {AMPX_OP_GEMM, AMPX_OP_COUNT}, NULL, matmul_dw_fwd,
-                                 NULL};
+const g_rule g_rule_matmul_dw = {
+    "matmul_dw", {AMPX_OP_GEMM, AMPX_OP_COUNT}, NULL, matmul_dw_fwd, NULL};
 
 /* dx = dy W^T: in dy, W; out dx */
 static ampx_status matmul_dx_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     const g_value *w = &g->values[n->in[1]];
-    return gemm2d(x, n, 0, 1, gemm_rows(x, g, n->in[0]), (uint64_t)w->dims[0],
-                  (uint64_t)w->dims[1], 0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]),
-                  gx_tensor(x, n->out[0]));
+    return gemm2d(x, n, 0, 1, gemm_rows(x, g, n->in[0]), (uint64_t)w->dims[0], (uint64_t)w->dims[1],
+                  0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
 }
 
-const g_rule g_rule_matmul_dx = {"matmul_dx", {AMPX_OP_GEMM, AMPX_OP_COUNT}, NULL, matmul_dx_fwd,
-                                 NULL};
+const g_rule g_rule_matmul_dx = {
+    "matmul_dx", {AMPX_OP_GEMM, AMPX_OP_COUNT}, NULL, matmul_dx_fwd, NULL};
 
 // ---------------------------------------------------------------------------------------
 // bias: y = x + b, b over the last axis (f32, read as f32 by the add)
@@ -162,5 +160,5 @@ static ampx_status bias_grad_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     return gx_call(x, n, AMPX_OP_BIAS_GRAD, &a);
 }
 
-const g_rule g_rule_bias_grad = {"bias_grad", {AMPX_OP_BIAS_GRAD, AMPX_OP_COUNT}, NULL,
-                                 bias_grad_fwd, NULL};
+const g_rule g_rule_bias_grad = {
+    "bias_grad", {AMPX_OP_BIAS_GRAD, AMPX_OP_COUNT}, NULL, bias_grad_fwd, NULL};

@@ -10,10 +10,10 @@ static int same_as_first(g_graph *g, g_node *n, g_shape_error *e) {
     for (int i = 1; i < n->n_in; i++) {
         const g_value *b = &g->values[n->in[i]];
         if (!g_same_shape(a, b) && a->ndim == 2 && b->ndim == 2 && a->batched && b->batched) {
-            snprintf(e->msg, sizeof e->msg,
-                     "shape mismatch: \"%s\" has %lld features (line %d) but \"%s\" has %lld (line %d)",
-                     a->name, (long long)a->dims[1], a->line, b->name, (long long)b->dims[1],
-                     b->line);
+            snprintf(
+                e->msg, sizeof e->msg,
+                "shape mismatch: \"%s\" has %lld features (line %d) but \"%s\" has %lld (line %d)",
+                a->name, (long long)a->dims[1], a->line, b->name, (long long)b->dims[1], b->line);
             e->input = -2;
             return -1;
         }
@@ -112,8 +112,8 @@ static int scale_bwd(g_graph *g, int self) {
     return emit_unary(g, self, OP_SCALE, &dy, 1, in, &n->a);
 }
 
-const g_rule g_rule_scale = {"scale", {AMPX_OP_SCALE, AMPX_OP_COUNT}, same_as_first, scale_fwd,
-                             scale_bwd};
+const g_rule g_rule_scale = {
+    "scale", {AMPX_OP_SCALE, AMPX_OP_COUNT}, same_as_first, scale_fwd, scale_bwd};
 
 // ---------------------------------------------------------------------------------------
 // cast: y = x rounded to nearest even (or widened exactly); dx = dy cast back
@@ -133,8 +133,8 @@ static int cast_bwd(g_graph *g, int self) {
     return emit_unary(g, self, OP_CAST, &dy, 1, in, NULL);
 }
 
-const g_rule g_rule_cast = {"cast", {AMPX_OP_CAST, AMPX_OP_COUNT}, same_as_first, cast_fwd,
-                            cast_bwd};
+const g_rule g_rule_cast = {
+    "cast", {AMPX_OP_CAST, AMPX_OP_COUNT}, same_as_first, cast_fwd, cast_bwd};
 
 // ---------------------------------------------------------------------------------------
 // act: y = f(x); dx = dy f'(x), from the forward input
@@ -156,7 +156,8 @@ static int act_bwd(g_graph *g, int self) {
     return emit_unary(g, self, OP_ACT_BWD, ins, 2, in, &n->a);
 }
 
-const g_rule g_rule_act = {"act", {AMPX_OP_ACT_FWD, AMPX_OP_COUNT}, same_as_first, act_fwd, act_bwd};
+const g_rule g_rule_act = {
+    "act", {AMPX_OP_ACT_FWD, AMPX_OP_COUNT}, same_as_first, act_fwd, act_bwd};
 
 /* dx = dy f'(x): in x, dy; out dx */
 static ampx_status act_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) {
@@ -169,8 +170,8 @@ static ampx_status act_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     return gx_call(x, n, AMPX_OP_ACT_BWD, &a);
 }
 
-const g_rule g_rule_act_bwd = {"act_bwd", {AMPX_OP_ACT_BWD, AMPX_OP_COUNT}, NULL, act_bwd_fwd,
-                               NULL};
+const g_rule g_rule_act_bwd = {
+    "act_bwd", {AMPX_OP_ACT_BWD, AMPX_OP_COUNT}, NULL, act_bwd_fwd, NULL};
 
 // ---------------------------------------------------------------------------------------
 // dropout: y = keep(i) ? x / (1 - rate) : 0 with the counter-based mask of (seed, i); the

@@ -27,17 +27,17 @@ void g_free_graph(g_graph *g) {
 }
 
 void g_copy_graph(g_graph *dst, const g_graph *src) {
-    g_value *v = dst->values;
-    g_node *n  = dst->nodes;
-    *dst       = *src;
+    g_value *v  = dst->values;
+    g_node *n   = dst->nodes;
+    *dst        = *src;
     dst->values = v;
     dst->nodes  = n;
     memcpy(v, src->values, sizeof *v * (size_t)src->n_values);
     memcpy(n, src->nodes, sizeof *n * (size_t)src->n_nodes);
 }
 
-int g_add_value(g_graph *g, const char *name, g_role role, ampx_dtype dtype, int batched,
-                int ndim, const int64_t *dims) {
+int g_add_value(g_graph *g, const char *name, g_role role, ampx_dtype dtype, int batched, int ndim,
+                const int64_t *dims) {
     if (g->n_values >= G_MAX_VALUES || ndim < 0 || ndim > G_MAX_DIMS) return -1;
     g_value *v = &g->values[g->n_values];
     memset(v, 0, sizeof *v);
@@ -82,8 +82,8 @@ int g_add_node(g_graph *g, int op, const int *in, int n_in, const int *out, int 
         n->in[i] = in[i];
     for (int i = 0; i < n_out; i++) {
         n->out[i] = out[i];
-        if (out[i] >= 0 && g->values[out[i]].producer < 0 &&
-            g->values[out[i]].role != ROLE_PARAM && g->values[out[i]].role != ROLE_STATE)
+        if (out[i] >= 0 && g->values[out[i]].producer < 0 && g->values[out[i]].role != ROLE_PARAM &&
+            g->values[out[i]].role != ROLE_STATE)
             g->values[out[i]].producer = id;
     }
     if (a) n->a = *a;
@@ -132,10 +132,10 @@ int g_same_shape(const g_value *a, const g_value *b) {
 }
 
 void g_set_shape_like(g_graph *g, int dst, int src) {
-    g_value *d = &g->values[dst];
+    g_value *d       = &g->values[dst];
     const g_value *s = &g->values[src];
-    d->batched = s->batched;
-    d->ndim    = s->ndim;
+    d->batched       = s->batched;
+    d->ndim          = s->ndim;
     for (int i = 0; i < G_MAX_DIMS; i++)
         d->dims[i] = s->dims[i];
 }
@@ -216,18 +216,30 @@ int g_param_grad(g_graph *g, int param, int *accumulate) {
 // The rule table
 
 static const g_rule *const rules[OP_COUNT] = {
-    [OP_MATMUL] = &g_rule_matmul,         [OP_MATMUL_DW] = &g_rule_matmul_dw,
-    [OP_MATMUL_DX] = &g_rule_matmul_dx,   [OP_BIAS] = &g_rule_bias,
-    [OP_BIAS_GRAD] = &g_rule_bias_grad,   [OP_ADD] = &g_rule_add,
-    [OP_MUL] = &g_rule_mul,               [OP_SCALE] = &g_rule_scale,
-    [OP_CAST] = &g_rule_cast,             [OP_ACT] = &g_rule_act,
-    [OP_ACT_BWD] = &g_rule_act_bwd,       [OP_DROPOUT] = &g_rule_dropout,
-    [OP_LAYERNORM] = &g_rule_layernorm,   [OP_LAYERNORM_BWD] = &g_rule_layernorm_bwd,
-    [OP_BATCHNORM] = &g_rule_batchnorm,   [OP_BATCHNORM_BWD] = &g_rule_batchnorm_bwd,
-    [OP_SOFTMAX] = &g_rule_softmax,       [OP_SOFTMAX_BWD] = &g_rule_softmax_bwd,
-    [OP_RESHAPE] = &g_rule_reshape,       [OP_TRANSPOSE] = &g_rule_transpose,
-    [OP_REDUCE] = &g_rule_reduce,         [OP_REDUCE_BWD] = &g_rule_reduce_bwd,
-    [OP_XENT] = &g_rule_xent,             [OP_MSE] = &g_rule_mse,
+    [OP_MATMUL]        = &g_rule_matmul,
+    [OP_MATMUL_DW]     = &g_rule_matmul_dw,
+    [OP_MATMUL_DX]     = &g_rule_matmul_dx,
+    [OP_BIAS]          = &g_rule_bias,
+    [OP_BIAS_GRAD]     = &g_rule_bias_grad,
+    [OP_ADD]           = &g_rule_add,
+    [OP_MUL]           = &g_rule_mul,
+    [OP_SCALE]         = &g_rule_scale,
+    [OP_CAST]          = &g_rule_cast,
+    [OP_ACT]           = &g_rule_act,
+    [OP_ACT_BWD]       = &g_rule_act_bwd,
+    [OP_DROPOUT]       = &g_rule_dropout,
+    [OP_LAYERNORM]     = &g_rule_layernorm,
+    [OP_LAYERNORM_BWD] = &g_rule_layernorm_bwd,
+    [OP_BATCHNORM]     = &g_rule_batchnorm,
+    [OP_BATCHNORM_BWD] = &g_rule_batchnorm_bwd,
+    [OP_SOFTMAX]       = &g_rule_softmax,
+    [OP_SOFTMAX_BWD]   = &g_rule_softmax_bwd,
+    [OP_RESHAPE]       = &g_rule_reshape,
+    [OP_TRANSPOSE]     = &g_rule_transpose,
+    [OP_REDUCE]        = &g_rule_reduce,
+    [OP_REDUCE_BWD]    = &g_rule_reduce_bwd,
+    [OP_XENT]          = &g_rule_xent,
+    [OP_MSE]           = &g_rule_mse,
 };
 
 const g_rule *g_rule_of(int op) {

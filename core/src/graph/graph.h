@@ -65,10 +65,10 @@ typedef struct g_value {
     int grad_owned;           /* the gradient was written for this value alone */
     int requires_grad;        /* a parameter, or computed from one */
     /* parameters and state */
-    int master;       /* working copy: the f32 master it is a copy of; else -1 */
-    int copy;         /* master: its working copy, -1 if none */
-    g_init init;      /* initializer */
-    float init_std;   /* INIT_NORMAL */
+    int master;     /* working copy: the f32 master it is a copy of; else -1 */
+    int copy;       /* master: its working copy, -1 if none */
+    g_init init;    /* initializer */
+    float init_std; /* INIT_NORMAL */
     int64_t fan_in, fan_out;
     int decay;        /* weight decay applies (weights, not biases or norm parameters) */
     float const_fill; /* ROLE_CONST */
@@ -77,16 +77,16 @@ typedef struct g_value {
 
 /* Node attributes: one struct for all kinds, each kind reads the fields it documents. */
 typedef struct g_attrs {
-    int act;               /* ampx_act */
-    float eps, momentum;   /* norms */
-    float alpha;           /* scale; reduce mean factor */
-    float rate;            /* dropout */
-    int causal;            /* softmax */
-    int log;               /* softmax: log-softmax */
-    int axis;              /* reduce, batchnorm: the axis (batch included: 1 = first of an example) */
-    int mode;              /* reduce: ampx_reduce_mode */
-    int ignore_index;      /* cross-entropy */
-    int accumulate;        /* backward into a parameter gradient another node wrote first */
+    int act;             /* ampx_act */
+    float eps, momentum; /* norms */
+    float alpha;         /* scale; reduce mean factor */
+    float rate;          /* dropout */
+    int causal;          /* softmax */
+    int log;             /* softmax: log-softmax */
+    int axis;            /* reduce, batchnorm: the axis (batch included: 1 = first of an example) */
+    int mode;            /* reduce: ampx_reduce_mode */
+    int ignore_index;    /* cross-entropy */
+    int accumulate;      /* backward into a parameter gradient another node wrote first */
     int64_t shape[G_MAX_DIMS]; /* reshape: the target shape of one example */
     int shape_ndim;
 } g_attrs;
@@ -94,14 +94,14 @@ typedef struct g_attrs {
 typedef enum g_phase { PHASE_FORWARD, PHASE_BACKWARD } g_phase;
 
 typedef struct g_node {
-    int op;                /* g_op */
+    int op;                 /* g_op */
     int in[G_MAX_IN], n_in; /* value ids; -1 for an absent optional input */
     int out[G_MAX_OUT], n_out;
     g_attrs a;
     char name[G_NAME_MAX]; /* the model node it belongs to ("fc1", "fc1.relu") */
     g_phase phase;
-    int of;            /* backward: the forward node it differentiates; else -1 */
-    ampx_dtype dtype;  /* the dtype it computes in (its first output's) */
+    int of;           /* backward: the forward node it differentiates; else -1 */
+    ampx_dtype dtype; /* the dtype it computes in (its first output's) */
     g_why why;
     int line, col;
 } g_node;
@@ -126,8 +126,8 @@ void g_copy_graph(g_graph *dst, const g_graph *src);
 
 /* Adds a value and returns its id, or -1 when the graph is full. dims include the batch
  * (pass 0 for it) when batched. */
-int g_add_value(g_graph *g, const char *name, g_role role, ampx_dtype dtype, int batched,
-                int ndim, const int64_t *dims);
+int g_add_value(g_graph *g, const char *name, g_role role, ampx_dtype dtype, int batched, int ndim,
+                const int64_t *dims);
 /* Adds a value shaped like `like`. */
 int g_add_value_like(g_graph *g, const char *name, g_role role, ampx_dtype dtype, int like);
 /* Appends a node; returns its id, or -1 when full. */

@@ -27,8 +27,9 @@ static int reshape_shape(g_graph *g, g_node *n, g_shape_error *e) {
     if ((infer >= 0 && total % known) || (infer < 0 && known != total)) {
         char s[64];
         g_shape_str(x, s, sizeof s);
-        snprintf(e->msg, sizeof e->msg, "\"%s\" of shape %s (%lld per example) cannot take that shape",
-                 x->name, s, (long long)total);
+        snprintf(e->msg, sizeof e->msg,
+                 "\"%s\" of shape %s (%lld per example) cannot take that shape", x->name, s,
+                 (long long)total);
         e->input = 0;
         return -1;
     }
@@ -61,8 +62,7 @@ static int reshape_bwd(g_graph *g, int self) {
     return g_contribute(g, in, dx, self);
 }
 
-const g_rule g_rule_reshape = {"reshape", {AMPX_OP_COUNT}, reshape_shape, reshape_fwd,
-                               reshape_bwd};
+const g_rule g_rule_reshape = {"reshape", {AMPX_OP_COUNT}, reshape_shape, reshape_fwd, reshape_bwd};
 
 // ---------------------------------------------------------------------------------------
 // transpose: y[.., j, i] = x[.., i, j]
@@ -78,9 +78,9 @@ static int transpose_shape(g_graph *g, g_node *n, g_shape_error *e) {
         return -1;
     }
     g_set_shape_like(g, n->out[0], n->in[0]);
-    g_value *y            = &g->values[n->out[0]];
-    y->dims[y->ndim - 2]  = x->dims[x->ndim - 1];
-    y->dims[y->ndim - 1]  = x->dims[x->ndim - 2];
+    g_value *y           = &g->values[n->out[0]];
+    y->dims[y->ndim - 2] = x->dims[x->ndim - 1];
+    y->dims[y->ndim - 1] = x->dims[x->ndim - 2];
     return 0;
 }
 
@@ -106,5 +106,5 @@ static int transpose_bwd(g_graph *g, int self) {
     return g_contribute(g, in, dx, self);
 }
 
-const g_rule g_rule_transpose = {"transpose", {AMPX_OP_PERMUTE, AMPX_OP_COUNT}, transpose_shape,
-                                 transpose_fwd, transpose_bwd};
+const g_rule g_rule_transpose = {
+    "transpose", {AMPX_OP_PERMUTE, AMPX_OP_COUNT}, transpose_shape, transpose_fwd, transpose_bwd};

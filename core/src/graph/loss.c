@@ -59,8 +59,8 @@ static ampx_status xent_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     return gx_call(x, n, AMPX_OP_SOFTMAX_XENT, &a);
 }
 
-const g_rule g_rule_xent = {"softmax_cross_entropy", {AMPX_OP_SOFTMAX_XENT, AMPX_OP_COUNT},
-                            xent_shape, xent_fwd, loss_bwd};
+const g_rule g_rule_xent = {
+    "softmax_cross_entropy", {AMPX_OP_SOFTMAX_XENT, AMPX_OP_COUNT}, xent_shape, xent_fwd, loss_bwd};
 
 // ---------------------------------------------------------------------------------------
 // mean squared error: diff = pred - target; loss = sum(diff^2) / N;
@@ -74,8 +74,8 @@ static int mse_shape(g_graph *g, g_node *n, g_shape_error *e) {
         g_shape_str(p, a, sizeof a);
         g_shape_str(t, b, sizeof b);
         snprintf(e->msg, sizeof e->msg,
-                 "shape mismatch: prediction \"%s\" has shape %s but target \"%s\" has %s",
-                 p->name, a, t->name, b);
+                 "shape mismatch: prediction \"%s\" has shape %s but target \"%s\" has %s", p->name,
+                 a, t->name, b);
         e->input = 1;
         return -1;
     }
@@ -87,22 +87,21 @@ static int mse_shape(g_graph *g, g_node *n, g_shape_error *e) {
 }
 
 static ampx_status mse_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    uint64_t count  = gx_numel(x, n->in[0]);
-    ampx_tensor d   = gx_tensor(x, n->out[2]), loss = gx_tensor(x, n->out[0]);
-    ampx_add_args a = {.size  = sizeof a,
-                       .rows  = 1,
-                       .cols  = count,
-                       .alpha = 1,
-                       .beta  = -1,
-                       .a     = gx_tensor(x, n->in[0]),
-                       .b     = gx_tensor(x, n->in[1]),
-                       .y     = d};
+    uint64_t count = gx_numel(x, n->in[0]);
+    ampx_tensor d = gx_tensor(x, n->out[2]), loss = gx_tensor(x, n->out[0]);
+    ampx_add_args a         = {.size  = sizeof a,
+                               .rows  = 1,
+                               .cols  = count,
+                               .alpha = 1,
+                               .beta  = -1,
+                               .a     = gx_tensor(x, n->in[0]),
+                               .b     = gx_tensor(x, n->in[1]),
+                               .y     = d};
     uint64_t one            = count;
-    ampx_sum_squares_args q = {.size = sizeof q,
-                               .x    = {.count = 1, .tensors = &d, .n_elems = &one},
-                               .out  = loss};
-    ampx_scale_args s       = {
-              .size = sizeof s, .n = 1, .alpha = 1.0f / (float)count, .x = loss, .y = loss};
+    ampx_sum_squares_args q = {
+        .size = sizeof q, .x = {.count = 1, .tensors = &d, .n_elems = &one}, .out = loss};
+    ampx_scale_args s = {
+        .size = sizeof s, .n = 1, .alpha = 1.0f / (float)count, .x = loss, .y = loss};
     ampx_status st;
     if ((st = gx_call(x, n, AMPX_OP_ADD, &a)) || (st = gx_call(x, n, AMPX_OP_SUM_SQUARES, &q)) ||
         (st = gx_call(x, n, AMPX_OP_SCALE, &s)) || !gx_training(x))

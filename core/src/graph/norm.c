@@ -48,11 +48,11 @@ static int layernorm_shape(g_graph *g, g_node *n, g_shape_error *e) {
 
 static ampx_layernorm_args ln_args(g_exec *x, const g_graph *g, const g_node *n) {
     uint64_t cols = (uint64_t)g_last(&g->values[n->in[0]]);
-    return (ampx_layernorm_args){.size = sizeof(ampx_layernorm_args),
-                                 .rows = gx_numel(x, n->in[0]) / cols,
-                                 .cols = cols,
-                                 .eps  = n->a.eps,
-                                 .x    = gx_tensor(x, n->in[0]),
+    return (ampx_layernorm_args){.size  = sizeof(ampx_layernorm_args),
+                                 .rows  = gx_numel(x, n->in[0]) / cols,
+                                 .cols  = cols,
+                                 .eps   = n->a.eps,
+                                 .x     = gx_tensor(x, n->in[0]),
                                  .gamma = gx_tensor(x, n->in[1])};
 }
 
@@ -69,8 +69,11 @@ static int layernorm_bwd(g_graph *g, int self) {
     return norm_bwd(g, self, OP_LAYERNORM_BWD);
 }
 
-const g_rule g_rule_layernorm = {"layernorm", {AMPX_OP_LAYERNORM_FWD, AMPX_OP_COUNT},
-                                 layernorm_shape, layernorm_fwd, layernorm_bwd};
+const g_rule g_rule_layernorm = {"layernorm",
+                                 {AMPX_OP_LAYERNORM_FWD, AMPX_OP_COUNT},
+                                 layernorm_shape,
+                                 layernorm_fwd,
+                                 layernorm_bwd};
 
 static ampx_status layernorm_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     ampx_layernorm_args a = ln_args(x, g, n);
@@ -84,8 +87,8 @@ static ampx_status layernorm_bwd_fwd(g_exec *x, const g_graph *g, const g_node *
     return gx_call(x, n, AMPX_OP_LAYERNORM_BWD, &a);
 }
 
-const g_rule g_rule_layernorm_bwd = {"layernorm_bwd", {AMPX_OP_LAYERNORM_BWD, AMPX_OP_COUNT}, NULL,
-                                     layernorm_bwd_fwd, NULL};
+const g_rule g_rule_layernorm_bwd = {
+    "layernorm_bwd", {AMPX_OP_LAYERNORM_BWD, AMPX_OP_COUNT}, NULL, layernorm_bwd_fwd, NULL};
 
 // ---------------------------------------------------------------------------------------
 // batchnorm: per channel (axis a.axis, batch = 0) over every other axis, the batch included.
@@ -94,8 +97,8 @@ const g_rule g_rule_layernorm_bwd = {"layernorm_bwd", {AMPX_OP_LAYERNORM_BWD, AM
 static int batchnorm_shape(g_graph *g, g_node *n, g_shape_error *e) {
     const g_value *x = &g->values[n->in[0]];
     if (n->a.axis < 1 || n->a.axis >= x->ndim) {
-        snprintf(e->msg, sizeof e->msg, "axis %d is outside the %d axes of one example",
-                 n->a.axis, x->ndim - 1);
+        snprintf(e->msg, sizeof e->msg, "axis %d is outside the %d axes of one example", n->a.axis,
+                 x->ndim - 1);
         e->input = -1;
         return -1;
     }
@@ -148,8 +151,11 @@ static int batchnorm_bwd(g_graph *g, int self) {
     return norm_bwd(g, self, OP_BATCHNORM_BWD);
 }
 
-const g_rule g_rule_batchnorm = {"batchnorm", {AMPX_OP_BATCHNORM_FWD, AMPX_OP_COUNT},
-                                 batchnorm_shape, batchnorm_fwd, batchnorm_bwd};
+const g_rule g_rule_batchnorm = {"batchnorm",
+                                 {AMPX_OP_BATCHNORM_FWD, AMPX_OP_COUNT},
+                                 batchnorm_shape,
+                                 batchnorm_fwd,
+                                 batchnorm_bwd};
 
 static ampx_status batchnorm_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     ampx_batchnorm_args a = bn_args(x, g, n);
@@ -164,5 +170,5 @@ static ampx_status batchnorm_bwd_fwd(g_exec *x, const g_graph *g, const g_node *
     return gx_call(x, n, AMPX_OP_BATCHNORM_BWD, &a);
 }
 
-const g_rule g_rule_batchnorm_bwd = {"batchnorm_bwd", {AMPX_OP_BATCHNORM_BWD, AMPX_OP_COUNT}, NULL,
-                                     batchnorm_bwd_fwd, NULL};
+const g_rule g_rule_batchnorm_bwd = {
+    "batchnorm_bwd", {AMPX_OP_BATCHNORM_BWD, AMPX_OP_COUNT}, NULL, batchnorm_bwd_fwd, NULL};

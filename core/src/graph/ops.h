@@ -23,13 +23,13 @@ typedef enum g_op {
     OP_BIAS,      /* y = x + b (b over the last axis)            in: x, b        */
     OP_BIAS_GRAD, /* db (+)= sum over rows of dy                 in: dy     out: db */
     /* elementwise.c */
-    OP_ADD,          /* y = a + b (same shape); backward: a sum of two f32 gradients too */
-    OP_MUL,          /* y = a * b (same shape)                   */
-    OP_SCALE,        /* y = alpha x                              */
-    OP_CAST,         /* y = x in another dtype                   */
-    OP_ACT,          /* y = f(x)                                 */
-    OP_ACT_BWD,      /* dx = dy f'(x)                            in: x, dy  */
-    OP_DROPOUT,      /* y = mask(seed, node) x / (1 - rate); the backward is the same op on dy */
+    OP_ADD,     /* y = a + b (same shape); backward: a sum of two f32 gradients too */
+    OP_MUL,     /* y = a * b (same shape)                   */
+    OP_SCALE,   /* y = alpha x                              */
+    OP_CAST,    /* y = x in another dtype                   */
+    OP_ACT,     /* y = f(x)                                 */
+    OP_ACT_BWD, /* dx = dy f'(x)                            in: x, dy  */
+    OP_DROPOUT, /* y = mask(seed, node) x / (1 - rate); the backward is the same op on dy */
     /* norm.c */
     OP_LAYERNORM,     /* y, mean, rstd = layernorm(x; gamma, beta)  */
     OP_LAYERNORM_BWD, /* dx, dgamma, dbeta                          */
@@ -75,10 +75,9 @@ const g_rule *g_rule_of(int op);
 /* Family tables (each file defines its kinds' rules). */
 extern const g_rule g_rule_matmul, g_rule_matmul_dw, g_rule_matmul_dx, g_rule_bias,
     g_rule_bias_grad;
-extern const g_rule g_rule_add, g_rule_mul, g_rule_scale, g_rule_cast, g_rule_act,
-    g_rule_act_bwd, g_rule_dropout;
-extern const g_rule g_rule_layernorm, g_rule_layernorm_bwd, g_rule_batchnorm,
-    g_rule_batchnorm_bwd;
+extern const g_rule g_rule_add, g_rule_mul, g_rule_scale, g_rule_cast, g_rule_act, g_rule_act_bwd,
+    g_rule_dropout;
+extern const g_rule g_rule_layernorm, g_rule_layernorm_bwd, g_rule_batchnorm, g_rule_batchnorm_bwd;
 extern const g_rule g_rule_softmax, g_rule_softmax_bwd;
 extern const g_rule g_rule_reshape, g_rule_transpose;
 extern const g_rule g_rule_reduce, g_rule_reduce_bwd;

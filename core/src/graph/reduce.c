@@ -20,8 +20,8 @@ static void split(const g_exec *x, const g_graph *g, const g_node *n, uint64_t *
 static int reduce_shape(g_graph *g, g_node *n, g_shape_error *e) {
     const g_value *x = &g->values[n->in[0]];
     if (n->a.axis < (x->batched ? 1 : 0) || n->a.axis >= x->ndim) {
-        snprintf(e->msg, sizeof e->msg, "axis %d is outside the %d axes of one example",
-                 n->a.axis, x->ndim - (x->batched ? 1 : 0));
+        snprintf(e->msg, sizeof e->msg, "axis %d is outside the %d axes of one example", n->a.axis,
+                 x->ndim - (x->batched ? 1 : 0));
         e->input = -1;
         return -1;
     }
@@ -73,8 +73,8 @@ static int reduce_bwd(g_graph *g, int self) {
     return g_contribute(g, in, dx, self);
 }
 
-const g_rule g_rule_reduce = {"reduce", {AMPX_OP_REDUCE, AMPX_OP_GEMM, AMPX_OP_COUNT},
-                              reduce_shape, reduce_fwd, reduce_bwd};
+const g_rule g_rule_reduce = {
+    "reduce", {AMPX_OP_REDUCE, AMPX_OP_GEMM, AMPX_OP_COUNT}, reduce_shape, reduce_fwd, reduce_bwd};
 
 /* dx_o[L x inner] = alpha * ones[L x 1] dy_o[1 x inner]: in dy, ones, x (for the shape) */
 static ampx_status reduce_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) {
@@ -101,5 +101,5 @@ static ampx_status reduce_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) 
     return gx_call(x, n, AMPX_OP_GEMM, &a);
 }
 
-const g_rule g_rule_reduce_bwd = {"reduce_bwd", {AMPX_OP_GEMM, AMPX_OP_COUNT}, NULL,
-                                  reduce_bwd_fwd, NULL};
+const g_rule g_rule_reduce_bwd = {
+    "reduce_bwd", {AMPX_OP_GEMM, AMPX_OP_COUNT}, NULL, reduce_bwd_fwd, NULL};

@@ -42,8 +42,8 @@ static int softmax_bwd(g_graph *g, int self) {
     return g_contribute(g, in, dx, self);
 }
 
-const g_rule g_rule_softmax = {"softmax", {AMPX_OP_SOFTMAX_FWD, AMPX_OP_COUNT}, softmax_shape,
-                               softmax_fwd, softmax_bwd};
+const g_rule g_rule_softmax = {
+    "softmax", {AMPX_OP_SOFTMAX_FWD, AMPX_OP_COUNT}, softmax_shape, softmax_fwd, softmax_bwd};
 
 static ampx_status softmax_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     ampx_softmax_args a = sm_args(x, g, n, n->in[0]);
@@ -53,5 +53,5 @@ static ampx_status softmax_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n)
     return gx_call(x, n, AMPX_OP_SOFTMAX_BWD, &a);
 }
 
-const g_rule g_rule_softmax_bwd = {"softmax_bwd", {AMPX_OP_SOFTMAX_BWD, AMPX_OP_COUNT}, NULL,
-                                   softmax_bwd_fwd, NULL};
+const g_rule g_rule_softmax_bwd = {
+    "softmax_bwd", {AMPX_OP_SOFTMAX_BWD, AMPX_OP_COUNT}, NULL, softmax_bwd_fwd, NULL};

@@ -17,7 +17,8 @@ int autodiff(g_graph *g, char *err, size_t cap) {
         for (int k = 0; k < n->n_in; k++)
             any |= g_needs_grad(g, n->in[k]);
         for (int k = 0; k < n->n_out; k++)
-            if (g->values[n->out[k]].role == ROLE_ACTIVATION) g->values[n->out[k]].requires_grad = any;
+            if (g->values[n->out[k]].role == ROLE_ACTIVATION)
+                g->values[n->out[k]].requires_grad = any;
     }
     for (int i = g->n_forward - 1; i >= 0; i--) {
         const g_rule *r = g_rule_of(g->nodes[i].op);

@@ -51,8 +51,8 @@ static int ck_list(ampx_trainer *t, ck_tensor *out) {
     /* running statistics under their plain names, as other tools read them */
     for (int i = 0; i < t->n_state; i++) {
         const state_tensor *s = &t->state[i];
-        out[n] = (ck_tensor){
-            .dtype = "F32", .dims = {s->n}, .ndim = 1, .bytes = s->n * 4, .buf = s->buf};
+        out[n]                = (ck_tensor){
+                           .dtype = "F32", .dims = {s->n}, .ndim = 1, .bytes = s->n * 4, .buf = s->buf};
         snprintf(out[n++].name, sizeof out[0].name, "%s", t->g.values[s->value].name);
     }
     out[n] = (ck_tensor){
@@ -139,14 +139,15 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
               "\"lr\":\"%.9g\",\"optimizer\":\"%s\",\"seed\":\"%llu\"}",
               AMPX_VERSION_STRING, esc, (long long)t->step, sc.applied_steps, sc.skipped_steps,
               (double)sc.scale, sc.growth_tracker, sc.hysteresis_left, (double)sc.lr,
-              t->m->cfg.opt.kind == OPT_ADAMW ? "adamw" : "sgd", (unsigned long long)t->m->cfg.train.seed);
+              t->m->cfg.opt.kind == OPT_ADAMW ? "adamw" : "sgd",
+              (unsigned long long)t->m->cfg.train.seed);
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         json_escape(ts[i].name, esc, sizeof esc);
         char shape[128];
         shape_json(&ts[i], shape, sizeof shape, ",");
-        sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%llu,%llu]}",
-                  esc, ts[i].dtype, shape, (unsigned long long)off,
+        sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%llu,%llu]}", esc,
+                  ts[i].dtype, shape, (unsigned long long)off,
                   (unsigned long long)(off + ts[i].bytes));
         off += ts[i].bytes;
     }

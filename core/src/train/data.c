@@ -158,8 +158,8 @@ static int load_idx_pair(const data_request *m, const char *images, const char *
     if (f != m->features) {
         snprintf(err, cap,
                  "%s: images are %lldx%lld = %lld features but input \"%s\" of %s has %lld", images,
-                 (long long)idim[1], (long long)idim[2], (long long)f, m->input_name,
-                 m->cfg->file, (long long)m->features);
+                 (long long)idim[1], (long long)idim[2], (long long)f, m->input_name, m->cfg->file,
+                 (long long)m->features);
         goto out;
     }
     if (ldim[0] != idim[0]) {
@@ -363,7 +363,7 @@ int data_load(const data_request *m, dataset *d, char *err, size_t cap) {
     memset(d, 0, sizeof *d);
     int rc = m->cfg->data.source == DATA_EMBEDDED ? load_spirals(m, d, err, cap)
              : m->cfg->data.source == DATA_MNIST  ? load_mnist(m, d, err, cap)
-                                             : load_csv(m, d, err, cap);
+                                                  : load_csv(m, d, err, cap);
     if (rc) data_free(d);
     return rc;
 }

@@ -15,7 +15,7 @@ struct g_exec {
     const plan *p;
     call_ctx *call;
     ampx_buffer *arena;
-    ampx_buffer **own; /* per value: its own buffer, NULL for arena values */
+    ampx_buffer **own;   /* per value: its own buffer, NULL for arena values */
     uint64_t rows, row0; /* inputs are read from row row0 of their buffers */
     int training, micro;
     uint64_t micro_batches;

@@ -32,7 +32,7 @@ int plan_make(const g_graph *g, uint64_t rows, const uint8_t *persistent, plan *
     }
     for (int v = 0; v < nv; v++) {
         const g_value *val = &g->values[v];
-        p->in_arena[v] = (val->role == ROLE_ACTIVATION || val->role == ROLE_GRADIENT) &&
+        p->in_arena[v]     = (val->role == ROLE_ACTIVATION || val->role == ROLE_GRADIENT) &&
                          !persistent[v] && v != g->loss;
         first[v] = last[v] = -1;
     }

@@ -10,8 +10,8 @@
 #define PLAN_ALIGN 64
 
 typedef struct plan {
-    uint64_t *offset;   /* per value: its byte offset in the arena (views: their root's) */
-    uint8_t *in_arena;  /* per value: 1 when it lives in the arena */
+    uint64_t *offset;  /* per value: its byte offset in the arena (views: their root's) */
+    uint8_t *in_arena; /* per value: 1 when it lives in the arena */
     uint64_t arena_bytes, unplanned_bytes;
 } plan;
 

@@ -125,11 +125,11 @@ int policy_resolve(ampx_model *m, char *err, size_t cap) {
     memcpy(old, g->nodes, sizeof *old * (size_t)n_old);
     g->n_nodes = 0;
     for (int i = 0; i < n_old; i++) {
-        g_node n        = old[i];
-        ampx_dtype in0  = g->values[n.in[0]].dtype;
-        ampx_dtype in1  = n.n_in > 1 && n.in[1] >= 0 ? g->values[n.in[1]].dtype : in0;
-        g_why why       = WHY_NONE;
-        ampx_dtype d    = decide(p, &n, i == out_node, in0, in1, &why);
+        g_node n       = old[i];
+        ampx_dtype in0 = g->values[n.in[0]].dtype;
+        ampx_dtype in1 = n.n_in > 1 && n.in[1] >= 0 ? g->values[n.in[1]].dtype : in0;
+        g_why why      = WHY_NONE;
+        ampx_dtype d   = decide(p, &n, i == out_node, in0, in1, &why);
         if (n.op == OP_BIAS && n.in[0] >= 0 && g->values[n.in[0]].producer >= 0 &&
             g->nodes[g->values[n.in[0]].producer].op == OP_MATMUL)
             why = g->nodes[g->values[n.in[0]].producer].why; /* reads as its dense layer */
@@ -173,8 +173,8 @@ int policy_resolve(ampx_model *m, char *err, size_t cap) {
                     free(old);
                     return fail(err, cap, f, "too many values");
                 }
-                g->values[cv].master     = master;
-                g->values[master].copy   = cv;
+                g->values[cv].master   = master;
+                g->values[master].copy = cv;
             }
             n.in[1] = g->values[n.in[1]].copy;
         }
@@ -240,8 +240,9 @@ static void describe_param(const g_graph *g, int v, ampx_line_fn line, void *use
     snprintf(pn, sizeof pn, "  %s", p->name);
     features(p, shape, sizeof shape);
     if (p->role == ROLE_STATE) {
-        linef(line, user, "%-28s %-6s %-9s running statistic, f32 (updated in training, saved in "
-                          "checkpoints)",
+        linef(line, user,
+              "%-28s %-6s %-9s running statistic, f32 (updated in training, saved in "
+              "checkpoints)",
               pn, "f32", shape);
         return;
     }

@@ -108,8 +108,7 @@ static ampx_status write_values(ampx_trainer *t, ampx_buffer *b, const g_value *
         for (uint64_t i = 0; i < n; i++)
             host[i] = v->const_fill;
     else
-        init_values(host, n, v->init, v->init_std, (uint64_t)v->fan_in,
-                    (uint64_t)v->fan_out, seed);
+        init_values(host, n, v->init, v->init_std, (uint64_t)v->fan_in, (uint64_t)v->fan_out, seed);
     ampx_status st = check(t, t->ifc->buffer_write(t->ctx, b, 0, host, n * 4), "buffer_write");
     free(host);
     return st;
@@ -163,7 +162,8 @@ static ampx_status create_values(ampx_trainer *t) {
             if ((st = add_param(t, v))) return st;
         } else if (val->role == ROLE_STATE || val->role == ROLE_CONST) {
             uint64_t n = (uint64_t)g_elems(val);
-            if ((st = alloc_zero(t, n * 4, &t->own[v])) || (st = write_values(t, t->own[v], val, n, 0)))
+            if ((st = alloc_zero(t, n * 4, &t->own[v])) ||
+                (st = write_values(t, t->own[v], val, n, 0)))
                 return st;
             if (val->role == ROLE_STATE)
                 t->state[t->n_state++] = (state_tensor){.value = v, .n = n, .buf = t->own[v]};
@@ -179,12 +179,13 @@ static ampx_status check_ops(ampx_trainer *t) {
         const g_rule *r = g_rule_of(n->op);
         for (int k = 0; k < 4 && r->ops[k] != AMPX_OP_COUNT; k++)
             if (!ampx_backend_op_slot(t->be, r->ops[k]))
-                return tr_fail(t, AMPX_ERR_UNSUPPORTED, "backend %s has no %s, which node \"%s\" needs",
-                               t->ifc->name, ampx_op_name(r->ops[k]), n->name);
+                return tr_fail(t, AMPX_ERR_UNSUPPORTED,
+                               "backend %s has no %s, which node \"%s\" needs", t->ifc->name,
+                               ampx_op_name(r->ops[k]), n->name);
     }
     uint32_t step[] = {AMPX_OP_UNSCALE_CHECK, AMPX_OP_SUM_SQUARES, AMPX_OP_SCALER_UPDATE,
                        t->m->cfg.opt.kind == OPT_ADAMW ? AMPX_OP_ADAMW : AMPX_OP_SGD, AMPX_OP_CAST};
-    int copies = 0;
+    int copies      = 0;
     for (int v = 0; v < t->g.n_values; v++)
         copies |= t->g.values[v].master >= 0;
     for (size_t i = 0; i < sizeof step / sizeof step[0] - (copies ? 0 : 1); i++)
@@ -220,7 +221,6 @@ void init_scalars(const ampx_model *m, ampx_scalars *s) {
     s->decay_steps            = o->decay_steps ? o->decay_steps : o->file_steps;
     s->lr                     = ampx_scheduled_lr(s, 0);
 }
-
 
 static ampx_status upload(ampx_trainer *t, ampx_buffer **b, const void *src, uint64_t bytes) {
     ampx_status st = check(t, t->ifc->buffer_alloc(t->ctx, bytes ? bytes : 4, b), "buffer_alloc");
@@ -288,8 +288,7 @@ static ampx_status upload_test(ampx_trainer *t) {
     ampx_status st;
     for (int i = 0; i < t->g.n_inputs; i++) {
         uint64_t bytes;
-        const void *src =
-            input_rows(t, i, t->data.x_test, t->data.y_test, t->data.n_test, &bytes);
+        const void *src = input_rows(t, i, t->data.x_test, t->data.y_test, t->data.n_test, &bytes);
         if ((st = upload(t, &t->in_test[i], src, bytes))) return st;
         uint64_t per = (uint64_t)g_elems(&t->g.values[t->g.inputs[i]]) * 4;
         if ((st = alloc_zero(t, (uint64_t)t->data.n_train * per, &t->in_train[i]))) return st;
@@ -365,16 +364,16 @@ ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **
         (st = alloc_zero(t, 64, &t->eval_loss)) || (st = upload(t, &t->scalars, &s, sizeof s)) ||
         (st = upload_test(t)))
         goto fail;
-    t->x = (g_exec){.g             = &t->g,
-                    .p             = &t->plan,
-                    .call          = &t->call,
-                    .arena         = t->arena,
-                    .own           = t->own,
-                    .rows          = (uint64_t)t->B,
-                    .training      = 1,
-                    .micro_batches = (uint64_t)t->A,
-                    .seed          = m->cfg.train.seed,
-                    .scalars       = buf_tensor(t->scalars, 0, AMPX_F32)};
+    t->x            = (g_exec){.g             = &t->g,
+                               .p             = &t->plan,
+                               .call          = &t->call,
+                               .arena         = t->arena,
+                               .own           = t->own,
+                               .rows          = (uint64_t)t->B,
+                               .training      = 1,
+                               .micro_batches = (uint64_t)t->A,
+                               .seed          = m->cfg.train.seed,
+                               .scalars       = buf_tensor(t->scalars, 0, AMPX_F32)};
     t->t_last_flush = now_ms();
     *out            = t;
     return AMPX_OK;
@@ -402,7 +401,8 @@ void ampx_trainer_free(ampx_trainer *t) {
     }
     if (t->own)
         for (int v = 0; v < t->g.n_values; v++)
-            if (t->own[v] && (t->g.values[v].role == ROLE_STATE || t->g.values[v].role == ROLE_CONST))
+            if (t->own[v] &&
+                (t->g.values[v].role == ROLE_STATE || t->g.values[v].role == ROLE_CONST))
                 t->ifc->buffer_free(t->ctx, t->own[v]);
     data_free(&t->data);
     plan_free(&t->plan);
@@ -556,8 +556,9 @@ static ampx_status one_step(ampx_trainer *t) {
         .scalars   = buf_tensor(t->scalars, 0, AMPX_F32)};
     ampx_sum_squares_args q   = {.size = sizeof q, .x = grads, .out = gsq};
     ampx_scaler_update_args v = {.size = sizeof v, .scalars = u.scalars};
-    if ((st = step_op(t, AMPX_OP_UNSCALE_CHECK, &u)) || (st = step_op(t, AMPX_OP_SUM_SQUARES, &q)) ||
-        (st = optimizer_step(t, gsq)) || (st = step_op(t, AMPX_OP_SCALER_UPDATE, &v)))
+    if ((st = step_op(t, AMPX_OP_UNSCALE_CHECK, &u)) ||
+        (st = step_op(t, AMPX_OP_SUM_SQUARES, &q)) || (st = optimizer_step(t, gsq)) ||
+        (st = step_op(t, AMPX_OP_SCALER_UPDATE, &v)))
         return st;
     st = check(t,
                t->ifc->buffer_copy(t->ctx, t->ring, slot + SLOT_SCALARS, t->scalars, 0,
@@ -644,11 +645,11 @@ ampx_status ampx_trainer_run(ampx_trainer *t, int64_t until, ampx_record_fn reco
 ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
     const g_graph *g = &t->g;
     int64_t n = t->data.n_test, correct = 0;
-    double loss_sum        = 0;
-    int classify           = g->values[g->labels].dtype == AMPX_I32;
-    uint64_t c             = (uint64_t)g_last(&g->values[g->logits]);
-    ampx_dtype ld          = g->values[g->logits].dtype;
-    unsigned char *logits  = malloc((size_t)((uint64_t)t->B * c * 4));
+    double loss_sum       = 0;
+    int classify          = g->values[g->labels].dtype == AMPX_I32;
+    uint64_t c            = (uint64_t)g_last(&g->values[g->logits]);
+    ampx_dtype ld         = g->values[g->logits].dtype;
+    unsigned char *logits = malloc((size_t)((uint64_t)t->B * c * 4));
     if (!logits) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     ampx_status st = AMPX_OK;
     t->x.training  = 0;
