@@ -36,7 +36,9 @@
 // Exact (bit for bit): CAST nearest-even and stochastic (rnd = ampx_hash32(seed, i)), SCALE
 // and MUL (one f32 product, then one rounding to the output, or one rounding of the exact
 // product), ACT relu, EMBEDDING_FWD, UNSCALE_CHECK, GRAD_STATS counts and max,
-// SCALER_UPDATE, optimizer copies (stochastic: rnd = ampx_hash32(seed + t, i)).
+// SCALER_UPDATE, optimizer copies (stochastic: rnd = ampx_hash32(seed + t, i)), DROPOUT (the
+// mask, +0 by its bits where dropped, x * scale as for SCALE where kept) and PERMUTE (a
+// copy, widening or nearest-even narrowing; unreached y elements keep their poison).
 
 #define CONF_F32_UNIT 0x1p-24 /* one f32 rounding */
 
