@@ -321,6 +321,30 @@ static ampx_reduce_args reduce_base(void) {
     return a;
 }
 
+static ampx_dropout_args dropout_base(void) {
+    ampx_dropout_args a = {.size      = sizeof a,
+                           .threshold = 1u << 30,
+                           .n         = 16,
+                           .seed      = 7,
+                           .offset    = 100,
+                           .scale     = 4.0f / 3.0f,
+                           .x         = T(B, F0, AMPX_F32),
+                           .y         = T(B, F1, AMPX_BF16)};
+    return a;
+}
+
+/* A [2, 3, 4] f32 tensor transposed into [4, 3, 2] in f16. */
+static ampx_permute_args permute_base(void) {
+    ampx_permute_args a = {.size      = sizeof a,
+                           .ndim      = 3,
+                           .dims      = {2, 3, 4},
+                           .x_strides = {12, 4, 1},
+                           .y_strides = {1, 2, 6},
+                           .x         = T(B, F0, AMPX_F32),
+                           .y         = T(B, F1, AMPX_F16)};
+    return a;
+}
+
 /* Multi-tensor lists: two gradients (f32 and bf16, 16 elements each); one parameter. */
 static ampx_tensor g_grads[2];
 static uint64_t g_grad_n[2] = {16, 16};
@@ -586,6 +610,8 @@ Test(context, args_null) {
     EXPECT_ERR(AMPX_ERR_INVALID, "scaler_update: args is NULL", O->scaler_update(C, NULL));
     EXPECT_ERR(AMPX_ERR_INVALID, "sgd: args is NULL", O->sgd(C, NULL));
     EXPECT_ERR(AMPX_ERR_INVALID, "adamw: args is NULL", O->adamw(C, NULL));
+    EXPECT_ERR(AMPX_ERR_INVALID, "dropout: args is NULL", O->dropout(C, NULL));
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: args is NULL", O->permute(C, NULL));
 }
 
 Test(context, args_size_too_small) {
@@ -595,6 +621,9 @@ Test(context, args_size_too_small) {
     ampx_adamw_args a = adamw_base();
     a.size            = 0;
     EXPECT_ERR(AMPX_ERR_INVALID, "adamw: args size 0 too small", O->adamw(C, &a));
+    ampx_permute_args p = permute_base();
+    p.size              = 3;
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: args size 3 too small", O->permute(C, &p));
 }
 
 /* ABI rule 2: an args struct from a host that knows fewer fields reads them as 0. */
@@ -606,6 +635,10 @@ Test(context, args_from_an_older_host) {
     x.scalars                = T(B, 1, AMPX_F32); /* misaligned, but beyond the size: unread */
     x.size                   = (uint32_t)offsetof(ampx_softmax_xent_args, scalars);
     EXPECT_OK(O->softmax_xent(C, &x));
+    /* a field a short struct leaves out reads as 0: here y is a null tensor */
+    ampx_dropout_args d = dropout_base();
+    d.size              = (uint32_t)offsetof(ampx_dropout_args, y);
+    EXPECT_ERR(AMPX_ERR_INVALID, "dropout: y is a null buffer", O->dropout(C, &d));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -801,7 +834,7 @@ Test(gemm, offsets) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Elementwise: CAST, ADD, MUL, SCALE, BIAS_GRAD, ACT_FWD/BWD
+// Elementwise: CAST, ADD, MUL, SCALE, BIAS_GRAD, ACT_FWD/BWD, DROPOUT, PERMUTE
 
 TestSuite(elementwise, .init = open_context, .fini = close_context);
 
@@ -943,6 +976,142 @@ Test(elementwise, activations) {
     x.dy.offset = B_BYTES - 4;
     EXPECT_OK(O->act_fwd(C, &x)); /* the forward does not read dy */
     EXPECT_ERR(AMPX_ERR_INVALID, "act_bwd: dy of", O->act_bwd(C, &x));
+}
+
+Test(elementwise, dropout) {
+    ampx_dropout_args a = dropout_base(), x;
+    EXPECT_OK(O->dropout(C, &a));
+    x   = a;
+    x.y = x.x; /* in place */
+    EXPECT_OK(O->dropout(C, &x));
+    x           = a;
+    x.threshold = 0; /* keeps everything */
+    EXPECT_OK(O->dropout(C, &x));
+    x           = a;
+    x.threshold = UINT32_MAX;
+    x.offset    = UINT64_MAX - 3; /* the counter wraps modulo 2^64 */
+    x.seed      = UINT64_MAX;
+    EXPECT_OK(O->dropout(C, &x));
+    x   = a;
+    x.n = 0;
+    EXPECT_OK(O->dropout(C, &x));
+    x.x = T(B0, 0, AMPX_F32);
+    x.y = T(B0, 0, AMPX_BF16);
+    EXPECT_OK(O->dropout(C, &x));
+    x   = a;
+    x.n = 1ull << 62;
+    EXPECT_ERR(AMPX_ERR_INVALID, "dropout: x of", O->dropout(C, &x));
+    x   = a;
+    x.n = UINT64_MAX;
+    EXPECT_ERR(AMPX_ERR_INVALID, "dropout: x of", O->dropout(C, &x));
+    x          = a;
+    x.y.offset = B_BYTES - 30; /* 15 bf16 elements left */
+    EXPECT_ERR(AMPX_ERR_INVALID, "dropout: y of 16 bf16 elements at offset 4066",
+               O->dropout(C, &x));
+    x          = a;
+    x.x.offset = 2;
+    EXPECT_ERR(AMPX_ERR_INVALID, "dropout: x offset 2 is not a multiple of the f32 size 4",
+               O->dropout(C, &x));
+    x          = a;
+    x.y.offset = 1;
+    EXPECT_ERR(AMPX_ERR_INVALID, "dropout: y offset 1 is not a multiple of the bf16 size 2",
+               O->dropout(C, &x));
+}
+
+Test(elementwise, permute) {
+    ampx_permute_args a = permute_base(), x;
+    EXPECT_OK(O->permute(C, &a));
+    x         = a;
+    x.y.dtype = AMPX_F32; /* a copy */
+    EXPECT_OK(O->permute(C, &x));
+    x         = a;
+    x.ndim    = 1; /* dims and strides past ndim are not read */
+    x.dims[1] = x.dims[2] = 1ull << 40;
+    x.x_strides[2] = x.y_strides[2] = UINT64_MAX;
+    EXPECT_OK(O->permute(C, &x));
+    x              = a;
+    x.ndim         = 4;
+    x.dims[3]      = 1; /* a unit dim reaches index 0 only, whatever its strides */
+    x.x_strides[3] = UINT64_MAX;
+    x.y_strides[3] = UINT64_MAX;
+    EXPECT_OK(O->permute(C, &x));
+    x              = a;
+    x.x_strides[0] = 0; /* a broadcast read */
+    EXPECT_OK(O->permute(C, &x));
+
+    /* a dim of 0: an empty copy, whatever the other dims and strides */
+    x         = a;
+    x.dims[1] = 0;
+    x.dims[0] = x.dims[2] = 1ull << 40;
+    x.x_strides[0] = x.y_strides[2] = UINT64_MAX;
+    EXPECT_OK(O->permute(C, &x));
+    x.x = T(B0, 0, AMPX_F32);
+    x.y = T(B0, 0, AMPX_F16);
+    EXPECT_OK(O->permute(C, &x));
+    x.x = T(B, B_BYTES, AMPX_F32); /* nothing read: the end of the buffer is a valid place */
+    EXPECT_OK(O->permute(C, &x));
+    x.x.offset = B_BYTES + 4;
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: x of 0 f32 elements at offset 4100 overruns",
+               O->permute(C, &x));
+
+    x      = a;
+    x.ndim = 0;
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: ndim 0 is not in [1, 4]", O->permute(C, &x));
+    x.ndim = AMPX_PERMUTE_MAX_DIMS + 1;
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: ndim 5 is not in [1, 4]", O->permute(C, &x));
+
+    x         = a;
+    x.dims[0] = 1ull << 32;
+    x.dims[1] = 1ull << 32;
+    x.dims[2] = 2;
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: the product of dims overflows", O->permute(C, &x));
+    x              = a;
+    x.x_strides[0] = 1ull << 63; /* the span fits in 64 bits, its bytes do not */
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: x of 9223372036854775820 f32", O->permute(C, &x));
+    x.dims[0] = 3; /* (3 - 1) * 2^63 does not */
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: x strides reach past 2^64 elements", O->permute(C, &x));
+    x              = a;
+    x.x_strides[0] = UINT64_MAX - 5; /* the sum overflows, each product does not */
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: x strides reach past 2^64 elements", O->permute(C, &x));
+    x              = a;
+    x.ndim         = 1;
+    x.dims[0]      = 2;
+    x.x_strides[0] = UINT64_MAX; /* the last element is 2^64 - 1: the span, one more, is not */
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: x strides reach past 2^64 elements", O->permute(C, &x));
+    x              = a;
+    x.y_strides[2] = 1ull << 63; /* (4 - 1) * 2^63 */
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: y strides reach past 2^64 elements", O->permute(C, &x));
+
+    /* x spans 1 + 1100 + 8 + 3 = 1112 f32 elements: 4448 bytes */
+    x              = a;
+    x.x_strides[0] = 1100;
+    EXPECT_ERR(AMPX_ERR_INVALID,
+               "permute: x of 1112 f32 elements at offset 0 overruns its buffer of 4096 bytes",
+               O->permute(C, &x));
+    x          = a;
+    x.y.offset = B_BYTES - 46; /* y spans 24 f16 elements, 23 left */
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: y of 24 f16 elements at offset 4050", O->permute(C, &x));
+    x.y.offset = B_BYTES - 48;
+    EXPECT_OK(O->permute(C, &x));
+    x          = a;
+    x.x.offset = 6;
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: x offset 6 is not a multiple of the f32 size 4",
+               O->permute(C, &x));
+    x          = a;
+    x.y.offset = 257;
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: y offset 257 is not a multiple of the f16 size 2",
+               O->permute(C, &x));
+
+    /* Distinct y elements are the caller's contract; fewer elements than indices cannot be. */
+    x              = a;
+    x.y_strides[0] = x.y_strides[1] = x.y_strides[2] = 0;
+    EXPECT_ERR(AMPX_ERR_INVALID,
+               "permute: y strides cannot map 24 indices to distinct elements: they span only 1",
+               O->permute(C, &x));
+    x              = a;
+    x.y_strides[0] = 1; /* {1, 2, 6} -> {1, 1, 6}: spans 1 + 1 + 2 + 18 = 22 < 24 */
+    x.y_strides[1] = 1;
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: y strides cannot map 24 indices", O->permute(C, &x));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1482,6 +1651,20 @@ Test(null_tensors, required) {
     ampx_act_args ac = act_base();
     ac.dy            = null_tensor();
     EXPECT_ERR(AMPX_ERR_INVALID, "act_bwd: dy is a null buffer", O->act_bwd(C, &ac));
+    ampx_dropout_args dr = dropout_base();
+    dr.n                 = 0;
+    dr.x                 = null_tensor();
+    EXPECT_ERR(AMPX_ERR_INVALID, "dropout: x is a null buffer", O->dropout(C, &dr));
+    dr   = dropout_base();
+    dr.y = null_tensor();
+    EXPECT_ERR(AMPX_ERR_INVALID, "dropout: y is a null buffer", O->dropout(C, &dr));
+    ampx_permute_args pe = permute_base();
+    pe.dims[0]           = 0; /* even an empty copy */
+    pe.x                 = null_tensor();
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: x is a null buffer", O->permute(C, &pe));
+    pe   = permute_base();
+    pe.y = null_tensor();
+    EXPECT_ERR(AMPX_ERR_INVALID, "permute: y is a null buffer", O->permute(C, &pe));
 
     ampx_softmax_args sm = softmax_base();
     sm.dy                = null_tensor();
@@ -1686,6 +1869,53 @@ Test(dtypes, unsupported_by_the_op) {
     ampx_adamw_args aw = adamw_base();
     aw.grads           = ints;
     EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "adamw: unsupported dtypes {i32}", O->adamw(C, &aw));
+
+    ampx_dropout_args dr = dropout_base();
+    dr.x.dtype           = AMPX_I32;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "dropout: unsupported dtypes {i32, bf16}", O->dropout(C, &dr));
+    EXPECT_SUPPORTS_NOT(AMPX_OP_DROPOUT, AMPX_I32, AMPX_BF16);
+    dr         = dropout_base();
+    dr.y.dtype = AMPX_I32;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "dropout: unsupported dtypes {f32, i32}", O->dropout(C, &dr));
+    EXPECT_SUPPORTS_NOT(AMPX_OP_DROPOUT, AMPX_F32, AMPX_I32);
+    dr         = dropout_base();
+    dr.x.dtype = (ampx_dtype)77;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "dropout: unsupported dtypes", O->dropout(C, &dr));
+    ampx_permute_args pe = permute_base();
+    pe.y.dtype           = AMPX_I32;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "permute: unsupported dtypes {f32, i32}", O->permute(C, &pe));
+    EXPECT_SUPPORTS_NOT(AMPX_OP_PERMUTE, AMPX_F32, AMPX_I32);
+    pe         = permute_base();
+    pe.x.dtype = AMPX_I32;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "permute: unsupported dtypes {i32, f16}", O->permute(C, &pe));
+    EXPECT_SUPPORTS_NOT(AMPX_OP_PERMUTE, AMPX_I32, AMPX_I32);
+    EXPECT_SUPPORTS_NOT(AMPX_OP_PERMUTE, AMPX_F32);
+}
+
+/* DROPOUT and PERMUTE take every pair of float dtypes, and nothing else. */
+Test(dtypes, abi_1_1_ops_take_every_float_pair) {
+    static const ampx_dtype all[] = {AMPX_F32, AMPX_BF16, AMPX_F16, AMPX_I32};
+    static const uint32_t ops[]   = {AMPX_OP_DROPOUT, AMPX_OP_PERMUTE};
+    log_reset();
+    for (int o = 0; o < 2; o++)
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) {
+                ampx_dtype dt[2] = {all[i], all[j]};
+                int want         = i < 3 && j < 3;
+                cr_expect_eq(I->supports(C, ops[o], dt, 2, AMPX_SHAPE_ANY), want,
+                             "supports(op %u, {%s, %s})", ops[o], ampx_dtype_name(dt[0]),
+                             ampx_dtype_name(dt[1]));
+            }
+    cr_expect_eq(g_log.n_error + g_log.n_other, 0, "supports() logged '%s'", g_log.last);
+    ampx_dropout_args dr = dropout_base();
+    ampx_permute_args pe = permute_base();
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            dr.x.dtype = pe.x.dtype = all[i];
+            dr.y.dtype = pe.y.dtype = all[j];
+            EXPECT_OK(O->dropout(C, &dr));
+            EXPECT_OK(O->permute(C, &pe));
+        }
 }
 
 Test(dtypes, fixed_by_the_op) {

@@ -240,6 +240,30 @@ typedef struct cuk_opt_group {
 cudaError_t cuk_optimizer_run(cudaStream_t s, const cuk_opt_group *g);
 
 // ---------------------------------------------------------------------------------------
+// ABI 1.1: DROPOUT, PERMUTE
+
+typedef struct cuk_dropout {
+    const void *x;
+    void *y;
+    int32_t xdt, ydt;
+    uint64_t n, seed, offset;
+    uint32_t threshold; /* kept: ampx_hash32(seed, offset + i) >= threshold */
+    float scale;
+} cuk_dropout;
+cudaError_t cuk_dropout_run(cudaStream_t s, const cuk_dropout *d);
+
+/* PERMUTE in the loop form of the shared checks: 4 dims (unit dims in front), dim 3 walking y
+ * with the smallest stride; strides in elements. */
+typedef struct cuk_permute {
+    const void *x;
+    void *y;
+    int32_t xdt, ydt;
+    uint64_t n; /* dims[0] * dims[1] * dims[2] * dims[3], > 0 */
+    uint64_t dims[4], xs[4], ys[4];
+} cuk_permute;
+cudaError_t cuk_permute_run(cudaStream_t s, const cuk_permute *p);
+
+// ---------------------------------------------------------------------------------------
 // Buffers
 
 /* Fills `bytes` bytes at dst with the low pattern_bytes bytes of pattern, repeated

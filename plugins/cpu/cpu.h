@@ -206,6 +206,13 @@ ampx_status cpu_check_scalars(ampx_context *ctx, const char *opname, const ampx_
 ampx_status cpu_check_list(ampx_context *ctx, const char *opname, const char *name,
                            const ampx_tensor_list *l);
 
+/* The whole checks of DROPOUT and PERMUTE. check_permute also gives the copy's loop form:
+ * *loop has 4 dims, unit dims dropped, ordered so the last walks y with the smallest stride,
+ * and *n_elems its number of indices (arg_checks.inc says it in full). */
+ampx_status cpu_check_dropout(ampx_context *ctx, const ampx_dropout_args *a);
+ampx_status cpu_check_permute(ampx_context *ctx, const ampx_permute_args *a,
+                              ampx_permute_args *loop, uint64_t *n_elems);
+
 /* Copies an args struct into a zeroed local of the size this plugin was built with, reading
  * only the first args->size bytes (ABI rule 2: a field beyond the caller's size reads as 0).
  * Logs and returns INVALID for a NULL context or args. */
@@ -352,6 +359,8 @@ ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
 ampx_status cpu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
 ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *a);
+ampx_status cpu_dropout(ampx_context *ctx, const ampx_dropout_args *a);
+ampx_status cpu_permute(ampx_context *ctx, const ampx_permute_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status cpu_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

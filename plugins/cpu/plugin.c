@@ -253,6 +253,8 @@ static const ampx_backend_ops cpu_ops = {
     .scaler_update = cpu_scaler_update,
     .sgd           = cpu_sgd,
     .adamw         = cpu_adamw,
+    .dropout       = cpu_dropout,
+    .permute       = cpu_permute,
 };
 
 static const ampx_backend_iface cpu_iface = {

@@ -93,6 +93,11 @@ ampx_status cu_check_list(ampx_context *ctx, const char *opname, const char *nam
                           const ampx_tensor_list *l);
 ampx_status cu_take_args(ampx_context *ctx, const char *opname, const void *args, void *local,
                          size_t local_size);
+/* The whole checks of DROPOUT and PERMUTE; check_permute also gives the copy's loop form
+ * (4 dims, the last walking y with the smallest stride) and its number of indices. */
+ampx_status cu_check_dropout(ampx_context *ctx, const ampx_dropout_args *a);
+ampx_status cu_check_permute(ampx_context *ctx, const ampx_permute_args *a, ampx_permute_args *loop,
+                             uint64_t *n_elems);
 
 #define CU_TAKE_ARGS(ctx, opname, args, local)                                                     \
     do {                                                                                           \
@@ -154,6 +159,8 @@ ampx_status cu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
 ampx_status cu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
 ampx_status cu_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status cu_adamw(ampx_context *ctx, const ampx_adamw_args *a);
+ampx_status cu_dropout(ampx_context *ctx, const ampx_dropout_args *a);
+ampx_status cu_permute(ampx_context *ctx, const ampx_permute_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status cu_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

@@ -720,3 +720,34 @@ ampx_status cu_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
     base.seed            = a.seed;
     return opt_run(ctx, op, &base, &a.params, a.grads, a.m, a.v, a.copies, a.wd, a.weight_decay);
 }
+
+// ---------------------------------------------------------------------------------------
+// ABI 1.1: DROPOUT, PERMUTE (checked whole by arg_checks.inc)
+
+ampx_status cu_dropout(ampx_context *ctx, const ampx_dropout_args *args) {
+    ampx_dropout_args a;
+    CU_TAKE_ARGS(ctx, "dropout", args, a);
+    CU_TRY(cu_check_dropout(ctx, &a));
+    cuk_dropout k = {cu_ptr(&a.x), cu_ptr(&a.y), a.x.dtype,   a.y.dtype, a.n,
+                     a.seed,       a.offset,     a.threshold, a.scale};
+    CU_LAUNCH(ctx, "dropout", cuk_dropout_run(ctx->stream, &k));
+    return AMPX_OK;
+}
+
+ampx_status cu_permute(ampx_context *ctx, const ampx_permute_args *args) {
+    ampx_permute_args a, loop;
+    uint64_t n;
+    CU_TAKE_ARGS(ctx, "permute", args, a);
+    CU_TRY(cu_check_permute(ctx, &a, &loop, &n));
+    if (n == 0) return AMPX_OK;
+    cuk_permute k = {.x   = cu_ptr(&loop.x),
+                     .y   = cu_ptr(&loop.y),
+                     .xdt = loop.x.dtype,
+                     .ydt = loop.y.dtype,
+                     .n   = n};
+    memcpy(k.dims, loop.dims, sizeof k.dims);
+    memcpy(k.xs, loop.x_strides, sizeof k.xs);
+    memcpy(k.ys, loop.y_strides, sizeof k.ys);
+    CU_LAUNCH(ctx, "permute", cuk_permute_run(ctx->stream, &k));
+    return AMPX_OK;
+}

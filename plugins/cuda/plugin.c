@@ -397,6 +397,8 @@ static const ampx_backend_ops cuda_ops = {
     .scaler_update = cu_scaler_update,
     .sgd           = cu_sgd,
     .adamw         = cu_adamw,
+    .dropout       = cu_dropout,
+    .permute       = cu_permute,
 };
 
 static const ampx_backend_iface cuda_iface = {

@@ -60,6 +60,8 @@ typedef enum ocl_kernel {
     K_OPT_BEGIN,
     K_SGD,
     K_ADAMW,
+    K_DROPOUT,
+    K_PERMUTE,
     K_GEMM_TILED,
     K_GEMM_BETA,
     K_GEMM_STORE_C,
@@ -155,6 +157,11 @@ ampx_status ocl_check_list(ampx_context *ctx, const char *opname, const char *na
                            const ampx_tensor_list *l);
 ampx_status ocl_take_args(ampx_context *ctx, const char *opname, const void *args, void *local,
                           size_t local_size);
+/* The whole checks of DROPOUT and PERMUTE; check_permute also gives the copy's loop form
+ * (4 dims, the last walking y with the smallest stride) and its number of indices. */
+ampx_status ocl_check_dropout(ampx_context *ctx, const ampx_dropout_args *a);
+ampx_status ocl_check_permute(ampx_context *ctx, const ampx_permute_args *a,
+                              ampx_permute_args *loop, uint64_t *n_elems);
 
 #define OCL_TAKE_ARGS(ctx, opname, args, local)                                                    \
     do {                                                                                           \
@@ -236,6 +243,8 @@ ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
 ampx_status ocl_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
 ampx_status ocl_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status ocl_adamw(ampx_context *ctx, const ampx_adamw_args *a);
+ampx_status ocl_dropout(ampx_context *ctx, const ampx_dropout_args *a);
+ampx_status ocl_permute(ampx_context *ctx, const ampx_permute_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status ocl_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

@@ -144,10 +144,20 @@ typedef struct dev_entry {
     char unusable[160]; /* why the plugin cannot run on it, "" if it can */
 } dev_entry;
 
+/* A device string, truncated to fit out; "?" if the device cannot say. A string longer than
+ * out is read whole first: clGetDeviceInfo refuses a short buffer (CL_INVALID_VALUE), and
+ * PoCL's CL_DEVICE_VERSION names the host CPU, 65 bytes on an AVX-512 machine. */
 static void dev_str(cl_device_id d, cl_device_info what, char *out, size_t cap) {
-    out[0] = '\0';
-    if (clGetDeviceInfo(d, what, cap, out, NULL) != CL_SUCCESS) snprintf(out, cap, "?");
-    out[cap - 1] = '\0';
+    size_t len = 0;
+    char *s    = NULL;
+    snprintf(out, cap, "?");
+    if (clGetDeviceInfo(d, what, 0, NULL, &len) != CL_SUCCESS || len == 0 || !(s = malloc(len)))
+        return;
+    if (clGetDeviceInfo(d, what, len, s, NULL) == CL_SUCCESS) {
+        s[len - 1] = '\0';
+        snprintf(out, cap, "%s", s);
+    }
+    free(s);
 }
 
 /* What the plugin needs of a device: available, a compiler, OpenCL 1.2. */
@@ -574,6 +584,8 @@ static const ampx_backend_ops ocl_ops = {
     .scaler_update = ocl_scaler_update,
     .sgd           = ocl_sgd,
     .adamw         = ocl_adamw,
+    .dropout       = ocl_dropout,
+    .permute       = ocl_permute,
 };
 
 static const ampx_backend_iface ocl_iface = {

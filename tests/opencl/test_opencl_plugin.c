@@ -1,7 +1,8 @@
 /* test_opencl_plugin.c — the OpenCL plugin's own contract, beyond conformance: the probe,
  * device selection and its errors, option parsing, the on-disk program cache (the second
- * context loads the binary instead of building), allocation failure, and that every failure
- * is one ERROR line and a status, never a crash.
+ * context loads the binary instead of building), allocation failure, that every failure
+ * is one ERROR line and a status, never a crash, and the exact results of DROPOUT (the mask
+ * of dtype.h's hash) and PERMUTE (a transpose in every dtype pair) against dtype.h itself.
  *
  * The plugin is opened with dlopen and driven through its table directly, with a log
  * callback that records every line, so the DEBUG lines of the program cache can be seen.
@@ -9,6 +10,7 @@
  */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -387,6 +389,138 @@ Test(opencl, gemm_shared_weight_every_path) {
     for (int p = 0; p < 4; p++)
         for (int d = 0; d < 3; d++)
             check_shared_weight_gemm(paths[p], dts[d]);
+}
+
+// ---------------------------------------------------------------------------------------
+// ABI 1.1 ops, against dtype.h itself: DROPOUT's mask is ampx_hash32 bit for bit (what the CPU
+// and CUDA backends compute), PERMUTE transposes, in every pair of dtypes.
+
+static const ampx_dtype float_dts[3] = {AMPX_F32, AMPX_BF16, AMPX_F16};
+
+static void put(void *p, ampx_dtype dt, size_t i, float v) {
+    if (dt == AMPX_F32)
+        ((float *)p)[i] = v;
+    else
+        ((uint16_t *)p)[i] = dt == AMPX_BF16 ? ampx_f32_to_bf16(v) : ampx_f32_to_f16(v);
+}
+
+static float get(const void *p, ampx_dtype dt, size_t i) {
+    if (dt == AMPX_F32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return dt == AMPX_BF16 ? ampx_bf16_to_f32(h) : ampx_f16_to_f32(h);
+}
+
+/* Element i of got and want: the same bits, or (where arithmetic or a conversion made it, and
+ * a device may give any NaN) both NaN. */
+static int same_elem(const void *got, const void *want, ampx_dtype dt, size_t i, int exact) {
+    size_t es = ampx_dtype_size(dt);
+    if (memcmp((const char *)got + i * es, (const char *)want + i * es, es) == 0) return 1;
+    return !exact && isnan(get(got, dt, i)) && isnan(get(want, dt, i));
+}
+
+Test(opencl, dropout_mask_is_the_hash_of_dtype_h) {
+    enum { N = 1237 };
+    const uint64_t seed = 0x5eedull, offset = UINT64_MAX - 600; /* the counter wraps */
+    const uint32_t threshold = 0x4ccccccdu;                     /* rate 0.3 */
+    const float scale        = (float)(1.0 / 0.7);
+    ampx_context *ctx        = NULL;
+    cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());
+    ampx_buffer *bx = NULL, *by = NULL;
+    cr_assert_eq(be->buffer_alloc(ctx, N * 4, &bx), AMPX_OK);
+    cr_assert_eq(be->buffer_alloc(ctx, N * 4, &by), AMPX_OK);
+    float xf[N];
+    for (int i = 0; i < N; i++)
+        xf[i] = (float)((i * 37) % 201 - 100) / 16.0f;
+    xf[5] = NAN; /* dropped or not, by the mask alone */
+    unsigned char x[N * 4], want[N * 4], got[N * 4];
+    for (int xi = 0; xi < 3; xi++)
+        for (int yi = 0; yi < 3; yi++) {
+            ampx_dtype xdt = float_dts[xi], ydt = float_dts[yi];
+            size_t yes = ampx_dtype_size(ydt);
+            for (int i = 0; i < N; i++) {
+                put(x, xdt, (size_t)i, xf[i]);
+                int keep = ampx_hash32(seed, offset + (uint64_t)i) >= threshold;
+                put(want, ydt, (size_t)i, keep ? get(x, xdt, (size_t)i) * scale : 0.0f);
+            }
+            cr_assert_eq(be->buffer_write(ctx, bx, 0, x, N * ampx_dtype_size(xdt)), AMPX_OK);
+            ampx_dropout_args a = {.size      = sizeof a,
+                                   .threshold = threshold,
+                                   .n         = N,
+                                   .seed      = seed,
+                                   .offset    = offset,
+                                   .scale     = scale,
+                                   .x         = {bx, 0, xdt},
+                                   .y         = {xdt == ydt ? bx : by, 0, ydt}}; /* in place */
+            cr_assert_eq(be->ops->dropout(ctx, &a), AMPX_OK, "%s", first_error());
+            cr_assert_eq(be->buffer_read(ctx, a.y.buf, 0, got, N * yes), AMPX_OK, "%s",
+                         first_error());
+            for (int i = 0; i < N; i++)
+                if (!same_elem(got, want, ydt, (size_t)i, 0)) {
+                    cr_expect_fail("dropout %s -> %s: element %d is %g, want %g",
+                                   ampx_dtype_name(xdt), ampx_dtype_name(ydt), i,
+                                   get(got, ydt, (size_t)i), get(want, ydt, (size_t)i));
+                    break;
+                }
+        }
+    be->buffer_free(ctx, bx);
+    be->buffer_free(ctx, by);
+    be->destroy(ctx);
+}
+
+/* y[k][j][i] = x[i][j][k] for x [3, 5, 7]; same dtypes copy the bits (a NaN payload too). */
+Test(opencl, permute_transposes_in_every_dtype_pair) {
+    enum { D0 = 3, D1 = 5, D2 = 7, N = D0 * D1 * D2 };
+    ampx_context *ctx = NULL;
+    cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());
+    ampx_buffer *bx = NULL, *by = NULL;
+    cr_assert_eq(be->buffer_alloc(ctx, N * 4, &bx), AMPX_OK);
+    cr_assert_eq(be->buffer_alloc(ctx, N * 4, &by), AMPX_OK);
+    unsigned char x[N * 4], want[N * 4], got[N * 4];
+    for (int xi = 0; xi < 3; xi++)
+        for (int yi = 0; yi < 3; yi++) {
+            ampx_dtype xdt = float_dts[xi], ydt = float_dts[yi];
+            size_t xes = ampx_dtype_size(xdt), yes = ampx_dtype_size(ydt);
+            for (int e = 0; e < N; e++)
+                put(x, xdt, (size_t)e, (float)(e * 131 % 1000) / 7.0f - 60.0f);
+            if (xes == 4) { /* a signalling NaN with a payload: a copy keeps its bits */
+                uint32_t snan = 0x7f800123u;
+                memcpy(x + 4 * 11, &snan, 4);
+            } else {
+                uint16_t snan = xdt == AMPX_BF16 ? 0x7f81u : 0x7d23u;
+                memcpy(x + 2 * 11, &snan, 2);
+            }
+            for (int i = 0; i < D0; i++)
+                for (int j = 0; j < D1; j++)
+                    for (int k = 0; k < D2; k++) {
+                        size_t xe = (size_t)((i * D1 + j) * D2 + k);
+                        size_t ye = (size_t)((k * D1 + j) * D0 + i);
+                        if (xdt == ydt)
+                            memcpy(want + ye * yes, x + xe * xes, yes);
+                        else
+                            put(want, ydt, ye, get(x, xdt, xe));
+                    }
+            cr_assert_eq(be->buffer_write(ctx, bx, 0, x, N * xes), AMPX_OK);
+            cr_assert_eq(be->buffer_fill(ctx, by, 0, N * 4, 0xffffffffu, 4), AMPX_OK);
+            ampx_permute_args a = {.size      = sizeof a,
+                                   .ndim      = 3,
+                                   .dims      = {D0, D1, D2},
+                                   .x_strides = {D1 * D2, D2, 1},
+                                   .y_strides = {1, D0, D0 * D1},
+                                   .x         = {bx, 0, xdt},
+                                   .y         = {by, 0, ydt}};
+            cr_assert_eq(be->ops->permute(ctx, &a), AMPX_OK, "%s", first_error());
+            cr_assert_eq(be->buffer_read(ctx, by, 0, got, N * yes), AMPX_OK, "%s", first_error());
+            for (int e = 0; e < N; e++)
+                if (!same_elem(got, want, ydt, (size_t)e, xdt == ydt)) {
+                    cr_expect_fail("permute %s -> %s: y element %d is %g, want %g",
+                                   ampx_dtype_name(xdt), ampx_dtype_name(ydt), e,
+                                   get(got, ydt, (size_t)e), get(want, ydt, (size_t)e));
+                    break;
+                }
+        }
+    be->buffer_free(ctx, bx);
+    be->buffer_free(ctx, by);
+    be->destroy(ctx);
 }
 
 // ---------------------------------------------------------------------------------------
