@@ -43,7 +43,7 @@ double conf_tol(ampx_dtype out, double k) {
 // Random numbers: splitmix64, seeded per case so a single op's run sees the same data as
 // the full sweep.
 
-uint64_t conf_mix(uint64_t z) {
+static uint64_t conf_mix(uint64_t z) {
     z += 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -393,18 +393,6 @@ double *conf_values(conf_case_ctx *cc, const conf_tensor *ct) {
         for (uint64_t i = 0; i < ct->n; i++)
             g[i] = conf_tensor_get(ct, i);
     return g;
-}
-
-/* Elementwise: got must equal one of two candidates (NaN matches NaN). */
-void conf_expect_one_of(conf_case_ctx *cc, const char *what, const conf_tensor *ct,
-                        const double *e1, const double *e2) {
-    for (uint64_t i = 0; i < ct->n; i++) {
-        double g = conf_tensor_get(ct, i);
-        if (isnan(g) && (isnan(e1[i]) || isnan(e2[i]))) continue;
-        if (g == e1[i] || g == e2[i]) continue;
-        conf_fail(cc, "%s[%" PRIu64 "] = %.9g, expected exactly %.9g", what, i, g, e1[i]);
-        return;
-    }
 }
 
 const ampx_tensor conf_null_tensor = {NULL, 0, AMPX_F32};

@@ -53,7 +53,6 @@ double conf_tol(ampx_dtype out, double k);
 // Random numbers: splitmix64, seeded per case so a single op's run sees the same data as
 // the full sweep.
 
-uint64_t conf_mix(uint64_t z);
 uint64_t conf_next(uint64_t *s);
 double conf_uniform(uint64_t *s, double lo, double hi);
 
@@ -144,9 +143,6 @@ void conf_compare(conf_case_ctx *cc, const char *what, const double *got, const 
                   const double *mag, uint64_t n, ampx_dtype dt, double k, int flags);
 /* got[] of an output tensor as doubles (case-owned). */
 double *conf_values(conf_case_ctx *cc, const conf_tensor *ct);
-/* Elementwise: got must equal one of two candidates (NaN matches NaN). */
-void conf_expect_one_of(conf_case_ctx *cc, const char *what, const conf_tensor *ct,
-                        const double *e1, const double *e2);
 
 // ---------------------------------------------------------------------------------------
 // Typed calls through the op slots: a case file defines the ones it uses (static).
