@@ -209,9 +209,9 @@ typedef enum ampx_op {
     AMPX_OP_ADAMW         = 23,
     AMPX_OP_COUNT_V1_0    = 24,
     /* ABI 1.1 */
-    AMPX_OP_DROPOUT       = 24,
-    AMPX_OP_PERMUTE       = 25,
-    AMPX_OP_COUNT_V1_1    = 26
+    AMPX_OP_DROPOUT    = 24,
+    AMPX_OP_PERMUTE    = 25,
+    AMPX_OP_COUNT_V1_1 = 26
 } ampx_op;
 
 #define AMPX_OP_COUNT AMPX_OP_COUNT_V1_1

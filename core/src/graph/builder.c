@@ -630,10 +630,7 @@ static int parse_loss(builder *b, const json_value *v) {
         int diff  = dp < 0 ? -1 : g_add_value_like(g, "loss.diff", ROLE_ACTIVATION, AMPX_F32, pred);
         int ins[2] = {pred, target}, outs[3] = {loss, dp, diff};
         if (diff < 0) return full(b, v);
-        if (node(b, v, NULL, OP_MSE, ins, 2, outs, 3, &a, "loss")) {
-            /* place a shape mismatch at the key that named the prediction */
-            return -1;
-        }
+        if (node(b, v, NULL, OP_MSE, ins, 2, outs, 3, &a, "loss")) return -1;
         g->loss = loss;
     }
     g->loss_node = g->n_nodes - 1;

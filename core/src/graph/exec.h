@@ -15,8 +15,6 @@ struct g_node;
 ampx_tensor gx_tensor(g_exec *x, int v);
 /* A null tensor (an optional argument left out) of dtype d. */
 ampx_tensor gx_null(ampx_dtype d);
-/* Rows of the batch this micro-batch (the last held-out batch may be short). */
-uint64_t gx_rows(const g_exec *x);
 /* Elements of value v at this batch size. */
 uint64_t gx_numel(const g_exec *x, int v);
 /* 1 while training (backward follows, batch norm uses batch statistics, dropout drops). */
@@ -26,9 +24,9 @@ int gx_training(const g_exec *x);
 int gx_accumulate(const g_exec *x, const struct g_node *n);
 /* Micro-batches per step: the loss gradient is divided by it. */
 uint64_t gx_micro_batches(const g_exec *x);
-/* The scalars block (loss scale), and where this micro-batch's loss goes (f32 [1]). */
+/* The scalars block (its first field is the f32 loss scale). The loss value of the graph
+ * is placed by gx_tensor in this micro-batch's record. */
 ampx_tensor gx_scalars(g_exec *x);
-ampx_tensor gx_loss(g_exec *x);
 /* The dropout key of node n this micro-batch: the run's seed, the step, the micro-batch. */
 uint64_t gx_dropout_seed(const g_exec *x, const struct g_node *n);
 /* Enqueues backend op `op` for node n through the call layer. */

@@ -180,8 +180,7 @@ int g_emit(g_graph *g, int of, int op, const int *in, int n_in, const int *out, 
 int g_contribute(g_graph *g, int v, int contrib, int of) {
     g_value *val = &g->values[v];
     if (val->grad < 0) {
-        val->grad       = contrib;
-        val->grad_owned = 0;
+        val->grad = contrib;
         return 0;
     }
     /* A second contribution: the sum goes to a new f32 value, so a gradient that another
@@ -191,8 +190,7 @@ int g_contribute(g_graph *g, int v, int contrib, int of) {
     int in[2] = {val->grad, contrib};
     g_attrs a = {.alpha = 1};
     if (g_emit(g, of, OP_ADD, in, 2, &sum, 1, &a) < 0) return -1;
-    g->values[v].grad       = sum;
-    g->values[v].grad_owned = 1;
+    g->values[v].grad = sum;
     return 0;
 }
 

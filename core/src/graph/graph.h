@@ -62,7 +62,6 @@ typedef struct g_value {
     int view_of;              /* -1, or the value whose storage this one shares (reshape) */
     int producer;             /* node id, -1 for inputs, parameters, state and constants */
     int grad;                 /* autodiff: the value holding this one's gradient, -1 if none */
-    int grad_owned;           /* the gradient was written for this value alone */
     int requires_grad;        /* a parameter, or computed from one */
     /* parameters and state */
     int master;     /* working copy: the f32 master it is a copy of; else -1 */

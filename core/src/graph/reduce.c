@@ -68,18 +68,19 @@ static int reduce_bwd(g_graph *g, int self) {
     const g_node *n = &g->nodes[self];
     int dy = g_grad_of(g, n->out[0]), in = n->in[0];
     if (dy < 0 || !g_needs_grad(g, in)) return 0;
-    int dx = g_new_grad(g, in, g->values[in].dtype), ins[3] = {dy, n->in[1], in};
-    if (dx < 0 || g_emit(g, self, OP_REDUCE_BWD, ins, 3, &dx, 1, &n->a) < 0) return -1;
+    int dx = g_new_grad(g, in, g->values[in].dtype), ins[2] = {dy, n->in[1]};
+    if (dx < 0 || g_emit(g, self, OP_REDUCE_BWD, ins, 2, &dx, 1, &n->a) < 0) return -1;
     return g_contribute(g, in, dx, self);
 }
 
 const g_rule g_rule_reduce = {
     "reduce", {AMPX_OP_REDUCE, AMPX_OP_GEMM, AMPX_OP_COUNT}, reduce_shape, reduce_fwd, reduce_bwd};
 
-/* dx_o[L x inner] = alpha * ones[L x 1] dy_o[1 x inner]: in dy, ones, x (for the shape) */
+/* dx_o[L x inner] = alpha * ones[L x 1] dy_o[1 x inner]: in dy, ones; out dx, shaped like
+ * the forward input (so the backward need not keep that input alive) */
 static ampx_status reduce_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     g_node fwd = *n;
-    fwd.in[0]  = n->in[2];
+    fwd.in[0]  = n->out[0];
     uint64_t outer, len, inner;
     split(x, g, &fwd, &outer, &len, &inner);
     ampx_gemm_args a = {.size     = sizeof a,

@@ -5,10 +5,6 @@
 #include "ampx/dtype.h"
 #include "graph/ops.h"
 
-static uint64_t dtype_bytes(ampx_dtype d) {
-    return d == AMPX_BF16 || d == AMPX_F16 ? 2 : 4;
-}
-
 ampx_tensor gx_null(ampx_dtype d) {
     return (ampx_tensor){.buf = NULL, .offset = 0, .dtype = d};
 }
@@ -19,15 +15,11 @@ ampx_tensor gx_tensor(g_exec *x, int v) {
     int root = g_root(x->g, v);
     if (x->own[root]) {
         uint64_t off = val->role == ROLE_INPUT
-                           ? x->row0 * (uint64_t)g_elems(val) * dtype_bytes(val->dtype)
+                           ? x->row0 * (uint64_t)g_elems(val) * ampx_dtype_size(val->dtype)
                            : 0;
         return (ampx_tensor){.buf = x->own[root], .offset = off, .dtype = val->dtype};
     }
     return (ampx_tensor){.buf = x->arena, .offset = x->p->offset[root], .dtype = val->dtype};
-}
-
-uint64_t gx_rows(const g_exec *x) {
-    return x->rows;
 }
 
 uint64_t gx_numel(const g_exec *x, int v) {

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ampx/dtype.h"
+
 typedef struct item {
     uint64_t bytes, offset;
     int first, last, value;
@@ -13,10 +15,6 @@ typedef struct item {
 static int by_size_desc(const void *a, const void *b) {
     const item *p = a, *q = b;
     return p->bytes < q->bytes ? 1 : p->bytes > q->bytes ? -1 : p->value - q->value;
-}
-
-static uint64_t dtype_bytes(ampx_dtype d) {
-    return d == AMPX_BF16 || d == AMPX_F16 ? 2 : 4;
 }
 
 int plan_make(const g_graph *g, uint64_t rows, const uint8_t *persistent, plan *p) {
@@ -50,7 +48,7 @@ int plan_make(const g_graph *g, uint64_t rows, const uint8_t *persistent, plan *
     int k = 0;
     for (int v = 0; v < nv; v++)
         if (p->in_arena[v] && first[v] >= 0 && g->values[v].view_of < 0) {
-            uint64_t b = g_numel(&g->values[v], rows) * dtype_bytes(g->values[v].dtype);
+            uint64_t b = g_numel(&g->values[v], rows) * ampx_dtype_size(g->values[v].dtype);
             items[k++] = (item){.bytes = (b + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN,
                                 .first = first[v],
                                 .last  = last[v],

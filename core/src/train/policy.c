@@ -228,7 +228,7 @@ static void features(const g_value *v, char *buf, size_t cap) {
     size_t n = 0;
     buf[0]   = 0;
     for (int i = first; i < v->ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, v->batched ? "%s%lld" : "%s%lld",
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld",
                               i == first ? (v->batched ? "[" : "") : (v->batched ? ", " : "x"),
                               (long long)v->dims[i]);
     if (v->batched && n < cap) snprintf(buf + n, cap - n, "]");

@@ -40,10 +40,6 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static uint64_t dsize(ampx_dtype d) {
-    return d == AMPX_BF16 || d == AMPX_F16 ? 2 : 4;
-}
-
 /* Buffer calls and the step's own ops go through the call layer like the nodes' ops. */
 static ampx_status check(ampx_trainer *t, ampx_status st, const char *what) {
     return call_check(&t->call, st, what);
@@ -183,12 +179,14 @@ static ampx_status check_ops(ampx_trainer *t) {
                                "backend %s has no %s, which node \"%s\" needs", t->ifc->name,
                                ampx_op_name(r->ops[k]), n->name);
     }
-    uint32_t step[] = {AMPX_OP_UNSCALE_CHECK, AMPX_OP_SUM_SQUARES, AMPX_OP_SCALER_UPDATE,
-                       t->m->cfg.opt.kind == OPT_ADAMW ? AMPX_OP_ADAMW : AMPX_OP_SGD, AMPX_OP_CAST};
-    int copies      = 0;
+    /* cast writes the working copies, when there are any */
+    int copies = 0;
     for (int v = 0; v < t->g.n_values; v++)
         copies |= t->g.values[v].master >= 0;
-    for (size_t i = 0; i < sizeof step / sizeof step[0] - (copies ? 0 : 1); i++)
+    uint32_t step[] = {AMPX_OP_UNSCALE_CHECK, AMPX_OP_SUM_SQUARES, AMPX_OP_SCALER_UPDATE,
+                       t->m->cfg.opt.kind == OPT_ADAMW ? AMPX_OP_ADAMW : AMPX_OP_SGD,
+                       copies ? AMPX_OP_CAST : AMPX_OP_SCALER_UPDATE};
+    for (size_t i = 0; i < sizeof step / sizeof step[0]; i++)
         if (!ampx_backend_op_slot(t->be, step[i]))
             return tr_fail(t, AMPX_ERR_UNSUPPORTED, "backend %s has no %s, which training needs",
                            t->ifc->name, ampx_op_name(step[i]));
@@ -664,7 +662,7 @@ ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
         float loss;
         if ((classify && (st = check(t,
                                      t->ifc->buffer_read(t->ctx, lt.buf, lt.offset, logits,
-                                                         t->x.rows * c * dsize(ld)),
+                                                         t->x.rows * c * ampx_dtype_size(ld)),
                                      "buffer_read"))) ||
             (st = check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, 0, &loss, 4), "buffer_read")))
             break;
@@ -740,13 +738,7 @@ ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const float *host
     ampx_status st =
         check(t, t->ifc->buffer_write(t->ctx, b, 0, host, t->params[i].n * 4), "buffer_write");
     param *p = &t->params[i];
-    if (!st && what == 0 && p->copy_dtype != AMPX_F32) {
-        ampx_cast_args c = {.size = sizeof c,
-                            .n    = p->n,
-                            .src  = buf_tensor(p->master, 0, AMPX_F32),
-                            .dst  = buf_tensor(p->copy, 0, p->copy_dtype)};
-        st               = step_op(t, AMPX_OP_CAST, &c);
-    }
+    if (!st && what == 0 && p->copy_dtype != AMPX_F32) st = cast_copy(t, p);
     return st;
 }
 
