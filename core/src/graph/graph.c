@@ -88,7 +88,10 @@ int g_add_node(g_graph *g, int op, const int *in, int n_in, const int *out, int 
     }
     if (a) n->a = *a;
     n->of = -1;
-    snprintf(n->name, sizeof n->name, "%s", name ? name : "");
+    /* name may be another node's (a backward node takes its forward node's name) */
+    char copy[G_NAME_MAX];
+    snprintf(copy, sizeof copy, "%s", name ? name : "");
+    memcpy(n->name, copy, sizeof copy);
     return id;
 }
 
