@@ -29,6 +29,7 @@ static void usage_main(FILE *f) {
                "  train         train a JSON model with mixed precision and loss scaling\n"
                "  eval          held-out accuracy of a checkpoint\n"
                "  policy        print every tensor's resolved dtype and every cast\n"
+               "  generate      sample text from a trained token model\n"
                "  bench         time GEMM (GFLOP/s) or a memory-bound op (GB/s) on a backend\n"
                "\n"
                "options:\n"

@@ -15,6 +15,7 @@ int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n);
 int cli_train(int argc, char **argv);  /* tools/train.c */
 int cli_eval(int argc, char **argv);   /* tools/train.c */
 int cli_policy(int argc, char **argv); /* tools/train.c */
+int cli_generate(int argc, char **argv); /* tools/generate.c */
 
 typedef struct cli_command {
     const char *name;

@@ -8,6 +8,7 @@ const cli_command cli_commands[] = {
     {"train",  cli_train},  /* tools/train.c */
     {"eval",   cli_eval},   /* tools/train.c */
     {"policy", cli_policy}, /* tools/train.c */
+    {"generate", cli_generate}, /* tools/generate.c */
     {"bench",  cmd_bench},  /* tools/bench.c */
     {NULL, NULL},
 };

@@ -21,7 +21,7 @@ typedef struct run_opts {
     const char *model, *backend, *policy, *metrics, *checkpoint, *resume;
     const char *bopts[MAX_BACKEND_OPTS];
     uint32_t n_bopts;
-    int64_t steps, batch, seed, log_every, ckpt_every;
+    int64_t steps, batch, seed, log_every, ckpt_every, eval_every;
     int quiet;
 } run_opts;
 
@@ -58,6 +58,7 @@ static void usage(const char *cmd, FILE *f) {
             "  --batch N            examples per micro-batch\n"
             "  --seed S             initialization, data and shuffling seed\n"
             "  --log-every N        steps between reads of the device's step records\n"
+            "  --eval-every N       steps between validation evaluations (0: at the end only)\n"
             "  --metrics F.jsonl    one JSON object per step\n"
             "  --checkpoint F       write a safetensors checkpoint at the end (and every\n"
             "                       --checkpoint-every N steps)\n"
@@ -73,6 +74,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
                                     {"batch", required_argument, 0, 'B'},
                                     {"seed", required_argument, 0, 'S'},
                                     {"log-every", required_argument, 0, 'l'},
+                                    {"eval-every", required_argument, 0, 'E'},
                                     {"metrics", required_argument, 0, 'm'},
                                     {"checkpoint", required_argument, 0, 'c'},
                                     {"checkpoint-every", required_argument, 0, 'C'},
@@ -81,11 +83,11 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
                                     {"help", no_argument, 0, 'h'},
                                     {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
-    o->steps = o->batch = o->seed = o->log_every = -1;
+    o->steps = o->batch = o->seed = o->log_every = o->eval_every = -1;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
-        int train_only = strchr("sBSlmCrq", c) != NULL;
+        int train_only = strchr("sBSlmCrqE", c) != NULL;
         if (train_only && strcmp(cmd, "train")) {
             fprintf(stderr, "%s: option '%s' is for ampx train\n", argv[0], argv[optind - 1]);
             return EXIT_USAGE;
@@ -107,6 +109,9 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
             break;
         case 'l':
             if (parse_i64(argv[0], "--log-every", optarg, 1, &o->log_every)) return EXIT_USAGE;
+            break;
+        case 'E':
+            if (parse_i64(argv[0], "--eval-every", optarg, 0, &o->eval_every)) return EXIT_USAGE;
             break;
         case 'C':
             if (parse_i64(argv[0], "--checkpoint-every", optarg, 1, &o->ckpt_every))
@@ -202,6 +207,28 @@ static void show_progress(progress *p, int64_t step, int64_t start) {
     fflush(stdout);
 }
 
+/* A validation evaluation: a metrics line and a progress line. Token models also get the
+ * loss in bits per token (bits per byte for byte-level text). */
+static int validate(progress *p, ampx_trainer *t, ampx_eval_result *ev) {
+    if (ampx_trainer_evaluate(t, ev)) return -1;
+    int64_t step = ampx_trainer_step(t);
+    if (p->metrics) {
+        fprintf(p->metrics, "{\"step\":%lld", (long long)step);
+        json_num(p->metrics, "val_loss", ev->loss);
+        if (ev->accuracy >= 0) json_num(p->metrics, "val_accuracy", ev->accuracy);
+        fprintf(p->metrics, "}\n");
+    }
+    if (!p->quiet) {
+        if (p->tty) fprintf(stderr, "\r\033[K");
+        printf("step %lld: val_loss %.4f", (long long)step, ev->loss);
+        if (ampx_trainer_window(t)) printf(" (%.4f bits per token)", ev->loss / log(2.0));
+        if (ev->accuracy >= 0) printf(" val_accuracy %.2f%%", 100 * ev->accuracy);
+        printf("\n");
+        fflush(stdout);
+    }
+    return 0;
+}
+
 static void print_line(void *user, const char *line) {
     (void)user;
     puts(line);
@@ -220,6 +247,7 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
     if (o->batch > 0) tc->batch = o->batch;
     if (o->seed >= 0) tc->seed = (uint64_t)o->seed;
     if (o->log_every > 0) tc->log_every = o->log_every;
+    if (o->eval_every >= 0) tc->eval_every = o->eval_every;
     const char *spec = o->backend ? o->backend : "cpu";
     if (ampx_backend_open(spec, o->bopts, o->n_bopts, be, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog, err);
@@ -271,12 +299,21 @@ int cli_train(int argc, char **argv) {
     p.t0           = now_s();
     int64_t every  = o.ckpt_every > 0 ? o.ckpt_every : tc->log_every;
     ampx_status st = AMPX_OK;
+    ampx_eval_result ev;
     while (ampx_trainer_step(t) < tc->steps && !st) {
-        int64_t next = ampx_trainer_step(t) + every;
+        int64_t now = ampx_trainer_step(t), next = now + every;
+        /* stop at the next validation point too */
+        if (tc->eval_every > 0 && next > (now / tc->eval_every + 1) * tc->eval_every)
+            next = (now / tc->eval_every + 1) * tc->eval_every;
         if (next > tc->steps) next = tc->steps;
         st = ampx_trainer_run(t, next, on_record, &p);
         if (p.metrics) fflush(p.metrics);
         if (!st) show_progress(&p, ampx_trainer_step(t), start);
+        if (!st && tc->eval_every > 0 && ampx_trainer_step(t) % tc->eval_every == 0 &&
+            ampx_trainer_step(t) < tc->steps && validate(&p, t, &ev)) {
+            fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
+            goto out;
+        }
         if (!st && o.checkpoint && o.ckpt_every > 0 &&
             ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
             fprintf(stderr, "%s%s: %s\n", p.tty ? "\n" : "", argv[0], err);
@@ -293,8 +330,8 @@ int cli_train(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", argv[0], err);
         goto out;
     }
-    ampx_eval_result ev;
-    if (ampx_trainer_evaluate(t, &ev)) {
+    if (ampx_trainer_window(t) ? validate(&p, t, &ev) != 0
+                               : ampx_trainer_evaluate(t, &ev) != AMPX_OK) {
         fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
         goto out;
     }
@@ -302,8 +339,13 @@ int cli_train(int argc, char **argv) {
     printf("done: step %lld, %d applied, %d skipped, %.2f s (%.0f steps/s); final loss scale %g\n",
            (long long)ampx_trainer_step(t), sc.applied_steps, sc.skipped_steps, secs,
            secs > 0 ? (double)(ampx_trainer_step(t) - start) / secs : 0.0, (double)sc.scale);
-    printf("held-out accuracy %.2f%% (loss %.4f) on %lld examples\n", 100 * ev.accuracy, ev.loss,
-           (long long)ev.examples);
+    if (ampx_trainer_window(t))
+        printf("validation loss %.4f nats per token (%.4f bits), next-token accuracy %.2f%% on "
+               "%lld positions\n",
+               ev.loss, ev.loss / log(2.0), 100 * ev.accuracy, (long long)ev.examples);
+    else
+        printf("held-out accuracy %.2f%% (loss %.4f) on %lld examples\n", 100 * ev.accuracy,
+               ev.loss, (long long)ev.examples);
     rc = 0;
 out:
     if (p.metrics) fclose(p.metrics);

@@ -56,9 +56,7 @@ static const char *fd_inputs =
     "\"x\":{\"dtype\":\"f32\",\"shape\":[4]},\"y\":{\"dtype\":\"i32\",\"classes\":3}";
 static const char *fd_xent = "{\"logits\":\"out\",\"labels\":\"y\"}";
 
-static void fd_check_model(const char *inputs, const char *nodes, const char *loss) {
-    char json[8192];
-    snprintf(json, sizeof json, fd_graph_fmt, inputs, nodes, loss);
+static void fd_check_json(const char *json, const char *nodes) {
     char *path       = write_model(json);
     ampx_model *m    = load(path, NULL);
     ampx_backend *be = open_cpu();
@@ -104,8 +102,87 @@ static void fd_check_model(const char *inputs, const char *nodes, const char *lo
     free(path);
 }
 
+static void fd_check_model(const char *inputs, const char *nodes, const char *loss) {
+    char json[8192];
+    snprintf(json, sizeof json, fd_graph_fmt, inputs, nodes, loss);
+    fd_check_json(json, nodes);
+}
+
 static void fd_check(const char *nodes) {
     fd_check_model(fd_inputs, nodes, fd_xent);
+}
+
+/* A token model on the embedded text: ids [6] and their successors as labels. */
+static const char *fd_token_fmt =
+    "{\"name\":\"fdlm\",\"inputs\":{\"ids\":{\"dtype\":\"i32\",\"shape\":[6]},"
+    "\"next\":{\"dtype\":\"i32\",\"shape\":[6],\"classes\":256}},\"nodes\":[%s],"
+    "\"loss\":{\"logits\":\"out\",\"labels\":\"next\"},\"policy\":\"f32\",\"scaler\":\"none\","
+    "\"data\":{\"source\":\"embedded_text\",\"bytes\":20000},\"train\":{\"batch\":3,\"seed\":5}}";
+
+static void fd_check_tokens(const char *nodes) {
+    char json[8192];
+    snprintf(json, sizeof json, fd_token_fmt, nodes);
+    fd_check_json(json, nodes);
+}
+
+/* embedding, learned positions, causal attention, a tied head and the per-position loss */
+static const char *gpt_block =
+    "{\"name\":\"wte\",\"op\":\"embedding\",\"inputs\":[\"ids\"],\"vocab\":256,\"dim\":8,"
+    "\"init\":{\"std\":0.5}},"
+    "{\"name\":\"pos\",\"op\":\"position_embedding\",\"inputs\":[\"wte\"],\"init\":{\"std\":0.5}},"
+    "{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"pos\"]},"
+    "{\"name\":\"attn\",\"op\":\"attention\",\"inputs\":[\"ln\"],\"heads\":2,\"init\":{\"std\":0.5}"
+    "},"
+    "{\"name\":\"res\",\"op\":\"add\",\"inputs\":[\"pos\",\"attn\"]},"
+    "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"res\"],\"share\":\"wte\"}";
+
+Test(gradients, embedding_attention_tied_head_per_position_loss) {
+    fd_check_tokens(gpt_block);
+}
+
+Test(gradients, attention_without_mask_on_features) {
+    /* 16 features as 4 positions x 4: attention over them, pooled, classified */
+    fd_check_model("\"x\":{\"dtype\":\"f32\",\"shape\":[4,4]},\"y\":{\"dtype\":\"i32\","
+                   "\"classes\":3}",
+                   "{\"name\":\"a\",\"op\":\"attention\",\"inputs\":[\"x\"],\"heads\":2,"
+                   "\"causal\":false,\"init\":{\"std\":0.5}},"
+                   "{\"name\":\"m\",\"op\":\"mean\",\"inputs\":[\"a\"],\"axis\":0},"
+                   "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"m\"],\"units\":3}",
+                   fd_xent);
+}
+
+/* Changing token t+1 leaves the logits at positions <= t bit for bit unchanged, and changes
+ * those after it (so the comparison can fail). */
+Test(causality, later_tokens_do_not_change_earlier_logits) {
+    char json[8192];
+    snprintf(json, sizeof json, fd_token_fmt, gpt_block);
+    char *path       = write_model(json);
+    ampx_model *m    = load(path, NULL);
+    ampx_backend *be = open_cpu();
+    ampx_trainer *t  = trainer(m, be);
+    int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
+    cr_assert_eq(T, 6);
+    cr_assert_eq(V, 256);
+    float *a = malloc(sizeof(float) * (size_t)(T * V)),
+          *b = malloc(sizeof(float) * (size_t)(T * V));
+    for (int64_t pos = 0; pos + 1 < T; pos++) {
+        int32_t ids[6] = {104, 101, 108, 108, 111, 32}, other[6];
+        memcpy(other, ids, sizeof ids);
+        other[pos + 1] = 122;
+        cr_assert_eq(ampx_trainer_logits(t, ids, 1, a), AMPX_OK, "%s", ampx_trainer_error(t));
+        cr_assert_eq(ampx_trainer_logits(t, other, 1, b), AMPX_OK, "%s", ampx_trainer_error(t));
+        cr_expect(!memcmp(a, b, sizeof(float) * (size_t)((pos + 1) * V)),
+                  "logits at positions <= %lld changed with token %lld", (long long)pos,
+                  (long long)pos + 1);
+        cr_expect(memcmp(a + (pos + 1) * V, b + (pos + 1) * V, sizeof(float) * (size_t)V),
+                  "position %lld's logits ignore its own token", (long long)pos + 1);
+    }
+    free(a), free(b);
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+    unlink(path);
+    free(path);
 }
 
 Test(gradients, dense_tanh) {

@@ -33,6 +33,7 @@ typedef struct ampx_train_config {
     int64_t accumulate; /* micro-batches per step */
     uint64_t seed;      /* initialization, data generation and shuffling */
     int64_t log_every;  /* steps between host reads of the record ring */
+    int64_t eval_every; /* steps between validation evaluations (0: only at the end) */
 } ampx_train_config;
 
 /* Loads MODEL.json; policy_path (optional) is a JSON file whose "policy" and/or "scaler"
@@ -71,6 +72,18 @@ typedef struct ampx_eval_result {
 AMPX_API ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **out,
                                          char *err, size_t err_cap);
 AMPX_API void ampx_trainer_free(ampx_trainer *t);
+/* A trainer for sampling from a token model: no data is read (load a checkpoint, then call
+ * ampx_trainer_logits). */
+AMPX_API ampx_status ampx_trainer_create_sampler(ampx_model *m, ampx_backend *be,
+                                                 ampx_trainer **out, char *err, size_t err_cap);
+/* Token models: the forward pass (eval mode: no dropout) over `rows` windows of
+ * ampx_trainer_window() token ids (rows <= the batch), writing logits [rows][window][vocab] as
+ * f32. Position t's logits depend on ids [0, t] only in a causal model. */
+AMPX_API ampx_status ampx_trainer_logits(ampx_trainer *t, const int32_t *ids, int64_t rows,
+                                         float *logits);
+/* Positions per window and the vocabulary of a token model; 0 otherwise. */
+AMPX_API int64_t ampx_trainer_window(const ampx_trainer *t);
+AMPX_API int64_t ampx_trainer_vocab(const ampx_trainer *t);
 
 /* Runs steps until the step count reaches `until` (total, as in --steps). record() is called
  * for every step when the host reads the ring; a non-zero return stops the run. A scaler

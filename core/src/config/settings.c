@@ -329,7 +329,26 @@ int optimizer_parse(jctx *c, settings *m, const json_value *v) {
     return 0;
 }
 
+/* A path relative to the model file's folder; "$DATA/..." is under $AMPX_DATA_DIR, or the
+ * data folder beside the model file's folder (the repository's data/ for models/). */
 static char *resolve_path(const char *model_file, const char *p) {
+    if (!strncmp(p, "$DATA/", 6)) {
+        const char *env = getenv("AMPX_DATA_DIR");
+        if (env && *env) {
+            size_t n  = strlen(env) + strlen(p) + 2;
+            char *out = malloc(n);
+            if (out) snprintf(out, n, "%s/%s", env, p + 6);
+            return out;
+        }
+        char *copy = strdup(model_file);
+        if (!copy) return NULL;
+        char *dir = dirname(copy);
+        size_t n  = strlen(dir) + strlen(p) + 16;
+        char *out = malloc(n);
+        if (out) snprintf(out, n, "%s/../data/%s", dir, p + 6);
+        free(copy);
+        return out;
+    }
     if (p[0] == '/') return strdup(p);
     char *copy = strdup(model_file);
     if (!copy) return NULL;
@@ -351,7 +370,8 @@ static int data_path(jctx *c, settings *m, const json_value *v, const char *key,
 }
 
 int data_parse(jctx *c, settings *m, const json_value *v) {
-    static const char *const sources[] = {"embedded", "mnist", "csv", NULL};
+    static const char *const sources[] = {"embedded", "mnist",         "csv", "text",
+                                          "tokens",   "embedded_text", NULL};
     data_config *d                     = &m->data;
     if (v->type != JSON_OBJECT) return jerr(c, v, "expected an object");
     int src = 0;
@@ -365,6 +385,22 @@ int data_parse(jctx *c, settings *m, const json_value *v) {
                jnum(c, v, "noise", 0, 0, 10, &d->noise) ||
                jnum(c, v, "turns", 0, 0.1, 10, &d->turns) ||
                jnum(c, v, "test_fraction", 0, 0.01, 0.9, &d->test_fraction);
+    }
+    if (d->source == DATA_TEXT || d->source == DATA_TOKENS || d->source == DATA_EMBEDDED_TEXT) {
+        static const char *const keys[] = {"source",       "train", "val", "val_fraction",
+                                           "eval_windows", "bytes", NULL};
+        if (jkeys(c, v, keys)) return -1;
+        int gen = d->source == DATA_EMBEDDED_TEXT;
+        if (gen && (json_get(v, "train") || json_get(v, "val")))
+            return jerr(c, json_get(v, "train") ? json_get(v, "train") : json_get(v, "val"),
+                        "embedded_text is generated; it reads no files");
+        if (!gen && json_get(v, "bytes"))
+            return jerr(c, json_get(v, "bytes"), "\"bytes\" applies to embedded_text");
+        return data_path(c, m, v, "train", !gen, &d->text_train) ||
+               data_path(c, m, v, "val", 0, &d->text_val) ||
+               jnum(c, v, "val_fraction", 0, 0.001, 0.9, &d->val_fraction) ||
+               jint(c, v, "eval_windows", 0, 1, 1 << 20, &d->eval_windows) ||
+               jint(c, v, "bytes", 0, 10000, 1 << 30, &d->text_bytes);
     }
     if (d->source == DATA_MNIST) {
         static const char *const keys[] = {"source",      "train_images", "train_labels",
@@ -390,7 +426,8 @@ int data_parse(jctx *c, settings *m, const json_value *v) {
 }
 
 int train_parse(jctx *c, settings *m, const json_value *v) {
-    static const char *const keys[] = {"steps", "batch", "accumulate", "seed", "log_every", NULL};
+    static const char *const keys[] = {"steps",     "batch",      "accumulate", "seed",
+                                       "log_every", "eval_every", NULL};
     ampx_train_config *t            = &m->train;
     if (jkeys(c, v, keys)) return -1;
     int64_t seed = (int64_t)t->seed;
@@ -398,7 +435,8 @@ int train_parse(jctx *c, settings *m, const json_value *v) {
         jint(c, v, "batch", 0, 1, 1 << 20, &t->batch) ||
         jint(c, v, "accumulate", 0, 1, 1 << 16, &t->accumulate) ||
         jint(c, v, "seed", 0, 0, INT32_MAX, &seed) ||
-        jint(c, v, "log_every", 0, 1, 1 << 20, &t->log_every))
+        jint(c, v, "log_every", 0, 1, 1 << 20, &t->log_every) ||
+        jint(c, v, "eval_every", 0, 0, INT32_MAX, &t->eval_every))
         return -1;
     t->seed = (uint64_t)seed;
     return 0;
@@ -419,7 +457,10 @@ void settings_defaults(settings *m) {
                              .turns         = 1.25,
                              .test_fraction = 0.25,
                              .label_column  = -1,
-                             .header        = -1};
+                             .header        = -1,
+                             .val_fraction  = 0.1,
+                             .eval_windows  = 64,
+                             .text_bytes    = 1 << 20};
     m->train = (ampx_train_config){
         .steps = 1000, .batch = 64, .accumulate = 1, .seed = 1, .log_every = 50};
 }
@@ -428,6 +469,7 @@ void settings_free(settings *m) {
     data_config *d = &m->data;
     free(d->train_images), free(d->train_labels), free(d->test_images), free(d->test_labels);
     free(d->train_csv), free(d->test_csv);
+    free(d->text_train), free(d->text_val);
     free(m->file);
     m->file = NULL;
 }

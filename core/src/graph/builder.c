@@ -34,11 +34,32 @@ enum {
     K_MEAN,
     K_SUM,
     K_DROPOUT,
+    K_EMBEDDING,
+    K_POSITION,
+    K_ATTENTION,
 };
-static const char *const kinds[]     = {"dense",     "relu",      "gelu", "tanh", "sigmoid", "silu",
-                                        "layernorm", "batchnorm", "add",  "mul",  "scale",   "softmax",
-                                        "reshape",   "transpose", "mean", "sum",  "dropout", NULL};
-static const char *const act_names[] = {"relu", "gelu", "tanh", "sigmoid", "silu", NULL};
+static const char *const kinds[]      = {"dense",
+                                         "relu",
+                                         "gelu",
+                                         "tanh",
+                                         "sigmoid",
+                                         "silu",
+                                         "layernorm",
+                                         "batchnorm",
+                                         "add",
+                                         "mul",
+                                         "scale",
+                                         "softmax",
+                                         "reshape",
+                                         "transpose",
+                                         "mean",
+                                         "sum",
+                                         "dropout",
+                                         "embedding",
+                                         "position_embedding",
+                                         "attention",
+                                         NULL};
+static const char *const act_names[]  = {"relu", "gelu", "tanh", "sigmoid", "silu", NULL};
 static const char *const init_names[] = {"glorot_uniform", "he_uniform", "he_normal", "normal",
                                          "zeros",          "ones",       NULL};
 
@@ -52,6 +73,9 @@ static const char *const *kind_keys(int k) {
     static const char *const rs[]    = {"shape", NULL};
     static const char *const red[]   = {"axis", NULL};
     static const char *const drop[]  = {"rate", NULL};
+    static const char *const emb[]   = {"vocab", "dim", "init", NULL};
+    static const char *const pos[]   = {"init", NULL};
+    static const char *const attn[]  = {"heads", "causal", "dropout", "bias", "init", NULL};
     static const char *const none[]  = {NULL};
     switch (k) {
     case K_DENSE: return dense;
@@ -63,6 +87,9 @@ static const char *const *kind_keys(int k) {
     case K_MEAN:
     case K_SUM: return red;
     case K_DROPOUT: return drop;
+    case K_EMBEDDING: return emb;
+    case K_POSITION: return pos;
+    case K_ATTENTION: return attn;
     default: return none;
     }
 }
@@ -209,9 +236,11 @@ static int shared(builder *b, const json_value *v, int kind, const b_name **out)
     if (!s) return 0;
     if (s->type != JSON_STRING) return jerr(b->c, s, "expected the name of an earlier node");
     int i = find_name(b, s->str);
-    if (i < 0 || b->names[i].n_params == 0 || b->names[i].kind != kind)
-        return jerr(b->c, s, "\"%s\" is not an earlier %s node with parameters", s->str,
-                    kinds[kind]);
+    /* a dense node may share an embedding's table: the output head tied to it */
+    int tied = kind == K_DENSE && i >= 0 && b->names[i].kind == K_EMBEDDING;
+    if (i < 0 || b->names[i].n_params == 0 || (b->names[i].kind != kind && !tied))
+        return jerr(b->c, s, "\"%s\" is not an earlier %s node with parameters%s", s->str,
+                    kinds[kind], kind == K_DENSE ? " or an embedding" : "");
     *out = &b->names[i];
     return 0;
 }
@@ -223,6 +252,105 @@ static int axis_of(builder *b, const json_value *obj, int x, int dflt, int *out)
     if (jint(b->c, obj, "axis", 0, -ex, ex - 1, &a)) return -1;
     *out = (int)(a < 0 ? a + ex : a) + 1;
     return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// attention: causal multi-head self-attention over x [T, D], a composite of primitive
+// nodes (GPT-2's and llm.c's layout):
+//   qkv = x Wqkv + bqkv [T, 3D];  q, k, v = split into H heads [H, T, D/H]
+//   scores = q k^T [H, T, T];  probs = softmax(scores / sqrt(D/H), causal)  (f32)
+//   context = probs v [H, T, D/H];  merged [T, D];  y = merged Wo + bo
+
+/* An activation named "<name>.<part>". */
+static int part_act(builder *b, const json_value *at, const char *name, const char *part) {
+    char pn[G_NAME_MAX];
+    snprintf(pn, sizeof pn, "%s.%s", name, part);
+    return new_act(b, at, pn, AMPX_F32);
+}
+
+/* matmul (+ bias) of x with new parameters "<name>.<part>.weight" [in, units]. */
+static int projection(builder *b, const json_value *at, const json_value *iv, const char *name,
+                      const char *part, int x, int64_t units, int bias, float std, int *params,
+                      int *n_params, int *out) {
+    char pn[G_NAME_MAX], mm[G_NAME_MAX + 8];
+    snprintf(pn, sizeof pn, "%.63s.%.16s", name, part);
+    snprintf(mm, sizeof mm, "%s.matmul", pn);
+    int64_t in = g_last(&b->g->values[x]), wd[2] = {in, units}, bd[1] = {units};
+    int w = param(b, at, pn, "weight", ROLE_PARAM, 2, wd, INIT_NORMAL, std, in, units, 1);
+    if (w < 0) return -1;
+    params[(*n_params)++] = w;
+    g_attrs a             = {.alpha = 1};
+    int y = new_act(b, at, bias ? mm : pn, AMPX_F32), mi[2] = {x, w};
+    if (y < 0 || node(b, at, iv, OP_MATMUL, mi, 2, &y, 1, &a, pn)) return -1;
+    *out = y;
+    if (!bias) return 0;
+    int bv = param(b, at, pn, "bias", ROLE_PARAM, 1, bd, INIT_ZEROS, std, in, units, 0);
+    if (bv < 0) return -1;
+    params[(*n_params)++] = bv;
+    int yb = new_act(b, at, pn, AMPX_F32), bin[2] = {y, bv};
+    if (yb < 0 || node(b, at, NULL, OP_BIAS, bin, 2, &yb, 1, &a, pn)) return -1;
+    *out = yb;
+    return 0;
+}
+
+static int attention(builder *b, const json_value *v, const json_value *iv, const json_value *at,
+                     const char *name, int x, int *params, int *n_params, int *out) {
+    jctx *c       = b->c;
+    g_graph *g    = b->g;
+    int64_t heads = 0;
+    int causal = 1, bias = 1;
+    double rate = 0;
+    g_init wi = INIT_NORMAL, bi = INIT_ZEROS;
+    float std = 0.02f;
+    if (jint(c, v, "heads", 1, 1, 1 << 12, &heads) || jbool(c, v, "causal", &causal) ||
+        jbool(c, v, "bias", &bias) || jnum(c, v, "dropout", 0, 0.0, 0.999, &rate) ||
+        parse_init(b, v, &wi, &bi, &std))
+        return -1;
+    const g_value *xv = &g->values[x];
+    if (xv->ndim != 3)
+        return jerr(c, iv ? iv->items[0] : v,
+                    "attention reads [positions, features] per example; \"%s\" is not", xv->name);
+    int64_t d = xv->dims[2];
+    if (d % heads)
+        return jerr(c, json_get(v, "heads"), "%lld features do not split into %lld heads",
+                    (long long)d, (long long)heads);
+    int qkv;
+    if (projection(b, at, iv, name, "qkv", x, 3 * d, bias, std, params, n_params, &qkv)) return -1;
+    int qkv3[3] = {part_act(b, at, name, "q"), part_act(b, at, name, "k"),
+                   part_act(b, at, name, "v")};
+    g_attrs ha  = {.alpha = 1, .heads = (int)heads, .parts = 3};
+    char nn[G_NAME_MAX];
+    snprintf(nn, sizeof nn, "%s.heads", name);
+    if (qkv3[0] < 0 || qkv3[1] < 0 || qkv3[2] < 0 ||
+        node(b, at, NULL, OP_SPLIT_HEADS, &qkv, 1, qkv3, 3, &ha, nn))
+        return -1;
+    /* scores = q k^T, the 1/sqrt(D/H) scale applied by the softmax in f32 */
+    g_attrs sa = {.alpha = 1, .trans_b = 1};
+    int scores = part_act(b, at, name, "scores"), qk[2] = {qkv3[0], qkv3[1]};
+    snprintf(nn, sizeof nn, "%s.scores", name);
+    if (scores < 0 || node(b, at, NULL, OP_BMM, qk, 2, &scores, 1, &sa, nn)) return -1;
+    g_attrs pa = {.alpha = (float)(1.0 / sqrt((double)(d / heads))), .causal = causal};
+    int probs  = part_act(b, at, name, "probs");
+    snprintf(nn, sizeof nn, "%s.softmax", name);
+    if (probs < 0 || node(b, at, NULL, OP_SOFTMAX, &scores, 1, &probs, 1, &pa, nn)) return -1;
+    if (rate > 0) {
+        g_attrs da  = {.alpha = 1, .rate = (float)rate};
+        int dropped = part_act(b, at, name, "probs.dropout");
+        snprintf(nn, sizeof nn, "%s.dropout", name);
+        if (dropped < 0 || node(b, at, NULL, OP_DROPOUT, &probs, 1, &dropped, 1, &da, nn))
+            return -1;
+        probs = dropped;
+    }
+    g_attrs ca = {.alpha = 1};
+    int ctx = part_act(b, at, name, "context"), pv[2] = {probs, qkv3[2]};
+    snprintf(nn, sizeof nn, "%s.context", name);
+    if (ctx < 0 || node(b, at, NULL, OP_BMM, pv, 2, &ctx, 1, &ca, nn)) return -1;
+    g_attrs ma = {.alpha = 1, .heads = (int)heads, .parts = 1};
+    int merged = part_act(b, at, name, "merged");
+    snprintf(nn, sizeof nn, "%s.merge", name);
+    if (merged < 0 || node(b, at, NULL, OP_MERGE_HEADS, &ctx, 1, &merged, 1, &ma, nn)) return -1;
+    (void)wi, (void)bi;
+    return projection(b, at, NULL, name, "proj", merged, d, bias, std, params, n_params, out);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -276,10 +404,16 @@ static int parse_node(builder *b, const json_value *v, int is_layer, int index) 
     if (n_in != want)
         return jerr(c, iv ? iv : v, "\"%s\" takes %d input%s, found %d", kinds[kind], want,
                     want == 1 ? "" : "s", n_in);
-    for (int i = 0; i < n_in; i++)
-        if (b->g->values[ins[i]].dtype == AMPX_I32)
-            return jerr(c, iv ? iv->items[i] : v, "\"%s\" holds i32 labels; only the loss reads it",
+    for (int i = 0; i < n_in; i++) {
+        int is_i32 = b->g->values[ins[i]].dtype == AMPX_I32;
+        if (is_i32 && kind != K_EMBEDDING)
+            return jerr(c, iv ? iv->items[i] : v,
+                        "\"%s\" holds i32 values; only an embedding or the loss reads it",
                         b->g->values[ins[i]].name);
+        if (!is_i32 && kind == K_EMBEDDING)
+            return jerr(c, iv ? iv->items[i] : v, "an embedding reads i32 token ids; \"%s\" is f32",
+                        b->g->values[ins[i]].name);
+    }
 
     g_graph *g = b->g;
     g_attrs a  = {.alpha = 1};
@@ -293,11 +427,33 @@ static int parse_node(builder *b, const json_value *v, int is_layer, int index) 
         int bias      = 1;
         g_init wi = INIT_GLOROT_UNIFORM, bi = INIT_ZEROS;
         float std = 0.02f;
-        if (jint(c, v, "units", 1, 1, 1 << 24, &units) || jbool(c, v, "bias", &bias) ||
-            parse_init(b, v, &wi, &bi, &std) || shared(b, v, K_DENSE, &sh))
+        if (shared(b, v, K_DENSE, &sh)) return -1;
+        int tied = sh && sh->kind == K_EMBEDDING;
+        if (tied) {
+            /* logits = x E^T: the embedding's [vocab, dim] table read transposed; no bias
+             * unless asked for */
+            const g_value *e = &g->values[sh->params[0]];
+            units = e->dims[0], bias = 0;
+            a.trans_b = 1;
+            if (e->dims[1] != in)
+                return jerr(c, json_get(v, "share"),
+                            "\"%s\" embeds into %lld features; this node's input has %lld",
+                            sh->name, (long long)e->dims[1], (long long)in);
+        }
+        if (jint(c, v, "units", !tied, 1, 1 << 24, &units) || jbool(c, v, "bias", &bias) ||
+            parse_init(b, v, &wi, &bi, &std))
             return -1;
         int64_t wd[2] = {in, units}, bd[1] = {units};
-        if (sh) {
+        if (tied) {
+            if (units != g->values[sh->params[0]].dims[0])
+                return jerr(c, json_get(v, "units"), "a head tied to \"%s\" has %lld units",
+                            sh->name, (long long)g->values[sh->params[0]].dims[0]);
+            params[0] = sh->params[0];
+            n_params  = 1;
+            if (bias && (params[n_params++] = param(b, at, name, "bias", ROLE_PARAM, 1, bd, bi, std,
+                                                    in, units, 0)) < 0)
+                return -1;
+        } else if (sh) {
             const g_value *w0 = &g->values[sh->params[0]];
             if (w0->dims[0] != in || w0->dims[1] != units || (sh->n_params == 2) != bias)
                 return jerr(c, json_get(v, "share"),
@@ -489,6 +645,50 @@ static int parse_node(builder *b, const json_value *v, int is_layer, int index) 
             return -1;
         break;
     }
+    case K_EMBEDDING: {
+        int64_t vocab = 0, dim = 0;
+        g_init wi = INIT_NORMAL, bi = INIT_ZEROS;
+        float std = 0.02f;
+        if (jint(c, v, "vocab", 1, 1, 1 << 24, &vocab) || jint(c, v, "dim", 1, 1, 1 << 20, &dim) ||
+            parse_init(b, v, &wi, &bi, &std))
+            return -1;
+        if (g->classes && g->values[x].role == ROLE_INPUT && vocab < g->classes)
+            return jerr(c, json_get(v, "vocab"), "vocab %lld is smaller than the %lld classes",
+                        (long long)vocab, (long long)g->classes);
+        int64_t wd[2] = {vocab, dim};
+        if ((params[0] = param(b, at, name, "weight", ROLE_PARAM, 2, wd, wi, std, vocab, dim, 1)) <
+            0)
+            return -1;
+        n_params  = 1;
+        int ei[2] = {x, params[0]};
+        if ((out = new_act(b, at, name, AMPX_F32)) < 0 ||
+            node(b, at, iv, OP_EMBED, ei, 2, &out, 1, &a, name))
+            return -1;
+        break;
+    }
+    case K_POSITION: {
+        /* a learned [T, D] table added to every example (GPT-2's wpe, Flax's AddPositionEmbs) */
+        g_init wi = INIT_NORMAL, bi = INIT_ZEROS;
+        float std = 0.02f;
+        if (parse_init(b, v, &wi, &bi, &std)) return -1;
+        const g_value *xv = &g->values[x];
+        if (xv->ndim != 3)
+            return jerr(c, iv ? iv->items[0] : v,
+                        "a position embedding reads [positions, features] per example");
+        int64_t pd[2] = {xv->dims[1], xv->dims[2]};
+        if ((params[0] =
+                 param(b, at, name, "weight", ROLE_PARAM, 2, pd, wi, std, pd[0], pd[1], 1)) < 0)
+            return -1;
+        n_params  = 1;
+        int pi[2] = {x, params[0]};
+        if ((out = new_act(b, at, name, AMPX_F32)) < 0 ||
+            node(b, at, iv, OP_BIAS, pi, 2, &out, 1, &a, name))
+            return -1;
+        break;
+    }
+    case K_ATTENTION:
+        if (attention(b, v, iv, at, name, x, params, &n_params, &out)) return -1;
+        break;
     }
     b_name *nm = add_name(b, at, name, out, kind);
     if (!nm) return -1;
@@ -553,7 +753,10 @@ static int parse_inputs(builder *b, const json_value *v) {
         if (!add_name(b, in, in->key, val, -1)) return -1;
         if (b->last < 0 && !is_i32) b->last = val;
     }
-    if (b->last < 0) return jerr(c, v, "no f32 feature input declared");
+    /* a token model starts from its i32 ids (an embedding reads them) */
+    for (int i = 0; i < b->g->n_inputs && b->last < 0; i++)
+        if (!json_get(v->items[i], "classes")) b->last = b->g->inputs[i];
+    if (b->last < 0) return jerr(c, v, "no feature or token input declared");
     return 0;
 }
 

@@ -34,16 +34,25 @@ static uint64_t gemm_rows(const g_exec *x, const g_graph *g, int v) {
 }
 
 // ---------------------------------------------------------------------------------------
-// matmul: y[.., n] = x[.., k] W[k, n]
+// matmul: y[.., n] = x[.., k] W[k, n], or with trans_b y = x W^T for W [n, k] (an output
+// head tied to an embedding table [vocab, dim])
+
+/* W's rows and columns as the product reads it: k x n. */
+static int64_t w_k(const g_node *n, const g_value *w) {
+    return w->dims[n->a.trans_b ? 1 : 0];
+}
+static int64_t w_n(const g_node *n, const g_value *w) {
+    return w->dims[n->a.trans_b ? 0 : 1];
+}
 
 static int matmul_shape(g_graph *g, g_node *n, g_shape_error *e) {
     const g_value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]];
     g_value *y = &g->values[n->out[0]];
-    if (w->ndim != 2 || g_last(x) != w->dims[0]) {
+    if (w->ndim != 2 || g_last(x) != w_k(n, w)) {
         char s[64];
         g_shape_str(x, s, sizeof s);
         snprintf(e->msg, sizeof e->msg, "\"%s\" has shape %s but \"%s\" needs [.., %lld]", x->name,
-                 s, n->name, (long long)w->dims[0]);
+                 s, n->name, (long long)w_k(n, w));
         e->input = 0;
         return -1;
     }
@@ -51,14 +60,15 @@ static int matmul_shape(g_graph *g, g_node *n, g_shape_error *e) {
     y->ndim    = x->ndim;
     for (int i = 0; i < x->ndim; i++)
         y->dims[i] = x->dims[i];
-    y->dims[y->ndim - 1] = w->dims[1];
+    y->dims[y->ndim - 1] = w_n(n, w);
     return 0;
 }
 
 static ampx_status matmul_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     const g_value *w = &g->values[n->in[1]];
-    return gemm2d(x, n, 0, 0, gemm_rows(x, g, n->in[0]), (uint64_t)w->dims[1], (uint64_t)w->dims[0],
-                  0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
+    return gemm2d(x, n, 0, n->a.trans_b, gemm_rows(x, g, n->in[0]), (uint64_t)w_n(n, w),
+                  (uint64_t)w_k(n, w), 0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]),
+                  gx_tensor(x, n->out[0]));
 }
 
 static int matmul_bwd(g_graph *g, int self) {
@@ -66,7 +76,7 @@ static int matmul_bwd(g_graph *g, int self) {
     int in = n->in[0], w = n->in[1], dy = g_grad_of(g, n->out[0]);
     if (dy < 0) return 0;
     if (g_needs_grad(g, w)) {
-        g_attrs a = {0};
+        g_attrs a = {.trans_b = n->a.trans_b};
         int dw    = g_param_grad(g, w, &a.accumulate);
         int ins[] = {in, dy};
         if (dw < 0 || g_emit(g, self, OP_MATMUL_DW, ins, 2, &dw, 1, &a) < 0) return -1;
@@ -74,7 +84,8 @@ static int matmul_bwd(g_graph *g, int self) {
     if (g_needs_grad(g, in)) {
         int dx    = g_new_grad(g, in, g->values[in].dtype);
         int ins[] = {dy, w};
-        if (dx < 0 || g_emit(g, self, OP_MATMUL_DX, ins, 2, &dx, 1, NULL) < 0) return -1;
+        g_attrs a = {.trans_b = n->a.trans_b};
+        if (dx < 0 || g_emit(g, self, OP_MATMUL_DX, ins, 2, &dx, 1, &a) < 0) return -1;
         return g_contribute(g, in, dx, self);
     }
     return 0;
@@ -83,35 +94,44 @@ static int matmul_bwd(g_graph *g, int self) {
 const g_rule g_rule_matmul = {
     "matmul", {AMPX_OP_GEMM, AMPX_OP_COUNT}, matmul_shape, matmul_fwd, matmul_bwd};
 
-/* dW (+)= x^T dy: in x, dy; out dW (f32) */
+/* dW (+)= x^T dy (trans_b: dW (+)= dy^T x): in x, dy; out dW (f32) */
 static ampx_status matmul_dw_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     const g_value *dw = &g->values[n->out[0]];
+    int a             = n->a.trans_b ? 1 : 0;
     return gemm2d(x, n, 1, 0, (uint64_t)dw->dims[0], (uint64_t)dw->dims[1],
-                  gemm_rows(x, g, n->in[0]), gx_accumulate(x, n), gx_tensor(x, n->in[0]),
-                  gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
+                  gemm_rows(x, g, n->in[0]), gx_accumulate(x, n), gx_tensor(x, n->in[a]),
+                  gx_tensor(x, n->in[1 - a]), gx_tensor(x, n->out[0]));
 }
 
 const g_rule g_rule_matmul_dw = {
     "matmul_dw", {AMPX_OP_GEMM, AMPX_OP_COUNT}, NULL, matmul_dw_fwd, NULL};
 
-/* dx = dy W^T: in dy, W; out dx */
+/* dx = dy W^T (trans_b: dx = dy W): in dy, W; out dx */
 static ampx_status matmul_dx_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     const g_value *w = &g->values[n->in[1]];
-    return gemm2d(x, n, 0, 1, gemm_rows(x, g, n->in[0]), (uint64_t)w->dims[0], (uint64_t)w->dims[1],
-                  0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
+    return gemm2d(x, n, 0, !n->a.trans_b, gemm_rows(x, g, n->in[0]), (uint64_t)w_k(n, w),
+                  (uint64_t)w_n(n, w), 0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]),
+                  gx_tensor(x, n->out[0]));
 }
 
 const g_rule g_rule_matmul_dx = {
     "matmul_dx", {AMPX_OP_GEMM, AMPX_OP_COUNT}, NULL, matmul_dx_fwd, NULL};
 
 // ---------------------------------------------------------------------------------------
-// bias: y = x + b, b over the last axis (f32, read as f32 by the add)
+// bias: y = x + b, b over the trailing axes of x (the last one for a dense layer's bias, all
+// of one example's for a learned position embedding [T, D]); f32, read as f32 by the add
 
 static int bias_shape(g_graph *g, g_node *n, g_shape_error *e) {
     const g_value *x = &g->values[n->in[0]], *b = &g->values[n->in[1]];
-    if (b->ndim != 1 || b->dims[0] != g_last(x)) {
-        snprintf(e->msg, sizeof e->msg, "bias of %lld does not match %lld features",
-                 (long long)b->dims[0], (long long)g_last(x));
+    int fits = b->ndim >= 1 && b->ndim <= x->ndim - x->batched;
+    for (int i = 0; fits && i < b->ndim; i++)
+        fits = b->dims[b->ndim - 1 - i] == x->dims[x->ndim - 1 - i];
+    if (!fits) {
+        char sx[64], sb[64];
+        g_shape_str(x, sx, sizeof sx);
+        g_shape_str(b, sb, sizeof sb);
+        snprintf(e->msg, sizeof e->msg, "\"%s\" of shape %s does not end in %s's shape %s", x->name,
+                 sx, b->name, sb);
         e->input = 0;
         return -1;
     }
@@ -120,7 +140,7 @@ static int bias_shape(g_graph *g, g_node *n, g_shape_error *e) {
 }
 
 static ampx_status bias_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    uint64_t cols   = (uint64_t)g_last(&g->values[n->in[0]]);
+    uint64_t cols   = (uint64_t)g_elems(&g->values[n->in[1]]);
     ampx_add_args a = {.size        = sizeof a,
                        .broadcast_b = 1,
                        .rows        = gx_numel(x, n->in[0]) / cols,
@@ -150,7 +170,7 @@ const g_rule g_rule_bias = {"bias", {AMPX_OP_ADD, AMPX_OP_COUNT}, bias_shape, bi
 
 /* db (+)= sum over rows of dy: in dy; out db (f32) */
 static ampx_status bias_grad_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    uint64_t cols         = (uint64_t)g_last(&g->values[n->in[0]]);
+    uint64_t cols         = (uint64_t)g_elems(&g->values[n->out[0]]);
     ampx_bias_grad_args a = {.size       = sizeof a,
                              .accumulate = (uint32_t)gx_accumulate(x, n),
                              .rows       = gx_numel(x, n->in[0]) / cols,

@@ -29,6 +29,8 @@ uint64_t gx_micro_batches(const g_exec *x);
 ampx_tensor gx_scalars(g_exec *x);
 /* The dropout key of node n this micro-batch: the run's seed, the step, the micro-batch. */
 uint64_t gx_dropout_seed(const g_exec *x, const struct g_node *n);
+/* Fills value v's storage at this batch size with zero bytes (a gradient an op adds into). */
+ampx_status gx_zero(g_exec *x, const struct g_node *n, int v);
 /* Enqueues backend op `op` for node n through the call layer. */
 ampx_status gx_call(g_exec *x, const struct g_node *n, uint32_t op, const void *args);
 

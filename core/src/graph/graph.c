@@ -241,6 +241,11 @@ static const g_rule *const rules[OP_COUNT] = {
     [OP_REDUCE_BWD]    = &g_rule_reduce_bwd,
     [OP_XENT]          = &g_rule_xent,
     [OP_MSE]           = &g_rule_mse,
+    [OP_EMBED]         = &g_rule_embed,
+    [OP_EMBED_BWD]     = &g_rule_embed_bwd,
+    [OP_BMM]           = &g_rule_bmm,
+    [OP_SPLIT_HEADS]   = &g_rule_split_heads,
+    [OP_MERGE_HEADS]   = &g_rule_merge_heads,
 };
 
 const g_rule *g_rule_of(int op) {

@@ -46,6 +46,7 @@ typedef enum g_why {
     WHY_OUTPUT,        /* the output layer: the policy's output dtype */
     WHY_COMPUTE,       /* a GEMM-class op: the compute dtype */
     WHY_F32_OP,        /* norms, softmax, reductions, losses run in f32 */
+    WHY_EMBED,         /* an embedding gathers rows of its f32 table */
     WHY_FOLLOWS,       /* follows its input */
     WHY_WIDER,         /* the wider of its inputs */
     WHY_CAST,          /* a cast inserted by the policy */
@@ -88,6 +89,8 @@ typedef struct g_attrs {
     int accumulate;      /* backward into a parameter gradient another node wrote first */
     int64_t shape[G_MAX_DIMS]; /* reshape: the target shape of one example */
     int shape_ndim;
+    int trans_a, trans_b; /* matmul (trans_b: y = x W^T, a tied head), bmm */
+    int heads, parts;     /* split/merge heads: H heads of P fused parts */
 } g_attrs;
 
 typedef enum g_phase { PHASE_FORWARD, PHASE_BACKWARD } g_phase;

@@ -8,6 +8,8 @@
  *   layout.c      reshape (a view), transpose of the two last axes
  *   reduce.c      sum / mean over an axis
  *   loss.c        softmax cross-entropy (per position for N-D logits), mean squared error
+ *   embed.c       token embedding (gather) and its scatter-add backward
+ *   attention.c   batched products of activations, splitting and merging heads
  * Adding an op: an enum entry here, its rule in the family file, its name in the builder. */
 #ifndef AMPX_GRAPH_OPS_H
 #define AMPX_GRAPH_OPS_H
@@ -47,6 +49,13 @@ typedef enum g_op {
     /* loss.c */
     OP_XENT, /* loss (and, training, dlogits) of softmax cross-entropy   in: logits, labels */
     OP_MSE,  /* loss (and, training, dpred) of the mean squared error    in: pred, target */
+    /* embed.c */
+    OP_EMBED,     /* y[.., t, :] = table[ids[.., t], :]          in: ids, table */
+    OP_EMBED_BWD, /* dtable (+)= scatter-add of dy by ids       in: ids, dy  out: dtable */
+    /* attention.c */
+    OP_BMM,         /* C = alpha op(A) op(B) over the leading axes   in: A, B */
+    OP_SPLIT_HEADS, /* x [.., T, P*D] -> P values [.., H, T, D/H]     */
+    OP_MERGE_HEADS, /* P values [.., H, T, D/H] -> [.., T, P*D]       */
     OP_COUNT
 } g_op;
 
@@ -82,5 +91,7 @@ extern const g_rule g_rule_softmax, g_rule_softmax_bwd;
 extern const g_rule g_rule_reshape, g_rule_transpose;
 extern const g_rule g_rule_reduce, g_rule_reduce_bwd;
 extern const g_rule g_rule_xent, g_rule_mse;
+extern const g_rule g_rule_embed, g_rule_embed_bwd;
+extern const g_rule g_rule_bmm, g_rule_split_heads, g_rule_merge_heads;
 
 #endif

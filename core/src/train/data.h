@@ -12,7 +12,13 @@
 typedef struct dataset {
     int64_t n_train, n_test, features;
     float *x_train, *x_test;   /* row-major [n][features] */
-    int32_t *y_train, *y_test; /* [n] in [0, classes) */
+    int32_t *y_train, *y_test; /* [n] in [0, classes); token data: [n_test][window] */
+    /* Token streams (text, token files, embedded text): the model reads windows of `window`
+     * tokens and, as labels, the tokens that follow each. Training windows are drawn from
+     * tokens_train; the n_test held-out windows are fixed (ids_test, labels in y_test). */
+    uint16_t *tokens_train, *tokens_val;
+    int64_t n_tokens_train, n_tokens_val, window;
+    int32_t *ids_test;
 } dataset;
 
 /* What the model reads: its data settings, the f32 values per example and the classes. */
@@ -20,7 +26,17 @@ typedef struct data_request {
     const settings *cfg;
     int64_t features, classes;
     const char *input_name; /* for messages: the input(s) the features go to */
+    int64_t window;         /* token data: positions per example (the token input's size) */
 } data_request;
+
+/* Whether the model's data source is a token stream (text, tokens, embedded_text). */
+int data_is_tokens(const settings *cfg);
+/* Loads a token stream source (text.c); called by data_load. */
+int text_load(const data_request *m, dataset *d, char *err, size_t cap);
+/* Window w of a draw keyed by `key` (a step's micro-batch): `window` ids and their successors
+ * from a position drawn uniformly with the seed. */
+void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t rows, int32_t *ids,
+               int32_t *labels);
 
 /* Loads what the model's "data" names; features must match the model's inputs and labels
  * its classes. Errors are one line naming the file (and line for CSV). */

@@ -2,6 +2,8 @@
  * over the nodes. */
 #include "train/executor.h"
 
+#include <stdio.h>
+
 #include "ampx/dtype.h"
 #include "graph/ops.h"
 
@@ -48,6 +50,15 @@ uint64_t gx_dropout_seed(const g_exec *x, const g_node *n) {
     uint64_t hi = ampx_hash32(x->seed ^ 0xD809u, x->step * 65536u + (uint64_t)x->micro);
     uint64_t lo = ampx_hash32(hi, id);
     return hi << 32 | lo;
+}
+
+ampx_status gx_zero(g_exec *x, const g_node *n, int v) {
+    ampx_tensor t  = gx_tensor(x, v);
+    uint64_t bytes = gx_numel(x, v) * ampx_dtype_size(t.dtype);
+    char who[G_NAME_MAX + 8];
+    snprintf(who, sizeof who, "%s: fill", n->name);
+    return call_check(x->call,
+                      x->call->ifc->buffer_fill(x->call->ctx, t.buf, t.offset, bytes, 0, 4), who);
 }
 
 ampx_status gx_call(g_exec *x, const g_node *n, uint32_t op, const void *args) {

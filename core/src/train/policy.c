@@ -21,6 +21,7 @@ const char *policy_why(g_why why) {
     case WHY_OUTPUT: return "output layer: the policy's output dtype";
     case WHY_COMPUTE: return "dense: the compute dtype";
     case WHY_F32_OP: return "norms, softmax, reductions and losses run in f32";
+    case WHY_EMBED: return "embedding: rows of its f32 table";
     case WHY_FOLLOWS: return "follows its input";
     case WHY_WIDER: return "follows its inputs";
     case WHY_CAST: return "cast inserted by the policy";
@@ -32,7 +33,8 @@ const char *policy_why(g_why why) {
 
 static int class_of(int op) {
     switch (op) {
-    case OP_MATMUL: return CLASS_DENSE;
+    case OP_MATMUL:
+    case OP_BMM: return CLASS_DENSE;
     case OP_ACT: return CLASS_ACTIVATION;
     case OP_LAYERNORM: return CLASS_LAYERNORM;
     case OP_BATCHNORM: return CLASS_BATCHNORM;
@@ -59,6 +61,10 @@ static ampx_dtype decide(const policy *p, const g_node *n, int is_output, ampx_d
         *why = WHY_F32_OP;
         return AMPX_F32;
     }
+    if (op == OP_EMBED) {
+        *why = WHY_EMBED;
+        return AMPX_F32;
+    }
     if (op == OP_RESHAPE || op == OP_TRANSPOSE || op == OP_BIAS) {
         *why = WHY_FOLLOWS; /* views and the bias add keep their input's dtype */
         return in0;
@@ -81,6 +87,7 @@ static ampx_dtype decide(const policy *p, const g_node *n, int is_output, ampx_d
     case OP_MATMUL:
         *why = is_output ? WHY_OUTPUT : WHY_COMPUTE;
         return is_output ? p->output : p->compute;
+    case OP_BMM: *why = WHY_COMPUTE; return p->compute;
     case OP_LAYERNORM:
     case OP_BATCHNORM:
     case OP_SOFTMAX:
@@ -91,10 +98,12 @@ static ampx_dtype decide(const policy *p, const g_node *n, int is_output, ampx_d
     }
 }
 
-/* Whether node n reads its first input in its own dtype (a cast goes in front): GEMMs
- * always, one-input elementwise ops when their dtype was chosen for them. */
-static int casts_input(const g_node *n, g_why why) {
+/* How many of node n's first inputs it reads in its own dtype (casts go in front): GEMMs
+ * always (both operands of a product of activations), one-input elementwise ops when their
+ * dtype was chosen for them. */
+static int casts_inputs(const g_node *n, g_why why) {
     if (n->op == OP_MATMUL) return 1;
+    if (n->op == OP_BMM) return 2;
     int elementwise = n->op == OP_ACT || n->op == OP_DROPOUT || n->op == OP_SCALE;
     return elementwise && why != WHY_FOLLOWS;
 }
@@ -133,9 +142,10 @@ int policy_resolve(ampx_model *m, char *err, size_t cap) {
         if (n.op == OP_BIAS && n.in[0] >= 0 && g->values[n.in[0]].producer >= 0 &&
             g->nodes[g->values[n.in[0]].producer].op == OP_MATMUL)
             why = g->nodes[g->values[n.in[0]].producer].why; /* reads as its dense layer */
-        if (casts_input(&n, why) && in0 != d) {
+        for (int ci = 0; ci < casts_inputs(&n, why); ci++) {
+            if (g->values[n.in[ci]].dtype == d) continue;
             /* one cast per (value, dtype), shared by every node that needs it */
-            int src = n.in[0], found = -1;
+            int src = n.in[ci], found = -1;
             for (int k = 0; k < g->n_nodes && found < 0; k++)
                 if (g->nodes[k].op == OP_CAST && g->nodes[k].in[0] == src &&
                     g->values[g->nodes[k].out[0]].dtype == d)
@@ -155,7 +165,7 @@ int policy_resolve(ampx_model *m, char *err, size_t cap) {
                 g->nodes[id].col   = n.col;
                 found              = cv;
             }
-            n.in[0] = found;
+            n.in[ci] = found;
         }
         if (n.op == OP_MATMUL && d != AMPX_F32) {
             /* the GEMM reads the weight's working copy, which the optimizer writes */
@@ -191,6 +201,9 @@ int policy_resolve(ampx_model *m, char *err, size_t cap) {
         /* outputs: the node's dtype; statistics stay f32; a loss's gradient output takes the
          * dtype of the prediction it is the gradient of */
         g->values[n.out[0]].dtype = d;
+        if (n.op == OP_SPLIT_HEADS)
+            for (int k = 1; k < n.n_out; k++)
+                g->values[n.out[k]].dtype = d;
         if (n.op == OP_XENT || n.op == OP_MSE) g->values[n.out[1]].dtype = g->values[n.in[0]].dtype;
         if (n.op == OP_RESHAPE) g->values[n.out[0]].dtype = g->values[n.in[0]].dtype;
         if (n.op == OP_LAYERNORM || n.op == OP_BATCHNORM) {

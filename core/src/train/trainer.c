@@ -240,6 +240,47 @@ static const void *input_rows(ampx_trainer *t, int i, const float *x, const int3
     return t->host_in;
 }
 
+/* Token data: one i32 token input [T] and the i32 labels [T], the tokens that follow. */
+static ampx_status map_tokens(ampx_trainer *t, data_request *req) {
+    const g_graph *g  = &t->g;
+    const char *file  = t->m->cfg.file;
+    int ids           = -1;
+    const g_value *lv = &g->values[g->labels];
+    if (lv->dtype != AMPX_I32)
+        return tr_fail(t, AMPX_ERR_INVALID,
+                       "%s: token data trains a softmax cross-entropy over i32 labels", file);
+    for (int i = 0; i < g->n_inputs; i++) {
+        const g_value *v = &g->values[g->inputs[i]];
+        if (g->inputs[i] == g->labels) {
+            t->in_offset[i] = -1;
+        } else if (v->dtype == AMPX_I32 && ids < 0) {
+            t->in_offset[i] = -3;
+            ids             = i;
+        } else {
+            return tr_fail(t, AMPX_ERR_INVALID,
+                           "%s: input \"%s\": token data feeds one i32 token input and the labels",
+                           file, v->name);
+        }
+    }
+    if (ids < 0)
+        return tr_fail(
+            t, AMPX_ERR_INVALID,
+            "%s: token data needs an i32 token input (\"dtype\": \"i32\", \"shape\": [T])", file);
+    const g_value *iv = &g->values[g->inputs[ids]];
+    if (g_elems(iv) != g_elems(lv))
+        return tr_fail(t, AMPX_ERR_INVALID,
+                       "%s: tokens \"%s\" hold %lld positions but labels \"%s\" %lld: the labels "
+                       "are the next token at every position",
+                       file, iv->name, (long long)g_elems(iv), lv->name, (long long)g_elems(lv));
+    req->cfg        = &t->m->cfg;
+    req->features   = 0;
+    req->input_name = iv->name;
+    req->classes    = g->classes;
+    req->window     = g_elems(iv);
+    t->tokens       = 1;
+    return AMPX_OK;
+}
+
 /* Maps the inputs onto the data: f32 inputs take consecutive features in declaration order,
  * the labels input the class, an f32 target of the mean squared error its one-hot code. */
 static ampx_status map_inputs(ampx_trainer *t, data_request *req) {
@@ -247,6 +288,8 @@ static ampx_status map_inputs(ampx_trainer *t, data_request *req) {
     int64_t f        = 0;
     static char names[512];
     names[0] = 0;
+    memset(req, 0, sizeof *req);
+    if (data_is_tokens(&t->m->cfg)) return map_tokens(t, req);
     for (int i = 0; i < g->n_inputs; i++) {
         const g_value *v = &g->values[g->inputs[i]];
         if (g->inputs[i] == g->labels) {
@@ -261,7 +304,8 @@ static ampx_status map_inputs(ampx_trainer *t, data_request *req) {
         if (v->dtype == AMPX_I32)
             return tr_fail(t, AMPX_ERR_INVALID,
                            "%s: i32 input \"%s\" is not the loss's labels; the embedded, MNIST "
-                           "and CSV readers give one class per example",
+                           "and CSV readers give one class per example (token inputs read a "
+                           "text, tokens or embedded_text source)",
                            t->m->cfg.file, v->name);
         t->in_offset[i] = f;
         f += g_elems(v);
@@ -284,6 +328,17 @@ static ampx_status map_inputs(ampx_trainer *t, data_request *req) {
 
 static ampx_status upload_test(ampx_trainer *t) {
     ampx_status st;
+    if (t->tokens) {
+        /* the fixed held-out windows; the training buffers hold one micro-batch */
+        uint64_t bytes = (uint64_t)(t->data.n_test * t->data.window) * 4;
+        for (int i = 0; i < t->g.n_inputs; i++) {
+            const void *src = t->in_offset[i] == -3 ? t->data.ids_test : t->data.y_test;
+            if ((st = upload(t, &t->in_test[i], src, bytes)) ||
+                (st = alloc_zero(t, (uint64_t)(t->B * t->data.window) * 4, &t->in_train[i])))
+                return st;
+        }
+        return AMPX_OK;
+    }
     for (int i = 0; i < t->g.n_inputs; i++) {
         uint64_t bytes;
         const void *src = input_rows(t, i, t->data.x_test, t->data.y_test, t->data.n_test, &bytes);
@@ -294,8 +349,8 @@ static ampx_status upload_test(ampx_trainer *t) {
     return AMPX_OK;
 }
 
-ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **out, char *err,
-                                size_t err_cap) {
+static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, char *err,
+                          size_t err_cap, int inference) {
     *out            = NULL;
     ampx_trainer *t = calloc(1, sizeof *t);
     if (!t || g_init_graph(&t->g)) {
@@ -312,6 +367,7 @@ ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **
     t->K               = m->cfg.train.log_every;
     t->inject_step     = -1;
     t->epoch_on_device = -1;
+    t->inference       = inference;
     call_init(&t->call, be, t->error, sizeof t->error);
     ampx_status st = AMPX_ERR_INVALID;
     g_copy_graph(&t->g, &m->graph);
@@ -329,18 +385,29 @@ ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **
     data_request req;
     if ((st = map_inputs(t, &req))) goto fail;
     st = AMPX_ERR_INVALID;
-    if (data_load(&req, &t->data, t->error, sizeof t->error)) goto fail;
+    if (inference && !t->tokens) {
+        tr_fail(t, st, "%s: sampling reads a token model (an i32 token input and its labels)",
+                m->cfg.file);
+        goto fail;
+    }
+    if (inference) {
+        t->data.window  = req.window;
+        t->data.n_train = t->B; /* nothing is loaded; windows come from the caller */
+    } else if (data_load(&req, &t->data, t->error, sizeof t->error))
+        goto fail;
     if (t->data.n_train < t->B) {
         tr_fail(t, st, "%s: %lld training examples are fewer than one batch of %lld", m->cfg.file,
                 (long long)t->data.n_train, (long long)t->B);
         goto fail;
     }
     t->micro_per_epoch = t->data.n_train / t->B;
+    if (t->tokens) t->data.n_train = 0; /* no examples to shuffle: windows are drawn */
     uint64_t f = (uint64_t)t->data.features, widest = f + 1;
     for (int i = 0; i < t->g.n_inputs; i++)
         if ((uint64_t)g_elems(&t->g.values[t->g.inputs[i]]) > widest)
             widest = (uint64_t)g_elems(&t->g.values[t->g.inputs[i]]);
     int64_t most = t->data.n_train > t->data.n_test ? t->data.n_train : t->data.n_test;
+    if (t->tokens) most = 2 * t->B; /* ids and labels of one micro-batch */
     t->shuffle_x = malloc(sizeof(float) * (size_t)(t->data.n_train * (int64_t)f + 1));
     t->shuffle_y = malloc(sizeof(int32_t) * (size_t)(t->data.n_train + 1));
     t->host_in   = malloc(sizeof(float) * (size_t)((uint64_t)most * widest + 1));
@@ -379,6 +446,16 @@ fail:
     snprintf(err, err_cap, "%s", t->error);
     ampx_trainer_free(t);
     return st ? st : AMPX_ERR_INVALID;
+}
+
+ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **out, char *err,
+                                size_t err_cap) {
+    return create(m, be, out, err, err_cap, 0);
+}
+
+ampx_status ampx_trainer_create_sampler(ampx_model *m, ampx_backend *be, ampx_trainer **out,
+                                        char *err, size_t err_cap) {
+    return create(m, be, out, err, err_cap, 1);
 }
 
 void ampx_trainer_free(ampx_trainer *t) {
@@ -452,7 +529,27 @@ static ampx_status load_epoch(ampx_trainer *t, int64_t e) {
     return st;
 }
 
+/* Token data: micro-batch `key`'s windows, drawn with the seed, into the training buffers. */
+static ampx_status write_windows(ampx_trainer *t, uint64_t key) {
+    int32_t *ids = (int32_t *)t->host_in, *labels = ids + t->B * t->data.window;
+    text_draw(&t->data, t->m->cfg.train.seed * 0xD1B54A32D192ED03ull + 5, key, t->B, ids, labels);
+    ampx_status st = AMPX_OK;
+    uint64_t bytes = (uint64_t)(t->B * t->data.window) * 4;
+    for (int i = 0; i < t->g.n_inputs && !st; i++)
+        st = check(t,
+                   t->ifc->buffer_write(t->ctx, t->in_train[i], 0,
+                                        t->in_offset[i] == -3 ? ids : labels, bytes),
+                   "buffer_write");
+    return st;
+}
+
 static ampx_status select_micro(ampx_trainer *t, int64_t global_micro) {
+    if (t->tokens) {
+        bind_inputs(t, 0);
+        t->x.row0 = 0;
+        t->x.rows = (uint64_t)t->B;
+        return write_windows(t, (uint64_t)global_micro);
+    }
     ampx_status st = load_epoch(t, global_micro / t->micro_per_epoch);
     bind_inputs(t, 0);
     t->x.row0 = (uint64_t)((global_micro % t->micro_per_epoch) * t->B);
@@ -646,8 +743,9 @@ ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
     double loss_sum       = 0;
     int classify          = g->values[g->labels].dtype == AMPX_I32;
     uint64_t c            = (uint64_t)g_last(&g->values[g->logits]);
+    uint64_t pos          = classify ? (uint64_t)g_elems(&g->values[g->labels]) : 1;
     ampx_dtype ld         = g->values[g->logits].dtype;
-    unsigned char *logits = malloc((size_t)((uint64_t)t->B * c * 4));
+    unsigned char *logits = malloc((size_t)((uint64_t)t->B * pos * c * 4));
     if (!logits) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     ampx_status st = AMPX_OK;
     t->x.training  = 0;
@@ -662,12 +760,12 @@ ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
         float loss;
         if ((classify && (st = check(t,
                                      t->ifc->buffer_read(t->ctx, lt.buf, lt.offset, logits,
-                                                         t->x.rows * c * ampx_dtype_size(ld)),
+                                                         t->x.rows * pos * c * ampx_dtype_size(ld)),
                                      "buffer_read"))) ||
             (st = check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, 0, &loss, 4), "buffer_read")))
             break;
         loss_sum += (double)loss * (double)t->x.rows;
-        for (uint64_t r = 0; classify && r < t->x.rows; r++) {
+        for (uint64_t r = 0; classify && r < t->x.rows * pos; r++) {
             int64_t best = 0;
             float bv     = -INFINITY;
             for (uint64_t j = 0; j < c; j++) {
@@ -677,16 +775,17 @@ ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
                                                : ampx_f16_to_f32(((uint16_t *)logits)[k]);
                 if (v > bv) bv = v, best = (int64_t)j;
             }
-            correct += best == t->data.y_test[r0 + (int64_t)r];
+            correct += best == t->data.y_test[r0 * (int64_t)pos + (int64_t)r];
         }
     }
+    n *= (int64_t)pos; /* accuracy per position */
     free(logits);
     t->x.training = 1;
     bind_inputs(t, 0);
     if (st) return st;
     out->examples = n;
     out->accuracy = !classify ? -1 : n ? (double)correct / (double)n : 0;
-    out->loss     = n ? loss_sum / (double)n : 0;
+    out->loss     = n ? loss_sum / (double)(n / (int64_t)pos) : 0;
     return AMPX_OK;
 }
 
@@ -743,12 +842,19 @@ ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const float *host
 }
 
 ampx_status ampx_trainer_gradients(ampx_trainer *t, int64_t first, double *loss) {
-    if (first < 0 || first + t->B > t->data.n_train)
-        return tr_fail(t, AMPX_ERR_INVALID, "rows %lld..%lld are outside the training set",
-                       (long long)first, (long long)(first + t->B));
-    /* unshuffled rows: written over the epoch's copy, which is reloaded on the next step */
-    int64_t f      = t->data.features;
-    ampx_status st = write_train(t, t->data.x_train + first * f, t->data.y_train + first, t->B);
+    ampx_status st;
+    if (t->tokens) {
+        /* the windows of a draw keyed apart from the steps' */
+        st = first < 0 ? tr_fail(t, AMPX_ERR_INVALID, "no draw %lld", (long long)first)
+                       : write_windows(t, (uint64_t)first | 1ull << 62);
+    } else {
+        if (first < 0 || first + t->B > t->data.n_train)
+            return tr_fail(t, AMPX_ERR_INVALID, "rows %lld..%lld are outside the training set",
+                           (long long)first, (long long)(first + t->B));
+        /* unshuffled rows: written over the epoch's copy, which is reloaded on the next step */
+        int64_t f = t->data.features;
+        st        = write_train(t, t->data.x_train + first * f, t->data.y_train + first, t->B);
+    }
     if (st) return st;
     t->epoch_on_device = -1;
     bind_inputs(t, 0);
@@ -770,4 +876,55 @@ ampx_status ampx_trainer_gradients(ampx_trainer *t, int64_t first, double *loss)
 void ampx_trainer_inject_nonfinite(ampx_trainer *t, int64_t step, int which) {
     t->inject_step  = step;
     t->inject_param = which < 0 || which >= t->n_params ? 0 : which;
+}
+
+ampx_status ampx_trainer_logits(ampx_trainer *t, const int32_t *ids, int64_t rows, float *logits) {
+    const g_graph *g = &t->g;
+    if (!t->tokens)
+        return tr_fail(t, AMPX_ERR_INVALID, "logits of token windows need a token model");
+    if (rows < 1 || rows > t->B)
+        return tr_fail(t, AMPX_ERR_INVALID, "%lld windows; at most the batch, %lld",
+                       (long long)rows, (long long)t->B);
+    uint64_t T = (uint64_t)t->data.window, c = (uint64_t)g_last(&g->values[g->logits]);
+    uint64_t n     = (uint64_t)rows * T;
+    ampx_dtype ld  = g->values[g->logits].dtype;
+    ampx_status st = AMPX_OK;
+    memset(t->host_in, 0, n * 4);
+    for (int i = 0; i < g->n_inputs && !st; i++)
+        st = check(t,
+                   t->ifc->buffer_write(t->ctx, t->in_train[i], 0,
+                                        t->in_offset[i] == -3 ? (const void *)ids : t->host_in,
+                                        n * 4),
+                   "buffer_write");
+    if (st) return st;
+    bind_inputs(t, 0);
+    t->x.training = 0;
+    t->x.micro    = 0;
+    t->x.loss     = buf_tensor(t->eval_loss, 0, AMPX_F32);
+    t->x.row0     = 0;
+    t->x.rows     = (uint64_t)rows;
+    st            = micro_batch(t);
+    t->x.training = 1;
+    t->x.rows     = (uint64_t)t->B;
+    if (st) return st;
+    ampx_tensor lt = gx_tensor(&t->x, g->logits);
+    size_t es      = ampx_dtype_size(ld);
+    void *raw      = ld == AMPX_F32 ? (void *)logits : malloc(n * c * es);
+    if (!raw) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    st = check(t, t->ifc->buffer_read(t->ctx, lt.buf, lt.offset, raw, n * c * es), "buffer_read");
+    if (ld != AMPX_F32) {
+        for (uint64_t k = 0; !st && k < n * c; k++)
+            logits[k] = ld == AMPX_BF16 ? ampx_bf16_to_f32(((uint16_t *)raw)[k])
+                                        : ampx_f16_to_f32(((uint16_t *)raw)[k]);
+        free(raw);
+    }
+    return st;
+}
+
+int64_t ampx_trainer_window(const ampx_trainer *t) {
+    return t->tokens ? t->data.window : 0;
+}
+
+int64_t ampx_trainer_vocab(const ampx_trainer *t) {
+    return t->tokens ? (int64_t)g_last(&t->g.values[t->g.logits]) : 0;
 }

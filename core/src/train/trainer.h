@@ -43,6 +43,8 @@ struct ampx_trainer {
     ampx_buffer **own; /* per value (the executor's placement) */
     uint8_t *persistent;
     dataset data;
+    int tokens;    /* the data is a token stream: windows are drawn per micro-batch */
+    int inference; /* created for sampling: no data is loaded */
     int64_t B, A, K; /* micro-batch rows, micro-batches per step, ring slots */
     int64_t micro_per_epoch, epoch_on_device;
     float *shuffle_x, *host_in;

@@ -1,0 +1,236 @@
+/* attention.c — the pieces multi-head attention is built from: a batched product of two
+ * activations (Q K^T, P V and their backward), and the split of a fused [T, P*D] projection
+ * into P head-major tensors [H, T, D/H] and its inverse, each one strided PERMUTE per part
+ * (llm.c's permute / unpermute). The builder composes them with the dense and softmax rules
+ * into an `attention` node; each is the other's backward. */
+#include <stdio.h>
+
+#include "graph/ops.h"
+
+// ---------------------------------------------------------------------------------------
+// bmm: C[.., m, n] = alpha op(A)[.., m, k] op(B)[.., k, n] over every leading index
+
+/* Rows and columns of op(X) for the stored matrix of value v. */
+static void mat_dims(const g_value *v, int trans, int64_t *rows, int64_t *cols) {
+    int64_t r = v->dims[v->ndim - 2], c = v->dims[v->ndim - 1];
+    *rows = trans ? c : r;
+    *cols = trans ? r : c;
+}
+
+static int bmm_shape(g_graph *g, g_node *n, g_shape_error *e) {
+    const g_value *a = &g->values[n->in[0]], *b = &g->values[n->in[1]];
+    int64_t m, ka, kb, cols;
+    if (a->ndim < 3 || a->ndim != b->ndim || a->batched != b->batched) {
+        snprintf(e->msg, sizeof e->msg,
+                 "a batched product needs two values of the same rank with matrices on the two "
+                 "last axes (\"%s\" and \"%s\")",
+                 a->name, b->name);
+        e->input = 1;
+        return -1;
+    }
+    for (int i = a->batched; i < a->ndim - 2; i++)
+        if (a->dims[i] != b->dims[i]) {
+            snprintf(e->msg, sizeof e->msg, "\"%s\" and \"%s\" differ on axis %d", a->name, b->name,
+                     i);
+            e->input = 1;
+            return -1;
+        }
+    mat_dims(a, n->a.trans_a, &m, &ka);
+    mat_dims(b, n->a.trans_b, &kb, &cols);
+    if (ka != kb) {
+        char sa[64], sb[64];
+        g_shape_str(a, sa, sizeof sa);
+        g_shape_str(b, sb, sizeof sb);
+        snprintf(e->msg, sizeof e->msg, "\"%s\" %s and \"%s\" %s do not multiply", a->name, sa,
+                 b->name, sb);
+        e->input = 1;
+        return -1;
+    }
+    g_set_shape_like(g, n->out[0], n->in[0]);
+    g_value *y           = &g->values[n->out[0]];
+    y->dims[y->ndim - 2] = m;
+    y->dims[y->ndim - 1] = cols;
+    return 0;
+}
+
+static ampx_status bmm_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    const g_value *a = &g->values[n->in[0]], *b = &g->values[n->in[1]];
+    int64_t m, k, kb, cols;
+    mat_dims(a, n->a.trans_a, &m, &k);
+    mat_dims(b, n->a.trans_b, &kb, &cols);
+    uint64_t mk = (uint64_t)(m * k), kn = (uint64_t)(k * cols);
+    ampx_gemm_args p = {.size     = sizeof p,
+                        .trans_a  = (uint32_t)n->a.trans_a,
+                        .trans_b  = (uint32_t)n->a.trans_b,
+                        .m        = (uint64_t)m,
+                        .n        = (uint64_t)cols,
+                        .k        = (uint64_t)k,
+                        .batch    = gx_numel(x, n->in[0]) / mk,
+                        .lda      = (uint64_t)a->dims[a->ndim - 1],
+                        .ldb      = (uint64_t)b->dims[b->ndim - 1],
+                        .ldc      = (uint64_t)cols,
+                        .stride_a = mk,
+                        .stride_b = kn,
+                        .stride_c = (uint64_t)(m * cols),
+                        .alpha    = n->a.alpha,
+                        .beta     = 0,
+                        .a        = gx_tensor(x, n->in[0]),
+                        .b        = gx_tensor(x, n->in[1]),
+                        .c        = gx_tensor(x, n->out[0])};
+    return gx_call(x, n, AMPX_OP_GEMM, &p);
+}
+
+/* One backward product: out = alpha op(p) op(q), contributed to value `to`'s gradient. */
+static int bmm_grad(g_graph *g, int self, int to, int p, int q, int ta, int tb) {
+    int d = g_new_grad(g, to, g->values[to].dtype);
+    if (d < 0) return -1;
+    g_attrs a = {.alpha = g->nodes[self].a.alpha, .trans_a = ta, .trans_b = tb};
+    int in[2] = {p, q};
+    if (g_emit(g, self, OP_BMM, in, 2, &d, 1, &a) < 0) return -1;
+    return g_contribute(g, to, d, self);
+}
+
+/* For C = op(A) op(B):  d op(A) = dC op(B)^T,  d op(B) = op(A)^T dC, transposed back to
+ * the stored layout when op transposes. */
+static int bmm_bwd(g_graph *g, int self) {
+    const g_node n = g->nodes[self];
+    int a = n.in[0], b = n.in[1], dc = g_grad_of(g, n.out[0]);
+    int ta = n.a.trans_a, tb = n.a.trans_b;
+    if (dc < 0) return 0;
+    if (g_needs_grad(g, a) &&
+        (ta ? bmm_grad(g, self, a, b, dc, tb, 1) : bmm_grad(g, self, a, dc, b, 0, !tb)))
+        return -1;
+    if (g_needs_grad(g, b) &&
+        (tb ? bmm_grad(g, self, b, dc, a, 1, ta) : bmm_grad(g, self, b, a, dc, !ta, 0)))
+        return -1;
+    return 0;
+}
+
+const g_rule g_rule_bmm = {"bmm", {AMPX_OP_GEMM, AMPX_OP_COUNT}, bmm_shape, bmm_fwd, bmm_bwd};
+
+// ---------------------------------------------------------------------------------------
+// heads: x [.., T, P*D] <-> P values [.., H, T, D/H] (a.heads = H, parts = P)
+
+/* The PERMUTE between part p of the fused layout and one head-major tensor; `to_heads`
+ * picks the direction. dims walk [B, H, T, hd]. */
+static ampx_status heads_permute(g_exec *x, const g_node *n, ampx_tensor fused, int p,
+                                 ampx_tensor heads, uint64_t batch, uint64_t t, uint64_t d,
+                                 int to_heads) {
+    uint64_t h = (uint64_t)n->a.heads, hd = d / h, parts = (uint64_t)n->a.parts;
+    uint64_t fs[4] = {t * parts * d, hd, parts * d, 1}, hs[4] = {h * t * hd, t * hd, hd, 1};
+    fused.offset += (uint64_t)p * d * ampx_dtype_size(fused.dtype);
+    ampx_permute_args a = {.size = sizeof a, .ndim = 4, .dims = {batch, h, t, hd}};
+    for (int i = 0; i < 4; i++) {
+        a.x_strides[i] = to_heads ? fs[i] : hs[i];
+        a.y_strides[i] = to_heads ? hs[i] : fs[i];
+    }
+    a.x = to_heads ? fused : heads;
+    a.y = to_heads ? heads : fused;
+    return gx_call(x, n, AMPX_OP_PERMUTE, &a);
+}
+
+/* split: in x [.., T, P*D]; out P values [.., H, T, D/H] */
+static int split_shape(g_graph *g, g_node *n, g_shape_error *e) {
+    const g_value *x = &g->values[n->in[0]];
+    int64_t w = g_last(x), parts = n->a.parts, h = n->a.heads;
+    if (x->ndim != 2 + x->batched || w % parts || (w / parts) % h) {
+        char s[64];
+        g_shape_str(x, s, sizeof s);
+        snprintf(e->msg, sizeof e->msg,
+                 "\"%s\" has shape %s: %lld heads need [.., T, D] with D a multiple of %lld",
+                 x->name, s, (long long)h, (long long)h);
+        e->input = 0;
+        return -1;
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        g_value *y = &g->values[n->out[k]];
+        y->batched = x->batched;
+        y->ndim    = x->ndim + 1;
+        int i      = 0;
+        if (x->batched) y->dims[i++] = 0;
+        y->dims[i++] = h;
+        y->dims[i++] = x->dims[x->ndim - 2];
+        y->dims[i]   = w / parts / h;
+    }
+    return 0;
+}
+
+/* Positions and features per part of the fused value f, and its leading count at this batch. */
+static void heads_sizes(const g_exec *x, const g_graph *g, int f, int64_t parts, uint64_t *batch,
+                        uint64_t *t, uint64_t *d) {
+    const g_value *v = &g->values[f];
+    *t               = (uint64_t)v->dims[v->ndim - 2];
+    *d               = (uint64_t)(g_last(v) / parts);
+    *batch           = gx_numel(x, f) / (*t * *d * (uint64_t)parts);
+}
+
+static ampx_status split_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    uint64_t batch, t, d;
+    heads_sizes(x, g, n->in[0], n->a.parts, &batch, &t, &d);
+    ampx_status st = AMPX_OK;
+    for (int p = 0; p < n->n_out && !st; p++)
+        st =
+            heads_permute(x, n, gx_tensor(x, n->in[0]), p, gx_tensor(x, n->out[p]), batch, t, d, 1);
+    return st;
+}
+
+static int split_bwd(g_graph *g, int self) {
+    const g_node n = g->nodes[self];
+    int in         = n.in[0], dys[G_MAX_IN];
+    if (!g_needs_grad(g, in)) return 0;
+    for (int p = 0; p < n.n_out; p++)
+        if ((dys[p] = g_grad_of(g, n.out[p])) < 0) return 0; /* every part or none */
+    int dx = g_new_grad(g, in, g->values[dys[0]].dtype);
+    if (dx < 0 || g_emit(g, self, OP_MERGE_HEADS, dys, n.n_out, &dx, 1, &n.a) < 0) return -1;
+    return g_contribute(g, in, dx, self);
+}
+
+const g_rule g_rule_split_heads = {
+    "split_heads", {AMPX_OP_PERMUTE, AMPX_OP_COUNT}, split_shape, split_fwd, split_bwd};
+
+/* merge: in P values [.., H, T, D/H]; out [.., T, P*D] */
+static int merge_shape(g_graph *g, g_node *n, g_shape_error *e) {
+    const g_value *x = &g->values[n->in[0]];
+    if (x->ndim != 3 + x->batched) {
+        snprintf(e->msg, sizeof e->msg, "\"%s\" is not [.., heads, T, D/heads]", x->name);
+        e->input = 0;
+        return -1;
+    }
+    g_value *y = &g->values[n->out[0]];
+    y->batched = x->batched;
+    y->ndim    = x->ndim - 1;
+    int i      = 0;
+    if (x->batched) y->dims[i++] = 0;
+    y->dims[i++] = x->dims[x->ndim - 2];
+    y->dims[i]   = x->dims[x->ndim - 3] * x->dims[x->ndim - 1] * n->n_in;
+    return 0;
+}
+
+static ampx_status merge_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    uint64_t batch, t, d;
+    heads_sizes(x, g, n->out[0], n->a.parts, &batch, &t, &d);
+    ampx_status st = AMPX_OK;
+    for (int p = 0; p < n->n_in && !st; p++)
+        st =
+            heads_permute(x, n, gx_tensor(x, n->out[0]), p, gx_tensor(x, n->in[p]), batch, t, d, 0);
+    return st;
+}
+
+static int merge_bwd(g_graph *g, int self) {
+    const g_node n = g->nodes[self];
+    int dy         = g_grad_of(g, n.out[0]), dxs[G_MAX_OUT];
+    if (dy < 0) return 0;
+    int any = 0;
+    for (int p = 0; p < n.n_in; p++)
+        any |= g_needs_grad(g, n.in[p]);
+    if (!any) return 0;
+    for (int p = 0; p < n.n_in; p++)
+        if ((dxs[p] = g_new_grad(g, n.in[p], g->values[dy].dtype)) < 0) return -1;
+    if (g_emit(g, self, OP_SPLIT_HEADS, &dy, 1, dxs, n.n_in, &n.a) < 0) return -1;
+    for (int p = 0; p < n.n_in; p++)
+        if (g_needs_grad(g, n.in[p]) && g_contribute(g, n.in[p], dxs[p], self)) return -1;
+    return 0;
+}
+
+const g_rule g_rule_merge_heads = {
+    "merge_heads", {AMPX_OP_PERMUTE, AMPX_OP_COUNT}, merge_shape, merge_fwd, merge_bwd};

@@ -1,0 +1,71 @@
+/* embed.c — token embedding: a gather of f32 table rows by i32 ids, and its backward, the
+ * f32 scatter-add of the output gradient into the table's gradient. The table keeps its f32
+ * master (the policy does not give it a working copy unless a GEMM reads it in another
+ * dtype: a tied output head). */
+#include <stdio.h>
+
+#include "ampx/dtype.h"
+#include "graph/ops.h"
+
+/* embed: in ids [.., T] (i32), table [V, D]; out [.., T, D] */
+static int embed_shape(g_graph *g, g_node *n, g_shape_error *e) {
+    const g_value *ids = &g->values[n->in[0]], *w = &g->values[n->in[1]];
+    if (ids->dtype != AMPX_I32 || ids->ndim >= G_MAX_DIMS) {
+        snprintf(e->msg, sizeof e->msg,
+                 "an embedding reads i32 token ids of at most %d axes; \"%s\" is %s",
+                 G_MAX_DIMS - 2, ids->name, ampx_dtype_name(ids->dtype));
+        e->input = 0;
+        return -1;
+    }
+    g_value *y = &g->values[n->out[0]];
+    y->batched = ids->batched;
+    y->ndim    = ids->ndim + 1;
+    for (int i = 0; i < ids->ndim; i++)
+        y->dims[i] = ids->dims[i];
+    y->dims[ids->ndim] = w->dims[1];
+    return 0;
+}
+
+static ampx_embedding_args embed_args(g_exec *x, const g_graph *g, const g_node *n, int table) {
+    const g_value *w = &g->values[table];
+    return (ampx_embedding_args){.size            = sizeof(ampx_embedding_args),
+                                 .n               = gx_numel(x, n->in[0]),
+                                 .vocab           = (uint64_t)w->dims[0],
+                                 .dim             = (uint64_t)w->dims[1],
+                                 .table_or_dtable = gx_tensor(x, table),
+                                 .ids             = gx_tensor(x, n->in[0])};
+}
+
+static ampx_status embed_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    ampx_embedding_args a = embed_args(x, g, n, n->in[1]);
+    a.y_or_dy             = gx_tensor(x, n->out[0]);
+    return gx_call(x, n, AMPX_OP_EMBEDDING_FWD, &a);
+}
+
+static int embed_bwd(g_graph *g, int self) {
+    const g_node *n = &g->nodes[self];
+    int w = n->in[1], dy = g_grad_of(g, n->out[0]);
+    if (dy < 0 || !g_needs_grad(g, w)) return 0;
+    g_attrs a = {0};
+    int dw    = g_param_grad(g, w, &a.accumulate);
+    int in[2] = {n->in[0], dy};
+    return dw < 0 || g_emit(g, self, OP_EMBED_BWD, in, 2, &dw, 1, &a) < 0 ? -1 : 0;
+}
+
+const g_rule g_rule_embed = {
+    "embedding", {AMPX_OP_EMBEDDING_FWD, AMPX_OP_COUNT}, embed_shape, embed_fwd, embed_bwd};
+
+/* dtable (+)= scatter of dy by ids: in ids, dy; out dtable (f32). The op adds, so a first
+ * writer clears the gradient first. */
+static ampx_status embed_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    ampx_embedding_args a = embed_args(x, g, n, n->out[0]);
+    a.y_or_dy             = gx_tensor(x, n->in[1]);
+    if (!gx_accumulate(x, n)) {
+        ampx_status st = gx_zero(x, n, n->out[0]);
+        if (st) return st;
+    }
+    return gx_call(x, n, AMPX_OP_EMBEDDING_BWD, &a);
+}
+
+const g_rule g_rule_embed_bwd = {
+    "embedding_bwd", {AMPX_OP_EMBEDDING_BWD, AMPX_OP_COUNT}, NULL, embed_bwd_fwd, NULL};

@@ -1,0 +1,314 @@
+/* text.c — token streams for language models: the bytes of a text file (vocabulary 256),
+ * llm.c's token files (a header of 256 int32: magic 20240520, version 1, token count; then
+ * the tokens as uint16), and a generated text task that needs nothing on disk. Training
+ * windows are drawn from the stream with the seed; the held-out windows are fixed, evenly
+ * spaced over the validation stream, so every evaluation reads the same positions. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ampx/dtype.h"
+#include "train/data.h"
+
+#define TOKENS_MAGIC 20240520
+#define TOKENS_VERSION 1
+#define TEXT_MAX_BYTES (1ull << 32) /* 4 GiB: more is refused, not read until memory ends */
+
+int data_is_tokens(const settings *cfg) {
+    data_source s = cfg->data.source;
+    return s == DATA_TEXT || s == DATA_TOKENS || s == DATA_EMBEDDED_TEXT;
+}
+
+/* A whole regular file into memory. */
+static unsigned char *slurp(const char *path, size_t *len, char *err, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
+        snprintf(err, cap, "%s: not a regular file", path);
+        fclose(f);
+        return NULL;
+    }
+    if ((unsigned long long)st.st_size > TEXT_MAX_BYTES) {
+        snprintf(err, cap, "%s: %lld bytes; at most %llu are read", path, (long long)st.st_size,
+                 TEXT_MAX_BYTES);
+        fclose(f);
+        return NULL;
+    }
+    size_t n           = (size_t)st.st_size;
+    unsigned char *buf = malloc(n + 1);
+    if (!buf) {
+        snprintf(err, cap, "%s: out of memory for %zu bytes", path, n);
+        fclose(f);
+        return NULL;
+    }
+    size_t got = fread(buf, 1, n, f);
+    int bad    = ferror(f);
+    fclose(f);
+    if (bad || got != n) {
+        snprintf(err, cap, "%s: read %zu of %zu bytes%s%s", path, got, n, bad ? ": " : "",
+                 bad ? strerror(errno) : "");
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+static uint16_t *bytes_to_tokens(const unsigned char *b, size_t n) {
+    uint16_t *t = malloc(sizeof *t * (n + 1));
+    for (size_t i = 0; t && i < n; i++)
+        t[i] = b[i];
+    return t;
+}
+
+/* llm.c's format, every header field checked against the file's size. */
+static uint16_t *read_token_file(const char *path, int64_t vocab, int64_t *n, char *err,
+                                 size_t cap) {
+    size_t len;
+    unsigned char *b = slurp(path, &len, err, cap);
+    if (!b) return NULL;
+    int32_t h[256];
+    uint16_t *t = NULL;
+    if (len < sizeof h) {
+        snprintf(err, cap, "%s: %zu bytes, shorter than the 1024-byte header of a token file", path,
+                 len);
+        goto out;
+    }
+    memcpy(h, b, sizeof h);
+    if (h[0] != TOKENS_MAGIC) {
+        snprintf(err, cap, "%s: not a token file (magic %d, expected %d)", path, h[0],
+                 TOKENS_MAGIC);
+        goto out;
+    }
+    if (h[1] != TOKENS_VERSION) {
+        snprintf(err, cap, "%s: token file version %d; version %d is read", path, h[1],
+                 TOKENS_VERSION);
+        goto out;
+    }
+    uint64_t body = len - sizeof h;
+    if (h[2] < 0 || body != 2 * (uint64_t)(uint32_t)h[2]) {
+        snprintf(err, cap, "%s: the header declares %d tokens but %llu bytes follow it (%s)", path,
+                 h[2], (unsigned long long)body, body % 2 ? "an odd count" : "2 bytes per token");
+        goto out;
+    }
+    *n = h[2];
+    if (!(t = malloc(sizeof *t * ((size_t)*n + 1)))) {
+        snprintf(err, cap, "%s: out of memory", path);
+        goto out;
+    }
+    memcpy(t, b + sizeof h, 2 * (size_t)*n);
+    for (int64_t i = 0; i < *n; i++)
+        if (t[i] >= vocab) {
+            snprintf(err, cap, "%s: token %lld is %u, outside the model's vocabulary of %lld", path,
+                     (long long)i, t[i], (long long)vocab);
+            free(t);
+            t = NULL;
+            goto out;
+        }
+out:
+    free(b);
+    return t;
+}
+
+// ---------------------------------------------------------------------------------------
+// The embedded text task: lines of a small procedural language with structure a small
+// model can learn and the loss shows: agreement (a plural subject takes a plain verb, a
+// singular one an -s), counting (the next number word follows from the last), recall (the
+// answer repeats the object named earlier in the line: attention), and sums of digits.
+
+typedef struct gen {
+    uint64_t seed, i;
+    char *out;
+    size_t n, cap;
+} gen;
+
+static uint32_t pick(gen *g, uint32_t k) {
+    return (uint32_t)(data_uniform(g->seed, g->i++) * k);
+}
+
+static void put(gen *g, const char *s) {
+    size_t l = strlen(s);
+    if (g->n + l > g->cap) l = g->cap - g->n;
+    memcpy(g->out + g->n, s, l);
+    g->n += l;
+}
+
+static const char *const nouns[]   = {"cat",  "dog",   "bird", "fox",   "horse", "wolf",
+                                      "frog", "mouse", "bear", "otter", "crow",  "goat"};
+static const char *const verbs[]   = {"see", "chase", "follow", "watch", "find", "help", "meet"};
+static const char *const adjs[]    = {"red", "small", "old", "quick", "green", "lazy", "brave"};
+static const char *const names[]   = {"ada", "bob", "cy", "dora", "eli", "fay", "gus", "hal"};
+static const char *const things[]  = {"ball", "book", "cup", "hat", "kite", "lamp", "key", "box"};
+static const char *const numbers[] = {"one", "two",   "three", "four", "five",
+                                      "six", "seven", "eight", "nine", "ten"};
+#define COUNT(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
+
+static void noun_phrase(gen *g, int plural) {
+    put(g, pick(g, 2) ? "the " : (plural ? "some " : "a "));
+    if (pick(g, 2)) {
+        put(g, adjs[pick(g, COUNT(adjs))]);
+        put(g, " ");
+    }
+    put(g, nouns[pick(g, COUNT(nouns))]);
+    if (plural) put(g, "s");
+}
+
+static void line(gen *g) {
+    char buf[64];
+    switch (pick(g, 4)) {
+    case 0: { /* agreement */
+        int plural = (int)pick(g, 2);
+        noun_phrase(g, plural);
+        put(g, " ");
+        put(g, verbs[pick(g, COUNT(verbs))]);
+        if (!plural) put(g, "s");
+        put(g, " ");
+        noun_phrase(g, (int)pick(g, 2));
+        put(g, ".\n");
+        break;
+    }
+    case 1: { /* counting */
+        uint32_t first = pick(g, 5), len = 3 + pick(g, 3);
+        put(g, "count:");
+        for (uint32_t k = 0; k < len; k++) {
+            put(g, " ");
+            put(g, numbers[first + k]);
+        }
+        put(g, ".\n");
+        break;
+    }
+    case 2: { /* recall */
+        const char *who = names[pick(g, COUNT(names))], *adj = adjs[pick(g, COUNT(adjs))];
+        const char *what = things[pick(g, COUNT(things))];
+        snprintf(buf, sizeof buf, "%s has a %s %s. ", who, adj, what);
+        put(g, buf);
+        snprintf(buf, sizeof buf, "what does %s have? a %s %s.\n", who, adj, what);
+        put(g, buf);
+        break;
+    }
+    default: { /* sums */
+        uint32_t a = pick(g, 10), b = pick(g, 10);
+        snprintf(buf, sizeof buf, "%u + %u = %u.\n", a, b, a + b);
+        put(g, buf);
+    }
+    }
+}
+
+static uint16_t *generate(uint64_t seed, size_t bytes, int64_t *n) {
+    gen g = {.seed = seed, .out = malloc(bytes + 1), .cap = bytes};
+    if (!g.out) return NULL;
+    while (g.n < g.cap)
+        line(&g);
+    uint16_t *t = bytes_to_tokens((unsigned char *)g.out, g.n);
+    *n          = (int64_t)g.n;
+    free(g.out);
+    return t;
+}
+
+// ---------------------------------------------------------------------------------------
+// Loading
+
+/* Splits the last fraction of a stream off as validation (a copy; the stream shrinks). */
+static int split_tail(dataset *d, double fraction) {
+    int64_t nv = (int64_t)((double)d->n_tokens_train * fraction);
+    if (!(d->tokens_val = malloc(sizeof(uint16_t) * (size_t)(nv + 1)))) return -1;
+    memcpy(d->tokens_val, d->tokens_train + (d->n_tokens_train - nv),
+           sizeof(uint16_t) * (size_t)nv);
+    d->n_tokens_val = nv;
+    d->n_tokens_train -= nv;
+    return 0;
+}
+
+static uint16_t *load_stream(const data_request *m, const char *path, int64_t *n, char *err,
+                             size_t cap) {
+    if (m->cfg->data.source == DATA_TOKENS) return read_token_file(path, m->classes, n, err, cap);
+    size_t len;
+    unsigned char *b = slurp(path, &len, err, cap);
+    if (!b) return NULL;
+    uint16_t *t = bytes_to_tokens(b, len);
+    free(b);
+    if (!t) snprintf(err, cap, "%s: out of memory", path);
+    *n = (int64_t)len;
+    return t;
+}
+
+int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
+    const data_config *c = &m->cfg->data;
+    const char *file     = m->cfg->file;
+    int64_t T            = m->window;
+    d->window            = T;
+    if (c->source != DATA_TOKENS && m->classes < 256) {
+        snprintf(err, cap, "%s: byte-level text has 256 token values; the labels have %lld classes",
+                 file, (long long)m->classes);
+        return -1;
+    }
+    if (c->source == DATA_EMBEDDED_TEXT) {
+        int64_t nv      = (int64_t)((double)c->text_bytes * c->val_fraction);
+        d->tokens_train = generate(0x7E57, (size_t)c->text_bytes, &d->n_tokens_train);
+        d->tokens_val   = generate(0x7E58, (size_t)(nv > 4 * T ? nv : 4 * T), &d->n_tokens_val);
+        if (!d->tokens_train || !d->tokens_val) {
+            snprintf(err, cap, "%s: out of memory for the generated text", file);
+            return -1;
+        }
+    } else {
+        if (!(d->tokens_train = load_stream(m, c->text_train, &d->n_tokens_train, err, cap)))
+            return -1;
+        if (c->text_val) {
+            if (!(d->tokens_val = load_stream(m, c->text_val, &d->n_tokens_val, err, cap)))
+                return -1;
+        } else if (split_tail(d, c->val_fraction)) {
+            snprintf(err, cap, "%s: out of memory", c->text_train);
+            return -1;
+        }
+    }
+    const char *vn = c->text_val ? c->text_val : c->text_train ? c->text_train : file;
+    if (d->n_tokens_train < T + 1) {
+        snprintf(err, cap, "%s: %lld training tokens are too few for one window of %lld + 1",
+                 c->text_train ? c->text_train : file, (long long)d->n_tokens_train, (long long)T);
+        return -1;
+    }
+    if (d->n_tokens_val < T + 1) {
+        snprintf(err, cap, "%s: %lld validation tokens are too few for one window of %lld + 1", vn,
+                 (long long)d->n_tokens_val, (long long)T);
+        return -1;
+    }
+    /* fixed held-out windows, evenly spaced (non-overlapping when the stream allows) */
+    int64_t k = c->eval_windows, room = d->n_tokens_val - 1 - T;
+    if (k > room / T + 1) k = room / T + 1;
+    d->n_test   = k;
+    d->ids_test = malloc(sizeof(int32_t) * (size_t)(k * T));
+    d->y_test   = malloc(sizeof(int32_t) * (size_t)(k * T));
+    if (!d->ids_test || !d->y_test) {
+        snprintf(err, cap, "%s: out of memory", vn);
+        return -1;
+    }
+    for (int64_t w = 0; w < k; w++) {
+        int64_t off = k > 1 ? w * (room / (k - 1)) : 0;
+        for (int64_t t = 0; t < T; t++) {
+            d->ids_test[w * T + t] = d->tokens_val[off + t];
+            d->y_test[w * T + t]   = d->tokens_val[off + t + 1];
+        }
+    }
+    d->n_train = d->n_tokens_train - T; /* window positions */
+    return 0;
+}
+
+void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t rows, int32_t *ids,
+               int32_t *labels) {
+    int64_t T = d->window, span = d->n_tokens_train - T;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off =
+            (int64_t)(data_uniform(seed, key * (uint64_t)rows + (uint64_t)r) * (double)span);
+        if (off >= span) off = span - 1;
+        for (int64_t t = 0; t < T; t++) {
+            ids[r * T + t]    = d->tokens_train[off + t];
+            labels[r * T + t] = d->tokens_train[off + t + 1];
+        }
+    }
+}
