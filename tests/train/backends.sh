@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # backends.sh AMPX SRC — models/mlp.json trained on every other available backend (opencl,
-# cuda) reaches the CPU backend's held-out accuracy within 1 point. Backends that are not
+# cuda) reaches the CPU backend's held-out accuracy within 1 point, and a small GPT
+# (models/gpt_tiny.json, shortened) its validation loss within 2%. Backends that are not
 # built or not available here are reported and skipped.
 set -uo pipefail
 ampx=$1
@@ -10,7 +11,13 @@ acc() { # acc BACKEND [MODEL] -> held-out accuracy in percent
   "$ampx" train "$src/models/${2:-mlp.json}" --backend "$1" --quiet 2>&1 |
     sed -n 's/^held-out accuracy \([0-9.]*\)%.*/\1/p'
 }
+val() { # val BACKEND -> validation loss of a short gpt_tiny run
+  "$ampx" train "$src/models/gpt_tiny.json" --steps 120 --backend "$1" --quiet 2>&1 |
+    sed -n 's/^validation loss \([0-9.]*\) nats.*/\1/p'
+}
 cpu=$(acc cpu)
+cpu_val=$(val cpu)
+[ -n "$cpu_val" ] || { echo "FAIL: the cpu gpt_tiny run gave no validation loss"; exit 1; }
 [ -n "$cpu" ] || { echo "FAIL: the cpu run gave no accuracy"; exit 1; }
 echo "cpu: $cpu%"
 tested=0
@@ -32,6 +39,13 @@ for b in opencl cuda; do
       fails=$((fails + 1))
     else
       echo "$b: residual_bn.json $r%"
+    fi
+    v=$(val "$b")
+    if [ -z "$v" ] || ! awk -v a="$v" -v c="$cpu_val" 'BEGIN { d = a - c; if (d < 0) d = -d; exit !(d <= 0.02 * c) }'; then
+      echo "FAIL: $b: gpt_tiny.json validation loss '${v}', cpu $cpu_val (more than 2% apart)"
+      fails=$((fails + 1))
+    else
+      echo "$b: gpt_tiny.json validation loss $v (cpu $cpu_val)"
     fi
   else
     echo "FAIL: $b: $a%, more than 1 point below cpu $cpu%"

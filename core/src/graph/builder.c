@@ -200,7 +200,7 @@ static int param(builder *b, const json_value *at, const char *owner, const char
                  g_role role, int ndim, const int64_t *dims, g_init init, float std, int64_t fan_in,
                  int64_t fan_out, int decay) {
     char name[G_NAME_MAX];
-    snprintf(name, sizeof name, "%s.%s", owner, suffix);
+    snprintf(name, sizeof name, "%.80s.%.12s", owner, suffix);
     int v = g_add_value(b->g, name, role, AMPX_F32, 0, ndim, dims);
     if (v < 0) return full(b, at);
     g_value *p  = &b->g->values[v];

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# lm_cli.sh AMPX SRC — language models end to end: models/gpt_tiny.json trains on the
+# embedded text task with validation during the run, a resumed run is bit-identical to a
+# straight one, `ampx generate` samples (greedy is deterministic, a long prompt is cropped),
+# and malformed text and token files each get one clear line.
+set -uo pipefail
+ampx=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+expect_error() { # NAME PATTERN CMD...: exit 1, one line on stderr matching PATTERN
+  local name=$1 pattern=$2
+  shift 2
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  [ $rc -eq 1 ] || fail "$name: exit $rc, expected 1 ($(cat "$work/err"))"
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$name: expected one line, got: $(cat "$work/err")"
+  grep -Eq -- "$pattern" "$work/err" || fail "$name: '$(cat "$work/err")' does not match '$pattern'"
+}
+
+tiny=$src/models/gpt_tiny.json
+
+# ---- training with validation every 100 steps
+"$ampx" train "$tiny" --steps 300 --eval-every 100 --metrics "$work/m.jsonl" \
+  --checkpoint "$work/c.safetensors" >"$work/out" 2>"$work/err" || fail "train: $(cat "$work/err")"
+grep -q "^step 100: val_loss" "$work/out" || fail "no validation at step 100: $(cat "$work/out")"
+grep -Eq "^validation loss [0-9.]+ nats per token" "$work/out" || fail "no final validation line"
+python3 - "$work/m.jsonl" <<'PY' || fail "metrics: no falling val_loss"
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+val = [r for r in rows if "val_loss" in r]
+steps = [r["step"] for r in val]
+assert steps == [100, 200, 300], steps
+# uniform over 256 bytes is ln 256 = 5.55 nats; the generated language is far more regular
+assert val[-1]["val_loss"] < val[0]["val_loss"] < math.log(256), val
+assert val[-1]["val_loss"] < 1.6, val
+PY
+
+# ---- resume: 30 + 30 steps equal 60 straight, bit for bit
+"$ampx" train "$tiny" --steps 60 --quiet --checkpoint "$work/a.safetensors" >/dev/null 2>&1 ||
+  fail "straight run"
+"$ampx" train "$tiny" --steps 30 --quiet --checkpoint "$work/b.safetensors" >/dev/null 2>&1 ||
+  fail "first half"
+"$ampx" train "$tiny" --steps 60 --quiet --resume "$work/b.safetensors" \
+  --checkpoint "$work/b.safetensors" >/dev/null 2>&1 || fail "resumed half"
+cmp -s "$work/a.safetensors" "$work/b.safetensors" || fail "resumed GPT run differs from the straight one"
+
+# ---- generate
+g() { "$ampx" generate "$tiny" --checkpoint "$work/c.safetensors" "$@"; }
+g --prompt "count: one" --tokens 40 --temperature 0 >"$work/g1" 2>"$work/err" || fail "generate: $(cat "$work/err")"
+g --prompt "count: one" --tokens 40 --temperature 0 >"$work/g2" 2>&1
+cmp -s "$work/g1" "$work/g2" || fail "greedy generation is not deterministic"
+[ "$(head -c 10 "$work/g1")" = "count: one" ] || fail "generate does not echo the prompt: $(cat "$work/g1")"
+[ "$(wc -c <"$work/g1")" -eq $((10 + 40 + 1)) ] || fail "generate printed $(wc -c <"$work/g1") bytes, expected 51"
+g --tokens 30 --seed 7 >"$work/s1" 2>&1 && g --tokens 30 --seed 7 >"$work/s2" 2>&1 || fail "sampling"
+cmp -s "$work/s1" "$work/s2" || fail "sampling with one seed is not reproducible"
+long=$(printf 'ada has a red ball. %.0s' $(seq 1 20))
+g --prompt "$long" --tokens 5 --temperature 0 >"$work/g3" 2>"$work/err" || fail "a prompt longer than the context: $(cat "$work/err")"
+expect_error "generate without a checkpoint file" "no-such.safetensors" \
+  "$ampx" generate "$tiny" --checkpoint "$work/no-such.safetensors"
+expect_error "generate from a classifier" "token model" \
+  "$ampx" generate "$src/models/mlp.json" --checkpoint "$work/c.safetensors"
+
+# ---- malformed text and token files
+model() { # model SOURCE TRAIN [VAL]: a small token model reading the given files
+  local val=""
+  [ $# -ge 3 ] && val=", \"val\": \"$3\""
+  sed -e 's|"data": {[^}]*}|"data": {"source": "'"$1"'", "train": "'"$2"'"'"$val"'}|' "$tiny" >"$work/model.json"
+}
+python3 - "$work" <<'PY'
+import struct, sys
+w = sys.argv[1]
+def tok(name, magic=20240520, version=1, count=None, tokens=range(1000), extra=b""):
+    tokens = list(tokens)
+    h = [0] * 256
+    h[0], h[1], h[2] = magic, version, len(tokens) if count is None else count
+    with open(f"{w}/{name}", "wb") as f:
+        f.write(struct.pack("<256i", *h) + struct.pack(f"<{len(tokens)}H", *tokens) + extra)
+tok("good.bin", tokens=[i % 256 for i in range(5000)])
+tok("magic.bin", magic=1234)
+tok("version.bin", version=2)
+tok("count.bin", count=2000)
+tok("odd.bin", extra=b"\x01")
+tok("vocab.bin", tokens=[300] * 1000)
+tok("short.bin", tokens=[1, 2, 3])
+open(f"{w}/header.bin", "wb").write(b"\x00" * 100)
+open(f"{w}/short.txt", "w").write("too short")
+PY
+model tokens "$work/good.bin" "$work/good.bin"
+"$ampx" train "$work/model.json" --steps 2 --quiet >/dev/null 2>"$work/err" || fail "a good token file: $(cat "$work/err")"
+for c in "magic.bin:not a token file" "version.bin:version 2" "count.bin:declares 2000 tokens" \
+  "odd.bin:odd count" "vocab.bin:token 0 is 300, outside the model's vocabulary of 256" \
+  "short.bin:too few for one window" "header.bin:shorter than the 1024-byte header"; do
+  f=${c%%:*}
+  model tokens "$work/$f" "$work/good.bin"
+  expect_error "token file $f" "$f: .*${c#*:}" "$ampx" train "$work/model.json" --steps 1
+done
+model text "$work/short.txt"
+expect_error "short text" "short.txt: .*too few" "$ampx" train "$work/model.json" --steps 1
+model text "$work"
+expect_error "a folder as text" "not a regular file" "$ampx" train "$work/model.json" --steps 1
+model text "$work/missing.txt"
+expect_error "missing text" "missing.txt: No such file" "$ampx" train "$work/model.json" --steps 1
+model text "\$DATA/none/train.txt"
+AMPX_DATA_DIR=$work/datadir expect_error "\$DATA under AMPX_DATA_DIR" "$work/datadir/none/train.txt" \
+  "$ampx" train "$work/model.json" --steps 1
+
+echo "$fails failure(s)"
+exit $((fails > 0))
