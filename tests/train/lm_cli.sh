@@ -47,6 +47,15 @@ PY
 "$ampx" train "$tiny" --steps 60 --quiet --resume "$work/b.safetensors" \
   --checkpoint "$work/b.safetensors" >/dev/null 2>&1 || fail "resumed half"
 cmp -s "$work/a.safetensors" "$work/b.safetensors" || fail "resumed GPT run differs from the straight one"
+# the same with dropout on the attention probabilities: the masks repeat after a resume
+sed -e 's/"heads": 4, "causal": true}/"heads": 4, "causal": true, "dropout": 0.1}/' "$tiny" >"$work/drop.json"
+grep -q '"dropout": 0.1' "$work/drop.json" || fail "no attention to put dropout on in $tiny"
+"$ampx" train "$work/drop.json" --steps 40 --quiet --checkpoint "$work/d1.safetensors" >/dev/null 2>&1 ||
+  fail "dropout straight run"
+"$ampx" train "$work/drop.json" --steps 20 --quiet --checkpoint "$work/d2.safetensors" >/dev/null 2>&1 &&
+  "$ampx" train "$work/drop.json" --steps 40 --quiet --resume "$work/d2.safetensors" \
+    --checkpoint "$work/d2.safetensors" >/dev/null 2>&1 || fail "dropout resumed run"
+cmp -s "$work/d1.safetensors" "$work/d2.safetensors" || fail "resumed GPT run with dropout differs"
 
 # ---- generate
 g() { "$ampx" generate "$tiny" --checkpoint "$work/c.safetensors" "$@"; }
