@@ -372,8 +372,15 @@ int cli_eval(int argc, char **argv) {
     } else if (ampx_trainer_evaluate(t, &ev)) {
         fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
     } else {
-        printf("step %lld: held-out accuracy %.2f%% (loss %.4f) on %lld examples\n",
-               (long long)ampx_trainer_step(t), 100 * ev.accuracy, ev.loss, (long long)ev.examples);
+        if (ampx_trainer_window(t))
+            printf("step %lld: validation loss %.4f nats per token (%.4f bits), next-token "
+                   "accuracy %.2f%% on %lld positions\n",
+                   (long long)ampx_trainer_step(t), ev.loss, ev.loss / log(2.0), 100 * ev.accuracy,
+                   (long long)ev.examples);
+        else
+            printf("step %lld: held-out accuracy %.2f%% (loss %.4f) on %lld examples\n",
+                   (long long)ampx_trainer_step(t), 100 * ev.accuracy, ev.loss,
+                   (long long)ev.examples);
         rc = 0;
     }
     ampx_trainer_free(t);

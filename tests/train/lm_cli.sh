@@ -57,6 +57,12 @@ grep -q '"dropout": 0.1' "$work/drop.json" || fail "no attention to put dropout 
     --checkpoint "$work/d2.safetensors" >/dev/null 2>&1 || fail "dropout resumed run"
 cmp -s "$work/d1.safetensors" "$work/d2.safetensors" || fail "resumed GPT run with dropout differs"
 
+# ---- eval of a token model's checkpoint: the final validation loss again
+"$ampx" eval "$tiny" --checkpoint "$work/c.safetensors" >"$work/ev" 2>"$work/err" || fail "eval: $(cat "$work/err")"
+want=$(sed -n 's/^validation loss \([0-9.]*\) nats.*/\1/p' "$work/out")
+grep -q "^step 300: validation loss $want nats per token" "$work/ev" ||
+  fail "eval: '$(cat "$work/ev")' does not repeat the run's validation loss $want"
+
 # ---- generate
 g() { "$ampx" generate "$tiny" --checkpoint "$work/c.safetensors" "$@"; }
 g --prompt "count: one" --tokens 40 --temperature 0 >"$work/g1" 2>"$work/err" || fail "generate: $(cat "$work/err")"
