@@ -183,6 +183,23 @@ cat >"$work/mnist.json" <<'J'
 J
 "$ampx" train "$work/mnist.json" --quiet >"$work/out" 2>&1 || fail "mnist train: $(cat "$work/out")"
 grep -Eq "held-out accuracy (9[0-9]|100)\." "$work/out" || fail "mnist accuracy: $(cat "$work/out")"
+# the same images as a 2-D input [4, 4] (reshaped in the graph), and CSV features as two inputs
+sed -e 's/"shape": \[16\] }/"shape": [4, 4] }/' \
+  -e 's/"layers": \[ /"layers": [ { "type": "reshape", "shape": [16] }, /' "$work/mnist.json" >"$work/mnist2d.json"
+grep -q '"shape": \[4, 4\]' "$work/mnist2d.json" || fail "mnist2d: the model was not rewritten"
+"$ampx" train "$work/mnist2d.json" --quiet >"$work/out" 2>&1 || fail "mnist [4, 4] train: $(cat "$work/out")"
+grep -Eq "held-out accuracy (9[0-9]|100)\." "$work/out" || fail "mnist [4, 4] accuracy: $(cat "$work/out")"
+cat >"$work/csv2.json" <<'J'
+{ "name": "csv2", "inputs": { "a": { "dtype": "f32", "shape": [1] }, "b": { "dtype": "f32", "shape": [1] },
+                             "y": { "dtype": "i32", "classes": 2 } },
+  "nodes": [ { "name": "ha", "op": "dense", "inputs": ["a"], "units": 32 },
+             { "name": "hb", "op": "dense", "inputs": ["b"], "units": 32 },
+             { "name": "h", "op": "add", "inputs": ["ha", "hb"] }, { "name": "t", "op": "tanh", "inputs": ["h"] },
+             { "name": "out", "op": "dense", "inputs": ["t"], "units": 2 } ],
+  "optimizer": { "lr": 0.01 }, "data": { "source": "csv", "train": "train.csv" }, "train": { "steps": 400, "batch": 32 } }
+J
+"$ampx" train "$work/csv2.json" --quiet >"$work/out" 2>&1 || fail "csv two inputs: $(cat "$work/out")"
+grep -Eq "held-out accuracy (9[0-9]|100)\." "$work/out" || fail "csv two inputs accuracy: $(cat "$work/out")"
 sed 's/"train-images"/"short-images"/' "$work/mnist.json" >"$work/mnist2.json"
 expect_error idx_truncated 'short-images: the header says 300 items \(4800 data bytes\) but the file holds 100' "$ampx" train "$work/mnist2.json"
 sed 's/"train-images"/"train-labels"/' "$work/mnist.json" >"$work/mnist3.json"
