@@ -3,6 +3,7 @@
  *   ampx train MODEL.json [--backend B] [--backend-opt k=v]... [--policy F] [--steps N]
  *              [--batch N] [--seed S] [--log-every N] [--metrics F.jsonl]
  *              [--checkpoint F] [--checkpoint-every N] [--resume F] [--quiet]
+ *              [--trace F.json [--trace-steps A:B]] [--monitor [N]]
  *   ampx eval MODEL.json --checkpoint F [--backend B] [--policy F]
  *   ampx policy MODEL.json [--policy F]
  */
@@ -18,7 +19,8 @@
 #include "cli.h"
 
 typedef struct run_opts {
-    const char *model, *backend, *policy, *metrics, *checkpoint, *resume;
+    const char *model, *backend, *policy, *metrics, *checkpoint, *resume, *trace;
+    int64_t trace_first, trace_last;
     const char *bopts[MAX_BACKEND_OPTS];
     uint32_t n_bopts;
     int64_t steps, batch, seed, log_every, ckpt_every;
@@ -62,6 +64,8 @@ static void usage(const char *cmd, FILE *f) {
             "  --checkpoint F       write a safetensors checkpoint at the end (and every\n"
             "                       --checkpoint-every N steps)\n"
             "  --resume F           continue from a checkpoint\n"
+            "  --trace F.json       a Chrome trace-event timeline (Perfetto, chrome://tracing)\n"
+            "  --trace-steps A:B    trace steps A..B only (1-based, inclusive; default: all)\n"
             "  --quiet              only the summary\n");
 }
 
@@ -78,6 +82,8 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
                                     {"checkpoint-every", required_argument, 0, 'C'},
                                     {"resume", required_argument, 0, 'r'},
                                     {"quiet", no_argument, 0, 'q'},
+                                    {"trace", required_argument, 0, 'T'},
+                                    {"trace-steps", required_argument, 0, 'W'},
                                     {"help", no_argument, 0, 'h'},
                                     {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -85,7 +91,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
-        int train_only = strchr("sBSlmCrq", c) != NULL;
+        int train_only = strchr("sBSlmCrqTW", c) != NULL;
         if (train_only && strcmp(cmd, "train")) {
             fprintf(stderr, "%s: option '%s' is for ampx train\n", argv[0], argv[optind - 1]);
             return EXIT_USAGE;
@@ -116,6 +122,18 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
         case 'c': o->checkpoint = optarg; break;
         case 'r': o->resume = optarg; break;
         case 'q': o->quiet = 1; break;
+        case 'T': o->trace = optarg; break;
+        case 'W': {
+            long long a, b;
+            char tail;
+            if (sscanf(optarg, "%lld:%lld%c", &a, &b, &tail) != 2 || a < 1 || b < a) {
+                fprintf(stderr, "%s: --trace-steps '%s': expected A:B with 1 <= A <= B\n", argv[0],
+                        optarg);
+                return EXIT_USAGE;
+            }
+            o->trace_first = a, o->trace_last = b;
+            break;
+        }
         case 'h': usage(cmd, stdout); exit(0);
         default: usage(cmd, stderr); return EXIT_USAGE;
         }
@@ -127,6 +145,10 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
         return EXIT_USAGE;
     }
     o->model = argv[optind];
+    if (o->trace_first && !o->trace) {
+        fprintf(stderr, "%s: --trace-steps needs --trace FILE\n", argv[0]);
+        return EXIT_USAGE;
+    }
     if (!strcmp(cmd, "eval") && !o->checkpoint) {
         fprintf(stderr, "%s: --checkpoint FILE is required\n", argv[0]);
         return EXIT_USAGE;
@@ -258,6 +280,11 @@ int cli_train(int argc, char **argv) {
     ampx_trainer_scalars(t, &sc);
     p.last_scale  = sc.scale;
     int64_t start = ampx_trainer_step(t);
+    if (o.trace && ampx_trainer_trace(t, o.trace, o.trace_first ? o.trace_first : start + 1,
+                                      o.trace_first ? o.trace_last : tc->steps, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], err);
+        goto out;
+    }
     if (!o.quiet) {
         uint64_t peak, flat;
         ampx_trainer_memory(t, &peak, &flat);
@@ -289,6 +316,13 @@ int cli_train(int argc, char **argv) {
         goto out;
     }
     double secs = now_s() - p.t0;
+    if (o.trace) {
+        if (ampx_trainer_trace_close(t, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", argv[0], err);
+            goto out;
+        }
+        if (!o.quiet) printf("trace written to %s (open it in ui.perfetto.dev)\n", o.trace);
+    }
     if (o.checkpoint && ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", argv[0], err);
         goto out;

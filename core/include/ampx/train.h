@@ -95,8 +95,18 @@ AMPX_API ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *
 AMPX_API ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err,
                                        size_t err_cap);
 
+/* Timeline: steps first..last (1-based, inclusive) of the runs that follow are written to path
+ * as Chrome trace-event JSON (Perfetto, chrome://tracing). The file is complete after
+ * ampx_trainer_trace_close (or ampx_trainer_free, which drops a write error). */
+AMPX_API ampx_status ampx_trainer_trace(ampx_trainer *t, const char *path, int64_t first,
+                                        int64_t last, char *err, size_t err_cap);
+AMPX_API ampx_status ampx_trainer_trace_close(ampx_trainer *t, char *err, size_t err_cap);
+
 // ---------------------------------------------------------------------------------------
 // Introspection, for tests and tools.
+
+/* Backend ops issued so far through the call layer (every node's and the step's). */
+AMPX_API uint64_t ampx_trainer_ops_issued(const ampx_trainer *t);
 
 /* Trainable tensors: parameters in a fixed order ("fc1.weight", "fc1.bias", ...). */
 AMPX_API int ampx_trainer_n_params(const ampx_trainer *t);

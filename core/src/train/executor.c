@@ -51,6 +51,8 @@ uint64_t gx_dropout_seed(const g_exec *x, const g_node *n) {
 }
 
 ampx_status gx_call(g_exec *x, const g_node *n, uint32_t op, const void *args) {
+    x->call->phase = n->phase == PHASE_BACKWARD ? CALL_BACKWARD : CALL_FORWARD;
+    x->call->dtype = n->dtype;
     return call_op(x->call, n->name, op, args);
 }
 

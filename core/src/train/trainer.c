@@ -20,6 +20,7 @@
 
 #include "ampx/dtype.h"
 #include "graph/ops.h"
+#include "obs/trace.h"
 #include "train/autodiff.h"
 
 #define SLOT_SCALARS 0
@@ -46,6 +47,8 @@ static ampx_status check(ampx_trainer *t, ampx_status st, const char *what) {
 }
 
 static ampx_status step_op(ampx_trainer *t, uint32_t op, const void *args) {
+    t->call.phase = op == AMPX_OP_SGD || op == AMPX_OP_ADAMW ? CALL_OPTIMIZER : CALL_AMP;
+    t->call.dtype = op == AMPX_OP_CAST ? ((const ampx_cast_args *)args)->dst.dtype : AMPX_F32;
     return call_op(&t->call, "step", op, args);
 }
 
@@ -384,6 +387,9 @@ fail:
 void ampx_trainer_free(ampx_trainer *t) {
     if (!t) return;
     if (t->ctx) t->ifc->synchronize(t->ctx);
+    char ignored[8];
+    trace_close(t->trace, ignored, sizeof ignored);
+    free(t->dev_ns);
     ampx_buffer **bufs[] = {&t->arena, &t->ring, &t->eval_loss, &t->scalars};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) t->ifc->buffer_free(t->ctx, *bufs[i]);
@@ -525,7 +531,43 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
     return step_op(t, AMPX_OP_SGD, &a);
 }
 
+/* A step of the trace window: the stream is drained first so the step's ops start from an
+ * idle device; the ops are timed by the backend when it has timestamps, else on the host
+ * with a synchronize after each. */
+static ampx_status trace_begin(ampx_trainer *t) {
+    ampx_status st = check(t, t->ifc->synchronize(t->ctx), "synchronize");
+    if (st) return st;
+    trace_step_begin(t->trace, t->step + 1);
+    if (t->dev_cap && (st = check(t, t->ifc->profile_begin(t->ctx, t->dev_cap), "profile_begin")))
+        return st;
+    t->call.observe      = trace_op;
+    t->call.observe_user = t->trace;
+    t->call.sync_each    = t->dev_cap == 0;
+    return AMPX_OK;
+}
+
+static ampx_status trace_end(ampx_trainer *t, ampx_status st) {
+    t->call.observe   = NULL;
+    t->call.sync_each = 0;
+    uint32_t n        = 0;
+    if (t->dev_cap) {
+        ampx_status pe = t->ifc->profile_end(t->ctx, t->dev_ns, t->dev_cap, &n);
+        if (!st) st = check(t, pe, "profile_end");
+    }
+    trace_step_end(t->trace, t->dev_cap ? t->dev_ns : NULL, n);
+    return st;
+}
+
+static ampx_status step_ops(ampx_trainer *t);
+
 static ampx_status one_step(ampx_trainer *t) {
+    if (!trace_wants(t->trace, t->step + 1)) return step_ops(t);
+    ampx_status st = trace_begin(t);
+    if (st) return st;
+    return trace_end(t, step_ops(t));
+}
+
+static ampx_status step_ops(ampx_trainer *t) {
     ampx_status st;
     uint64_t slot = (uint64_t)((t->step - t->ring_first) % t->K) * t->slot_bytes;
     t->x.training = 1;
@@ -606,6 +648,8 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
                               .skipped   = sc.last_found_inf,
                               .time_ms   = per,
                               .overflow  = names};
+        if (t->trace)
+            trace_counters(t->trace, r.step, r.loss, r.scale, r.grad_norm, r.lr, sc.skipped_steps);
         if (record && record(user, &r)) *stop = 1;
         if (sc.stop_reason && !*stop) {
             *stop = 2;
@@ -770,4 +814,56 @@ ampx_status ampx_trainer_gradients(ampx_trainer *t, int64_t first, double *loss)
 void ampx_trainer_inject_nonfinite(ampx_trainer *t, int64_t step, int which) {
     t->inject_step  = step;
     t->inject_param = which < 0 || which >= t->n_params ? 0 : which;
+}
+
+// ---------------------------------------------------------------------------------------
+// The timeline
+
+ampx_status ampx_trainer_trace(ampx_trainer *t, const char *path, int64_t first, int64_t last,
+                               char *err, size_t err_cap) {
+    if (t->trace) {
+        snprintf(err, err_cap, "a trace is already being written");
+        return AMPX_ERR_INVALID;
+    }
+    if (first < 1 || last < first) {
+        snprintf(err, err_cap, "trace window %lld:%lld: expected 1 <= first <= last",
+                 (long long)first, (long long)last);
+        return AMPX_ERR_INVALID;
+    }
+    t->trace = trace_open(path, first, last, err, err_cap);
+    if (!t->trace) return AMPX_ERR_INVALID;
+    /* one op per node and micro-batch at most a few times over, and the step's own */
+    uint32_t cap = (uint32_t)(t->g.n_nodes * 8 * t->A + 64);
+    if (t->ifc->size > offsetof(ampx_backend_iface, profile_end) && t->ifc->profile_begin &&
+        t->ifc->profile_end && (t->dev_ns = calloc(2 * (size_t)cap, sizeof *t->dev_ns)))
+        t->dev_cap = cap;
+    char v[256];
+    trace_meta(t->trace, "ampx_version", AMPX_VERSION_STRING);
+    trace_meta(t->trace, "model", t->m->cfg.file);
+    snprintf(v, sizeof v, "%s %s (ABI %u.%u)", t->ifc->name, t->ifc->version, t->ifc->abi_major,
+             t->ifc->abi_minor);
+    trace_meta(t->trace, "backend", v);
+    trace_meta(t->trace, "timing", t->dev_cap ? "device" : "host");
+    trace_meta(t->trace, "timing_note",
+               t->dev_cap ? "op times are the backend's device timestamps"
+                          : "the backend has no device timestamps (ABI 1.2 profile slots): op "
+                            "times are the host's clock around each op, with a synchronize after "
+                            "it, so they include launch overhead and the steps run slower");
+    snprintf(v, sizeof v, "%lld:%lld", (long long)first, (long long)last);
+    trace_meta(t->trace, "steps", v);
+    return AMPX_OK;
+}
+
+ampx_status ampx_trainer_trace_close(ampx_trainer *t, char *err, size_t err_cap) {
+    if (!t->trace) return AMPX_OK;
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)call_total(&t->call));
+    trace_meta(t->trace, "ops_issued", v);
+    int bad  = trace_close(t->trace, err, err_cap);
+    t->trace = NULL;
+    return bad ? AMPX_ERR_INVALID : AMPX_OK;
+}
+
+uint64_t ampx_trainer_ops_issued(const ampx_trainer *t) {
+    return call_total(&t->call);
 }

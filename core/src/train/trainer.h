@@ -60,6 +60,9 @@ struct ampx_trainer {
     double t_last_flush; /* host clock at the last flush */
     int64_t inject_step;
     int inject_param;
+    struct trace *trace; /* (optional) --trace: the timeline being written */
+    uint64_t *dev_ns;    /* device timestamps of a traced step, 2 per op */
+    uint32_t dev_cap;    /* ops dev_ns holds; 0: the backend has no timestamps */
     char error[1024];
 };
 
