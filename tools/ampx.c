@@ -30,6 +30,7 @@ static void usage_main(FILE *f) {
                "  eval          held-out accuracy of a checkpoint\n"
                "  policy        print every tensor's resolved dtype and every cast\n"
                "  bench         time GEMM (GFLOP/s) or a memory-bound op (GB/s) on a backend\n"
+               "  trace-summary time per op, dtype and phase of a trace from train --trace\n"
                "\n"
                "options:\n"
                "  -h, --help     show this help (also: ampx <command> --help)\n"

@@ -23,6 +23,8 @@ typedef struct cli_command {
 
 /* ampx bench (tools/bench.c). */
 int cmd_bench(int argc, char **argv);
+/* ampx trace-summary (tools/trace_summary.c). */
+int cmd_trace_summary(int argc, char **argv);
 
 /* The subcommands beyond backends and conformance, NULL-terminated (tools/commands.c). */
 extern const cli_command cli_commands[];

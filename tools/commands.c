@@ -9,6 +9,7 @@ const cli_command cli_commands[] = {
     {"eval",   cli_eval},   /* tools/train.c */
     {"policy", cli_policy}, /* tools/train.c */
     {"bench",  cmd_bench},  /* tools/bench.c */
+    {"trace-summary", cmd_trace_summary}, /* tools/trace_summary.c */
     {NULL, NULL},
 };
 // clang-format on

@@ -464,6 +464,10 @@ typedef struct ampx_grad_stats_args {
     ampx_tensor_list grads;
     ampx_tensor stats;  /* f32, 4 per tensor */
     ampx_tensor counts; /* i32, 3 per tensor */
+    /* ABI 1.2: (optional) i32, 1 per tensor: how many of the non-finite values are NaN (the
+     * rest are inf). buf NULL: not written. A plugin that does not count NaNs (and any of an
+     * older minor) leaves it as it was: the host fills it with -1 first to tell. */
+    ampx_tensor nan_counts;
 } ampx_grad_stats_args;
 
 /* SCALER_UPDATE  (no dtypes: pass n_dtypes 0)

@@ -60,6 +60,7 @@ ampx_status exec_run(g_exec *x, int first, int last) {
     for (int i = first; i < last; i++) {
         const g_node *n = &x->g->nodes[i];
         ampx_status st  = g_rule_of(n->op)->forward(x, x->g, n);
+        if (!st && x->after_node) st = x->after_node(x, i, x->after_user);
         if (st) return st;
     }
     return AMPX_OK;
