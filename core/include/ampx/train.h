@@ -172,6 +172,9 @@ AMPX_API ampx_status ampx_trainer_gradients(ampx_trainer *t, int64_t first, doub
 /* Makes gradient tensor `param` hold a non-finite value after the backward of step `step`
  * (1-based): a fault injection for testing that overflows are skipped. */
 AMPX_API void ampx_trainer_inject_nonfinite(ampx_trainer *t, int64_t step, int param);
+/* Makes the master weight `param` non-finite after the optimizer of step `step`, as an
+ * update that overflowed would: a fault injection for the run-health check. */
+AMPX_API void ampx_trainer_inject_nonfinite_update(ampx_trainer *t, int64_t step, int param);
 
 #ifdef __cplusplus
 }

@@ -147,7 +147,8 @@ uint32_t trace_step_ops(const trace *t) {
     return t->n_ops;
 }
 
-static void slice(trace *t, int tid, const char *cat, const char *name, int64_t t0, int64_t t1) {
+static void slice(trace *t, int tid, const char *cat, const char *name, int64_t t0, int64_t t1,
+                  int64_t ops) {
     sep(t);
     fprintf(t->f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"cat\":\"%s\",\"name\":", PID, tid, cat);
     json_str(t->f, name);
@@ -155,10 +156,12 @@ static void slice(trace *t, int tid, const char *cat, const char *name, int64_t 
     json_us(t->f, t0 - t->origin_ns);
     fputs(",\"dur\":", t->f);
     json_us(t->f, t1 - t0);
-    fprintf(t->f, ",\"args\":{\"step\":%lld}}", (long long)t->step);
+    fprintf(t->f, ",\"args\":{\"step\":%lld", (long long)t->step);
+    if (ops >= 0) fprintf(t->f, ",\"ops\":%lld", (long long)ops);
+    fputs("}}", t->f);
 }
 
-void trace_step_end(trace *t, const uint64_t *dev_ns, uint32_t n_dev) {
+void trace_step_end(trace *t, const uint64_t *dev_ns, uint32_t n_dev, uint64_t issued) {
     int64_t t1 = call_now_ns();
     if (dev_ns && n_dev == t->n_ops)
         for (uint32_t i = 0; i < t->n_ops; i++) {
@@ -173,8 +176,8 @@ void trace_step_end(trace *t, const uint64_t *dev_ns, uint32_t n_dev) {
     }
     char name[64];
     snprintf(name, sizeof name, "step %lld", (long long)t->step);
-    slice(t, TID_HOST, "step", name, t->step_t0, t1);
-    slice(t, TID_STREAM, "step", name, s0, s1);
+    slice(t, TID_HOST, "step", name, t->step_t0, t1, (int64_t)issued);
+    slice(t, TID_STREAM, "step", name, s0, s1, (int64_t)issued);
     /* phase slices: runs of consecutive ops of one phase */
     for (uint32_t i = 0; i < t->n_ops;) {
         uint32_t j  = i;
@@ -183,7 +186,8 @@ void trace_step_end(trace *t, const uint64_t *dev_ns, uint32_t n_dev) {
             j++;
             if (t->ops[j].e.t1_ns > end) end = t->ops[j].e.t1_ns;
         }
-        slice(t, TID_STREAM, "phase", call_phase_name(t->ops[i].e.phase), t->ops[i].e.t0_ns, end);
+        slice(t, TID_STREAM, "phase", call_phase_name(t->ops[i].e.phase), t->ops[i].e.t0_ns, end,
+              -1);
         i = j + 1;
     }
     for (uint32_t i = 0; i < t->n_ops; i++) {

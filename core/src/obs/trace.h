@@ -31,8 +31,9 @@ void trace_step_begin(trace *t, int64_t step);
 void trace_op(void *trace_ptr, const call_event *e);
 /* Ends the step. dev_ns (optional) holds 2 * n_dev device times (start, end of each op in
  * the order issued, in ns since the step began); when n_dev equals the ops recorded they
- * replace the host times on the device track. */
-void trace_step_end(trace *t, const uint64_t *dev_ns, uint32_t n_dev);
+ * replace the host times on the device track. issued: the ops the call layer counted in the
+ * step, written in the step slice's args as "ops". */
+void trace_step_end(trace *t, const uint64_t *dev_ns, uint32_t n_dev, uint64_t issued);
 /* Ops recorded in the step being traced. */
 uint32_t trace_step_ops(const trace *t);
 

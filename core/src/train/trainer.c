@@ -316,6 +316,7 @@ ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **
     t->A               = m->cfg.train.accumulate;
     t->K               = m->cfg.train.log_every;
     t->inject_step     = -1;
+    t->inject_w_step   = -1;
     t->epoch_on_device = -1;
     call_init(&t->call, be, t->error, sizeof t->error);
     ampx_status st = AMPX_ERR_INVALID;
@@ -768,7 +769,7 @@ static ampx_status trace_begin(ampx_trainer *t) {
     return AMPX_OK;
 }
 
-static ampx_status trace_end(ampx_trainer *t, ampx_status st) {
+static ampx_status trace_end(ampx_trainer *t, ampx_status st, uint64_t before) {
     t->call.observe   = NULL;
     t->call.sync_each = 0;
     uint32_t n        = 0;
@@ -776,7 +777,7 @@ static ampx_status trace_end(ampx_trainer *t, ampx_status st) {
         ampx_status pe = t->ifc->profile_end(t->ctx, t->dev_ns, t->dev_cap, &n);
         if (!st) st = check(t, pe, "profile_end");
     }
-    trace_step_end(t->trace, t->dev_cap ? t->dev_ns : NULL, n);
+    trace_step_end(t->trace, t->dev_cap ? t->dev_ns : NULL, n, call_total(&t->call) - before);
     return st;
 }
 
@@ -788,7 +789,7 @@ static ampx_status one_step(ampx_trainer *t) {
     if (!trace_wants(t->trace, t->step + 1))
         st = step_ops(t);
     else if (!(st = trace_begin(t)))
-        st = trace_end(t, step_ops(t));
+        st = trace_end(t, step_ops(t), before);
     t->last_step_ops = call_total(&t->call) - before;
     return st;
 }
@@ -878,6 +879,12 @@ static ampx_status step_ops(ampx_trainer *t) {
         (st = step_op(t, AMPX_OP_SUM_SQUARES, &q)) || (st = optimizer_step(t, gsq)) ||
         (st = step_op(t, AMPX_OP_SCALER_UPDATE, &v)))
         return st;
+    if (t->step + 1 == t->inject_w_step &&
+        (st = check(
+             t,
+             t->ifc->buffer_fill(t->ctx, t->params[t->inject_w_param].master, 0, 4, 0x7F800000u, 4),
+             "buffer_fill")))
+        return st;
     st = check(t,
                t->ifc->buffer_copy(t->ctx, t->ring, slot + SLOT_SCALARS, t->scalars, 0,
                                    sizeof(ampx_scalars)),
@@ -959,11 +966,11 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
         if (t->trace)
             trace_counters(t->trace, r.step, r.loss, r.scale, r.grad_norm, r.lr, sc.skipped_steps);
         if (record && record(user, &r)) *stop = 1;
-        if (verdict == 2 && !*stop) {
+        if (verdict == 2 && !*stop && isfinite(wsq)) {
             *stop = 2;
             st    = tr_fail(t, AMPX_ERR_INVALID, "%s", health_msg);
         }
-        if (sc.stop_reason && !*stop) {
+        if (sc.stop_reason && !*stop && isfinite(wsq)) {
             *stop = 2;
             if (sc.stop_reason & AMPX_STOP_MIN_SCALE)
                 st = tr_fail(t, AMPX_ERR_INVALID,
@@ -979,7 +986,7 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
         }
     }
     free(buf);
-    if (!st && !*stop && !isfinite(wsq)) {
+    if (!st && *stop != 1 && !isfinite(wsq)) {
         *stop = 2;
         st    = tr_fail(t, AMPX_ERR_INVALID,
                         "steps %lld..%lld: the weights became non-finite (first: %s) in an applied "
@@ -1129,6 +1136,11 @@ ampx_status ampx_trainer_gradients(ampx_trainer *t, int64_t first, double *loss)
     if (!st) st = check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, 0, &l, 4), "buffer_read");
     *loss = l;
     return st;
+}
+
+void ampx_trainer_inject_nonfinite_update(ampx_trainer *t, int64_t step, int which) {
+    t->inject_w_step  = step;
+    t->inject_w_param = which < 0 || which >= t->n_params ? 0 : which;
 }
 
 void ampx_trainer_inject_nonfinite(ampx_trainer *t, int64_t step, int which) {

@@ -59,8 +59,8 @@ struct ampx_trainer {
     int64_t step;        /* steps done (applied + skipped) */
     int64_t ring_first;  /* step number of the first unread record */
     double t_last_flush; /* host clock at the last flush */
-    int64_t inject_step;
-    int inject_param;
+    int64_t inject_step, inject_w_step;
+    int inject_param, inject_w_param;
     /* gradient-health monitor, every mon_every steps; 0: off. Per ring slot of mon: the
      * loss scale (f32, padded to 16 bytes), then for the parameters and then for the
      * scanned node outputs (n_scan per micro-batch): 4 f32 stats each, 3 i32 counts each,
