@@ -31,6 +31,7 @@ static void usage_main(FILE *f) {
                "  policy        print every tensor's resolved dtype and every cast\n"
                "  bench         time GEMM (GFLOP/s) or a memory-bound op (GB/s) on a backend\n"
                "  trace-summary time per op, dtype and phase of a trace from train --trace\n"
+               "  plot          draw a run's metrics (loss, scale, lr, grad norm) to PNG/SVG/PDF\n"
                "\n"
                "options:\n"
                "  -h, --help     show this help (also: ampx <command> --help)\n"
