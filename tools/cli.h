@@ -25,6 +25,8 @@ typedef struct cli_command {
 int cmd_bench(int argc, char **argv);
 /* ampx trace-summary (tools/trace_summary.c). */
 int cmd_trace_summary(int argc, char **argv);
+/* ampx backends --options: the table of performance switches (tools/options.c). */
+int cli_print_options(void);
 /* ampx plot (tools/plot.c). */
 int cmd_plot(int argc, char **argv);
 

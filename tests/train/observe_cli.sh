@@ -153,5 +153,17 @@ else
   echo "ampx plot not built (no cairo): skipped"
 fi
 
+# ---- every backend option is in `ampx backends --options` and in docs/OPTIONS.md
+"$ampx" backends --options >"$work/opts" || fail "backends --options"
+for b in cpu opencl cuda; do
+  "$ampx" conformance --backend "$b" --backend-opt zz=1 --quick >/dev/null 2>"$work/err"
+  known=$(sed -n 's/.*(known: \(.*\)).*/\1/p' "$work/err" | tr -d ,)
+  [ -z "$known" ] && { [ "$b" = cpu ] && fail "cpu did not list its options: $(cat "$work/err")"; continue; }
+  for k in $known; do
+    grep -Eq "^$b +$k " "$work/opts" || fail "backends --options lacks $b $k"
+    grep -Fq "| $b | \`$k\` |" "$src/docs/OPTIONS.md" || fail "docs/OPTIONS.md lacks $b $k"
+  done
+done
+
 [ $fails -eq 0 ] && echo "observe_cli: all passed"
 exit $((fails > 0))
