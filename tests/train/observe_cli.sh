@@ -127,6 +127,8 @@ grep -q "has stayed above 10 times its start" "$work/err" || fail "divergence st
 cmp -s "$work/good" "$work/good.orig" || fail "a good checkpoint was touched"
 
 # ---- plot (built when cairo is found)
+# fontconfig (cairo's text) keeps caches for the life of the process: not ampx's leaks
+export LSAN_OPTIONS="suppressions=$src/tests/train/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 if "$ampx" plot --help >/dev/null 2>&1; then
   "$ampx" plot "$work/m.jsonl" -o "$work/run.png" || fail "plot png"
   python3 - "$work/run.png" <<'PY' || fail "plot: png"
