@@ -31,6 +31,8 @@ static void usage_main(FILE *f) {
                "  policy        print every tensor's resolved dtype and every cast\n"
                "  generate      sample text from a trained token model\n"
                "  bench         time GEMM (GFLOP/s) or a memory-bound op (GB/s) on a backend\n"
+               "  trace-summary time per op, dtype and phase of a trace from train --trace\n"
+               "  plot          draw a run's metrics (loss, scale, lr, grad norm) to PNG/SVG/PDF\n"
                "\n"
                "options:\n"
                "  -h, --help     show this help (also: ampx <command> --help)\n"
@@ -87,21 +89,27 @@ static void support_of(const ampx_backend *be, uint32_t op, op_support *s) {
 // ampx backends
 
 static int cmd_backends(int argc, char **argv) {
-    int json                    = 0;
-    static struct option opts[] = {
-        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0}};
+    int json = 0, options = 0;
+    static struct option opts[] = {{"json", no_argument, 0, 'j'},
+                                   {"options", no_argument, 0, 'O'},
+                                   {"help", no_argument, 0, 'h'},
+                                   {0}};
     int c;
     while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
         if (c == 'j')
             json = 1;
+        else if (c == 'O')
+            options = 1;
         else if (c == 'h') {
-            printf("usage: ampx backends [--json]\n\nLists every libampx-*.so found on the search "
-                   "path with its ABI version,\navailability (and why not), device, and op x dtype "
-                   "support.\n");
+            printf("usage: ampx backends [--json | --options]\n\nLists every libampx-*.so found on "
+                   "the search path with its ABI version,\navailability (and why not), device, and "
+                   "op x dtype support.\n--options lists every performance switch (GEMM path, ISA "
+                   "cap, fusions, the AMP pass)\nwith its default.\n");
             return 0;
         } else
             return EXIT_USAGE;
     }
+    if (options && optind == argc) return cli_print_options();
     if (optind < argc) {
         fprintf(stderr, "%s backends: unexpected argument '%s'\n", prog, argv[optind]);
         return EXIT_USAGE;

@@ -24,6 +24,12 @@ typedef struct cli_command {
 
 /* ampx bench (tools/bench.c). */
 int cmd_bench(int argc, char **argv);
+/* ampx trace-summary (tools/trace_summary.c). */
+int cmd_trace_summary(int argc, char **argv);
+/* ampx backends --options: the table of performance switches (tools/options.c). */
+int cli_print_options(void);
+/* ampx plot (tools/plot.c). */
+int cmd_plot(int argc, char **argv);
 
 /* The subcommands beyond backends and conformance, NULL-terminated (tools/commands.c). */
 extern const cli_command cli_commands[];

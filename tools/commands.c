@@ -10,6 +10,8 @@ const cli_command cli_commands[] = {
     {"policy", cli_policy}, /* tools/train.c */
     {"generate", cli_generate}, /* tools/generate.c */
     {"bench",  cmd_bench},  /* tools/bench.c */
+    {"trace-summary", cmd_trace_summary}, /* tools/trace_summary.c */
+    {"plot",   cmd_plot},   /* tools/plot.c */
     {NULL, NULL},
 };
 // clang-format on

@@ -6,6 +6,8 @@ pkgs=(cmake gcc make pkg-config libcjson-dev)
 # The OpenCL backend builds against the ICD loader and CLBlast (never a vendor library) and
 # runs on PoCL, an OpenCL implementation on the CPU, wherever no GPU driver is installed.
 pkgs+=(ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd)
+# ampx plot draws with cairo (built without it when it is missing).
+pkgs+=(libcairo2-dev)
 if [ "${1:-}" = "--tests" ]; then pkgs+=(libcriterion-dev python3 clinfo); fi
 missing=()
 for p in "${pkgs[@]}"; do

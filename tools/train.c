@@ -3,6 +3,7 @@
  *   ampx train MODEL.json [--backend B] [--backend-opt k=v]... [--policy F] [--steps N]
  *              [--batch N] [--seed S] [--log-every N] [--metrics F.jsonl]
  *              [--checkpoint F] [--checkpoint-every N] [--resume F] [--quiet]
+ *              [--trace F.json [--trace-steps A:B]] [--monitor [N]]
  *   ampx eval MODEL.json --checkpoint F [--backend B] [--policy F]
  *   ampx policy MODEL.json [--policy F]
  */
@@ -18,7 +19,8 @@
 #include "cli.h"
 
 typedef struct run_opts {
-    const char *model, *backend, *policy, *metrics, *checkpoint, *resume;
+    const char *model, *backend, *policy, *metrics, *checkpoint, *resume, *trace;
+    int64_t trace_first, trace_last, monitor;
     const char *bopts[MAX_BACKEND_OPTS];
     uint32_t n_bopts;
     int64_t steps, batch, seed, log_every, ckpt_every, eval_every;
@@ -63,6 +65,10 @@ static void usage(const char *cmd, FILE *f) {
             "  --checkpoint F       write a safetensors checkpoint at the end (and every\n"
             "                       --checkpoint-every N steps)\n"
             "  --resume F           continue from a checkpoint\n"
+            "  --trace F.json       a Chrome trace-event timeline (Perfetto, chrome://tracing)\n"
+            "  --trace-steps A:B    trace steps A..B only (1-based, inclusive; default: all)\n"
+            "  --monitor [N]        gradient health every N steps (default 10): per-layer table,\n"
+            "                       per-tensor metrics lines, warnings naming the layer\n"
             "  --quiet              only the summary\n");
 }
 
@@ -80,6 +86,9 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
                                     {"checkpoint-every", required_argument, 0, 'C'},
                                     {"resume", required_argument, 0, 'r'},
                                     {"quiet", no_argument, 0, 'q'},
+                                    {"trace", required_argument, 0, 'T'},
+                                    {"trace-steps", required_argument, 0, 'W'},
+                                    {"monitor", optional_argument, 0, 'M'},
                                     {"help", no_argument, 0, 'h'},
                                     {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -87,7 +96,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
-        int train_only = strchr("sBSlmCrqE", c) != NULL;
+        int train_only = strchr("sBSlmCrqETWM", c) != NULL;
         if (train_only && strcmp(cmd, "train")) {
             fprintf(stderr, "%s: option '%s' is for ampx train\n", argv[0], argv[optind - 1]);
             return EXIT_USAGE;
@@ -121,6 +130,27 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
         case 'c': o->checkpoint = optarg; break;
         case 'r': o->resume = optarg; break;
         case 'q': o->quiet = 1; break;
+        case 'T': o->trace = optarg; break;
+        case 'M': {
+            /* --monitor, --monitor=N, or --monitor N when the next word is a number */
+            const char *n = optarg;
+            if (!n && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
+                n = argv[optind++];
+            o->monitor = 10;
+            if (n && parse_i64(argv[0], "--monitor", n, 1, &o->monitor)) return EXIT_USAGE;
+            break;
+        }
+        case 'W': {
+            long long a, b;
+            char tail;
+            if (sscanf(optarg, "%lld:%lld%c", &a, &b, &tail) != 2 || a < 1 || b < a) {
+                fprintf(stderr, "%s: --trace-steps '%s': expected A:B with 1 <= A <= B\n", argv[0],
+                        optarg);
+                return EXIT_USAGE;
+            }
+            o->trace_first = a, o->trace_last = b;
+            break;
+        }
         case 'h': usage(cmd, stdout); exit(0);
         default: usage(cmd, stderr); return EXIT_USAGE;
         }
@@ -132,6 +162,10 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
         return EXIT_USAGE;
     }
     o->model = argv[optind];
+    if (o->trace_first && !o->trace) {
+        fprintf(stderr, "%s: --trace-steps needs --trace FILE\n", argv[0]);
+        return EXIT_USAGE;
+    }
     if (!strcmp(cmd, "eval") && !o->checkpoint) {
         fprintf(stderr, "%s: --checkpoint FILE is required\n", argv[0]);
         return EXIT_USAGE;
@@ -150,8 +184,17 @@ typedef struct progress {
     int tty, quiet;
     int64_t total, skipped;
     double t0;
-    float last_scale;
+    float last_scale, min_scale;
     double last_loss;
+    int64_t applied_in_interval, last_applied_step;
+    /* the latest monitored step of the interval, for the per-layer table */
+    ampx_tensor_health health[512];
+    char names[512][64], layers[512][64];
+    int n_health;
+    int64_t health_step;
+    double health_scale;
+    char warned[64][96]; /* warnings already shown (by tensor and kind) */
+    int n_warned;
 } progress;
 
 static double now_s(void) {
@@ -165,6 +208,107 @@ static void json_num(FILE *f, const char *key, double v) {
         fprintf(f, ",\"%s\":%.9g", key, v);
     else
         fprintf(f, ",\"%s\":null", key);
+}
+
+static void json_str(FILE *f, const char *key, const char *v) {
+    fprintf(f, ",\"%s\":\"", key);
+    for (; *v; v++)
+        if (*v == '"' || *v == '\\')
+            fprintf(f, "\\%c", *v);
+        else if ((unsigned char)*v >= 0x20)
+            fputc(*v, f);
+    fputc('"', f);
+}
+
+/* A monitor warning, shown the first time for its tensor and kind. */
+static void on_warning(void *user, const char *line) {
+    progress *p = user;
+    char key[96];
+    const char *kind = strstr(line, "minimum") ? "min" : strstr(line, "vanish") ? "van" : "und";
+    snprintf(key, sizeof key, "%s %.80s", kind, line + 9);
+    char *sp = strchr(key + 4, ' ');
+    if (sp) *sp = 0;
+    for (int i = 0; i < p->n_warned; i++)
+        if (!strcmp(p->warned[i], key)) return;
+    if (p->n_warned < 64) snprintf(p->warned[p->n_warned++], sizeof p->warned[0], "%s", key);
+    fprintf(stderr, "%s%s\n", p->tty ? "\r\033[K" : "", line);
+}
+
+static void monitor_record(progress *p, const ampx_step_record *r) {
+    if (p->metrics)
+        for (int i = 0; i < r->n_health; i++) {
+            const ampx_tensor_health *h = &r->health[i];
+            fprintf(p->metrics, "{\"step\":%lld", (long long)r->step);
+            json_str(p->metrics, "tensor", h->name);
+            json_str(p->metrics, "layer", h->layer);
+            json_str(p->metrics, "dtype", ampx_dtype_name(h->compute));
+            json_num(p->metrics, "max_abs", h->max_abs);
+            json_num(p->metrics, "rms", h->rms);
+            json_num(p->metrics, "zero_frac", h->zero_frac);
+            json_num(p->metrics, "underflow_frac", h->underflow_frac);
+            fprintf(p->metrics, ",\"inf\":%lld", (long long)h->inf);
+            if (h->nan >= 0)
+                fprintf(p->metrics, ",\"nan\":%lld", (long long)h->nan);
+            else
+                fprintf(p->metrics, ",\"nan\":null");
+            json_num(p->metrics, "scale", r->monitor_scale);
+            fprintf(p->metrics, "}\n");
+        }
+    int n = r->n_health < 512 ? r->n_health : 512;
+    for (int i = 0; i < n; i++) {
+        p->health[i] = r->health[i];
+        snprintf(p->names[i], sizeof p->names[i], "%s", r->health[i].name);
+        snprintf(p->layers[i], sizeof p->layers[i], "%s", r->health[i].layer);
+        p->health[i].name  = p->names[i];
+        p->health[i].layer = p->layers[i];
+    }
+    p->n_health     = n;
+    p->health_step  = r->step;
+    p->health_scale = r->monitor_scale;
+    if (!p->quiet) {
+        ampx_health_limits lim;
+        ampx_health_defaults(&lim);
+        ampx_health_warnings(r->health, r->n_health, &lim, r->monitor_scale, p->min_scale,
+                             on_warning, p);
+    }
+}
+
+/* The per-layer table of the latest monitored step: the layer's tensors combined. */
+static void show_health(progress *p) {
+    if (p->quiet || !p->n_health) return;
+    FILE *f = p->tty ? stderr : stdout;
+    if (p->tty) fputs("\r\033[K", f);
+    fprintf(f, "gradient health at step %lld (loss scale %g; max|g| and rms unscaled):\n",
+            (long long)p->health_step, p->health_scale);
+    fprintf(f, "  %-16s %-5s %10s %10s %7s %9s %6s %6s\n", "layer", "dtype", "max|g|", "rms",
+            "zeros", "underflow", "inf", "nan");
+    for (int i = 0; i < p->n_health; i++) {
+        int dup = 0;
+        for (int k = 0; k < i; k++)
+            dup |= !strcmp(p->layers[k], p->layers[i]);
+        if (dup) continue;
+        double mx = 0, sq = 0, n = 0, z = 0, u = 0;
+        long long inf = 0, nan = 0;
+        int nan_known = 1;
+        for (int k = i; k < p->n_health; k++) {
+            const ampx_tensor_health *h = &p->health[k];
+            if (strcmp(p->layers[k], p->layers[i])) continue;
+            if (h->max_abs > mx) mx = h->max_abs;
+            sq += h->rms * h->rms * (double)h->n;
+            n += (double)h->n;
+            z += h->zero_frac * (double)h->n;
+            u += h->underflow_frac * (double)h->n;
+            inf += h->inf;
+            if (h->nan < 0) nan_known = 0;
+            nan += h->nan > 0 ? h->nan : 0;
+        }
+        char nan_s[24];
+        snprintf(nan_s, sizeof nan_s, nan_known ? "%lld" : "?", nan);
+        fprintf(f, "  %-16s %-5s %10.3e %10.3e %6.2f%% %8.3f%% %6lld %6s\n", p->layers[i],
+                ampx_dtype_name(p->health[i].compute), mx, n ? sqrt(sq / n) : 0,
+                n ? 100 * z / n : 0, n ? 100 * u / n : 0, inf, nan_s);
+    }
+    p->n_health = 0;
 }
 
 static int on_record(void *user, const ampx_step_record *r) {
@@ -183,27 +327,47 @@ static int on_record(void *user, const ampx_step_record *r) {
         p->skipped++;
         if (!p->quiet)
             fprintf(stderr,
-                    "%sstep %lld: skipped, non-finite gradients in %s; loss scale %g -> %g\n",
+                    "%sstep %lld: skipped, non-finite gradients in %s; loss scale %g -> %g%s%s\n",
                     p->tty ? "\r\033[K" : "", (long long)r->step,
                     r->overflow[0] ? r->overflow : "(unnamed)", (double)p->last_scale,
-                    (double)r->scale);
+                    (double)r->scale,
+                    r->first_nonfinite && r->first_nonfinite[0] ? "; first non-finite: " : "",
+                    r->first_nonfinite ? r->first_nonfinite : "");
     }
+    if (r->warning && r->warning[0])
+        fprintf(stderr, "%s%s\n", p->tty ? "\r\033[K" : "", r->warning);
+    if (r->health) monitor_record(p, r);
     p->last_scale = r->scale;
-    if (!r->skipped) p->last_loss = r->loss;
+    if (!r->skipped) {
+        p->last_loss = r->loss;
+        p->applied_in_interval++;
+        p->last_applied_step = r->step;
+    }
     return 0;
 }
 
+/* The progress line. An interval with no applied step shows no loss (a loss of a skipped
+ * step is not the model's, and the last applied one would be stale). */
 static void show_progress(progress *p, int64_t step, int64_t start) {
     if (p->quiet) return;
+    show_health(p);
     double el = now_s() - p->t0, rate = el > 0 ? (double)(step - start) / el : 0;
     double eta = rate > 0 ? (double)(p->total - step) / rate : 0;
-    if (p->tty)
-        fprintf(stderr, "\r\033[Kstep %lld/%lld  loss %.4f  scale %g  %.0f steps/s  ETA %.0fs",
-                (long long)step, (long long)p->total, p->last_loss, (double)p->last_scale, rate,
-                eta);
+    char loss[96];
+    if (p->applied_in_interval)
+        snprintf(loss, sizeof loss, "%.4f", p->last_loss);
+    else if (p->last_applied_step)
+        snprintf(loss, sizeof loss, "- (no step applied since step %lld)",
+                 (long long)p->last_applied_step);
     else
-        printf("step %lld/%lld loss %.4f scale %g steps/s %.1f eta_s %.0f\n", (long long)step,
-               (long long)p->total, p->last_loss, (double)p->last_scale, rate, eta);
+        snprintf(loss, sizeof loss, "- (no step applied yet)");
+    p->applied_in_interval = 0;
+    if (p->tty)
+        fprintf(stderr, "\r\033[Kstep %lld/%lld  loss %s  scale %g  %.0f steps/s  ETA %.0fs",
+                (long long)step, (long long)p->total, loss, (double)p->last_scale, rate, eta);
+    else
+        printf("step %lld/%lld loss %s scale %g steps/s %.1f eta_s %.0f\n", (long long)step,
+               (long long)p->total, loss, (double)p->last_scale, rate, eta);
     fflush(stdout);
 }
 
@@ -248,6 +412,7 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
     if (o->seed >= 0) tc->seed = (uint64_t)o->seed;
     if (o->log_every > 0) tc->log_every = o->log_every;
     if (o->eval_every >= 0) tc->eval_every = o->eval_every;
+    if (o->monitor > 0) tc->monitor_every = o->monitor;
     const char *spec = o->backend ? o->backend : "cpu";
     if (ampx_backend_open(spec, o->bopts, o->n_bopts, be, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog, err);
@@ -285,7 +450,13 @@ int cli_train(int argc, char **argv) {
     ampx_scalars sc;
     ampx_trainer_scalars(t, &sc);
     p.last_scale  = sc.scale;
+    p.min_scale   = sc.min_scale;
     int64_t start = ampx_trainer_step(t);
+    if (o.trace && ampx_trainer_trace(t, o.trace, o.trace_first ? o.trace_first : start + 1,
+                                      o.trace_first ? o.trace_last : tc->steps, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], err);
+        goto out;
+    }
     if (!o.quiet) {
         uint64_t peak, flat;
         ampx_trainer_memory(t, &peak, &flat);
@@ -315,6 +486,7 @@ int cli_train(int argc, char **argv) {
             goto out;
         }
         if (!st && o.checkpoint && o.ckpt_every > 0 &&
+            (ampx_trainer_step(t) % o.ckpt_every == 0 || ampx_trainer_step(t) == tc->steps) &&
             ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
             fprintf(stderr, "%s%s: %s\n", p.tty ? "\n" : "", argv[0], err);
             goto out;
@@ -325,7 +497,22 @@ int cli_train(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
         goto out;
     }
+    ampx_trainer_scalars(t, &sc);
+    if (sc.applied_steps == 0) {
+        fprintf(stderr,
+                "%s: no step of the run was applied (%d skipped for non-finite gradients): the "
+                "weights are the initial ones\n",
+                argv[0], sc.skipped_steps);
+        goto out;
+    }
     double secs = now_s() - p.t0;
+    if (o.trace) {
+        if (ampx_trainer_trace_close(t, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", argv[0], err);
+            goto out;
+        }
+        if (!o.quiet) printf("trace written to %s (open it in ui.perfetto.dev)\n", o.trace);
+    }
     if (o.checkpoint && ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", argv[0], err);
         goto out;

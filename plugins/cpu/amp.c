@@ -92,7 +92,7 @@ ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *
 typedef struct stats_part {
     float max_abs;
     double sum, sumsq;
-    uint64_t finite, zeros, tiny, nonfinite;
+    uint64_t finite, zeros, tiny, nonfinite, nan;
 } stats_part;
 
 typedef struct stats_job {
@@ -117,7 +117,7 @@ __attribute__((target("avx2,fma,f16c"))) static uint64_t stats_avx2(const float 
     const __m256 inf = _mm256_set1_ps(__builtin_inff()), vtiny = _mm256_set1_ps(tiny);
     __m256 vmax = _mm256_setzero_ps();
     __m256d s0 = _mm256_setzero_pd(), s1 = s0, q0 = s0, q1 = s0;
-    uint64_t finite = 0, zeros = 0, small = 0, k = 0;
+    uint64_t finite = 0, zeros = 0, small = 0, nan = 0, k = 0;
     for (; k + 8 <= n; k += 8) {
         __m256 v   = _mm256_loadu_ps(t + k);
         __m256 av  = _mm256_and_ps(v, abs_mask);
@@ -129,6 +129,8 @@ __attribute__((target("avx2,fma,f16c"))) static uint64_t stats_avx2(const float 
         finite += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(fin));
         zeros += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(zer));
         small += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(sml));
+        nan += (uint64_t)__builtin_popcount(
+            (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
         __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(vf));
         __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(vf, 1));
         s0         = _mm256_add_pd(s0, lo);
@@ -149,6 +151,7 @@ __attribute__((target("avx2,fma,f16c"))) static uint64_t stats_avx2(const float 
     p->zeros     = zeros;
     p->tiny      = small;
     p->nonfinite = k - finite;
+    p->nan       = nan;
     return k;
 }
 #endif
@@ -170,6 +173,7 @@ static void stats_chunk(void *arg, uint64_t item, unsigned tid) {
         float v = t[k];
         if (!isfinite(v)) {
             p.nonfinite++;
+            p.nan += isnan(v) != 0;
             continue;
         }
         float av = fabsf(v);
@@ -199,8 +203,12 @@ ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) 
     CPU_TRY(cpu_check_list(ctx, op, "grads", &a.grads));
     CPU_TRY(cpu_check_tensor_dt(ctx, op, "stats", &a.stats, AMPX_F32, 4ull * a.grads.count, 0));
     CPU_TRY(cpu_check_tensor_dt(ctx, op, "counts", &a.counts, AMPX_I32, 3ull * a.grads.count, 0));
+    if (a.nan_counts.buf)
+        CPU_TRY(
+            cpu_check_tensor_dt(ctx, op, "nan_counts", &a.nan_counts, AMPX_I32, a.grads.count, 0));
     float *stats    = cpu_ptr(&a.stats);
     int32_t *counts = cpu_ptr(&a.counts);
+    int32_t *nans   = a.nan_counts.buf ? cpu_ptr(&a.nan_counts) : NULL;
     float tiny      = a.target == AMPX_F16 ? 0x1p-14f : 0x1p-126f;
 
     uint64_t max_chunks = cpu_list_max_chunks(&a.grads);
@@ -222,6 +230,7 @@ ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) 
             s.zeros += part[c].zeros;
             s.tiny += part[c].tiny;
             s.nonfinite += part[c].nonfinite;
+            s.nan += part[c].nan;
         }
         stats[4 * t + 0]  = s.max_abs;
         stats[4 * t + 1]  = s.finite ? (float)(s.sum / (double)s.finite) : 0.0f;
@@ -230,6 +239,7 @@ ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) 
         counts[3 * t + 0] = count_i32(s.zeros);
         counts[3 * t + 1] = count_i32(s.tiny);
         counts[3 * t + 2] = count_i32(s.nonfinite);
+        if (nans) nans[t] = count_i32(s.nan);
     }
     return AMPX_OK;
 }

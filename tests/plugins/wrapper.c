@@ -23,6 +23,17 @@ static long live_buffers, op_calls;
 static ampx_log_fn host_log;
 static void *host_log_user;
 
+#ifdef WRAP_OLD_MINOR
+static ampx_status old_profile_begin(ampx_context *ctx, uint32_t cap) {
+    (void)ctx, (void)cap;
+    return AMPX_ERR_INTERNAL;
+}
+static ampx_status old_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap, uint32_t *n) {
+    (void)ctx, (void)ns, (void)cap, (void)n;
+    return AMPX_ERR_INTERNAL;
+}
+#endif
+
 static const ampx_backend_iface *load_inner(void) {
     if (inner) return inner;
     const char *path = getenv("AMPX_TEST_INNER_PLUGIN");
@@ -135,8 +146,14 @@ AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, 
     table.abi_minor = 7;
 #endif
 #ifdef WRAP_OLD_MINOR
-    /* As if built against a minor version that had only the first two ops. */
-    ops.size = (uint32_t)offsetof(ampx_backend_ops, add);
+    /* As if built against a minor version that had only the first two ops, and a backend
+     * table that ends before the ABI 1.2 profile slots (set here, past the declared size,
+     * so a loader that reads beyond it would see them). */
+    ops.size            = (uint32_t)offsetof(ampx_backend_ops, add);
+    table.abi_minor     = 1;
+    table.size          = (uint32_t)offsetof(ampx_backend_iface, profile_begin);
+    table.profile_begin = old_profile_begin;
+    table.profile_end   = old_profile_end;
 #endif
 #ifdef WRAP_NO_NORMS
     ops.layernorm_fwd = NULL, ops.layernorm_bwd = NULL;

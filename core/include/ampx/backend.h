@@ -1,4 +1,4 @@
-/* ampx/backend.h — the backend plugin ABI, version 1.1.
+/* ampx/backend.h — the backend plugin ABI, version 1.2.
  *
  * This is the only header a vendor needs (with the header-only dtype.h). A backend is a
  * shared object that exports exactly one symbol, ampx_backend_entry, and keeps everything
@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 #define AMPX_ABI_MAJOR 1
-#define AMPX_ABI_MINOR 1
+#define AMPX_ABI_MINOR 2
 
 #if defined(_WIN32)
 #define AMPX_PLUGIN_EXPORT __declspec(dllexport)
@@ -464,6 +464,10 @@ typedef struct ampx_grad_stats_args {
     ampx_tensor_list grads;
     ampx_tensor stats;  /* f32, 4 per tensor */
     ampx_tensor counts; /* i32, 3 per tensor */
+    /* ABI 1.2: (optional) i32, 1 per tensor: how many of the non-finite values are NaN (the
+     * rest are inf). buf NULL: not written. A plugin that does not count NaNs (and any of an
+     * older minor) leaves it as it was: the host fills it with -1 first to tell. */
+    ampx_tensor nan_counts;
 } ampx_grad_stats_args;
 
 /* SCALER_UPDATE  (no dtypes: pass n_dtypes 0)
@@ -694,6 +698,18 @@ typedef struct ampx_backend_iface {
     ampx_status (*synchronize) (ampx_context *ctx);
 
     const ampx_backend_ops *ops;
+
+    /* ---- ABI 1.2: device timestamps of ops, for the trace (--trace) --------------------
+     * Optional, both or neither; a plugin built for an older minor has a smaller table and
+     * the host reads them as NULL (it then times each op on its own clock, synchronizing
+     * after it). After profile_begin, the stream records the start and end of every op
+     * enqueued (each op-slot call that returns AMPX_OK), up to `capacity` ops, in ns since
+     * the stream reached profile_begin; the host calls it with the stream idle. profile_end
+     * waits for the work, writes (start, end) of op i to ns[2i], ns[2i+1] for the first
+     * min(recorded, cap) ops in enqueue order, sets *n_ops to the number recorded (ops past
+     * capacity are not) and stops recording. profile_end without profile_begin gives 0 ops. */
+    ampx_status (*profile_begin)(ampx_context *ctx, uint32_t capacity);
+    ampx_status (*profile_end)  (ampx_context *ctx, uint64_t *ns, uint32_t cap, uint32_t *n_ops);
 } ampx_backend_iface;
 // clang-format on
 

@@ -28,12 +28,13 @@ typedef struct ampx_trainer ampx_trainer;
 /* The run settings of a model ("train" in the JSON); the command line may change them
  * between ampx_model_load and ampx_trainer_create. */
 typedef struct ampx_train_config {
-    int64_t steps;      /* total optimizer steps (applied + skipped) of the run */
-    int64_t batch;      /* examples per micro-batch */
-    int64_t accumulate; /* micro-batches per step */
-    uint64_t seed;      /* initialization, data generation and shuffling */
-    int64_t log_every;  /* steps between host reads of the record ring */
-    int64_t eval_every; /* steps between validation evaluations (0: only at the end) */
+    int64_t steps;         /* total optimizer steps (applied + skipped) of the run */
+    int64_t batch;         /* examples per micro-batch */
+    int64_t accumulate;    /* micro-batches per step */
+    uint64_t seed;         /* initialization, data generation and shuffling */
+    int64_t log_every;     /* steps between host reads of the record ring */
+    int64_t monitor_every; /* gradient-health monitor every N steps ("monitor"); 0: off */
+    int64_t eval_every;    /* steps between validation evaluations (0: only at the end) */
 } ampx_train_config;
 
 /* Loads MODEL.json; policy_path (optional) is a JSON file whose "policy" and/or "scaler"
@@ -49,6 +50,36 @@ AMPX_API const char *ampx_model_name(const ampx_model *m);
 typedef void (*ampx_line_fn)(void *user, const char *line);
 AMPX_API void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user);
 
+/* Gradient health of one tensor (the grad_stats op), in unscaled units. */
+typedef struct ampx_tensor_health {
+    const char *name;      /* "fc1.weight" (a parameter gradient) or a node's output */
+    const char *layer;     /* "fc1": the model node it belongs to */
+    ampx_dtype compute;    /* the dtype its layer computes in: underflow is judged against it */
+    uint64_t n;            /* elements */
+    double max_abs;        /* max |g| over finite values */
+    double rms;            /* root mean square over finite values */
+    double zero_frac;      /* fraction of exact zeros */
+    double underflow_frac; /* fraction of non-zero values below the compute dtype's smallest
+                              normal as the backward saw them (scaled) */
+    int64_t inf, nan;      /* counts; nan is -1 when the backend counts only non-finite (ABI < 1.2):
+                              inf then holds the non-finite count */
+} ampx_tensor_health;
+
+/* Warning limits of the monitor (docs/OBSERVABILITY.md); ampx_health_defaults fills them. */
+typedef struct ampx_health_limits {
+    double underflow_frac;   /* warn when a tensor's underflow fraction is above this (0.01) */
+    double vanish_max_abs;   /* warn when a tensor's max |g| is below this (1e-12) and not 0... */
+    double vanish_zero_frac; /* ...or its zero fraction is at least this (0.999) */
+} ampx_health_limits;
+
+AMPX_API void ampx_health_defaults(ampx_health_limits *lim);
+/* Warnings in words for one monitored step: underflow (raise the loss scale, or keep the
+ * layer in f32), overflow at the minimum loss scale, vanishing gradients. One call of
+ * line per warning; returns how many. scale: the loss scale of the step; min_scale: the
+ * scaler's floor (0: none). */
+AMPX_API int ampx_health_warnings(const ampx_tensor_health *h, int n, const ampx_health_limits *lim,
+                                  double scale, double min_scale, ampx_line_fn line, void *user);
+
 /* One training step as the device recorded it. */
 typedef struct ampx_step_record {
     int64_t step;         /* 1-based step number */
@@ -59,6 +90,16 @@ typedef struct ampx_step_record {
     int skipped;          /* 1: non-finite gradients, the step was skipped */
     double time_ms;       /* host time per step, averaged over the log interval */
     const char *overflow; /* skipped steps: the names of the non-finite gradients */
+    /* monitored steps (every monitor_every): every parameter gradient's health */
+    const ampx_tensor_health *health; /* NULL on steps not monitored */
+    int n_health;
+    double monitor_scale; /* the loss scale the monitored gradients were computed with */
+    /* monitored steps with non-finite values: the first tensor, in the order the step
+     * computed them (forward activations, their gradients, parameter gradients), that held
+     * one, e.g. "fc2.relu (forward)"; "" when none or not monitored */
+    const char *first_nonfinite;
+    int64_t applied_steps; /* applied steps of the run so far (resumed runs included) */
+    const char *warning;   /* a run-health warning that fired at this step, else "" */
 } ampx_step_record;
 
 typedef struct ampx_eval_result {
@@ -87,8 +128,10 @@ AMPX_API int64_t ampx_trainer_vocab(const ampx_trainer *t);
 
 /* Runs steps until the step count reaches `until` (total, as in --steps). record() is called
  * for every step when the host reads the ring; a non-zero return stops the run. A scaler
- * stop condition (on_min_scale = error, max_consecutive_skips) ends it with
- * AMPX_ERR_INVALID and the reason in ampx_trainer_error(). */
+ * stop condition (on_min_scale = error, max_consecutive_skips) or a run-health stop (no
+ * step applied, a non-finite or diverging loss, weights made non-finite by an update; see
+ * docs/OBSERVABILITY.md) ends it with AMPX_ERR_INVALID and the diagnosis in
+ * ampx_trainer_error(). */
 typedef int (*ampx_record_fn)(void *user, const ampx_step_record *r);
 AMPX_API ampx_status ampx_trainer_run(ampx_trainer *t, int64_t until, ampx_record_fn record,
                                       void *user);
@@ -108,8 +151,24 @@ AMPX_API ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *
 AMPX_API ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err,
                                        size_t err_cap);
 
+/* Timeline: steps first..last (1-based, inclusive) of the runs that follow are written to path
+ * as Chrome trace-event JSON (Perfetto, chrome://tracing). The file is complete after
+ * ampx_trainer_trace_close (or ampx_trainer_free, which drops a write error). */
+AMPX_API ampx_status ampx_trainer_trace(ampx_trainer *t, const char *path, int64_t first,
+                                        int64_t last, char *err, size_t err_cap);
+AMPX_API ampx_status ampx_trainer_trace_close(ampx_trainer *t, char *err, size_t err_cap);
+
 // ---------------------------------------------------------------------------------------
 // Introspection, for tests and tools.
+
+/* Gradient health of the parameter gradients as they are now (waits for the device): one
+ * entry per parameter, in ampx_trainer_param_name order; values as stored (scale 1). */
+AMPX_API ampx_status ampx_trainer_grad_health(ampx_trainer *t, ampx_tensor_health *out);
+
+/* Backend ops issued so far through the call layer (every node's and the step's). */
+AMPX_API uint64_t ampx_trainer_ops_issued(const ampx_trainer *t);
+/* Backend ops the last step issued (the executor's nodes and the step's own ops). */
+AMPX_API uint64_t ampx_trainer_last_step_ops(const ampx_trainer *t);
 
 /* Trainable tensors: parameters in a fixed order ("fc1.weight", "fc1.bias", ...). */
 AMPX_API int ampx_trainer_n_params(const ampx_trainer *t);
@@ -126,6 +185,9 @@ AMPX_API ampx_status ampx_trainer_gradients(ampx_trainer *t, int64_t first, doub
 /* Makes gradient tensor `param` hold a non-finite value after the backward of step `step`
  * (1-based): a fault injection for testing that overflows are skipped. */
 AMPX_API void ampx_trainer_inject_nonfinite(ampx_trainer *t, int64_t step, int param);
+/* Makes the master weight `param` non-finite after the optimizer of step `step`, as an
+ * update that overflowed would: a fault injection for the run-health check. */
+AMPX_API void ampx_trainer_inject_nonfinite_update(ampx_trainer *t, int64_t step, int param);
 
 #ifdef __cplusplus
 }

@@ -426,8 +426,8 @@ int data_parse(jctx *c, settings *m, const json_value *v) {
 }
 
 int train_parse(jctx *c, settings *m, const json_value *v) {
-    static const char *const keys[] = {"steps",     "batch",      "accumulate", "seed",
-                                       "log_every", "eval_every", NULL};
+    static const char *const keys[] = {"steps",     "batch",   "accumulate", "seed",
+                                       "log_every", "monitor", "eval_every", NULL};
     ampx_train_config *t            = &m->train;
     if (jkeys(c, v, keys)) return -1;
     int64_t seed = (int64_t)t->seed;
@@ -436,6 +436,7 @@ int train_parse(jctx *c, settings *m, const json_value *v) {
         jint(c, v, "accumulate", 0, 1, 1 << 16, &t->accumulate) ||
         jint(c, v, "seed", 0, 0, INT32_MAX, &seed) ||
         jint(c, v, "log_every", 0, 1, 1 << 20, &t->log_every) ||
+        jint(c, v, "monitor", 0, 0, 1 << 20, &t->monitor_every) ||
         jint(c, v, "eval_every", 0, 0, INT32_MAX, &t->eval_every))
         return -1;
     t->seed = (uint64_t)seed;

@@ -164,7 +164,11 @@ void conf_case_grad_stats(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts,
     }
     conf_tensor *ST = conf_tensor_new(cc, "stats", AMPX_F32, 4 * count, CT_OUT);
     conf_tensor *CN = conf_tensor_new(cc, "counts", AMPX_I32, 3 * count, CT_OUT);
+    /* ABI 1.2: the NaN counts; -1 going in means "not counted" when it comes back */
+    conf_tensor *NC = conf_tensor_new(cc, "nan_counts", AMPX_I32, count, CT_INOUT);
     if (!conf_ok(cc)) goto done;
+    for (uint32_t t = 0; t < count; t++)
+        conf_tensor_set_bits(NC, t, 0xFFFFFFFFu);
     for (uint32_t t = 0; t < count; t++)
         for (uint64_t i = 0; i < G[t]->n; i++) {
             ampx_dtype dt = G[t]->dt;
@@ -185,7 +189,7 @@ void conf_case_grad_stats(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts,
     /* a long tensor ends on its largest |g|: max|g| is exact, so a lost tail shows */
     for (uint32_t t = 0; t < count; t++)
         if (G[t]->n >= CONF_LARGE && pattern == 1) conf_tensor_set(G[t], G[t]->n - 1, -3.5);
-    ampx_grad_stats_args a = {sizeof a, target, {count, tl, ne}, ST->t, CN->t};
+    ampx_grad_stats_args a = {sizeof a, target, {count, tl, ne}, ST->t, CN->t, NC->t};
     if (conf_upload(cc) ||
         conf_finish_call(cc, "grad_stats", call_grad_stats(r, AMPX_OP_GRAD_STATS, &a)))
         goto done;
@@ -213,6 +217,14 @@ void conf_case_grad_stats(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts,
                           gc, cn[j]);
                 goto done;
             }
+        }
+        int32_t nan = (int32_t)conf_tensor_bits(NC, NC->back, t), want = 0;
+        for (uint64_t i = 0; i < G[t]->n; i++)
+            want += isnan(G[t]->v[i]) != 0;
+        if (nan != -1 && nan != want) {
+            conf_fail(cc, "nan_counts[%u] = %d, expected %d (of %d non-finite)", t, nan, want,
+                      cn[2]);
+            goto done;
         }
     }
 done:

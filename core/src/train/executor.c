@@ -62,6 +62,8 @@ ampx_status gx_zero(g_exec *x, const g_node *n, int v) {
 }
 
 ampx_status gx_call(g_exec *x, const g_node *n, uint32_t op, const void *args) {
+    x->call->phase = n->phase == PHASE_BACKWARD ? CALL_BACKWARD : CALL_FORWARD;
+    x->call->dtype = n->dtype;
     return call_op(x->call, n->name, op, args);
 }
 
@@ -69,6 +71,7 @@ ampx_status exec_run(g_exec *x, int first, int last) {
     for (int i = first; i < last; i++) {
         const g_node *n = &x->g->nodes[i];
         ampx_status st  = g_rule_of(n->op)->forward(x, x->g, n);
+        if (!st && x->after_node) st = x->after_node(x, i, x->after_user);
         if (st) return st;
     }
     return AMPX_OK;

@@ -21,6 +21,9 @@ struct g_exec {
     uint64_t micro_batches;
     uint64_t seed, step; /* the run's seed and the step being run (dropout keys) */
     ampx_tensor scalars, loss;
+    /* (optional) called after each node has issued its ops (the monitor's scan) */
+    ampx_status (*after_node)(g_exec *x, int node, void *user);
+    void *after_user;
 };
 
 /* Runs nodes [first, last) in order; stops at the first failure (message in the call ctx). */

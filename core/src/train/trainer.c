@@ -20,6 +20,7 @@
 
 #include "ampx/dtype.h"
 #include "graph/ops.h"
+#include "obs/trace.h"
 #include "train/autodiff.h"
 
 #define SLOT_SCALARS 0
@@ -46,6 +47,8 @@ static ampx_status check(ampx_trainer *t, ampx_status st, const char *what) {
 }
 
 static ampx_status step_op(ampx_trainer *t, uint32_t op, const void *args) {
+    t->call.phase = op == AMPX_OP_SGD || op == AMPX_OP_ADAMW ? CALL_OPTIMIZER : CALL_AMP;
+    t->call.dtype = op == AMPX_OP_CAST ? ((const ampx_cast_args *)args)->dst.dtype : AMPX_F32;
     return call_op(&t->call, "step", op, args);
 }
 
@@ -220,6 +223,8 @@ void init_scalars(const ampx_model *m, ampx_scalars *s) {
     s->lr                     = ampx_scheduled_lr(s, 0);
 }
 
+static ampx_status monitor_setup(ampx_trainer *t);
+
 static ampx_status upload(ampx_trainer *t, ampx_buffer **b, const void *src, uint64_t bytes) {
     ampx_status st = check(t, t->ifc->buffer_alloc(t->ctx, bytes ? bytes : 4, b), "buffer_alloc");
     if (st || !bytes) return st;
@@ -366,6 +371,7 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
     t->A               = m->cfg.train.accumulate;
     t->K               = m->cfg.train.log_every;
     t->inject_step     = -1;
+    t->inject_w_step   = -1;
     t->epoch_on_device = -1;
     t->inference       = inference;
     call_init(&t->call, be, t->error, sizeof t->error);
@@ -440,7 +446,9 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
                                .seed          = m->cfg.train.seed,
                                .scalars       = buf_tensor(t->scalars, 0, AMPX_F32)};
     t->t_last_flush = now_ms();
-    *out            = t;
+    t->mon_every    = m->cfg.train.monitor_every;
+    if (t->mon_every > 0 && (st = monitor_setup(t))) goto fail;
+    *out = t;
     return AMPX_OK;
 fail:
     snprintf(err, err_cap, "%s", t->error);
@@ -461,6 +469,15 @@ ampx_status ampx_trainer_create_sampler(ampx_model *m, ampx_backend *be, ampx_tr
 void ampx_trainer_free(ampx_trainer *t) {
     if (!t) return;
     if (t->ctx) t->ifc->synchronize(t->ctx);
+    char ignored[8];
+    trace_close(t->trace, ignored, sizeof ignored);
+    free(t->dev_ns);
+    if (t->mon) t->ifc->buffer_free(t->ctx, t->mon);
+    free(t->scan_first);
+    free(t->scan_count);
+    free(t->scan_value);
+    free(t->scan_node);
+    free(t->mon_host);
     ampx_buffer **bufs[] = {&t->arena, &t->ring, &t->eval_loss, &t->scalars};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) t->ifc->buffer_free(t->ctx, *bufs[i]);
@@ -622,16 +639,319 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
     return step_op(t, AMPX_OP_SGD, &a);
 }
 
+// ---------------------------------------------------------------------------------------
+// The gradient-health monitor: grad_stats over every parameter gradient (scaled, as the
+// backward left it) and over every node's outputs right after the node ran, into the
+// monitor slot of the step; read back with the step records, never in between.
+
+#define MON_SCALE 0
+
+static uint64_t mon_off(const ampx_trainer *t, int part) {
+    uint64_t P = (uint64_t)t->n_params, S = (uint64_t)t->n_scan * (uint64_t)t->A;
+    uint64_t offs[] = {16,
+                       16 + 16 * P,
+                       16 + 28 * P,
+                       16 + 32 * P,
+                       16 + 32 * P + 16 * S,
+                       16 + 32 * P + 28 * S,
+                       16 + 32 * P + 32 * S};
+    return offs[part];
+}
+enum { MON_PSTATS, MON_PCOUNTS, MON_PNAN, MON_SSTATS, MON_SCOUNTS, MON_SNAN, MON_END };
+
+/* The compute dtype of the layer that reads parameter p (its master or working copy). */
+static ampx_dtype layer_dtype(const ampx_trainer *t, const param *p) {
+    int copy = t->g.values[p->value].copy;
+    for (int i = 0; i < t->g.n_forward; i++) {
+        const g_node *n = &t->g.nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && (n->in[k] == p->value || n->in[k] == copy)) return n->dtype;
+    }
+    return AMPX_F32;
+}
+
+static void layer_of(const char *name, char *out, size_t cap) {
+    const char *dot = strrchr(name, '.');
+    snprintf(out, cap, "%.*s", dot ? (int)(dot - name) : (int)strlen(name), name);
+}
+
+static ampx_status monitor_setup(ampx_trainer *t) {
+    static const ampx_dtype order[] = {AMPX_F16, AMPX_BF16, AMPX_F32};
+    int pos                         = 0;
+    if (t->mon_ready) return AMPX_OK;
+    t->mon_ready = 1;
+    for (int d = 0; d < 3; d++) {
+        int first = pos;
+        for (int i = 0; i < t->n_params; i++) {
+            t->mon_compute[i] = layer_dtype(t, &t->params[i]);
+            layer_of(t->params[i].name, t->mon_layer[i], sizeof t->mon_layer[i]);
+            if (t->mon_compute[i] == order[d] ||
+                (d == 2 && t->mon_compute[i] != AMPX_F16 && t->mon_compute[i] != AMPX_BF16))
+                t->mon_param[pos++] = i;
+        }
+        if (pos > first) {
+            t->mon_group[t->mon_n_groups][0]      = first;
+            t->mon_group[t->mon_n_groups][1]      = pos - first;
+            t->mon_group_dtype[t->mon_n_groups++] = order[d];
+        }
+    }
+    int N         = t->g.n_nodes;
+    t->scan_first = calloc((size_t)N, sizeof *t->scan_first);
+    t->scan_count = calloc((size_t)N, sizeof *t->scan_count);
+    t->scan_value = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->scan_value);
+    t->scan_node  = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->scan_node);
+    if (!t->scan_first || !t->scan_count || !t->scan_value || !t->scan_node)
+        return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < N; i++) {
+        const g_node *n  = &t->g.nodes[i];
+        t->scan_first[i] = t->n_scan;
+        if (n->op == OP_RESHAPE) continue;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0 && ampx_dtype_is_float(t->g.values[n->out[k]].dtype)) {
+                t->scan_value[t->n_scan]  = n->out[k];
+                t->scan_node[t->n_scan++] = i;
+                t->scan_count[i]++;
+            }
+    }
+    t->mon_slot_bytes = (mon_off(t, MON_END) + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+    t->mon_host       = malloc(t->mon_slot_bytes * (uint64_t)t->K);
+    if (!t->mon_host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    return alloc_zero(t, t->mon_slot_bytes * (uint64_t)t->K, &t->mon);
+}
+
+static int monitored(const ampx_trainer *t, int64_t step1) {
+    return t->mon_every > 0 && step1 % t->mon_every == 0;
+}
+
+static ampx_status grad_stats(ampx_trainer *t, const char *who, ampx_dtype target,
+                              ampx_tensor_list list, ampx_buffer *b, uint64_t stats,
+                              uint64_t counts, uint64_t nans) {
+    ampx_grad_stats_args a = {.size       = sizeof a,
+                              .target     = target,
+                              .grads      = list,
+                              .stats      = buf_tensor(b, stats, AMPX_F32),
+                              .counts     = buf_tensor(b, counts, AMPX_I32),
+                              .nan_counts = buf_tensor(b, nans, AMPX_I32)};
+    t->call.dtype          = target;
+    return call_op(&t->call, who, AMPX_OP_GRAD_STATS, &a);
+}
+
+/* After node `node` of a monitored micro-batch: the statistics of its outputs. */
+static ampx_status scan_node(g_exec *x, int node, void *user) {
+    ampx_trainer *t = user;
+    int c = t->scan_count[node], f = t->scan_first[node];
+    if (!c) return AMPX_OK;
+    ampx_tensor ts[G_MAX_OUT];
+    uint64_t ns[G_MAX_OUT];
+    for (int k = 0; k < c; k++) {
+        ts[k] = gx_tensor(x, t->scan_value[f + k]);
+        ns[k] = gx_numel(x, t->scan_value[f + k]);
+    }
+    uint64_t base = t->mon_slot_cur, at = (uint64_t)(x->micro * t->n_scan + f);
+    const g_node *n = &t->g.nodes[node];
+    return grad_stats(t, n->name, n->dtype,
+                      (ampx_tensor_list){.count = (uint32_t)c, .tensors = ts, .n_elems = ns},
+                      t->mon, base + mon_off(t, MON_SSTATS) + 16 * at,
+                      base + mon_off(t, MON_SCOUNTS) + 12 * at,
+                      base + mon_off(t, MON_SNAN) + 4 * at);
+}
+
+/* The parameter gradients' statistics into buffer b at slot offset base. */
+static ampx_status param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base) {
+    ampx_tensor ts[TR_MAX_PARAMS];
+    uint64_t ns[TR_MAX_PARAMS];
+    for (int k = 0; k < t->n_params; k++) {
+        ts[k] = buf_tensor(t->params[t->mon_param[k]].grad, 0, AMPX_F32);
+        ns[k] = t->params[t->mon_param[k]].n;
+    }
+    t->call.phase = CALL_AMP;
+    for (int g = 0; g < t->mon_n_groups; g++) {
+        uint64_t at    = (uint64_t)t->mon_group[g][0];
+        ampx_status st = grad_stats(
+            t, "monitor", t->mon_group_dtype[g],
+            (ampx_tensor_list){
+                .count = (uint32_t)t->mon_group[g][1], .tensors = ts + at, .n_elems = ns + at},
+            b, base + mon_off(t, MON_PSTATS) + 16 * at, base + mon_off(t, MON_PCOUNTS) + 12 * at,
+            base + mon_off(t, MON_PNAN) + 4 * at);
+        if (st) return st;
+    }
+    return AMPX_OK;
+}
+
+static void read_one(const unsigned char *slot, uint64_t so, uint64_t co, uint64_t no, int k,
+                     double scale, ampx_tensor_health *h) {
+    float st[4];
+    int32_t cn[3], nan;
+    memcpy(st, slot + so + 16 * (uint64_t)k, 16);
+    memcpy(cn, slot + co + 12 * (uint64_t)k, 12);
+    memcpy(&nan, slot + no + 4 * (uint64_t)k, 4);
+    double n          = h->n ? (double)h->n : 1;
+    h->max_abs        = st[0] / scale;
+    h->rms            = st[2] / scale;
+    h->zero_frac      = cn[0] / n;
+    h->underflow_frac = cn[1] / n;
+    h->nan            = nan >= 0 && nan <= cn[2] ? nan : -1;
+    h->inf            = h->nan >= 0 ? cn[2] - nan : cn[2];
+}
+
+/* Fills t->health (parameter order) from a monitor slot. */
+static void read_health(ampx_trainer *t, const unsigned char *slot, double scale) {
+    if (!(scale > 0)) scale = 1;
+    for (int k = 0; k < t->n_params; k++) {
+        int i                 = t->mon_param[k];
+        ampx_tensor_health *h = &t->health[i];
+        h->name               = t->params[i].name;
+        h->layer              = t->mon_layer[i];
+        h->compute            = t->mon_compute[i];
+        h->n                  = t->params[i].n;
+        read_one(slot, mon_off(t, MON_PSTATS), mon_off(t, MON_PCOUNTS), mon_off(t, MON_PNAN), k,
+                 scale, h);
+    }
+}
+
+/* The first scanned tensor of a monitored step that held a non-finite value. */
+static void first_nonfinite(ampx_trainer *t, const unsigned char *slot) {
+    t->first_nonfinite[0] = 0;
+    for (int64_t a = 0; a < t->A; a++)
+        for (int s = 0; s < t->n_scan; s++) {
+            int32_t cn[3];
+            memcpy(cn, slot + mon_off(t, MON_SCOUNTS) + 12 * (uint64_t)(a * t->n_scan + s), 12);
+            if (cn[2] > 0) {
+                const g_node *n = &t->g.nodes[t->scan_node[s]];
+                snprintf(t->first_nonfinite, sizeof t->first_nonfinite, "%s (%s of node %s%s)",
+                         t->g.values[t->scan_value[s]].name,
+                         n->phase == PHASE_BACKWARD ? "backward" : "forward", n->name,
+                         t->A > 1 ? ", a micro-batch" : "");
+                return;
+            }
+        }
+    for (int k = 0; k < t->n_params; k++) {
+        int32_t cn[3];
+        memcpy(cn, slot + mon_off(t, MON_PCOUNTS) + 12 * (uint64_t)k, 12);
+        if (cn[2] > 0) {
+            snprintf(t->first_nonfinite, sizeof t->first_nonfinite, "%s.grad (after the backward)",
+                     t->params[t->mon_param[k]].name);
+            return;
+        }
+    }
+}
+
+ampx_status ampx_trainer_grad_health(ampx_trainer *t, ampx_tensor_health *out) {
+    ampx_status st = monitor_setup(t);
+    if (st) return st;
+    st = check(t, t->ifc->buffer_fill(t->ctx, t->mon, 0, t->mon_slot_bytes, 0xFFFFFFFFu, 4),
+               "buffer_fill");
+    if (!st) st = param_stats(t, t->mon, 0);
+    if (!st)
+        st = check(t, t->ifc->buffer_read(t->ctx, t->mon, 0, t->mon_host, t->mon_slot_bytes),
+                   "buffer_read");
+    if (st) return st;
+    read_health(t, t->mon_host, 1.0);
+    memcpy(out, t->health, sizeof *out * (size_t)t->n_params);
+    return AMPX_OK;
+}
+
+/* A step of the trace window: the stream is drained first so the step's ops start from an
+ * idle device; the ops are timed by the backend when it has timestamps, else on the host
+ * with a synchronize after each. */
+static ampx_status trace_begin(ampx_trainer *t) {
+    ampx_status st = check(t, t->ifc->synchronize(t->ctx), "synchronize");
+    if (st) return st;
+    trace_step_begin(t->trace, t->step + 1);
+    if (t->dev_cap && (st = check(t, t->ifc->profile_begin(t->ctx, t->dev_cap), "profile_begin")))
+        return st;
+    t->call.observe      = trace_op;
+    t->call.observe_user = t->trace;
+    t->call.sync_each    = t->dev_cap == 0;
+    return AMPX_OK;
+}
+
+static ampx_status trace_end(ampx_trainer *t, ampx_status st, uint64_t before) {
+    t->call.observe   = NULL;
+    t->call.sync_each = 0;
+    uint32_t n        = 0;
+    if (t->dev_cap) {
+        ampx_status pe = t->ifc->profile_end(t->ctx, t->dev_ns, t->dev_cap, &n);
+        if (!st) st = check(t, pe, "profile_end");
+    }
+    trace_step_end(t->trace, t->dev_cap ? t->dev_ns : NULL, n, call_total(&t->call) - before);
+    return st;
+}
+
+static ampx_status step_ops(ampx_trainer *t);
+
 static ampx_status one_step(ampx_trainer *t) {
+    uint64_t before = call_total(&t->call);
     ampx_status st;
-    uint64_t slot = (uint64_t)((t->step - t->ring_first) % t->K) * t->slot_bytes;
-    t->x.training = 1;
-    t->x.step     = (uint64_t)t->step;
+    if (!trace_wants(t->trace, t->step + 1))
+        st = step_ops(t);
+    else if (!(st = trace_begin(t)))
+        st = trace_end(t, step_ops(t), before);
+    t->last_step_ops = call_total(&t->call) - before;
+    return st;
+}
+
+/* Weights made non-finite by an applied update: one sum of squares over the masters at each
+ * log interval, read with the records. */
+#define WEIGHTS_SQ_OFFSET 32
+
+static ampx_status weights_check(ampx_trainer *t) {
+    ampx_tensor ts[TR_MAX_PARAMS];
+    uint64_t ns[TR_MAX_PARAMS];
+    for (int i = 0; i < t->n_params; i++) {
+        ts[i] = buf_tensor(t->params[i].master, 0, AMPX_F32);
+        ns[i] = t->params[i].n;
+    }
+    ampx_sum_squares_args q = {.size = sizeof q,
+                               .x = {.count = (uint32_t)t->n_params, .tensors = ts, .n_elems = ns},
+                               .out = buf_tensor(t->eval_loss, WEIGHTS_SQ_OFFSET, AMPX_F32)};
+    t->call.phase           = CALL_AMP;
+    t->call.dtype           = AMPX_F32;
+    return call_op(&t->call, "health", AMPX_OP_SUM_SQUARES, &q);
+}
+
+/* The first parameter whose master holds a non-finite value (host scan, at a stop only). */
+static const char *nonfinite_param(ampx_trainer *t) {
+    for (int i = 0; i < t->n_params; i++) {
+        float *h = malloc(t->params[i].n * 4 + 4);
+        int bad  = 0;
+        if (h && !ampx_trainer_get(t, i, 0, h))
+            for (uint64_t k = 0; k < t->params[i].n && !bad; k++)
+                bad = !isfinite(h[k]);
+        free(h);
+        if (bad) return t->params[i].name;
+    }
+    return "?";
+}
+
+static ampx_status step_ops(ampx_trainer *t) {
+    ampx_status st;
+    int64_t ring_at = (t->step - t->ring_first) % t->K;
+    uint64_t slot   = (uint64_t)ring_at * t->slot_bytes;
+    int mon         = monitored(t, t->step + 1);
+    t->x.training   = 1;
+    t->x.step       = (uint64_t)t->step;
+    if (mon) {
+        t->mon_slot_cur = (uint64_t)ring_at * t->mon_slot_bytes;
+        if ((st = check(t,
+                        t->ifc->buffer_fill(t->ctx, t->mon, t->mon_slot_cur, t->mon_slot_bytes,
+                                            0xFFFFFFFFu, 4),
+                        "buffer_fill")) ||
+            (st = check(
+                 t,
+                 t->ifc->buffer_copy(t->ctx, t->mon, t->mon_slot_cur + MON_SCALE, t->scalars, 0, 4),
+                 "buffer_copy")))
+            return st;
+        t->x.after_node = scan_node;
+        t->x.after_user = t;
+    }
     for (int64_t a = 0; a < t->A; a++) {
         t->x.micro = (int)a;
         t->x.loss  = buf_tensor(t->ring, slot + SLOT_LOSS + 4 * (uint64_t)a, AMPX_F32);
-        if ((st = select_micro(t, t->step * t->A + a)) || (st = micro_batch(t))) return st;
+        if ((st = select_micro(t, t->step * t->A + a)) || (st = micro_batch(t))) break;
     }
+    t->x.after_node = NULL;
+    if (st) return st;
     if (t->step + 1 == t->inject_step) {
         uint32_t inf = 0x7F800000u;
         if ((st = check(t,
@@ -639,6 +959,7 @@ static ampx_status one_step(ampx_trainer *t) {
                         "buffer_fill")))
             return st;
     }
+    if (mon && (st = param_stats(t, t->mon, t->mon_slot_cur))) return st;
     ampx_tensor ts[TR_MAX_PARAMS];
     uint64_t ns[TR_MAX_PARAMS];
     ampx_tensor_list grads    = grad_list(t, ts, ns);
@@ -654,6 +975,12 @@ static ampx_status one_step(ampx_trainer *t) {
     if ((st = step_op(t, AMPX_OP_UNSCALE_CHECK, &u)) ||
         (st = step_op(t, AMPX_OP_SUM_SQUARES, &q)) || (st = optimizer_step(t, gsq)) ||
         (st = step_op(t, AMPX_OP_SCALER_UPDATE, &v)))
+        return st;
+    if (t->step + 1 == t->inject_w_step &&
+        (st = check(
+             t,
+             t->ifc->buffer_fill(t->ctx, t->params[t->inject_w_param].master, 0, 4, 0x7F800000u, 4),
+             "buffer_fill")))
         return st;
     st = check(t,
                t->ifc->buffer_copy(t->ctx, t->ring, slot + SLOT_SCALARS, t->scalars, 0,
@@ -672,6 +999,19 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
     ampx_status st =
         check(t, t->ifc->buffer_read(t->ctx, t->ring, 0, buf, t->slot_bytes * (uint64_t)n),
               "buffer_read");
+    ampx_status wst = weights_check(t);
+    if (!st) st = wst;
+    float wsq = 0;
+    if (!st)
+        st = check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, WEIGHTS_SQ_OFFSET, &wsq, 4),
+                   "buffer_read");
+    int any_mon = 0;
+    for (int64_t i = 0; i < n; i++)
+        any_mon |= monitored(t, t->ring_first + i + 1);
+    if (!st && any_mon)
+        st = check(
+            t, t->ifc->buffer_read(t->ctx, t->mon, 0, t->mon_host, t->mon_slot_bytes * (uint64_t)n),
+            "buffer_read");
     double now = now_ms(), per = (now - t->t_last_flush) / (double)n;
     t->t_last_flush = now;
     for (int64_t i = 0; !st && i < n; i++) {
@@ -695,16 +1035,39 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
                     snprintf(names + len, sizeof names - len, "%s%s.grad", len ? ", " : "",
                              t->params[p].name);
             }
-        ampx_step_record r = {.step      = t->ring_first + i + 1,
-                              .loss      = lsum / (double)t->A,
-                              .grad_norm = sqrt((double)gsq),
-                              .scale     = sc.scale,
-                              .lr        = sc.lr,
-                              .skipped   = sc.last_found_inf,
-                              .time_ms   = per,
-                              .overflow  = names};
+        ampx_step_record r   = {.step      = t->ring_first + i + 1,
+                                .loss      = lsum / (double)t->A,
+                                .grad_norm = sqrt((double)gsq),
+                                .scale     = sc.scale,
+                                .lr        = sc.lr,
+                                .skipped   = sc.last_found_inf,
+                                .time_ms   = per,
+                                .overflow  = names};
+        r.applied_steps      = sc.applied_steps;
+        char health_msg[768] = "";
+        int verdict          = health_step(&t->health_st, &r, health_msg, sizeof health_msg);
+        r.warning            = verdict == 1 ? health_msg : "";
+        if (monitored(t, r.step)) {
+            const unsigned char *ms = t->mon_host + (uint64_t)i * t->mon_slot_bytes;
+            float mscale;
+            memcpy(&mscale, ms + MON_SCALE, 4);
+            read_health(t, ms, mscale);
+            first_nonfinite(t, ms);
+            r.health          = t->health;
+            r.n_health        = t->n_params;
+            r.monitor_scale   = mscale;
+            r.first_nonfinite = t->first_nonfinite;
+        } else {
+            r.first_nonfinite = "";
+        }
+        if (t->trace)
+            trace_counters(t->trace, r.step, r.loss, r.scale, r.grad_norm, r.lr, sc.skipped_steps);
         if (record && record(user, &r)) *stop = 1;
-        if (sc.stop_reason && !*stop) {
+        if (verdict == 2 && !*stop && isfinite(wsq)) {
+            *stop = 2;
+            st    = tr_fail(t, AMPX_ERR_INVALID, "%s", health_msg);
+        }
+        if (sc.stop_reason && !*stop && isfinite(wsq)) {
             *stop = 2;
             if (sc.stop_reason & AMPX_STOP_MIN_SCALE)
                 st = tr_fail(t, AMPX_ERR_INVALID,
@@ -720,6 +1083,14 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
         }
     }
     free(buf);
+    if (!st && *stop != 1 && !isfinite(wsq)) {
+        *stop = 2;
+        st    = tr_fail(t, AMPX_ERR_INVALID,
+                        "steps %lld..%lld: the weights became non-finite (first: %s) in an applied "
+                           "step: the update itself overflowed; lower the learning rate or clip "
+                           "gradients (clip_grad_norm)",
+                        (long long)t->ring_first + 1, (long long)t->step, nonfinite_param(t));
+    }
     t->ring_first = t->step;
     return st;
 }
@@ -873,6 +1244,11 @@ ampx_status ampx_trainer_gradients(ampx_trainer *t, int64_t first, double *loss)
     return st;
 }
 
+void ampx_trainer_inject_nonfinite_update(ampx_trainer *t, int64_t step, int which) {
+    t->inject_w_step  = step;
+    t->inject_w_param = which < 0 || which >= t->n_params ? 0 : which;
+}
+
 void ampx_trainer_inject_nonfinite(ampx_trainer *t, int64_t step, int which) {
     t->inject_step  = step;
     t->inject_param = which < 0 || which >= t->n_params ? 0 : which;
@@ -927,4 +1303,60 @@ int64_t ampx_trainer_window(const ampx_trainer *t) {
 
 int64_t ampx_trainer_vocab(const ampx_trainer *t) {
     return t->tokens ? (int64_t)g_last(&t->g.values[t->g.logits]) : 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// The timeline
+
+ampx_status ampx_trainer_trace(ampx_trainer *t, const char *path, int64_t first, int64_t last,
+                               char *err, size_t err_cap) {
+    if (t->trace) {
+        snprintf(err, err_cap, "a trace is already being written");
+        return AMPX_ERR_INVALID;
+    }
+    if (first < 1 || last < first) {
+        snprintf(err, err_cap, "trace window %lld:%lld: expected 1 <= first <= last",
+                 (long long)first, (long long)last);
+        return AMPX_ERR_INVALID;
+    }
+    t->trace = trace_open(path, first, last, err, err_cap);
+    if (!t->trace) return AMPX_ERR_INVALID;
+    /* one op per node and micro-batch at most a few times over, and the step's own */
+    uint32_t cap = (uint32_t)(t->g.n_nodes * 8 * t->A + 64);
+    if (t->ifc->size > offsetof(ampx_backend_iface, profile_end) && t->ifc->profile_begin &&
+        t->ifc->profile_end && (t->dev_ns = calloc(2 * (size_t)cap, sizeof *t->dev_ns)))
+        t->dev_cap = cap;
+    char v[256];
+    trace_meta(t->trace, "ampx_version", AMPX_VERSION_STRING);
+    trace_meta(t->trace, "model", t->m->cfg.file);
+    snprintf(v, sizeof v, "%s %s (ABI %u.%u)", t->ifc->name, t->ifc->version, t->ifc->abi_major,
+             t->ifc->abi_minor);
+    trace_meta(t->trace, "backend", v);
+    trace_meta(t->trace, "timing", t->dev_cap ? "device" : "host");
+    trace_meta(t->trace, "timing_note",
+               t->dev_cap ? "op times are the backend's device timestamps"
+                          : "the backend has no device timestamps (ABI 1.2 profile slots): op "
+                            "times are the host's clock around each op, with a synchronize after "
+                            "it, so they include launch overhead and the steps run slower");
+    snprintf(v, sizeof v, "%lld:%lld", (long long)first, (long long)last);
+    trace_meta(t->trace, "steps", v);
+    return AMPX_OK;
+}
+
+ampx_status ampx_trainer_trace_close(ampx_trainer *t, char *err, size_t err_cap) {
+    if (!t->trace) return AMPX_OK;
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)call_total(&t->call));
+    trace_meta(t->trace, "ops_issued", v);
+    int bad  = trace_close(t->trace, err, err_cap);
+    t->trace = NULL;
+    return bad ? AMPX_ERR_INVALID : AMPX_OK;
+}
+
+uint64_t ampx_trainer_ops_issued(const ampx_trainer *t) {
+    return call_total(&t->call);
+}
+
+uint64_t ampx_trainer_last_step_ops(const ampx_trainer *t) {
+    return t->last_step_ops;
 }

@@ -5,6 +5,7 @@
 
 #include "ampx/train.h"
 #include "backend/call.h"
+#include "obs/health.h"
 #include "train/data.h"
 #include "train/executor.h"
 #include "train/model.h"
@@ -60,8 +61,33 @@ struct ampx_trainer {
     int64_t step;        /* steps done (applied + skipped) */
     int64_t ring_first;  /* step number of the first unread record */
     double t_last_flush; /* host clock at the last flush */
-    int64_t inject_step;
-    int inject_param;
+    int64_t inject_step, inject_w_step;
+    int inject_param, inject_w_param;
+    /* gradient-health monitor, every mon_every steps; 0: off. Per ring slot of mon: the
+     * loss scale (f32, padded to 16 bytes), then for the parameters and then for the
+     * scanned node outputs (n_scan per micro-batch): 4 f32 stats each, 3 i32 counts each,
+     * an i32 NaN count each. */
+    int64_t mon_every;
+    ampx_buffer *mon;
+    uint64_t mon_slot_bytes;
+    int mon_n_groups;
+    int mon_group[4][2]; /* first position and count of a dtype group */
+    ampx_dtype mon_group_dtype[4];
+    int mon_param[TR_MAX_PARAMS];          /* parameter at each position, grouped by dtype */
+    ampx_dtype mon_compute[TR_MAX_PARAMS]; /* per parameter: its layer's compute dtype */
+    char mon_layer[TR_MAX_PARAMS][G_NAME_MAX];
+    int *scan_first, *scan_count; /* per node: first scan position and count */
+    int *scan_value, *scan_node;  /* per scan position: the value, its node */
+    int n_scan, mon_ready;
+    uint64_t mon_slot_cur;   /* offset of the monitored step's slot */
+    unsigned char *mon_host; /* host copy of the monitor slots at a flush */
+    ampx_tensor_health health[TR_MAX_PARAMS];
+    char first_nonfinite[320];
+    health_state health_st;
+    uint64_t last_step_ops; /* ops the last step issued */
+    struct trace *trace;    /* (optional) --trace: the timeline being written */
+    uint64_t *dev_ns;       /* device timestamps of a traced step, 2 per op */
+    uint32_t dev_cap;       /* ops dev_ns holds; 0: the backend has no timestamps */
     char error[1024];
 };
 

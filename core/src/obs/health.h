@@ -1,0 +1,30 @@
+/* health.h — run-health rules over the step records (docs/OBSERVABILITY.md): a run that
+ * applies no step, a loss that turns non-finite or grows tenfold above its start. Each rule
+ * warns the first time it fires and stops the run past its limit. (Weights made non-finite
+ * by an applied update are checked by the trainer on the device at each log interval.) */
+#ifndef AMPX_OBS_HEALTH_H
+#define AMPX_OBS_HEALTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ampx/train.h"
+
+#define HEALTH_NO_APPLIED_WARN 20  /* steps from the start with none applied: warn */
+#define HEALTH_NO_APPLIED_STOP 200 /* ... stop */
+#define HEALTH_NONFINITE_STOP 10   /* consecutive steps with a non-finite loss: stop */
+#define HEALTH_DIVERGE_FACTOR 10.0 /* loss above this times the first applied step's: warn */
+#define HEALTH_DIVERGE_STOP 50     /* ... consecutive steps above it: stop */
+
+typedef struct health_state {
+    int64_t steps, applied; /* records seen, applied among them */
+    int64_t nonfinite_run;  /* consecutive records with a non-finite loss */
+    int64_t diverged_run;   /* consecutive applied records above the factor */
+    double start_loss;      /* the loss of the first applied step; 0 until then */
+    int warned_none, warned_nonfinite, warned_diverged;
+} health_state;
+
+/* Feeds one record. Returns 0, 1 with a warning in msg, or 2 with the diagnosis of a stop. */
+int health_step(health_state *h, const ampx_step_record *r, char *msg, size_t cap);
+
+#endif

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# observe_cli.sh AMPX SRC — the observability commands end to end: a trace of mlp_wide that
+# Perfetto opens (valid JSON, required fields, nesting per track, the op count of each step,
+# dtypes in names as `ampx policy` resolves them), trace-summary, the monitor on mlp_f16,
+# the run-health stops and exit statuses, and ampx plot.
+set -uo pipefail
+ampx=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# ---- trace
+"$ampx" train "$src/models/mlp_wide.json" --steps 3 --batch 32 --trace "$work/t.json" \
+  --trace-steps 2:3 --quiet >"$work/out" 2>&1 || fail "train --trace: $(cat "$work/out")"
+"$ampx" policy "$src/models/mlp_wide.json" >"$work/policy" || fail "policy"
+python3 - "$work/t.json" "$work/policy" <<'PY' || fail "trace checks"
+import json, sys, collections
+doc = json.load(open(sys.argv[1]))
+ev = doc["traceEvents"]
+assert doc["otherData"]["timing"] in ("host", "device"), doc["otherData"]
+xs = [e for e in ev if e["ph"] == "X"]
+for e in xs:
+    for k in ("name", "ts", "dur", "pid", "tid"):
+        assert k in e, (k, e)
+    assert e["dur"] >= 0, e
+# slices on one track nest: sorted by start (longer first), each ends inside its parent
+tracks = collections.defaultdict(list)
+for e in xs:
+    tracks[(e["pid"], e["tid"])].append(e)
+for key, es in tracks.items():
+    es.sort(key=lambda e: (e["ts"], -e["dur"]))
+    stack = []
+    for e in es:
+        while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"] - 1e-6:
+            stack.pop()
+        if stack:
+            p = stack[-1]
+            assert e["ts"] + e["dur"] <= p["ts"] + p["dur"] + 1e-6, ("overlap", key, p, e)
+        stack.append(e)
+# ops of each step == the call layer's count of that step; every op inside a phase and a step
+steps = [e for e in xs if e.get("cat") == "step" and e["tid"] == 2]
+assert sorted(e["args"]["step"] for e in steps) == [2, 3], steps
+ops = [e for e in xs if e.get("cat") == "op"]
+for s in steps:
+    mine = [e for e in ops if e["args"]["step"] == s["args"]["step"]]
+    assert len(mine) == s["args"]["ops"] and len(mine) > 20, (len(mine), s)
+phases = {e["name"] for e in xs if e.get("cat") == "phase"}
+assert {"forward", "backward", "amp", "optimizer"} <= phases, phases
+for e in ops:
+    a = e["args"]
+    for k in ("node", "phase", "shapes", "dtypes", "bytes", "flops"):
+        assert k in a, (k, e)
+gemm = [e for e in ops if e["name"].startswith("gemm.")]
+assert all(e["args"]["flops"] > 0 and e["args"]["bytes"] > 0 for e in gemm), gemm[:2]
+# the dtype in each forward op's name is the one `ampx policy` resolved for its node
+pol = {}
+for line in open(sys.argv[2]):
+    f = line.split()
+    if len(f) >= 2 and not line.startswith(" ") and f[1] in ("f32", "bf16", "f16"):
+        pol[f[0]] = f[1]
+checked = 0
+for e in ops:
+    a = e["args"]
+    if a["phase"] == "forward" and a["node"] in pol:
+        assert e["name"].endswith("." + pol[a["node"]]), (e["name"], a["node"], pol[a["node"]])
+        checked += 1
+names = {e["name"] for e in ops}
+assert "gemm.bf16" in names and "gemm.f32" in names and "layernorm_fwd.f32" in names, names
+assert checked >= 10, checked
+counters = {e["name"] for e in ev if e["ph"] == "C"}
+assert {"loss scale", "grad norm", "skipped steps", "lr"} <= counters, counters
+PY
+"$ampx" trace-summary "$work/t.json" >"$work/sum" || fail "trace-summary"
+grep -Eq "^gemm\.bf16 +[0-9]+ " "$work/sum" || fail "trace-summary: no gemm.bf16 row: $(cat "$work/sum")"
+grep -Eq "^bf16 .*%" "$work/sum" && grep -Eq "^f32 .*%" "$work/sum" || fail "trace-summary: dtype shares"
+echo '{"traceEvents":[' >"$work/cut.json"
+"$ampx" trace-summary "$work/cut.json" 2>"$work/err" && fail "a cut trace was accepted"
+grep -q "not valid JSON" "$work/err" || fail "cut trace message: $(cat "$work/err")"
+"$ampx" train "$src/models/mlp.json" --trace-steps 1:2 2>/dev/null && fail "--trace-steps without --trace"
+"$ampx" train "$src/models/mlp.json" --trace "$work/x.json" --trace-steps 3:2 2>/dev/null
+[ $? -eq 2 ] || fail "--trace-steps 3:2 is a usage error"
+
+# ---- monitor: per-layer table, per-tensor metrics lines, the first non-finite tensor
+"$ampx" train "$src/models/mlp_f16.json" --steps 20 --log-every 10 --monitor 1 \
+  --metrics "$work/m.jsonl" >"$work/out" 2>"$work/err" || fail "monitor run: $(cat "$work/err")"
+grep -q "^gradient health at step 20" "$work/out" || fail "no health table: $(head "$work/out")"
+grep -Eq "^  fc1 +f16 " "$work/out" && grep -Eq "^  logits +f32 " "$work/out" || fail "table rows"
+grep -q "first non-finite: " "$work/err" || fail "skipped step without its first non-finite tensor: $(cat "$work/err")"
+python3 - "$work/m.jsonl" <<'PY' || fail "monitor metrics lines"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in rows if "tensor" not in r]
+mon = [r for r in rows if "tensor" in r]
+assert len(steps) == 20, len(steps)
+assert len(mon) == 20 * 6, len(mon)
+for r in mon:
+    for k in ("layer", "dtype", "max_abs", "rms", "zero_frac", "underflow_frac", "inf", "nan"):
+        assert k in r, (k, r)
+PY
+"$ampx" train "$src/models/mlp.json" --monitor x 2>/dev/null
+[ $? -eq 2 ] || fail "--monitor x is a usage error"
+
+# ---- run health: exit statuses and diagnoses
+python3 - "$src/models/mlp.json" "$work" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def put(name, **kw):
+    m = json.loads(json.dumps(d)); m.update(kw); json.dump(m, open(sys.argv[2] + "/" + name, "w"))
+put("skip.json", policy="mixed_f16", scaler={"type": "static", "init_scale": 1e30})
+put("diverge.json", policy="f32", optimizer={"type": "sgd", "lr": 1000, "momentum": 0.9})
+PY
+"$ampx" train "$work/skip.json" --steps 5 >"$work/out" 2>"$work/err"
+[ $? -eq 1 ] || fail "a run with no applied step exits 0"
+grep -q "no step of the run was applied" "$work/err" || fail "no-applied message: $(tail -2 "$work/err")"
+grep -q "loss - (no step applied yet)" "$work/out" || fail "progress shows a loss with no applied step: $(cat "$work/out")"
+"$ampx" train "$work/skip.json" --steps 1000 --quiet >"$work/out" 2>"$work/err"
+[ $? -eq 1 ] || fail "all-skipped run did not stop"
+grep -q "step 200: none of the 200 steps so far was applied" "$work/err" || fail "all-skipped: $(tail -1 "$work/err")"
+"$ampx" train "$src/models/mlp.json" --steps 20 --checkpoint "$work/good" --quiet >/dev/null || fail "good run"
+cp "$work/good" "$work/good.orig"
+"$ampx" train "$work/diverge.json" --steps 400 --log-every 10 >"$work/out" 2>"$work/err"
+[ $? -eq 1 ] || fail "divergent run exits 0"
+grep -q "warning: step .*above 10 times its start" "$work/err" || fail "no divergence warning"
+grep -q "has stayed above 10 times its start" "$work/err" || fail "divergence stop: $(tail -1 "$work/err")"
+cmp -s "$work/good" "$work/good.orig" || fail "a good checkpoint was touched"
+
+# ---- plot (built when cairo is found)
+# fontconfig (cairo's text) keeps caches for the life of the process: not ampx's leaks
+export LSAN_OPTIONS="suppressions=$src/tests/train/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+if "$ampx" plot --help >/dev/null 2>&1; then
+  "$ampx" plot "$work/m.jsonl" -o "$work/run.png" || fail "plot png"
+  python3 - "$work/run.png" <<'PY' || fail "plot: png"
+import struct, sys, zlib
+b = open(sys.argv[1], "rb").read()
+assert b[:8] == b"\x89PNG\r\n\x1a\n"
+w, h = struct.unpack(">II", b[16:24])
+assert (w, h) == (1200, 900), (w, h)
+# inflate the IDAT chunks: the pixels are not all one colour
+i, data = 8, b""
+while i < len(b):
+    n = struct.unpack(">I", b[i:i + 4])[0]; kind = b[i + 4:i + 8]
+    if kind == b"IDAT": data += b[i + 8:i + 8 + n]
+    i += 12 + n
+raw = zlib.decompress(data)
+assert len(set(raw[1:1 + w * 4 * 50])) > 4 or len(set(raw)) > 8, "one colour"
+PY
+  "$ampx" plot "$work/m.jsonl" -o "$work/run.svg" || fail "plot svg"
+  python3 -c "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == 'svg'" "$work/run.svg" || fail "plot: svg does not parse"
+  "$ampx" plot "$work/m.jsonl" -o "$work/run.pdf" && head -c 5 "$work/run.pdf" | grep -q "%PDF" || fail "plot pdf"
+  "$ampx" plot "$work/none.jsonl" -o "$work/x.png" 2>"$work/err" && fail "plot of a missing file"
+  "$ampx" plot "$work/m.jsonl" -o "$work/x.gif" 2>/dev/null; [ $? -eq 2 ] || fail "plot .gif is a usage error"
+else
+  echo "ampx plot not built (no cairo): skipped"
+fi
+
+# ---- every backend option is in `ampx backends --options` and in docs/OPTIONS.md
+"$ampx" backends --options >"$work/opts" || fail "backends --options"
+for b in cpu opencl cuda; do
+  "$ampx" conformance --backend "$b" --backend-opt zz=1 --quick >/dev/null 2>"$work/err"
+  known=$(sed -n 's/.*(known: \(.*\)).*/\1/p' "$work/err" | tr -d ,)
+  [ -z "$known" ] && { [ "$b" = cpu ] && fail "cpu did not list its options: $(cat "$work/err")"; continue; }
+  for k in $known; do
+    grep -Eq "^$b +$k " "$work/opts" || fail "backends --options lacks $b $k"
+    grep -Fq "| $b | \`$k\` |" "$src/docs/OPTIONS.md" || fail "docs/OPTIONS.md lacks $b $k"
+  done
+done
+
+[ $fails -eq 0 ] && echo "observe_cli: all passed"
+exit $((fails > 0))

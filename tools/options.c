@@ -1,0 +1,61 @@
+/* options.c — every switch that changes which kernels or fusions run, in one table: the
+ * backends' key=value options (--backend-opt, AMPX_BACKEND_OPTS), their environment
+ * variables, and the model keys that change the step (the AMP pass, the fused loss). The
+ * analog of XLA_FLAGS. `ampx backends --options` prints it; docs/OPTIONS.md is the same table.
+ * A plugin's "unknown option" message lists its keys; tests/train/observe_cli.sh checks
+ * each of them is here. */
+#include <stdio.h>
+
+#include "cli.h"
+
+typedef struct perf_switch {
+    const char *where;  /* backend name, or "model" / "env" */
+    const char *name;   /* key=value key, environment variable or model key */
+    const char *values; /* what it accepts */
+    const char *deflt;  /* the default */
+    const char *effect; /* what it changes */
+} perf_switch;
+
+// clang-format off
+static const perf_switch switches[] = {
+    {"cpu",    "threads",            "1..1024",                         "the online CPUs",
+     "worker threads of every op"},
+    {"cpu",    "isa",                "auto|portable|avx2|avx512|avx512bf16|amx", "auto",
+     "cap on the ISA path of the GEMM and elementwise kernels (the best the CPU has, up to it)"},
+    {"env",    "AMPX_CPU_ISA",       "as cpu isa",                     "unset",
+     "a second ISA cap; the lower of the two applies"},
+    {"opencl", "device",             "P:D or a name substring",        "GPU, else accel., CPU",
+     "which OpenCL platform and device"},
+    {"opencl", "gemm",               "auto|rows|tiled|convert",        "auto",
+     "GEMM path: per-row kernel, tiled kernel, or convert to f32 and CLBlast SGEMM"},
+    {"opencl", "cache",              "a directory or off",             "~/.cache/ampx/opencl",
+     "the compiled-program cache (first-run build time only)"},
+    {"env",    "AMPX_OPENCL_CACHE_DIR", "a directory",                 "unset",
+     "the program cache directory, overriding the default location"},
+    {"cuda",   "device",             "0..N-1",                         "0",
+     "which CUDA device"},
+    {"cuda",   "gemm",               "auto|cublas|native",             "auto",
+     "GEMM path: cuBLAS (cublasGemmEx, f32 accumulation) or the native kernel"},
+    {"model",  "policy",             "f32|mixed_bf16|mixed_f16|jmp string", "f32",
+     "the AMP pass: which nodes run in bf16/f16 and where casts go (f32: no AMP pass)"},
+    {"model",  "policy.overrides",   "layer glob -> dtype",            "none",
+     "keeps chosen layers in another dtype (e.g. f32) than the pass would pick"},
+    {"model",  "loss softmax_cross_entropy", "(always fused)",         "fused",
+     "the loss and its logit gradient are one SOFTMAX_XENT op (no separate softmax)"},
+    {"model",  "fused attention",    "(not available yet)",            "-",
+     "attention runs as GEMM + SOFTMAX ops; no fused attention kernel exists in ABI 1.2"},
+    {"env",    "AMPX_BACKEND_OPTS",  "k=v,k=v",                        "unset",
+     "backend options for every command, before --backend-opt"},
+};
+// clang-format on
+
+int cli_print_options(void) {
+    printf("%-7s %-27s %-42s %-22s %s\n", "where", "switch", "values", "default", "effect");
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {
+        const perf_switch *s = &switches[i];
+        printf("%-7s %-27s %-42s %-22s %s\n", s->where, s->name, s->values, s->deflt, s->effect);
+    }
+    printf("\nbackend options: --backend-opt key=value (repeatable) or AMPX_BACKEND_OPTS; "
+           "docs/OPTIONS.md\n");
+    return 0;
+}

@@ -1,0 +1,382 @@
+/* plot.c — `ampx plot METRICS.jsonl -o FILE.png|.svg|.pdf`: the curves of a run drawn with
+ * cairo, one code path for the three formats: loss (training, and validation when the
+ * metrics carry val_loss), the loss scale on a log axis with skipped steps marked, the
+ * learning rate, the gradient norm, and with --monitor data a per-layer heat map of max |g|
+ * over time. Built when cairo is found; otherwise the command says so. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#ifndef AMPX_HAVE_CAIRO
+int cmd_plot(int argc, char **argv) {
+    (void)argc;
+    fprintf(stderr, "%s: this ampx was built without cairo; install libcairo2-dev and rebuild\n",
+            argv[0]);
+    return 1;
+}
+#else
+#include <cairo-pdf.h>
+#include <cairo-svg.h>
+#include <cairo.h>
+#include <cjson/cJSON.h>
+
+#define W 1200
+#define H 900
+#define MAX_LAYERS 64
+
+typedef struct series {
+    double *x, *y;
+    int n, cap;
+} series;
+
+typedef struct run {
+    series loss, val, scale, lr, gnorm, skipped;
+    char layers[MAX_LAYERS][64];
+    int n_layers;
+    series heat[MAX_LAYERS]; /* per layer: (step, max |g|) */
+} run;
+
+static int push(series *s, double x, double y) {
+    if (s->n == s->cap) {
+        int cap   = s->cap ? 2 * s->cap : 256;
+        double *a = realloc(s->x, (size_t)cap * sizeof *a);
+        if (!a) return -1;
+        s->x      = a;
+        double *b = realloc(s->y, (size_t)cap * sizeof *b);
+        if (!b) return -1;
+        s->y = b, s->cap = cap;
+    }
+    s->x[s->n] = x, s->y[s->n++] = y;
+    return 0;
+}
+
+static void drop(series *s) {
+    free(s->x), s->x = NULL;
+    free(s->y), s->y = NULL;
+}
+
+static int num(const cJSON *o, const char *k, double *v) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsNumber(x)) return 0;
+    *v = x->valuedouble;
+    return 1;
+}
+
+/* Reads the metrics; returns 0, or -1 with a message naming the file and line. */
+static int read_run(const char *path, run *r, char *err, size_t cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *line  = NULL;
+    size_t lcap = 0;
+    long lineno = 0;
+    int rc = 0, oom = 0;
+    while (getline(&line, &lcap, f) > 0) {
+        lineno++;
+        if (line[strspn(line, " \t\r\n")] == 0) continue;
+        cJSON *o = cJSON_Parse(line);
+        double step, v;
+        if (!cJSON_IsObject(o) || !num(o, "step", &step)) {
+            snprintf(err, cap, "%s:%ld: not a metrics line (a JSON object with \"step\")", path,
+                     lineno);
+            cJSON_Delete(o);
+            rc = -1;
+            break;
+        }
+        const cJSON *layer = cJSON_GetObjectItemCaseSensitive(o, "layer");
+        if (cJSON_IsString(layer)) { /* a monitor line: the layer's max |g| at this step */
+            int i = 0;
+            while (i < r->n_layers && strcmp(r->layers[i], layer->valuestring))
+                i++;
+            if (i == r->n_layers && i < MAX_LAYERS)
+                snprintf(r->layers[r->n_layers++], sizeof r->layers[0], "%s", layer->valuestring);
+            if (i < r->n_layers) {
+                const cJSON *mx = cJSON_GetObjectItemCaseSensitive(o, "max_abs");
+                double m        = cJSON_IsNumber(mx) ? mx->valuedouble : NAN;
+                series *s       = &r->heat[i];
+                if (s->n && s->x[s->n - 1] == step) {
+                    if (m > s->y[s->n - 1] || isnan(m)) s->y[s->n - 1] = m;
+                } else {
+                    oom |= push(s, step, m);
+                }
+            }
+        } else {
+            if (num(o, "loss", &v)) oom |= push(&r->loss, step, v);
+            if (num(o, "val_loss", &v)) oom |= push(&r->val, step, v);
+            if (num(o, "scale", &v)) oom |= push(&r->scale, step, v);
+            if (num(o, "lr", &v)) oom |= push(&r->lr, step, v);
+            if (num(o, "grad_norm", &v)) oom |= push(&r->gnorm, step, v);
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "skipped")))
+                oom |= push(&r->skipped, step, 0);
+        }
+        cJSON_Delete(o);
+    }
+    free(line);
+    fclose(f);
+    if (!rc && oom) snprintf(err, cap, "%s: out of memory", path), rc = -1;
+    if (!rc && !r->loss.n && !r->scale.n)
+        snprintf(err, cap, "%s: no step lines (written by ampx train --metrics)", path), rc = -1;
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------
+// Drawing
+
+typedef struct box {
+    double x, y, w, h;     /* the plot area, in pixels */
+    double x0, x1, y0, y1; /* data range (y in log10 when logy) */
+    int logy;
+} box;
+
+static double px(const box *b, double x) {
+    return b->x + (x - b->x0) / (b->x1 - b->x0) * b->w;
+}
+static double py(const box *b, double y) {
+    if (b->logy) y = log10(y);
+    return b->y + b->h - (y - b->y0) / (b->y1 - b->y0) * b->h;
+}
+
+static void text(cairo_t *cr, double x, double y, double size, const char *s, double align) {
+    cairo_text_extents_t e;
+    cairo_set_font_size(cr, size);
+    cairo_text_extents(cr, s, &e);
+    cairo_move_to(cr, x - align * e.width, y);
+    cairo_show_text(cr, s);
+}
+
+static void range(const series *s, int n_s, int logy, double *lo, double *hi) {
+    *lo = INFINITY, *hi = -INFINITY;
+    for (int k = 0; k < n_s; k++)
+        for (int i = 0; i < s[k].n; i++) {
+            double v = s[k].y[i];
+            if (!isfinite(v) || (logy && v <= 0)) continue;
+            if (logy) v = log10(v);
+            if (v < *lo) *lo = v;
+            if (v > *hi) *hi = v;
+        }
+    if (!isfinite(*lo)) *lo = 0, *hi = 1;
+    if (*hi - *lo < 1e-12) *lo -= 0.5, *hi += 0.5;
+    double pad = 0.05 * (*hi - *lo);
+    *lo -= pad, *hi += pad;
+}
+
+/* A panel with a frame, a title, axis labels at the ends and its series. */
+static box panel(cairo_t *cr, double x, double y, double w, double h, const char *title,
+                 const series *s, int n_s, int logy, double x0, double x1) {
+    box b = {x + 70, y + 30, w - 90, h - 60, x0, x1, 0, 1, logy};
+    range(s, n_s, logy, &b.y0, &b.y1);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_rectangle(cr, b.x, b.y, b.w, b.h);
+    cairo_fill(cr);
+    cairo_set_source_rgb(cr, 0.85, 0.85, 0.85);
+    cairo_set_line_width(cr, 1);
+    for (int i = 1; i < 4; i++) { /* grid */
+        cairo_move_to(cr, b.x, b.y + b.h * i / 4);
+        cairo_line_to(cr, b.x + b.w, b.y + b.h * i / 4);
+    }
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    cairo_rectangle(cr, b.x, b.y, b.w, b.h);
+    cairo_stroke(cr);
+    text(cr, b.x, y + 20, 15, title, 0);
+    char lab[64];
+    for (int i = 0; i <= 4; i++) {
+        double v = b.y0 + (b.y1 - b.y0) * i / 4;
+        snprintf(lab, sizeof lab, "%.3g", logy ? pow(10, v) : v);
+        text(cr, b.x - 6, b.y + b.h - b.h * i / 4 + 4, 11, lab, 1);
+    }
+    snprintf(lab, sizeof lab, "%.0f", x0);
+    text(cr, b.x, b.y + b.h + 16, 11, lab, 0);
+    snprintf(lab, sizeof lab, "step %.0f", x1);
+    text(cr, b.x + b.w, b.y + b.h + 16, 11, lab, 1);
+    static const double colours[][3] = {{0.12, 0.47, 0.71}, {0.84, 0.15, 0.16}};
+    for (int k = 0; k < n_s; k++) {
+        cairo_set_source_rgb(cr, colours[k % 2][0], colours[k % 2][1], colours[k % 2][2]);
+        cairo_set_line_width(cr, 1.5);
+        int pen = 0;
+        cairo_save(cr);
+        cairo_rectangle(cr, b.x, b.y, b.w, b.h);
+        cairo_clip(cr);
+        for (int i = 0; i < s[k].n; i++) {
+            double v = s[k].y[i];
+            if (!isfinite(v) || (logy && v <= 0)) {
+                pen = 0;
+                continue;
+            }
+            if (pen)
+                cairo_line_to(cr, px(&b, s[k].x[i]), py(&b, v));
+            else
+                cairo_move_to(cr, px(&b, s[k].x[i]), py(&b, v));
+            pen = 1;
+        }
+        cairo_stroke(cr);
+        cairo_restore(cr);
+    }
+    return b;
+}
+
+/* max |g| in log10 to a colour: dark blue (small) through green to yellow (large). */
+static void heat_colour(double t, double *rgb) {
+    if (t < 0) t = 0;
+    if (t > 1) t = 1;
+    rgb[0] = t < 0.5 ? 0.27 - 0.3 * t : -0.5 + 1.9 * (t - 0.5) + 0.4;
+    rgb[1] = 0.0 + 0.9 * t;
+    rgb[2] = 0.33 + 0.4 * (1 - t) - 0.5 * t;
+    for (int i = 0; i < 3; i++)
+        rgb[i] = rgb[i] < 0 ? 0 : rgb[i] > 1 ? 1 : rgb[i];
+}
+
+static void heat_map(cairo_t *cr, const run *r, double x, double y, double w, double h, double x0,
+                     double x1) {
+    box b     = {x + 70, y + 30, w - 170, h - 60, x0, x1, 0, 1, 0};
+    double lo = INFINITY, hi = -INFINITY;
+    for (int l = 0; l < r->n_layers; l++)
+        for (int i = 0; i < r->heat[l].n; i++) {
+            double v = r->heat[l].y[i];
+            if (isfinite(v) && v > 0) {
+                if (log10(v) < lo) lo = log10(v);
+                if (log10(v) > hi) hi = log10(v);
+            }
+        }
+    if (!isfinite(lo)) lo = -8, hi = 0;
+    if (hi - lo < 1e-9) lo -= 1, hi += 1;
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    text(cr, b.x, y + 20, 15, "max |g| per layer (log10; grey: zero or non-finite)", 0);
+    double row = b.h / r->n_layers;
+    for (int l = 0; l < r->n_layers; l++) {
+        const series *s = &r->heat[l];
+        for (int i = 0; i < s->n; i++) {
+            double xa     = px(&b, s->x[i] - 0.5),
+                   xb     = px(&b, (i + 1 < s->n ? s->x[i + 1] : s->x[i] + 1) - 0.5);
+            double rgb[3] = {0.6, 0.6, 0.6};
+            double v      = s->y[i];
+            if (isfinite(v) && v > 0) heat_colour((log10(v) - lo) / (hi - lo), rgb);
+            cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+            cairo_rectangle(cr, xa, b.y + l * row, xb - xa + 0.5, row);
+            cairo_fill(cr);
+        }
+        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+        text(cr, b.x - 6, b.y + (l + 0.5) * row + 4, 11, r->layers[l], 1);
+    }
+    for (int i = 0; i < 100; i++) { /* the scale bar */
+        double rgb[3];
+        heat_colour(i / 99.0, rgb);
+        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+        cairo_rectangle(cr, b.x + b.w + 30, b.y + b.h - (i + 1) * b.h / 100, 20, b.h / 100 + 0.5);
+        cairo_fill(cr);
+    }
+    char lab[32];
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    snprintf(lab, sizeof lab, "1e%.1f", hi);
+    text(cr, b.x + b.w + 55, b.y + 10, 11, lab, 0);
+    snprintf(lab, sizeof lab, "1e%.1f", lo);
+    text(cr, b.x + b.w + 55, b.y + b.h, 11, lab, 0);
+}
+
+static void draw(cairo_t *cr, const run *r, const char *title) {
+    cairo_set_source_rgb(cr, 0.96, 0.96, 0.96);
+    cairo_paint(cr);
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    double x0 = INFINITY, x1 = -INFINITY;
+    const series *all[] = {&r->loss, &r->scale, &r->lr, &r->gnorm};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < all[k]->n; i++) {
+            if (all[k]->x[i] < x0) x0 = all[k]->x[i];
+            if (all[k]->x[i] > x1) x1 = all[k]->x[i];
+        }
+    if (!(x1 > x0)) x1 = x0 + 1;
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    text(cr, 20, 24, 17, title, 0);
+    double rows = r->n_layers ? 3 : 2, ph = (H - 30) / rows, pw = W / 2.0;
+    series lv[2] = {r->loss, r->val};
+    panel(cr, 0, 30, pw, ph, r->val.n ? "loss (blue: training, red: validation)" : "loss", lv,
+          r->val.n ? 2 : 1, 0, x0, x1);
+    box b = panel(cr, pw, 30, pw, ph, "loss scale (log; red marks: skipped steps)", &r->scale, 1, 1,
+                  x0, x1);
+    cairo_set_source_rgb(cr, 0.84, 0.15, 0.16);
+    for (int i = 0; i < r->skipped.n; i++) {
+        double x = px(&b, r->skipped.x[i]);
+        cairo_move_to(cr, x, b.y + b.h);
+        cairo_line_to(cr, x, b.y + b.h - 8);
+    }
+    cairo_set_line_width(cr, 1);
+    cairo_stroke(cr);
+    panel(cr, 0, 30 + ph, pw, ph, "learning rate", &r->lr, 1, 0, x0, x1);
+    panel(cr, pw, 30 + ph, pw, ph, "gradient norm (log)", &r->gnorm, 1, 1, x0, x1);
+    if (r->n_layers) heat_map(cr, r, 0, 30 + 2 * ph, W, ph, x0, x1);
+}
+
+static const char *ext_of(const char *path) {
+    const char *dot = strrchr(path, '.');
+    return dot ? dot + 1 : "";
+}
+
+int cmd_plot(int argc, char **argv) {
+    const char *in = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: ampx plot METRICS.jsonl -o FILE.png|.svg|.pdf\n"
+                   "Draws loss (and val_loss), the loss scale (log, skipped steps marked), the\n"
+                   "learning rate, the gradient norm and, with --monitor data, a per-layer heat\n"
+                   "map of max |g| over time. PNG is %dx%d pixels.\n",
+                   W, H);
+            return 0;
+        }
+        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
+            if (++i == argc) {
+                fprintf(stderr, "%s: -o needs a FILE\n", argv[0]);
+                return EXIT_USAGE;
+            }
+            out = argv[i];
+        } else if (!in && argv[i][0] != '-') {
+            in = argv[i];
+        } else {
+            fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (!in || !out) {
+        fprintf(stderr, "usage: ampx plot METRICS.jsonl -o FILE.png|.svg|.pdf\n");
+        return EXIT_USAGE;
+    }
+    const char *ext = ext_of(out);
+    int png = !strcmp(ext, "png"), svg = !strcmp(ext, "svg"), pdf = !strcmp(ext, "pdf");
+    if (!png && !svg && !pdf) {
+        fprintf(stderr, "%s: %s: the output must end in .png, .svg or .pdf\n", argv[0], out);
+        return EXIT_USAGE;
+    }
+    static run r;
+    char err[1200];
+    int rc = 1;
+    if (read_run(in, &r, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], err);
+        goto done;
+    }
+    cairo_surface_t *s = png   ? cairo_image_surface_create(CAIRO_FORMAT_ARGB32, W, H)
+                         : svg ? cairo_svg_surface_create(out, W, H)
+                               : cairo_pdf_surface_create(out, W, H);
+    cairo_t *cr        = cairo_create(s);
+    draw(cr, &r, in);
+    cairo_destroy(cr);
+    cairo_status_t cs = png ? cairo_surface_write_to_png(s, out) : CAIRO_STATUS_SUCCESS;
+    cairo_surface_finish(s);
+    if (cs == CAIRO_STATUS_SUCCESS) cs = cairo_surface_status(s);
+    cairo_surface_destroy(s);
+    if (cs != CAIRO_STATUS_SUCCESS) {
+        fprintf(stderr, "%s: %s: %s\n", argv[0], out, cairo_status_to_string(cs));
+        goto done;
+    }
+    rc = 0;
+done:
+    drop(&r.loss), drop(&r.val), drop(&r.scale), drop(&r.lr), drop(&r.gnorm), drop(&r.skipped);
+    for (int l = 0; l < MAX_LAYERS; l++)
+        drop(&r.heat[l]);
+    return rc;
+}
+#endif
