@@ -4,7 +4,7 @@
 # resource limits, misbehaving plugins. Each case: one clear line and a non-zero exit,
 # never a crash, nothing on disk lost.
 set -uo pipefail
-ampx=$1
+ampx=$(realpath "$1")
 src=$2
 build=$3
 work=$(mktemp -d)
@@ -58,6 +58,50 @@ ck dtype_unknown 'tensor "fc1\.bias": dtype is missing or not a safetensors dtyp
 ck shape_negative 'tensor "fc1\.bias": shape\[0\] is not a non-negative integer'
 expect_error "checkpoint /dev/zero" '/dev/zero: not a regular file' "$ampx" eval "$mlp" --checkpoint /dev/zero
 "$ampx" eval "$mlp" --checkpoint "$work/good" >/dev/null 2>"$work/err" || fail "the good checkpoint: $(cat "$work/err")"
+
+# ---- 1. search paths: no ELF built or installed searches the current directory
+runpath_ok() { # runpath_ok FILE: every RUNPATH/RPATH entry absolute or $ORIGIN-relative
+  local entries
+  entries=$(readelf -d "$1" 2>/dev/null | sed -n 's/.*(R\(UN\)\{0,1\}PATH).*\[\(.*\)\]/\2/p')
+  [ -z "$entries" ] && return 0
+  local IFS=:
+  # a trailing ':' is an empty entry too; 'read -a' drops it, so test the string itself
+  case "$entries" in *: | :* | *::*) echo "$1: empty entry in '$entries'"; return 1 ;; esac
+  for e in $entries; do
+    case "$e" in
+      /*) ;;
+      '$ORIGIN' | '$ORIGIN/'* | '${ORIGIN}' | '${ORIGIN}/'*) ;;
+      *) echo "$1: relative entry '$e' in '$entries'"; return 1 ;;
+    esac
+  done
+}
+cmake --install "$build" --prefix "$work/prefix" >"$work/install.log" 2>&1 || fail "cmake --install: $(tail -3 "$work/install.log")"
+n_elf=0
+while IFS= read -r -d '' f; do
+  head -c 4 "$f" 2>/dev/null | grep -q "ELF" || continue
+  n_elf=$((n_elf + 1))
+  runpath_ok "$f" >>"$work/runpath" || fail "search path: $(tail -1 "$work/runpath")"
+done < <(find "$build/bin" "$build/lib" "$build/tests" "$work/prefix" -type f -print0)
+[ $n_elf -ge 5 ] || fail "search path: only $n_elf ELF files found under $build and the install"
+mkdir -p "$work/planted"
+cat >"$work/planted.c" <<'C'
+#include <unistd.h>
+__attribute__((constructor)) static void planted(void) {
+    write(2, "PLANTED LIBRARY LOADED\n", 23);
+    _exit(42);
+}
+C
+for lib in libm.so.6 libcjson.so.1 libampx.so.0 libdl.so.2 libOpenCL.so.1 libpthread.so.0 libclblast.so.1; do
+  cc -shared -fPIC -o "$work/planted/$lib" "$work/planted.c" || fail "cannot build a planted $lib"
+done
+for bin in "$ampx" "$work/prefix/bin/ampx"; do
+  (cd "$work/planted" && "$bin" --version) >"$work/out" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] && grep -q "^ampx " "$work/out" ||
+    fail "search path: $bin --version run from a folder of planted libraries: exit $rc, $(head -c 300 "$work/out")"
+  (cd "$work/planted" && "$bin" backends) >"$work/out" 2>&1
+  grep -q PLANTED "$work/out" && fail "search path: $bin backends loaded a planted library"
+done
 
 echo "hostile: $fails failure(s)"
 test $fails -eq 0
