@@ -103,5 +103,125 @@ for bin in "$ampx" "$work/prefix/bin/ampx"; do
   grep -q PLANTED "$work/out" && fail "search path: $bin backends loaded a planted library"
 done
 
+# ---- 6. readers accept what they should not
+csvmodel() { # csvmodel FILE.csv [FEATURES]: a model reading FILE.csv
+  cat <<J
+{ "name": "csv", "inputs": { "x": { "dtype": "f32", "shape": [${2:-2}] }, "y": { "dtype": "i32", "classes": 2 } },
+  "layers": [ { "name": "out", "type": "dense", "units": 2 } ],
+  "loss": { "type": "softmax_cross_entropy", "logits": "out", "labels": "y" },
+  "optimizer": { "lr": 0.01 }, "data": { "source": "csv", "train": "$1" }, "train": { "steps": 20, "batch": 8 } }
+J
+}
+python3 - "$work" <<'PY'
+import random, sys
+w = sys.argv[1]
+random.seed(3)
+rows = ["%.4f,%.4f,%d" % (random.uniform(-1, 1), random.uniform(-1, 1), i % 2) for i in range(200)]
+open(w + "/lf.csv", "w").write("\n".join(rows) + "\n")
+open(w + "/cr.csv", "w", newline="").write("\r".join(rows) + "\r")
+open(w + "/crlf.csv", "w", newline="").write("\r\n".join(rows) + "\r\n")
+open(w + "/big.csv", "w").write("\n".join(rows[:5] + ["1e39,0.5,1"] + rows[5:]) + "\n")
+open(w + "/hex.csv", "w").write("\n".join(rows[:5] + ["0x10,0.5,1"] + rows[5:]) + "\n")
+open(w + "/inf.csv", "w").write("\n".join(rows[:5] + ["inf,0.5,1"] + rows[5:]) + "\n")
+open(w + "/empty1.csv", "w").write("\n".join(["0.5,,1"] + rows) + "\n")
+PY
+for f in lf cr crlf big hex inf empty1; do csvmodel "$f.csv" >"$work/$f.json"; done
+"$ampx" train "$work/lf.json" --quiet >"$work/lf.out" 2>&1 || fail "csv LF: $(cat "$work/lf.out")"
+for f in cr crlf; do
+  "$ampx" train "$work/$f.json" --quiet >"$work/$f.out" 2>&1 || fail "csv $f line endings: $(cat "$work/$f.out")"
+  cmp -s <(sed 's/ [0-9.]* s (.*steps\/s)//' "$work/lf.out") <(sed 's/ [0-9.]* s (.*steps\/s)//' "$work/$f.out") ||
+    fail "csv $f line endings train otherwise than LF: $(cat "$work/$f.out")"
+done
+expect_error "csv 1e39" 'big\.csv:6: column 1: 1e39 is out of the range of f32' "$ampx" train "$work/big.json"
+expect_error "csv hex" 'hex\.csv:6: column 1: "0x10" is not a number' "$ampx" train "$work/hex.json"
+expect_error "csv inf" 'inf\.csv:6: column 1: "inf" is not a number' "$ampx" train "$work/inf.json"
+expect_error "csv first line with an empty field" 'empty1\.csv:1: column 2 is empty' "$ampx" train "$work/empty1.json"
+# a large declared shape with a small file: refused from the file, nothing allocated for it
+csvmodel lf.csv 16777216 >"$work/wide.json"
+expect_error "csv large declared shape" 'lf\.csv:1: expected 16777217 columns \(16777216 features and a label\), found 3' \
+  bash -c 'ulimit -v 8000000 2>/dev/null; "$0" train "$1"' "$ampx" "$work/wide.json"
+printf '{ "name": "\xff\xfe", "inputs": {} }' >"$work/utf8.json"
+expect_error "model name not UTF-8" 'utf8\.json:1:12: invalid UTF-8 \(byte 0xff\) inside a string' "$ampx" policy "$work/utf8.json"
+printf '{ "name": "\xc0\xaf" }' >"$work/overlong.json"
+expect_error "overlong UTF-8" 'overlong\.json:1:12: invalid UTF-8' "$ampx" policy "$work/overlong.json"
+long=$(printf 'm%.0s' $(seq 70))
+sed "s/\"name\": \"mlp\"/\"name\": \"$long\"/" "$mlp" >"$work/longname.json"
+expect_error "model name over 63 bytes" 'longname\.json:2:11: \$\.name: a model name has at most 63 bytes \(this one has 70\)' \
+  "$ampx" policy "$work/longname.json"
+expect_usage() { # expect_usage NAME PATTERN ARGS...: exit 2 and the message
+  "$ampx" "${@:3}" >"$work/out" 2>"$work/err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "$1: exit $rc, expected 2"
+  grep -Eq -- "$2" "$work/err" || fail "$1: '$(cat "$work/err")' does not match '$2'"
+}
+expect_usage "--steps overflow" "--steps '99999999999999999999': expected an integer in \[1, 2147483647\]" train "$mlp" --steps 99999999999999999999
+expect_usage "--steps past the model's range" "--steps '2147483648'" train "$mlp" --steps 2147483648
+expect_usage "--seed past the model's range" "--seed '2147483648': expected an integer in \[0, 2147483647\]" train "$mlp" --seed 2147483648
+expect_usage "--batch with a suffix" "--batch '8k'" train "$mlp" --batch 8k
+expect_usage "--seed negative" "--seed '-1'" train "$mlp" --seed -1
+expect_usage "conformance --seed hex" "--seed '0x10'" conformance --backend cpu --seed 0x10
+expect_usage "conformance --seed overflow" "--seed '99999999999999999999'" conformance --backend cpu --seed 99999999999999999999
+
+# ---- 3. no silent bad output
+expect_error "metrics on a full disk" 'ampx train: /dev/full: write error: No space left on device' \
+  "$ampx" train "$mlp" --steps 5 --quiet --metrics /dev/full
+"$ampx" train "$mlp" --steps 5 --quiet >/dev/full 2>"$work/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "write error on standard output: No space left on device" "$work/err" ||
+  fail "stdout on /dev/full: exit $rc, $(cat "$work/err")"
+"$ampx" --version >/dev/full 2>/dev/null; [ $? -eq 1 ] || fail "--version on /dev/full exits 0"
+(cd "$work" && "$ampx" train "$mlp" --steps 5 --metrics closed.jsonl >&- 2>"$work/err"); rc=$?
+[ $rc -eq 2 ] && grep -q "standard output is closed" "$work/err" || fail "stdout closed: exit $rc, $(cat "$work/err")"
+[ -s "$work/closed.jsonl" ] && grep -q "^step\|^training" "$work/closed.jsonl" && fail "stdout closed: progress landed in the metrics file"
+(cd "$work" && "$ampx" train "$mlp" --steps 5 --metrics closed2.jsonl --quiet 2>&- >/dev/null); rc=$?
+[ $rc -eq 0 ] || fail "stderr closed: a good run exits $rc"
+python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$work/closed2.jsonl" ||
+  fail "stderr closed: the metrics file is not JSON lines"
+python3 - "$mlp" "$work/lr1000.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["optimizer"] = {"type": "adamw", "lr": 1000}
+json.dump(m, open(sys.argv[2], "w"))
+m["optimizer"] = {"type": "sgd", "lr": 1000}
+json.dump(m, open(sys.argv[2].replace("adam", "sgd").replace("lr1000", "sgd1000"), "w"))
+PY
+cp "$work/good" "$work/keep"
+expect_error "overflowing update (adamw)" 'not writing .*/keep: tensor ".*" element [0-9]+ is (-?inf|-?nan) at step [0-9]+ \(the update overflowed' \
+  "$ampx" train "$work/lr1000.json" --steps 50 --checkpoint-every 5 --quiet --checkpoint "$work/keep"
+# the periodic checkpoints before the overflow were good: the last of them is still there, whole
+"$ampx" eval "$work/lr1000.json" --checkpoint "$work/keep" >/dev/null 2>"$work/err" ||
+  fail "a checkpoint with non-finite values was written over a good one: $(cat "$work/err")"
+"$ampx" train "$work/sgd1000.json" --steps 50 --quiet --checkpoint "$work/keep2" >/dev/null 2>"$work/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "the held-out loss is .*nan.*the checkpoint was not written" "$work/err" ||
+  fail "overflowing update (sgd): exit $rc, $(cat "$work/err")"
+[ -e "$work/keep2" ] && fail "overflowing update (sgd): a checkpoint was written"
+echo '{"policy": "mixed_f16", "scaler": {"type": "static", "init_scale": 1e30}}' >"$work/allskip.json"
+"$ampx" train "$mlp" --policy "$work/allskip.json" --steps 5 --quiet >/dev/null 2>"$work/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "no step of this run was applied: all 5 had non-finite gradients" "$work/err" ||
+  fail "a run that applied no step: exit $rc, $(cat "$work/err")"
+
+# ---- 4. atomic checkpoint files
+mkdir -p "$work/ck"
+sleep 0 & dead=$!
+wait $dead
+touch "$work/ck/.c.tmp.$dead.AbC123" "$work/ck/.c.tmp.$$.XyZ789"
+ln -s "$work/victim" "$work/ck/c.tmp.$$"
+"$ampx" train "$mlp" --steps 3 --quiet --checkpoint "$work/ck/c" >/dev/null 2>"$work/err" || fail "train into ck/: $(cat "$work/err")"
+[ -e "$work/ck/.c.tmp.$dead.AbC123" ] && fail "a stale temporary file of a dead process was not removed"
+[ -e "$work/ck/.c.tmp.$$.XyZ789" ] || fail "the temporary file of a live process was removed"
+[ -e "$work/victim" ] && fail "a planted symlink redirected the checkpoint write"
+[ "$(ls -A "$work/ck" | wc -l)" -eq 3 ] || fail "files left in ck/: $(ls -A "$work/ck")"
+touch "$work/plainfile"
+"$ampx" train "$mlp" --steps 100000 --checkpoint "$work/plainfile/c" >"$work/out" 2>"$work/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "plainfile/c: Not a directory" "$work/err" || fail "checkpoint under a file: exit $rc, $(cat "$work/err")"
+grep -q "^training" "$work/out" && fail "a bad checkpoint folder was found only after training"
+expect_error "checkpoint is a folder" "ck: not a regular file" "$ampx" train "$mlp" --steps 2 --quiet --checkpoint "$work/ck"
+# a path of 4095 bytes: refused, never written under a truncated temporary name
+deep=$work
+while [ ${#deep} -lt 3800 ]; do deep=$deep/$(printf 'd%.0s' $(seq 200)); done
+mkdir -p "$deep" || fail "mkdir a deep folder"
+name=$(printf 'f%.0s' $(seq $((4095 - ${#deep} - 1))))
+expect_error "4095-byte checkpoint path" 'path too long for a checkpoint' "$ampx" train "$mlp" --steps 2 --quiet --checkpoint "$deep/$name"
+[ -e "$deep/$name" ] && fail "a 4095-byte checkpoint path was written"
+
 echo "hostile: $fails failure(s)"
 test $fails -eq 0

@@ -6,6 +6,7 @@
  *   ampx eval MODEL.json --checkpoint F [--backend B] [--policy F]
  *   ampx policy MODEL.json [--policy F]
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,15 +26,9 @@ typedef struct run_opts {
     int quiet;
 } run_opts;
 
-static int parse_i64(const char *prog, const char *flag, const char *s, int64_t lo, int64_t *out) {
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || v < lo) {
-        fprintf(stderr, "%s: %s '%s': expected an integer >= %lld\n", prog, flag, s, (long long)lo);
-        return -1;
-    }
-    *out = v;
-    return 0;
+static int parse_i64(const char *prog, const char *flag, const char *s, int64_t lo, int64_t hi,
+                     int64_t *out) {
+    return cli_parse_int(prog, flag, s, lo, hi, out);
 }
 
 static void usage(const char *cmd, FILE *f) {
@@ -62,7 +57,9 @@ static void usage(const char *cmd, FILE *f) {
             "  --checkpoint F       write a safetensors checkpoint at the end (and every\n"
             "                       --checkpoint-every N steps)\n"
             "  --resume F           continue from a checkpoint\n"
-            "  --quiet              only the summary\n");
+            "  --quiet              only the summary\n"
+            "  --max-input-bytes N  read files of up to N bytes (default 1 GiB, 16 MiB for\n"
+            "                       JSON; also $AMPX_MAX_INPUT_BYTES)\n");
 }
 
 static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
@@ -78,6 +75,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
                                     {"checkpoint-every", required_argument, 0, 'C'},
                                     {"resume", required_argument, 0, 'r'},
                                     {"quiet", no_argument, 0, 'q'},
+                                    {"max-input-bytes", required_argument, 0, 'M'},
                                     {"help", no_argument, 0, 'h'},
                                     {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -97,25 +95,33 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
             break;
         case 'p': o->policy = optarg; break;
         case 's':
-            if (parse_i64(argv[0], "--steps", optarg, 1, &o->steps)) return EXIT_USAGE;
+            if (parse_i64(argv[0], "--steps", optarg, 1, INT32_MAX, &o->steps)) return EXIT_USAGE;
             break;
         case 'B':
-            if (parse_i64(argv[0], "--batch", optarg, 1, &o->batch)) return EXIT_USAGE;
+            if (parse_i64(argv[0], "--batch", optarg, 1, 1 << 20, &o->batch)) return EXIT_USAGE;
             break;
         case 'S':
-            if (parse_i64(argv[0], "--seed", optarg, 0, &o->seed)) return EXIT_USAGE;
+            if (parse_i64(argv[0], "--seed", optarg, 0, INT32_MAX, &o->seed)) return EXIT_USAGE;
             break;
         case 'l':
-            if (parse_i64(argv[0], "--log-every", optarg, 1, &o->log_every)) return EXIT_USAGE;
+            if (parse_i64(argv[0], "--log-every", optarg, 1, 1 << 20, &o->log_every))
+                return EXIT_USAGE;
             break;
         case 'C':
-            if (parse_i64(argv[0], "--checkpoint-every", optarg, 1, &o->ckpt_every))
+            if (parse_i64(argv[0], "--checkpoint-every", optarg, 1, INT32_MAX, &o->ckpt_every))
                 return EXIT_USAGE;
             break;
         case 'm': o->metrics = optarg; break;
         case 'c': o->checkpoint = optarg; break;
         case 'r': o->resume = optarg; break;
         case 'q': o->quiet = 1; break;
+        case 'M': {
+            int64_t max;
+            if (parse_i64(argv[0], "--max-input-bytes", optarg, 1, INT64_MAX, &max))
+                return EXIT_USAGE;
+            ampx_set_max_input_bytes((uint64_t)max);
+            break;
+        }
         case 'h': usage(cmd, stdout); exit(0);
         default: usage(cmd, stderr); return EXIT_USAGE;
         }
@@ -235,8 +241,13 @@ int cli_train(int argc, char **argv) {
     if (rc) return rc;
     ampx_model *m;
     ampx_backend *be;
-    if (open_all(argv[0], &o, &m, &be)) return 1;
     char err[1024];
+    /* a checkpoint folder that takes no file is found now, not after the run */
+    if (o.checkpoint && ampx_checkpoint_check_path(o.checkpoint, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], err);
+        return 1;
+    }
+    if (open_all(argv[0], &o, &m, &be)) return 1;
     ampx_trainer *t       = NULL;
     progress p            = {.tty = isatty(2), .quiet = o.quiet};
     ampx_train_config *tc = ampx_model_train_config(m);
@@ -251,13 +262,14 @@ int cli_train(int argc, char **argv) {
         goto out;
     }
     if (o.metrics && !(p.metrics = fopen(o.metrics, o.resume ? "a" : "w"))) {
-        perror(o.metrics);
+        fprintf(stderr, "%s: %s: %s\n", argv[0], o.metrics, strerror(errno));
         goto out;
     }
     ampx_scalars sc;
     ampx_trainer_scalars(t, &sc);
-    p.last_scale  = sc.scale;
-    int64_t start = ampx_trainer_step(t);
+    p.last_scale          = sc.scale;
+    int32_t applied_start = sc.applied_steps;
+    int64_t start         = ampx_trainer_step(t);
     if (!o.quiet) {
         uint64_t peak, flat;
         ampx_trainer_memory(t, &peak, &flat);
@@ -275,8 +287,17 @@ int cli_train(int argc, char **argv) {
         int64_t next = ampx_trainer_step(t) + every;
         if (next > tc->steps) next = tc->steps;
         st = ampx_trainer_run(t, next, on_record, &p);
-        if (p.metrics) fflush(p.metrics);
+        if (p.metrics && (fflush(p.metrics) != 0 || ferror(p.metrics))) {
+            fprintf(stderr, "%s%s: %s: write error: %s\n", p.tty ? "\n" : "", argv[0], o.metrics,
+                    strerror(errno ? errno : EIO));
+            goto out;
+        }
         if (!st) show_progress(&p, ampx_trainer_step(t), start);
+        if (ferror(stdout)) {
+            fprintf(stderr, "%s: write error on standard output: %s\n", argv[0],
+                    strerror(errno ? errno : EIO));
+            goto out;
+        }
         if (!st && o.checkpoint && o.ckpt_every > 0 &&
             ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
             fprintf(stderr, "%s%s: %s\n", p.tty ? "\n" : "", argv[0], err);
@@ -289,14 +310,29 @@ int cli_train(int argc, char **argv) {
         goto out;
     }
     double secs = now_s() - p.t0;
-    if (o.checkpoint && ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
-        goto out;
-    }
     ampx_eval_result ev;
     if (ampx_trainer_evaluate(t, &ev)) {
         fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
         goto out;
+    }
+    /* weights that compute no loss are not written over a checkpoint */
+    if (!isfinite(ev.loss)) {
+        fprintf(stderr,
+                "%s: the held-out loss is %g: the weights overflowed (lower the learning rate)%s\n",
+                argv[0], ev.loss, o.checkpoint ? "; the checkpoint was not written" : "");
+        goto out;
+    }
+    if (o.checkpoint && ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], err);
+        goto out;
+    }
+    if (p.metrics) {
+        int bad   = fclose(p.metrics) != 0;
+        p.metrics = NULL;
+        if (bad) {
+            fprintf(stderr, "%s: %s: write error: %s\n", argv[0], o.metrics, strerror(errno));
+            goto out;
+        }
     }
     ampx_trainer_scalars(t, &sc);
     printf("done: step %lld, %d applied, %d skipped, %.2f s (%.0f steps/s); final loss scale %g\n",
@@ -304,6 +340,12 @@ int cli_train(int argc, char **argv) {
            secs > 0 ? (double)(ampx_trainer_step(t) - start) / secs : 0.0, (double)sc.scale);
     printf("held-out accuracy %.2f%% (loss %.4f) on %lld examples\n", 100 * ev.accuracy, ev.loss,
            (long long)ev.examples);
+    /* a run that trained nothing or ended with weights that compute no loss failed */
+    if (ampx_trainer_step(t) > start && sc.applied_steps == applied_start) {
+        fprintf(stderr, "%s: no step of this run was applied: all %lld had non-finite gradients\n",
+                argv[0], (long long)(ampx_trainer_step(t) - start));
+        goto out;
+    }
     rc = 0;
 out:
     if (p.metrics) fclose(p.metrics);

@@ -14,6 +14,11 @@ void ampx_set_max_input_bytes(uint64_t bytes) {
     max_set = bytes;
 }
 
+int input_max_is_set(void) {
+    const char *env = getenv("AMPX_MAX_INPUT_BYTES");
+    return max_set || (env && *env);
+}
+
 uint64_t input_max_bytes(void) {
     if (max_set) return max_set;
     const char *env = getenv("AMPX_MAX_INPUT_BYTES");

@@ -2,8 +2,8 @@
  *
  * Every file ampx reads is untrusted input. Only regular files are read (a FIFO, a device
  * such as /dev/zero or a directory is refused with one line), and no file larger than the
- * input cap: 1 GiB by default, raised or lowered by ampx_set_max_input_bytes() or the
- * environment variable AMPX_MAX_INPUT_BYTES (the command line's --max-input-bytes). */
+ * input cap: 1 GiB by default (16 MiB for JSON), raised or lowered by ampx_set_max_input_bytes() or
+ * the environment variable AMPX_MAX_INPUT_BYTES (the command line's --max-input-bytes). */
 #ifndef AMPX_INPUT_H
 #define AMPX_INPUT_H
 
@@ -15,6 +15,9 @@
 
 /* The cap in force: ampx_set_max_input_bytes(), else $AMPX_MAX_INPUT_BYTES, else the default. */
 uint64_t input_max_bytes(void);
+
+/* Whether the cap was set (by the API or the environment); JSON files have a lower default. */
+int input_max_is_set(void);
 
 /* Opens path for reading if it is a regular file no larger than max bytes; its size in *size.
  * On failure NULL and "PATH: reason" in err. */

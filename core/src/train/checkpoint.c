@@ -337,8 +337,8 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
             snprintf(why, sizeof why, "%s", ampx_backend_last_error(t->be));
         else if (at >= 0)
             snprintf(why, sizeof why,
-                     "tensor \"%s\" element %lld is %g at step %lld (the update overflowed the "
-                     "weights: lower the learning rate); the file on disk is left as it was",
+                     "tensor \"%s\" element %lld is %g at step %lld (the update overflowed: lower "
+                     "the learning rate); the file on disk is left as it was",
                      ts[i].name, (long long)at, element(&ts[i], data, at), (long long)t->step);
         bad = st != AMPX_OK || at >= 0;
         if (!bad && fwrite(data, 1, ts[i].bytes, f) != ts[i].bytes) bad = 1, saved = errno;
