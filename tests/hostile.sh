@@ -7,6 +7,7 @@ set -uo pipefail
 ampx=$(realpath "$1")
 src=$2
 build=$3
+plugins=${4:-$build/tests/plugins}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
@@ -222,6 +223,89 @@ mkdir -p "$deep" || fail "mkdir a deep folder"
 name=$(printf 'f%.0s' $(seq $((4095 - ${#deep} - 1))))
 expect_error "4095-byte checkpoint path" 'path too long for a checkpoint' "$ampx" train "$mlp" --steps 2 --quiet --checkpoint "$deep/$name"
 [ -e "$deep/$name" ] && fail "a 4095-byte checkpoint path was written"
+
+# ---- 7. inserted casts never collide with the user's names
+long=$(printf 'a%.0s' $(seq 60))
+for v in A B; do
+  if [ $v = A ]; then n1='x->bf16' n2=${long}1 n3=${long}2; else n1=rx n2=r1 n3=r2; fi
+  cat >"$work/collide$v.json" <<J
+{ "name": "collide", "inputs": { "x": { "dtype": "f32", "shape": [2] }, "label": { "dtype": "i32", "classes": 3 } },
+  "nodes": [
+    { "name": "$n1", "op": "relu", "inputs": ["x"] },
+    { "name": "$n2", "op": "tanh", "inputs": ["x"] },
+    { "name": "$n3", "op": "sigmoid", "inputs": ["x"] },
+    { "name": "fc1", "op": "dense", "inputs": ["x"], "units": 8 },
+    { "name": "fc2", "op": "dense", "inputs": ["$n1"], "units": 8 },
+    { "name": "fc3", "op": "dense", "inputs": ["$n2"], "units": 8 },
+    { "name": "fc4", "op": "dense", "inputs": ["$n3"], "units": 8 },
+    { "name": "s1", "op": "add", "inputs": ["fc1", "fc2"] },
+    { "name": "s2", "op": "add", "inputs": ["fc3", "fc4"] },
+    { "name": "s", "op": "add", "inputs": ["s1", "s2"] },
+    { "name": "logits", "op": "dense", "inputs": ["s"], "units": 3 } ],
+  "loss": { "type": "softmax_cross_entropy", "logits": "logits", "labels": "label" },
+  "policy": "mixed_bf16", "train": { "steps": 30, "batch": 32 } }
+J
+  "$ampx" train "$work/collide$v.json" --checkpoint "$work/collide$v.ck" --quiet >/dev/null 2>"$work/err" ||
+    fail "collide$v: $(cat "$work/err")"
+  "$ampx" policy "$work/collide$v.json" >"$work/collide$v.policy" || fail "policy collide$v"
+done
+# a user node named like a cast ("x->bf16") and two names sharing 50 characters: the same
+# casts (one per value read in bf16), and training identical to the model with plain names
+grep -q "^casts inserted: 5" "$work/collideA.policy" || fail "collide: casts: $(grep -i cast "$work/collideA.policy")"
+grep -Eq "^x->bf16 +bf16 .*cast inserted by the policy \(x f32 -> bf16\)" "$work/collideA.policy" || fail "collide: x's cast"
+grep -Eq "cast inserted by the policy \(${long}2 f32 -> bf16\)" "$work/collideA.policy" || fail "collide: the second long name's cast"
+cmp -s "$work/collideA.ck" "$work/collideB.ck" || fail "a user node named like a cast changed what trains"
+
+# ---- 5. resource limits
+expect_error "model /dev/zero" '/dev/zero: not a regular file \(a device\)' "$ampx" train /dev/zero
+mkfifo "$work/fifo.json"
+expect_error "model FIFO" 'fifo\.json: not a regular file \(a pipe\)' "$ampx" policy "$work/fifo.json"
+csvmodel /dev/zero >"$work/zero.json"
+expect_error "csv /dev/zero" '/dev/zero: not a regular file' "$ampx" train "$work/zero.json"
+python3 -c 'import sys; open(sys.argv[1], "w").write("[" + "0," * (9 << 20) + "0]")' "$work/huge.json"
+expect_error "18 MiB JSON" 'huge\.json: 18\.0 MiB is larger than the 16\.0 MiB input limit \(raise it with --max-input-bytes' \
+  "$ampx" policy "$work/huge.json"
+expect_error "18 MiB JSON, cap raised" 'huge\.json:1:1: .*expected an object|huge\.json.*object' \
+  "$ampx" policy "$work/huge.json" --max-input-bytes 40000000
+AMPX_MAX_INPUT_BYTES=1000 "$ampx" train "$work/lf.json" --quiet >/dev/null 2>"$work/err"
+grep -q 'lf\.csv: .* is larger than the 1000 bytes input limit' "$work/err" || fail "AMPX_MAX_INPUT_BYTES: $(cat "$work/err")"
+# duplicate keys are found in linear time: 200k keys parse in well under the time limit
+python3 -c '
+import sys
+keys = ",".join("\"k%d\": %d" % (i, i) for i in range(200000))
+open(sys.argv[1], "w").write("{\"name\": \"m\", \"x\": {" + keys + ", \"k7\": 0}}")' "$work/keys.json"
+start=$(date +%s)
+expect_error "200k keys, one duplicate" 'keys\.json:1:[0-9]+: duplicate key "k7" \(first at line 1\)' timeout 20 "$ampx" policy "$work/keys.json"
+[ $(($(date +%s) - start)) -le 10 ] || fail "200k keys took $(($(date +%s) - start)) s"
+# a model whose state exceeds the device is refused with the figures before any allocation
+python3 - "$mlp" "$work/huge_model.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["inputs"]["x"]["shape"] = [1024]
+m["layers"][0]["units"] = 1 << 24
+m["layers"][1]["units"] = 1 << 24
+json.dump(m, open(sys.argv[2], "w"))
+PY
+expect_error "state beyond the device" 'huge_model\.json: the parameters, optimizer state and data need [0-9.]+ GiB \(at least\) but the device \(.*\) has [0-9.]+ GiB' \
+  "$ampx" train "$work/huge_model.json"
+
+# ---- 8. plugins that misbehave
+"$ampx" train "$mlp" --steps 3 --backend "$plugins/libcrash.so" >"$work/out" 2>"$work/err"; rc=$?
+[ $rc -ne 0 ] || fail "a crashing plugin: exit 0"
+grep -q "ampx: SIGSEGV inside backend 'wrapper' ($plugins/libcrash.so) during op gemm issued by fc1" "$work/err" ||
+  fail "a crashing plugin is not named: exit $rc, $(head -c 500 "$work/err")"
+mkdir -p "$work/path"
+cp "$plugins/libhang.so" "$work/path/libampx-hang.so"
+cp "$plugins/libcrash.so" "$work/path/libampx-strings.so"
+start=$(date +%s)
+AMPX_PROBE_TIMEOUT_S=2 AMPX_PLUGIN_PATH="$work/path" timeout 60 "$ampx" backends >"$work/out" 2>&1; rc=$?
+[ $rc -eq 0 ] || fail "backends with a hanging probe: exit $rc"
+[ $(($(date +%s) - start)) -le 30 ] || fail "backends with a hanging probe took $(($(date +%s) - start)) s"
+grep -q "libampx-hang.so: loading and probing did not finish within 2 s" "$work/out" ||
+  fail "a hanging probe is not reported: $(head -c 600 "$work/out")"
+grep -qE "^cpu " "$work/out" || fail "backends with a hanging probe: cpu is not listed"
+name=$(printf 'X%.0s' $(seq 127))
+grep -qx "  device: $name" "$work/out" || fail "a device name without a NUL is not bounded: $(grep -a 'device: X' "$work/out" | head -c 300)"
 
 echo "hostile: $fails failure(s)"
 test $fails -eq 0

@@ -128,11 +128,8 @@ static int cmd_backends(int argc, char **argv) {
         ampx_backend *be      = NULL;
         char err[1024]        = "";
         ampx_device_info info = {.size = sizeof info};
-        if (p->available && ampx_backend_open(p->path, NULL, 0, &be, err, sizeof err) == AMPX_OK) {
-            const ampx_backend_iface *t = ampx_backend_iface_of(be);
-            if (!t->device_info || t->device_info(ampx_backend_context(be), &info) != AMPX_OK)
-                snprintf(info.name, sizeof info.name, "(no device info)");
-        }
+        if (p->available && ampx_backend_open(p->path, NULL, 0, &be, err, sizeof err) == AMPX_OK)
+            ampx_backend_device_info(be, &info);
         const char *state  = !p->loadable         ? "not loadable"
                              : p->available && be ? "available"
                                                   : "unavailable";
@@ -393,8 +390,7 @@ static int cmd_conformance(int argc, char **argv) {
     int rc                      = (rs != AMPX_OK || sum.failed > 0 || sum.passed == 0) ? 1 : 0;
     ampx_device_info info       = {.size = sizeof info};
     const ampx_backend_iface *t = ampx_backend_iface_of(be);
-    if (!t->device_info || t->device_info(ampx_backend_context(be), &info) != AMPX_OK)
-        info.name[0] = '\0';
+    if (ampx_backend_device_info(be, &info) != AMPX_OK) info.name[0] = '\0';
 
     if (json) {
         cJSON_AddStringToObject(doc, "backend", t->name);

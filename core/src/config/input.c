@@ -2,9 +2,11 @@
 #include "config/input.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ampx/ampx.h"
 
@@ -41,13 +43,16 @@ static void size_words(uint64_t b, char *buf, size_t cap) {
 }
 
 FILE *input_open(const char *path, uint64_t max, uint64_t *size, char *err, size_t cap) {
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer before it can be refused */
+    int fd  = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         snprintf(err, cap, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
         return NULL;
     }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
+    if (fstat(fd, &st) != 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
         snprintf(err, cap, "%s: %s", path, strerror(errno));
         fclose(f);
         return NULL;
