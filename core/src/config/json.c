@@ -22,6 +22,11 @@ typedef struct reader {
     int failed;
 } reader;
 
+void json_one_line(char *msg) {
+    for (; *msg; msg++)
+        if ((unsigned char)*msg < 0x20 || *msg == 0x7F) *msg = '?';
+}
+
 static void fail_at(reader *r, int line, int col, const char *fmt, ...) {
     if (r->failed) return;
     r->failed = 1;
@@ -31,6 +36,7 @@ static void fail_at(reader *r, int line, int col, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(r->err + n, r->err_cap - (size_t)n, fmt, ap);
     va_end(ap);
+    json_one_line(r->err);
 }
 
 #define FAIL(r, ...) fail_at((r), (r)->line, (r)->col, __VA_ARGS__)

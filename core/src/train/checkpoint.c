@@ -388,6 +388,7 @@ static ampx_status bad(ck_reader *r, const char *fmt, ...) {
         vsnprintf(r->err + n, r->cap - (size_t)n, fmt, ap);
         va_end(ap);
     }
+    json_one_line(r->err); /* names come from the file */
     return AMPX_ERR_INVALID;
 }
 
@@ -676,7 +677,7 @@ ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned cha
         if (root)
             bad(&r, "bad safetensors header: not a JSON object");
         else
-            snprintf(err, cap, "%s (in the safetensors header)", perr);
+            snprintf(err, cap, "%s (in the safetensors header)", perr), json_one_line(err);
         goto out;
     }
     const unsigned char *data = file + 8 + hl;

@@ -11,6 +11,7 @@
 
 #include "ampx/dtype.h"
 #include "config/input.h"
+#include "config/json.h"
 
 double data_uniform(uint64_t seed, uint64_t i) {
     uint32_t hi = ampx_hash32(seed ^ 0x9E3779B97F4A7C15ull, i);
@@ -353,6 +354,7 @@ out:
     if (rc) {
         free(*x), free(*y);
         *x = NULL, *y = NULL;
+        json_one_line(err); /* fields come from the file */
     }
     return rc;
 }
