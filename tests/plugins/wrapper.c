@@ -6,7 +6,7 @@
  *   WRAP_FAILING       ops succeed for a while, then return AMPX_ERR_DEVICE; buffers are
  *                      counted and device_info reports how many are still live
  *   WRAP_OLD_MINOR     an op table from an older minor version: only gemm and cast
- *   WRAP_CRASH         gemm dereferences a null pointer (the host must name the plugin and op);
+ *   WRAP_CRASH         gemm stores through a wild pointer (the host must name the plugin and op);
  *                      device_info fills its strings with no terminating NUL
  *   WRAP_HANG          the probe never returns
  *   WRAP_ALLOC_LIMIT   buffer_alloc fails after $AMPX_TEST_ALLOC_LIMIT allocations; buffers
@@ -95,10 +95,12 @@ static ampx_status info(ampx_context *ctx, ampx_device_info *di) {
 }
 
 #ifdef WRAP_CRASH
-static int *volatile null_pointer; /* volatile: the compiler cannot see it stays NULL */
+/* An unmapped address that is not NULL, so a sanitizer's null check lets the store through
+ * to the fault; volatile: the compiler cannot see where it points. */
+static int *volatile bad_pointer = (int *)16;
 static ampx_status crash_gemm(ampx_context *ctx, const ampx_gemm_args *a) {
     (void)ctx, (void)a;
-    *null_pointer = 1;
+    *bad_pointer = 1;
     return AMPX_OK;
 }
 #endif
