@@ -6,10 +6,13 @@
  * Exit status: 0 on success, 1 when the work failed (a plugin did not load, a conformance
  * case failed), 2 on a usage error.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -134,11 +137,8 @@ static int cmd_backends(int argc, char **argv) {
         ampx_backend *be      = NULL;
         char err[1024]        = "";
         ampx_device_info info = {.size = sizeof info};
-        if (p->available && ampx_backend_open(p->path, NULL, 0, &be, err, sizeof err) == AMPX_OK) {
-            const ampx_backend_iface *t = ampx_backend_iface_of(be);
-            if (!t->device_info || t->device_info(ampx_backend_context(be), &info) != AMPX_OK)
-                snprintf(info.name, sizeof info.name, "(no device info)");
-        }
+        if (p->available && ampx_backend_open(p->path, NULL, 0, &be, err, sizeof err) == AMPX_OK)
+            ampx_backend_device_info(be, &info);
         const char *state  = !p->loadable         ? "not loadable"
                              : p->available && be ? "available"
                                                   : "unavailable";
@@ -303,6 +303,23 @@ int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n) {
     return 0;
 }
 
+int cli_parse_int(const char *prog_name, const char *flag, const char *s, int64_t lo, int64_t hi,
+                  int64_t *out) {
+    const char *p = s + (*s == '-' && lo < 0);
+    int ok        = *p >= '0' && *p <= '9';
+    for (const char *q = p; ok && *q; q++)
+        ok = *q >= '0' && *q <= '9';
+    errno       = 0;
+    long long v = ok ? strtoll(s, NULL, 10) : 0;
+    if (!ok || errno == ERANGE || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s '%s': expected an integer in [%lld, %lld]\n", prog_name, flag, s,
+                (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static int cmd_conformance(int argc, char **argv) {
     const char *backend = NULL;
     const char *bopts[MAX_BACKEND_OPTS];
@@ -333,12 +350,9 @@ static int cmd_conformance(int argc, char **argv) {
         }
         case 'q': opt.quick = 1; break;
         case 's': {
-            char *end;
-            opt.seed = strtoull(optarg, &end, 0);
-            if (*end || !*optarg || *optarg == '-') {
-                fprintf(stderr, "%s conformance: --seed '%s': expected an integer\n", prog, optarg);
-                return EXIT_USAGE;
-            }
+            int64_t seed;
+            if (cli_parse_int(argv[0], "--seed", optarg, 0, INT64_MAX, &seed)) return EXIT_USAGE;
+            opt.seed = (uint64_t)seed;
             break;
         }
         case 'j': json = 1; break;
@@ -385,8 +399,7 @@ static int cmd_conformance(int argc, char **argv) {
     int rc                      = (rs != AMPX_OK || sum.failed > 0 || sum.passed == 0) ? 1 : 0;
     ampx_device_info info       = {.size = sizeof info};
     const ampx_backend_iface *t = ampx_backend_iface_of(be);
-    if (!t->device_info || t->device_info(ampx_backend_context(be), &info) != AMPX_OK)
-        info.name[0] = '\0';
+    if (ampx_backend_device_info(be, &info) != AMPX_OK) info.name[0] = '\0';
 
     if (json) {
         cJSON_AddStringToObject(doc, "backend", t->name);
@@ -426,7 +439,47 @@ static int cmd_conformance(int argc, char **argv) {
 
 // ---------------------------------------------------------------------------------------
 
+/* Files opened later must never land on fds 0-2 (a closed stdout would send progress lines
+ * into the metrics file): a closed stdin or stderr is taken by /dev/null; a closed stdout is
+ * refused, since the results would be lost. 0, or the exit status. */
+static int check_std_fds(void) {
+    int closed[3];
+    for (int fd = 0; fd < 3; fd++)
+        closed[fd] = fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+    for (int fd = 0; fd < 3; fd++)
+        if (closed[fd] && open("/dev/null", fd ? O_WRONLY : O_RDONLY) != fd) return 1;
+    if (closed[1]) {
+        fprintf(stderr, "%s: standard output is closed (redirect it to /dev/null to discard it)\n",
+                prog);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The exit status says whether the output got out: stdout is flushed and closed, and a write
+ * error (a full disk, /dev/full, a closed pipe) makes the exit status 1. */
+static int finish(int rc) {
+    int bad = ferror(stdout);
+    int err = bad ? EIO : 0;
+    if (fflush(stdout) != 0) bad = 1, err = errno;
+    if (fclose(stdout) != 0 && !bad) bad = 1, err = errno;
+    if (bad) {
+        fprintf(stderr, "%s: write error on standard output: %s\n", prog, strerror(err));
+        if (rc == 0) rc = 1;
+    }
+    if ((fflush(stderr) != 0 || ferror(stderr)) && rc == 0) rc = 1;
+    return rc;
+}
+
+static int run_command(int argc, char **argv);
+
 int main(int argc, char **argv) {
+    int rc = check_std_fds();
+    if (rc) return rc;
+    return finish(run_command(argc, argv));
+}
+
+static int run_command(int argc, char **argv) {
     if (argc < 2) {
         usage_main(stderr);
         return EXIT_USAGE;

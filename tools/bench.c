@@ -123,7 +123,7 @@ static void bench_close(bench *b) {
 static void bench_device(bench *b, char *name, size_t name_cap, char *kernel, size_t kcap) {
     ampx_device_info info = {.size = sizeof info};
     name[0] = kernel[0] = '\0';
-    if (!b->t->device_info || b->t->device_info(b->ctx, &info) != AMPX_OK) return;
+    if (ampx_backend_device_info(b->be, &info) != AMPX_OK) return;
     snprintf(name, name_cap, "%s", info.name);
     const char *isa = strstr(info.description, "isa=");
     if (isa) {

@@ -11,6 +11,11 @@
 /* Appends a --backend-opt argument to opts after checking it is key=value; prints one line
  * and returns -1 when it is not or when there are too many. */
 int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n);
+/* Parses a decimal integer in [lo, hi] (no sign unless lo < 0, no blanks, no hex, no
+ * overflow); prints "PROG: FLAG 'S': expected an integer in [lo, hi]" and returns -1 when
+ * it is not one. */
+int cli_parse_int(const char *prog, const char *flag, const char *s, int64_t lo, int64_t hi,
+                  int64_t *out);
 
 int cli_train(int argc, char **argv);  /* tools/train.c */
 int cli_eval(int argc, char **argv);   /* tools/train.c */

@@ -3,7 +3,8 @@
 # build-asan/ and runs the suite there (all but the exhaustive dtype sweep, which is pure
 # arithmetic and slow under instrumentation; the training accuracy parity, which trains the
 # same code paths as the other training tests three times over; and the install test, whose
-# uninstrumented consumer programs cannot load an instrumented libampx).
+# uninstrumented consumer programs cannot load an instrumented libampx); then every fuzz
+# harness for 10 s (tools/fuzz.sh: clang, ASan + UBSan), failing on any finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh --tests
@@ -16,3 +17,4 @@ cmake --build build-asan -j "$(nproc)" >/dev/null
 # The argument tests ask for 2^62-byte buffers on purpose: the plugin must get NULL back.
 ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
   ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E 'test_dtype|install|train_parity' "$@"
+bash tools/fuzz.sh "${AMPX_FUZZ_SECONDS:-10}"

@@ -7,6 +7,7 @@
  *   ampx eval MODEL.json --checkpoint F [--backend B] [--policy F]
  *   ampx policy MODEL.json [--policy F]
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,15 +28,9 @@ typedef struct run_opts {
     int quiet;
 } run_opts;
 
-static int parse_i64(const char *prog, const char *flag, const char *s, int64_t lo, int64_t *out) {
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || v < lo) {
-        fprintf(stderr, "%s: %s '%s': expected an integer >= %lld\n", prog, flag, s, (long long)lo);
-        return -1;
-    }
-    *out = v;
-    return 0;
+static int parse_i64(const char *prog, const char *flag, const char *s, int64_t lo, int64_t hi,
+                     int64_t *out) {
+    return cli_parse_int(prog, flag, s, lo, hi, out);
 }
 
 static void usage(const char *cmd, FILE *f) {
@@ -69,7 +64,9 @@ static void usage(const char *cmd, FILE *f) {
             "  --trace-steps A:B    trace steps A..B only (1-based, inclusive; default: all)\n"
             "  --monitor [N]        gradient health every N steps (default 10): per-layer table,\n"
             "                       per-tensor metrics lines, warnings naming the layer\n"
-            "  --quiet              only the summary\n");
+            "  --quiet              only the summary\n"
+            "  --max-input-bytes N  read files of up to N bytes (default 1 GiB, 16 MiB for\n"
+            "                       JSON; also $AMPX_MAX_INPUT_BYTES)\n");
 }
 
 static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
@@ -89,6 +86,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
                                     {"trace", required_argument, 0, 'T'},
                                     {"trace-steps", required_argument, 0, 'W'},
                                     {"monitor", optional_argument, 0, 'M'},
+                                    {"max-input-bytes", required_argument, 0, 'X'},
                                     {"help", no_argument, 0, 'h'},
                                     {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -108,22 +106,24 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
             break;
         case 'p': o->policy = optarg; break;
         case 's':
-            if (parse_i64(argv[0], "--steps", optarg, 1, &o->steps)) return EXIT_USAGE;
+            if (parse_i64(argv[0], "--steps", optarg, 1, INT32_MAX, &o->steps)) return EXIT_USAGE;
             break;
         case 'B':
-            if (parse_i64(argv[0], "--batch", optarg, 1, &o->batch)) return EXIT_USAGE;
+            if (parse_i64(argv[0], "--batch", optarg, 1, 1 << 20, &o->batch)) return EXIT_USAGE;
             break;
         case 'S':
-            if (parse_i64(argv[0], "--seed", optarg, 0, &o->seed)) return EXIT_USAGE;
+            if (parse_i64(argv[0], "--seed", optarg, 0, INT32_MAX, &o->seed)) return EXIT_USAGE;
             break;
         case 'l':
-            if (parse_i64(argv[0], "--log-every", optarg, 1, &o->log_every)) return EXIT_USAGE;
+            if (parse_i64(argv[0], "--log-every", optarg, 1, 1 << 20, &o->log_every))
+                return EXIT_USAGE;
             break;
         case 'E':
-            if (parse_i64(argv[0], "--eval-every", optarg, 0, &o->eval_every)) return EXIT_USAGE;
+            if (parse_i64(argv[0], "--eval-every", optarg, 0, INT32_MAX, &o->eval_every))
+                return EXIT_USAGE;
             break;
         case 'C':
-            if (parse_i64(argv[0], "--checkpoint-every", optarg, 1, &o->ckpt_every))
+            if (parse_i64(argv[0], "--checkpoint-every", optarg, 1, INT32_MAX, &o->ckpt_every))
                 return EXIT_USAGE;
             break;
         case 'm': o->metrics = optarg; break;
@@ -137,7 +137,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
             if (!n && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
                 n = argv[optind++];
             o->monitor = 10;
-            if (n && parse_i64(argv[0], "--monitor", n, 1, &o->monitor)) return EXIT_USAGE;
+            if (n && parse_i64(argv[0], "--monitor", n, 1, 1 << 20, &o->monitor)) return EXIT_USAGE;
             break;
         }
         case 'W': {
@@ -149,6 +149,13 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
                 return EXIT_USAGE;
             }
             o->trace_first = a, o->trace_last = b;
+            break;
+        }
+        case 'X': {
+            int64_t max;
+            if (parse_i64(argv[0], "--max-input-bytes", optarg, 1, INT64_MAX, &max))
+                return EXIT_USAGE;
+            ampx_set_max_input_bytes((uint64_t)max);
             break;
         }
         case 'h': usage(cmd, stdout); exit(0);
@@ -428,8 +435,13 @@ int cli_train(int argc, char **argv) {
     if (rc) return rc;
     ampx_model *m;
     ampx_backend *be;
-    if (open_all(argv[0], &o, &m, &be)) return 1;
     char err[1024];
+    /* a checkpoint folder that takes no file is found now, not after the run */
+    if (o.checkpoint && ampx_checkpoint_check_path(o.checkpoint, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], err);
+        return 1;
+    }
+    if (open_all(argv[0], &o, &m, &be)) return 1;
     ampx_trainer *t       = NULL;
     progress p            = {.tty = isatty(2), .quiet = o.quiet};
     ampx_train_config *tc = ampx_model_train_config(m);
@@ -444,7 +456,7 @@ int cli_train(int argc, char **argv) {
         goto out;
     }
     if (o.metrics && !(p.metrics = fopen(o.metrics, o.resume ? "a" : "w"))) {
-        perror(o.metrics);
+        fprintf(stderr, "%s: %s: %s\n", argv[0], o.metrics, strerror(errno));
         goto out;
     }
     ampx_scalars sc;
@@ -457,6 +469,7 @@ int cli_train(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", argv[0], err);
         goto out;
     }
+    int32_t applied_start = sc.applied_steps;
     if (!o.quiet) {
         uint64_t peak, flat;
         ampx_trainer_memory(t, &peak, &flat);
@@ -478,8 +491,17 @@ int cli_train(int argc, char **argv) {
             next = (now / tc->eval_every + 1) * tc->eval_every;
         if (next > tc->steps) next = tc->steps;
         st = ampx_trainer_run(t, next, on_record, &p);
-        if (p.metrics) fflush(p.metrics);
+        if (p.metrics && (fflush(p.metrics) != 0 || ferror(p.metrics))) {
+            fprintf(stderr, "%s%s: %s: write error: %s\n", p.tty ? "\n" : "", argv[0], o.metrics,
+                    strerror(errno ? errno : EIO));
+            goto out;
+        }
         if (!st) show_progress(&p, ampx_trainer_step(t), start);
+        if (ferror(stdout)) {
+            fprintf(stderr, "%s: write error on standard output: %s\n", argv[0],
+                    strerror(errno ? errno : EIO));
+            goto out;
+        }
         if (!st && tc->eval_every > 0 && ampx_trainer_step(t) % tc->eval_every == 0 &&
             ampx_trainer_step(t) < tc->steps && validate(&p, t, &ev)) {
             fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
@@ -498,11 +520,12 @@ int cli_train(int argc, char **argv) {
         goto out;
     }
     ampx_trainer_scalars(t, &sc);
-    if (sc.applied_steps == 0) {
+    /* a run that trained nothing failed: its weights are the ones it started from */
+    if (ampx_trainer_step(t) > start && sc.applied_steps == applied_start) {
         fprintf(stderr,
-                "%s: no step of the run was applied (%d skipped for non-finite gradients): the "
-                "weights are the initial ones\n",
-                argv[0], sc.skipped_steps);
+                "%s: no step of this run was applied: all %lld had non-finite gradients; the "
+                "weights are the ones it started from\n",
+                argv[0], (long long)(ampx_trainer_step(t) - start));
         goto out;
     }
     double secs = now_s() - p.t0;
@@ -513,14 +536,29 @@ int cli_train(int argc, char **argv) {
         }
         if (!o.quiet) printf("trace written to %s (open it in ui.perfetto.dev)\n", o.trace);
     }
-    if (o.checkpoint && ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
-        goto out;
-    }
     if (ampx_trainer_window(t) ? validate(&p, t, &ev) != 0
                                : ampx_trainer_evaluate(t, &ev) != AMPX_OK) {
         fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
         goto out;
+    }
+    /* weights that compute no loss are not written over a checkpoint */
+    if (!isfinite(ev.loss)) {
+        fprintf(stderr,
+                "%s: the held-out loss is %g: the weights overflowed (lower the learning rate)%s\n",
+                argv[0], ev.loss, o.checkpoint ? "; the checkpoint was not written" : "");
+        goto out;
+    }
+    if (o.checkpoint && ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], err);
+        goto out;
+    }
+    if (p.metrics) {
+        int bad   = fclose(p.metrics) != 0;
+        p.metrics = NULL;
+        if (bad) {
+            fprintf(stderr, "%s: %s: write error: %s\n", argv[0], o.metrics, strerror(errno));
+            goto out;
+        }
     }
     ampx_trainer_scalars(t, &sc);
     printf("done: step %lld, %d applied, %d skipped, %.2f s (%.0f steps/s); final loss scale %g\n",

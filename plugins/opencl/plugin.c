@@ -204,6 +204,7 @@ static int enumerate_devices(dev_entry *out, int cap, cl_int *err) {
             if (clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof e->platform_name,
                                   e->platform_name, NULL) != CL_SUCCESS)
                 snprintf(e->platform_name, sizeof e->platform_name, "?");
+            e->platform_name[sizeof e->platform_name - 1] = '\0'; /* a driver may not end it */
             dev_str(devs[d], CL_DEVICE_NAME, e->name, sizeof e->name);
             dev_check(e);
         }

@@ -6,10 +6,16 @@
  *   WRAP_FAILING       ops succeed for a while, then return AMPX_ERR_DEVICE; buffers are
  *                      counted and device_info reports how many are still live
  *   WRAP_OLD_MINOR     an op table from an older minor version: only gemm and cast
+ *   WRAP_CRASH         gemm stores through a wild pointer (the host must name the plugin and op);
+ *                      device_info fills its strings with no terminating NUL
+ *   WRAP_HANG          the probe never returns
+ *   WRAP_ALLOC_LIMIT   buffer_alloc fails after $AMPX_TEST_ALLOC_LIMIT allocations; buffers
+ *                      are counted and device_info reports how many are still live
  *   WRAP_NO_NORMS      no layernorm, batchnorm, embedding, dropout or permute ops (a backend
  *                      that still trains every model that needs none of them)
  */
 #include <dlfcn.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +25,7 @@
 static const ampx_backend_iface *inner;
 static ampx_backend_iface table;
 static ampx_backend_ops ops;
-static long live_buffers, op_calls;
+static long live_buffers, op_calls, alloc_calls;
 static ampx_log_fn host_log;
 static void *host_log_user;
 
@@ -46,6 +52,10 @@ static const ampx_backend_iface *load_inner(void) {
 }
 
 static ampx_status probe(char *reason, size_t cap) {
+#ifdef WRAP_HANG
+    for (;;)
+        pause();
+#endif
 #ifdef WRAP_UNAVAILABLE
     snprintf(reason, cap, "test device is switched off");
     return AMPX_ERR_UNAVAILABLE;
@@ -61,11 +71,18 @@ static ampx_status probe(char *reason, size_t cap) {
 static ampx_status create(const ampx_host *host, ampx_context **out) {
     host_log      = host->log;
     host_log_user = host->log_user;
-    live_buffers = op_calls = 0;
+    live_buffers = op_calls = alloc_calls = 0;
     return inner->create(host, out);
 }
 
 static ampx_status alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out) {
+#ifdef WRAP_ALLOC_LIMIT
+    const char *limit = getenv("AMPX_TEST_ALLOC_LIMIT");
+    if (limit && ++alloc_calls > atol(limit)) {
+        if (host_log) host_log(host_log_user, AMPX_LOG_ERROR, "buffer_alloc: injected failure");
+        return AMPX_ERR_NO_MEMORY;
+    }
+#endif
     ampx_status st = inner->buffer_alloc(ctx, bytes, out);
     if (st == AMPX_OK) live_buffers++;
     return st;
@@ -80,8 +97,24 @@ static ampx_status info(ampx_context *ctx, ampx_device_info *di) {
     ampx_status st = inner->device_info(ctx, di);
     snprintf(di->description, sizeof di->description, "live_buffers=%ld op_calls=%ld", live_buffers,
              op_calls);
+#ifdef WRAP_CRASH
+    /* strings that fill their fields with no terminating NUL */
+    memset(di->name, 'X', sizeof di->name);
+    memset(di->description, 'Y', sizeof di->description);
+#endif
     return st;
 }
+
+#ifdef WRAP_CRASH
+/* An unmapped address that is not NULL, so a sanitizer's null check lets the store through
+ * to the fault; volatile: the compiler cannot see where it points. */
+static int *volatile bad_pointer = (int *)16;
+static ampx_status crash_gemm(ampx_context *ctx, const ampx_gemm_args *a) {
+    (void)ctx, (void)a;
+    *bad_pointer = 1;
+    return AMPX_OK;
+}
+#endif
 
 #ifdef WRAP_FAILING
 /* Every op: forward the first 40 calls, then fail like a device that fell over. */
@@ -160,6 +193,9 @@ AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, 
     ops.batchnorm_fwd = NULL, ops.batchnorm_bwd = NULL;
     ops.embedding_fwd = NULL, ops.embedding_bwd = NULL;
     ops.dropout = NULL, ops.permute = NULL;
+#endif
+#ifdef WRAP_CRASH
+    ops.gemm = crash_gemm;
 #endif
 #ifdef WRAP_FAILING
 #define SET(name) ops.name = wrap_##name

@@ -113,7 +113,7 @@ put("diverge.json", policy="f32", optimizer={"type": "sgd", "lr": 1000, "momentu
 PY
 "$ampx" train "$work/skip.json" --steps 5 >"$work/out" 2>"$work/err"
 [ $? -eq 1 ] || fail "a run with no applied step exits 0"
-grep -q "no step of the run was applied" "$work/err" || fail "no-applied message: $(tail -2 "$work/err")"
+grep -q "no step of this run was applied" "$work/err" || fail "no-applied message: $(tail -2 "$work/err")"
 grep -q "loss - (no step applied yet)" "$work/out" || fail "progress shows a loss with no applied step: $(cat "$work/out")"
 "$ampx" train "$work/skip.json" --steps 1000 --quiet >"$work/out" 2>"$work/err"
 [ $? -eq 1 ] || fail "all-skipped run did not stop"

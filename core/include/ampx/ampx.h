@@ -78,6 +78,15 @@ AMPX_API size_t ampx_plugin_list(ampx_plugin_info *out, size_t cap);
 /* The directories searched for plugins, ':'-joined, into buf. */
 AMPX_API void ampx_plugin_search_path(char *buf, size_t cap);
 
+/* device_info() through the loader: the strings come back NUL-terminated whatever the plugin
+ * wrote; "(no device info)" when the plugin has none or fails. */
+AMPX_API ampx_status ampx_backend_device_info(const ampx_backend *be, ampx_device_info *info);
+
+/* The largest file ampx reads (models, policies, data, checkpoints), in bytes. 0 restores the
+ * default (1 GiB, 16 MiB for JSON files; $AMPX_MAX_INPUT_BYTES when set). Larger files are refused with a message
+ * that names this limit. */
+AMPX_API void ampx_set_max_input_bytes(uint64_t bytes);
+
 // ---------------------------------------------------------------------------------------
 // Conformance: every supported (op, dtypes) against the double-precision reference.
 

@@ -145,11 +145,17 @@ AMPX_API void ampx_trainer_memory(const ampx_trainer *t, uint64_t *peak_bytes,
                                   uint64_t *unplanned_bytes);
 
 /* Checkpoints in the safetensors format: parameters, working copies, optimizer state, the
- * scalars block and the step. Written to a temporary file, fsynced and renamed. */
+ * scalars block and the step. Written to a temporary file created beside path (O_EXCL),
+ * fsynced and renamed; a save whose weights are not finite fails and leaves path as it was.
+ * Loading validates the whole file (layout, metadata, scalars, every value) before anything
+ * reaches the device. */
 AMPX_API ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err,
                                        size_t err_cap);
 AMPX_API ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err,
                                        size_t err_cap);
+/* Whether a checkpoint can be written at path (its folder exists and takes a new file, path
+ * is not a folder): checked before training so a bad path is found before the run. */
+AMPX_API ampx_status ampx_checkpoint_check_path(const char *path, char *err, size_t err_cap);
 
 /* Timeline: steps first..last (1-based, inclusive) of the runs that follow are written to path
  * as Chrome trace-event JSON (Perfetto, chrome://tracing). The file is complete after

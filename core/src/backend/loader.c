@@ -13,11 +13,15 @@
 #include <link.h>
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ampx/ampx.h"
@@ -461,6 +465,22 @@ const char *ampx_backend_last_error(const ampx_backend *be) {
     return be->last_error;
 }
 
+ampx_status ampx_backend_device_info(const ampx_backend *be, ampx_device_info *info) {
+    ampx_device_info d = {.size = sizeof d};
+    ampx_status st     = be->iface.device_info && be->ctx ? be->iface.device_info(be->ctx, &d)
+                                                          : AMPX_ERR_UNSUPPORTED;
+    /* the plugin's strings are bounded by their fields, whatever it wrote */
+    d.name[sizeof d.name - 1]               = 0;
+    d.description[sizeof d.description - 1] = 0;
+    if (st != AMPX_OK) {
+        memset(&d, 0, sizeof d);
+        snprintf(d.name, sizeof d.name, "(no device info)");
+    }
+    d.size = info->size < sizeof d ? info->size : (uint32_t)sizeof d;
+    memcpy(info, &d, d.size);
+    return st;
+}
+
 void *ampx_backend_op_slot(const ampx_backend *be, uint32_t op) {
     if (op >= AMPX_OP_COUNT) return NULL;
     void (*const *slots)(void) = (void (*const *)(void))((const char *)&be->ops + 8);
@@ -476,7 +496,85 @@ int ampx_backend_supports(const ampx_backend *be, uint32_t op, const ampx_dtype 
 }
 
 // ---------------------------------------------------------------------------------------
-// Discovery
+// Discovery: each plugin is loaded and probed in a child process with a time limit
+// ($AMPX_PROBE_TIMEOUT_S, 10 s by default), so a plugin whose constructor or probe hangs or
+// crashes is listed with the reason instead of taking the listing down with it.
+
+static void probe_here(ampx_plugin_info *pi) {
+    ampx_backend be = {0};
+    if (load_file(pi->path, &be, pi->reason, sizeof pi->reason) != AMPX_OK) return;
+    ampx_status st = probe(&be, pi->reason, sizeof pi->reason);
+    pi->loadable   = st != AMPX_ERR_INVALID;
+    pi->available  = st == AMPX_OK;
+    pi->abi_major  = be.iface.abi_major;
+    pi->abi_minor  = be.iface.abi_minor;
+    dlclose(be.dl);
+}
+
+static void probe_in_child(ampx_plugin_info *pi) {
+    const char *env = getenv("AMPX_PROBE_TIMEOUT_S");
+    int timeout_s   = env && atoi(env) > 0 ? atoi(env) : 10;
+    int fds[2];
+    fflush(NULL); /* nothing buffered is written twice */
+    pid_t pid = pipe(fds) == 0 ? fork() : -1;
+    if (pid < 0) { /* no child: probe here, without the time limit */
+        probe_here(pi);
+        return;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        probe_here(pi);
+        const char *p = (const char *)pi;
+        for (size_t n = 0, left = sizeof *pi; left;) {
+            ssize_t w = write(fds[1], p + n, left);
+            if (w <= 0) break;
+            n += (size_t)w, left -= (size_t)w;
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    ampx_plugin_info got;
+    size_t n = 0;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int timed_out = 0;
+    while (n < sizeof got) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left_ms = timeout_s * 1000L -
+                       ((now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L);
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+        int r             = left_ms > 0 ? poll(&pfd, 1, (int)left_ms) : 0;
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) {
+            timed_out = 1;
+            break;
+        }
+        ssize_t k = r > 0 ? read(fds[0], (char *)&got + n, sizeof got - n) : -1;
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    close(fds[0]);
+    if (timed_out) kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (n == sizeof got) {
+        got.name[sizeof got.name - 1]     = 0;
+        got.path[sizeof got.path - 1]     = 0;
+        got.reason[sizeof got.reason - 1] = 0;
+        *pi                               = got;
+    } else if (timed_out) {
+        fmt(pi->reason, sizeof pi->reason,
+            "%s: loading and probing did not finish within %d s (AMPX_PROBE_TIMEOUT_S)", pi->path,
+            timeout_s);
+    } else if (WIFSIGNALED(status)) {
+        fmt(pi->reason, sizeof pi->reason, "%s: crashed while loading or probing (signal %d, %s)",
+            pi->path, WTERMSIG(status), strsignal(WTERMSIG(status)));
+    } else {
+        fmt(pi->reason, sizeof pi->reason, "%s: exited while loading or probing (status %d)",
+            pi->path, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+}
 
 static int by_name(const void *a, const void *b) {
     return strcmp(((const ampx_plugin_info *)a)->name, ((const ampx_plugin_info *)b)->name);
@@ -507,18 +605,11 @@ size_t ampx_plugin_list(ampx_plugin_info *out, size_t cap) {
                 memset(pi, 0, sizeof *pi);
                 fmt(pi->name, sizeof pi->name, "%s", name);
                 fmt(pi->path, sizeof pi->path, "%s/%s", d, f);
-                ampx_backend be = {0};
-                if (!valid_name(name)) {
+                if (!valid_name(name))
                     fmt(pi->reason, sizeof pi->reason,
                         "%s: not a backend name (letters a-z, digits, '-', '_')", pi->path);
-                } else if (load_file(pi->path, &be, pi->reason, sizeof pi->reason) == AMPX_OK) {
-                    ampx_status st = probe(&be, pi->reason, sizeof pi->reason);
-                    pi->loadable   = st != AMPX_ERR_INVALID;
-                    pi->available  = st == AMPX_OK;
-                    pi->abi_major  = be.iface.abi_major;
-                    pi->abi_minor  = be.iface.abi_minor;
-                    dlclose(be.dl);
-                }
+                else
+                    probe_in_child(pi);
             }
             count++;
         }

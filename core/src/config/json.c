@@ -1,6 +1,8 @@
 /* json.c — the position-tracking JSON reader (see json.h). */
 #include "config/json.h"
 
+#include "config/input.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #define JSON_MAX_DEPTH 64
+#define JSON_MAX_FILE_BYTES (16ull << 20)
 
 typedef struct reader {
     const char *s, *file;
@@ -19,6 +22,11 @@ typedef struct reader {
     int failed;
 } reader;
 
+void json_one_line(char *msg) {
+    for (; *msg; msg++)
+        if ((unsigned char)*msg < 0x20 || *msg == 0x7F) *msg = '?';
+}
+
 static void fail_at(reader *r, int line, int col, const char *fmt, ...) {
     if (r->failed) return;
     r->failed = 1;
@@ -28,6 +36,7 @@ static void fail_at(reader *r, int line, int col, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(r->err + n, r->err_cap - (size_t)n, fmt, ap);
     va_end(ap);
+    json_one_line(r->err);
 }
 
 #define FAIL(r, ...) fail_at((r), (r)->line, (r)->col, __VA_ARGS__)
@@ -122,6 +131,32 @@ static size_t put_utf8(char *d, unsigned cp) {
     return 4;
 }
 
+/* The length of the UTF-8 sequence at p (1 to 4), or 0 when it is not valid UTF-8: a stray
+ * continuation byte, a truncated sequence, an overlong form, a surrogate or a code point
+ * past U+10FFFF (RFC 3629). */
+static size_t utf8_len(const unsigned char *p) {
+    unsigned c = p[0];
+    size_t n;
+    unsigned cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF)
+        n = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4)
+        n = 4, cp = c & 0x07;
+    else
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0; /* also stops at the NUL terminator */
+        cp = cp << 6 | (p[i] & 0x3F);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp < 0xE000))
+        return 0;
+    return n;
+}
+
 /* Reads a string starting at the opening quote; returns a malloc'd UTF-8 copy. */
 static char *read_string(reader *r) {
     int line = r->line, col = r->col;
@@ -152,6 +187,17 @@ static char *read_string(reader *r) {
         if (c < 0x20) {
             FAIL(r, "control character %s inside a string (escape it)", describe(c));
             break;
+        }
+        if (c >= 0x80) {
+            size_t k = utf8_len((const unsigned char *)r->s + r->pos);
+            if (!k) {
+                FAIL(r, "invalid UTF-8 (%s) inside a string", describe(c));
+                break;
+            }
+            for (size_t i = 0; i < k; i++, advance(r))
+                out[n++] = r->s[r->pos];
+            r->col -= (int)k - 1; /* one character */
+            continue;
         }
         if (c != '\\') {
             out[n++] = (char)c;
@@ -221,11 +267,73 @@ static int push_item(reader *r, json_value *parent, json_value *item, size_t *ca
     return 0;
 }
 
+// ---------------------------------------------------------------------------------------
+// Duplicate keys: a linear scan for small objects, an open-addressing table of member
+// indices once an object grows past KEYS_LINEAR members, so checking stays linear in the
+// object's size (a scan per key would be quadratic: 80k keys took 16 s).
+
+#define KEYS_LINEAR 16
+
+typedef struct key_table {
+    size_t *slot; /* member index + 1; 0 = empty */
+    size_t n_slots;
+} key_table;
+
+static uint64_t key_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void key_put(key_table *t, const json_value *obj, size_t index) {
+    size_t m = t->n_slots - 1, i = (size_t)key_hash(obj->items[index]->key) & m;
+    while (t->slot[i])
+        i = (i + 1) & m;
+    t->slot[i] = index + 1;
+}
+
+/* Sets *dup to the member of obj named key, if any; -1 on out of memory. */
+static int key_seen(reader *r, key_table *t, const json_value *obj, const char *key,
+                    const json_value **dup) {
+    *dup = NULL;
+    if (obj->n_items < KEYS_LINEAR) {
+        for (size_t i = 0; i < obj->n_items; i++)
+            if (!strcmp(obj->items[i]->key, key)) *dup = obj->items[i];
+        return 0;
+    }
+    if (t->n_slots < 2 * (obj->n_items + 1)) { /* (re)build at most half full */
+        size_t ns = t->n_slots ? t->n_slots : 64;
+        while (ns < 2 * (obj->n_items + 1))
+            ns *= 2;
+        size_t *slot = calloc(ns, sizeof *slot);
+        if (!slot) {
+            FAIL(r, "out of memory");
+            return -1;
+        }
+        free(t->slot);
+        t->slot    = slot;
+        t->n_slots = ns;
+        for (size_t i = 0; i < obj->n_items; i++)
+            key_put(t, obj, i);
+    } else {
+        key_put(t, obj, obj->n_items - 1); /* the member added since the last call */
+    }
+    size_t m = t->n_slots - 1;
+    for (size_t i = (size_t)key_hash(key) & m; t->slot[i]; i = (i + 1) & m)
+        if (!strcmp(obj->items[t->slot[i] - 1]->key, key)) {
+            *dup = obj->items[t->slot[i] - 1];
+            break;
+        }
+    return 0;
+}
+
 static json_value *parse_container(reader *r, int depth, int is_object) {
     json_value *v = new_value(r, is_object ? JSON_OBJECT : JSON_ARRAY);
     if (!v) return NULL;
-    size_t cap = 0;
-    char close = is_object ? '}' : ']';
+    key_table keys = {0};
+    size_t cap     = 0;
+    char close     = is_object ? '}' : ']';
     advance(r);
     skip_ws(r);
     if (peek(r) == close) {
@@ -245,13 +353,16 @@ static json_value *parse_container(reader *r, int depth, int is_object) {
             kc  = r->col;
             key = read_string(r);
             if (!key) goto fail;
-            for (size_t i = 0; i < v->n_items; i++)
-                if (!strcmp(v->items[i]->key, key)) {
-                    fail_at(r, kl, kc, "duplicate key \"%s\" (first at line %d)", key,
-                            v->items[i]->key_line);
-                    free(key);
-                    goto fail;
-                }
+            const json_value *dup = NULL;
+            if (key_seen(r, &keys, v, key, &dup)) {
+                free(key);
+                goto fail;
+            }
+            if (dup) {
+                fail_at(r, kl, kc, "duplicate key \"%s\" (first at line %d)", key, dup->key_line);
+                free(key);
+                goto fail;
+            }
             skip_ws(r);
             if (peek(r) != ':') {
                 FAIL(r, "expected ':' after member name \"%s\", found %s", key, describe(peek(r)));
@@ -286,6 +397,7 @@ static json_value *parse_container(reader *r, int depth, int is_object) {
         }
         if (c == close) {
             advance(r);
+            free(keys.slot);
             return v;
         }
         if (c == 0)
@@ -296,6 +408,7 @@ static json_value *parse_container(reader *r, int depth, int is_object) {
         goto fail;
     }
 fail:
+    free(keys.slot);
     json_free(v);
     return NULL;
 }
@@ -419,36 +532,12 @@ json_value *json_parse(const char *text, const char *file, char *err, size_t err
 }
 
 json_value *json_parse_file(const char *path, char *err, size_t err_cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, err_cap, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf  = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap      = cap ? cap * 2 : 8192;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                snprintf(err, err_cap, "%s: out of memory", path);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        snprintf(err, err_cap, "%s: read error", path);
-        return NULL;
-    }
+    /* A value takes ~100 bytes in memory for as little as 2 bytes of text, so unless the
+     * input cap was set, JSON files have a lower one, far above any model or policy. */
+    uint64_t max = input_max_is_set() ? input_max_bytes() : JSON_MAX_FILE_BYTES;
+    size_t len;
+    char *buf = input_read(path, max, &len, err, err_cap);
+    if (!buf) return NULL;
     buf[len] = 0;
     if (memchr(buf, 0, len)) {
         size_t at = (size_t)((char *)memchr(buf, 0, len) - buf);

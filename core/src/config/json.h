@@ -45,5 +45,8 @@ json_value *json_get(const json_value *obj, const char *key);
 /* Writes the JSON path of v ("$.layers[3].units") into buf. */
 void json_path(const json_value *v, char *buf, size_t cap);
 const char *json_type_name(json_type t);
+/* Makes a message one line that shows no control characters: every byte below 0x20 and
+ * 0x7F (a newline or a terminal escape in a key, a name or a field) becomes '?'. */
+void json_one_line(char *msg);
 
 #endif

@@ -22,6 +22,7 @@ int jerr(jctx *c, const json_value *v, const char *fmt, ...) {
         vsnprintf(c->err + n, c->cap - (size_t)n, fmt, ap);
         va_end(ap);
     }
+    json_one_line(c->err); /* keys and names come from the file */
     return -1;
 }
 

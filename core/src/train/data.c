@@ -3,12 +3,15 @@
 #include "train/data.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ampx/dtype.h"
+#include "config/input.h"
+#include "config/json.h"
 
 double data_uniform(uint64_t seed, uint64_t i) {
     uint32_t hi = ampx_hash32(seed ^ 0x9E3779B97F4A7C15ull, i);
@@ -72,78 +75,55 @@ static int load_spirals(const data_request *m, dataset *d, char *err, size_t cap
 
 // ---------------------------------------------------------------------------------------
 // MNIST IDX: big-endian magic 0x00000803 (ubyte images n x rows x cols) and 0x00000801
-// (ubyte labels n). Pixels are scaled to [0, 1].
-
-static unsigned char *read_all(const char *path, size_t *len, char *err, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, cap, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    unsigned char *buf = NULL;
-    size_t n = 0, c = 0;
-    for (;;) {
-        if (n + 65536 > c) {
-            c                 = c ? c * 2 : 1 << 20;
-            unsigned char *nb = realloc(buf, c);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                snprintf(err, cap, "%s: out of memory", path);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, c - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        snprintf(err, cap, "%s: read error", path);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
+// (ubyte labels n). Pixels are scaled to [0, 1]. The sizes in the header are untrusted: their
+// product is computed with overflow checks and must be the file's data size exactly.
 
 static uint32_t be32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static int idx_open(const char *path, uint32_t magic, unsigned char **buf, size_t *len,
-                    int64_t dims[3], char *err, size_t cap) {
-    *buf = read_all(path, len, err, cap);
-    if (!*buf) return -1;
+int data_idx_check(const char *path, uint32_t magic, const unsigned char *buf, size_t len,
+                   int64_t dims[3], char *err, size_t cap) {
     int nd = (int)(magic & 0xFF);
-    if (*len >= 2 && (*buf)[0] == 0x1F && (*buf)[1] == 0x8B) {
+    if (len >= 2 && buf[0] == 0x1F && buf[1] == 0x8B) {
         snprintf(err, cap, "%s: gzip-compressed; decompress it first (gunzip)", path);
         return -1;
     }
-    if (*len < 4 || be32(*buf) != magic) {
+    if (len < 4 || be32(buf) != magic) {
         snprintf(err, cap, "%s: not an IDX %s file (magic 0x%08x, expected 0x%08x)", path,
-                 nd == 3 ? "image" : "label", *len >= 4 ? be32(*buf) : 0, magic);
+                 nd == 3 ? "image" : "label", len >= 4 ? be32(buf) : 0, magic);
         return -1;
     }
-    if (*len < 4 + 4 * (size_t)nd) {
-        snprintf(err, cap, "%s: truncated IDX header (%zu bytes)", path, *len);
+    if (len < 4 + 4 * (size_t)nd) {
+        snprintf(err, cap, "%s: truncated IDX header (%zu bytes)", path, len);
         return -1;
     }
-    uint64_t need = 1;
+    uint64_t need = 1, have = len - 4 - 4 * (size_t)nd;
+    int overflow = 0;
     for (int i = 0; i < nd; i++) {
-        dims[i] = be32(*buf + 4 + 4 * i);
-        need *= (uint64_t)dims[i];
+        dims[i] = be32(buf + 4 + 4 * i);
+        overflow |= __builtin_mul_overflow(need, (uint64_t)dims[i], &need);
     }
-    if (dims[0] == 0 || need != *len - 4 - 4 * (size_t)nd) {
-        snprintf(
-            err, cap,
-            "%s: the header says %lld items (%llu data bytes) but the file holds %zu data bytes",
-            path, (long long)dims[0], (unsigned long long)need, *len - 4 - 4 * (size_t)nd);
+    if (dims[0] == 0 || overflow || need != have) {
+        char says[64];
+        if (overflow)
+            snprintf(says, sizeof says, "more than 2^64");
+        else
+            snprintf(says, sizeof says, "%llu", (unsigned long long)need);
+        snprintf(err, cap,
+                 "%s: the header says %lld items (%s data bytes) but the file holds %llu data "
+                 "bytes",
+                 path, (long long)dims[0], says, (unsigned long long)have);
         return -1;
     }
     return 0;
+}
+
+static int idx_open(const char *path, uint32_t magic, unsigned char **buf, size_t *len,
+                    int64_t dims[3], char *err, size_t cap) {
+    *buf = (unsigned char *)input_read(path, input_max_bytes(), len, err, cap);
+    if (!*buf) return -1;
+    return data_idx_check(path, magic, *buf, *len, dims, err, cap);
 }
 
 static int load_idx_pair(const data_request *m, const char *images, const char *labels, float **x,
@@ -154,6 +134,7 @@ static int load_idx_pair(const data_request *m, const char *images, const char *
     int rc = -1;
     if (idx_open(images, 0x00000803, &ib, &il, idim, err, cap)) goto out;
     if (idx_open(labels, 0x00000801, &lb, &ll, ldim, err, cap)) goto out;
+    /* idx_check bounded rows * cols * n by the file size: no overflow from here on */
     int64_t f = idim[1] * idim[2];
     if (f != m->features) {
         snprintf(err, cap,
@@ -202,31 +183,64 @@ static int load_mnist(const data_request *m, dataset *d, char *err, size_t cap) 
 }
 
 // ---------------------------------------------------------------------------------------
-// CSV: numbers separated by commas, one example per line, the label an integer column
-// (the last by default). A first line with a field that is not a number is a header.
+// CSV: decimal numbers separated by commas, one example per line (lines end in LF, CRLF or
+// CR), the label an integer column (the last by default). Numbers are what a CSV writer
+// prints: an optional sign, digits with an optional fraction, an optional exponent; hex,
+// "inf", "nan" and values beyond f32's range are refused. With "header" unset, a first line
+// is a header when none of its fields is empty and one of them is not a number.
 
-static int csv_read(const data_request *m, const char *path, float **x, int32_t **y, int64_t *n,
-                    char *err, size_t cap) {
-    size_t len;
-    unsigned char *buf = read_all(path, &len, err, cap);
-    if (!buf) return -1;
-    char *text = realloc(buf, len + 1);
-    if (!text) {
-        free(buf);
-        snprintf(err, cap, "%s: out of memory", path);
-        return -1;
+/* The next line of text[*pos, len): its start, its length; *pos moves past its end. */
+static int next_line(const char *text, size_t len, size_t *pos, const char **line, size_t *ll) {
+    if (*pos >= len) return 0;
+    size_t i = *pos;
+    while (i < len && text[i] != '\n' && text[i] != '\r')
+        i++;
+    *line = text + *pos;
+    *ll   = i - *pos;
+    if (i < len) i += text[i] == '\r' && i + 1 < len && text[i + 1] == '\n' ? 2 : 1;
+    *pos = i;
+    return 1;
+}
+
+/* A decimal number in [s, s + n), blanks around it allowed. 1 and *v if it is one. */
+static int csv_number(const char *s, size_t n, double *v) {
+    while (n && (*s == ' ' || *s == '\t'))
+        s++, n--;
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    size_t i = 0, digits = 0;
+    if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+    while (i < n && s[i] >= '0' && s[i] <= '9')
+        i++, digits++;
+    if (i < n && s[i] == '.') {
+        i++;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++, digits++;
     }
-    text[len] = 0;
+    if (!digits) return 0;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        size_t ed = 0;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++, ed++;
+        if (!ed) return 0;
+    }
+    if (i != n || n > 320) return 0;
+    char buf[330];
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    *v     = strtod(buf, NULL);
+    return 1;
+}
+
+int data_csv_parse(const data_request *m, const char *path, const char *text, size_t len, float **x,
+                   int32_t **y, int64_t *n, char *err, size_t cap) {
     int64_t f = m->features, cols = f + 1;
     int64_t labcol   = m->cfg->data.label_column < 0 ? cols - 1 : m->cfg->data.label_column;
-    int64_t rows_cap = 1024, rows = 0;
+    int64_t rows_cap = 0, rows = 0;
     int rc = -1;
-    *x     = malloc(sizeof(float) * (size_t)(rows_cap * f));
-    *y     = malloc(sizeof(int32_t) * (size_t)rows_cap);
-    if (!*x || !*y) {
-        snprintf(err, cap, "%s: out of memory", path);
-        goto out;
-    }
+    *x = NULL, *y = NULL;
     if (labcol >= cols) {
         snprintf(
             err, cap,
@@ -234,70 +248,99 @@ static int csv_read(const data_request *m, const char *path, float **x, int32_t 
             path, (long long)labcol, (long long)cols);
         goto out;
     }
-    int line_no = 0;
-    char *save  = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        line_no++;
-        size_t ll = strlen(line);
-        if (ll && line[ll - 1] == '\r') line[--ll] = 0;
+    if (memchr(text, 0, len)) {
+        snprintf(err, cap, "%s: a NUL byte at offset %zu: not a text file", path,
+                 (size_t)((const char *)memchr(text, 0, len) - text));
+        goto out;
+    }
+    size_t pos = 0, ll;
+    const char *line;
+    for (int64_t line_no = 1; next_line(text, len, &pos, &line, &ll); line_no++) {
         if (ll == 0) continue;
+        /* a row of cols numbers holds at least 2 * cols - 1 bytes: count before allocating */
+        int64_t fields = 1;
+        for (size_t k = 0; k < ll; k++)
+            fields += line[k] == ',';
+        int header = line_no == 1 && m->cfg->data.header == 1;
+        if (line_no == 1 && m->cfg->data.header == -1) {
+            /* auto: a header has no empty field and one that is not a number */
+            int empty = 0, text_field = 0;
+            for (size_t a = 0, k = 0; k <= ll; k++)
+                if (k == ll || line[k] == ',') {
+                    double v;
+                    size_t b = a;
+                    while (b < k && (line[b] == ' ' || line[b] == '\t'))
+                        b++;
+                    if (b == k)
+                        empty = 1;
+                    else if (!csv_number(line + a, k - a, &v))
+                        text_field = 1;
+                    a = k + 1;
+                }
+            header = text_field && !empty;
+        }
+        if (header) continue;
+        if (fields != cols) {
+            snprintf(err, cap,
+                     "%s:%lld: expected %lld columns (%lld features and a label), found %lld", path,
+                     (long long)line_no, (long long)cols, (long long)f, (long long)fields);
+            goto out;
+        }
         if (rows == rows_cap) {
-            rows_cap *= 2;
-            float *nx   = realloc(*x, sizeof(float) * (size_t)(rows_cap * f));
-            int32_t *ny = realloc(*y, sizeof(int32_t) * (size_t)rows_cap);
-            if (nx) *x = nx;
-            if (ny) *y = ny;
-            if (!nx || !ny) {
+            int64_t nc = rows_cap ? rows_cap * 2 : 64;
+            size_t xb;
+            if (__builtin_mul_overflow((size_t)nc, (size_t)f * sizeof(float), &xb)) {
                 snprintf(err, cap, "%s: out of memory", path);
                 goto out;
             }
-        }
-        int64_t col = 0, fi = 0;
-        int header_line = 0;
-        char *p         = line;
-        for (;;) {
-            char *end = strchr(p, ',');
-            if (end) *end = 0;
-            while (*p == ' ' || *p == '\t')
-                p++;
-            char *stop;
-            errno    = 0;
-            double v = strtod(p, &stop);
-            while (*stop == ' ' || *stop == '\t')
-                stop++;
-            if (stop == p || *stop || errno == ERANGE || !isfinite(v)) {
-                if (line_no == 1 && m->cfg->data.header != 0) {
-                    header_line = 1;
-                    break;
-                }
-                snprintf(err, cap, "%s:%d: column %lld: \"%.40s\" is not a number%s", path, line_no,
-                         (long long)col + 1, p,
-                         line_no == 1 ? " (set \"header\": true if this line is a header)" : "");
+            float *nx   = realloc(*x, xb ? xb : 1);
+            int32_t *ny = nx ? realloc(*y, sizeof(int32_t) * (size_t)nc) : NULL;
+            if (nx) *x = nx;
+            if (ny) *y = ny;
+            if (!nx || !ny) {
+                snprintf(err, cap, "%s: out of memory for %lld rows of %lld features", path,
+                         (long long)nc, (long long)f);
                 goto out;
             }
-            if (col < cols) {
-                if (col == labcol) {
-                    if (v != floor(v) || v < 0 || v >= (double)m->classes) {
-                        snprintf(err, cap, "%s:%d: label %g is not an integer in [0, %lld)", path,
-                                 line_no, v, (long long)m->classes);
-                        goto out;
-                    }
-                    (*y)[rows] = (int32_t)v;
-                } else {
-                    (*x)[rows * f + fi++] = (float)v;
+            rows_cap = nc;
+        }
+        int64_t col = 0, fi = 0;
+        for (size_t a = 0, k = 0; k <= ll; k++) {
+            if (k < ll && line[k] != ',') continue;
+            double v;
+            if (!csv_number(line + a, k - a, &v)) {
+                size_t b = a;
+                while (b < k && (line[b] == ' ' || line[b] == '\t'))
+                    b++;
+                if (b == k)
+                    snprintf(err, cap, "%s:%lld: column %lld is empty", path, (long long)line_no,
+                             (long long)col + 1);
+                else
+                    snprintf(err, cap, "%s:%lld: column %lld: \"%.*s\" is not a number%s", path,
+                             (long long)line_no, (long long)col + 1, (int)(k - a < 40 ? k - a : 40),
+                             line + a,
+                             line_no == 1 ? " (set \"header\": true if this line is a header)"
+                                          : "");
+                goto out;
+            }
+            if (col == labcol) {
+                if (v != floor(v) || v < 0 || v >= (double)m->classes) {
+                    snprintf(err, cap, "%s:%lld: label %g is not an integer in [0, %lld)", path,
+                             (long long)line_no, v, (long long)m->classes);
+                    goto out;
                 }
+                (*y)[rows] = (int32_t)v;
+            } else {
+                if (!(fabs(v) <= FLT_MAX)) {
+                    snprintf(err, cap, "%s:%lld: column %lld: %.*s is out of the range of f32",
+                             path, (long long)line_no, (long long)col + 1,
+                             (int)(k - a < 40 ? k - a : 40), line + a);
+                    goto out;
+                }
+                (*x)[rows * f + fi++] = (float)v;
             }
             col++;
-            if (!end) break;
-            p = end + 1;
-        }
-        if (header_line) continue;
-        if (line_no == 1 && m->cfg->data.header == 1) continue;
-        if (col != cols) {
-            snprintf(err, cap,
-                     "%s:%d: expected %lld columns (%lld features and a label), found %lld", path,
-                     line_no, (long long)cols, (long long)f, (long long)col);
-            goto out;
+            a = k + 1;
         }
         rows++;
     }
@@ -308,11 +351,21 @@ static int csv_read(const data_request *m, const char *path, float **x, int32_t 
     *n = rows;
     rc = 0;
 out:
-    free(text);
     if (rc) {
         free(*x), free(*y);
         *x = NULL, *y = NULL;
+        json_one_line(err); /* fields come from the file */
     }
+    return rc;
+}
+
+static int csv_read(const data_request *m, const char *path, float **x, int32_t **y, int64_t *n,
+                    char *err, size_t cap) {
+    size_t len;
+    char *text = input_read(path, input_max_bytes(), &len, err, cap);
+    if (!text) return -1;
+    int rc = data_csv_parse(m, path, text, len, x, y, n, err, cap);
+    free(text);
     return rc;
 }
 

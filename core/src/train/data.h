@@ -43,6 +43,13 @@ void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t rows, int3
 int data_load(const data_request *m, dataset *d, char *err, size_t cap);
 void data_free(dataset *d);
 
+/* The readers on bytes in memory (for the fuzz harnesses; data_load reads the files). */
+int data_csv_parse(const data_request *m, const char *path, const char *text, size_t len, float **x,
+                   int32_t **y, int64_t *n, char *err, size_t cap);
+/* Checks an IDX file's magic and that its dims (into dims) give its size exactly. */
+int data_idx_check(const char *path, uint32_t magic, const unsigned char *buf, size_t len,
+                   int64_t dims[3], char *err, size_t cap);
+
 /* A uniform double in [0, 1) from a counter: the data and initializers' only randomness. */
 double data_uniform(uint64_t seed, uint64_t i);
 

@@ -39,6 +39,11 @@ ampx_status ampx_model_load(const char *path, const char *policy_path, ampx_mode
     if (jkeys(&c, root, keys)) goto fail;
     const char *name = "model";
     if (jstr(&c, root, "name", 0, &name)) goto fail;
+    if (strlen(name) >= sizeof s->name) { /* checkpoints match models by this name */
+        jerr(&c, json_get(root, "name"), "a model name has at most %zu bytes (this one has %zu)",
+             sizeof s->name - 1, strlen(name));
+        goto fail;
+    }
     snprintf(s->name, sizeof s->name, "%s", name);
     if (g_build(&c, root, &m->graph)) goto fail;
     if (parse_policy_and_scaler(&c, s, root)) goto fail;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ampx/dtype.h"
 #include "graph/ops.h"
@@ -354,6 +355,47 @@ static ampx_status upload_test(ampx_trainer *t) {
     return AMPX_OK;
 }
 
+/* Refuses, with the figures, a model whose parameters, optimizer state and data cannot fit
+ * the device (or the host's memory for the data), before anything is allocated: the kernel
+ * would otherwise kill the process with no message. Computed in double: shapes are
+ * untrusted and their products may not fit 64 bits. */
+static ampx_status check_memory(ampx_trainer *t, const data_request *req) {
+    const ampx_model *m = t->m;
+    double per_elem     = 8 + (m->cfg.opt.kind == OPT_ADAMW ? 8 : m->cfg.opt.momentum != 0 ? 4 : 0);
+    double device = 0, host = 0;
+    for (int v = 0; v < t->g.n_values; v++) {
+        const g_value *val = &t->g.values[v];
+        double n           = 1;
+        for (int k = 0; k < val->ndim; k++)
+            n *= (double)val->dims[k];
+        if (val->role == ROLE_PARAM)
+            device += n * (val->master < 0 ? per_elem : 2); /* the working copy: 2 bytes */
+        else if (val->role == ROLE_STATE || val->role == ROLE_CONST)
+            device += n * 4;
+    }
+    if (m->cfg.data.source == DATA_EMBEDDED) { /* the files' sizes bound the other sources */
+        double bytes = (double)m->cfg.data.samples * (double)(req->features + 1) * 4;
+        host += 2 * bytes; /* the set and its shuffled copy */
+        device += bytes;
+    }
+    ampx_device_info info = {.size = sizeof info};
+    ampx_backend_device_info(t->be, &info);
+    if (info.memory_bytes && device > (double)info.memory_bytes)
+        return tr_fail(t, AMPX_ERR_NO_MEMORY,
+                       "%s: the parameters, optimizer state and data need %.1f GiB (at least) but "
+                       "the device (%s) has %.1f GiB",
+                       m->cfg.file, device / (double)(1u << 30), info.name,
+                       (double)info.memory_bytes / (double)(1u << 30));
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && host > (double)pages * (double)page)
+        return tr_fail(t, AMPX_ERR_NO_MEMORY,
+                       "%s: the training data need %.1f GiB of host memory (at least), more than "
+                       "the %.1f GiB there is",
+                       m->cfg.file, host / (double)(1u << 30),
+                       (double)pages * (double)page / (double)(1u << 30));
+    return AMPX_OK;
+}
+
 static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, char *err,
                           size_t err_cap, int inference) {
     *out            = NULL;
@@ -389,7 +431,7 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
             t->persistent[t->g.values[v].grad] = 1;
     if ((st = check_ops(t))) goto fail;
     data_request req;
-    if ((st = map_inputs(t, &req))) goto fail;
+    if ((st = map_inputs(t, &req)) || (st = check_memory(t, &req))) goto fail;
     st = AMPX_ERR_INVALID;
     if (inference && !t->tokens) {
         tr_fail(t, st, "%s: sampling reads a token model (an i32 token input and its labels)",
@@ -485,7 +527,8 @@ void ampx_trainer_free(ampx_trainer *t) {
         if (t->in_train[i]) t->ifc->buffer_free(t->ctx, t->in_train[i]);
         if (t->in_test[i]) t->ifc->buffer_free(t->ctx, t->in_test[i]);
     }
-    for (int i = 0; i < t->n_params; i++) {
+    /* params[n_params] is the one whose add_param failed half-way, if any (else all NULL) */
+    for (int i = 0; i < t->n_params + (t->n_params < TR_MAX_PARAMS); i++) {
         param *p          = &t->params[i];
         ampx_buffer *pb[] = {p->master, p->grad, p->s1, p->s2, p->copy};
         for (int k = 0; k < 5; k++)
@@ -921,7 +964,7 @@ static const char *nonfinite_param(ampx_trainer *t) {
         free(h);
         if (bad) return t->params[i].name;
     }
-    return "?";
+    return NULL;
 }
 
 static ampx_status step_ops(ampx_trainer *t) {
@@ -1084,12 +1127,20 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
     }
     free(buf);
     if (!st && *stop != 1 && !isfinite(wsq)) {
-        *stop = 2;
-        st    = tr_fail(t, AMPX_ERR_INVALID,
-                        "steps %lld..%lld: the weights became non-finite (first: %s) in an applied "
-                           "step: the update itself overflowed; lower the learning rate or clip "
-                           "gradients (clip_grad_norm)",
-                        (long long)t->ring_first + 1, (long long)t->step, nonfinite_param(t));
+        *stop             = 2;
+        const char *first = nonfinite_param(t);
+        if (first)
+            st = tr_fail(t, AMPX_ERR_INVALID,
+                         "steps %lld..%lld: the weights became non-finite (first: %s) in an "
+                         "applied step: the update itself overflowed; lower the learning rate or "
+                         "clip gradients (clip_grad_norm)",
+                         (long long)t->ring_first + 1, (long long)t->step, first);
+        else /* finite, but so large that their sum of squares overflows f32 */
+            st = tr_fail(t, AMPX_ERR_INVALID,
+                         "steps %lld..%lld: the weights grew beyond 1e19 (their sum of squares "
+                         "overflows f32): the updates diverge; lower the learning rate or clip "
+                         "gradients (clip_grad_norm)",
+                         (long long)t->ring_first + 1, (long long)t->step);
     }
     t->ring_first = t->step;
     return st;

@@ -1,0 +1,18 @@
+/* checkpoint.h — the checkpoint reader's in-memory entry point (checkpoint.c), for the
+ * fuzz harness: ampx_trainer_load() reads the file and calls it. */
+#ifndef AMPX_CHECKPOINT_H
+#define AMPX_CHECKPOINT_H
+
+#include <stddef.h>
+
+#include "train/trainer.h"
+
+/* The largest safetensors header accepted: far more than TR_MAX_PARAMS tensors need. */
+#define CK_MAX_HEADER_BYTES (16u << 20)
+
+/* Validates a whole checkpoint file held in memory (name: for messages) against the
+ * trainer's model and, only when every check passed, writes it to the device. */
+ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned char *file, size_t len,
+                           char *err, size_t cap);
+
+#endif

@@ -1,0 +1,16 @@
+/* fuzz_model.c — the model loader (JSON, schema, builder, policy pass) on any file. */
+#include <stdint.h>
+#include <string.h>
+
+#include "ampx/train.h"
+#include "fuzz_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char err[1024];
+    ampx_model *m = NULL;
+    if (ampx_model_load(fuzz_file(data, size), NULL, &m, err, sizeof err) == AMPX_OK)
+        ampx_model_free(m);
+    else if (!err[0] || strchr(err, '\n'))
+        abort();
+    return 0;
+}
