@@ -99,7 +99,7 @@ typedef struct ampx_conf_case {
     int32_t index;     /* the case's index among the variants of its (op, dtypes) */
     int32_t probe;     /* 1: the dtypes are unsupported and the case checks that calling the op
                           fails cleanly; 2: dtypes the ABI forbids, which must be refused */
-    char measure[48];  /* what err measures: "normwise relative", "element / its bound",
+    char measure[48];  /* what err measures: "normwise relative", "elementwise (its own bound)",
                           "exact" (any difference fails) */
 } ampx_conf_case;
 

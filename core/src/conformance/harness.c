@@ -373,7 +373,7 @@ void conf_compare(conf_case_ctx *cc, const char *what, const double *got, const 
     if ((flags & CMP_ELEM) && worst_ratio > 0.0 && worst_ratio >= cc->worst) {
         uint64_t i = worst_i;
         cc->worst  = worst_ratio;
-        conf_measure(cc, "element / its bound", fabs(got[i] - ref[i]),
+        conf_measure(cc, "elementwise (its own bound)", fabs(got[i] - ref[i]),
                      fabs(got[i] - ref[i]) / worst_ratio);
     }
     if ((flags & CMP_ELEM) && worst_ratio > 1.0) {

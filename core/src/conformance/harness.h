@@ -99,7 +99,7 @@ typedef struct conf_case_ctx {
 } conf_case_ctx;
 
 /* Records the case's error measure: what err measures ("exact" with tol 0, "normwise
- * relative", "element / its bound"), the error and the tolerance it is held to. */
+ * relative", "elementwise (its own bound)"), the error and the tolerance it is held to. */
 void conf_measure(conf_case_ctx *cc, const char *measure, double err, double tol);
 /* 1 while the case has not failed. */
 int conf_ok(const conf_case_ctx *cc);
