@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # install.sh BUILD_DIR — `cmake --install` into a fresh prefix, then use the installed tree
 # as a user and a vendor would: the installed ampx finds its CPU plugin with no environment,
-# pkg-config and find_package(ampx) both build a program against libampx, and a plugin
-# built from the installed headers alone loads.
+# pkg-config and find_package(ampx) both build a program against libampx, a plugin built
+# from the installed headers alone loads, and the example plugin (docs/examples/plugin),
+# built out of tree with find_package(ampx) and with make + pkg-config ampx-plugin, passes
+# `ampx conformance` and trains models/mlp.json.
 set -u
 build=$1
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +21,8 @@ check "libampx.so installed" test -f "$libdir/libampx.so"
 check "cpu plugin installed" test -f "$libdir/ampx/libampx-cpu.so"
 check "headers installed" test -f "$prefix/include/ampx/backend.h" -a -f "$prefix/include/ampx/dtype.h" -a -f "$prefix/include/ampx/ampx.h"
 check "pkg-config file installed" test -f "$libdir/pkgconfig/ampx.pc"
+check "plugin pkg-config file installed" test -f "$libdir/pkgconfig/ampx-plugin.pc"
+check "plugin_kit.h installed" test -f "$prefix/include/ampx/plugin_kit.h"
 check "CMake package installed" test -f "$libdir/cmake/ampx/ampxConfig.cmake"
 
 env -u AMPX_PLUGIN_PATH -u LD_LIBRARY_PATH "$prefix/bin/ampx" backends >"$tmp/out" 2>&1
@@ -70,6 +74,34 @@ exported=$(nm -D --defined-only "$tmp/libampx-vendor.so" | awk '{print $3}' | gr
 check "the plugin exports only ampx_backend_entry (got: $exported)" test "$exported" = "ampx_backend_entry "
 "$prefix/bin/ampx" conformance --backend "$tmp/libampx-vendor.so" --quick --op gemm >"$tmp/out" 2>&1
 check "ampx conformance runs the vendor plugin" grep -qE '^[0-9]+ passed, 0 failed' "$tmp/out"
+
+# The example plugin, out of tree, both ways. ampx-plugin carries the headers and no -lampx.
+plugin_libs=$(pkg-config --libs ampx-plugin)
+check "pkg-config ampx-plugin links nothing of ampx (got: '$plugin_libs')" test -z "$plugin_libs"
+cp -r "$src/docs/examples/plugin" "$tmp/example"
+make -C "$tmp/example" >"$tmp/make.log" 2>&1
+check "the example plugin builds with make and pkg-config" test -f "$tmp/example/libampx-example.so"
+cmake -S "$tmp/example" -B "$tmp/example/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/excm.log" 2>&1 &&
+  cmake --build "$tmp/example/build" >>"$tmp/excm.log" 2>&1
+check "the example plugin builds with find_package(ampx)" test -f "$tmp/example/build/libampx-example.so"
+ex=$tmp/example/build/libampx-example.so
+needed=$(readelf -d "$ex" 2>/dev/null | awk '/NEEDED/ {print $NF}' | tr '\n' ' ')
+check "the example plugin does not link libampx (NEEDED: $needed)" sh -c "! echo '$needed' | grep -q libampx"
+exported=$(nm -D --defined-only "$ex" | awk '{print $3}' | grep -v '^_' | tr '\n' ' ')
+check "the example plugin exports only ampx_backend_entry (got: $exported)" test "$exported" = "ampx_backend_entry "
+"$prefix/bin/ampx" conformance --backend "$ex" --quick >"$tmp/exconf" 2>&1; rc=$?
+check "ampx conformance passes the example plugin (rc $rc)" test $rc -eq 0
+check "... with every op of the minimum set run" grep -qE '^[0-9]+ passed, 0 failed, [0-9]+ unsupported; 11 ops run, 11 passing: PASS' "$tmp/exconf"
+"$prefix/bin/ampx" conformance --backend "$tmp/example/libampx-example.so" --quick --op gemm >"$tmp/out" 2>&1
+check "the make-built example plugin runs conformance too" grep -q ': PASS$' "$tmp/out"
+"$prefix/bin/ampx" train "$src/models/mlp.json" --backend "$ex" --steps 200 --quiet >"$tmp/extrain" 2>&1; rc=$?
+check "ampx train models/mlp.json runs on the example plugin (rc $rc)" test $rc -eq 0
+acc=$(sed -n 's/^held-out accuracy \([0-9.]*\)%.*/\1/p' "$tmp/extrain")
+check "... and learns: held-out accuracy ${acc:-?}% > 80% (chance is 33%)" awk -v a="${acc:-0}" 'BEGIN {exit !(a > 80)}'
+# With the plugin installed into ampx's plugin folder, it is a backend by name.
+cmake --install "$tmp/example/build" >"$tmp/exinst.log" 2>&1
+env -u AMPX_PLUGIN_PATH "$prefix/bin/ampx" backends >"$tmp/out" 2>&1
+check "installed, the example plugin is --backend example" grep -qE '^example ' "$tmp/out"
 
 echo "install: $fails failure(s)"
 test $fails -eq 0

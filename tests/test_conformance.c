@@ -30,8 +30,9 @@ static void conf_report(void *user, const ampx_conf_case *c) {
         size_t l = strlen(dts);
         snprintf(dts + l, sizeof dts - l, "%s%s", i ? "," : "", ampx_dtype_name(c->dtypes[i]));
     }
-    cr_log_error("%s: %s [%s] %s: %s (err %.3g, tol %.3g)", log->backend, ampx_op_name(c->op), dts,
-                 c->shape, c->message, c->err, c->tol);
+    cr_log_error("%s: %s [%s] case %d, %s: %s (%s error %.3g, tolerance %.3g)", log->backend,
+                 ampx_op_name(c->op), dts, c->index, c->shape, c->message,
+                 c->measure[0] ? c->measure : "no", c->err, c->tol);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -62,6 +63,10 @@ static void conf_check_op(uint32_t op) {
         cr_expect_eq(sum.failed, 0u, "%s: %s: %u failing cases", name, ampx_op_name(op),
                      sum.failed);
         cr_expect_gt(sum.passed, 0u, "%s: %s: no case passed", name, ampx_op_name(op));
+        cr_expect_eq(sum.ops_run, 1u, "%s: %s: no supported dtype combination ran", name,
+                     ampx_op_name(op));
+        cr_expect(ampx_conformance_passed(st, &sum, 0), "%s: %s does not pass", name,
+                  ampx_op_name(op));
     }
 }
 
@@ -99,7 +104,7 @@ CONF_TEST(permute, AMPX_OP_PERMUTE)
 
 /* The API's own contract: bad arguments are refused without running anything. */
 Test(conformance, api_arguments) {
-    ampx_conf_summary sum = {1, 1, 1};
+    ampx_conf_summary sum = {.passed = 1, .failed = 1, .unsupported = 1};
     cr_expect_eq(ampx_conformance_run(NULL, NULL, NULL, NULL, &sum), AMPX_ERR_INVALID);
     cr_expect_eq(sum.passed + sum.failed + sum.unsupported, 0u);
     ampx_backend *be = NULL;
@@ -108,4 +113,48 @@ Test(conformance, api_arguments) {
     ampx_conf_options opt = {0, AMPX_OP_COUNT, 1};
     cr_expect_eq(ampx_conformance_run(be, &opt, NULL, NULL, &sum), AMPX_ERR_INVALID);
     ampx_backend_close(be);
+}
+
+// ---------------------------------------------------------------------------------------
+// What passing means: a backend of GEMM and CAST only (the OLD_MINOR test plugin around the
+// CPU backend) passes the cases of those two ops but not conformance, and an op it lacks
+// does not pass on the strength of the probes that check it refuses the dtypes.
+
+static ampx_backend *open_gemm_cast_only(void) {
+    ampx_backend *be = NULL;
+    char err[512];
+    setenv("AMPX_TEST_INNER_PLUGIN", AMPX_TEST_CPU_PLUGIN, 0); /* the plugin it wraps */
+    cr_assert_eq(
+        ampx_backend_open(AMPX_TEST_PLUGIN_DIR "/libold_minor.so", NULL, 0, &be, err, sizeof err),
+        AMPX_OK, "%s", err);
+    return be;
+}
+
+Test(conformance, minimum_set_is_required) {
+    ampx_backend *be      = open_gemm_cast_only();
+    ampx_conf_options opt = {0, -1, 1};
+    ampx_conf_summary sum = {0};
+    ampx_status st        = ampx_conformance_run(be, &opt, NULL, NULL, &sum);
+    ampx_backend_close(be);
+    cr_assert_eq(st, AMPX_OK);
+    cr_expect_eq(sum.failed, 0u, "gemm and cast should pass");
+    cr_expect_eq(sum.ops_run, 2u, "%u ops ran", sum.ops_run);
+    cr_expect_eq(sum.ops_passing, 2u);
+    cr_expect_eq(sum.required_missing, 9u, "missing: %s", sum.missing);
+    cr_expect(strstr(sum.missing, "adamw") && strstr(sum.missing, "softmax_xent") &&
+                  !strstr(sum.missing, "gemm"),
+              "missing: %s", sum.missing);
+    cr_expect(!ampx_conformance_passed(st, &sum, 1), "a backend without the minimum set passed");
+}
+
+Test(conformance, refused_dtypes_alone_do_not_pass_an_op) {
+    ampx_backend *be      = open_gemm_cast_only();
+    ampx_conf_options opt = {0, AMPX_OP_ADAMW, 1};
+    ampx_conf_summary sum = {0};
+    ampx_status st        = ampx_conformance_run(be, &opt, NULL, NULL, &sum);
+    ampx_backend_close(be);
+    cr_assert_eq(st, AMPX_OK);
+    cr_expect_gt(sum.passed, 0u, "the refused-dtypes probe should pass");
+    cr_expect_eq(sum.ops_run, 0u);
+    cr_expect(!ampx_conformance_passed(st, &sum, 0), "adamw passed with no supported dtype");
 }

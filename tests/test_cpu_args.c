@@ -1575,6 +1575,28 @@ Test(scalars, scaler_update) {
     EXPECT_ERR(AMPX_ERR_INVALID, "scaler_update: scalars block", O->scaler_update(C, &x));
 }
 
+/* The double factors of the args: refused when negative, NaN or beyond f32's range; a
+ * struct of the size before them (a host that predates them) still updates with the
+ * block's floats. */
+Test(scalars, scaler_update_factors) {
+    ampx_scaler_update_args a = update_base(), x;
+    x                         = a;
+    x.growth_factor_f64       = NAN;
+    EXPECT_ERR(AMPX_ERR_INVALID, "scaler_update: growth_factor_f64 nan is not a factor in",
+               O->scaler_update(C, &x));
+    x                    = a;
+    x.backoff_factor_f64 = -0.5;
+    EXPECT_ERR(AMPX_ERR_INVALID, "scaler_update: backoff_factor_f64 -0.5 is not a factor in",
+               O->scaler_update(C, &x));
+    x                   = a;
+    x.growth_factor_f64 = 1e39;
+    EXPECT_ERR(AMPX_ERR_INVALID, "scaler_update: growth_factor_f64 1e+39", O->scaler_update(C, &x));
+    x                   = a;
+    x.size              = offsetof(ampx_scaler_update_args, growth_factor_f64);
+    x.growth_factor_f64 = NAN; /* beyond the stated size: not read */
+    EXPECT_OK(O->scaler_update(C, &x));
+}
+
 /* A buffer of exactly sizeof(ampx_scalars) holds a block; its dtype does not matter. */
 Test(scalars, exact_buffer) {
     ampx_buffer *sb = NULL;

@@ -224,7 +224,7 @@ typedef struct conf_state {
     conf_row *rows;
     size_t n_rows, cap_rows;
     cJSON *cases; /* --json: every case */
-    int verbose;
+    int all;      /* --all: every row, unsupported and refused ones too */
 } conf_state;
 
 static void dtypes_str(const ampx_dtype *dt, uint32_t n, char *buf, size_t cap) {
@@ -271,9 +271,17 @@ static void on_case(void *user, const ampx_conf_case *c) {
         row->unsupported++;
     if (c->verdict != AMPX_CONF_UNSUPPORTED && c->tol > 0 && c->err / c->tol > row->worst)
         row->worst = c->err / c->tol;
-    if (c->verdict == AMPX_CONF_FAIL && !s->cases)
-        fprintf(stderr, "FAIL %s [%s] %s: %s (err %.3g, tol %.3g)\n", ampx_op_name(c->op), dts,
-                c->shape, c->message, c->err, c->tol);
+    if (c->verdict == AMPX_CONF_FAIL && !s->cases) {
+        fprintf(stderr, "FAIL %s [%s] case %d: %s\n  %s\n", ampx_op_name(c->op), dts, c->index,
+                c->shape, c->message);
+        if (!c->measure[0])
+            fprintf(stderr, "  (no error measured: the case failed before comparing values)\n");
+        else if (!strcmp(c->measure, "exact"))
+            fprintf(stderr, "  exact comparison: off by %.3g, any difference fails\n", c->err);
+        else
+            fprintf(stderr, "  %s error %.3g against tolerance %.3g (%.3g times it)\n", c->measure,
+                    c->err, c->tol, c->tol > 0 ? c->err / c->tol : 0.0);
+    }
     if (s->cases) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "op", ampx_op_name(c->op));
@@ -283,8 +291,10 @@ static void on_case(void *user, const ampx_conf_case *c) {
                                 c->verdict == AMPX_CONF_PASS   ? "pass"
                                 : c->verdict == AMPX_CONF_FAIL ? "fail"
                                                                : "unsupported");
+        cJSON_AddNumberToObject(o, "case", c->index);
         cJSON_AddNumberToObject(o, "err", c->err);
         cJSON_AddNumberToObject(o, "tol", c->tol);
+        if (c->measure[0]) cJSON_AddStringToObject(o, "measure", c->measure);
         if (c->message[0]) cJSON_AddStringToObject(o, "message", c->message);
         cJSON_AddItemToArray(s->cases, o);
     }
@@ -326,13 +336,17 @@ static int cmd_conformance(int argc, char **argv) {
     uint32_t n_bopts             = 0;
     int json                     = 0;
     ampx_conf_options opt        = {.seed = 0, .op = -1, .quick = 0};
-    static struct option lopts[] = {
-        {"backend", required_argument, 0, 'b'}, {"backend-opt", required_argument, 0, 'o'},
-        {"op", required_argument, 0, 'p'},      {"quick", no_argument, 0, 'q'},
-        {"seed", required_argument, 0, 's'},    {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},          {0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "b:o:p:qs:jh", lopts, NULL)) != -1) {
+    static struct option lopts[] = {{"backend", required_argument, 0, 'b'},
+                                    {"backend-opt", required_argument, 0, 'o'},
+                                    {"op", required_argument, 0, 'p'},
+                                    {"quick", no_argument, 0, 'q'},
+                                    {"seed", required_argument, 0, 's'},
+                                    {"json", no_argument, 0, 'j'},
+                                    {"all", no_argument, 0, 'a'},
+                                    {"help", no_argument, 0, 'h'},
+                                    {0}};
+    int c, all = 0;
+    while ((c = getopt_long(argc, argv, "b:o:p:qs:jah", lopts, NULL)) != -1) {
         switch (c) {
         case 'b': backend = optarg; break;
         case 'o':
@@ -356,13 +370,20 @@ static int cmd_conformance(int argc, char **argv) {
             break;
         }
         case 'j': json = 1; break;
+        case 'a': all = 1; break;
         case 'h':
             printf("usage: ampx conformance --backend B [--backend-opt k=v]... [--op NAME]\n"
-                   "                        [--quick] [--seed S] [--json]\n\n"
+                   "                        [--quick] [--seed S] [--all] [--json]\n\n"
                    "Runs every (op, dtype combination) the backend supports against the\n"
                    "double-precision reference on random data with awkward shapes, poisoned\n"
-                   "outputs and guard regions. Prints a per-op table (or JSON with every case)\n"
-                   "and exits non-zero if any case fails. See docs/CONFORMANCE.md.\n");
+                   "outputs and guard regions. Prints a table of the supported combinations\n"
+                   "and a count of the unsupported ones (--all: every row, the probes that\n"
+                   "check unsupported and forbidden dtypes are refused too), or JSON with every\n"
+                   "case. A failing case prints its index, the element, the value and the\n"
+                   "expected one, and its error against the tolerance.\n\n"
+                   "Exits 0 when every case of every supported combination passed, at least one\n"
+                   "op ran, and (without --op) the backend supports the minimum set: the ops\n"
+                   "models/mlp.json needs, in f32. See docs/CONFORMANCE.md.\n");
             return 0;
         default: return EXIT_USAGE;
         }
@@ -390,13 +411,14 @@ static int cmd_conformance(int argc, char **argv) {
     }
     conf_state st         = {0};
     ampx_conf_summary sum = {0};
+    st.all                = all;
     cJSON *doc            = NULL;
     if (json) {
         doc      = cJSON_CreateObject();
         st.cases = cJSON_AddArrayToObject(doc, "cases");
     }
     ampx_status rs              = ampx_conformance_run(be, &opt, on_case, &st, &sum);
-    int rc                      = (rs != AMPX_OK || sum.failed > 0 || sum.passed == 0) ? 1 : 0;
+    int rc                      = ampx_conformance_passed(rs, &sum, opt.op < 0) ? 0 : 1;
     ampx_device_info info       = {.size = sizeof info};
     const ampx_backend_iface *t = ampx_backend_iface_of(be);
     if (ampx_backend_device_info(be, &info) != AMPX_OK) info.name[0] = '\0';
@@ -409,28 +431,58 @@ static int cmd_conformance(int argc, char **argv) {
         cJSON_AddNumberToObject(s, "passed", sum.passed);
         cJSON_AddNumberToObject(s, "failed", sum.failed);
         cJSON_AddNumberToObject(s, "unsupported", sum.unsupported);
+        cJSON_AddNumberToObject(s, "ops_run", sum.ops_run);
+        cJSON_AddNumberToObject(s, "ops_passing", sum.ops_passing);
+        if (opt.op < 0) cJSON_AddStringToObject(s, "minimum_set_missing", sum.missing);
         if (rs != AMPX_OK) cJSON_AddStringToObject(s, "error", ampx_backend_last_error(be));
         cJSON_AddBoolToObject(doc, "ok", rc == 0);
         print_json(doc);
     } else {
         printf("backend %s (%s) on %s\n", t->name, ampx_backend_path(be), info.name);
-        printf("%-14s %-22s %6s %6s %6s %9s\n", "op", "dtypes", "pass", "fail", "unsup",
-               "worst/tol");
+        printf("%-14s %-22s %6s %6s %9s\n", "op", "dtypes", "pass", "fail", "worst/tol");
+        /* unsupported combinations (and, without --all, the refused-dtypes probes) are
+         * counted per op instead of listed */
+        uint32_t unsup_rows[AMPX_OP_COUNT] = {0}, n_unsup = 0, unsup_ops = 0;
         for (uint32_t op = 0; op < AMPX_OP_COUNT; op++)
             for (size_t i = 0; i < st.n_rows; i++) {
                 conf_row *r = &st.rows[i];
                 if (r->op != op) continue;
+                int unsupported = !r->refused && r->passed + r->failed == 0;
+                if (unsupported) unsup_rows[op]++, n_unsup++;
+                if (!all && (unsupported || (r->refused && !r->failed))) continue;
                 char dts[64];
                 dtypes_str(r->dtypes, r->n_dtypes, dts, sizeof dts);
                 if (r->refused) /* the case passes when the backend refuses these dtypes */
                     strncat(dts, " refused", sizeof dts - strlen(dts) - 1);
-                printf("%-14s %-22s %6u %6u %6u %9.3f%s\n", ampx_op_name(op), dts, r->passed,
-                       r->failed, r->unsupported, r->worst, r->failed ? "  FAIL" : "");
+                if (unsupported)
+                    printf("%-14s %-22s %6s %6s %9s  unsupported\n", ampx_op_name(op), dts, "-",
+                           "-", "-");
+                else
+                    printf("%-14s %-22s %6u %6u %9.3f%s\n", ampx_op_name(op), dts, r->passed,
+                           r->failed, r->worst, r->failed ? "  FAIL" : "");
             }
+        for (uint32_t op = 0; op < AMPX_OP_COUNT; op++)
+            unsup_ops += unsup_rows[op] > 0;
+        if (n_unsup > 0) {
+            printf("unsupported: %u dtype combinations of %u ops (", n_unsup, unsup_ops);
+            for (uint32_t op = 0, k = 0; op < AMPX_OP_COUNT; op++)
+                if (unsup_rows[op])
+                    printf("%s%s %u", k++ ? ", " : "", ampx_op_name(op), unsup_rows[op]);
+            printf(")%s\n", all ? "" : "; --all lists them");
+        }
         if (rs != AMPX_OK)
             printf("conformance stopped: %s: %s\n", ampx_status_name(rs),
                    ampx_backend_last_error(be));
-        printf("%u passed, %u failed, %u unsupported\n", sum.passed, sum.failed, sum.unsupported);
+        if (opt.op < 0 && sum.required_missing)
+            printf("minimum set not supported: %s (in f32; a backend needs them to train "
+                   "models/mlp.json and to pass, docs/CONFORMANCE.md)\n",
+                   sum.missing);
+        if (sum.ops_run == 0)
+            printf("no op ran: the backend supports none of %s\n",
+                   opt.op < 0 ? "the ops" : "this op's dtype combinations");
+        printf("%u passed, %u failed, %u unsupported; %u ops run, %u passing: %s\n", sum.passed,
+               sum.failed, sum.unsupported, sum.ops_run, sum.ops_passing,
+               rc == 0 ? "PASS" : "FAIL");
     }
     free(st.rows);
     ampx_backend_close(be);

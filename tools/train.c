@@ -318,12 +318,34 @@ static void show_health(progress *p) {
     p->n_health = 0;
 }
 
+/* An f32 written exactly: its decimal expansion in full (2^31 is 2147483648, 1.1^k * 2^16
+ * rounded to f32 keeps every digit), so a reader compares bit for bit with PyTorch. */
+static void json_f32_exact(FILE *f, const char *key, float v) {
+    if (!isfinite(v)) {
+        fprintf(f, ",\"%s\":null", key);
+        return;
+    }
+    int e = 0;
+    frexpf(v, &e); /* v = m 2^e, 0.5 <= |m| < 1: 24 significant bits end at 2^(e - 24) */
+    int frac = e < 24 ? 24 - e : 0;
+    if (frac > 160) frac = 160;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%.*f", frac, (double)v);
+    if (strchr(buf, '.')) {
+        size_t n = strlen(buf);
+        while (buf[n - 1] == '0')
+            buf[--n] = '\0';
+        if (buf[n - 1] == '.') buf[--n] = '\0';
+    }
+    fprintf(f, ",\"%s\":%s", key, buf);
+}
+
 static int on_record(void *user, const ampx_step_record *r) {
     progress *p = user;
     if (p->metrics) {
         fprintf(p->metrics, "{\"step\":%lld", (long long)r->step);
         json_num(p->metrics, "loss", r->loss);
-        json_num(p->metrics, "scale", r->scale);
+        json_f32_exact(p->metrics, "scale", r->scale);
         fprintf(p->metrics, ",\"skipped\":%s", r->skipped ? "true" : "false");
         json_num(p->metrics, "lr", r->lr);
         json_num(p->metrics, "grad_norm", r->grad_norm);

@@ -125,7 +125,14 @@ extern "C" cudaError_t cuk_grad_stats_run(cudaStream_t s, const cuk_mt_group *g,
 // ---------------------------------------------------------------------------------------
 // SCALER_UPDATE: backend.h's pseudo-code, line for line, in f32 on the block (one thread).
 
-__global__ void scaler_update_kernel(ampx_scalars *s) {
+/* scale * factor as PyTorch's _amp_update_scale_cuda_kernel: the f32 scale times the double
+ * factor in double, rounded to f32 once. A factor of 0 means "the block's float". */
+__device__ static float scale_times(float scale, double factor, float block) {
+    double f = factor > 0 ? factor : (double)block;
+    return __double2float_rn(__dmul_rn((double)scale, f));
+}
+
+__global__ void scaler_update_kernel(ampx_scalars *s, double growth, double backoff) {
     s->last_found_inf = s->found_inf;
     s->found_inf      = 0;
     if (s->last_found_inf) {
@@ -135,7 +142,7 @@ __global__ void scaler_update_kernel(ampx_scalars *s) {
         if (s->mode == AMPX_SCALER_DYNAMIC) {
             s->hysteresis_left--;
             if (s->hysteresis_left <= 0) {
-                float backed       = __fmul_rn(s->scale, s->backoff_factor);
+                float backed       = scale_times(s->scale, backoff, s->backoff_factor);
                 s->scale           = backed > s->min_scale ? backed : s->min_scale; /* max() */
                 s->hysteresis_left = s->hysteresis;
             }
@@ -151,7 +158,7 @@ __global__ void scaler_update_kernel(ampx_scalars *s) {
             if (s->consecutive_hysteresis) s->hysteresis_left = s->hysteresis;
             s->growth_tracker++;
             if (s->growth_tracker >= s->growth_interval) {
-                float next = __fmul_rn(s->scale, s->growth_factor);
+                float next = scale_times(s->scale, growth, s->growth_factor);
                 if (isfinite(next) && next <= s->max_scale) s->scale = next;
                 s->growth_tracker = 0;
             }
@@ -159,7 +166,8 @@ __global__ void scaler_update_kernel(ampx_scalars *s) {
     }
 }
 
-extern "C" cudaError_t cuk_scaler_update_run(cudaStream_t s, void *scalars) {
-    scaler_update_kernel<<<1, 1, 0, s>>>((ampx_scalars *)scalars);
+extern "C" cudaError_t cuk_scaler_update_run(cudaStream_t s, void *scalars, double growth,
+                                             double backoff) {
+    scaler_update_kernel<<<1, 1, 0, s>>>((ampx_scalars *)scalars, growth, backoff);
     return cudaGetLastError();
 }

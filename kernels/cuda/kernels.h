@@ -208,7 +208,8 @@ typedef struct cuk_stats_part {
 cudaError_t cuk_grad_stats_run(cudaStream_t s, const cuk_mt_group *g, uint32_t bx, float tiny,
                                cuk_stats_part *partial, float *stats, int32_t *counts);
 
-cudaError_t cuk_scaler_update_run(cudaStream_t s, void *scalars);
+/* SCALER_UPDATE; growth and backoff are the args' double factors (0: the block's floats). */
+cudaError_t cuk_scaler_update_run(cudaStream_t s, void *scalars, double growth, double backoff);
 
 /* Optimizers: one group of tensors, each with its f32 params, gradient, state and copy. */
 typedef struct cuk_opt_tensor {

@@ -180,13 +180,7 @@ CPU_ISA_CHUNK(act_chunk, act_chunk_body)
 
 ampx_status cpu_act_fwd(ampx_context *ctx, const ampx_act_args *args) {
     ampx_act_args a;
-    CPU_TAKE_ARGS(ctx, "act_fwd", args, a);
-    CPU_TRY(cpu_check_dtypes(ctx, "act_fwd", AMPX_OP_ACT_FWD,
-                             (ampx_dtype[]){a.x.dtype, a.y_or_dx.dtype}, 2));
-    if (a.act >= AMPX_ACT_COUNT)
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "act_fwd: unknown activation %u", a.act);
-    CPU_TRY(cpu_check_tensor(ctx, "act_fwd", "x", &a.x, a.n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, "act_fwd", "y", &a.y_or_dx, a.n, 0));
+    CPU_TRY(ampx_kit_take_act_fwd(AMPX_KIT(ctx), args, &a));
     act_job j = {.act = a.act,
                  .x   = cpu_ptr(&a.x),
                  .out = cpu_ptr(&a.y_or_dx),
@@ -202,14 +196,7 @@ ampx_status cpu_act_fwd(ampx_context *ctx, const ampx_act_args *args) {
 
 ampx_status cpu_act_bwd(ampx_context *ctx, const ampx_act_args *args) {
     ampx_act_args a;
-    CPU_TAKE_ARGS(ctx, "act_bwd", args, a);
-    CPU_TRY(cpu_check_dtypes(ctx, "act_bwd", AMPX_OP_ACT_BWD,
-                             (ampx_dtype[]){a.x.dtype, a.dy.dtype, a.y_or_dx.dtype}, 3));
-    if (a.act >= AMPX_ACT_COUNT)
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "act_bwd: unknown activation %u", a.act);
-    CPU_TRY(cpu_check_tensor(ctx, "act_bwd", "x", &a.x, a.n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, "act_bwd", "dy", &a.dy, a.n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, "act_bwd", "dx", &a.y_or_dx, a.n, 0));
+    CPU_TRY(ampx_kit_take_act_bwd(AMPX_KIT(ctx), args, &a));
     act_job j = {.act  = a.act,
                  .bwd  = 1,
                  .x    = cpu_ptr(&a.x),

@@ -54,11 +54,7 @@ CPU_ISA_CHUNK(unscale_chunk, unscale_chunk_body)
 ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *args) {
     static const char *op = "unscale_check";
     ampx_unscale_check_args a;
-    CPU_TAKE_ARGS(ctx, op, args, a);
-    CPU_TRY(cpu_check_list(ctx, op, "grads", &a.grads));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "flags", &a.flags, AMPX_I32,
-                                (uint64_t)a.flag_base + a.grads.count, 0));
-    CPU_TRY(cpu_check_scalars(ctx, op, &a.scalars, 0));
+    CPU_TRY(ampx_kit_take_unscale_check(AMPX_KIT(ctx), args, &a));
     ampx_scalars *s = scalars_of(&a.scalars);
     int32_t *flags  = (int32_t *)cpu_ptr(&a.flags) + a.flag_base;
 
@@ -196,16 +192,7 @@ static int32_t count_i32(uint64_t c) {
 ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) {
     static const char *op = "grad_stats";
     ampx_grad_stats_args a;
-    CPU_TAKE_ARGS(ctx, op, args, a);
-    if (!ampx_dtype_is_float(a.target))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: target dtype %s is not a float dtype", op,
-                        ampx_dtype_name(a.target));
-    CPU_TRY(cpu_check_list(ctx, op, "grads", &a.grads));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "stats", &a.stats, AMPX_F32, 4ull * a.grads.count, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "counts", &a.counts, AMPX_I32, 3ull * a.grads.count, 0));
-    if (a.nan_counts.buf)
-        CPU_TRY(
-            cpu_check_tensor_dt(ctx, op, "nan_counts", &a.nan_counts, AMPX_I32, a.grads.count, 0));
+    CPU_TRY(ampx_kit_take_grad_stats(AMPX_KIT(ctx), args, &a));
     float *stats    = cpu_ptr(&a.stats);
     int32_t *counts = cpu_ptr(&a.counts);
     int32_t *nans   = a.nan_counts.buf ? cpu_ptr(&a.nan_counts) : NULL;
@@ -245,45 +232,14 @@ ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) 
 }
 
 // ---------------------------------------------------------------------------------------
-// SCALER_UPDATE: backend.h's pseudo-code, line for line, in f32 on the block.
+// SCALER_UPDATE: backend.h's pseudo-code on the block, plugin_kit.h's ampx_kit_scaler_update
+// (the f32 scale times the double factor, rounded once to f32, as PyTorch).
 
 ampx_status cpu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *args) {
-    static const char *op = "scaler_update";
     ampx_scaler_update_args a;
-    CPU_TAKE_ARGS(ctx, op, args, a);
-    CPU_TRY(cpu_check_scalars(ctx, op, &a.scalars, 0));
+    CPU_TRY(ampx_kit_take_scaler_update(AMPX_KIT(ctx), args, &a));
     ampx_scalars *s = scalars_of(&a.scalars);
-
-    s->last_found_inf = s->found_inf;
-    s->found_inf      = 0;
-    if (s->last_found_inf) {
-        s->skipped_steps++;
-        s->consecutive_skips++;
-        s->growth_tracker = 0;
-        if (s->mode == AMPX_SCALER_DYNAMIC) {
-            s->hysteresis_left--;
-            if (s->hysteresis_left <= 0) {
-                float backed       = s->scale * s->backoff_factor;
-                s->scale           = backed > s->min_scale ? backed : s->min_scale; /* max() */
-                s->hysteresis_left = s->hysteresis;
-            }
-            if (s->scale <= s->min_scale && s->on_min_scale_error)
-                s->stop_reason |= AMPX_STOP_MIN_SCALE;
-        }
-        if (s->max_consecutive_skips > 0 && s->consecutive_skips > s->max_consecutive_skips)
-            s->stop_reason |= AMPX_STOP_CONSECUTIVE_SKIPS;
-    } else {
-        s->applied_steps++;
-        s->consecutive_skips = 0;
-        if (s->mode == AMPX_SCALER_DYNAMIC) {
-            if (s->consecutive_hysteresis) s->hysteresis_left = s->hysteresis;
-            s->growth_tracker++;
-            if (s->growth_tracker >= s->growth_interval) {
-                float next = s->scale * s->growth_factor;
-                if (isfinite(next) && next <= s->max_scale) s->scale = next;
-                s->growth_tracker = 0;
-            }
-        }
-    }
+    ampx_kit_scaler_update(s, ampx_kit_scaler_factor(a.growth_factor_f64, s->growth_factor),
+                           ampx_kit_scaler_factor(a.backoff_factor_f64, s->backoff_factor));
     return AMPX_OK;
 }

@@ -99,13 +99,7 @@ static void cast_chunk(void *arg, uint64_t item, unsigned tid) {
 
 ampx_status cpu_cast(ampx_context *ctx, const ampx_cast_args *args) {
     ampx_cast_args a;
-    CPU_TAKE_ARGS(ctx, "cast", args, a);
-    CPU_TRY(cpu_check_tensor(ctx, "cast", "src", &a.src, a.n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, "cast", "dst", &a.dst, a.n, 0));
-    CPU_TRY(
-        cpu_check_dtypes(ctx, "cast", AMPX_OP_CAST, (ampx_dtype[]){a.src.dtype, a.dst.dtype}, 2));
-    if (a.rounding != AMPX_ROUND_NEAREST_EVEN && a.rounding != AMPX_ROUND_STOCHASTIC)
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "cast: unknown rounding %u", a.rounding);
+    CPU_TRY(ampx_kit_take_cast(AMPX_KIT(ctx), args, &a));
     cast_job j = {cpu_ptr(&a.src),
                   cpu_ptr(&a.dst),
                   a.src.dtype,

@@ -3,8 +3,8 @@
  * The context and buffer structs behind the ABI's opaque handles, the thread pool, the
  * per-context workspaces, the run-time ISA seam (cpu_kernels), and the helpers every op
  * file shares: loading any float dtype as f32, storing f32 to any dtype with round to
- * nearest even (dtype.h does the bit-exact conversions), argument checks that log one
- * ERROR line through the host's callback and never touch memory on failure.
+ * nearest even (dtype.h does the bit-exact conversions). Argument checks are plugin_kit.h's:
+ * they log one ERROR line through the host's callback and never touch memory on failure.
  *
  * Everything here has hidden visibility (the CMake target sets it); the plugin exports
  * only ampx_backend_entry.
@@ -19,6 +19,7 @@
 
 #include "ampx/backend.h"
 #include "ampx/dtype.h"
+#include "ampx/plugin_kit.h"
 
 // ---------------------------------------------------------------------------------------
 // Buffers: host memory, 64-byte aligned, with their size so every access is bounds-checked.
@@ -154,8 +155,7 @@ typedef struct cpu_scratch {
 #define CPU_MAX_THREADS 1024
 
 struct ampx_context {
-    ampx_log_fn log;
-    void *log_user;
+    ampx_kit kit; /* the host's log, the plugin's name, buffer sizes (plugin_kit.h) */
     unsigned n_threads;
     const cpu_kernels *kern;
     cpu_isa isa_cap; /* the cap asked for (option and environment) */
@@ -171,65 +171,14 @@ struct ampx_context {
 #define CPU_PAR_MIN 65536u
 
 // ---------------------------------------------------------------------------------------
-// Logging and argument checks (plugin.c)
+// Logging and argument checks: plugin_kit.h, through the context's kit
 
 /* Logs one ERROR line "<msg>" through the host callback and returns st. */
-ampx_status cpu_fail(ampx_context *ctx, ampx_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+#define cpu_fail(ctx, ...) ampx_kit_fail(AMPX_KIT(ctx), __VA_ARGS__)
+#define CPU_TRY AMPX_KIT_TRY
 
-/* 1 if `op` accepts these dtypes (the order of its heading in backend.h). supports() and
- * every op function share this one table, so they cannot disagree. */
-int cpu_dtypes_ok(uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes);
-
-/* Checks the dtypes of a call against cpu_dtypes_ok; logs and returns UNSUPPORTED if not. */
-ampx_status cpu_check_dtypes(ampx_context *ctx, const char *opname, uint32_t op,
-                             const ampx_dtype *dtypes, uint32_t n_dtypes);
-
-/* Checks that t names n_elems elements of its dtype inside its buffer: buf not NULL, a
- * known dtype, offset a multiple of the dtype size, offset + n_elems * size <= buffer size.
- * With `optional`, a NULL buf is fine (returns OK). Logs "<op>: <name> ..." on failure. */
-ampx_status cpu_check_tensor(ampx_context *ctx, const char *opname, const char *name,
-                             const ampx_tensor *t, uint64_t n_elems, int optional);
-
-/* As cpu_check_tensor, and the dtype must be `want` (e.g. f32 statistics, i32 labels). */
-ampx_status cpu_check_tensor_dt(ampx_context *ctx, const char *opname, const char *name,
-                                const ampx_tensor *t, ampx_dtype want, uint64_t n_elems,
-                                int optional);
-
-/* The scalars block: a tensor whose offset is 4-byte aligned and whose buffer holds a whole
- * ampx_scalars there. */
-ampx_status cpu_check_scalars(ampx_context *ctx, const char *opname, const ampx_tensor *t,
-                              int optional);
-
-/* Checks an ampx_tensor_list: count tensors (array and n_elems non-NULL when count > 0),
- * each in bounds with a float dtype. */
-ampx_status cpu_check_list(ampx_context *ctx, const char *opname, const char *name,
-                           const ampx_tensor_list *l);
-
-/* The whole checks of DROPOUT and PERMUTE. check_permute also gives the copy's loop form:
- * *loop has 4 dims, unit dims dropped, ordered so the last walks y with the smallest stride,
- * and *n_elems its number of indices (arg_checks.inc says it in full). */
-ampx_status cpu_check_dropout(ampx_context *ctx, const ampx_dropout_args *a);
-ampx_status cpu_check_permute(ampx_context *ctx, const ampx_permute_args *a,
-                              ampx_permute_args *loop, uint64_t *n_elems);
-
-/* Copies an args struct into a zeroed local of the size this plugin was built with, reading
- * only the first args->size bytes (ABI rule 2: a field beyond the caller's size reads as 0).
- * Logs and returns INVALID for a NULL context or args. */
-ampx_status cpu_take_args(ampx_context *ctx, const char *opname, const void *args, void *local,
-                          size_t local_size);
-
-#define CPU_TAKE_ARGS(ctx, opname, args, local)                                                    \
-    do {                                                                                           \
-        ampx_status st_take_ = cpu_take_args(ctx, opname, args, &(local), sizeof(local));          \
-        if (st_take_ != AMPX_OK) return st_take_;                                                  \
-    } while (0)
-
-#define CPU_TRY(expr)                                                                              \
-    do {                                                                                           \
-        ampx_status st_try_ = (expr);                                                              \
-        if (st_try_ != AMPX_OK) return st_try_;                                                    \
-    } while (0)
+/* buffer_bytes of the kit: the size the host asked for. */
+uint64_t cpu_buffer_bytes(const ampx_buffer *buf);
 
 /* n * m with overflow detection: returns 0 and sets *out, or -1 on overflow. */
 static inline int cpu_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {

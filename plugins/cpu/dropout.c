@@ -38,8 +38,7 @@ CPU_ISA_CHUNK(dropout_chunk, dropout_chunk_body)
 
 ampx_status cpu_dropout(ampx_context *ctx, const ampx_dropout_args *args) {
     ampx_dropout_args a;
-    CPU_TAKE_ARGS(ctx, "dropout", args, a);
-    CPU_TRY(cpu_check_dropout(ctx, &a));
+    CPU_TRY(ampx_kit_take_dropout(AMPX_KIT(ctx), args, &a));
     dropout_job j = {cpu_ptr(&a.x), cpu_ptr(&a.y), a.x.dtype,   a.y.dtype, a.n,
                      a.seed,        a.offset,      a.threshold, a.scale};
     cpu_run_chunks(ctx, a.n, dropout_chunk, &j);

@@ -49,16 +49,11 @@ CPU_INLINE void binary_chunk_body(void *arg, uint64_t item, unsigned tid) {
 }
 CPU_ISA_CHUNK(binary_chunk, binary_chunk_body)
 
-static ampx_status binary_run(ampx_context *ctx, const char *opname, uint32_t op, binary_job *j,
+/* ADD and MUL after ampx_kit_take_add / _mul. */
+static ampx_status binary_run(ampx_context *ctx, const char *opname, binary_job *j,
                               uint32_t broadcast_b, uint64_t rows, uint64_t cols,
                               const ampx_tensor *a, const ampx_tensor *b, const ampx_tensor *y) {
-    CPU_TRY(cpu_check_dtypes(ctx, opname, op, (ampx_dtype[]){a->dtype, b->dtype, y->dtype}, 3));
-    uint64_t n;
-    if (cpu_mul_u64(rows, cols, &n))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", opname);
-    CPU_TRY(cpu_check_tensor(ctx, opname, "a", a, n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, opname, "b", b, broadcast_b ? (rows ? cols : 0) : n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, opname, "y", y, n, 0));
+    uint64_t n = rows * cols;
     if (n == 0) return AMPX_OK;
     j->a    = cpu_ptr(a);
     j->b    = cpu_ptr(b);
@@ -81,16 +76,16 @@ static ampx_status binary_run(ampx_context *ctx, const char *opname, uint32_t op
 
 ampx_status cpu_add(ampx_context *ctx, const ampx_add_args *args) {
     ampx_add_args a;
-    CPU_TAKE_ARGS(ctx, "add", args, a);
+    CPU_TRY(ampx_kit_take_add(AMPX_KIT(ctx), args, &a));
     binary_job j = {.mul = 0, .alpha = a.alpha, .beta = a.beta};
-    return binary_run(ctx, "add", AMPX_OP_ADD, &j, a.broadcast_b, a.rows, a.cols, &a.a, &a.b, &a.y);
+    return binary_run(ctx, "add", &j, a.broadcast_b, a.rows, a.cols, &a.a, &a.b, &a.y);
 }
 
 ampx_status cpu_mul(ampx_context *ctx, const ampx_mul_args *args) {
     ampx_mul_args a;
-    CPU_TAKE_ARGS(ctx, "mul", args, a);
+    CPU_TRY(ampx_kit_take_mul(AMPX_KIT(ctx), args, &a));
     binary_job j = {.mul = 1};
-    return binary_run(ctx, "mul", AMPX_OP_MUL, &j, a.broadcast_b, a.rows, a.cols, &a.a, &a.b, &a.y);
+    return binary_run(ctx, "mul", &j, a.broadcast_b, a.rows, a.cols, &a.a, &a.b, &a.y);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -119,10 +114,7 @@ CPU_ISA_CHUNK(scale_chunk, scale_chunk_body)
 
 ampx_status cpu_scale(ampx_context *ctx, const ampx_scale_args *args) {
     ampx_scale_args a;
-    CPU_TAKE_ARGS(ctx, "scale", args, a);
-    CPU_TRY(cpu_check_dtypes(ctx, "scale", AMPX_OP_SCALE, (ampx_dtype[]){a.x.dtype, a.y.dtype}, 2));
-    CPU_TRY(cpu_check_tensor(ctx, "scale", "x", &a.x, a.n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, "scale", "y", &a.y, a.n, 0));
+    CPU_TRY(ampx_kit_take_scale(AMPX_KIT(ctx), args, &a));
     scale_job j = {a.alpha, cpu_ptr(&a.x), cpu_ptr(&a.y), a.x.dtype, a.y.dtype, a.n};
     cpu_run_chunks(ctx, a.n, scale_chunk, &j);
     return AMPX_OK;
@@ -168,14 +160,8 @@ static void bias_block(void *arg, uint64_t item, unsigned tid) {
 
 ampx_status cpu_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *args) {
     ampx_bias_grad_args a;
-    CPU_TAKE_ARGS(ctx, "bias_grad", args, a);
-    CPU_TRY(cpu_check_dtypes(ctx, "bias_grad", AMPX_OP_BIAS_GRAD,
-                             (ampx_dtype[]){a.dy.dtype, a.db.dtype}, 2));
-    uint64_t n;
-    if (cpu_mul_u64(a.rows, a.cols, &n))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "bias_grad: rows x cols overflows");
-    CPU_TRY(cpu_check_tensor(ctx, "bias_grad", "dy", &a.dy, n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, "bias_grad", "db", &a.db, a.cols, 0));
+    CPU_TRY(ampx_kit_take_bias_grad(AMPX_KIT(ctx), args, &a));
+    uint64_t n = a.rows * a.cols;
     bias_job j = {cpu_ptr(&a.dy), cpu_ptr(&a.db), a.dy.dtype,       a.db.dtype,
                   a.rows,         a.cols,         a.accumulate != 0};
     cpu_run(ctx, n, cpu_div_up(a.cols, BIAS_COLS), bias_block, &j);

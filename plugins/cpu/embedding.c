@@ -25,29 +25,17 @@ typedef struct emb_job {
  * backward, where dtable is f32. */
 static ampx_status emb_prepare(ampx_context *ctx, const ampx_embedding_args *args, int bwd,
                                emb_job *j, uint64_t *ny) {
-    const char *op = bwd ? "embedding_bwd" : "embedding_fwd";
     ampx_embedding_args a;
-    CPU_TAKE_ARGS(ctx, op, args, a);
-    if (bwd)
-        CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_EMBEDDING_BWD,
-                                 (ampx_dtype[]){a.y_or_dy.dtype, a.table_or_dtable.dtype}, 2));
-    else
-        CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_EMBEDDING_FWD,
-                                 (ampx_dtype[]){a.table_or_dtable.dtype, a.y_or_dy.dtype}, 2));
-    uint64_t nt;
-    if (cpu_mul_u64(a.vocab, a.dim, &nt) || cpu_mul_u64(a.n, a.dim, ny))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: shape overflows", op);
-    CPU_TRY(cpu_check_tensor(ctx, op, bwd ? "dtable" : "table", &a.table_or_dtable, nt, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "ids", &a.ids, AMPX_I32, a.n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, op, bwd ? "dy" : "y", &a.y_or_dy, *ny, 0));
-    *j = (emb_job){cpu_ptr(&a.table_or_dtable),
-                   cpu_ptr(&a.ids),
-                   cpu_ptr(&a.y_or_dy),
+    CPU_TRY(ampx_kit_take_embedding(AMPX_KIT(ctx), args, bwd, &a));
+    *ny = a.n * a.dim;
+    *j  = (emb_job){cpu_ptr(&a.table_or_dtable),
+                    cpu_ptr(&a.ids),
+                    cpu_ptr(&a.y_or_dy),
                    bwd ? AMPX_F32 : a.table_or_dtable.dtype,
-                   a.y_or_dy.dtype,
-                   a.n,
-                   a.vocab,
-                   a.dim};
+                    a.y_or_dy.dtype,
+                    a.n,
+                    a.vocab,
+                    a.dim};
     return AMPX_OK;
 }
 

@@ -387,27 +387,6 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
     return AMPX_OK;
 }
 
-/* Elements spanned by `batch` matrices of rows x cols with leading dim ld and batch stride:
- * the index of the last element + 1, or 0 when nothing is touched. -1 on overflow. */
-static int gemm_extent(uint64_t batch, uint64_t stride, uint64_t rows, uint64_t cols, uint64_t ld,
-                       uint64_t *out) {
-    *out = 0;
-    if (batch == 0 || rows == 0 || cols == 0) return 0;
-    uint64_t x, y, z;
-    if (cpu_mul_u64(batch - 1, stride, &x) || cpu_mul_u64(rows - 1, ld, &y) ||
-        __builtin_add_overflow(x, y, &z) || __builtin_add_overflow(z, cols, out))
-        return -1;
-    return 0;
-}
-
-/* A leading dimension must cover a row of the matrix as stored: ld >= need, the row length. */
-static ampx_status check_ld(ampx_context *ctx, const char *name, uint64_t ld, const char *dim,
-                            uint64_t need) {
-    if (ld >= need) return AMPX_OK;
-    return cpu_fail(ctx, AMPX_ERR_INVALID, "gemm: %s %llu < %s %llu", name, (unsigned long long)ld,
-                    dim, (unsigned long long)need);
-}
-
 /* a * b, or UINT64_MAX when that overflows. */
 static uint64_t mul_sat(uint64_t a, uint64_t b) {
     uint64_t p;
@@ -417,27 +396,8 @@ static uint64_t mul_sat(uint64_t a, uint64_t b) {
 ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     gemm_job j;
     memset(&j, 0, sizeof j);
-    CPU_TAKE_ARGS(ctx, "gemm", args, j.a);
+    CPU_TRY(ampx_kit_take_gemm(AMPX_KIT(ctx), args, &j.a, NULL));
     const ampx_gemm_args *g = &j.a;
-    CPU_TRY(cpu_check_dtypes(ctx, "gemm", AMPX_OP_GEMM,
-                             (ampx_dtype[]){g->a.dtype, g->b.dtype, g->c.dtype}, 3));
-    uint64_t need_lda = g->trans_a ? g->m : g->k, need_ldb = g->trans_b ? g->k : g->n;
-    CPU_TRY(check_ld(ctx, "lda", g->lda, g->trans_a ? "m" : "k", need_lda));
-    CPU_TRY(check_ld(ctx, "ldb", g->ldb, g->trans_b ? "k" : "n", need_ldb));
-    CPU_TRY(check_ld(ctx, "ldc", g->ldc, "n", g->n));
-
-    /* A and B are read only when there is something to compute (m, n, k, batch > 0). */
-    int reads_ab   = g->m && g->n && g->k && g->batch;
-    uint64_t ext_a = 0, ext_b = 0, ext_c = 0;
-    if ((reads_ab && (gemm_extent(g->batch, g->stride_a, g->trans_a ? g->k : g->m,
-                                  g->trans_a ? g->m : g->k, g->lda, &ext_a) ||
-                      gemm_extent(g->batch, g->stride_b, g->trans_b ? g->n : g->k,
-                                  g->trans_b ? g->k : g->n, g->ldb, &ext_b))) ||
-        gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, &ext_c))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "gemm: shape and strides overflow 64 bits");
-    CPU_TRY(cpu_check_tensor(ctx, "gemm", "A", &g->a, ext_a, 0));
-    CPU_TRY(cpu_check_tensor(ctx, "gemm", "B", &g->b, ext_b, 0));
-    CPU_TRY(cpu_check_tensor(ctx, "gemm", "C", &g->c, ext_c, 0));
     if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
 
     uint64_t macs   = mul_sat(mul_sat(mul_sat(g->m, g->n), g->k ? g->k : 1), g->batch);

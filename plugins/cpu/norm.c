@@ -221,29 +221,12 @@ static void ln_bwd_params(void *arg, uint64_t item, unsigned tid) {
     }
 }
 
-static ampx_status ln_shape(ampx_context *ctx, const char *op, const ampx_layernorm_args *a,
-                            uint64_t *n) {
-    if (cpu_mul_u64(a->rows, a->cols, n))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", op);
-    return AMPX_OK;
-}
-
 ampx_status cpu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *args) {
     static const char *op = "layernorm_fwd";
     ln_job j;
     memset(&j, 0, sizeof j);
-    CPU_TAKE_ARGS(ctx, op, args, j.a);
+    CPU_TRY(ampx_kit_take_layernorm_fwd(AMPX_KIT(ctx), args, &j.a));
     const ampx_layernorm_args *a = &j.a;
-    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_LAYERNORM_FWD,
-                             (ampx_dtype[]){a->x.dtype, a->y_or_dx.dtype}, 2));
-    uint64_t n = 0;
-    CPU_TRY(ln_shape(ctx, op, a, &n));
-    CPU_TRY(cpu_check_tensor(ctx, op, "x", &a->x, n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, op, "y", &a->y_or_dx, n, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "gamma", &a->gamma, AMPX_F32, a->cols, 1));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "beta", &a->beta, AMPX_F32, a->cols, 1));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "mean", &a->mean, AMPX_F32, a->rows, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "rstd", &a->rstd, AMPX_F32, a->rows, 0));
     if (a->rows == 0) return AMPX_OK;
     CPU_TRY(cpu_reserve_thread_ws(ctx, op, (size_t)(a->cols ? a->cols : 1) * sizeof(float)));
     j.x     = cpu_ptr(&a->x);
@@ -261,29 +244,18 @@ ampx_status cpu_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *args
     static const char *op = "layernorm_bwd";
     ln_job j;
     memset(&j, 0, sizeof j);
-    CPU_TAKE_ARGS(ctx, op, args, j.a);
+    CPU_TRY(ampx_kit_take_layernorm_bwd(AMPX_KIT(ctx), args, &j.a));
     const ampx_layernorm_args *a = &j.a;
-    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_LAYERNORM_BWD,
-                             (ampx_dtype[]){a->x.dtype, a->dy.dtype, a->y_or_dx.dtype}, 3));
-    uint64_t n = 0;
-    CPU_TRY(ln_shape(ctx, op, a, &n));
-    CPU_TRY(cpu_check_tensor(ctx, op, "x", &a->x, n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, op, "dy", &a->dy, n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, op, "dx", &a->y_or_dx, n, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "gamma", &a->gamma, AMPX_F32, a->cols, 1));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "mean", &a->mean, AMPX_F32, a->rows, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "rstd", &a->rstd, AMPX_F32, a->rows, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "dgamma", &a->dgamma, AMPX_F32, a->cols, 1));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "dbeta", &a->dbeta, AMPX_F32, a->cols, 1));
-    j.x      = cpu_ptr(&a->x);
-    j.dy     = cpu_ptr(&a->dy);
-    j.out    = cpu_ptr(&a->y_or_dx);
-    j.gamma  = cpu_ptr(&a->gamma);
-    j.mean   = cpu_ptr(&a->mean);
-    j.rstd   = cpu_ptr(&a->rstd);
-    j.dgamma = cpu_ptr(&a->dgamma);
-    j.dbeta  = cpu_ptr(&a->dbeta);
-    j.ctx    = ctx;
+    uint64_t n                   = a->rows * a->cols;
+    j.x                          = cpu_ptr(&a->x);
+    j.dy                         = cpu_ptr(&a->dy);
+    j.out                        = cpu_ptr(&a->y_or_dx);
+    j.gamma                      = cpu_ptr(&a->gamma);
+    j.mean                       = cpu_ptr(&a->mean);
+    j.rstd                       = cpu_ptr(&a->rstd);
+    j.dgamma                     = cpu_ptr(&a->dgamma);
+    j.dbeta                      = cpu_ptr(&a->dbeta);
+    j.ctx                        = ctx;
     if (a->rows > 0 && a->cols > 0) {
         CPU_TRY(cpu_reserve_thread_ws(ctx, op, (size_t)a->cols * 2 * sizeof(float)));
         cpu_run_rows(ctx, a->rows, a->cols, ln_bwd_rows, &j);
@@ -386,37 +358,13 @@ static void bn_bwd_channel(void *arg, uint64_t c, unsigned tid) {
     if (j->dbeta) j->dbeta[c] = (float)((j->a.accumulate ? (double)j->dbeta[c] : 0.0) + sdy);
 }
 
-static ampx_status bn_shape(ampx_context *ctx, const char *op, const ampx_batchnorm_args *a,
-                            uint64_t *n) {
-    uint64_t oc;
-    if (cpu_mul_u64(a->outer, a->channels, &oc) || cpu_mul_u64(oc, a->inner, n))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: outer x channels x inner overflows", op);
-    return AMPX_OK;
-}
-
 ampx_status cpu_batchnorm_fwd(ampx_context *ctx, const ampx_batchnorm_args *args) {
-    static const char *op = "batchnorm_fwd";
     bn_job j;
     memset(&j, 0, sizeof j);
-    CPU_TAKE_ARGS(ctx, op, args, j.a);
+    CPU_TRY(ampx_kit_take_batchnorm_fwd(AMPX_KIT(ctx), args, &j.a));
     const ampx_batchnorm_args *a = &j.a;
-    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_BATCHNORM_FWD,
-                             (ampx_dtype[]){a->x.dtype, a->y_or_dx.dtype}, 2));
-    uint64_t n = 0, C = a->channels;
-    CPU_TRY(bn_shape(ctx, op, a, &n));
-    CPU_TRY(cpu_check_tensor(ctx, op, "x", &a->x, n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, op, "y", &a->y_or_dx, n, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "gamma", &a->gamma, AMPX_F32, C, 1));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "beta", &a->beta, AMPX_F32, C, 1));
-    /* training: mean/rstd are saved (required), running stats updated when given;
-     * eval: running stats are required, nothing else is written. */
+    uint64_t C = a->channels, n = a->outer * C * a->inner;
     int tr = a->training != 0;
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "running_mean", &a->running_mean, AMPX_F32, C, tr));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "running_var", &a->running_var, AMPX_F32, C, tr));
-    if (tr) {
-        CPU_TRY(cpu_check_tensor_dt(ctx, op, "mean", &a->mean, AMPX_F32, C, 0));
-        CPU_TRY(cpu_check_tensor_dt(ctx, op, "rstd", &a->rstd, AMPX_F32, C, 0));
-    }
     if (a->outer == 0 || a->inner == 0 || C == 0) return AMPX_OK; /* N == 0: no statistics */
     j.x        = cpu_ptr(&a->x);
     j.out      = cpu_ptr(&a->y_or_dx);
@@ -431,23 +379,11 @@ ampx_status cpu_batchnorm_fwd(ampx_context *ctx, const ampx_batchnorm_args *args
 }
 
 ampx_status cpu_batchnorm_bwd(ampx_context *ctx, const ampx_batchnorm_args *args) {
-    static const char *op = "batchnorm_bwd";
     bn_job j;
     memset(&j, 0, sizeof j);
-    CPU_TAKE_ARGS(ctx, op, args, j.a);
+    CPU_TRY(ampx_kit_take_batchnorm_bwd(AMPX_KIT(ctx), args, &j.a));
     const ampx_batchnorm_args *a = &j.a;
-    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_BATCHNORM_BWD,
-                             (ampx_dtype[]){a->x.dtype, a->dy.dtype, a->y_or_dx.dtype}, 3));
-    uint64_t n = 0, C = a->channels;
-    CPU_TRY(bn_shape(ctx, op, a, &n));
-    CPU_TRY(cpu_check_tensor(ctx, op, "x", &a->x, n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, op, "dy", &a->dy, n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, op, "dx", &a->y_or_dx, n, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "gamma", &a->gamma, AMPX_F32, C, 1));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "mean", &a->mean, AMPX_F32, C, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "rstd", &a->rstd, AMPX_F32, C, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "dgamma", &a->dgamma, AMPX_F32, C, 1));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "dbeta", &a->dbeta, AMPX_F32, C, 1));
+    uint64_t C = a->channels, n = a->outer * C * a->inner;
     if (a->outer == 0 || a->inner == 0 || C == 0) return AMPX_OK;
     j.x      = cpu_ptr(&a->x);
     j.dy     = cpu_ptr(&a->dy);

@@ -15,50 +15,12 @@
 
 #include "cpu.h"
 
-/* Validation shared by both optimizers: everything but the state tensors. */
-static ampx_status check_common(ampx_context *ctx, const char *op, uint32_t opnum,
-                                const ampx_tensor_list *params, const ampx_tensor *grads,
-                                const ampx_tensor *copies, const ampx_tensor *grad_sq_sum,
-                                const ampx_tensor *scalars) {
-    if (params->count > 0 && (!params->tensors || !params->n_elems))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: %u params but a NULL %s", op, params->count,
-                        params->tensors ? "n_elems" : "tensors array");
-    if (params->count > 0 && !grads)
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: grads is NULL", op);
-    for (uint32_t t = 0; t < params->count; t++) {
-        char what[48];
-        uint64_t n = params->n_elems[t];
-        CPU_TRY(cpu_check_dtypes(ctx, op, opnum, &grads[t].dtype, 1));
-        snprintf(what, sizeof what, "grads[%u]", t);
-        CPU_TRY(cpu_check_tensor(ctx, op, what, &grads[t], n, 0));
-        snprintf(what, sizeof what, "params[%u]", t);
-        CPU_TRY(cpu_check_tensor_dt(ctx, op, what, &params->tensors[t], AMPX_F32, n, 0));
-        if (copies && copies[t].buf) {
-            snprintf(what, sizeof what, "copies[%u]", t);
-            if (copies[t].dtype != AMPX_BF16 && copies[t].dtype != AMPX_F16)
-                return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: %s must be bf16 or f16, not %s", op,
-                                what, ampx_dtype_name(copies[t].dtype));
-            CPU_TRY(cpu_check_tensor(ctx, op, what, &copies[t], n, 0));
-        }
-    }
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "grad_sq_sum", grad_sq_sum, AMPX_F32, 1, 1));
-    return cpu_check_scalars(ctx, op, scalars, 0);
-}
-
 /* min(1, max_grad_norm / (sqrt(sum of squares) + 1e-6)), or 1 when clipping is off. */
 static double clip_coef(float max_grad_norm, const ampx_tensor *grad_sq_sum) {
     if (!(max_grad_norm > 0.0f) || !grad_sq_sum->buf) return 1.0;
     double norm = sqrt((double)*(const float *)cpu_ptr(grad_sq_sum));
     double c    = (double)max_grad_norm / (norm + 1e-6);
     return c < 1.0 ? c : (c == c ? 1.0 : c); /* NaN stays NaN */
-}
-
-/* Validates state tensor name[t] (momentum_buf, m, v): f32 with n elements. */
-static ampx_status check_state(ampx_context *ctx, const char *op, const char *name,
-                               const ampx_tensor *state, uint32_t t, uint64_t n) {
-    char what[48];
-    snprintf(what, sizeof what, "%s[%u]", name, t);
-    return cpu_check_tensor_dt(ctx, op, what, &state[t], AMPX_F32, n, 0);
 }
 
 /* The start of a step, shared by both optimizers. Returns 0 when found_inf skips it (nothing
@@ -165,18 +127,8 @@ CPU_INLINE void sgd_chunk_body(void *arg, uint64_t item, unsigned tid) {
 CPU_ISA_CHUNK(sgd_chunk, sgd_chunk_body)
 
 ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
-    static const char *op = "sgd";
     ampx_sgd_args a;
-    CPU_TAKE_ARGS(ctx, op, args, a);
-    CPU_TRY(check_common(ctx, op, AMPX_OP_SGD, &a.params, a.grads, a.copies, &a.grad_sq_sum,
-                         &a.scalars));
-    if (a.momentum != 0.0f) {
-        if (a.params.count > 0 && !a.momentum_buf)
-            return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: momentum %g needs momentum_buf", op,
-                            (double)a.momentum);
-        for (uint32_t t = 0; t < a.params.count; t++)
-            CPU_TRY(check_state(ctx, op, "momentum_buf", a.momentum_buf, t, a.params.n_elems[t]));
-    }
+    CPU_TRY(ampx_kit_take_sgd(AMPX_KIT(ctx), args, &a));
     ampx_scalars *s;
     float lr;
     double c;
@@ -234,17 +186,8 @@ CPU_INLINE void adamw_chunk_body(void *arg, uint64_t item, unsigned tid) {
 CPU_ISA_CHUNK(adamw_chunk, adamw_chunk_body)
 
 ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
-    static const char *op = "adamw";
     ampx_adamw_args a;
-    CPU_TAKE_ARGS(ctx, op, args, a);
-    CPU_TRY(check_common(ctx, op, AMPX_OP_ADAMW, &a.params, a.grads, a.copies, &a.grad_sq_sum,
-                         &a.scalars));
-    if (a.params.count > 0 && (!a.m || !a.v))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: %s is NULL", op, !a.m ? "m" : "v");
-    for (uint32_t t = 0; t < a.params.count; t++) {
-        CPU_TRY(check_state(ctx, op, "m", a.m, t, a.params.n_elems[t]));
-        CPU_TRY(check_state(ctx, op, "v", a.v, t, a.params.n_elems[t]));
-    }
+    CPU_TRY(ampx_kit_take_adamw(AMPX_KIT(ctx), args, &a));
     ampx_scalars *s;
     float lr;
     double c;

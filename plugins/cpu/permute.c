@@ -1,7 +1,7 @@
 /* permute.c — PERMUTE: a strided N-D copy with dtype conversion (transposes, head split and
  * merge).
  *
- * cpu_check_permute hands over the copy in its loop form: 4 dims, the last one walking y with
+ * ampx_kit_take_permute hands over the copy in its loop form: 4 dims, the last one walking y with
  * the smallest stride. Of the other three, the one walking x with the smallest stride moves
  * next to it, and the two are cut into tiles of PERMUTE_TILE elements (up to 128 rows of the
  * x-friendly dim by PERMUTE_TILE / rows elements of the y-friendly one). When x is read best
@@ -140,8 +140,7 @@ static void permute_tile(void *arg, uint64_t item, unsigned tid) {
 ampx_status cpu_permute(ampx_context *ctx, const ampx_permute_args *args) {
     ampx_permute_args a, loop;
     uint64_t n;
-    CPU_TAKE_ARGS(ctx, "permute", args, a);
-    CPU_TRY(cpu_check_permute(ctx, &a, &loop, &n));
+    CPU_TRY(ampx_kit_take_permute(AMPX_KIT(ctx), args, &a, &loop, &n));
     if (n == 0) return AMPX_OK;
     permute_job j = {.x    = cpu_ptr(&loop.x),
                      .y    = cpu_ptr(&loop.y),

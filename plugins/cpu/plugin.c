@@ -1,6 +1,6 @@
 /* plugin.c — the CPU backend's entry point: ampx_backend_entry, probe, create/destroy and
- * their options, device_info, supports() and the op table, plus the argument checks every
- * op shares (so an op and supports() read the same dtype table and cannot disagree).
+ * their options, device_info, supports() and the op table. Every op's argument checks and
+ * the dtype table supports() answers from are plugin_kit.h's, shared with every backend.
  *
  * Ops run synchronously on the calling thread, helped by a small persistent thread pool;
  * the context's "stream" is therefore always drained and synchronize() only reports.
@@ -17,27 +17,6 @@
 #define CPU_PLUGIN_VERSION "0.1.0"
 
 // ---------------------------------------------------------------------------------------
-// Logging and argument checks
-
-ampx_status cpu_fail(ampx_context *ctx, ampx_status st, const char *fmt, ...) {
-    if (ctx && ctx->log) {
-        char msg[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
-        ctx->log(ctx->log_user, AMPX_LOG_ERROR, msg);
-    }
-    return st;
-}
-
-#define CHECKS_FN(name) cpu_##name
-#define CHECKS_TRY CPU_TRY
-#include "../common/arg_checks.inc"
-#undef CHECKS_FN
-#undef CHECKS_TRY
-
-// ---------------------------------------------------------------------------------------
 // Probe, create, destroy
 
 static ampx_status cpu_probe(char *reason, size_t reason_cap) {
@@ -52,45 +31,25 @@ static unsigned online_cpus(void) {
     return (unsigned)n;
 }
 
-/* Reads the host struct field by field, honouring its size (rule 2). */
-static void read_host(const ampx_host *host, ampx_host *h) {
-    memset(h, 0, sizeof *h);
-    uint32_t size = host->size;
-    memcpy(h, host, size < sizeof *h ? size : sizeof *h);
-}
-
 #define CPU_ISA_CHOICES "auto, portable, avx2, avx512, avx512bf16, amx"
 
 /* Parses "threads=N" and "isa=auto|portable|avx2|avx512|avx512bf16|amx" (a cap on the ISA
  * path; the last isa= wins). Unknown keys and bad values are errors. */
-static ampx_status parse_options(ampx_context *ctx, const ampx_host *h, unsigned *threads,
+static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, unsigned *threads,
                                  cpu_isa *isa_cap) {
-    if (h->n_options > 0 && !h->options)
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "cpu: %u options but a NULL options array",
-                        h->n_options);
     for (uint32_t i = 0; i < h->n_options; i++) {
-        const char *opt = h->options[i];
-        if (!opt) return cpu_fail(ctx, AMPX_ERR_INVALID, "cpu: option %u is NULL", i);
-        const char *eq = strchr(opt, '=');
-        if (!eq) return cpu_fail(ctx, AMPX_ERR_INVALID, "cpu: option '%s' is not key=value", opt);
-        size_t klen     = (size_t)(eq - opt);
-        const char *val = eq + 1;
-        if (klen == 7 && strncmp(opt, "threads", 7) == 0) {
-            char *end       = NULL;
-            unsigned long v = 0;
-            if (val[0] >= '0' && val[0] <= '9') v = strtoul(val, &end, 10);
-            if (!end || *end != '\0' || v < 1 || v > CPU_MAX_THREADS)
-                return cpu_fail(ctx, AMPX_ERR_INVALID,
-                                "cpu: threads=%s: expected an integer in [1, %d]", val,
-                                CPU_MAX_THREADS);
+        ampx_kit_option o = {NULL, 0, NULL};
+        unsigned long v   = 0;
+        CPU_TRY(ampx_kit_option_at(kit, h, i, &o));
+        if (ampx_kit_option_is(&o, "threads")) {
+            CPU_TRY(ampx_kit_option_uint(kit, &o, 1, CPU_MAX_THREADS, &v));
             *threads = (unsigned)v;
-        } else if (klen == 3 && strncmp(opt, "isa", 3) == 0) {
-            if (cpu_isa_parse(val, isa_cap) != 0)
-                return cpu_fail(ctx, AMPX_ERR_INVALID, "cpu: isa=%s: expected one of %s", val,
-                                CPU_ISA_CHOICES);
+        } else if (ampx_kit_option_is(&o, "isa")) {
+            if (cpu_isa_parse(o.value, isa_cap) != 0)
+                return ampx_kit_fail(kit, AMPX_ERR_INVALID, "cpu: isa=%s: expected one of %s",
+                                     o.value, CPU_ISA_CHOICES);
         } else {
-            return cpu_fail(ctx, AMPX_ERR_INVALID,
-                            "cpu: unknown option '%.*s' (known: threads, isa)", (int)klen, opt);
+            return ampx_kit_option_unknown(kit, &o, "threads, isa");
         }
     }
     return AMPX_OK;
@@ -104,25 +63,17 @@ static void cpu_destroy(ampx_context *ctx) {
 }
 
 static ampx_status cpu_create(const ampx_host *host, ampx_context **out) {
-    if (out) *out = NULL;
-    if (!host) return AMPX_ERR_INVALID; /* nowhere to log */
     ampx_host h;
-    read_host(host, &h);
-
-    ampx_context tmp = {.log = h.log, .log_user = h.log_user}; /* for logging until alloc */
-    if (!out) return cpu_fail(&tmp, AMPX_ERR_INVALID, "cpu: create: out is NULL");
-    if (h.abi_major != AMPX_ABI_MAJOR)
-        return cpu_fail(&tmp, AMPX_ERR_UNSUPPORTED,
-                        "cpu: host speaks ABI %u.%u, this plugin ABI %d.%d", h.abi_major,
-                        h.abi_minor, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+    ampx_kit kit;
+    CPU_TRY(ampx_kit_begin_create(host, out, "cpu", cpu_buffer_bytes, &h, &kit));
 
     unsigned threads = online_cpus();
     cpu_isa env_cap = CPU_ISA_COUNT - 1, opt_cap = CPU_ISA_COUNT - 1;
     const char *env = getenv("AMPX_CPU_ISA");
     if (env && *env && cpu_isa_parse(env, &env_cap) != 0)
-        return cpu_fail(&tmp, AMPX_ERR_INVALID, "cpu: AMPX_CPU_ISA=%s: expected one of %s", env,
-                        CPU_ISA_CHOICES);
-    CPU_TRY(parse_options(&tmp, &h, &threads, &opt_cap));
+        return ampx_kit_fail(&kit, AMPX_ERR_INVALID, "cpu: AMPX_CPU_ISA=%s: expected one of %s",
+                             env, CPU_ISA_CHOICES);
+    CPU_TRY(parse_options(&kit, &h, &threads, &opt_cap));
     /* Both caps apply: the environment can only lower what the options allow. */
     cpu_isa cap = env_cap < opt_cap ? env_cap : opt_cap;
     const cpu_kernels *kern;
@@ -130,9 +81,8 @@ static ampx_status cpu_create(const ampx_host *host, ampx_context **out) {
     cpu_isa_select(cap, &kern, &amx_denied);
 
     ampx_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return cpu_fail(&tmp, AMPX_ERR_NO_MEMORY, "cpu: out of memory for the context");
-    ctx->log        = h.log;
-    ctx->log_user   = h.log_user;
+    if (!ctx) return ampx_kit_fail(&kit, AMPX_ERR_NO_MEMORY, "cpu: out of memory for the context");
+    ctx->kit        = kit;
     ctx->n_threads  = threads;
     ctx->kern       = kern;
     ctx->isa_cap    = cap;
@@ -140,13 +90,13 @@ static ampx_status cpu_create(const ampx_host *host, ampx_context **out) {
     ctx->thread_ws  = calloc(threads, sizeof *ctx->thread_ws);
     if (!ctx->thread_ws) {
         free(ctx);
-        return cpu_fail(&tmp, AMPX_ERR_NO_MEMORY, "cpu: out of memory for the context");
+        return ampx_kit_fail(&kit, AMPX_ERR_NO_MEMORY, "cpu: out of memory for the context");
     }
     ampx_status st = cpu_pool_start(&ctx->pool, threads - 1);
     if (st != AMPX_OK) {
         free(ctx->thread_ws);
         free(ctx);
-        return cpu_fail(&tmp, st, "cpu: cannot start %u worker threads", threads - 1);
+        return ampx_kit_fail(&kit, st, "cpu: cannot start %u worker threads", threads - 1);
     }
     *out = ctx;
     return AMPX_OK;
@@ -178,14 +128,8 @@ static void cpu_model_name(char *out, size_t cap) {
 }
 
 static ampx_status cpu_device_info(ampx_context *ctx, ampx_device_info *info) {
-    if (!ctx) return AMPX_ERR_INVALID;
-    if (!info) return cpu_fail(ctx, AMPX_ERR_INVALID, "device_info: info is NULL");
-    uint32_t size = info->size;
-    if (size < sizeof(uint32_t))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "device_info: info size %u too small", size);
-
     ampx_device_info d;
-    memset(&d, 0, sizeof d);
+    CPU_TRY(ampx_kit_begin_device_info(AMPX_KIT(ctx), info, &d));
     char model[96];
     cpu_model_name(model, sizeof model);
     snprintf(d.name, sizeof d.name, "%s (%u thread%s)", model, ctx->n_threads,
@@ -202,11 +146,7 @@ static ampx_status cpu_device_info(ampx_context *ctx, ampx_device_info *info) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     d.memory_bytes = (pages > 0 && page > 0) ? (uint64_t)pages * (uint64_t)page : 0;
     d.n_threads    = ctx->n_threads;
-
-    /* Write only what lies within the host's struct; keep its size field. */
-    size_t n = size < sizeof d ? size : sizeof d;
-    memcpy((char *)info + sizeof(uint32_t), (char *)&d + sizeof(uint32_t), n - sizeof(uint32_t));
-    return AMPX_OK;
+    return ampx_kit_end_device_info(info, &d);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -215,8 +155,7 @@ static ampx_status cpu_device_info(ampx_context *ctx, ampx_device_info *info) {
 static int cpu_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes,
                         uint32_t shape_class) {
     (void)ctx;
-    if (op >= AMPX_OP_COUNT || shape_class != AMPX_SHAPE_ANY) return 0;
-    return cpu_dtypes_ok(op, dtypes, n_dtypes);
+    return ampx_kit_supports(op, dtypes, n_dtypes, shape_class);
 }
 
 static ampx_status cpu_synchronize(ampx_context *ctx) {

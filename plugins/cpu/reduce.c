@@ -38,17 +38,8 @@ static void reduce_rows(void *arg, uint64_t item, unsigned tid) {
 }
 
 ampx_status cpu_reduce(ampx_context *ctx, const ampx_reduce_args *args) {
-    static const char *op = "reduce";
     ampx_reduce_args a;
-    CPU_TAKE_ARGS(ctx, op, args, a);
-    CPU_TRY(cpu_check_dtypes(ctx, op, AMPX_OP_REDUCE, (ampx_dtype[]){a.x.dtype, a.y.dtype}, 2));
-    if (a.mode != AMPX_REDUCE_SUM && a.mode != AMPX_REDUCE_MEAN)
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: unknown mode %u", op, a.mode);
-    uint64_t n;
-    if (cpu_mul_u64(a.rows, a.cols, &n))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", op);
-    CPU_TRY(cpu_check_tensor(ctx, op, "x", &a.x, n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, op, "y", &a.y, a.rows, 0));
+    CPU_TRY(ampx_kit_take_reduce(AMPX_KIT(ctx), args, &a));
     reduce_job j = {cpu_ptr(&a.x),
                     cpu_ptr(&a.y),
                     a.x.dtype,
@@ -87,9 +78,7 @@ static void sumsq_chunk(void *arg, uint64_t item, unsigned tid) {
 ampx_status cpu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *args) {
     static const char *op = "sum_squares";
     ampx_sum_squares_args a;
-    CPU_TAKE_ARGS(ctx, op, args, a);
-    CPU_TRY(cpu_check_list(ctx, op, "x", &a.x));
-    CPU_TRY(cpu_check_tensor_dt(ctx, op, "out", &a.out, AMPX_F32, 1, 0));
+    CPU_TRY(ampx_kit_take_sum_squares(AMPX_KIT(ctx), args, &a));
     uint64_t max_chunks = cpu_list_max_chunks(&a.x);
     double *partial     = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks * sizeof(double));
     if (!partial) return AMPX_ERR_NO_MEMORY;

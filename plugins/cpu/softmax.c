@@ -136,17 +136,10 @@ static void softmax_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     }
 }
 
+/* SOFTMAX_FWD and SOFTMAX_BWD after ampx_kit_take_softmax_fwd / _bwd. */
 static ampx_status softmax_common(ampx_context *ctx, const char *opname, softmax_job *j, int bwd) {
     const ampx_softmax_args *a = &j->a;
-    uint64_t n;
-    if (cpu_mul_u64(a->rows, a->cols, &n))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", opname);
-    if (a->causal && (a->seq_q == 0 || a->seq_q > a->cols))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "%s: causal seq_q %llu not in [1, cols %llu]",
-                        opname, (unsigned long long)a->seq_q, (unsigned long long)a->cols);
-    CPU_TRY(cpu_check_tensor(ctx, opname, bwd ? "y" : "x", &a->x_or_y, n, 0));
-    if (bwd) CPU_TRY(cpu_check_tensor(ctx, opname, "dy", &a->dy, n, 0));
-    CPU_TRY(cpu_check_tensor(ctx, opname, bwd ? "dx" : "y", &a->y_or_dx, n, 0));
+    uint64_t n                 = a->rows * a->cols;
     if (n == 0) return AMPX_OK;
     /* fwd: z (cols floats), then up to cols doubles of exponentials on the AVX2 path;
      * bwd: y and dy */
@@ -162,18 +155,14 @@ static ampx_status softmax_common(ampx_context *ctx, const char *opname, softmax
 ampx_status cpu_softmax_fwd(ampx_context *ctx, const ampx_softmax_args *args) {
     softmax_job j;
     memset(&j, 0, sizeof j);
-    CPU_TAKE_ARGS(ctx, "softmax_fwd", args, j.a);
-    CPU_TRY(cpu_check_dtypes(ctx, "softmax_fwd", AMPX_OP_SOFTMAX_FWD,
-                             (ampx_dtype[]){j.a.x_or_y.dtype, j.a.y_or_dx.dtype}, 2));
+    CPU_TRY(ampx_kit_take_softmax_fwd(AMPX_KIT(ctx), args, &j.a));
     return softmax_common(ctx, "softmax_fwd", &j, 0);
 }
 
 ampx_status cpu_softmax_bwd(ampx_context *ctx, const ampx_softmax_args *args) {
     softmax_job j;
     memset(&j, 0, sizeof j);
-    CPU_TAKE_ARGS(ctx, "softmax_bwd", args, j.a);
-    CPU_TRY(cpu_check_dtypes(ctx, "softmax_bwd", AMPX_OP_SOFTMAX_BWD,
-                             (ampx_dtype[]){j.a.x_or_y.dtype, j.a.dy.dtype, j.a.y_or_dx.dtype}, 3));
+    CPU_TRY(ampx_kit_take_softmax_bwd(AMPX_KIT(ctx), args, &j.a));
     return softmax_common(ctx, "softmax_bwd", &j, 1);
 }
 
@@ -239,20 +228,8 @@ static void xent_rows(void *arg, uint64_t item, unsigned tid) {
 ampx_status cpu_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *args) {
     xent_job j;
     memset(&j, 0, sizeof j);
-    CPU_TAKE_ARGS(ctx, "softmax_xent", args, j.a);
+    CPU_TRY(ampx_kit_take_softmax_xent(AMPX_KIT(ctx), args, &j.a));
     const ampx_softmax_xent_args *a = &j.a;
-    /* dlogits may be absent; its dtype then does not matter (checked as f32). */
-    ampx_dtype ddt = a->dlogits.buf ? a->dlogits.dtype : AMPX_F32;
-    CPU_TRY(cpu_check_dtypes(ctx, "softmax_xent", AMPX_OP_SOFTMAX_XENT,
-                             (ampx_dtype[]){a->logits.dtype, ddt}, 2));
-    uint64_t n;
-    if (cpu_mul_u64(a->rows, a->cols, &n))
-        return cpu_fail(ctx, AMPX_ERR_INVALID, "softmax_xent: rows x cols overflows");
-    CPU_TRY(cpu_check_tensor(ctx, "softmax_xent", "logits", &a->logits, n, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, "softmax_xent", "labels", &a->labels, AMPX_I32, a->rows, 0));
-    CPU_TRY(cpu_check_tensor_dt(ctx, "softmax_xent", "loss", &a->loss, AMPX_F32, 1, 0));
-    CPU_TRY(cpu_check_tensor(ctx, "softmax_xent", "dlogits", &a->dlogits, n, 1));
-    CPU_TRY(cpu_check_scalars(ctx, "softmax_xent", &a->scalars, 1));
 
     j.logits         = cpu_ptr(&a->logits);
     j.labels         = cpu_ptr(&a->labels);

@@ -13,9 +13,7 @@
 #include "cuda.h"
 
 ampx_status cu_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out) {
-    if (!ctx) return AMPX_ERR_INVALID;
-    if (!out) return cu_fail(ctx, AMPX_ERR_INVALID, "buffer_alloc: out is NULL");
-    *out = NULL;
+    CU_TRY(ampx_kit_check_alloc(AMPX_KIT(ctx), out));
     CU_TRY(cu_enter(ctx, "buffer_alloc"));
     if (bytes > (uint64_t)SIZE_MAX - 256)
         return cu_fail(ctx, AMPX_ERR_NO_MEMORY, "buffer_alloc: %llu bytes is too large",
@@ -53,26 +51,15 @@ void cu_buffer_free(ampx_context *ctx, ampx_buffer *buf) {
     free(buf);
 }
 
-/* offset + bytes within the buffer, without overflow. */
-static ampx_status check_range(ampx_context *ctx, const char *opname, const char *what,
-                               const ampx_buffer *buf, uint64_t offset, uint64_t bytes) {
-    uint64_t end;
-    if (!buf) return cu_fail(ctx, AMPX_ERR_INVALID, "%s: %s buffer is NULL", opname, what);
-    if (__builtin_add_overflow(offset, bytes, &end) || end > buf->bytes)
-        return cu_fail(ctx, AMPX_ERR_INVALID,
-                       "%s: %s range [%llu, +%llu) overruns its buffer of %llu bytes", opname, what,
-                       (unsigned long long)offset, (unsigned long long)bytes,
-                       (unsigned long long)buf->bytes);
-    return AMPX_OK;
+uint64_t cu_buffer_bytes(const ampx_buffer *buf) {
+    return buf->bytes;
 }
 
 ampx_status cu_buffer_write(ampx_context *ctx, ampx_buffer *dst, uint64_t offset, const void *src,
                             uint64_t bytes) {
     static const char *op = "buffer_write";
-    if (!ctx) return AMPX_ERR_INVALID;
-    CU_TRY(check_range(ctx, op, "dst", dst, offset, bytes));
+    CU_TRY(ampx_kit_check_transfer(AMPX_KIT(ctx), 0, dst, offset, src, bytes));
     if (bytes == 0) return AMPX_OK;
-    if (!src) return cu_fail(ctx, AMPX_ERR_INVALID, "buffer_write: src is NULL");
     CU_TRY(cu_enter(ctx, op));
     CU_TRY(cu_check(ctx, op, "cudaMemcpyAsync",
                     cudaMemcpyAsync(dst->data + offset, src, (size_t)bytes, cudaMemcpyHostToDevice,
@@ -83,10 +70,8 @@ ampx_status cu_buffer_write(ampx_context *ctx, ampx_buffer *dst, uint64_t offset
 ampx_status cu_buffer_read(ampx_context *ctx, const ampx_buffer *src, uint64_t offset, void *dst,
                            uint64_t bytes) {
     static const char *op = "buffer_read";
-    if (!ctx) return AMPX_ERR_INVALID;
-    CU_TRY(check_range(ctx, op, "src", src, offset, bytes));
+    CU_TRY(ampx_kit_check_transfer(AMPX_KIT(ctx), 1, src, offset, dst, bytes));
     if (bytes == 0) return AMPX_OK;
-    if (!dst) return cu_fail(ctx, AMPX_ERR_INVALID, "buffer_read: dst is NULL");
     CU_TRY(cu_enter(ctx, op));
     CU_TRY(cu_check(ctx, op, "cudaMemcpyAsync",
                     cudaMemcpyAsync(dst, src->data + offset, (size_t)bytes, cudaMemcpyDeviceToHost,
@@ -97,9 +82,7 @@ ampx_status cu_buffer_read(ampx_context *ctx, const ampx_buffer *src, uint64_t o
 ampx_status cu_buffer_copy(ampx_context *ctx, ampx_buffer *dst, uint64_t dst_offset,
                            const ampx_buffer *src, uint64_t src_offset, uint64_t bytes) {
     static const char *op = "buffer_copy";
-    if (!ctx) return AMPX_ERR_INVALID;
-    CU_TRY(check_range(ctx, op, "dst", dst, dst_offset, bytes));
-    CU_TRY(check_range(ctx, op, "src", src, src_offset, bytes));
+    CU_TRY(ampx_kit_check_copy(AMPX_KIT(ctx), dst, dst_offset, src, src_offset, bytes));
     if (bytes == 0) return AMPX_OK;
     CU_TRY(cu_enter(ctx, op));
     unsigned char *d       = dst->data + dst_offset;
@@ -126,15 +109,7 @@ ampx_status cu_buffer_copy(ampx_context *ctx, ampx_buffer *dst, uint64_t dst_off
 ampx_status cu_buffer_fill(ampx_context *ctx, ampx_buffer *dst, uint64_t offset, uint64_t bytes,
                            uint32_t pattern, uint32_t pattern_bytes) {
     static const char *op = "buffer_fill";
-    if (!ctx) return AMPX_ERR_INVALID;
-    if (pattern_bytes != 1 && pattern_bytes != 2 && pattern_bytes != 4)
-        return cu_fail(ctx, AMPX_ERR_INVALID, "buffer_fill: pattern_bytes %u is not 1, 2 or 4",
-                       pattern_bytes);
-    if (bytes % pattern_bytes != 0)
-        return cu_fail(ctx, AMPX_ERR_INVALID,
-                       "buffer_fill: %llu bytes is not a multiple of pattern_bytes %u",
-                       (unsigned long long)bytes, pattern_bytes);
-    CU_TRY(check_range(ctx, op, "dst", dst, offset, bytes));
+    CU_TRY(ampx_kit_check_fill(AMPX_KIT(ctx), dst, offset, bytes, pattern_bytes));
     if (bytes == 0) return AMPX_OK;
     CU_TRY(cu_enter(ctx, op));
     return cu_check(ctx, op, "fill kernel",

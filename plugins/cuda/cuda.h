@@ -1,7 +1,7 @@
 /* cuda.h — internal header of the CUDA backend (libampx-cuda.so).
  *
- * The context and buffer structs behind the ABI's opaque handles, the argument checks every
- * op shares (the same rules and messages as the CPU backend's), the status helpers that turn
+ * The context and buffer structs behind the ABI's opaque handles (argument checks are
+ * plugin_kit.h's, the same rules and messages as every backend's), the status helpers that turn
  * every CUDA and cuBLAS error into one ERROR line naming the error, and stream-ordered
  * temporaries. Device code lives in kernels/cuda, CUDA C++ behind kernels/cuda/kernels.h.
  *
@@ -19,6 +19,7 @@
 
 #include "ampx/backend.h"
 #include "ampx/dtype.h"
+#include "ampx/plugin_kit.h"
 #include "kernels.h"
 
 // ---------------------------------------------------------------------------------------
@@ -45,8 +46,7 @@ typedef enum cu_gemm_path {
 // The context: one device, one non-blocking stream.
 
 struct ampx_context {
-    ampx_log_fn log;
-    void *log_user;
+    ampx_kit kit; /* the host's log, the plugin's name, buffer sizes (plugin_kit.h) */
     int device;
     cudaStream_t stream;
     cu_gemm_path gemm_path;
@@ -57,11 +57,9 @@ struct ampx_context {
 // ---------------------------------------------------------------------------------------
 // Logging, status (plugin.c)
 
-/* Logs one ERROR line through the host callback and returns st. */
-ampx_status cu_fail(ampx_context *ctx, ampx_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void cu_log(ampx_context *ctx, ampx_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Logs one ERROR line through the context's kit and returns st; cu_log at any level. */
+#define cu_fail(ctx, ...) ampx_kit_fail(AMPX_KIT(ctx), __VA_ARGS__)
+#define cu_log(ctx, ...) ampx_kit_log(AMPX_KIT(ctx), __VA_ARGS__)
 
 /* AMPX_OK for cudaSuccess; otherwise logs "<op>: <what>: <cudaErrorName>: <string>" and
  * returns NO_MEMORY for an allocation failure, DEVICE otherwise. */
@@ -76,42 +74,18 @@ ampx_status cu_enter(ampx_context *ctx, const char *op);
 ampx_status cu_tmp_alloc(ampx_context *ctx, const char *op, uint64_t bytes, void **out);
 void cu_tmp_free(ampx_context *ctx, void *p);
 
-// ---------------------------------------------------------------------------------------
-// Argument checks (plugin.c), the CPU backend's rules
+#define CU_TRY AMPX_KIT_TRY
 
-int cu_dtypes_ok(uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes);
-ampx_status cu_check_dtypes(ampx_context *ctx, const char *opname, uint32_t op,
-                            const ampx_dtype *dtypes, uint32_t n_dtypes);
-ampx_status cu_check_tensor(ampx_context *ctx, const char *opname, const char *name,
-                            const ampx_tensor *t, uint64_t n_elems, int optional);
-ampx_status cu_check_tensor_dt(ampx_context *ctx, const char *opname, const char *name,
-                               const ampx_tensor *t, ampx_dtype want, uint64_t n_elems,
-                               int optional);
-ampx_status cu_check_scalars(ampx_context *ctx, const char *opname, const ampx_tensor *t,
-                             int optional);
-ampx_status cu_check_list(ampx_context *ctx, const char *opname, const char *name,
-                          const ampx_tensor_list *l);
-ampx_status cu_take_args(ampx_context *ctx, const char *opname, const void *args, void *local,
-                         size_t local_size);
-/* The whole checks of DROPOUT and PERMUTE; check_permute also gives the copy's loop form
- * (4 dims, the last walking y with the smallest stride) and its number of indices. */
-ampx_status cu_check_dropout(ampx_context *ctx, const ampx_dropout_args *a);
-ampx_status cu_check_permute(ampx_context *ctx, const ampx_permute_args *a, ampx_permute_args *loop,
-                             uint64_t *n_elems);
-
-#define CU_TAKE_ARGS(ctx, opname, args, local)                                                     \
+/* An op's start: expr takes and checks its args (plugin_kit.h's ampx_kit_take_<op>), then
+ * the context's device is made current. */
+#define CU_TAKE(ctx, opname, expr)                                                                 \
     do {                                                                                           \
-        ampx_status st_take_ = cu_take_args(ctx, opname, args, &(local), sizeof(local));           \
-        if (st_take_ != AMPX_OK) return st_take_;                                                  \
-        st_take_ = cu_enter(ctx, opname);                                                          \
-        if (st_take_ != AMPX_OK) return st_take_;                                                  \
+        CU_TRY(expr);                                                                              \
+        CU_TRY(cu_enter(ctx, opname));                                                             \
     } while (0)
 
-#define CU_TRY(expr)                                                                               \
-    do {                                                                                           \
-        ampx_status st_try_ = (expr);                                                              \
-        if (st_try_ != AMPX_OK) return st_try_;                                                    \
-    } while (0)
+/* buffer_bytes of the kit: the size the host asked for. */
+uint64_t cu_buffer_bytes(const ampx_buffer *buf);
 
 static inline int cu_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
     return __builtin_mul_overflow(a, b, out) ? -1 : 0;

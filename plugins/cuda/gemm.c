@@ -124,29 +124,6 @@ const char *cu_blas_describe(ampx_context *ctx) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Argument checks (as the CPU backend)
-
-/* The last element + 1 of `batch` matrices of rows x cols with leading dimension ld and batch
- * stride: (batch - 1) * stride + (rows - 1) * ld + cols, or 0 when any is 0. */
-static int gemm_extent(uint64_t batch, uint64_t stride, uint64_t rows, uint64_t cols, uint64_t ld,
-                       uint64_t *out) {
-    *out = 0;
-    if (batch == 0 || rows == 0 || cols == 0) return 0;
-    uint64_t x, y, z;
-    if (__builtin_mul_overflow(batch - 1, stride, &x) || __builtin_mul_overflow(rows - 1, ld, &y) ||
-        __builtin_add_overflow(x, y, &z) || __builtin_add_overflow(z, cols, out))
-        return -1;
-    return 0;
-}
-
-static ampx_status check_ld(ampx_context *ctx, const char *name, uint64_t ld, const char *dim,
-                            uint64_t need) {
-    if (ld >= need) return AMPX_OK;
-    return cu_fail(ctx, AMPX_ERR_INVALID, "gemm: %s %llu < %s %llu", name, (unsigned long long)ld,
-                   dim, (unsigned long long)need);
-}
-
-// ---------------------------------------------------------------------------------------
 // cuBLAS dispatch
 
 static int cuda_dtype(ampx_dtype dt) {
@@ -186,27 +163,8 @@ static ampx_status blas_gemm(ampx_context *ctx, const ampx_gemm_args *g, uint64_
 
 ampx_status cu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     ampx_gemm_args a;
-    CU_TAKE_ARGS(ctx, "gemm", args, a);
+    CU_TAKE(ctx, "gemm", ampx_kit_take_gemm(AMPX_KIT(ctx), args, &a, NULL));
     const ampx_gemm_args *g = &a;
-    CU_TRY(cu_check_dtypes(ctx, "gemm", AMPX_OP_GEMM,
-                           (ampx_dtype[]){g->a.dtype, g->b.dtype, g->c.dtype}, 3));
-    uint64_t need_lda = g->trans_a ? g->m : g->k, need_ldb = g->trans_b ? g->k : g->n;
-    CU_TRY(check_ld(ctx, "lda", g->lda, g->trans_a ? "m" : "k", need_lda));
-    CU_TRY(check_ld(ctx, "ldb", g->ldb, g->trans_b ? "k" : "n", need_ldb));
-    CU_TRY(check_ld(ctx, "ldc", g->ldc, "n", g->n));
-
-    /* A and B are read only when there is something to compute (m, n, k, batch > 0). */
-    int reads_ab   = g->m && g->n && g->k && g->batch;
-    uint64_t ext_a = 0, ext_b = 0, ext_c = 0;
-    if ((reads_ab && (gemm_extent(g->batch, g->stride_a, g->trans_a ? g->k : g->m,
-                                  g->trans_a ? g->m : g->k, g->lda, &ext_a) ||
-                      gemm_extent(g->batch, g->stride_b, g->trans_b ? g->n : g->k,
-                                  g->trans_b ? g->k : g->n, g->ldb, &ext_b))) ||
-        gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, &ext_c))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "gemm: shape and strides overflow 64 bits");
-    CU_TRY(cu_check_tensor(ctx, "gemm", "A", &g->a, ext_a, 0));
-    CU_TRY(cu_check_tensor(ctx, "gemm", "B", &g->b, ext_b, 0));
-    CU_TRY(cu_check_tensor(ctx, "gemm", "C", &g->c, ext_c, 0));
     if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
 
     /* Batches whose C matrices overlap run one after the other, as "for b in [0, batch)"

@@ -1,5 +1,5 @@
-/* ops.c — every op but GEMM: the CPU backend's argument checks, word for word in effect (the
- * same rules, the same one-line messages), then the device descriptors of kernels.h filled
+/* ops.c — every op but GEMM: plugin_kit.h's argument checks (the same rules and one-line
+ * messages as every backend), then the device descriptors of kernels.h filled
  * and the kernels enqueued on the context's stream. Nothing here waits for the device: the
  * scalars block, found_inf, the learning rate and the loss scale are read by the kernels.
  *
@@ -20,12 +20,7 @@
 
 ampx_status cu_cast(ampx_context *ctx, const ampx_cast_args *args) {
     ampx_cast_args a;
-    CU_TAKE_ARGS(ctx, "cast", args, a);
-    CU_TRY(cu_check_tensor(ctx, "cast", "src", &a.src, a.n, 0));
-    CU_TRY(cu_check_tensor(ctx, "cast", "dst", &a.dst, a.n, 0));
-    CU_TRY(cu_check_dtypes(ctx, "cast", AMPX_OP_CAST, (ampx_dtype[]){a.src.dtype, a.dst.dtype}, 2));
-    if (a.rounding != AMPX_ROUND_NEAREST_EVEN && a.rounding != AMPX_ROUND_STOCHASTIC)
-        return cu_fail(ctx, AMPX_ERR_INVALID, "cast: unknown rounding %u", a.rounding);
+    CU_TAKE(ctx, "cast", ampx_kit_take_cast(AMPX_KIT(ctx), args, &a));
     if (a.n == 0) return AMPX_OK;
     if (a.src.dtype == a.dst.dtype) /* a copy: bit-exact, NaN payloads included */
         return cu_check(ctx, "cast", "cudaMemcpyAsync",
@@ -54,16 +49,11 @@ static int overlaps(const ampx_tensor *x, uint64_t nx, const ampx_tensor *y, uin
     return x0 < y1 && y0 < x1;
 }
 
-static ampx_status binary_run(ampx_context *ctx, const char *opname, uint32_t op, cuk_binary *k,
+/* ADD and MUL after ampx_kit_take_add / _mul. */
+static ampx_status binary_run(ampx_context *ctx, const char *opname, cuk_binary *k,
                               uint32_t broadcast_b, uint64_t rows, uint64_t cols,
                               const ampx_tensor *a, const ampx_tensor *b, const ampx_tensor *y) {
-    CU_TRY(cu_check_dtypes(ctx, opname, op, (ampx_dtype[]){a->dtype, b->dtype, y->dtype}, 3));
-    uint64_t n;
-    if (cu_mul_u64(rows, cols, &n))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", opname);
-    CU_TRY(cu_check_tensor(ctx, opname, "a", a, n, 0));
-    CU_TRY(cu_check_tensor(ctx, opname, "b", b, broadcast_b ? (rows ? cols : 0) : n, 0));
-    CU_TRY(cu_check_tensor(ctx, opname, "y", y, n, 0));
+    uint64_t n = rows * cols;
     if (n == 0) return AMPX_OK;
     k->a = cu_ptr(a), k->b = cu_ptr(b), k->y = cu_ptr(y);
     k->adt = a->dtype, k->bdt = b->dtype, k->ydt = y->dtype;
@@ -90,24 +80,21 @@ static ampx_status binary_run(ampx_context *ctx, const char *opname, uint32_t op
 
 ampx_status cu_add(ampx_context *ctx, const ampx_add_args *args) {
     ampx_add_args a;
-    CU_TAKE_ARGS(ctx, "add", args, a);
+    CU_TAKE(ctx, "add", ampx_kit_take_add(AMPX_KIT(ctx), args, &a));
     cuk_binary k = {.mul = 0, .alpha = a.alpha, .beta = a.beta};
-    return binary_run(ctx, "add", AMPX_OP_ADD, &k, a.broadcast_b, a.rows, a.cols, &a.a, &a.b, &a.y);
+    return binary_run(ctx, "add", &k, a.broadcast_b, a.rows, a.cols, &a.a, &a.b, &a.y);
 }
 
 ampx_status cu_mul(ampx_context *ctx, const ampx_mul_args *args) {
     ampx_mul_args a;
-    CU_TAKE_ARGS(ctx, "mul", args, a);
+    CU_TAKE(ctx, "mul", ampx_kit_take_mul(AMPX_KIT(ctx), args, &a));
     cuk_binary k = {.mul = 1};
-    return binary_run(ctx, "mul", AMPX_OP_MUL, &k, a.broadcast_b, a.rows, a.cols, &a.a, &a.b, &a.y);
+    return binary_run(ctx, "mul", &k, a.broadcast_b, a.rows, a.cols, &a.a, &a.b, &a.y);
 }
 
 ampx_status cu_scale(ampx_context *ctx, const ampx_scale_args *args) {
     ampx_scale_args a;
-    CU_TAKE_ARGS(ctx, "scale", args, a);
-    CU_TRY(cu_check_dtypes(ctx, "scale", AMPX_OP_SCALE, (ampx_dtype[]){a.x.dtype, a.y.dtype}, 2));
-    CU_TRY(cu_check_tensor(ctx, "scale", "x", &a.x, a.n, 0));
-    CU_TRY(cu_check_tensor(ctx, "scale", "y", &a.y, a.n, 0));
+    CU_TAKE(ctx, "scale", ampx_kit_take_scale(AMPX_KIT(ctx), args, &a));
     cuk_scale k = {cu_ptr(&a.x), cu_ptr(&a.y), a.x.dtype, a.y.dtype, a.n, a.alpha};
     CU_LAUNCH(ctx, "scale", cuk_scale_run(ctx->stream, &k));
     return AMPX_OK;
@@ -115,14 +102,7 @@ ampx_status cu_scale(ampx_context *ctx, const ampx_scale_args *args) {
 
 ampx_status cu_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *args) {
     ampx_bias_grad_args a;
-    CU_TAKE_ARGS(ctx, "bias_grad", args, a);
-    CU_TRY(cu_check_dtypes(ctx, "bias_grad", AMPX_OP_BIAS_GRAD,
-                           (ampx_dtype[]){a.dy.dtype, a.db.dtype}, 2));
-    uint64_t n;
-    if (cu_mul_u64(a.rows, a.cols, &n))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "bias_grad: rows x cols overflows");
-    CU_TRY(cu_check_tensor(ctx, "bias_grad", "dy", &a.dy, n, 0));
-    CU_TRY(cu_check_tensor(ctx, "bias_grad", "db", &a.db, a.cols, 0));
+    CU_TAKE(ctx, "bias_grad", ampx_kit_take_bias_grad(AMPX_KIT(ctx), args, &a));
     cuk_bias_grad k = {cu_ptr(&a.dy),     cu_ptr(&a.db), a.dy.dtype, a.db.dtype,
                        a.accumulate != 0, a.rows,        a.cols};
     CU_LAUNCH(ctx, "bias_grad", cuk_bias_grad_run(ctx->stream, &k));
@@ -134,13 +114,7 @@ ampx_status cu_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *args) {
 
 ampx_status cu_act_fwd(ampx_context *ctx, const ampx_act_args *args) {
     ampx_act_args a;
-    CU_TAKE_ARGS(ctx, "act_fwd", args, a);
-    CU_TRY(cu_check_dtypes(ctx, "act_fwd", AMPX_OP_ACT_FWD,
-                           (ampx_dtype[]){a.x.dtype, a.y_or_dx.dtype}, 2));
-    if (a.act >= AMPX_ACT_COUNT)
-        return cu_fail(ctx, AMPX_ERR_INVALID, "act_fwd: unknown activation %u", a.act);
-    CU_TRY(cu_check_tensor(ctx, "act_fwd", "x", &a.x, a.n, 0));
-    CU_TRY(cu_check_tensor(ctx, "act_fwd", "y", &a.y_or_dx, a.n, 0));
+    CU_TAKE(ctx, "act_fwd", ampx_kit_take_act_fwd(AMPX_KIT(ctx), args, &a));
     cuk_act k = {.x   = cu_ptr(&a.x),
                  .out = cu_ptr(&a.y_or_dx),
                  .xdt = a.x.dtype,
@@ -153,14 +127,7 @@ ampx_status cu_act_fwd(ampx_context *ctx, const ampx_act_args *args) {
 
 ampx_status cu_act_bwd(ampx_context *ctx, const ampx_act_args *args) {
     ampx_act_args a;
-    CU_TAKE_ARGS(ctx, "act_bwd", args, a);
-    CU_TRY(cu_check_dtypes(ctx, "act_bwd", AMPX_OP_ACT_BWD,
-                           (ampx_dtype[]){a.x.dtype, a.dy.dtype, a.y_or_dx.dtype}, 3));
-    if (a.act >= AMPX_ACT_COUNT)
-        return cu_fail(ctx, AMPX_ERR_INVALID, "act_bwd: unknown activation %u", a.act);
-    CU_TRY(cu_check_tensor(ctx, "act_bwd", "x", &a.x, a.n, 0));
-    CU_TRY(cu_check_tensor(ctx, "act_bwd", "dy", &a.dy, a.n, 0));
-    CU_TRY(cu_check_tensor(ctx, "act_bwd", "dx", &a.y_or_dx, a.n, 0));
+    CU_TAKE(ctx, "act_bwd", ampx_kit_take_act_bwd(AMPX_KIT(ctx), args, &a));
     cuk_act k = {.x    = cu_ptr(&a.x),
                  .dy   = cu_ptr(&a.dy),
                  .out  = cu_ptr(&a.y_or_dx),
@@ -177,17 +144,9 @@ ampx_status cu_act_bwd(ampx_context *ctx, const ampx_act_args *args) {
 // ---------------------------------------------------------------------------------------
 // SOFTMAX_FWD, SOFTMAX_BWD, SOFTMAX_XENT
 
+/* SOFTMAX_FWD and SOFTMAX_BWD after ampx_kit_take_softmax_fwd / _bwd. */
 static ampx_status softmax_common(ampx_context *ctx, const char *opname, const ampx_softmax_args *a,
                                   int bwd) {
-    uint64_t n;
-    if (cu_mul_u64(a->rows, a->cols, &n))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", opname);
-    if (a->causal && (a->seq_q == 0 || a->seq_q > a->cols))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: causal seq_q %llu not in [1, cols %llu]", opname,
-                       (unsigned long long)a->seq_q, (unsigned long long)a->cols);
-    CU_TRY(cu_check_tensor(ctx, opname, bwd ? "y" : "x", &a->x_or_y, n, 0));
-    if (bwd) CU_TRY(cu_check_tensor(ctx, opname, "dy", &a->dy, n, 0));
-    CU_TRY(cu_check_tensor(ctx, opname, bwd ? "dx" : "y", &a->y_or_dx, n, 0));
     cuk_softmax k = {.in     = cu_ptr(&a->x_or_y),
                      .dy     = bwd ? cu_ptr(&a->dy) : NULL,
                      .out    = cu_ptr(&a->y_or_dx),
@@ -207,35 +166,21 @@ static ampx_status softmax_common(ampx_context *ctx, const char *opname, const a
 
 ampx_status cu_softmax_fwd(ampx_context *ctx, const ampx_softmax_args *args) {
     ampx_softmax_args a;
-    CU_TAKE_ARGS(ctx, "softmax_fwd", args, a);
-    CU_TRY(cu_check_dtypes(ctx, "softmax_fwd", AMPX_OP_SOFTMAX_FWD,
-                           (ampx_dtype[]){a.x_or_y.dtype, a.y_or_dx.dtype}, 2));
+    CU_TAKE(ctx, "softmax_fwd", ampx_kit_take_softmax_fwd(AMPX_KIT(ctx), args, &a));
     return softmax_common(ctx, "softmax_fwd", &a, 0);
 }
 
 ampx_status cu_softmax_bwd(ampx_context *ctx, const ampx_softmax_args *args) {
     ampx_softmax_args a;
-    CU_TAKE_ARGS(ctx, "softmax_bwd", args, a);
-    CU_TRY(cu_check_dtypes(ctx, "softmax_bwd", AMPX_OP_SOFTMAX_BWD,
-                           (ampx_dtype[]){a.x_or_y.dtype, a.dy.dtype, a.y_or_dx.dtype}, 3));
+    CU_TAKE(ctx, "softmax_bwd", ampx_kit_take_softmax_bwd(AMPX_KIT(ctx), args, &a));
     return softmax_common(ctx, "softmax_bwd", &a, 1);
 }
 
 ampx_status cu_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *args) {
     static const char *op = "softmax_xent";
     ampx_softmax_xent_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    /* dlogits may be absent; its dtype then does not matter (checked as f32). */
-    ampx_dtype ddt = a.dlogits.buf ? a.dlogits.dtype : AMPX_F32;
-    CU_TRY(cu_check_dtypes(ctx, op, AMPX_OP_SOFTMAX_XENT, (ampx_dtype[]){a.logits.dtype, ddt}, 2));
-    uint64_t n;
-    if (cu_mul_u64(a.rows, a.cols, &n))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "softmax_xent: rows x cols overflows");
-    CU_TRY(cu_check_tensor(ctx, op, "logits", &a.logits, n, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "labels", &a.labels, AMPX_I32, a.rows, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "loss", &a.loss, AMPX_F32, 1, 0));
-    CU_TRY(cu_check_tensor(ctx, op, "dlogits", &a.dlogits, n, 1));
-    CU_TRY(cu_check_scalars(ctx, op, &a.scalars, 1));
+    CU_TAKE(ctx, op, ampx_kit_take_softmax_xent(AMPX_KIT(ctx), args, &a));
+    ampx_dtype ddt = ampx_kit_xent_ddt(&a);
     /* scratch: the valid-row count, then one double term per row */
     void *tmp = NULL;
     CU_TRY(cu_tmp_alloc(ctx, op, 8 + 8 * a.rows, &tmp));
@@ -260,27 +205,10 @@ ampx_status cu_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *arg
 // ---------------------------------------------------------------------------------------
 // LAYERNORM_FWD, LAYERNORM_BWD
 
-static ampx_status ln_shape(ampx_context *ctx, const char *op, const ampx_layernorm_args *a,
-                            uint64_t *n) {
-    if (cu_mul_u64(a->rows, a->cols, n))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", op);
-    return AMPX_OK;
-}
-
 ampx_status cu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *args) {
     static const char *op = "layernorm_fwd";
     ampx_layernorm_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    CU_TRY(cu_check_dtypes(ctx, op, AMPX_OP_LAYERNORM_FWD,
-                           (ampx_dtype[]){a.x.dtype, a.y_or_dx.dtype}, 2));
-    uint64_t n = 0;
-    CU_TRY(ln_shape(ctx, op, &a, &n));
-    CU_TRY(cu_check_tensor(ctx, op, "x", &a.x, n, 0));
-    CU_TRY(cu_check_tensor(ctx, op, "y", &a.y_or_dx, n, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "gamma", &a.gamma, AMPX_F32, a.cols, 1));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "beta", &a.beta, AMPX_F32, a.cols, 1));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "mean", &a.mean, AMPX_F32, a.rows, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "rstd", &a.rstd, AMPX_F32, a.rows, 0));
+    CU_TAKE(ctx, op, ampx_kit_take_layernorm_fwd(AMPX_KIT(ctx), args, &a));
     cuk_layernorm k = {.x     = cu_ptr(&a.x),
                        .out   = cu_ptr(&a.y_or_dx),
                        .gamma = cu_ptr(&a.gamma),
@@ -299,19 +227,7 @@ ampx_status cu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *args)
 ampx_status cu_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *args) {
     static const char *op = "layernorm_bwd";
     ampx_layernorm_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    CU_TRY(cu_check_dtypes(ctx, op, AMPX_OP_LAYERNORM_BWD,
-                           (ampx_dtype[]){a.x.dtype, a.dy.dtype, a.y_or_dx.dtype}, 3));
-    uint64_t n = 0;
-    CU_TRY(ln_shape(ctx, op, &a, &n));
-    CU_TRY(cu_check_tensor(ctx, op, "x", &a.x, n, 0));
-    CU_TRY(cu_check_tensor(ctx, op, "dy", &a.dy, n, 0));
-    CU_TRY(cu_check_tensor(ctx, op, "dx", &a.y_or_dx, n, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "gamma", &a.gamma, AMPX_F32, a.cols, 1));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "mean", &a.mean, AMPX_F32, a.rows, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "rstd", &a.rstd, AMPX_F32, a.rows, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "dgamma", &a.dgamma, AMPX_F32, a.cols, 1));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "dbeta", &a.dbeta, AMPX_F32, a.cols, 1));
+    CU_TAKE(ctx, op, ampx_kit_take_layernorm_bwd(AMPX_KIT(ctx), args, &a));
     cuk_layernorm k = {.x          = cu_ptr(&a.x),
                        .dy         = cu_ptr(&a.dy),
                        .out        = cu_ptr(&a.y_or_dx),
@@ -334,35 +250,12 @@ ampx_status cu_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *args)
 // ---------------------------------------------------------------------------------------
 // BATCHNORM_FWD, BATCHNORM_BWD
 
-static ampx_status bn_shape(ampx_context *ctx, const char *op, const ampx_batchnorm_args *a,
-                            uint64_t *n) {
-    uint64_t oc;
-    if (cu_mul_u64(a->outer, a->channels, &oc) || cu_mul_u64(oc, a->inner, n))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: outer x channels x inner overflows", op);
-    return AMPX_OK;
-}
-
 ampx_status cu_batchnorm_fwd(ampx_context *ctx, const ampx_batchnorm_args *args) {
     static const char *op = "batchnorm_fwd";
     ampx_batchnorm_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    CU_TRY(cu_check_dtypes(ctx, op, AMPX_OP_BATCHNORM_FWD,
-                           (ampx_dtype[]){a.x.dtype, a.y_or_dx.dtype}, 2));
-    uint64_t n = 0, C = a.channels;
-    CU_TRY(bn_shape(ctx, op, &a, &n));
-    CU_TRY(cu_check_tensor(ctx, op, "x", &a.x, n, 0));
-    CU_TRY(cu_check_tensor(ctx, op, "y", &a.y_or_dx, n, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "gamma", &a.gamma, AMPX_F32, C, 1));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "beta", &a.beta, AMPX_F32, C, 1));
-    /* training: mean/rstd are saved (required), running stats updated when given;
-     * eval: running stats are required, nothing else is written. */
-    int tr = a.training != 0;
-    CU_TRY(cu_check_tensor_dt(ctx, op, "running_mean", &a.running_mean, AMPX_F32, C, tr));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "running_var", &a.running_var, AMPX_F32, C, tr));
-    if (tr) {
-        CU_TRY(cu_check_tensor_dt(ctx, op, "mean", &a.mean, AMPX_F32, C, 0));
-        CU_TRY(cu_check_tensor_dt(ctx, op, "rstd", &a.rstd, AMPX_F32, C, 0));
-    }
+    CU_TAKE(ctx, op, ampx_kit_take_batchnorm_fwd(AMPX_KIT(ctx), args, &a));
+    uint64_t C      = a.channels;
+    int tr          = a.training != 0;
     cuk_batchnorm k = {.x        = cu_ptr(&a.x),
                        .out      = cu_ptr(&a.y_or_dx),
                        .gamma    = cu_ptr(&a.gamma),
@@ -386,19 +279,8 @@ ampx_status cu_batchnorm_fwd(ampx_context *ctx, const ampx_batchnorm_args *args)
 ampx_status cu_batchnorm_bwd(ampx_context *ctx, const ampx_batchnorm_args *args) {
     static const char *op = "batchnorm_bwd";
     ampx_batchnorm_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    CU_TRY(cu_check_dtypes(ctx, op, AMPX_OP_BATCHNORM_BWD,
-                           (ampx_dtype[]){a.x.dtype, a.dy.dtype, a.y_or_dx.dtype}, 3));
-    uint64_t n = 0, C = a.channels;
-    CU_TRY(bn_shape(ctx, op, &a, &n));
-    CU_TRY(cu_check_tensor(ctx, op, "x", &a.x, n, 0));
-    CU_TRY(cu_check_tensor(ctx, op, "dy", &a.dy, n, 0));
-    CU_TRY(cu_check_tensor(ctx, op, "dx", &a.y_or_dx, n, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "gamma", &a.gamma, AMPX_F32, C, 1));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "mean", &a.mean, AMPX_F32, C, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "rstd", &a.rstd, AMPX_F32, C, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "dgamma", &a.dgamma, AMPX_F32, C, 1));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "dbeta", &a.dbeta, AMPX_F32, C, 1));
+    CU_TAKE(ctx, op, ampx_kit_take_batchnorm_bwd(AMPX_KIT(ctx), args, &a));
+    uint64_t C      = a.channels;
     cuk_batchnorm k = {.x          = cu_ptr(&a.x),
                        .dy         = cu_ptr(&a.dy),
                        .out        = cu_ptr(&a.y_or_dx),
@@ -425,19 +307,7 @@ static ampx_status emb_prepare(ampx_context *ctx, const ampx_embedding_args *arg
                                cuk_embedding *k) {
     const char *op = bwd ? "embedding_bwd" : "embedding_fwd";
     ampx_embedding_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    if (bwd)
-        CU_TRY(cu_check_dtypes(ctx, op, AMPX_OP_EMBEDDING_BWD,
-                               (ampx_dtype[]){a.y_or_dy.dtype, a.table_or_dtable.dtype}, 2));
-    else
-        CU_TRY(cu_check_dtypes(ctx, op, AMPX_OP_EMBEDDING_FWD,
-                               (ampx_dtype[]){a.table_or_dtable.dtype, a.y_or_dy.dtype}, 2));
-    uint64_t nt, ny;
-    if (cu_mul_u64(a.vocab, a.dim, &nt) || cu_mul_u64(a.n, a.dim, &ny))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: shape overflows", op);
-    CU_TRY(cu_check_tensor(ctx, op, bwd ? "dtable" : "table", &a.table_or_dtable, nt, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "ids", &a.ids, AMPX_I32, a.n, 0));
-    CU_TRY(cu_check_tensor(ctx, op, bwd ? "dy" : "y", &a.y_or_dy, ny, 0));
+    CU_TAKE(ctx, op, ampx_kit_take_embedding(AMPX_KIT(ctx), args, bwd, &a));
     *k = (cuk_embedding){cu_ptr(&a.table_or_dtable),
                          cu_ptr(&a.ids),
                          cu_ptr(&a.y_or_dy),
@@ -469,15 +339,7 @@ ampx_status cu_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *args)
 ampx_status cu_reduce(ampx_context *ctx, const ampx_reduce_args *args) {
     static const char *op = "reduce";
     ampx_reduce_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    CU_TRY(cu_check_dtypes(ctx, op, AMPX_OP_REDUCE, (ampx_dtype[]){a.x.dtype, a.y.dtype}, 2));
-    if (a.mode != AMPX_REDUCE_SUM && a.mode != AMPX_REDUCE_MEAN)
-        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: unknown mode %u", op, a.mode);
-    uint64_t n;
-    if (cu_mul_u64(a.rows, a.cols, &n))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: rows x cols overflows", op);
-    CU_TRY(cu_check_tensor(ctx, op, "x", &a.x, n, 0));
-    CU_TRY(cu_check_tensor(ctx, op, "y", &a.y, a.rows, 0));
+    CU_TAKE(ctx, op, ampx_kit_take_reduce(AMPX_KIT(ctx), args, &a));
     cuk_reduce k = {cu_ptr(&a.x), cu_ptr(&a.y), a.x.dtype, a.y.dtype, a.mode == AMPX_REDUCE_MEAN,
                     a.rows,       a.cols};
     CU_LAUNCH(ctx, op, cuk_reduce_run(ctx->stream, &k));
@@ -512,9 +374,7 @@ static uint64_t list_max_n(const ampx_tensor_list *l) {
 ampx_status cu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *args) {
     static const char *op = "sum_squares";
     ampx_sum_squares_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    CU_TRY(cu_check_list(ctx, op, "x", &a.x));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "out", &a.out, AMPX_F32, 1, 0));
+    CU_TAKE(ctx, op, ampx_kit_take_sum_squares(AMPX_KIT(ctx), args, &a));
     uint32_t bx     = cuk_mt_blocks(list_max_n(&a.x));
     uint64_t n_part = (uint64_t)a.x.count * bx;
     void *partial   = NULL;
@@ -540,11 +400,7 @@ ampx_status cu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *args)
 ampx_status cu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *args) {
     static const char *op = "unscale_check";
     ampx_unscale_check_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    CU_TRY(cu_check_list(ctx, op, "grads", &a.grads));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "flags", &a.flags, AMPX_I32,
-                              (uint64_t)a.flag_base + a.grads.count, 0));
-    CU_TRY(cu_check_scalars(ctx, op, &a.scalars, 0));
+    CU_TAKE(ctx, op, ampx_kit_take_unscale_check(AMPX_KIT(ctx), args, &a));
     if (a.grads.count == 0) return AMPX_OK;
     int32_t *flags = (int32_t *)cu_ptr(&a.flags) + a.flag_base;
     CU_TRY(
@@ -561,13 +417,7 @@ ampx_status cu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a
 ampx_status cu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) {
     static const char *op = "grad_stats";
     ampx_grad_stats_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    if (!ampx_dtype_is_float(a.target))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: target dtype %s is not a float dtype", op,
-                       ampx_dtype_name(a.target));
-    CU_TRY(cu_check_list(ctx, op, "grads", &a.grads));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "stats", &a.stats, AMPX_F32, 4ull * a.grads.count, 0));
-    CU_TRY(cu_check_tensor_dt(ctx, op, "counts", &a.counts, AMPX_I32, 3ull * a.grads.count, 0));
+    CU_TAKE(ctx, op, ampx_kit_take_grad_stats(AMPX_KIT(ctx), args, &a));
     if (a.grads.count == 0) return AMPX_OK;
     float tiny  = a.target == AMPX_F16 ? 0x1p-14f : 0x1p-126f;
     uint32_t bx = cuk_mt_blocks(list_max_n(&a.grads));
@@ -588,50 +438,16 @@ ampx_status cu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) {
 ampx_status cu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *args) {
     static const char *op = "scaler_update";
     ampx_scaler_update_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    CU_TRY(cu_check_scalars(ctx, op, &a.scalars, 0));
-    CU_LAUNCH(ctx, op, cuk_scaler_update_run(ctx->stream, cu_ptr(&a.scalars)));
+    CU_TAKE(ctx, op, ampx_kit_take_scaler_update(AMPX_KIT(ctx), args, &a));
+    /* the args' double factors, 0 when absent: the kernel then uses the block's floats */
+    CU_LAUNCH(ctx, op,
+              cuk_scaler_update_run(ctx->stream, cu_ptr(&a.scalars), a.growth_factor_f64,
+                                    a.backoff_factor_f64));
     return AMPX_OK;
 }
 
 // ---------------------------------------------------------------------------------------
 // SGD, ADAMW
-
-/* Validation shared by both optimizers: everything but the state tensors. */
-static ampx_status check_common(ampx_context *ctx, const char *op, uint32_t opnum,
-                                const ampx_tensor_list *params, const ampx_tensor *grads,
-                                const ampx_tensor *copies, const ampx_tensor *grad_sq_sum,
-                                const ampx_tensor *scalars) {
-    if (params->count > 0 && (!params->tensors || !params->n_elems))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: %u params but a NULL %s", op, params->count,
-                       params->tensors ? "n_elems" : "tensors array");
-    if (params->count > 0 && !grads) return cu_fail(ctx, AMPX_ERR_INVALID, "%s: grads is NULL", op);
-    for (uint32_t t = 0; t < params->count; t++) {
-        char what[48];
-        uint64_t n = params->n_elems[t];
-        CU_TRY(cu_check_dtypes(ctx, op, opnum, &grads[t].dtype, 1));
-        snprintf(what, sizeof what, "grads[%u]", t);
-        CU_TRY(cu_check_tensor(ctx, op, what, &grads[t], n, 0));
-        snprintf(what, sizeof what, "params[%u]", t);
-        CU_TRY(cu_check_tensor_dt(ctx, op, what, &params->tensors[t], AMPX_F32, n, 0));
-        if (copies && copies[t].buf) {
-            snprintf(what, sizeof what, "copies[%u]", t);
-            if (copies[t].dtype != AMPX_BF16 && copies[t].dtype != AMPX_F16)
-                return cu_fail(ctx, AMPX_ERR_INVALID, "%s: %s must be bf16 or f16, not %s", op,
-                               what, ampx_dtype_name(copies[t].dtype));
-            CU_TRY(cu_check_tensor(ctx, op, what, &copies[t], n, 0));
-        }
-    }
-    CU_TRY(cu_check_tensor_dt(ctx, op, "grad_sq_sum", grad_sq_sum, AMPX_F32, 1, 1));
-    return cu_check_scalars(ctx, op, scalars, 0);
-}
-
-static ampx_status check_state(ampx_context *ctx, const char *op, const char *name,
-                               const ampx_tensor *state, uint32_t t, uint64_t n) {
-    char what[48];
-    snprintf(what, sizeof what, "%s[%u]", name, t);
-    return cu_check_tensor_dt(ctx, op, what, &state[t], AMPX_F32, n, 0);
-}
 
 /* Enqueues the optimizer over all tensors, CUK_OPT_MAX per launch; base carries the
  * hyper-parameters, s1/s2 the state arrays (NULL where absent). */
@@ -671,16 +487,7 @@ static ampx_status opt_run(ampx_context *ctx, const char *op, cuk_opt_group *bas
 ampx_status cu_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
     static const char *op = "sgd";
     ampx_sgd_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    CU_TRY(check_common(ctx, op, AMPX_OP_SGD, &a.params, a.grads, a.copies, &a.grad_sq_sum,
-                        &a.scalars));
-    if (a.momentum != 0.0f) {
-        if (a.params.count > 0 && !a.momentum_buf)
-            return cu_fail(ctx, AMPX_ERR_INVALID, "%s: momentum %g needs momentum_buf", op,
-                           (double)a.momentum);
-        for (uint32_t t = 0; t < a.params.count; t++)
-            CU_TRY(check_state(ctx, op, "momentum_buf", a.momentum_buf, t, a.params.n_elems[t]));
-    }
+    CU_TAKE(ctx, op, ampx_kit_take_sgd(AMPX_KIT(ctx), args, &a));
     cuk_opt_group base;
     memset(&base, 0, sizeof base);
     base.nesterov        = a.nesterov != 0;
@@ -698,15 +505,7 @@ ampx_status cu_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
 ampx_status cu_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
     static const char *op = "adamw";
     ampx_adamw_args a;
-    CU_TAKE_ARGS(ctx, op, args, a);
-    CU_TRY(check_common(ctx, op, AMPX_OP_ADAMW, &a.params, a.grads, a.copies, &a.grad_sq_sum,
-                        &a.scalars));
-    if (a.params.count > 0 && (!a.m || !a.v))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "%s: %s is NULL", op, !a.m ? "m" : "v");
-    for (uint32_t t = 0; t < a.params.count; t++) {
-        CU_TRY(check_state(ctx, op, "m", a.m, t, a.params.n_elems[t]));
-        CU_TRY(check_state(ctx, op, "v", a.v, t, a.params.n_elems[t]));
-    }
+    CU_TAKE(ctx, op, ampx_kit_take_adamw(AMPX_KIT(ctx), args, &a));
     cuk_opt_group base;
     memset(&base, 0, sizeof base);
     base.adamw           = 1;
@@ -722,12 +521,11 @@ ampx_status cu_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
 }
 
 // ---------------------------------------------------------------------------------------
-// ABI 1.1: DROPOUT, PERMUTE (checked whole by arg_checks.inc)
+// ABI 1.1: DROPOUT, PERMUTE
 
 ampx_status cu_dropout(ampx_context *ctx, const ampx_dropout_args *args) {
     ampx_dropout_args a;
-    CU_TAKE_ARGS(ctx, "dropout", args, a);
-    CU_TRY(cu_check_dropout(ctx, &a));
+    CU_TAKE(ctx, "dropout", ampx_kit_take_dropout(AMPX_KIT(ctx), args, &a));
     cuk_dropout k = {cu_ptr(&a.x), cu_ptr(&a.y), a.x.dtype,   a.y.dtype, a.n,
                      a.seed,       a.offset,     a.threshold, a.scale};
     CU_LAUNCH(ctx, "dropout", cuk_dropout_run(ctx->stream, &k));
@@ -737,8 +535,7 @@ ampx_status cu_dropout(ampx_context *ctx, const ampx_dropout_args *args) {
 ampx_status cu_permute(ampx_context *ctx, const ampx_permute_args *args) {
     ampx_permute_args a, loop;
     uint64_t n;
-    CU_TAKE_ARGS(ctx, "permute", args, a);
-    CU_TRY(cu_check_permute(ctx, &a, &loop, &n));
+    CU_TAKE(ctx, "permute", ampx_kit_take_permute(AMPX_KIT(ctx), args, &a, &loop, &n));
     if (n == 0) return AMPX_OK;
     cuk_permute k = {.x   = cu_ptr(&loop.x),
                      .y   = cu_ptr(&loop.y),

@@ -1,6 +1,6 @@
 /* plugin.c — the CUDA backend's entry point: ampx_backend_entry, the probe, create/destroy
- * and their options, device_info, supports() and the op table, plus the argument checks and
- * status helpers every op shares.
+ * and their options, device_info, supports() and the op table, plus the status helpers every
+ * op shares (argument checks are plugin_kit.h's).
  *
  * The probe loads the NVIDIA driver library itself (dlopen of libcuda.so.1) and asks it for
  * its version and device count, so a machine with no driver, an old driver or no device gets
@@ -21,29 +21,7 @@
 
 #define CUDA_PLUGIN_VERSION "0.1.0"
 
-// Logging and argument checks
-
-ampx_status cu_fail(ampx_context *ctx, ampx_status st, const char *fmt, ...) {
-    if (ctx && ctx->log) {
-        char msg[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
-        ctx->log(ctx->log_user, AMPX_LOG_ERROR, msg);
-    }
-    return st;
-}
-
-void cu_log(ampx_context *ctx, ampx_log_level level, const char *fmt, ...) {
-    if (!ctx || !ctx->log) return;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    ctx->log(ctx->log_user, level, msg);
-}
+// Status helpers
 
 ampx_status cu_check(ampx_context *ctx, const char *op, const char *what, cudaError_t e) {
     if (e == cudaSuccess) return AMPX_OK;
@@ -70,12 +48,6 @@ ampx_status cu_tmp_alloc(ampx_context *ctx, const char *op, uint64_t bytes, void
 void cu_tmp_free(ampx_context *ctx, void *p) {
     if (p) (void)cudaFreeAsync(p, ctx->stream);
 }
-
-#define CHECKS_FN(name) cu_##name
-#define CHECKS_TRY CU_TRY
-#include "../common/arg_checks.inc"
-#undef CHECKS_FN
-#undef CHECKS_TRY
 
 // ---------------------------------------------------------------------------------------
 // Probe: the driver, its version, the device count, without the CUDA runtime
@@ -184,47 +156,23 @@ static ampx_status cuda_probe(char *reason, size_t reason_cap) {
 // ---------------------------------------------------------------------------------------
 // Create, destroy
 
-/* Reads the host struct field by field, honouring its size (rule 2). */
-static void read_host(const ampx_host *host, ampx_host *h) {
-    memset(h, 0, sizeof *h);
-    uint32_t size = host->size;
-    memcpy(h, host, size < sizeof *h ? size : sizeof *h);
-}
-
 /* Parses "device=N" and "gemm=auto|cublas|native". Unknown keys and bad values are errors. */
 static ampx_status parse_options(ampx_context *ctx, const ampx_host *h, int n_devices) {
-    if (h->n_options > 0 && !h->options)
-        return cu_fail(ctx, AMPX_ERR_INVALID, "cuda: %u options but a NULL options array",
-                       h->n_options);
+    static const char *const paths[]    = {"auto", "cublas", "native", NULL};
+    static const cu_gemm_path path_of[] = {CU_GEMM_AUTO, CU_GEMM_CUBLAS, CU_GEMM_NATIVE};
     for (uint32_t i = 0; i < h->n_options; i++) {
-        const char *opt = h->options[i];
-        if (!opt) return cu_fail(ctx, AMPX_ERR_INVALID, "cuda: option %u is NULL", i);
-        const char *eq = strchr(opt, '=');
-        if (!eq) return cu_fail(ctx, AMPX_ERR_INVALID, "cuda: option '%s' is not key=value", opt);
-        size_t klen     = (size_t)(eq - opt);
-        const char *val = eq + 1;
-        if (klen == 6 && strncmp(opt, "device", 6) == 0) {
-            char *end       = NULL;
-            unsigned long v = 0;
-            if (val[0] >= '0' && val[0] <= '9') v = strtoul(val, &end, 10);
-            if (!end || *end != '\0' || v >= (unsigned long)n_devices)
-                return cu_fail(ctx, AMPX_ERR_INVALID,
-                               "cuda: device=%s: expected an integer in [0, %d]", val,
-                               n_devices - 1);
+        ampx_kit_option o = {NULL, 0, NULL};
+        unsigned long v   = 0;
+        int pick          = 0;
+        CU_TRY(ampx_kit_option_at(&ctx->kit, h, i, &o));
+        if (ampx_kit_option_is(&o, "device")) {
+            CU_TRY(ampx_kit_option_uint(&ctx->kit, &o, 0, (unsigned long)n_devices - 1, &v));
             ctx->device = (int)v;
-        } else if (klen == 4 && strncmp(opt, "gemm", 4) == 0) {
-            if (strcmp(val, "auto") == 0)
-                ctx->gemm_path = CU_GEMM_AUTO;
-            else if (strcmp(val, "cublas") == 0)
-                ctx->gemm_path = CU_GEMM_CUBLAS;
-            else if (strcmp(val, "native") == 0)
-                ctx->gemm_path = CU_GEMM_NATIVE;
-            else
-                return cu_fail(ctx, AMPX_ERR_INVALID,
-                               "cuda: gemm=%s: expected one of auto, cublas, native", val);
+        } else if (ampx_kit_option_is(&o, "gemm")) {
+            CU_TRY(ampx_kit_option_choice(&ctx->kit, &o, paths, &pick));
+            ctx->gemm_path = path_of[pick];
         } else {
-            return cu_fail(ctx, AMPX_ERR_INVALID,
-                           "cuda: unknown option '%.*s' (known: device, gemm)", (int)klen, opt);
+            return ampx_kit_option_unknown(&ctx->kit, &o, "device, gemm");
         }
     }
     return AMPX_OK;
@@ -241,25 +189,19 @@ static void cuda_destroy(ampx_context *ctx) {
 }
 
 static ampx_status cuda_create(const ampx_host *host, ampx_context **out) {
-    if (out) *out = NULL;
-    if (!host) return AMPX_ERR_INVALID; /* nowhere to log */
     ampx_host h;
-    read_host(host, &h);
-
-    ampx_context tmp = {.log = h.log, .log_user = h.log_user}; /* for logging until alloc */
-    if (!out) return cu_fail(&tmp, AMPX_ERR_INVALID, "cuda: create: out is NULL");
-    if (h.abi_major != AMPX_ABI_MAJOR)
-        return cu_fail(&tmp, AMPX_ERR_UNSUPPORTED,
-                       "cuda: host speaks ABI %u.%u, this plugin ABI %d.%d", h.abi_major,
-                       h.abi_minor, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+    ampx_context tmp; /* for logging until the context is allocated */
+    memset(&tmp, 0, sizeof tmp);
+    CU_TRY(ampx_kit_begin_create(host, out, "cuda", cu_buffer_bytes, &h, &tmp.kit));
     char reason[512];
     int n_devices, driver_version;
     if (drv_probe(reason, sizeof reason, &n_devices, &driver_version) != AMPX_OK)
-        return cu_fail(&tmp, AMPX_ERR_UNAVAILABLE, "cuda: %s", reason);
+        return ampx_kit_fail(&tmp.kit, AMPX_ERR_UNAVAILABLE, "cuda: %s", reason);
     CU_TRY(parse_options(&tmp, &h, n_devices));
 
     ampx_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return cu_fail(&tmp, AMPX_ERR_NO_MEMORY, "cuda: out of memory for the context");
+    if (!ctx)
+        return ampx_kit_fail(&tmp.kit, AMPX_ERR_NO_MEMORY, "cuda: out of memory for the context");
     *ctx      = tmp;
     int pools = 0;
     ampx_status st;
@@ -315,11 +257,8 @@ fail:
 // Device info
 
 static ampx_status cuda_device_info(ampx_context *ctx, ampx_device_info *info) {
-    if (!ctx) return AMPX_ERR_INVALID;
-    if (!info) return cu_fail(ctx, AMPX_ERR_INVALID, "device_info: info is NULL");
-    uint32_t size = info->size;
-    if (size < sizeof(uint32_t))
-        return cu_fail(ctx, AMPX_ERR_INVALID, "device_info: info size %u too small", size);
+    ampx_device_info d;
+    CU_TRY(ampx_kit_begin_device_info(AMPX_KIT(ctx), info, &d));
     CU_TRY(cu_enter(ctx, "device_info"));
     struct cudaDeviceProp prop;
     CU_TRY(cu_check(ctx, "device_info", "cudaGetDeviceProperties",
@@ -328,8 +267,6 @@ static ampx_status cuda_device_info(ampx_context *ctx, ampx_device_info *info) {
     (void)cudaDriverGetVersion(&drv);
     (void)cudaRuntimeGetVersion(&rt);
 
-    ampx_device_info d;
-    memset(&d, 0, sizeof d);
     snprintf(d.name, sizeof d.name, "%.127s", prop.name);
     snprintf(d.description, sizeof d.description,
              "ampx CUDA backend %s, device %d, compute capability %d.%d, %d SMs, %.1f GiB, "
@@ -343,11 +280,7 @@ static ampx_status cuda_device_info(ampx_context *ctx, ampx_device_info *info) {
              cu_blas_describe(ctx));
     d.memory_bytes = (uint64_t)prop.totalGlobalMem;
     d.n_threads    = 0;
-
-    /* Write only what lies within the host's struct; keep its size field. */
-    size_t n = size < sizeof d ? size : sizeof d;
-    memcpy((char *)info + sizeof(uint32_t), (char *)&d + sizeof(uint32_t), n - sizeof(uint32_t));
-    return AMPX_OK;
+    return ampx_kit_end_device_info(info, &d);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -356,8 +289,7 @@ static ampx_status cuda_device_info(ampx_context *ctx, ampx_device_info *info) {
 static int cuda_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes,
                          uint32_t n_dtypes, uint32_t shape_class) {
     (void)ctx;
-    if (op >= AMPX_OP_COUNT || shape_class != AMPX_SHAPE_ANY) return 0;
-    return cu_dtypes_ok(op, dtypes, n_dtypes);
+    return ampx_kit_supports(op, dtypes, n_dtypes, shape_class);
 }
 
 /* Waits for the stream; a fault of any earlier kernel surfaces here with its name. */

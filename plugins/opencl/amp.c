@@ -2,16 +2,13 @@
  * grad_stats.cl, scaler_update.cl). The scale, found_inf and the rest of the scaler state
  * are read and written by the kernels in the scalars block: a training step enqueues these
  * ops and never reads the block back. */
+#include <string.h>
+
 #include "ocl.h"
 
 ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *args) {
-    static const char *op = "unscale_check";
     ampx_unscale_check_args a;
-    OCL_TAKE_ARGS(ctx, op, args, a);
-    OCL_TRY(ocl_check_list(ctx, op, "grads", &a.grads));
-    OCL_TRY(ocl_check_tensor_dt(ctx, op, "flags", &a.flags, AMPX_I32,
-                                (uint64_t)a.flag_base + a.grads.count, 0));
-    OCL_TRY(ocl_check_scalars(ctx, op, &a.scalars, 0));
+    OCL_TRY(ampx_kit_take_unscale_check(AMPX_KIT(ctx), args, &a));
     if (a.grads.count == 0) return AMPX_OK;
     ampx_tensor flags = a.flags;
     flags.offset += 4ull * a.flag_base;
@@ -33,15 +30,8 @@ ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *
 }
 
 ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) {
-    static const char *op = "grad_stats";
     ampx_grad_stats_args a;
-    OCL_TAKE_ARGS(ctx, op, args, a);
-    if (!ampx_dtype_is_float(a.target))
-        return ocl_fail(ctx, AMPX_ERR_INVALID, "%s: target dtype %s is not a float dtype", op,
-                        ampx_dtype_name(a.target));
-    OCL_TRY(ocl_check_list(ctx, op, "grads", &a.grads));
-    OCL_TRY(ocl_check_tensor_dt(ctx, op, "stats", &a.stats, AMPX_F32, 4ull * a.grads.count, 0));
-    OCL_TRY(ocl_check_tensor_dt(ctx, op, "counts", &a.counts, AMPX_I32, 3ull * a.grads.count, 0));
+    OCL_TRY(ampx_kit_take_grad_stats(AMPX_KIT(ctx), args, &a));
     uint32_t tiny_bits = a.target == AMPX_F16 ? 0x38800000u /* 2^-14 */ : 0x00800000u /* 2^-126 */;
     for (uint32_t t = 0; t < a.grads.count; t++) {
         ampx_tensor stats = a.stats, counts = a.counts;
@@ -59,11 +49,17 @@ ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) 
 }
 
 ampx_status ocl_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *args) {
-    static const char *op = "scaler_update";
     ampx_scaler_update_args a;
-    OCL_TAKE_ARGS(ctx, op, args, a);
-    OCL_TRY(ocl_check_scalars(ctx, op, &a.scalars, 0));
+    OCL_TRY(ampx_kit_take_scaler_update(AMPX_KIT(ctx), args, &a));
+    /* the double factors travel as their bits (0: none, the block's float applies) */
+    uint64_t gbits = 0, bbits = 0;
+    if (a.growth_factor_f64 > 0) memcpy(&gbits, &a.growth_factor_f64, 8);
+    if (a.backoff_factor_f64 > 0) memcpy(&bbits, &a.backoff_factor_f64, 8);
     ocl_args k = ocl_args_begin(ctx, K_SCALER_UPDATE);
     ocl_arg_fixed(&k, &a.scalars);
+    ocl_arg_u64(&k, gbits);
+    ocl_arg_u64(&k, bbits);
+    ocl_arg_f32(&k, (float)a.growth_factor_f64);
+    ocl_arg_f32(&k, (float)a.backoff_factor_f64);
     return ocl_launch_single(&k);
 }

@@ -9,9 +9,7 @@
 #include "ocl.h"
 
 ampx_status ocl_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out) {
-    if (!ctx) return AMPX_ERR_INVALID;
-    if (!out) return ocl_fail(ctx, AMPX_ERR_INVALID, "buffer_alloc: out is NULL");
-    *out = NULL;
+    OCL_TRY(ampx_kit_check_alloc(AMPX_KIT(ctx), out));
     if (bytes > ctx->max_alloc)
         return ocl_fail(ctx, AMPX_ERR_NO_MEMORY,
                         "buffer_alloc: %llu bytes exceeds the device's largest allocation "
@@ -40,24 +38,14 @@ void ocl_buffer_free(ampx_context *ctx, ampx_buffer *buf) {
     free(buf);
 }
 
-static ampx_status check_range(ampx_context *ctx, const char *opname, const char *what,
-                               const ampx_buffer *buf, uint64_t offset, uint64_t bytes) {
-    uint64_t end;
-    if (!buf) return ocl_fail(ctx, AMPX_ERR_INVALID, "%s: %s buffer is NULL", opname, what);
-    if (__builtin_add_overflow(offset, bytes, &end) || end > buf->bytes)
-        return ocl_fail(ctx, AMPX_ERR_INVALID,
-                        "%s: %s range [%llu, +%llu) overruns its buffer of %llu bytes", opname,
-                        what, (unsigned long long)offset, (unsigned long long)bytes,
-                        (unsigned long long)buf->bytes);
-    return AMPX_OK;
+uint64_t ocl_buffer_bytes(const ampx_buffer *buf) {
+    return buf->bytes;
 }
 
 ampx_status ocl_buffer_write(ampx_context *ctx, ampx_buffer *dst, uint64_t offset, const void *src,
                              uint64_t bytes) {
-    if (!ctx) return AMPX_ERR_INVALID;
-    OCL_TRY(check_range(ctx, "buffer_write", "dst", dst, offset, bytes));
+    OCL_TRY(ampx_kit_check_transfer(AMPX_KIT(ctx), 0, dst, offset, src, bytes));
     if (bytes == 0) return AMPX_OK;
-    if (!src) return ocl_fail(ctx, AMPX_ERR_INVALID, "buffer_write: src is NULL");
     return ocl_check(ctx,
                      clEnqueueWriteBuffer(ctx->queue, dst->mem, CL_TRUE, (size_t)offset,
                                           (size_t)bytes, src, 0, NULL, NULL),
@@ -66,10 +54,8 @@ ampx_status ocl_buffer_write(ampx_context *ctx, ampx_buffer *dst, uint64_t offse
 
 ampx_status ocl_buffer_read(ampx_context *ctx, const ampx_buffer *src, uint64_t offset, void *dst,
                             uint64_t bytes) {
-    if (!ctx) return AMPX_ERR_INVALID;
-    OCL_TRY(check_range(ctx, "buffer_read", "src", src, offset, bytes));
+    OCL_TRY(ampx_kit_check_transfer(AMPX_KIT(ctx), 1, src, offset, dst, bytes));
     if (bytes == 0) return AMPX_OK;
-    if (!dst) return ocl_fail(ctx, AMPX_ERR_INVALID, "buffer_read: dst is NULL");
     return ocl_check(ctx,
                      clEnqueueReadBuffer(ctx->queue, src->mem, CL_TRUE, (size_t)offset,
                                          (size_t)bytes, dst, 0, NULL, NULL),
@@ -78,9 +64,7 @@ ampx_status ocl_buffer_read(ampx_context *ctx, const ampx_buffer *src, uint64_t 
 
 ampx_status ocl_buffer_copy(ampx_context *ctx, ampx_buffer *dst, uint64_t dst_offset,
                             const ampx_buffer *src, uint64_t src_offset, uint64_t bytes) {
-    if (!ctx) return AMPX_ERR_INVALID;
-    OCL_TRY(check_range(ctx, "buffer_copy", "dst", dst, dst_offset, bytes));
-    OCL_TRY(check_range(ctx, "buffer_copy", "src", src, src_offset, bytes));
+    OCL_TRY(ampx_kit_check_copy(AMPX_KIT(ctx), dst, dst_offset, src, src_offset, bytes));
     if (bytes == 0) return AMPX_OK;
     int overlap = src == dst && src_offset < dst_offset + bytes && dst_offset < src_offset + bytes;
     if (!overlap)
@@ -104,15 +88,7 @@ ampx_status ocl_buffer_copy(ampx_context *ctx, ampx_buffer *dst, uint64_t dst_of
 
 ampx_status ocl_buffer_fill(ampx_context *ctx, ampx_buffer *dst, uint64_t offset, uint64_t bytes,
                             uint32_t pattern, uint32_t pattern_bytes) {
-    if (!ctx) return AMPX_ERR_INVALID;
-    if (pattern_bytes != 1 && pattern_bytes != 2 && pattern_bytes != 4)
-        return ocl_fail(ctx, AMPX_ERR_INVALID, "buffer_fill: pattern_bytes %u is not 1, 2 or 4",
-                        pattern_bytes);
-    if (bytes % pattern_bytes != 0)
-        return ocl_fail(ctx, AMPX_ERR_INVALID,
-                        "buffer_fill: %llu bytes is not a multiple of pattern_bytes %u",
-                        (unsigned long long)bytes, pattern_bytes);
-    OCL_TRY(check_range(ctx, "buffer_fill", "dst", dst, offset, bytes));
+    OCL_TRY(ampx_kit_check_fill(AMPX_KIT(ctx), dst, offset, bytes, pattern_bytes));
     if (bytes == 0) return AMPX_OK;
     ocl_args a = ocl_args_begin(ctx, K_BUFFER_FILL);
     ocl_arg_mem(&a, dst->mem);

@@ -1,12 +1,11 @@
-/* dropout.c — DROPOUT: the shared checks (arg_checks.inc), then one grid-stride kernel
+/* dropout.c — DROPOUT: the shared checks (plugin_kit.h), then one grid-stride kernel
  * (kernels/opencl/dropout.cl) whose mask is dtype.h's ampx_hash32, bit for bit.
  */
 #include "ocl.h"
 
 ampx_status ocl_dropout(ampx_context *ctx, const ampx_dropout_args *args) {
     ampx_dropout_args a;
-    OCL_TAKE_ARGS(ctx, "dropout", args, a);
-    OCL_TRY(ocl_check_dropout(ctx, &a));
+    OCL_TRY(ampx_kit_take_dropout(AMPX_KIT(ctx), args, &a));
     if (a.n == 0) return AMPX_OK;
     ocl_args k = ocl_args_begin(ctx, K_DROPOUT);
     ocl_arg_tensor(&k, &a.x);

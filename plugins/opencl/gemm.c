@@ -20,24 +20,6 @@
 
 #include "ocl.h"
 
-static int gemm_extent(uint64_t batch, uint64_t stride, uint64_t rows, uint64_t cols, uint64_t ld,
-                       uint64_t *out) {
-    *out = 0;
-    if (batch == 0 || rows == 0 || cols == 0) return 0;
-    uint64_t x, y, z;
-    if (ocl_mul_u64(batch - 1, stride, &x) || ocl_mul_u64(rows - 1, ld, &y) ||
-        __builtin_add_overflow(x, y, &z) || __builtin_add_overflow(z, cols, out))
-        return -1;
-    return 0;
-}
-
-static ampx_status check_ld(ampx_context *ctx, const char *name, uint64_t ld, const char *dim,
-                            uint64_t need) {
-    if (ld >= need) return AMPX_OK;
-    return ocl_fail(ctx, AMPX_ERR_INVALID, "gemm: %s %llu < %s %llu", name, (unsigned long long)ld,
-                    dim, (unsigned long long)need);
-}
-
 static const char *clblast_name(CLBlastStatusCode s) {
     switch (s) {
     case CLBlastNotImplemented: return "CLBlastNotImplemented";
@@ -206,25 +188,10 @@ static cl_mem widen(ampx_context *ctx, const ampx_tensor *t, uint64_t n, unsigne
 
 ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     ampx_gemm_args ga;
-    OCL_TAKE_ARGS(ctx, "gemm", args, ga);
+    uint64_t ext[3] = {0, 0, 0};
+    OCL_TRY(ampx_kit_take_gemm(AMPX_KIT(ctx), args, &ga, ext));
     const ampx_gemm_args *g = &ga;
-    OCL_TRY(ocl_check_dtypes(ctx, "gemm", AMPX_OP_GEMM,
-                             (ampx_dtype[]){g->a.dtype, g->b.dtype, g->c.dtype}, 3));
-    uint64_t need_lda = g->trans_a ? g->m : g->k, need_ldb = g->trans_b ? g->k : g->n;
-    OCL_TRY(check_ld(ctx, "lda", g->lda, g->trans_a ? "m" : "k", need_lda));
-    OCL_TRY(check_ld(ctx, "ldb", g->ldb, g->trans_b ? "k" : "n", need_ldb));
-    OCL_TRY(check_ld(ctx, "ldc", g->ldc, "n", g->n));
-    int reads_ab   = g->m && g->n && g->k && g->batch;
-    uint64_t ext_a = 0, ext_b = 0, ext_c = 0;
-    if ((reads_ab && (gemm_extent(g->batch, g->stride_a, g->trans_a ? g->k : g->m,
-                                  g->trans_a ? g->m : g->k, g->lda, &ext_a) ||
-                      gemm_extent(g->batch, g->stride_b, g->trans_b ? g->n : g->k,
-                                  g->trans_b ? g->k : g->n, g->ldb, &ext_b))) ||
-        gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, &ext_c))
-        return ocl_fail(ctx, AMPX_ERR_INVALID, "gemm: shape and strides overflow 64 bits");
-    OCL_TRY(ocl_check_tensor(ctx, "gemm", "A", &g->a, ext_a, 0));
-    OCL_TRY(ocl_check_tensor(ctx, "gemm", "B", &g->b, ext_b, 0));
-    OCL_TRY(ocl_check_tensor(ctx, "gemm", "C", &g->c, ext_c, 0));
+    uint64_t ext_a = ext[0], ext_b = ext[1], ext_c = ext[2];
     if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
 
     /* Overlapping C matrices: one batch at a time. */

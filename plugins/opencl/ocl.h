@@ -19,6 +19,7 @@
 
 #include "ampx/backend.h"
 #include "ampx/dtype.h"
+#include "ampx/plugin_kit.h"
 
 // ---------------------------------------------------------------------------------------
 // Buffers: a cl_mem of at least one byte, and the size the host asked for.
@@ -90,8 +91,7 @@ typedef struct ocl_scratch {
 #define OCL_N_SCRATCH 4
 
 struct ampx_context {
-    ampx_log_fn log;
-    void *log_user;
+    ampx_kit kit; /* the host's log, the plugin's name, buffer sizes (plugin_kit.h) */
     cl_platform_id platform;
     cl_device_id device;
     cl_context cl;
@@ -120,10 +120,9 @@ struct ampx_context {
 // ---------------------------------------------------------------------------------------
 // Logging, OpenCL status (plugin.c)
 
-ampx_status ocl_fail(ampx_context *ctx, ampx_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void ocl_log(ampx_context *ctx, ampx_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Logs one ERROR line through the context's kit and returns st; ocl_log at any level. */
+#define ocl_fail(ctx, ...) ampx_kit_fail(AMPX_KIT(ctx), __VA_ARGS__)
+#define ocl_log(ctx, ...) ampx_kit_log(AMPX_KIT(ctx), __VA_ARGS__)
 
 /* "CL_OUT_OF_RESOURCES", or "OpenCL error -N" for a code this table does not know. */
 const char *ocl_err_name(cl_int err);
@@ -134,40 +133,10 @@ ampx_status ocl_status_of(cl_int err);
 /* err != CL_SUCCESS: logs "<op>: <call>: <error name>" and returns its status. */
 ampx_status ocl_check(ampx_context *ctx, cl_int err, const char *op, const char *call);
 
-#define OCL_TRY(expr)                                                                              \
-    do {                                                                                           \
-        ampx_status st_try_ = (expr);                                                              \
-        if (st_try_ != AMPX_OK) return st_try_;                                                    \
-    } while (0)
+#define OCL_TRY AMPX_KIT_TRY
 
-// ---------------------------------------------------------------------------------------
-// Argument checks (plugin.c), as the CPU backend's
-
-int ocl_dtypes_ok(uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes);
-ampx_status ocl_check_dtypes(ampx_context *ctx, const char *opname, uint32_t op,
-                             const ampx_dtype *dtypes, uint32_t n_dtypes);
-ampx_status ocl_check_tensor(ampx_context *ctx, const char *opname, const char *name,
-                             const ampx_tensor *t, uint64_t n_elems, int optional);
-ampx_status ocl_check_tensor_dt(ampx_context *ctx, const char *opname, const char *name,
-                                const ampx_tensor *t, ampx_dtype want, uint64_t n_elems,
-                                int optional);
-ampx_status ocl_check_scalars(ampx_context *ctx, const char *opname, const ampx_tensor *t,
-                              int optional);
-ampx_status ocl_check_list(ampx_context *ctx, const char *opname, const char *name,
-                           const ampx_tensor_list *l);
-ampx_status ocl_take_args(ampx_context *ctx, const char *opname, const void *args, void *local,
-                          size_t local_size);
-/* The whole checks of DROPOUT and PERMUTE; check_permute also gives the copy's loop form
- * (4 dims, the last walking y with the smallest stride) and its number of indices. */
-ampx_status ocl_check_dropout(ampx_context *ctx, const ampx_dropout_args *a);
-ampx_status ocl_check_permute(ampx_context *ctx, const ampx_permute_args *a,
-                              ampx_permute_args *loop, uint64_t *n_elems);
-
-#define OCL_TAKE_ARGS(ctx, opname, args, local)                                                    \
-    do {                                                                                           \
-        ampx_status st_take_ = ocl_take_args(ctx, opname, args, &(local), sizeof(local));          \
-        if (st_take_ != AMPX_OK) return st_take_;                                                  \
-    } while (0)
+/* buffer_bytes of the kit: the size the host asked for. */
+uint64_t ocl_buffer_bytes(const ampx_buffer *buf);
 
 static inline int ocl_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
     return __builtin_mul_overflow(a, b, out) ? -1 : 0;

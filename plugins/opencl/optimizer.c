@@ -8,42 +8,6 @@
 
 #include "ocl.h"
 
-static ampx_status check_common(ampx_context *ctx, const char *op, uint32_t opnum,
-                                const ampx_tensor_list *params, const ampx_tensor *grads,
-                                const ampx_tensor *copies, const ampx_tensor *grad_sq_sum,
-                                const ampx_tensor *scalars) {
-    if (params->count > 0 && (!params->tensors || !params->n_elems))
-        return ocl_fail(ctx, AMPX_ERR_INVALID, "%s: %u params but a NULL %s", op, params->count,
-                        params->tensors ? "n_elems" : "tensors array");
-    if (params->count > 0 && !grads)
-        return ocl_fail(ctx, AMPX_ERR_INVALID, "%s: grads is NULL", op);
-    for (uint32_t t = 0; t < params->count; t++) {
-        char what[48];
-        uint64_t n = params->n_elems[t];
-        OCL_TRY(ocl_check_dtypes(ctx, op, opnum, &grads[t].dtype, 1));
-        snprintf(what, sizeof what, "grads[%u]", t);
-        OCL_TRY(ocl_check_tensor(ctx, op, what, &grads[t], n, 0));
-        snprintf(what, sizeof what, "params[%u]", t);
-        OCL_TRY(ocl_check_tensor_dt(ctx, op, what, &params->tensors[t], AMPX_F32, n, 0));
-        if (copies && copies[t].buf) {
-            snprintf(what, sizeof what, "copies[%u]", t);
-            if (copies[t].dtype != AMPX_BF16 && copies[t].dtype != AMPX_F16)
-                return ocl_fail(ctx, AMPX_ERR_INVALID, "%s: %s must be bf16 or f16, not %s", op,
-                                what, ampx_dtype_name(copies[t].dtype));
-            OCL_TRY(ocl_check_tensor(ctx, op, what, &copies[t], n, 0));
-        }
-    }
-    OCL_TRY(ocl_check_tensor_dt(ctx, op, "grad_sq_sum", grad_sq_sum, AMPX_F32, 1, 1));
-    return ocl_check_scalars(ctx, op, scalars, 0);
-}
-
-static ampx_status check_state(ampx_context *ctx, const char *op, const char *name,
-                               const ampx_tensor *state, uint32_t t, uint64_t n) {
-    char what[48];
-    snprintf(what, sizeof what, "%s[%u]", name, t);
-    return ocl_check_tensor_dt(ctx, op, what, &state[t], AMPX_F32, n, 0);
-}
-
 /* Enqueues opt_begin; returns the scratch it writes (NULL after logging). */
 static cl_mem step_begin(ampx_context *ctx, const char *op, const ampx_tensor *scalars,
                          const ampx_tensor *grad_sq_sum, float max_grad_norm, float beta1,
@@ -67,16 +31,7 @@ static const ampx_tensor *copy_of(const ampx_tensor *copies, uint32_t t) {
 ampx_status ocl_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
     static const char *op = "sgd";
     ampx_sgd_args a;
-    OCL_TAKE_ARGS(ctx, op, args, a);
-    OCL_TRY(check_common(ctx, op, AMPX_OP_SGD, &a.params, a.grads, a.copies, &a.grad_sq_sum,
-                         &a.scalars));
-    if (a.momentum != 0.0f) {
-        if (a.params.count > 0 && !a.momentum_buf)
-            return ocl_fail(ctx, AMPX_ERR_INVALID, "%s: momentum %g needs momentum_buf", op,
-                            (double)a.momentum);
-        for (uint32_t t = 0; t < a.params.count; t++)
-            OCL_TRY(check_state(ctx, op, "momentum_buf", a.momentum_buf, t, a.params.n_elems[t]));
-    }
+    OCL_TRY(ampx_kit_take_sgd(AMPX_KIT(ctx), args, &a));
     cl_mem work = step_begin(ctx, op, &a.scalars, &a.grad_sq_sum, a.max_grad_norm, 0.0f, 0.0f);
     if (!work) return AMPX_ERR_DEVICE;
     for (uint32_t t = 0; t < a.params.count; t++) {
@@ -104,15 +59,7 @@ ampx_status ocl_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
 ampx_status ocl_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
     static const char *op = "adamw";
     ampx_adamw_args a;
-    OCL_TAKE_ARGS(ctx, op, args, a);
-    OCL_TRY(check_common(ctx, op, AMPX_OP_ADAMW, &a.params, a.grads, a.copies, &a.grad_sq_sum,
-                         &a.scalars));
-    if (a.params.count > 0 && (!a.m || !a.v))
-        return ocl_fail(ctx, AMPX_ERR_INVALID, "%s: %s is NULL", op, !a.m ? "m" : "v");
-    for (uint32_t t = 0; t < a.params.count; t++) {
-        OCL_TRY(check_state(ctx, op, "m", a.m, t, a.params.n_elems[t]));
-        OCL_TRY(check_state(ctx, op, "v", a.v, t, a.params.n_elems[t]));
-    }
+    OCL_TRY(ampx_kit_take_adamw(AMPX_KIT(ctx), args, &a));
     cl_mem work =
         step_begin(ctx, op, &a.scalars, &a.grad_sq_sum, a.max_grad_norm, a.beta1, a.beta2);
     if (!work) return AMPX_ERR_DEVICE;

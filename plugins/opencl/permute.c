@@ -1,4 +1,4 @@
-/* permute.c — PERMUTE: the shared checks (arg_checks.inc), which also give the copy in its
+/* permute.c — PERMUTE: the shared checks (plugin_kit.h), which also give the copy in its
  * loop form (4 dims, the last walking y with the smallest stride), then one grid-stride
  * kernel over the indices in that order (kernels/opencl/permute.cl).
  */
@@ -7,8 +7,7 @@
 ampx_status ocl_permute(ampx_context *ctx, const ampx_permute_args *args) {
     ampx_permute_args a, loop;
     uint64_t n;
-    OCL_TAKE_ARGS(ctx, "permute", args, a);
-    OCL_TRY(ocl_check_permute(ctx, &a, &loop, &n));
+    OCL_TRY(ampx_kit_take_permute(AMPX_KIT(ctx), args, &a, &loop, &n));
     if (n == 0) return AMPX_OK;
     ocl_args k = ocl_args_begin(ctx, K_PERMUTE);
     ocl_arg_tensor(&k, &loop.x);

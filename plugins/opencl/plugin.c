@@ -1,6 +1,7 @@
 /* plugin.c — the OpenCL backend's entry point: ampx_backend_entry, probe, device
  * enumeration and selection, create/destroy and their options, device_info, supports(),
- * synchronize and the op table; plus logging and OpenCL error names.
+ * synchronize and the op table; plus OpenCL error names. Argument checks, options and
+ * device_info's struct handling are plugin_kit.h's, shared with every backend.
  *
  * Links only the OpenCL ICD loader (libOpenCL) and CLBlast, never a vendor's library, so any
  * installed ICD (PoCL, a GPU driver) is found at run time. One context = one device, one
@@ -19,29 +20,7 @@
 #define OCL_MAX_DEVICES 64
 
 // ---------------------------------------------------------------------------------------
-// Logging and OpenCL errors
-
-static void vlog(ampx_context *ctx, ampx_log_level level, const char *fmt, va_list ap) {
-    if (!ctx || !ctx->log) return;
-    char msg[4096];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    ctx->log(ctx->log_user, level, msg);
-}
-
-ampx_status ocl_fail(ampx_context *ctx, ampx_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vlog(ctx, AMPX_LOG_ERROR, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-void ocl_log(ampx_context *ctx, ampx_log_level level, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vlog(ctx, level, fmt, ap);
-    va_end(ap);
-}
+// OpenCL errors
 
 const char *ocl_err_name(cl_int err) {
     switch (err) {
@@ -270,46 +249,31 @@ typedef struct ocl_opts {
     ocl_gemm_path gemm;
 } ocl_opts;
 
-static ampx_status parse_options(ampx_context *ctx, const ampx_host *h, ocl_opts *o) {
-    if (h->n_options > 0 && !h->options)
-        return ocl_fail(ctx, AMPX_ERR_INVALID, "opencl: %u options but a NULL options array",
-                        h->n_options);
+static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, ocl_opts *o) {
+    static const char *const gemm_paths[] = {"auto", "rows", "tiled", "convert", NULL};
+    static const ocl_gemm_path gemm_of[]  = {GEMM_AUTO, GEMM_ROWS, GEMM_TILED, GEMM_CONVERT};
     for (uint32_t i = 0; i < h->n_options; i++) {
-        const char *opt = h->options[i];
-        if (!opt) return ocl_fail(ctx, AMPX_ERR_INVALID, "opencl: option %u is NULL", i);
-        const char *eq = strchr(opt, '=');
-        if (!eq)
-            return ocl_fail(ctx, AMPX_ERR_INVALID, "opencl: option '%s' is not key=value", opt);
-        size_t klen     = (size_t)(eq - opt);
-        const char *val = eq + 1;
-        if (klen == 6 && strncmp(opt, "device", 6) == 0) {
+        ampx_kit_option opt = {NULL, 0, NULL};
+        int pick            = 0;
+        OCL_TRY(ampx_kit_option_at(kit, h, i, &opt));
+        const char *val = opt.value;
+        if (ampx_kit_option_is(&opt, "device")) {
             if (!val[0] || strlen(val) >= sizeof o->device)
-                return ocl_fail(ctx, AMPX_ERR_INVALID,
-                                "opencl: device=%s: expected P:D (platform:device index) or a "
-                                "part of the device name",
-                                val);
+                return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                                     "opencl: device=%s: expected P:D (platform:device index) or "
+                                     "a part of the device name",
+                                     val);
             snprintf(o->device, sizeof o->device, "%s", val);
-        } else if (klen == 5 && strncmp(opt, "cache", 5) == 0) {
+        } else if (ampx_kit_option_is(&opt, "cache")) {
             if (!val[0] || strlen(val) >= sizeof o->cache)
-                return ocl_fail(ctx, AMPX_ERR_INVALID,
-                                "opencl: cache=%s: expected a directory or 'off'", val);
+                return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                                     "opencl: cache=%s: expected a directory or 'off'", val);
             snprintf(o->cache, sizeof o->cache, "%s", val);
-        } else if (klen == 4 && strncmp(opt, "gemm", 4) == 0) {
-            if (strcmp(val, "auto") == 0)
-                o->gemm = GEMM_AUTO;
-            else if (strcmp(val, "tiled") == 0)
-                o->gemm = GEMM_TILED;
-            else if (strcmp(val, "convert") == 0)
-                o->gemm = GEMM_CONVERT;
-            else if (strcmp(val, "rows") == 0)
-                o->gemm = GEMM_ROWS;
-            else
-                return ocl_fail(ctx, AMPX_ERR_INVALID,
-                                "opencl: gemm=%s: expected one of auto, rows, tiled, convert", val);
+        } else if (ampx_kit_option_is(&opt, "gemm")) {
+            OCL_TRY(ampx_kit_option_choice(kit, &opt, gemm_paths, &pick));
+            o->gemm = gemm_of[pick];
         } else {
-            return ocl_fail(ctx, AMPX_ERR_INVALID,
-                            "opencl: unknown option '%.*s' (known: device, cache, gemm)", (int)klen,
-                            opt);
+            return ampx_kit_option_unknown(kit, &opt, "device, cache, gemm");
         }
     }
     return AMPX_OK;
@@ -375,12 +339,6 @@ static void resolve_cache_dir(const char *opt, char *out, size_t cap) {
 // ---------------------------------------------------------------------------------------
 // Create, destroy
 
-static void read_host(const ampx_host *host, ampx_host *h) {
-    memset(h, 0, sizeof *h);
-    uint32_t size = host->size;
-    memcpy(h, host, size < sizeof *h ? size : sizeof *h);
-}
-
 static void ocl_destroy(ampx_context *ctx) {
     if (!ctx) return;
     if (ctx->queue) clFinish(ctx->queue);
@@ -410,34 +368,28 @@ static int has_extension(cl_device_id d, const char *ext) {
 }
 
 static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
-    if (out) *out = NULL;
-    if (!host) return AMPX_ERR_INVALID;
     ampx_host h;
-    read_host(host, &h);
-    ampx_context tmp = {.log = h.log, .log_user = h.log_user};
-    if (!out) return ocl_fail(&tmp, AMPX_ERR_INVALID, "opencl: create: out is NULL");
-    if (h.abi_major != AMPX_ABI_MAJOR)
-        return ocl_fail(&tmp, AMPX_ERR_UNSUPPORTED,
-                        "opencl: host speaks ABI %u.%u, this plugin ABI %d.%d", h.abi_major,
-                        h.abi_minor, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+    ampx_context tmp; /* for logging until the context is allocated */
+    memset(&tmp, 0, sizeof tmp);
+    OCL_TRY(ampx_kit_begin_create(host, out, "opencl", ocl_buffer_bytes, &h, &tmp.kit));
     ocl_opts o;
     memset(&o, 0, sizeof o);
-    OCL_TRY(parse_options(&tmp, &h, &o));
+    OCL_TRY(parse_options(&tmp.kit, &h, &o));
 
     dev_entry devs[OCL_MAX_DEVICES];
     cl_int err = CL_SUCCESS;
     int n      = enumerate_devices(devs, OCL_MAX_DEVICES, &err);
     if (n < 0)
-        return ocl_fail(&tmp, AMPX_ERR_UNAVAILABLE, "opencl: no OpenCL platform (%s)",
-                        err == CL_SUCCESS ? "0 platforms" : ocl_err_name(err));
-    if (n == 0) return ocl_fail(&tmp, AMPX_ERR_UNAVAILABLE, "opencl: no OpenCL device");
+        return ampx_kit_fail(&tmp.kit, AMPX_ERR_UNAVAILABLE, "opencl: no OpenCL platform (%s)",
+                             err == CL_SUCCESS ? "0 platforms" : ocl_err_name(err));
+    if (n == 0) return ampx_kit_fail(&tmp.kit, AMPX_ERR_UNAVAILABLE, "opencl: no OpenCL device");
     int pick = -1;
     OCL_TRY(select_device(&tmp, devs, n, o.device, &pick));
 
     ampx_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return ocl_fail(&tmp, AMPX_ERR_NO_MEMORY, "opencl: out of memory for the context");
-    ctx->log        = h.log;
-    ctx->log_user   = h.log_user;
+    if (!ctx)
+        return ampx_kit_fail(&tmp.kit, AMPX_ERR_NO_MEMORY, "opencl: out of memory for the context");
+    ctx->kit        = tmp.kit;
     ctx->platform   = devs[pick].platform;
     ctx->device     = devs[pick].device;
     ctx->plat_index = devs[pick].p;
@@ -472,9 +424,9 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
     ctx->max_items = (size_t)(cus ? cus : 1) * 4096;
     if (ctx->wg < 16 * 16 || max_wg < 256) {
         ampx_status st =
-            ocl_fail(&tmp, AMPX_ERR_UNAVAILABLE,
-                     "opencl: device %s: work-groups of %zu items, the kernels need 256",
-                     ctx->device_name, max_wg);
+            ampx_kit_fail(&tmp.kit, AMPX_ERR_UNAVAILABLE,
+                          "opencl: device %s: work-groups of %zu items, the kernels need 256",
+                          ctx->device_name, max_wg);
         ocl_destroy(ctx);
         return st;
     }
@@ -516,13 +468,8 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
 // Device info, supports, synchronize
 
 static ampx_status ocl_device_info(ampx_context *ctx, ampx_device_info *info) {
-    if (!ctx) return AMPX_ERR_INVALID;
-    if (!info) return ocl_fail(ctx, AMPX_ERR_INVALID, "device_info: info is NULL");
-    uint32_t size = info->size;
-    if (size < sizeof(uint32_t))
-        return ocl_fail(ctx, AMPX_ERR_INVALID, "device_info: info size %u too small", size);
     ampx_device_info d;
-    memset(&d, 0, sizeof d);
+    OCL_TRY(ampx_kit_begin_device_info(AMPX_KIT(ctx), info, &d));
     snprintf(d.name, sizeof d.name, "%s", ctx->device_name);
     char desc[2048];
     snprintf(desc, sizeof desc,
@@ -539,16 +486,13 @@ static ampx_status ocl_device_info(ampx_context *ctx, ampx_device_info *info) {
     memcpy(d.description, desc, dlen); /* truncated to fit, d is zeroed */
     d.memory_bytes = ctx->global_mem;
     d.n_threads    = 0;
-    size_t n       = size < sizeof d ? size : sizeof d;
-    memcpy((char *)info + sizeof(uint32_t), (char *)&d + sizeof(uint32_t), n - sizeof(uint32_t));
-    return AMPX_OK;
+    return ampx_kit_end_device_info(info, &d);
 }
 
 static int ocl_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes,
                         uint32_t shape_class) {
     (void)ctx;
-    if (op >= AMPX_OP_COUNT || shape_class != AMPX_SHAPE_ANY) return 0;
-    return ocl_dtypes_ok(op, dtypes, n_dtypes);
+    return ampx_kit_supports(op, dtypes, n_dtypes, shape_class);
 }
 
 static ampx_status ocl_synchronize(ampx_context *ctx) {

@@ -102,9 +102,14 @@ typedef struct ampx_conf_case {
     uint32_t n_dtypes;
     char shape[128]; /* human-readable case, e.g. "m=17 n=33 k=129 tA" */
     ampx_conf_verdict verdict;
-    double err;        /* measured error (normwise relative unless noted) */
-    double tol;        /* the tolerance it was held to */
-    char message[512]; /* why it failed */
+    double err;        /* measured error, in the measure below */
+    double tol;        /* the tolerance it was held to (0 with an exact comparison) */
+    char message[512]; /* why it failed: the element, its value and the expected one */
+    int32_t index;     /* the case's index among the variants of its (op, dtypes) */
+    int32_t probe;     /* 1: the dtypes are unsupported and the case checks that calling the op
+                          fails cleanly; 2: dtypes the ABI forbids, which must be refused */
+    char measure[48];  /* what err measures: "normwise relative", "elementwise (its own bound)",
+                          "exact" (any difference fails) */
 } ampx_conf_case;
 
 typedef void (*ampx_conf_report_fn)(void *user, const ampx_conf_case *c);
@@ -116,8 +121,19 @@ typedef struct ampx_conf_options {
 } ampx_conf_options;
 
 typedef struct ampx_conf_summary {
-    uint32_t passed, failed, unsupported;
+    uint32_t passed, failed, unsupported; /* cases; a refused-dtypes probe passes */
+    uint32_t ops_run;     /* ops with at least one supported dtype combination run */
+    uint32_t ops_passing; /* of those, ops whose supported cases all passed */
+    /* The minimum set (every op models/mlp.json needs, in f32; docs/CONFORMANCE.md), checked
+     * when the run covers every op: how many of it the backend does not support, and which. */
+    uint32_t required_missing;
+    char missing[512];
 } ampx_conf_summary;
+
+/* 1 when a run passes: it ran, no case failed, at least one op ran its supported cases and
+ * passed them, and (for a run of every op) nothing of the minimum set is missing. */
+AMPX_API int ampx_conformance_passed(ampx_status run_status, const ampx_conf_summary *s,
+                                     int all_ops);
 
 /* Runs the suite; calls report for every case. Returns AMPX_OK when it ran (failures are
  * counted in summary), or AMPX_ERR_DEVICE when an op or synchronize reported a device fault:

@@ -471,14 +471,15 @@ typedef struct ampx_grad_stats_args {
 } ampx_grad_stats_args;
 
 /* SCALER_UPDATE  (no dtypes: pass n_dtypes 0)
- * Consumes found_inf and advances the scaler, exactly (all in f32 on the block):
+ * Consumes found_inf and advances the scaler, exactly (on the block, with G and B the growth
+ * and backoff factors below):
  *   last_found_inf = found_inf; found_inf = 0;
  *   if last_found_inf:
  *     skipped_steps++, consecutive_skips++, growth_tracker = 0;
  *     if mode == DYNAMIC:
  *       hysteresis_left--;
  *       if hysteresis_left <= 0:
- *         scale = max(scale * backoff_factor, min_scale); hysteresis_left = hysteresis;
+ *         scale = max(scale * B, min_scale); hysteresis_left = hysteresis;
  *       if scale <= min_scale and on_min_scale_error: stop_reason |= AMPX_STOP_MIN_SCALE;
  *     if max_consecutive_skips > 0 and consecutive_skips > max_consecutive_skips:
  *       stop_reason |= AMPX_STOP_CONSECUTIVE_SKIPS;
@@ -488,13 +489,22 @@ typedef struct ampx_grad_stats_args {
  *       if consecutive_hysteresis: hysteresis_left = hysteresis;
  *       growth_tracker++;
  *       if growth_tracker >= growth_interval:
- *         next = scale * growth_factor;
+ *         next = scale * G;
  *         if next is finite and next <= max_scale: scale = next;
  *         growth_tracker = 0;
+ * scale * G and scale * B are PyTorch's _amp_update_scale arithmetic: the f32 scale times a
+ * double factor, computed in double and rounded to f32 once, (float)((double)scale * G).
+ * G is growth_factor_f64 when it is > 0, else the block's (float) growth_factor; B likewise.
+ * A factor that is not exact in f32 (1.1, 0.7) therefore travels in the args: rounding it to
+ * f32 first gives another sequence of scales. The two doubles were appended within ABI 1.1
+ * (rule 2): a host that predates them passes a smaller size and the block's floats apply; a
+ * plugin that predates them ignores them and multiplies by the floats in f32.
  * With hysteresis 1, min_scale 0 and max_scale inf this is PyTorch GradScaler.update(). */
 typedef struct ampx_scaler_update_args {
     uint32_t size;
     ampx_tensor scalars;
+    double growth_factor_f64;  /* (optional) 0: the block's growth_factor */
+    double backoff_factor_f64; /* (optional) 0: the block's backoff_factor */
 } ampx_scaler_update_args;
 
 /* The learning rate at applied step t (0-based), as every backend must compute it. */

@@ -240,8 +240,8 @@ int scaler_parse(jctx *c, const json_value *v, scaler_config *s) {
     if (mins > init)
         return jerr(c, json_get(v, "min_scale"), "min_scale %g is above init_scale %g", mins, init);
     s->init_scale             = (float)init;
-    s->growth_factor          = (float)gf;
-    s->backoff_factor         = (float)bf;
+    s->growth_factor          = gf;
+    s->backoff_factor         = bf;
     s->growth_interval        = (int32_t)gi;
     s->hysteresis             = (int32_t)hy;
     s->consecutive_hysteresis = ch;

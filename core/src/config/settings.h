@@ -45,7 +45,9 @@ typedef struct policy {
 
 typedef struct scaler_config {
     int mode; /* ampx_scaler_mode */
-    float init_scale, growth_factor, backoff_factor, min_scale, max_scale;
+    float init_scale, min_scale, max_scale;
+    double growth_factor, backoff_factor; /* as written: PyTorch multiplies the f32 scale by
+                                             a double factor (SCALER_UPDATE's args) */
     int32_t growth_interval, hysteresis, consecutive_hysteresis, on_min_scale_error;
     int32_t max_consecutive_skips;
     int given; /* the user wrote a scaler */

@@ -231,11 +231,14 @@ done:
     return;
 }
 
-/* Scenarios of the scaler: a configuration and a sequence of found_inf values. */
+/* Scenarios of the scaler: a configuration and a sequence of found_inf values. growth_f64
+ * and backoff_f64 travel in the args (0: the block's floats apply, as from a host that
+ * predates them); the factors in the block are then the f32 roundings of the doubles. */
 typedef struct scaler_scenario {
     const char *name;
     int32_t mode;
-    float init, growth, backoff;
+    float init;
+    double growth, backoff;
     int32_t interval, hysteresis, consecutive;
     float min_scale, max_scale;
     int32_t on_min_error, max_skips;
@@ -263,7 +266,20 @@ static const scaler_scenario scaler_scenarios[] = {
     {"static", AMPX_SCALER_STATIC, 128.0f, 2.0f, 0.5f, 1, 2, 0, 0.0f, INFINITY, 0, 3, "0111100"},
     {"odd factors", AMPX_SCALER_DYNAMIC, 3.0f, 1.5f, 0.7f, 2, 1, 0, 0.0f, INFINITY, 0, 0,
      "0001001000"},
+    /* the doubles in the args: 1.1 and 0.7 are not exact in f32, so these sequences differ
+     * from the f32 products of the block's factors within a few steps */
+    {"f64 factors 1.1/0.7", AMPX_SCALER_DYNAMIC, 65536.0f, 1.1, 0.7, 1, 1, 0, 0.0f, INFINITY, 0, 0,
+     "000000000001000000000000000100000"},
+    {"f64 factors 3/0.25", AMPX_SCALER_DYNAMIC, 1024.0f, 3.0, 0.25, 2, 1, 0, 0.0f, INFINITY, 0, 0,
+     "0000010000001"},
+    {"f64 factor clamp", AMPX_SCALER_DYNAMIC, 100.0f, 1.3, 0.3, 3, 1, 0, 7.0f, INFINITY, 0, 0,
+     "1111001000"},
 };
+
+/* The scenarios whose factors travel as doubles in the args. */
+static int scaler_f64(const scaler_scenario *sc) {
+    return strncmp(sc->name, "f64 ", 4) == 0;
+}
 
 _Static_assert(sizeof scaler_scenarios / sizeof scaler_scenarios[0] == CONF_SCALER_SCENARIOS,
                "conf_ops runs each scaler scenario once");
@@ -276,8 +292,8 @@ void conf_case_scaler_update(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
     ampx_scalars m    = {0};
     m.scale           = sc->init;
     m.mode            = sc->mode;
-    m.growth_factor   = sc->growth;
-    m.backoff_factor  = sc->backoff;
+    m.growth_factor   = (float)sc->growth;
+    m.backoff_factor  = (float)sc->backoff;
     m.growth_interval = sc->interval;
     m.hysteresis = m.hysteresis_left = sc->hysteresis;
     m.consecutive_hysteresis         = sc->consecutive;
@@ -289,8 +305,15 @@ void conf_case_scaler_update(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
     m.lr_base                        = 0.25f;
     conf_scalars_to_tensor(S, &m);
     if (conf_upload(cc)) goto done;
-    ampx_scaler_update_args a = {sizeof a, S->t};
-    size_t len                = strlen(sc->seq);
+    int f64                   = scaler_f64(sc);
+    ampx_scaler_update_args a = {.size               = sizeof a,
+                                 .scalars            = S->t,
+                                 .growth_factor_f64  = f64 ? sc->growth : 0.0,
+                                 .backoff_factor_f64 = f64 ? sc->backoff : 0.0};
+    /* without the doubles the plugin multiplies by the block's floats */
+    double growth  = f64 ? sc->growth : (double)m.growth_factor;
+    double backoff = f64 ? sc->backoff : (double)m.backoff_factor;
+    size_t len     = strlen(sc->seq);
     for (size_t step = 0; step < len; step++) {
         /* the unscale pass would have set found_inf: write just that word */
         int32_t fi     = sc->seq[step] == '1';
@@ -307,7 +330,7 @@ void conf_case_scaler_update(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
             goto done;
         }
         if (conf_finish_call(cc, "scaler_update", st)) goto done;
-        ref_scaler_update(&m);
+        ref_scaler_update(&m, growth, backoff);
         ampx_scalars got;
         conf_scalars_from_back(S, &got);
         char when[48];

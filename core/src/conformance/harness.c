@@ -84,6 +84,12 @@ void conf_shape(conf_case_ctx *cc, const char *fmt, ...) {
 }
 
 /* Zeroed host memory owned by the case; NULL (and a failed case) when out of memory. */
+void conf_measure(conf_case_ctx *cc, const char *measure, double err, double tol) {
+    snprintf(cc->rep.measure, sizeof cc->rep.measure, "%s", measure);
+    cc->rep.err = err;
+    cc->rep.tol = tol;
+}
+
 void *conf_alloc(conf_case_ctx *cc, uint64_t bytes) {
     if (cc->n_allocs == cc->cap_allocs) {
         uint32_t cap = cc->cap_allocs ? 2 * cc->cap_allocs : 64;
@@ -114,6 +120,8 @@ static void conf_case_begin(conf_run *r, conf_case_ctx *cc, uint32_t op, const a
     for (uint32_t i = 0; i < nd && i < 4; i++)
         cc->rep.dtypes[i] = dts[i];
     cc->rep.verdict = probe == 1 ? AMPX_CONF_UNSUPPORTED : AMPX_CONF_PASS;
+    cc->rep.index   = variant;
+    cc->rep.probe   = probe;
     uint64_t key    = conf_mix(r->seed ^ conf_mix(op + 1));
     for (uint32_t i = 0; i < nd; i++)
         key = conf_mix(key ^ (uint64_t)(dts[i] + 7) << (8 * i));
@@ -325,14 +333,15 @@ int conf_finish_call(conf_case_ctx *cc, const char *what, ampx_status st) {
  * the tolerance table, mag (optional) the size of the terms per element. */
 void conf_compare(conf_case_ctx *cc, const char *what, const double *got, const double *ref,
                   const double *mag, uint64_t n, ampx_dtype dt, double k, int flags) {
-    double d2 = 0.0, r2 = 0.0, worst_ratio = 0.0;
-    uint64_t worst_i = 0;
+    double d2 = 0.0, r2 = 0.0, worst_ratio = 0.0, worst_abs = -1.0;
+    uint64_t worst_i = 0, far_i = 0;
     double floor_abs = k * 0x1p-126 + ref_min_subnormal(dt);
     for (uint64_t i = 0; i < n; i++) {
         double g = got[i], e = ref[i];
         if (!isfinite(e) || !isfinite(g)) {
             int same = (isnan(e) && isnan(g)) || g == e;
             if (!same) {
+                conf_measure(cc, "exact", isnan(g) || isnan(e) ? NAN : fabs(g - e), 0.0);
                 conf_fail(cc, "%s[%" PRIu64 "] = %.9g, expected %.9g", what, i, g, e);
                 return;
             }
@@ -340,6 +349,7 @@ void conf_compare(conf_case_ctx *cc, const char *what, const double *got, const 
         }
         if (flags & CMP_EXACT) {
             if (g != e) {
+                conf_measure(cc, "exact", fabs(g - e), 0.0);
                 conf_fail(cc, "%s[%" PRIu64 "] = %.9g, expected exactly %.9g", what, i, g, e);
                 return;
             }
@@ -347,6 +357,7 @@ void conf_compare(conf_case_ctx *cc, const char *what, const double *got, const 
         }
         d2 += (g - e) * (g - e);
         r2 += e * e;
+        if (fabs(g - e) > worst_abs) worst_abs = fabs(g - e), far_i = i;
         if (flags & CMP_ELEM) {
             double m = mag ? mag[i] : fabs(e);
             double bound =
@@ -360,10 +371,10 @@ void conf_compare(conf_case_ctx *cc, const char *what, const double *got, const 
     }
     if (flags & CMP_EXACT) return;
     if ((flags & CMP_ELEM) && worst_ratio > 0.0 && worst_ratio >= cc->worst) {
-        uint64_t i  = worst_i;
-        cc->worst   = worst_ratio;
-        cc->rep.err = fabs(got[i] - ref[i]); /* absolute, against the element's bound */
-        cc->rep.tol = cc->rep.err / worst_ratio;
+        uint64_t i = worst_i;
+        cc->worst  = worst_ratio;
+        conf_measure(cc, "elementwise (its own bound)", fabs(got[i] - ref[i]),
+                     fabs(got[i] - ref[i]) / worst_ratio);
     }
     if ((flags & CMP_ELEM) && worst_ratio > 1.0) {
         uint64_t i = worst_i;
@@ -377,12 +388,14 @@ void conf_compare(conf_case_ctx *cc, const char *what, const double *got, const 
          * mostly subnormal in the output dtype round to its subnormal grid) */
         double tol = conf_tol(dt, k) + floor_abs * sqrt((double)n) / fmax(sqrt(r2), DBL_MIN);
         if (err / tol >= cc->worst) {
-            cc->worst   = err / tol;
-            cc->rep.err = err;
-            cc->rep.tol = tol;
+            cc->worst = err / tol;
+            conf_measure(cc, "normwise relative", err, tol);
         }
         if (err > tol)
-            conf_fail(cc, "%s: normwise relative error %.3g > tolerance %.3g", what, err, tol);
+            conf_fail(cc,
+                      "%s: normwise relative error %.3g > tolerance %.3g; the furthest element "
+                      "%s[%" PRIu64 "] = %.9g, expected %.9g",
+                      what, err, tol, what, far_i, got[far_i], ref[far_i]);
     }
 }
 
@@ -471,9 +484,13 @@ int conf_scalars_diff(conf_case_ctx *cc, const char *when, const ampx_scalars *g
         float gf, ef;
         memcpy(&gf, &g, 4);
         memcpy(&ef, &e, 4);
+        conf_measure(cc, "exact",
+                     is_float ? fabs((double)gf - (double)ef)
+                              : fabs((double)(int32_t)g - (double)(int32_t)e),
+                     0.0);
         if (is_float)
-            conf_fail(cc, "%sscalars.%s = %.9g, expected %.9g", when, conf_scalar_fields[i],
-                      (double)gf, (double)ef);
+            conf_fail(cc, "%sscalars.%s = %.9g (0x%08x), expected %.9g (0x%08x)", when,
+                      conf_scalar_fields[i], (double)gf, g, (double)ef, e);
         else
             conf_fail(cc, "%sscalars.%s = %d, expected %d", when, conf_scalar_fields[i], (int32_t)g,
                       (int32_t)e);
@@ -555,6 +572,9 @@ static void conf_probe_invalid(conf_run *r, const conf_op_desc *d, const ampx_dt
 
 static void conf_sweep_op(conf_run *r, const conf_op_desc *d) {
     uint32_t nd = d->n_dtypes, combos = 1;
+    /* the op counts as run when a supported combination ran: a backend that supports nothing
+     * of it passes only the probes, which is not passing the op */
+    uint32_t run_cases = 0, failed0 = r->sum->failed;
     for (uint32_t i = 0; i < nd; i++)
         combos *= 3;
     for (uint32_t c = 0; c < combos; c++) {
@@ -576,6 +596,7 @@ static void conf_sweep_op(conf_run *r, const conf_op_desc *d) {
             conf_case_begin(r, &cc, d->op, dts, nd, v, 0);
             d->fn(r, &cc, dts, v);
             conf_case_end(&cc);
+            run_cases++;
         }
         if (r->fatal != AMPX_OK) return;
     }
@@ -587,6 +608,48 @@ static void conf_sweep_op(conf_run *r, const conf_op_desc *d) {
         ampx_dtype bad[2] = {AMPX_F32, AMPX_BF16};
         conf_probe_invalid(r, d, bad);
     }
+    if (run_cases > 0) {
+        r->sum->ops_run++;
+        if (r->sum->failed == failed0) r->sum->ops_passing++;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The minimum set: what models/mlp.json needs with the f32 policy (its graph rules' ops and
+// the step's), each in f32. A backend that lacks one cannot train the smallest model, so it
+// does not pass conformance, however well it does the rest. docs/CONFORMANCE.md lists it.
+
+static const struct {
+    uint32_t op, n;
+} conf_minimum[] = {
+    {AMPX_OP_GEMM, 3},          /* dense: matmul and its two backward GEMMs */
+    {AMPX_OP_ADD, 3},           /* dense: the bias */
+    {AMPX_OP_BIAS_GRAD, 2},     /* dense: the bias gradient */
+    {AMPX_OP_ACT_FWD, 2},       /* the relu */
+    {AMPX_OP_ACT_BWD, 3},       /* and its gradient */
+    {AMPX_OP_SOFTMAX_XENT, 2},  /* the loss */
+    {AMPX_OP_UNSCALE_CHECK, 1}, /* the step: unscale and check */
+    {AMPX_OP_SUM_SQUARES, 1},   /* gradient norm (clip_grad_norm, metrics) */
+    {AMPX_OP_SCALER_UPDATE, 0}, /* the scaler */
+    {AMPX_OP_ADAMW, 1},         /* the optimizer */
+};
+
+static void conf_check_minimum(conf_run *r) {
+    static const ampx_dtype f32[3] = {AMPX_F32, AMPX_F32, AMPX_F32};
+    ampx_conf_summary *s           = r->sum;
+    for (size_t i = 0; i < sizeof conf_minimum / sizeof conf_minimum[0]; i++) {
+        if (ampx_backend_supports(r->be, conf_minimum[i].op, f32, conf_minimum[i].n)) continue;
+        size_t used = strlen(s->missing);
+        snprintf(s->missing + used, sizeof s->missing - used, "%s%s",
+                 s->required_missing ? ", " : "", ampx_op_name(conf_minimum[i].op));
+        s->required_missing++;
+    }
+}
+
+AMPX_API int ampx_conformance_passed(ampx_status run_status, const ampx_conf_summary *s,
+                                     int all_ops) {
+    return run_status == AMPX_OK && s && s->failed == 0 && s->ops_passing > 0 &&
+           s->ops_passing == s->ops_run && (!all_ops || s->required_missing == 0);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -617,5 +680,6 @@ AMPX_API ampx_status ampx_conformance_run(ampx_backend *be, const ampx_conf_opti
         return AMPX_ERR_INVALID;
     for (size_t i = 0; i < sizeof conf_ops / sizeof conf_ops[0] && r.fatal == AMPX_OK; i++)
         if (only < 0 || (uint32_t)only == conf_ops[i].op) conf_sweep_op(&r, &conf_ops[i]);
+    if (only < 0) conf_check_minimum(&r);
     return r.fatal;
 }

@@ -98,6 +98,9 @@ typedef struct conf_case_ctx {
     uint32_t n_allocs, cap_allocs;
 } conf_case_ctx;
 
+/* Records the case's error measure: what err measures ("exact" with tol 0, "normwise
+ * relative", "elementwise (its own bound)"), the error and the tolerance it is held to. */
+void conf_measure(conf_case_ctx *cc, const char *measure, double err, double tol);
 /* 1 while the case has not failed. */
 int conf_ok(const conf_case_ctx *cc);
 /* Records a failure; the first message is kept (later ones are usually consequences). */
@@ -213,7 +216,7 @@ void conf_case_embedding_bwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
 void conf_case_reduce(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 void conf_case_sum_squares(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 /* cases_amp.c; SCALER_UPDATE runs each of its scenarios once */
-#define CONF_SCALER_SCENARIOS 11
+#define CONF_SCALER_SCENARIOS 14
 void conf_case_unscale_check(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 void conf_case_grad_stats(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 void conf_case_scaler_update(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);

@@ -575,7 +575,13 @@ void ref_grad_stats(uint64_t n, const double *g, ampx_dtype target, double stats
     if (mag_mean) *mag_mean = nf ? sa / (double)nf : 0.0;
 }
 
-void ref_scaler_update(ampx_scalars *s) {
+/* scale * factor as PyTorch's _amp_update_scale kernels compute it: the f32 scale widened to
+ * double, times the double factor, the product rounded to f32. */
+static float ref_scale_times(float scale, double factor) {
+    return (float)((double)scale * factor);
+}
+
+void ref_scaler_update(ampx_scalars *s, double growth, double backoff) {
     s->last_found_inf = s->found_inf;
     s->found_inf      = 0;
     if (s->last_found_inf) {
@@ -585,7 +591,7 @@ void ref_scaler_update(ampx_scalars *s) {
         if (s->mode == AMPX_SCALER_DYNAMIC) {
             s->hysteresis_left--;
             if (s->hysteresis_left <= 0) {
-                float backed       = s->scale * s->backoff_factor; /* one f32 multiply */
+                float backed       = ref_scale_times(s->scale, backoff);
                 s->scale           = backed > s->min_scale ? backed : s->min_scale;
                 s->hysteresis_left = s->hysteresis;
             }
@@ -601,7 +607,7 @@ void ref_scaler_update(ampx_scalars *s) {
             if (s->consecutive_hysteresis) s->hysteresis_left = s->hysteresis;
             s->growth_tracker++;
             if (s->growth_tracker >= s->growth_interval) {
-                float next = s->scale * s->growth_factor;
+                float next = ref_scale_times(s->scale, growth);
                 if (isfinite(next) && next <= s->max_scale) s->scale = next;
                 s->growth_tracker = 0;
             }

@@ -131,8 +131,9 @@ double ref_unscale(ampx_dtype dt, double g, float scale, int32_t mode);
 /* GRAD_STATS of one tensor: stats[4], counts[3]; mag_mean gets mean |g| over finite. */
 void ref_grad_stats(uint64_t n, const double *g, ampx_dtype target, double stats[4],
                     int32_t counts[3], double *mag_mean);
-/* SCALER_UPDATE on the block, exactly as backend.h's pseudo-code, in f32. */
-void ref_scaler_update(ampx_scalars *s);
+/* SCALER_UPDATE on the block, exactly as backend.h's pseudo-code: the scale times the growth
+ * or backoff factor (double) in double, rounded to f32. */
+void ref_scaler_update(ampx_scalars *s, double growth, double backoff);
 /* The learning rate at applied step t, evaluated independently of ampx_scheduled_lr. */
 float ref_scheduled_lr(const ampx_scalars *s, int32_t t);
 

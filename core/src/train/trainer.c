@@ -207,8 +207,8 @@ void init_scalars(const ampx_model *m, ampx_scalars *s) {
     s->scale                  = c->mode == AMPX_SCALER_NONE ? 1.0f : c->init_scale;
     s->hysteresis_left        = c->hysteresis;
     s->mode                   = c->mode;
-    s->growth_factor          = c->growth_factor;
-    s->backoff_factor         = c->backoff_factor;
+    s->growth_factor          = (float)c->growth_factor;
+    s->backoff_factor         = (float)c->backoff_factor;
     s->growth_interval        = c->growth_interval;
     s->hysteresis             = c->hysteresis;
     s->consecutive_hysteresis = c->consecutive_hysteresis;
@@ -1014,7 +1014,10 @@ static ampx_status step_ops(ampx_trainer *t) {
         .flags     = buf_tensor(t->ring, slot + SLOT_LOSS + 4 * (uint64_t)t->A, AMPX_I32),
         .scalars   = buf_tensor(t->scalars, 0, AMPX_F32)};
     ampx_sum_squares_args q   = {.size = sizeof q, .x = grads, .out = gsq};
-    ampx_scaler_update_args v = {.size = sizeof v, .scalars = u.scalars};
+    ampx_scaler_update_args v = {.size               = sizeof v,
+                                 .scalars            = u.scalars,
+                                 .growth_factor_f64  = t->m->cfg.scaler.growth_factor,
+                                 .backoff_factor_f64 = t->m->cfg.scaler.backoff_factor};
     if ((st = step_op(t, AMPX_OP_UNSCALE_CHECK, &u)) ||
         (st = step_op(t, AMPX_OP_SUM_SQUARES, &q)) || (st = optimizer_step(t, gsq)) ||
         (st = step_op(t, AMPX_OP_SCALER_UPDATE, &v)))
