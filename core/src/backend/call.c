@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ampx/dtype.h"
+#include "base/error.h"
 
 // ---------------------------------------------------------------------------------------
 // A crash inside a plugin: the op in flight is recorded around every call, and a handler for
@@ -83,8 +84,8 @@ void call_init(call_ctx *c, ampx_backend *be, char *err, size_t cap) {
 ampx_status call_check(call_ctx *c, ampx_status st, const char *what) {
     if (st == AMPX_OK) return st;
     const char *why = ampx_backend_last_error(c->be);
-    snprintf(c->err, c->cap, "%s: %s: %s", what, ampx_status_name(st),
-             why && *why ? why : "failed");
+    err_set(ERR(c->err, c->cap), "%s: %s: %s", what, ampx_status_name(st),
+            why && *why ? why : "failed");
     return st;
 }
 
@@ -96,8 +97,8 @@ ampx_status call_check(call_ctx *c, ampx_status st, const char *what) {
 ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args) {
     void *slot = op < AMPX_OP_COUNT ? ampx_backend_op_slot(c->be, op) : NULL;
     if (!slot || op >= AMPX_OP_COUNT) {
-        snprintf(c->err, c->cap, "%s: backend %s has no %s op", who, c->ifc->name,
-                 ampx_op_name(op) ? ampx_op_name(op) : "?");
+        err_set(ERR(c->err, c->cap), "%s: backend %s has no %s op", who, c->ifc->name,
+                ampx_op_name(op) ? ampx_op_name(op) : "?");
         return AMPX_ERR_UNSUPPORTED;
     }
     ampx_status st = AMPX_ERR_INTERNAL;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "ampx/ampx.h"
+#include "base/error.h"
 
 struct ampx_backend {
     void *dl;
@@ -40,9 +41,10 @@ struct ampx_backend {
 
 static void fmt(char *buf, size_t cap, const char *f, ...) {
     if (!buf || cap == 0) return;
+    buf[0] = 0;
     va_list ap;
     va_start(ap, f);
-    vsnprintf(buf, cap, f, ap);
+    err_vadd(ERR(buf, cap), f, ap);
     va_end(ap);
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ampx/ampx.h"
+#include "base/error.h"
 
 static uint64_t max_set; /* 0: not set by the API */
 
@@ -47,22 +48,22 @@ FILE *input_open(const char *path, uint64_t max, uint64_t *size, char *err, size
     int fd  = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
-        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        err_set(ERR(err, cap), "%s: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
-        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        err_set(ERR(err, cap), "%s: %s", path, strerror(errno));
         fclose(f);
         return NULL;
     }
     if (!S_ISREG(st.st_mode)) {
-        snprintf(err, cap, "%s: not a regular file (%s)", path,
-                 S_ISDIR(st.st_mode)                          ? "a directory"
-                 : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
-                 : S_ISFIFO(st.st_mode)                       ? "a pipe"
-                                                              : "not a file");
+        err_set(ERR(err, cap), "%s: not a regular file (%s)", path,
+                S_ISDIR(st.st_mode)                          ? "a directory"
+                : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                : S_ISFIFO(st.st_mode)                       ? "a pipe"
+                                                             : "not a file");
         fclose(f);
         return NULL;
     }
@@ -70,10 +71,10 @@ FILE *input_open(const char *path, uint64_t max, uint64_t *size, char *err, size
         char have[32], lim[32];
         size_words((uint64_t)st.st_size, have, sizeof have);
         size_words(max, lim, sizeof lim);
-        snprintf(err, cap,
-                 "%s: %s is larger than the %s input limit (raise it with --max-input-bytes or "
-                 "AMPX_MAX_INPUT_BYTES)",
-                 path, have, lim);
+        err_set(ERR(err, cap),
+                "%s: %s is larger than the %s input limit (raise it with --max-input-bytes or "
+                "AMPX_MAX_INPUT_BYTES)",
+                path, have, lim);
         fclose(f);
         return NULL;
     }
@@ -87,7 +88,7 @@ char *input_read(const char *path, uint64_t max, size_t *len, char *err, size_t 
     if (!f) return NULL;
     char *buf = malloc((size_t)size + 1);
     if (!buf) {
-        snprintf(err, cap, "%s: out of memory for %llu bytes", path, (unsigned long long)size);
+        err_set(ERR(err, cap), "%s: out of memory for %llu bytes", path, (unsigned long long)size);
         fclose(f);
         return NULL;
     }
@@ -96,7 +97,7 @@ char *input_read(const char *path, uint64_t max, size_t *len, char *err, size_t 
     int bad  = ferror(f);
     fclose(f);
     if (bad) {
-        snprintf(err, cap, "%s: read error", path);
+        err_set(ERR(err, cap), "%s: read error", path);
         free(buf);
         return NULL;
     }

@@ -1,6 +1,7 @@
 /* json.c — the position-tracking JSON reader (see json.h). */
 #include "config/json.h"
 
+#include "base/error.h"
 #include "config/input.h"
 
 #include <errno.h>
@@ -22,21 +23,15 @@ typedef struct reader {
     int failed;
 } reader;
 
-void json_one_line(char *msg) {
-    for (; *msg; msg++)
-        if ((unsigned char)*msg < 0x20 || *msg == 0x7F) *msg = '?';
-}
-
 static void fail_at(reader *r, int line, int col, const char *fmt, ...) {
     if (r->failed) return;
-    r->failed = 1;
-    int n     = snprintf(r->err, r->err_cap, "%s:%d:%d: ", r->file, line, col);
-    if (n < 0 || (size_t)n >= r->err_cap) return;
+    r->failed  = 1;
+    ampx_err e = ERR(r->err, r->err_cap);
+    err_set(e, "%s:%d:%d: ", r->file, line, col);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->err + n, r->err_cap - (size_t)n, fmt, ap);
+    err_vadd(e, fmt, ap);
     va_end(ap);
-    json_one_line(r->err);
 }
 
 #define FAIL(r, ...) fail_at((r), (r)->line, (r)->col, __VA_ARGS__)
@@ -548,7 +543,7 @@ json_value *json_parse_file(const char *path, char *err, size_t err_cap) {
             else
                 col++;
         }
-        snprintf(err, err_cap, "%s:%d:%d: NUL byte in a JSON file", path, line, col);
+        err_set(ERR(err, err_cap), "%s:%d:%d: NUL byte in a JSON file", path, line, col);
         free(buf);
         return NULL;
     }

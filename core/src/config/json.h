@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include "base/error.h"
+
 typedef enum json_type {
     JSON_NULL,
     JSON_BOOL,
@@ -47,6 +49,6 @@ void json_path(const json_value *v, char *buf, size_t cap);
 const char *json_type_name(json_type t);
 /* Makes a message one line that shows no control characters: every byte below 0x20 and
  * 0x7F (a newline or a terminal escape in a key, a name or a field) becomes '?'. */
-void json_one_line(char *msg);
+#define json_one_line err_one_line /* base/error.h */
 
 #endif

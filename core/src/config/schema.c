@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/error.h"
+
 // ---------------------------------------------------------------------------------------
 // Positioned errors and typed getters
 
@@ -15,14 +17,12 @@ int jerr(jctx *c, const json_value *v, const char *fmt, ...) {
     c->failed = 1;
     char path[256];
     json_path(v, path, sizeof path);
-    int n = snprintf(c->err, c->cap, "%s:%d:%d: %s: ", c->file, v->line, v->col, path);
-    if (n >= 0 && (size_t)n < c->cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err + n, c->cap - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    json_one_line(c->err); /* keys and names come from the file */
+    ampx_err e = ERR(c->err, c->cap);
+    err_set(e, "%s:%d:%d: %s: ", c->file, v->line, v->col, path);
+    va_list ap;
+    va_start(ap, fmt);
+    err_vadd(e, fmt, ap); /* keys and names come from the file: kept on one line */
+    va_end(ap);
     return -1;
 }
 

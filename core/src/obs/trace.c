@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
+
 #define PID 1
 #define TID_HOST 1
 #define TID_STREAM 2
@@ -69,12 +71,12 @@ static void thread_name(trace *t, int tid, const char *name) {
 trace *trace_open(const char *path, int64_t first, int64_t last, char *err, size_t cap) {
     trace *t = calloc(1, sizeof *t);
     if (!t) {
-        snprintf(err, cap, "out of memory");
+        err_set(ERR(err, cap), "out of memory");
         return NULL;
     }
     t->f = fopen(path, "w");
     if (!t->f) {
-        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        err_set(ERR(err, cap), "%s: %s", path, strerror(errno));
         free(t);
         return NULL;
     }
@@ -88,7 +90,7 @@ trace *trace_open(const char *path, int64_t first, int64_t last, char *err, size
     if (!t->step_end) {
         fclose(t->f);
         free(t);
-        snprintf(err, cap, "out of memory for a trace of %zu steps", n);
+        err_set(ERR(err, cap), "out of memory for a trace of %zu steps", n);
         return NULL;
     }
     fputs("{\"traceEvents\":[", t->f);
@@ -244,9 +246,9 @@ int trace_close(trace *t, char *err, size_t cap) {
     fputs("}}\n", t->f);
     int bad = ferror(t->f) != 0;
     if (fclose(t->f) != 0) bad = 1;
-    if (bad) snprintf(err, cap, "%s: write error: %s", t->path, strerror(errno));
+    if (bad) err_set(ERR(err, cap), "%s: write error: %s", t->path, strerror(errno));
     if (t->oom && !bad) {
-        snprintf(err, cap, "%s: out of memory: ops were left out of the trace", t->path);
+        err_set(ERR(err, cap), "%s: out of memory: ops were left out of the trace", t->path);
         bad = 1;
     }
     free(t->ops);

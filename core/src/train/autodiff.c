@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "base/error.h"
 #include "graph/ops.h"
 
 int autodiff(g_graph *g, char *err, size_t cap) {
@@ -23,8 +24,8 @@ int autodiff(g_graph *g, char *err, size_t cap) {
     for (int i = g->n_forward - 1; i >= 0; i--) {
         const g_rule *r = g_rule_of(g->nodes[i].op);
         if (r->backward && r->backward(g, i)) {
-            snprintf(err, cap, "the graph is too large for its backward pass (at most %d nodes)",
-                     G_MAX_NODES);
+            err_set(ERR(err, cap),
+                    "the graph is too large for its backward pass (at most %d nodes)", G_MAX_NODES);
             return -1;
         }
     }

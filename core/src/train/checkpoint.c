@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "config/input.h"
 #include "config/json.h"
 #include "train/checkpoint.h"
@@ -219,23 +220,23 @@ static void remove_stale(const char *dir, const char *base) {
 static int create_temp(const char *path, char *tmp, size_t cap, char *err, size_t ecap) {
     char dir[PATH_MAX], base[PATH_MAX];
     if (split_path(path, dir, base, sizeof dir)) {
-        snprintf(err, ecap, "%.200s...: path too long for a checkpoint", path);
+        err_set(ERR(err, ecap), "%.200s...: path too long for a checkpoint", path);
         return -1;
     }
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        snprintf(err, ecap, "%s: not a regular file; a checkpoint would replace it", path);
+        err_set(ERR(err, ecap), "%s: not a regular file; a checkpoint would replace it", path);
         return -1;
     }
     remove_stale(dir, base);
     int len = snprintf(tmp, cap, "%s/.%s.tmp.%ld.XXXXXX", dir, base, (long)getpid());
     if (len < 0 || (size_t)len >= cap) {
-        snprintf(err, ecap, "%.200s...: path too long for a checkpoint", path);
+        err_set(ERR(err, ecap), "%.200s...: path too long for a checkpoint", path);
         return -1;
     }
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        snprintf(err, ecap, "%s: %s (cannot create a file in %s)", path, strerror(errno), dir);
+        err_set(ERR(err, ecap), "%s: %s (cannot create a file in %s)", path, strerror(errno), dir);
         return -1;
     }
     mode_t mask = umask(0);
@@ -256,20 +257,20 @@ ampx_status ampx_checkpoint_check_path(const char *path, char *err, size_t cap) 
 ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
     ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
     if (!ts) {
-        snprintf(err, cap, "%s: out of memory", path);
+        err_set(ERR(err, cap), "%s: out of memory", path);
         return AMPX_ERR_NO_MEMORY;
     }
     int n = ck_list(t, ts);
     ampx_scalars sc;
     ampx_status st = ampx_trainer_scalars(t, &sc);
     if (st) {
-        snprintf(err, cap, "%s: %s", path, t->error);
+        err_set(ERR(err, cap), "%s: %s", path, t->error);
         free(ts);
         return st;
     }
     if (!isfinite(sc.scale) || !(sc.scale > 0)) {
-        snprintf(err, cap, "not writing %s: the loss scale is %g at step %lld", path,
-                 (double)sc.scale, (long long)t->step);
+        err_set(ERR(err, cap), "not writing %s: the loss scale is %g at step %lld", path,
+                (double)sc.scale, (long long)t->step);
         free(ts);
         return AMPX_ERR_INVALID;
     }
@@ -299,7 +300,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
     while (!h.oom && h.n % 8)
         sb_printf(&h, " "); /* data starts 8-byte aligned */
     if (h.oom) {
-        snprintf(err, cap, "%s: out of memory", path);
+        err_set(ERR(err, cap), "%s: out of memory", path);
         free(h.s), free(ts);
         return AMPX_ERR_NO_MEMORY;
     }
@@ -308,7 +309,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         if (fd >= 0) {
-            snprintf(err, cap, "%s: %s", path, strerror(errno));
+            err_set(ERR(err, cap), "%s: %s", path, strerror(errno));
             close(fd), unlink(tmp);
         }
         free(h.s), free(ts);
@@ -349,9 +350,9 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
     if (!bad && rename(tmp, path) != 0) bad = 1, saved = errno;
     if (bad) {
         if (why[0])
-            snprintf(err, cap, "not writing %s: %s", path, why);
+            err_set(ERR(err, cap), "not writing %s: %s", path, why);
         else
-            snprintf(err, cap, "%s: %s", path, strerror(saved));
+            err_set(ERR(err, cap), "%s: %s", path, strerror(saved));
         unlink(tmp);
         free(h.s), free(ts);
         return st ? st : AMPX_ERR_INVALID;
@@ -362,7 +363,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
     split_path(path, dir, base, sizeof dir);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY);
     if (dfd < 0 || fsync(dfd) != 0) {
-        snprintf(err, cap, "%s: cannot sync folder %s: %s", path, dir, strerror(errno));
+        err_set(ERR(err, cap), "%s: cannot sync folder %s: %s", path, dir, strerror(errno));
         if (dfd >= 0) close(dfd);
         return AMPX_ERR_INVALID;
     }
@@ -381,14 +382,12 @@ typedef struct ck_reader {
 
 static ampx_status bad(ck_reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static ampx_status bad(ck_reader *r, const char *fmt, ...) {
-    int n = snprintf(r->err, r->cap, "%s: ", r->name);
-    if (n >= 0 && (size_t)n < r->cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(r->err + n, r->cap - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    json_one_line(r->err); /* names come from the file */
+    ampx_err e = ERR(r->err, r->cap);
+    err_set(e, "%s: ", r->name);
+    va_list ap;
+    va_start(ap, fmt);
+    err_vadd(e, fmt, ap); /* names come from the file: kept on one line */
+    va_end(ap);
     return AMPX_ERR_INVALID;
 }
 
@@ -677,7 +676,7 @@ ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned cha
         if (root)
             bad(&r, "bad safetensors header: not a JSON object");
         else
-            snprintf(err, cap, "%s (in the safetensors header)", perr), json_one_line(err);
+            err_set(ERR(err, cap), "%s (in the safetensors header)", perr), json_one_line(err);
         goto out;
     }
     const unsigned char *data = file + 8 + hl;
@@ -793,7 +792,7 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
     /* No checkpoint of this model is larger than its header cap and its state. */
     ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
     if (!ts) {
-        snprintf(err, cap, "%s: out of memory", path);
+        err_set(ERR(err, cap), "%s: out of memory", path);
         return AMPX_ERR_NO_MEMORY;
     }
     int n          = ck_list(t, ts);
@@ -805,10 +804,10 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
     FILE *f = input_open(path, UINT64_MAX, &size, err, cap);
     if (!f) return AMPX_ERR_INVALID;
     if (size > 8 + (uint64_t)CK_MAX_HEADER_BYTES + state) {
-        snprintf(err, cap,
-                 "%s: %llu bytes, more than any checkpoint of model \"%s\" holds (its state is "
-                 "%llu bytes)",
-                 path, (unsigned long long)size, t->m->cfg.name, (unsigned long long)state);
+        err_set(ERR(err, cap),
+                "%s: %llu bytes, more than any checkpoint of model \"%s\" holds (its state is "
+                "%llu bytes)",
+                path, (unsigned long long)size, t->m->cfg.name, (unsigned long long)state);
         fclose(f);
         return AMPX_ERR_INVALID;
     }
@@ -817,7 +816,7 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
     int rerr           = ferror(f);
     fclose(f);
     if (!buf || rerr) {
-        snprintf(err, cap, "%s: %s", path, buf ? "read error" : "out of memory");
+        err_set(ERR(err, cap), "%s: %s", path, buf ? "read error" : "out of memory");
         free(buf);
         return AMPX_ERR_INVALID;
     }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ampx/dtype.h"
+#include "base/error.h"
 #include "config/input.h"
 #include "config/json.h"
 
@@ -44,15 +45,15 @@ static int load_spirals(const data_request *m, dataset *d, char *err, size_t cap
     const data_config *c = &m->cfg->data;
     int64_t n = c->samples, k = m->classes, f = m->features;
     if (f < 2) {
-        snprintf(err, cap,
-                 "%s: the embedded spirals have 2 features (or more with distractors); input "
-                 "\"%s\" has %lld",
-                 m->cfg->file, m->input_name, (long long)f);
+        err_set(ERR(err, cap),
+                "%s: the embedded spirals have 2 features (or more with distractors); input "
+                "\"%s\" has %lld",
+                m->cfg->file, m->input_name, (long long)f);
         return -1;
     }
     int64_t n_test = (int64_t)((double)n * c->test_fraction);
     if (alloc_split(d, n - n_test, n_test, f)) {
-        snprintf(err, cap, "%s: out of memory for %lld examples", m->cfg->file, (long long)n);
+        err_set(ERR(err, cap), "%s: out of memory for %lld examples", m->cfg->file, (long long)n);
         return -1;
     }
     uint64_t seed = m->cfg->train.seed * 0x100000001B3ull + 17;
@@ -86,16 +87,16 @@ int data_idx_check(const char *path, uint32_t magic, const unsigned char *buf, s
                    int64_t dims[3], char *err, size_t cap) {
     int nd = (int)(magic & 0xFF);
     if (len >= 2 && buf[0] == 0x1F && buf[1] == 0x8B) {
-        snprintf(err, cap, "%s: gzip-compressed; decompress it first (gunzip)", path);
+        err_set(ERR(err, cap), "%s: gzip-compressed; decompress it first (gunzip)", path);
         return -1;
     }
     if (len < 4 || be32(buf) != magic) {
-        snprintf(err, cap, "%s: not an IDX %s file (magic 0x%08x, expected 0x%08x)", path,
-                 nd == 3 ? "image" : "label", len >= 4 ? be32(buf) : 0, magic);
+        err_set(ERR(err, cap), "%s: not an IDX %s file (magic 0x%08x, expected 0x%08x)", path,
+                nd == 3 ? "image" : "label", len >= 4 ? be32(buf) : 0, magic);
         return -1;
     }
     if (len < 4 + 4 * (size_t)nd) {
-        snprintf(err, cap, "%s: truncated IDX header (%zu bytes)", path, len);
+        err_set(ERR(err, cap), "%s: truncated IDX header (%zu bytes)", path, len);
         return -1;
     }
     uint64_t need = 1, have = len - 4 - 4 * (size_t)nd;
@@ -110,10 +111,10 @@ int data_idx_check(const char *path, uint32_t magic, const unsigned char *buf, s
             snprintf(says, sizeof says, "more than 2^64");
         else
             snprintf(says, sizeof says, "%llu", (unsigned long long)need);
-        snprintf(err, cap,
-                 "%s: the header says %lld items (%s data bytes) but the file holds %llu data "
-                 "bytes",
-                 path, (long long)dims[0], says, (unsigned long long)have);
+        err_set(ERR(err, cap),
+                "%s: the header says %lld items (%s data bytes) but the file holds %llu data "
+                "bytes",
+                path, (long long)dims[0], says, (unsigned long long)have);
         return -1;
     }
     return 0;
@@ -137,22 +138,22 @@ static int load_idx_pair(const data_request *m, const char *images, const char *
     /* idx_check bounded rows * cols * n by the file size: no overflow from here on */
     int64_t f = idim[1] * idim[2];
     if (f != m->features) {
-        snprintf(err, cap,
-                 "%s: images are %lldx%lld = %lld features but input \"%s\" of %s has %lld", images,
-                 (long long)idim[1], (long long)idim[2], (long long)f, m->input_name, m->cfg->file,
-                 (long long)m->features);
+        err_set(ERR(err, cap),
+                "%s: images are %lldx%lld = %lld features but input \"%s\" of %s has %lld", images,
+                (long long)idim[1], (long long)idim[2], (long long)f, m->input_name, m->cfg->file,
+                (long long)m->features);
         goto out;
     }
     if (ldim[0] != idim[0]) {
-        snprintf(err, cap, "%s: %lld labels for %lld images in %s", labels, (long long)ldim[0],
-                 (long long)idim[0], images);
+        err_set(ERR(err, cap), "%s: %lld labels for %lld images in %s", labels, (long long)ldim[0],
+                (long long)idim[0], images);
         goto out;
     }
     *n = idim[0];
     *x = malloc(sizeof(float) * (size_t)(*n * f));
     *y = malloc(sizeof(int32_t) * (size_t)*n);
     if (!*x || !*y) {
-        snprintf(err, cap, "%s: out of memory", images);
+        err_set(ERR(err, cap), "%s: out of memory", images);
         goto out;
     }
     for (int64_t i = 0; i < *n * f; i++)
@@ -160,8 +161,9 @@ static int load_idx_pair(const data_request *m, const char *images, const char *
     for (int64_t i = 0; i < *n; i++) {
         int32_t l = lb[8 + i];
         if (l >= m->classes) {
-            snprintf(err, cap, "%s: label %d of example %lld is not below the model's %lld classes",
-                     labels, l, (long long)i, (long long)m->classes);
+            err_set(ERR(err, cap),
+                    "%s: label %d of example %lld is not below the model's %lld classes", labels, l,
+                    (long long)i, (long long)m->classes);
             goto out;
         }
         (*y)[i] = l;
@@ -249,8 +251,8 @@ int data_csv_parse(const data_request *m, const char *path, const char *text, si
         goto out;
     }
     if (memchr(text, 0, len)) {
-        snprintf(err, cap, "%s: a NUL byte at offset %zu: not a text file", path,
-                 (size_t)((const char *)memchr(text, 0, len) - text));
+        err_set(ERR(err, cap), "%s: a NUL byte at offset %zu: not a text file", path,
+                (size_t)((const char *)memchr(text, 0, len) - text));
         goto out;
     }
     size_t pos = 0, ll;
@@ -281,16 +283,16 @@ int data_csv_parse(const data_request *m, const char *path, const char *text, si
         }
         if (header) continue;
         if (fields != cols) {
-            snprintf(err, cap,
-                     "%s:%lld: expected %lld columns (%lld features and a label), found %lld", path,
-                     (long long)line_no, (long long)cols, (long long)f, (long long)fields);
+            err_set(ERR(err, cap),
+                    "%s:%lld: expected %lld columns (%lld features and a label), found %lld", path,
+                    (long long)line_no, (long long)cols, (long long)f, (long long)fields);
             goto out;
         }
         if (rows == rows_cap) {
             int64_t nc = rows_cap ? rows_cap * 2 : 64;
             size_t xb;
             if (__builtin_mul_overflow((size_t)nc, (size_t)f * sizeof(float), &xb)) {
-                snprintf(err, cap, "%s: out of memory", path);
+                err_set(ERR(err, cap), "%s: out of memory", path);
                 goto out;
             }
             float *nx   = realloc(*x, xb ? xb : 1);
@@ -298,8 +300,8 @@ int data_csv_parse(const data_request *m, const char *path, const char *text, si
             if (nx) *x = nx;
             if (ny) *y = ny;
             if (!nx || !ny) {
-                snprintf(err, cap, "%s: out of memory for %lld rows of %lld features", path,
-                         (long long)nc, (long long)f);
+                err_set(ERR(err, cap), "%s: out of memory for %lld rows of %lld features", path,
+                        (long long)nc, (long long)f);
                 goto out;
             }
             rows_cap = nc;
@@ -313,28 +315,27 @@ int data_csv_parse(const data_request *m, const char *path, const char *text, si
                 while (b < k && (line[b] == ' ' || line[b] == '\t'))
                     b++;
                 if (b == k)
-                    snprintf(err, cap, "%s:%lld: column %lld is empty", path, (long long)line_no,
-                             (long long)col + 1);
+                    err_set(ERR(err, cap), "%s:%lld: column %lld is empty", path,
+                            (long long)line_no, (long long)col + 1);
                 else
-                    snprintf(err, cap, "%s:%lld: column %lld: \"%.*s\" is not a number%s", path,
-                             (long long)line_no, (long long)col + 1, (int)(k - a < 40 ? k - a : 40),
-                             line + a,
-                             line_no == 1 ? " (set \"header\": true if this line is a header)"
-                                          : "");
+                    err_set(ERR(err, cap), "%s:%lld: column %lld: \"%.*s\" is not a number%s", path,
+                            (long long)line_no, (long long)col + 1, (int)(k - a < 40 ? k - a : 40),
+                            line + a,
+                            line_no == 1 ? " (set \"header\": true if this line is a header)" : "");
                 goto out;
             }
             if (col == labcol) {
                 if (v != floor(v) || v < 0 || v >= (double)m->classes) {
-                    snprintf(err, cap, "%s:%lld: label %g is not an integer in [0, %lld)", path,
-                             (long long)line_no, v, (long long)m->classes);
+                    err_set(ERR(err, cap), "%s:%lld: label %g is not an integer in [0, %lld)", path,
+                            (long long)line_no, v, (long long)m->classes);
                     goto out;
                 }
                 (*y)[rows] = (int32_t)v;
             } else {
                 if (!(fabs(v) <= FLT_MAX)) {
-                    snprintf(err, cap, "%s:%lld: column %lld: %.*s is out of the range of f32",
-                             path, (long long)line_no, (long long)col + 1,
-                             (int)(k - a < 40 ? k - a : 40), line + a);
+                    err_set(ERR(err, cap), "%s:%lld: column %lld: %.*s is out of the range of f32",
+                            path, (long long)line_no, (long long)col + 1,
+                            (int)(k - a < 40 ? k - a : 40), line + a);
                     goto out;
                 }
                 (*x)[rows * f + fi++] = (float)v;
@@ -345,7 +346,7 @@ int data_csv_parse(const data_request *m, const char *path, const char *text, si
         rows++;
     }
     if (rows == 0) {
-        snprintf(err, cap, "%s: no examples", path);
+        err_set(ERR(err, cap), "%s: no examples", path);
         goto out;
     }
     *n = rows;
@@ -383,15 +384,15 @@ static int load_csv(const data_request *m, dataset *d, char *err, size_t cap) {
     /* No test file: a seeded permutation, the last test_fraction held out. */
     int64_t n_test = (int64_t)((double)n * c->test_fraction);
     if (n_test < 1 || n - n_test < 1) {
-        snprintf(err, cap, "%s: %lld examples are too few to hold out %g of them", c->train_csv,
-                 (long long)n, c->test_fraction);
+        err_set(ERR(err, cap), "%s: %lld examples are too few to hold out %g of them", c->train_csv,
+                (long long)n, c->test_fraction);
         free(x), free(y);
         return -1;
     }
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)n);
     if (!perm || alloc_split(d, n - n_test, n_test, d->features)) {
         free(perm), free(x), free(y);
-        snprintf(err, cap, "%s: out of memory", c->train_csv);
+        err_set(ERR(err, cap), "%s: out of memory", c->train_csv);
         return -1;
     }
     for (int64_t i = 0; i < n; i++)
@@ -414,7 +415,7 @@ static int load_csv(const data_request *m, dataset *d, char *err, size_t cap) {
 
 int data_load(const data_request *m, dataset *d, char *err, size_t cap) {
     memset(d, 0, sizeof *d);
-    int rc = data_is_tokens(m->cfg)                ? text_load(m, d, err, cap)
+    int rc = data_is_tokens(m->cfg)                 ? text_load(m, d, err, cap)
              : m->cfg->data.source == DATA_EMBEDDED ? load_spirals(m, d, err, cap)
              : m->cfg->data.source == DATA_MNIST    ? load_mnist(m, d, err, cap)
                                                     : load_csv(m, d, err, cap);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "graph/builder.h"
 
 /* Reads "policy" and "scaler" from obj (the model, or a --policy file). */
@@ -26,7 +27,7 @@ ampx_status ampx_model_load(const char *path, const char *policy_path, ampx_mode
     if (!m || !(m->cfg.file = strdup(path)) || g_init_graph(&m->graph)) {
         if (m) free(m->cfg.file);
         free(m);
-        snprintf(err, err_cap, "%s: out of memory", path);
+        err_set(ERR(err, err_cap), "%s: out of memory", path);
         return AMPX_ERR_NO_MEMORY;
     }
     settings *s = &m->cfg;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "graph/ops.h"
 #include "train/model.h"
 
@@ -109,7 +110,7 @@ static int casts_inputs(const g_node *n, g_why why) {
 }
 
 static int fail(char *err, size_t cap, const char *file, const char *msg) {
-    snprintf(err, cap, "%s: %s", file, msg);
+    err_set(ERR(err, cap), "%s: %s", file, msg);
     return -1;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "ampx/dtype.h"
+#include "base/error.h"
 #include "train/data.h"
 
 #define TOKENS_MAGIC 20240520
@@ -25,25 +26,25 @@ int data_is_tokens(const settings *cfg) {
 static unsigned char *slurp(const char *path, size_t *len, char *err, size_t cap) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        err_set(ERR(err, cap), "%s: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        snprintf(err, cap, "%s: not a regular file", path);
+        err_set(ERR(err, cap), "%s: not a regular file", path);
         fclose(f);
         return NULL;
     }
     if ((unsigned long long)st.st_size > TEXT_MAX_BYTES) {
-        snprintf(err, cap, "%s: %lld bytes; at most %llu are read", path, (long long)st.st_size,
-                 TEXT_MAX_BYTES);
+        err_set(ERR(err, cap), "%s: %lld bytes; at most %llu are read", path, (long long)st.st_size,
+                TEXT_MAX_BYTES);
         fclose(f);
         return NULL;
     }
     size_t n           = (size_t)st.st_size;
     unsigned char *buf = malloc(n + 1);
     if (!buf) {
-        snprintf(err, cap, "%s: out of memory for %zu bytes", path, n);
+        err_set(ERR(err, cap), "%s: out of memory for %zu bytes", path, n);
         fclose(f);
         return NULL;
     }
@@ -51,8 +52,8 @@ static unsigned char *slurp(const char *path, size_t *len, char *err, size_t cap
     int bad    = ferror(f);
     fclose(f);
     if (bad || got != n) {
-        snprintf(err, cap, "%s: read %zu of %zu bytes%s%s", path, got, n, bad ? ": " : "",
-                 bad ? strerror(errno) : "");
+        err_set(ERR(err, cap), "%s: read %zu of %zu bytes%s%s", path, got, n, bad ? ": " : "",
+                bad ? strerror(errno) : "");
         free(buf);
         return NULL;
     }
@@ -76,37 +77,38 @@ static uint16_t *read_token_file(const char *path, int64_t vocab, int64_t *n, ch
     int32_t h[256];
     uint16_t *t = NULL;
     if (len < sizeof h) {
-        snprintf(err, cap, "%s: %zu bytes, shorter than the 1024-byte header of a token file", path,
-                 len);
+        err_set(ERR(err, cap), "%s: %zu bytes, shorter than the 1024-byte header of a token file",
+                path, len);
         goto out;
     }
     memcpy(h, b, sizeof h);
     if (h[0] != TOKENS_MAGIC) {
-        snprintf(err, cap, "%s: not a token file (magic %d, expected %d)", path, h[0],
-                 TOKENS_MAGIC);
+        err_set(ERR(err, cap), "%s: not a token file (magic %d, expected %d)", path, h[0],
+                TOKENS_MAGIC);
         goto out;
     }
     if (h[1] != TOKENS_VERSION) {
-        snprintf(err, cap, "%s: token file version %d; version %d is read", path, h[1],
-                 TOKENS_VERSION);
+        err_set(ERR(err, cap), "%s: token file version %d; version %d is read", path, h[1],
+                TOKENS_VERSION);
         goto out;
     }
     uint64_t body = len - sizeof h;
     if (h[2] < 0 || body != 2 * (uint64_t)(uint32_t)h[2]) {
-        snprintf(err, cap, "%s: the header declares %d tokens but %llu bytes follow it (%s)", path,
-                 h[2], (unsigned long long)body, body % 2 ? "an odd count" : "2 bytes per token");
+        err_set(ERR(err, cap), "%s: the header declares %d tokens but %llu bytes follow it (%s)",
+                path, h[2], (unsigned long long)body,
+                body % 2 ? "an odd count" : "2 bytes per token");
         goto out;
     }
     *n = h[2];
     if (!(t = malloc(sizeof *t * ((size_t)*n + 1)))) {
-        snprintf(err, cap, "%s: out of memory", path);
+        err_set(ERR(err, cap), "%s: out of memory", path);
         goto out;
     }
     memcpy(t, b + sizeof h, 2 * (size_t)*n);
     for (int64_t i = 0; i < *n; i++)
         if (t[i] >= vocab) {
-            snprintf(err, cap, "%s: token %lld is %u, outside the model's vocabulary of %lld", path,
-                     (long long)i, t[i], (long long)vocab);
+            err_set(ERR(err, cap), "%s: token %lld is %u, outside the model's vocabulary of %lld",
+                    path, (long long)i, t[i], (long long)vocab);
             free(t);
             t = NULL;
             goto out;
@@ -233,7 +235,7 @@ static uint16_t *load_stream(const data_request *m, const char *path, int64_t *n
     if (!b) return NULL;
     uint16_t *t = bytes_to_tokens(b, len);
     free(b);
-    if (!t) snprintf(err, cap, "%s: out of memory", path);
+    if (!t) err_set(ERR(err, cap), "%s: out of memory", path);
     *n = (int64_t)len;
     return t;
 }
@@ -244,8 +246,9 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
     int64_t T            = m->window;
     d->window            = T;
     if (c->source != DATA_TOKENS && m->classes < 256) {
-        snprintf(err, cap, "%s: byte-level text has 256 token values; the labels have %lld classes",
-                 file, (long long)m->classes);
+        err_set(ERR(err, cap),
+                "%s: byte-level text has 256 token values; the labels have %lld classes", file,
+                (long long)m->classes);
         return -1;
     }
     if (c->source == DATA_EMBEDDED_TEXT) {
@@ -253,7 +256,7 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
         d->tokens_train = generate(0x7E57, (size_t)c->text_bytes, &d->n_tokens_train);
         d->tokens_val   = generate(0x7E58, (size_t)(nv > 4 * T ? nv : 4 * T), &d->n_tokens_val);
         if (!d->tokens_train || !d->tokens_val) {
-            snprintf(err, cap, "%s: out of memory for the generated text", file);
+            err_set(ERR(err, cap), "%s: out of memory for the generated text", file);
             return -1;
         }
     } else {
@@ -263,19 +266,19 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
             if (!(d->tokens_val = load_stream(m, c->text_val, &d->n_tokens_val, err, cap)))
                 return -1;
         } else if (split_tail(d, c->val_fraction)) {
-            snprintf(err, cap, "%s: out of memory", c->text_train);
+            err_set(ERR(err, cap), "%s: out of memory", c->text_train);
             return -1;
         }
     }
     const char *vn = c->text_val ? c->text_val : c->text_train ? c->text_train : file;
     if (d->n_tokens_train < T + 1) {
-        snprintf(err, cap, "%s: %lld training tokens are too few for one window of %lld + 1",
-                 c->text_train ? c->text_train : file, (long long)d->n_tokens_train, (long long)T);
+        err_set(ERR(err, cap), "%s: %lld training tokens are too few for one window of %lld + 1",
+                c->text_train ? c->text_train : file, (long long)d->n_tokens_train, (long long)T);
         return -1;
     }
     if (d->n_tokens_val < T + 1) {
-        snprintf(err, cap, "%s: %lld validation tokens are too few for one window of %lld + 1", vn,
-                 (long long)d->n_tokens_val, (long long)T);
+        err_set(ERR(err, cap), "%s: %lld validation tokens are too few for one window of %lld + 1",
+                vn, (long long)d->n_tokens_val, (long long)T);
         return -1;
     }
     /* fixed held-out windows, evenly spaced (non-overlapping when the stream allows) */
@@ -285,7 +288,7 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
     d->ids_test = malloc(sizeof(int32_t) * (size_t)(k * T));
     d->y_test   = malloc(sizeof(int32_t) * (size_t)(k * T));
     if (!d->ids_test || !d->y_test) {
-        snprintf(err, cap, "%s: out of memory", vn);
+        err_set(ERR(err, cap), "%s: out of memory", vn);
         return -1;
     }
     for (int64_t w = 0; w < k; w++) {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ampx/dtype.h"
+#include "base/error.h"
 #include "graph/ops.h"
 #include "obs/trace.h"
 #include "train/autodiff.h"
@@ -31,7 +32,8 @@
 ampx_status tr_fail(ampx_trainer *t, ampx_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    t->error[0] = 0;
+    err_vadd(ERR(t->error, sizeof t->error), fmt, ap);
     va_end(ap);
     return st;
 }
@@ -402,7 +404,7 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
     ampx_trainer *t = calloc(1, sizeof *t);
     if (!t || g_init_graph(&t->g)) {
         free(t);
-        snprintf(err, err_cap, "out of memory");
+        err_set(ERR(err, err_cap), "out of memory");
         return AMPX_ERR_NO_MEMORY;
     }
     t->m               = m;
@@ -493,7 +495,7 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
     *out = t;
     return AMPX_OK;
 fail:
-    snprintf(err, err_cap, "%s", t->error);
+    err_set(ERR(err, err_cap), "%s", t->error);
     ampx_trainer_free(t);
     return st ? st : AMPX_ERR_INVALID;
 }
@@ -1365,12 +1367,12 @@ int64_t ampx_trainer_vocab(const ampx_trainer *t) {
 ampx_status ampx_trainer_trace(ampx_trainer *t, const char *path, int64_t first, int64_t last,
                                char *err, size_t err_cap) {
     if (t->trace) {
-        snprintf(err, err_cap, "a trace is already being written");
+        err_set(ERR(err, err_cap), "a trace is already being written");
         return AMPX_ERR_INVALID;
     }
     if (first < 1 || last < first) {
-        snprintf(err, err_cap, "trace window %lld:%lld: expected 1 <= first <= last",
-                 (long long)first, (long long)last);
+        err_set(ERR(err, err_cap), "trace window %lld:%lld: expected 1 <= first <= last",
+                (long long)first, (long long)last);
         return AMPX_ERR_INVALID;
     }
     t->trace = trace_open(path, first, last, err, err_cap);
