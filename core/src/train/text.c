@@ -3,62 +3,26 @@
  * the tokens as uint16), and a generated text task that needs nothing on disk. Training
  * windows are drawn from the stream with the seed; the held-out windows are fixed, evenly
  * spaced over the validation stream, so every evaluation reads the same positions. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "ampx/dtype.h"
 #include "base/error.h"
+#include "config/input.h"
 #include "train/data.h"
 
 #define TOKENS_MAGIC 20240520
 #define TOKENS_VERSION 1
-#define TEXT_MAX_BYTES (1ull << 32) /* 4 GiB: more is refused, not read until memory ends */
 
 int data_is_tokens(const settings *cfg) {
     data_source s = cfg->data.source;
     return s == DATA_TEXT || s == DATA_TOKENS || s == DATA_EMBEDDED_TEXT;
 }
 
-/* A whole regular file into memory. */
+/* A whole regular file into memory, within the input cap (config/input.h). */
 static unsigned char *slurp(const char *path, size_t *len, char *err, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        err_set(ERR(err, cap), "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        err_set(ERR(err, cap), "%s: not a regular file", path);
-        fclose(f);
-        return NULL;
-    }
-    if ((unsigned long long)st.st_size > TEXT_MAX_BYTES) {
-        err_set(ERR(err, cap), "%s: %lld bytes; at most %llu are read", path, (long long)st.st_size,
-                TEXT_MAX_BYTES);
-        fclose(f);
-        return NULL;
-    }
-    size_t n           = (size_t)st.st_size;
-    unsigned char *buf = malloc(n + 1);
-    if (!buf) {
-        err_set(ERR(err, cap), "%s: out of memory for %zu bytes", path, n);
-        fclose(f);
-        return NULL;
-    }
-    size_t got = fread(buf, 1, n, f);
-    int bad    = ferror(f);
-    fclose(f);
-    if (bad || got != n) {
-        err_set(ERR(err, cap), "%s: read %zu of %zu bytes%s%s", path, got, n, bad ? ": " : "",
-                bad ? strerror(errno) : "");
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
+    return (unsigned char *)input_read(path, input_max_bytes(), len, err, cap);
 }
 
 static uint16_t *bytes_to_tokens(const unsigned char *b, size_t n) {
