@@ -34,6 +34,19 @@ expect_fail() {
 "$ampx" --version >"$tmp/out"; check "--version" grep -qF "ABI $abi" "$tmp/out"
 "$ampx" --help >"$tmp/out"; check "--help" grep -q conformance "$tmp/out"
 "$ampx" frobnicate 2>/dev/null; check "unknown command exits 2" test $? -eq 2
+"$ampx" --help >"$tmp/out"; check "--help has the exit-status table" grep -q "^  2  usage" "$tmp/out"
+"$ampx" help train >"$tmp/out"; rc=$?
+check "help train: exit 0, the train usage" test $rc -eq 0 -a "$(head -c 22 "$tmp/out")" = "usage: ampx train MODE"
+"$ampx" help generate >"$tmp/out"; check "help generate shows generate's options" grep -q -- "--temperature" "$tmp/out"
+"$ampx" trian 2>"$tmp/err"; rc=$?
+check "a misspelt command: exit 2, the nearest named" test $rc -eq 2 -a "$(cat "$tmp/err")" = "ampx: unknown command 'trian' (did you mean 'train'?)"
+"$ampx" train x.json --stpes 3 2>"$tmp/err"; rc=$?
+check "a misspelt option: exit 2, the nearest named" test $rc -eq 2
+check "a misspelt option names --steps" grep -qF "unknown option '--stpes' (did you mean '--steps'?)" "$tmp/err"
+"$ampx" train x.json --zzzzzz 2>"$tmp/err"
+check "an unknown option far from any: no suggestion" grep -qxF "ampx train: unknown option '--zzzzzz'" "$tmp/err"
+"$ampx" train x.json --steps 2>"$tmp/err"
+check "an option without its value says so" grep -qF "option '--steps' needs a value" "$tmp/err"
 "$ampx" conformance 2>/dev/null; check "conformance without --backend exits 2" test $? -eq 2
 
 "$ampx" backends >"$tmp/out"; rc=$?

@@ -103,5 +103,19 @@ cmake --install "$tmp/example/build" >"$tmp/exinst.log" 2>&1
 env -u AMPX_PLUGIN_PATH "$prefix/bin/ampx" backends >"$tmp/out" 2>&1
 check "installed, the example plugin is --backend example" grep -qE '^example ' "$tmp/out"
 
+# What a user gets beside the binary: models, docs, the man page, bash completion.
+check "models installed" test -f "$prefix/share/ampx/models/mlp.json" -a -f "$prefix/share/ampx/models/gpt.json"
+check "docs installed" test -f "$prefix/share/doc/ampx/MODEL_FORMAT.md" -a -f "$prefix/share/doc/ampx/LANGUAGE_MODELS.md"
+check "man page installed" test -f "$prefix/share/man/man1/ampx.1"
+check "bash completion installed" test -f "$prefix/share/bash-completion/completions/ampx"
+check "the completion completes commands" bash -c '
+  source "$1"; COMP_WORDS=(ampx tr); COMP_CWORD=1; _ampx; [ "${COMPREPLY[*]}" = "train trace-summary" ]' _ \
+  "$prefix/share/bash-completion/completions/ampx"
+check "the installed models train from the install tree" env -u AMPX_PLUGIN_PATH "$prefix/bin/ampx" \
+  train "$prefix/share/ampx/models/mlp.json" --steps 20 --quiet
+if command -v man >/dev/null; then
+  check "the man page renders" bash -c 'MANWIDTH=80 man -l "$1" 2>/dev/null | grep -q "EXIT STATUS"' _ "$prefix/share/man/man1/ampx.1"
+fi
+
 echo "install: $fails failure(s)"
 test $fails -eq 0

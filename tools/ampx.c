@@ -4,7 +4,8 @@
  *   ampx conformance --backend B [--backend-opt k=v]... [--op NAME] [--quick] [--seed S] [--json]
  *
  * Exit status: 0 on success, 1 when the work failed (a plugin did not load, a conformance
- * case failed), 2 on a usage error.
+ * case failed, a file was refused, a run diverged or applied no step, output could not be
+ * written), 2 on a usage error.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +41,14 @@ static void usage_main(FILE *f) {
                "options:\n"
                "  -h, --help     show this help (also: ampx <command> --help)\n"
                "  -V, --version  print the version and the plugin ABI version\n"
+               "\n"
+               "exit status:\n"
+               "  0  success\n"
+               "  1  the work failed: a file was refused, a plugin failed, a conformance case\n"
+               "     failed, a run diverged or applied no step, output could not be written\n"
+               "  2  usage: an unknown command or option, a bad option value, closed stdout\n"
+               "\n"
+               "'ampx help COMMAND' (or 'ampx COMMAND --help') shows a command's options.\n"
                "\n"
                "A backend is a name (cpu, opencl, cuda: libampx-NAME.so on $AMPX_PLUGIN_PATH or\n"
                "beside ampx) or a path to a plugin (./libvendor.so). Backend options come from\n"
@@ -98,7 +107,7 @@ static int cmd_backends(int argc, char **argv) {
                                    {"help", no_argument, 0, 'h'},
                                    {0}};
     int c;
-    while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, "jh", opts)) != -1) {
         if (c == 'j')
             json = 1;
         else if (c == 'O')
@@ -346,7 +355,7 @@ static int cmd_conformance(int argc, char **argv) {
                                     {"help", no_argument, 0, 'h'},
                                     {0}};
     int c, all = 0;
-    while ((c = getopt_long(argc, argv, "b:o:p:qs:jah", lopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, "b:o:p:qs:jah", lopts)) != -1) {
         switch (c) {
         case 'b': backend = optarg; break;
         case 'o':
@@ -537,9 +546,18 @@ static int run_command(int argc, char **argv) {
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || (!strcmp(cmd, "help") && argc == 2)) {
         usage_main(stdout);
         return 0;
+    }
+    if (!strcmp(cmd, "help")) { /* ampx help COMMAND: that command's --help */
+        if (argc > 3) {
+            fprintf(stderr, "%s: help takes one command\n", prog);
+            return EXIT_USAGE;
+        }
+        static char help_flag[] = "--help";
+        char *args[]            = {argv[0], argv[2], help_flag, NULL};
+        return run_command(3, args);
     }
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
         printf("ampx %s (plugin ABI %d.%d)\n", AMPX_VERSION_STRING, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
@@ -553,6 +571,14 @@ static int run_command(int argc, char **argv) {
     if (!strcmp(cmd, "conformance")) return cmd_conformance(argc - 1, argv + 1);
     for (const cli_command *c = cli_commands; c->name; c++)
         if (!strcmp(cmd, c->name)) return c->run(argc - 1, argv + 1);
-    fprintf(stderr, "%s: unknown command '%s' (try 'ampx --help')\n", prog, cmd);
+    const char *names[64] = {"backends", "conformance", "help"};
+    size_t n              = 3;
+    for (const cli_command *c = cli_commands; c->name && n < 64; c++)
+        names[n++] = c->name;
+    const char *near = cli_nearest(cmd, names, n);
+    if (near)
+        fprintf(stderr, "%s: unknown command '%s' (did you mean '%s'?)\n", prog, cmd, near);
+    else
+        fprintf(stderr, "%s: unknown command '%s' (try 'ampx --help')\n", prog, cmd);
     return EXIT_USAGE;
 }

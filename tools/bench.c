@@ -280,7 +280,7 @@ static int cmd_bench_gemm(int argc, char **argv) {
         {"help", no_argument, 0, 'h'},          {0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "b:o:d:m:n:k:B:ATw:r:jh", lopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, "b:o:d:m:n:k:B:ATw:r:jh", lopts)) != -1) {
         switch (c) {
         case 'b': backend = optarg; break;
         case 'o':
@@ -558,7 +558,7 @@ static int cmd_bench_op(int argc, char **argv) {
         {"help", no_argument, 0, 'h'},          {0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "b:o:d:n:c:w:r:jh", lopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, "b:o:d:n:c:w:r:jh", lopts)) != -1) {
         switch (c) {
         case 'b': backend = optarg; break;
         case 'o':

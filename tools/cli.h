@@ -5,7 +5,19 @@
 
 #include <stdint.h>
 
-#define EXIT_USAGE 2
+#include <stddef.h>
+
+struct option;
+
+/* Exit statuses of every command (docs: README.md, `ampx --help`, ampx.1). */
+#define EXIT_FAILED 1 /* the work failed: bad input, a plugin, a failed case, a diverged run */
+#define EXIT_USAGE 2  /* the command line is wrong */
+
+/* getopt_long with ampx's messages (tools/getopt.c): an unknown option names the closest known
+ * one, a missing value says so; returns '?' after printing for either. */
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *lopts);
+/* The name among names[0..n) closest to word when it is close enough to be a typo, or NULL. */
+const char *cli_nearest(const char *word, const char *const *names, size_t n);
 #define MAX_BACKEND_OPTS 32
 
 /* Appends a --backend-opt argument to opts after checking it is key=value; prints one line
@@ -17,9 +29,9 @@ int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n);
 int cli_parse_int(const char *prog, const char *flag, const char *s, int64_t lo, int64_t hi,
                   int64_t *out);
 
-int cli_train(int argc, char **argv);  /* tools/train.c */
-int cli_eval(int argc, char **argv);   /* tools/train.c */
-int cli_policy(int argc, char **argv); /* tools/train.c */
+int cli_train(int argc, char **argv);    /* tools/train.c */
+int cli_eval(int argc, char **argv);     /* tools/train.c */
+int cli_policy(int argc, char **argv);   /* tools/train.c */
 int cli_generate(int argc, char **argv); /* tools/generate.c */
 
 typedef struct cli_command {

@@ -95,7 +95,7 @@ int cli_generate(int argc, char **argv) {
     double tokens = 256, temperature = 0.8, top_k = 40, seed = 1;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, "h", lopts)) != -1) {
         switch (c) {
         case 'c': ckpt = optarg; break;
         case 'p': prompt = optarg; break;

@@ -93,7 +93,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
     o->steps = o->batch = o->seed = o->log_every = o->eval_every = -1;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, "h", lopts)) != -1) {
         int train_only = strchr("sBSlmCrqETWM", c) != NULL;
         if (train_only && strcmp(cmd, "train")) {
             fprintf(stderr, "%s: option '%s' is for ampx train\n", argv[0], argv[optind - 1]);

@@ -1,0 +1,35 @@
+# bash completion for ampx: commands, each command's options, model files and backends.
+# Installed as share/bash-completion/completions/ampx.
+_ampx() {
+    local cur prev cmd
+    cur=${COMP_WORDS[COMP_CWORD]}
+    prev=${COMP_WORDS[COMP_CWORD - 1]}
+    cmd=${COMP_WORDS[1]}
+    local commands="backends conformance train eval policy generate bench plot trace-summary help"
+    if [ "$COMP_CWORD" -eq 1 ]; then
+        COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
+        return
+    fi
+    case $prev in
+    --backend) COMPREPLY=($(compgen -W "cpu opencl cuda" -- "$cur") $(compgen -f -X '!*.so' -- "$cur")); return ;;
+    --policy | --checkpoint | --resume | --metrics | --trace | -o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --dtype) COMPREPLY=($(compgen -W "f32 bf16 f16" -- "$cur")); return ;;
+    esac
+    local opts
+    case $cmd in
+    train) opts="--backend --backend-opt --policy --steps --batch --seed --log-every --eval-every --metrics --checkpoint --checkpoint-every --resume --trace --trace-steps --monitor --quiet --max-input-bytes --help" ;;
+    eval | policy) opts="--backend --backend-opt --policy --checkpoint --help" ;;
+    generate) opts="--checkpoint --prompt --tokens --temperature --top-k --seed --backend --backend-opt --help" ;;
+    conformance) opts="--backend --backend-opt --op --quick --seed --json --all --help" ;;
+    backends) opts="--json --options --help" ;;
+    bench) opts="gemm op --backend --backend-opt --dtype --m --n --k --trans-a --trans-b --json --help" ;;
+    help) COMPREPLY=($(compgen -W "$commands" -- "$cur")); return ;;
+    *) opts="--help" ;;
+    esac
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    else
+        COMPREPLY=($(compgen -f -X '!*.@(json|jsonl)' -- "$cur") $(compgen -d -- "$cur"))
+    fi
+}
+complete -o filenames -F _ampx ampx

@@ -1,0 +1,75 @@
+/* getopt.c — option parsing the subcommands share: getopt_long with ampx's messages. An
+ * unknown option names the closest known one ("unknown option '--stpes' (did you mean
+ * '--steps'?)"); an option missing its value says which. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Edit distance of two short strings (longer ones are "far"). */
+static size_t distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 40 || lb > 40) return 99;
+    size_t d[41][41];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+const char *cli_nearest(const char *word, const char *const *names, size_t n) {
+    const char *best = NULL;
+    size_t bd = 99, lw = strlen(word);
+    for (size_t i = 0; i < n; i++) {
+        size_t d = distance(word, names[i]);
+        if (d < bd) bd = d, best = names[i];
+    }
+    /* close enough to be a typo: a third of the word's letters at most */
+    return best && bd <= (lw < 6 ? 2 : lw / 3) ? best : NULL;
+}
+
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *lopts) {
+    opterr = 0;
+    int c  = getopt_long(argc, argv, shortopts, lopts, NULL);
+    if (c != '?') return c;
+    const char *arg = argv[optind - 1 < argc ? optind - 1 : argc - 1];
+    if (optopt) { /* a known option without its value, or an unknown short one */
+        const char *known = strchr(shortopts, optopt);
+        if (known && known[1] == ':')
+            fprintf(stderr, "%s: option '-%c' needs a value\n", argv[0], optopt);
+        else {
+            int long_known = 0;
+            for (const struct option *o = lopts; o->name; o++)
+                long_known |= o->val == optopt && o->has_arg == required_argument;
+            if (long_known)
+                fprintf(stderr, "%s: option '%s' needs a value\n", argv[0], arg);
+            else
+                fprintf(stderr, "%s: unknown option '-%c'\n", argv[0], optopt);
+        }
+        return '?';
+    }
+    /* an unknown long option: the closest known one */
+    char word[64];
+    const char *s = arg;
+    while (*s == '-')
+        s++;
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(s, "="), s);
+    const char *names[128];
+    size_t n = 0;
+    for (const struct option *o = lopts; o->name && n < 128; o++)
+        names[n++] = o->name;
+    const char *near = cli_nearest(word, names, n);
+    if (near)
+        fprintf(stderr, "%s: unknown option '%s' (did you mean '--%s'?)\n", argv[0], arg, near);
+    else
+        fprintf(stderr, "%s: unknown option '%s'\n", argv[0], arg);
+    return '?';
+}
