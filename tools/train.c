@@ -24,6 +24,8 @@ typedef struct run_opts {
     int64_t trace_first, trace_last, monitor;
     const char *bopts[MAX_BACKEND_OPTS];
     uint32_t n_bopts;
+    const char *sets[64]; /* --set PATH=VALUE, in order */
+    int n_sets;
     int64_t steps, batch, seed, log_every, ckpt_every, eval_every;
     int quiet;
 } run_opts;
@@ -35,14 +37,14 @@ static int parse_i64(const char *prog, const char *flag, const char *s, int64_t 
 
 static void usage(const char *cmd, FILE *f) {
     if (!strcmp(cmd, "policy"))
-        fprintf(f, "usage: ampx policy MODEL.json [--policy FILE]\n"
+        fprintf(f, "usage: ampx policy MODEL.json [--policy FILE] [--set PATH=VALUE]...\n"
                    "Prints every tensor's resolved dtype and why, every cast inserted, the scaler\n"
                    "and the optimizer state dtypes.\n");
     else if (!strcmp(cmd, "eval"))
         fprintf(
             f,
             "usage: ampx eval MODEL.json --checkpoint FILE [--backend B] [--backend-opt k=v]...\n"
-            "                 [--policy FILE]\n"
+            "                 [--policy FILE] [--set PATH=VALUE]...\n"
             "Held-out accuracy and loss of a checkpoint.\n");
     else
         fprintf(
@@ -51,6 +53,8 @@ static void usage(const char *cmd, FILE *f) {
             "  --backend B          cpu (default), opencl, cuda or a plugin path\n"
             "  --backend-opt k=v    a backend option (repeatable)\n"
             "  --policy FILE        JSON with \"policy\" and/or \"scaler\" replacing the model's\n"
+            "  --set PATH=VALUE     override a key of the model file (repeatable), e.g.\n"
+            "                       --set optimizer.lr=3e-4 --set train.batch=128\n"
             "  --steps N            total steps of the run (a resumed run stops at the same step)\n"
             "  --batch N            examples per micro-batch\n"
             "  --seed S             initialization, data and shuffling seed\n"
@@ -78,6 +82,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
                                     {"seed", required_argument, 0, 'S'},
                                     {"log-every", required_argument, 0, 'l'},
                                     {"eval-every", required_argument, 0, 'E'},
+                                    {"set", required_argument, 0, 'Z'},
                                     {"metrics", required_argument, 0, 'm'},
                                     {"checkpoint", required_argument, 0, 'c'},
                                     {"checkpoint-every", required_argument, 0, 'C'},
@@ -105,6 +110,17 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
             if (cli_parse_backend_opt(optarg, o->bopts, &o->n_bopts)) return EXIT_USAGE;
             break;
         case 'p': o->policy = optarg; break;
+        case 'Z':
+            if (o->n_sets == (int)(sizeof o->sets / sizeof o->sets[0])) {
+                fprintf(stderr, "%s: at most %d --set flags\n", argv[0], o->n_sets);
+                return EXIT_USAGE;
+            }
+            if (!strchr(optarg, '=') || optarg[0] == '=') {
+                fprintf(stderr, "%s: --set '%s': expected PATH=VALUE\n", argv[0], optarg);
+                return EXIT_USAGE;
+            }
+            o->sets[o->n_sets++] = optarg;
+            break;
         case 's':
             if (parse_i64(argv[0], "--steps", optarg, 1, INT32_MAX, &o->steps)) return EXIT_USAGE;
             break;
@@ -430,7 +446,7 @@ static void print_line(void *user, const char *line) {
 /* Loads the model and opens the backend; prints one line and returns non-zero on failure. */
 static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend **be) {
     char err[1024];
-    if (ampx_model_load(o->model, o->policy, m, err, sizeof err)) {
+    if (ampx_model_load_with(o->model, o->policy, o->sets, o->n_sets, m, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog, err);
         return 1;
     }

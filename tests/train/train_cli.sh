@@ -23,6 +23,21 @@ expect_error() {
 
 mlp=$src/models/mlp.json
 
+# ---- --set PATH=VALUE: validated like the file, errors name the flag
+"$ampx" policy "$mlp" --set policy=f32 --set 'optimizer.betas=[0.9, 0.95]' >"$work/out" 2>"$work/err" ||
+  fail "--set policy: $(cat "$work/err")"
+grep -q "^policy f32:" "$work/out" || fail "--set policy=f32 did not take: $(head -2 "$work/out")"
+"$ampx" train "$mlp" --set train.steps=7 --set optimizer.lr=0.002 --metrics "$work/set.jsonl" --quiet \
+  >/dev/null 2>"$work/err" || fail "--set train: $(cat "$work/err")"
+[ "$(grep -c '"loss"' "$work/set.jsonl")" -eq 7 ] || fail "--set train.steps=7 did not take"
+expect_error set_type '^ampx train: --set optimizer.lr=abc: \$\.optimizer\.lr: expected a number' \
+  "$ampx" train "$mlp" --set optimizer.lr=abc
+expect_error set_key 'unknown key "lrr" \(did you mean "lr"\?\)' "$ampx" train "$mlp" --set optimizer.lrr=1
+expect_error set_index '^ampx train: --set layers\[9\]\.units=4: layers has 3 items, no \[9\]' \
+  "$ampx" train "$mlp" --set 'layers[9].units=4'
+expect_error set_range '\$\.layers\[1\]\.units: expected a positive integer' \
+  "$ampx" train "$mlp" --set 'layers[1].units=0'
+
 # ---- a short run: progress, summary, metrics, checkpoint
 "$ampx" train "$mlp" --steps 300 --metrics "$work/m.jsonl" --checkpoint "$work/c.safetensors" \
   >"$work/out" 2>"$work/err" || fail "train: $(cat "$work/err")"

@@ -41,6 +41,12 @@ typedef struct ampx_train_config {
  * replace the model's. Errors: one line "FILE:LINE:COL: $.path: message". */
 AMPX_API ampx_status ampx_model_load(const char *path, const char *policy_path, ampx_model **out,
                                      char *err, size_t err_cap);
+/* The same with `--set PATH=VALUE` overrides applied to the file's JSON before it is read
+ * ("optimizer.lr=3e-4", "train.batch=128", "nodes[3].units=64"; VALUE is JSON or a string),
+ * validated as the file's own keys; a message about one names the flag. */
+AMPX_API ampx_status ampx_model_load_with(const char *path, const char *policy_path,
+                                          const char *const *sets, int n_sets, ampx_model **out,
+                                          char *err, size_t err_cap);
 AMPX_API void ampx_model_free(ampx_model *m);
 AMPX_API ampx_train_config *ampx_model_train_config(ampx_model *m);
 AMPX_API const char *ampx_model_name(const ampx_model *m);

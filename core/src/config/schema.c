@@ -18,7 +18,10 @@ int jerr(jctx *c, const json_value *v, const char *fmt, ...) {
     char path[256];
     json_path(v, path, sizeof path);
     ampx_err e = ERR(c->err, c->cap);
-    err_set(e, "%s:%d:%d: %s: ", c->file, v->line, v->col, path);
+    if (v->line < 0 && -1 - v->line < c->n_sets) /* a value from the command line */
+        err_set(e, "--set %s: %s: ", c->sets[-1 - v->line], path);
+    else
+        err_set(e, "%s:%d:%d: %s: ", c->file, v->line, v->col, path);
     va_list ap;
     va_start(ap, fmt);
     err_vadd(e, fmt, ap); /* keys and names come from the file: kept on one line */

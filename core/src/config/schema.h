@@ -17,7 +17,12 @@ typedef struct jctx {
     char *err;
     size_t cap;
     int failed;
+    const char *const *sets; /* the --set flags whose values carry line -1 - index */
+    int n_sets;
 } jctx;
+
+/* Applies one `--set PATH=VALUE` (the index-th) to the parsed model (overrides.c). */
+int json_apply_set(json_value *root, const char *set, int index, char *err, size_t cap);
 
 int jerr(jctx *c, const json_value *v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int jmissing(jctx *c, const json_value *obj, const char *key);

@@ -22,6 +22,11 @@ static int parse_policy_and_scaler(jctx *c, settings *m, const json_value *obj) 
 
 ampx_status ampx_model_load(const char *path, const char *policy_path, ampx_model **out, char *err,
                             size_t err_cap) {
+    return ampx_model_load_with(path, policy_path, NULL, 0, out, err, err_cap);
+}
+
+ampx_status ampx_model_load_with(const char *path, const char *policy_path, const char *const *sets,
+                                 int n_sets, ampx_model **out, char *err, size_t err_cap) {
     *out          = NULL;
     ampx_model *m = calloc(1, sizeof *m);
     if (!m || !(m->cfg.file = strdup(path)) || g_init_graph(&m->graph)) {
@@ -33,8 +38,10 @@ ampx_status ampx_model_load(const char *path, const char *policy_path, ampx_mode
     settings *s = &m->cfg;
     settings_defaults(s);
     json_value *root = json_parse_file(path, err, err_cap), *pol = NULL;
-    jctx c = {.file = path, .err = err, .cap = err_cap};
+    jctx c = {.file = path, .err = err, .cap = err_cap, .sets = sets, .n_sets = n_sets};
     if (!root) goto fail;
+    for (int i = 0; i < n_sets; i++)
+        if (json_apply_set(root, sets[i], i, err, err_cap)) goto fail;
     static const char *const keys[] = {"name",   "inputs",    "layers", "nodes", "loss", "policy",
                                        "scaler", "optimizer", "data",   "train", NULL};
     if (jkeys(&c, root, keys)) goto fail;
