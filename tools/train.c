@@ -26,7 +26,7 @@ typedef struct run_opts {
     uint32_t n_bopts;
     const char *sets[64]; /* --set PATH=VALUE, in order */
     int n_sets;
-    int64_t steps, batch, seed, log_every, ckpt_every, eval_every;
+    int64_t steps, batch, seed, log_every, ckpt_every, eval_every, keep;
     int quiet;
 } run_opts;
 
@@ -63,6 +63,9 @@ static void usage(const char *cmd, FILE *f) {
             "  --metrics F.jsonl    one JSON object per step\n"
             "  --checkpoint F       write a safetensors checkpoint at the end (and every\n"
             "                       --checkpoint-every N steps)\n"
+            "  --keep K             with --checkpoint-every: keep the last K periodic "
+            "checkpoints,\n"
+            "                       each named by its step (F.step000100.safetensors)\n"
             "  --resume F           continue from a checkpoint\n"
             "  --trace F.json       a Chrome trace-event timeline (Perfetto, chrome://tracing)\n"
             "  --trace-steps A:B    trace steps A..B only (1-based, inclusive; default: all)\n"
@@ -83,6 +86,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
                                     {"log-every", required_argument, 0, 'l'},
                                     {"eval-every", required_argument, 0, 'E'},
                                     {"set", required_argument, 0, 'Z'},
+                                    {"keep", required_argument, 0, 'K'},
                                     {"metrics", required_argument, 0, 'm'},
                                     {"checkpoint", required_argument, 0, 'c'},
                                     {"checkpoint-every", required_argument, 0, 'C'},
@@ -99,7 +103,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
     int c;
     optind = 1;
     while ((c = cli_getopt(argc, argv, "h", lopts)) != -1) {
-        int train_only = strchr("sBSlmCrqETWM", c) != NULL;
+        int train_only = strchr("sBSlmCrqETWMK", c) != NULL;
         if (train_only && strcmp(cmd, "train")) {
             fprintf(stderr, "%s: option '%s' is for ampx train\n", argv[0], argv[optind - 1]);
             return EXIT_USAGE;
@@ -133,6 +137,9 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
         case 'l':
             if (parse_i64(argv[0], "--log-every", optarg, 1, 1 << 20, &o->log_every))
                 return EXIT_USAGE;
+            break;
+        case 'K':
+            if (parse_i64(argv[0], "--keep", optarg, 1, 1000, &o->keep)) return EXIT_USAGE;
             break;
         case 'E':
             if (parse_i64(argv[0], "--eval-every", optarg, 0, INT32_MAX, &o->eval_every))
@@ -185,6 +192,10 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
         return EXIT_USAGE;
     }
     o->model = argv[optind];
+    if (o->keep && !o->ckpt_every) {
+        fprintf(stderr, "%s: --keep K needs --checkpoint-every N (and --checkpoint F)\n", argv[0]);
+        return EXIT_USAGE;
+    }
     if (o->trace_first && !o->trace) {
         fprintf(stderr, "%s: --trace-steps needs --trace FILE\n", argv[0]);
         return EXIT_USAGE;
@@ -438,6 +449,50 @@ static int validate(progress *p, ampx_trainer *t, ampx_eval_result *ev) {
     return 0;
 }
 
+/* F with a tag before its .safetensors extension: run.safetensors -> run.best.safetensors. */
+static void ckpt_name(const char *base, const char *tag, char *out, size_t cap) {
+    size_t n = strlen(base), ext = strlen(".safetensors");
+    if (n > ext && !strcmp(base + n - ext, ".safetensors"))
+        snprintf(out, cap, "%.*s.%s.safetensors", (int)(n - ext), base, tag);
+    else
+        snprintf(out, cap, "%s.%s", base, tag);
+}
+
+/* The checkpoints of a run: the last K periodic ones named by step, and the best by
+ * validation loss. Only files this run wrote are removed. */
+typedef struct ckpt_keeper {
+    char kept[1001][4096];
+    int64_t n, keep;
+    double best;
+} ckpt_keeper;
+
+static int save_periodic(ckpt_keeper *k, ampx_trainer *t, const char *base, char *err, size_t cap) {
+    if (!k->keep) return ampx_trainer_save(t, base, err, cap) ? -1 : 0;
+    char tag[32], path[4096];
+    snprintf(tag, sizeof tag, "step%06lld", (long long)ampx_trainer_step(t));
+    ckpt_name(base, tag, path, sizeof path);
+    if (k->n > 0 && !strcmp(k->kept[k->n - 1], path)) return 0; /* this step's is there */
+    if (ampx_trainer_save(t, path, err, cap)) return -1;
+    snprintf(k->kept[k->n++], sizeof k->kept[0], "%s", path);
+    if (k->n > k->keep) {
+        unlink(k->kept[0]);
+        memmove(k->kept[0], k->kept[1], sizeof k->kept[0] * (size_t)(k->n - 1));
+        k->n--;
+    }
+    return 0;
+}
+
+/* After a validation: the best checkpoint so far, when this one is better. */
+static int save_best(ckpt_keeper *k, ampx_trainer *t, const char *base, double loss, char *err,
+                     size_t cap) {
+    if (!base || !(loss < k->best)) return 0;
+    char path[4096];
+    ckpt_name(base, "best", path, sizeof path);
+    if (ampx_trainer_save(t, path, err, cap)) return -1;
+    k->best = loss;
+    return 0;
+}
+
 static void print_line(void *user, const char *line) {
     (void)user;
     puts(line);
@@ -479,7 +534,17 @@ int cli_train(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", argv[0], err);
         return 1;
     }
-    if (open_all(argv[0], &o, &m, &be)) return 1;
+    ckpt_keeper *keeper = calloc(1, sizeof *keeper);
+    if (!keeper) {
+        fprintf(stderr, "%s: out of memory\n", argv[0]);
+        return 1;
+    }
+    keeper->keep = o.keep;
+    keeper->best = INFINITY;
+    if (open_all(argv[0], &o, &m, &be)) {
+        free(keeper);
+        return 1;
+    }
     ampx_trainer *t       = NULL;
     progress p            = {.tty = isatty(2), .quiet = o.quiet};
     ampx_train_config *tc = ampx_model_train_config(m);
@@ -541,13 +606,19 @@ int cli_train(int argc, char **argv) {
             goto out;
         }
         if (!st && tc->eval_every > 0 && ampx_trainer_step(t) % tc->eval_every == 0 &&
-            ampx_trainer_step(t) < tc->steps && validate(&p, t, &ev)) {
-            fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
-            goto out;
+            ampx_trainer_step(t) < tc->steps) {
+            if (validate(&p, t, &ev)) {
+                fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
+                goto out;
+            }
+            if (save_best(keeper, t, o.checkpoint, ev.loss, err, sizeof err)) {
+                fprintf(stderr, "%s: %s\n", argv[0], err);
+                goto out;
+            }
         }
         if (!st && o.checkpoint && o.ckpt_every > 0 &&
             (ampx_trainer_step(t) % o.ckpt_every == 0 || ampx_trainer_step(t) == tc->steps) &&
-            ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
+            save_periodic(keeper, t, o.checkpoint, err, sizeof err)) {
             fprintf(stderr, "%s%s: %s\n", p.tty ? "\n" : "", argv[0], err);
             goto out;
         }
@@ -586,7 +657,9 @@ int cli_train(int argc, char **argv) {
                 argv[0], ev.loss, o.checkpoint ? "; the checkpoint was not written" : "");
         goto out;
     }
-    if (o.checkpoint && ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
+    if (o.checkpoint &&
+        (ampx_trainer_save(t, o.checkpoint, err, sizeof err) ||
+         (tc->eval_every > 0 && save_best(keeper, t, o.checkpoint, ev.loss, err, sizeof err)))) {
         fprintf(stderr, "%s: %s\n", argv[0], err);
         goto out;
     }
@@ -615,6 +688,7 @@ out:
     ampx_trainer_free(t);
     ampx_backend_close(be);
     ampx_model_free(m);
+    free(keeper);
     return rc;
 }
 

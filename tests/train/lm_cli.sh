@@ -69,6 +69,16 @@ want=$(sed -n 's/^validation loss \([0-9.]*\) nats.*/\1/p' "$work/out")
 grep -q "^step 300: validation loss $want nats per token" "$work/ev" ||
   fail "eval: '$(cat "$work/ev")' does not repeat the run's validation loss $want"
 
+# ---- --checkpoint-every with --keep: the last K by step; best: the lowest validation loss
+mkdir -p "$work/keep"
+"$ampx" train "$tiny" --steps 120 --checkpoint-every 20 --keep 2 --eval-every 40 --metrics "$work/keep.jsonl" \
+  --checkpoint "$work/keep/run.safetensors" --quiet >/dev/null 2>"$work/err" || fail "keep: $(cat "$work/err")"
+[ "$(cd "$work/keep" && ls | tr '\n' ' ')" = "run.best.safetensors run.safetensors run.step000100.safetensors run.step000120.safetensors " ] ||
+  fail "keep: $(ls "$work/keep" | tr '\n' ' ')"
+best=$(python3 -c 'import json,sys; print("%.4f" % min(json.loads(l)["val_loss"] for l in open(sys.argv[1]) if "val_loss" in l))' "$work/keep.jsonl")
+"$ampx" eval "$tiny" --checkpoint "$work/keep/run.best.safetensors" >"$work/ev" 2>&1
+grep -q "validation loss $best nats" "$work/ev" || fail "best checkpoint: '$(cat "$work/ev")', lowest val_loss $best"
+
 # ---- generate
 g() { "$ampx" generate "$tiny" --checkpoint "$work/c.safetensors" "$@"; }
 g --prompt "count: one" --tokens 40 --temperature 0 >"$work/g1" 2>"$work/err" || fail "generate: $(cat "$work/err")"

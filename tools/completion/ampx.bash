@@ -17,7 +17,7 @@ _ampx() {
     esac
     local opts
     case $cmd in
-    train) opts="--backend --backend-opt --policy --set --steps --batch --seed --log-every --eval-every --metrics --checkpoint --checkpoint-every --resume --trace --trace-steps --monitor --quiet --max-input-bytes --help" ;;
+    train) opts="--backend --backend-opt --policy --set --steps --batch --seed --log-every --eval-every --metrics --checkpoint --checkpoint-every --keep --resume --trace --trace-steps --monitor --quiet --max-input-bytes --help" ;;
     eval | policy) opts="--backend --backend-opt --policy --set --checkpoint --help" ;;
     generate) opts="--checkpoint --prompt --tokens --temperature --top-k --seed --backend --backend-opt --help" ;;
     conformance) opts="--backend --backend-opt --op --quick --seed --json --all --help" ;;
