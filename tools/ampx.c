@@ -34,6 +34,7 @@ static void usage_main(FILE *f) {
                "  eval          held-out accuracy of a checkpoint\n"
                "  policy        print every tensor's resolved dtype and every cast\n"
                "  generate      sample text from a trained token model\n"
+               "  export        a checkpoint's weights as a plain safetensors file\n"
                "  bench         time GEMM (GFLOP/s) or a memory-bound op (GB/s) on a backend\n"
                "  trace-summary time per op, dtype and phase of a trace from train --trace\n"
                "  plot          draw a run's metrics (loss, scale, lr, grad norm) to PNG/SVG/PDF\n"

@@ -33,6 +33,7 @@ int cli_train(int argc, char **argv);    /* tools/train.c */
 int cli_eval(int argc, char **argv);     /* tools/train.c */
 int cli_policy(int argc, char **argv);   /* tools/train.c */
 int cli_generate(int argc, char **argv); /* tools/generate.c */
+int cli_export(int argc, char **argv);   /* tools/export.c */
 
 typedef struct cli_command {
     const char *name;

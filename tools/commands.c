@@ -9,6 +9,7 @@ const cli_command cli_commands[] = {
     {"eval",   cli_eval},   /* tools/train.c */
     {"policy", cli_policy}, /* tools/train.c */
     {"generate", cli_generate}, /* tools/generate.c */
+    {"export", cli_export},     /* tools/export.c */
     {"bench",  cmd_bench},  /* tools/bench.c */
     {"trace-summary", cmd_trace_summary}, /* tools/trace_summary.c */
     {"plot",   cmd_plot},   /* tools/plot.c */

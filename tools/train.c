@@ -24,6 +24,8 @@ typedef struct run_opts {
     int64_t trace_first, trace_last, monitor;
     const char *bopts[MAX_BACKEND_OPTS];
     uint32_t n_bopts;
+    const char *init_from; /* --init-from W.safetensors */
+    int transpose_linear;
     const char *sets[64]; /* --set PATH=VALUE, in order */
     int n_sets;
     int64_t steps, batch, seed, log_every, ckpt_every, eval_every, keep;
@@ -67,6 +69,9 @@ static void usage(const char *cmd, FILE *f) {
             "checkpoints,\n"
             "                       each named by its step (F.step000100.safetensors)\n"
             "  --resume F           continue from a checkpoint\n"
+            "  --init-from W        start from plain safetensors weights (names and shapes\n"
+            "                       checked; a dense weight is [in, out])\n"
+            "  --transpose-linear   with --init-from: dense weights are PyTorch's [out, in]\n"
             "  --trace F.json       a Chrome trace-event timeline (Perfetto, chrome://tracing)\n"
             "  --trace-steps A:B    trace steps A..B only (1-based, inclusive; default: all)\n"
             "  --monitor [N]        gradient health every N steps (default 10): per-layer table,\n"
@@ -87,6 +92,8 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
                                     {"eval-every", required_argument, 0, 'E'},
                                     {"set", required_argument, 0, 'Z'},
                                     {"keep", required_argument, 0, 'K'},
+                                    {"init-from", required_argument, 0, 'I'},
+                                    {"transpose-linear", no_argument, 0, 'L'},
                                     {"metrics", required_argument, 0, 'm'},
                                     {"checkpoint", required_argument, 0, 'c'},
                                     {"checkpoint-every", required_argument, 0, 'C'},
@@ -103,7 +110,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
     int c;
     optind = 1;
     while ((c = cli_getopt(argc, argv, "h", lopts)) != -1) {
-        int train_only = strchr("sBSlmCrqETWMK", c) != NULL;
+        int train_only = strchr("sBSlmCrqETWMKIL", c) != NULL;
         if (train_only && strcmp(cmd, "train")) {
             fprintf(stderr, "%s: option '%s' is for ampx train\n", argv[0], argv[optind - 1]);
             return EXIT_USAGE;
@@ -138,6 +145,8 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
             if (parse_i64(argv[0], "--log-every", optarg, 1, 1 << 20, &o->log_every))
                 return EXIT_USAGE;
             break;
+        case 'I': o->init_from = optarg; break;
+        case 'L': o->transpose_linear = 1; break;
         case 'K':
             if (parse_i64(argv[0], "--keep", optarg, 1, 1000, &o->keep)) return EXIT_USAGE;
             break;
@@ -192,6 +201,15 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
         return EXIT_USAGE;
     }
     o->model = argv[optind];
+    if (o->transpose_linear && !o->init_from) {
+        fprintf(stderr, "%s: --transpose-linear applies to --init-from\n", argv[0]);
+        return EXIT_USAGE;
+    }
+    if (o->init_from && o->resume) {
+        fprintf(stderr, "%s: --init-from starts a run, --resume continues one: give one\n",
+                argv[0]);
+        return EXIT_USAGE;
+    }
     if (o->keep && !o->ckpt_every) {
         fprintf(stderr, "%s: --keep K needs --checkpoint-every N (and --checkpoint F)\n", argv[0]);
         return EXIT_USAGE;
@@ -554,7 +572,9 @@ int cli_train(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", argv[0], err);
         goto out;
     }
-    if (o.resume && ampx_trainer_load(t, o.resume, err, sizeof err)) {
+    if ((o.resume && ampx_trainer_load(t, o.resume, err, sizeof err)) ||
+        (o.init_from &&
+         ampx_trainer_init_from(t, o.init_from, o.transpose_linear, err, sizeof err))) {
         fprintf(stderr, "%s: %s\n", argv[0], err);
         goto out;
     }

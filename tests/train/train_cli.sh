@@ -23,6 +23,71 @@ expect_error() {
 
 mlp=$src/models/mlp.json
 
+# ---- ampx export and --init-from: plain safetensors weights out and in
+"$ampx" train "$mlp" --steps 200 --quiet --checkpoint "$work/ex.safetensors" >"$work/ex.out" 2>&1 || fail "export: train"
+acc=$(sed -n 's/^held-out accuracy \([0-9.]*\)%.*/\1/p' "$work/ex.out")
+"$ampx" export --checkpoint "$work/ex.safetensors" -o "$work/w32.safetensors" 2>"$work/err" || fail "export: $(cat "$work/err")"
+"$ampx" export --checkpoint "$work/ex.safetensors" -o "$work/w16.safetensors" --dtype bf16 2>"$work/err" || fail "export bf16: $(cat "$work/err")"
+python3 - "$work" <<'PY' || fail "exported weights are not plain safetensors"
+import json, struct, sys
+w = sys.argv[1]
+def read(name):
+    b = open(f"{w}/{name}", "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    assert (8 + n) % 8 == 0, "data not 8-byte aligned"
+    meta = h.pop("__metadata__")
+    assert meta["format"] == "pt", meta
+    spans = sorted(tuple(v["data_offsets"]) for v in h.values())
+    assert spans[0][0] == 0 and spans[-1][1] == len(b) - 8 - n, "spans do not tile the data"
+    assert all(a[1] == b_[0] for a, b_ in zip(spans, spans[1:])), "gaps between tensors"
+    return h, b[8 + n:]
+h32, d32 = read("w32.safetensors")
+h16, d16 = read("w16.safetensors")
+assert sorted(h32) == ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight", "logits.bias", "logits.weight"], sorted(h32)
+assert h32["fc1.weight"]["shape"] == [2, 128] and h32["fc1.weight"]["dtype"] == "F32"
+assert h16["fc1.weight"]["dtype"] == "BF16"
+# bf16 is the f32 value rounded to nearest even
+b, e = h32["fc1.weight"]["data_offsets"]; f = struct.unpack("<256f", d32[b:e])
+b, e = h16["fc1.weight"]["data_offsets"]; g = struct.unpack("<256H", d16[b:e])
+for x, y in zip(f, g):
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    assert y == ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF, (x, y)
+# PyTorch's layout: Linear weights [out, in]
+out, blobs, off = {}, [], 0
+for k, v in h32.items():
+    b, e = v["data_offsets"]; raw, shape = d32[b:e], v["shape"]
+    if len(shape) == 2:
+        r, c = shape; x = struct.unpack("<%df" % (r * c), raw)
+        raw = struct.pack("<%df" % (r * c), *[x[i * c + j] for j in range(c) for i in range(r)]); shape = [c, r]
+    out[k] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(raw)]}; off += len(raw); blobs.append(raw)
+hj = json.dumps(out).encode(); hj += b" " * ((8 - len(hj) % 8) % 8)
+open(f"{w}/pt.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+out["stray.weight"] = {"dtype": "F32", "shape": [2], "data_offsets": [off, off + 8]}
+blobs.append(struct.pack("<2f", 1, 2))
+hj = json.dumps(out).encode(); hj += b" " * ((8 - len(hj) % 8) % 8)
+open(f"{w}/stray.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+PY
+still=(--steps 1 --set optimizer.lr=0 --set 'optimizer.schedule={"type": "constant"}' --quiet)
+for f in w32 w16 pt; do
+  flags=()
+  [ $f = pt ] && flags=(--transpose-linear)
+  a=$("$ampx" train "$mlp" --init-from "$work/$f.safetensors" "${flags[@]}" "${still[@]}" 2>&1 |
+    sed -n 's/^held-out accuracy \([0-9.]*\)%.*/\1/p')
+  if [ $f = w16 ]; then
+    awk -v a="${a:-0}" -v b="$acc" 'BEGIN { exit !(a >= b - 1) }' || fail "--init-from bf16 weights: ${a}%, the checkpoint ${acc}%"
+  else
+    [ "$a" = "$acc" ] || fail "--init-from $f: ${a}%, the checkpoint's ${acc}%"
+  fi
+done
+expect_error init_from_layout 'pt.safetensors: tensor "fc1.weight" has shape \[128, 2\]; the model needs \[2, 128\] \(a PyTorch Linear weight is \[out, in\]: --transpose-linear\)' \
+  "$ampx" train "$mlp" --init-from "$work/pt.safetensors"
+expect_error init_from_stray 'tensor "stray.weight" is not a parameter of model "mlp"' \
+  "$ampx" train "$mlp" --init-from "$work/stray.safetensors" --transpose-linear
+expect_error init_from_ckpt_dir 'not a regular file' "$ampx" train "$mlp" --init-from "$work"
+expect_error export_not_ampx 'not an ampx checkpoint' "$ampx" export --checkpoint "$work/w32.safetensors" -o "$work/x.safetensors"
+[ -e "$work/x.safetensors" ] && fail "export wrote a file after an error"
+
 # ---- --set PATH=VALUE: validated like the file, errors name the flag
 "$ampx" policy "$mlp" --set policy=f32 --set 'optimizer.betas=[0.9, 0.95]' >"$work/out" 2>"$work/err" ||
   fail "--set policy: $(cat "$work/err")"

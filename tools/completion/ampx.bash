@@ -5,7 +5,7 @@ _ampx() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
     cmd=${COMP_WORDS[1]}
-    local commands="backends conformance train eval policy generate bench plot trace-summary help"
+    local commands="backends conformance train eval policy generate export bench plot trace-summary help"
     if [ "$COMP_CWORD" -eq 1 ]; then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -17,8 +17,9 @@ _ampx() {
     esac
     local opts
     case $cmd in
-    train) opts="--backend --backend-opt --policy --set --steps --batch --seed --log-every --eval-every --metrics --checkpoint --checkpoint-every --keep --resume --trace --trace-steps --monitor --quiet --max-input-bytes --help" ;;
+    train) opts="--backend --backend-opt --policy --set --init-from --transpose-linear --steps --batch --seed --log-every --eval-every --metrics --checkpoint --checkpoint-every --keep --resume --trace --trace-steps --monitor --quiet --max-input-bytes --help" ;;
     eval | policy) opts="--backend --backend-opt --policy --set --checkpoint --help" ;;
+    export) opts="--checkpoint -o --dtype --help" ;;
     generate) opts="--checkpoint --prompt --tokens --temperature --top-k --seed --backend --backend-opt --help" ;;
     conformance) opts="--backend --backend-opt --op --quick --seed --json --all --help" ;;
     backends) opts="--json --options --help" ;;

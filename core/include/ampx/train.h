@@ -119,6 +119,18 @@ typedef struct ampx_eval_result {
 AMPX_API ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **out,
                                          char *err, size_t err_cap);
 AMPX_API void ampx_trainer_free(ampx_trainer *t);
+/* Starts from plain safetensors weights (no ampx metadata, e.g. `ampx export`'s, or a
+ * PyTorch state dict saved with safetensors): every parameter by its name, F32, BF16 or F16,
+ * of the model's shape (a dense weight [in, out]; with transpose_linear, PyTorch Linear's
+ * [out, in]); a tensor the model does not have, a missing one or a non-finite value is
+ * refused. The optimizer state and the step stay those of a fresh run. */
+AMPX_API ampx_status ampx_trainer_init_from(ampx_trainer *t, const char *path,
+                                            int transpose_linear, char *err, size_t err_cap);
+/* Writes the weights of checkpoint ckpt (parameters and running statistics, no optimizer
+ * state) to a plain safetensors file in f32, bf16 or f16, which the safetensors reference
+ * reader and PyTorch load. */
+AMPX_API ampx_status ampx_checkpoint_export(const char *ckpt, const char *path, ampx_dtype dtype,
+                                            char *err, size_t err_cap);
 /* A trainer for sampling from a token model: no data is read (load a checkpoint, then call
  * ampx_trainer_logits). */
 AMPX_API ampx_status ampx_trainer_create_sampler(ampx_model *m, ampx_backend *be,

@@ -34,6 +34,7 @@
 #include "base/error.h"
 #include "config/input.h"
 #include "config/json.h"
+#include "graph/ops.h"
 #include "train/checkpoint.h"
 
 typedef struct ck_tensor {
@@ -635,6 +636,45 @@ static ampx_status check_scalars(ck_reader *r, const ampx_scalars *s, const json
     return AMPX_OK;
 }
 
+/* The header of a safetensors file in memory, parsed and checked as the reference reader
+ * does (check_layout); *root must be json_free'd. */
+static ampx_status st_parse(ck_reader *r, const unsigned char *file, size_t len, json_value **root,
+                            const unsigned char **data, uint64_t *data_len) {
+    *root = NULL;
+    if (len < 8) return bad(r, "not a safetensors file (shorter than its 8-byte header length)");
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++)
+        hl |= (uint64_t)file[i] << (8 * i);
+    if (hl < 2 || hl > (uint64_t)len - 8 || hl > CK_MAX_HEADER_BYTES)
+        return bad(r, "not a safetensors file (header length %llu, file size %zu)",
+                   (unsigned long long)hl, len);
+    if (memchr(file + 8, 0, hl)) return bad(r, "bad safetensors header: a NUL byte in the JSON");
+    char *hdr = malloc(hl + 1);
+    if (!hdr) return bad(r, "out of memory");
+    memcpy(hdr, file + 8, hl);
+    hdr[hl] = 0;
+    char perr[512];
+    *root = json_parse(hdr, r->name, perr, sizeof perr);
+    free(hdr);
+    if (!*root || (*root)->type != JSON_OBJECT) {
+        if (!*root) {
+            err_set(ERR(r->err, r->cap), "%s (in the safetensors header)", perr);
+            return AMPX_ERR_INVALID;
+        }
+        json_free(*root);
+        *root = NULL;
+        return bad(r, "bad safetensors header: not a JSON object");
+    }
+    *data          = file + 8 + hl;
+    *data_len      = (uint64_t)len - 8 - hl;
+    ampx_status st = check_layout(r, *root, *data_len);
+    if (st) {
+        json_free(*root);
+        *root = NULL;
+    }
+    return st;
+}
+
 ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned char *file, size_t len,
                            char *err, size_t cap) {
     ck_reader r               = {.name = name, .err = err, .cap = cap};
@@ -647,41 +687,9 @@ ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned cha
         st = bad(&r, "out of memory");
         goto out;
     }
-    if (len < 8) {
-        bad(&r, "not a safetensors file (shorter than its 8-byte header length)");
-        goto out;
-    }
-    uint64_t hl = 0;
-    for (int i = 0; i < 8; i++)
-        hl |= (uint64_t)file[i] << (8 * i);
-    if (hl < 2 || hl > (uint64_t)len - 8 || hl > CK_MAX_HEADER_BYTES) {
-        bad(&r, "not a safetensors file (header length %llu, file size %zu)",
-            (unsigned long long)hl, len);
-        goto out;
-    }
-    if (memchr(file + 8, 0, hl)) {
-        bad(&r, "bad safetensors header: a NUL byte in the JSON");
-        goto out;
-    }
-    hdr = malloc(hl + 1);
-    if (!hdr) {
-        st = bad(&r, "out of memory");
-        goto out;
-    }
-    memcpy(hdr, file + 8, hl);
-    hdr[hl] = 0;
-    char perr[512];
-    root = json_parse(hdr, name, perr, sizeof perr);
-    if (!root || root->type != JSON_OBJECT) {
-        if (root)
-            bad(&r, "bad safetensors header: not a JSON object");
-        else
-            err_set(ERR(err, cap), "%s (in the safetensors header)", perr), json_one_line(err);
-        goto out;
-    }
-    const unsigned char *data = file + 8 + hl;
-    uint64_t data_len         = (uint64_t)len - 8 - hl;
-    if ((st = check_layout(&r, root, data_len))) goto out;
+    const unsigned char *data = NULL;
+    uint64_t data_len         = 0;
+    if ((st = st_parse(&r, file, len, &root, &data, &data_len))) goto out;
     st                     = AMPX_ERR_INVALID;
     const json_value *meta = json_get(root, "__metadata__");
     const char *fmt = meta_str(meta, "format"), *model = meta_str(meta, "model");
@@ -822,5 +830,243 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
     }
     ampx_status st = ck_load_memory(t, path, buf, got, err, cap);
     free(buf);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------
+// Plain weights: export to and start from safetensors files other tools read
+
+/* Reads a whole safetensors file and checks its header; *file must be freed. */
+static ampx_status st_read(const char *path, unsigned char **file, json_value **root,
+                           const unsigned char **data, uint64_t *data_len, char *err, size_t cap) {
+    size_t len;
+    *root = NULL;
+    *file = (unsigned char *)input_read(path, input_max_bytes(), &len, err, cap);
+    if (!*file) return AMPX_ERR_INVALID;
+    ck_reader r    = {.name = path, .err = err, .cap = cap};
+    ampx_status st = st_parse(&r, *file, len, root, data, data_len);
+    if (st) free(*file), *file = NULL;
+    return st;
+}
+
+/* An entry's dtype, shape and byte span (st_parse checked them). */
+static void st_entry(const json_value *e, const char **dtype, uint64_t *dims, int *ndim,
+                     uint64_t *begin, uint64_t *end) {
+    const json_value *shape = json_get(e, "shape"), *offs = json_get(e, "data_offsets");
+    *dtype = json_get(e, "dtype")->str;
+    *ndim  = (int)shape->n_items;
+    for (size_t k = 0; k < shape->n_items && k < G_MAX_DIMS; k++)
+        dims[k] = (uint64_t)shape->items[k]->num;
+    *begin = (uint64_t)offs->items[0]->num;
+    *end   = (uint64_t)offs->items[1]->num;
+}
+
+static float st_value(const char *dtype, const unsigned char *p, uint64_t i) {
+    if (!strcmp(dtype, "F32")) {
+        float v;
+        memcpy(&v, p + 4 * i, 4);
+        return v;
+    }
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    return !strcmp(dtype, "BF16") ? ampx_bf16_to_f32(h) : ampx_f16_to_f32(h);
+}
+
+ampx_status ampx_checkpoint_export(const char *ckpt, const char *path, ampx_dtype dtype, char *err,
+                                   size_t cap) {
+    if (dtype != AMPX_F32 && dtype != AMPX_BF16 && dtype != AMPX_F16) {
+        err_set(ERR(err, cap), "export: dtype %s: expected f32, bf16 or f16",
+                ampx_dtype_name(dtype));
+        return AMPX_ERR_INVALID;
+    }
+    unsigned char *file = NULL;
+    json_value *root    = NULL;
+    const unsigned char *data;
+    uint64_t data_len;
+    ampx_status st = st_read(ckpt, &file, &root, &data, &data_len, err, cap);
+    if (st) return st;
+    ck_reader r            = {.name = ckpt, .err = err, .cap = cap};
+    const json_value *meta = json_get(root, "__metadata__");
+    const char *fmt        = meta_str(meta, "format");
+    const char *dn         = dtype == AMPX_F32 ? "F32" : dtype == AMPX_BF16 ? "BF16" : "F16";
+    size_t es              = ampx_dtype_size(dtype);
+    sbuf h                 = {0};
+    char esc[256], tmp[PATH_MAX + 64];
+    int fd = -1, n = 0;
+    FILE *f = NULL;
+    if (!fmt || strcmp(fmt, "ampx")) {
+        st = bad(&r, "not an ampx checkpoint (no __metadata__ format \"ampx\")");
+        goto out;
+    }
+    /* the weights: every F32 tensor that is not ampx's own state (copies, moments, scalars) */
+    sb_printf(&h, "{\"__metadata__\":{\"format\":\"pt\",\"source\":\"ampx\"}");
+    uint64_t off = 0;
+    for (size_t i = 0; i < root->n_items; i++) {
+        const json_value *e = root->items[i];
+        if (!strcmp(e->key, "__metadata__") || !strncmp(e->key, "ampx.", 5)) continue;
+        const char *dt;
+        uint64_t dims[G_MAX_DIMS] = {0}, b, end;
+        int nd;
+        st_entry(e, &dt, dims, &nd, &b, &end);
+        if (strcmp(dt, "F32")) {
+            st = bad(&r, "tensor \"%s\" is %s; an ampx checkpoint holds its weights in F32", e->key,
+                     dt);
+            goto out;
+        }
+        char shape[128] = "";
+        for (int k = 0; k < nd; k++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%llu", k ? "," : "",
+                     (unsigned long long)dims[k]);
+        uint64_t bytes = (end - b) / 4 * es;
+        json_escape(e->key, esc, sizeof esc);
+        sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%llu,%llu]}", esc,
+                  dn, shape, (unsigned long long)off, (unsigned long long)(off + bytes));
+        off += bytes;
+        n++;
+    }
+    sb_printf(&h, "}");
+    while (!h.oom && h.n % 8)
+        sb_printf(&h, " ");
+    if (h.oom) {
+        st = bad(&r, "out of memory");
+        goto out;
+    }
+    if ((fd = create_temp(path, tmp, sizeof tmp, err, cap)) < 0 || !(f = fdopen(fd, "wb"))) {
+        if (fd >= 0) err_set(ERR(err, cap), "%s: %s", path, strerror(errno)), close(fd);
+        if (fd >= 0) unlink(tmp);
+        st = AMPX_ERR_INVALID;
+        goto out;
+    }
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+    int badw = fwrite(le, 1, 8, f) != 8 || fwrite(h.s, 1, h.n, f) != h.n;
+    for (size_t i = 0; i < root->n_items && !badw; i++) {
+        const json_value *e = root->items[i];
+        if (!strcmp(e->key, "__metadata__") || !strncmp(e->key, "ampx.", 5)) continue;
+        const char *dt;
+        uint64_t dims[G_MAX_DIMS] = {0}, b, end;
+        int nd;
+        st_entry(e, &dt, dims, &nd, &b, &end);
+        for (uint64_t k = 0; k < (end - b) / 4 && !badw; k++) {
+            float v    = st_value("F32", data + b, k);
+            uint16_t w = dtype == AMPX_BF16 ? ampx_f32_to_bf16(v) : ampx_f32_to_f16(v);
+            badw       = dtype == AMPX_F32 ? fwrite(&v, 4, 1, f) != 1 : fwrite(&w, 2, 1, f) != 1;
+        }
+    }
+    int saved = errno;
+    if (!badw && (fflush(f) != 0 || fsync(fileno(f)) != 0)) badw = 1, saved = errno;
+    if (fclose(f) != 0 && !badw) badw = 1, saved = errno;
+    if (!badw && rename(tmp, path) != 0) badw = 1, saved = errno;
+    if (badw) {
+        err_set(ERR(err, cap), "%s: %s", path, strerror(saved));
+        unlink(tmp);
+        st = AMPX_ERR_INVALID;
+    } else if (n == 0) {
+        st = bad(&r, "no weights to export");
+        unlink(path);
+    }
+out:
+    free(h.s);
+    json_free(root);
+    free(file);
+    return st;
+}
+
+/* Whether parameter value v is the weight [in, out] of a dense matmul (PyTorch's Linear holds
+ * it as [out, in]). */
+static int is_linear_weight(const g_graph *g, int v) {
+    for (int i = 0; i < g->n_forward; i++) {
+        const g_node *n = &g->nodes[i];
+        if (n->op != OP_MATMUL || n->a.trans_b) continue;
+        int w = n->in[1];
+        if (g->values[w].master >= 0) w = g->values[w].master;
+        if (w == v) return 1;
+    }
+    return 0;
+}
+
+ampx_status ampx_trainer_init_from(ampx_trainer *t, const char *path, int transpose_linear,
+                                   char *err, size_t cap) {
+    unsigned char *file = NULL;
+    json_value *root    = NULL;
+    const unsigned char *data;
+    uint64_t data_len;
+    ampx_status st = st_read(path, &file, &root, &data, &data_len, err, cap);
+    if (st) return st;
+    ck_reader r = {.name = path, .err = err, .cap = cap};
+    float *vals = NULL;
+    /* every tensor of the file is a parameter of the model, and every parameter is there */
+    for (size_t i = 0; i < root->n_items; i++) {
+        const char *k = root->items[i]->key;
+        int found     = !strcmp(k, "__metadata__");
+        for (int p = 0; p < t->n_params && !found; p++)
+            found = !strcmp(k, t->params[p].name);
+        if (!found) {
+            st = bad(&r, "tensor \"%s\" is not a parameter of model \"%s\"", k, t->m->cfg.name);
+            goto out;
+        }
+    }
+    for (int p = 0; p < t->n_params && !st; p++) {
+        const param *pr     = &t->params[p];
+        const json_value *e = json_get(root, pr->name);
+        if (!e) {
+            st = bad(&r, "no tensor \"%s\" (the model's parameter %d of %d)", pr->name, p + 1,
+                     t->n_params);
+            goto out;
+        }
+        const char *dt;
+        uint64_t dims[G_MAX_DIMS] = {0}, b, end;
+        int nd;
+        st_entry(e, &dt, dims, &nd, &b, &end);
+        if (strcmp(dt, "F32") && strcmp(dt, "BF16") && strcmp(dt, "F16")) {
+            st = bad(&r, "tensor \"%s\" is %s; weights are F32, BF16 or F16", pr->name, dt);
+            goto out;
+        }
+        int tr = transpose_linear && pr->ndim == 2 && is_linear_weight(&t->g, pr->value);
+        int ok = nd == pr->ndim;
+        for (int k = 0; ok && k < nd; k++)
+            ok = dims[k] == pr->dims[tr ? nd - 1 - k : k];
+        if (!ok) {
+            char want[64] = "", got[64] = "";
+            for (int k = 0; k < pr->ndim; k++)
+                snprintf(want + strlen(want), sizeof want - strlen(want), "%s%llu", k ? ", " : "",
+                         (unsigned long long)pr->dims[tr ? pr->ndim - 1 - k : k]);
+            for (int k = 0; k < nd; k++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", k ? ", " : "",
+                         (unsigned long long)dims[k]);
+            /* the shape transposed would fit: a PyTorch Linear weight */
+            int hint = !transpose_linear && pr->ndim == 2 && nd == 2 && dims[0] == pr->dims[1] &&
+                       dims[1] == pr->dims[0] && is_linear_weight(&t->g, pr->value);
+            st =
+                bad(&r, "tensor \"%s\" has shape [%s]; the model needs [%s]%s", pr->name, got, want,
+                    hint ? " (a PyTorch Linear weight is [out, in]: --transpose-linear)" : "");
+            goto out;
+        }
+        free(vals);
+        if (!(vals = malloc(pr->n * 4 + 4))) {
+            st = bad(&r, "out of memory");
+            goto out;
+        }
+        uint64_t rows = tr ? dims[0] : 1, cols = tr ? dims[1] : pr->n;
+        for (uint64_t i = 0; i < pr->n; i++) {
+            float v = st_value(dt, data + b, i);
+            if (!isfinite(v)) {
+                st = bad(&r, "tensor \"%s\" element %llu is %g", pr->name, (unsigned long long)i,
+                         (double)v);
+                goto out;
+            }
+            /* file [rows, cols] transposed into the model's [cols, rows] */
+            vals[tr ? (i % cols) * rows + i / cols : i] = v;
+        }
+        if ((st = ampx_trainer_set(t, p, 0, vals))) {
+            err_set(ERR(err, cap), "%s: %s", path, t->error);
+            goto out;
+        }
+    }
+out:
+    free(vals);
+    json_free(root);
+    free(file);
     return st;
 }
