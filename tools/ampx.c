@@ -35,6 +35,7 @@ static void usage_main(FILE *f) {
                "  policy        print every tensor's resolved dtype and every cast\n"
                "  generate      sample text from a trained token model\n"
                "  export        a checkpoint's weights as a plain safetensors file\n"
+               "  predict       a trained model's classes and probabilities for CSV rows\n"
                "  bench         time GEMM (GFLOP/s) or a memory-bound op (GB/s) on a backend\n"
                "  trace-summary time per op, dtype and phase of a trace from train --trace\n"
                "  plot          draw a run's metrics (loss, scale, lr, grad norm) to PNG/SVG/PDF\n"

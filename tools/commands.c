@@ -10,6 +10,7 @@ const cli_command cli_commands[] = {
     {"policy", cli_policy}, /* tools/train.c */
     {"generate", cli_generate}, /* tools/generate.c */
     {"export", cli_export},     /* tools/export.c */
+    {"predict", cli_predict},   /* tools/predict.c */
     {"bench",  cmd_bench},  /* tools/bench.c */
     {"trace-summary", cmd_trace_summary}, /* tools/trace_summary.c */
     {"plot",   cmd_plot},   /* tools/plot.c */

@@ -251,6 +251,38 @@ cat >"$work/csv.json" <<'J'
 J
 "$ampx" train "$work/csv.json" --quiet >"$work/out" 2>&1 || fail "csv train: $(cat "$work/out")"
 grep -Eq "held-out accuracy (9[0-9]|100)\." "$work/out" || fail "csv accuracy: $(cat "$work/out")"
+# ---- ampx predict: the trained CSV model's classes and probabilities for the training rows
+"$ampx" train "$work/csv.json" --quiet --checkpoint "$work/csv.safetensors" >/dev/null 2>&1 || fail "predict: train"
+"$ampx" predict "$work/csv.json" --checkpoint "$work/csv.safetensors" --input "$work/train.csv" \
+  -o "$work/pred.csv" 2>"$work/err" || fail "predict: $(cat "$work/err")"
+python3 - "$work/train.csv" "$work/pred.csv" "$work/err" <<'PY' || fail "predict: output"
+import sys
+rows = [l.strip().split(",") for l in open(sys.argv[1]) if l.strip()]
+if not all(c.replace(".", "").replace("-", "").replace("e", "").isdigit() for c in rows[0]):
+    rows = rows[1:]  # a header
+pred = [l.strip().split(",") for l in open(sys.argv[2])]
+assert pred[0] == ["class", "p0", "p1"], pred[0]
+assert len(pred) - 1 == len(rows), (len(pred), len(rows))
+right = 0
+for r, p in zip(rows, pred[1:]):
+    probs = [float(v) for v in p[1:]]
+    assert abs(sum(probs) - 1) < 1e-5 and int(p[0]) == probs.index(max(probs)), p
+    right += int(p[0]) == int(float(r[-1]))
+acc = 100.0 * right / len(rows)
+assert acc >= 90, acc
+line = open(sys.argv[3]).read()
+assert ("accuracy %.2f%%" % acc) in line, (line, acc)
+PY
+cut -d, -f1,2 "$work/train.csv" >"$work/nolabel.csv"
+"$ampx" predict "$work/csv.json" --checkpoint "$work/csv.safetensors" --input "$work/nolabel.csv" >"$work/pred2.csv" 2>"$work/err" ||
+  fail "predict without labels: $(cat "$work/err")"
+cmp -s "$work/pred.csv" "$work/pred2.csv" || fail "predict: the label column changed the predictions"
+printf '1,2\n3,zz\n' >"$work/badpred.csv"
+expect_error predict_field 'badpred.csv:2: column 2: "zz" is not a number' \
+  "$ampx" predict "$work/csv.json" --checkpoint "$work/csv.safetensors" --input "$work/badpred.csv"
+printf '1,2,0,5\n' >"$work/widepred.csv"
+expect_error predict_columns 'widepred.csv:1: 4 columns; the model reads 2 features' \
+  "$ampx" predict "$work/csv.json" --checkpoint "$work/csv.safetensors" --input "$work/widepred.csv"
 sed 's/"train.csv"/"bad.csv", "header": false/' "$work/csv.json" >"$work/csvbad.json"
 expect_error csv_columns 'bad.csv:2: expected 3 columns \(2 features and a label\), found 2' "$ampx" train "$work/csvbad.json"
 cat >"$work/mnist.json" <<'J'

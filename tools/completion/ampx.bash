@@ -5,14 +5,14 @@ _ampx() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
     cmd=${COMP_WORDS[1]}
-    local commands="backends conformance train eval policy generate export bench plot trace-summary help"
+    local commands="backends conformance train eval policy generate export predict bench plot trace-summary help"
     if [ "$COMP_CWORD" -eq 1 ]; then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
     fi
     case $prev in
     --backend) COMPREPLY=($(compgen -W "cpu opencl cuda" -- "$cur") $(compgen -f -X '!*.so' -- "$cur")); return ;;
-    --policy | --checkpoint | --resume | --metrics | --trace | -o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --policy | --checkpoint | --resume | --metrics | --trace | --init-from | --input | -o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --dtype) COMPREPLY=($(compgen -W "f32 bf16 f16" -- "$cur")); return ;;
     esac
     local opts
@@ -20,6 +20,7 @@ _ampx() {
     train) opts="--backend --backend-opt --policy --set --init-from --transpose-linear --steps --batch --seed --log-every --eval-every --metrics --checkpoint --checkpoint-every --keep --resume --trace --trace-steps --monitor --quiet --max-input-bytes --help" ;;
     eval | policy) opts="--backend --backend-opt --policy --set --checkpoint --help" ;;
     export) opts="--checkpoint -o --dtype --help" ;;
+    predict) opts="--checkpoint --input -o --backend --backend-opt --help" ;;
     generate) opts="--checkpoint --prompt --tokens --temperature --top-k --seed --backend --backend-opt --help" ;;
     conformance) opts="--backend --backend-opt --op --quick --seed --json --all --help" ;;
     backends) opts="--json --options --help" ;;

@@ -140,6 +140,20 @@ AMPX_API ampx_status ampx_trainer_create_sampler(ampx_model *m, ampx_backend *be
  * f32. Position t's logits depend on ids [0, t] only in a causal model. */
 AMPX_API ampx_status ampx_trainer_logits(ampx_trainer *t, const int32_t *ids, int64_t rows,
                                          float *logits);
+/* A trainer for predictions of a feature model: no data is read (load a checkpoint, then call
+ * ampx_trainer_predict). */
+AMPX_API ampx_status ampx_trainer_create_predictor(ampx_model *m, ampx_backend *be,
+                                                   ampx_trainer **out, char *err, size_t err_cap);
+/* Feature models: the forward pass (eval mode) over `rows` examples (rows <= the batch) of
+ * ampx_trainer_features() f32 values each (the f32 inputs' slices in declaration order),
+ * writing ampx_trainer_outputs() values per row: a classifier's softmax probabilities, or an
+ * mse model's predictions. */
+AMPX_API ampx_status ampx_trainer_predict(ampx_trainer *t, const float *x, int64_t rows,
+                                          float *out);
+AMPX_API int64_t ampx_trainer_features(const ampx_trainer *t);
+AMPX_API int64_t ampx_trainer_outputs(const ampx_trainer *t);
+/* 1 for a classifier (softmax cross-entropy over i32 labels), 0 for an mse model. */
+AMPX_API int ampx_trainer_classifier(const ampx_trainer *t);
 /* Positions per window and the vocabulary of a token model; 0 otherwise. */
 AMPX_API int64_t ampx_trainer_window(const ampx_trainer *t);
 AMPX_API int64_t ampx_trainer_vocab(const ampx_trainer *t);

@@ -435,14 +435,19 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
     data_request req;
     if ((st = map_inputs(t, &req)) || (st = check_memory(t, &req))) goto fail;
     st = AMPX_ERR_INVALID;
-    if (inference && !t->tokens) {
+    if (inference == 1 && !t->tokens) {
         tr_fail(t, st, "%s: sampling reads a token model (an i32 token input and its labels)",
                 m->cfg.file);
         goto fail;
     }
+    if (inference == 2 && t->tokens) {
+        tr_fail(t, st, "%s: a token model: sample from it with ampx generate", m->cfg.file);
+        goto fail;
+    }
     if (inference) {
-        t->data.window  = req.window;
-        t->data.n_train = t->B; /* nothing is loaded; windows come from the caller */
+        t->data.window   = req.window;
+        t->data.features = req.features;
+        t->data.n_train  = t->B; /* nothing is loaded; windows or rows come from the caller */
     } else if (data_load(&req, &t->data, t->error, sizeof t->error))
         goto fail;
     if (t->data.n_train < t->B) {
@@ -508,6 +513,11 @@ ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **
 ampx_status ampx_trainer_create_sampler(ampx_model *m, ampx_backend *be, ampx_trainer **out,
                                         char *err, size_t err_cap) {
     return create(m, be, out, err, err_cap, 1);
+}
+
+ampx_status ampx_trainer_create_predictor(ampx_model *m, ampx_backend *be, ampx_trainer **out,
+                                          char *err, size_t err_cap) {
+    return create(m, be, out, err, err_cap, 2);
 }
 
 void ampx_trainer_free(ampx_trainer *t) {
@@ -1415,4 +1425,65 @@ uint64_t ampx_trainer_ops_issued(const ampx_trainer *t) {
 
 uint64_t ampx_trainer_last_step_ops(const ampx_trainer *t) {
     return t->last_step_ops;
+}
+
+int64_t ampx_trainer_features(const ampx_trainer *t) {
+    return t->tokens ? 0 : t->data.features;
+}
+
+int64_t ampx_trainer_outputs(const ampx_trainer *t) {
+    return t->tokens ? 0 : g_elems(&t->g.values[t->g.logits]);
+}
+
+ampx_status ampx_trainer_predict(ampx_trainer *t, const float *x, int64_t rows, float *out) {
+    const g_graph *g = &t->g;
+    if (t->tokens) return tr_fail(t, AMPX_ERR_INVALID, "predictions of rows need a feature model");
+    if (rows < 1 || rows > t->B)
+        return tr_fail(t, AMPX_ERR_INVALID, "%lld rows; at most the batch, %lld", (long long)rows,
+                       (long long)t->B);
+    int32_t *zeros = calloc((size_t)rows, sizeof *zeros);
+    if (!zeros) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    ampx_status st = write_train(t, x, zeros, rows);
+    free(zeros);
+    if (st) return st;
+    t->epoch_on_device = -1; /* the training rows there were overwritten */
+    bind_inputs(t, 0);
+    t->x.training = 0;
+    t->x.micro    = 0;
+    t->x.loss     = buf_tensor(t->eval_loss, 0, AMPX_F32);
+    t->x.row0     = 0;
+    t->x.rows     = (uint64_t)rows;
+    st            = micro_batch(t);
+    t->x.training = 1;
+    t->x.rows     = (uint64_t)t->B;
+    if (st) return st;
+    uint64_t c = (uint64_t)g_elems(&g->values[g->logits]), n = (uint64_t)rows * c;
+    ampx_dtype ld  = g->values[g->logits].dtype;
+    size_t es      = ampx_dtype_size(ld);
+    ampx_tensor lt = gx_tensor(&t->x, g->logits);
+    void *raw      = malloc(n * es + 4);
+    if (!raw) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    st = check(t, t->ifc->buffer_read(t->ctx, lt.buf, lt.offset, raw, n * es), "buffer_read");
+    for (uint64_t k = 0; !st && k < n; k++)
+        out[k] = ld == AMPX_F32    ? ((float *)raw)[k]
+                 : ld == AMPX_BF16 ? ampx_bf16_to_f32(((uint16_t *)raw)[k])
+                                   : ampx_f16_to_f32(((uint16_t *)raw)[k]);
+    free(raw);
+    /* a classifier's logits become its probabilities (softmax in double) */
+    if (!st && g->values[g->labels].dtype == AMPX_I32)
+        for (int64_t r = 0; r < rows; r++) {
+            float *row = out + (uint64_t)r * c;
+            double mx = -INFINITY, sum = 0;
+            for (uint64_t j = 0; j < c; j++)
+                mx = row[j] > mx ? row[j] : mx;
+            for (uint64_t j = 0; j < c; j++)
+                sum += exp((double)row[j] - mx);
+            for (uint64_t j = 0; j < c; j++)
+                row[j] = (float)(exp((double)row[j] - mx) / sum);
+        }
+    return st;
+}
+
+int ampx_trainer_classifier(const ampx_trainer *t) {
+    return t->g.values[t->g.labels].dtype == AMPX_I32;
 }
