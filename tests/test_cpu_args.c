@@ -2030,3 +2030,31 @@ Test(dtypes, fixed_by_the_op) {
     aw.copies = f32_copy;
     EXPECT_ERR(AMPX_ERR_INVALID, "adamw: copies[0] must be bf16 or f16", O->adamw(C, &aw));
 }
+
+// ---------------------------------------------------------------------------------------
+// ABI 1.2 device timestamps: start and end of every op after profile_begin, in order, up
+// to the capacity; profile_end stops recording.
+
+TestSuite(profile, .init = open_context, .fini = close_context);
+
+Test(profile, records_each_op_in_order_up_to_its_capacity) {
+    cr_assert_not_null(I->profile_begin);
+    cr_assert_not_null(I->profile_end);
+    uint64_t ns[8] = {0};
+    uint32_t n     = 99;
+    EXPECT_OK(I->profile_end(C, ns, 4, &n));
+    cr_expect_eq(n, 0, "profile_end without profile_begin: %u ops", n);
+    EXPECT_OK(I->profile_begin(C, 2));
+    ampx_scale_args s = {
+        .size = sizeof s, .n = 64, .alpha = 2, .x = T(B, F0, AMPX_F32), .y = T(B, F1, AMPX_F32)};
+    for (int i = 0; i < 3; i++)
+        EXPECT_OK(O->scale(C, &s));
+    s.n = 1u << 20; /* out of the buffer: refused, not recorded */
+    EXPECT_ERR(AMPX_ERR_INVALID, "scale", O->scale(C, &s));
+    EXPECT_OK(I->profile_end(C, ns, 4, &n));
+    cr_expect_eq(n, 3, "3 ops ran, %u recorded", n);
+    cr_expect(ns[0] <= ns[1] && ns[1] <= ns[2] && ns[2] <= ns[3], "times out of order");
+    cr_expect_eq(ns[4], 0, "wrote past the capacity of 2");
+    EXPECT_OK(I->profile_end(C, ns, 4, &n));
+    cr_expect_eq(n, 0, "recording did not stop");
+}

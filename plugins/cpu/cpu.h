@@ -163,6 +163,11 @@ struct ampx_context {
     cpu_pool pool;
     cpu_scratch *thread_ws; /* n_threads per-thread workspaces, grown on demand */
     cpu_scratch shared_ws;  /* one workspace shared by a call, grown on demand */
+    struct {                /* ABI 1.2 device timestamps: start and end of every op */
+        int on;
+        uint32_t cap, n;
+        uint64_t t0, *ns;
+    } prof;
 };
 
 /* Elements handled per parallel item in elementwise ops, and the size below which an op

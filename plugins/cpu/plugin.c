@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cpu.h"
@@ -59,6 +60,7 @@ static void cpu_destroy(ampx_context *ctx) {
     if (!ctx) return;
     cpu_pool_stop(&ctx->pool);
     cpu_free_workspaces(ctx);
+    free(ctx->prof.ns);
     free(ctx);
 }
 
@@ -164,57 +166,131 @@ static ampx_status cpu_synchronize(ampx_context *ctx) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Device timestamps (ABI 1.2): every op runs to completion before it returns, so its start
+// and end on the host's monotonic clock are the device's.
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static ampx_status cpu_profile_begin(ampx_context *ctx, uint32_t capacity) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    uint64_t *ns = realloc(ctx->prof.ns, 2 * sizeof *ns * ((size_t)capacity + 1));
+    if (!ns) return cpu_fail(ctx, AMPX_ERR_NO_MEMORY, "profile_begin: %u ops", capacity);
+    ctx->prof.ns  = ns;
+    ctx->prof.cap = capacity;
+    ctx->prof.n   = 0;
+    ctx->prof.t0  = now_ns();
+    ctx->prof.on  = 1;
+    return AMPX_OK;
+}
+
+static ampx_status cpu_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap, uint32_t *n_ops) {
+    if (!ctx || !n_ops || (cap && !ns)) return AMPX_ERR_INVALID;
+    uint32_t n = ctx->prof.on ? ctx->prof.n : 0;
+    for (uint32_t i = 0; i < n && i < cap; i++)
+        ns[2 * i] = ctx->prof.ns[2 * i], ns[2 * i + 1] = ctx->prof.ns[2 * i + 1];
+    *n_ops       = n;
+    ctx->prof.on = 0;
+    return AMPX_OK;
+}
+
+/* timed_NAME: cpu_NAME with its start and end recorded while profiling. */
+#define CPU_TIMED(name, type)                                                                      \
+    static ampx_status timed_##name(ampx_context *ctx, const type *args) {                         \
+        if (!ctx || !ctx->prof.on) return cpu_##name(ctx, args);                                   \
+        uint64_t t0    = now_ns();                                                                 \
+        ampx_status st = cpu_##name(ctx, args);                                                    \
+        if (st == AMPX_OK && ctx->prof.n < ctx->prof.cap) {                                        \
+            ctx->prof.ns[2 * ctx->prof.n]     = t0 - ctx->prof.t0;                                 \
+            ctx->prof.ns[2 * ctx->prof.n + 1] = now_ns() - ctx->prof.t0;                           \
+        }                                                                                          \
+        if (st == AMPX_OK) ctx->prof.n++;                                                          \
+        return st;                                                                                 \
+    }
+CPU_TIMED(gemm, ampx_gemm_args)
+CPU_TIMED(cast, ampx_cast_args)
+CPU_TIMED(add, ampx_add_args)
+CPU_TIMED(mul, ampx_mul_args)
+CPU_TIMED(scale, ampx_scale_args)
+CPU_TIMED(bias_grad, ampx_bias_grad_args)
+CPU_TIMED(act_fwd, ampx_act_args)
+CPU_TIMED(act_bwd, ampx_act_args)
+CPU_TIMED(softmax_fwd, ampx_softmax_args)
+CPU_TIMED(softmax_bwd, ampx_softmax_args)
+CPU_TIMED(softmax_xent, ampx_softmax_xent_args)
+CPU_TIMED(layernorm_fwd, ampx_layernorm_args)
+CPU_TIMED(layernorm_bwd, ampx_layernorm_args)
+CPU_TIMED(batchnorm_fwd, ampx_batchnorm_args)
+CPU_TIMED(batchnorm_bwd, ampx_batchnorm_args)
+CPU_TIMED(embedding_fwd, ampx_embedding_args)
+CPU_TIMED(embedding_bwd, ampx_embedding_args)
+CPU_TIMED(reduce, ampx_reduce_args)
+CPU_TIMED(sum_squares, ampx_sum_squares_args)
+CPU_TIMED(unscale_check, ampx_unscale_check_args)
+CPU_TIMED(grad_stats, ampx_grad_stats_args)
+CPU_TIMED(scaler_update, ampx_scaler_update_args)
+CPU_TIMED(sgd, ampx_sgd_args)
+CPU_TIMED(adamw, ampx_adamw_args)
+CPU_TIMED(dropout, ampx_dropout_args)
+CPU_TIMED(permute, ampx_permute_args)
+
+// ---------------------------------------------------------------------------------------
 // The tables
 
 static const ampx_backend_ops cpu_ops = {
     .size          = sizeof(ampx_backend_ops),
-    .gemm          = cpu_gemm,
-    .cast          = cpu_cast,
-    .add           = cpu_add,
-    .mul           = cpu_mul,
-    .scale         = cpu_scale,
-    .bias_grad     = cpu_bias_grad,
-    .act_fwd       = cpu_act_fwd,
-    .act_bwd       = cpu_act_bwd,
-    .softmax_fwd   = cpu_softmax_fwd,
-    .softmax_bwd   = cpu_softmax_bwd,
-    .softmax_xent  = cpu_softmax_xent,
-    .layernorm_fwd = cpu_layernorm_fwd,
-    .layernorm_bwd = cpu_layernorm_bwd,
-    .batchnorm_fwd = cpu_batchnorm_fwd,
-    .batchnorm_bwd = cpu_batchnorm_bwd,
-    .embedding_fwd = cpu_embedding_fwd,
-    .embedding_bwd = cpu_embedding_bwd,
-    .reduce        = cpu_reduce,
-    .sum_squares   = cpu_sum_squares,
-    .unscale_check = cpu_unscale_check,
-    .grad_stats    = cpu_grad_stats,
-    .scaler_update = cpu_scaler_update,
-    .sgd           = cpu_sgd,
-    .adamw         = cpu_adamw,
-    .dropout       = cpu_dropout,
-    .permute       = cpu_permute,
+    .gemm          = timed_gemm,
+    .cast          = timed_cast,
+    .add           = timed_add,
+    .mul           = timed_mul,
+    .scale         = timed_scale,
+    .bias_grad     = timed_bias_grad,
+    .act_fwd       = timed_act_fwd,
+    .act_bwd       = timed_act_bwd,
+    .softmax_fwd   = timed_softmax_fwd,
+    .softmax_bwd   = timed_softmax_bwd,
+    .softmax_xent  = timed_softmax_xent,
+    .layernorm_fwd = timed_layernorm_fwd,
+    .layernorm_bwd = timed_layernorm_bwd,
+    .batchnorm_fwd = timed_batchnorm_fwd,
+    .batchnorm_bwd = timed_batchnorm_bwd,
+    .embedding_fwd = timed_embedding_fwd,
+    .embedding_bwd = timed_embedding_bwd,
+    .reduce        = timed_reduce,
+    .sum_squares   = timed_sum_squares,
+    .unscale_check = timed_unscale_check,
+    .grad_stats    = timed_grad_stats,
+    .scaler_update = timed_scaler_update,
+    .sgd           = timed_sgd,
+    .adamw         = timed_adamw,
+    .dropout       = timed_dropout,
+    .permute       = timed_permute,
 };
 
 static const ampx_backend_iface cpu_iface = {
-    .size         = sizeof(ampx_backend_iface),
-    .abi_major    = AMPX_ABI_MAJOR,
-    .abi_minor    = AMPX_ABI_MINOR,
-    .name         = "cpu",
-    .version      = CPU_PLUGIN_VERSION,
-    .probe        = cpu_probe,
-    .create       = cpu_create,
-    .destroy      = cpu_destroy,
-    .device_info  = cpu_device_info,
-    .supports     = cpu_supports,
-    .buffer_alloc = cpu_buffer_alloc,
-    .buffer_free  = cpu_buffer_free,
-    .buffer_write = cpu_buffer_write,
-    .buffer_read  = cpu_buffer_read,
-    .buffer_copy  = cpu_buffer_copy,
-    .buffer_fill  = cpu_buffer_fill,
-    .synchronize  = cpu_synchronize,
-    .ops          = &cpu_ops,
+    .size          = sizeof(ampx_backend_iface),
+    .abi_major     = AMPX_ABI_MAJOR,
+    .abi_minor     = AMPX_ABI_MINOR,
+    .name          = "cpu",
+    .version       = CPU_PLUGIN_VERSION,
+    .probe         = cpu_probe,
+    .create        = cpu_create,
+    .destroy       = cpu_destroy,
+    .device_info   = cpu_device_info,
+    .supports      = cpu_supports,
+    .buffer_alloc  = cpu_buffer_alloc,
+    .buffer_free   = cpu_buffer_free,
+    .buffer_write  = cpu_buffer_write,
+    .buffer_read   = cpu_buffer_read,
+    .buffer_copy   = cpu_buffer_copy,
+    .buffer_fill   = cpu_buffer_fill,
+    .synchronize   = cpu_synchronize,
+    .ops           = &cpu_ops,
+    .profile_begin = cpu_profile_begin,
+    .profile_end   = cpu_profile_end,
 };
 
 AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
