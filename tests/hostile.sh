@@ -298,9 +298,12 @@ expect_error "state beyond the device" 'huge_model\.json: the parameters, optimi
 # ---- 8. plugins that misbehave
 "$ampx" train "$mlp" --steps 3 --backend "$plugins/libcrash.so" >"$work/out" 2>"$work/err"; rc=$?
 [ $rc -ne 0 ] || fail "a crashing plugin: exit 0"
-grep -q "ampx: SIGSEGV inside backend 'wrapper' ($plugins/libcrash.so) during op gemm issued by fc1" "$work/err" ||
+grep -Eq "ampx: SIGSEGV inside backend 'wrapper' \($plugins/libcrash.so\) during op gemm issued by (fc1|self-check)" "$work/err" ||
   fail "a crashing plugin is not named: exit $rc, $(head -c 500 "$work/err")"
 mkdir -p "$work/path"
+# a plugin whose ops return OK and compute nothing is refused before training
+expect_error "a plugin that computes nothing" "backend wrapper returned OK from a 2x3 by 3x2 gemm but computed C\\[0\\] = -7, expected -1" \
+  "$ampx" train "$mlp" --steps 3 --backend "$plugins/libnoop.so"
 cp "$plugins/libhang.so" "$work/path/libampx-hang.so"
 cp "$plugins/libcrash.so" "$work/path/libampx-strings.so"
 start=$(date +%s)

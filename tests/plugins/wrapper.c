@@ -11,6 +11,7 @@
  *   WRAP_HANG          the probe never returns
  *   WRAP_ALLOC_LIMIT   buffer_alloc fails after $AMPX_TEST_ALLOC_LIMIT allocations; buffers
  *                      are counted and device_info reports how many are still live
+ *   WRAP_NOOP          every op returns OK and computes nothing (training must refuse it)
  *   WRAP_NO_NORMS      no layernorm, batchnorm, embedding, dropout or permute ops (a backend
  *                      that still trains every model that needs none of them)
  */
@@ -116,6 +117,15 @@ static ampx_status crash_gemm(ampx_context *ctx, const ampx_gemm_args *a) {
 }
 #endif
 
+#ifdef WRAP_NOOP
+/* Every op: OK, and nothing computed. */
+#define WRAP_OP(name, argt)                                                                        \
+    static ampx_status wrap_##name(ampx_context *ctx, const argt *a) {                             \
+        (void)ctx, (void)a;                                                                        \
+        return AMPX_OK;                                                                            \
+    }
+#endif
+
 #ifdef WRAP_FAILING
 /* Every op: forward the first 40 calls, then fail like a device that fell over. */
 #define FAIL_AFTER 40
@@ -128,6 +138,8 @@ static ampx_status crash_gemm(ampx_context *ctx, const ampx_gemm_args *a) {
         }                                                                                          \
         return inner->ops->name(ctx, a);                                                           \
     }
+#endif
+#if defined(WRAP_FAILING) || defined(WRAP_NOOP)
 WRAP_OP(gemm, ampx_gemm_args)
 WRAP_OP(cast, ampx_cast_args)
 WRAP_OP(add, ampx_add_args)
@@ -197,7 +209,7 @@ AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, 
 #ifdef WRAP_CRASH
     ops.gemm = crash_gemm;
 #endif
-#ifdef WRAP_FAILING
+#if defined(WRAP_FAILING) || defined(WRAP_NOOP)
 #define SET(name) ops.name = wrap_##name
     SET(gemm);
     SET(cast);

@@ -199,6 +199,50 @@ static ampx_status check_ops(ampx_trainer *t) {
     return AMPX_OK;
 }
 
+/* A backend whose ops return OK and compute nothing would train "successfully": one small
+ * GEMM of integers (exact in every dtype's f32 accumulation) is checked before anything
+ * else runs. The full check is `ampx conformance`. */
+static ampx_status self_check(ampx_trainer *t) {
+    static const float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, -1, 2, 0, -2, 3}; /* 2x3, 3x2 */
+    float host[16] = {0}, c[4] = {-7, -7, -7, -7};
+    memcpy(host, a, sizeof a);
+    memcpy(host + 6, b, sizeof b);
+    memcpy(host + 12, c, sizeof c);
+    ampx_buffer *buf = NULL;
+    ampx_status st   = check(t, t->ifc->buffer_alloc(t->ctx, sizeof host, &buf), "buffer_alloc");
+    if (st) return st;
+    if (!(st = check(t, t->ifc->buffer_write(t->ctx, buf, 0, host, sizeof host), "buffer_write"))) {
+        ampx_gemm_args g = {.size  = sizeof g,
+                            .m     = 2,
+                            .n     = 2,
+                            .k     = 3,
+                            .batch = 1,
+                            .lda   = 3,
+                            .ldb   = 2,
+                            .ldc   = 2,
+                            .alpha = 1,
+                            .a     = buf_tensor(buf, 0, AMPX_F32),
+                            .b     = buf_tensor(buf, 24, AMPX_F32),
+                            .c     = buf_tensor(buf, 48, AMPX_F32)};
+        if (!(st = call_op(&t->call, "self-check", AMPX_OP_GEMM, &g)))
+            st = check(t, t->ifc->buffer_read(t->ctx, buf, 48, c, sizeof c), "buffer_read");
+    }
+    t->ifc->buffer_free(t->ctx, buf);
+    if (st) return st;
+    for (int i = 0; i < 4; i++) {
+        double want = 0;
+        for (int k = 0; k < 3; k++)
+            want += (double)a[(i / 2) * 3 + k] * b[k * 2 + i % 2];
+        if ((double)c[i] != want)
+            return tr_fail(t, AMPX_ERR_DEVICE,
+                           "backend %s returned OK from a 2x3 by 3x2 gemm but computed C[%d] = %g, "
+                           "expected %g: its ops do not compute what they report (check it with "
+                           "ampx conformance --backend %s)",
+                           t->ifc->name, i, (double)c[i], want, t->ifc->name);
+    }
+    return AMPX_OK;
+}
+
 // ---------------------------------------------------------------------------------------
 // Creation
 
@@ -431,7 +475,7 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
     for (int v = 0; v < t->g.n_values; v++)
         if (t->g.values[v].role == ROLE_PARAM && t->g.values[v].grad >= 0)
             t->persistent[t->g.values[v].grad] = 1;
-    if ((st = check_ops(t))) goto fail;
+    if ((st = check_ops(t)) || (st = self_check(t))) goto fail;
     data_request req;
     if ((st = map_inputs(t, &req)) || (st = check_memory(t, &req))) goto fail;
     st = AMPX_ERR_INVALID;
