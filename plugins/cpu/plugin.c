@@ -206,8 +206,8 @@ static ampx_status cpu_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap
         if (st == AMPX_OK && ctx->prof.n < ctx->prof.cap) {                                        \
             ctx->prof.ns[2 * ctx->prof.n]     = t0 - ctx->prof.t0;                                 \
             ctx->prof.ns[2 * ctx->prof.n + 1] = now_ns() - ctx->prof.t0;                           \
+            ctx->prof.n++; /* ops past the capacity are not recorded */                            \
         }                                                                                          \
-        if (st == AMPX_OK) ctx->prof.n++;                                                          \
         return st;                                                                                 \
     }
 CPU_TIMED(gemm, ampx_gemm_args)
