@@ -18,7 +18,8 @@ ampx_tensor gx_tensor(g_exec *x, int v) {
     if (x->own[root]) {
         uint64_t off = val->role == ROLE_INPUT
                            ? x->row0 * (uint64_t)g_elems(val) * ampx_dtype_size(val->dtype)
-                           : 0;
+                       : x->own_off ? x->own_off[root]
+                                    : 0;
         return (ampx_tensor){.buf = x->own[root], .offset = off, .dtype = val->dtype};
     }
     return (ampx_tensor){.buf = x->arena, .offset = x->p->offset[root], .dtype = val->dtype};

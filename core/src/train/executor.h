@@ -15,8 +15,9 @@ struct g_exec {
     const plan *p;
     call_ctx *call;
     ampx_buffer *arena;
-    ampx_buffer **own;   /* per value: its own buffer, NULL for arena values */
-    uint64_t rows, row0; /* inputs are read from row row0 of their buffers */
+    ampx_buffer **own;       /* per value: its own buffer, NULL for arena values */
+    const uint64_t *own_off; /* (optional) per value: its offset in that buffer; NULL: 0 */
+    uint64_t rows, row0;     /* inputs are read from row row0 of their buffers */
     int training, micro;
     uint64_t micro_batches;
     uint64_t seed, step; /* the run's seed and the step being run (dropout keys) */

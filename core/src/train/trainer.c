@@ -136,7 +136,7 @@ static ampx_status add_param(ampx_trainer *t, int v) {
     p->copy_dtype  = val->copy >= 0 ? t->g.values[val->copy].dtype : AMPX_F32;
     uint64_t bytes = p->n * 4;
     ampx_status st;
-    if ((st = alloc_zero(t, bytes, &p->master)) || (st = alloc_zero(t, bytes, &p->grad))) return st;
+    if ((st = alloc_zero(t, bytes, &p->master))) return st; /* the gradient: grad_arena() */
     if (m->cfg.opt.kind == OPT_ADAMW || m->cfg.opt.momentum != 0)
         if ((st = alloc_zero(t, bytes, &p->s1))) return st;
     if (m->cfg.opt.kind == OPT_ADAMW && (st = alloc_zero(t, bytes, &p->s2))) return st;
@@ -147,7 +147,6 @@ static ampx_status add_param(ampx_trainer *t, int v) {
     if (p->copy_dtype != AMPX_F32 && (st = cast_copy(t, p))) return st;
     t->own[v] = p->master;
     if (val->copy >= 0) t->own[val->copy] = p->copy;
-    if (val->grad >= 0) t->own[val->grad] = p->grad;
     t->n_params++;
     return AMPX_OK;
 }
@@ -193,6 +192,68 @@ static ampx_status check_ops(ampx_trainer *t) {
         if (!ampx_backend_op_slot(t->be, step[i]))
             return tr_fail(t, AMPX_ERR_UNSUPPORTED, "backend %s has no %s, which training needs",
                            t->ifc->name, ampx_op_name(step[i]));
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// The gradient arena and its all-reduce buckets
+
+/* Bucket bytes: AMPX_BUCKET_KB (KiB), else 1 MiB. A parameter larger than that is a bucket. */
+static uint64_t bucket_cap(void) {
+    const char *e = getenv("AMPX_BUCKET_KB");
+    long long kb  = e && *e ? atoll(e) : 1024;
+    return (uint64_t)(kb > 0 ? kb : 1024) * 1024;
+}
+
+/* Every parameter gradient in one f32 buffer, in the order the backward completes them (the
+ * last node writing each), cut into buckets of at most bucket_cap() bytes, so bucket k is
+ * complete before bucket k+1 and its all-reduce can start while the backward goes on. */
+static ampx_status grad_arena(ampx_trainer *t) {
+    int order[TR_MAX_PARAMS];
+    for (int i = 0; i < t->n_params; i++) {
+        param *p     = &t->params[i];
+        int gv       = t->g.values[p->value].grad;
+        p->done_node = -1;
+        for (int k = 0; gv >= 0 && k < t->g.n_nodes; k++) {
+            const g_node *n = &t->g.nodes[k];
+            for (int o = 0; o < n->n_out; o++)
+                if (n->out[o] >= 0 && g_root(&t->g, n->out[o]) == gv) p->done_node = k;
+        }
+        order[i] = i;
+    }
+    /* insertion sort by completion node: stable, so ties keep the declaration order */
+    for (int i = 1; i < t->n_params; i++)
+        for (int j = i; j > 0 && t->params[order[j - 1]].done_node > t->params[order[j]].done_node;
+             j--) {
+            int x    = order[j];
+            order[j] = order[j - 1], order[j - 1] = x;
+        }
+    uint64_t cap = bucket_cap(), off = 0;
+    t->n_buckets = 0;
+    for (int k = 0; k < t->n_params; k++) {
+        param *p       = &t->params[order[k]];
+        uint64_t bytes = (p->n * 4 + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+        grad_bucket *b = t->n_buckets ? &t->buckets[t->n_buckets - 1] : NULL;
+        /* (past TR_MAX_BUCKETS the last bucket grows) */
+        if (!b || (b->bytes + bytes > cap && t->n_buckets < TR_MAX_BUCKETS)) {
+            b  = &t->buckets[t->n_buckets++];
+            *b = (grad_bucket){.off = off};
+        }
+        p->grad_off = off;
+        p->bucket   = (int)(b - t->buckets);
+        b->bytes += bytes;
+        b->n_params++;
+        off += bytes;
+    }
+    t->grads_bytes = off;
+    ampx_status st = alloc_zero(t, off, &t->grads);
+    if (st) return st;
+    for (int i = 0; i < t->n_params; i++) {
+        param *p = &t->params[i];
+        int gv   = t->g.values[p->value].grad;
+        p->grad  = t->grads;
+        if (gv >= 0) t->own[gv] = t->grads, t->own_off[gv] = p->grad_off;
+    }
     return AMPX_OK;
 }
 
@@ -379,8 +440,9 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
     g_copy_graph(&t->g, &m->graph);
     if (autodiff(&t->g, t->error, sizeof t->error)) goto fail;
     t->own        = calloc((size_t)t->g.n_values, sizeof *t->own);
+    t->own_off    = calloc((size_t)t->g.n_values, sizeof *t->own_off);
     t->persistent = calloc((size_t)t->g.n_values, 1);
-    if (!t->own || !t->persistent) {
+    if (!t->own || !t->own_off || !t->persistent) {
         st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
         goto fail;
     }
@@ -421,7 +483,7 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
         st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for the training set");
         goto fail;
     }
-    if ((st = create_values(t))) goto fail;
+    if ((st = create_values(t)) || (st = grad_arena(t))) goto fail;
     if (plan_make(&t->g, (uint64_t)t->B, t->persistent, &t->plan)) {
         st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
         goto fail;
@@ -440,6 +502,7 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
                                .call          = &t->call,
                                .arena         = t->arena,
                                .own           = t->own,
+                               .own_off       = t->own_off,
                                .rows          = (uint64_t)t->B,
                                .training      = 1,
                                .micro_batches = (uint64_t)t->A,
@@ -478,7 +541,7 @@ void ampx_trainer_free(ampx_trainer *t) {
     free(t->scan_value);
     free(t->scan_node);
     free(t->mon_host);
-    ampx_buffer **bufs[] = {&t->arena, &t->ring, &t->eval_loss, &t->scalars};
+    ampx_buffer **bufs[] = {&t->arena, &t->ring, &t->eval_loss, &t->scalars, &t->grads};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) t->ifc->buffer_free(t->ctx, *bufs[i]);
     for (int i = 0; i < G_MAX_INPUTS; i++) {
@@ -487,8 +550,8 @@ void ampx_trainer_free(ampx_trainer *t) {
     }
     for (int i = 0; i < t->n_params; i++) {
         param *p          = &t->params[i];
-        ampx_buffer *pb[] = {p->master, p->grad, p->s1, p->s2, p->copy};
-        for (int k = 0; k < 5; k++)
+        ampx_buffer *pb[] = {p->master, p->s1, p->s2, p->copy};
+        for (int k = 0; k < 4; k++)
             if (pb[k]) t->ifc->buffer_free(t->ctx, pb[k]);
     }
     if (t->own)
@@ -500,6 +563,8 @@ void ampx_trainer_free(ampx_trainer *t) {
     plan_free(&t->plan);
     g_free_graph(&t->g);
     free(t->own);
+    free(t->own_off);
+    free(t->grads_host);
     free(t->persistent);
     free(t->shuffle_x);
     free(t->shuffle_y);
@@ -576,7 +641,7 @@ static ampx_status select_micro(ampx_trainer *t, int64_t global_micro) {
 
 static ampx_tensor_list grad_list(ampx_trainer *t, ampx_tensor *ts, uint64_t *ns) {
     for (int i = 0; i < t->n_params; i++) {
-        ts[i] = buf_tensor(t->params[i].grad, 0, AMPX_F32);
+        ts[i] = buf_tensor(t->params[i].grad, t->params[i].grad_off, AMPX_F32);
         ns[i] = t->params[i].n;
     }
     return (ampx_tensor_list){.count = (uint32_t)t->n_params, .tensors = ts, .n_elems = ns};
@@ -591,7 +656,7 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
     for (int i = 0; i < t->n_params; i++) {
         param *p = &t->params[i];
         pt[i]    = buf_tensor(p->master, 0, AMPX_F32);
-        gt[i]    = buf_tensor(p->grad, 0, AMPX_F32);
+        gt[i]    = buf_tensor(p->grad, p->grad_off, AMPX_F32);
         s1[i]    = buf_tensor(p->s1, 0, AMPX_F32);
         s2[i]    = buf_tensor(p->s2, 0, AMPX_F32);
         cp[i]    = p->copy_dtype != AMPX_F32 ? buf_tensor(p->copy, 0, p->copy_dtype)
@@ -761,8 +826,9 @@ static ampx_status param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base) {
     ampx_tensor ts[TR_MAX_PARAMS];
     uint64_t ns[TR_MAX_PARAMS];
     for (int k = 0; k < t->n_params; k++) {
-        ts[k] = buf_tensor(t->params[t->mon_param[k]].grad, 0, AMPX_F32);
-        ns[k] = t->params[t->mon_param[k]].n;
+        const param *p = &t->params[t->mon_param[k]];
+        ts[k]          = buf_tensor(p->grad, p->grad_off, AMPX_F32);
+        ns[k]          = t->params[t->mon_param[k]].n;
     }
     t->call.phase = CALL_AMP;
     for (int g = 0; g < t->mon_n_groups; g++) {
@@ -955,7 +1021,8 @@ static ampx_status step_ops(ampx_trainer *t) {
     if (t->step + 1 == t->inject_step) {
         uint32_t inf = 0x7F800000u;
         if ((st = check(t,
-                        t->ifc->buffer_fill(t->ctx, t->params[t->inject_param].grad, 0, 4, inf, 4),
+                        t->ifc->buffer_fill(t->ctx, t->params[t->inject_param].grad,
+                                            t->params[t->inject_param].grad_off, 4, inf, 4),
                         "buffer_fill")))
             return st;
     }
@@ -1199,15 +1266,17 @@ static ampx_buffer *param_buf(ampx_trainer *t, int i, int what) {
 ampx_status ampx_trainer_get(ampx_trainer *t, int i, int what, float *host) {
     ampx_buffer *b = param_buf(t, i, what);
     if (!b) return tr_fail(t, AMPX_ERR_INVALID, "no tensor %d/%d", i, what);
-    return check(t, t->ifc->buffer_read(t->ctx, b, 0, host, t->params[i].n * 4), "buffer_read");
+    uint64_t off = what == 1 ? t->params[i].grad_off : 0;
+    return check(t, t->ifc->buffer_read(t->ctx, b, off, host, t->params[i].n * 4), "buffer_read");
 }
 
 ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const float *host) {
     ampx_buffer *b = param_buf(t, i, what);
     if (!b) return tr_fail(t, AMPX_ERR_INVALID, "no tensor %d/%d", i, what);
-    ampx_status st =
-        check(t, t->ifc->buffer_write(t->ctx, b, 0, host, t->params[i].n * 4), "buffer_write");
     param *p = &t->params[i];
+    ampx_status st =
+        check(t, t->ifc->buffer_write(t->ctx, b, what == 1 ? p->grad_off : 0, host, p->n * 4),
+              "buffer_write");
     if (!st && what == 0 && p->copy_dtype != AMPX_F32) st = cast_copy(t, p);
     return st;
 }

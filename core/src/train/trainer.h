@@ -12,6 +12,7 @@
 #include "train/planner.h"
 
 #define TR_MAX_PARAMS 512
+#define TR_MAX_BUCKETS 512
 
 /* A trainable parameter: f32 master, f32 gradient, optimizer state, working copy. */
 typedef struct param {
@@ -22,8 +23,18 @@ typedef struct param {
     uint64_t dims[G_MAX_DIMS];
     float wd;
     ampx_buffer *master, *grad, *s1, *s2, *copy; /* s1/s2: adam m, v or sgd momentum */
-    ampx_dtype copy_dtype;                       /* AMPX_F32: no working copy */
+    uint64_t grad_off;     /* bytes: where the gradient sits in grad (the gradient arena) */
+    int done_node;         /* the last backward node that writes the gradient; -1: none */
+    int bucket;            /* the all-reduce bucket holding it (data-parallel runs) */
+    ampx_dtype copy_dtype; /* AMPX_F32: no working copy */
 } param;
+
+/* A bucket of the gradient all-reduce: a byte range of the gradient arena, started once the
+ * last backward node writing into it has run. */
+typedef struct grad_bucket {
+    uint64_t off, bytes;
+    int n_params, pending; /* pending: parameters not yet complete in this step */
+} grad_bucket;
 
 /* Non-trainable state saved in checkpoints (batch-norm running statistics). */
 typedef struct state_tensor {
@@ -44,8 +55,8 @@ struct ampx_trainer {
     ampx_buffer **own; /* per value (the executor's placement) */
     uint8_t *persistent;
     dataset data;
-    int tokens;    /* the data is a token stream: windows are drawn per micro-batch */
-    int inference; /* created for sampling: no data is loaded */
+    int tokens;      /* the data is a token stream: windows are drawn per micro-batch */
+    int inference;   /* created for sampling: no data is loaded */
     int64_t B, A, K; /* micro-batch rows, micro-batches per step, ring slots */
     int64_t micro_per_epoch, epoch_on_device;
     float *shuffle_x, *host_in;
@@ -56,6 +67,18 @@ struct ampx_trainer {
     param params[TR_MAX_PARAMS];
     state_tensor state[TR_MAX_PARAMS];
     ampx_buffer *arena;
+    /* the parameter gradients: one f32 arena, parameters in the order the backward completes
+     * them, so an all-reduce bucket is one offset range */
+    ampx_buffer *grads;
+    uint64_t grads_bytes;
+    uint64_t *own_off; /* per value: offset in its own buffer (the gradients' arena offsets) */
+    /* data-parallel runs (world > 1) */
+    ampx_dist *dist;
+    int rank, world;
+    float *grads_host; /* the host copy the all-reduce runs on */
+    int n_buckets, next_bucket;
+    grad_bucket buckets[TR_MAX_BUCKETS];
+    double comm_ms; /* host time in the gradient all-reduce */
     ampx_buffer *scalars, *ring, *eval_loss;
     uint64_t slot_bytes;
     int64_t step;        /* steps done (applied + skipped) */
