@@ -4,11 +4,14 @@
  *              [--batch N] [--seed S] [--log-every N] [--metrics F.jsonl]
  *              [--checkpoint F] [--checkpoint-every N] [--resume F] [--quiet]
  *              [--trace F.json [--trace-steps A:B]] [--monitor [N]]
+ *   mpirun -np N ampx train MODEL.json ...  (data-parallel: docs/DISTRIBUTED.md)
  *   ampx eval MODEL.json --checkpoint F [--backend B] [--policy F]
  *   ampx policy MODEL.json [--policy F]
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,11 +401,43 @@ static void print_line(void *user, const char *line) {
     puts(line);
 }
 
+// ---------------------------------------------------------------------------------------
+// Data-parallel runs: rank 0 alone writes metrics, checkpoints, the trace and the progress
+// line; every rank's error reaches the terminal with its rank, and ends the whole job.
+
+static ampx_dist *g_dist;
+
+/* One error line, naming the rank in a data-parallel run, which it then ends (every rank:
+ * the others would wait for this one forever). */
+static void report(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(const char *prog, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (g_dist)
+        fprintf(stderr, "%s: rank %d of %d: %s\n", prog, ampx_dist_rank(g_dist),
+                ampx_dist_size(g_dist), msg);
+    else
+        fprintf(stderr, "%s: %s\n", prog, msg);
+    if (g_dist) ampx_dist_abort(g_dist, 1);
+}
+
+/* AMPX_INJECT_NONFINITE=STEP[@RANK] (tests): gradient 0 of step STEP made non-finite, on
+ * rank RANK only when given. */
+static void inject_from_env(ampx_trainer *t, int rank) {
+    const char *e = getenv("AMPX_INJECT_NONFINITE");
+    long long step, at = -1;
+    if (!e || sscanf(e, "%lld@%lld", &step, &at) < 1) return;
+    if (at < 0 || at == rank) ampx_trainer_inject_nonfinite(t, step, 0);
+}
+
 /* Loads the model and opens the backend; prints one line and returns non-zero on failure. */
 static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend **be) {
     char err[1024];
     if (ampx_model_load(o->model, o->policy, m, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", prog, err);
+        report(prog, "%s", err);
         return 1;
     }
     if (!be) return 0;
@@ -415,7 +450,7 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
     if (o->monitor > 0) tc->monitor_every = o->monitor;
     const char *spec = o->backend ? o->backend : "cpu";
     if (ampx_backend_open(spec, o->bopts, o->n_bopts, be, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", prog, err);
+        report(prog, "%s", err);
         ampx_model_free(*m);
         return 1;
     }
@@ -426,25 +461,37 @@ int cli_train(int argc, char **argv) {
     run_opts o;
     int rc = parse_run(argc, argv, "train", &o);
     if (rc) return rc;
+    char err[1024];
+    if (ampx_dist_init(&g_dist, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], err);
+        return 1;
+    }
+    int rank = ampx_dist_rank(g_dist), world = ampx_dist_size(g_dist);
+    if (rank) o.quiet = 1, o.metrics = NULL, o.trace = NULL; /* rank 0 speaks for the job */
     ampx_model *m;
     ampx_backend *be;
     if (open_all(argv[0], &o, &m, &be)) return 1;
-    char err[1024];
     ampx_trainer *t       = NULL;
     progress p            = {.tty = isatty(2), .quiet = o.quiet};
     ampx_train_config *tc = ampx_model_train_config(m);
     p.total               = tc->steps;
     rc                    = 1;
-    if (ampx_trainer_create(m, be, &t, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
+    if (ampx_trainer_create_dist(m, be, g_dist, &t, err, sizeof err)) {
+        report(argv[0], "%s", err);
         goto out;
     }
-    if (o.resume && ampx_trainer_load(t, o.resume, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
+    /* rank 0 reads the checkpoint and hands its state to the others */
+    if (o.resume && rank == 0 && ampx_trainer_load(t, o.resume, err, sizeof err)) {
+        report(argv[0], "%s", err);
         goto out;
     }
+    if (o.resume && ampx_trainer_sync(t)) {
+        report(argv[0], "%s", ampx_trainer_error(t));
+        goto out;
+    }
+    inject_from_env(t, rank);
     if (o.metrics && !(p.metrics = fopen(o.metrics, o.resume ? "a" : "w"))) {
-        perror(o.metrics);
+        report(argv[0], "%s: %s", o.metrics, strerror(errno));
         goto out;
     }
     ampx_scalars sc;
@@ -454,7 +501,7 @@ int cli_train(int argc, char **argv) {
     int64_t start = ampx_trainer_step(t);
     if (o.trace && ampx_trainer_trace(t, o.trace, o.trace_first ? o.trace_first : start + 1,
                                       o.trace_first ? o.trace_last : tc->steps, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
+        report(argv[0], "%s", err);
         goto out;
     }
     if (!o.quiet) {
@@ -465,6 +512,10 @@ int cli_train(int argc, char **argv) {
                ampx_model_name(m), ampx_backend_path(be), (long long)start, (long long)tc->steps,
                (long long)tc->batch, (long long)tc->accumulate, ampx_trainer_n_params(t),
                (double)peak / 1024, (double)flat / 1024);
+        if (world > 1)
+            printf("data-parallel over %d ranks (%s): batch %lld per rank, global batch %lld\n",
+                   world, ampx_dist_engine(), (long long)tc->batch,
+                   (long long)(tc->batch * tc->accumulate * world));
         fflush(stdout);
     }
     p.t0           = now_s();
@@ -482,47 +533,50 @@ int cli_train(int argc, char **argv) {
         if (!st) show_progress(&p, ampx_trainer_step(t), start);
         if (!st && tc->eval_every > 0 && ampx_trainer_step(t) % tc->eval_every == 0 &&
             ampx_trainer_step(t) < tc->steps && validate(&p, t, &ev)) {
-            fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
+            report(argv[0], "%s", ampx_trainer_error(t));
             goto out;
         }
-        if (!st && o.checkpoint && o.ckpt_every > 0 &&
+        if (!st && o.checkpoint && rank == 0 && o.ckpt_every > 0 &&
             (ampx_trainer_step(t) % o.ckpt_every == 0 || ampx_trainer_step(t) == tc->steps) &&
             ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
-            fprintf(stderr, "%s%s: %s\n", p.tty ? "\n" : "", argv[0], err);
+            if (p.tty) fputc('\n', stderr);
+            report(argv[0], "%s", err);
             goto out;
         }
     }
     if (p.tty && !o.quiet) fputc('\n', stderr);
     if (st) {
-        fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
+        report(argv[0], "%s", ampx_trainer_error(t));
         goto out;
     }
     ampx_trainer_scalars(t, &sc);
     if (sc.applied_steps == 0) {
-        fprintf(stderr,
-                "%s: no step of the run was applied (%d skipped for non-finite gradients): the "
-                "weights are the initial ones\n",
-                argv[0], sc.skipped_steps);
+        report(argv[0],
+               "no step of the run was applied (%d skipped for non-finite gradients): the "
+               "weights are the initial ones",
+               sc.skipped_steps);
         goto out;
     }
     double secs = now_s() - p.t0;
     if (o.trace) {
         if (ampx_trainer_trace_close(t, err, sizeof err)) {
-            fprintf(stderr, "%s: %s\n", argv[0], err);
+            report(argv[0], "%s", err);
             goto out;
         }
         if (!o.quiet) printf("trace written to %s (open it in ui.perfetto.dev)\n", o.trace);
     }
-    if (o.checkpoint && ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
+    if (o.checkpoint && rank == 0 && ampx_trainer_save(t, o.checkpoint, err, sizeof err)) {
+        report(argv[0], "%s", err);
         goto out;
     }
     if (ampx_trainer_window(t) ? validate(&p, t, &ev) != 0
                                : ampx_trainer_evaluate(t, &ev) != AMPX_OK) {
-        fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
+        report(argv[0], "%s", ampx_trainer_error(t));
         goto out;
     }
     ampx_trainer_scalars(t, &sc);
+    rc = 0;
+    if (rank) goto out;
     printf("done: step %lld, %d applied, %d skipped, %.2f s (%.0f steps/s); final loss scale %g\n",
            (long long)ampx_trainer_step(t), sc.applied_steps, sc.skipped_steps, secs,
            secs > 0 ? (double)(ampx_trainer_step(t) - start) / secs : 0.0, (double)sc.scale);
@@ -533,12 +587,17 @@ int cli_train(int argc, char **argv) {
     else
         printf("held-out accuracy %.2f%% (loss %.4f) on %lld examples\n", 100 * ev.accuracy,
                ev.loss, (long long)ev.examples);
-    rc = 0;
+    if (world > 1)
+        printf("gradient all-reduce: %.1f%% of the run's time on rank 0 (%.0f ms, host path)\n",
+               secs > 0 ? 100 * ampx_trainer_comm_ms(t) / (secs * 1e3) : 0.0,
+               ampx_trainer_comm_ms(t));
 out:
     if (p.metrics) fclose(p.metrics);
     ampx_trainer_free(t);
     ampx_backend_close(be);
     ampx_model_free(m);
+    if (!rc) ampx_dist_finalize(g_dist);
+    g_dist = NULL;
     return rc;
 }
 

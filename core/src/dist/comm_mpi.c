@@ -20,7 +20,7 @@ static ampx_status mpi_fail(ampx_dist *d, int rc, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
-    snprintf(d->error, sizeof d->error, "rank %d: %s: %s", d->rank, what, msg);
+    snprintf(d->error, sizeof d->error, "%s: %s", what, msg);
     return AMPX_ERR_DEVICE;
 }
 
@@ -40,8 +40,8 @@ static ampx_status mpi_iallreduce(ampx_dist *d, float *buf, uint64_t n) {
     mpi_impl *m = d->impl;
     for (uint64_t at = 0; at < n;) {
         if (m->n_pending == DIST_MAX_PENDING) {
-            snprintf(d->error, sizeof d->error, "rank %d: more than %d all-reduces in flight",
-                     d->rank, DIST_MAX_PENDING);
+            snprintf(d->error, sizeof d->error, "more than %d all-reduces in flight",
+                     DIST_MAX_PENDING);
             return AMPX_ERR_INVALID;
         }
         int c  = n - at > (uint64_t)1 << 30 ? 1 << 30 : (int)(n - at);

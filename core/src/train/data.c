@@ -361,7 +361,7 @@ static int load_csv(const data_request *m, dataset *d, char *err, size_t cap) {
 
 int data_load(const data_request *m, dataset *d, char *err, size_t cap) {
     memset(d, 0, sizeof *d);
-    int rc = data_is_tokens(m->cfg)                ? text_load(m, d, err, cap)
+    int rc = data_is_tokens(m->cfg)                 ? text_load(m, d, err, cap)
              : m->cfg->data.source == DATA_EMBEDDED ? load_spirals(m, d, err, cap)
              : m->cfg->data.source == DATA_MNIST    ? load_mnist(m, d, err, cap)
                                                     : load_csv(m, d, err, cap);

@@ -415,8 +415,8 @@ static ampx_status upload_test(ampx_trainer *t) {
     return AMPX_OK;
 }
 
-static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, char *err,
-                          size_t err_cap, int inference) {
+static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx_trainer **out,
+                          char *err, size_t err_cap, int inference) {
     *out            = NULL;
     ampx_trainer *t = calloc(1, sizeof *t);
     if (!t || g_init_graph(&t->g)) {
@@ -435,6 +435,9 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
     t->inject_w_step   = -1;
     t->epoch_on_device = -1;
     t->inference       = inference;
+    t->dist            = dist;
+    t->rank            = ampx_dist_rank(dist);
+    t->world           = ampx_dist_size(dist);
     call_init(&t->call, be, t->error, sizeof t->error);
     ampx_status st = AMPX_ERR_INVALID;
     g_copy_graph(&t->g, &m->graph);
@@ -450,6 +453,7 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
         if (t->g.values[v].role == ROLE_PARAM && t->g.values[v].grad >= 0)
             t->persistent[t->g.values[v].grad] = 1;
     if ((st = check_ops(t))) goto fail;
+    if (t->world > 1 && (st = dp_join(t))) goto fail;
     data_request req;
     if ((st = map_inputs(t, &req))) goto fail;
     st = AMPX_ERR_INVALID;
@@ -463,12 +467,19 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
         t->data.n_train = t->B; /* nothing is loaded; windows come from the caller */
     } else if (data_load(&req, &t->data, t->error, sizeof t->error))
         goto fail;
-    if (t->data.n_train < t->B) {
-        tr_fail(t, st, "%s: %lld training examples are fewer than one batch of %lld", m->cfg.file,
-                (long long)t->data.n_train, (long long)t->B);
+    if (t->data.n_train < t->B * t->world) {
+        if (t->world > 1)
+            tr_fail(t, st,
+                    "%s: %lld training examples are fewer than one global batch of %lld (%d ranks "
+                    "x %lld)",
+                    m->cfg.file, (long long)t->data.n_train, (long long)(t->B * t->world), t->world,
+                    (long long)t->B);
+        else
+            tr_fail(t, st, "%s: %lld training examples are fewer than one batch of %lld",
+                    m->cfg.file, (long long)t->data.n_train, (long long)t->B);
         goto fail;
     }
-    t->micro_per_epoch = t->data.n_train / t->B;
+    t->micro_per_epoch = t->data.n_train / (t->B * t->world);
     if (t->tokens) t->data.n_train = 0; /* no examples to shuffle: windows are drawn */
     uint64_t f = (uint64_t)t->data.features, widest = f + 1;
     for (int i = 0; i < t->g.n_inputs; i++)
@@ -511,6 +522,8 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
     t->t_last_flush = now_ms();
     t->mon_every    = m->cfg.train.monitor_every;
     if (t->mon_every > 0 && (st = monitor_setup(t))) goto fail;
+    /* every rank starts from rank 0's parameters */
+    if (t->world > 1 && ((st = dp_setup(t)) || (st = ampx_trainer_sync(t)))) goto fail;
     *out = t;
     return AMPX_OK;
 fail:
@@ -521,12 +534,17 @@ fail:
 
 ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **out, char *err,
                                 size_t err_cap) {
-    return create(m, be, out, err, err_cap, 0);
+    return create(m, be, NULL, out, err, err_cap, 0);
+}
+
+ampx_status ampx_trainer_create_dist(ampx_model *m, ampx_backend *be, ampx_dist *d,
+                                     ampx_trainer **out, char *err, size_t err_cap) {
+    return create(m, be, d, out, err, err_cap, 0);
 }
 
 ampx_status ampx_trainer_create_sampler(ampx_model *m, ampx_backend *be, ampx_trainer **out,
                                         char *err, size_t err_cap) {
-    return create(m, be, out, err, err_cap, 1);
+    return create(m, be, NULL, out, err, err_cap, 1);
 }
 
 void ampx_trainer_free(ampx_trainer *t) {
@@ -614,7 +632,8 @@ static ampx_status load_epoch(ampx_trainer *t, int64_t e) {
 /* Token data: micro-batch `key`'s windows, drawn with the seed, into the training buffers. */
 static ampx_status write_windows(ampx_trainer *t, uint64_t key) {
     int32_t *ids = (int32_t *)t->host_in, *labels = ids + t->B * t->data.window;
-    text_draw(&t->data, t->m->cfg.train.seed * 0xD1B54A32D192ED03ull + 5, key, t->B, ids, labels);
+    text_draw(&t->data, t->m->cfg.train.seed * 0xD1B54A32D192ED03ull + 5, key, t->B * t->world,
+              t->B * t->rank, t->B, ids, labels);
     ampx_status st = AMPX_OK;
     uint64_t bytes = (uint64_t)(t->B * t->data.window) * 4;
     for (int i = 0; i < t->g.n_inputs && !st; i++)
@@ -632,9 +651,10 @@ static ampx_status select_micro(ampx_trainer *t, int64_t global_micro) {
         t->x.rows = (uint64_t)t->B;
         return write_windows(t, (uint64_t)global_micro);
     }
+    /* rank r of N reads rows [r*B, (r+1)*B) of the global batch of N*B rows */
     ampx_status st = load_epoch(t, global_micro / t->micro_per_epoch);
     bind_inputs(t, 0);
-    t->x.row0 = (uint64_t)((global_micro % t->micro_per_epoch) * t->B);
+    t->x.row0 = (uint64_t)(((global_micro % t->micro_per_epoch) * t->world + t->rank) * t->B);
     t->x.rows = (uint64_t)t->B;
     return st;
 }
@@ -990,6 +1010,14 @@ static const char *nonfinite_param(ampx_trainer *t) {
     return "?";
 }
 
+/* After each node of a step: the monitor's scan, and the all-reduce buckets it completed. */
+static ampx_status after_node(g_exec *x, int node, void *user) {
+    ampx_trainer *t = user;
+    ampx_status st  = t->mon_live ? scan_node(x, node, t) : AMPX_OK;
+    if (!st && t->dp_live) st = dp_after_node(t, node);
+    return st;
+}
+
 static ampx_status step_ops(ampx_trainer *t) {
     ampx_status st;
     int64_t ring_at = (t->step - t->ring_first) % t->K;
@@ -1008,17 +1036,24 @@ static ampx_status step_ops(ampx_trainer *t) {
                  t->ifc->buffer_copy(t->ctx, t->mon, t->mon_slot_cur + MON_SCALE, t->scalars, 0, 4),
                  "buffer_copy")))
             return st;
-        t->x.after_node = scan_node;
-        t->x.after_user = t;
     }
+    int dp      = t->world > 1;
+    t->mon_live = mon;
+    if (dp) dp_begin_step(t);
+    t->x.after_node = mon || dp ? after_node : NULL;
+    t->x.after_user = t;
     for (int64_t a = 0; a < t->A; a++) {
         t->x.micro = (int)a;
         t->x.loss  = buf_tensor(t->ring, slot + SLOT_LOSS + 4 * (uint64_t)a, AMPX_F32);
+        t->dp_live = dp && a == t->A - 1; /* gradients are final in the last micro-batch */
         if ((st = select_micro(t, t->step * t->A + a)) || (st = micro_batch(t))) break;
     }
     t->x.after_node = NULL;
+    t->dp_live      = 0;
     if (st) return st;
-    if (t->step + 1 == t->inject_step) {
+    /* the mean gradient of all ranks, before anything reads the gradients */
+    if (dp && (st = dp_finish(t))) return st;
+    if (!dp && t->step + 1 == t->inject_step) {
         uint32_t inf = 0x7F800000u;
         if ((st = check(t,
                         t->ifc->buffer_fill(t->ctx, t->params[t->inject_param].grad,
@@ -1057,6 +1092,25 @@ static ampx_status step_ops(ampx_trainer *t) {
     return st;
 }
 
+/* Data-parallel runs: the records' losses become the mean over ranks (so every rank's run
+ * health sees the same values), then the ranks' scalars blocks and weights are compared. */
+static ampx_status dp_records(ampx_trainer *t, unsigned char *buf, int64_t n, float wsq) {
+    uint64_t k    = (uint64_t)(n * t->A);
+    float *losses = malloc(sizeof(float) * k);
+    if (!losses) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    for (int64_t i = 0; i < n; i++)
+        memcpy(losses + i * t->A, buf + (uint64_t)i * t->slot_bytes + SLOT_LOSS,
+               sizeof(float) * (size_t)t->A);
+    ampx_status st = dp_mean_losses(t, losses, k);
+    for (int64_t i = 0; !st && i < n; i++)
+        memcpy(buf + (uint64_t)i * t->slot_bytes + SLOT_LOSS, losses + i * t->A,
+               sizeof(float) * (size_t)t->A);
+    free(losses);
+    ampx_scalars last;
+    memcpy(&last, buf + (uint64_t)(n - 1) * t->slot_bytes + SLOT_SCALARS, sizeof last);
+    return st ? st : dp_check(t, &last, wsq);
+}
+
 /* Reads the records of the steps since the last flush and hands them to record(). */
 static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int *stop) {
     int64_t n = t->step - t->ring_first;
@@ -1072,6 +1126,7 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
     if (!st)
         st = check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, WEIGHTS_SQ_OFFSET, &wsq, 4),
                    "buffer_read");
+    if (!st && t->world > 1) st = dp_records(t, buf, n, wsq);
     int any_mon = 0;
     for (int64_t i = 0; i < n; i++)
         any_mon |= monitored(t, t->ring_first + i + 1);

@@ -78,7 +78,8 @@ struct ampx_trainer {
     float *grads_host; /* the host copy the all-reduce runs on */
     int n_buckets, next_bucket;
     grad_bucket buckets[TR_MAX_BUCKETS];
-    double comm_ms; /* host time in the gradient all-reduce */
+    double comm_ms;        /* host time in the gradient all-reduce */
+    int mon_live, dp_live; /* this micro-batch: the monitor scans, the buckets are watched */
     ampx_buffer *scalars, *ring, *eval_loss;
     uint64_t slot_bytes;
     int64_t step;        /* steps done (applied + skipped) */
@@ -116,6 +117,15 @@ struct ampx_trainer {
 
 /* The scalars block of a fresh run: scaler and schedule configuration, initial state. */
 void init_scalars(const ampx_model *m, ampx_scalars *s);
+
+/* Data-parallel runs (data_parallel.c); every one is collective: all ranks call it. */
+ampx_status dp_join(ampx_trainer *t); /* refuses ranks running another model than rank 0 */
+ampx_status dp_setup(ampx_trainer *t);
+void dp_begin_step(ampx_trainer *t);
+ampx_status dp_after_node(ampx_trainer *t, int node); /* last micro-batch: starts buckets */
+ampx_status dp_finish(ampx_trainer *t);               /* waits, averages, writes back */
+ampx_status dp_mean_losses(ampx_trainer *t, float *loss, uint64_t n);
+ampx_status dp_check(ampx_trainer *t, const ampx_scalars *s, float weights_sq);
 
 /* Writes a message into t->error and returns st. */
 ampx_status tr_fail(ampx_trainer *t, ampx_status st, const char *fmt, ...)
