@@ -424,13 +424,20 @@ static void report(const char *prog, const char *fmt, ...) {
     if (g_dist) ampx_dist_abort(g_dist, 1);
 }
 
-/* AMPX_INJECT_NONFINITE=STEP[@RANK] (tests): gradient 0 of step STEP made non-finite, on
- * rank RANK only when given. */
+/* Fault injection for the tests (docs/DISTRIBUTED.md), each STEP[@RANK] (on rank RANK
+ * only when given): AMPX_INJECT_NONFINITE makes gradient 0 of step STEP non-finite,
+ * AMPX_INJECT_NONFINITE_UPDATE weight 0 after the update of step STEP. */
 static void inject_from_env(ampx_trainer *t, int rank) {
-    const char *e = getenv("AMPX_INJECT_NONFINITE");
-    long long step, at = -1;
-    if (!e || sscanf(e, "%lld@%lld", &step, &at) < 1) return;
-    if (at < 0 || at == rank) ampx_trainer_inject_nonfinite(t, step, 0);
+    static const char *const vars[] = {"AMPX_INJECT_NONFINITE", "AMPX_INJECT_NONFINITE_UPDATE"};
+    for (int i = 0; i < 2; i++) {
+        const char *e = getenv(vars[i]);
+        long long step, at = -1;
+        if (!e || sscanf(e, "%lld@%lld", &step, &at) < 1 || (at >= 0 && at != rank)) continue;
+        if (i == 0)
+            ampx_trainer_inject_nonfinite(t, step, 0);
+        else
+            ampx_trainer_inject_nonfinite_update(t, step, 0);
+    }
 }
 
 /* Loads the model and opens the backend; prints one line and returns non-zero on failure. */
