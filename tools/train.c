@@ -595,9 +595,9 @@ int cli_train(int argc, char **argv) {
         printf("held-out accuracy %.2f%% (loss %.4f) on %lld examples\n", 100 * ev.accuracy,
                ev.loss, (long long)ev.examples);
     if (world > 1)
-        printf("gradient all-reduce: %.1f%% of the run's time on rank 0 (%.0f ms, host path)\n",
+        printf("gradient all-reduce: %.1f%% of the run's time on rank 0 (%.0f ms, %s)\n",
                secs > 0 ? 100 * ampx_trainer_comm_ms(t) / (secs * 1e3) : 0.0,
-               ampx_trainer_comm_ms(t));
+               ampx_trainer_comm_ms(t), ampx_trainer_dist_path(t));
 out:
     if (p.metrics) fclose(p.metrics);
     ampx_trainer_free(t);

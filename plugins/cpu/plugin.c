@@ -257,6 +257,26 @@ static const ampx_backend_ops cpu_ops = {
     .permute       = cpu_permute,
 };
 
+/* ABI 1.3: buffers are host memory, and every op has completed when its slot returns. */
+static ampx_status cpu_buffer_native(ampx_context *ctx, const ampx_buffer *buf, uint32_t *kind,
+                                     void **handle) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    if (!buf || !kind || !handle)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "buffer_native: buf, kind or handle is NULL");
+    *kind   = AMPX_NATIVE_HOST;
+    *handle = buf->data;
+    return AMPX_OK;
+}
+
+static ampx_status cpu_stream_native(ampx_context *ctx, uint32_t *kind, void **handle) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    if (!kind || !handle)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "stream_native: kind or handle is NULL");
+    *kind   = AMPX_NATIVE_HOST;
+    *handle = NULL;
+    return AMPX_OK;
+}
+
 static const ampx_backend_iface cpu_iface = {
     .size         = sizeof(ampx_backend_iface),
     .abi_major    = AMPX_ABI_MAJOR,
@@ -276,6 +296,10 @@ static const ampx_backend_iface cpu_iface = {
     .buffer_fill  = cpu_buffer_fill,
     .synchronize  = cpu_synchronize,
     .ops          = &cpu_ops,
+
+    /* ABI 1.3 */
+    .buffer_native = cpu_buffer_native,
+    .stream_native = cpu_stream_native,
 };
 
 AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,

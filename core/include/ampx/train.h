@@ -126,9 +126,13 @@ AMPX_API ampx_status ampx_trainer_create_dist(ampx_model *m, ampx_backend *be, a
  * statistics, scalars block and step become rank 0's (after rank 0 alone loaded a
  * checkpoint, say). A no-op in one process. */
 AMPX_API ampx_status ampx_trainer_sync(ampx_trainer *t);
-/* Host milliseconds spent on the gradient all-reduce so far (reads, all-reduces, writes);
- * 0 in one process. */
+/* Host milliseconds spent on the gradient all-reduce so far (reads, all-reduces, waits,
+ * writes; with NCCL only the enqueueing, the transfers run on the device); 0 in one
+ * process. */
 AMPX_API double ampx_trainer_comm_ms(const ampx_trainer *t);
+/* How gradients are all-reduced: "NCCL", "host memory in place" (MPI on the CPU backend's
+ * buffers), "host copy" (read, MPI, write back); "" in one process. */
+AMPX_API const char *ampx_trainer_dist_path(const ampx_trainer *t);
 AMPX_API void ampx_trainer_free(ampx_trainer *t);
 /* A trainer for sampling from a token model: no data is read (load a checkpoint, then call
  * ampx_trainer_logits). */

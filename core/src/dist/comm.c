@@ -122,8 +122,8 @@ ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, char *err, size_t cap)
     snprintf(err, cap, "this ampx was built without NCCL");
     return AMPX_ERR_UNAVAILABLE;
 }
-ampx_status dist_nccl_allreduce_sum_f32(dist_nccl *c, void *dev, uint64_t n, void *stream,
-                                        char *err, size_t cap) {
+ampx_status dist_nccl_allreduce_f32(dist_nccl *c, void *dev, uint64_t n, int mean, void *stream,
+                                    char *err, size_t cap) {
     snprintf(err, cap, "this ampx was built without NCCL");
     return AMPX_ERR_UNAVAILABLE;
 }

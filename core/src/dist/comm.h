@@ -71,9 +71,10 @@ int dist_nccl_built(void);
 /* Creates an NCCL communicator over the ranks of the host communicator d (rank 0 makes the
  * id, d broadcasts it). The CUDA device is the one the backend's context uses. */
 ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, char *err, size_t cap);
-/* In-place sum of n f32 at device pointer dev over all ranks, enqueued on CUDA stream. */
-ampx_status dist_nccl_allreduce_sum_f32(dist_nccl *c, void *dev, uint64_t n, void *stream,
-                                        char *err, size_t cap);
+/* In-place sum (mean: the sum over the ranks divided by their count, ncclAvg) of n f32 at
+ * device pointer dev over all ranks, enqueued on CUDA stream `stream`. */
+ampx_status dist_nccl_allreduce_f32(dist_nccl *c, void *dev, uint64_t n, int mean, void *stream,
+                                    char *err, size_t cap);
 ampx_status dist_nccl_broadcast(dist_nccl *c, void *dev, uint64_t bytes, int root, void *stream,
                                 char *err, size_t cap);
 void dist_nccl_free(dist_nccl *c);

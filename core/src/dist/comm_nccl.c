@@ -105,10 +105,10 @@ fail:
     return st;
 }
 
-ampx_status dist_nccl_allreduce_sum_f32(dist_nccl *c, void *dev, uint64_t n, void *stream,
-                                        char *err, size_t cap) {
-    ncclResult_t r =
-        c->api.all_reduce(dev, dev, (size_t)n, ncclFloat32, ncclSum, c->comm, (cudaStream_t)stream);
+ampx_status dist_nccl_allreduce_f32(dist_nccl *c, void *dev, uint64_t n, int mean, void *stream,
+                                    char *err, size_t cap) {
+    ncclResult_t r = c->api.all_reduce(dev, dev, (size_t)n, ncclFloat32, mean ? ncclAvg : ncclSum,
+                                       c->comm, (cudaStream_t)stream);
     return r == ncclSuccess ? AMPX_OK : nccl_fail(c, r, "ncclAllReduce", err, cap);
 }
 

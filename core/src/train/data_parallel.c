@@ -3,13 +3,15 @@
  * the bucketed gradient all-reduce of a step, the mean of the per-rank losses, and the
  * check that the ranks still agree.
  *
- * The all-reduce takes the host path: once the backward's last node writing into a bucket
- * has run (in the step's last micro-batch), the bucket is read to host memory and its
- * MPI_Iallreduce starts; the backward goes on, and MPI is given a chance to progress after
- * every node; after the last node every bucket is waited for, multiplied by 1/N and written
- * back. Unscale-and-check then reads gradients that are bitwise the same on every rank, so
- * the non-finite flags and the scaler's decision are too. */
+ * Once the backward's last node writing into a bucket has run (in the step's last
+ * micro-batch), the bucket's all-reduce starts: MPI_Iallreduce on host memory (the arena
+ * itself on the CPU backend, a copy read from the device otherwise), given a chance to
+ * progress after every later node, waited for after the last one, multiplied by 1/N and
+ * written back; or ncclAllReduce on the backend's CUDA stream. Unscale-and-check then reads
+ * gradients that are bitwise the same on every rank, so the non-finite flags and the
+ * scaler's decision are too. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,10 +159,55 @@ ampx_status ampx_trainer_sync(ampx_trainer *t) {
 // ---------------------------------------------------------------------------------------
 // The gradient all-reduce of a step
 
+/* Where the gradient all-reduce runs, from what the backend exposes (ABI 1.3 handles):
+ *   DP_NCCL         CUDA device pointers: ncclAllReduce (ncclAvg) on the backend's stream,
+ *                   ordered after the backward ops that wrote the bucket; no host wait;
+ *   DP_HOST_DIRECT  host memory (the CPU backend): MPI on the arena itself, no copies;
+ *   DP_HOST_COPY    anything else (OpenCL, older plugins): read, MPI, write back.
+ * The choice depends on the backend and the build alone, which the run hash makes the same
+ * on every rank. AMPX_DIST_PATH=copy forces the copy path (tests), =host keeps CUDA buffers
+ * off NCCL. */
+enum { DP_HOST_COPY, DP_HOST_DIRECT, DP_NCCL };
+
 ampx_status dp_setup(ampx_trainer *t) {
+    const char *force = getenv("AMPX_DIST_PATH");
+    uint32_t bk = AMPX_NATIVE_NONE, sk = AMPX_NATIVE_NONE;
+    void *bh = NULL, *sh = NULL;
+    t->dp_path = DP_HOST_COPY;
+    if (t->ifc->size > offsetof(ampx_backend_iface, stream_native) && t->ifc->buffer_native &&
+        t->ifc->stream_native && !(force && !strcmp(force, "copy"))) {
+        ampx_status st;
+        if ((st = call_check(&t->call, t->ifc->buffer_native(t->ctx, t->grads, &bk, &bh),
+                             "buffer_native")) ||
+            (st = call_check(&t->call, t->ifc->stream_native(t->ctx, &sk, &sh), "stream_native")))
+            return st;
+        if (bk == AMPX_NATIVE_HOST && sk == AMPX_NATIVE_HOST && bh) {
+            t->dp_path    = DP_HOST_DIRECT;
+            t->grads_host = bh;
+            return AMPX_OK;
+        }
+        if (bk == AMPX_NATIVE_CUDA && sk == AMPX_NATIVE_CUDA && dist_nccl_built() &&
+            !(force && !strcmp(force, "host"))) {
+            char err[512];
+            /* the kernels that wrote the parameters must be done before NCCL's first read */
+            if ((st = call_check(&t->call, t->ifc->synchronize(t->ctx), "synchronize"))) return st;
+            if ((st = dist_nccl_init(t->dist, &t->nccl, err, sizeof err)))
+                return tr_fail(t, st, "%s", err);
+            t->dp_path   = DP_NCCL;
+            t->grads_dev = bh;
+            t->dp_stream = sh;
+            return AMPX_OK;
+        }
+    }
     if (!(t->grads_host = malloc(t->grads_bytes + 4)))
         return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for the gradients' host copy");
     return AMPX_OK;
+}
+
+void dp_free(ampx_trainer *t) {
+    if (t->dp_path == DP_HOST_COPY) free(t->grads_host);
+    dist_nccl_free(t->nccl);
+    t->grads_host = NULL, t->nccl = NULL;
 }
 
 void dp_begin_step(ampx_trainer *t) {
@@ -171,7 +218,7 @@ void dp_begin_step(ampx_trainer *t) {
     t->next_bucket = 0;
 }
 
-/* Bucket b's gradients are final on this rank: to the host, and its all-reduce starts. */
+/* Bucket b's gradients are final on this rank: its all-reduce starts. */
 static ampx_status start_bucket(ampx_trainer *t, int b) {
     const grad_bucket *k = &t->buckets[b];
     ampx_status st;
@@ -182,8 +229,15 @@ static ampx_status start_bucket(ampx_trainer *t, int b) {
                                              4, 0x7F800000u, 4),
                          "buffer_fill")))
         return st;
+    if (t->dp_path == DP_NCCL) {
+        char err[512];
+        st = dist_nccl_allreduce_f32(t->nccl, (char *)t->grads_dev + k->off, k->bytes / 4, 1,
+                                     t->dp_stream, err, sizeof err);
+        return st ? tr_fail(t, st, "%s", err) : AMPX_OK;
+    }
     float *h = t->grads_host + k->off / 4;
-    if ((st = call_check(&t->call, t->ifc->buffer_read(t->ctx, t->grads, k->off, h, k->bytes),
+    if (t->dp_path == DP_HOST_COPY &&
+        (st = call_check(&t->call, t->ifc->buffer_read(t->ctx, t->grads, k->off, h, k->bytes),
                          "buffer_read")))
         return st;
     if ((st = dist_iallreduce(t->dist, h, k->bytes / 4))) return comm_fail(t, st);
@@ -203,7 +257,7 @@ ampx_status dp_after_node(ampx_trainer *t, int node) {
     for (int i = 0; i < t->n_params; i++)
         if (t->params[i].done_node == node) t->buckets[t->params[i].bucket].pending--;
     ampx_status st = start_ready(t);
-    if (!st && (st = dist_progress(t->dist))) st = comm_fail(t, st);
+    if (!st && t->dp_path != DP_NCCL && (st = dist_progress(t->dist))) st = comm_fail(t, st);
     t->comm_ms += now_ms() - t0;
     return st;
 }
@@ -214,18 +268,27 @@ ampx_status dp_finish(ampx_trainer *t) {
     for (int b = t->next_bucket; b < t->n_buckets; b++)
         t->buckets[b].pending = 0;
     ampx_status st = start_ready(t);
-    if (!st && (st = dist_wait(t->dist))) st = comm_fail(t, st);
-    if (st) return st;
+    if (st || t->dp_path == DP_NCCL) { /* NCCL: enqueued, averaged, nothing to wait for */
+        t->comm_ms += now_ms() - t0;
+        return st;
+    }
+    if ((st = dist_wait(t->dist))) return comm_fail(t, st);
     /* the mean: x/N, one rounding, the same on every rank (exact for N a power of two) */
     float inv  = 1.0f / (float)t->world;
     uint64_t n = t->grads_bytes / 4;
     for (uint64_t i = 0; i < n; i++)
         t->grads_host[i] *= inv;
-    st = call_check(&t->call,
-                    t->ifc->buffer_write(t->ctx, t->grads, 0, t->grads_host, t->grads_bytes),
-                    "buffer_write");
+    if (t->dp_path == DP_HOST_COPY)
+        st = call_check(&t->call,
+                        t->ifc->buffer_write(t->ctx, t->grads, 0, t->grads_host, t->grads_bytes),
+                        "buffer_write");
     t->comm_ms += now_ms() - t0;
     return st;
+}
+
+const char *ampx_trainer_dist_path(const ampx_trainer *t) {
+    static const char *const names[] = {"host copy", "host memory in place", "NCCL"};
+    return t->world > 1 ? names[t->dp_path] : "";
 }
 
 double ampx_trainer_comm_ms(const ampx_trainer *t) {

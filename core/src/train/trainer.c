@@ -582,7 +582,7 @@ void ampx_trainer_free(ampx_trainer *t) {
     g_free_graph(&t->g);
     free(t->own);
     free(t->own_off);
-    free(t->grads_host);
+    dp_free(t);
     free(t->persistent);
     free(t->shuffle_x);
     free(t->shuffle_y);

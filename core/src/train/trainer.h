@@ -75,7 +75,11 @@ struct ampx_trainer {
     /* data-parallel runs (world > 1) */
     ampx_dist *dist;
     int rank, world;
-    float *grads_host; /* the host copy the all-reduce runs on */
+    int dp_path;       /* DP_HOST_COPY, DP_HOST_DIRECT, DP_NCCL (data_parallel.c) */
+    float *grads_host; /* the host memory the all-reduce runs on (a copy, or the arena) */
+    void *grads_dev;   /* DP_NCCL: the arena's device pointer, and the backend's stream */
+    void *dp_stream;
+    struct dist_nccl *nccl;
     int n_buckets, next_bucket;
     grad_bucket buckets[TR_MAX_BUCKETS];
     double comm_ms;        /* host time in the gradient all-reduce */
@@ -119,8 +123,9 @@ struct ampx_trainer {
 void init_scalars(const ampx_model *m, ampx_scalars *s);
 
 /* Data-parallel runs (data_parallel.c); every one is collective: all ranks call it. */
-ampx_status dp_join(ampx_trainer *t); /* refuses ranks running another model than rank 0 */
-ampx_status dp_setup(ampx_trainer *t);
+ampx_status dp_join(ampx_trainer *t);  /* refuses ranks running another model than rank 0 */
+ampx_status dp_setup(ampx_trainer *t); /* picks the all-reduce path */
+void dp_free(ampx_trainer *t);
 void dp_begin_step(ampx_trainer *t);
 ampx_status dp_after_node(ampx_trainer *t, int node); /* last micro-batch: starts buckets */
 ampx_status dp_finish(ampx_trainer *t);               /* waits, averages, writes back */
