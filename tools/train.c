@@ -519,10 +519,16 @@ int cli_train(int argc, char **argv) {
                ampx_model_name(m), ampx_backend_path(be), (long long)start, (long long)tc->steps,
                (long long)tc->batch, (long long)tc->accumulate, ampx_trainer_n_params(t),
                (double)peak / 1024, (double)flat / 1024);
-        if (world > 1)
-            printf("data-parallel over %d ranks (%s): batch %lld per rank, global batch %lld\n",
+        if (world > 1) {
+            uint64_t gbytes;
+            int buckets;
+            ampx_trainer_gradient_layout(t, &gbytes, &buckets);
+            printf("data-parallel over %d ranks (%s): batch %lld per rank, global batch %lld; "
+                   "gradients %.2f MiB in %d all-reduce bucket%s (%s)\n",
                    world, ampx_dist_engine(), (long long)tc->batch,
-                   (long long)(tc->batch * tc->accumulate * world));
+                   (long long)(tc->batch * tc->accumulate * world), (double)gbytes / 1048576.0,
+                   buckets, buckets == 1 ? "" : "s", ampx_trainer_dist_path(t));
+        }
         fflush(stdout);
     }
     p.t0           = now_s();

@@ -37,6 +37,13 @@ for rep in 1 2 3; do
     done
   done
 done
+# how much of a second core there was: one process, 1 thread and 2 threads
+for th in 1 2 1 2; do
+  AMPX_BACKEND_OPTS=threads=$th "$ampx" train models/mlp_wide.json --steps "$wide" --eval-every 0 \
+    --quiet >"$tmp/out"
+  sed -n 's/^done: step \([0-9]*\),.* \([0-9.]*\) s (.*/\1 \2/p' "$tmp/out" |
+    awk -v th=$th '{printf "%s %.4f\n", th, $1 / $2}' >>"$tmp/threads"
+done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 for model in gpt_tiny mlp_wide; do
   "$ampx" policy models/$model.json >"$tmp/$model.policy"
@@ -81,6 +88,15 @@ for m in ("gpt_tiny", "mlp_wide"):
         base = base or ex
         out.append("| %s | %d | %.1f MiB | %d | %d | %.0f | %.2fx | %s |" % (
             m, p, p * 4 / 2**20, n, b, ex, ex / base, "%.1f%%" % comm if n > 1 else "-"))
+th = {}
+for l in open(tmp + "/threads"):
+    k, v = l.split()
+    th.setdefault(k, []).append(float(v))
+out.append("")
+out.append("How much of the second core the runs had: one process on mlp_wide ran %.2fx as fast "
+           "with 2 threads as with 1 in the same minutes (close to 2x when both cores are free; 1.0x "
+           "means the other core was busy with someone else's work, and then 2 ranks cannot be "
+           "faster than 1 either)." % (max(th["2"]) / max(th["1"])))
 out.append("<!-- dist-bench:end -->")
 text = "\n".join(out)
 print(text)

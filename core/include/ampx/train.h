@@ -133,6 +133,9 @@ AMPX_API double ampx_trainer_comm_ms(const ampx_trainer *t);
 /* How gradients are all-reduced: "NCCL", "host memory in place" (MPI on the CPU backend's
  * buffers), "host copy" (read, MPI, write back); "" in one process. */
 AMPX_API const char *ampx_trainer_dist_path(const ampx_trainer *t);
+/* The gradient arena: its bytes (f32, every parameter's gradient, each padded to 64 bytes)
+ * and the all-reduce buckets it is cut into (AMPX_BUCKET_KB each at most, default 1024). */
+AMPX_API void ampx_trainer_gradient_layout(const ampx_trainer *t, uint64_t *bytes, int *buckets);
 AMPX_API void ampx_trainer_free(ampx_trainer *t);
 /* A trainer for sampling from a token model: no data is read (load a checkpoint, then call
  * ampx_trainer_logits). */

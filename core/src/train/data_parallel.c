@@ -291,6 +291,11 @@ const char *ampx_trainer_dist_path(const ampx_trainer *t) {
     return t->world > 1 ? names[t->dp_path] : "";
 }
 
+void ampx_trainer_gradient_layout(const ampx_trainer *t, uint64_t *bytes, int *buckets) {
+    *bytes   = t->grads_bytes;
+    *buckets = t->n_buckets;
+}
+
 double ampx_trainer_comm_ms(const ampx_trainer *t) {
     return t->comm_ms;
 }

@@ -20,7 +20,9 @@ struct g_exec {
     uint64_t rows, row0;     /* inputs are read from row row0 of their buffers */
     int training, micro;
     uint64_t micro_batches;
-    uint64_t seed, step; /* the run's seed and the step being run (dropout keys) */
+    uint64_t seed, step;        /* the run's seed and the step being run (dropout keys) */
+    uint32_t replica, replicas; /* data-parallel: this rank of how many (0: one process); each
+                                   rank's micro-batch gets its own dropout key */
     ampx_tensor scalars, loss;
     /* (optional) called after each node has issued its ops (the monitor's scan) */
     ampx_status (*after_node)(g_exec *x, int node, void *user);

@@ -518,6 +518,8 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
                                .training      = 1,
                                .micro_batches = (uint64_t)t->A,
                                .seed          = m->cfg.train.seed,
+                               .replica       = (uint32_t)t->rank,
+                               .replicas      = (uint32_t)t->world,
                                .scalars       = buf_tensor(t->scalars, 0, AMPX_F32)};
     t->t_last_flush = now_ms();
     t->mon_every    = m->cfg.train.monitor_every;
