@@ -71,8 +71,8 @@ out = ["<!-- dist-bench:begin -->",
        "than 2 runnable processes the 2-rank runs share cores with others, so read the speedups "
        "as a lower bound. One CPU thread per rank (`AMPX_BACKEND_OPTS=threads=1`), the per-rank "
        "batch of the model file, medians of 3 runs, 1 and 2 ranks alternating; the all-reduce "
-       "share is rank 0's host time in it (bucket reads, MPI over shared memory, the 1/N and the "
-       "write back) over the run's time." % (gpt, wide, datetime.date.today(), load0, load1),
+       "share is rank 0's host time in it (MPI over shared memory on the CPU backend's own "
+       "memory, the waits, the 1/N) over the run's time." % (gpt, wide, datetime.date.today(), load0, load1),
        "",
        "| model | parameters | gradient bytes | ranks | global batch | examples/s | speedup | all-reduce share |",
        "|---|---:|---:|---:|---:|---:|---:|---:|"]
