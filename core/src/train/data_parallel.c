@@ -44,7 +44,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 
 /* The model file's bytes, the settings as parsed (the policy and scaler, also from --policy;
  * command-line overrides), the graph with every value's dtype, the ampx and backend
- * versions. */
+ * versions, and the environment that shapes the all-reduce (bucket size, path). */
 static uint64_t run_hash(const ampx_trainer *t) {
     const settings *c = &t->m->cfg;
     uint64_t h        = 0xCBF29CE484222325ull;
@@ -84,6 +84,13 @@ static uint64_t run_hash(const ampx_trainer *t) {
     }
     for (int i = 0; i < t->g.n_nodes; i++)
         HASH(h, t->g.nodes[i].op), HASH(h, t->g.nodes[i].dtype);
+    /* what decides the buckets and the all-reduce path: ranks must agree on both */
+    static const char *const env[] = {"AMPX_BUCKET_KB", "AMPX_DIST_PATH"};
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
+        const char *v = getenv(env[i]);
+        h             = fnv(h, env[i], strlen(env[i]));
+        if (v) h = fnv(h, v, strlen(v) + 1);
+    }
     return h;
 }
 
@@ -106,7 +113,8 @@ ampx_status dp_join(ampx_trainer *t) {
         return tr_fail(t, AMPX_ERR_INVALID,
                        "rank %d runs another model, policy, settings or ampx version than rank 0 "
                        "(hash %016llx, rank 0: %016llx): every rank must start the same ampx "
-                       "with the same model file, policy and options",
+                       "with the same model file, policy, options and AMPX_BUCKET_KB and "
+                       "AMPX_DIST_PATH",
                        t->rank, (unsigned long long)mine, (unsigned long long)first);
     return tr_fail(t, AMPX_ERR_INVALID,
                    "%d of %d ranks run another model, policy, settings or ampx version than rank "
