@@ -107,7 +107,10 @@ grep -q "rank 1 runs another model" "$work/out" || fail "different models: $(cat
 job=$!
 victim=
 for _ in $(seq 100); do
-  for p in $(pgrep -P $job); do
+  # mpirun's children, from /proc (procps may be missing on a clean machine)
+  for stat in /proc/[0-9]*/stat; do
+    read -r p _ _ ppid _ <"$stat" 2>/dev/null || continue
+    [ "$ppid" = "$job" ] || continue
     tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
   done
   [ -n "$victim" ] && break
@@ -115,6 +118,7 @@ for _ in $(seq 100); do
 done
 sleep 1
 t1=$SECONDS
+[ -n "$victim" ] || fail "kill -9: rank 1's process not found among mpirun's children"
 [ -n "$victim" ] && kill -9 "$victim"
 for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
 if kill -0 $job 2>/dev/null; then
