@@ -672,6 +672,28 @@ Test(buffers, zero_bytes) {
     I->buffer_free(C, NULL);
 }
 
+/* ABI 1.3: the handle is the buffer's host memory, and the stream needs no handle. */
+Test(buffers, native_handles) {
+    cr_assert_gt(I->size, offsetof(ampx_backend_iface, stream_native));
+    float v[4]    = {1, 2, 3, 4}, back[4];
+    uint32_t kind = 0;
+    void *h       = NULL;
+    EXPECT_OK(I->buffer_write(C, B, 0, v, sizeof v));
+    EXPECT_OK(I->buffer_native(C, B, &kind, &h));
+    cr_assert_eq(kind, AMPX_NATIVE_HOST);
+    cr_assert_not_null(h);
+    cr_assert(!memcmp(h, v, sizeof v), "the handle does not point at the buffer's bytes");
+    ((float *)h)[2] = 9;
+    EXPECT_OK(I->buffer_read(C, B, 0, back, sizeof back));
+    cr_assert_eq(back[2], 9.0f, "a write through the handle is not the buffer's");
+    EXPECT_OK(I->stream_native(C, &kind, &h));
+    cr_assert_eq(kind, AMPX_NATIVE_HOST);
+    cr_assert_null(h);
+    EXPECT_SILENT(AMPX_ERR_INVALID, I->buffer_native(NULL, B, &kind, &h));
+    EXPECT_ERR(AMPX_ERR_INVALID, "is NULL", I->buffer_native(C, NULL, &kind, &h));
+    EXPECT_ERR(AMPX_ERR_INVALID, "is NULL", I->stream_native(C, NULL, &h));
+}
+
 Test(buffers, write) {
     char host[64] = {0};
     EXPECT_SILENT(AMPX_ERR_INVALID, I->buffer_write(NULL, B, 0, host, 1));

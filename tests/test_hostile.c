@@ -28,7 +28,8 @@ static long live_buffers(ampx_backend *be) {
 Test(startup, every_failing_allocation_frees_what_came_before) {
     char err[1024];
     int failed = 0, created = 0;
-    /* mlp.json with adamw: 6 parameters, 5 buffers each, then state, arena, ring, inputs */
+    /* mlp.json with adamw: the self-check's buffer, 6 parameters with 4 buffers each (master,
+     * moments, working copy), the gradient arena, then state, arena, ring, inputs: 30 */
     for (int limit = 0; limit <= 48; limit++) {
         char v[16];
         snprintf(v, sizeof v, "%d", limit);
@@ -56,7 +57,7 @@ Test(startup, every_failing_allocation_frees_what_came_before) {
         ampx_backend_close(be);
     }
     unsetenv("AMPX_TEST_ALLOC_LIMIT");
-    cr_assert_gt(failed, 30, "only %d start-ups failed", failed);
+    cr_assert_geq(failed, 30, "only %d start-ups failed", failed);
     cr_assert_gt(created, 0, "no start-up succeeded within 48 allocations");
 }
 

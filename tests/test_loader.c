@@ -202,6 +202,9 @@ Test(loader, older_minor_op_table_reads_as_unsupported) {
     /* ABI 1.2's profile slots lie past its table: read as NULL (the trace times on the host) */
     cr_assert_null(ampx_backend_iface_of(be)->profile_begin, "slot past the table's size was read");
     cr_assert_null(ampx_backend_iface_of(be)->profile_end);
+    /* and so do ABI 1.3's native handles (the all-reduce then takes the host copy) */
+    cr_assert_null(ampx_backend_iface_of(be)->buffer_native, "slot past the table's size was read");
+    cr_assert_null(ampx_backend_iface_of(be)->stream_native);
     ampx_backend_close(be);
 }
 

@@ -8,6 +8,9 @@ pkgs=(cmake gcc make pkg-config libcjson-dev)
 pkgs+=(ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd)
 # ampx plot draws with cairo (built without it when it is missing).
 pkgs+=(libcairo2-dev)
+# Data-parallel training: Open MPI launches the ranks and all-reduces host buffers
+# (mpirun -np N ampx train); without it ampx builds and trains single-process.
+pkgs+=(openmpi-bin libopenmpi-dev)
 if [ "${1:-}" = "--tests" ]; then pkgs+=(libcriterion-dev python3 clinfo); fi
 # The fuzz harnesses (tools/fuzz.sh) need clang and its libFuzzer runtime.
 if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang); fi

@@ -8,7 +8,8 @@
 #   - `ampx conformance --backend cuda` (the full sweep) and the GEMM op again with
 #     gemm=native, so the native kernel is judged on every dtype combination too;
 #   - the CUDA test suites (ctest -R cuda) when the tests were built;
-#   - `ampx train models/mlp.json --backend cuda`, once `ampx train` exists;
+#   - `ampx train models/mlp.json --backend cuda`, once `ampx train` exists, and the same on
+#     2 ranks with mpirun (gradients over NCCL) when Open MPI is installed;
 #   - `ampx bench gemm` for bf16 and f32 at 4096 and 8192, once `ampx bench` exists;
 #   - tools/bench/cuda_peer.cu: the plugin's GEMM (cuBLAS path and native kernel) against
 #     cublasGemmEx called directly, side by side in one process, medians of 5 trials;
@@ -91,6 +92,16 @@ fi
 # ---- training
 if "$ampx" train --help >/dev/null 2>&1; then
   TAIL=30 step "train models/mlp.json" "$ampx" train models/mlp.json --backend cuda
+  # data-parallel: 2 ranks on the one GPU (or two), gradients over NCCL (docs/DISTRIBUTED.md);
+  # the summary must say "NCCL" and reach the single-process accuracy
+  if command -v mpirun >/dev/null; then
+    TAIL=12 step "mpirun -np 2 train models/mlp.json (NCCL)" env OMPI_ALLOW_RUN_AS_ROOT=1 \
+      OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "$ampx" train models/mlp.json \
+      --backend cuda --batch 32
+    grep -q "ms, NCCL)" "$out/step.txt" || { say "(the gradients did not take the NCCL path)"; fails=$((fails + 1)); }
+  else
+    say "### mpirun -np 2 (NCCL): skipped (no mpirun; Debian: openmpi-bin libopenmpi-dev)"
+  fi
 else
   say ""
   say "### train: skipped (\`ampx train\` does not exist in this commit)"

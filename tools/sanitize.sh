@@ -16,5 +16,11 @@ fi
 cmake --build build-asan -j "$(nproc)" >/dev/null
 # The argument tests ask for 2^62-byte buffers on purpose: the plugin must get NULL back.
 ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E 'test_dtype|install|train_parity' "$@"
+  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E 'test_dtype|install|train_parity|dist_mpi' "$@"
+# The MPI ranks run with leak checking off (ASan's and UBSan's other checks stay on): Open MPI
+# keeps process-lifetime allocations in components it dlcloses at MPI_Finalize, whose frames
+# LeakSanitizer cannot name, so no suppression can match them (with leak checking on, no
+# reported leak has a frame in libampx, the ampx command or its plugins).
+ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=0 \
+  ctest --test-dir build-asan --output-on-failure -R dist_mpi "$@"
 bash tools/fuzz.sh "${AMPX_FUZZ_SECONDS:-10}"

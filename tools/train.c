@@ -4,12 +4,14 @@
  *              [--batch N] [--seed S] [--log-every N] [--metrics F.jsonl]
  *              [--checkpoint F] [--checkpoint-every N] [--resume F] [--quiet]
  *              [--trace F.json [--trace-steps A:B]] [--monitor [N]]
+ *   mpirun -np N ampx train MODEL.json ...  (data-parallel: docs/DISTRIBUTED.md)
  *   ampx eval MODEL.json --checkpoint F [--backend B] [--policy F]
  *   ampx policy MODEL.json [--policy F]
  */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -516,11 +518,50 @@ static void print_line(void *user, const char *line) {
     puts(line);
 }
 
+// ---------------------------------------------------------------------------------------
+// Data-parallel runs: rank 0 alone writes metrics, checkpoints, the trace and the progress
+// line; every rank's error reaches the terminal with its rank, and ends the whole job.
+
+static ampx_dist *g_dist;
+
+/* One error line, naming the rank in a data-parallel run, which it then ends (every rank:
+ * the others would wait for this one forever). */
+static void report(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(const char *prog, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (g_dist)
+        fprintf(stderr, "%s: rank %d of %d: %s\n", prog, ampx_dist_rank(g_dist),
+                ampx_dist_size(g_dist), msg);
+    else
+        fprintf(stderr, "%s: %s\n", prog, msg);
+    if (g_dist) ampx_dist_abort(g_dist, 1);
+}
+
+/* Fault injection for the tests (docs/DISTRIBUTED.md), each STEP[@RANK] (on rank RANK
+ * only when given): AMPX_INJECT_NONFINITE makes gradient 0 of step STEP non-finite,
+ * AMPX_INJECT_NONFINITE_UPDATE weight 0 after the update of step STEP. */
+static void inject_from_env(ampx_trainer *t, int rank) {
+    static const char *const vars[] = {"AMPX_INJECT_NONFINITE", "AMPX_INJECT_NONFINITE_UPDATE"};
+    for (int i = 0; i < 2; i++) {
+        const char *e = getenv(vars[i]);
+        long long step, at = -1;
+        if (!e || sscanf(e, "%lld@%lld", &step, &at) < 1 || (at >= 0 && at != rank)) continue;
+        if (i == 0)
+            ampx_trainer_inject_nonfinite(t, step, 0);
+        else
+            ampx_trainer_inject_nonfinite_update(t, step, 0);
+    }
+}
+
 /* Loads the model and opens the backend; prints one line and returns non-zero on failure. */
 static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend **be) {
     char err[1024];
     if (ampx_model_load_with(o->model, o->policy, o->sets, o->n_sets, m, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", prog, err);
+        report(prog, "%s", err);
         return 1;
     }
     if (!be) return 0;
@@ -533,7 +574,7 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
     if (o->monitor > 0) tc->monitor_every = o->monitor;
     const char *spec = o->backend ? o->backend : "cpu";
     if (ampx_backend_open(spec, o->bopts, o->n_bopts, be, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", prog, err);
+        report(prog, "%s", err);
         ampx_model_free(*m);
         return 1;
     }
@@ -544,17 +585,23 @@ int cli_train(int argc, char **argv) {
     run_opts o;
     int rc = parse_run(argc, argv, "train", &o);
     if (rc) return rc;
+    char err[1024];
+    if (ampx_dist_init(&g_dist, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], err);
+        return 1;
+    }
+    int rank = ampx_dist_rank(g_dist), world = ampx_dist_size(g_dist);
+    if (rank) o.quiet = 1, o.metrics = NULL, o.trace = NULL; /* rank 0 speaks for the job */
     ampx_model *m;
     ampx_backend *be;
-    char err[1024];
     /* a checkpoint folder that takes no file is found now, not after the run */
     if (o.checkpoint && ampx_checkpoint_check_path(o.checkpoint, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
+        report(argv[0], "%s", err);
         return 1;
     }
     ckpt_keeper *keeper = calloc(1, sizeof *keeper);
     if (!keeper) {
-        fprintf(stderr, "%s: out of memory\n", argv[0]);
+        report(argv[0], "out of memory");
         return 1;
     }
     keeper->keep = o.keep;
@@ -568,18 +615,24 @@ int cli_train(int argc, char **argv) {
     ampx_train_config *tc = ampx_model_train_config(m);
     p.total               = tc->steps;
     rc                    = 1;
-    if (ampx_trainer_create(m, be, &t, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
+    if (ampx_trainer_create_dist(m, be, g_dist, &t, err, sizeof err)) {
+        report(argv[0], "%s", err);
         goto out;
     }
-    if ((o.resume && ampx_trainer_load(t, o.resume, err, sizeof err)) ||
-        (o.init_from &&
-         ampx_trainer_init_from(t, o.init_from, o.transpose_linear, err, sizeof err))) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
+    /* rank 0 reads the checkpoint or the weights and hands its state to the others */
+    if (rank == 0 && ((o.resume && ampx_trainer_load(t, o.resume, err, sizeof err)) ||
+                      (o.init_from && ampx_trainer_init_from(t, o.init_from, o.transpose_linear,
+                                                             err, sizeof err)))) {
+        report(argv[0], "%s", err);
         goto out;
     }
+    if ((o.resume || o.init_from) && ampx_trainer_sync(t)) {
+        report(argv[0], "%s", ampx_trainer_error(t));
+        goto out;
+    }
+    inject_from_env(t, rank);
     if (o.metrics && !(p.metrics = fopen(o.metrics, o.resume ? "a" : "w"))) {
-        fprintf(stderr, "%s: %s: %s\n", argv[0], o.metrics, strerror(errno));
+        report(argv[0], "%s: %s", o.metrics, strerror(errno));
         goto out;
     }
     ampx_scalars sc;
@@ -589,7 +642,7 @@ int cli_train(int argc, char **argv) {
     int64_t start = ampx_trainer_step(t);
     if (o.trace && ampx_trainer_trace(t, o.trace, o.trace_first ? o.trace_first : start + 1,
                                       o.trace_first ? o.trace_last : tc->steps, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
+        report(argv[0], "%s", err);
         goto out;
     }
     int32_t applied_start = sc.applied_steps;
@@ -601,6 +654,16 @@ int cli_train(int argc, char **argv) {
                ampx_model_name(m), ampx_backend_path(be), (long long)start, (long long)tc->steps,
                (long long)tc->batch, (long long)tc->accumulate, ampx_trainer_n_params(t),
                (double)peak / 1024, (double)flat / 1024);
+        if (world > 1) {
+            uint64_t gbytes;
+            int buckets;
+            ampx_trainer_gradient_layout(t, &gbytes, &buckets);
+            printf("data-parallel over %d ranks (%s): batch %lld per rank, global batch %lld; "
+                   "gradients %.2f MiB in %d all-reduce bucket%s (%s)\n",
+                   world, ampx_dist_engine(), (long long)tc->batch,
+                   (long long)(tc->batch * tc->accumulate * world), (double)gbytes / 1048576.0,
+                   buckets, buckets == 1 ? "" : "s", ampx_trainer_dist_path(t));
+        }
         fflush(stdout);
     }
     p.t0           = now_s();
@@ -615,59 +678,59 @@ int cli_train(int argc, char **argv) {
         if (next > tc->steps) next = tc->steps;
         st = ampx_trainer_run(t, next, on_record, &p);
         if (p.metrics && (fflush(p.metrics) != 0 || ferror(p.metrics))) {
-            fprintf(stderr, "%s%s: %s: write error: %s\n", p.tty ? "\n" : "", argv[0], o.metrics,
-                    strerror(errno ? errno : EIO));
+            if (p.tty) fputc('\n', stderr);
+            report(argv[0], "%s: write error: %s", o.metrics, strerror(errno ? errno : EIO));
             goto out;
         }
         if (!st) show_progress(&p, ampx_trainer_step(t), start);
         if (ferror(stdout)) {
-            fprintf(stderr, "%s: write error on standard output: %s\n", argv[0],
-                    strerror(errno ? errno : EIO));
+            report(argv[0], "write error on standard output: %s", strerror(errno ? errno : EIO));
             goto out;
         }
         if (!st && tc->eval_every > 0 && ampx_trainer_step(t) % tc->eval_every == 0 &&
             ampx_trainer_step(t) < tc->steps) {
             if (validate(&p, t, &ev)) {
-                fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
+                report(argv[0], "%s", ampx_trainer_error(t));
                 goto out;
             }
-            if (save_best(keeper, t, o.checkpoint, ev.loss, err, sizeof err)) {
-                fprintf(stderr, "%s: %s\n", argv[0], err);
+            if (rank == 0 && save_best(keeper, t, o.checkpoint, ev.loss, err, sizeof err)) {
+                report(argv[0], "%s", err);
                 goto out;
             }
         }
-        if (!st && o.checkpoint && o.ckpt_every > 0 &&
+        if (!st && o.checkpoint && rank == 0 && o.ckpt_every > 0 &&
             (ampx_trainer_step(t) % o.ckpt_every == 0 || ampx_trainer_step(t) == tc->steps) &&
             save_periodic(keeper, t, o.checkpoint, err, sizeof err)) {
-            fprintf(stderr, "%s%s: %s\n", p.tty ? "\n" : "", argv[0], err);
+            if (p.tty) fputc('\n', stderr);
+            report(argv[0], "%s", err);
             goto out;
         }
     }
     if (p.tty && !o.quiet) fputc('\n', stderr);
     if (st) {
-        fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
+        report(argv[0], "%s", ampx_trainer_error(t));
         goto out;
     }
     ampx_trainer_scalars(t, &sc);
     /* a run that trained nothing failed: its weights are the ones it started from */
     if (ampx_trainer_step(t) > start && sc.applied_steps == applied_start) {
-        fprintf(stderr,
-                "%s: no step of this run was applied: all %lld had non-finite gradients; the "
-                "weights are the ones it started from\n",
-                argv[0], (long long)(ampx_trainer_step(t) - start));
+        report(argv[0],
+               "no step of this run was applied: all %lld had non-finite gradients; the weights "
+               "are the ones it started from",
+               (long long)(ampx_trainer_step(t) - start));
         goto out;
     }
     double secs = now_s() - p.t0;
     if (o.trace) {
         if (ampx_trainer_trace_close(t, err, sizeof err)) {
-            fprintf(stderr, "%s: %s\n", argv[0], err);
+            report(argv[0], "%s", err);
             goto out;
         }
         if (!o.quiet) printf("trace written to %s (open it in ui.perfetto.dev)\n", o.trace);
     }
     if (ampx_trainer_window(t) ? validate(&p, t, &ev) != 0
                                : ampx_trainer_evaluate(t, &ev) != AMPX_OK) {
-        fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
+        report(argv[0], "%s", ampx_trainer_error(t));
         goto out;
     }
     /* weights that compute no loss are not written over a checkpoint */
@@ -677,10 +740,10 @@ int cli_train(int argc, char **argv) {
                 argv[0], ev.loss, o.checkpoint ? "; the checkpoint was not written" : "");
         goto out;
     }
-    if (o.checkpoint &&
+    if (o.checkpoint && rank == 0 &&
         (ampx_trainer_save(t, o.checkpoint, err, sizeof err) ||
          (tc->eval_every > 0 && save_best(keeper, t, o.checkpoint, ev.loss, err, sizeof err)))) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
+        report(argv[0], "%s", err);
         goto out;
     }
     if (p.metrics) {
@@ -692,6 +755,8 @@ int cli_train(int argc, char **argv) {
         }
     }
     ampx_trainer_scalars(t, &sc);
+    rc = 0;
+    if (rank) goto out;
     printf("done: step %lld, %d applied, %d skipped, %.2f s (%.0f steps/s); final loss scale %g\n",
            (long long)ampx_trainer_step(t), sc.applied_steps, sc.skipped_steps, secs,
            secs > 0 ? (double)(ampx_trainer_step(t) - start) / secs : 0.0, (double)sc.scale);
@@ -702,13 +767,18 @@ int cli_train(int argc, char **argv) {
     else
         printf("held-out accuracy %.2f%% (loss %.4f) on %lld examples\n", 100 * ev.accuracy,
                ev.loss, (long long)ev.examples);
-    rc = 0;
+    if (world > 1)
+        printf("gradient all-reduce: %.1f%% of the run's time on rank 0 (%.0f ms, %s)\n",
+               secs > 0 ? 100 * ampx_trainer_comm_ms(t) / (secs * 1e3) : 0.0,
+               ampx_trainer_comm_ms(t), ampx_trainer_dist_path(t));
 out:
     if (p.metrics) fclose(p.metrics);
     ampx_trainer_free(t);
     ampx_backend_close(be);
     ampx_model_free(m);
     free(keeper);
+    if (!rc) ampx_dist_finalize(g_dist);
+    g_dist = NULL;
     return rc;
 }
 

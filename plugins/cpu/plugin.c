@@ -270,6 +270,26 @@ static const ampx_backend_ops cpu_ops = {
     .permute       = timed_permute,
 };
 
+/* ABI 1.3: buffers are host memory, and every op has completed when its slot returns. */
+static ampx_status cpu_buffer_native(ampx_context *ctx, const ampx_buffer *buf, uint32_t *kind,
+                                     void **handle) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    if (!buf || !kind || !handle)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "buffer_native: buf, kind or handle is NULL");
+    *kind   = AMPX_NATIVE_HOST;
+    *handle = buf->data;
+    return AMPX_OK;
+}
+
+static ampx_status cpu_stream_native(ampx_context *ctx, uint32_t *kind, void **handle) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    if (!kind || !handle)
+        return cpu_fail(ctx, AMPX_ERR_INVALID, "stream_native: kind or handle is NULL");
+    *kind   = AMPX_NATIVE_HOST;
+    *handle = NULL;
+    return AMPX_OK;
+}
+
 static const ampx_backend_iface cpu_iface = {
     .size          = sizeof(ampx_backend_iface),
     .abi_major     = AMPX_ABI_MAJOR,
@@ -291,6 +311,8 @@ static const ampx_backend_iface cpu_iface = {
     .ops           = &cpu_ops,
     .profile_begin = cpu_profile_begin,
     .profile_end   = cpu_profile_end,
+    .buffer_native = cpu_buffer_native,
+    .stream_native = cpu_stream_native,
 };
 
 AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,

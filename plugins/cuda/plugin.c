@@ -333,6 +333,26 @@ static const ampx_backend_ops cuda_ops = {
     .permute       = cu_permute,
 };
 
+/* ABI 1.3: the device pointer and the context's stream, for NCCL. */
+static ampx_status cuda_buffer_native(ampx_context *ctx, const ampx_buffer *buf, uint32_t *kind,
+                                      void **handle) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    if (!buf || !kind || !handle)
+        return cu_fail(ctx, AMPX_ERR_INVALID, "buffer_native: buf, kind or handle is NULL");
+    *kind   = AMPX_NATIVE_CUDA;
+    *handle = buf->data;
+    return AMPX_OK;
+}
+
+static ampx_status cuda_stream_native(ampx_context *ctx, uint32_t *kind, void **handle) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    if (!kind || !handle)
+        return cu_fail(ctx, AMPX_ERR_INVALID, "stream_native: kind or handle is NULL");
+    *kind   = AMPX_NATIVE_CUDA;
+    *handle = (void *)ctx->stream;
+    return AMPX_OK;
+}
+
 static const ampx_backend_iface cuda_iface = {
     .size         = sizeof(ampx_backend_iface),
     .abi_major    = AMPX_ABI_MAJOR,
@@ -352,6 +372,10 @@ static const ampx_backend_iface cuda_iface = {
     .buffer_fill  = cu_buffer_fill,
     .synchronize  = cuda_synchronize,
     .ops          = &cuda_ops,
+
+    /* ABI 1.3 */
+    .buffer_native = cuda_buffer_native,
+    .stream_native = cuda_stream_native,
 };
 
 AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,

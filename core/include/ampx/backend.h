@@ -1,4 +1,4 @@
-/* ampx/backend.h — the backend plugin ABI, version 1.2.
+/* ampx/backend.h — the backend plugin ABI, version 1.3.
  *
  * This is the only header a vendor needs (with the header-only dtype.h). A backend is a
  * shared object that exports exactly one symbol, ampx_backend_entry, and keeps everything
@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 #define AMPX_ABI_MAJOR 1
-#define AMPX_ABI_MINOR 2
+#define AMPX_ABI_MINOR 3
 
 #if defined(_WIN32)
 #define AMPX_PLUGIN_EXPORT __declspec(dllexport)
@@ -720,8 +720,30 @@ typedef struct ampx_backend_iface {
      * capacity are not) and stops recording. profile_end without profile_begin gives 0 ops. */
     ampx_status (*profile_begin)(ampx_context *ctx, uint32_t capacity);
     ampx_status (*profile_end)  (ampx_context *ctx, uint64_t *ns, uint32_t cap, uint32_t *n_ops);
+
+    /* ---- ABI 1.3: native handles, for collectives without a host round trip ----------
+     * Optional, both or neither; NULL (or an older minor's smaller table): the host reads
+     * buffers into its memory, all-reduces them there and writes them back. buffer_native
+     * gives the buffer's handle at byte 0 and its kind (ampx_native_kind): a host pointer
+     * the host may read and write, a cl_mem, a CUDA device pointer. stream_native gives the
+     * stream's: NULL with AMPX_NATIVE_HOST when every op has completed once its slot
+     * returns, a cl_command_queue, a cudaStream_t. Work the host puts on that stream with
+     * the native API (an NCCL collective) runs after the ops enqueued before it and before
+     * those enqueued after it. Handles stay valid until the buffer is freed or the context
+     * destroyed. */
+    ampx_status (*buffer_native)(ampx_context *ctx, const ampx_buffer *buf, uint32_t *kind,
+                                 void **handle);
+    ampx_status (*stream_native)(ampx_context *ctx, uint32_t *kind, void **handle);
 } ampx_backend_iface;
 // clang-format on
+
+/* What buffer_native and stream_native hand out (ABI 1.3). */
+typedef enum ampx_native_kind {
+    AMPX_NATIVE_NONE   = 0,
+    AMPX_NATIVE_HOST   = 1, /* host memory (void *); the stream: NULL, ops complete on return */
+    AMPX_NATIVE_OPENCL = 2, /* cl_mem; cl_command_queue */
+    AMPX_NATIVE_CUDA   = 3, /* CUDA device pointer; cudaStream_t */
+} ampx_native_kind;
 
 /* The one exported symbol. host_abi_major/minor: what the host speaks. Returns the
  * plugin's table (static storage, valid until unload), or NULL if it cannot serve that

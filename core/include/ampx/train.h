@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "ampx/ampx.h"
+#include "ampx/dist.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -118,6 +119,29 @@ typedef struct ampx_eval_result {
  * and allocates them on the backend. The model must outlive the trainer. */
 AMPX_API ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **out,
                                          char *err, size_t err_cap);
+/* The same as one rank of a data-parallel job (d from ampx_dist_init; NULL: one process):
+ * ranks with another model, policy, settings or ampx version than rank 0's are refused; the
+ * batch is per rank and rank r reads the r-th shard of every global batch; parameters and
+ * state are broadcast from rank 0; gradients are averaged in f32 across ranks before
+ * unscale-and-check; the loss in the records is the mean over ranks; at every log interval
+ * a checksum of the scalars block and of the weights is compared across ranks. Every rank
+ * must call the same trainer functions in the same order (they are collective). */
+AMPX_API ampx_status ampx_trainer_create_dist(ampx_model *m, ampx_backend *be, ampx_dist *d,
+                                              ampx_trainer **out, char *err, size_t err_cap);
+/* Data-parallel runs: every rank's parameters, working copies, optimizer state, running
+ * statistics, scalars block and step become rank 0's (after rank 0 alone loaded a
+ * checkpoint, say). A no-op in one process. */
+AMPX_API ampx_status ampx_trainer_sync(ampx_trainer *t);
+/* Host milliseconds spent on the gradient all-reduce so far (reads, all-reduces, waits,
+ * writes; with NCCL only the enqueueing, the transfers run on the device); 0 in one
+ * process. */
+AMPX_API double ampx_trainer_comm_ms(const ampx_trainer *t);
+/* How gradients are all-reduced: "NCCL", "host memory in place" (MPI on the CPU backend's
+ * buffers), "host copy" (read, MPI, write back); "" in one process. */
+AMPX_API const char *ampx_trainer_dist_path(const ampx_trainer *t);
+/* The gradient arena: its bytes (f32, every parameter's gradient, each padded to 64 bytes)
+ * and the all-reduce buckets it is cut into (AMPX_BUCKET_KB each at most, default 1024). */
+AMPX_API void ampx_trainer_gradient_layout(const ampx_trainer *t, uint64_t *bytes, int *buckets);
 AMPX_API void ampx_trainer_free(ampx_trainer *t);
 /* Starts from plain safetensors weights (no ampx metadata, e.g. `ampx export`'s, or a
  * PyTorch state dict saved with safetensors): every parameter by its name, F32, BF16 or F16,

@@ -33,10 +33,12 @@ typedef struct data_request {
 int data_is_tokens(const settings *cfg);
 /* Loads a token stream source (text.c); called by data_load. */
 int text_load(const data_request *m, dataset *d, char *err, size_t cap);
-/* Window w of a draw keyed by `key` (a step's micro-batch): `window` ids and their successors
- * from a position drawn uniformly with the seed. */
-void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t rows, int32_t *ids,
-               int32_t *labels);
+/* Windows [first, first + rows) of the key_rows windows of a draw keyed by `key` (a step's
+ * micro-batch): `window` ids and their successors from a position drawn uniformly with the
+ * seed. Rank r of N with batch b draws windows [r*b, (r+1)*b) of a key's N*b: together
+ * the ranks read exactly the windows one process with batch N*b reads. */
+void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t key_rows, int64_t first,
+               int64_t rows, int32_t *ids, int32_t *labels);
 
 /* Loads what the model's "data" names; features must match the model's inputs and labels
  * its classes. Errors are one line naming the file (and line for CSV). */

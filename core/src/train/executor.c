@@ -18,7 +18,8 @@ ampx_tensor gx_tensor(g_exec *x, int v) {
     if (x->own[root]) {
         uint64_t off = val->role == ROLE_INPUT
                            ? x->row0 * (uint64_t)g_elems(val) * ampx_dtype_size(val->dtype)
-                           : 0;
+                       : x->own_off ? x->own_off[root]
+                                    : 0;
         return (ampx_tensor){.buf = x->own[root], .offset = off, .dtype = val->dtype};
     }
     return (ampx_tensor){.buf = x->arena, .offset = x->p->offset[root], .dtype = val->dtype};
@@ -47,7 +48,8 @@ ampx_tensor gx_scalars(g_exec *x) {
 uint64_t gx_dropout_seed(const g_exec *x, const g_node *n) {
     /* the forward node's id keys the mask, so its backward finds the same one */
     uint64_t id = n->phase == PHASE_BACKWARD ? (uint64_t)n->of : (uint64_t)(n - x->g->nodes);
-    uint64_t hi = ampx_hash32(x->seed ^ 0xD809u, x->step * 65536u + (uint64_t)x->micro);
+    uint64_t mb = (uint64_t)x->micro * (x->replicas ? x->replicas : 1) + x->replica;
+    uint64_t hi = ampx_hash32(x->seed ^ 0xD809u, x->step * 65536u + mb);
     uint64_t lo = ampx_hash32(hi, id);
     return hi << 32 | lo;
 }

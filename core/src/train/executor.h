@@ -15,11 +15,14 @@ struct g_exec {
     const plan *p;
     call_ctx *call;
     ampx_buffer *arena;
-    ampx_buffer **own;   /* per value: its own buffer, NULL for arena values */
-    uint64_t rows, row0; /* inputs are read from row row0 of their buffers */
+    ampx_buffer **own;       /* per value: its own buffer, NULL for arena values */
+    const uint64_t *own_off; /* (optional) per value: its offset in that buffer; NULL: 0 */
+    uint64_t rows, row0;     /* inputs are read from row row0 of their buffers */
     int training, micro;
     uint64_t micro_batches;
-    uint64_t seed, step; /* the run's seed and the step being run (dropout keys) */
+    uint64_t seed, step;        /* the run's seed and the step being run (dropout keys) */
+    uint32_t replica, replicas; /* data-parallel: this rank of how many (0: one process); each
+                                   rank's micro-batch gets its own dropout key */
     ampx_tensor scalars, loss;
     /* (optional) called after each node has issued its ops (the monitor's scan) */
     ampx_status (*after_node)(g_exec *x, int node, void *user);

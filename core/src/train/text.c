@@ -266,12 +266,12 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
     return 0;
 }
 
-void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t rows, int32_t *ids,
-               int32_t *labels) {
+void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t key_rows, int64_t first,
+               int64_t rows, int32_t *ids, int32_t *labels) {
     int64_t T = d->window, span = d->n_tokens_train - T;
     for (int64_t r = 0; r < rows; r++) {
-        int64_t off =
-            (int64_t)(data_uniform(seed, key * (uint64_t)rows + (uint64_t)r) * (double)span);
+        uint64_t w  = key * (uint64_t)key_rows + (uint64_t)(first + r);
+        int64_t off = (int64_t)(data_uniform(seed, w) * (double)span);
         if (off >= span) off = span - 1;
         for (int64_t t = 0; t < T; t++) {
             ids[r * T + t]    = d->tokens_train[off + t];

@@ -139,7 +139,7 @@ static ampx_status add_param(ampx_trainer *t, int v) {
     p->copy_dtype  = val->copy >= 0 ? t->g.values[val->copy].dtype : AMPX_F32;
     uint64_t bytes = p->n * 4;
     ampx_status st;
-    if ((st = alloc_zero(t, bytes, &p->master)) || (st = alloc_zero(t, bytes, &p->grad))) return st;
+    if ((st = alloc_zero(t, bytes, &p->master))) return st; /* the gradient: grad_arena() */
     if (m->cfg.opt.kind == OPT_ADAMW || m->cfg.opt.momentum != 0)
         if ((st = alloc_zero(t, bytes, &p->s1))) return st;
     if (m->cfg.opt.kind == OPT_ADAMW && (st = alloc_zero(t, bytes, &p->s2))) return st;
@@ -150,7 +150,6 @@ static ampx_status add_param(ampx_trainer *t, int v) {
     if (p->copy_dtype != AMPX_F32 && (st = cast_copy(t, p))) return st;
     t->own[v] = p->master;
     if (val->copy >= 0) t->own[val->copy] = p->copy;
-    if (val->grad >= 0) t->own[val->grad] = p->grad;
     t->n_params++;
     return AMPX_OK;
 }
@@ -239,6 +238,68 @@ static ampx_status self_check(ampx_trainer *t) {
                            "expected %g: its ops do not compute what they report (check it with "
                            "ampx conformance --backend %s)",
                            t->ifc->name, i, (double)c[i], want, t->ifc->name);
+    }
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// The gradient arena and its all-reduce buckets
+
+/* Bucket bytes: AMPX_BUCKET_KB (KiB), else 1 MiB. A parameter larger than that is a bucket. */
+static uint64_t bucket_cap(void) {
+    const char *e = getenv("AMPX_BUCKET_KB");
+    long long kb  = e && *e ? atoll(e) : 1024;
+    return (uint64_t)(kb > 0 ? kb : 1024) * 1024;
+}
+
+/* Every parameter gradient in one f32 buffer, in the order the backward completes them (the
+ * last node writing each), cut into buckets of at most bucket_cap() bytes, so bucket k is
+ * complete before bucket k+1 and its all-reduce can start while the backward goes on. */
+static ampx_status grad_arena(ampx_trainer *t) {
+    int order[TR_MAX_PARAMS];
+    for (int i = 0; i < t->n_params; i++) {
+        param *p     = &t->params[i];
+        int gv       = t->g.values[p->value].grad;
+        p->done_node = -1;
+        for (int k = 0; gv >= 0 && k < t->g.n_nodes; k++) {
+            const g_node *n = &t->g.nodes[k];
+            for (int o = 0; o < n->n_out; o++)
+                if (n->out[o] >= 0 && g_root(&t->g, n->out[o]) == gv) p->done_node = k;
+        }
+        order[i] = i;
+    }
+    /* insertion sort by completion node: stable, so ties keep the declaration order */
+    for (int i = 1; i < t->n_params; i++)
+        for (int j = i; j > 0 && t->params[order[j - 1]].done_node > t->params[order[j]].done_node;
+             j--) {
+            int x    = order[j];
+            order[j] = order[j - 1], order[j - 1] = x;
+        }
+    uint64_t cap = bucket_cap(), off = 0;
+    t->n_buckets = 0;
+    for (int k = 0; k < t->n_params; k++) {
+        param *p       = &t->params[order[k]];
+        uint64_t bytes = (p->n * 4 + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+        grad_bucket *b = t->n_buckets ? &t->buckets[t->n_buckets - 1] : NULL;
+        /* (past TR_MAX_BUCKETS the last bucket grows) */
+        if (!b || (b->bytes + bytes > cap && t->n_buckets < TR_MAX_BUCKETS)) {
+            b  = &t->buckets[t->n_buckets++];
+            *b = (grad_bucket){.off = off};
+        }
+        p->grad_off = off;
+        p->bucket   = (int)(b - t->buckets);
+        b->bytes += bytes;
+        b->n_params++;
+        off += bytes;
+    }
+    t->grads_bytes = off;
+    ampx_status st = alloc_zero(t, off, &t->grads);
+    if (st) return st;
+    for (int i = 0; i < t->n_params; i++) {
+        param *p = &t->params[i];
+        int gv   = t->g.values[p->value].grad;
+        p->grad  = t->grads;
+        if (gv >= 0) t->own[gv] = t->grads, t->own_off[gv] = p->grad_off;
     }
     return AMPX_OK;
 }
@@ -442,8 +503,8 @@ static ampx_status check_memory(ampx_trainer *t, const data_request *req) {
     return AMPX_OK;
 }
 
-static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, char *err,
-                          size_t err_cap, int inference) {
+static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx_trainer **out,
+                          char *err, size_t err_cap, int inference) {
     *out            = NULL;
     ampx_trainer *t = calloc(1, sizeof *t);
     if (!t || g_init_graph(&t->g)) {
@@ -462,13 +523,17 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
     t->inject_w_step   = -1;
     t->epoch_on_device = -1;
     t->inference       = inference;
+    t->dist            = dist;
+    t->rank            = ampx_dist_rank(dist);
+    t->world           = ampx_dist_size(dist);
     call_init(&t->call, be, t->error, sizeof t->error);
     ampx_status st = AMPX_ERR_INVALID;
     g_copy_graph(&t->g, &m->graph);
     if (autodiff(&t->g, t->error, sizeof t->error)) goto fail;
     t->own        = calloc((size_t)t->g.n_values, sizeof *t->own);
+    t->own_off    = calloc((size_t)t->g.n_values, sizeof *t->own_off);
     t->persistent = calloc((size_t)t->g.n_values, 1);
-    if (!t->own || !t->persistent) {
+    if (!t->own || !t->own_off || !t->persistent) {
         st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
         goto fail;
     }
@@ -476,6 +541,7 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
         if (t->g.values[v].role == ROLE_PARAM && t->g.values[v].grad >= 0)
             t->persistent[t->g.values[v].grad] = 1;
     if ((st = check_ops(t)) || (st = self_check(t))) goto fail;
+    if (t->world > 1 && (st = dp_join(t))) goto fail;
     data_request req;
     if ((st = map_inputs(t, &req)) || (st = check_memory(t, &req))) goto fail;
     st = AMPX_ERR_INVALID;
@@ -491,15 +557,22 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
     if (inference) {
         t->data.window   = req.window;
         t->data.features = req.features;
-        t->data.n_train  = t->B; /* nothing is loaded; windows or rows come from the caller */
+        t->data.n_train  = t->B * t->world; /* nothing is loaded: the caller's rows */
     } else if (data_load(&req, &t->data, t->error, sizeof t->error))
         goto fail;
-    if (t->data.n_train < t->B) {
-        tr_fail(t, st, "%s: %lld training examples are fewer than one batch of %lld", m->cfg.file,
-                (long long)t->data.n_train, (long long)t->B);
+    if (t->data.n_train < t->B * t->world) {
+        if (t->world > 1)
+            tr_fail(t, st,
+                    "%s: %lld training examples are fewer than one global batch of %lld (%d ranks "
+                    "x %lld)",
+                    m->cfg.file, (long long)t->data.n_train, (long long)(t->B * t->world), t->world,
+                    (long long)t->B);
+        else
+            tr_fail(t, st, "%s: %lld training examples are fewer than one batch of %lld",
+                    m->cfg.file, (long long)t->data.n_train, (long long)t->B);
         goto fail;
     }
-    t->micro_per_epoch = t->data.n_train / t->B;
+    t->micro_per_epoch = t->data.n_train / (t->B * t->world);
     if (t->tokens) t->data.n_train = 0; /* no examples to shuffle: windows are drawn */
     uint64_t f = (uint64_t)t->data.features, widest = f + 1;
     for (int i = 0; i < t->g.n_inputs; i++)
@@ -514,7 +587,7 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
         st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for the training set");
         goto fail;
     }
-    if ((st = create_values(t))) goto fail;
+    if ((st = create_values(t)) || (st = grad_arena(t))) goto fail;
     if (plan_make(&t->g, (uint64_t)t->B, t->persistent, &t->plan)) {
         st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
         goto fail;
@@ -533,14 +606,19 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_trainer **out, c
                                .call          = &t->call,
                                .arena         = t->arena,
                                .own           = t->own,
+                               .own_off       = t->own_off,
                                .rows          = (uint64_t)t->B,
                                .training      = 1,
                                .micro_batches = (uint64_t)t->A,
                                .seed          = m->cfg.train.seed,
+                               .replica       = (uint32_t)t->rank,
+                               .replicas      = (uint32_t)t->world,
                                .scalars       = buf_tensor(t->scalars, 0, AMPX_F32)};
     t->t_last_flush = now_ms();
     t->mon_every    = m->cfg.train.monitor_every;
     if (t->mon_every > 0 && (st = monitor_setup(t))) goto fail;
+    /* every rank starts from rank 0's parameters */
+    if (t->world > 1 && ((st = dp_setup(t)) || (st = ampx_trainer_sync(t)))) goto fail;
     *out = t;
     return AMPX_OK;
 fail:
@@ -551,17 +629,22 @@ fail:
 
 ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **out, char *err,
                                 size_t err_cap) {
-    return create(m, be, out, err, err_cap, 0);
+    return create(m, be, NULL, out, err, err_cap, 0);
+}
+
+ampx_status ampx_trainer_create_dist(ampx_model *m, ampx_backend *be, ampx_dist *d,
+                                     ampx_trainer **out, char *err, size_t err_cap) {
+    return create(m, be, d, out, err, err_cap, 0);
 }
 
 ampx_status ampx_trainer_create_sampler(ampx_model *m, ampx_backend *be, ampx_trainer **out,
                                         char *err, size_t err_cap) {
-    return create(m, be, out, err, err_cap, 1);
+    return create(m, be, NULL, out, err, err_cap, 1);
 }
 
 ampx_status ampx_trainer_create_predictor(ampx_model *m, ampx_backend *be, ampx_trainer **out,
                                           char *err, size_t err_cap) {
-    return create(m, be, out, err, err_cap, 2);
+    return create(m, be, NULL, out, err, err_cap, 2);
 }
 
 void ampx_trainer_free(ampx_trainer *t) {
@@ -576,7 +659,7 @@ void ampx_trainer_free(ampx_trainer *t) {
     free(t->scan_value);
     free(t->scan_node);
     free(t->mon_host);
-    ampx_buffer **bufs[] = {&t->arena, &t->ring, &t->eval_loss, &t->scalars};
+    ampx_buffer **bufs[] = {&t->arena, &t->ring, &t->eval_loss, &t->scalars, &t->grads};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) t->ifc->buffer_free(t->ctx, *bufs[i]);
     for (int i = 0; i < G_MAX_INPUTS; i++) {
@@ -586,8 +669,8 @@ void ampx_trainer_free(ampx_trainer *t) {
     /* params[n_params] is the one whose add_param failed half-way, if any (else all NULL) */
     for (int i = 0; i < t->n_params + (t->n_params < TR_MAX_PARAMS); i++) {
         param *p          = &t->params[i];
-        ampx_buffer *pb[] = {p->master, p->grad, p->s1, p->s2, p->copy};
-        for (int k = 0; k < 5; k++)
+        ampx_buffer *pb[] = {p->master, p->s1, p->s2, p->copy};
+        for (int k = 0; k < 4; k++)
             if (pb[k]) t->ifc->buffer_free(t->ctx, pb[k]);
     }
     if (t->own)
@@ -599,6 +682,8 @@ void ampx_trainer_free(ampx_trainer *t) {
     plan_free(&t->plan);
     g_free_graph(&t->g);
     free(t->own);
+    free(t->own_off);
+    dp_free(t);
     free(t->persistent);
     free(t->shuffle_x);
     free(t->shuffle_y);
@@ -648,7 +733,8 @@ static ampx_status load_epoch(ampx_trainer *t, int64_t e) {
 /* Token data: micro-batch `key`'s windows, drawn with the seed, into the training buffers. */
 static ampx_status write_windows(ampx_trainer *t, uint64_t key) {
     int32_t *ids = (int32_t *)t->host_in, *labels = ids + t->B * t->data.window;
-    text_draw(&t->data, t->m->cfg.train.seed * 0xD1B54A32D192ED03ull + 5, key, t->B, ids, labels);
+    text_draw(&t->data, t->m->cfg.train.seed * 0xD1B54A32D192ED03ull + 5, key, t->B * t->world,
+              t->B * t->rank, t->B, ids, labels);
     ampx_status st = AMPX_OK;
     uint64_t bytes = (uint64_t)(t->B * t->data.window) * 4;
     for (int i = 0; i < t->g.n_inputs && !st; i++)
@@ -666,16 +752,17 @@ static ampx_status select_micro(ampx_trainer *t, int64_t global_micro) {
         t->x.rows = (uint64_t)t->B;
         return write_windows(t, (uint64_t)global_micro);
     }
+    /* rank r of N reads rows [r*B, (r+1)*B) of the global batch of N*B rows */
     ampx_status st = load_epoch(t, global_micro / t->micro_per_epoch);
     bind_inputs(t, 0);
-    t->x.row0 = (uint64_t)((global_micro % t->micro_per_epoch) * t->B);
+    t->x.row0 = (uint64_t)(((global_micro % t->micro_per_epoch) * t->world + t->rank) * t->B);
     t->x.rows = (uint64_t)t->B;
     return st;
 }
 
 static ampx_tensor_list grad_list(ampx_trainer *t, ampx_tensor *ts, uint64_t *ns) {
     for (int i = 0; i < t->n_params; i++) {
-        ts[i] = buf_tensor(t->params[i].grad, 0, AMPX_F32);
+        ts[i] = buf_tensor(t->params[i].grad, t->params[i].grad_off, AMPX_F32);
         ns[i] = t->params[i].n;
     }
     return (ampx_tensor_list){.count = (uint32_t)t->n_params, .tensors = ts, .n_elems = ns};
@@ -690,7 +777,7 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
     for (int i = 0; i < t->n_params; i++) {
         param *p = &t->params[i];
         pt[i]    = buf_tensor(p->master, 0, AMPX_F32);
-        gt[i]    = buf_tensor(p->grad, 0, AMPX_F32);
+        gt[i]    = buf_tensor(p->grad, p->grad_off, AMPX_F32);
         s1[i]    = buf_tensor(p->s1, 0, AMPX_F32);
         s2[i]    = buf_tensor(p->s2, 0, AMPX_F32);
         cp[i]    = p->copy_dtype != AMPX_F32 ? buf_tensor(p->copy, 0, p->copy_dtype)
@@ -860,8 +947,9 @@ static ampx_status param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base) {
     ampx_tensor ts[TR_MAX_PARAMS];
     uint64_t ns[TR_MAX_PARAMS];
     for (int k = 0; k < t->n_params; k++) {
-        ts[k] = buf_tensor(t->params[t->mon_param[k]].grad, 0, AMPX_F32);
-        ns[k] = t->params[t->mon_param[k]].n;
+        const param *p = &t->params[t->mon_param[k]];
+        ts[k]          = buf_tensor(p->grad, p->grad_off, AMPX_F32);
+        ns[k]          = t->params[t->mon_param[k]].n;
     }
     t->call.phase = CALL_AMP;
     for (int g = 0; g < t->mon_n_groups; g++) {
@@ -1023,6 +1111,14 @@ static const char *nonfinite_param(ampx_trainer *t) {
     return NULL;
 }
 
+/* After each node of a step: the monitor's scan, and the all-reduce buckets it completed. */
+static ampx_status after_node(g_exec *x, int node, void *user) {
+    ampx_trainer *t = user;
+    ampx_status st  = t->mon_live ? scan_node(x, node, t) : AMPX_OK;
+    if (!st && t->dp_live) st = dp_after_node(t, node);
+    return st;
+}
+
 static ampx_status step_ops(ampx_trainer *t) {
     ampx_status st;
     int64_t ring_at = (t->step - t->ring_first) % t->K;
@@ -1041,20 +1137,28 @@ static ampx_status step_ops(ampx_trainer *t) {
                  t->ifc->buffer_copy(t->ctx, t->mon, t->mon_slot_cur + MON_SCALE, t->scalars, 0, 4),
                  "buffer_copy")))
             return st;
-        t->x.after_node = scan_node;
-        t->x.after_user = t;
     }
+    int dp      = t->world > 1;
+    t->mon_live = mon;
+    if (dp) dp_begin_step(t);
+    t->x.after_node = mon || dp ? after_node : NULL;
+    t->x.after_user = t;
     for (int64_t a = 0; a < t->A; a++) {
         t->x.micro = (int)a;
         t->x.loss  = buf_tensor(t->ring, slot + SLOT_LOSS + 4 * (uint64_t)a, AMPX_F32);
+        t->dp_live = dp && a == t->A - 1; /* gradients are final in the last micro-batch */
         if ((st = select_micro(t, t->step * t->A + a)) || (st = micro_batch(t))) break;
     }
     t->x.after_node = NULL;
+    t->dp_live      = 0;
     if (st) return st;
-    if (t->step + 1 == t->inject_step) {
+    /* the mean gradient of all ranks, before anything reads the gradients */
+    if (dp && (st = dp_finish(t))) return st;
+    if (!dp && t->step + 1 == t->inject_step) {
         uint32_t inf = 0x7F800000u;
         if ((st = check(t,
-                        t->ifc->buffer_fill(t->ctx, t->params[t->inject_param].grad, 0, 4, inf, 4),
+                        t->ifc->buffer_fill(t->ctx, t->params[t->inject_param].grad,
+                                            t->params[t->inject_param].grad_off, 4, inf, 4),
                         "buffer_fill")))
             return st;
     }
@@ -1092,6 +1196,25 @@ static ampx_status step_ops(ampx_trainer *t) {
     return st;
 }
 
+/* Data-parallel runs: the records' losses become the mean over ranks (so every rank's run
+ * health sees the same values), then the ranks' scalars blocks and weights are compared. */
+static ampx_status dp_records(ampx_trainer *t, unsigned char *buf, int64_t n, float wsq) {
+    uint64_t k    = (uint64_t)(n * t->A);
+    float *losses = malloc(sizeof(float) * k);
+    if (!losses) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    for (int64_t i = 0; i < n; i++)
+        memcpy(losses + i * t->A, buf + (uint64_t)i * t->slot_bytes + SLOT_LOSS,
+               sizeof(float) * (size_t)t->A);
+    ampx_status st = dp_mean_losses(t, losses, k);
+    for (int64_t i = 0; !st && i < n; i++)
+        memcpy(buf + (uint64_t)i * t->slot_bytes + SLOT_LOSS, losses + i * t->A,
+               sizeof(float) * (size_t)t->A);
+    free(losses);
+    ampx_scalars last;
+    memcpy(&last, buf + (uint64_t)(n - 1) * t->slot_bytes + SLOT_SCALARS, sizeof last);
+    return st ? st : dp_check(t, &last, wsq);
+}
+
 /* Reads the records of the steps since the last flush and hands them to record(). */
 static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int *stop) {
     int64_t n = t->step - t->ring_first;
@@ -1107,6 +1230,7 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
     if (!st)
         st = check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, WEIGHTS_SQ_OFFSET, &wsq, 4),
                    "buffer_read");
+    if (!st && t->world > 1) st = dp_records(t, buf, n, wsq);
     int any_mon = 0;
     for (int64_t i = 0; i < n; i++)
         any_mon |= monitored(t, t->ring_first + i + 1);
@@ -1309,15 +1433,17 @@ static ampx_buffer *param_buf(ampx_trainer *t, int i, int what) {
 ampx_status ampx_trainer_get(ampx_trainer *t, int i, int what, float *host) {
     ampx_buffer *b = param_buf(t, i, what);
     if (!b) return tr_fail(t, AMPX_ERR_INVALID, "no tensor %d/%d", i, what);
-    return check(t, t->ifc->buffer_read(t->ctx, b, 0, host, t->params[i].n * 4), "buffer_read");
+    uint64_t off = what == 1 ? t->params[i].grad_off : 0;
+    return check(t, t->ifc->buffer_read(t->ctx, b, off, host, t->params[i].n * 4), "buffer_read");
 }
 
 ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const float *host) {
     ampx_buffer *b = param_buf(t, i, what);
     if (!b) return tr_fail(t, AMPX_ERR_INVALID, "no tensor %d/%d", i, what);
-    ampx_status st =
-        check(t, t->ifc->buffer_write(t->ctx, b, 0, host, t->params[i].n * 4), "buffer_write");
     param *p = &t->params[i];
+    ampx_status st =
+        check(t, t->ifc->buffer_write(t->ctx, b, what == 1 ? p->grad_off : 0, host, p->n * 4),
+              "buffer_write");
     if (!st && what == 0 && p->copy_dtype != AMPX_F32) st = cast_copy(t, p);
     return st;
 }

@@ -12,6 +12,7 @@
 #include "train/planner.h"
 
 #define TR_MAX_PARAMS 512
+#define TR_MAX_BUCKETS 512
 
 /* A trainable parameter: f32 master, f32 gradient, optimizer state, working copy. */
 typedef struct param {
@@ -22,8 +23,18 @@ typedef struct param {
     uint64_t dims[G_MAX_DIMS];
     float wd;
     ampx_buffer *master, *grad, *s1, *s2, *copy; /* s1/s2: adam m, v or sgd momentum */
-    ampx_dtype copy_dtype;                       /* AMPX_F32: no working copy */
+    uint64_t grad_off;     /* bytes: where the gradient sits in grad (the gradient arena) */
+    int done_node;         /* the last backward node that writes the gradient; -1: none */
+    int bucket;            /* the all-reduce bucket holding it (data-parallel runs) */
+    ampx_dtype copy_dtype; /* AMPX_F32: no working copy */
 } param;
+
+/* A bucket of the gradient all-reduce: a byte range of the gradient arena, started once the
+ * last backward node writing into it has run. */
+typedef struct grad_bucket {
+    uint64_t off, bytes;
+    int n_params, pending; /* pending: parameters not yet complete in this step */
+} grad_bucket;
 
 /* Non-trainable state saved in checkpoints (batch-norm running statistics). */
 typedef struct state_tensor {
@@ -44,8 +55,8 @@ struct ampx_trainer {
     ampx_buffer **own; /* per value (the executor's placement) */
     uint8_t *persistent;
     dataset data;
-    int tokens;    /* the data is a token stream: windows are drawn per micro-batch */
-    int inference; /* created for sampling: no data is loaded */
+    int tokens;      /* the data is a token stream: windows are drawn per micro-batch */
+    int inference;   /* created for sampling: no data is loaded */
     int64_t B, A, K; /* micro-batch rows, micro-batches per step, ring slots */
     int64_t micro_per_epoch, epoch_on_device;
     float *shuffle_x, *host_in;
@@ -56,6 +67,23 @@ struct ampx_trainer {
     param params[TR_MAX_PARAMS];
     state_tensor state[TR_MAX_PARAMS];
     ampx_buffer *arena;
+    /* the parameter gradients: one f32 arena, parameters in the order the backward completes
+     * them, so an all-reduce bucket is one offset range */
+    ampx_buffer *grads;
+    uint64_t grads_bytes;
+    uint64_t *own_off; /* per value: offset in its own buffer (the gradients' arena offsets) */
+    /* data-parallel runs (world > 1) */
+    ampx_dist *dist;
+    int rank, world;
+    int dp_path;       /* DP_HOST_COPY, DP_HOST_DIRECT, DP_NCCL (data_parallel.c) */
+    float *grads_host; /* the host memory the all-reduce runs on (a copy, or the arena) */
+    void *grads_dev;   /* DP_NCCL: the arena's device pointer, and the backend's stream */
+    void *dp_stream;
+    struct dist_nccl *nccl;
+    int n_buckets, next_bucket;
+    grad_bucket buckets[TR_MAX_BUCKETS];
+    double comm_ms;        /* host time in the gradient all-reduce */
+    int mon_live, dp_live; /* this micro-batch: the monitor scans, the buckets are watched */
     ampx_buffer *scalars, *ring, *eval_loss;
     uint64_t slot_bytes;
     int64_t step;        /* steps done (applied + skipped) */
@@ -93,6 +121,16 @@ struct ampx_trainer {
 
 /* The scalars block of a fresh run: scaler and schedule configuration, initial state. */
 void init_scalars(const ampx_model *m, ampx_scalars *s);
+
+/* Data-parallel runs (data_parallel.c); every one is collective: all ranks call it. */
+ampx_status dp_join(ampx_trainer *t);  /* refuses ranks running another model than rank 0 */
+ampx_status dp_setup(ampx_trainer *t); /* picks the all-reduce path */
+void dp_free(ampx_trainer *t);
+void dp_begin_step(ampx_trainer *t);
+ampx_status dp_after_node(ampx_trainer *t, int node); /* last micro-batch: starts buckets */
+ampx_status dp_finish(ampx_trainer *t);               /* waits, averages, writes back */
+ampx_status dp_mean_losses(ampx_trainer *t, float *loss, uint64_t n);
+ampx_status dp_check(ampx_trainer *t, const ampx_scalars *s, float weights_sq);
 
 /* Writes a message into t->error and returns st. */
 ampx_status tr_fail(ampx_trainer *t, ampx_status st, const char *fmt, ...)

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# dist.sh AMPX SRC MPIEXEC — data-parallel training with `mpirun --oversubscribe -np 2`:
+#   - equivalence: f32, a fixed seed, 2 ranks x batch 32 and 1 process x batch 64 reach the
+#     same parameters after 50 steps within 1e-5 relative (a control, 1 process x batch 32,
+#     must not), for example data and for token windows; the all-reduce in place on the CPU
+#     backend's memory (ABI 1.3 handles) and the host copy give the same bits;
+#   - an overflow injected on rank 1 only skips the same step as in one process, on rank 0
+#     too (its metrics say so), and the parameters still agree;
+#   - resume of a 2-rank run is bit-identical to the straight 2-rank run;
+#   - models/mlp.json on 2 ranks reaches the single-process held-out accuracy, and only
+#     rank 0 prints (one progress line per interval, one summary);
+#   - faults end the job within 30 s with a message naming the rank: ranks with different
+#     models are refused at start, a rank killed with kill -9, ranks that diverge (a weight
+#     made non-finite on one rank only).
+set -uo pipefail
+ampx=$1
+src=$2
+mpiexec=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# CI runs as root; one thread per rank, 2 ranks on 2 cores
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export AMPX_BACKEND_OPTS=threads=1
+mpi2() { timeout -k 5 60 "$mpiexec" --oversubscribe -np 2 "$@"; }
+compare() { python3 "$src/tests/dist/compare.py" "$@"; }
+sgd=$src/tests/dist/mlp_sgd.json
+skipped() { python3 -c 'import json,sys; print(",".join(str(r["step"]) for r in map(json.loads, open(sys.argv[1])) if r.get("skipped")))' "$1"; }
+
+# ---- equivalence: the same examples, another summation order
+"$ampx" train "$sgd" --batch 64 --quiet --checkpoint "$work/one.st" >/dev/null 2>"$work/err" ||
+  fail "1 process: $(cat "$work/err")"
+mpi2 "$ampx" train "$sgd" --batch 32 --checkpoint "$work/two.st" >"$work/out" 2>&1 ||
+  fail "2 ranks: $(cat "$work/out")"
+compare "$work/one.st" "$work/two.st" --rel 1e-5 || fail "2 ranks x 32 != 1 x 64 after 50 steps"
+grep -q "host memory in place" "$work/out" || fail "the CPU backend's gradients are not all-reduced in place"
+# the host copy (read, MPI, write back: backends without ABI 1.3 handles) sums the same
+AMPX_DIST_PATH=copy mpi2 "$ampx" train "$sgd" --batch 32 --checkpoint "$work/copy.st" >"$work/out" 2>&1 ||
+  fail "2 ranks, host copy: $(cat "$work/out")"
+grep -q "(.* ms, host copy)" "$work/out" || fail "AMPX_DIST_PATH=copy: $(cat "$work/out")"
+compare "$work/two.st" "$work/copy.st" --exact || fail "the host copy path gives other gradients"
+"$ampx" train "$sgd" --batch 32 --quiet --checkpoint "$work/half.st" >/dev/null 2>&1
+compare "$work/one.st" "$work/half.st" --differ 1e-5 ||
+  fail "control: 1 process x batch 32 matches batch 64, so the comparison proves nothing"
+
+# ---- token windows: rank r draws windows [r*b, (r+1)*b) of each global batch
+sed -e 's/"dim": 128/"dim": 32/; s/"units": 512/"units": 64/; s/"units": 128/"units": 32/' \
+  -e 's/"shape": \[64\]/"shape": [16]/g; s/"policy": "mixed_bf16"/"policy": "f32"/' \
+  -e 's/"optimizer": {.*}},$/"optimizer": {"type": "sgd", "lr": 0.1, "momentum": 0.9},/' \
+  "$src/models/gpt_tiny.json" >"$work/gpt.json"
+# (AdamW divides by sqrt(v): a gradient that is zero but for rounding, as the key bias's is,
+# turns a different summation order into a full-size step, so the comparison uses SGD)
+[ "$(grep -c '"type": "sgd"\|"policy": "f32"\|"dim": 32' "$work/gpt.json")" -eq 3 ] ||
+  fail "models/gpt_tiny.json no longer has the settings this test changes"
+"$ampx" train "$work/gpt.json" --steps 5 --batch 8 --quiet --checkpoint "$work/g1.st" \
+  >/dev/null 2>"$work/err" || fail "gpt 1 process: $(cat "$work/err")"
+mpi2 "$ampx" train "$work/gpt.json" --steps 5 --batch 4 --quiet --checkpoint "$work/g2.st" \
+  >"$work/out" 2>&1 || fail "gpt 2 ranks: $(cat "$work/out")"
+compare "$work/g1.st" "$work/g2.st" --rel 1e-5 || fail "gpt: 2 ranks x 4 windows != 1 x 8"
+"$ampx" train "$work/gpt.json" --steps 5 --batch 4 --quiet --checkpoint "$work/g3.st" \
+  >/dev/null 2>&1
+compare "$work/g1.st" "$work/g3.st" --differ 1e-5 || fail "gpt control: batch 4 matches batch 8"
+
+# ---- an overflow on rank 1 only: every rank skips step 10
+AMPX_INJECT_NONFINITE=10 "$ampx" train "$sgd" --batch 64 --quiet --checkpoint "$work/one_i.st" \
+  --metrics "$work/one_i.jsonl" >/dev/null 2>&1 || fail "1 process with an overflow"
+AMPX_INJECT_NONFINITE=10@1 mpi2 -x AMPX_INJECT_NONFINITE "$ampx" train "$sgd" --batch 32 --quiet \
+  --checkpoint "$work/two_i.st" --metrics "$work/two_i.jsonl" >"$work/out" 2>&1 ||
+  fail "2 ranks with an overflow on rank 1: $(cat "$work/out")"
+[ "$(skipped "$work/one_i.jsonl")" = 10 ] || fail "1 process skipped '$(skipped "$work/one_i.jsonl")', expected 10"
+[ "$(skipped "$work/two_i.jsonl")" = 10 ] ||
+  fail "rank 0 skipped '$(skipped "$work/two_i.jsonl")' with the overflow on rank 1, expected 10"
+[ "$(wc -l <"$work/two_i.jsonl")" -eq 50 ] || fail "metrics: $(wc -l <"$work/two_i.jsonl") lines, expected rank 0's 50"
+compare "$work/one_i.st" "$work/two_i.st" --rel 1e-5 || fail "with an overflow: 2 ranks != 1 process"
+
+# ---- resume: 25 steps, a checkpoint, 25 more == 50 straight, bit for bit
+mpi2 "$ampx" train "$sgd" --batch 32 --steps 25 --quiet --checkpoint "$work/r.st" >"$work/out" 2>&1 ||
+  fail "2 ranks, 25 steps: $(cat "$work/out")"
+mpi2 "$ampx" train "$sgd" --batch 32 --resume "$work/r.st" --quiet --checkpoint "$work/r.st" \
+  >"$work/out" 2>&1 || fail "2 ranks, resumed: $(cat "$work/out")"
+compare "$work/two.st" "$work/r.st" --exact || fail "resumed 2-rank run differs from the straight one"
+
+# ---- models/mlp.json: the single-process accuracy; rank 0 alone prints
+acc() { sed -n 's/^held-out accuracy \([0-9.]*\)%.*/\1/p' "$1"; }
+"$ampx" train "$src/models/mlp.json" >"$work/one.out" 2>&1 || fail "mlp 1 process: $(cat "$work/one.out")"
+mpi2 "$ampx" train "$src/models/mlp.json" --batch 32 >"$work/two.out" 2>&1 ||
+  fail "mlp 2 ranks: $(cat "$work/two.out")"
+a1=$(acc "$work/one.out") a2=$(acc "$work/two.out")
+python3 -c "import sys; sys.exit(not (float('${a2:-0}') >= float('${a1:-100}') - 1.0))" ||
+  fail "mlp: 2 ranks reach ${a2:-?}%, 1 process ${a1:-?}%"
+[ "$(grep -c '^step 1500/1500 ' "$work/two.out")" -eq 1 ] || fail "expected one final progress line: $(cat "$work/two.out")"
+[ "$(grep -c '^step 50/1500 ' "$work/two.out")" -eq 1 ] || fail "expected one progress line per interval"
+[ "$(grep -c '^done:' "$work/two.out")" -eq 1 ] || fail "expected one summary"
+grep -q "^data-parallel over 2 ranks" "$work/two.out" || fail "no data-parallel line"
+
+# ---- faults, each ending the job within 30 s with the rank named
+t0=$SECONDS
+timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet : \
+  -np 1 "$ampx" train "$src/models/mlp.json" --quiet >"$work/out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "different models: exit $rc"
+grep -q "rank 1 runs another model" "$work/out" || fail "different models: $(cat "$work/out")"
+
+"$mpiexec" --oversubscribe -np 2 "$ampx" train "$sgd" --steps 100000000 --quiet >"$work/out" 2>&1 &
+job=$!
+victim=
+for _ in $(seq 100); do
+  # mpirun's children, from /proc (procps may be missing on a clean machine)
+  for stat in /proc/[0-9]*/stat; do
+    read -r p _ _ ppid _ <"$stat" 2>/dev/null || continue
+    [ "$ppid" = "$job" ] || continue
+    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
+  done
+  [ -n "$victim" ] && break
+  sleep 0.1
+done
+sleep 1
+t1=$SECONDS
+[ -n "$victim" ] || fail "kill -9: rank 1's process not found among mpirun's children"
+[ -n "$victim" ] && kill -9 "$victim"
+for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then
+  fail "kill -9 of rank 1: the job still runs after 30 s"
+  kill -9 $job
+fi
+wait $job
+rc=$?
+[ $rc -ne 0 ] || fail "kill -9 of rank 1: exit 0"
+grep -q "rank 1 .*signal 9" "$work/out" || fail "kill -9 of rank 1: $(cat "$work/out")"
+[ $((SECONDS - t1)) -le 30 ] || fail "kill -9: the job ended after $((SECONDS - t1)) s"
+
+AMPX_INJECT_NONFINITE_UPDATE=15@1 timeout -k 5 30 "$mpiexec" --oversubscribe -np 2 \
+  -x AMPX_INJECT_NONFINITE_UPDATE "$ampx" train "$sgd" --quiet >"$work/out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "diverged ranks: exit $rc"
+grep -q "rank 1's scalars block or weights differ from rank 0's" "$work/out" ||
+  fail "diverged ranks: $(cat "$work/out")"
+
+[ $fails -eq 0 ] && echo "dist: all checks passed"
+exit $((fails > 0))
