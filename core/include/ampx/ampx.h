@@ -83,8 +83,8 @@ AMPX_API void ampx_plugin_search_path(char *buf, size_t cap);
 AMPX_API ampx_status ampx_backend_device_info(const ampx_backend *be, ampx_device_info *info);
 
 /* The largest file ampx reads (models, policies, data, checkpoints), in bytes. 0 restores the
- * default (1 GiB, 16 MiB for JSON files; $AMPX_MAX_INPUT_BYTES when set). Larger files are refused with a message
- * that names this limit. */
+ * default (1 GiB, 16 MiB for JSON files; $AMPX_MAX_INPUT_BYTES when set). Larger files are refused
+ * with a message that names this limit. */
 AMPX_API void ampx_set_max_input_bytes(uint64_t bytes);
 
 // ---------------------------------------------------------------------------------------

@@ -148,8 +148,8 @@ AMPX_API void ampx_trainer_free(ampx_trainer *t);
  * of the model's shape (a dense weight [in, out]; with transpose_linear, PyTorch Linear's
  * [out, in]); a tensor the model does not have, a missing one or a non-finite value is
  * refused. The optimizer state and the step stay those of a fresh run. */
-AMPX_API ampx_status ampx_trainer_init_from(ampx_trainer *t, const char *path,
-                                            int transpose_linear, char *err, size_t err_cap);
+AMPX_API ampx_status ampx_trainer_init_from(ampx_trainer *t, const char *path, int transpose_linear,
+                                            char *err, size_t err_cap);
 /* Writes the weights of checkpoint ckpt (parameters and running statistics, no optimizer
  * state) to a plain safetensors file in f32, bf16 or f16, which the safetensors reference
  * reader and PyTorch load. */
