@@ -33,40 +33,37 @@ static uint16_t *bytes_to_tokens(const unsigned char *b, size_t n) {
 }
 
 /* llm.c's format, every header field checked against the file's size. */
-static uint16_t *read_token_file(const char *path, int64_t vocab, int64_t *n, char *err,
-                                 size_t cap) {
-    size_t len;
-    unsigned char *b = slurp(path, &len, err, cap);
-    if (!b) return NULL;
+uint16_t *text_tokens_parse(const char *path, const unsigned char *b, size_t len, int64_t vocab,
+                            int64_t *n, char *err, size_t cap) {
     int32_t h[256];
     uint16_t *t = NULL;
     if (len < sizeof h) {
         err_set(ERR(err, cap), "%s: %zu bytes, shorter than the 1024-byte header of a token file",
                 path, len);
-        goto out;
+        return NULL;
     }
     memcpy(h, b, sizeof h);
     if (h[0] != TOKENS_MAGIC) {
         err_set(ERR(err, cap), "%s: not a token file (magic %d, expected %d)", path, h[0],
                 TOKENS_MAGIC);
-        goto out;
+        return NULL;
     }
     if (h[1] != TOKENS_VERSION) {
         err_set(ERR(err, cap), "%s: token file version %d; version %d is read", path, h[1],
                 TOKENS_VERSION);
-        goto out;
+        return NULL;
     }
     uint64_t body = len - sizeof h;
     if (h[2] < 0 || body != 2 * (uint64_t)(uint32_t)h[2]) {
         err_set(ERR(err, cap), "%s: the header declares %d tokens but %llu bytes follow it (%s)",
                 path, h[2], (unsigned long long)body,
                 body % 2 ? "an odd count" : "2 bytes per token");
-        goto out;
+        return NULL;
     }
     *n = h[2];
     if (!(t = malloc(sizeof *t * ((size_t)*n + 1)))) {
         err_set(ERR(err, cap), "%s: out of memory", path);
-        goto out;
+        return NULL;
     }
     memcpy(t, b + sizeof h, 2 * (size_t)*n);
     for (int64_t i = 0; i < *n; i++)
@@ -74,10 +71,17 @@ static uint16_t *read_token_file(const char *path, int64_t vocab, int64_t *n, ch
             err_set(ERR(err, cap), "%s: token %lld is %u, outside the model's vocabulary of %lld",
                     path, (long long)i, t[i], (long long)vocab);
             free(t);
-            t = NULL;
-            goto out;
+            return NULL;
         }
-out:
+    return t;
+}
+
+static uint16_t *read_token_file(const char *path, int64_t vocab, int64_t *n, char *err,
+                                 size_t cap) {
+    size_t len;
+    unsigned char *b = slurp(path, &len, err, cap);
+    if (!b) return NULL;
+    uint16_t *t = text_tokens_parse(path, b, len, vocab, n, err, cap);
     free(b);
     return t;
 }
