@@ -111,7 +111,7 @@ for _ in $(seq 100); do
   for stat in /proc/[0-9]*/stat; do
     read -r p _ _ ppid _ <"$stat" 2>/dev/null || continue
     [ "$ppid" = "$job" ] || continue
-    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
+    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -x OMPI_COMM_WORLD_RANK=1 >/dev/null && victim=$p
   done
   [ -n "$victim" ] && break
   sleep 0.1

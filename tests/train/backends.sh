@@ -26,7 +26,7 @@ cpu_val=$(val cpu)
 echo "cpu: $cpu%"
 tested=0
 for b in opencl cuda; do
-  if ! "$ampx" backends | grep -A1 -E "^$b " | grep -q 'available$'; then
+  if ! "$ampx" backends | grep -A1 -E "^$b " | grep 'available$' >/dev/null; then
     echo "$b: not available here, skipped"
     continue
   fi

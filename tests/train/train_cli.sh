@@ -138,7 +138,7 @@ vals = struct.unpack("<%df" % (256), data[b:e])
 assert all(math.isfinite(v) for v in vals) and any(v != 0 for v in vals)
 assert header["ampx.copy.fc1.weight"]["dtype"] == "BF16"
 PY
-ls "$work" | grep -q tmp && fail "a temporary checkpoint file was left behind"
+ls "$work" | grep tmp >/dev/null && fail "a temporary checkpoint file was left behind"
 "$ampx" eval "$mlp" --checkpoint "$work/c.safetensors" >"$work/out" 2>&1 || fail "eval: $(cat "$work/out")"
 grep -Eq "^step 300: held-out accuracy" "$work/out" || fail "eval output: $(cat "$work/out")"
 
