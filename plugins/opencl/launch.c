@@ -4,6 +4,7 @@
  * reported, with the kernel's name, by the launch that follows, so an op's code reads as
  * the list of its kernel's parameters.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ocl.h"
@@ -97,8 +98,18 @@ ampx_status ocl_launch_nd(ocl_args *a, cl_uint dims, const size_t *global, const
     if (a->err != CL_SUCCESS)
         return ocl_fail(a->ctx, ocl_status_of(a->err), "%s: clSetKernelArg(%s, %u): %s", name, name,
                         a->n, ocl_err_name(a->err));
-    cl_int err = clEnqueueNDRangeKernel(a->ctx->queue, a->ctx->kernels[a->k], dims, NULL, global,
-                                        local, 0, NULL, NULL);
+    ampx_context *ctx = a->ctx;
+    cl_event ev       = NULL;
+    int keep          = ctx->prof.on && ctx->prof.n_ops < ctx->prof.cap;
+    if (keep && ctx->prof.n_events == ctx->prof.cap_events) { /* grow the event list */
+        uint32_t nc = ctx->prof.cap_events ? 2 * ctx->prof.cap_events : 256;
+        cl_event *e = realloc(ctx->prof.events, sizeof *e * nc);
+        if (e) ctx->prof.events = e, ctx->prof.cap_events = nc;
+        keep = e != NULL;
+    }
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, ctx->kernels[a->k], dims, NULL, global, local,
+                                        0, NULL, keep ? &ev : NULL);
+    if (err == CL_SUCCESS && keep && ev) ctx->prof.events[ctx->prof.n_events++] = ev;
     if (err != CL_SUCCESS)
         return ocl_fail(a->ctx, ocl_status_of(err), "%s: clEnqueueNDRangeKernel(%s): %s", name,
                         name, ocl_err_name(err));

@@ -115,6 +115,14 @@ struct ampx_context {
     char cache_dir[512]; /* "" when the disk cache is off */
     int cache_hit;       /* the program came from the disk cache */
     double build_ms;     /* time to get the program (build or load) */
+    struct {             /* ABI 1.2 device timestamps from the queue's profiling events */
+        int on;
+        uint32_t cap, n_ops;
+        cl_event base;    /* a marker enqueued by profile_begin */
+        cl_event *events; /* every kernel launched while profiling */
+        uint32_t n_events, cap_events;
+        uint32_t *first, *last; /* per recorded op: its events [first, last] */
+    } prof;
 };
 
 // ---------------------------------------------------------------------------------------

@@ -342,6 +342,10 @@ static void resolve_cache_dir(const char *opt, char *out, size_t cap) {
 static void ocl_destroy(ampx_context *ctx) {
     if (!ctx) return;
     if (ctx->queue) clFinish(ctx->queue);
+    for (uint32_t i = 0; i < ctx->prof.n_events; i++)
+        clReleaseEvent(ctx->prof.events[i]);
+    if (ctx->prof.base) clReleaseEvent(ctx->prof.base);
+    free(ctx->prof.events), free(ctx->prof.first), free(ctx->prof.last);
     for (int k = 0; k < K_COUNT; k++)
         if (ctx->kernels[k]) clReleaseKernel(ctx->kernels[k]);
     ocl_scratch_free(ctx);
@@ -438,7 +442,8 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
         ocl_destroy(ctx);
         return st;
     }
-    ctx->queue = clCreateCommandQueue(ctx->cl, ctx->device, 0, &err);
+    /* profiling on: the ABI 1.2 timestamps read the queue's events (only while tracing) */
+    ctx->queue = clCreateCommandQueue(ctx->cl, ctx->device, CL_QUEUE_PROFILING_ENABLE, &err);
     if (err != CL_SUCCESS) {
         ampx_status st = ocl_check(&tmp, err, "opencl: create", "clCreateCommandQueue");
         ocl_destroy(ctx);
@@ -501,57 +506,161 @@ static ampx_status ocl_synchronize(ampx_context *ctx) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Device timestamps (ABI 1.2): the queue's profiling events. Every kernel launched while
+// profiling keeps its event; an op spans its first kernel's start to its last's end, in ns
+// since a marker profile_begin enqueues.
+
+static void prof_release(ampx_context *ctx) {
+    for (uint32_t i = 0; i < ctx->prof.n_events; i++)
+        clReleaseEvent(ctx->prof.events[i]);
+    if (ctx->prof.base) clReleaseEvent(ctx->prof.base);
+    ctx->prof.base     = NULL;
+    ctx->prof.n_events = 0;
+    ctx->prof.n_ops    = 0;
+    ctx->prof.on       = 0;
+}
+
+static ampx_status ocl_profile_begin(ampx_context *ctx, uint32_t capacity) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    prof_release(ctx);
+    uint32_t *f = realloc(ctx->prof.first, sizeof *f * ((size_t)capacity + 1));
+    if (f) ctx->prof.first = f;
+    uint32_t *l = f ? realloc(ctx->prof.last, sizeof *l * ((size_t)capacity + 1)) : NULL;
+    if (l) ctx->prof.last = l;
+    if (!f || !l) return ocl_fail(ctx, AMPX_ERR_NO_MEMORY, "profile_begin: %u ops", capacity);
+    cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &ctx->prof.base);
+    if (err != CL_SUCCESS) return ocl_check(ctx, err, "profile_begin", "clEnqueueMarker");
+    ctx->prof.cap = capacity;
+    ctx->prof.on  = 1;
+    return AMPX_OK;
+}
+
+static cl_ulong event_time(cl_event e, cl_profiling_info what) {
+    cl_ulong t = 0;
+    clGetEventProfilingInfo(e, what, sizeof t, &t, NULL);
+    return t;
+}
+
+static ampx_status ocl_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap, uint32_t *n_ops) {
+    if (!ctx || !n_ops || (cap && !ns)) return AMPX_ERR_INVALID;
+    *n_ops = 0;
+    if (!ctx->prof.on) return AMPX_OK;
+    ampx_status st = ocl_check(ctx, clFinish(ctx->queue), "profile_end", "clFinish");
+    if (st) {
+        prof_release(ctx);
+        return st;
+    }
+    cl_ulong t0 = event_time(ctx->prof.base, CL_PROFILING_COMMAND_END), prev = t0;
+    for (uint32_t i = 0; i < ctx->prof.n_ops && i < cap; i++) {
+        uint32_t a = ctx->prof.first[i], b = ctx->prof.last[i];
+        cl_ulong s = prev, e = prev; /* an op that launched no kernel: no time, at the last end */
+        if (a < b) {
+            s    = event_time(ctx->prof.events[a], CL_PROFILING_COMMAND_START);
+            e    = event_time(ctx->prof.events[b - 1], CL_PROFILING_COMMAND_END);
+            prev = e;
+        }
+        ns[2 * i]     = s > t0 ? s - t0 : 0;
+        ns[2 * i + 1] = e > t0 ? e - t0 : 0;
+    }
+    *n_ops = ctx->prof.n_ops;
+    prof_release(ctx);
+    return AMPX_OK;
+}
+
+/* timed_NAME: ocl_NAME with the range of its kernels' events recorded while profiling. */
+#define OCL_TIMED(name, type)                                                                      \
+    static ampx_status timed_##name(ampx_context *ctx, const type *args) {                         \
+        if (!ctx || !ctx->prof.on) return ocl_##name(ctx, args);                                   \
+        uint32_t first = ctx->prof.n_events;                                                       \
+        ampx_status st = ocl_##name(ctx, args);                                                    \
+        if (st == AMPX_OK && ctx->prof.n_ops < ctx->prof.cap) {                                    \
+            ctx->prof.first[ctx->prof.n_ops] = first;                                              \
+            ctx->prof.last[ctx->prof.n_ops]  = ctx->prof.n_events;                                 \
+            ctx->prof.n_ops++; /* ops past the capacity are not recorded */                        \
+        }                                                                                          \
+        return st;                                                                                 \
+    }
+OCL_TIMED(gemm, ampx_gemm_args)
+OCL_TIMED(cast, ampx_cast_args)
+OCL_TIMED(add, ampx_add_args)
+OCL_TIMED(mul, ampx_mul_args)
+OCL_TIMED(scale, ampx_scale_args)
+OCL_TIMED(bias_grad, ampx_bias_grad_args)
+OCL_TIMED(act_fwd, ampx_act_args)
+OCL_TIMED(act_bwd, ampx_act_args)
+OCL_TIMED(softmax_fwd, ampx_softmax_args)
+OCL_TIMED(softmax_bwd, ampx_softmax_args)
+OCL_TIMED(softmax_xent, ampx_softmax_xent_args)
+OCL_TIMED(layernorm_fwd, ampx_layernorm_args)
+OCL_TIMED(layernorm_bwd, ampx_layernorm_args)
+OCL_TIMED(batchnorm_fwd, ampx_batchnorm_args)
+OCL_TIMED(batchnorm_bwd, ampx_batchnorm_args)
+OCL_TIMED(embedding_fwd, ampx_embedding_args)
+OCL_TIMED(embedding_bwd, ampx_embedding_args)
+OCL_TIMED(reduce, ampx_reduce_args)
+OCL_TIMED(sum_squares, ampx_sum_squares_args)
+OCL_TIMED(unscale_check, ampx_unscale_check_args)
+OCL_TIMED(grad_stats, ampx_grad_stats_args)
+OCL_TIMED(scaler_update, ampx_scaler_update_args)
+OCL_TIMED(sgd, ampx_sgd_args)
+OCL_TIMED(adamw, ampx_adamw_args)
+OCL_TIMED(dropout, ampx_dropout_args)
+OCL_TIMED(permute, ampx_permute_args)
+
+// ---------------------------------------------------------------------------------------
 // The tables
 
 static const ampx_backend_ops ocl_ops = {
     .size          = sizeof(ampx_backend_ops),
-    .gemm          = ocl_gemm,
-    .cast          = ocl_cast,
-    .add           = ocl_add,
-    .mul           = ocl_mul,
-    .scale         = ocl_scale,
-    .bias_grad     = ocl_bias_grad,
-    .act_fwd       = ocl_act_fwd,
-    .act_bwd       = ocl_act_bwd,
-    .softmax_fwd   = ocl_softmax_fwd,
-    .softmax_bwd   = ocl_softmax_bwd,
-    .softmax_xent  = ocl_softmax_xent,
-    .layernorm_fwd = ocl_layernorm_fwd,
-    .layernorm_bwd = ocl_layernorm_bwd,
-    .batchnorm_fwd = ocl_batchnorm_fwd,
-    .batchnorm_bwd = ocl_batchnorm_bwd,
-    .embedding_fwd = ocl_embedding_fwd,
-    .embedding_bwd = ocl_embedding_bwd,
-    .reduce        = ocl_reduce,
-    .sum_squares   = ocl_sum_squares,
-    .unscale_check = ocl_unscale_check,
-    .grad_stats    = ocl_grad_stats,
-    .scaler_update = ocl_scaler_update,
-    .sgd           = ocl_sgd,
-    .adamw         = ocl_adamw,
-    .dropout       = ocl_dropout,
-    .permute       = ocl_permute,
+    .gemm          = timed_gemm,
+    .cast          = timed_cast,
+    .add           = timed_add,
+    .mul           = timed_mul,
+    .scale         = timed_scale,
+    .bias_grad     = timed_bias_grad,
+    .act_fwd       = timed_act_fwd,
+    .act_bwd       = timed_act_bwd,
+    .softmax_fwd   = timed_softmax_fwd,
+    .softmax_bwd   = timed_softmax_bwd,
+    .softmax_xent  = timed_softmax_xent,
+    .layernorm_fwd = timed_layernorm_fwd,
+    .layernorm_bwd = timed_layernorm_bwd,
+    .batchnorm_fwd = timed_batchnorm_fwd,
+    .batchnorm_bwd = timed_batchnorm_bwd,
+    .embedding_fwd = timed_embedding_fwd,
+    .embedding_bwd = timed_embedding_bwd,
+    .reduce        = timed_reduce,
+    .sum_squares   = timed_sum_squares,
+    .unscale_check = timed_unscale_check,
+    .grad_stats    = timed_grad_stats,
+    .scaler_update = timed_scaler_update,
+    .sgd           = timed_sgd,
+    .adamw         = timed_adamw,
+    .dropout       = timed_dropout,
+    .permute       = timed_permute,
 };
 
 static const ampx_backend_iface ocl_iface = {
-    .size         = sizeof(ampx_backend_iface),
-    .abi_major    = AMPX_ABI_MAJOR,
-    .abi_minor    = AMPX_ABI_MINOR,
-    .name         = "opencl",
-    .version      = OCL_PLUGIN_VERSION,
-    .probe        = ocl_probe,
-    .create       = ocl_create,
-    .destroy      = ocl_destroy,
-    .device_info  = ocl_device_info,
-    .supports     = ocl_supports,
-    .buffer_alloc = ocl_buffer_alloc,
-    .buffer_free  = ocl_buffer_free,
-    .buffer_write = ocl_buffer_write,
-    .buffer_read  = ocl_buffer_read,
-    .buffer_copy  = ocl_buffer_copy,
-    .buffer_fill  = ocl_buffer_fill,
-    .synchronize  = ocl_synchronize,
-    .ops          = &ocl_ops,
+    .size          = sizeof(ampx_backend_iface),
+    .abi_major     = AMPX_ABI_MAJOR,
+    .abi_minor     = AMPX_ABI_MINOR,
+    .name          = "opencl",
+    .version       = OCL_PLUGIN_VERSION,
+    .probe         = ocl_probe,
+    .create        = ocl_create,
+    .destroy       = ocl_destroy,
+    .device_info   = ocl_device_info,
+    .supports      = ocl_supports,
+    .buffer_alloc  = ocl_buffer_alloc,
+    .buffer_free   = ocl_buffer_free,
+    .buffer_write  = ocl_buffer_write,
+    .buffer_read   = ocl_buffer_read,
+    .buffer_copy   = ocl_buffer_copy,
+    .buffer_fill   = ocl_buffer_fill,
+    .synchronize   = ocl_synchronize,
+    .ops           = &ocl_ops,
+    .profile_begin = ocl_profile_begin,
+    .profile_end   = ocl_profile_end,
 };
 
 AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,

@@ -12,14 +12,18 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # ---- trace
-"$ampx" train "$src/models/mlp_wide.json" --steps 3 --batch 32 --trace "$work/t.json" \
-  --trace-steps 2:3 --quiet >"$work/out" 2>&1 || fail "train --trace: $(cat "$work/out")"
 "$ampx" policy "$src/models/mlp_wide.json" >"$work/policy" || fail "policy"
-python3 - "$work/t.json" "$work/policy" <<'PY' || fail "trace checks"
+# the cpu backend, and opencl where it is available: both give device timestamps
+backends=cpu
+"$ampx" backends | grep -A1 -E '^opencl ' | grep 'available$' >/dev/null && backends="cpu opencl"
+for b in $backends; do
+"$ampx" train "$src/models/mlp_wide.json" --steps 3 --batch 32 --trace "$work/t.json" --backend $b \
+  --trace-steps 2:3 --quiet >"$work/out" 2>&1 || fail "train --trace ($b): $(cat "$work/out")"
+python3 - "$work/t.json" "$work/policy" <<'PY' || fail "trace checks ($b)"
 import json, sys, collections
 doc = json.load(open(sys.argv[1]))
 ev = doc["traceEvents"]
-# the cpu backend records its ops' start and end itself (ABI 1.2 profile slots)
+# the backends record their ops' start and end themselves (ABI 1.2 profile slots)
 assert doc["otherData"]["timing"] == "device", doc["otherData"]
 xs = [e for e in ev if e["ph"] == "X"]
 for e in xs:
@@ -73,6 +77,8 @@ assert checked >= 10, checked
 counters = {e["name"] for e in ev if e["ph"] == "C"}
 assert {"loss scale", "grad norm", "skipped steps", "lr"} <= counters, counters
 PY
+[ $b = opencl ] && cp "$work/t.json" "$work/t_opencl.json"
+done
 "$ampx" trace-summary "$work/t.json" >"$work/sum" || fail "trace-summary"
 grep -Eq "^gemm\.bf16 +[0-9]+ " "$work/sum" || fail "trace-summary: no gemm.bf16 row: $(cat "$work/sum")"
 grep -Eq "^bf16 .*%" "$work/sum" && grep -Eq "^f32 .*%" "$work/sum" || fail "trace-summary: dtype shares"
