@@ -52,6 +52,11 @@ struct ampx_context {
     cu_gemm_path gemm_path;
     cu_blas *blas; /* NULL: native GEMM only */
     char blas_note[320];
+    struct { /* ABI 1.2 device timestamps: CUDA events around every op */
+        int on;
+        uint32_t cap, n;
+        cudaEvent_t base, *ev; /* ev[2i], ev[2i + 1]: start and end of op i */
+    } prof;
 };
 
 // ---------------------------------------------------------------------------------------

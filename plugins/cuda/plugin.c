@@ -178,10 +178,13 @@ static ampx_status parse_options(ampx_context *ctx, const ampx_host *h, int n_de
     return AMPX_OK;
 }
 
+static void prof_destroy(ampx_context *ctx);
+
 static void cuda_destroy(ampx_context *ctx) {
     if (!ctx) return;
     if (cudaSetDevice(ctx->device) == cudaSuccess && ctx->stream) {
         (void)cudaStreamSynchronize(ctx->stream);
+        prof_destroy(ctx);
         cu_blas_unload(ctx);
         (void)cudaStreamDestroy(ctx->stream);
     }
@@ -301,36 +304,131 @@ static ampx_status cuda_synchronize(ampx_context *ctx) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Device timestamps (ABI 1.2): a pair of CUDA events recorded on the stream around each op,
+// read against one recorded by profile_begin.
+
+static void prof_destroy(ampx_context *ctx) {
+    for (uint32_t i = 0; ctx->prof.ev && i < 2 * ctx->prof.cap; i++)
+        if (ctx->prof.ev[i]) (void)cudaEventDestroy(ctx->prof.ev[i]);
+    if (ctx->prof.base) (void)cudaEventDestroy(ctx->prof.base);
+    free(ctx->prof.ev);
+    ctx->prof.ev   = NULL;
+    ctx->prof.base = NULL;
+    ctx->prof.cap = ctx->prof.n = 0;
+    ctx->prof.on                = 0;
+}
+
+static ampx_status cuda_profile_begin(ampx_context *ctx, uint32_t capacity) {
+    if (!ctx) return AMPX_ERR_INVALID;
+    CU_TRY(cu_enter(ctx, "profile_begin"));
+    prof_destroy(ctx);
+    ctx->prof.ev = calloc(2 * (size_t)capacity + 1, sizeof *ctx->prof.ev);
+    if (!ctx->prof.ev) return cu_fail(ctx, AMPX_ERR_NO_MEMORY, "profile_begin: %u ops", capacity);
+    ctx->prof.cap = capacity;
+    ampx_status st =
+        cu_check(ctx, "profile_begin", "cudaEventCreate", cudaEventCreate(&ctx->prof.base));
+    for (uint32_t i = 0; !st && i < 2 * capacity; i++)
+        st = cu_check(ctx, "profile_begin", "cudaEventCreate", cudaEventCreate(&ctx->prof.ev[i]));
+    if (!st)
+        st = cu_check(ctx, "profile_begin", "cudaEventRecord",
+                      cudaEventRecord(ctx->prof.base, ctx->stream));
+    if (st) {
+        prof_destroy(ctx);
+        return st;
+    }
+    ctx->prof.on = 1;
+    return AMPX_OK;
+}
+
+static ampx_status cuda_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap,
+                                    uint32_t *n_ops) {
+    if (!ctx || !n_ops || (cap && !ns)) return AMPX_ERR_INVALID;
+    *n_ops = 0;
+    if (!ctx->prof.on) return AMPX_OK;
+    CU_TRY(cu_enter(ctx, "profile_end"));
+    ampx_status st =
+        cu_check(ctx, "profile_end", "cudaStreamSynchronize", cudaStreamSynchronize(ctx->stream));
+    for (uint32_t i = 0; !st && i < ctx->prof.n && i < cap; i++)
+        for (int k = 0; k < 2 && !st; k++) {
+            float ms      = 0;
+            st            = cu_check(ctx, "profile_end", "cudaEventElapsedTime",
+                                     cudaEventElapsedTime(&ms, ctx->prof.base, ctx->prof.ev[2 * i + k]));
+            ns[2 * i + k] = ms > 0 ? (uint64_t)((double)ms * 1e6) : 0;
+        }
+    if (!st) *n_ops = ctx->prof.n;
+    prof_destroy(ctx);
+    return st;
+}
+
+/* timed_NAME: cu_NAME between two events while profiling. */
+#define CU_TIMED(name, type)                                                                       \
+    static ampx_status timed_##name(ampx_context *ctx, const type *args) {                         \
+        if (!ctx || !ctx->prof.on || ctx->prof.n >= ctx->prof.cap) return cu_##name(ctx, args);    \
+        (void)cudaEventRecord(ctx->prof.ev[2 * ctx->prof.n], ctx->stream);                         \
+        ampx_status st = cu_##name(ctx, args);                                                     \
+        if (st == AMPX_OK &&                                                                       \
+            cudaEventRecord(ctx->prof.ev[2 * ctx->prof.n + 1], ctx->stream) == cudaSuccess)        \
+            ctx->prof.n++; /* ops past the capacity are not recorded */                            \
+        return st;                                                                                 \
+    }
+CU_TIMED(gemm, ampx_gemm_args)
+CU_TIMED(cast, ampx_cast_args)
+CU_TIMED(add, ampx_add_args)
+CU_TIMED(mul, ampx_mul_args)
+CU_TIMED(scale, ampx_scale_args)
+CU_TIMED(bias_grad, ampx_bias_grad_args)
+CU_TIMED(act_fwd, ampx_act_args)
+CU_TIMED(act_bwd, ampx_act_args)
+CU_TIMED(softmax_fwd, ampx_softmax_args)
+CU_TIMED(softmax_bwd, ampx_softmax_args)
+CU_TIMED(softmax_xent, ampx_softmax_xent_args)
+CU_TIMED(layernorm_fwd, ampx_layernorm_args)
+CU_TIMED(layernorm_bwd, ampx_layernorm_args)
+CU_TIMED(batchnorm_fwd, ampx_batchnorm_args)
+CU_TIMED(batchnorm_bwd, ampx_batchnorm_args)
+CU_TIMED(embedding_fwd, ampx_embedding_args)
+CU_TIMED(embedding_bwd, ampx_embedding_args)
+CU_TIMED(reduce, ampx_reduce_args)
+CU_TIMED(sum_squares, ampx_sum_squares_args)
+CU_TIMED(unscale_check, ampx_unscale_check_args)
+CU_TIMED(grad_stats, ampx_grad_stats_args)
+CU_TIMED(scaler_update, ampx_scaler_update_args)
+CU_TIMED(sgd, ampx_sgd_args)
+CU_TIMED(adamw, ampx_adamw_args)
+CU_TIMED(dropout, ampx_dropout_args)
+CU_TIMED(permute, ampx_permute_args)
+
+// ---------------------------------------------------------------------------------------
 // The tables
 
 static const ampx_backend_ops cuda_ops = {
     .size          = sizeof(ampx_backend_ops),
-    .gemm          = cu_gemm,
-    .cast          = cu_cast,
-    .add           = cu_add,
-    .mul           = cu_mul,
-    .scale         = cu_scale,
-    .bias_grad     = cu_bias_grad,
-    .act_fwd       = cu_act_fwd,
-    .act_bwd       = cu_act_bwd,
-    .softmax_fwd   = cu_softmax_fwd,
-    .softmax_bwd   = cu_softmax_bwd,
-    .softmax_xent  = cu_softmax_xent,
-    .layernorm_fwd = cu_layernorm_fwd,
-    .layernorm_bwd = cu_layernorm_bwd,
-    .batchnorm_fwd = cu_batchnorm_fwd,
-    .batchnorm_bwd = cu_batchnorm_bwd,
-    .embedding_fwd = cu_embedding_fwd,
-    .embedding_bwd = cu_embedding_bwd,
-    .reduce        = cu_reduce,
-    .sum_squares   = cu_sum_squares,
-    .unscale_check = cu_unscale_check,
-    .grad_stats    = cu_grad_stats,
-    .scaler_update = cu_scaler_update,
-    .sgd           = cu_sgd,
-    .adamw         = cu_adamw,
-    .dropout       = cu_dropout,
-    .permute       = cu_permute,
+    .gemm          = timed_gemm,
+    .cast          = timed_cast,
+    .add           = timed_add,
+    .mul           = timed_mul,
+    .scale         = timed_scale,
+    .bias_grad     = timed_bias_grad,
+    .act_fwd       = timed_act_fwd,
+    .act_bwd       = timed_act_bwd,
+    .softmax_fwd   = timed_softmax_fwd,
+    .softmax_bwd   = timed_softmax_bwd,
+    .softmax_xent  = timed_softmax_xent,
+    .layernorm_fwd = timed_layernorm_fwd,
+    .layernorm_bwd = timed_layernorm_bwd,
+    .batchnorm_fwd = timed_batchnorm_fwd,
+    .batchnorm_bwd = timed_batchnorm_bwd,
+    .embedding_fwd = timed_embedding_fwd,
+    .embedding_bwd = timed_embedding_bwd,
+    .reduce        = timed_reduce,
+    .sum_squares   = timed_sum_squares,
+    .unscale_check = timed_unscale_check,
+    .grad_stats    = timed_grad_stats,
+    .scaler_update = timed_scaler_update,
+    .sgd           = timed_sgd,
+    .adamw         = timed_adamw,
+    .dropout       = timed_dropout,
+    .permute       = timed_permute,
 };
 
 /* ABI 1.3: the device pointer and the context's stream, for NCCL. */
@@ -372,6 +470,10 @@ static const ampx_backend_iface cuda_iface = {
     .buffer_fill  = cu_buffer_fill,
     .synchronize  = cuda_synchronize,
     .ops          = &cuda_ops,
+
+    /* ABI 1.2 */
+    .profile_begin = cuda_profile_begin,
+    .profile_end   = cuda_profile_end,
 
     /* ABI 1.3 */
     .buffer_native = cuda_buffer_native,
