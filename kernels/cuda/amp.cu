@@ -51,13 +51,14 @@ extern "C" cudaError_t cuk_unscale_check_run(cudaStream_t s, const cuk_mt_group 
 __global__ void stats_part_kernel(cuk_mt_group g, uint32_t bx, float tiny, cuk_stats_part *part) {
     const cuk_mt_tensor t = g.t[blockIdx.y];
     double sum = 0.0, sumsq = 0.0;
-    unsigned long long finite = 0, zeros = 0, small = 0, nonfinite = 0;
+    unsigned long long finite = 0, zeros = 0, small = 0, nonfinite = 0, nan = 0;
     float max_abs = 0.0f;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.n;
          i += (uint64_t)bx * blockDim.x) {
         float v = cuk_ld(t.p, t.dt, i);
         if (!isfinite(v)) {
             nonfinite++;
+            nan += isnan(v) ? 1 : 0;
             continue;
         }
         float av = fabsf(v);
@@ -77,6 +78,7 @@ __global__ void stats_part_kernel(cuk_mt_group g, uint32_t bx, float tiny, cuk_s
     p.zeros     = cuk_block_sum_u64(zeros);
     p.tiny      = cuk_block_sum_u64(small);
     p.nonfinite = cuk_block_sum_u64(nonfinite);
+    p.nan       = cuk_block_sum_u64(nan);
     p.max_abs   = cuk_block_max(max_abs);
     p.pad       = 0.0f;
     if (threadIdx.x == 0) part[(uint64_t)(g.first + blockIdx.y) * bx + blockIdx.x] = p;
@@ -88,7 +90,7 @@ __device__ __forceinline__ int32_t count_i32(unsigned long long c) {
 
 /* One block of bx (<= 256) threads per tensor; thread k holds partial k. */
 __global__ void stats_finish_kernel(cuk_mt_group g, uint32_t bx, const cuk_stats_part *part,
-                                    float *stats, int32_t *counts) {
+                                    float *stats, int32_t *counts, int32_t *nans) {
     uint32_t tg = g.first + blockIdx.x;
     cuk_stats_part p;
     memset(&p, 0, sizeof p);
@@ -99,6 +101,7 @@ __global__ void stats_finish_kernel(cuk_mt_group g, uint32_t bx, const cuk_stats
     unsigned long long zeros     = cuk_block_sum_u64(p.zeros);
     unsigned long long small     = cuk_block_sum_u64(p.tiny);
     unsigned long long nonfinite = cuk_block_sum_u64(p.nonfinite);
+    unsigned long long nan       = cuk_block_sum_u64(p.nan);
     float max_abs                = cuk_block_max(p.max_abs);
     if (threadIdx.x == 0) {
         stats[4ull * tg + 0]  = max_abs;
@@ -108,17 +111,18 @@ __global__ void stats_finish_kernel(cuk_mt_group g, uint32_t bx, const cuk_stats
         counts[3ull * tg + 0] = count_i32(zeros);
         counts[3ull * tg + 1] = count_i32(small);
         counts[3ull * tg + 2] = count_i32(nonfinite);
+        if (nans) nans[tg] = count_i32(nan);
     }
 }
 
 extern "C" cudaError_t cuk_grad_stats_run(cudaStream_t s, const cuk_mt_group *g, uint32_t bx,
                                           float tiny, cuk_stats_part *partial, float *stats,
-                                          int32_t *counts) {
+                                          int32_t *counts, int32_t *nans) {
     if (g->count == 0) return cudaSuccess;
     stats_part_kernel<<<dim3(bx, g->count), CUK_THREADS, 0, s>>>(*g, bx, tiny, partial);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    stats_finish_kernel<<<g->count, CUK_THREADS, 0, s>>>(*g, bx, partial, stats, counts);
+    stats_finish_kernel<<<g->count, CUK_THREADS, 0, s>>>(*g, bx, partial, stats, counts, nans);
     return cudaGetLastError();
 }
 

@@ -201,12 +201,14 @@ cudaError_t cuk_unscale_check_run(cudaStream_t s, const cuk_mt_group *g, int32_t
 /* GRAD_STATS partials per group, then per-group finish into stats/counts. */
 typedef struct cuk_stats_part {
     double sum, sumsq;
-    unsigned long long finite, zeros, tiny, nonfinite;
+    unsigned long long finite, zeros, tiny, nonfinite, nan;
     float max_abs;
     float pad;
 } cuk_stats_part;
+/* nans (optional, ABI 1.2): NULL, or one count per tensor of the NaNs among the non-finite */
 cudaError_t cuk_grad_stats_run(cudaStream_t s, const cuk_mt_group *g, uint32_t bx, float tiny,
-                               cuk_stats_part *partial, float *stats, int32_t *counts);
+                               cuk_stats_part *partial, float *stats, int32_t *counts,
+                               int32_t *nans);
 
 /* SCALER_UPDATE; growth and backoff are the args' double factors (0: the block's floats). */
 cudaError_t cuk_scaler_update_run(cudaStream_t s, void *scalars, double growth, double backoff);

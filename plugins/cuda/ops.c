@@ -427,9 +427,11 @@ ampx_status cu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) {
     cuk_mt_group g;
     for (uint32_t first = 0; first < a.grads.count && st == AMPX_OK; first += CUK_MT_MAX) {
         mt_group(&a.grads, first, &g);
-        st = cu_check(ctx, op, "kernel launch",
-                      cuk_grad_stats_run(ctx->stream, &g, bx, tiny, (cuk_stats_part *)part,
-                                         (float *)cu_ptr(&a.stats), (int32_t *)cu_ptr(&a.counts)));
+        st = cu_check(
+            ctx, op, "kernel launch",
+            cuk_grad_stats_run(ctx->stream, &g, bx, tiny, (cuk_stats_part *)part,
+                               (float *)cu_ptr(&a.stats), (int32_t *)cu_ptr(&a.counts),
+                               a.nan_counts.buf ? (int32_t *)cu_ptr(&a.nan_counts) : NULL));
     }
     cu_tmp_free(ctx, part);
     return st;

@@ -34,15 +34,21 @@ ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) 
     OCL_TRY(ampx_kit_take_grad_stats(AMPX_KIT(ctx), args, &a));
     uint32_t tiny_bits = a.target == AMPX_F16 ? 0x38800000u /* 2^-14 */ : 0x00800000u /* 2^-126 */;
     for (uint32_t t = 0; t < a.grads.count; t++) {
-        ampx_tensor stats = a.stats, counts = a.counts;
+        ampx_tensor stats = a.stats, counts = a.counts, nans = a.nan_counts;
         stats.offset += 16ull * t;
         counts.offset += 12ull * t;
+        if (nans.buf)
+            nans.offset += 4ull * t;
+        else
+            nans = counts; /* a placeholder the kernel does not write */
         ocl_args k = ocl_args_begin(ctx, K_GRAD_STATS);
         ocl_arg_tensor(&k, &a.grads.tensors[t]);
         ocl_arg_u64(&k, a.grads.n_elems[t]);
         ocl_arg_u32(&k, tiny_bits);
         ocl_arg_fixed(&k, &stats);
         ocl_arg_fixed(&k, &counts);
+        ocl_arg_fixed(&k, &nans);
+        ocl_arg_u32(&k, a.nan_counts.buf != NULL);
         OCL_TRY(ocl_launch_groups(&k, 1));
     }
     return AMPX_OK;
