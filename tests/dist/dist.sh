@@ -95,6 +95,18 @@ python3 -c "import sys; sys.exit(not (float('${a2:-0}') >= float('${a1:-100}') -
 [ "$(grep -c '^done:' "$work/two.out")" -eq 1 ] || fail "expected one summary"
 grep -q "^data-parallel over 2 ranks" "$work/two.out" || fail "no data-parallel line"
 
+# ---- the trace of a 2-rank run shows the all-reduce as communication slices of each step
+mpi2 "$ampx" train "$src/models/mlp.json" --steps 4 --trace "$work/dp.json" --quiet >/dev/null 2>&1 ||
+  fail "2 ranks with --trace"
+python3 - "$work/dp.json" <<'PY' || fail "no communication in the trace"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+comm = [e for e in ev if e.get("cat") == "communication"]
+steps = {e["args"]["step"] for e in comm if e["name"] == "allreduce.f32"}
+assert steps == {1, 2, 3, 4}, steps
+assert all(e["args"]["bytes"] > 0 and e["dur"] >= 0 for e in comm), comm[:2]
+PY
+
 # ---- faults, each ending the job within 30 s with the rank named
 t0=$SECONDS
 timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet : \

@@ -163,6 +163,19 @@ static void slice(trace *t, int tid, const char *cat, const char *name, int64_t 
     fputs("}}", t->f);
 }
 
+void trace_comm(trace *t, const char *name, int64_t t0_ns, int64_t t1_ns, uint64_t bytes) {
+    sep(t);
+    fprintf(t->f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"cat\":\"communication\",\"name\":", PID,
+            TID_HOST);
+    json_str(t->f, name);
+    fputs(",\"ts\":", t->f);
+    json_us(t->f, t0_ns - t->origin_ns);
+    fputs(",\"dur\":", t->f);
+    json_us(t->f, t1_ns - t0_ns);
+    fprintf(t->f, ",\"args\":{\"step\":%lld,\"phase\":\"communication\",\"bytes\":%llu}}",
+            (long long)t->step, (unsigned long long)bytes);
+}
+
 void trace_step_end(trace *t, const uint64_t *dev_ns, uint32_t n_dev, uint64_t issued) {
     int64_t t1 = call_now_ns();
     if (dev_ns && n_dev == t->n_ops)

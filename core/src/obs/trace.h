@@ -36,6 +36,9 @@ void trace_op(void *trace_ptr, const call_event *e);
 void trace_step_end(trace *t, const uint64_t *dev_ns, uint32_t n_dev, uint64_t issued);
 /* Ops recorded in the step being traced. */
 uint32_t trace_step_ops(const trace *t);
+/* A communication slice of the current step on the host thread's track (a data-parallel
+ * run's gradient all-reduce: its start per bucket, and the wait for it), host clock. */
+void trace_comm(trace *t, const char *name, int64_t t0_ns, int64_t t1_ns, uint64_t bytes);
 
 /* The counters of a step as the device recorded them (after the step ended). */
 void trace_counters(trace *t, int64_t step, double loss, double scale, double grad_norm, double lr,

@@ -19,6 +19,7 @@
 
 #include "dist/comm.h"
 #include "graph/ops.h"
+#include "obs/trace.h"
 #include "train/trainer.h"
 
 static double now_ms(void) {
@@ -260,18 +261,33 @@ static ampx_status start_ready(ampx_trainer *t) {
     return AMPX_OK;
 }
 
+/* The trace's communication slice, in a traced step. */
+static void comm_slice(ampx_trainer *t, const char *name, int64_t t0, uint64_t bytes) {
+    if (t->trace && trace_wants(t->trace, t->step + 1))
+        trace_comm(t->trace, name, t0, call_now_ns(), bytes);
+}
+
 ampx_status dp_after_node(ampx_trainer *t, int node) {
-    double t0 = now_ms();
+    double t0   = now_ms();
+    int64_t ns0 = call_now_ns();
+    int before  = t->next_bucket;
     for (int i = 0; i < t->n_params; i++)
         if (t->params[i].done_node == node) t->buckets[t->params[i].bucket].pending--;
     ampx_status st = start_ready(t);
+    if (!st && t->next_bucket > before) {
+        uint64_t bytes = 0;
+        for (int b = before; b < t->next_bucket; b++)
+            bytes += t->buckets[b].bytes;
+        comm_slice(t, "allreduce.start.f32", ns0, bytes);
+    }
     if (!st && t->dp_path != DP_NCCL && (st = dist_progress(t->dist))) st = comm_fail(t, st);
     t->comm_ms += now_ms() - t0;
     return st;
 }
 
 ampx_status dp_finish(ampx_trainer *t) {
-    double t0 = now_ms();
+    double t0   = now_ms();
+    int64_t ns0 = call_now_ns();
     /* anything not started by the hooks (parameters no node writes: zeros) starts now */
     for (int b = t->next_bucket; b < t->n_buckets; b++)
         t->buckets[b].pending = 0;
@@ -290,6 +306,7 @@ ampx_status dp_finish(ampx_trainer *t) {
         st = call_check(&t->call,
                         t->ifc->buffer_write(t->ctx, t->grads, 0, t->grads_host, t->grads_bytes),
                         "buffer_write");
+    comm_slice(t, "allreduce.f32", ns0, t->grads_bytes);
     t->comm_ms += now_ms() - t0;
     return st;
 }
