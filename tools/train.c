@@ -298,6 +298,7 @@ static void monitor_record(progress *p, const ampx_step_record *r) {
             json_str(p->metrics, "dtype", ampx_dtype_name(h->compute));
             json_num(p->metrics, "max_abs", h->max_abs);
             json_num(p->metrics, "rms", h->rms);
+            json_num(p->metrics, "norm", h->rms * sqrt((double)h->n)); /* L2, unscaled */
             json_num(p->metrics, "zero_frac", h->zero_frac);
             json_num(p->metrics, "underflow_frac", h->underflow_frac);
             fprintf(p->metrics, ",\"inf\":%lld", (long long)h->inf);
@@ -334,8 +335,8 @@ static void show_health(progress *p) {
     if (p->tty) fputs("\r\033[K", f);
     fprintf(f, "gradient health at step %lld (loss scale %g; max|g| and rms unscaled):\n",
             (long long)p->health_step, p->health_scale);
-    fprintf(f, "  %-16s %-5s %10s %10s %7s %9s %6s %6s\n", "layer", "dtype", "max|g|", "rms",
-            "zeros", "underflow", "inf", "nan");
+    fprintf(f, "  %-16s %-5s %10s %10s %10s %7s %9s %6s %6s\n", "layer", "dtype", "max|g|", "rms",
+            "norm", "zeros", "underflow", "inf", "nan");
     for (int i = 0; i < p->n_health; i++) {
         int dup = 0;
         for (int k = 0; k < i; k++)
@@ -358,8 +359,8 @@ static void show_health(progress *p) {
         }
         char nan_s[24];
         snprintf(nan_s, sizeof nan_s, nan_known ? "%lld" : "?", nan);
-        fprintf(f, "  %-16s %-5s %10.3e %10.3e %6.2f%% %8.3f%% %6lld %6s\n", p->layers[i],
-                ampx_dtype_name(p->health[i].compute), mx, n ? sqrt(sq / n) : 0,
+        fprintf(f, "  %-16s %-5s %10.3e %10.3e %10.3e %6.2f%% %8.3f%% %6lld %6s\n", p->layers[i],
+                ampx_dtype_name(p->health[i].compute), mx, n ? sqrt(sq / n) : 0, sqrt(sq),
                 n ? 100 * z / n : 0, n ? 100 * u / n : 0, inf, nan_s);
     }
     p->n_health = 0;

@@ -103,8 +103,11 @@ mon = [r for r in rows if "tensor" in r]
 assert len(steps) == 20, len(steps)
 assert len(mon) == 20 * 6, len(mon)
 for r in mon:
-    for k in ("layer", "dtype", "max_abs", "rms", "zero_frac", "underflow_frac", "inf", "nan"):
+    for k in ("layer", "dtype", "max_abs", "rms", "norm", "zero_frac", "underflow_frac", "inf", "nan"):
         assert k in r, (k, r)
+    # a finite tensor's L2 norm is at least its largest element and its RMS
+    if r["inf"] == 0 and r["nan"] in (0, None) and r["norm"] is not None:
+        assert r["norm"] >= r["max_abs"] * (1 - 1e-6) and r["norm"] >= r["rms"] * (1 - 1e-6), r
 PY
 "$ampx" train "$src/models/mlp.json" --monitor x 2>/dev/null
 [ $? -eq 2 ] || fail "--monitor x is a usage error"
