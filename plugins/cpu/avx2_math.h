@@ -72,5 +72,34 @@ CPU_AVX2_FN static inline __attribute__((always_inline)) void cpu_avx2_exp_pd4(_
         v[w] = _mm256_blendv_pd(res, x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q)); /* NaN stays NaN */
     }
 }
+
+/* exp of eight floats: Cephes' expf. k = round(x log2 e), r = x - k ln 2 with ln 2 in two
+ * parts (|r| <= ln(2)/2), exp(r) = 1 + r + r^2 P(r) with a degree-5 minimax P, then 2^k in the
+ * exponent bits: about 1 f32 ulp (Cephes' figure; the activations built on it are measured
+ * in tests/test_cpu_args.c, math/activations_f32). Below -87.33 it gives 0 (no subnormals),
+ * above 88.72 inf, NaN stays NaN. */
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 cpu_avx2_exp_ps(__m256 x) {
+    const __m256 hi = _mm256_set1_ps(88.72283f), lo = _mm256_set1_ps(-87.33654f);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    __m256 k  = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r  = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), xc);
+    r         = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p  = _mm256_set1_ps(1.9875691500e-4f);
+    p         = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p         = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p         = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p         = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p         = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p         = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* 2^k for k in [-126, 128]: 2^(k-1) * 2 keeps k = 128 (x just below the clamp) finite */
+    __m256i ki = _mm256_cvtps_epi32(_mm256_sub_ps(k, _mm256_set1_ps(1.0f)));
+    __m256 pow2 =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ki, _mm256_set1_epi32(127)), 23));
+    __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, pow2), _mm256_set1_ps(2.0f));
+    res        = _mm256_blendv_ps(res, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+    res = _mm256_blendv_ps(res, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); /* NaN stays NaN */
+}
 #endif
 #endif
