@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "ampx/ampx.h"
+#include "ampx/dtype.h"
 
 #define MAX_REPS 64
 #define N_VARIANTS 7
@@ -55,7 +56,8 @@ typedef struct ampx_side {
     ampx_backend *be;
     const ampx_backend_iface *t;
     ampx_context *ctx;
-    ampx_buffer *a, *b, *c;
+    ampx_buffer *a, *b, *c;          /* f32 */
+    ampx_buffer *a16[2], *b16[2];    /* the same values rounded to bf16 [0] and f16 [1] */
 } ampx_side;
 
 static void ampx_side_open(ampx_side *s, const char *device, const char *gemm_opt, size_t n) {
@@ -69,9 +71,12 @@ static void ampx_side_open(ampx_side *s, const char *device, const char *gemm_op
     if (s->t->buffer_alloc(s->ctx, bytes, &s->a) || s->t->buffer_alloc(s->ctx, bytes, &s->b) ||
         s->t->buffer_alloc(s->ctx, bytes, &s->c))
         die(ampx_backend_last_error(s->be));
-    /* values in [-1, 1): random bits through a small LCG, written once as f32 and as 16-bit */
-    float *h = malloc(bytes);
-    if (!h) die("out of memory");
+    /* values in [-1, 1): random bits through a small LCG, written as f32 and, converted
+     * (round to nearest even), as bf16 and f16: a 16-bit GEMM reads 16-bit values, not the
+     * halves of f32 bit patterns (which would be subnormals, infinities and NaN) */
+    float *h     = malloc(bytes);
+    uint16_t *hh = malloc(bytes / 2);
+    if (!h || !hh) die("out of memory");
     uint32_t x = 12345;
     for (size_t i = 0; i < n * n; i++) {
         x    = x * 1664525u + 1013904223u;
@@ -80,7 +85,16 @@ static void ampx_side_open(ampx_side *s, const char *device, const char *gemm_op
     s->t->buffer_write(s->ctx, s->a, 0, h, bytes);
     s->t->buffer_write(s->ctx, s->b, 0, h, bytes);
     s->t->buffer_fill(s->ctx, s->c, 0, bytes, 0, 4);
-    free(h);
+    for (int d = 0; d < 2; d++) {
+        for (size_t i = 0; i < n * n; i++)
+            hh[i] = d == 0 ? ampx_f32_to_bf16(h[i]) : ampx_f32_to_f16(h[i]);
+        if (s->t->buffer_alloc(s->ctx, bytes / 2, &s->a16[d]) ||
+            s->t->buffer_alloc(s->ctx, bytes / 2, &s->b16[d]))
+            die(ampx_backend_last_error(s->be));
+        s->t->buffer_write(s->ctx, s->a16[d], 0, hh, bytes / 2);
+        s->t->buffer_write(s->ctx, s->b16[d], 0, hh, bytes / 2);
+    }
+    free(h), free(hh);
 }
 
 static int trans_b; /* --trans-b: C = A B^T (B stored n x k) */
@@ -97,8 +111,8 @@ static double ampx_side_run(ampx_side *s, size_t n, ampx_dtype dt) {
                         .ldc     = n,
                         .alpha   = 1.0f,
                         .beta    = 0.0f,
-                        .a       = {s->a, 0, dt},
-                        .b       = {s->b, 0, dt},
+                        .a       = {dt == AMPX_F32 ? s->a : s->a16[dt == AMPX_F16], 0, dt},
+                        .b       = {dt == AMPX_F32 ? s->b : s->b16[dt == AMPX_F16], 0, dt},
                         .c       = {s->c, 0, dt}};
     double t0        = now_s();
     if (s->t->ops->gemm(s->ctx, &g) != AMPX_OK || s->t->synchronize(s->ctx) != AMPX_OK)
@@ -110,6 +124,10 @@ static void ampx_side_close(ampx_side *s) {
     s->t->buffer_free(s->ctx, s->a);
     s->t->buffer_free(s->ctx, s->b);
     s->t->buffer_free(s->ctx, s->c);
+    for (int d = 0; d < 2; d++) {
+        s->t->buffer_free(s->ctx, s->a16[d]);
+        s->t->buffer_free(s->ctx, s->b16[d]);
+    }
     ampx_backend_close(s->be);
 }
 
