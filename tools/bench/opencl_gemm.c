@@ -56,8 +56,8 @@ typedef struct ampx_side {
     ampx_backend *be;
     const ampx_backend_iface *t;
     ampx_context *ctx;
-    ampx_buffer *a, *b, *c;          /* f32 */
-    ampx_buffer *a16[2], *b16[2];    /* the same values rounded to bf16 [0] and f16 [1] */
+    ampx_buffer *a, *b, *c;       /* f32 */
+    ampx_buffer *a16[2], *b16[2]; /* the same values rounded to bf16 [0] and f16 [1] */
 } ampx_side;
 
 static void ampx_side_open(ampx_side *s, const char *device, const char *gemm_opt, size_t n) {

@@ -33,8 +33,8 @@ typedef struct data_request {
 int data_is_tokens(const settings *cfg);
 /* An llm.c token file held in memory (path: for messages): its tokens (free() them) and their
  * count, every header field and token checked; NULL with one line in err. */
-uint16_t *text_tokens_parse(const char *path, const unsigned char *bytes, size_t len,
-                            int64_t vocab, int64_t *n, char *err, size_t cap);
+uint16_t *text_tokens_parse(const char *path, const unsigned char *bytes, size_t len, int64_t vocab,
+                            int64_t *n, char *err, size_t cap);
 /* Loads a token stream source (text.c); called by data_load. */
 int text_load(const data_request *m, dataset *d, char *err, size_t cap);
 /* Windows [first, first + rows) of the key_rows windows of a draw keyed by `key` (a step's
