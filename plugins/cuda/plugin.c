@@ -371,65 +371,15 @@ static ampx_status cuda_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t ca
             ctx->prof.n++; /* ops past the capacity are not recorded */                            \
         return st;                                                                                 \
     }
-CU_TIMED(gemm, ampx_gemm_args)
-CU_TIMED(cast, ampx_cast_args)
-CU_TIMED(add, ampx_add_args)
-CU_TIMED(mul, ampx_mul_args)
-CU_TIMED(scale, ampx_scale_args)
-CU_TIMED(bias_grad, ampx_bias_grad_args)
-CU_TIMED(act_fwd, ampx_act_args)
-CU_TIMED(act_bwd, ampx_act_args)
-CU_TIMED(softmax_fwd, ampx_softmax_args)
-CU_TIMED(softmax_bwd, ampx_softmax_args)
-CU_TIMED(softmax_xent, ampx_softmax_xent_args)
-CU_TIMED(layernorm_fwd, ampx_layernorm_args)
-CU_TIMED(layernorm_bwd, ampx_layernorm_args)
-CU_TIMED(batchnorm_fwd, ampx_batchnorm_args)
-CU_TIMED(batchnorm_bwd, ampx_batchnorm_args)
-CU_TIMED(embedding_fwd, ampx_embedding_args)
-CU_TIMED(embedding_bwd, ampx_embedding_args)
-CU_TIMED(reduce, ampx_reduce_args)
-CU_TIMED(sum_squares, ampx_sum_squares_args)
-CU_TIMED(unscale_check, ampx_unscale_check_args)
-CU_TIMED(grad_stats, ampx_grad_stats_args)
-CU_TIMED(scaler_update, ampx_scaler_update_args)
-CU_TIMED(sgd, ampx_sgd_args)
-CU_TIMED(adamw, ampx_adamw_args)
-CU_TIMED(dropout, ampx_dropout_args)
-CU_TIMED(permute, ampx_permute_args)
+AMPX_KIT_OPS(CU_TIMED)
 
 // ---------------------------------------------------------------------------------------
 // The tables
 
-static const ampx_backend_ops cuda_ops = {
-    .size          = sizeof(ampx_backend_ops),
-    .gemm          = timed_gemm,
-    .cast          = timed_cast,
-    .add           = timed_add,
-    .mul           = timed_mul,
-    .scale         = timed_scale,
-    .bias_grad     = timed_bias_grad,
-    .act_fwd       = timed_act_fwd,
-    .act_bwd       = timed_act_bwd,
-    .softmax_fwd   = timed_softmax_fwd,
-    .softmax_bwd   = timed_softmax_bwd,
-    .softmax_xent  = timed_softmax_xent,
-    .layernorm_fwd = timed_layernorm_fwd,
-    .layernorm_bwd = timed_layernorm_bwd,
-    .batchnorm_fwd = timed_batchnorm_fwd,
-    .batchnorm_bwd = timed_batchnorm_bwd,
-    .embedding_fwd = timed_embedding_fwd,
-    .embedding_bwd = timed_embedding_bwd,
-    .reduce        = timed_reduce,
-    .sum_squares   = timed_sum_squares,
-    .unscale_check = timed_unscale_check,
-    .grad_stats    = timed_grad_stats,
-    .scaler_update = timed_scaler_update,
-    .sgd           = timed_sgd,
-    .adamw         = timed_adamw,
-    .dropout       = timed_dropout,
-    .permute       = timed_permute,
-};
+#define TIMED_SLOT(slot, type) .slot = timed_##slot,
+static const ampx_backend_ops cuda_ops = {.size = sizeof(ampx_backend_ops),
+                                          AMPX_KIT_OPS(TIMED_SLOT)};
+#undef TIMED_SLOT
 
 /* ABI 1.3: the device pointer and the context's stream, for NCCL. */
 static ampx_status cuda_buffer_native(ampx_context *ctx, const ampx_buffer *buf, uint32_t *kind,

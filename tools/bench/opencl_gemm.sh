@@ -5,7 +5,7 @@
 # Example: bash tools/bench/opencl_gemm.sh build -- --sizes 256,512,1024 --reps 7 --markdown
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$root/build}
+build=$(cd "${1:-$root/build}" && pwd) # absolute: it goes into the RUNPATH
 [ $# -gt 0 ] && shift
 [ "${1:-}" = "--" ] && shift
 [ -f "$build/lib/libampx.so" ] || { echo "opencl_gemm.sh: no libampx in $build (build first)" >&2; exit 1; }

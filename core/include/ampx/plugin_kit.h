@@ -60,6 +60,40 @@ typedef struct ampx_kit {
 #define AMPX_KIT(ctx) ((ctx) ? &(ctx)->kit : (const ampx_kit *)0)
 
 /* Returns the status of expr when it is not AMPX_OK. */
+/* Every op slot of backend.h with its args type, in table order, as X(slot, args_type): for a
+ * plugin that wraps each op alike (timing it, say) and fills its table from the same list. */
+#define AMPX_KIT_OPS(X)                                                                            \
+    X(gemm, ampx_gemm_args)                                                                        \
+    X(cast, ampx_cast_args)                                                                        \
+    X(add, ampx_add_args)                                                                          \
+    X(mul, ampx_mul_args)                                                                          \
+    X(scale, ampx_scale_args)                                                                      \
+    X(bias_grad, ampx_bias_grad_args)                                                              \
+    X(act_fwd, ampx_act_args)                                                                      \
+    X(act_bwd, ampx_act_args)                                                                      \
+    X(softmax_fwd, ampx_softmax_args)                                                              \
+    X(softmax_bwd, ampx_softmax_args)                                                              \
+    X(softmax_xent, ampx_softmax_xent_args)                                                        \
+    X(layernorm_fwd, ampx_layernorm_args)                                                          \
+    X(layernorm_bwd, ampx_layernorm_args)                                                          \
+    X(batchnorm_fwd, ampx_batchnorm_args)                                                          \
+    X(batchnorm_bwd, ampx_batchnorm_args)                                                          \
+    X(embedding_fwd, ampx_embedding_args)                                                          \
+    X(embedding_bwd, ampx_embedding_args)                                                          \
+    X(reduce, ampx_reduce_args)                                                                    \
+    X(sum_squares, ampx_sum_squares_args)                                                          \
+    X(unscale_check, ampx_unscale_check_args)                                                      \
+    X(grad_stats, ampx_grad_stats_args)                                                            \
+    X(scaler_update, ampx_scaler_update_args)                                                      \
+    X(sgd, ampx_sgd_args)                                                                          \
+    X(adamw, ampx_adamw_args)                                                                      \
+    X(dropout, ampx_dropout_args)                                                                  \
+    X(permute, ampx_permute_args)
+#define AMPX_KIT_COUNT_OP(slot, type) +1
+AMPX_STATIC_ASSERT(0 AMPX_KIT_OPS(AMPX_KIT_COUNT_OP) == AMPX_OP_COUNT,
+                   "AMPX_KIT_OPS lists every op slot of backend.h");
+#undef AMPX_KIT_COUNT_OP
+
 #define AMPX_KIT_TRY(expr)                                                                         \
     do {                                                                                           \
         ampx_status ampx_kit_st_ = (expr);                                                         \
