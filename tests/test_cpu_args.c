@@ -725,6 +725,38 @@ Test(buffers, copy) {
     EXPECT_OK(I->buffer_copy(C, B, 1, B, 0, 64)); /* overlapping, within one buffer */
 }
 
+/* Copies from 1 MiB on run in slices over the pool unless source and destination overlap:
+ * every byte must land, at odd sizes and offsets, between buffers and within one. */
+Test(buffers, large_copies) {
+    const uint64_t n = (3u << 20) + 77, cap = 2 * n + 4096;
+    unsigned char *src = malloc(cap), *got = malloc(cap), *want = malloc(cap);
+    cr_assert(src && got && want);
+    for (uint64_t i = 0; i < cap; i++)
+        src[i] = (unsigned char)(i * 2654435761u >> 13);
+    ampx_buffer *x = NULL, *y = NULL;
+    EXPECT_OK(I->buffer_alloc(C, cap, &x));
+    EXPECT_OK(I->buffer_alloc(C, cap, &y));
+    EXPECT_OK(I->buffer_write(C, x, 0, src, cap));
+    EXPECT_OK(I->buffer_fill(C, y, 0, cap, 0, 1));
+    EXPECT_OK(I->buffer_copy(C, y, 5, x, 3, n)); /* two buffers */
+    EXPECT_OK(I->buffer_read(C, y, 0, got, cap));
+    memset(want, 0, cap);
+    memcpy(want + 5, src + 3, n);
+    cr_assert(!memcmp(got, want, cap), "copy between two buffers");
+    EXPECT_OK(I->buffer_copy(C, x, n + 100, x, 1, n)); /* one buffer, disjoint ranges */
+    memcpy(want, src, cap);
+    memmove(want + n + 100, want + 1, n);
+    EXPECT_OK(I->buffer_read(C, x, 0, got, cap));
+    cr_assert(!memcmp(got, want, cap), "copy within one buffer, disjoint");
+    EXPECT_OK(I->buffer_copy(C, x, 4099, x, 0, n)); /* one buffer, overlapping */
+    memmove(want + 4099, want, n);
+    EXPECT_OK(I->buffer_read(C, x, 0, got, cap));
+    cr_assert(!memcmp(got, want, cap), "overlapping copy within one buffer");
+    I->buffer_free(C, x);
+    I->buffer_free(C, y);
+    free(src), free(got), free(want);
+}
+
 Test(buffers, fill) {
     EXPECT_SILENT(AMPX_ERR_INVALID, I->buffer_fill(NULL, B, 0, 4, 0, 4));
     EXPECT_ERR(AMPX_ERR_INVALID, "pattern_bytes 3", I->buffer_fill(C, B, 0, 6, 0, 3));

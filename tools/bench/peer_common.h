@@ -34,11 +34,11 @@ static int peer_cmp(const void *a, const void *b) {
 
 typedef struct peer_args {
     const char *dtype;
-    long m, n, k;
+    long m, n, k, batch; /* batch: strided products of m x n x k, one after another */
     int ta, tb, reps;
 } peer_args;
 
-/* peer DTYPE M N K [ta] [tb] [reps=R] */
+/* peer DTYPE M N K [ta] [tb] [reps=R] [batch=N] */
 static int peer_parse(int argc, char **argv, peer_args *a) {
     memset(a, 0, sizeof *a);
     if (argc < 5) return -1;
@@ -46,6 +46,7 @@ static int peer_parse(int argc, char **argv, peer_args *a) {
     a->m     = atol(argv[2]);
     a->n     = atol(argv[3]);
     a->k     = atol(argv[4]);
+    a->batch = 1;
     for (int i = 5; i < argc; i++) {
         if (!strcmp(argv[i], "ta"))
             a->ta = 1;
@@ -53,10 +54,12 @@ static int peer_parse(int argc, char **argv, peer_args *a) {
             a->tb = 1;
         else if (!strncmp(argv[i], "reps=", 5))
             a->reps = atoi(argv[i] + 5);
+        else if (!strncmp(argv[i], "batch=", 6))
+            a->batch = atol(argv[i] + 6);
         else
             return -1;
     }
-    return a->m > 0 && a->n > 0 && a->k > 0 ? 0 : -1;
+    return a->m > 0 && a->n > 0 && a->k > 0 && a->batch > 0 ? 0 : -1;
 }
 
 /* Times fn(ctx): 2 warm-up calls, then reps (0: at least 5 and 1 s); returns the median. */
@@ -78,10 +81,10 @@ static double peer_time(void (*fn)(void *), void *ctx, int reps, int *n_out) {
 
 static void peer_report(const char *peer, const char *impl, const peer_args *a, double s,
                         int reps) {
-    double gflops = 2.0 * (double)a->m * (double)a->n * (double)a->k / s * 1e-9;
+    double gflops = 2.0 * (double)a->m * (double)a->n * (double)a->k * (double)a->batch / s * 1e-9;
     printf("{\"peer\":\"%s\",\"impl\":\"%s\",\"dtype\":\"%s\",\"m\":%ld,\"n\":%ld,\"k\":%ld,"
-           "\"trans_a\":%s,\"trans_b\":%s,\"ms\":%.4f,\"reps\":%d,\"gflops\":%.2f}\n",
-           peer, impl, a->dtype, a->m, a->n, a->k, a->ta ? "true" : "false",
+           "\"batch\":%ld,\"trans_a\":%s,\"trans_b\":%s,\"ms\":%.4f,\"reps\":%d,\"gflops\":%.2f}\n",
+           peer, impl, a->dtype, a->m, a->n, a->k, a->batch, a->ta ? "true" : "false",
            a->tb ? "true" : "false", s * 1e3, reps, gflops);
 }
 

@@ -1,8 +1,8 @@
 /* peer_onednn.c — oneDNN matmul in bf16 or f32 (C API), timed like `ampx bench gemm`
  * (peer_common.h).
- *   peer_onednn bf16|f32 M N K [ta] [tb] [reps=R]
+ *   peer_onednn bf16|f32 M N K [ta] [tb] [reps=R] [batch=N]
  * A, B and C all in the dtype (bf16 accumulates in f32 inside oneDNN), plain row-major
- * layouts (transposes as the "ba" tag), oneDNN's own threading and ISA choice; the
+ * layouts (transposes as the "ba" tag; a batch is one 3-D matmul, "abc" / "acb"), oneDNN's own threading and ISA choice; the
  * implementation it picked is reported. */
 #include <dnnl.h>
 
@@ -50,7 +50,7 @@ static void fill(dnnl_memory_t mem, size_t n, int bf16, uint64_t seed) {
 int main(int argc, char **argv) {
     peer_args a;
     if (peer_parse(argc, argv, &a) || (strcmp(a.dtype, "f32") && strcmp(a.dtype, "bf16"))) {
-        fprintf(stderr, "usage: peer_onednn bf16|f32 M N K [ta] [tb] [reps=R]\n");
+        fprintf(stderr, "usage: peer_onednn bf16|f32 M N K [ta] [tb] [reps=R] [batch=N]\n");
         return 2;
     }
     int bf16            = !strcmp(a.dtype, "bf16");
@@ -60,10 +60,17 @@ int main(int argc, char **argv) {
     CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
     CHECK(dnnl_stream_create(&j.stream, eng, dnnl_stream_default_flags));
     dnnl_memory_desc_t amd, bmd, cmd;
-    dnnl_dims_t ad = {a.m, a.k}, bd = {a.k, a.n}, cd = {a.m, a.n};
-    CHECK(dnnl_memory_desc_init_by_tag(&amd, 2, ad, dt, a.ta ? dnnl_ba : dnnl_ab));
-    CHECK(dnnl_memory_desc_init_by_tag(&bmd, 2, bd, dt, a.tb ? dnnl_ba : dnnl_ab));
-    CHECK(dnnl_memory_desc_init_by_tag(&cmd, 2, cd, dt, dnnl_ab));
+    if (a.batch > 1) {
+        dnnl_dims_t ad = {a.batch, a.m, a.k}, bd = {a.batch, a.k, a.n}, cd = {a.batch, a.m, a.n};
+        CHECK(dnnl_memory_desc_init_by_tag(&amd, 3, ad, dt, a.ta ? dnnl_acb : dnnl_abc));
+        CHECK(dnnl_memory_desc_init_by_tag(&bmd, 3, bd, dt, a.tb ? dnnl_acb : dnnl_abc));
+        CHECK(dnnl_memory_desc_init_by_tag(&cmd, 3, cd, dt, dnnl_abc));
+    } else {
+        dnnl_dims_t ad = {a.m, a.k}, bd = {a.k, a.n}, cd = {a.m, a.n};
+        CHECK(dnnl_memory_desc_init_by_tag(&amd, 2, ad, dt, a.ta ? dnnl_ba : dnnl_ab));
+        CHECK(dnnl_memory_desc_init_by_tag(&bmd, 2, bd, dt, a.tb ? dnnl_ba : dnnl_ab));
+        CHECK(dnnl_memory_desc_init_by_tag(&cmd, 2, cd, dt, dnnl_ab));
+    }
     dnnl_matmul_desc_t md;
     CHECK(dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd));
     dnnl_primitive_desc_t pd;
@@ -83,8 +90,8 @@ int main(int argc, char **argv) {
     CHECK(dnnl_memory_create(&am, &amd, eng, DNNL_MEMORY_ALLOCATE));
     CHECK(dnnl_memory_create(&bm, &bmd, eng, DNNL_MEMORY_ALLOCATE));
     CHECK(dnnl_memory_create(&cm, &cmd, eng, DNNL_MEMORY_ALLOCATE));
-    fill(am, (size_t)a.m * a.k, bf16, 1);
-    fill(bm, (size_t)a.k * a.n, bf16, 2);
+    fill(am, (size_t)a.m * a.k * a.batch, bf16, 1);
+    fill(bm, (size_t)a.k * a.n * a.batch, bf16, 2);
     j.args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, am};
     j.args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, bm};
     j.args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, cm};
