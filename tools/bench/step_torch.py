@@ -1,5 +1,5 @@
 """step_torch.py MODEL MODE STEPS — one training step of an ampx model, written in PyTorch and
-run on the CPU with 2 threads, for tools/bench/cpu.sh and tools/bench/gpt_step.sh. Prints the
+run on the CPU with 2 threads, for tools/bench/cpu.sh. Prints the
 median milliseconds per step after 5 warm-up steps.
 
 MODEL is

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# cpu.sh [--quick] [--rounds R] [--sections gemm,ops,steps] — the CPU benchmark of
+# docs/BENCHMARKS.md in one run (tools/bench/cpu_bench.py): GEMM against OpenBLAS and oneDNN,
+# the memory-bound ops against a 2-thread copy, and the training steps of mlp_wide and
+# gpt.json against PyTorch and JAX, alternating, medians of R rounds (default 5).
+#
+# Installs what it needs and uses it for this benchmark only (ampx never links the peers and
+# the test suite never needs them): the Debian packages libdnnl-dev and libopenblas-dev, the
+# peer programs built into build/bench-peers/, and torch, jax and optax from PyPI in a virtual
+# environment ($AMPX_BENCH_VENV, default build/bench-venv; PyTorch's wheel is large). Builds
+# ampx (build/, and a Release build in build-rel/ for the training steps) and fetches the
+# Shakespeare corpus for gpt.json (tools/data/shakespeare.sh).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+pkgs=(libdnnl-dev libopenblas-dev gcc python3 python3-venv)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "installing benchmark peers: ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+bash tools/build.sh
+cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-rel -j2 >/dev/null
+bash tools/data/shakespeare.sh >/dev/null
+out=build/bench-peers
+mkdir -p "$out"
+gcc -O2 -o "$out/peer_onednn" tools/bench/peer_onednn.c -ldnnl
+gcc -O2 -o "$out/peer_openblas" tools/bench/peer_openblas.c \
+  $(pkg-config --cflags --libs openblas 2>/dev/null || echo -lopenblas)
+gcc -O2 -pthread -o "$out/peer_peak" tools/bench/peer_peak.c
+venv=${AMPX_BENCH_VENV:-$PWD/build/bench-venv}
+if ! "$venv/bin/python" -c "import torch, jax, optax" 2>/dev/null; then
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q torch jax optax numpy
+fi
+exec python3 tools/bench/cpu_bench.py --ampx build/bin/ampx --ampx-rel build-rel/bin/ampx \
+  --peers "$out" --python "$venv/bin/python" "$@"

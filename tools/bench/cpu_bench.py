@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""cpu_bench.py — the CPU benchmark of docs/BENCHMARKS.md in one run; start it through
+tools/bench/cpu.sh, which installs and builds what it needs.
+
+Three sections, each program alternating with the others (every round starts with a
+different one), the median of the rounds per cell:
+  gemm   `ampx bench gemm` (bf16, f16, f32) beside OpenBLAS sgemm and oneDNN matmul (f32,
+         bf16): squares 256-4096 and the training shapes of mlp_wide, gpt.json and its
+         attention (batched), with the machine's FMA peak measured in the same run;
+  ops    `ampx bench op` of the memory-bound ops (f32 and bf16) against the copy timed in the
+         same process and against a 2-thread memcpy of the machine;
+  steps  the training step of models/mlp_wide.json and models/gpt.json: ampx (f32,
+         mixed_bf16) beside PyTorch (f32, autocast bf16) and JAX jit (f32, bf16), all on the
+         CPU, from tools/bench/step_torch.py and step_jax.py.
+The tables and a goals table go into docs/BENCHMARKS.md between the cpu markers; the rest of
+the file is kept."""
+import argparse, datetime, json, os, statistics, subprocess, sys, tempfile
+
+BEGIN, END = "<!-- cpu:begin -->", "<!-- cpu:end -->"
+
+# m, n, k, trans_a, trans_b, batch, note
+SHAPES = [
+    (256, 256, 256, 0, 0, 1, "square"),
+    (512, 512, 512, 0, 0, 1, "square"),
+    (1024, 1024, 1024, 0, 0, 1, "square"),
+    (2048, 2048, 2048, 0, 0, 1, "square"),
+    (4096, 4096, 4096, 0, 0, 1, "square"),
+    (256, 1024, 1024, 0, 0, 1, "mlp_wide fc2 forward"),
+    (1024, 1024, 256, 1, 0, 1, "mlp_wide fc2 dW = X^T dY"),
+    (256, 1024, 1024, 0, 1, 1, "mlp_wide fc2 dX = dY W^T"),
+    (2048, 384, 128, 0, 0, 1, "gpt QKV forward"),
+    (2048, 512, 128, 0, 0, 1, "gpt MLP up forward"),
+    (2048, 128, 512, 0, 0, 1, "gpt MLP down forward"),
+    (128, 512, 2048, 1, 0, 1, "gpt MLP up dW"),
+    (2048, 256, 128, 0, 1, 1, "gpt tied head"),
+    (128, 128, 32, 0, 1, 64, "attention S = Q K^T"),
+    (128, 32, 128, 0, 0, 64, "attention O = P V"),
+    (128, 32, 128, 1, 0, 64, "attention dV = P^T dO"),
+    (128, 3072, 768, 0, 0, 1, "MLP up-projection, 128 tokens"),
+    (128, 768, 3072, 0, 0, 1, "MLP down-projection, 128 tokens"),
+    (64, 128, 128, 0, 0, 1, "tiny"),
+]
+QUICK = {(1024, 1024, 1024), (256, 1024, 1024), (2048, 512, 128), (128, 128, 32), (64, 128, 128)}
+OPS = ["cast", "add", "scale", "relu", "gelu", "softmax", "layernorm", "unscale_check",
+       "grad_stats", "sum_squares", "amp_fused", "sgd", "adamw"]
+GOAL_OPS = ["gelu", "softmax", "layernorm", "grad_stats", "amp_fused"]
+
+
+def run(cmd, env=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0 or not p.stdout.strip():
+        return None, ((p.stderr.strip() or p.stdout.strip()).splitlines() or ["failed"])[-1]
+    return p.stdout.strip().splitlines()[-1], None
+
+
+def run_json(cmd):
+    out, err = run(cmd)
+    if out is None:
+        return None, err
+    try:
+        return json.loads(out), None
+    except ValueError:
+        return None, out
+
+
+def med(v):
+    return statistics.median(v) if v else None
+
+
+def fmt(v, d=1):
+    return f"{v:.{d}f}" if v is not None else "n/a"
+
+
+def ratio(x, y):
+    return f"{x / y:.2f}" if x is not None and y else "n/a"
+
+
+def shape_name(s):
+    m, n, k, ta, tb, b, _ = s
+    return f"{f'{b} x ' if b > 1 else ''}{m}x{n}x{k}{' tA' if ta else ''}{' tB' if tb else ''}"
+
+
+def rotate(progs, rnd):
+    return progs[rnd % len(progs):] + progs[:rnd % len(progs)]
+
+
+def gemm_section(a, peak):
+    shapes = [s for s in SHAPES if not a.quick or s[:3] in QUICK]
+
+    def ampx(dt):
+        return lambda m, n, k, ta, tb, b, r: [a.ampx, "bench", "gemm", "--backend", "cpu", "--dtype",
+            dt, "--m", str(m), "--n", str(n), "--k", str(k), "--batch", str(b), "--json"] + \
+            (["--trans-a"] if ta else []) + (["--trans-b"] if tb else []) + (["--reps", str(r)] if r else [])
+
+    def peer(prog, dt):
+        return lambda m, n, k, ta, tb, b, r: [os.path.join(a.peers, prog), dt, str(m), str(n), str(k),
+            f"batch={b}"] + (["ta"] if ta else []) + (["tb"] if tb else []) + ([f"reps={r}"] if r else [])
+
+    progs = [("ampx bf16", ampx("bf16")), ("ampx f16", ampx("f16")), ("ampx f32", ampx("f32")),
+             ("oneDNN bf16", peer("peer_onednn", "bf16")), ("oneDNN f32", peer("peer_onednn", "f32")),
+             ("OpenBLAS f32", peer("peer_openblas", "f32"))]
+    res, notes, impls, kernel = {}, {}, {}, "?"
+    load0 = os.getloadavg()[0]
+    for s in shapes:
+        m, n, k, ta, tb, b, _ = s
+        reps = 3 if m * n * k * b > 2**33 else 0
+        for rnd in range(a.rounds):
+            for name, build in rotate(progs, rnd):
+                d, err = run_json(build(m, n, k, ta, tb, b, reps))
+                if d is None:
+                    notes[name] = err
+                    continue
+                res.setdefault(s, {}).setdefault(name, []).append(d["gflops"])
+                kernel = d.get("kernel", kernel)
+                if "impl" in d:
+                    impls[name] = d["impl"]
+        print(f"gemm {shape_name(s)}: " + ", ".join(f"{c} {med(v):.1f}" for c, v in res.get(s, {}).items()),
+              flush=True)
+    load1 = os.getloadavg()[0]
+    cols = [p[0] for p in progs]
+    top = peak.get("fma512_gflops") or peak.get("fma256_gflops")
+    L = ["### GEMM: ampx against OpenBLAS and oneDNN", "",
+         f"GFLOP/s = 2 m n k batch / median time. {a.rounds} rounds per shape, the six programs alternating; "
+         f"each cell is the median over rounds. `batch x m x n x k` is a strided batched product "
+         f"(OpenBLAS: a loop of sgemm calls; oneDNN: one 3-D matmul). A, B and C all in the column's dtype, "
+         f"f32 accumulation. ampx kernel: `{kernel}`. Peak: the machine's measured 2-thread f32 FMA rate "
+         f"({fmt(top)} GFLOP/s, widest vectors). Load average {load0:.1f} at the start, {load1:.1f} at the end.", "",
+         "| shape | " + " | ".join(cols) + " | ampx f32 / OpenBLAS | ampx f32 / oneDNN f32 | ampx bf16 / oneDNN bf16 "
+         "| ampx bf16 / f32 | ampx f16 / f32 | ampx f32 % of peak |",
+         "|---" * (len(cols) + 7) + "|"]
+    goals = {"f32_vs_openblas": [], "peak": [], "bf16_vs_f32": [], "f16_vs_f32": []}
+    for s in shapes:
+        v = {c: med(res.get(s, {}).get(c, [])) for c in cols}
+        f32, bf, hf, ob = v["ampx f32"], v["ampx bf16"], v["ampx f16"], v["OpenBLAS f32"]
+        pct = f"{100 * f32 / top:.0f}%" if f32 and top else "n/a"
+        L.append(f"| {shape_name(s)} ({s[6]}) | " + " | ".join(fmt(v[c]) for c in cols) + " | " +
+                 " | ".join([ratio(f32, ob), ratio(f32, v["oneDNN f32"]), ratio(bf, v["oneDNN bf16"]),
+                             ratio(bf, f32), ratio(hf, f32), pct]) + " |")
+        if f32 and ob: goals["f32_vs_openblas"].append((f32 / ob, shape_name(s)))
+        if f32 and top and s[0] * s[1] * s[2] >= 512**3 and s[5] == 1 and s[6] == "square":
+            goals["peak"].append((f32 / top, shape_name(s)))
+        if bf and f32: goals["bf16_vs_f32"].append((bf / f32, shape_name(s)))
+        if hf and f32: goals["f16_vs_f32"].append((hf / f32, shape_name(s)))
+    L.append("")
+    L += [f"- {n}: {i}" for n, i in sorted(impls.items())]
+    L += [f"- {n} did not run: `{e}`" for n, e in sorted(notes.items())]
+    return L, goals, kernel
+
+
+def ops_section(a, peak):
+    n = 1 << 22 if a.quick else 1 << 24
+    res, notes = {}, {}
+    load0 = os.getloadavg()[0]
+    for dt in ("f32", "bf16"):
+        for op in OPS:
+            g, c = [], []
+            for _ in range(max(1, a.rounds // 2)):
+                d, err = run_json([a.ampx, "bench", "op", op, "--backend", "cpu", "--dtype", dt, "--n", str(n),
+                                   "--reps", "5", "--json"])
+                if d is None:
+                    notes[op] = err
+                    break
+                g.append(d["gbs"]), c.append(d["copy_gbs"])
+            if g:
+                res[(op, dt)] = (med(g), med(c))
+                print(f"op {op} {dt}: {med(g):.2f} GB/s, copy {med(c):.2f} GB/s", flush=True)
+    load1 = os.getloadavg()[0]
+    mc = peak.get("copy_gbs")
+    L = ["### Memory-bound ops against a 2-thread copy", "",
+         f"`ampx bench op NAME --backend cpu --dtype D --n {n} --reps 5`: GB/s of the bytes the op must move, "
+         f"beside the backend's buffer copy of the same tensor timed in the same process (2 threads), "
+         f"median of {max(1, a.rounds // 2)} runs; the last column compares with a 2-thread memcpy of 64 MiB "
+         f"measured by tools/bench/peer_peak.c in the same run ({fmt(mc, 2)} GB/s). "
+         f"Load average {load0:.1f} at the start, {load1:.1f} at the end.", "",
+         "| op | f32 GB/s | f32 / copy | bf16 GB/s | bf16 / copy | f32 / memcpy |", "|---|---|---|---|---|---|"]
+    goals = []
+    for op in OPS:
+        f, b = res.get((op, "f32")), res.get((op, "bf16"))
+        if not f and not b:
+            L.append(f"| {op} | did not run: `{notes.get(op, '?')}` | | | | |")
+            continue
+        L.append(f"| {op} | {fmt(f and f[0], 2)} | {ratio(f and f[0], f and f[1])} | {fmt(b and b[0], 2)} | "
+                 f"{ratio(b and b[0], b and b[1])} | {ratio(f and f[0], mc)} |")
+        if op in GOAL_OPS:
+            for dt, r in (("f32", f), ("bf16", b)):
+                if r: goals.append((r[0] / r[1], f"{op} {dt}"))
+    return L, goals
+
+
+def steps_section(a):
+    tmp = tempfile.mkdtemp()
+    for p, body in (("f32", '{"policy": "f32", "scaler": "none"}'),
+                    ("bf16", '{"policy": "mixed_bf16", "scaler": "dynamic"}')):
+        open(os.path.join(tmp, p + ".json"), "w").write(body)
+    steps = {"mlp_wide": 60, "gpt": 20}
+
+    def ampx(model, pol):
+        def go():
+            metrics = os.path.join(tmp, "m.jsonl")
+            out, err = run([a.ampx_rel, "train", f"models/{model}.json", "--policy", os.path.join(tmp, pol + ".json"),
+                            "--steps", str(steps[model] + 5), "--log-every", "5", "--eval-every", "0", "--quiet",
+                            "--metrics", metrics])
+            if out is None and err:
+                return None, err
+            rows = [json.loads(l) for l in open(metrics) if "time_ms" in l][1:]
+            return (med([r["time_ms"] for r in rows]), None) if rows else (None, "no time_ms in the metrics")
+        return go
+
+    def py(script, model, mode):
+        def go():
+            out, err = run([a.python, os.path.join("tools/bench", script), model, mode, str(steps[model])])
+            return (float(out), None) if out else (None, err)
+        return go
+
+    res, notes = {}, {}
+    load0 = os.getloadavg()[0]
+    for model in ("mlp_wide", "gpt"):
+        progs = [("ampx f32", ampx(model, "f32")), ("ampx mixed_bf16", ampx(model, "bf16")),
+                 ("PyTorch f32", py("step_torch.py", model, "f32")), ("PyTorch bf16", py("step_torch.py", model, "bf16")),
+                 ("JAX f32", py("step_jax.py", model, "f32")), ("JAX bf16", py("step_jax.py", model, "bf16"))]
+        for rnd in range(a.rounds):
+            for name, go in rotate(progs, rnd):
+                ms, err = go()
+                if ms is None:
+                    notes[name] = err
+                    continue
+                res.setdefault(model, {}).setdefault(name, []).append(ms)
+        print(f"step {model}: " + ", ".join(f"{c} {med(v):.2f} ms" for c, v in res.get(model, {}).items()), flush=True)
+    load1 = os.getloadavg()[0]
+    cols = ["ampx f32", "ampx mixed_bf16", "PyTorch f32", "PyTorch bf16", "JAX f32", "JAX bf16"]
+    L = ["### Training step against PyTorch and JAX", "",
+         f"ms per step, median over {a.rounds} rounds, the six programs alternating. ampx: "
+         f"`ampx train models/MODEL.json --policy P`, Release build, the median per-step host time of the run "
+         f"(`time_ms` of 5-step intervals, the first dropped), {steps['mlp_wide']} steps of mlp_wide and "
+         f"{steps['gpt']} of gpt. PyTorch and JAX: tools/bench/step_torch.py and step_jax.py (the same network, "
+         f"optimizer, clipping and batch; PyTorch with 2 threads, bf16 as torch.autocast; JAX jit, bf16 as Flax's "
+         f"dtype=bfloat16 with f32 parameters), the median step after 5 warm-up steps. "
+         f"Load average {load0:.1f} at the start, {load1:.1f} at the end.", "",
+         "| model | " + " | ".join(cols) + " | JAX f32 / ampx f32 | JAX f32 / ampx bf16 | PyTorch f32 / ampx f32 "
+         "| ampx f32 / bf16 |", "|---" * (len(cols) + 5) + "|"]
+    for model in ("mlp_wide", "gpt"):
+        v = {c: med(res.get(model, {}).get(c, [])) for c in cols}
+        L.append(f"| {model} | " + " | ".join(fmt(v[c], 2) for c in cols) + " | " +
+                 " | ".join([ratio(v["JAX f32"], v["ampx f32"]), ratio(v["JAX f32"], v["ampx mixed_bf16"]),
+                             ratio(v["PyTorch f32"], v["ampx f32"]), ratio(v["ampx f32"], v["ampx mixed_bf16"])]) + " |")
+    L.append("")
+    L += [f"- {n} did not run: `{e}`" for n, e in sorted(notes.items())]
+    versions, _ = run([a.python, "-c", "import torch, jax; print('PyTorch', torch.__version__, '/ JAX', jax.__version__)"])
+    if versions:
+        L.append(f"- {versions} (PyPI, benchmark only)")
+    return L, {m: {c: med(res.get(m, {}).get(c, [])) for c in cols} for m in ("mlp_wide", "gpt")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ampx", required=True, help="ampx for the op and GEMM benchmarks")
+    ap.add_argument("--ampx-rel", required=True, help="Release ampx for the training steps")
+    ap.add_argument("--peers", required=True, help="folder of peer_openblas, peer_onednn, peer_peak")
+    ap.add_argument("--python", required=True, help="python of the venv with torch, jax, optax")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sections", default="gemm,ops,steps")
+    ap.add_argument("--out", default="docs/BENCHMARKS.md")
+    a = ap.parse_args()
+    sections = set(a.sections.split(","))
+    peak, err = run_json([os.path.join(a.peers, "peer_peak")])
+    peak = peak or {}
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    flags = set(next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "").split())
+    isa = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    cmd = "bash tools/bench/cpu.sh" + (" --quick" if a.quick else "") + \
+        (f" --rounds {a.rounds}" if a.rounds != 5 else "") + \
+        (f" --sections {a.sections}" if sections != {"gemm", "ops", "steps"} else "")
+    L = [BEGIN, "## CPU: GEMM, memory-bound ops and training steps against peers", "",
+         f"Command: `{cmd}` ({datetime.date.today().isoformat()}). Machine: {cpu}, {os.cpu_count()} cores, "
+         f"ISA flags {' '.join(isa) or 'none'}; measured in this run (tools/bench/peer_peak.c, 2 threads): "
+         f"f32 FMA {fmt(peak.get('fma256_gflops'))} GFLOP/s with 256-bit vectors, "
+         f"{fmt(peak.get('fma512_gflops'))} with 512-bit, memcpy {fmt(peak.get('copy_gbs'), 2)} GB/s. "
+         f"The machine is shared: the ratios of programs run alternately are what to read, not the "
+         f"absolute numbers.", ""]
+    goals = []
+    if "gemm" in sections:
+        lines, g, kernel = gemm_section(a, peak)
+        L += lines + [""]
+        lo = min(g["f32_vs_openblas"]) if g["f32_vs_openblas"] else None
+        if lo: goals.append(("f32 GEMM >= 1.0x OpenBLAS at every shape", f"lowest {lo[0]:.2f} ({lo[1]})", lo[0] >= 1.0))
+        lo = min(g["peak"]) if g["peak"] else None
+        if lo: goals.append(("f32 GEMM >= 85% of FMA peak from 512^3 up", f"lowest {100 * lo[0]:.0f}% ({lo[1]})", lo[0] >= 0.85))
+        for key, name in (("bf16_vs_f32", "bf16"), ("f16_vs_f32", "f16")):
+            lo = min(g[key]) if g[key] else None
+            if lo: goals.append((f"{name} GEMM >= 1.0x ampx f32", f"lowest {lo[0]:.2f} ({lo[1]})", lo[0] >= 1.0))
+    if "ops" in sections:
+        lines, g = ops_section(a, peak)
+        L += lines + [""]
+        for r, name in sorted(g):
+            goals.append((f"{name} >= 0.8x copy", f"{r:.2f}", r >= 0.8))
+    if "steps" in sections:
+        lines, st = steps_section(a)
+        L += lines + [""]
+        w = st["mlp_wide"]
+        for c in ("ampx f32", "ampx mixed_bf16"):
+            if w[c] and w["JAX f32"]:
+                goals.append((f"mlp_wide {c} >= 1.15x faster than JAX f32", f"{w['JAX f32'] / w[c]:.2f}x", w["JAX f32"] / w[c] >= 1.15))
+            if w[c] and w["PyTorch f32"]:
+                goals.append((f"mlp_wide {c} faster than PyTorch f32", f"{w['PyTorch f32'] / w[c]:.2f}x", w["PyTorch f32"] / w[c] > 1.0))
+        if w["ampx f32"] and w["ampx mixed_bf16"]:
+            goals.append(("mlp_wide mixed_bf16 at least as fast as f32", f"{w['ampx f32'] / w['ampx mixed_bf16']:.2f}x",
+                          w["ampx f32"] / w["ampx mixed_bf16"] >= 1.0))
+    if goals:
+        L += ["### Goals of issue 15 in this run", "", "| goal | measured | met |", "|---|---|---|"]
+        L += [f"| {g} | {m} | {'yes' if ok else 'no'} |" for g, m, ok in goals]
+        L.append("")
+    L.append(END)
+    block = "\n".join(L)
+    text = open(a.out).read() if os.path.exists(a.out) else "# Benchmarks\n"
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    open(a.out, "w").write(text)
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
