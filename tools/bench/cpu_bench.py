@@ -42,8 +42,8 @@ SHAPES = [
 ]
 QUICK = {(1024, 1024, 1024), (256, 1024, 1024), (2048, 512, 128), (128, 128, 32), (64, 128, 128)}
 OPS = ["cast", "add", "scale", "relu", "gelu", "softmax", "layernorm", "unscale_check",
-       "grad_stats", "sum_squares", "amp_fused", "sgd", "adamw"]
-GOAL_OPS = ["gelu", "softmax", "layernorm", "grad_stats", "amp_fused"]
+       "grad_stats", "sum_squares", "amp_separate", "amp_pass", "sgd", "adamw"]
+GOAL_OPS = ["gelu", "softmax", "layernorm", "grad_stats", "amp_pass"]
 
 
 def run(cmd, env=None):
