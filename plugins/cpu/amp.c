@@ -27,9 +27,10 @@ static ampx_scalars *scalars_of(const ampx_tensor *t) {
 // place in memory; bf16/f16 chunks are widened into a chunk on the stack, unscaled, narrowed
 // back and re-widened, so the check sees what was stored.
 //
-// Sums are in double, eight lanes per chunk (lane l takes elements k with k % 8 == l up to
-// the last multiple of 8), lanes folded as ((l0+l4)+(l1+l5)) + ((l2+l6)+(l3+l7)), the rest
-// added one by one; chunks are added in order. The AVX2 and the portable loop follow that
+// Sums are in double, sixteen lanes per chunk (lane l takes elements k with k % 16 == l up
+// to the last multiple of 16; the squares of the values as stored first in f32 blocks, see
+// AMP_SQ_BLOCK), lanes folded by fold16, the rest added one by one; chunks are added in
+// order. The AVX2 and the portable loop follow that
 // order exactly, so every ISA table, every thread count, and the ops alone or fused give the
 // same bits. Max and counts are exact.
 
@@ -53,17 +54,33 @@ typedef struct amp_job {
     amp_part *part;            /* one per chunk */
 } amp_job;
 
+/* The sixteen lanes' sums as one: t_i = (l_i + l_i+4) + (l_i+8 + l_i+12), (t0+t1) + (t2+t3). */
+static double fold16(const double *l) {
+    double t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = (l[i] + l[i + 4]) + (l[i + 8] + l[i + 12]);
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+/* Elements per lane-block of the square sum: each of the sixteen lanes sums the squares of
+ * its AMP_SQ_BLOCK / 16 elements of a block in f32 (one FMA each, so each adds one rounding),
+ * then adds that to its double sum. Converting once per block instead of once per element
+ * keeps the pass at memory speed; the relative error stays below 8 f32 roundings, and a sum
+ * past FLT_MAX is inf either way once the result is stored in f32. */
+#define AMP_SQ_BLOCK 128u
+
 /* The portable span: x[0 .. n) read, y (when unscaling; may be x) written. */
 static uint64_t span_portable(const float *x, float *y, uint64_t n, float inv, float tiny,
                               unsigned what, amp_part *p) {
     const int stats = (what & CPU_AMP_STATS) != 0, mul = (what & CPU_AMP_UNSCALE) != 0;
     const int chk = (what & CPU_AMP_CHECK) != 0, sq = (what & CPU_AMP_SQ) != 0;
-    double s[8] = {0}, q[8] = {0}, e[8] = {0};
+    double s[16] = {0}, q[16] = {0}, e[16] = {0};
+    float f[16]     = {0}; /* the squares' f32 block sums */
     float mx        = 0.0f;
-    uint64_t finite = 0, zeros = 0, small = 0, nan = 0, k = 0;
+    uint64_t finite = 0, zeros = 0, below = 0, nan = 0, k = 0;
     uint32_t bad = 0;
-    for (; k + 8 <= n; k += 8)
-        for (int l = 0; l < 8; l++) {
+    for (; k + 16 <= n; k += 16) {
+        for (int l = 0; l < 16; l++) {
             float v = x[k + l];
             if (stats) {
                 float av = fabsf(v);
@@ -72,27 +89,33 @@ static uint64_t span_portable(const float *x, float *y, uint64_t n, float inv, f
                 if (fin && av > mx) mx = av;
                 finite += (uint64_t)fin;
                 zeros += v == 0.0f;
-                small += v != 0.0f && av < tiny;
+                below += av < tiny; /* zeros included: taken off below */
                 nan += v != v;
                 s[l] += (double)vf;
-                q[l] += (double)vf * (double)vf;
+                q[l] += (double)vf * (double)vf; /* exact product: as an FMA */
             }
             float r = v;
             if (mul) y[k + l] = r = v * inv;
             if (chk) bad |= !(fabsf(r) < __builtin_inff());
-            if (sq) e[l] += (double)r * (double)r;
+            if (sq) f[l] = fmaf(r, r, f[l]);
         }
+        if (sq && (k & (AMP_SQ_BLOCK - 1)) == AMP_SQ_BLOCK - 16)
+            for (int l = 0; l < 16; l++)
+                e[l] += (double)f[l], f[l] = 0.0f;
+    }
+    for (int l = 0; l < 16 && sq; l++) /* the last block */
+        e[l] += (double)f[l];
     if (stats) {
-        p->sum += ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-        p->sumsq += ((q[0] + q[4]) + (q[1] + q[5])) + ((q[2] + q[6]) + (q[3] + q[7]));
+        p->sum += fold16(s);
+        p->sumsq += fold16(q);
         if (mx > p->max_abs) p->max_abs = mx;
         p->finite += finite;
         p->zeros += zeros;
-        p->tiny += small;
+        p->tiny += below - zeros;
         p->nonfinite += k - finite;
         p->nan += nan;
     }
-    if (sq) p->sq += ((e[0] + e[4]) + (e[1] + e[5])) + ((e[2] + e[6]) + (e[3] + e[7]));
+    if (sq) p->sq += fold16(e);
     p->bad |= bad;
     return k;
 }
@@ -100,8 +123,58 @@ static uint64_t span_portable(const float *x, float *y, uint64_t n, float inv, f
 #if CPU_HAVE_AVX2_TABLE
 #include <immintrin.h>
 
-/* span_portable eight lanes at a time: masks instead of branches, the lanes' double sums in
- * two four-lane accumulators (lanes 0-3 and 4-7), folded as span_portable folds them. */
+/* The sum of the eight int32 lanes of c. */
+__attribute__((target("avx2,fma,f16c"))) static uint64_t sum_i32x8(__m256i c) {
+    int32_t l[8];
+    _mm256_storeu_si256((__m256i *)l, c);
+    uint64_t t = 0;
+    for (int i = 0; i < 8; i++)
+        t += (uint64_t)l[i];
+    return t;
+}
+
+/* lanes (a0 a1 b0 b1) of the sixteen: fold16's order */
+__attribute__((target("avx2,fma,f16c"))) static double fold4x4(__m256d a0, __m256d a1, __m256d b0,
+                                                               __m256d b1) {
+    double l[4];
+    _mm256_storeu_pd(l, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(b0, b1)));
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+
+/* The statistics of eight values: the sums into s0/s1 and q0/q1 (lanes 0-3, 4-7), the
+ * counts as -1 per true lane into the int32 counters, the max of the finite |v|. */
+#define AMP_STATS8(v, s0, s1, q0, q1)                                                              \
+    do {                                                                                           \
+        __m256 av_  = _mm256_and_ps(v, abs_mask);                                                  \
+        __m256 fin_ = _mm256_cmp_ps(av_, inf, _CMP_LT_OQ); /* false for inf and NaN */             \
+        __m256 vf_  = _mm256_and_ps(v, fin_);              /* non-finite lanes become 0 */         \
+        vmax        = _mm256_max_ps(vmax, _mm256_and_ps(av_, fin_));                               \
+        c_fin       = _mm256_sub_epi32(c_fin, _mm256_castps_si256(fin_));                          \
+        c_zero =                                                                                   \
+            _mm256_sub_epi32(c_zero, _mm256_castps_si256(_mm256_cmp_ps(v, zero, _CMP_EQ_OQ)));     \
+        c_below =                                                                                  \
+            _mm256_sub_epi32(c_below, _mm256_castps_si256(_mm256_cmp_ps(av_, vtiny, _CMP_LT_OQ))); \
+        c_nan = _mm256_sub_epi32(c_nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));   \
+        __m256d lo_ = _mm256_cvtps_pd(_mm256_castps256_ps128(vf_));                                \
+        __m256d hi_ = _mm256_cvtps_pd(_mm256_extractf128_ps(vf_, 1));                              \
+        s0          = _mm256_add_pd(s0, lo_);                                                      \
+        s1          = _mm256_add_pd(s1, hi_);                                                      \
+        q0          = _mm256_fmadd_pd(lo_, lo_, q0); /* exact product: one rounding either way */  \
+        q1          = _mm256_fmadd_pd(hi_, hi_, q1);                                               \
+    } while (0)
+
+/* The f32 block sums of eight lanes added to their double lanes e0 (0-3) and e1 (4-7). */
+#define AMP_FLUSH8(f, e0, e1)                                                                      \
+    do {                                                                                           \
+        e0 = _mm256_add_pd(e0, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));                        \
+        e1 = _mm256_add_pd(e1, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));                      \
+    } while (0)
+
+/* span_portable sixteen lanes at a time (two vectors, a and b): masks instead of branches,
+ * counts in int32 lanes (at most CPU_CHUNK / 16 per lane), the lanes' double sums in four
+ * four-lane accumulators folded as span_portable folds them. With the square sum on, the
+ * non-finite check looks at the values only when the sum is not finite (inf and NaN keep it
+ * so; a finite value whose f32 square overflows does too, and is not flagged). */
 __attribute__((target("avx2,fma,f16c"))) static uint64_t
 span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned what, amp_part *p) {
     const int stats = (what & CPU_AMP_STATS) != 0, mul = (what & CPU_AMP_UNSCALE) != 0;
@@ -109,70 +182,73 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 inf = _mm256_set1_ps(__builtin_inff()), vtiny = _mm256_set1_ps(tiny);
     const __m256 vinv = _mm256_set1_ps(inv), zero = _mm256_setzero_ps();
+    const int chk_own = chk && !sq; /* the check without a square sum to tell it */
     __m256 vmax = zero, bad = zero;
-    __m256d s0 = _mm256_setzero_pd(), s1 = s0, q0 = s0, q1 = s0, e0 = s0, e1 = s0;
-    uint64_t finite = 0, zeros = 0, small = 0, nan = 0, k = 0;
-    for (; k + 8 <= n; k += 8) {
-        __m256 v = _mm256_loadu_ps(x + k);
+    __m256i c_fin = _mm256_setzero_si256(), c_zero = c_fin, c_below = c_fin, c_nan = c_fin;
+    __m256d sa0 = _mm256_setzero_pd(), sa1 = sa0, sb0 = sa0, sb1 = sa0;
+    __m256d qa0 = sa0, qa1 = sa0, qb0 = sa0, qb1 = sa0;
+    __m256d ea0 = sa0, ea1 = sa0, eb0 = sa0, eb1 = sa0;
+    __m256 fa = zero, fb = zero; /* the squares' f32 block sums */
+    uint64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m256 a = _mm256_loadu_ps(x + k), b = _mm256_loadu_ps(x + k + 8);
         if (stats) {
-            __m256 av  = _mm256_and_ps(v, abs_mask);
-            __m256 fin = _mm256_cmp_ps(av, inf, _CMP_LT_OQ); /* false for inf and NaN */
-            __m256 vf  = _mm256_and_ps(v, fin);              /* non-finite lanes become 0 */
-            __m256 zer = _mm256_cmp_ps(v, zero, _CMP_EQ_OQ);
-            __m256 sml = _mm256_andnot_ps(zer, _mm256_cmp_ps(av, vtiny, _CMP_LT_OQ));
-            vmax       = _mm256_max_ps(vmax, _mm256_and_ps(av, fin));
-            finite += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(fin));
-            zeros += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(zer));
-            small += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(sml));
-            nan += (uint64_t)__builtin_popcount(
-                (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-            __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(vf));
-            __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(vf, 1));
-            s0         = _mm256_add_pd(s0, lo);
-            s1         = _mm256_add_pd(s1, hi);
-            q0         = _mm256_add_pd(q0, _mm256_mul_pd(lo, lo));
-            q1         = _mm256_add_pd(q1, _mm256_mul_pd(hi, hi));
+            AMP_STATS8(a, sa0, sa1, qa0, qa1);
+            AMP_STATS8(b, sb0, sb1, qb0, qb1);
         }
-        __m256 r = v;
         if (mul) {
-            r = _mm256_mul_ps(v, vinv);
-            _mm256_storeu_ps(y + k, r);
+            a = _mm256_mul_ps(a, vinv);
+            b = _mm256_mul_ps(b, vinv);
+            _mm256_storeu_ps(y + k, a);
+            _mm256_storeu_ps(y + k + 8, b);
         }
-        if (chk)
-            bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(r, abs_mask), inf, _CMP_NLT_UQ));
+        if (chk_own) {
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(a, abs_mask), inf, _CMP_NLT_UQ));
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(b, abs_mask), inf, _CMP_NLT_UQ));
+        }
         if (sq) {
-            __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(r));
-            __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(r, 1));
-            e0         = _mm256_add_pd(e0, _mm256_mul_pd(lo, lo));
-            e1         = _mm256_add_pd(e1, _mm256_mul_pd(hi, hi));
+            fa = _mm256_fmadd_ps(a, a, fa);
+            fb = _mm256_fmadd_ps(b, b, fb);
+            if ((k & (AMP_SQ_BLOCK - 1)) == AMP_SQ_BLOCK - 16) {
+                AMP_FLUSH8(fa, ea0, ea1);
+                AMP_FLUSH8(fb, eb0, eb1);
+                fa = fb = zero;
+            }
         }
     }
-    double l4[4];
     if (stats) {
         float ml[8];
-        _mm256_storeu_pd(l4, _mm256_add_pd(s0, s1));
-        p->sum += (l4[0] + l4[1]) + (l4[2] + l4[3]);
-        _mm256_storeu_pd(l4, _mm256_add_pd(q0, q1));
-        p->sumsq += (l4[0] + l4[1]) + (l4[2] + l4[3]);
+        p->sum += fold4x4(sa0, sa1, sb0, sb1);
+        p->sumsq += fold4x4(qa0, qa1, qb0, qb1);
         _mm256_storeu_ps(ml, vmax);
         for (int i = 0; i < 8; i++)
             if (ml[i] > p->max_abs) p->max_abs = ml[i];
+        uint64_t finite = sum_i32x8(c_fin), zeros = sum_i32x8(c_zero);
         p->finite += finite;
         p->zeros += zeros;
-        p->tiny += small;
+        p->tiny += sum_i32x8(c_below) - zeros;
         p->nonfinite += k - finite;
-        p->nan += nan;
+        p->nan += sum_i32x8(c_nan);
     }
     if (sq) {
-        _mm256_storeu_pd(l4, _mm256_add_pd(e0, e1));
-        p->sq += (l4[0] + l4[1]) + (l4[2] + l4[3]);
+        AMP_FLUSH8(fa, ea0, ea1); /* the last block (zeros when it was just flushed) */
+        AMP_FLUSH8(fb, eb0, eb1);
+        double e = fold4x4(ea0, ea1, eb0, eb1);
+        p->sq += e;
+        if (chk && !isfinite(e)) { /* rare: look at the values */
+            const float *r = mul ? y : x;
+            for (uint64_t i = 0; i < k && !p->bad; i++)
+                p->bad |= !isfinite(r[i]);
+        }
     }
-    p->bad |= _mm256_movemask_ps(bad) != 0;
+    if (chk_own) p->bad |= _mm256_movemask_ps(bad) != 0;
     return k;
 }
+#undef AMP_STATS8
+#undef AMP_FLUSH8
 #endif
 
-/* x[0 .. n) through the pass: the lanes, then the last n % 8 values one by one. */
+/* x[0 .. n) through the pass: the lanes, then the last n % 16 values one by one. */
 static void span(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned what,
                  amp_part *p) {
     uint64_t k;
