@@ -8,7 +8,9 @@
  *   prediction's gradient seeded with the loss scale); the backward nodes (parameter
  *   gradients accumulate in f32); then unscale_check (flags into the ring); sum_squares
  *   (into the ring, for clipping and the norm); the optimizer (skips itself on found_inf);
- *   scaler_update; the scalars block is copied into the ring. */
+ *   scaler_update; the scalars block is copied into the ring. A backend with AMP_PASS (ABI
+ *   1.4) does the monitor's grad_stats, unscale_check and sum_squares as that one op, with
+ *   the same results. */
 #include "train/trainer.h"
 
 #include <math.h>
