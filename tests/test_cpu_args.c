@@ -1516,6 +1516,65 @@ Test(lists, grad_stats) {
     EXPECT_ERR(AMPX_ERR_INVALID, "grad_stats: counts of 6", O->grad_stats(C, &x));
 }
 
+/* AMP_PASS (ABI 1.4): UNSCALE_CHECK's checks, and each optional output checked when given. */
+Test(lists, amp_pass) {
+    ampx_amp_pass_args a = {.size       = sizeof a,
+                            .grads      = grads_list(),
+                            .flags      = T(B, I0, AMPX_I32),
+                            .scalars    = T(B, SC, AMPX_F32),
+                            .sq_sum     = T(B, ST, AMPX_F32),
+                            .target     = AMPX_BF16,
+                            .stats      = T(B, ST, AMPX_F32),
+                            .counts     = T(B, I0, AMPX_I32),
+                            .nan_counts = T(B, I0, AMPX_I32)},
+                       x;
+    EXPECT_OK(O->amp_pass(C, &a));
+    x                = a;
+    x.sq_sum.buf     = NULL;
+    x.stats.buf      = NULL;
+    x.counts.buf     = NULL;
+    x.nan_counts.buf = NULL;
+    x.target         = AMPX_I32; /* not read without statistics */
+    EXPECT_OK(O->amp_pass(C, &x));
+    x               = a;
+    x.grads.count   = 0;
+    x.grads.tensors = NULL;
+    x.grads.n_elems = NULL;
+    EXPECT_OK(O->amp_pass(C, &x));
+    x           = a;
+    x.flag_base = UINT32_MAX;
+    EXPECT_ERR(AMPX_ERR_INVALID, "amp_pass: flags of 4294967297", O->amp_pass(C, &x));
+    x               = a;
+    x.grads.tensors = NULL;
+    EXPECT_ERR(AMPX_ERR_INVALID, "amp_pass: grads has 2 tensors but a NULL tensors array",
+               O->amp_pass(C, &x));
+    x             = a;
+    x.scalars.buf = NULL;
+    EXPECT_ERR(AMPX_ERR_INVALID, "amp_pass: scalars is a null buffer", O->amp_pass(C, &x));
+    x              = a;
+    x.sq_sum.dtype = AMPX_BF16;
+    EXPECT_ERR(AMPX_ERR_INVALID, "amp_pass: sq_sum must be f32, not bf16", O->amp_pass(C, &x));
+    x        = a;
+    x.target = AMPX_I32;
+    EXPECT_ERR(AMPX_ERR_INVALID, "amp_pass: target dtype i32", O->amp_pass(C, &x));
+    ampx_dtype targets[2] = {AMPX_F16, AMPX_I32};
+    x                     = a;
+    x.targets             = targets;
+    EXPECT_ERR(AMPX_ERR_INVALID, "amp_pass: targets[1] dtype i32", O->amp_pass(C, &x));
+    targets[1] = AMPX_F32;
+    EXPECT_OK(O->amp_pass(C, &x));
+    x              = a;
+    x.stats.offset = B_BYTES - 12;
+    EXPECT_ERR(AMPX_ERR_INVALID, "amp_pass: stats of 8", O->amp_pass(C, &x));
+    x               = a;
+    x.counts.offset = B_BYTES - 12;
+    EXPECT_ERR(AMPX_ERR_INVALID, "amp_pass: counts of 6", O->amp_pass(C, &x));
+    x                   = a;
+    x.nan_counts.offset = B_BYTES - 4;
+    EXPECT_ERR(AMPX_ERR_INVALID, "amp_pass: nan_counts of 2", O->amp_pass(C, &x));
+    EXPECT_ERR(AMPX_ERR_INVALID, "amp_pass: args is NULL", O->amp_pass(C, NULL));
+}
+
 Test(lists, sgd) {
     ampx_sgd_args a = sgd_base(), x;
     EXPECT_OK(O->sgd(C, &a));

@@ -208,6 +208,30 @@ Test(loader, older_minor_op_table_reads_as_unsupported) {
     ampx_backend_close(be);
 }
 
+/* A plugin built for ABI 1.3 loads; the 1.4 amp_pass slot past its op table reads as NULL
+ * (the wrapper sets it there, so a loader that read beyond the table would see it). */
+Test(loader, abi_1_3_plugin_has_no_amp_pass) {
+    ampx_backend *be = NULL;
+    cr_assert_eq(ampx_backend_open(PLUGIN("minor_1_3"), NULL, 0, &be, err, sizeof err), AMPX_OK,
+                 "%s", err);
+    cr_assert_eq(ampx_backend_iface_of(be)->abi_minor, 3);
+    ampx_dtype f32 = AMPX_F32;
+    cr_assert_not_null(ampx_backend_op_slot(be, AMPX_OP_UNSCALE_CHECK));
+    cr_assert_not_null(ampx_backend_op_slot(be, AMPX_OP_PERMUTE));
+    cr_assert_null(ampx_backend_op_slot(be, AMPX_OP_AMP_PASS),
+                   "slot past the table's size was read");
+    cr_assert(!ampx_backend_supports(be, AMPX_OP_AMP_PASS, &f32, 1));
+    cr_assert(ampx_backend_supports(be, AMPX_OP_UNSCALE_CHECK, &f32, 1));
+    ampx_backend_close(be);
+    /* the cpu plugin itself speaks 1.4 and has it */
+    cr_assert_eq(ampx_backend_open(AMPX_TEST_CPU_PLUGIN, NULL, 0, &be, err, sizeof err), AMPX_OK,
+                 "%s", err);
+    cr_assert_eq(ampx_backend_iface_of(be)->abi_minor, AMPX_ABI_MINOR);
+    cr_assert_not_null(ampx_backend_op_slot(be, AMPX_OP_AMP_PASS));
+    cr_assert(ampx_backend_supports(be, AMPX_OP_AMP_PASS, &f32, 1));
+    ampx_backend_close(be);
+}
+
 static void count_case(void *user, const ampx_conf_case *c) {
     (void)c;
     ++*(int *)user;

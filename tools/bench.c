@@ -425,7 +425,7 @@ typedef struct op_bench {
     const char *name;
     ampx_dtype dt;
     uint64_t n, cols;
-    ampx_tensor x, y, z, p, m, v, flags, stats, counts, scalars, mean, rstd;
+    ampx_tensor x, y, z, p, m, v, flags, stats, counts, nans, sq, scalars, mean, rstd;
     uint64_t n_elems[1];
     ampx_tensor copy_dst;
 } op_bench;
@@ -501,6 +501,37 @@ static ampx_status run_op(bench *b, void *arg) {
                                   .counts = o->counts};
         return op->grad_stats(b->ctx, &a);
     }
+    if (!strcmp(o->name, "sum_squares")) {
+        ampx_sum_squares_args a = {.size = sizeof a, .x = one, .out = o->sq};
+        return op->sum_squares(b->ctx, &a);
+    }
+    if (!strcmp(o->name, "amp_pass")) { /* a monitored step's: every output */
+        ampx_amp_pass_args a = {.size       = sizeof a,
+                                .grads      = one,
+                                .flags      = o->flags,
+                                .scalars    = o->scalars,
+                                .sq_sum     = o->sq,
+                                .target     = o->dt,
+                                .stats      = o->stats,
+                                .counts     = o->counts,
+                                .nan_counts = o->nans};
+        return op->amp_pass(b->ctx, &a);
+    }
+    if (!strcmp(o->name, "amp_separate")) { /* what amp_pass replaces, in the trainer's order */
+        ampx_grad_stats_args g    = {.size       = sizeof g,
+                                     .target     = o->dt,
+                                     .grads      = one,
+                                     .stats      = o->stats,
+                                     .counts     = o->counts,
+                                     .nan_counts = o->nans};
+        ampx_unscale_check_args u = {
+            .size = sizeof u, .grads = one, .flags = o->flags, .scalars = o->scalars};
+        ampx_sum_squares_args q = {.size = sizeof q, .x = one, .out = o->sq};
+        ampx_status st          = op->grad_stats(b->ctx, &g);
+        if (!st) st = op->unscale_check(b->ctx, &u);
+        if (!st) st = op->sum_squares(b->ctx, &q);
+        return st;
+    }
     ampx_tensor_list params = {1, &o->p, o->n_elems};
     if (!strcmp(o->name, "adamw")) {
         ampx_adamw_args a = {.size         = sizeof a,
@@ -527,9 +558,10 @@ static ampx_status run_op(bench *b, void *arg) {
     return op->sgd(b->ctx, &a);
 }
 
-static const char *const op_names[] = {"copy",          "cast",       "add",     "scale",
-                                       "relu",          "gelu",       "softmax", "layernorm",
-                                       "unscale_check", "grad_stats", "sgd",     "adamw"};
+static const char *const op_names[] = {"copy",          "cast",       "add",         "scale",
+                                       "relu",          "gelu",       "softmax",     "layernorm",
+                                       "unscale_check", "grad_stats", "sum_squares", "amp_pass",
+                                       "amp_separate",  "sgd",        "adamw"};
 
 /* Bytes the op must read and write at least, for n elements of dtype size es. */
 static double op_bytes(const char *name, uint64_t n, size_t es, ampx_dtype dt) {
@@ -537,10 +569,11 @@ static double op_bytes(const char *name, uint64_t n, size_t es, ampx_dtype dt) {
     size_t copy = dt != AMPX_F32 ? es : 0;
     if (!strcmp(name, "cast")) return N * (E + 4.0); /* dtype -> f32 (f32 -> bf16) */
     if (!strcmp(name, "add")) return 3.0 * N * E;
-    if (!strcmp(name, "grad_stats")) return N * E;
+    if (!strcmp(name, "grad_stats") || !strcmp(name, "sum_squares")) return N * E;
     if (!strcmp(name, "sgd")) return N * (E + 16.0 + (double)copy);
     if (!strcmp(name, "adamw")) return N * (E + 24.0 + (double)copy);
-    return 2.0 * N * E; /* copy, scale, activations, softmax, layernorm, unscale_check */
+    return 2.0 * N * E; /* copy, scale, activations, softmax, layernorm, unscale_check, amp_pass
+                           and amp_separate (in place: read and written once at least) */
 }
 
 static int cmd_bench_op(int argc, char **argv) {
@@ -591,9 +624,11 @@ static int cmd_bench_op(int argc, char **argv) {
                 "add, softmax, layernorm) and reports GB/s of the bytes it must move, beside\n"
                 "a buffer copy of N elements timed in the same run. NAME is one of:\n"
                 "  copy cast add scale relu gelu softmax layernorm unscale_check grad_stats\n"
-                "  sgd adamw\n"
+                "  sum_squares amp_pass amp_separate sgd adamw\n"
                 "(cast: D -> f32, or f32 -> bf16; sgd/adamw: f32 state, gradients in D, and a\n"
-                "D working copy when D is not f32).\n");
+                "D working copy when D is not f32; amp_pass: unscale, check, sum of squares\n"
+                "and statistics in one op (ABI 1.4); amp_separate: the same work as\n"
+                "grad_stats, unscale_check and sum_squares, one after the other).\n");
             return 0;
         default: return EXIT_USAGE;
         }
@@ -637,10 +672,14 @@ static int cmd_bench_op(int argc, char **argv) {
              bench_tensor(&b, AMPX_I32, 1, 1, 7, &o.flags) ||
              bench_tensor(&b, AMPX_F32, 4, 1, 8, &o.stats) ||
              bench_tensor(&b, AMPX_I32, 3, 1, 9, &o.counts) ||
+             bench_tensor(&b, AMPX_I32, 1, 1, 13, &o.nans) ||
+             bench_tensor(&b, AMPX_F32, 1, 1, 14, &o.sq) ||
              bench_tensor(&b, AMPX_F32, 32, 1, 10, &o.scalars) ||
              bench_tensor(&b, AMPX_F32, rows, 1, 11, &o.mean) ||
              bench_tensor(&b, AMPX_F32, rows, 1, 12, &o.rstd);
     if (st) return bench_fail(&b, json, "op", b.err);
+    if (!strcmp(name, "amp_pass") && !ampx_backend_op_slot(b.be, AMPX_OP_AMP_PASS))
+        return bench_fail(&b, json, "op", "the backend has no amp_pass (ABI 1.4)");
     ampx_scalars sc = {.scale           = 1.0f,
                        .mode            = AMPX_SCALER_DYNAMIC,
                        .growth_factor   = 2.0f,

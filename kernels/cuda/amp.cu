@@ -1,6 +1,7 @@
 /* amp.cu — the loss-scaling ops on the device: UNSCALE_CHECK (the fused multi-tensor unscale
- * and non-finite check), GRAD_STATS (gradient health per tensor) and SCALER_UPDATE (the
- * scaler's state machine on the scalars block).
+ * and non-finite check), GRAD_STATS (gradient health per tensor), AMP_PASS (both and the sum
+ * of squares for clipping over one read of each gradient) and SCALER_UPDATE (the scaler's
+ * state machine on the scalars block).
  *
  * Everything reads the scalars block on the device, so a training step never waits for the
  * host: inv_scale is computed per thread from scalars->scale exactly as backend.h says,
@@ -104,13 +105,17 @@ __global__ void stats_finish_kernel(cuk_mt_group g, uint32_t bx, const cuk_stats
     unsigned long long nan       = cuk_block_sum_u64(p.nan);
     float max_abs                = cuk_block_max(p.max_abs);
     if (threadIdx.x == 0) {
-        stats[4ull * tg + 0]  = max_abs;
-        stats[4ull * tg + 1]  = finite ? (float)(sum / (double)finite) : 0.0f;
-        stats[4ull * tg + 2]  = finite ? (float)sqrt(sumsq / (double)finite) : 0.0f;
-        stats[4ull * tg + 3]  = (float)g.t[blockIdx.x].n;
-        counts[3ull * tg + 0] = count_i32(zeros);
-        counts[3ull * tg + 1] = count_i32(small);
-        counts[3ull * tg + 2] = count_i32(nonfinite);
+        if (stats) {
+            stats[4ull * tg + 0] = max_abs;
+            stats[4ull * tg + 1] = finite ? (float)(sum / (double)finite) : 0.0f;
+            stats[4ull * tg + 2] = finite ? (float)sqrt(sumsq / (double)finite) : 0.0f;
+            stats[4ull * tg + 3] = (float)g.t[blockIdx.x].n;
+        }
+        if (counts) {
+            counts[3ull * tg + 0] = count_i32(zeros);
+            counts[3ull * tg + 1] = count_i32(small);
+            counts[3ull * tg + 2] = count_i32(nonfinite);
+        }
         if (nans) nans[tg] = count_i32(nan);
     }
 }
@@ -123,6 +128,100 @@ extern "C" cudaError_t cuk_grad_stats_run(cudaStream_t s, const cuk_mt_group *g,
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     stats_finish_kernel<<<g->count, CUK_THREADS, 0, s>>>(*g, bx, partial, stats, counts, nans);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuk_grad_stats_finish(cudaStream_t s, const cuk_mt_group *g, uint32_t bx,
+                                             const cuk_stats_part *partial, float *stats,
+                                             int32_t *counts, int32_t *nans) {
+    if (g->count == 0) return cudaSuccess;
+    stats_finish_kernel<<<g->count, CUK_THREADS, 0, s>>>(*g, bx, partial, stats, counts, nans);
+    return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------------------------------
+// AMP_PASS: stats_part_kernel's statistics of the value as read, unscale_kernel's unscale
+// and check, sumsq_part_kernel's square of the value as stored (reduce.cu), in one loop with
+// the partial-sum ops' grid (bx blocks per tensor), so the finishes give those ops' bits.
+// `part` and `sq_part` are the same for every thread of a block: the block reductions are
+// reached by all of them or none.
+
+typedef struct cuk_tiny {
+    float v[CUK_MT_MAX];
+} cuk_tiny;
+
+__global__ void amp_pass_kernel(cuk_mt_group g, cuk_tiny tiny, uint32_t bx, int32_t *flags,
+                                ampx_scalars *s, cuk_stats_part *part, double *sq_part) {
+    const cuk_mt_tensor t = g.t[blockIdx.y];
+    const float tn        = tiny.v[blockIdx.y];
+    int multiply          = s->mode != AMPX_SCALER_NONE;
+    float inv_scale       = (float)(1.0 / (double)s->scale);
+    double sum = 0.0, sumsq = 0.0, sq = 0.0;
+    unsigned long long finite = 0, zeros = 0, small = 0, nonfinite = 0, nan = 0;
+    float max_abs = 0.0f;
+    int bad       = 0;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.n;
+         i += (uint64_t)bx * blockDim.x) {
+        float v = cuk_ld(t.p, t.dt, i);
+        if (part) {
+            if (!isfinite(v)) {
+                nonfinite++;
+                nan += isnan(v) ? 1 : 0;
+            } else {
+                float av = fabsf(v);
+                finite++;
+                sum += v;
+                sumsq += (double)v * (double)v;
+                max_abs = fmaxf(max_abs, av);
+                if (v == 0.0f)
+                    zeros++;
+                else if (av < tn)
+                    small++;
+            }
+        }
+        if (multiply) {
+            v = cuk_round_to(t.dt, v * inv_scale);
+            cuk_st(t.p, t.dt, i, v); /* exact: v already holds the rounded value */
+        }
+        bad |= !isfinite(v);
+        if (sq_part) {
+            double d = v;
+            sq += d * d;
+        }
+    }
+    if (__syncthreads_or(bad) && threadIdx.x == 0) {
+        flags[g.first + blockIdx.y] = 1;
+        s->found_inf                = 1;
+    }
+    uint64_t at = (uint64_t)(g.first + blockIdx.y) * bx + blockIdx.x;
+    if (part) {
+        cuk_stats_part p;
+        p.sum       = cuk_block_sum(sum);
+        p.sumsq     = cuk_block_sum(sumsq);
+        p.finite    = cuk_block_sum_u64(finite);
+        p.zeros     = cuk_block_sum_u64(zeros);
+        p.tiny      = cuk_block_sum_u64(small);
+        p.nonfinite = cuk_block_sum_u64(nonfinite);
+        p.nan       = cuk_block_sum_u64(nan);
+        p.max_abs   = cuk_block_max(max_abs);
+        p.pad       = 0.0f;
+        if (threadIdx.x == 0) part[at] = p;
+    }
+    if (sq_part) {
+        sq = cuk_block_sum(sq);
+        if (threadIdx.x == 0) sq_part[at] = sq;
+    }
+}
+
+extern "C" cudaError_t cuk_amp_pass_run(cudaStream_t s, const cuk_mt_group *g, const float *tiny,
+                                        uint32_t bx, int32_t *flags, void *scalars,
+                                        cuk_stats_part *stats_part, double *sq_part) {
+    if (g->count == 0) return cudaSuccess;
+    cuk_tiny tn;
+    for (uint32_t i = 0; i < CUK_MT_MAX; i++)
+        tn.v[i] = i < g->count ? tiny[i] : 0.0f;
+    amp_pass_kernel<<<dim3(bx, g->count), CUK_THREADS, 0, s>>>(
+        *g, tn, bx, flags, (ampx_scalars *)scalars, stats_part, sq_part);
     return cudaGetLastError();
 }
 

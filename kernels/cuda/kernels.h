@@ -210,6 +210,19 @@ cudaError_t cuk_grad_stats_run(cudaStream_t s, const cuk_mt_group *g, uint32_t b
                                cuk_stats_part *partial, float *stats, int32_t *counts,
                                int32_t *nans);
 
+/* AMP_PASS (ABI 1.4) on one group, over one read of each value: GRAD_STATS partials of the
+ * values as read (stats_part, or NULL), the unscale and check of UNSCALE_CHECK (flags zeroed
+ * by the caller), and SUM_SQUARES partials of the values as stored (sq_part, or NULL), each
+ * thread visiting the elements it visits in those ops (the same bx), so that the finishes
+ * below give their bits. tiny[i]: the smallest normal of tensor i's target. */
+cudaError_t cuk_amp_pass_run(cudaStream_t s, const cuk_mt_group *g, const float *tiny, uint32_t bx,
+                             int32_t *flags, void *scalars, cuk_stats_part *stats_part,
+                             double *sq_part);
+/* GRAD_STATS' finish alone (stats, counts and nans each optional). */
+cudaError_t cuk_grad_stats_finish(cudaStream_t s, const cuk_mt_group *g, uint32_t bx,
+                                  const cuk_stats_part *partial, float *stats, int32_t *counts,
+                                  int32_t *nans);
+
 /* SCALER_UPDATE; growth and backoff are the args' double factors (0: the block's floats). */
 cudaError_t cuk_scaler_update_run(cudaStream_t s, void *scalars, double growth, double backoff);
 

@@ -1,6 +1,7 @@
 /* amp.c — the loss-scaling ops: UNSCALE_CHECK (the fused unscale + non-finite check),
- * GRAD_STATS (gradient health per tensor) and SCALER_UPDATE (the scaler's state machine on
- * the scalars block).
+ * GRAD_STATS (gradient health per tensor), AMP_PASS (both, and the sum of squares for
+ * clipping, over one read of each gradient) and SCALER_UPDATE (the scaler's state machine on
+ * the scalars block). SUM_SQUARES (reduce.c) runs on the same pass.
  *
  * The scalars block is an ampx_scalars at the tensor's offset; on the CPU the "device" is
  * host memory, so the ops read and write its fields directly.
@@ -15,172 +16,305 @@ static ampx_scalars *scalars_of(const ampx_tensor *t) {
 }
 
 // ---------------------------------------------------------------------------------------
-// UNSCALE_CHECK
+// The pass (cpu_amp_run)
 //
-// inv_scale = (float)(1.0 / (double)scale), as PyTorch's _amp_foreach_non_finite_check_and_
-// unscale_ computes it; g * inv_scale is one f32 product, rounded once to g's dtype. A
-// tensor is flagged when any value as stored afterwards is non-finite (a product that only
-// overflows when narrowed to bf16/f16 counts too).
+// One parallel loop over every CPU_CHUNK-element chunk of every tensor of the list (one pool
+// dispatch per op, whatever the number of tensors). A chunk is read once: its statistics
+// from the values as read, then the unscale (inv_scale = (float)(1.0 / (double)scale), as
+// PyTorch's _amp_foreach_non_finite_check_and_unscale_; one f32 product rounded once to g's
+// dtype), then the non-finite check and the square sum of the values as stored (a product
+// that only overflows when narrowed to bf16/f16 counts too). f32 gradients are worked on in
+// place in memory; bf16/f16 chunks are widened into a chunk on the stack, unscaled, narrowed
+// back and re-widened, so the check sees what was stored.
+//
+// Sums are in double, sixteen lanes per chunk (lane l takes elements k with k % 16 == l up
+// to the last multiple of 16; the squares of the values as stored first in f32 blocks, see
+// AMP_SQ_BLOCK), lanes folded by fold16, the rest added one by one; chunks are added in
+// order. The AVX2 and the portable loop follow that
+// order exactly, so every ISA table, every thread count, and the ops alone or fused give the
+// same bits. Max and counts are exact.
 
-typedef struct unscale_job {
-    void *g;
-    ampx_dtype dt;
-    uint64_t n;
-    float inv_scale;
-    int multiply; /* 0 in AMPX_SCALER_NONE mode: check only, g untouched */
-    uint8_t *bad; /* one flag per chunk */
-} unscale_job;
-
-CPU_INLINE void unscale_chunk_body(void *arg, uint64_t item, unsigned tid) {
-    (void)tid;
-    const unscale_job *j = arg;
-    uint64_t i0          = item * CPU_CHUNK;
-    uint64_t n           = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
-    float t[CPU_CHUNK];
-    cpu_load_f32(t, j->g, j->dt, i0, n);
-    if (j->multiply) {
-        for (uint64_t k = 0; k < n; k++)
-            t[k] = t[k] * j->inv_scale;
-        cpu_store_f32(j->g, j->dt, i0, t, n);
-        cpu_load_f32(t, j->g, j->dt, i0, n); /* check the values as stored */
-    }
-    uint8_t bad = 0;
-    for (uint64_t k = 0; k < n; k++)
-        bad |= !isfinite(t[k]);
-    j->bad[item] = bad;
-}
-CPU_ISA_CHUNK(unscale_chunk, unscale_chunk_body)
-
-ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *args) {
-    static const char *op = "unscale_check";
-    ampx_unscale_check_args a;
-    CPU_TRY(ampx_kit_take_unscale_check(AMPX_KIT(ctx), args, &a));
-    ampx_scalars *s = scalars_of(&a.scalars);
-    int32_t *flags  = (int32_t *)cpu_ptr(&a.flags) + a.flag_base;
-
-    uint64_t max_chunks = cpu_list_max_chunks(&a.grads);
-    uint8_t *bad        = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks);
-    if (!bad) return AMPX_ERR_NO_MEMORY;
-
-    float inv_scale = (float)(1.0 / (double)s->scale);
-    int32_t any     = 0;
-    for (uint32_t t = 0; t < a.grads.count; t++) {
-        unscale_job j   = {cpu_ptr(&a.grads.tensors[t]), a.grads.tensors[t].dtype,
-                           a.grads.n_elems[t],           inv_scale,
-                           s->mode != AMPX_SCALER_NONE,  bad};
-        uint64_t chunks = cpu_div_up(j.n, CPU_CHUNK);
-        cpu_run(ctx, j.n, chunks, unscale_chunk, &j);
-        int32_t flag = 0;
-        for (uint64_t c = 0; c < chunks; c++)
-            flag |= bad[c];
-        flags[t] = flag;
-        any |= flag;
-    }
-    s->found_inf |= any;
-    return AMPX_OK;
-}
-
-// ---------------------------------------------------------------------------------------
-// GRAD_STATS: per tensor, over the values as stored (widened exactly to f32):
-// max |g|, mean and RMS of the finite values (sums in double), element count, and counts of
-// zeros, of finite non-zeros below the target dtype's smallest normal, of non-finite values.
-
-typedef struct stats_part {
-    float max_abs;
-    double sum, sumsq;
+typedef struct amp_part { /* one chunk's results */
+    float max_abs;        /* stats: over finite values */
+    uint32_t bad;         /* check: a value as stored is non-finite */
+    double sum, sumsq;    /* stats: of finite values as read */
+    double sq;            /* sum of squares of the values as stored */
     uint64_t finite, zeros, tiny, nonfinite, nan;
-} stats_part;
+} amp_part;
 
-typedef struct stats_job {
-    const void *g;
-    ampx_dtype dt;
-    uint64_t n;
-    float tiny;       /* smallest normal of the target dtype */
-    stats_part *part; /* one per chunk */
-} stats_job;
+typedef struct amp_job {
+    const ampx_tensor *tensors;
+    const uint64_t *n_elems;
+    const uint64_t *first; /* first chunk of each tensor; first[count] = every chunk */
+    uint32_t count;
+    unsigned what;
+    float inv_scale;
+    ampx_dtype target;         /* stats: underflow threshold ... */
+    const ampx_dtype *targets; /* ... or one per tensor */
+    amp_part *part;            /* one per chunk */
+} amp_job;
+
+/* The sixteen lanes' sums as one: t_i = (l_i + l_i+4) + (l_i+8 + l_i+12), (t0+t1) + (t2+t3). */
+static double fold16(const double *l) {
+    double t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = (l[i] + l[i + 4]) + (l[i + 8] + l[i + 12]);
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+/* Elements per lane-block of the square sum: each of the sixteen lanes sums the squares of
+ * its AMP_SQ_BLOCK / 16 elements of a block in f32 (one FMA each, so each adds one rounding),
+ * then adds that to its double sum. Converting once per block instead of once per element
+ * keeps the pass at memory speed; the relative error stays below 8 f32 roundings, and a sum
+ * past FLT_MAX is inf either way once the result is stored in f32. */
+#define AMP_SQ_BLOCK 128u
+
+/* The portable span: x[0 .. n) read, y (when unscaling; may be x) written. */
+static uint64_t span_portable(const float *x, float *y, uint64_t n, float inv, float tiny,
+                              unsigned what, amp_part *p) {
+    const int stats = (what & CPU_AMP_STATS) != 0, mul = (what & CPU_AMP_UNSCALE) != 0;
+    const int chk = (what & CPU_AMP_CHECK) != 0, sq = (what & CPU_AMP_SQ) != 0;
+    double s[16] = {0}, q[16] = {0}, e[16] = {0};
+    float f[16]     = {0}; /* the squares' f32 block sums */
+    float mx        = 0.0f;
+    uint64_t finite = 0, zeros = 0, below = 0, nan = 0, k = 0;
+    uint32_t bad = 0;
+    for (; k + 16 <= n; k += 16) {
+        for (int l = 0; l < 16; l++) {
+            float v = x[k + l];
+            if (stats) {
+                float av = fabsf(v);
+                int fin  = av < __builtin_inff();
+                float vf = fin ? v : 0.0f;
+                if (fin && av > mx) mx = av;
+                finite += (uint64_t)fin;
+                zeros += v == 0.0f;
+                below += av < tiny; /* zeros included: taken off below */
+                nan += v != v;
+                s[l] += (double)vf;
+                q[l] += (double)vf * (double)vf; /* exact product: as an FMA */
+            }
+            float r = v;
+            if (mul) y[k + l] = r = v * inv;
+            if (chk) bad |= !(fabsf(r) < __builtin_inff());
+            if (sq) f[l] = fmaf(r, r, f[l]);
+        }
+        if (sq && (k & (AMP_SQ_BLOCK - 1)) == AMP_SQ_BLOCK - 16)
+            for (int l = 0; l < 16; l++)
+                e[l] += (double)f[l], f[l] = 0.0f;
+    }
+    for (int l = 0; l < 16 && sq; l++) /* the last block */
+        e[l] += (double)f[l];
+    if (stats) {
+        p->sum += fold16(s);
+        p->sumsq += fold16(q);
+        if (mx > p->max_abs) p->max_abs = mx;
+        p->finite += finite;
+        p->zeros += zeros;
+        p->tiny += below - zeros;
+        p->nonfinite += k - finite;
+        p->nan += nan;
+    }
+    if (sq) p->sq += fold16(e);
+    p->bad |= bad;
+    return k;
+}
 
 #if CPU_HAVE_AVX2_TABLE
 #include <immintrin.h>
 
-/* The AVX2 statistics of t[0 .. n), eight values a step: masks instead of branches, the
- * sums in four-lane double accumulators combined in a fixed order at the end (a different
- * order from the portable loop: the sums may differ in the last bits; max and counts are
- * exact either way). The last n % 8 values go through the scalar loop. Returns the index
- * where that loop starts. */
-__attribute__((target("avx2,fma,f16c"))) static uint64_t stats_avx2(const float *t, uint64_t n,
-                                                                    float tiny, stats_part *p) {
+/* The sum of the eight int32 lanes of c. */
+__attribute__((target("avx2,fma,f16c"))) static uint64_t sum_i32x8(__m256i c) {
+    int32_t l[8];
+    _mm256_storeu_si256((__m256i *)l, c);
+    uint64_t t = 0;
+    for (int i = 0; i < 8; i++)
+        t += (uint64_t)l[i];
+    return t;
+}
+
+/* lanes (a0 a1 b0 b1) of the sixteen: fold16's order */
+__attribute__((target("avx2,fma,f16c"))) static double fold4x4(__m256d a0, __m256d a1, __m256d b0,
+                                                               __m256d b1) {
+    double l[4];
+    _mm256_storeu_pd(l, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(b0, b1)));
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+
+/* The statistics of eight values: the sums into s0/s1 and q0/q1 (lanes 0-3, 4-7), the
+ * counts as -1 per true lane into the int32 counters, the max of the finite |v|. */
+#define AMP_STATS8(v, s0, s1, q0, q1)                                                              \
+    do {                                                                                           \
+        __m256 av_  = _mm256_and_ps(v, abs_mask);                                                  \
+        __m256 fin_ = _mm256_cmp_ps(av_, inf, _CMP_LT_OQ); /* false for inf and NaN */             \
+        __m256 vf_  = _mm256_and_ps(v, fin_);              /* non-finite lanes become 0 */         \
+        vmax        = _mm256_max_ps(vmax, _mm256_and_ps(av_, fin_));                               \
+        c_fin       = _mm256_sub_epi32(c_fin, _mm256_castps_si256(fin_));                          \
+        c_zero =                                                                                   \
+            _mm256_sub_epi32(c_zero, _mm256_castps_si256(_mm256_cmp_ps(v, zero, _CMP_EQ_OQ)));     \
+        c_below =                                                                                  \
+            _mm256_sub_epi32(c_below, _mm256_castps_si256(_mm256_cmp_ps(av_, vtiny, _CMP_LT_OQ))); \
+        c_nan = _mm256_sub_epi32(c_nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));   \
+        __m256d lo_ = _mm256_cvtps_pd(_mm256_castps256_ps128(vf_));                                \
+        __m256d hi_ = _mm256_cvtps_pd(_mm256_extractf128_ps(vf_, 1));                              \
+        s0          = _mm256_add_pd(s0, lo_);                                                      \
+        s1          = _mm256_add_pd(s1, hi_);                                                      \
+        q0          = _mm256_fmadd_pd(lo_, lo_, q0); /* exact product: one rounding either way */  \
+        q1          = _mm256_fmadd_pd(hi_, hi_, q1);                                               \
+    } while (0)
+
+/* The f32 block sums of eight lanes added to their double lanes e0 (0-3) and e1 (4-7). */
+#define AMP_FLUSH8(f, e0, e1)                                                                      \
+    do {                                                                                           \
+        e0 = _mm256_add_pd(e0, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));                        \
+        e1 = _mm256_add_pd(e1, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));                      \
+    } while (0)
+
+/* span_portable sixteen lanes at a time (two vectors, a and b): masks instead of branches,
+ * counts in int32 lanes (at most CPU_CHUNK / 16 per lane), the lanes' double sums in four
+ * four-lane accumulators folded as span_portable folds them. With the square sum on, the
+ * non-finite check looks at the values only when the sum is not finite (inf and NaN keep it
+ * so; a finite value whose f32 square overflows does too, and is not flagged). */
+__attribute__((target("avx2,fma,f16c"))) static uint64_t
+span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned what, amp_part *p) {
+    const int stats = (what & CPU_AMP_STATS) != 0, mul = (what & CPU_AMP_UNSCALE) != 0;
+    const int chk = (what & CPU_AMP_CHECK) != 0, sq = (what & CPU_AMP_SQ) != 0;
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 inf = _mm256_set1_ps(__builtin_inff()), vtiny = _mm256_set1_ps(tiny);
-    __m256 vmax = _mm256_setzero_ps();
-    __m256d s0 = _mm256_setzero_pd(), s1 = s0, q0 = s0, q1 = s0;
-    uint64_t finite = 0, zeros = 0, small = 0, nan = 0, k = 0;
-    for (; k + 8 <= n; k += 8) {
-        __m256 v   = _mm256_loadu_ps(t + k);
-        __m256 av  = _mm256_and_ps(v, abs_mask);
-        __m256 fin = _mm256_cmp_ps(av, inf, _CMP_LT_OQ); /* false for inf and NaN */
-        __m256 vf  = _mm256_and_ps(v, fin);              /* non-finite lanes become 0 */
-        __m256 zer = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_EQ_OQ);
-        __m256 sml = _mm256_andnot_ps(zer, _mm256_cmp_ps(av, vtiny, _CMP_LT_OQ));
-        vmax       = _mm256_max_ps(vmax, _mm256_and_ps(av, fin));
-        finite += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(fin));
-        zeros += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(zer));
-        small += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(sml));
-        nan += (uint64_t)__builtin_popcount(
-            (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(vf));
-        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(vf, 1));
-        s0         = _mm256_add_pd(s0, lo);
-        s1         = _mm256_add_pd(s1, hi);
-        q0         = _mm256_add_pd(q0, _mm256_mul_pd(lo, lo));
-        q1         = _mm256_add_pd(q1, _mm256_mul_pd(hi, hi));
+    const __m256 vinv = _mm256_set1_ps(inv), zero = _mm256_setzero_ps();
+    const int chk_own = chk && !sq; /* the check without a square sum to tell it */
+    __m256 vmax = zero, bad = zero;
+    __m256i c_fin = _mm256_setzero_si256(), c_zero = c_fin, c_below = c_fin, c_nan = c_fin;
+    __m256d sa0 = _mm256_setzero_pd(), sa1 = sa0, sb0 = sa0, sb1 = sa0;
+    __m256d qa0 = sa0, qa1 = sa0, qb0 = sa0, qb1 = sa0;
+    __m256d ea0 = sa0, ea1 = sa0, eb0 = sa0, eb1 = sa0;
+    __m256 fa = zero, fb = zero; /* the squares' f32 block sums */
+    uint64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m256 a = _mm256_loadu_ps(x + k), b = _mm256_loadu_ps(x + k + 8);
+        if (stats) {
+            AMP_STATS8(a, sa0, sa1, qa0, qa1);
+            AMP_STATS8(b, sb0, sb1, qb0, qb1);
+        }
+        if (mul) {
+            a = _mm256_mul_ps(a, vinv);
+            b = _mm256_mul_ps(b, vinv);
+            _mm256_storeu_ps(y + k, a);
+            _mm256_storeu_ps(y + k + 8, b);
+        }
+        if (chk_own) {
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(a, abs_mask), inf, _CMP_NLT_UQ));
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(b, abs_mask), inf, _CMP_NLT_UQ));
+        }
+        if (sq) {
+            fa = _mm256_fmadd_ps(a, a, fa);
+            fb = _mm256_fmadd_ps(b, b, fb);
+            if ((k & (AMP_SQ_BLOCK - 1)) == AMP_SQ_BLOCK - 16) {
+                AMP_FLUSH8(fa, ea0, ea1);
+                AMP_FLUSH8(fb, eb0, eb1);
+                fa = fb = zero;
+            }
+        }
     }
-    double sl[4], ql[4];
-    float ml[8];
-    _mm256_storeu_pd(sl, _mm256_add_pd(s0, s1));
-    _mm256_storeu_pd(ql, _mm256_add_pd(q0, q1));
-    _mm256_storeu_ps(ml, vmax);
-    p->sum   = (sl[0] + sl[1]) + (sl[2] + sl[3]);
-    p->sumsq = (ql[0] + ql[1]) + (ql[2] + ql[3]);
-    for (int i = 0; i < 8; i++)
-        if (ml[i] > p->max_abs) p->max_abs = ml[i];
-    p->finite    = finite;
-    p->zeros     = zeros;
-    p->tiny      = small;
-    p->nonfinite = k - finite;
-    p->nan       = nan;
+    if (stats) {
+        float ml[8];
+        p->sum += fold4x4(sa0, sa1, sb0, sb1);
+        p->sumsq += fold4x4(qa0, qa1, qb0, qb1);
+        _mm256_storeu_ps(ml, vmax);
+        for (int i = 0; i < 8; i++)
+            if (ml[i] > p->max_abs) p->max_abs = ml[i];
+        uint64_t finite = sum_i32x8(c_fin), zeros = sum_i32x8(c_zero);
+        p->finite += finite;
+        p->zeros += zeros;
+        p->tiny += sum_i32x8(c_below) - zeros;
+        p->nonfinite += k - finite;
+        p->nan += sum_i32x8(c_nan);
+    }
+    if (sq) {
+        AMP_FLUSH8(fa, ea0, ea1); /* the last block (zeros when it was just flushed) */
+        AMP_FLUSH8(fb, eb0, eb1);
+        double e = fold4x4(ea0, ea1, eb0, eb1);
+        p->sq += e;
+        if (chk && !isfinite(e)) { /* rare: look at the values */
+            const float *r = mul ? y : x;
+            for (uint64_t i = 0; i < k && !p->bad; i++)
+                p->bad |= !isfinite(r[i]);
+        }
+    }
+    if (chk_own) p->bad |= _mm256_movemask_ps(bad) != 0;
     return k;
 }
+#undef AMP_STATS8
+#undef AMP_FLUSH8
 #endif
 
-static void stats_chunk(void *arg, uint64_t item, unsigned tid) {
-    (void)tid;
-    const stats_job *j = arg;
-    uint64_t i0        = item * CPU_CHUNK;
-    uint64_t n         = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
-    float t[CPU_CHUNK];
-    stats_part p;
-    memset(&p, 0, sizeof p);
-    cpu_load_f32(t, j->g, j->dt, i0, n);
-    uint64_t k0 = 0;
+/* x[0 .. n) through the pass: the lanes, then the last n % 16 values one by one. */
+static void span(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned what,
+                 amp_part *p) {
+    uint64_t k;
 #if CPU_HAVE_AVX2_TABLE
-    if (cpu_tls_kern->isa >= CPU_ISA_AVX2) k0 = stats_avx2(t, n, j->tiny, &p);
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX2)
+        k = span_avx2(x, y, n, inv, tiny, what, p);
+    else
 #endif
-    for (uint64_t k = k0; k < n; k++) {
-        float v = t[k];
-        if (!isfinite(v)) {
-            p.nonfinite++;
-            p.nan += isnan(v) != 0;
-            continue;
+        k = span_portable(x, y, n, inv, tiny, what, p);
+    for (; k < n; k++) {
+        float v = x[k];
+        if (what & CPU_AMP_STATS) {
+            if (!isfinite(v)) {
+                p->nonfinite++;
+                p->nan += isnan(v) != 0;
+            } else {
+                float av = fabsf(v);
+                p->finite++;
+                p->sum += v;
+                p->sumsq += (double)v * (double)v;
+                if (av > p->max_abs) p->max_abs = av;
+                if (v == 0.0f)
+                    p->zeros++;
+                else if (av < tiny)
+                    p->tiny++;
+            }
         }
-        float av = fabsf(v);
-        p.finite++;
-        p.sum += v;
-        p.sumsq += (double)v * (double)v;
-        if (av > p.max_abs) p.max_abs = av;
-        if (v == 0.0f)
-            p.zeros++;
-        else if (av < j->tiny)
-            p.tiny++;
+        float r = v;
+        if (what & CPU_AMP_UNSCALE) y[k] = r = v * inv;
+        if (what & CPU_AMP_CHECK) p->bad |= !isfinite(r);
+        if (what & CPU_AMP_SQ) p->sq += (double)r * (double)r;
+    }
+}
+
+static void amp_chunk(void *arg, uint64_t item, unsigned tid) {
+    (void)tid;
+    const amp_job *j = arg;
+    uint32_t t = 0, hi = j->count; /* the last tensor whose first chunk is <= item */
+    while (hi - t > 1) {
+        uint32_t mid = t + (hi - t) / 2;
+        if (j->first[mid] <= item)
+            t = mid;
+        else
+            hi = mid;
+    }
+    uint64_t i0 = (item - j->first[t]) * CPU_CHUNK, nt = j->n_elems[t];
+    uint64_t n    = nt - i0 < CPU_CHUNK ? nt - i0 : CPU_CHUNK;
+    ampx_dtype dt = j->tensors[t].dtype;
+    void *g       = cpu_ptr(&j->tensors[t]);
+    float tiny    = ampx_kit_tiny_of(j->targets ? j->targets[t] : j->target);
+    amp_part p;
+    memset(&p, 0, sizeof p);
+    if (dt == AMPX_F32) {
+        float *x = (float *)g + i0;
+        span(x, x, n, j->inv_scale, tiny, j->what, &p);
+    } else {
+        float buf[CPU_CHUNK];
+        cpu_load_f32(buf, g, dt, i0, n);
+        if (j->what & CPU_AMP_UNSCALE) {
+            span(buf, buf, n, j->inv_scale, tiny, j->what & (CPU_AMP_STATS | CPU_AMP_UNSCALE), &p);
+            cpu_store_f32(g, dt, i0, buf, n);
+            cpu_load_f32(buf, g, dt, i0, n); /* check the values as stored */
+            span(buf, NULL, n, j->inv_scale, tiny, j->what & (CPU_AMP_CHECK | CPU_AMP_SQ), &p);
+        } else {
+            span(buf, NULL, n, j->inv_scale, tiny, j->what, &p);
+        }
     }
     j->part[item] = p;
 }
@@ -189,45 +323,118 @@ static int32_t count_i32(uint64_t c) {
     return c > INT32_MAX ? INT32_MAX : (int32_t)c;
 }
 
+ampx_status cpu_amp_run(ampx_context *ctx, const char *op, const ampx_tensor_list *l, unsigned what,
+                        cpu_amp_out *out) {
+    size_t head    = ((size_t)l->count + 1) * sizeof(uint64_t);
+    head           = (head + 63) & ~(size_t)63;
+    uint64_t total = 0, n_total = 0;
+    for (uint32_t t = 0; t < l->count; t++) {
+        total += cpu_div_up(l->n_elems[t], CPU_CHUNK);
+        n_total += l->n_elems[t];
+    }
+    unsigned char *ws =
+        cpu_reserve_shared_ws(ctx, op, head + (size_t)(total ? total : 1) * sizeof(amp_part));
+    if (!ws) return AMPX_ERR_NO_MEMORY;
+    uint64_t *first = (uint64_t *)ws;
+    amp_job j       = {.tensors   = l->tensors,
+                       .n_elems   = l->n_elems,
+                       .first     = first,
+                       .count     = l->count,
+                       .what      = what,
+                       .inv_scale = out->inv_scale,
+                       .target    = out->target,
+                       .targets   = out->targets,
+                       .part      = (amp_part *)(ws + head)};
+    first[0]        = 0;
+    for (uint32_t t = 0; t < l->count; t++)
+        first[t + 1] = first[t] + cpu_div_up(l->n_elems[t], CPU_CHUNK);
+    cpu_run(ctx, n_total, total, amp_chunk, &j);
+
+    int32_t any = 0;
+    for (uint32_t t = 0; t < l->count; t++) {
+        amp_part s;
+        memset(&s, 0, sizeof s);
+        for (uint64_t c = first[t]; c < first[t + 1]; c++) {
+            const amp_part *q = &j.part[c];
+            if (q->max_abs > s.max_abs) s.max_abs = q->max_abs;
+            s.bad |= q->bad;
+            s.sum += q->sum;
+            s.sumsq += q->sumsq;
+            s.finite += q->finite;
+            s.zeros += q->zeros;
+            s.tiny += q->tiny;
+            s.nonfinite += q->nonfinite;
+            s.nan += q->nan;
+            if (out->sq) *out->sq += q->sq; /* chunk order across the whole list */
+        }
+        if (out->flags) out->flags[t] = (int32_t)s.bad;
+        any |= (int32_t)s.bad;
+        if (out->stats) {
+            float *st = out->stats + 4 * (uint64_t)t;
+            st[0]     = s.max_abs;
+            st[1]     = s.finite ? (float)(s.sum / (double)s.finite) : 0.0f;
+            st[2]     = s.finite ? (float)sqrt(s.sumsq / (double)s.finite) : 0.0f;
+            st[3]     = (float)l->n_elems[t];
+        }
+        if (out->counts) {
+            int32_t *cn = out->counts + 3 * (uint64_t)t;
+            cn[0]       = count_i32(s.zeros);
+            cn[1]       = count_i32(s.tiny);
+            cn[2]       = count_i32(s.nonfinite);
+        }
+        if (out->nans) out->nans[t] = count_i32(s.nan);
+    }
+    out->any = any;
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// UNSCALE_CHECK, GRAD_STATS, AMP_PASS: the pass with what each asks for
+
+ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *args) {
+    ampx_unscale_check_args a;
+    CPU_TRY(ampx_kit_take_unscale_check(AMPX_KIT(ctx), args, &a));
+    ampx_scalars *s = scalars_of(&a.scalars);
+    cpu_amp_out o   = {.inv_scale = (float)(1.0 / (double)s->scale),
+                       .flags     = (int32_t *)cpu_ptr(&a.flags) + a.flag_base};
+    unsigned what   = CPU_AMP_CHECK | (s->mode != AMPX_SCALER_NONE ? CPU_AMP_UNSCALE : 0);
+    CPU_TRY(cpu_amp_run(ctx, "unscale_check", &a.grads, what, &o));
+    s->found_inf |= o.any;
+    return AMPX_OK;
+}
+
+/* GRAD_STATS: per tensor, over the values as stored (widened exactly to f32): max |g|, mean
+ * and RMS of the finite values (sums in double), element count, and counts of zeros, of
+ * finite non-zeros below the target dtype's smallest normal, of non-finite values. */
 ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) {
-    static const char *op = "grad_stats";
     ampx_grad_stats_args a;
     CPU_TRY(ampx_kit_take_grad_stats(AMPX_KIT(ctx), args, &a));
-    float *stats    = cpu_ptr(&a.stats);
-    int32_t *counts = cpu_ptr(&a.counts);
-    int32_t *nans   = a.nan_counts.buf ? cpu_ptr(&a.nan_counts) : NULL;
-    float tiny      = a.target == AMPX_F16 ? 0x1p-14f : 0x1p-126f;
+    cpu_amp_out o = {.target = a.target,
+                     .stats  = cpu_ptr(&a.stats),
+                     .counts = cpu_ptr(&a.counts),
+                     .nans   = a.nan_counts.buf ? cpu_ptr(&a.nan_counts) : NULL};
+    return cpu_amp_run(ctx, "grad_stats", &a.grads, CPU_AMP_STATS, &o);
+}
 
-    uint64_t max_chunks = cpu_list_max_chunks(&a.grads);
-    stats_part *part    = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks * sizeof(stats_part));
-    if (!part) return AMPX_ERR_NO_MEMORY;
-
-    for (uint32_t t = 0; t < a.grads.count; t++) {
-        stats_job j = {cpu_ptr(&a.grads.tensors[t]), a.grads.tensors[t].dtype, a.grads.n_elems[t],
-                       tiny, part};
-        uint64_t chunks = cpu_div_up(j.n, CPU_CHUNK);
-        cpu_run(ctx, j.n, chunks, stats_chunk, &j);
-        stats_part s;
-        memset(&s, 0, sizeof s);
-        for (uint64_t c = 0; c < chunks; c++) {
-            if (part[c].max_abs > s.max_abs) s.max_abs = part[c].max_abs;
-            s.sum += part[c].sum;
-            s.sumsq += part[c].sumsq;
-            s.finite += part[c].finite;
-            s.zeros += part[c].zeros;
-            s.tiny += part[c].tiny;
-            s.nonfinite += part[c].nonfinite;
-            s.nan += part[c].nan;
-        }
-        stats[4 * t + 0]  = s.max_abs;
-        stats[4 * t + 1]  = s.finite ? (float)(s.sum / (double)s.finite) : 0.0f;
-        stats[4 * t + 2]  = s.finite ? (float)sqrt(s.sumsq / (double)s.finite) : 0.0f;
-        stats[4 * t + 3]  = (float)j.n;
-        counts[3 * t + 0] = count_i32(s.zeros);
-        counts[3 * t + 1] = count_i32(s.tiny);
-        counts[3 * t + 2] = count_i32(s.nonfinite);
-        if (nans) nans[t] = count_i32(s.nan);
-    }
+ampx_status cpu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *args) {
+    ampx_amp_pass_args a;
+    CPU_TRY(ampx_kit_take_amp_pass(AMPX_KIT(ctx), args, &a));
+    ampx_scalars *s = scalars_of(&a.scalars);
+    float *sq_out   = a.sq_sum.buf ? cpu_ptr(&a.sq_sum) : NULL;
+    double sq       = sq_out && a.sq_accumulate ? (double)*sq_out : 0.0;
+    cpu_amp_out o   = {.inv_scale = (float)(1.0 / (double)s->scale),
+                       .target    = a.target,
+                       .targets   = a.targets,
+                       .flags     = (int32_t *)cpu_ptr(&a.flags) + a.flag_base,
+                       .sq        = sq_out ? &sq : NULL,
+                       .stats     = a.stats.buf ? cpu_ptr(&a.stats) : NULL,
+                       .counts    = a.counts.buf ? cpu_ptr(&a.counts) : NULL,
+                       .nans      = a.nan_counts.buf ? cpu_ptr(&a.nan_counts) : NULL};
+    unsigned what   = CPU_AMP_CHECK | (s->mode != AMPX_SCALER_NONE ? CPU_AMP_UNSCALE : 0) |
+                    (sq_out ? CPU_AMP_SQ : 0) | (o.stats || o.counts || o.nans ? CPU_AMP_STATS : 0);
+    CPU_TRY(cpu_amp_run(ctx, "amp_pass", &a.grads, what, &o));
+    s->found_inf |= o.any;
+    if (sq_out) *sq_out = (float)sq;
     return AMPX_OK;
 }
 

@@ -315,6 +315,29 @@ ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *a);
 ampx_status cpu_dropout(ampx_context *ctx, const ampx_dropout_args *a);
 ampx_status cpu_permute(ampx_context *ctx, const ampx_permute_args *a);
+ampx_status cpu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);
+
+/* The pass over a gradient list that UNSCALE_CHECK, GRAD_STATS, SUM_SQUARES and AMP_PASS
+ * share (amp.c), so they give the same bits alone and fused. `what` is a set of these: */
+#define CPU_AMP_STATS 1u   /* GRAD_STATS of the values as read */
+#define CPU_AMP_UNSCALE 2u /* g = round(g * inv_scale), in place */
+#define CPU_AMP_CHECK 4u   /* per-tensor flag: a value as stored is non-finite */
+#define CPU_AMP_SQ 8u      /* sum of squares of the values as stored */
+
+typedef struct cpu_amp_out {
+    float inv_scale;           /* in: CPU_AMP_UNSCALE's factor */
+    ampx_dtype target;         /* in: CPU_AMP_STATS' underflow threshold ... */
+    const ampx_dtype *targets; /* ... or one per tensor (may be NULL) */
+    int32_t *flags;            /* (optional) CPU_AMP_CHECK: one per tensor */
+    int32_t any;               /* out: OR of the flags */
+    double *sq;                /* (optional) CPU_AMP_SQ: added to, chunk by chunk in order */
+    float *stats;              /* (optional) CPU_AMP_STATS: GRAD_STATS' stats, counts and */
+    int32_t *counts;           /* nan_counts, each optional */
+    int32_t *nans;
+} cpu_amp_out;
+
+ampx_status cpu_amp_run(ampx_context *ctx, const char *op, const ampx_tensor_list *l, unsigned what,
+                        cpu_amp_out *out);
 
 /* Buffers (buffer.c) */
 ampx_status cpu_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

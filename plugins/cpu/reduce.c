@@ -2,7 +2,8 @@
  *
  * Both accumulate in double (the ABI asks for f32 or wider) and round once to the output.
  * Partial sums are kept per chunk and added in chunk order, so results do not depend on the
- * number of threads. Non-finite inputs propagate: inf^2 = inf, NaN stays NaN.
+ * number of threads. SUM_SQUARES is the AMP pass of amp.c with only its square sum. Non-finite
+ * inputs propagate: inf^2 = inf, NaN stays NaN.
  */
 #include <string.h>
 
@@ -55,42 +56,15 @@ ampx_status cpu_reduce(ampx_context *ctx, const ampx_reduce_args *args) {
 // ---------------------------------------------------------------------------------------
 // SUM_SQUARES: out[0] = (accumulate ? out[0] : 0) + sum_t sum_i x_t[i]^2
 
-typedef struct sumsq_job {
-    const void *x;
-    ampx_dtype dt;
-    uint64_t n;
-    double *partial; /* one per chunk */
-} sumsq_job;
-
-static void sumsq_chunk(void *arg, uint64_t item, unsigned tid) {
-    (void)tid;
-    const sumsq_job *j = arg;
-    uint64_t i0        = item * CPU_CHUNK;
-    uint64_t n         = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
-    float t[CPU_CHUNK];
-    double s = 0.0;
-    cpu_load_f32(t, j->x, j->dt, i0, n);
-    for (uint64_t k = 0; k < n; k++)
-        s += (double)t[k] * (double)t[k];
-    j->partial[item] = s;
-}
-
+/* The squares of the values as stored, in the chunk order of the AMP pass (amp.c), so that
+ * AMP_PASS gives this op's bits. */
 ampx_status cpu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *args) {
-    static const char *op = "sum_squares";
     ampx_sum_squares_args a;
     CPU_TRY(ampx_kit_take_sum_squares(AMPX_KIT(ctx), args, &a));
-    uint64_t max_chunks = cpu_list_max_chunks(&a.x);
-    double *partial     = cpu_reserve_shared_ws(ctx, op, (size_t)max_chunks * sizeof(double));
-    if (!partial) return AMPX_ERR_NO_MEMORY;
-    float *out   = cpu_ptr(&a.out);
-    double total = a.accumulate ? (double)*out : 0.0;
-    for (uint32_t t = 0; t < a.x.count; t++) {
-        sumsq_job j     = {cpu_ptr(&a.x.tensors[t]), a.x.tensors[t].dtype, a.x.n_elems[t], partial};
-        uint64_t chunks = cpu_div_up(j.n, CPU_CHUNK);
-        cpu_run(ctx, j.n, chunks, sumsq_chunk, &j);
-        for (uint64_t c = 0; c < chunks; c++)
-            total += partial[c];
-    }
+    float *out    = cpu_ptr(&a.out);
+    double total  = a.accumulate ? (double)*out : 0.0;
+    cpu_amp_out o = {.sq = &total};
+    CPU_TRY(cpu_amp_run(ctx, "sum_squares", &a.x, CPU_AMP_SQ, &o));
     *out = (float)total;
     return AMPX_OK;
 }

@@ -135,6 +135,7 @@ ampx_status cu_reduce(ampx_context *ctx, const ampx_reduce_args *a);
 ampx_status cu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
 ampx_status cu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
 ampx_status cu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
+ampx_status cu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);
 ampx_status cu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
 ampx_status cu_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status cu_adamw(ampx_context *ctx, const ampx_adamw_args *a);

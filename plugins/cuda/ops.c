@@ -437,6 +437,55 @@ ampx_status cu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) {
     return st;
 }
 
+/* AMP_PASS: one launch per group of the fused kernel, then the finishes of GRAD_STATS and
+ * SUM_SQUARES over its partials (the same partials those ops leave, so the same bits). */
+ampx_status cu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *args) {
+    static const char *op = "amp_pass";
+    ampx_amp_pass_args a;
+    CU_TAKE(ctx, op, ampx_kit_take_amp_pass(AMPX_KIT(ctx), args, &a));
+    int stats   = a.stats.buf || a.counts.buf || a.nan_counts.buf;
+    int sq      = a.sq_sum.buf != NULL;
+    uint32_t bx = cuk_mt_blocks(list_max_n(&a.grads));
+    uint64_t np = (uint64_t)a.grads.count * bx;
+    if (a.grads.count) {
+        int32_t *flags = (int32_t *)cu_ptr(&a.flags) + a.flag_base;
+        CU_TRY(cu_check(
+            ctx, op, "cudaMemsetAsync",
+            cudaMemsetAsync(flags, 0, (size_t)a.grads.count * sizeof(int32_t), ctx->stream)));
+    }
+    /* one temporary: the statistics' partials, then the squares' */
+    uint64_t sp_bytes = stats ? np * sizeof(cuk_stats_part) : 0;
+    void *tmp         = NULL;
+    if (stats || sq) CU_TRY(cu_tmp_alloc(ctx, op, sp_bytes + (sq ? np : 1) * sizeof(double), &tmp));
+    cuk_stats_part *sp = stats ? (cuk_stats_part *)tmp : NULL;
+    double *qp         = sq ? (double *)((char *)tmp + sp_bytes) : NULL;
+    ampx_status st     = AMPX_OK;
+    cuk_mt_group g;
+    float tiny[CUK_MT_MAX];
+    for (uint32_t first = 0; first < a.grads.count && st == AMPX_OK; first += CUK_MT_MAX) {
+        mt_group(&a.grads, first, &g);
+        for (uint32_t i = 0; i < g.count; i++)
+            tiny[i] = ampx_kit_tiny_of(ampx_kit_amp_target(&a, first + i));
+        st = cu_check(ctx, op, "kernel launch",
+                      cuk_amp_pass_run(ctx->stream, &g, tiny, bx,
+                                       (int32_t *)cu_ptr(&a.flags) + a.flag_base,
+                                       cu_ptr(&a.scalars), sp, qp));
+        if (st == AMPX_OK && stats)
+            st = cu_check(
+                ctx, op, "kernel launch",
+                cuk_grad_stats_finish(ctx->stream, &g, bx, sp,
+                                      a.stats.buf ? (float *)cu_ptr(&a.stats) : NULL,
+                                      a.counts.buf ? (int32_t *)cu_ptr(&a.counts) : NULL,
+                                      a.nan_counts.buf ? (int32_t *)cu_ptr(&a.nan_counts) : NULL));
+    }
+    if (st == AMPX_OK && sq)
+        st = cu_check(ctx, op, "kernel launch",
+                      cuk_sum_squares_finish(ctx->stream, qp, np, (float *)cu_ptr(&a.sq_sum),
+                                             a.sq_accumulate != 0));
+    if (tmp) cu_tmp_free(ctx, tmp);
+    return st;
+}
+
 ampx_status cu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *args) {
     static const char *op = "scaler_update";
     ampx_scaler_update_args a;

@@ -1,7 +1,7 @@
-/* amp.c — UNSCALE_CHECK, GRAD_STATS and SCALER_UPDATE (kernels/opencl/unscale_check.cl,
- * grad_stats.cl, scaler_update.cl). The scale, found_inf and the rest of the scaler state
- * are read and written by the kernels in the scalars block: a training step enqueues these
- * ops and never reads the block back. */
+/* amp.c — UNSCALE_CHECK, GRAD_STATS, AMP_PASS and SCALER_UPDATE (kernels/opencl/
+ * unscale_check.cl, grad_stats.cl, amp_pass.cl, scaler_update.cl). The scale, found_inf and the
+ * rest of the scaler state are read and written by the kernels in the scalars block: a training
+ * step enqueues these ops and never reads the block back. */
 #include <string.h>
 
 #include "ocl.h"
@@ -49,6 +49,50 @@ ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *args) 
         ocl_arg_fixed(&k, &counts);
         ocl_arg_fixed(&k, &nans);
         ocl_arg_u32(&k, a.nan_counts.buf != NULL);
+        OCL_TRY(ocl_launch_groups(&k, 1));
+    }
+    return AMPX_OK;
+}
+
+/* AMP_PASS: one work-group per tensor, as grad_stats and sum_squares, so it gives their bits
+ * (and unscale_check's) in one read of each gradient. */
+ampx_status ocl_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *args) {
+    static const char *op = "amp_pass";
+    ampx_amp_pass_args a;
+    OCL_TRY(ampx_kit_take_amp_pass(AMPX_KIT(ctx), args, &a));
+    if (a.grads.count == 0) {
+        if (!a.sq_sum.buf || a.sq_accumulate) return AMPX_OK;
+        float zero = 0.0f;
+        return ocl_check(ctx,
+                         clEnqueueWriteBuffer(ctx->queue, a.sq_sum.buf->mem, CL_TRUE,
+                                              (size_t)a.sq_sum.offset, 4, &zero, 0, NULL, NULL),
+                         op, "clEnqueueWriteBuffer");
+    }
+    uint32_t want =
+        (a.stats.buf ? 1u : 0u) | (a.counts.buf ? 2u : 0u) | (a.nan_counts.buf ? 4u : 0u);
+    for (uint32_t t = 0; t < a.grads.count; t++) {
+        /* outputs not asked for get the flags tensor as a placeholder the kernel never writes */
+        ampx_tensor flag = a.flags, sq = a.sq_sum.buf ? a.sq_sum : a.flags;
+        ampx_tensor stats  = a.stats.buf ? a.stats : a.flags,
+                    counts = a.counts.buf ? a.counts : a.flags;
+        ampx_tensor nans   = a.nan_counts.buf ? a.nan_counts : a.flags;
+        flag.offset += 4ull * (a.flag_base + (uint64_t)t);
+        if (a.stats.buf) stats.offset += 16ull * t;
+        if (a.counts.buf) counts.offset += 12ull * t;
+        if (a.nan_counts.buf) nans.offset += 4ull * t;
+        ampx_dtype target = ampx_kit_amp_target(&a, t);
+        ocl_args k        = ocl_args_begin(ctx, K_AMP_PASS);
+        ocl_arg_tensor(&k, &a.grads.tensors[t]);
+        ocl_arg_u64(&k, a.grads.n_elems[t]);
+        ocl_arg_u32(&k, target == AMPX_F16 ? 0x38800000u : 0x00800000u);
+        ocl_arg_fixed(&k, &flag);
+        ocl_arg_fixed(&k, &a.scalars);
+        ocl_arg_fixed(&k, &sq);
+        ocl_arg_i32(&k, !a.sq_sum.buf ? 0 : t == 0 && !a.sq_accumulate ? 1 : 2);
+        ocl_arg_fixed(&k, &stats);
+        ocl_arg_fixed(&k, &counts);
+        ocl_arg_fixed(&k, &nans);
+        ocl_arg_u32(&k, want);
         OCL_TRY(ocl_launch_groups(&k, 1));
     }
     return AMPX_OK;

@@ -57,6 +57,7 @@ typedef enum ocl_kernel {
     K_UNSCALE_CLEAR_FLAGS,
     K_UNSCALE_CHECK,
     K_GRAD_STATS,
+    K_AMP_PASS,
     K_SCALER_UPDATE,
     K_OPT_BEGIN,
     K_SGD,
@@ -217,6 +218,7 @@ ampx_status ocl_reduce(ampx_context *ctx, const ampx_reduce_args *a);
 ampx_status ocl_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
 ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
 ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
+ampx_status ocl_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);
 ampx_status ocl_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
 ampx_status ocl_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status ocl_adamw(ampx_context *ctx, const ampx_adamw_args *a);

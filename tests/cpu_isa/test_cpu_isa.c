@@ -401,6 +401,36 @@ static unsigned char *elementwise_run(const char *isa_opt, const char *opname, a
     } else if (!strcmp(opname, "unscale_check")) {
         ampx_unscale_check_args a = {.size = sizeof a, .grads = one, .flags = T[7], .scalars = S};
         st                        = op->unscale_check(d.ctx, &a);
+    } else if (!strcmp(opname, "grad_stats")) {
+        ampx_tensor st4 = {b[4], 0, AMPX_F32}, cn = {b[7], 16, AMPX_I32}, nc = {b[7], 64, AMPX_I32};
+        ampx_grad_stats_args a = {sizeof a, AMPX_BF16, one, st4, cn, nc};
+        st                     = op->grad_stats(d.ctx, &a);
+    } else if (!strcmp(opname, "sum_squares") || !strcmp(opname, "amp_pass") ||
+               !strcmp(opname, "amp_pass_finite")) {
+        /* amp_pass over g and two f32 state tensors (with NaN and inf from g), or over the
+         * finite state tensors alone, so that the square sum is compared as a number too */
+        int finite             = strcmp(opname, "amp_pass");
+        ampx_tensor gl[3]      = {T[0], T[3], T[5]};
+        uint64_t ns[3]         = {N, N, N - 3};
+        ampx_dtype targets[3]  = {AMPX_F16, AMPX_BF16, AMPX_F32};
+        ampx_tensor_list grads = {finite ? 2 : 3, finite ? gl + 1 : gl, ns};
+        ampx_tensor sq = {b[4], 0, AMPX_F32}, st4 = {b[4], 64, AMPX_F32};
+        ampx_tensor cn = {b[7], 16, AMPX_I32}, nc = {b[7], 64, AMPX_I32};
+        if (!strcmp(opname, "sum_squares")) {
+            ampx_sum_squares_args a = {sizeof a, 0, grads, sq};
+            st                      = op->sum_squares(d.ctx, &a);
+        } else {
+            ampx_amp_pass_args a = {.size       = sizeof a,
+                                    .grads      = grads,
+                                    .flags      = T[7],
+                                    .scalars    = S,
+                                    .sq_sum     = sq,
+                                    .targets    = targets,
+                                    .stats      = st4,
+                                    .counts     = cn,
+                                    .nan_counts = nc};
+            st                   = op->amp_pass(d.ctx, &a);
+        }
     } else if (!strcmp(opname, "sgd")) {
         ampx_tensor g   = T[1];
         ampx_sgd_args a = {.size         = sizeof a,
@@ -451,9 +481,11 @@ static unsigned char *elementwise_run(const char *isa_opt, const char *opname, a
 
 Test(elementwise, avx2_same_bits_as_portable, .timeout = 120) {
     if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
-    static const char *const ops[] = {"add",      "mul",           "scale", "relu",
-                                      "relu_bwd", "unscale_check", "sgd",   "adamw"};
-    static const ampx_dtype dts[]  = {AMPX_F32, AMPX_BF16, AMPX_F16};
+    static const char *const ops[] = {
+        "add",           "mul",        "scale",       "relu",     "relu_bwd",
+        "unscale_check", "grad_stats", "sum_squares", "amp_pass", "amp_pass_finite",
+        "sgd",           "adamw"};
+    static const ampx_dtype dts[] = {AMPX_F32, AMPX_BF16, AMPX_F16};
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (size_t k = 0; k < 3; k++) {
             size_t np, na;

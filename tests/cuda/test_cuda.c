@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -207,6 +208,7 @@ static unsigned n_dtypes_of(unsigned op) {
     case AMPX_OP_SUM_SQUARES:
     case AMPX_OP_UNSCALE_CHECK:
     case AMPX_OP_GRAD_STATS:
+    case AMPX_OP_AMP_PASS:
     case AMPX_OP_SGD:
     case AMPX_OP_ADAMW: return 1;
     case AMPX_OP_SCALER_UPDATE: return 0;
@@ -378,4 +380,93 @@ Test(cuda_device, skipped_step_changes_nothing) {
     cr_expect_eq(sout.applied_steps, 0);
     cr_expect_eq(sout.lr, 0.0f, "a skipped step wrote lr");
     I->buffer_free(C, b);
+}
+
+/* AMP_PASS (ABI 1.4) against the three ops it stands for, bit for bit: 37 tensors (more than
+ * one launch group), f32 and bf16, of 0 to 100003 elements, one with an inf, a scale whose
+ * inverse is inexact; gradients, flags, statistics, counts, NaN counts, the square sum and the
+ * scalars block must all agree. */
+Test(cuda_device, amp_pass_same_bits_as_separate_ops) {
+    open_or_skip();
+    enum { T = 37, MAXN = 100003 };
+    uint64_t n[T], off[T], bytes = 0;
+    ampx_tensor ga[T], gb[T];
+    for (int t = 0; t < T; t++) {
+        n[t]   = t == 3 ? 0 : t == 9 ? MAXN : (uint64_t)(t * 977 % 4099) + 1;
+        off[t] = bytes;
+        bytes += (n[t] * 4 + 255) / 256 * 256;
+    }
+    float *host = malloc(bytes);
+    cr_assert_not_null(host);
+    for (uint64_t i = 0; i < bytes / 4; i++)
+        host[i] = (float)((double)(ampx_hash32(5, i) >> 8) / 16384.0 - 512.0);
+    host[off[11] / 4 + 2] = INFINITY;
+    ampx_scalars s;
+    memset(&s, 0, sizeof s);
+    s.scale = 3.0f, s.mode = AMPX_SCALER_DYNAMIC;
+    ampx_buffer *ba = NULL, *bb = NULL, *oa = NULL, *ob = NULL;
+    EXPECT_OK(I->buffer_alloc(C, bytes, &ba));
+    EXPECT_OK(I->buffer_alloc(C, bytes, &bb));
+    uint64_t ob_bytes = 512 + 4 * 9 * T;
+    EXPECT_OK(I->buffer_alloc(C, ob_bytes, &oa));
+    EXPECT_OK(I->buffer_alloc(C, ob_bytes, &ob));
+    ampx_buffer *gbuf[2] = {ba, bb}, *obuf[2] = {oa, ob};
+    for (int k = 0; k < 2; k++) {
+        EXPECT_OK(I->buffer_write(C, gbuf[k], 0, host, bytes));
+        EXPECT_OK(I->buffer_fill(C, obuf[k], 0, ob_bytes, 0x7f7f7f7f, 4));
+        EXPECT_OK(I->buffer_write(C, obuf[k], 0, &s, sizeof s));
+    }
+    for (int t = 0; t < T; t++) {
+        ampx_dtype dt = t % 2 ? AMPX_BF16 : AMPX_F32;
+        ga[t]         = (ampx_tensor){ba, off[t], dt};
+        gb[t]         = (ampx_tensor){bb, off[t], dt};
+    }
+    /* outputs at: scalars 0, sq 256, flags 512, stats 512 + 4T, counts 512 + 20T, nans 512 + 32T */
+#define OUT(b, at, dt) ((ampx_tensor){b, at, dt})
+    ampx_grad_stats_args g    = {sizeof g,
+                                 AMPX_BF16,
+                                 {T, ga, n},
+                                 OUT(oa, 512 + 4 * T, AMPX_F32),
+                                 OUT(oa, 512 + 20 * T, AMPX_I32),
+                                 OUT(oa, 512 + 32 * T, AMPX_I32)};
+    ampx_unscale_check_args u = {.size    = sizeof u,
+                                 .grads   = {T, ga, n},
+                                 .flags   = OUT(oa, 512, AMPX_I32),
+                                 .scalars = OUT(oa, 0, AMPX_F32)};
+    ampx_sum_squares_args q   = {sizeof q, 0, {T, ga, n}, OUT(oa, 256, AMPX_F32)};
+    EXPECT_OK(O->grad_stats(C, &g));
+    EXPECT_OK(O->unscale_check(C, &u));
+    EXPECT_OK(O->sum_squares(C, &q));
+    ampx_amp_pass_args f = {.size       = sizeof f,
+                            .grads      = {T, gb, n},
+                            .flags      = OUT(ob, 512, AMPX_I32),
+                            .scalars    = OUT(ob, 0, AMPX_F32),
+                            .sq_sum     = OUT(ob, 256, AMPX_F32),
+                            .target     = AMPX_BF16,
+                            .stats      = OUT(ob, 512 + 4 * T, AMPX_F32),
+                            .counts     = OUT(ob, 512 + 20 * T, AMPX_I32),
+                            .nan_counts = OUT(ob, 512 + 32 * T, AMPX_I32)};
+#undef OUT
+    EXPECT_OK(O->amp_pass(C, &f));
+    unsigned char *ra = malloc(bytes), *rb = malloc(bytes), xa[512 + 4 * 9 * T], xb[sizeof xa];
+    cr_assert(ra && rb);
+    EXPECT_OK(I->buffer_read(C, ba, 0, ra, bytes));
+    EXPECT_OK(I->buffer_read(C, bb, 0, rb, bytes));
+    EXPECT_OK(I->buffer_read(C, oa, 0, xa, sizeof xa));
+    EXPECT_OK(I->buffer_read(C, ob, 0, xb, sizeof xb));
+    cr_expect(memcmp(ra, rb, bytes) == 0, "the unscaled gradients differ");
+    cr_expect(memcmp(xa, xb, sizeof xa) == 0, "flags, statistics, square sum or scalars differ");
+    ampx_scalars sa;
+    memcpy(&sa, xa, sizeof sa);
+    cr_expect_eq(sa.found_inf, 1, "the inf was not found");
+    int32_t flag11;
+    memcpy(&flag11, xa + 512 + 4 * 11, 4);
+    cr_expect_eq(flag11, 1);
+    free(ra);
+    free(rb);
+    free(host);
+    I->buffer_free(C, ba);
+    I->buffer_free(C, bb);
+    I->buffer_free(C, oa);
+    I->buffer_free(C, ob);
 }

@@ -14,6 +14,11 @@
  *   WRAP_NOOP          every op returns OK and computes nothing (training must refuse it)
  *   WRAP_NO_NORMS      no layernorm, batchnorm, embedding, dropout or permute ops (a backend
  *                      that still trains every model that needs none of them)
+ *   WRAP_MINOR_1_3     the inner plugin as if built for ABI 1.3: an op table that ends before
+ *                      the 1.4 amp_pass slot (set past the declared size, so a host that reads
+ *                      beyond it would call it), so the host runs unscale_check, grad_stats
+ *                      and sum_squares; $AMPX_TEST_AMP_PASS_LOG names a file each amp_pass call
+ *                      appends a line to, to show the host never calls it
  */
 #include <dlfcn.h>
 #include <unistd.h>
@@ -164,6 +169,19 @@ WRAP_OP(grad_stats, ampx_grad_stats_args)
 WRAP_OP(scaler_update, ampx_scaler_update_args)
 WRAP_OP(sgd, ampx_sgd_args)
 WRAP_OP(adamw, ampx_adamw_args)
+WRAP_OP(amp_pass, ampx_amp_pass_args)
+#endif
+
+#ifdef WRAP_MINOR_1_3
+static ampx_status logged_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a) {
+    const char *path = getenv("AMPX_TEST_AMP_PASS_LOG");
+    FILE *f          = path ? fopen(path, "a") : NULL;
+    if (f) {
+        fputs("amp_pass called past the table's size\n", f);
+        fclose(f);
+    }
+    return inner->ops->amp_pass(ctx, a);
+}
 #endif
 
 AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, uint32_t minor) {
@@ -235,6 +253,12 @@ AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, 
     SET(scaler_update);
     SET(sgd);
     SET(adamw);
+    SET(amp_pass);
+#endif
+#ifdef WRAP_MINOR_1_3
+    table.abi_minor = 3;
+    ops.size        = (uint32_t)offsetof(ampx_backend_ops, amp_pass);
+    ops.amp_pass    = logged_amp_pass;
 #endif
     return &table;
 }

@@ -342,5 +342,47 @@ else
   fail "AMPX_TEST_NO_NORMS is not set to the test plugin"
 fi
 
+# ABI 1.4's amp_pass (grad_stats, unscale_check and sum_squares over one read of each
+# gradient) trains bit-identically to the three ops, which the host runs for a plugin built
+# for ABI 1.3 (the minor_1_3 wrapper: the same plugin with a 1.3 op table and minor): the
+# same checkpoint, the same metrics and monitor figures, through an overflow (injected at
+# step 7) and gradient clipping; the trace shows which path each run took. On cpu, and on
+# opencl when it is available here.
+amp_pass_same() { # amp_pass_same BACKEND INNER_PLUGIN MODEL
+  local b n
+  for b in "$1" "$AMPX_TEST_MINOR_1_3"; do
+    n=$([ "$b" = "$1" ] && echo fused || echo separate)
+    AMPX_TEST_INNER_PLUGIN="$2" AMPX_INJECT_NONFINITE=7 AMPX_TEST_AMP_PASS_LOG="$work/amp_pass.log" \
+      "$ampx" train "$src/models/$3.json" --backend "$b" --steps 40 --log-every 5 \
+      --monitor 3 --metrics "$work/$n.jsonl" --checkpoint "$work/$n.ckpt" \
+      --trace "$work/$n.trace" --trace-steps 3:3 --quiet >"$work/out" 2>&1 ||
+      fail "amp_pass $1 $3 $n: $(cat "$work/out")"
+    sed 's/,"time_ms":[^,}]*//' "$work/$n.jsonl" >"$work/$n.m"
+  done
+  grep -q '"amp_pass' "$work/fused.trace" || fail "amp_pass $1 $3: no amp_pass in the trace"
+  grep -q '"unscale_check' "$work/fused.trace" && fail "amp_pass $1 $3: unscale_check ran too"
+  grep -q '"unscale_check' "$work/separate.trace" || fail "amp_pass $1 $3: 1.3 ran no unscale_check"
+  grep -q '"amp_pass' "$work/separate.trace" && fail "amp_pass $1 $3: a 1.3 plugin ran amp_pass"
+  [ -s "$work/amp_pass.log" ] && fail "amp_pass $1 $3: the host called a slot past a 1.3 table"
+  grep -q '"tensor":"fc1.weight"' "$work/fused.m" || fail "amp_pass $1 $3: no monitor lines"
+  grep -q '"skipped":true' "$work/fused.m" || fail "amp_pass $1 $3: the overflow was not skipped"
+  cmp -s "$work/fused.ckpt" "$work/separate.ckpt" || fail "amp_pass $1 $3: checkpoints differ"
+  cmp -s "$work/fused.m" "$work/separate.m" ||
+    fail "amp_pass $1 $3: metrics differ: $(diff "$work/fused.m" "$work/separate.m" | head -3)"
+}
+if [ -n "${AMPX_TEST_MINOR_1_3:-}" ] && [ -f "$AMPX_TEST_MINOR_1_3" ]; then
+  for model in mlp mlp_f16; do
+    amp_pass_same cpu "$AMPX_TEST_INNER_PLUGIN" "$model"
+  done
+  ocl="$(dirname "$AMPX_TEST_INNER_PLUGIN")/libampx-opencl.so"
+  if [ -f "$ocl" ] && "$ampx" backends | grep -A1 -E "^opencl " | grep -q 'available$'; then
+    amp_pass_same opencl "$ocl" mlp
+  else
+    echo "amp_pass on opencl: not available here, skipped"
+  fi
+else
+  fail "AMPX_TEST_MINOR_1_3 is not set to the test plugin"
+fi
+
 [ $fails -eq 0 ] && echo "train_cli: all passed"
 exit $((fails > 0))

@@ -1,4 +1,4 @@
-/* ampx/backend.h — the backend plugin ABI, version 1.3.
+/* ampx/backend.h — the backend plugin ABI, version 1.4.
  *
  * This is the only header a vendor needs (with the header-only dtype.h). A backend is a
  * shared object that exports exactly one symbol, ampx_backend_entry, and keeps everything
@@ -34,7 +34,7 @@
  *   - A tensor may be null (buf NULL) only where its op says so: gamma/beta of the norms,
  *     dgamma/dbeta of the norm backwards (not computed), running statistics of a training
  *     batch norm, dlogits of SOFTMAX_XENT, scalars of SOFTMAX_XENT, grad_sq_sum and copies
- *     of the optimizers.
+ *     of the optimizers, sq_sum, stats, counts and nan_counts of AMP_PASS.
  *   - A tensor whose dtype is fixed by the op (labels i32, statistics f32, ...) given in
  *     another dtype is an argument error (AMPX_ERR_INVALID), not an unsupported op.
  */
@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 #define AMPX_ABI_MAJOR 1
-#define AMPX_ABI_MINOR 3
+#define AMPX_ABI_MINOR 4
 
 #if defined(_WIN32)
 #define AMPX_PLUGIN_EXPORT __declspec(dllexport)
@@ -211,10 +211,13 @@ typedef enum ampx_op {
     /* ABI 1.1 */
     AMPX_OP_DROPOUT    = 24,
     AMPX_OP_PERMUTE    = 25,
-    AMPX_OP_COUNT_V1_1 = 26
+    AMPX_OP_COUNT_V1_1 = 26,
+    /* ABI 1.4 (1.2 and 1.3 added no ops) */
+    AMPX_OP_AMP_PASS   = 26,
+    AMPX_OP_COUNT_V1_4 = 27
 } ampx_op;
 
-#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_1
+#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_4
 
 /* Shape classes for supports(). v1 has one: any shape the op's arguments can describe. */
 #define AMPX_SHAPE_ANY 0u
@@ -615,6 +618,42 @@ typedef struct ampx_permute_args {
 } ampx_permute_args;
 
 // ---------------------------------------------------------------------------------------
+// ABI 1.4
+
+/* AMP_PASS  dtypes {g}
+ * UNSCALE_CHECK, GRAD_STATS and SUM_SQUARES over one read of each gradient: what a step of
+ * mixed-precision training does with its gradients between the backward and the optimizer,
+ * enqueued as one op with no host wait. For tensor t of grads, in place:
+ *   inv_scale = (float)(1.0 / (double)scalars->scale), g[i] = round(g[i] * inv_scale) and
+ *   flags[flag_base + t], scalars->found_inf |= ... exactly as UNSCALE_CHECK (the multiply
+ *   skipped in AMPX_SCALER_NONE mode);
+ *   sq_sum (optional, buf NULL: not computed): (sq_accumulate ? sq_sum[0] : 0) + the sum
+ *     over all tensors of the squares of the values as stored after the unscale, exactly as
+ *     SUM_SQUARES over grads run after UNSCALE_CHECK (the clipping norm's square);
+ *   stats, counts, nan_counts (optional, each buf NULL: not computed): GRAD_STATS of the
+ *     values as read, before the unscale (the monitor's figures of the scaled gradients,
+ *     which the host divides by the scale it copied), with per-tensor targets: the smallest
+ *     normal of targets[t] (host memory, grads.count of them; NULL: `target` for every
+ *     tensor) bounds the underflow count of tensor t.
+ * A backend's AMP_PASS gives the same bits as its three ops run in that order (grad_stats,
+ * unscale_check, sum_squares), so a step trains identically with or without it. */
+typedef struct ampx_amp_pass_args {
+    uint32_t size;
+    uint32_t flag_base;
+    ampx_tensor_list grads;
+    ampx_tensor flags;   /* i32, at least flag_base + grads.count elements */
+    ampx_tensor scalars; /* the scalars block: scale read, found_inf ORed */
+    /* sum of squares for clipping */
+    uint32_t sq_accumulate; /* 1: sq_sum += instead of = */
+    ampx_tensor sq_sum;     /* (optional) f32 [1] */
+    /* gradient statistics, as GRAD_STATS: stats f32 4 per tensor, counts i32 3 per tensor,
+     * nan_counts i32 1 per tensor; each optional on its own */
+    ampx_dtype target;         /* underflow threshold when targets is NULL */
+    const ampx_dtype *targets; /* (optional) per tensor, host memory */
+    ampx_tensor stats, counts, nan_counts;
+} ampx_amp_pass_args;
+
+// ---------------------------------------------------------------------------------------
 // The op table. Slots are in op-number order; a NULL slot is unsupported. Every op is
 // enqueued on the context's stream and may complete later; argument errors are reported
 // at enqueue time, device errors at the latest by the next synchronize().
@@ -650,6 +689,9 @@ typedef struct ampx_backend_ops {
     /* ABI 1.1: a plugin built for 1.0 has a smaller table; the host reads these as NULL. */
     ampx_status (*dropout)       (ampx_context *ctx, const ampx_dropout_args *args);
     ampx_status (*permute)       (ampx_context *ctx, const ampx_permute_args *args);
+    /* ABI 1.4 (optional): NULL, or a table of an older minor, and the host runs
+     * unscale_check, grad_stats and sum_squares instead. */
+    ampx_status (*amp_pass)      (ampx_context *ctx, const ampx_amp_pass_args *args);
 } ampx_backend_ops;
 // clang-format on
 
@@ -661,6 +703,9 @@ AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, adamw) ==
                    "ampx_backend_ops slots must be in op-number order");
 AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, permute) ==
                        8 + (AMPX_OP_PERMUTE) * sizeof(void (*)(void)),
+                   "ampx_backend_ops slots must be in op-number order");
+AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, amp_pass) ==
+                       8 + (AMPX_OP_AMP_PASS) * sizeof(void (*)(void)),
                    "ampx_backend_ops slots must be in op-number order");
 
 // ---------------------------------------------------------------------------------------

@@ -88,7 +88,8 @@ typedef struct ampx_kit {
     X(sgd, ampx_sgd_args)                                                                          \
     X(adamw, ampx_adamw_args)                                                                      \
     X(dropout, ampx_dropout_args)                                                                  \
-    X(permute, ampx_permute_args)
+    X(permute, ampx_permute_args)                                                                  \
+    X(amp_pass, ampx_amp_pass_args)
 #define AMPX_KIT_COUNT_OP(slot, type) +1
 AMPX_STATIC_ASSERT(0 AMPX_KIT_OPS(AMPX_KIT_COUNT_OP) == AMPX_OP_COUNT,
                    "AMPX_KIT_OPS lists every op slot of backend.h");
@@ -187,6 +188,7 @@ static inline int ampx_kit_dtypes_ok(uint32_t op, const ampx_dtype *dt, uint32_t
     case AMPX_OP_SUM_SQUARES:                                        /* {x} */
     case AMPX_OP_UNSCALE_CHECK:                                      /* {g} */
     case AMPX_OP_GRAD_STATS:                                         /* {g} */
+    case AMPX_OP_AMP_PASS:                                           /* {g} */
     case AMPX_OP_SGD:                                                /* {grad} */
     case AMPX_OP_ADAMW: return n == 1 && ampx_dtype_is_float(dt[0]); /* {grad} */
     case AMPX_OP_SCALER_UPDATE: return n == 0;                       /* no dtypes */
@@ -680,6 +682,45 @@ static inline ampx_status ampx_kit_take_grad_stats(const ampx_kit *kit,
         AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, op, "nan_counts", &a->nan_counts, AMPX_I32,
                                               a->grads.count, 0));
     return AMPX_OK;
+}
+
+/* AMP_PASS (ABI 1.4): the grads, flags and scalars as UNSCALE_CHECK; the optional outputs
+ * as SUM_SQUARES and GRAD_STATS (each checked only when its buf is given), and the targets. */
+static inline ampx_status
+ampx_kit_take_amp_pass(const ampx_kit *kit, const ampx_amp_pass_args *args, ampx_amp_pass_args *a) {
+    static const char *op = "amp_pass";
+    AMPX_KIT_TRY(ampx_kit_take(kit, op, args, a, sizeof *a));
+    AMPX_KIT_TRY(ampx_kit_check_list(kit, op, "grads", &a->grads));
+    AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, op, "flags", &a->flags, AMPX_I32,
+                                          (uint64_t)a->flag_base + a->grads.count, 0));
+    AMPX_KIT_TRY(ampx_kit_check_scalars(kit, op, &a->scalars, 0));
+    AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, op, "sq_sum", &a->sq_sum, AMPX_F32, 1, 1));
+    int stats = a->stats.buf || a->counts.buf || a->nan_counts.buf;
+    if (stats && !a->targets && !ampx_dtype_is_float(a->target))
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: target dtype %s is not a float dtype", op,
+                             ampx_dtype_name(a->target));
+    if (stats && a->targets)
+        for (uint32_t t = 0; t < a->grads.count; t++)
+            if (!ampx_dtype_is_float(a->targets[t]))
+                return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                                     "%s: targets[%u] dtype %s is not a float dtype", op, t,
+                                     ampx_dtype_name(a->targets[t]));
+    AMPX_KIT_TRY(
+        ampx_kit_check_tensor_dt(kit, op, "stats", &a->stats, AMPX_F32, 4ull * a->grads.count, 1));
+    AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, op, "counts", &a->counts, AMPX_I32,
+                                          3ull * a->grads.count, 1));
+    return ampx_kit_check_tensor_dt(kit, op, "nan_counts", &a->nan_counts, AMPX_I32, a->grads.count,
+                                    1);
+}
+
+/* The smallest normal of a GRAD_STATS target: values below it (and not 0) count as tiny. */
+static inline float ampx_kit_tiny_of(ampx_dtype target) {
+    return target == AMPX_F16 ? 0x1p-14f : 0x1p-126f;
+}
+
+/* The target of tensor t of an AMP_PASS. */
+static inline ampx_dtype ampx_kit_amp_target(const ampx_amp_pass_args *a, uint32_t t) {
+    return a->targets ? a->targets[t] : a->target;
 }
 
 /* SCALER_UPDATE: the scalars block, and the double factors when the caller's struct holds

@@ -136,6 +136,7 @@ ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args)
         SLOT(ADAMW, ampx_adamw_args);
         SLOT(DROPOUT, ampx_dropout_args);
         SLOT(PERMUTE, ampx_permute_args);
+        SLOT(AMP_PASS, ampx_amp_pass_args);
     default: break;
     }
     in_flight.active = 0;
@@ -373,6 +374,14 @@ void call_describe(uint32_t op, const void *args, call_event *e) {
         list(&d, a->grads, NULL, &n_total);
         shape(&d, "%u tensors, %llu", a->grads.count, (unsigned long long)n_total);
         e->flops = 4 * n_total;
+        break;
+    }
+    case AMPX_OP_AMP_PASS: {
+        const ampx_amp_pass_args *a = args;
+        list(&d, a->grads, NULL, &n_total);
+        e->bytes *= 2; /* in place: read and written */
+        shape(&d, "%u tensors, %llu", a->grads.count, (unsigned long long)n_total);
+        e->flops = (a->sq_sum.buf ? 3 : 1) * n_total + (a->stats.buf ? 4 * n_total : 0);
         break;
     }
     case AMPX_OP_SCALER_UPDATE: shape(&d, "scalars"); break;

@@ -44,6 +44,7 @@ static const char *const op_names[AMPX_OP_COUNT] = {
     [AMPX_OP_ADAMW]         = "adamw",
     [AMPX_OP_DROPOUT]       = "dropout",
     [AMPX_OP_PERMUTE]       = "permute",
+    [AMPX_OP_AMP_PASS]      = "amp_pass",
 };
 
 const char *ampx_op_name(uint32_t op) {
@@ -69,7 +70,7 @@ static const uint8_t op_n_dtypes[AMPX_OP_COUNT] = {
     [AMPX_OP_EMBEDDING_FWD] = 2, [AMPX_OP_EMBEDDING_BWD] = 2, [AMPX_OP_REDUCE] = 2,
     [AMPX_OP_SUM_SQUARES] = 1,   [AMPX_OP_UNSCALE_CHECK] = 1, [AMPX_OP_GRAD_STATS] = 1,
     [AMPX_OP_SCALER_UPDATE] = 0, [AMPX_OP_SGD] = 1,           [AMPX_OP_ADAMW] = 1,
-    [AMPX_OP_DROPOUT] = 2,       [AMPX_OP_PERMUTE] = 2,
+    [AMPX_OP_DROPOUT] = 2,       [AMPX_OP_PERMUTE] = 2,       [AMPX_OP_AMP_PASS] = 1,
 };
 
 uint32_t ampx_op_n_dtypes(uint32_t op) {

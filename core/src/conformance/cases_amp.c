@@ -1,4 +1,4 @@
-/* cases_amp.c — conformance cases of UNSCALE_CHECK, GRAD_STATS and SCALER_UPDATE. */
+/* cases_amp.c — conformance cases of UNSCALE_CHECK, GRAD_STATS, AMP_PASS and SCALER_UPDATE. */
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -10,6 +10,7 @@
 CONF_DEFINE_CALL(call_unscale, ampx_unscale_check_args)
 CONF_DEFINE_CALL(call_grad_stats, ampx_grad_stats_args)
 CONF_DEFINE_CALL(call_scaler_update, ampx_scaler_update_args)
+CONF_DEFINE_CALL(call_amp_pass, ampx_amp_pass_args)
 
 // ---------------------------------------------------------------------------------------
 // AMP: unscale-and-check and gradient statistics are exact; the scaler update is replayed
@@ -227,6 +228,219 @@ void conf_case_grad_stats(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts,
             goto done;
         }
     }
+done:
+    return;
+}
+
+/* The statistics of tensor t (of the values as read) against the reference; 0 if they agree. */
+static int check_stats(conf_case_ctx *cc, const conf_tensor *G, uint32_t t, ampx_dtype target,
+                       const conf_tensor *ST, const conf_tensor *CN, const conf_tensor *NC) {
+    double st[4], mm;
+    int32_t cn[3];
+    ref_grad_stats(G->n, G->v, target, st, cn, &mm);
+    if (ST) {
+        static const char *names[4] = {"max|g|", "mean", "rms", "count"};
+        for (int j = 0; j < 4; j++) {
+            double got = conf_tensor_get(ST, 4 * (uint64_t)t + (uint64_t)j);
+            char what[40];
+            snprintf(what, sizeof what, "stats[%u].%s", t, names[j]);
+            if (j == 0 || j == 3)
+                conf_compare(cc, what, &got, &st[j], NULL, 1, AMPX_F32, 0, CMP_EXACT);
+            else
+                conf_compare(cc, what, &got, &st[j], j == 1 ? &mm : NULL, 1, AMPX_F32,
+                             (double)G->n + 4, CMP_ELEM);
+        }
+        if (!conf_ok(cc)) return 1;
+    }
+    if (CN) {
+        static const char *cnames[3] = {"zeros", "below smallest normal", "non-finite"};
+        for (int j = 0; j < 3; j++) {
+            int32_t gc = (int32_t)conf_tensor_bits(CN, CN->back, 3 * (uint64_t)t + (uint64_t)j);
+            if (gc != cn[j]) {
+                conf_fail(cc, "counts[%u] (%s) = %d, expected %d", 3 * t + (unsigned)j, cnames[j],
+                          gc, cn[j]);
+                return 1;
+            }
+        }
+    }
+    if (NC) {
+        int32_t nan = (int32_t)conf_tensor_bits(NC, NC->back, t), want = 0;
+        for (uint64_t i = 0; i < G->n; i++)
+            want += isnan(G->v[i]) != 0;
+        if (nan != want) {
+            conf_fail(cc, "nan_counts[%u] = %d, expected %d", t, nan, want);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* AMP_PASS (ABI 1.4): the unscale, flags and found_inf as UNSCALE_CHECK (exact), the square
+ * sum of the unscaled values as SUM_SQUARES, the statistics of the values as read as
+ * GRAD_STATS, with per-tensor targets; each optional output left out in some variant. */
+void conf_case_amp_pass(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
+    static const struct {
+        uint32_t count;
+        uint64_t sizes[3];
+        float scale;
+        int32_t mode;
+        uint32_t flag_base;
+        int bad, badkind; /* as conf_case_unscale_check */
+        int sq;           /* 0 no sq_sum, 1 sq_sum =, 2 sq_sum += */
+        int want;         /* 1 stats, 2 counts, 4 nan_counts */
+        int targets, mixed;
+    } cfgs[] = {
+        {1, {7}, 1024.0f, AMPX_SCALER_DYNAMIC, 0, -1, 0, 1, 7, 0, 0},
+        {3, {13, 1031, 1}, 65536.0f, AMPX_SCALER_DYNAMIC, 2, 1, 1, 2, 7, 1, 0},
+        {3, {5, 0, 9}, 3.0f, AMPX_SCALER_DYNAMIC, 0, 0, 0, 1, 1, 0, 1},
+        {2, {31, 7}, 1024.0f, AMPX_SCALER_NONE, 1, 0, 0, 0, 6, 1, 0},
+        {2, {17, 3}, 0x1p-10f, AMPX_SCALER_DYNAMIC, 0, 1, 2, 1, 0, 0, 0},
+        {3, {0, 0, 0}, 1.0f, AMPX_SCALER_STATIC, 0, -1, 0, 1, 7, 0, 0},
+        {3, {7, 8, 9}, 1.0f, AMPX_SCALER_STATIC, 0, 2, 1, 2, 7, 1, 1},
+        /* large tier */
+        {2, {100003, 70001}, 65536.0f, AMPX_SCALER_DYNAMIC, 0, 1, 1, 1, 7, 1, 0},
+        {3, {70001, 5, 100003}, 3.0f, AMPX_SCALER_STATIC, 0, -1, 0, 2, 7, 0, 1},
+    };
+    static const ampx_dtype per_tensor[3] = {AMPX_BF16, AMPX_F16, AMPX_F32};
+    uint32_t count = cfgs[variant].count, fb = cfgs[variant].flag_base;
+    int bad = cfgs[variant].bad, badkind = cfgs[variant].badkind, sqm = cfgs[variant].sq;
+    int want = cfgs[variant].want, use_targets = cfgs[variant].targets;
+    int mixed =
+        cfgs[variant].mixed && dts[0] != AMPX_I32 && conf_all_floats_supported(r, AMPX_OP_AMP_PASS);
+    static const char *kinds[] = {"inf", "NaN", "overflow"};
+    char sizes[64]             = "";
+    for (uint32_t t = 0; t < count; t++) {
+        size_t l = strlen(sizes);
+        snprintf(sizes + l, sizeof sizes - l, "%s%" PRIu64, t ? "," : "", cfgs[variant].sizes[t]);
+    }
+    conf_shape(cc, "tensors=[%s] scale=%g mode=%d flag_base=%u%s%s sq=%s stats=%s%s%s%s%s", sizes,
+               (double)cfgs[variant].scale, cfgs[variant].mode, fb, bad >= 0 ? " with " : "",
+               bad >= 0 ? kinds[badkind] : "",
+               sqm == 0   ? "none"
+               : sqm == 1 ? "set"
+                          : "accumulate",
+               want & 1 ? "+stats" : "", want & 2 ? "+counts" : "", want & 4 ? "+nans" : "",
+               use_targets ? " per-tensor targets" : "", mixed ? " mixed dtypes" : "");
+    conf_tensor *G[3] = {0};
+    ampx_tensor tl[3];
+    uint64_t ne[3], total = 0;
+    for (uint32_t t = 0; t < count; t++) {
+        G[t] = conf_tensor_new(cc, "g[t]", mixed ? (ampx_dtype)(t % 3) : dts[0],
+                               cfgs[variant].sizes[t], CT_INOUT);
+        if (!G[t]) goto done;
+        tl[t] = G[t]->t;
+        ne[t] = G[t]->n;
+        total += G[t]->n;
+    }
+    conf_tensor *F = conf_tensor_new(cc, "flags", AMPX_I32, fb + count + 2, CT_INOUT);
+    conf_tensor *S = conf_tensor_new(cc, "scalars", AMPX_I32, 32, CT_INOUT);
+    conf_tensor *Q =
+        sqm ? conf_tensor_new(cc, "sq_sum", AMPX_F32, 1, sqm == 2 ? CT_INOUT : CT_OUT) : NULL;
+    conf_tensor *ST = want & 1 ? conf_tensor_new(cc, "stats", AMPX_F32, 4 * count, CT_OUT) : NULL;
+    conf_tensor *CN = want & 2 ? conf_tensor_new(cc, "counts", AMPX_I32, 3 * count, CT_OUT) : NULL;
+    conf_tensor *NC = want & 4 ? conf_tensor_new(cc, "nan_counts", AMPX_I32, count, CT_OUT) : NULL;
+    if (!conf_ok(cc)) goto done;
+    for (uint32_t t = 0; t < count; t++) {
+        conf_tensor_fill(cc, G[t], -1000, 1000);
+        for (uint64_t i = 0; i < G[t]->n; i++) { /* zeros and values below the normals */
+            uint64_t k = conf_next(&cc->rng) % 16;
+            if (k == 0)
+                conf_tensor_set(G[t], i, 0.0);
+            else if (k == 1)
+                conf_tensor_set(G[t], i,
+                                ref_round(G[t]->dt, ldexp(conf_uniform(&cc->rng, 1, 2), -20)));
+            else if (k == 2)
+                conf_tensor_set(G[t], i,
+                                ref_round(G[t]->dt, ldexp(conf_uniform(&cc->rng, -2, 2), -130)));
+        }
+        /* a long tensor ends on its largest |g|: max|g| is exact, so a lost tail shows */
+        if (G[t]->n >= CONF_LARGE) conf_tensor_set(G[t], G[t]->n - 1, -3072.0);
+        if ((int)t == bad && G[t]->n > 0) {
+            uint64_t at = G[t]->n / 2;
+            if (badkind == 0)
+                conf_tensor_set(G[t], at, -INFINITY);
+            else if (badkind == 1)
+                conf_tensor_set_bits(G[t], at,
+                                     G[t]->esz == 2 ? (G[t]->dt == AMPX_BF16 ? 0x7fd1u : 0x7e11u)
+                                                    : 0x7fc01234u);
+            else
+                conf_tensor_set(G[t], at, ref_round(G[t]->dt, 0.75 * ref_max_finite(G[t]->dt)));
+        }
+    }
+    for (uint64_t i = 0; i < F->n; i++)
+        conf_tensor_set(F, i, 7);
+    if (sqm == 2) conf_tensor_set(Q, 0, 3.5);
+    ampx_scalars s0    = {0};
+    s0.scale           = cfgs[variant].scale;
+    s0.mode            = cfgs[variant].mode;
+    s0.growth_tracker  = 5;
+    s0.hysteresis_left = s0.hysteresis = 2;
+    s0.growth_factor                   = 2.0f;
+    s0.backoff_factor                  = 0.5f;
+    s0.growth_interval                 = 2000;
+    s0.max_scale                       = INFINITY;
+    s0.lr                              = 0.01f;
+    conf_scalars_to_tensor(S, &s0);
+    ampx_amp_pass_args a = {.size          = sizeof a,
+                            .flag_base     = fb,
+                            .grads         = {count, tl, ne},
+                            .flags         = F->t,
+                            .scalars       = S->t,
+                            .sq_accumulate = sqm == 2,
+                            .target        = AMPX_F16,
+                            .targets       = use_targets ? per_tensor : NULL};
+    if (Q) a.sq_sum = Q->t;
+    if (ST) a.stats = ST->t;
+    if (CN) a.counts = CN->t;
+    if (NC) a.nan_counts = NC->t;
+    if (conf_upload(cc) || conf_finish_call(cc, "amp_pass", call_amp_pass(r, AMPX_OP_AMP_PASS, &a)))
+        goto done;
+    int any   = 0;
+    double sq = sqm == 2 ? Q->v[0] : 0.0;
+    for (uint32_t t = 0; t < count; t++) {
+        int flag = 0;
+        for (uint64_t i = 0; i < G[t]->n; i++) {
+            double e = ref_unscale(G[t]->dt, G[t]->v[i], s0.scale, s0.mode);
+            flag |= !isfinite(e);
+            sq += e * e;
+            uint32_t gb = conf_tensor_bits(G[t], G[t]->back, i);
+            int ok      = isnan(e) ? isnan(conf_tensor_get(G[t], i))
+                                   : gb == (ref_encode(G[t]->dt, e) & (G[t]->esz == 2 ? 0xffffu : ~0u));
+            if (!ok) {
+                conf_fail(cc, "g[%u][%" PRIu64 "] = %.9g (0x%x), expected %.9g (from %.9g)", t, i,
+                          conf_tensor_get(G[t], i), gb, e, G[t]->v[i]);
+                goto done;
+            }
+        }
+        any |= flag;
+        int32_t gf = (int32_t)conf_tensor_bits(F, F->back, fb + t);
+        if (gf != flag) {
+            conf_fail(cc, "flags[%u] = %d, expected %d", fb + t, gf, flag);
+            goto done;
+        }
+        if (check_stats(cc, G[t], t, use_targets ? per_tensor[t] : a.target, ST, CN, NC)) goto done;
+    }
+    for (uint64_t i = 0; i < F->n; i++)
+        if ((i < fb || i >= fb + count) && conf_tensor_bits(F, F->back, i) != 7u) {
+            conf_fail(cc, "flags[%" PRIu64 "] outside [flag_base, flag_base + count) was modified",
+                      i);
+            goto done;
+        }
+    if (Q) {
+        double got = conf_tensor_get(Q, 0);
+        if (!isfinite(sq)) {
+            if (isfinite(got))
+                conf_fail(cc, "sq_sum = %.9g with a non-finite gradient, expected non-finite", got);
+        } else {
+            conf_compare(cc, "sq_sum", &got, &sq, NULL, 1, AMPX_F32, (double)total + 2,
+                         CMP_NORM | CMP_ELEM);
+        }
+        if (!conf_ok(cc)) goto done;
+    }
+    ampx_scalars exp = s0, got;
+    exp.found_inf |= any;
+    conf_scalars_from_back(S, &got);
+    conf_scalars_diff(cc, "", &got, &exp, 0);
 done:
     return;
 }

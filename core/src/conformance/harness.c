@@ -539,6 +539,8 @@ static const conf_op_desc conf_ops[] = {
     /* ABI 1.1 */
     {AMPX_OP_DROPOUT, 2, 12, 6, conf_case_dropout, NULL},
     {AMPX_OP_PERMUTE, 2, 16, 6, conf_case_permute, NULL},
+    /* ABI 1.4 */
+    {AMPX_OP_AMP_PASS, 1, 9, 7, conf_case_amp_pass, NULL},
 };
 
 _Static_assert(sizeof conf_ops / sizeof conf_ops[0] == AMPX_OP_COUNT,

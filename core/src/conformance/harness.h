@@ -219,6 +219,7 @@ void conf_case_sum_squares(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts
 #define CONF_SCALER_SCENARIOS 14
 void conf_case_unscale_check(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 void conf_case_grad_stats(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
+void conf_case_amp_pass(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 void conf_case_scaler_update(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 /* cases_optimizer.c */
 void conf_case_sgd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);

@@ -8,7 +8,9 @@
  *   prediction's gradient seeded with the loss scale); the backward nodes (parameter
  *   gradients accumulate in f32); then unscale_check (flags into the ring); sum_squares
  *   (into the ring, for clipping and the norm); the optimizer (skips itself on found_inf);
- *   scaler_update; the scalars block is copied into the ring. */
+ *   scaler_update; the scalars block is copied into the ring. A backend with AMP_PASS (ABI
+ *   1.4) does the monitor's grad_stats, unscale_check and sum_squares as that one op, with
+ *   the same results. */
 #include "train/trainer.h"
 
 #include <math.h>
@@ -616,6 +618,8 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
                                .scalars       = buf_tensor(t->scalars, 0, AMPX_F32)};
     t->t_last_flush = now_ms();
     t->mon_every    = m->cfg.train.monitor_every;
+    /* a slot past the table of an older minor reads as NULL; the minor is checked too */
+    t->amp_fused = t->ifc->abi_minor >= 4 && ampx_backend_op_slot(be, AMPX_OP_AMP_PASS) != NULL;
     if (t->mon_every > 0 && (st = monitor_setup(t))) goto fail;
     /* every rank starts from rank 0's parameters */
     if (t->world > 1 && ((st = dp_setup(t)) || (st = ampx_trainer_sync(t)))) goto fail;
@@ -862,24 +866,14 @@ static void layer_of(const char *name, char *out, size_t cap) {
 }
 
 static ampx_status monitor_setup(ampx_trainer *t) {
-    static const ampx_dtype order[] = {AMPX_F16, AMPX_BF16, AMPX_F32};
-    int pos                         = 0;
     if (t->mon_ready) return AMPX_OK;
     t->mon_ready = 1;
-    for (int d = 0; d < 3; d++) {
-        int first = pos;
-        for (int i = 0; i < t->n_params; i++) {
-            t->mon_compute[i] = layer_dtype(t, &t->params[i]);
-            layer_of(t->params[i].name, t->mon_layer[i], sizeof t->mon_layer[i]);
-            if (t->mon_compute[i] == order[d] ||
-                (d == 2 && t->mon_compute[i] != AMPX_F16 && t->mon_compute[i] != AMPX_BF16))
-                t->mon_param[pos++] = i;
-        }
-        if (pos > first) {
-            t->mon_group[t->mon_n_groups][0]      = first;
-            t->mon_group[t->mon_n_groups][1]      = pos - first;
-            t->mon_group_dtype[t->mon_n_groups++] = order[d];
-        }
+    for (int i = 0; i < t->n_params; i++) {
+        t->mon_compute[i] = layer_dtype(t, &t->params[i]);
+        t->mon_target[i]  = t->mon_compute[i] == AMPX_F16 || t->mon_compute[i] == AMPX_BF16
+                                ? t->mon_compute[i]
+                                : AMPX_F32;
+        layer_of(t->params[i].name, t->mon_layer[i], sizeof t->mon_layer[i]);
     }
     int N         = t->g.n_nodes;
     t->scan_first = calloc((size_t)N, sizeof *t->scan_first);
@@ -942,24 +936,23 @@ static ampx_status scan_node(g_exec *x, int node, void *user) {
                       base + mon_off(t, MON_SNAN) + 4 * at);
 }
 
-/* The parameter gradients' statistics into buffer b at slot offset base. */
+/* The parameter gradients' statistics into buffer b at slot offset base, in parameter order:
+ * one grad_stats per run of parameters whose layers share a compute dtype (its target). */
 static ampx_status param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base) {
     ampx_tensor ts[TR_MAX_PARAMS];
     uint64_t ns[TR_MAX_PARAMS];
-    for (int k = 0; k < t->n_params; k++) {
-        const param *p = &t->params[t->mon_param[k]];
-        ts[k]          = buf_tensor(p->grad, p->grad_off, AMPX_F32);
-        ns[k]          = t->params[t->mon_param[k]].n;
-    }
-    t->call.phase = CALL_AMP;
-    for (int g = 0; g < t->mon_n_groups; g++) {
-        uint64_t at    = (uint64_t)t->mon_group[g][0];
+    ampx_tensor_list all = grad_list(t, ts, ns);
+    t->call.phase        = CALL_AMP;
+    for (int at = 0, end; at < t->n_params; at = end) {
+        for (end = at + 1; end < t->n_params && t->mon_target[end] == t->mon_target[at]; end++)
+            ;
+        uint64_t k     = (uint64_t)at;
         ampx_status st = grad_stats(
-            t, "monitor", t->mon_group_dtype[g],
+            t, "monitor", t->mon_target[at],
             (ampx_tensor_list){
-                .count = (uint32_t)t->mon_group[g][1], .tensors = ts + at, .n_elems = ns + at},
-            b, base + mon_off(t, MON_PSTATS) + 16 * at, base + mon_off(t, MON_PCOUNTS) + 12 * at,
-            base + mon_off(t, MON_PNAN) + 4 * at);
+                .count = (uint32_t)(end - at), .tensors = all.tensors + at, .n_elems = ns + at},
+            b, base + mon_off(t, MON_PSTATS) + 16 * k, base + mon_off(t, MON_PCOUNTS) + 12 * k,
+            base + mon_off(t, MON_PNAN) + 4 * k);
         if (st) return st;
     }
     return AMPX_OK;
@@ -984,14 +977,13 @@ static void read_one(const unsigned char *slot, uint64_t so, uint64_t co, uint64
 /* Fills t->health (parameter order) from a monitor slot. */
 static void read_health(ampx_trainer *t, const unsigned char *slot, double scale) {
     if (!(scale > 0)) scale = 1;
-    for (int k = 0; k < t->n_params; k++) {
-        int i                 = t->mon_param[k];
+    for (int i = 0; i < t->n_params; i++) {
         ampx_tensor_health *h = &t->health[i];
         h->name               = t->params[i].name;
         h->layer              = t->mon_layer[i];
         h->compute            = t->mon_compute[i];
         h->n                  = t->params[i].n;
-        read_one(slot, mon_off(t, MON_PSTATS), mon_off(t, MON_PCOUNTS), mon_off(t, MON_PNAN), k,
+        read_one(slot, mon_off(t, MON_PSTATS), mon_off(t, MON_PCOUNTS), mon_off(t, MON_PNAN), i,
                  scale, h);
     }
 }
@@ -1017,7 +1009,7 @@ static void first_nonfinite(ampx_trainer *t, const unsigned char *slot) {
         memcpy(cn, slot + mon_off(t, MON_PCOUNTS) + 12 * (uint64_t)k, 12);
         if (cn[2] > 0) {
             snprintf(t->first_nonfinite, sizeof t->first_nonfinite, "%s.grad (after the backward)",
-                     t->params[t->mon_param[k]].name);
+                     t->params[k].name);
             return;
         }
     }
@@ -1162,7 +1154,7 @@ static ampx_status step_ops(ampx_trainer *t) {
                         "buffer_fill")))
             return st;
     }
-    if (mon && (st = param_stats(t, t->mon, t->mon_slot_cur))) return st;
+    if (mon && !t->amp_fused && (st = param_stats(t, t->mon, t->mon_slot_cur))) return st;
     ampx_tensor ts[TR_MAX_PARAMS];
     uint64_t ns[TR_MAX_PARAMS];
     ampx_tensor_list grads    = grad_list(t, ts, ns);
@@ -1178,9 +1170,28 @@ static ampx_status step_ops(ampx_trainer *t) {
                                  .scalars            = u.scalars,
                                  .growth_factor_f64  = t->m->cfg.scaler.growth_factor,
                                  .backoff_factor_f64 = t->m->cfg.scaler.backoff_factor};
-    if ((st = step_op(t, AMPX_OP_UNSCALE_CHECK, &u)) ||
-        (st = step_op(t, AMPX_OP_SUM_SQUARES, &q)) || (st = optimizer_step(t, gsq)) ||
-        (st = step_op(t, AMPX_OP_SCALER_UPDATE, &v)))
+    if (t->amp_fused) {
+        /* the same three ops in one pass: the statistics of the scaled gradients (as
+         * param_stats takes them), the unscale and check, the square sum of the result */
+        uint64_t mb          = t->mon_slot_cur;
+        ampx_amp_pass_args f = {.size      = sizeof f,
+                                .flag_base = u.flag_base,
+                                .grads     = grads,
+                                .flags     = u.flags,
+                                .scalars   = u.scalars,
+                                .sq_sum    = gsq,
+                                .target    = AMPX_F32};
+        if (mon) {
+            f.targets    = t->mon_target;
+            f.stats      = buf_tensor(t->mon, mb + mon_off(t, MON_PSTATS), AMPX_F32);
+            f.counts     = buf_tensor(t->mon, mb + mon_off(t, MON_PCOUNTS), AMPX_I32);
+            f.nan_counts = buf_tensor(t->mon, mb + mon_off(t, MON_PNAN), AMPX_I32);
+        }
+        st = step_op(t, AMPX_OP_AMP_PASS, &f);
+    } else if (!(st = step_op(t, AMPX_OP_UNSCALE_CHECK, &u))) {
+        st = step_op(t, AMPX_OP_SUM_SQUARES, &q);
+    }
+    if (st || (st = optimizer_step(t, gsq)) || (st = step_op(t, AMPX_OP_SCALER_UPDATE, &v)))
         return st;
     if (t->step + 1 == t->inject_w_step &&
         (st = check(

@@ -96,13 +96,12 @@ struct ampx_trainer {
      * scanned node outputs (n_scan per micro-batch): 4 f32 stats each, 3 i32 counts each,
      * an i32 NaN count each. */
     int64_t mon_every;
+    int amp_fused; /* the backend has AMP_PASS (ABI 1.4): one op instead of grad_stats,
+                      unscale_check and sum_squares */
     ampx_buffer *mon;
     uint64_t mon_slot_bytes;
-    int mon_n_groups;
-    int mon_group[4][2]; /* first position and count of a dtype group */
-    ampx_dtype mon_group_dtype[4];
-    int mon_param[TR_MAX_PARAMS];          /* parameter at each position, grouped by dtype */
     ampx_dtype mon_compute[TR_MAX_PARAMS]; /* per parameter: its layer's compute dtype */
+    ampx_dtype mon_target[TR_MAX_PARAMS];  /* its grad_stats target: f16, bf16, else f32 */
     char mon_layer[TR_MAX_PARAMS][G_NAME_MAX];
     int *scan_first, *scan_count; /* per node: first scan position and count */
     int *scan_value, *scan_node;  /* per scan position: the value, its node */
