@@ -165,7 +165,9 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
 // same offsets in 32-bit slots, each block filling the first half of its space. GEMM_KC is
 // even, so a pair never straddles two blocks; only the last pair of an odd k pads a zero.
 // Then each C tile (at most the table's mc x nc, smaller when that gives every thread work)
-// runs the whole k range, block after block, in a per-thread f32 accumulator; each
+// runs the whole k range, block after block, in a per-thread f32 accumulator. When C is one
+// row of tiles, op(B) is not packed up front: each tile packs its own B block of each k
+// block into its thread's workspace just before using it (no other tile reads it). Each
 // element's k products are summed in order 0 .. k-1 whatever the tiling, the thread count
 // or whether the batch was packed by one thread or by all.
 
@@ -184,6 +186,7 @@ typedef struct sliver_job {
     uint64_t tiles_m, tiles_n;
     uint64_t batch; /* the batch of a shared-pack launch */
     int pairs;      /* bf16 k-pair packs and gemm_micro_bf16 */
+    int b_inner;    /* each tile packs its own B block per k block (one row of tiles) */
     float *pa, *pb; /* shared packs (one batch), or NULL: per-thread */
 } sliver_job;
 
@@ -196,114 +199,148 @@ typedef struct sliver_job {
 /* The widest sliver of any table (the strip buffer's width). */
 #define GEMM_NR_MAX 32
 
-/* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs sliver s (w rows of the
- * index dimension, `count` of them real, the rest zero) into dst, laid out as the sliver
- * driver wants: block p0 at p0 * pad, sliver s of it at s * w * kc, element [p*w + r]. */
-static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t k,
-                        uint64_t s, unsigned w, uint64_t count, uint64_t pad, float *dst_all) {
-    uint64_t r0 = s * w, rows = count - r0 < w ? count - r0 : w;
+/* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs one sliver, index rows
+ * r0 .. r0+w (the first `rows` real, the rest zero), of the k block [p0, p0+kc) into dst,
+ * element [p*w + r]. */
+static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t p0,
+                        uint64_t kc, uint64_t r0, uint64_t rows, unsigned w, float *dst) {
     float tmp[GEMM_KC];
-    for (uint64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
-        uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
-        float *dst  = dst_all + p0 * pad + s * w * kc;
-        for (uint64_t r = 0; r < w; r++) {
-            if (r < rows) {
-                cpu_load_f32(tmp, X, dt, base + (r0 + r) * ld + p0, kc);
-                for (uint64_t p = 0; p < kc; p++)
-                    dst[p * w + r] = tmp[p];
-            } else {
-                for (uint64_t p = 0; p < kc; p++)
-                    dst[p * w + r] = 0.0f;
-            }
+    for (uint64_t r = 0; r < w; r++) {
+        if (r < rows) {
+            cpu_load_f32(tmp, X, dt, base + (r0 + r) * ld + p0, kc);
+            for (uint64_t p = 0; p < kc; p++)
+                dst[p * w + r] = tmp[p];
+        } else {
+            for (uint64_t p = 0; p < kc; p++)
+                dst[p * w + r] = 0.0f;
         }
     }
 }
 
-/* The bf16 pair form of pack_kmajor: slot [q*w + r] of a block holds elements 2q (high
- * half) and 2q+1 (low half) of row r, raw bits. */
-static void pack_kmajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld, uint64_t k, uint64_t s,
-                              unsigned w, uint64_t count, uint64_t pad, uint32_t *dst_all) {
-    uint64_t r0 = s * w, rows = count - r0 < w ? count - r0 : w;
-    for (uint64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
-        uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC, q2 = kc / 2;
-        uint32_t *dst = dst_all + p0 * pad + s * w * kc;
-        for (uint64_t r = 0; r < w; r++) {
-            if (r < rows) {
-                const uint16_t *src = X + base + (r0 + r) * ld + p0;
-                for (uint64_t q = 0; q < q2; q++)
-                    dst[q * w + r] = (uint32_t)src[2 * q] << 16 | src[2 * q + 1];
-                if (kc % 2) dst[q2 * w + r] = (uint32_t)src[kc - 1] << 16;
-            } else {
-                for (uint64_t q = 0; q < q2 + kc % 2; q++)
-                    dst[q * w + r] = 0;
-            }
+/* The bf16 pair form of pack_kmajor: slot [q*w + r] holds elements p0+2q (high half) and
+ * p0+2q+1 (low half) of row r, raw bits. */
+static void pack_kmajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld, uint64_t p0,
+                              uint64_t kc, uint64_t r0, uint64_t rows, unsigned w, uint32_t *dst) {
+    uint64_t q2 = kc / 2;
+    for (uint64_t r = 0; r < w; r++) {
+        if (r < rows) {
+            const uint16_t *src = X + base + (r0 + r) * ld + p0;
+            for (uint64_t q = 0; q < q2; q++)
+                dst[q * w + r] = (uint32_t)src[2 * q] << 16 | src[2 * q + 1];
+            if (kc % 2) dst[q2 * w + r] = (uint32_t)src[kc - 1] << 16;
+        } else {
+            for (uint64_t q = 0; q < q2 + kc % 2; q++)
+                dst[q * w + r] = 0;
         }
     }
 }
 
-/* op(X)[i][p] = X[base + p*ld + i] (contiguous along the index dimension): packs slivers
- * s0 .. s0+ns, reading GEMM_STRIP * w contiguous elements per k step. Layout as above. */
+/* op(X)[i][p] = X[base + p*ld + i] (contiguous along the index dimension): packs ns <=
+ * GEMM_STRIP slivers from index i0 (the first len indices real) of the k block [p0, p0+kc)
+ * into dst, sliver t at dst + t*w*kc, reading ns * w contiguous elements per k step; k is
+ * the operand's depth (the prefetch stays inside it). */
 static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t k,
-                        uint64_t s0, uint64_t ns, unsigned w, uint64_t count, uint64_t pad,
-                        float *dst_all) {
-    uint64_t i0 = s0 * w, len = count - i0 < ns * w ? count - i0 : ns * w;
+                        uint64_t p0, uint64_t kc, uint64_t i0, uint64_t len, uint64_t ns,
+                        unsigned w, float *dst) {
     size_t es = ampx_dtype_size(dt);
     float tmp[GEMM_STRIP * GEMM_NR_MAX];
-    for (uint64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
-        uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
-        for (uint64_t p = 0; p < kc; p++) {
-            /* rows are ld apart: the hardware prefetcher does not follow, so ask for the
-             * row GEMM_PREFETCH_ROWS ahead (only rows inside the operand) */
-            if (p0 + p + GEMM_PREFETCH_ROWS < k) {
-                const char *ahead =
-                    (const char *)X + (base + (p0 + p + GEMM_PREFETCH_ROWS) * ld + i0) * es;
-                for (uint64_t off = 0; off < len * es; off += 64)
-                    __builtin_prefetch(ahead + off);
-            }
-            cpu_load_f32(tmp, X, dt, base + (p0 + p) * ld + i0, len);
-            for (uint64_t i = len; i < ns * w; i++)
-                tmp[i] = 0.0f;
-            for (uint64_t t = 0; t < ns; t++) {
-                float *dst = dst_all + p0 * pad + (s0 + t) * w * kc + p * w;
-                for (unsigned c = 0; c < w; c++)
-                    dst[c] = tmp[t * w + c];
-            }
+    for (uint64_t p = 0; p < kc; p++) {
+        /* rows are ld apart: the hardware prefetcher does not follow, so ask for the row
+         * GEMM_PREFETCH_ROWS ahead (only rows inside the operand) */
+        if (p0 + p + GEMM_PREFETCH_ROWS < k) {
+            const char *ahead =
+                (const char *)X + (base + (p0 + p + GEMM_PREFETCH_ROWS) * ld + i0) * es;
+            for (uint64_t off = 0; off < len * es; off += 64)
+                __builtin_prefetch(ahead + off);
         }
+        cpu_load_f32(tmp, X, dt, base + (p0 + p) * ld + i0, len);
+        for (uint64_t i = len; i < ns * w; i++)
+            tmp[i] = 0.0f;
+        for (uint64_t t = 0; t < ns; t++)
+            for (unsigned c = 0; c < w; c++)
+                dst[t * w * kc + p * w + c] = tmp[t * w + c];
     }
 }
 
-/* The bf16 pair form of pack_imajor: rows 2q and 2q+1 of the strip are interleaved into
- * one row of 32-bit slots (2q high, 2q+1 low; an odd kc's last row pairs with zeros). */
+/* The bf16 pair form of pack_imajor: rows p0+2q and p0+2q+1 are interleaved into one row of
+ * 32-bit slots (2q high, 2q+1 low; an odd kc's last row pairs with zeros). */
 static void pack_imajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld, uint64_t k,
-                              uint64_t s0, uint64_t ns, unsigned w, uint64_t count, uint64_t pad,
-                              uint32_t *dst_all) {
-    uint64_t i0 = s0 * w, len = count - i0 < ns * w ? count - i0 : ns * w;
+                              uint64_t p0, uint64_t kc, uint64_t i0, uint64_t len, uint64_t ns,
+                              unsigned w, uint32_t *dst) {
     uint32_t tmp[GEMM_STRIP * GEMM_NR_MAX];
-    for (uint64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
-        uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
-        for (uint64_t p = 0; p < kc; p += 2) {
-            if (p0 + p + GEMM_PREFETCH_ROWS + 1 < k) {
-                const uint16_t *ahead = X + base + (p0 + p + GEMM_PREFETCH_ROWS) * ld + i0;
-                for (uint64_t off = 0; off < len; off += 32) {
-                    __builtin_prefetch(ahead + off);
-                    __builtin_prefetch(ahead + ld + off);
-                }
+    for (uint64_t p = 0; p < kc; p += 2) {
+        if (p0 + p + GEMM_PREFETCH_ROWS + 1 < k) {
+            const uint16_t *ahead = X + base + (p0 + p + GEMM_PREFETCH_ROWS) * ld + i0;
+            for (uint64_t off = 0; off < len; off += 32) {
+                __builtin_prefetch(ahead + off);
+                __builtin_prefetch(ahead + ld + off);
             }
-            const uint16_t *hi = X + base + (p0 + p) * ld + i0;
-            const uint16_t *lo = p + 1 < kc ? hi + ld : NULL;
-            if (lo)
-                for (uint64_t i = 0; i < len; i++)
-                    tmp[i] = (uint32_t)hi[i] << 16 | lo[i];
+        }
+        const uint16_t *hi = X + base + (p0 + p) * ld + i0;
+        if (p + 1 < kc) {
+            const uint16_t *lo = hi + ld;
+            for (uint64_t i = 0; i < len; i++)
+                tmp[i] = (uint32_t)hi[i] << 16 | lo[i];
+        } else {
+            for (uint64_t i = 0; i < len; i++)
+                tmp[i] = (uint32_t)hi[i] << 16;
+        }
+        for (uint64_t i = len; i < ns * w; i++)
+            tmp[i] = 0;
+        for (uint64_t t = 0; t < ns; t++)
+            for (unsigned c = 0; c < w; c++)
+                dst[t * w * kc + (p / 2) * w + c] = tmp[t * w + c];
+    }
+}
+
+/* One operand of a batch as the packers see it. */
+typedef struct pack_src {
+    const void *X;
+    ampx_dtype dt;
+    uint64_t base, ld, k;
+    int imajor;     /* contiguous along the index dimension (B, or A transposed) */
+    unsigned w;     /* sliver width: mr or nr */
+    uint64_t count; /* m or n */
+} pack_src;
+
+static pack_src pack_src_of(const sliver_job *j, int is_b, uint64_t b) {
+    const ampx_gemm_args *g = &j->a;
+    pack_src p;
+    p.X      = is_b ? j->B : j->A;
+    p.dt     = is_b ? g->b.dtype : g->a.dtype;
+    p.base   = b * (is_b ? g->stride_b : g->stride_a);
+    p.ld     = is_b ? g->ldb : g->lda;
+    p.k      = g->k;
+    p.imajor = is_b ? !g->trans_b : (int)g->trans_a;
+    p.w      = is_b ? j->kern->nr : j->kern->mr;
+    p.count  = is_b ? g->n : g->m;
+    return p;
+}
+
+/* Packs slivers s0 .. s0+ns of the k block [p0, p0+kc) into dst (sliver s0 at dst, the
+ * next ones w * kc floats apart), as f32 or as bf16 pairs. */
+static void pack_slivers(const sliver_job *j, const pack_src *o, uint64_t p0, uint64_t kc,
+                         uint64_t s0, uint64_t ns, float *dst) {
+    unsigned w = o->w;
+    if (o->imajor) {
+        for (uint64_t t0 = 0; t0 < ns; t0 += GEMM_STRIP) {
+            uint64_t n1 = ns - t0 < GEMM_STRIP ? ns - t0 : GEMM_STRIP;
+            uint64_t i0 = (s0 + t0) * w, len = o->count - i0 < n1 * w ? o->count - i0 : n1 * w;
+            float *d = dst + t0 * w * kc;
+            if (j->pairs)
+                pack_imajor_pairs(o->X, o->base, o->ld, o->k, p0, kc, i0, len, n1, w,
+                                  (uint32_t *)d);
             else
-                for (uint64_t i = 0; i < len; i++)
-                    tmp[i] = (uint32_t)hi[i] << 16;
-            for (uint64_t i = len; i < ns * w; i++)
-                tmp[i] = 0;
-            for (uint64_t t = 0; t < ns; t++) {
-                uint32_t *dst = dst_all + p0 * pad + (s0 + t) * w * kc + (p / 2) * w;
-                for (unsigned c = 0; c < w; c++)
-                    dst[c] = tmp[t * w + c];
-            }
+                pack_imajor(o->X, o->dt, o->base, o->ld, o->k, p0, kc, i0, len, n1, w, d);
+        }
+    } else {
+        for (uint64_t t = 0; t < ns; t++) {
+            uint64_t r0 = (s0 + t) * w, rows = o->count - r0 < w ? o->count - r0 : w;
+            float *d = dst + t * w * kc;
+            if (j->pairs)
+                pack_kmajor_pairs(o->X, o->base, o->ld, p0, kc, r0, rows, w, (uint32_t *)d);
+            else
+                pack_kmajor(o->X, o->dt, o->base, o->ld, p0, kc, r0, rows, w, d);
         }
     }
 }
@@ -313,47 +350,24 @@ static uint64_t pack_items(uint64_t slivers, int imajor) {
     return imajor ? cpu_div_up(slivers, GEMM_STRIP) : slivers;
 }
 
-/* Packs item `it` of op(A) of batch b into pa. */
-static void pack_a_item(const sliver_job *j, uint64_t b, uint64_t it, float *pa) {
-    const ampx_gemm_args *g = &j->a;
-    uint64_t base           = b * g->stride_a;
-    unsigned w              = j->kern->mr;
-    if (!g->trans_a) {
-        if (j->pairs)
-            pack_kmajor_pairs(j->A, base, g->lda, g->k, it, w, g->m, j->mpad, (uint32_t *)pa);
-        else
-            pack_kmajor(j->A, g->a.dtype, base, g->lda, g->k, it, w, g->m, j->mpad, pa);
-    } else {
-        uint64_t s0 = it * GEMM_STRIP, ns = j->slv_a - s0 < GEMM_STRIP ? j->slv_a - s0 : GEMM_STRIP;
-        if (j->pairs)
-            pack_imajor_pairs(j->A, base, g->lda, g->k, s0, ns, w, g->m, j->mpad, (uint32_t *)pa);
-        else
-            pack_imajor(j->A, g->a.dtype, base, g->lda, g->k, s0, ns, w, g->m, j->mpad, pa);
-    }
-}
-
-/* Packs item `it` of op(B) of batch b into pb. */
-static void pack_b_item(const sliver_job *j, uint64_t b, uint64_t it, float *pb) {
-    const ampx_gemm_args *g = &j->a;
-    uint64_t base           = b * g->stride_b;
-    unsigned w              = j->kern->nr;
-    if (g->trans_b) {
-        if (j->pairs)
-            pack_kmajor_pairs(j->B, base, g->ldb, g->k, it, w, g->n, j->npad, (uint32_t *)pb);
-        else
-            pack_kmajor(j->B, g->b.dtype, base, g->ldb, g->k, it, w, g->n, j->npad, pb);
-    } else {
-        uint64_t s0 = it * GEMM_STRIP, ns = j->slv_b - s0 < GEMM_STRIP ? j->slv_b - s0 : GEMM_STRIP;
-        if (j->pairs)
-            pack_imajor_pairs(j->B, base, g->ldb, g->k, s0, ns, w, g->n, j->npad, (uint32_t *)pb);
-        else
-            pack_imajor(j->B, g->b.dtype, base, g->ldb, g->k, s0, ns, w, g->n, j->npad, pb);
+/* Packs item `it` of op(A) (is_b 0) or op(B) of batch b, every k block, into the whole-
+ * operand pack dst_all: block p0 at p0 * pad, sliver s of it at s * w * kc. */
+static void pack_item(const sliver_job *j, int is_b, uint64_t b, uint64_t it, float *dst_all) {
+    pack_src o   = pack_src_of(j, is_b, b);
+    uint64_t slv = is_b ? j->slv_b : j->slv_a, pad = is_b ? j->npad : j->mpad;
+    uint64_t s0 = o.imajor ? it * GEMM_STRIP : it;
+    uint64_t ns = o.imajor ? (slv - s0 < GEMM_STRIP ? slv - s0 : GEMM_STRIP) : 1;
+    for (uint64_t p0 = 0; p0 < o.k; p0 += GEMM_KC) {
+        uint64_t kc = o.k - p0 < GEMM_KC ? o.k - p0 : GEMM_KC;
+        pack_slivers(j, &o, p0, kc, s0, ns, dst_all + p0 * pad + s0 * o.w * kc);
     }
 }
 
 /* One tile of C in batch b from the packs: the whole k range, then C = alpha*acc + beta*C. */
 static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const float *pa,
                         const float *pb, float *acc) {
+    pack_src ob   = pack_src_of(j, 1, b);
+    float *pb_own = acc + j->mc_max * j->ldacc; /* b_inner: kc x nc, after the accumulator */
     const ampx_gemm_args *g = &j->a;
     unsigned mr = j->kern->mr, nr = j->kern->nr;
     uint64_t ldacc = j->ldacc;
@@ -366,7 +380,13 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
     for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
         uint64_t kc     = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
         const float *ab = pa + p0 * j->mpad + (i0 / mr) * mr * kc;
-        const float *bb = pb + p0 * j->npad + (j0 / nr) * nr * kc;
+        const float *bb;
+        if (j->b_inner) { /* pack this tile's B block now: it is used by this tile alone */
+            pack_slivers(j, &ob, p0, kc, j0 / nr, sn, pb_own);
+            bb = pb_own;
+        } else {
+            bb = pb + p0 * j->npad + (j0 / nr) * nr * kc;
+        }
         if (j->pairs) {
             for (uint64_t t = 0; t < sn; t++)
                 for (uint64_t s = 0; s < sm; s++)
@@ -403,9 +423,9 @@ static void sliver_pack_task(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     uint64_t na = pack_items(j->slv_a, (int)j->a.trans_a);
     if (item < na)
-        pack_a_item(j, j->batch, item, j->pa);
+        pack_item(j, 0, j->batch, item, j->pa);
     else
-        pack_b_item(j, j->batch, item - na, j->pb);
+        pack_item(j, 1, j->batch, item - na, j->pb);
 }
 
 static void sliver_tile_task(void *arg, uint64_t item, unsigned tid) {
@@ -420,9 +440,9 @@ static void sliver_batch_task(void *arg, uint64_t b, unsigned tid) {
     float *pa           = acc + j->mc_max * j->ldacc;
     float *pb           = pa + j->mpad * j->a.k;
     for (uint64_t it = 0; it < pack_items(j->slv_a, j->a.trans_a); it++)
-        pack_a_item(j, b, it, pa);
+        pack_item(j, 0, b, it, pa);
     for (uint64_t it = 0; it < pack_items(j->slv_b, !j->a.trans_b); it++)
-        pack_b_item(j, b, it, pb);
+        pack_item(j, 1, b, it, pb);
     for (uint64_t t = 0; t < j->tiles_m * j->tiles_n; t++)
         sliver_tile(j, b, t, pa, pb, acc);
 }
@@ -488,17 +508,22 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
         return AMPX_OK;
     }
     sliver_tiles(&j, threads, 1);
-    CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * acc_floats));
-    float *packs = cpu_reserve_shared_ws(ctx, "gemm", (size_t)pack_bytes);
+    /* One row of C tiles: each B block is used by one tile, so that tile packs it into its
+     * own workspace just before using it (no pass over all of op(B) first, no round trip
+     * of the packed B through memory). Several rows share the packed B instead. */
+    j.b_inner           = j.tiles_m == 1;
+    uint64_t own_floats = j.b_inner ? (uint64_t)j.kern->nc * GEMM_KC : 0;
+    CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (acc_floats + own_floats)));
+    uint64_t shared_floats = j.b_inner ? j.mpad * g->k : pack_floats;
+    float *packs = cpu_reserve_shared_ws(ctx, "gemm", sizeof(float) * (size_t)shared_floats);
     if (!packs) return AMPX_ERR_NO_MEMORY;
-    j.pa = packs;
-    j.pb = packs + j.mpad * g->k;
+    j.pa           = packs;
+    j.pb           = j.b_inner ? NULL : packs + j.mpad * g->k;
+    uint64_t items = pack_items(j.slv_a, g->trans_a);
+    if (!j.b_inner) items += pack_items(j.slv_b, !g->trans_b);
     for (uint64_t b = 0; b < g->batch; b++) {
         j.batch = b;
-        if (g->k > 0)
-            cpu_run(ctx, pack_floats,
-                    pack_items(j.slv_a, g->trans_a) + pack_items(j.slv_b, !g->trans_b),
-                    sliver_pack_task, &j);
+        if (g->k > 0) cpu_run(ctx, shared_floats, items, sliver_pack_task, &j);
         cpu_run(ctx, work / g->batch, j.tiles_m * j.tiles_n, sliver_tile_task, &j);
     }
     return AMPX_OK;

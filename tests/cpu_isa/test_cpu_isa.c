@@ -333,6 +333,7 @@ static void check_thread_invariance(const char *isa_opt) {
         {129, 300, 257, 2, 1, 1, AMPX_BF16, 0.5f, 0}, /* shared packs per batch, transposed */
         {37, 29, 41, 7, 0, 1, AMPX_F16, -1.25f, 0},   /* many small batches: per-thread packs */
         {5, 1000, 600, 1, 1, 0, AMPX_F32, 1.0f, 0},   /* short and wide */
+        {40, 2000, 300, 2, 0, 1, AMPX_BF16, 0.5f, 0}, /* one row of tiles: B packed per tile */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t b1, b2, b3, b4;
@@ -385,10 +386,16 @@ static int same_c(const char *isa1, const gemm_case *c1, const char *isa2, const
 /* Cases that reach both pack forms of each operand, odd k, several k blocks and tiles, and
  * a C tile cut smaller than the table's for the second thread. */
 static const gemm_case path_cases[] = {
-    {300, 260, 270, 1, 0, 0, AMPX_BF16, 0.0f, 0}, {129, 300, 257, 2, 1, 1, AMPX_BF16, 0.5f, 0},
-    {37, 29, 41, 7, 0, 1, AMPX_BF16, -1.25f, 0},  {5, 1000, 601, 1, 1, 0, AMPX_BF16, 1.0f, 0},
-    {64, 128, 128, 3, 0, 0, AMPX_BF16, 0.0f, 0},  {300, 260, 270, 1, 1, 0, AMPX_F32, 0.0f, 0},
+    {300, 260, 270, 1, 0, 0, AMPX_BF16, 0.0f, 0},
+    {129, 300, 257, 2, 1, 1, AMPX_BF16, 0.5f, 0},
+    {37, 29, 41, 7, 0, 1, AMPX_BF16, -1.25f, 0},
+    {5, 1000, 601, 1, 1, 0, AMPX_BF16, 1.0f, 0},
+    {64, 128, 128, 3, 0, 0, AMPX_BF16, 0.0f, 0},
+    {300, 260, 270, 1, 1, 0, AMPX_F32, 0.0f, 0},
     {129, 300, 257, 2, 0, 1, AMPX_F16, 0.5f, 0},
+    /* one row of C tiles: every tile packs its own B blocks (batched: per batch) */
+    {100, 700, 333, 1, 0, 1, AMPX_BF16, 0.0f, 0},
+    {40, 2000, 300, 2, 1, 0, AMPX_BF16, 0.5f, 0},
 };
 
 /* The AVX2 and AVX-512 f32 kernels both sum each element's products in k order with one
