@@ -18,8 +18,11 @@
 /* The widest C tile any table uses (cpu_kernels.nc). */
 #define GEMM_NC_MAX 256
 
-/* GEMM runs on the pool from 64^3 multiply-adds on (4 x CPU_PAR_MIN). */
-#define GEMM_PAR_MIN (64u * 64u * 64u)
+/* GEMM runs on the pool from 128^3 multiply-adds on (32 x CPU_PAR_MIN): below, one thread
+ * at the AVX-512 kernel's 250+ GFLOP/s needs under 16 us, which the pool's wake-up (a
+ * condition variable) and the uneven split of so few tiles eat up; measured at 64x128x128
+ * (1M multiply-adds): 13 us on one thread, 21 us on two (loaded machine). */
+#define GEMM_PAR_MIN (128u * 128u * 128u)
 #define GEMM_PAR_SCALE (GEMM_PAR_MIN / CPU_PAR_MIN)
 _Static_assert(GEMM_PAR_MIN % CPU_PAR_MIN == 0, "GEMM_PAR_MIN must be a multiple of CPU_PAR_MIN");
 
