@@ -220,10 +220,19 @@ static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld
     }
 }
 
+/* Only the avx512bf16 table packs bf16 pairs, so the pair packers may use AVX2 (compiled
+ * at -O3, they vectorise: the interleave is a zero-extend, a shift and an or). */
+#if CPU_HAVE_AVX2_TABLE
+#define GEMM_PAIRS_FN __attribute__((target("avx2,fma,f16c"), optimize("O3")))
+#else
+#define GEMM_PAIRS_FN
+#endif
+
 /* The bf16 pair form of pack_kmajor: slot [q*w + r] holds elements p0+2q (high half) and
  * p0+2q+1 (low half) of row r, raw bits. */
-static void pack_kmajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld, uint64_t p0,
-                              uint64_t kc, uint64_t r0, uint64_t rows, unsigned w, uint32_t *dst) {
+GEMM_PAIRS_FN static void pack_kmajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld,
+                                            uint64_t p0, uint64_t kc, uint64_t r0, uint64_t rows,
+                                            unsigned w, uint32_t *dst) {
     uint64_t q2 = kc / 2;
     for (uint64_t r = 0; r < w; r++) {
         if (r < rows) {
@@ -260,16 +269,15 @@ static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld
         for (uint64_t i = len; i < ns * w; i++)
             tmp[i] = 0.0f;
         for (uint64_t t = 0; t < ns; t++)
-            for (unsigned c = 0; c < w; c++)
-                dst[t * w * kc + p * w + c] = tmp[t * w + c];
+            memcpy(dst + t * w * kc + p * w, tmp + t * w, w * sizeof(float));
     }
 }
 
 /* The bf16 pair form of pack_imajor: rows p0+2q and p0+2q+1 are interleaved into one row of
  * 32-bit slots (2q high, 2q+1 low; an odd kc's last row pairs with zeros). */
-static void pack_imajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld, uint64_t k,
-                              uint64_t p0, uint64_t kc, uint64_t i0, uint64_t len, uint64_t ns,
-                              unsigned w, uint32_t *dst) {
+GEMM_PAIRS_FN static void pack_imajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld,
+                                            uint64_t k, uint64_t p0, uint64_t kc, uint64_t i0,
+                                            uint64_t len, uint64_t ns, unsigned w, uint32_t *dst) {
     uint32_t tmp[GEMM_STRIP * GEMM_NR_MAX];
     for (uint64_t p = 0; p < kc; p += 2) {
         if (p0 + p + GEMM_PREFETCH_ROWS + 1 < k) {
@@ -291,8 +299,7 @@ static void pack_imajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld, uin
         for (uint64_t i = len; i < ns * w; i++)
             tmp[i] = 0;
         for (uint64_t t = 0; t < ns; t++)
-            for (unsigned c = 0; c < w; c++)
-                dst[t * w * kc + (p / 2) * w + c] = tmp[t * w + c];
+            memcpy(dst + t * w * kc + (p / 2) * w, tmp + t * w, w * sizeof(uint32_t));
     }
 }
 
