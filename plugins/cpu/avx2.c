@@ -72,7 +72,7 @@ AVX2_FN static void micro_6x16(uint64_t kc, const float *a, const float *b, floa
 /* bf16 -> f32: the 16 bits become the top of the f32, exactly as dtype.h does. f16 -> f32:
  * vcvtph2ps is exact for every number, but it quiets a signalling NaN; dtype.h keeps the
  * payload as it is, so NaN lanes are rebuilt with integer operations. */
-AVX2_FN static void load_f32_avx2(float *dst, const void *src, ampx_dtype dt, uint64_t n) {
+AVX2_FN void cpu_load_f32_avx2(float *dst, const void *src, ampx_dtype dt, uint64_t n) {
     const uint16_t *s = src;
     uint64_t j        = 0;
     if (dt == AMPX_BF16) {
@@ -110,7 +110,7 @@ AVX2_FN static void load_f32_avx2(float *dst, const void *src, ampx_dtype dt, ui
  * quieted with their sign and top payload. f32 -> f16: vcvtps2ph with round to nearest
  * even (immediate 0), which matches dtype.h for every input including subnormal results,
  * overflow to inf and NaN. */
-AVX2_FN static void store_f32_avx2(void *dst, ampx_dtype dt, const float *src, uint64_t n) {
+AVX2_FN void cpu_store_f32_avx2(void *dst, ampx_dtype dt, const float *src, uint64_t n) {
     uint16_t *d = dst;
     uint64_t j  = 0;
     if (dt == AMPX_BF16) {
@@ -146,8 +146,10 @@ const cpu_kernels cpu_kernels_avx2 = {
     .gemm_tile  = NULL,
     .mr         = MR,
     .nr         = NR,
+    .mc         = 16 * MR,
+    .nc         = 16 * NR,
     .gemm_micro = micro_6x16,
-    .load_f32   = load_f32_avx2,
-    .store_f32  = store_f32_avx2,
+    .load_f32   = cpu_load_f32_avx2,
+    .store_f32  = cpu_store_f32_avx2,
 };
 #endif

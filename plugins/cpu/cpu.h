@@ -53,8 +53,9 @@ typedef struct cpu_pool {
 
 // ---------------------------------------------------------------------------------------
 // Run-time ISA seam (isa.c). create() picks one kernel table from what cpuid/XGETBV report,
-// capped by the `isa` option and AMPX_CPU_ISA. Tables: portable C and AVX2+FMA+F16C; the
-// AVX-512 and AMX paths are detected and reported but run the AVX2 table (docs/CPU.md).
+// capped by the `isa` option and AMPX_CPU_ISA. Tables: portable C, AVX2+FMA+F16C, AVX-512F
+// and AVX512-BF16; the AMX path is detected and reported but runs the AVX512-BF16 table
+// (docs/CPU.md).
 
 typedef enum cpu_isa {
     CPU_ISA_PORTABLE = 0,
@@ -68,7 +69,7 @@ typedef enum cpu_isa {
 /* What the processor has and the OS enables (a feature whose state XCR0 leaves off is 0). */
 typedef struct cpu_features {
     int avx, avx2, fma, f16c;
-    int avx512f, avx512bw, avx512vl, avx512bf16;
+    int avx512f, avx512bw, avx512vl, avx512dq, avx512bf16;
     int amx_hw; /* AMX-TILE and AMX-BF16 with the tile state enabled (permission not asked) */
 } cpu_features;
 
@@ -82,10 +83,19 @@ typedef struct cpu_kernels {
                       float *acc, uint64_t ldacc);
     /* Sliver micro-kernel (Goto/BLIS): acc (mr x nr, row stride ldacc) = (first ? 0 : acc)
      * + sum_p a[p*mr + i] * b[p*nr + j], p in order 0 .. kc-1, one fused multiply-add each.
-     * a is an mr-row sliver of op(A) packed k-major, b an nr-column sliver of op(B). */
-    unsigned mr, nr;
+     * a is an mr-row sliver of op(A) packed k-major, b an nr-column sliver of op(B). mc x nc
+     * (multiples of mr and nr, nc <= GEMM_NC_MAX of gemm.c) is the largest C tile of one
+     * parallel item. */
+    unsigned mr, nr, mc, nc;
     void (*gemm_micro)(uint64_t kc, const float *a, const float *b, float *acc, uint64_t ldacc,
                        int first);
+    /* bf16 pair micro-kernel (optional: NULL runs bf16 x bf16 through gemm_micro, widened).
+     * Same contract as gemm_micro with both operands bf16, packed as k-pairs of raw bits:
+     * a[q*mr + i] holds op(A)[i][2q] in its high half and op(A)[i][2q+1] in its low half,
+     * b[q*nr + j] the same for op(B)[2q..2q+1][j], q < ceil(kc / 2); an odd kc pads a zero
+     * low half. Sums in k order 0 .. kc-1, one fused multiply-add per product (avx512.c). */
+    void (*gemm_micro_bf16)(uint64_t kc, const uint32_t *a, const uint32_t *b, float *acc,
+                            uint64_t ldacc, int first);
     /* dst[j] = src[j] widened exactly to f32 / src[j] rounded to nearest even, j < n, for a
      * bf16 or f16 src / dst (f32 is a copy). Bit-identical on every table. */
     void (*load_f32)(float *dst, const void *src, ampx_dtype dt, uint64_t n);
@@ -95,6 +105,11 @@ typedef struct cpu_kernels {
 extern const cpu_kernels cpu_kernels_portable;
 #if defined(__x86_64__) || defined(__i386__)
 extern const cpu_kernels cpu_kernels_avx2;
+extern const cpu_kernels cpu_kernels_avx512;
+extern const cpu_kernels cpu_kernels_avx512bf16;
+/* The AVX2 table's converters (avx2.c), shared by the AVX-512 tables. */
+void cpu_load_f32_avx2(float *dst, const void *src, ampx_dtype dt, uint64_t n);
+void cpu_store_f32_avx2(void *dst, ampx_dtype dt, const float *src, uint64_t n);
 #define CPU_HAVE_AVX2_TABLE 1
 #else
 #define CPU_HAVE_AVX2_TABLE 0

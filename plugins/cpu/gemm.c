@@ -15,11 +15,14 @@
 #define GEMM_MC 64
 #define GEMM_NC 256
 #define GEMM_KC 256
-/* The widest tile any table uses (16 slivers of nr columns). */
+/* The widest C tile any table uses (cpu_kernels.nc). */
 #define GEMM_NC_MAX 256
 
-/* GEMM runs on the pool from 64^3 multiply-adds on (4 x CPU_PAR_MIN). */
-#define GEMM_PAR_MIN (64u * 64u * 64u)
+/* GEMM runs on the pool from 128^3 multiply-adds on (32 x CPU_PAR_MIN): below, one thread
+ * at the AVX-512 kernel's 250+ GFLOP/s needs under 16 us, which the pool's wake-up (a
+ * condition variable) and the uneven split of so few tiles eat up; measured at 64x128x128
+ * (1M multiply-adds): 13 us on one thread, 21 us on two (loaded machine). */
+#define GEMM_PAR_MIN (128u * 128u * 128u)
 #define GEMM_PAR_SCALE (GEMM_PAR_MIN / CPU_PAR_MIN)
 _Static_assert(GEMM_PAR_MIN % CPU_PAR_MIN == 0, "GEMM_PAR_MIN must be a multiple of CPU_PAR_MIN");
 
@@ -160,9 +163,18 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
 // op(A) of one batch is packed once into mr-row slivers and op(B) into nr-column slivers,
 // both cut into GEMM_KC-deep blocks and widened to f32 (bf16 and f16 exactly). Slivers of
 // block p0 start at p0 * mpad (A) and p0 * npad (B), sliver s of the block at s * mr * kc.
-// Then each (MC x NC) tile of C runs the whole k range, block after block, in a per-thread
-// f32 accumulator; each element's k products are summed in order 0 .. k-1 whatever the
-// tiling, the thread count or whether the batch was packed by one thread or by all.
+// When both operands are bf16 and the table has a gemm_micro_bf16, the packs keep the raw
+// bf16 bits instead, two consecutive k per 32-bit slot (k = 2q high, 2q+1 low; cpu.h): the
+// same offsets in 32-bit slots, each block filling the first half of its space. GEMM_KC is
+// even, so a pair never straddles two blocks; only the last pair of an odd k pads a zero.
+// Then each C tile (at most the table's mc x nc, smaller when that gives every thread work)
+// runs the whole k range, block after block, in a per-thread f32 accumulator. When C is one
+// row of tiles, op(B) is not packed up front: each tile packs its own B block of each k
+// block into its thread's workspace just before using it (no other tile reads it). Each
+// element's k products are summed in order 0 .. k-1 whatever the tiling, the thread count
+// or whether the batch was packed by one thread or by all.
+
+_Static_assert(GEMM_KC % 2 == 0, "bf16 pairs must not straddle k blocks");
 
 typedef struct sliver_job {
     ampx_gemm_args a;
@@ -170,11 +182,14 @@ typedef struct sliver_job {
     const void *A, *B;
     void *C;
     ampx_context *ctx;
-    uint64_t mc_max, nc_max; /* tile: 16 slivers each way */
+    uint64_t mc_max, nc_max; /* the C tile of one item */
+    uint64_t ldacc;          /* the accumulator's row stride (nc_max) */
     uint64_t mpad, npad;     /* m and n rounded up to mr and nr */
     uint64_t slv_a, slv_b;   /* slivers of op(A) and op(B) */
     uint64_t tiles_m, tiles_n;
     uint64_t batch; /* the batch of a shared-pack launch */
+    int pairs;      /* bf16 k-pair packs and gemm_micro_bf16 */
+    int b_inner;    /* each tile packs its own B block per k block (one row of tiles) */
     float *pa, *pb; /* shared packs (one batch), or NULL: per-thread */
 } sliver_job;
 
@@ -184,57 +199,158 @@ typedef struct sliver_job {
 #define GEMM_STRIP 16
 /* Rows of a strip prefetched ahead of the one being packed. */
 #define GEMM_PREFETCH_ROWS 8
+/* The widest sliver of any table (the strip buffer's width). */
+#define GEMM_NR_MAX 32
 
-/* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs sliver s (w rows of the
- * index dimension, `count` of them real, the rest zero) into dst, laid out as the sliver
- * driver wants: block p0 at p0 * pad, sliver s of it at s * w * kc, element [p*w + r]. */
-static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t k,
-                        uint64_t s, unsigned w, uint64_t count, uint64_t pad, float *dst_all) {
-    uint64_t r0 = s * w, rows = count - r0 < w ? count - r0 : w;
+/* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs one sliver, index rows
+ * r0 .. r0+w (the first `rows` real, the rest zero), of the k block [p0, p0+kc) into dst,
+ * element [p*w + r]. */
+static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t p0,
+                        uint64_t kc, uint64_t r0, uint64_t rows, unsigned w, float *dst) {
     float tmp[GEMM_KC];
-    for (uint64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
-        uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
-        float *dst  = dst_all + p0 * pad + s * w * kc;
-        for (uint64_t r = 0; r < w; r++) {
-            if (r < rows) {
-                cpu_load_f32(tmp, X, dt, base + (r0 + r) * ld + p0, kc);
-                for (uint64_t p = 0; p < kc; p++)
-                    dst[p * w + r] = tmp[p];
-            } else {
-                for (uint64_t p = 0; p < kc; p++)
-                    dst[p * w + r] = 0.0f;
-            }
+    for (uint64_t r = 0; r < w; r++) {
+        if (r < rows) {
+            cpu_load_f32(tmp, X, dt, base + (r0 + r) * ld + p0, kc);
+            for (uint64_t p = 0; p < kc; p++)
+                dst[p * w + r] = tmp[p];
+        } else {
+            for (uint64_t p = 0; p < kc; p++)
+                dst[p * w + r] = 0.0f;
         }
     }
 }
 
-/* op(X)[i][p] = X[base + p*ld + i] (contiguous along the index dimension): packs slivers
- * s0 .. s0+ns, reading GEMM_STRIP * w contiguous elements per k step. Layout as above. */
+/* Only the avx512bf16 table packs bf16 pairs, so the pair packers may use AVX2 (compiled
+ * at -O3, they vectorise: the interleave is a zero-extend, a shift and an or). */
+#if CPU_HAVE_AVX2_TABLE
+#define GEMM_PAIRS_FN __attribute__((target("avx2,fma,f16c"), optimize("O3")))
+#else
+#define GEMM_PAIRS_FN
+#endif
+
+/* The bf16 pair form of pack_kmajor: slot [q*w + r] holds elements p0+2q (high half) and
+ * p0+2q+1 (low half) of row r, raw bits. */
+GEMM_PAIRS_FN static void pack_kmajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld,
+                                            uint64_t p0, uint64_t kc, uint64_t r0, uint64_t rows,
+                                            unsigned w, uint32_t *dst) {
+    uint64_t q2 = kc / 2;
+    for (uint64_t r = 0; r < w; r++) {
+        if (r < rows) {
+            const uint16_t *src = X + base + (r0 + r) * ld + p0;
+            for (uint64_t q = 0; q < q2; q++)
+                dst[q * w + r] = (uint32_t)src[2 * q] << 16 | src[2 * q + 1];
+            if (kc % 2) dst[q2 * w + r] = (uint32_t)src[kc - 1] << 16;
+        } else {
+            for (uint64_t q = 0; q < q2 + kc % 2; q++)
+                dst[q * w + r] = 0;
+        }
+    }
+}
+
+/* op(X)[i][p] = X[base + p*ld + i] (contiguous along the index dimension): packs ns <=
+ * GEMM_STRIP slivers from index i0 (the first len indices real) of the k block [p0, p0+kc)
+ * into dst, sliver t at dst + t*w*kc, reading ns * w contiguous elements per k step; k is
+ * the operand's depth (the prefetch stays inside it). */
 static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t k,
-                        uint64_t s0, uint64_t ns, unsigned w, uint64_t count, uint64_t pad,
-                        float *dst_all) {
-    uint64_t i0 = s0 * w, len = count - i0 < ns * w ? count - i0 : ns * w;
+                        uint64_t p0, uint64_t kc, uint64_t i0, uint64_t len, uint64_t ns,
+                        unsigned w, float *dst) {
     size_t es = ampx_dtype_size(dt);
-    float tmp[GEMM_STRIP * 32];
-    for (uint64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
-        uint64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
-        for (uint64_t p = 0; p < kc; p++) {
-            /* rows are ld apart: the hardware prefetcher does not follow, so ask for the
-             * row GEMM_PREFETCH_ROWS ahead (only rows inside the operand) */
-            if (p0 + p + GEMM_PREFETCH_ROWS < k) {
-                const char *ahead =
-                    (const char *)X + (base + (p0 + p + GEMM_PREFETCH_ROWS) * ld + i0) * es;
-                for (uint64_t off = 0; off < len * es; off += 64)
-                    __builtin_prefetch(ahead + off);
+    float tmp[GEMM_STRIP * GEMM_NR_MAX];
+    for (uint64_t p = 0; p < kc; p++) {
+        /* rows are ld apart: the hardware prefetcher does not follow, so ask for the row
+         * GEMM_PREFETCH_ROWS ahead (only rows inside the operand) */
+        if (p0 + p + GEMM_PREFETCH_ROWS < k) {
+            const char *ahead =
+                (const char *)X + (base + (p0 + p + GEMM_PREFETCH_ROWS) * ld + i0) * es;
+            for (uint64_t off = 0; off < len * es; off += 64)
+                __builtin_prefetch(ahead + off);
+        }
+        cpu_load_f32(tmp, X, dt, base + (p0 + p) * ld + i0, len);
+        for (uint64_t i = len; i < ns * w; i++)
+            tmp[i] = 0.0f;
+        for (uint64_t t = 0; t < ns; t++)
+            memcpy(dst + t * w * kc + p * w, tmp + t * w, w * sizeof(float));
+    }
+}
+
+/* The bf16 pair form of pack_imajor: rows p0+2q and p0+2q+1 are interleaved into one row of
+ * 32-bit slots (2q high, 2q+1 low; an odd kc's last row pairs with zeros). */
+GEMM_PAIRS_FN static void pack_imajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld,
+                                            uint64_t k, uint64_t p0, uint64_t kc, uint64_t i0,
+                                            uint64_t len, uint64_t ns, unsigned w, uint32_t *dst) {
+    uint32_t tmp[GEMM_STRIP * GEMM_NR_MAX];
+    for (uint64_t p = 0; p < kc; p += 2) {
+        if (p0 + p + GEMM_PREFETCH_ROWS + 1 < k) {
+            const uint16_t *ahead = X + base + (p0 + p + GEMM_PREFETCH_ROWS) * ld + i0;
+            for (uint64_t off = 0; off < len; off += 32) {
+                __builtin_prefetch(ahead + off);
+                __builtin_prefetch(ahead + ld + off);
             }
-            cpu_load_f32(tmp, X, dt, base + (p0 + p) * ld + i0, len);
-            for (uint64_t i = len; i < ns * w; i++)
-                tmp[i] = 0.0f;
-            for (uint64_t t = 0; t < ns; t++) {
-                float *dst = dst_all + p0 * pad + (s0 + t) * w * kc + p * w;
-                for (unsigned c = 0; c < w; c++)
-                    dst[c] = tmp[t * w + c];
-            }
+        }
+        const uint16_t *hi = X + base + (p0 + p) * ld + i0;
+        if (p + 1 < kc) {
+            const uint16_t *lo = hi + ld;
+            for (uint64_t i = 0; i < len; i++)
+                tmp[i] = (uint32_t)hi[i] << 16 | lo[i];
+        } else {
+            for (uint64_t i = 0; i < len; i++)
+                tmp[i] = (uint32_t)hi[i] << 16;
+        }
+        for (uint64_t i = len; i < ns * w; i++)
+            tmp[i] = 0;
+        for (uint64_t t = 0; t < ns; t++)
+            memcpy(dst + t * w * kc + (p / 2) * w, tmp + t * w, w * sizeof(uint32_t));
+    }
+}
+
+/* One operand of a batch as the packers see it. */
+typedef struct pack_src {
+    const void *X;
+    ampx_dtype dt;
+    uint64_t base, ld, k;
+    int imajor;     /* contiguous along the index dimension (B, or A transposed) */
+    unsigned w;     /* sliver width: mr or nr */
+    uint64_t count; /* m or n */
+} pack_src;
+
+static pack_src pack_src_of(const sliver_job *j, int is_b, uint64_t b) {
+    const ampx_gemm_args *g = &j->a;
+    pack_src p;
+    p.X      = is_b ? j->B : j->A;
+    p.dt     = is_b ? g->b.dtype : g->a.dtype;
+    p.base   = b * (is_b ? g->stride_b : g->stride_a);
+    p.ld     = is_b ? g->ldb : g->lda;
+    p.k      = g->k;
+    p.imajor = is_b ? !g->trans_b : (int)g->trans_a;
+    p.w      = is_b ? j->kern->nr : j->kern->mr;
+    p.count  = is_b ? g->n : g->m;
+    return p;
+}
+
+/* Packs slivers s0 .. s0+ns of the k block [p0, p0+kc) into dst (sliver s0 at dst, the
+ * next ones w * kc floats apart), as f32 or as bf16 pairs. */
+static void pack_slivers(const sliver_job *j, const pack_src *o, uint64_t p0, uint64_t kc,
+                         uint64_t s0, uint64_t ns, float *dst) {
+    unsigned w = o->w;
+    if (o->imajor) {
+        for (uint64_t t0 = 0; t0 < ns; t0 += GEMM_STRIP) {
+            uint64_t n1 = ns - t0 < GEMM_STRIP ? ns - t0 : GEMM_STRIP;
+            uint64_t i0 = (s0 + t0) * w, len = o->count - i0 < n1 * w ? o->count - i0 : n1 * w;
+            float *d = dst + t0 * w * kc;
+            if (j->pairs)
+                pack_imajor_pairs(o->X, o->base, o->ld, o->k, p0, kc, i0, len, n1, w,
+                                  (uint32_t *)d);
+            else
+                pack_imajor(o->X, o->dt, o->base, o->ld, o->k, p0, kc, i0, len, n1, w, d);
+        }
+    } else {
+        for (uint64_t t = 0; t < ns; t++) {
+            uint64_t r0 = (s0 + t) * w, rows = o->count - r0 < w ? o->count - r0 : w;
+            float *d = dst + t * w * kc;
+            if (j->pairs)
+                pack_kmajor_pairs(o->X, o->base, o->ld, p0, kc, r0, rows, w, (uint32_t *)d);
+            else
+                pack_kmajor(o->X, o->dt, o->base, o->ld, p0, kc, r0, rows, w, d);
         }
     }
 }
@@ -244,36 +360,27 @@ static uint64_t pack_items(uint64_t slivers, int imajor) {
     return imajor ? cpu_div_up(slivers, GEMM_STRIP) : slivers;
 }
 
-/* Packs item `it` of op(A) of batch b into pa. */
-static void pack_a_item(const sliver_job *j, uint64_t b, uint64_t it, float *pa) {
-    const ampx_gemm_args *g = &j->a;
-    uint64_t base           = b * g->stride_a;
-    if (!g->trans_a) {
-        pack_kmajor(j->A, g->a.dtype, base, g->lda, g->k, it, j->kern->mr, g->m, j->mpad, pa);
-    } else {
-        uint64_t s0 = it * GEMM_STRIP, ns = j->slv_a - s0 < GEMM_STRIP ? j->slv_a - s0 : GEMM_STRIP;
-        pack_imajor(j->A, g->a.dtype, base, g->lda, g->k, s0, ns, j->kern->mr, g->m, j->mpad, pa);
-    }
-}
-
-/* Packs item `it` of op(B) of batch b into pb. */
-static void pack_b_item(const sliver_job *j, uint64_t b, uint64_t it, float *pb) {
-    const ampx_gemm_args *g = &j->a;
-    uint64_t base           = b * g->stride_b;
-    if (g->trans_b) {
-        pack_kmajor(j->B, g->b.dtype, base, g->ldb, g->k, it, j->kern->nr, g->n, j->npad, pb);
-    } else {
-        uint64_t s0 = it * GEMM_STRIP, ns = j->slv_b - s0 < GEMM_STRIP ? j->slv_b - s0 : GEMM_STRIP;
-        pack_imajor(j->B, g->b.dtype, base, g->ldb, g->k, s0, ns, j->kern->nr, g->n, j->npad, pb);
+/* Packs item `it` of op(A) (is_b 0) or op(B) of batch b, every k block, into the whole-
+ * operand pack dst_all: block p0 at p0 * pad, sliver s of it at s * w * kc. */
+static void pack_item(const sliver_job *j, int is_b, uint64_t b, uint64_t it, float *dst_all) {
+    pack_src o   = pack_src_of(j, is_b, b);
+    uint64_t slv = is_b ? j->slv_b : j->slv_a, pad = is_b ? j->npad : j->mpad;
+    uint64_t s0 = o.imajor ? it * GEMM_STRIP : it;
+    uint64_t ns = o.imajor ? (slv - s0 < GEMM_STRIP ? slv - s0 : GEMM_STRIP) : 1;
+    for (uint64_t p0 = 0; p0 < o.k; p0 += GEMM_KC) {
+        uint64_t kc = o.k - p0 < GEMM_KC ? o.k - p0 : GEMM_KC;
+        pack_slivers(j, &o, p0, kc, s0, ns, dst_all + p0 * pad + s0 * o.w * kc);
     }
 }
 
 /* One tile of C in batch b from the packs: the whole k range, then C = alpha*acc + beta*C. */
 static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const float *pa,
                         const float *pb, float *acc) {
+    pack_src ob   = pack_src_of(j, 1, b);
+    float *pb_own = acc + j->mc_max * j->ldacc; /* b_inner: kc x nc, after the accumulator */
     const ampx_gemm_args *g = &j->a;
     unsigned mr = j->kern->mr, nr = j->kern->nr;
-    uint64_t ldacc = j->nc_max;
+    uint64_t ldacc = j->ldacc;
     uint64_t i0    = (tile / j->tiles_n) * j->mc_max;
     uint64_t j0    = (tile % j->tiles_n) * j->nc_max;
     uint64_t mc    = g->m - i0 < j->mc_max ? g->m - i0 : j->mc_max;
@@ -283,11 +390,25 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
     for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
         uint64_t kc     = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
         const float *ab = pa + p0 * j->mpad + (i0 / mr) * mr * kc;
-        const float *bb = pb + p0 * j->npad + (j0 / nr) * nr * kc;
-        for (uint64_t t = 0; t < sn; t++)
-            for (uint64_t s = 0; s < sm; s++)
-                j->kern->gemm_micro(kc, ab + s * mr * kc, bb + t * nr * kc,
-                                    acc + s * mr * ldacc + t * nr, ldacc, p0 == 0);
+        const float *bb;
+        if (j->b_inner) { /* pack this tile's B block now: it is used by this tile alone */
+            pack_slivers(j, &ob, p0, kc, j0 / nr, sn, pb_own);
+            bb = pb_own;
+        } else {
+            bb = pb + p0 * j->npad + (j0 / nr) * nr * kc;
+        }
+        if (j->pairs) {
+            for (uint64_t t = 0; t < sn; t++)
+                for (uint64_t s = 0; s < sm; s++)
+                    j->kern->gemm_micro_bf16(kc, (const uint32_t *)(ab + s * mr * kc),
+                                             (const uint32_t *)(bb + t * nr * kc),
+                                             acc + s * mr * ldacc + t * nr, ldacc, p0 == 0);
+        } else {
+            for (uint64_t t = 0; t < sn; t++)
+                for (uint64_t s = 0; s < sm; s++)
+                    j->kern->gemm_micro(kc, ab + s * mr * kc, bb + t * nr * kc,
+                                        acc + s * mr * ldacc + t * nr, ldacc, p0 == 0);
+        }
     }
     float crow[GEMM_NC_MAX];
     uint64_t cbase = b * g->stride_c;
@@ -312,9 +433,9 @@ static void sliver_pack_task(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     uint64_t na = pack_items(j->slv_a, (int)j->a.trans_a);
     if (item < na)
-        pack_a_item(j, j->batch, item, j->pa);
+        pack_item(j, 0, j->batch, item, j->pa);
     else
-        pack_b_item(j, j->batch, item - na, j->pb);
+        pack_item(j, 1, j->batch, item - na, j->pb);
 }
 
 static void sliver_tile_task(void *arg, uint64_t item, unsigned tid) {
@@ -326,12 +447,12 @@ static void sliver_tile_task(void *arg, uint64_t item, unsigned tid) {
 static void sliver_batch_task(void *arg, uint64_t b, unsigned tid) {
     const sliver_job *j = arg;
     float *acc          = j->ctx->thread_ws[tid].p;
-    float *pa           = acc + j->mc_max * j->nc_max;
+    float *pa           = acc + j->mc_max * j->ldacc;
     float *pb           = pa + j->mpad * j->a.k;
     for (uint64_t it = 0; it < pack_items(j->slv_a, j->a.trans_a); it++)
-        pack_a_item(j, b, it, pa);
+        pack_item(j, 0, b, it, pa);
     for (uint64_t it = 0; it < pack_items(j->slv_b, !j->a.trans_b); it++)
-        pack_b_item(j, b, it, pb);
+        pack_item(j, 1, b, it, pb);
     for (uint64_t t = 0; t < j->tiles_m * j->tiles_n; t++)
         sliver_tile(j, b, t, pa, pb, acc);
 }
@@ -339,49 +460,80 @@ static void sliver_batch_task(void *arg, uint64_t b, unsigned tid) {
 /* A batch whose packs fit in this many floats is packed by the thread that computes it. */
 #define GEMM_PRIVATE_PACK_MAX (256u * 1024u)
 
+/* The C tile: the table's mc x nc, halved (in whole slivers: n while its tile is at least as
+ * wide as the m tile is tall, else m) until a launch of `launches` products gives every
+ * thread the same number of tiles (at least two), or eight each, or the tile is one sliver.
+ * Only the cut of C changes; each element is computed the same way. */
+static void sliver_tiles(sliver_job *j, unsigned threads, uint64_t launches) {
+    const ampx_gemm_args *g = &j->a;
+    unsigned mr = j->kern->mr, nr = j->kern->nr;
+    j->mc_max = j->kern->mc;
+    j->nc_max = j->kern->nc;
+    for (;;) {
+        j->tiles_m = cpu_div_up(g->m, j->mc_max);
+        j->tiles_n = cpu_div_up(g->n, j->nc_max);
+        uint64_t t = j->tiles_m * j->tiles_n * launches;
+        if (threads < 2 || (t >= 2u * threads && t % threads == 0) || t >= 8u * threads) break;
+        int can_n = j->nc_max > nr && g->n > nr, can_m = j->mc_max > mr && g->m > mr;
+        if (can_n && (!can_m || j->nc_max >= j->mc_max))
+            j->nc_max = cpu_div_up(j->nc_max / 2, nr) * nr;
+        else if (can_m)
+            j->mc_max = cpu_div_up(j->mc_max / 2, mr) * mr;
+        else
+            break;
+    }
+}
+
 static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const void *A,
                                const void *B, void *C, uint64_t macs, int c_overlap) {
     sliver_job j;
     memset(&j, 0, sizeof j);
-    j.a       = *g;
-    j.kern    = ctx->kern;
-    j.A       = A;
-    j.B       = B;
-    j.C       = C;
-    j.ctx     = ctx;
-    j.mc_max  = 16u * j.kern->mr;
-    j.nc_max  = 16u * j.kern->nr;
-    j.mpad    = cpu_div_up(g->m, j.kern->mr) * j.kern->mr;
-    j.npad    = cpu_div_up(g->n, j.kern->nr) * j.kern->nr;
-    j.slv_a   = j.mpad / j.kern->mr;
-    j.slv_b   = j.npad / j.kern->nr;
-    j.tiles_m = cpu_div_up(g->m, j.mc_max);
-    j.tiles_n = cpu_div_up(g->n, j.nc_max);
-    if (j.nc_max > GEMM_NC_MAX) /* a table wider than the write-back row buffer */
-        return cpu_fail(ctx, AMPX_ERR_INTERNAL, "gemm: %s tile width %llu > %d", j.kern->name,
-                        (unsigned long long)j.nc_max, GEMM_NC_MAX);
-    uint64_t acc_floats = j.mc_max * j.nc_max, pack_floats, pack_bytes;
+    j.a     = *g;
+    j.kern  = ctx->kern;
+    j.A     = A;
+    j.B     = B;
+    j.C     = C;
+    j.ctx   = ctx;
+    j.pairs = j.kern->gemm_micro_bf16 && g->a.dtype == AMPX_BF16 && g->b.dtype == AMPX_BF16;
+    j.mpad  = cpu_div_up(g->m, j.kern->mr) * j.kern->mr;
+    j.npad  = cpu_div_up(g->n, j.kern->nr) * j.kern->nr;
+    j.slv_a = j.mpad / j.kern->mr;
+    j.slv_b = j.npad / j.kern->nr;
+    j.ldacc = j.kern->nc;
+    if (j.kern->nc > GEMM_NC_MAX || j.kern->nr > GEMM_NR_MAX) /* wider than the row buffers */
+        return cpu_fail(ctx, AMPX_ERR_INTERNAL, "gemm: %s tile width %u > %d", j.kern->name,
+                        j.kern->nc, GEMM_NC_MAX);
+    uint64_t acc_floats = (uint64_t)j.kern->mc * j.kern->nc, pack_floats, pack_bytes;
     if (cpu_mul_u64(j.mpad + j.npad, g->k, &pack_floats) ||
         cpu_mul_u64(pack_floats, sizeof(float), &pack_bytes) || pack_bytes > SIZE_MAX / 2)
         return cpu_fail(ctx, AMPX_ERR_NO_MEMORY, "gemm: packed operands too large");
     uint64_t work = macs / GEMM_PAR_SCALE;
+    /* the pool runs only from GEMM_PAR_MIN multiply-adds: below, one thread does it all */
+    unsigned threads = work >= CPU_PAR_MIN ? ctx->n_threads : 1;
 
     if (g->batch > 1 && !c_overlap && pack_floats <= GEMM_PRIVATE_PACK_MAX) {
+        sliver_tiles(&j, threads, g->batch);
         CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (acc_floats + pack_floats)));
         cpu_run(ctx, work, g->batch, sliver_batch_task, &j);
         return AMPX_OK;
     }
-    CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * acc_floats));
-    float *packs = cpu_reserve_shared_ws(ctx, "gemm", (size_t)pack_bytes);
+    sliver_tiles(&j, threads, 1);
+    /* One row of C tiles: each B block is used by one tile, so that tile packs it into its
+     * own workspace just before using it (no pass over all of op(B) first, no round trip
+     * of the packed B through memory). Several rows share the packed B instead. */
+    j.b_inner           = j.tiles_m == 1;
+    uint64_t own_floats = j.b_inner ? (uint64_t)j.kern->nc * GEMM_KC : 0;
+    CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (acc_floats + own_floats)));
+    uint64_t shared_floats = j.b_inner ? j.mpad * g->k : pack_floats;
+    float *packs = cpu_reserve_shared_ws(ctx, "gemm", sizeof(float) * (size_t)shared_floats);
     if (!packs) return AMPX_ERR_NO_MEMORY;
-    j.pa = packs;
-    j.pb = packs + j.mpad * g->k;
+    j.pa           = packs;
+    j.pb           = j.b_inner ? NULL : packs + j.mpad * g->k;
+    uint64_t items = pack_items(j.slv_a, g->trans_a);
+    if (!j.b_inner) items += pack_items(j.slv_b, !g->trans_b);
     for (uint64_t b = 0; b < g->batch; b++) {
         j.batch = b;
-        if (g->k > 0)
-            cpu_run(ctx, pack_floats,
-                    pack_items(j.slv_a, g->trans_a) + pack_items(j.slv_b, !g->trans_b),
-                    sliver_pack_task, &j);
+        if (g->k > 0) cpu_run(ctx, shared_floats, items, sliver_pack_task, &j);
         cpu_run(ctx, work / g->batch, j.tiles_m * j.tiles_n, sliver_tile_task, &j);
     }
     return AMPX_OK;

@@ -9,8 +9,8 @@
  * Paths, lowest to highest: portable C, AVX2+FMA(+F16C), AVX-512F, AVX512-BF16, AMX-BF16.
  * The option isa=NAME and the environment variable AMPX_CPU_ISA each cap the path; the path
  * in use is the highest one the machine supports that no cap excludes, and then the best
- * kernel table at or below it. Today the tables are portable and avx2: the AVX-512 and AMX
- * paths are detected and reported but run the AVX2 kernels (see docs/CPU.md).
+ * kernel table at or below it: portable, avx2 (avx2.c), avx512 and avx512bf16 (avx512.c).
+ * The AMX path is detected and reported but runs the avx512bf16 table (see docs/CPU.md).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -92,6 +92,7 @@ static void detect(cpu_features *f) {
         f->avx512f   = zmm_on && ((b >> 16) & 1);
         f->avx512bw  = zmm_on && ((b >> 30) & 1);
         f->avx512vl  = zmm_on && ((b >> 31) & 1);
+        f->avx512dq  = zmm_on && ((b >> 17) & 1);
         int amx_tile = (d >> 24) & 1, amx_bf16 = (d >> 22) & 1;
         unsigned sub = a;
         if (sub >= 1) {
@@ -116,20 +117,22 @@ const cpu_features *cpu_detect(void) {
     return &detected;
 }
 
-/* The highest path the processor and OS support, AMX aside (that needs permission). */
+/* The highest path the processor and OS support, AMX aside (that needs permission). The
+ * AVX-512 tables are compiled for F, BW, VL and DQ (every AVX-512 CPU since Skylake-SP). */
 static cpu_isa best_without_amx(const cpu_features *f) {
-    if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512bf16 && f->fma && f->f16c)
-        return CPU_ISA_AVX512BF16;
-    if (f->avx512f && f->avx512bw && f->avx512vl && f->fma && f->f16c) return CPU_ISA_AVX512;
+    int avx512 = f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->fma && f->f16c;
+    if (avx512 && f->avx512bf16) return CPU_ISA_AVX512BF16;
+    if (avx512) return CPU_ISA_AVX512;
     if (f->avx2 && f->fma && f->f16c) return CPU_ISA_AVX2;
     return CPU_ISA_PORTABLE;
 }
 
 void cpu_features_str(const cpu_features *f, char *out, size_t cap) {
-    snprintf(out, cap, "%s%s%s%s%s%s%s%s%s", f->avx ? "avx," : "", f->avx2 ? "avx2," : "",
+    snprintf(out, cap, "%s%s%s%s%s%s%s%s%s%s", f->avx ? "avx," : "", f->avx2 ? "avx2," : "",
              f->fma ? "fma," : "", f->f16c ? "f16c," : "", f->avx512f ? "avx512f," : "",
              f->avx512bw ? "avx512bw," : "", f->avx512vl ? "avx512vl," : "",
-             f->avx512bf16 ? "avx512bf16," : "", f->amx_hw ? "amx-bf16," : "");
+             f->avx512dq ? "avx512dq," : "", f->avx512bf16 ? "avx512bf16," : "",
+             f->amx_hw ? "amx-bf16," : "");
     size_t n = strlen(out);
     if (n > 0)
         out[n - 1] = '\0';
@@ -150,7 +153,14 @@ cpu_isa cpu_isa_select(cpu_isa cap, const cpu_kernels **kern, int *amx_denied) {
     }
 #endif
     cpu_isa isa = cap < best ? cap : best;
-    /* The best table at or below the path: AVX-512 and AMX have no tables of their own yet. */
-    *kern = isa >= CPU_ISA_AVX2 ? &cpu_kernels_avx2 : &cpu_kernels_portable;
+    /* The best table at or below the path: AMX has no table of its own yet. */
+#if CPU_HAVE_AVX2_TABLE
+    *kern = isa >= CPU_ISA_AVX512BF16 ? &cpu_kernels_avx512bf16
+            : isa == CPU_ISA_AVX512   ? &cpu_kernels_avx512
+            : isa == CPU_ISA_AVX2     ? &cpu_kernels_avx2
+                                      : &cpu_kernels_portable;
+#else
+    *kern = &cpu_kernels_portable;
+#endif
     return isa;
 }

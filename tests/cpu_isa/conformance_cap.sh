@@ -19,11 +19,12 @@ if [ "$in_use" != "$cap" ]; then
   case $cap in
     avx2) why="this CPU lacks avx2+fma+f16c (features: $feats)" ;;
     portable) why="the portable path must always be available" ;;
-    *) if [ "$in_use" = avx2 ] && printf '%s' "$feats" | grep -q avx512f; then
-         why="no $cap kernels exist yet: $cap runs the avx2 table (docs/CPU.md)"
+    amx) if printf '%s' "$feats" | grep -q amx-bf16; then
+         why="no amx kernels exist yet: amx runs the $in_use table (docs/CPU.md)"
        else
-         why="this CPU (or its OS) lacks $cap (features: $feats)"
+         why="this CPU (or its OS) lacks amx (features: $feats)"
        fi ;;
+    *) why="this CPU (or its OS) lacks $cap (features: $feats)" ;;
   esac
   echo "skipped: AMPX_CPU_ISA=$cap runs isa=$in_use: $why"
   [ "$cap" = portable ] && exit 1

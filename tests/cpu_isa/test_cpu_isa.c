@@ -5,7 +5,10 @@
  * - converters: every ISA path converts bf16/f16 <-> f32 bit-identically to dtype.h (every
  *   16-bit pattern; every f32 exponent and sign with the rounding-relevant low bits);
  * - GEMM on every path the machine runs gives the same bits for 1, 2 and 3 threads and
- *   from run to run (the sliver driver's per-batch and per-thread packing both).
+ *   from run to run (the sliver driver's per-batch and per-thread packing both); the avx2
+ *   and avx512 kernels give the same bits, and so does avx512bf16 on bf16 inputs, except
+ *   that it counts subnormal bf16 inputs as zero (tested as documented);
+ * - the memory-bound ops give the same bits on every path.
  * A path the CPU lacks is skipped with a message saying so.
  */
 #include <criterion/criterion.h>
@@ -40,21 +43,53 @@ static void isa_in_use(ampx_backend *be, char *out, size_t cap) {
     snprintf(out, cap, "%.*s", (int)len, p + 4);
 }
 
-/* The best path this machine should run, from the compiler's own cpuid probe (independent
- * of the plugin's detection). */
-static const char *expected_best(void) {
+/* The paths with a kernel table, lowest to highest (amx runs the avx512bf16 table). */
+static const char *const paths[] = {"portable", "avx2", "avx512", "avx512bf16"};
+#define N_PATHS (sizeof paths / sizeof paths[0])
+
+/* The rank in paths[] of the best table this machine should run, from the compiler's own
+ * cpuid probe (independent of the plugin's detection). */
+static int best_rank(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
-        return "avx2";
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+        !__builtin_cpu_supports("f16c"))
+        return 0;
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
+        return 1;
+    return __builtin_cpu_supports("avx512bf16") ? 3 : 2;
+#else
+    return 0;
 #endif
-    return "portable";
+}
+
+static const char *expected_best(void) {
+    return paths[best_rank()];
+}
+
+static int path_rank(const char *name) {
+    for (size_t i = 0; i < N_PATHS; i++)
+        if (strcmp(name, paths[i]) == 0) return (int)i;
+    return (int)N_PATHS; /* amx, auto: above every table */
+}
+
+/* Whether this machine runs the table `name` (and everything below it). */
+static int machine_has(const char *name) {
+    return path_rank(name) <= best_rank();
 }
 
 static int machine_has_avx2(void) {
-    return strcmp(expected_best(), "avx2") == 0;
+    return machine_has("avx2");
 }
+
+/* Skips the test (saying why) when the machine lacks the path. */
+#define NEED_PATH(name)                                                                            \
+    do {                                                                                           \
+        if (!machine_has(name))                                                                    \
+            cr_skip_test("skipped: this CPU (or its OS) lacks the %s path (best: %s)", name,       \
+                         expected_best());                                                         \
+    } while (0)
 
 // ---------------------------------------------------------------------------------------
 // Caps and reporting
@@ -70,18 +105,19 @@ Test(caps, default_is_best_path) {
 }
 
 Test(caps, option_caps_the_path) {
-    static const char *const caps[][2] = {
-        {"isa=portable", "portable"}, {"isa=avx2", NULL}, {"isa=avx512", NULL},
-        {"isa=avx512bf16", NULL},     {"isa=amx", NULL},  {"isa=auto", NULL}};
+    static const char *const caps[] = {"portable", "avx2", "avx512", "avx512bf16", "amx", "auto"};
     unsetenv("AMPX_CPU_ISA");
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
-        char err[512], isa[32];
-        ampx_backend *be = open_cpu(caps[i][0], NULL, err, sizeof err);
-        cr_assert_not_null(be, "%s: %s", caps[i][0], err);
+        char err[512], isa[32], opt[32];
+        snprintf(opt, sizeof opt, "isa=%s", caps[i]);
+        ampx_backend *be = open_cpu(opt, NULL, err, sizeof err);
+        cr_assert_not_null(be, "%s: %s", caps[i], err);
         isa_in_use(be, isa, sizeof isa);
-        /* above portable, the path is the best the machine has (avx2 tables at most) */
-        const char *want = caps[i][1] ? caps[i][1] : expected_best();
-        cr_expect_str_eq(isa, want, "%s runs isa=%s, expected %s", caps[i][0], isa, want);
+        /* the cap's table where the machine has it, else the best it has (amx and auto:
+         * the best table, avx512bf16 at most) */
+        int r            = path_rank(caps[i]) < best_rank() ? path_rank(caps[i]) : best_rank();
+        const char *want = paths[r];
+        cr_expect_str_eq(isa, want, "%s runs isa=%s, expected %s", opt, isa, want);
         ampx_backend_close(be);
     }
 }
@@ -218,6 +254,16 @@ Test(converters, avx2_matches_dtype_h) {
     check_converters("isa=avx2");
 }
 
+Test(converters, avx512_matches_dtype_h) {
+    NEED_PATH("avx512");
+    check_converters("isa=avx512");
+}
+
+Test(converters, avx512bf16_matches_dtype_h) {
+    NEED_PATH("avx512bf16");
+    check_converters("isa=avx512bf16");
+}
+
 // ---------------------------------------------------------------------------------------
 // GEMM: the same bits for any thread count and from run to run, on each path
 
@@ -226,6 +272,7 @@ typedef struct gemm_case {
     uint32_t ta, tb;
     ampx_dtype dt;
     float beta;
+    int subnormal; /* A: 1 every 5th element a subnormal (+-2^-130), 2 those 0, 3 all subnormal */
 } gemm_case;
 
 /* Runs the case on a fresh context and returns C's bytes (malloc'd). */
@@ -244,6 +291,8 @@ static unsigned char *gemm_run(const char *isa_opt, const char *threads_opt, con
         for (uint64_t i = 0; i < counts[t]; i++) {
             s += 0x9e3779b97f4a7c15ull;
             tmp[i] = (float)((double)(ampx_hash32(s, i) >> 8) / 8388608.0 - 1.0);
+            if (t == 0 && c->subnormal && (i % 5 == 0 || c->subnormal == 3))
+                tmp[i] = c->subnormal == 2 ? 0.0f : tmp[i] < 0 ? -0x1p-130f : 0x1p-130f;
         }
         cast_on(&d, AMPX_F32, tmp, c->dt, raw, counts[t]);
         bufs[t] = upload(&d, raw, counts[t] * es);
@@ -280,10 +329,11 @@ static unsigned char *gemm_run(const char *isa_opt, const char *threads_opt, con
 
 static void check_thread_invariance(const char *isa_opt) {
     static const gemm_case cases[] = {
-        {300, 260, 270, 1, 0, 0, AMPX_F32, 0.0f},  /* several tiles, two k blocks */
-        {129, 300, 257, 2, 1, 1, AMPX_BF16, 0.5f}, /* shared packs per batch, transposed */
-        {37, 29, 41, 7, 0, 1, AMPX_F16, -1.25f},   /* many small batches: per-thread packs */
-        {5, 1000, 600, 1, 1, 0, AMPX_F32, 1.0f},   /* short and wide */
+        {300, 260, 270, 1, 0, 0, AMPX_F32, 0.0f, 0},  /* several tiles, two k blocks */
+        {129, 300, 257, 2, 1, 1, AMPX_BF16, 0.5f, 0}, /* shared packs per batch, transposed */
+        {37, 29, 41, 7, 0, 1, AMPX_F16, -1.25f, 0},   /* many small batches: per-thread packs */
+        {5, 1000, 600, 1, 1, 0, AMPX_F32, 1.0f, 0},   /* short and wide */
+        {40, 2000, 300, 2, 0, 1, AMPX_BF16, 0.5f, 0}, /* one row of tiles: B packed per tile */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t b1, b2, b3, b4;
@@ -312,26 +362,87 @@ Test(gemm, avx2_same_bits_any_thread_count, .timeout = 120) {
     check_thread_invariance("isa=avx2");
 }
 
-/* The paths differ in rounding (fused vs separate multiply-add) but not by more than a few
- * units of f32 rounding per term: a gross error in one path shows here too. */
-Test(gemm, avx2_close_to_portable, .timeout = 120) {
-    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
-    gemm_case c = {300, 260, 270, 1, 1, 0, AMPX_F32, 0.0f};
-    uint64_t bp, ba;
-    float *p     = (float *)gemm_run("isa=portable", NULL, &c, &bp);
-    float *a     = (float *)gemm_run("isa=avx2", NULL, &c, &ba);
-    double worst = 0;
-    uint64_t bad = 0;
-    for (uint64_t i = 0; i < c.m * c.n; i++) {
-        double d = p[i] > a[i] ? p[i] - a[i] : a[i] - p[i];
-        bad += !(d == d) || d > 1e30;
-        if (d > worst) worst = d;
+Test(gemm, avx512_same_bits_any_thread_count, .timeout = 120) {
+    NEED_PATH("avx512");
+    check_thread_invariance("isa=avx512");
+}
+
+Test(gemm, avx512bf16_same_bits_any_thread_count, .timeout = 120) {
+    NEED_PATH("avx512bf16");
+    check_thread_invariance("isa=avx512bf16");
+}
+
+/* Compares C of one case under two paths bit for bit; returns 1 when they are the same. */
+static int same_c(const char *isa1, const gemm_case *c1, const char *isa2, const gemm_case *c2) {
+    uint64_t b1, b2;
+    unsigned char *r1 = gemm_run(isa1, NULL, c1, &b1);
+    unsigned char *r2 = gemm_run(isa2, NULL, c2, &b2);
+    int same          = b1 == b2 && memcmp(r1, r2, b1) == 0;
+    free(r1);
+    free(r2);
+    return same;
+}
+
+/* Cases that reach both pack forms of each operand, odd k, several k blocks and tiles, and
+ * a C tile cut smaller than the table's for the second thread. */
+static const gemm_case path_cases[] = {
+    {300, 260, 270, 1, 0, 0, AMPX_BF16, 0.0f, 0},
+    {129, 300, 257, 2, 1, 1, AMPX_BF16, 0.5f, 0},
+    {37, 29, 41, 7, 0, 1, AMPX_BF16, -1.25f, 0},
+    {5, 1000, 601, 1, 1, 0, AMPX_BF16, 1.0f, 0},
+    {64, 128, 128, 3, 0, 0, AMPX_BF16, 0.0f, 0},
+    {300, 260, 270, 1, 1, 0, AMPX_F32, 0.0f, 0},
+    {129, 300, 257, 2, 0, 1, AMPX_F16, 0.5f, 0},
+    /* one row of C tiles: every tile packs its own B blocks (batched: per batch) */
+    {100, 700, 333, 1, 0, 1, AMPX_BF16, 0.0f, 0},
+    {40, 2000, 300, 2, 1, 0, AMPX_BF16, 0.5f, 0},
+};
+
+/* The AVX2 and AVX-512 f32 kernels both sum each element's products in k order with one
+ * fused multiply-add each: the same bits, whatever the tile shapes. */
+Test(gemm, avx512_same_bits_as_avx2, .timeout = 120) {
+    NEED_PATH("avx512");
+    for (size_t i = 0; i < sizeof path_cases / sizeof path_cases[0]; i++)
+        cr_expect(same_c("isa=avx2", &path_cases[i], "isa=avx512", &path_cases[i]),
+                  "case %zu: avx2 and avx512 differ", i);
+}
+
+/* vdpbf16ps adds the two products of a pair one after the other (fused, the pair's high
+ * half first, where the packing puts the lower k): for normal values the bf16 kernel gives
+ * the bits of the f32 kernel on widened operands. f16 and f32 inputs run the f32 kernel. */
+Test(gemm, avx512bf16_same_bits_as_avx512, .timeout = 120) {
+    NEED_PATH("avx512bf16");
+    for (size_t i = 0; i < sizeof path_cases / sizeof path_cases[0]; i++)
+        cr_expect(same_c("isa=avx512", &path_cases[i], "isa=avx512bf16", &path_cases[i]),
+                  "case %zu: avx512 and avx512bf16 differ", i);
+}
+
+/* vdpbf16ps treats subnormal bf16 inputs as zero (DAZ; docs/CPU.md): with every 5th element
+ * of A subnormal, the bf16 kernel gives the bits of the f32 kernel on A with those elements
+ * set to zero; with all of A subnormal, C is zero on the bf16 kernel and not on the f32
+ * kernel (which keeps subnormals: C ~ k 2^-131 is a bf16 subnormal). */
+Test(gemm, avx512bf16_subnormal_inputs_count_as_zero, .timeout = 120) {
+    NEED_PATH("avx512bf16");
+    for (uint32_t t = 0; t < 2; t++) {
+        gemm_case sub  = {67, 45, 99, 1, t, t, AMPX_BF16, 0.0f, 1};
+        gemm_case zero = sub, all = sub;
+        zero.subnormal = 2;
+        all.subnormal  = 3;
+        cr_expect(same_c("isa=avx512bf16", &sub, "isa=avx512", &zero),
+                  "trans %u: subnormal inputs do not count as zero", t);
+        uint64_t b1, b2, nz1 = 0, nz2 = 0;
+        uint16_t *r1 = (uint16_t *)gemm_run("isa=avx512bf16", NULL, &all, &b1);
+        uint16_t *r2 = (uint16_t *)gemm_run("isa=avx512", NULL, &all, &b2);
+        for (uint64_t i = 0; i < b1 / 2; i++) {
+            nz1 += (r1[i] & 0x7fff) != 0;
+            nz2 += (r2[i] & 0x7fff) != 0;
+        }
+        cr_expect_eq(nz1, 0u, "trans %u: %llu entries of C are not zero", t,
+                     (unsigned long long)nz1);
+        cr_expect_gt(nz2, b2 / 4, "trans %u: the f32 kernel lost the subnormal products", t);
+        free(r1);
+        free(r2);
     }
-    cr_expect_eq(bad, 0u, "%llu entries are not finite or differ wildly", (unsigned long long)bad);
-    /* |terms| < 1, k = 270: f32 accumulation error is far below 270 * 2^-24 * 270 */
-    cr_expect_lt(worst, 270.0 * 270.0 * 0x1p-24, "max |portable - avx2| = %g", worst);
-    free(p);
-    free(a);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -479,8 +590,8 @@ static unsigned char *elementwise_run(const char *isa_opt, const char *opname, a
     return out;
 }
 
-Test(elementwise, avx2_same_bits_as_portable, .timeout = 120) {
-    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+/* The AVX-512 tables run the AVX2 copies of the chunk loops (isa >= avx2): checked too. */
+static void check_elementwise(const char *isa_opt) {
     static const char *const ops[] = {
         "add",           "mul",        "scale",       "relu",     "relu_bwd",
         "unscale_check", "grad_stats", "sum_squares", "amp_pass", "amp_pass_finite",
@@ -490,14 +601,24 @@ Test(elementwise, avx2_same_bits_as_portable, .timeout = 120) {
         for (size_t k = 0; k < 3; k++) {
             size_t np, na;
             unsigned char *p = elementwise_run("isa=portable", ops[o], dts[k], &np);
-            unsigned char *a = elementwise_run("isa=avx2", ops[o], dts[k], &na);
+            unsigned char *a = elementwise_run(isa_opt, ops[o], dts[k], &na);
             cr_assert_eq(np, na);
             size_t first = np;
             for (size_t i = 0; i < np && first == np; i++)
                 if (p[i] != a[i]) first = i;
-            cr_expect_eq(first, np, "%s %s: portable and avx2 differ from byte %zu", ops[o],
-                         ampx_dtype_name(dts[k]), first);
+            cr_expect_eq(first, np, "%s %s: portable and %s differ from byte %zu", ops[o],
+                         ampx_dtype_name(dts[k]), isa_opt, first);
             free(p);
             free(a);
         }
+}
+
+Test(elementwise, avx2_same_bits_as_portable, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_elementwise("isa=avx2");
+}
+
+Test(elementwise, avx512bf16_same_bits_as_portable, .timeout = 120) {
+    NEED_PATH("avx512bf16");
+    check_elementwise("isa=avx512bf16");
 }
