@@ -35,16 +35,23 @@ struct ampx_buffer {
 /* One item of a parallel_for; tid in [0, n_threads) selects the thread's workspace. */
 typedef void (*cpu_task_fn)(void *arg, uint64_t item, unsigned tid);
 
+/* Dispatch is a generation counter: the caller publishes the job, bumps `generation`
+ * (release) and works too; workers spin on it (bounded, with pause) before they sleep on
+ * cv_work, and the caller spins on `active` before it sleeps on cv_done. The mutex and the
+ * condition variables are taken only when a side has gone to sleep (`sleepers`,
+ * `caller_waits`), so back-to-back ops cost no system call and no context switch. */
 typedef struct cpu_pool {
     pthread_mutex_t mu;
-    pthread_cond_t cv_work; /* workers wait here for a new generation */
-    pthread_cond_t cv_done; /* the caller waits here for active == 0 */
+    pthread_cond_t cv_work; /* sleeping workers wait here for a new generation */
+    pthread_cond_t cv_done; /* a sleeping caller waits here for active == 0 */
     pthread_t *threads;
     unsigned n_workers;
-    unsigned active;     /* workers still inside the current generation */
-    uint64_t generation; /* bumped once per parallel_for */
-    int quit;
-    cpu_task_fn fn;
+    _Atomic unsigned active;     /* workers still inside the current generation */
+    _Atomic uint64_t generation; /* bumped once per parallel_for (and at quit) */
+    _Atomic unsigned sleepers;   /* workers blocked (or about to block) on cv_work */
+    _Atomic int caller_waits;    /* the caller is blocked (or about to block) on cv_done */
+    _Atomic int quit;
+    cpu_task_fn fn; /* the job: written before the generation's release */
     void *arg;
     const struct cpu_kernels *kern; /* the caller's table, for the workers' cpu_tls_kern */
     uint64_t n_items;
