@@ -134,6 +134,20 @@ CPU_AVX2_FN static inline __attribute__((always_inline)) __m256i cpu_avx2_first_
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* The next min(m, 8) floats at p (m >= 1 remain): a plain load or store for a whole vector,
+ * masked for the last, partial one (masked lanes read as 0 and are not written). */
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 cpu_avx2_load_n(const float *p,
+                                                                                uint64_t m) {
+    return m >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, cpu_avx2_first_lanes(m));
+}
+CPU_AVX2_FN static inline __attribute__((always_inline)) void cpu_avx2_store_n(float *p, uint64_t m,
+                                                                               __m256 v) {
+    if (m >= 8)
+        _mm256_storeu_ps(p, v);
+    else
+        _mm256_maskstore_ps(p, cpu_avx2_first_lanes(m), v);
+}
+
 /* Horizontal reductions in a fixed order (lanes 0..7 pairwise), so a row's result never
  * depends on anything but its data. */
 CPU_AVX2_FN static inline __attribute__((always_inline)) float cpu_avx2_hmax_ps(__m256 v) {

@@ -163,8 +163,7 @@ CPU_AVX2_FN static float softmax_expsum_avx2(const float *x, float *e, uint64_t 
 CPU_AVX2_FN static void softmax_mul_avx2(float *y, uint64_t cnt, float k) {
     const __m256 vk = _mm256_set1_ps(k);
     for (uint64_t c = 0; c < cnt; c += 8) {
-        __m256i msk = cpu_avx2_first_lanes(cnt - c < 8 ? cnt - c : 8);
-        _mm256_maskstore_ps(y + c, msk, _mm256_mul_ps(_mm256_maskload_ps(y + c, msk), vk));
+        cpu_avx2_store_n(y + c, cnt - c, _mm256_mul_ps(cpu_avx2_load_n(y + c, cnt - c), vk));
     }
 }
 
@@ -224,11 +223,10 @@ CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r, f
     const __m256 s  = _mm256_set1_ps((float)cpu_avx2_hsum_pd(_mm256_add_pd(lo, hi)));
     const __m256 vs = _mm256_set1_ps(a->scale);
     for (c = 0; c < cnt; c += 8) {
-        __m256i msk = cpu_avx2_first_lanes(cnt - c < 8 ? cnt - c : 8);
-        __m256 vd = _mm256_maskload_ps(dy + c, msk), vy = _mm256_maskload_ps(y + c, msk);
+        __m256 vd = cpu_avx2_load_n(dy + c, cnt - c), vy = cpu_avx2_load_n(y + c, cnt - c);
         __m256 v = log_ ? _mm256_mul_ps(vs, _mm256_fnmadd_ps(cpu_avx2_exp_ps(vy), s, vd))
                         : _mm256_mul_ps(_mm256_mul_ps(vs, vy), _mm256_sub_ps(vd, s));
-        _mm256_maskstore_ps(dx + c, msk, v);
+        cpu_avx2_store_n(dx + c, cnt - c, v);
     }
     for (c = cnt; c < cols; c++)
         dx[c] = 0.0f;
@@ -391,9 +389,8 @@ CPU_AVX2_FN static void xent_row_avx2(const xent_job *j, uint64_t r, int32_t lab
     } else {
         const __m256 vm = _mm256_set1_ps(mx), vg = _mm256_set1_ps(gs);
         for (uint64_t c = 0; c < cols; c += 8) {
-            __m256i msk = cpu_avx2_first_lanes(cols - c < 8 ? cols - c : 8);
-            __m256 e    = cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_maskload_ps(x + c, msk), vm));
-            _mm256_maskstore_ps(d + c, msk, _mm256_mul_ps(e, vg));
+            __m256 e = cpu_avx2_exp_neg_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, cols - c), vm));
+            cpu_avx2_store_n(d + c, cols - c, _mm256_mul_ps(e, vg));
         }
     }
     if (!bad) d[label] = (float)(j->g * (p_at - 1.0));
