@@ -1,14 +1,9 @@
-/* avx2_math.h — vectorised double-precision exp for the AVX2 paths of the transcendental
- * ops (softmax, gelu, sigmoid, silu), four lanes at a time.
- *
- * exp(x) = 2^k exp(r), k = round(x / ln 2), r = x - k ln 2 with ln 2 split in two parts
- * so r is exact to double rounding, |r| <= ln(2)/2; exp(r) by its Taylor series to r^13
- * (truncation below 4e-18 relative), Horner with FMA; 2^k applied in two halves so
- * subnormal results come out right. exp(-inf) = 0, exp(+inf) = inf, NaN stays NaN, x above
- * 709.78 gives inf, below -745.2 gives 0. Accurate to a few double ulps: libm's exp is
- * correctly rounded or nearly, so this path and the portable one can differ in the last
- * bits of a double, which rounding to f32 almost always hides (within the conformance
- * tolerance either way).
+/* avx2_math.h — the f32 math of the AVX2 paths of the transcendental and row ops (gelu,
+ * sigmoid, silu, softmax, cross-entropy, layernorm), eight lanes at a time: Cephes' expf
+ * (any argument, and a cheaper one for arguments <= 0), the partial-vector loads and stores
+ * of a row's end, and horizontal reductions in a fixed lane order so a row's result
+ * depends only on its data. Errors against a double reference are measured in
+ * tests/test_cpu_args.c (math/activations_f32, math/rows_f32) and listed in docs/CPU.md.
  */
 #ifndef AMPX_PLUGIN_CPU_AVX2_MATH_H
 #define AMPX_PLUGIN_CPU_AVX2_MATH_H
@@ -19,59 +14,6 @@
 #include <immintrin.h>
 
 #define CPU_AVX2_FN __attribute__((target("avx2,fma,f16c")))
-
-/* exp of CPU_EXP_W vectors at once, in place: each step is applied to all of them before
- * the next, so the Horner chains (13 dependent FMAs each) overlap in the pipeline. */
-#define CPU_EXP_W 4
-CPU_AVX2_FN static inline __attribute__((always_inline)) void cpu_avx2_exp_pd4(__m256d *v) {
-    const __m256d hi = _mm256_set1_pd(709.78), lo = _mm256_set1_pd(-745.2);
-    static const double c[14] = {1.0 / 6227020800.0,
-                                 1.0 / 479001600.0,
-                                 1.0 / 39916800.0,
-                                 1.0 / 3628800.0,
-                                 1.0 / 362880.0,
-                                 1.0 / 40320.0,
-                                 1.0 / 5040.0,
-                                 1.0 / 720.0,
-                                 1.0 / 120.0,
-                                 1.0 / 24.0,
-                                 1.0 / 6.0,
-                                 0.5,
-                                 1.0,
-                                 1.0};
-    __m256d k[CPU_EXP_W], r[CPU_EXP_W], p[CPU_EXP_W];
-#pragma GCC unroll 4
-    for (int w = 0; w < CPU_EXP_W; w++) {
-        __m256d xc = _mm256_min_pd(_mm256_max_pd(v[w], lo), hi);
-        k[w]       = _mm256_round_pd(_mm256_mul_pd(xc, _mm256_set1_pd(1.4426950408889634)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        r[w]       = _mm256_fnmadd_pd(k[w], _mm256_set1_pd(6.93147180369123816490e-01), xc);
-        r[w]       = _mm256_fnmadd_pd(k[w], _mm256_set1_pd(1.90821492927058770002e-10), r[w]);
-        p[w]       = _mm256_set1_pd(c[0]);
-    }
-#pragma GCC unroll 14
-    for (int i = 1; i < 14; i++)
-#pragma GCC unroll 4
-        for (int w = 0; w < CPU_EXP_W; w++)
-            p[w] = _mm256_fmadd_pd(p[w], r[w], _mm256_set1_pd(c[i]));
-#pragma GCC unroll 4
-    for (int w = 0; w < CPU_EXP_W; w++) {
-        /* 2^k = 2^k1 * 2^k2 with k1 = k >> 1 (k in [-1075, 1024]: both halves are normal) */
-        __m128i ki = _mm256_cvtpd_epi32(k[w]);
-        __m128i k1 = _mm_srai_epi32(ki, 1), k2 = _mm_sub_epi32(ki, k1);
-        __m256i b  = _mm256_set1_epi64x(1023);
-        __m256d s1 = _mm256_castsi256_pd(
-            _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(k1), b), 52));
-        __m256d s2 = _mm256_castsi256_pd(
-            _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(k2), b), 52));
-        __m256d x   = v[w];
-        __m256d res = _mm256_mul_pd(_mm256_mul_pd(p[w], s1), s2);
-        res         = _mm256_blendv_pd(res, _mm256_setzero_pd(), _mm256_cmp_pd(x, lo, _CMP_LT_OQ));
-        res         = _mm256_blendv_pd(res, _mm256_set1_pd(__builtin_inf()),
-                                       _mm256_cmp_pd(x, hi, _CMP_GT_OQ));
-        v[w] = _mm256_blendv_pd(res, x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q)); /* NaN stays NaN */
-    }
-}
 
 /* exp of eight floats: Cephes' expf. k = round(x log2 e), r = x - k ln 2 with ln 2 in two
  * parts (|r| <= ln(2)/2), exp(r) = 1 + r + r^2 P(r) with a degree-5 minimax P, then 2^k in the

@@ -185,19 +185,21 @@ static void ln_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     }
 }
 
-/* dgamma (+)= sum_r dy xhat, dbeta (+)= sum_r dy over a block of columns. */
-static void ln_bwd_params(void *arg, uint64_t item, unsigned tid) {
+/* dgamma (+)= sum_r dy xhat, dbeta (+)= sum_r dy over a block of columns, in double, rows in
+ * order. f32 rows are read in place; compiled for AVX2 too (CPU_ISA_CHUNK: the same IEEE
+ * operations, so the same bits). */
+CPU_INLINE void ln_bwd_params_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const ln_job *j = arg;
     uint64_t c0 = item * NORM_COLS, cols = j->a.cols;
     uint64_t nc = cols - c0 < NORM_COLS ? cols - c0 : NORM_COLS;
     double sgx[NORM_COLS], sg[NORM_COLS];
-    float x[NORM_COLS], dy[NORM_COLS];
+    float tx[NORM_COLS], tdy[NORM_COLS];
     memset(sgx, 0, sizeof sgx);
     memset(sg, 0, sizeof sg);
     for (uint64_t r = 0; r < j->a.rows; r++) {
-        cpu_load_f32(x, j->x, j->a.x.dtype, r * cols + c0, nc);
-        cpu_load_f32(dy, j->dy, j->a.dy.dtype, r * cols + c0, nc);
+        const float *x  = cpu_in_f32(tx, j->x, j->a.x.dtype, r * cols + c0, nc);
+        const float *dy = cpu_in_f32(tdy, j->dy, j->a.dy.dtype, r * cols + c0, nc);
         double mean = j->mean[r], rstd = j->rstd[r];
         for (uint64_t c = 0; c < nc; c++) {
             sgx[c] += (double)dy[c] * (((double)x[c] - mean) * rstd);
@@ -212,6 +214,7 @@ static void ln_bwd_params(void *arg, uint64_t item, unsigned tid) {
             j->dbeta[c0 + c] = (float)((j->a.accumulate ? (double)j->dbeta[c0 + c] : 0.0) + sg[c]);
     }
 }
+CPU_ISA_CHUNK(ln_bwd_params, ln_bwd_params_body)
 
 ampx_status cpu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *args) {
     static const char *op = "layernorm_fwd";

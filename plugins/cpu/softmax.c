@@ -408,8 +408,9 @@ static void xent_rows(void *arg, uint64_t item, unsigned tid) {
         if (label == a->ignore_index) {
             j->terms[r] = 0.0;
             if (j->dlogits) {
-                memset(x, 0, (size_t)cols * sizeof(float));
-                cpu_store_f32(j->dlogits, a->dlogits.dtype, r * cols, x, cols);
+                float *d = cpu_out_f32(x, j->dlogits, a->dlogits.dtype, r * cols);
+                memset(d, 0, (size_t)cols * sizeof(float));
+                cpu_out_f32_done(j->dlogits, a->dlogits.dtype, r * cols, d, cols);
             }
             continue;
         }
