@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -37,6 +38,7 @@ _Thread_local const cpu_kernels *cpu_tls_kern = &cpu_kernels_portable;
  * long enough to cover the gap between the ops of a training step, short enough that an
  * idle context gives its cores back almost at once. */
 #define CPU_SPIN_NS 200000u
+#define CPU_SPIN_YIELD_NS 10000u
 
 static inline void cpu_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -52,36 +54,41 @@ static uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Spins until *v != old (returns 1) or CPU_SPIN_NS pass (returns 0); the clock is read
- * once per 64 pauses. */
-static int spin_while_eq_u64(_Atomic uint64_t *v, uint64_t old) {
-    uint64_t t0 = 0;
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(v, memory_order_acquire) != old) return 1;
-        cpu_pause();
-        if ((i & 63) == 0) {
-            uint64_t t = mono_ns();
-            if (t0 == 0)
-                t0 = t;
-            else if (t - t0 > CPU_SPIN_NS)
-                return 0;
-        }
-    }
+/* Spin-wait bookkeeping: the clock is read once per 64 pauses; past CPU_SPIN_YIELD_NS each
+ * check also yields the core (sched_yield), so on an oversubscribed machine a spinning
+ * thread lets the thread it waits for (or anyone else) run instead of burning its slice. */
+typedef struct spin {
+    uint64_t t0;
+    unsigned i;
+} spin;
+
+/* 0 once the thread has spun CPU_SPIN_NS. */
+static int spin_step(spin *s) {
+    cpu_pause();
+    if ((++s->i & 63) != 0) return 1;
+    uint64_t t = mono_ns();
+    if (s->t0 == 0) s->t0 = t;
+    if (t - s->t0 > CPU_SPIN_NS) return 0;
+    if (t - s->t0 > CPU_SPIN_YIELD_NS) sched_yield();
+    return 1;
 }
 
+/* Spins until *v != old (returns 1) or CPU_SPIN_NS pass (returns 0). */
+static int spin_while_eq_u64(_Atomic uint64_t *v, uint64_t old) {
+    spin s = {0, 0};
+    do {
+        if (atomic_load_explicit(v, memory_order_acquire) != old) return 1;
+    } while (spin_step(&s));
+    return 0;
+}
+
+/* Spins until *v == 0 (returns 1) or CPU_SPIN_NS pass (returns 0). */
 static int spin_while_active(_Atomic unsigned *v) {
-    uint64_t t0 = 0;
-    for (unsigned i = 1;; i++) {
+    spin s = {0, 0};
+    do {
         if (atomic_load_explicit(v, memory_order_acquire) == 0) return 1;
-        cpu_pause();
-        if ((i & 63) == 0) {
-            uint64_t t = mono_ns();
-            if (t0 == 0)
-                t0 = t;
-            else if (t - t0 > CPU_SPIN_NS)
-                return 0;
-        }
-    }
+    } while (spin_step(&s));
+    return 0;
 }
 
 static void run_items(cpu_pool *pool, unsigned tid) {
