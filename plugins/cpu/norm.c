@@ -1,9 +1,11 @@
 /* norm.c — LAYERNORM_FWD/BWD (per row) and BATCHNORM_FWD/BWD (per channel).
  *
- * Statistics are computed two-pass in double (mean first, then the mean of squared
- * deviations), which avoids the cancellation of E[x^2] - E[x]^2 on data with a large mean;
- * they are saved as f32 (mean, rstd) for the backward, which reads those f32 values back.
- * Normalised outputs and gradients are formed in double and rounded once to their dtype.
+ * Portable path (the reference): statistics two-pass in double (mean first, then the mean
+ * of squared deviations), which avoids the cancellation of E[x^2] - E[x]^2 on data with a
+ * large mean; normalised outputs and gradients formed in double. The AVX2 path: statistics
+ * in one sweep about the row's first element in double lanes, outputs and gradients in f32
+ * (its section below). Either way the statistics are saved as f32 (mean, rstd) for the
+ * backward, which reads those f32 values back, and each output is rounded once to its dtype.
  * Sums over rows (dgamma, dbeta) run over rows in order inside disjoint column blocks, and
  * per-channel work is disjoint per channel, so nothing depends on the thread count.
  */

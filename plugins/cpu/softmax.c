@@ -3,10 +3,12 @@
  *
  * Rows are independent, so threads take blocks of whole rows. Within a row: z = scale * x
  * is formed in f32 as the ABI states; the row max is subtracted before exponentiating so
- * exp never overflows; exponentials, their sum and the logarithm are evaluated in double
- * (wider than f32, as the ABI allows), and each output is rounded once to its dtype.
- * Masked positions give probability 0 (log-probability -inf) in the forward and gradient 0
- * in the backward, whose sums run over the visible keys only.
+ * exp never overflows. The portable path (the reference) evaluates exponentials, their sum
+ * and the logarithm in double (wider than f32, as the ABI allows); the AVX2 path works in
+ * f32, eight lanes, with the sums that cancel (the backward's) in double lanes (see the
+ * section below and docs/CPU.md for its measured errors). Each output is rounded once to
+ * its dtype. Masked positions give probability 0 (log-probability -inf) in the forward and
+ * gradient 0 in the backward, whose sums run over the visible keys only.
  */
 #include <float.h>
 #include <math.h>
@@ -143,15 +145,17 @@ CPU_AVX2_FN static float softmax_expsum_avx2(const float *x, float *e, uint64_t 
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     uint64_t c = 0;
     for (; c + 16 <= cnt; c += 16) {
-        __m256 e0 = cpu_avx2_exp_neg_ps(_mm256_fmsub_ps(_mm256_loadu_ps(x + c), vs, vm));
-        __m256 e1 = cpu_avx2_exp_neg_ps(_mm256_fmsub_ps(_mm256_loadu_ps(x + c + 8), vs, vm));
+        __m256 e0 =
+            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c), vs), vm));
+        __m256 e1 =
+            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c + 8), vs), vm));
         if (e) _mm256_storeu_ps(e + c, e0), _mm256_storeu_ps(e + c + 8, e1);
         s0 = _mm256_add_ps(s0, e0), s1 = _mm256_add_ps(s1, e1);
     }
     for (; c < cnt; c += 8) {
         __m256i k = cpu_avx2_first_lanes(cnt - c < 8 ? cnt - c : 8);
         __m256 e0 = _mm256_and_ps(
-            cpu_avx2_exp_neg_ps(_mm256_fmsub_ps(_mm256_maskload_ps(x + c, k), vs, vm)),
+            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + c, k), vs), vm)),
             _mm256_castsi256_ps(k));
         if (e) _mm256_maskstore_ps(e + c, k, e0);
         s0 = _mm256_add_ps(s0, e0);
