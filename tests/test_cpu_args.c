@@ -9,6 +9,7 @@
  * tensors left null) must return OK without logging. Numerics are conformance's business.
  */
 #include <dlfcn.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -2248,4 +2249,216 @@ Test(math, activations_f32) {
             cr_expect(worst <= bound, "act %u %s: %.2f ulps at x = %.9g (bound %g)", acts[a],
                       bwd ? "bwd" : "fwd", worst, (double)x[at], bound);
         }
+}
+
+// ---------------------------------------------------------------------------------------
+// The row kernels' f32 arithmetic (softmax forward and backward, log-softmax, the fused
+// cross-entropy, layernorm forward and backward) against a double reference over rows of
+// every tail length and one past SOFTMAX_CACHED_COLS (the online statistics), data in
+// [-8, 8]; errors in f32 ulps of each element's natural scale (the size of the terms it is
+// made of, so an element that cancels to near 0 is not held to its own tiny magnitude).
+
+typedef struct row_err {
+    double worst;
+    uint64_t at_cols;
+} row_err;
+
+static void row_err_add(row_err *e, double err, double scale, uint64_t cols) {
+    double u = ulps(err, scale);
+    if (u > e->worst) e->worst = u, e->at_cols = cols;
+}
+
+static float lcg_unit(uint64_t *s) { /* uniform in [-1, 1) */
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*s >> 11) * 0x1p-53 * 2.0 - 1.0);
+}
+
+Test(math, rows_f32) {
+    static const uint64_t shapes[][2] = {{3, 1},  {5, 7},    {4, 8},    {4, 37},
+                                         {3, 65}, {8, 1024}, {2, 20000}};
+    enum { MAXN = 40000, MAXR = 8 };
+    const uint64_t reg = MAXN * 4;
+    ampx_buffer *buf   = NULL;
+    cr_assert_eq(I->buffer_alloc(C, 6 * reg, &buf), AMPX_OK);
+    float *x = malloc(MAXN * 4), *dy = malloc(MAXN * 4), *y = malloc(MAXN * 4);
+    float *ga = malloc(MAXN * 4), *be = malloc(MAXN * 4), st[2 * MAXR + 1];
+    double *ref = malloc(MAXN * 8);
+    int32_t labels[MAXR];
+    cr_assert(x && dy && y && ga && be && ref);
+    uint64_t seed = 7;
+    row_err sm = {0}, lsm = {0}, smb = {0}, xl = {0}, xd = {0}, lny = {0}, lns = {0}, lnb = {0};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        uint64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+        for (uint64_t i = 0; i < n; i++) {
+            x[i]  = 8.0f * lcg_unit(&seed);
+            dy[i] = lcg_unit(&seed);
+        }
+        for (uint64_t c = 0; c < cols; c++) {
+            ga[c] = 1.0f + 0.5f * lcg_unit(&seed);
+            be[c] = lcg_unit(&seed);
+        }
+        for (uint64_t r = 0; r < rows; r++)
+            labels[r] = (int32_t)((r * 7919u) % cols);
+        EXPECT_OK(I->buffer_write(C, buf, 0, x, n * 4));
+        EXPECT_OK(I->buffer_write(C, buf, reg, dy, n * 4));
+        EXPECT_OK(I->buffer_write(C, buf, 3 * reg, ga, cols * 4));
+        EXPECT_OK(I->buffer_write(C, buf, 4 * reg, be, cols * 4));
+        EXPECT_OK(I->buffer_write(C, buf, 5 * reg, labels, rows * 4));
+        /* softmax and log-softmax forward; then the backward of softmax from f32 y */
+        for (int lg = 0; lg < 2; lg++) {
+            ampx_softmax_args a = {.size    = sizeof a,
+                                   .log     = (uint32_t)lg,
+                                   .rows    = rows,
+                                   .cols    = cols,
+                                   .seq_q   = 1,
+                                   .scale   = 1.0f,
+                                   .x_or_y  = T(buf, 0, AMPX_F32),
+                                   .y_or_dx = T(buf, 2 * reg, AMPX_F32)};
+            EXPECT_OK(O->softmax_fwd(C, &a));
+            EXPECT_OK(I->buffer_read(C, buf, 2 * reg, y, n * 4));
+            for (uint64_t r = 0; r < rows; r++) {
+                const float *xr = x + r * cols;
+                double mx = -INFINITY, sum = 0;
+                for (uint64_t c = 0; c < cols; c++)
+                    mx = fmax(mx, xr[c]);
+                for (uint64_t c = 0; c < cols; c++)
+                    sum += exp(xr[c] - mx);
+                for (uint64_t c = 0; c < cols; c++) {
+                    double z = xr[c] - mx, got = y[r * cols + c];
+                    if (lg)
+                        row_err_add(&lsm, fabs(got - (z - log(sum))), fabs(z) + log(sum) + 1.0,
+                                    cols);
+                    else
+                        row_err_add(&sm, fabs(got - exp(z) / sum), exp(z) / sum, cols);
+                }
+            }
+        }
+        ampx_softmax_args b = {.size    = sizeof b,
+                               .rows    = rows,
+                               .cols    = cols,
+                               .seq_q   = 1,
+                               .scale   = 1.0f,
+                               .x_or_y  = T(buf, 2 * reg, AMPX_F32), /* softmax y (f32) */
+                               .dy      = T(buf, reg, AMPX_F32),
+                               .y_or_dx = T(buf, 2 * reg, AMPX_F32)}; /* in place */
+        ampx_softmax_args f = b;
+        f.x_or_y            = T(buf, 0, AMPX_F32);
+        EXPECT_OK(O->softmax_fwd(C, &f));
+        EXPECT_OK(I->buffer_read(C, buf, 2 * reg, y, n * 4));
+        EXPECT_OK(O->softmax_bwd(C, &b));
+        float *dx = malloc(n * 4);
+        cr_assert(dx);
+        EXPECT_OK(I->buffer_read(C, buf, 2 * reg, dx, n * 4));
+        for (uint64_t r = 0; r < rows; r++) {
+            double dot = 0, adot = 0;
+            for (uint64_t c = 0; c < cols; c++) {
+                dot += (double)dy[r * cols + c] * y[r * cols + c];
+                adot += fabs((double)dy[r * cols + c] * y[r * cols + c]);
+            }
+            for (uint64_t c = 0; c < cols; c++) {
+                uint64_t i = r * cols + c;
+                row_err_add(&smb, fabs(dx[i] - y[i] * (dy[i] - dot)),
+                            fabs(y[i]) * (fabs(dy[i]) + adot), cols);
+            }
+        }
+        /* fused cross-entropy, grad_scale 1 over `rows` valid rows */
+        ampx_softmax_xent_args xa = {.size         = sizeof xa,
+                                     .ignore_index = -100,
+                                     .rows         = rows,
+                                     .cols         = cols,
+                                     .grad_scale   = 1.0f,
+                                     .logits       = T(buf, 0, AMPX_F32),
+                                     .labels       = T(buf, 5 * reg, AMPX_I32),
+                                     .loss         = T(buf, 5 * reg + 64, AMPX_F32),
+                                     .dlogits      = T(buf, 2 * reg, AMPX_F32),
+                                     .scalars      = null_tensor()};
+        EXPECT_OK(O->softmax_xent(C, &xa));
+        float loss;
+        EXPECT_OK(I->buffer_read(C, buf, 5 * reg + 64, &loss, 4));
+        EXPECT_OK(I->buffer_read(C, buf, 2 * reg, dx, n * 4));
+        double rloss = 0;
+        for (uint64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * cols;
+            double mx = -INFINITY, sum = 0, g = 1.0 / (double)rows;
+            for (uint64_t c = 0; c < cols; c++)
+                mx = fmax(mx, xr[c]);
+            for (uint64_t c = 0; c < cols; c++)
+                sum += exp(xr[c] - mx);
+            rloss += mx + log(sum) - xr[labels[r]];
+            for (uint64_t c = 0; c < cols; c++) {
+                double p = exp(xr[c] - mx) / sum, hot = c == (uint64_t)labels[r];
+                row_err_add(&xd, fabs(dx[r * cols + c] - g * (p - hot)), g * (p + hot), cols);
+            }
+        }
+        rloss /= (double)rows;
+        row_err_add(&xl, fabs(loss - rloss), fabs(rloss) + 8.0, cols); /* terms up to 2 max|x| */
+        /* layernorm forward (a row mean of 100 tests the split mean), then backward */
+        for (uint64_t i = 0; i < n; i++)
+            x[i] += s % 2 ? 100.0f : 0.0f;
+        EXPECT_OK(I->buffer_write(C, buf, 0, x, n * 4));
+        uint64_t so            = 5 * reg + 128;
+        ampx_layernorm_args la = {.size    = sizeof la,
+                                  .rows    = rows,
+                                  .cols    = cols,
+                                  .eps     = 1e-5f,
+                                  .x       = T(buf, 0, AMPX_F32),
+                                  .gamma   = T(buf, 3 * reg, AMPX_F32),
+                                  .beta    = T(buf, 4 * reg, AMPX_F32),
+                                  .mean    = T(buf, so, AMPX_F32),
+                                  .rstd    = T(buf, so + 64, AMPX_F32),
+                                  .dy      = T(buf, reg, AMPX_F32),
+                                  .y_or_dx = T(buf, 2 * reg, AMPX_F32)};
+        EXPECT_OK(O->layernorm_fwd(C, &la));
+        EXPECT_OK(I->buffer_read(C, buf, 2 * reg, y, n * 4));
+        EXPECT_OK(I->buffer_read(C, buf, so, st, MAXR * 4));
+        EXPECT_OK(I->buffer_read(C, buf, so + 64, st + MAXR, MAXR * 4));
+        EXPECT_OK(O->layernorm_bwd(C, &la));
+        EXPECT_OK(I->buffer_read(C, buf, 2 * reg, dx, n * 4));
+        for (uint64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * cols;
+            double mu = 0, var = 0;
+            for (uint64_t c = 0; c < cols; c++)
+                mu += xr[c];
+            mu /= (double)cols;
+            for (uint64_t c = 0; c < cols; c++)
+                var += (xr[c] - mu) * (xr[c] - mu);
+            var /= (double)cols;
+            double rs = 1.0 / sqrt(var + 1e-5);
+            row_err_add(&lns, fabs(st[r] - mu), fmax(fabs(mu), 1.0 / rs), cols);
+            row_err_add(&lns, fabs(st[MAXR + r] - rs), rs, cols);
+            for (uint64_t c = 0; c < cols; c++) {
+                double xh = (xr[c] - mu) * rs, want = xh * ga[c] + be[c];
+                row_err_add(&lny, fabs(y[r * cols + c] - want),
+                            fabs(xh * ga[c]) + fabs(be[c]) + 0x1p-8, cols);
+            }
+            /* the backward from the saved f32 statistics, as the op reads them */
+            double m = st[r], rsd = st[MAXR + r], mg = 0, mgx = 0;
+            for (uint64_t c = 0; c < cols; c++) {
+                double xh = (xr[c] - m) * rsd, g = (double)dy[r * cols + c] * ga[c];
+                mg += g, mgx += g * xh;
+            }
+            mg /= (double)cols, mgx /= (double)cols;
+            for (uint64_t c = 0; c < cols; c++) {
+                double xh = (xr[c] - m) * rsd, g = (double)dy[r * cols + c] * ga[c];
+                row_err_add(&lnb, fabs(dx[r * cols + c] - rsd * (g - mg - xh * mgx)),
+                            rsd * (fabs(g) + fabs(mg) + fabs(xh * mgx)), cols);
+            }
+        }
+        free(dx);
+    }
+    struct {
+        const char *what;
+        row_err *e;
+        double bound;
+    } rep[] = {{"softmax", &sm, 16},         {"log_softmax", &lsm, 4},  {"softmax_bwd", &smb, 4},
+               {"xent loss", &xl, 2},        {"xent dlogits", &xd, 16}, {"layernorm y", &lny, 4},
+               {"layernorm stats", &lns, 2}, {"layernorm dx", &lnb, 6}};
+    for (size_t k = 0; k < sizeof rep / sizeof rep[0]; k++) {
+        cr_log_info("%s: worst %.3f ulps (cols %" PRIu64 ")", rep[k].what, rep[k].e->worst,
+                    rep[k].e->at_cols);
+        cr_expect(rep[k].e->worst <= rep[k].bound, "%s: %.2f ulps at cols = %" PRIu64 " (bound %g)",
+                  rep[k].what, rep[k].e->worst, rep[k].e->at_cols, rep[k].bound);
+    }
+    I->buffer_free(C, buf);
+    free(x), free(dy), free(y), free(ga), free(be), free(ref);
 }

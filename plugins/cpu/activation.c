@@ -122,51 +122,55 @@ act8_avx2(uint32_t act, int bwd, const float *xs, const float *dys, float *out) 
  * so gelu(x) = x sigmoid(2u) with no cancellation. The last n % 8 elements go through act_f/act_df
  * (the chunking is fixed, so which elements those are does not depend on the threads).
  * Returns 0 for the other activations (the caller's loop runs). */
-CPU_AVX2_FN static int act_avx2(const act_job *j, float *tx, const float *tdy, uint64_t n) {
+CPU_AVX2_FN static int act_avx2(const act_job *j, const float *x, const float *dy, float *out,
+                                uint64_t n) {
     uint32_t act = j->act;
     int bwd      = j->bwd;
     if (act != AMPX_ACT_GELU && act != AMPX_ACT_SIGMOID && act != AMPX_ACT_SILU) return 0;
     uint64_t k = 0;
     for (; k + 8 <= n; k += 8)
-        act8_avx2(act, bwd, tx + k, tdy + k, tx + k);
+        act8_avx2(act, bwd, x + k, dy + k, out + k);
     for (; k < n; k++)
-        tx[k] = bwd ? (float)((double)tdy[k] * act_df(act, tx[k])) : (float)act_f(act, tx[k]);
+        out[k] = bwd ? (float)((double)dy[k] * act_df(act, x[k])) : (float)act_f(act, x[k]);
     return 1;
 }
 #endif
 
+/* x, dy and out may be one and the same array (in place, or one scratch chunk): every loop
+ * reads element k before it writes it. */
 CPU_INLINE void act_chunk_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const act_job *j = arg;
     uint64_t i0      = item * CPU_CHUNK;
     uint64_t n       = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
     float tx[CPU_CHUNK], tdy[CPU_CHUNK];
-    cpu_load_f32(tx, j->x, j->xdt, i0, n);
-    if (j->bwd) cpu_load_f32(tdy, j->dy, j->dydt, i0, n);
+    const float *x  = cpu_in_f32(tx, j->x, j->xdt, i0, n);
+    const float *dy = j->bwd ? cpu_in_f32(tdy, j->dy, j->dydt, i0, n) : NULL;
+    float *out      = cpu_out_f32(tx, j->out, j->odt, i0);
 #if CPU_HAVE_AVX2_TABLE
-    if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && act_avx2(j, tx, tdy, n)) {
-        cpu_store_f32(j->out, j->odt, i0, tx, n);
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && act_avx2(j, x, dy, out, n)) {
+        cpu_out_f32_done(j->out, j->odt, i0, out, n);
         return;
     }
 #endif
     if (j->bwd && j->act == AMPX_ACT_RELU) { /* act_df inlined, without calls: vectorises */
         for (uint64_t k = 0; k < n; k++) {
-            double x = tx[k], d = x > 0.0 ? 1.0 : (x != x ? x : 0.0);
-            tx[k] = (float)((double)tdy[k] * d);
+            double v = x[k], d = v > 0.0 ? 1.0 : (v != v ? v : 0.0);
+            out[k] = (float)((double)dy[k] * d);
         }
     } else if (j->act == AMPX_ACT_RELU) {
         for (uint64_t k = 0; k < n; k++) {
-            double x = tx[k];
-            tx[k]    = (float)(x > 0.0 ? x : (x != x ? x : 0.0));
+            double v = x[k];
+            out[k]   = (float)(v > 0.0 ? v : (v != v ? v : 0.0));
         }
     } else if (j->bwd) {
         for (uint64_t k = 0; k < n; k++)
-            tx[k] = (float)((double)tdy[k] * act_df(j->act, tx[k]));
+            out[k] = (float)((double)dy[k] * act_df(j->act, x[k]));
     } else {
         for (uint64_t k = 0; k < n; k++)
-            tx[k] = (float)act_f(j->act, tx[k]);
+            out[k] = (float)act_f(j->act, x[k]);
     }
-    cpu_store_f32(j->out, j->odt, i0, tx, n);
+    cpu_out_f32_done(j->out, j->odt, i0, out, n);
 }
 CPU_ISA_CHUNK(act_chunk, act_chunk_body)
 

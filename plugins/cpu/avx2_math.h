@@ -1,14 +1,9 @@
-/* avx2_math.h — vectorised double-precision exp for the AVX2 paths of the transcendental
- * ops (softmax, gelu, sigmoid, silu), four lanes at a time.
- *
- * exp(x) = 2^k exp(r), k = round(x / ln 2), r = x - k ln 2 with ln 2 split in two parts
- * so r is exact to double rounding, |r| <= ln(2)/2; exp(r) by its Taylor series to r^13
- * (truncation below 4e-18 relative), Horner with FMA; 2^k applied in two halves so
- * subnormal results come out right. exp(-inf) = 0, exp(+inf) = inf, NaN stays NaN, x above
- * 709.78 gives inf, below -745.2 gives 0. Accurate to a few double ulps: libm's exp is
- * correctly rounded or nearly, so this path and the portable one can differ in the last
- * bits of a double, which rounding to f32 almost always hides (within the conformance
- * tolerance either way).
+/* avx2_math.h — the f32 math of the AVX2 paths of the transcendental and row ops (gelu,
+ * sigmoid, silu, softmax, cross-entropy, layernorm), eight lanes at a time: Cephes' expf
+ * (any argument, and a cheaper one for arguments <= 0), the partial-vector loads and stores
+ * of a row's end, and horizontal reductions in a fixed lane order so a row's result
+ * depends only on its data. Errors against a double reference are measured in
+ * tests/test_cpu_args.c (math/activations_f32, math/rows_f32) and listed in docs/CPU.md.
  */
 #ifndef AMPX_PLUGIN_CPU_AVX2_MATH_H
 #define AMPX_PLUGIN_CPU_AVX2_MATH_H
@@ -19,59 +14,6 @@
 #include <immintrin.h>
 
 #define CPU_AVX2_FN __attribute__((target("avx2,fma,f16c")))
-
-/* exp of CPU_EXP_W vectors at once, in place: each step is applied to all of them before
- * the next, so the Horner chains (13 dependent FMAs each) overlap in the pipeline. */
-#define CPU_EXP_W 4
-CPU_AVX2_FN static inline __attribute__((always_inline)) void cpu_avx2_exp_pd4(__m256d *v) {
-    const __m256d hi = _mm256_set1_pd(709.78), lo = _mm256_set1_pd(-745.2);
-    static const double c[14] = {1.0 / 6227020800.0,
-                                 1.0 / 479001600.0,
-                                 1.0 / 39916800.0,
-                                 1.0 / 3628800.0,
-                                 1.0 / 362880.0,
-                                 1.0 / 40320.0,
-                                 1.0 / 5040.0,
-                                 1.0 / 720.0,
-                                 1.0 / 120.0,
-                                 1.0 / 24.0,
-                                 1.0 / 6.0,
-                                 0.5,
-                                 1.0,
-                                 1.0};
-    __m256d k[CPU_EXP_W], r[CPU_EXP_W], p[CPU_EXP_W];
-#pragma GCC unroll 4
-    for (int w = 0; w < CPU_EXP_W; w++) {
-        __m256d xc = _mm256_min_pd(_mm256_max_pd(v[w], lo), hi);
-        k[w]       = _mm256_round_pd(_mm256_mul_pd(xc, _mm256_set1_pd(1.4426950408889634)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        r[w]       = _mm256_fnmadd_pd(k[w], _mm256_set1_pd(6.93147180369123816490e-01), xc);
-        r[w]       = _mm256_fnmadd_pd(k[w], _mm256_set1_pd(1.90821492927058770002e-10), r[w]);
-        p[w]       = _mm256_set1_pd(c[0]);
-    }
-#pragma GCC unroll 14
-    for (int i = 1; i < 14; i++)
-#pragma GCC unroll 4
-        for (int w = 0; w < CPU_EXP_W; w++)
-            p[w] = _mm256_fmadd_pd(p[w], r[w], _mm256_set1_pd(c[i]));
-#pragma GCC unroll 4
-    for (int w = 0; w < CPU_EXP_W; w++) {
-        /* 2^k = 2^k1 * 2^k2 with k1 = k >> 1 (k in [-1075, 1024]: both halves are normal) */
-        __m128i ki = _mm256_cvtpd_epi32(k[w]);
-        __m128i k1 = _mm_srai_epi32(ki, 1), k2 = _mm_sub_epi32(ki, k1);
-        __m256i b  = _mm256_set1_epi64x(1023);
-        __m256d s1 = _mm256_castsi256_pd(
-            _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(k1), b), 52));
-        __m256d s2 = _mm256_castsi256_pd(
-            _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(k2), b), 52));
-        __m256d x   = v[w];
-        __m256d res = _mm256_mul_pd(_mm256_mul_pd(p[w], s1), s2);
-        res         = _mm256_blendv_pd(res, _mm256_setzero_pd(), _mm256_cmp_pd(x, lo, _CMP_LT_OQ));
-        res         = _mm256_blendv_pd(res, _mm256_set1_pd(__builtin_inf()),
-                                       _mm256_cmp_pd(x, hi, _CMP_GT_OQ));
-        v[w] = _mm256_blendv_pd(res, x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q)); /* NaN stays NaN */
-    }
-}
 
 /* exp of eight floats: Cephes' expf. k = round(x log2 e), r = x - k ln 2 with ln 2 in two
  * parts (|r| <= ln(2)/2), exp(r) = 1 + r + r^2 P(r) with a degree-5 minimax P, then 2^k in the
@@ -100,6 +42,78 @@ CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 cpu_avx2_exp_ps(
     res        = _mm256_blendv_ps(res, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
     res = _mm256_blendv_ps(res, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); /* NaN stays NaN */
+}
+
+/* exp of eight floats known to be <= 0 or NaN (softmax's z - max): cpu_avx2_exp_ps's polynomial
+ * without the overflow handling. k = round(x log2 e) is taken from the low
+ * bits of x log2 e + 1.5 * 2^23 (round to nearest even, as _mm256_round_ps does), so 2^k is
+ * one shift; k >= -126 after the clamp, so 2^k is normal. Below -87.33654 it gives 0 (and
+ * -inf gives 0); max(lo, x) returns x when x is NaN, and the NaN carries through. */
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 cpu_avx2_exp_neg_ps(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.33654f), magic = _mm256_set1_ps(12582912.0f);
+    __m256 xc = _mm256_max_ps(lo, x);
+    __m256 kb = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), magic);
+    __m256 k  = _mm256_sub_ps(kb, magic);
+    __m256 r  = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), xc);
+    r         = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p  = _mm256_set1_ps(1.9875691500e-4f);
+    p         = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p         = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p         = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p         = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p         = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p         = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* the integer k sits in the low mantissa bits of kb: (k + 127) << 23 is 2^k */
+    __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_castps_si256(kb), _mm256_set1_epi32(127 - 0x4B400000)), 23);
+    __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_blendv_ps(res, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+}
+
+/* The first m lanes (0 <= m <= 8) set: the mask of a row's last, partial vector, for
+ * _mm256_maskload_ps / _mm256_maskstore_ps (masked lanes are neither read nor written). */
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256i cpu_avx2_first_lanes(uint64_t m) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The next min(m, 8) floats at p (m >= 1 remain): a plain load or store for a whole vector,
+ * masked for the last, partial one (masked lanes read as 0 and are not written). */
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 cpu_avx2_load_n(const float *p,
+                                                                                uint64_t m) {
+    return m >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, cpu_avx2_first_lanes(m));
+}
+CPU_AVX2_FN static inline __attribute__((always_inline)) void cpu_avx2_store_n(float *p, uint64_t m,
+                                                                               __m256 v) {
+    if (m >= 8)
+        _mm256_storeu_ps(p, v);
+    else
+        _mm256_maskstore_ps(p, cpu_avx2_first_lanes(m), v);
+}
+
+/* Horizontal reductions in a fixed order (lanes 0..7 pairwise), so a row's result never
+ * depends on anything but its data. */
+CPU_AVX2_FN static inline __attribute__((always_inline)) float cpu_avx2_hmax_ps(__m256 v) {
+    __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a        = _mm_max_ps(a, _mm_movehl_ps(a, a));
+    a        = _mm_max_ss(a, _mm_shuffle_ps(a, a, 1));
+    return _mm_cvtss_f32(a);
+}
+CPU_AVX2_FN static inline __attribute__((always_inline)) float cpu_avx2_hsum_ps(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a        = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a        = _mm_add_ss(a, _mm_shuffle_ps(a, a, 1));
+    return _mm_cvtss_f32(a);
+}
+CPU_AVX2_FN static inline __attribute__((always_inline)) double cpu_avx2_hsum_pd(__m256d v) {
+    __m128d a = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(a, _mm_unpackhi_pd(a, a)));
+}
+
+/* acc_lo/acc_hi += the eight floats of v widened to double (exact), lanes 0-3 and 4-7. */
+CPU_AVX2_FN static inline __attribute__((always_inline)) void
+cpu_avx2_acc_pd(__m256d *acc_lo, __m256d *acc_hi, __m256 v) {
+    *acc_lo = _mm256_add_pd(*acc_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    *acc_hi = _mm256_add_pd(*acc_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 }
 #endif
 #endif

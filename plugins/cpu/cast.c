@@ -87,13 +87,17 @@ static void cast_chunk(void *arg, uint64_t item, unsigned tid) {
         memmove((char *)j->dst + i0 * es, (const char *)j->src + i0 * es, (size_t)n * es);
         return;
     }
+    if (j->ddt == AMPX_F32) { /* widening: straight into dst */
+        cpu_load_f32((float *)j->dst + i0, j->src, j->sdt, i0, n);
+        return;
+    }
     float tmp[CPU_CHUNK];
-    cpu_load_f32(tmp, j->src, j->sdt, i0, n);
-    if (j->stochastic && j->ddt != AMPX_F32) {
+    const float *v = cpu_in_f32(tmp, j->src, j->sdt, i0, n); /* f32 src: read in place */
+    if (j->stochastic) {
         for (uint64_t k = 0; k < n; k++)
-            cpu_st_sr(j->dst, j->ddt, i0 + k, tmp[k], ampx_hash32(j->seed, i0 + k));
+            cpu_st_sr(j->dst, j->ddt, i0 + k, v[k], ampx_hash32(j->seed, i0 + k));
     } else {
-        cpu_store_f32(j->dst, j->ddt, i0, tmp, n);
+        cpu_store_f32(j->dst, j->ddt, i0, v, n);
     }
 }
 

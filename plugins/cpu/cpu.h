@@ -35,16 +35,23 @@ struct ampx_buffer {
 /* One item of a parallel_for; tid in [0, n_threads) selects the thread's workspace. */
 typedef void (*cpu_task_fn)(void *arg, uint64_t item, unsigned tid);
 
+/* Dispatch is a generation counter: the caller publishes the job, bumps `generation`
+ * (release) and works too; workers spin on it (bounded, with pause) before they sleep on
+ * cv_work, and the caller spins on `active` before it sleeps on cv_done. The mutex and the
+ * condition variables are taken only when a side has gone to sleep (`sleepers`,
+ * `caller_waits`), so back-to-back ops cost no system call and no context switch. */
 typedef struct cpu_pool {
     pthread_mutex_t mu;
-    pthread_cond_t cv_work; /* workers wait here for a new generation */
-    pthread_cond_t cv_done; /* the caller waits here for active == 0 */
+    pthread_cond_t cv_work; /* sleeping workers wait here for a new generation */
+    pthread_cond_t cv_done; /* a sleeping caller waits here for active == 0 */
     pthread_t *threads;
     unsigned n_workers;
-    unsigned active;     /* workers still inside the current generation */
-    uint64_t generation; /* bumped once per parallel_for */
-    int quit;
-    cpu_task_fn fn;
+    _Atomic unsigned active;     /* workers still inside the current generation */
+    _Atomic uint64_t generation; /* bumped once per parallel_for (and at quit) */
+    _Atomic unsigned sleepers;   /* workers blocked (or about to block) on cv_work */
+    _Atomic int caller_waits;    /* the caller is blocked (or about to block) on cv_done */
+    _Atomic int quit;
+    cpu_task_fn fn; /* the job: written before the generation's release */
     void *arg;
     const struct cpu_kernels *kern; /* the caller's table, for the workers' cpu_tls_kern */
     uint64_t n_items;
@@ -297,6 +304,26 @@ static inline void cpu_st_sr(void *base, ampx_dtype dt, uint64_t i, float v, uin
 void cpu_load_f32(float *dst, const void *base, ampx_dtype dt, uint64_t i0, uint64_t n);
 /* Element i0 + j of base = src[j] rounded to nearest even, for j < n. */
 void cpu_store_f32(void *base, ampx_dtype dt, uint64_t i0, const float *src, uint64_t n);
+/* In-place access for kernels that work on f32 runs. cpu_in_f32: elements i0 .. i0 + n - 1
+ * of base as f32, read where they lie when the tensor is f32 (no copy), else widened into
+ * scratch. cpu_out_f32: where a kernel writes those elements' f32 results, the tensor
+ * itself when it is f32, else scratch, which cpu_out_f32_done then rounds into the tensor
+ * (it does nothing for f32). A kernel that reads element k before it writes element k (any
+ * elementwise loop, vectorised or not) may pass the same scratch for input and output and
+ * works in place (y the very tensor x). */
+static inline const float *cpu_in_f32(float *scratch, const void *base, ampx_dtype dt, uint64_t i0,
+                                      uint64_t n) {
+    if (dt == AMPX_F32) return (const float *)base + i0;
+    cpu_tls_kern->load_f32(scratch, (const char *)base + i0 * 2, dt, n);
+    return scratch;
+}
+static inline float *cpu_out_f32(float *scratch, void *base, ampx_dtype dt, uint64_t i0) {
+    return dt == AMPX_F32 ? (float *)base + i0 : scratch;
+}
+static inline void cpu_out_f32_done(void *base, ampx_dtype dt, uint64_t i0, const float *res,
+                                    uint64_t n) {
+    if (dt != AMPX_F32) cpu_tls_kern->store_f32((char *)base + i0 * 2, dt, res, n);
+}
 /* The portable table's converters (cast.c): src and dst point at the first element. */
 void cpu_load_f32_portable(float *dst, const void *src, ampx_dtype dt, uint64_t n);
 void cpu_store_f32_portable(void *dst, ampx_dtype dt, const float *src, uint64_t n);

@@ -23,29 +23,38 @@ typedef struct binary_job {
     const float *brow; /* broadcast row of b in f32, or NULL */
 } binary_job;
 
+/* y[k] from a[k] and b[k]; a, b and y may be the same array (every element is read before
+ * it is written). */
+CPU_INLINE void binary_run_seg(const binary_job *j, const float *a, const float *b, float *y,
+                               uint64_t n) {
+    if (j->mul)
+        for (uint64_t k = 0; k < n; k++)
+            y[k] = a[k] * b[k];
+    else
+        for (uint64_t k = 0; k < n; k++)
+            y[k] = j->alpha * a[k] + j->beta * b[k];
+}
+
 CPU_INLINE void binary_chunk_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const binary_job *j = arg;
     uint64_t i0         = item * CPU_CHUNK;
     uint64_t n          = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
     float ta[CPU_CHUNK], tb[CPU_CHUNK];
-    cpu_load_f32(ta, j->a, j->adt, i0, n);
-    if (j->brow) {
+    const float *a = cpu_in_f32(ta, j->a, j->adt, i0, n);
+    float *y       = cpu_out_f32(ta, j->y, j->ydt, i0);
+    if (j->brow) { /* the chunk in runs along the broadcast row */
         uint64_t c = i0 % j->cols;
-        for (uint64_t k = 0; k < n; k++) {
-            tb[k] = j->brow[c];
-            if (++c == j->cols) c = 0;
+        for (uint64_t k = 0; k < n;) {
+            uint64_t m = j->cols - c < n - k ? j->cols - c : n - k;
+            binary_run_seg(j, a + k, j->brow + c, y + k, m);
+            k += m;
+            c = 0;
         }
     } else {
-        cpu_load_f32(tb, j->b, j->bdt, i0, n);
+        binary_run_seg(j, a, cpu_in_f32(tb, j->b, j->bdt, i0, n), y, n);
     }
-    if (j->mul)
-        for (uint64_t k = 0; k < n; k++)
-            ta[k] = ta[k] * tb[k];
-    else
-        for (uint64_t k = 0; k < n; k++)
-            ta[k] = j->alpha * ta[k] + j->beta * tb[k];
-    cpu_store_f32(j->y, j->ydt, i0, ta, n);
+    cpu_out_f32_done(j->y, j->ydt, i0, y, n);
 }
 CPU_ISA_CHUNK(binary_chunk, binary_chunk_body)
 
@@ -105,10 +114,11 @@ CPU_INLINE void scale_chunk_body(void *arg, uint64_t item, unsigned tid) {
     uint64_t i0        = item * CPU_CHUNK;
     uint64_t n         = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
     float t[CPU_CHUNK];
-    cpu_load_f32(t, j->x, j->xdt, i0, n);
+    const float *x = cpu_in_f32(t, j->x, j->xdt, i0, n);
+    float *y       = cpu_out_f32(t, j->y, j->ydt, i0);
     for (uint64_t k = 0; k < n; k++)
-        t[k] = j->alpha * t[k];
-    cpu_store_f32(j->y, j->ydt, i0, t, n);
+        y[k] = j->alpha * x[k];
+    cpu_out_f32_done(j->y, j->ydt, i0, y, n);
 }
 CPU_ISA_CHUNK(scale_chunk, scale_chunk_body)
 
@@ -144,9 +154,9 @@ static void bias_block(void *arg, uint64_t item, unsigned tid) {
     float t[BIAS_COLS];
     memset(sum, 0, sizeof sum);
     for (uint64_t r = 0; r < j->rows; r++) {
-        cpu_load_f32(t, j->dy, j->dydt, r * j->cols + c0, nc);
+        const float *dy = cpu_in_f32(t, j->dy, j->dydt, r * j->cols + c0, nc);
         for (uint64_t c = 0; c < nc; c++)
-            sum[c] += t[c];
+            sum[c] += dy[c];
     }
     if (j->accumulate) {
         cpu_load_f32(t, j->db, j->dbdt, c0, nc);

@@ -1,9 +1,11 @@
 /* norm.c — LAYERNORM_FWD/BWD (per row) and BATCHNORM_FWD/BWD (per channel).
  *
- * Statistics are computed two-pass in double (mean first, then the mean of squared
- * deviations), which avoids the cancellation of E[x^2] - E[x]^2 on data with a large mean;
- * they are saved as f32 (mean, rstd) for the backward, which reads those f32 values back.
- * Normalised outputs and gradients are formed in double and rounded once to their dtype.
+ * Portable path (the reference): statistics two-pass in double (mean first, then the mean
+ * of squared deviations), which avoids the cancellation of E[x^2] - E[x]^2 on data with a
+ * large mean; normalised outputs and gradients formed in double. The AVX2 path: statistics
+ * in one sweep about the row's first element in double lanes, outputs and gradients in f32
+ * (its section below). Either way the statistics are saved as f32 (mean, rstd) for the
+ * backward, which reads those f32 values back, and each output is rounded once to its dtype.
  * Sums over rows (dgamma, dbeta) run over rows in order inside disjoint column blocks, and
  * per-channel work is disjoint per channel, so nothing depends on the thread count.
  */
@@ -27,98 +29,85 @@ typedef struct ln_job {
 } ln_job;
 
 #if CPU_HAVE_AVX2_TABLE
-#include <immintrin.h>
+// ---------------------------------------------------------------------------------------
+// The AVX2 path of the layer-norm rows, f32 eight lanes, two sweeps of a row each way.
+//
+// Forward statistics in one sweep, exactly enough: with K = x_0, d_c = x_c - K is exact in
+// double, S1 = sum d and S2 = sum d^2 are accumulated in double lanes (combined in a fixed
+// order), mean = K + S1/n, var = (S2 - S1^2/n)/n. The cancellation in S2 - S1^2/n costs a
+// factor 1 + (mean - K)^2 / var <= 1 + n in relative error (x_0 is a sample of the row,
+// so (x_0 - mean)^2 <= n var), on top of double rounding: below 2^-53 n^2, far below f32
+// for any row that fits in memory. The normalised output in f32: x - mean as (x - mh) - ml
+// with mean = mh + ml split into two floats (so a large mean costs nothing), times rstd,
+// then one fused multiply-add with gamma and beta.
 
-// The AVX2 path of the layer-norm rows: the same double arithmetic per element as the
-// portable loops, four doubles at a time; the row sums in four lanes combined in a fixed
-// order (so mean and rstd may differ from the portable path in the last bits of a double).
+#include "avx2_math.h"
 
-#define LN_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-LN_AVX2 static inline double hsum_pd(__m256d v) {
-    double l[4];
-    _mm256_storeu_pd(l, v);
-    return (l[0] + l[1]) + (l[2] + l[3]);
+CPU_AVX2_FN static void ln_stats_avx2(const float *x, uint64_t n, double *mean_out,
+                                      double *var_out) {
+    const float k0   = x[0];
+    const __m256 vk  = _mm256_set1_ps(k0);
+    const __m256d kd = _mm256_set1_pd((double)k0);
+    __m256d s1a = _mm256_setzero_pd(), s1b = s1a, s2a = s1a, s2b = s1a;
+    for (uint64_t c = 0; c < n; c += 8) {
+        __m256 v;
+        if (c + 8 <= n) {
+            v = _mm256_loadu_ps(x + c);
+        } else { /* masked lanes read as K: d = 0 */
+            __m256i k = cpu_avx2_first_lanes(n - c);
+            v         = _mm256_blendv_ps(vk, _mm256_maskload_ps(x + c, k), _mm256_castsi256_ps(k));
+        }
+        __m256d da = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), kd);
+        __m256d db = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), kd);
+        s1a = _mm256_add_pd(s1a, da), s1b = _mm256_add_pd(s1b, db);
+        s2a = _mm256_fmadd_pd(da, da, s2a), s2b = _mm256_fmadd_pd(db, db, s2b);
+    }
+    double s1  = cpu_avx2_hsum_pd(_mm256_add_pd(s1a, s1b));
+    double s2  = cpu_avx2_hsum_pd(_mm256_add_pd(s2a, s2b));
+    double var = (s2 - s1 * (s1 / (double)n)) / (double)n;
+    *mean_out  = (double)k0 + s1 / (double)n;
+    *var_out   = var > 0.0 ? var : (var == var ? 0.0 : var); /* NaN stays NaN */
 }
 
-LN_AVX2 static inline __m256d ld4(const float *p) {
-    return _mm256_cvtps_pd(_mm_loadu_ps(p));
-}
-
-/* sum x, then sum (x - mean)^2 with mean = sum / n */
-LN_AVX2 static void ln_stats_avx2(const float *x, uint64_t n, double *mean_out, double *ss_out) {
-    __m256d a  = _mm256_setzero_pd();
-    uint64_t c = 0, n4 = n & ~(uint64_t)3;
-    for (; c < n4; c += 4)
-        a = _mm256_add_pd(a, ld4(x + c));
-    double s = hsum_pd(a);
-    for (; c < n; c++)
-        s += x[c];
-    double mean = s / (double)n;
-    __m256d m = _mm256_set1_pd(mean), q = _mm256_setzero_pd();
-    for (c = 0; c < n4; c += 4) {
-        __m256d d = _mm256_sub_pd(ld4(x + c), m);
-        q         = _mm256_add_pd(q, _mm256_mul_pd(d, d));
-    }
-    double ss = hsum_pd(q);
-    for (; c < n; c++)
-        ss += ((double)x[c] - mean) * ((double)x[c] - mean);
-    *mean_out = mean;
-    *ss_out   = ss;
-}
-
-LN_AVX2 static void ln_norm_avx2(float *x, uint64_t n, double mean, double rstd, const float *gamma,
-                                 const float *beta) {
-    __m256d m = _mm256_set1_pd(mean), rs = _mm256_set1_pd(rstd);
-    uint64_t c = 0;
-    for (; c + 4 <= n; c += 4) {
-        __m256d v = _mm256_mul_pd(_mm256_sub_pd(ld4(x + c), m), rs);
-        if (gamma) v = _mm256_mul_pd(v, ld4(gamma + c));
-        if (beta) v = _mm256_add_pd(v, ld4(beta + c));
-        _mm_storeu_ps(x + c, _mm256_cvtpd_ps(v));
-    }
-    for (; c < n; c++) {
-        double v = ((double)x[c] - mean) * rstd;
-        if (gamma) v *= (double)gamma[c];
-        if (beta) v += (double)beta[c];
-        x[c] = (float)v;
+/* y = ((x - mh) - ml) rstd gamma + beta; y may be x. */
+CPU_AVX2_FN static void ln_norm_avx2(const float *x, float *y, uint64_t n, double mean, double rstd,
+                                     const float *gamma, const float *beta) {
+    float mh = (float)mean, ml = (float)(mean - (double)mh);
+    const __m256 vmh = _mm256_set1_ps(mh), vml = _mm256_set1_ps(ml),
+                 rs  = _mm256_set1_ps((float)rstd);
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    for (uint64_t c = 0; c < n; c += 8) {
+        __m256 v  = cpu_avx2_load_n(x + c, n - c);
+        __m256 g  = gamma ? cpu_avx2_load_n(gamma + c, n - c) : one;
+        __m256 b  = beta ? cpu_avx2_load_n(beta + c, n - c) : zero;
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(v, vmh), vml), rs);
+        cpu_avx2_store_n(y + c, n - c, _mm256_fmadd_ps(xh, g, b));
     }
 }
 
-/* sg = sum g, sgx = sum g xhat; then dx = rstd (g - sg/n - xhat sgx/n) into x */
-LN_AVX2 static void ln_bwd_avx2(float *x, const float *dy, const float *gamma, uint64_t n,
-                                double mean, double rstd) {
-    __m256d m = _mm256_set1_pd(mean), rs = _mm256_set1_pd(rstd);
-    __m256d ag = _mm256_setzero_pd(), agx = _mm256_setzero_pd();
-    uint64_t c = 0, n4 = n & ~(uint64_t)3;
-    for (; c < n4; c += 4) {
-        __m256d xhat = _mm256_mul_pd(_mm256_sub_pd(ld4(x + c), m), rs);
-        __m256d g    = ld4(dy + c);
-        if (gamma) g = _mm256_mul_pd(g, ld4(gamma + c));
-        ag  = _mm256_add_pd(ag, g);
-        agx = _mm256_add_pd(agx, _mm256_mul_pd(g, xhat));
+/* From the saved f32 mean and rstd: xhat = (x - mean) rstd, g = dy gamma, sums of g and
+ * g xhat in double lanes; then dx = rstd ((g - mean(g)) - xhat mean(g xhat)). dx may be x
+ * or dy. */
+CPU_AVX2_FN static void ln_bwd_avx2(const float *x, const float *dy, float *dx, const float *gamma,
+                                    uint64_t n, float mean, float rstd) {
+    const __m256 vm = _mm256_set1_ps(mean), rs = _mm256_set1_ps(rstd), one = _mm256_set1_ps(1.0f);
+    __m256d ga = _mm256_setzero_pd(), gb = ga, gxa = ga, gxb = ga;
+    for (uint64_t c = 0; c < n; c += 8) {
+        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, n - c), vm), rs);
+        __m256 g    = _mm256_mul_ps(cpu_avx2_load_n(dy + c, n - c),
+                                 gamma ? cpu_avx2_load_n(gamma + c, n - c) : one);
+        cpu_avx2_acc_pd(&ga, &gb, g); /* masked lanes are 0 */
+        cpu_avx2_acc_pd(&gxa, &gxb, _mm256_mul_ps(g, xhat));
     }
-    double sg = hsum_pd(ag), sgx = hsum_pd(agx);
-    for (; c < n; c++) {
-        double xhat = ((double)x[c] - mean) * rstd;
-        double g    = (double)dy[c] * (gamma ? (double)gamma[c] : 1.0);
-        sg += g;
-        sgx += g * xhat;
-    }
-    double mg = sg / (double)n, mgx = sgx / (double)n;
-    __m256d vmg = _mm256_set1_pd(mg), vmgx = _mm256_set1_pd(mgx);
-    for (c = 0; c < n4; c += 4) {
-        __m256d xhat = _mm256_mul_pd(_mm256_sub_pd(ld4(x + c), m), rs);
-        __m256d g    = ld4(dy + c);
-        if (gamma) g = _mm256_mul_pd(g, ld4(gamma + c));
-        __m256d v =
-            _mm256_mul_pd(rs, _mm256_sub_pd(_mm256_sub_pd(g, vmg), _mm256_mul_pd(xhat, vmgx)));
-        _mm_storeu_ps(x + c, _mm256_cvtpd_ps(v));
-    }
-    for (; c < n; c++) {
-        double xhat = ((double)x[c] - mean) * rstd;
-        double g    = (double)dy[c] * (gamma ? (double)gamma[c] : 1.0);
-        x[c]        = (float)(rstd * (g - mg - xhat * mgx));
+    const __m256 mg = _mm256_set1_ps((float)(cpu_avx2_hsum_pd(_mm256_add_pd(ga, gb)) / (double)n));
+    const __m256 mgx =
+        _mm256_set1_ps((float)(cpu_avx2_hsum_pd(_mm256_add_pd(gxa, gxb)) / (double)n));
+    for (uint64_t c = 0; c < n; c += 8) {
+        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, n - c), vm), rs);
+        __m256 g    = _mm256_mul_ps(cpu_avx2_load_n(dy + c, n - c),
+                                 gamma ? cpu_avx2_load_n(gamma + c, n - c) : one);
+        cpu_avx2_store_n(dx + c, n - c,
+                         _mm256_mul_ps(rs, _mm256_fnmadd_ps(xhat, mgx, _mm256_sub_ps(g, mg))));
     }
 }
 #endif
@@ -128,19 +117,21 @@ static void ln_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     uint64_t cols = j->a.cols, rpi = cpu_rows_per_item(cols);
     float *x = j->ctx->thread_ws[tid].p;
     for (uint64_t r = item * rpi; r < j->a.rows && r < (item + 1) * rpi; r++) {
-        cpu_load_f32(x, j->x, j->a.x.dtype, r * cols, cols);
 #if CPU_HAVE_AVX2_TABLE
         if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
-            double mean, ss;
-            ln_stats_avx2(x, cols, &mean, &ss);
-            double rstd = 1.0 / sqrt(ss / (double)cols + (double)j->a.eps);
+            const float *xv = cpu_in_f32(x, j->x, j->a.x.dtype, r * cols, cols);
+            float *y        = cpu_out_f32(x, j->out, j->a.y_or_dx.dtype, r * cols);
+            double mean, var;
+            ln_stats_avx2(xv, cols, &mean, &var);
+            double rstd = 1.0 / sqrt(var + (double)j->a.eps);
             j->mean[r]  = (float)mean;
             j->rstd[r]  = (float)rstd;
-            ln_norm_avx2(x, cols, mean, rstd, j->gamma, j->beta);
-            cpu_store_f32(j->out, j->a.y_or_dx.dtype, r * cols, x, cols);
+            ln_norm_avx2(xv, y, cols, mean, rstd, j->gamma, j->beta);
+            cpu_out_f32_done(j->out, j->a.y_or_dx.dtype, r * cols, y, cols);
             continue;
         }
 #endif
+        cpu_load_f32(x, j->x, j->a.x.dtype, r * cols, cols);
         double s = 0.0, ss = 0.0;
         for (uint64_t c = 0; c < cols; c++)
             s += x[c];
@@ -167,16 +158,19 @@ static void ln_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     float *x  = j->ctx->thread_ws[tid].p;
     float *dy = x + cols;
     for (uint64_t r = item * rpi; r < j->a.rows && r < (item + 1) * rpi; r++) {
-        cpu_load_f32(x, j->x, j->a.x.dtype, r * cols, cols);
-        cpu_load_f32(dy, j->dy, j->a.dy.dtype, r * cols, cols);
-        double mean = j->mean[r], rstd = j->rstd[r], sg = 0.0, sgx = 0.0;
 #if CPU_HAVE_AVX2_TABLE
         if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
-            ln_bwd_avx2(x, dy, j->gamma, cols, mean, rstd);
-            cpu_store_f32(j->out, j->a.y_or_dx.dtype, r * cols, x, cols);
+            const float *xv  = cpu_in_f32(x, j->x, j->a.x.dtype, r * cols, cols);
+            const float *dyv = cpu_in_f32(dy, j->dy, j->a.dy.dtype, r * cols, cols);
+            float *dx        = cpu_out_f32(x, j->out, j->a.y_or_dx.dtype, r * cols);
+            ln_bwd_avx2(xv, dyv, dx, j->gamma, cols, j->mean[r], j->rstd[r]);
+            cpu_out_f32_done(j->out, j->a.y_or_dx.dtype, r * cols, dx, cols);
             continue;
         }
 #endif
+        cpu_load_f32(x, j->x, j->a.x.dtype, r * cols, cols);
+        cpu_load_f32(dy, j->dy, j->a.dy.dtype, r * cols, cols);
+        double mean = j->mean[r], rstd = j->rstd[r], sg = 0.0, sgx = 0.0;
         for (uint64_t c = 0; c < cols; c++) {
             double xhat = ((double)x[c] - mean) * rstd;
             double g    = (double)dy[c] * (j->gamma ? (double)j->gamma[c] : 1.0);
@@ -193,19 +187,21 @@ static void ln_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     }
 }
 
-/* dgamma (+)= sum_r dy xhat, dbeta (+)= sum_r dy over a block of columns. */
-static void ln_bwd_params(void *arg, uint64_t item, unsigned tid) {
+/* dgamma (+)= sum_r dy xhat, dbeta (+)= sum_r dy over a block of columns, in double, rows in
+ * order. f32 rows are read in place; compiled for AVX2 too (CPU_ISA_CHUNK: the same IEEE
+ * operations, so the same bits). */
+CPU_INLINE void ln_bwd_params_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const ln_job *j = arg;
     uint64_t c0 = item * NORM_COLS, cols = j->a.cols;
     uint64_t nc = cols - c0 < NORM_COLS ? cols - c0 : NORM_COLS;
     double sgx[NORM_COLS], sg[NORM_COLS];
-    float x[NORM_COLS], dy[NORM_COLS];
+    float tx[NORM_COLS], tdy[NORM_COLS];
     memset(sgx, 0, sizeof sgx);
     memset(sg, 0, sizeof sg);
     for (uint64_t r = 0; r < j->a.rows; r++) {
-        cpu_load_f32(x, j->x, j->a.x.dtype, r * cols + c0, nc);
-        cpu_load_f32(dy, j->dy, j->a.dy.dtype, r * cols + c0, nc);
+        const float *x  = cpu_in_f32(tx, j->x, j->a.x.dtype, r * cols + c0, nc);
+        const float *dy = cpu_in_f32(tdy, j->dy, j->a.dy.dtype, r * cols + c0, nc);
         double mean = j->mean[r], rstd = j->rstd[r];
         for (uint64_t c = 0; c < nc; c++) {
             sgx[c] += (double)dy[c] * (((double)x[c] - mean) * rstd);
@@ -220,6 +216,7 @@ static void ln_bwd_params(void *arg, uint64_t item, unsigned tid) {
             j->dbeta[c0 + c] = (float)((j->a.accumulate ? (double)j->dbeta[c0 + c] : 0.0) + sg[c]);
     }
 }
+CPU_ISA_CHUNK(ln_bwd_params, ln_bwd_params_body)
 
 ampx_status cpu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *args) {
     static const char *op = "layernorm_fwd";

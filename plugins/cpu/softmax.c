@@ -3,11 +3,14 @@
  *
  * Rows are independent, so threads take blocks of whole rows. Within a row: z = scale * x
  * is formed in f32 as the ABI states; the row max is subtracted before exponentiating so
- * exp never overflows; exponentials, their sum and the logarithm are evaluated in double
- * (wider than f32, as the ABI allows), and each output is rounded once to its dtype.
- * Masked positions give probability 0 (log-probability -inf) in the forward and gradient 0
- * in the backward, whose sums run over the visible keys only.
+ * exp never overflows. The portable path (the reference) evaluates exponentials, their sum
+ * and the logarithm in double (wider than f32, as the ABI allows); the AVX2 path works in
+ * f32, eight lanes, with the sums that cancel (the backward's) in double lanes (see the
+ * section below and docs/CPU.md for its measured errors). Each output is rounded once to
+ * its dtype. Masked positions give probability 0 (log-probability -inf) in the forward and
+ * gradient 0 in the backward, whose sums run over the visible keys only.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -25,40 +28,213 @@ typedef struct softmax_job {
 } softmax_job;
 
 #if CPU_HAVE_AVX2_TABLE
-/* The AVX2 path of a softmax row (not log): e_c = exp(z_c - mx) for c <= lim into e
- * (doubles), 16 at a time with cpu_avx2_exp_pd4, summed in four-lane partial sums combined
- * in a fixed order (deterministic, a different order from the portable path); then
- * y_c = e_c / sum. Returns the sum. */
-CPU_AVX2_FN static double softmax_exp_avx2(const float *z, uint64_t cnt, double mx, double *e) {
-    __m256d acc = _mm256_setzero_pd(), m = _mm256_set1_pd(mx);
+// ---------------------------------------------------------------------------------------
+// The AVX2 path: f32, eight lanes, cpu_avx2_exp_ps. A row is read twice: once for its
+// online statistics (max and rescaled sum), once to write the outputs.
+
+/* Online softmax statistics of z_c = scale * x_c, c < cnt (cnt >= 1): each lane keeps a
+ * running max m (starting at -FLT_MAX, so exp(m_old - m_new) and exp(-inf - m) are never
+ * inf - inf) and a sum s of exp(z - m), rescaled by exp(m_old - m_new) when a block of 32
+ * raises some lane's max (exp(0) is exactly 1 here, so skipping the rescale when no lane
+ * rises changes no bits). The lanes combine in a fixed order: mx = the largest m,
+ * sum = sum_l s_l exp(m_l - mx). A NaN anywhere makes mx NaN (the row's outputs NaN, as on
+ * the portable path); +inf makes the sum NaN, as exp(inf - inf) does there. */
+CPU_AVX2_FN static void softmax_stats_avx2(const float *x, uint64_t cnt, float scale, float *mx,
+                                           float *sum) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    __m256 m = _mm256_set1_ps(-FLT_MAX), s = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
     uint64_t c = 0;
-    for (; c + 4 * CPU_EXP_W <= cnt; c += 4 * CPU_EXP_W) {
-        __m256d v[CPU_EXP_W];
-        for (int w = 0; w < CPU_EXP_W; w++)
-            v[w] = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(z + c + 4 * w)), m);
-        cpu_avx2_exp_pd4(v);
-        for (int w = 0; w < CPU_EXP_W; w++) {
-            _mm256_storeu_pd(e + c + 4 * w, v[w]);
-            acc = _mm256_add_pd(acc, v[w]);
+    for (; c + 32 <= cnt; c += 32) {
+        __m256 v0 = _mm256_mul_ps(_mm256_loadu_ps(x + c), vs);
+        __m256 v1 = _mm256_mul_ps(_mm256_loadu_ps(x + c + 8), vs);
+        __m256 v2 = _mm256_mul_ps(_mm256_loadu_ps(x + c + 16), vs);
+        __m256 v3 = _mm256_mul_ps(_mm256_loadu_ps(x + c + 24), vs);
+        nan       = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(v0, v1, _CMP_UNORD_Q),
+                                                   _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q)));
+        __m256 bm = _mm256_max_ps(_mm256_max_ps(_mm256_max_ps(v0, v1), _mm256_max_ps(v2, v3)), m);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(bm, m, _CMP_GT_OQ))) {
+            s = _mm256_mul_ps(s, cpu_avx2_exp_neg_ps(_mm256_sub_ps(m, bm)));
+            m = bm;
         }
+        __m256 e01 = _mm256_add_ps(cpu_avx2_exp_neg_ps(_mm256_sub_ps(v0, m)),
+                                   cpu_avx2_exp_neg_ps(_mm256_sub_ps(v1, m)));
+        __m256 e23 = _mm256_add_ps(cpu_avx2_exp_neg_ps(_mm256_sub_ps(v2, m)),
+                                   cpu_avx2_exp_neg_ps(_mm256_sub_ps(v3, m)));
+        s          = _mm256_add_ps(s, _mm256_add_ps(e01, e23));
     }
-    double lanes[4];
-    _mm256_storeu_pd(lanes, acc);
-    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-    for (; c < cnt; c++) {
-        e[c] = exp((double)z[c] - mx);
-        sum += e[c];
+    for (; c < cnt; c += 8) { /* the rest, one vector at a time; the last one masked */
+        __m256 v;
+        if (c + 8 <= cnt) {
+            v = _mm256_mul_ps(_mm256_loadu_ps(x + c), vs);
+        } else {
+            __m256i k = cpu_avx2_first_lanes(cnt - c);
+            v         = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY),
+                                         _mm256_mul_ps(_mm256_maskload_ps(x + c, k), vs),
+                                         _mm256_castsi256_ps(k));
+        }
+        nan       = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        __m256 bm = _mm256_max_ps(v, m);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(bm, m, _CMP_GT_OQ))) {
+            s = _mm256_mul_ps(s, cpu_avx2_exp_neg_ps(_mm256_sub_ps(m, bm)));
+            m = bm;
+        }
+        s = _mm256_add_ps(s, cpu_avx2_exp_neg_ps(_mm256_sub_ps(v, m)));
     }
-    return sum;
+    float top = cpu_avx2_hmax_ps(m);
+    *sum      = cpu_avx2_hsum_ps(
+             _mm256_mul_ps(s, cpu_avx2_exp_neg_ps(_mm256_sub_ps(m, _mm256_set1_ps(top)))));
+    *mx = _mm256_movemask_ps(nan) ? NAN : top;
 }
 
-CPU_AVX2_FN static void softmax_div_avx2(const double *e, uint64_t cnt, double sum, float *y) {
-    __m256d s  = _mm256_set1_pd(sum);
+/* y_c = exp(scale x_c - mx) * (1 / sum) (softmax) or (scale x_c - mx) - log(sum) (log), c <
+ * cnt; y_c = fill (0 or -inf) for cnt <= c < cols. y may be x (in place). */
+CPU_AVX2_FN static void softmax_out_avx2(const float *x, float *y, uint64_t cnt, uint64_t cols,
+                                         float scale, float mx, float sum, int log_) {
+    const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(mx);
+    const __m256 k = _mm256_set1_ps(log_ ? (float)log((double)sum) : 1.0f / sum);
+    uint64_t c     = 0;
+    for (; c + 8 <= cnt; c += 8) {
+        __m256 z = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c), vs), vm);
+        _mm256_storeu_ps(y + c,
+                         log_ ? _mm256_sub_ps(z, k) : _mm256_mul_ps(cpu_avx2_exp_neg_ps(z), k));
+    }
+    if (c < cnt) {
+        __m256i msk = cpu_avx2_first_lanes(cnt - c);
+        __m256 z    = _mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + c, msk), vs), vm);
+        _mm256_maskstore_ps(y + c, msk,
+                            log_ ? _mm256_sub_ps(z, k) : _mm256_mul_ps(cpu_avx2_exp_neg_ps(z), k));
+        c = cnt;
+    }
+    float fill = log_ ? -INFINITY : 0.0f;
+    for (; c < cols; c++)
+        y[c] = fill;
+}
+
+/* Rows of up to this many visible elements are swept three times from cache (max; exp,
+ * stored, and its sum; the division), one exp per element; longer ones get the online
+ * statistics and two sweeps, two exps per element. Either way a row comes from memory once
+ * when it fits in L2 (64 KiB of f32 in, as much out). */
+#define SOFTMAX_CACHED_COLS 16384u
+
+/* max_c scale x_c over c < cnt, NaN when any is NaN (the row's outputs then NaN). */
+CPU_AVX2_FN static float softmax_max_avx2(const float *x, uint64_t cnt, float scale) {
+    const __m256 vs = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m0 = ninf, m1 = ninf, nan = _mm256_setzero_ps();
     uint64_t c = 0;
-    for (; c + 4 <= cnt; c += 4)
-        _mm_storeu_ps(y + c, _mm256_cvtpd_ps(_mm256_div_pd(_mm256_loadu_pd(e + c), s)));
-    for (; c < cnt; c++)
-        y[c] = (float)(e[c] / sum);
+    for (; c + 16 <= cnt; c += 16) {
+        __m256 v0 = _mm256_mul_ps(_mm256_loadu_ps(x + c), vs);
+        __m256 v1 = _mm256_mul_ps(_mm256_loadu_ps(x + c + 8), vs);
+        nan       = _mm256_or_ps(nan, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
+        m0 = _mm256_max_ps(m0, v0), m1 = _mm256_max_ps(m1, v1);
+    }
+    for (; c < cnt; c += 8) {
+        __m256i k = cpu_avx2_first_lanes(cnt - c < 8 ? cnt - c : 8);
+        __m256 v  = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_maskload_ps(x + c, k), vs),
+                                     _mm256_castsi256_ps(k));
+        nan       = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        m0        = _mm256_max_ps(m0, v);
+    }
+    return _mm256_movemask_ps(nan) ? NAN : cpu_avx2_hmax_ps(_mm256_max_ps(m0, m1));
+}
+
+/* sum_c exp(scale x_c - mx) over c < cnt, in two eight-lane partial sums combined in a fixed
+ * order; e_c stored to e when e is not NULL (e may be x). */
+CPU_AVX2_FN static float softmax_expsum_avx2(const float *x, float *e, uint64_t cnt, float scale,
+                                             float mx) {
+    const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(mx);
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    uint64_t c = 0;
+    for (; c + 16 <= cnt; c += 16) {
+        __m256 e0 =
+            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c), vs), vm));
+        __m256 e1 =
+            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c + 8), vs), vm));
+        if (e) _mm256_storeu_ps(e + c, e0), _mm256_storeu_ps(e + c + 8, e1);
+        s0 = _mm256_add_ps(s0, e0), s1 = _mm256_add_ps(s1, e1);
+    }
+    for (; c < cnt; c += 8) {
+        __m256i k = cpu_avx2_first_lanes(cnt - c < 8 ? cnt - c : 8);
+        __m256 e0 = _mm256_and_ps(
+            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + c, k), vs), vm)),
+            _mm256_castsi256_ps(k));
+        if (e) _mm256_maskstore_ps(e + c, k, e0);
+        s0 = _mm256_add_ps(s0, e0);
+    }
+    return cpu_avx2_hsum_ps(_mm256_add_ps(s0, s1));
+}
+
+/* y_c *= k, c < cnt. */
+CPU_AVX2_FN static void softmax_mul_avx2(float *y, uint64_t cnt, float k) {
+    const __m256 vk = _mm256_set1_ps(k);
+    for (uint64_t c = 0; c < cnt; c += 8) {
+        cpu_avx2_store_n(y + c, cnt - c, _mm256_mul_ps(cpu_avx2_load_n(y + c, cnt - c), vk));
+    }
+}
+
+CPU_AVX2_FN static void softmax_fwd_row_avx2(const softmax_job *j, uint64_t r, float *ws) {
+    const ampx_softmax_args *a = &j->a;
+    uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
+    const float *x = cpu_in_f32(ws, j->in, a->x_or_y.dtype, r * cols, cols);
+    float *y       = cpu_out_f32(ws, j->out, a->y_or_dx.dtype, r * cols);
+    float mx, sum;
+    if (cnt <= SOFTMAX_CACHED_COLS && !a->log) {
+        mx  = softmax_max_avx2(x, cnt, a->scale);
+        sum = softmax_expsum_avx2(x, y, cnt, a->scale, mx);
+        softmax_mul_avx2(y, cnt, 1.0f / sum);
+        for (uint64_t c = cnt; c < cols; c++)
+            y[c] = 0.0f;
+    } else {
+        if (cnt <= SOFTMAX_CACHED_COLS) {
+            mx  = softmax_max_avx2(x, cnt, a->scale);
+            sum = softmax_expsum_avx2(x, NULL, cnt, a->scale, mx);
+        } else {
+            softmax_stats_avx2(x, cnt, a->scale, &mx, &sum);
+        }
+        softmax_out_avx2(x, y, cnt, cols, a->scale, mx, sum, (int)a->log);
+    }
+    cpu_out_f32_done(j->out, a->y_or_dx.dtype, r * cols, y, cols);
+}
+
+/* dx_c = scale y_c (dy_c - sum_k dy_k y_k), or for log-softmax scale (dy_c - exp(y_c)
+ * sum_k dy_k), over the visible c < cnt (dx = 0 beyond). The sum is accumulated in double
+ * (its terms have both signs, and dy_c - sum cancels). dx may be y or dy (in place). */
+CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r, float *ws) {
+    const ampx_softmax_args *a = &j->a;
+    uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
+    const float *y  = cpu_in_f32(ws, j->in, a->x_or_y.dtype, r * cols, cols);
+    const float *dy = cpu_in_f32(ws + cols, j->dy, a->dy.dtype, r * cols, cols);
+    float *dx       = cpu_out_f32(ws, j->out, a->y_or_dx.dtype, r * cols);
+    int log_        = (int)a->log;
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    uint64_t c = 0;
+    for (; c < cnt; c += 8) {
+        __m256 vd, vy;
+        if (c + 8 <= cnt) {
+            vd = _mm256_loadu_ps(dy + c), vy = _mm256_loadu_ps(y + c);
+        } else {
+            __m256i msk = cpu_avx2_first_lanes(cnt - c);
+            vd = _mm256_maskload_ps(dy + c, msk), vy = _mm256_maskload_ps(y + c, msk);
+        }
+        if (log_) {
+            cpu_avx2_acc_pd(&lo, &hi, vd);
+        } else {
+            lo = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(vd)),
+                                 _mm256_cvtps_pd(_mm256_castps256_ps128(vy)), lo);
+            hi = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(vd, 1)),
+                                 _mm256_cvtps_pd(_mm256_extractf128_ps(vy, 1)), hi);
+        }
+    }
+    const __m256 s  = _mm256_set1_ps((float)cpu_avx2_hsum_pd(_mm256_add_pd(lo, hi)));
+    const __m256 vs = _mm256_set1_ps(a->scale);
+    for (c = 0; c < cnt; c += 8) {
+        __m256 vd = cpu_avx2_load_n(dy + c, cnt - c), vy = cpu_avx2_load_n(y + c, cnt - c);
+        __m256 v = log_ ? _mm256_mul_ps(vs, _mm256_fnmadd_ps(cpu_avx2_exp_ps(vy), s, vd))
+                        : _mm256_mul_ps(_mm256_mul_ps(vs, vy), _mm256_sub_ps(vd, s));
+        cpu_avx2_store_n(dx + c, cnt - c, v);
+    }
+    for (c = cnt; c < cols; c++)
+        dx[c] = 0.0f;
+    cpu_out_f32_done(j->out, a->y_or_dx.dtype, r * cols, dx, cols);
 }
 #endif
 
@@ -67,6 +243,13 @@ static void softmax_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     const ampx_softmax_args *a = &j->a;
     uint64_t cols = a->cols, rpi = cpu_rows_per_item(cols);
     float *z = j->ctx->thread_ws[tid].p;
+#if CPU_HAVE_AVX2_TABLE
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
+        for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
+            softmax_fwd_row_avx2(j, r, z);
+        return;
+    }
+#endif
     for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++) {
         cpu_load_f32(z, j->in, a->x_or_y.dtype, r * cols, cols);
         /* keys visible to query (r mod seq_q): j <= lim, aligned at the end of the row */
@@ -79,17 +262,6 @@ static void softmax_fwd_rows(void *arg, uint64_t item, unsigned tid) {
             if (z[c] != z[c]) nan = 1;
         }
         if (nan) mx = NAN; /* a NaN logit poisons its whole row */
-#if CPU_HAVE_AVX2_TABLE
-        if (!a->log && cpu_tls_kern->isa >= CPU_ISA_AVX2) {
-            double *e  = (double *)(z + 2 * cols); /* 8-byte aligned: 2 cols floats in */
-            double sum = softmax_exp_avx2(z, lim + 1, (double)mx, e);
-            softmax_div_avx2(e, lim + 1, sum, z);
-            for (uint64_t c = lim + 1; c < cols; c++)
-                z[c] = 0.0f;
-            cpu_store_f32(j->out, a->y_or_dx.dtype, r * cols, z, cols);
-            continue;
-        }
-#endif
         double sum = 0.0;
         for (uint64_t c = 0; c <= lim; c++)
             sum += exp((double)z[c] - (double)mx);
@@ -113,6 +285,13 @@ static void softmax_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     uint64_t cols = a->cols, rpi = cpu_rows_per_item(cols);
     float *y  = j->ctx->thread_ws[tid].p;
     float *dy = y + cols;
+#if CPU_HAVE_AVX2_TABLE
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
+        for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
+            softmax_bwd_row_avx2(j, r, y);
+        return;
+    }
+#endif
     for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++) {
         cpu_load_f32(y, j->in, a->x_or_y.dtype, r * cols, cols);
         cpu_load_f32(dy, j->dy, a->dy.dtype, r * cols, cols);
@@ -185,6 +364,44 @@ typedef struct xent_job {
     ampx_context *ctx;
 } xent_job;
 
+#if CPU_HAVE_AVX2_TABLE
+/* The AVX2 path of a valid row: the online statistics (softmax_stats_avx2) give mx and sum
+ * in f32, lse = mx + log(sum) in double; dlogits_c = exp(x_c - mx) * (g / sum) in f32, and at
+ * the label g (p - 1) with p = exp(x - mx) / sum in double (p - 1 cancels). */
+CPU_AVX2_FN static void xent_row_avx2(const xent_job *j, uint64_t r, int32_t label, float *ws) {
+    const ampx_softmax_xent_args *a = &j->a;
+    uint64_t cols                   = a->cols;
+    int bad                         = label < 0 || (uint64_t)label >= cols;
+    const float *x                  = cpu_in_f32(ws, j->logits, a->logits.dtype, r * cols, cols);
+    float *d  = j->dlogits ? cpu_out_f32(ws, j->dlogits, a->dlogits.dtype, r * cols) : NULL;
+    double xl = bad ? 0.0 : (double)x[label]; /* before d (which may be x's scratch) is written */
+    float mx, sum;
+    int cached = cols <= SOFTMAX_CACHED_COLS;
+    if (cached) {
+        mx  = softmax_max_avx2(x, cols, 1.0f);
+        sum = softmax_expsum_avx2(x, d, cols, 1.0f, mx); /* d = exp(x - mx) */
+    } else {
+        softmax_stats_avx2(x, cols, 1.0f, &mx, &sum);
+    }
+    double lse  = (double)mx + log((double)sum);
+    j->terms[r] = bad ? NAN : lse - xl;
+    if (!d) return;
+    double p_at = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
+    float gs    = (float)(j->g / (double)sum);
+    if (cached) {
+        softmax_mul_avx2(d, cols, gs);
+    } else {
+        const __m256 vm = _mm256_set1_ps(mx), vg = _mm256_set1_ps(gs);
+        for (uint64_t c = 0; c < cols; c += 8) {
+            __m256 e = cpu_avx2_exp_neg_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, cols - c), vm));
+            cpu_avx2_store_n(d + c, cols - c, _mm256_mul_ps(e, vg));
+        }
+    }
+    if (!bad) d[label] = (float)(j->g * (p_at - 1.0));
+    cpu_out_f32_done(j->dlogits, a->dlogits.dtype, r * cols, d, cols);
+}
+#endif
+
 static void xent_rows(void *arg, uint64_t item, unsigned tid) {
     const xent_job *j               = arg;
     const ampx_softmax_xent_args *a = &j->a;
@@ -195,11 +412,18 @@ static void xent_rows(void *arg, uint64_t item, unsigned tid) {
         if (label == a->ignore_index) {
             j->terms[r] = 0.0;
             if (j->dlogits) {
-                memset(x, 0, (size_t)cols * sizeof(float));
-                cpu_store_f32(j->dlogits, a->dlogits.dtype, r * cols, x, cols);
+                float *d = cpu_out_f32(x, j->dlogits, a->dlogits.dtype, r * cols);
+                memset(d, 0, (size_t)cols * sizeof(float));
+                cpu_out_f32_done(j->dlogits, a->dlogits.dtype, r * cols, d, cols);
             }
             continue;
         }
+#if CPU_HAVE_AVX2_TABLE
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
+            xent_row_avx2(j, r, label, x);
+            continue;
+        }
+#endif
         int bad = label < 0 || (uint64_t)label >= cols;
         cpu_load_f32(x, j->logits, a->logits.dtype, r * cols, cols);
         float mx = -INFINITY;

@@ -6,15 +6,90 @@
  * elements, and every op reduces per-item partial results in item order afterwards, so
  * results do not depend on the number of threads or on scheduling.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu.h"
 
 // ---------------------------------------------------------------------------------------
 // Pool
+//
+// Memory orders. The caller writes the job (fn, arg, kern, n_items, next) and then bumps
+// `generation` with release; a worker that reads the new generation with acquire sees the
+// whole job. A worker's results (the items' outputs) are released by its fetch_sub on
+// `active`; the caller's acquire load of active == 0 makes them visible before cpu_run
+// returns. The caller never rewrites the job while active > 0, so no worker reads a job
+// being replaced.
+//
+// Sleeping without lost wake-ups (the Dekker pattern on seq_cst operations): a worker about
+// to sleep increments `sleepers` and then re-reads `generation` under the mutex; the caller
+// stores `generation` and then reads `sleepers`. In the single total order of seq_cst
+// operations one of them comes first, so either the worker sees the new generation and
+// does not sleep, or the caller sees the sleeper and broadcasts under the mutex (which the
+// worker holds from its check until it is inside pthread_cond_wait). The same holds for
+// the caller's `caller_waits` against the last worker's fetch_sub of `active`.
 
 _Thread_local const cpu_kernels *cpu_tls_kern = &cpu_kernels_portable;
+
+/* How long a worker waits for the next op, and the caller for the workers, before sleeping:
+ * long enough to cover the gap between the ops of a training step, short enough that an
+ * idle context gives its cores back almost at once. */
+#define CPU_SPIN_NS 200000u
+#define CPU_SPIN_YIELD_NS 10000u
+
+static inline void cpu_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spin-wait bookkeeping: the clock is read once per 64 pauses; past CPU_SPIN_YIELD_NS each
+ * check also yields the core (sched_yield), so on an oversubscribed machine a spinning
+ * thread lets the thread it waits for (or anyone else) run instead of burning its slice. */
+typedef struct spin {
+    uint64_t t0;
+    unsigned i;
+} spin;
+
+/* 0 once the thread has spun CPU_SPIN_NS. */
+static int spin_step(spin *s) {
+    cpu_pause();
+    if ((++s->i & 63) != 0) return 1;
+    uint64_t t = mono_ns();
+    if (s->t0 == 0) s->t0 = t;
+    if (t - s->t0 > CPU_SPIN_NS) return 0;
+    if (t - s->t0 > CPU_SPIN_YIELD_NS) sched_yield();
+    return 1;
+}
+
+/* Spins until *v != old (returns 1) or CPU_SPIN_NS pass (returns 0). */
+static int spin_while_eq_u64(_Atomic uint64_t *v, uint64_t old) {
+    spin s = {0, 0};
+    do {
+        if (atomic_load_explicit(v, memory_order_acquire) != old) return 1;
+    } while (spin_step(&s));
+    return 0;
+}
+
+/* Spins until *v == 0 (returns 1) or CPU_SPIN_NS pass (returns 0). */
+static int spin_while_active(_Atomic unsigned *v) {
+    spin s = {0, 0};
+    do {
+        if (atomic_load_explicit(v, memory_order_acquire) == 0) return 1;
+    } while (spin_step(&s));
+    return 0;
+}
 
 static void run_items(cpu_pool *pool, unsigned tid) {
     cpu_tls_kern = pool->kern;
@@ -35,18 +110,24 @@ static void *worker_main(void *p) {
     free(p);
     cpu_pool *pool = ws.pool;
     uint64_t seen  = 0;
-    pthread_mutex_lock(&pool->mu);
     for (;;) {
-        while (!pool->quit && pool->generation == seen)
-            pthread_cond_wait(&pool->cv_work, &pool->mu);
-        if (pool->quit) break;
-        seen = pool->generation;
-        pthread_mutex_unlock(&pool->mu);
+        if (!spin_while_eq_u64(&pool->generation, seen)) {
+            pthread_mutex_lock(&pool->mu);
+            atomic_fetch_add(&pool->sleepers, 1);
+            while (atomic_load(&pool->generation) == seen)
+                pthread_cond_wait(&pool->cv_work, &pool->mu);
+            atomic_fetch_sub(&pool->sleepers, 1);
+            pthread_mutex_unlock(&pool->mu);
+        }
+        seen = atomic_load_explicit(&pool->generation, memory_order_acquire);
+        if (atomic_load_explicit(&pool->quit, memory_order_acquire)) break;
         run_items(pool, ws.tid);
-        pthread_mutex_lock(&pool->mu);
-        if (--pool->active == 0) pthread_cond_signal(&pool->cv_done);
+        if (atomic_fetch_sub(&pool->active, 1) == 1 && atomic_load(&pool->caller_waits)) {
+            pthread_mutex_lock(&pool->mu);
+            pthread_cond_signal(&pool->cv_done);
+            pthread_mutex_unlock(&pool->mu);
+        }
     }
-    pthread_mutex_unlock(&pool->mu);
     return NULL;
 }
 
@@ -55,6 +136,11 @@ ampx_status cpu_pool_start(cpu_pool *pool, unsigned n_workers) {
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->cv_work, NULL);
     pthread_cond_init(&pool->cv_done, NULL);
+    atomic_init(&pool->active, 0);
+    atomic_init(&pool->generation, 0);
+    atomic_init(&pool->sleepers, 0);
+    atomic_init(&pool->caller_waits, 0);
+    atomic_init(&pool->quit, 0);
     atomic_init(&pool->next, 0);
     if (n_workers == 0) return AMPX_OK;
     pool->threads = calloc(n_workers, sizeof *pool->threads);
@@ -76,11 +162,19 @@ fail:
     return AMPX_ERR_NO_MEMORY;
 }
 
+/* Wakes every worker for a new generation: the job (or quit) is already published. */
+static void publish(cpu_pool *pool) {
+    atomic_fetch_add(&pool->generation, 1); /* seq_cst: ordered before the read of sleepers */
+    if (atomic_load(&pool->sleepers) > 0) {
+        pthread_mutex_lock(&pool->mu);
+        pthread_cond_broadcast(&pool->cv_work);
+        pthread_mutex_unlock(&pool->mu);
+    }
+}
+
 void cpu_pool_stop(cpu_pool *pool) {
-    pthread_mutex_lock(&pool->mu);
-    pool->quit = 1;
-    pthread_cond_broadcast(&pool->cv_work);
-    pthread_mutex_unlock(&pool->mu);
+    atomic_store_explicit(&pool->quit, 1, memory_order_relaxed); /* released by publish */
+    publish(pool);
     for (unsigned i = 0; i < pool->n_workers; i++)
         pthread_join(pool->threads[i], NULL);
     free(pool->threads);
@@ -93,23 +187,24 @@ void cpu_pool_stop(cpu_pool *pool) {
 
 /* Spreads items over the pool's workers and this thread (tid 0). */
 static void pool_for(cpu_pool *pool, uint64_t n_items, cpu_task_fn fn, void *job) {
-    pthread_mutex_lock(&pool->mu);
     pool->fn      = fn;
     pool->arg     = job;
     pool->kern    = cpu_tls_kern;
     pool->n_items = n_items;
     atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
-    pool->active = pool->n_workers;
-    pool->generation++;
-    pthread_cond_broadcast(&pool->cv_work);
-    pthread_mutex_unlock(&pool->mu);
+    atomic_store_explicit(&pool->active, pool->n_workers, memory_order_relaxed);
+    publish(pool);
 
     run_items(pool, 0);
 
-    pthread_mutex_lock(&pool->mu);
-    while (pool->active > 0)
-        pthread_cond_wait(&pool->cv_done, &pool->mu);
-    pthread_mutex_unlock(&pool->mu);
+    if (!spin_while_active(&pool->active)) {
+        pthread_mutex_lock(&pool->mu);
+        atomic_store(&pool->caller_waits, 1); /* seq_cst: ordered before the read of active */
+        while (atomic_load(&pool->active) > 0)
+            pthread_cond_wait(&pool->cv_done, &pool->mu);
+        atomic_store(&pool->caller_waits, 0);
+        pthread_mutex_unlock(&pool->mu);
+    }
 }
 
 void cpu_run(ampx_context *ctx, uint64_t work, uint64_t n_items, cpu_task_fn fn, void *job) {

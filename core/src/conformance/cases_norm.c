@@ -71,9 +71,9 @@ void conf_case_layernorm_fwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
     }
     double *gy = conf_values(cc, Y), *gm = conf_values(cc, M), *gr = conf_values(cc, RS);
     if (!conf_ok(cc)) goto done;
-    conf_compare(cc, "y", gy, ry, NULL, n, Y->dt, (double)cols + 16, CMP_NORM);
-    conf_compare(cc, "mean", gm, rm, mm, rows, AMPX_F32, (double)cols, CMP_NORM | CMP_ELEM);
-    conf_compare(cc, "rstd", gr, rr, NULL, rows, AMPX_F32, (double)cols + 16, CMP_NORM | CMP_ELEM);
+    conf_compare(cc, "y", gy, ry, NULL, n, Y->dt, CONF_K_ROW(cols), CMP_NORM);
+    conf_compare(cc, "mean", gm, rm, mm, rows, AMPX_F32, CONF_K_ROW(cols), CMP_NORM | CMP_ELEM);
+    conf_compare(cc, "rstd", gr, rr, NULL, rows, AMPX_F32, CONF_K_ROW(cols), CMP_NORM | CMP_ELEM);
 done:
     return;
 }
@@ -130,7 +130,7 @@ void conf_case_layernorm_bwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
     ref_layernorm_bwd(rows, cols, acc, X->v, G->v, M->v, RS->v, DY->v, rdx, rdg, rdb);
     double *gdx = conf_values(cc, DX), *gdg = conf_values(cc, DG), *gdb = conf_values(cc, DB);
     if (!conf_ok(cc)) goto done;
-    conf_compare(cc, "dx", gdx, rdx, NULL, n, DX->dt, (double)cols + 16, CMP_NORM);
+    conf_compare(cc, "dx", gdx, rdx, NULL, n, DX->dt, CONF_K_ROW(cols), CMP_NORM);
     conf_compare(cc, "dgamma", gdg, rdg, NULL, cols, AMPX_F32, (double)(rows + cols) + 16,
                  CMP_NORM);
     conf_compare(cc, "dbeta", gdb, rdb, NULL, cols, AMPX_F32, (double)rows + 16, CMP_NORM);

@@ -69,7 +69,7 @@ void conf_case_softmax_fwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts
         }
     }
     double *g = conf_values(cc, Y);
-    if (g) conf_compare(cc, "y", g, ref, mag, n, Y->dt, (double)c->cols + 16, CMP_NORM | CMP_ELEM);
+    if (g) conf_compare(cc, "y", g, ref, mag, n, Y->dt, CONF_K_ROW(c->cols), CMP_NORM | CMP_ELEM);
 done:
     return;
 }
@@ -132,7 +132,7 @@ void conf_case_softmax_bwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts
         }
     }
     double *g = conf_values(cc, DX);
-    if (g) conf_compare(cc, "dx", g, ref, mag, n, DX->dt, (double)cols + 16, CMP_NORM | CMP_ELEM);
+    if (g) conf_compare(cc, "dx", g, ref, mag, n, DX->dt, CONF_K_ROW(cols), CMP_NORM | CMP_ELEM);
 done:
     return;
 }
@@ -236,7 +236,7 @@ void conf_case_xent(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int v
                                   rr, j, g[rr * cols + j]);
                         goto done;
                     }
-        conf_compare(cc, "dlogits", g, ref, NULL, n, D->dt, (double)cols + 16,
+        conf_compare(cc, "dlogits", g, ref, NULL, n, D->dt, CONF_K_ROW(cols),
                      nv == 0 ? CMP_EXACT : CMP_NORM);
     }
 done:
