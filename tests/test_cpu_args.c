@@ -1518,6 +1518,69 @@ Test(lists, grad_stats) {
 }
 
 /* AMP_PASS (ABI 1.4): UNSCALE_CHECK's checks, and each optional output checked when given. */
+/* Statistics of finite values too large for an f32 square (and sums past FLT_MAX): the
+ * sums are taken in f32 blocks, and a lane that overflows is summed again in double, from
+ * the values as read even when amp_pass unscales them in place. Checked on the portable and
+ * the vector path against a double reference. */
+static void huge_stats_run(const char *isa, float *stats_gs, float *stats_ap, float *data_ap) {
+    enum { N = 1000 };
+    const char *opts[] = {"threads=2", isa};
+    ampx_host h        = host_with(opts, 2);
+    ampx_context *ctx  = NULL;
+    cr_assert_eq(I->create(&h, &ctx), AMPX_OK, "create %s: %s", isa, g_log.last);
+    ampx_buffer *g = NULL, *aux = NULL;
+    cr_assert_eq(I->buffer_alloc(ctx, N * 4, &g), AMPX_OK);
+    cr_assert_eq(I->buffer_alloc(ctx, 4096, &aux), AMPX_OK);
+    cr_assert_eq(I->buffer_fill(ctx, aux, 0, 4096, 0, 1), AMPX_OK);
+    float v[N];
+    for (int i = 0; i < N; i++)
+        v[i] = (i % 7 == 3) ? (i % 2 ? 3.0e38f : -2.5e38f) : (i % 5 == 1) ? 1.0e25f * (float)i : 0.5f - (float)(i % 3);
+    v[17] = INFINITY; /* not finite: left out of the sums */
+    cr_assert_eq(I->buffer_write(ctx, g, 0, v, sizeof v), AMPX_OK);
+    ampx_scalars sc = valid_scalars();
+    cr_assert_eq(I->buffer_write(ctx, aux, 3072, &sc, sizeof sc), AMPX_OK);
+    uint64_t n = N;
+    ampx_tensor t = {g, 0, AMPX_F32};
+    ampx_tensor_list l = {1, &t, &n};
+    ampx_grad_stats_args gs = {.size = sizeof gs, .target = AMPX_BF16, .grads = l,
+                               .stats = {aux, 0, AMPX_F32}, .counts = {aux, 1024, AMPX_I32}};
+    cr_assert_eq(O->grad_stats(ctx, &gs), AMPX_OK);
+    cr_assert_eq(I->buffer_read(ctx, aux, 0, stats_gs, 16), AMPX_OK);
+    ampx_amp_pass_args ap = {.size = sizeof ap, .grads = l, .flags = {aux, 2048, AMPX_I32},
+                             .scalars = {aux, 3072, AMPX_F32}, .target = AMPX_BF16,
+                             .stats = {aux, 0, AMPX_F32}, .counts = {aux, 1024, AMPX_I32}};
+    cr_assert_eq(O->amp_pass(ctx, &ap), AMPX_OK);
+    cr_assert_eq(I->buffer_read(ctx, aux, 0, stats_ap, 16), AMPX_OK);
+    cr_assert_eq(I->buffer_read(ctx, g, 0, data_ap, sizeof v), AMPX_OK);
+    I->buffer_free(ctx, g);
+    I->buffer_free(ctx, aux);
+    I->destroy(ctx);
+    double sum = 0, sumsq = 0;
+    uint64_t fin = 0;
+    for (int i = 0; i < N; i++)
+        if (isfinite(v[i])) sum += v[i], sumsq += (double)v[i] * v[i], fin++;
+    double mean = sum / (double)fin, rms = sqrt(sumsq / (double)fin);
+    for (int w = 0; w < 2; w++) {
+        const float *st = w ? stats_ap : stats_gs;
+        cr_expect(fabs(st[1] - mean) <= 1e-5 * fabs(mean), "%s %s: mean %.9g, want %.9g", isa,
+                  w ? "amp_pass" : "grad_stats", st[1], mean);
+        cr_expect(fabs(st[2] - rms) <= 1e-5 * rms, "%s %s: rms %.9g, want %.9g", isa,
+                  w ? "amp_pass" : "grad_stats", st[2], rms);
+    }
+    for (int i = 0; i < N; i++) /* amp_pass unscaled in place by 1 / 65536 */
+        cr_expect(data_ap[i] == v[i] * (1.0f / 65536.0f) || (isinf(v[i]) && isinf(data_ap[i])),
+                  "%s: element %d", isa, i);
+}
+
+Test(lists, amp_stats_huge_values) {
+    float gs_p[4], ap_p[4], d_p[1000], gs_v[4], ap_v[4], d_v[1000];
+    huge_stats_run("isa=portable", gs_p, ap_p, d_p);
+    huge_stats_run("isa=auto", gs_v, ap_v, d_v);
+    cr_expect(!memcmp(gs_p, gs_v, sizeof gs_p), "grad_stats: portable and auto differ");
+    cr_expect(!memcmp(ap_p, ap_v, sizeof ap_p), "amp_pass: portable and auto differ");
+    cr_expect(!memcmp(gs_p, ap_p, sizeof gs_p), "amp_pass and grad_stats differ");
+}
+
 Test(lists, amp_pass) {
     ampx_amp_pass_args a = {.size       = sizeof a,
                             .grads      = grads_list(),

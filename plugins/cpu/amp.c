@@ -28,9 +28,8 @@ static ampx_scalars *scalars_of(const ampx_tensor *t) {
 // back and re-widened, so the check sees what was stored.
 //
 // Sums are in double, sixteen lanes per chunk (lane l takes elements k with k % 16 == l up
-// to the last multiple of 16; the squares of the values as stored first in f32 blocks, see
-// AMP_SQ_BLOCK), lanes folded by fold16, the rest added one by one; chunks are added in
-// order. The AVX2 and the portable loop follow that
+// to the last multiple of 16; each lane first sums in f32 over blocks, see AMP_SQ_BLOCK),
+// lanes folded by fold16, the rest added one by one; chunks are added in order. The AVX2 and the portable loop follow that
 // order exactly, so every ISA table, every thread count, and the ops alone or fused give the
 // same bits. Max and counts are exact.
 
@@ -62,49 +61,84 @@ static double fold16(const double *l) {
     return (t[0] + t[1]) + (t[2] + t[3]);
 }
 
-/* Elements per lane-block of the square sum: each of the sixteen lanes sums the squares of
- * its AMP_SQ_BLOCK / 16 elements of a block in f32 (one FMA each, so each adds one rounding),
- * then adds that to its double sum. Converting once per block instead of once per element
- * keeps the pass at memory speed; the relative error stays below 8 f32 roundings, and a sum
- * past FLT_MAX is inf either way once the result is stored in f32. */
+/* Elements per lane-block of the sums (the statistics' sum and sum of squares, and the
+ * square sum for clipping): each of the sixteen lanes sums its AMP_SQ_BLOCK / 16 elements of
+ * a block in f32 (one add or FMA each, so each adds one rounding), then adds that to its
+ * double sum. Converting once per block instead of once per element keeps the pass at
+ * memory speed; the error stays below 8 f32 roundings of the sum of |terms|, and a sum past
+ * FLT_MAX is inf either way once the result is stored in f32. The statistics' block sums see
+ * finite values only; their squares could still overflow f32 past 1.8e19, so a lane's
+ * squares are taken in double when its block sum would not be finite (see span_*). */
 #define AMP_SQ_BLOCK 128u
 
-/* The portable span: x[0 .. n) read, y (when unscaling; may be x) written. */
+/* The statistics' sums of lane l of the block x[0 .. 16 * per) in double, for a lane whose
+ * f32 block sum overflowed: sum (which = 0) or sum of squares (which = 1) of finite values. */
+static double lane_block_double(const float *x, unsigned l, uint64_t per, int which) {
+    double t = 0.0;
+    for (uint64_t i = 0; i < per; i++) {
+        float v = x[16 * i + l];
+        if (!(fabsf(v) < __builtin_inff())) continue;
+        t += which ? (double)v * (double)v : (double)v;
+    }
+    return t;
+}
+
+/* Adds the f32 block sums fs, fq of the statistics (sixteen lanes) to the double lanes s, q;
+ * a lane whose block sum is not finite is summed again in double from the block at xb of
+ * 16 * per elements. */
+static void stats_flush(double *s, double *q, const float *fs, const float *fq, const float *xb,
+                        uint64_t per) {
+    for (unsigned l = 0; l < 16; l++) {
+        s[l] += fabsf(fs[l]) < __builtin_inff() ? (double)fs[l] : lane_block_double(xb, l, per, 0);
+        q[l] += fq[l] < __builtin_inff() ? (double)fq[l] : lane_block_double(xb, l, per, 1);
+    }
+}
+
+/* The portable span: x[0 .. n) read, y (when unscaling; may be x) written. Block by block of
+ * AMP_SQ_BLOCK elements (the last one shorter): first the statistics of the values as read,
+ * then the unscale, the check and the square sum, so a block is still as read when an
+ * overflowing lane of its statistics is summed again in double. */
 static uint64_t span_portable(const float *x, float *y, uint64_t n, float inv, float tiny,
                               unsigned what, amp_part *p) {
     const int stats = (what & CPU_AMP_STATS) != 0, mul = (what & CPU_AMP_UNSCALE) != 0;
     const int chk = (what & CPU_AMP_CHECK) != 0, sq = (what & CPU_AMP_SQ) != 0;
     double s[16] = {0}, q[16] = {0}, e[16] = {0};
-    float f[16]     = {0}; /* the squares' f32 block sums */
     float mx        = 0.0f;
-    uint64_t finite = 0, zeros = 0, below = 0, nan = 0, k = 0;
+    uint64_t finite = 0, zeros = 0, below = 0, nan = 0, n16 = n & ~(uint64_t)15;
     uint32_t bad = 0;
-    for (; k + 16 <= n; k += 16) {
-        for (int l = 0; l < 16; l++) {
-            float v = x[k + l];
-            if (stats) {
-                float av = fabsf(v);
-                int fin  = av < __builtin_inff();
-                float vf = fin ? v : 0.0f;
-                if (fin && av > mx) mx = av;
-                finite += (uint64_t)fin;
-                zeros += v == 0.0f;
-                below += av < tiny; /* zeros included: taken off below */
-                nan += v != v;
-                s[l] += (double)vf;
-                q[l] += (double)vf * (double)vf; /* exact product: as an FMA */
-            }
-            float r = v;
-            if (mul) y[k + l] = r = v * inv;
-            if (chk) bad |= !(fabsf(r) < __builtin_inff());
-            if (sq) f[l] = fmaf(r, r, f[l]);
+    for (uint64_t b0 = 0; b0 < n16; b0 += AMP_SQ_BLOCK) {
+        uint64_t end = n16 - b0 < AMP_SQ_BLOCK ? n16 : b0 + AMP_SQ_BLOCK;
+        if (stats) {
+            float fs[16] = {0}, fq[16] = {0}; /* the statistics' f32 block sums */
+            for (uint64_t k = b0; k < end; k += 16)
+                for (int l = 0; l < 16; l++) {
+                    float v  = x[k + l];
+                    float av = fabsf(v);
+                    int fin  = av < __builtin_inff();
+                    float vf = fin ? v : 0.0f;
+                    if (fin && av > mx) mx = av;
+                    finite += (uint64_t)fin;
+                    zeros += v == 0.0f;
+                    below += av < tiny; /* zeros included: taken off below */
+                    nan += v != v;
+                    fs[l] += vf;
+                    fq[l] = fmaf(vf, vf, fq[l]);
+                }
+            stats_flush(s, q, fs, fq, x + b0, (end - b0) / 16);
         }
-        if (sq && (k & (AMP_SQ_BLOCK - 1)) == AMP_SQ_BLOCK - 16)
-            for (int l = 0; l < 16; l++)
-                e[l] += (double)f[l], f[l] = 0.0f;
+        if (mul || chk || sq) {
+            float f[16] = {0}; /* the squares' f32 block sums */
+            for (uint64_t k = b0; k < end; k += 16)
+                for (int l = 0; l < 16; l++) {
+                    float r = x[k + l];
+                    if (mul) y[k + l] = r = r * inv;
+                    if (chk) bad |= !(fabsf(r) < __builtin_inff());
+                    if (sq) f[l] = fmaf(r, r, f[l]);
+                }
+            for (int l = 0; l < 16 && sq; l++)
+                e[l] += (double)f[l];
+        }
     }
-    for (int l = 0; l < 16 && sq; l++) /* the last block */
-        e[l] += (double)f[l];
     if (stats) {
         p->sum += fold16(s);
         p->sumsq += fold16(q);
@@ -112,12 +146,12 @@ static uint64_t span_portable(const float *x, float *y, uint64_t n, float inv, f
         p->finite += finite;
         p->zeros += zeros;
         p->tiny += below - zeros;
-        p->nonfinite += k - finite;
+        p->nonfinite += n16 - finite;
         p->nan += nan;
     }
     if (sq) p->sq += fold16(e);
     p->bad |= bad;
-    return k;
+    return n16;
 }
 
 #if CPU_HAVE_AVX2_TABLE
@@ -141,9 +175,9 @@ __attribute__((target("avx2,fma,f16c"))) static double fold4x4(__m256d a0, __m25
     return (l[0] + l[1]) + (l[2] + l[3]);
 }
 
-/* The statistics of eight values: the sums into s0/s1 and q0/q1 (lanes 0-3, 4-7), the
- * counts as -1 per true lane into the int32 counters, the max of the finite |v|. */
-#define AMP_STATS8(v, s0, s1, q0, q1)                                                              \
+/* The statistics of eight values: the f32 block sums into fs and fq, the counts as -1 per
+ * true lane into the int32 counters, the max of the finite |v|. */
+#define AMP_STATS8(v, fs, fq)                                                                      \
     do {                                                                                           \
         __m256 av_  = _mm256_and_ps(v, abs_mask);                                                  \
         __m256 fin_ = _mm256_cmp_ps(av_, inf, _CMP_LT_OQ); /* false for inf and NaN */             \
@@ -155,12 +189,8 @@ __attribute__((target("avx2,fma,f16c"))) static double fold4x4(__m256d a0, __m25
         c_below =                                                                                  \
             _mm256_sub_epi32(c_below, _mm256_castps_si256(_mm256_cmp_ps(av_, vtiny, _CMP_LT_OQ))); \
         c_nan = _mm256_sub_epi32(c_nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));   \
-        __m256d lo_ = _mm256_cvtps_pd(_mm256_castps256_ps128(vf_));                                \
-        __m256d hi_ = _mm256_cvtps_pd(_mm256_extractf128_ps(vf_, 1));                              \
-        s0          = _mm256_add_pd(s0, lo_);                                                      \
-        s1          = _mm256_add_pd(s1, hi_);                                                      \
-        q0          = _mm256_fmadd_pd(lo_, lo_, q0); /* exact product: one rounding either way */  \
-        q1          = _mm256_fmadd_pd(hi_, hi_, q1);                                               \
+        fs    = _mm256_add_ps(fs, vf_);                                                            \
+        fq    = _mm256_fmadd_ps(vf_, vf_, fq);                                                     \
     } while (0)
 
 /* The f32 block sums of eight lanes added to their double lanes e0 (0-3) and e1 (4-7). */
@@ -171,10 +201,10 @@ __attribute__((target("avx2,fma,f16c"))) static double fold4x4(__m256d a0, __m25
     } while (0)
 
 /* span_portable sixteen lanes at a time (two vectors, a and b): masks instead of branches,
- * counts in int32 lanes (at most CPU_CHUNK / 16 per lane), the lanes' double sums in four
- * four-lane accumulators folded as span_portable folds them. With the square sum on, the
- * non-finite check looks at the values only when the sum is not finite (inf and NaN keep it
- * so; a finite value whose f32 square overflows does too, and is not flagged). */
+ * counts in int32 lanes (at most CPU_CHUNK / 16 per lane), the same blocks, lanes and
+ * order. With the square sum on, the non-finite check looks at the values only when the sum
+ * is not finite (inf and NaN keep it so; a finite value whose f32 square overflows does too,
+ * and is not flagged). */
 __attribute__((target("avx2,fma,f16c"))) static uint64_t
 span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned what, amp_part *p) {
     const int stats = (what & CPU_AMP_STATS) != 0, mul = (what & CPU_AMP_UNSCALE) != 0;
@@ -185,34 +215,69 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
     const int chk_own = chk && !sq; /* the check without a square sum to tell it */
     __m256 vmax = zero, bad = zero;
     __m256i c_fin = _mm256_setzero_si256(), c_zero = c_fin, c_below = c_fin, c_nan = c_fin;
-    __m256d sa0 = _mm256_setzero_pd(), sa1 = sa0, sb0 = sa0, sb1 = sa0;
-    __m256d qa0 = sa0, qa1 = sa0, qb0 = sa0, qb1 = sa0;
-    __m256d ea0 = sa0, ea1 = sa0, eb0 = sa0, eb1 = sa0;
-    __m256 fa = zero, fb = zero; /* the squares' f32 block sums */
-    uint64_t k = 0;
-    for (; k + 16 <= n; k += 16) {
-        __m256 a = _mm256_loadu_ps(x + k), b = _mm256_loadu_ps(x + k + 8);
+    __m256d ea0 = _mm256_setzero_pd(), ea1 = ea0, eb0 = ea0, eb1 = ea0;
+    __m256d sa0 = ea0, sa1 = ea0, sb0 = ea0, sb1 = ea0; /* the statistics' double lanes */
+    __m256d qa0 = ea0, qa1 = ea0, qb0 = ea0, qb1 = ea0;
+    uint64_t n16 = n & ~(uint64_t)15;
+    for (uint64_t b0 = 0; b0 < n16; b0 += AMP_SQ_BLOCK) {
+        uint64_t end = n16 - b0 < AMP_SQ_BLOCK ? n16 : b0 + AMP_SQ_BLOCK;
         if (stats) {
-            AMP_STATS8(a, sa0, sa1, qa0, qa1);
-            AMP_STATS8(b, sb0, sb1, qb0, qb1);
+            __m256 fsa = zero, fsb = zero, fqa = zero, fqb = zero;
+            for (uint64_t k = b0; k < end; k += 16) {
+                __m256 a = _mm256_loadu_ps(x + k), b = _mm256_loadu_ps(x + k + 8);
+                AMP_STATS8(a, fsa, fqa);
+                AMP_STATS8(b, fsb, fqb);
+            }
+            __m256 nf = _mm256_or_ps(
+                _mm256_or_ps(_mm256_cmp_ps(_mm256_and_ps(fsa, abs_mask), inf, _CMP_NLT_UQ),
+                             _mm256_cmp_ps(_mm256_and_ps(fsb, abs_mask), inf, _CMP_NLT_UQ)),
+                _mm256_or_ps(_mm256_cmp_ps(fqa, inf, _CMP_NLT_UQ),
+                             _mm256_cmp_ps(fqb, inf, _CMP_NLT_UQ)));
+            if (!_mm256_movemask_ps(nf)) { /* stats_flush's adds, four lanes at a time */
+                AMP_FLUSH8(fsa, sa0, sa1);
+                AMP_FLUSH8(fsb, sb0, sb1);
+                AMP_FLUSH8(fqa, qa0, qa1);
+                AMP_FLUSH8(fqb, qb0, qb1);
+            } else { /* rare: a lane overflowed f32 */
+                double s[16], q[16];
+                float fsl[16], fql[16];
+                _mm256_storeu_pd(s, sa0), _mm256_storeu_pd(s + 4, sa1);
+                _mm256_storeu_pd(s + 8, sb0), _mm256_storeu_pd(s + 12, sb1);
+                _mm256_storeu_pd(q, qa0), _mm256_storeu_pd(q + 4, qa1);
+                _mm256_storeu_pd(q + 8, qb0), _mm256_storeu_pd(q + 12, qb1);
+                _mm256_storeu_ps(fsl, fsa), _mm256_storeu_ps(fsl + 8, fsb);
+                _mm256_storeu_ps(fql, fqa), _mm256_storeu_ps(fql + 8, fqb);
+                stats_flush(s, q, fsl, fql, x + b0, (end - b0) / 16);
+                sa0 = _mm256_loadu_pd(s), sa1 = _mm256_loadu_pd(s + 4);
+                sb0 = _mm256_loadu_pd(s + 8), sb1 = _mm256_loadu_pd(s + 12);
+                qa0 = _mm256_loadu_pd(q), qa1 = _mm256_loadu_pd(q + 4);
+                qb0 = _mm256_loadu_pd(q + 8), qb1 = _mm256_loadu_pd(q + 12);
+            }
         }
-        if (mul) {
-            a = _mm256_mul_ps(a, vinv);
-            b = _mm256_mul_ps(b, vinv);
-            _mm256_storeu_ps(y + k, a);
-            _mm256_storeu_ps(y + k + 8, b);
-        }
-        if (chk_own) {
-            bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(a, abs_mask), inf, _CMP_NLT_UQ));
-            bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(b, abs_mask), inf, _CMP_NLT_UQ));
-        }
-        if (sq) {
-            fa = _mm256_fmadd_ps(a, a, fa);
-            fb = _mm256_fmadd_ps(b, b, fb);
-            if ((k & (AMP_SQ_BLOCK - 1)) == AMP_SQ_BLOCK - 16) {
+        if (mul || chk || sq) {
+            __m256 fa = zero, fb = zero; /* the squares' f32 block sums */
+            for (uint64_t k = b0; k < end; k += 16) {
+                __m256 a = _mm256_loadu_ps(x + k), b = _mm256_loadu_ps(x + k + 8);
+                if (mul) {
+                    a = _mm256_mul_ps(a, vinv);
+                    b = _mm256_mul_ps(b, vinv);
+                    _mm256_storeu_ps(y + k, a);
+                    _mm256_storeu_ps(y + k + 8, b);
+                }
+                if (chk_own) {
+                    bad = _mm256_or_ps(bad,
+                                       _mm256_cmp_ps(_mm256_and_ps(a, abs_mask), inf, _CMP_NLT_UQ));
+                    bad = _mm256_or_ps(bad,
+                                       _mm256_cmp_ps(_mm256_and_ps(b, abs_mask), inf, _CMP_NLT_UQ));
+                }
+                if (sq) {
+                    fa = _mm256_fmadd_ps(a, a, fa);
+                    fb = _mm256_fmadd_ps(b, b, fb);
+                }
+            }
+            if (sq) {
                 AMP_FLUSH8(fa, ea0, ea1);
                 AMP_FLUSH8(fb, eb0, eb1);
-                fa = fb = zero;
             }
         }
     }
@@ -227,22 +292,20 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
         p->finite += finite;
         p->zeros += zeros;
         p->tiny += sum_i32x8(c_below) - zeros;
-        p->nonfinite += k - finite;
+        p->nonfinite += n16 - finite;
         p->nan += sum_i32x8(c_nan);
     }
     if (sq) {
-        AMP_FLUSH8(fa, ea0, ea1); /* the last block (zeros when it was just flushed) */
-        AMP_FLUSH8(fb, eb0, eb1);
         double e = fold4x4(ea0, ea1, eb0, eb1);
         p->sq += e;
         if (chk && !isfinite(e)) { /* rare: look at the values */
             const float *r = mul ? y : x;
-            for (uint64_t i = 0; i < k && !p->bad; i++)
+            for (uint64_t i = 0; i < n16 && !p->bad; i++)
                 p->bad |= !isfinite(r[i]);
         }
     }
     if (chk_own) p->bad |= _mm256_movemask_ps(bad) != 0;
-    return k;
+    return n16;
 }
 #undef AMP_STATS8
 #undef AMP_FLUSH8
