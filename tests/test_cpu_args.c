@@ -1534,21 +1534,30 @@ static void huge_stats_run(const char *isa, float *stats_gs, float *stats_ap, fl
     cr_assert_eq(I->buffer_fill(ctx, aux, 0, 4096, 0, 1), AMPX_OK);
     float v[N];
     for (int i = 0; i < N; i++)
-        v[i] = (i % 7 == 3) ? (i % 2 ? 3.0e38f : -2.5e38f) : (i % 5 == 1) ? 1.0e25f * (float)i : 0.5f - (float)(i % 3);
+        v[i] = (i % 7 == 3)   ? (i % 2 ? 3.0e38f : -2.5e38f)
+               : (i % 5 == 1) ? 1.0e25f * (float)i
+                              : 0.5f - (float)(i % 3);
     v[17] = INFINITY; /* not finite: left out of the sums */
     cr_assert_eq(I->buffer_write(ctx, g, 0, v, sizeof v), AMPX_OK);
     ampx_scalars sc = valid_scalars();
     cr_assert_eq(I->buffer_write(ctx, aux, 3072, &sc, sizeof sc), AMPX_OK);
-    uint64_t n = N;
-    ampx_tensor t = {g, 0, AMPX_F32};
-    ampx_tensor_list l = {1, &t, &n};
-    ampx_grad_stats_args gs = {.size = sizeof gs, .target = AMPX_BF16, .grads = l,
-                               .stats = {aux, 0, AMPX_F32}, .counts = {aux, 1024, AMPX_I32}};
+    uint64_t n              = N;
+    ampx_tensor t           = {g, 0, AMPX_F32};
+    ampx_tensor_list l      = {1, &t, &n};
+    ampx_grad_stats_args gs = {.size   = sizeof gs,
+                               .target = AMPX_BF16,
+                               .grads  = l,
+                               .stats  = {aux, 0, AMPX_F32},
+                               .counts = {aux, 1024, AMPX_I32}};
     cr_assert_eq(O->grad_stats(ctx, &gs), AMPX_OK);
     cr_assert_eq(I->buffer_read(ctx, aux, 0, stats_gs, 16), AMPX_OK);
-    ampx_amp_pass_args ap = {.size = sizeof ap, .grads = l, .flags = {aux, 2048, AMPX_I32},
-                             .scalars = {aux, 3072, AMPX_F32}, .target = AMPX_BF16,
-                             .stats = {aux, 0, AMPX_F32}, .counts = {aux, 1024, AMPX_I32}};
+    ampx_amp_pass_args ap = {.size    = sizeof ap,
+                             .grads   = l,
+                             .flags   = {aux, 2048, AMPX_I32},
+                             .scalars = {aux, 3072, AMPX_F32},
+                             .target  = AMPX_BF16,
+                             .stats   = {aux, 0, AMPX_F32},
+                             .counts  = {aux, 1024, AMPX_I32}};
     cr_assert_eq(O->amp_pass(ctx, &ap), AMPX_OK);
     cr_assert_eq(I->buffer_read(ctx, aux, 0, stats_ap, 16), AMPX_OK);
     cr_assert_eq(I->buffer_read(ctx, g, 0, data_ap, sizeof v), AMPX_OK);

@@ -29,9 +29,9 @@ static ampx_scalars *scalars_of(const ampx_tensor *t) {
 //
 // Sums are in double, sixteen lanes per chunk (lane l takes elements k with k % 16 == l up
 // to the last multiple of 16; each lane first sums in f32 over blocks, see AMP_SQ_BLOCK),
-// lanes folded by fold16, the rest added one by one; chunks are added in order. The AVX2 and the portable loop follow that
-// order exactly, so every ISA table, every thread count, and the ops alone or fused give the
-// same bits. Max and counts are exact.
+// lanes folded by fold16, the rest added one by one; chunks are added in order. The AVX2 and the
+// portable loop follow that order exactly, so every ISA table, every thread count, and the ops
+// alone or fused give the same bits. Max and counts are exact.
 
 typedef struct amp_part { /* one chunk's results */
     float max_abs;        /* stats: over finite values */

@@ -76,9 +76,9 @@ ampx_status cpu_buffer_copy(ampx_context *ctx, ampx_buffer *dst, uint64_t dst_of
                             const ampx_buffer *src, uint64_t src_offset, uint64_t bytes) {
     CPU_TRY(ampx_kit_check_copy(AMPX_KIT(ctx), dst, dst_offset, src, src_offset, bytes));
     if (bytes == 0) return AMPX_OK;
-    unsigned char *d = dst->data + dst_offset;
+    unsigned char *d       = dst->data + dst_offset;
     const unsigned char *s = src->data + src_offset;
-    int overlap = d < s + bytes && s < d + bytes;
+    int overlap            = d < s + bytes && s < d + bytes;
     if (bytes >= COPY_PAR_MIN && !overlap) {
         copy_job j = {d, s, bytes};
         /* work in elements of 4 bytes, the unit cpu_run's threshold counts */

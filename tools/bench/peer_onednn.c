@@ -2,8 +2,8 @@
  * (peer_common.h).
  *   peer_onednn bf16|f32 M N K [ta] [tb] [reps=R] [batch=N]
  * A, B and C all in the dtype (bf16 accumulates in f32 inside oneDNN), plain row-major
- * layouts (transposes as the "ba" tag; a batch is one 3-D matmul, "abc" / "acb"), oneDNN's own threading and ISA choice; the
- * implementation it picked is reported. */
+ * layouts (transposes as the "ba" tag; a batch is one 3-D matmul, "abc" / "acb"), oneDNN's own
+ * threading and ISA choice; the implementation it picked is reported. */
 #include <dnnl.h>
 
 #include "peer_common.h"

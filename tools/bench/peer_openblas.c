@@ -16,8 +16,8 @@ static void run(void *p) {
     size_t sa = (size_t)j->a.m * j->a.k, sb = (size_t)j->a.k * j->a.n, sc = (size_t)j->a.m * j->a.n;
     for (long b = 0; b < j->a.batch; b++)
         cblas_sgemm(CblasRowMajor, j->a.ta ? CblasTrans : CblasNoTrans,
-                j->a.tb ? CblasTrans : CblasNoTrans, (int)j->a.m, (int)j->a.n, (int)j->a.k, 1.0f,
-                    j->A + b * sa, j->a.ta ? (int)j->a.m : (int)j->a.k, j->B + b * sb,
+                    j->a.tb ? CblasTrans : CblasNoTrans, (int)j->a.m, (int)j->a.n, (int)j->a.k,
+                    1.0f, j->A + b * sa, j->a.ta ? (int)j->a.m : (int)j->a.k, j->B + b * sb,
                     j->a.tb ? (int)j->a.k : (int)j->a.n, 0.0f, j->C + b * sc, (int)j->a.n);
 }
 

@@ -70,7 +70,7 @@ static double run(int kind, char *dst, char *src) {
     double t0 = now();
     for (int i = 0; i < THREADS; i++) {
         size_t slice = COPY_BYTES / THREADS;
-        j[i]         = (job){.kind = kind, .dst = dst + i * slice, .src = src + i * slice, .bytes = slice};
+        j[i] = (job){.kind = kind, .dst = dst + i * slice, .src = src + i * slice, .bytes = slice};
         pthread_create(&t[i], NULL, work, &j[i]);
     }
     for (int i = 0; i < THREADS; i++)
