@@ -17,7 +17,7 @@
 // ---------------------------------------------------------------------------------------
 // Pool
 //
-// Memory orders. The caller writes the job (fn, arg, kern, n_items, next) and then bumps
+// Memory orders. The caller writes the job (fn, arg, kern, n_items, grain, next), then bumps
 // `generation` with release; a worker that reads the new generation with acquire sees the
 // whole job. A worker's results (the items' outputs) are released by its fetch_sub on
 // `active`; the caller's acquire load of active == 0 makes them visible before cpu_run
@@ -91,14 +91,23 @@ static int spin_while_active(_Atomic unsigned *v) {
     return 0;
 }
 
+/* Items are claimed pool->grain at a time: one shared counter bumped per item would pass its
+ * cache line between the cores thousands of times per op (a 2^20-element op is 256 chunks). */
 static void run_items(cpu_pool *pool, unsigned tid) {
     cpu_tls_kern = pool->kern;
+    const uint64_t n = pool->n_items, grain = pool->grain;
     for (;;) {
-        uint64_t item = atomic_fetch_add_explicit(&pool->next, 1, memory_order_relaxed);
-        if (item >= pool->n_items) break;
-        pool->fn(pool->arg, item, tid);
+        uint64_t i0 = atomic_fetch_add_explicit(&pool->next, grain, memory_order_relaxed);
+        if (i0 >= n) break;
+        uint64_t i1 = n - i0 < grain ? n : i0 + grain;
+        for (uint64_t item = i0; item < i1; item++)
+            pool->fn(pool->arg, item, tid);
     }
 }
+
+/* Items per claim: about CPU_CLAIMS_PER_THREAD claims per thread, so the last claims still
+ * even out the threads' shares on a machine where one of them is slowed down. */
+#define CPU_CLAIMS_PER_THREAD 8u
 
 typedef struct worker_start {
     cpu_pool *pool;
@@ -191,6 +200,8 @@ static void pool_for(cpu_pool *pool, uint64_t n_items, cpu_task_fn fn, void *job
     pool->arg     = job;
     pool->kern    = cpu_tls_kern;
     pool->n_items = n_items;
+    pool->grain   = n_items / ((uint64_t)(pool->n_workers + 1) * CPU_CLAIMS_PER_THREAD);
+    if (pool->grain == 0) pool->grain = 1;
     atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
     atomic_store_explicit(&pool->active, pool->n_workers, memory_order_relaxed);
     publish(pool);
