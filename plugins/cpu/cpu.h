@@ -55,7 +55,7 @@ typedef struct cpu_pool {
     void *arg;
     const struct cpu_kernels *kern; /* the caller's table, for the workers' cpu_tls_kern */
     uint64_t n_items;
-    uint64_t grain; /* items per claim of next */
+    uint64_t grain;        /* items per claim of next */
     _Atomic uint64_t next; /* next item to hand out */
 } cpu_pool;
 

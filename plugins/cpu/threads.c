@@ -94,7 +94,7 @@ static int spin_while_active(_Atomic unsigned *v) {
 /* Items are claimed pool->grain at a time: one shared counter bumped per item would pass its
  * cache line between the cores thousands of times per op (a 2^20-element op is 256 chunks). */
 static void run_items(cpu_pool *pool, unsigned tid) {
-    cpu_tls_kern = pool->kern;
+    cpu_tls_kern     = pool->kern;
     const uint64_t n = pool->n_items, grain = pool->grain;
     for (;;) {
         uint64_t i0 = atomic_fetch_add_explicit(&pool->next, grain, memory_order_relaxed);
