@@ -509,6 +509,14 @@ static unsigned char *elementwise_run(const char *isa_opt, const char *opname, a
         ampx_act_args a = {
             .size = sizeof a, .act = AMPX_ACT_RELU, .n = N, .x = T[0], .dy = T[1], .y_or_dx = T[2]};
         st = !strcmp(opname, "relu") ? op->act_fwd(d.ctx, &a) : op->act_bwd(d.ctx, &a);
+    } else if (!strncmp(opname, "gelu", 4) || !strncmp(opname, "sigmoid", 7) ||
+               !strncmp(opname, "silu", 4)) { /* NAME or NAME_bwd */
+        uint32_t act    = opname[0] == 'g'                       ? AMPX_ACT_GELU
+                          : opname[1] == 'i' && opname[2] == 'g' ? AMPX_ACT_SIGMOID
+                                                                 : AMPX_ACT_SILU;
+        ampx_act_args a = {
+            .size = sizeof a, .act = act, .n = N, .x = T[0], .dy = T[1], .y_or_dx = T[2]};
+        st = strstr(opname, "_bwd") ? op->act_bwd(d.ctx, &a) : op->act_fwd(d.ctx, &a);
     } else if (!strcmp(opname, "unscale_check")) {
         ampx_unscale_check_args a = {.size = sizeof a, .grads = one, .flags = T[7], .scalars = S};
         st                        = op->unscale_check(d.ctx, &a);
@@ -616,6 +624,29 @@ static void check_elementwise(const char *isa_opt) {
 Test(elementwise, avx2_same_bits_as_portable, .timeout = 120) {
     if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
     check_elementwise("isa=avx2");
+}
+
+/* gelu, sigmoid and silu: the AVX-512 paths run sixteen lanes of the AVX2 path's f32
+ * operations (the portable path evaluates them in double: other bits). */
+Test(elementwise, transcendentals_avx512_same_bits_as_avx2, .timeout = 120) {
+    NEED_PATH("avx512");
+    static const char *const ops[] = {"gelu",        "gelu_bwd", "sigmoid",
+                                      "sigmoid_bwd", "silu",     "silu_bwd"};
+    static const ampx_dtype dts[]  = {AMPX_F32, AMPX_BF16, AMPX_F16};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t k = 0; k < 3; k++) {
+            size_t na, nb;
+            unsigned char *a = elementwise_run("isa=avx2", ops[o], dts[k], &na);
+            unsigned char *b = elementwise_run("isa=avx512", ops[o], dts[k], &nb);
+            cr_assert_eq(na, nb);
+            size_t first = na;
+            for (size_t i = 0; i < na && first == na; i++)
+                if (a[i] != b[i]) first = i;
+            cr_expect_eq(first, na, "%s %s: avx2 and avx512 differ from byte %zu", ops[o],
+                         ampx_dtype_name(dts[k]), first);
+            free(a);
+            free(b);
+        }
 }
 
 Test(elementwise, avx512bf16_same_bits_as_portable, .timeout = 120) {
