@@ -16,6 +16,46 @@ CONF_DEFINE_CALL(call_amp_pass, ampx_amp_pass_args)
 // AMP: unscale-and-check and gradient statistics are exact; the scaler update is replayed
 // against reference.c's model step by step, over the whole 128-byte block.
 
+/* Tensor t of an unscale (unscale_check, amp_pass): every value as stored against the
+ * reference unscale of its input, and flags[fb + t] against whether any is non-finite.
+ * Adds the reference squares to *sq (when not NULL) and ORs the flag into *any; -1 after a
+ * failure. */
+static int check_unscaled(conf_case_ctx *cc, const conf_tensor *g, uint32_t t, const conf_tensor *F,
+                          uint32_t fb, const ampx_scalars *s0, int *any, double *sq) {
+    int flag = 0;
+    for (uint64_t i = 0; i < g->n; i++) {
+        double e = ref_unscale(g->dt, g->v[i], s0->scale, s0->mode);
+        flag |= !isfinite(e);
+        if (sq) *sq += e * e;
+        uint32_t gb = conf_tensor_bits(g, g->back, i);
+        int ok      = isnan(e) ? isnan(conf_tensor_get(g, i))
+                               : gb == (ref_encode(g->dt, e) & (g->esz == 2 ? 0xffffu : ~0u));
+        if (!ok) {
+            conf_fail(cc, "g[%u][%" PRIu64 "] = %.9g (0x%x), expected %.9g (from %.9g)", t, i,
+                      conf_tensor_get(g, i), gb, e, g->v[i]);
+            return -1;
+        }
+    }
+    *any |= flag;
+    int32_t gf = (int32_t)conf_tensor_bits(F, F->back, fb + t);
+    if (gf != flag) {
+        conf_fail(cc, "flags[%u] = %d, expected %d", fb + t, gf, flag);
+        return -1;
+    }
+    return 0;
+}
+
+/* The flags outside [fb, fb + count), set to 7 before the call, are as they were; -1 if not. */
+static int check_flags_kept(conf_case_ctx *cc, const conf_tensor *F, uint32_t fb, uint32_t count) {
+    for (uint64_t i = 0; i < F->n; i++)
+        if ((i < fb || i >= fb + count) && conf_tensor_bits(F, F->back, i) != 7u) {
+            conf_fail(cc, "flags[%" PRIu64 "] outside [flag_base, flag_base + count) was modified",
+                      i);
+            return -1;
+        }
+    return 0;
+}
+
 void conf_case_unscale_check(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
     static const struct {
         uint32_t count;
@@ -91,33 +131,9 @@ void conf_case_unscale_check(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
         conf_finish_call(cc, "unscale_check", call_unscale(r, AMPX_OP_UNSCALE_CHECK, &a)))
         goto done;
     int any = 0;
-    for (uint32_t t = 0; t < count; t++) {
-        int flag = 0;
-        for (uint64_t i = 0; i < G[t]->n; i++) {
-            double e = ref_unscale(G[t]->dt, G[t]->v[i], s0.scale, s0.mode);
-            flag |= !isfinite(e);
-            uint32_t gb = conf_tensor_bits(G[t], G[t]->back, i);
-            int ok      = isnan(e) ? isnan(conf_tensor_get(G[t], i))
-                                   : gb == (ref_encode(G[t]->dt, e) & (G[t]->esz == 2 ? 0xffffu : ~0u));
-            if (!ok) {
-                conf_fail(cc, "g[%u][%" PRIu64 "] = %.9g (0x%x), expected %.9g (from %.9g)", t, i,
-                          conf_tensor_get(G[t], i), gb, e, G[t]->v[i]);
-                goto done;
-            }
-        }
-        any |= flag;
-        int32_t gf = (int32_t)conf_tensor_bits(F, F->back, fb + t);
-        if (gf != flag) {
-            conf_fail(cc, "flags[%u] = %d, expected %d", fb + t, gf, flag);
-            goto done;
-        }
-    }
-    for (uint64_t i = 0; i < F->n; i++)
-        if ((i < fb || i >= fb + count) && conf_tensor_bits(F, F->back, i) != 7u) {
-            conf_fail(cc, "flags[%" PRIu64 "] outside [flag_base, flag_base + count) was modified",
-                      i);
-            goto done;
-        }
+    for (uint32_t t = 0; t < count; t++)
+        if (check_unscaled(cc, G[t], t, F, fb, &s0, &any, NULL)) goto done;
+    if (check_flags_kept(cc, F, fb, count)) goto done;
     ampx_scalars exp = s0, got;
     exp.found_inf |= any;
     conf_scalars_from_back(S, &got);
@@ -397,35 +413,11 @@ void conf_case_amp_pass(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, i
         goto done;
     int any   = 0;
     double sq = sqm == 2 ? Q->v[0] : 0.0;
-    for (uint32_t t = 0; t < count; t++) {
-        int flag = 0;
-        for (uint64_t i = 0; i < G[t]->n; i++) {
-            double e = ref_unscale(G[t]->dt, G[t]->v[i], s0.scale, s0.mode);
-            flag |= !isfinite(e);
-            sq += e * e;
-            uint32_t gb = conf_tensor_bits(G[t], G[t]->back, i);
-            int ok      = isnan(e) ? isnan(conf_tensor_get(G[t], i))
-                                   : gb == (ref_encode(G[t]->dt, e) & (G[t]->esz == 2 ? 0xffffu : ~0u));
-            if (!ok) {
-                conf_fail(cc, "g[%u][%" PRIu64 "] = %.9g (0x%x), expected %.9g (from %.9g)", t, i,
-                          conf_tensor_get(G[t], i), gb, e, G[t]->v[i]);
-                goto done;
-            }
-        }
-        any |= flag;
-        int32_t gf = (int32_t)conf_tensor_bits(F, F->back, fb + t);
-        if (gf != flag) {
-            conf_fail(cc, "flags[%u] = %d, expected %d", fb + t, gf, flag);
+    for (uint32_t t = 0; t < count; t++)
+        if (check_unscaled(cc, G[t], t, F, fb, &s0, &any, &sq) ||
+            check_stats(cc, G[t], t, use_targets ? per_tensor[t] : a.target, ST, CN, NC))
             goto done;
-        }
-        if (check_stats(cc, G[t], t, use_targets ? per_tensor[t] : a.target, ST, CN, NC)) goto done;
-    }
-    for (uint64_t i = 0; i < F->n; i++)
-        if ((i < fb || i >= fb + count) && conf_tensor_bits(F, F->back, i) != 7u) {
-            conf_fail(cc, "flags[%" PRIu64 "] outside [flag_base, flag_base + count) was modified",
-                      i);
-            goto done;
-        }
+    if (check_flags_kept(cc, F, fb, count)) goto done;
     if (Q) {
         double got = conf_tensor_get(Q, 0);
         if (!isfinite(sq)) {
