@@ -102,26 +102,53 @@ typedef struct sgd_job {
     int nesterov, first;
 } sgd_job;
 
+/* The update of elements pr[0 .. n) with widened gradients gr, new parameters left in gr.
+ * One loop per case (momentum off, first step, later steps) with the branches outside, so
+ * the compiler vectorises each; every case evaluates the formula above in the same order. */
+CPU_INLINE void sgd_update(const sgd_job *j, float *restrict pr, float *restrict br,
+                           float *restrict gr, uint64_t n) {
+    const double wd = j->wd, mom = j->momentum, damp1 = 1.0 - j->dampening, lr = j->o.lr;
+    const int nest = j->nesterov;
+    if (mom == 0.0) {
+        for (uint64_t k = 0; k < n; k++) {
+            double p = pr[k], g = gr[k];
+            if (wd != 0.0) g += wd * p;
+            float pn = (float)(p - lr * g);
+            pr[k]    = pn;
+            gr[k]    = pn;
+        }
+    } else if (j->first) {
+        for (uint64_t k = 0; k < n; k++) {
+            double p = pr[k], g = gr[k];
+            if (wd != 0.0) g += wd * p;
+            double b = g;
+            br[k]    = (float)b;
+            double u = g + mom * b;
+            float pn = (float)(p - lr * (nest ? u : b));
+            pr[k]    = pn;
+            gr[k]    = pn;
+        }
+    } else {
+        for (uint64_t k = 0; k < n; k++) {
+            double p = pr[k], g = gr[k];
+            if (wd != 0.0) g += wd * p;
+            double b = mom * (double)br[k] + damp1 * g;
+            br[k]    = (float)b;
+            double u = g + mom * b;
+            float pn = (float)(p - lr * (nest ? u : b));
+            pr[k]    = pn;
+            gr[k]    = pn;
+        }
+    }
+}
+
 CPU_INLINE void sgd_chunk_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const sgd_job *j    = arg;
     const opt_tensor *o = &j->o;
     float gr[CPU_CHUNK];
     uint64_t i0, n = load_grad_chunk(o, item, gr, &i0);
-    for (uint64_t k = 0; k < n; k++) {
-        uint64_t i = i0 + k;
-        double p   = o->p[i];
-        double g   = gr[k];
-        if (j->wd != 0.0) g += j->wd * p;
-        if (j->momentum != 0.0) {
-            double b  = j->first ? g : j->momentum * (double)j->buf[i] + (1.0 - j->dampening) * g;
-            j->buf[i] = (float)b;
-            g         = j->nesterov ? g + j->momentum * b : b;
-        }
-        float pn = (float)(p - o->lr * g);
-        o->p[i]  = pn;
-        gr[k]    = pn;
-    }
+    sgd_update(j, o->p + i0, j->buf ? j->buf + i0 : NULL, gr, n);
     store_copies(o, i0, gr, n);
 }
 CPU_ISA_CHUNK(sgd_chunk, sgd_chunk_body)

@@ -598,7 +598,7 @@ static unsigned char *elementwise_run(const char *isa_opt, const char *opname, a
     return out;
 }
 
-/* The AVX-512 tables run the AVX2 copies of the chunk loops (isa >= avx2): checked too. */
+/* The AVX-512 tables run their own (512-bit) copies of the chunk loops: checked too. */
 static void check_elementwise(const char *isa_opt) {
     static const char *const ops[] = {
         "add",           "mul",        "scale",       "relu",     "relu_bwd",
