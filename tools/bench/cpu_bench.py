@@ -14,7 +14,7 @@ different one), the median of the rounds per cell:
          CPU, from tools/bench/step_torch.py and step_jax.py.
 The tables and a goals table go into docs/BENCHMARKS.md between the cpu markers; the rest of
 the file is kept."""
-import argparse, datetime, json, os, statistics, subprocess, sys, tempfile
+import argparse, datetime, json, os, statistics, subprocess, sys, tempfile, time
 
 BEGIN, END = "<!-- cpu:begin -->", "<!-- cpu:end -->"
 
@@ -44,6 +44,43 @@ QUICK = {(1024, 1024, 1024), (256, 1024, 1024), (2048, 512, 128), (128, 128, 32)
 OPS = ["cast", "add", "scale", "relu", "gelu", "softmax", "layernorm", "unscale_check",
        "grad_stats", "sum_squares", "amp_separate", "amp_pass", "sgd", "adamw"]
 GOAL_OPS = ["gelu", "softmax", "layernorm", "grad_stats", "amp_pass"]
+
+
+class OtherLoad:
+    """CPU time the rest of the machine used while a section ran: all busy time in /proc/stat
+    less this script's own and its finished children's (every benchmark program is run to
+    completion), as cores busy on average. The load average cannot tell the benchmark's own
+    two threads from other work; this can."""
+
+    def __init__(self):
+        self.t0, self.busy0, self.own0 = time.monotonic(), self.busy(), self.own()
+
+    @staticmethod
+    def busy():
+        f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        return (sum(f[:8]) - f[3] - f[4]) / os.sysconf("SC_CLK_TCK")  # all but idle, iowait
+
+    @staticmethod
+    def own():
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def cores(self):
+        wall = time.monotonic() - self.t0
+        other = (self.busy() - self.busy0) - (self.own() - self.own0)
+        return max(other, 0.0) / wall if wall > 0 else 0.0
+
+
+def load_note(ol, load0, load1):
+    """The section's load sentence, with a warning when other work ran beside it."""
+    c = ol.cores()
+    s = (f"Load average {load0:.1f} at the start, {load1:.1f} at the end; other processes used "
+         f"{c:.2f} cores on average during this section.")
+    if c > 0.2:
+        s += (f" **Warning: other work ran beside the benchmark ({c:.2f} of {os.cpu_count()} cores); "
+              f"its programs shared the cores, so even the ratios may be disturbed.**")
+        print(f"warning: other processes used {c:.2f} cores during this section", file=sys.stderr, flush=True)
+    return s
 
 
 def run(cmd, env=None):
@@ -100,7 +137,7 @@ def gemm_section(a, peak):
              ("oneDNN bf16", peer("peer_onednn", "bf16")), ("oneDNN f32", peer("peer_onednn", "f32")),
              ("OpenBLAS f32", peer("peer_openblas", "f32"))]
     res, notes, impls, kernel = {}, {}, {}, "?"
-    load0 = os.getloadavg()[0]
+    load0, ol = os.getloadavg()[0], OtherLoad()
     for s in shapes:
         m, n, k, ta, tb, b, _ = s
         reps = 3 if m * n * k * b > 2**33 else 0
@@ -124,7 +161,7 @@ def gemm_section(a, peak):
          f"each cell is the median over rounds. `batch x m x n x k` is a strided batched product "
          f"(OpenBLAS: a loop of sgemm calls; oneDNN: one 3-D matmul). A, B and C all in the column's dtype, "
          f"f32 accumulation. ampx kernel: `{kernel}`. Peak: the machine's measured 2-thread f32 FMA rate "
-         f"({fmt(top)} GFLOP/s, widest vectors). Load average {load0:.1f} at the start, {load1:.1f} at the end.", "",
+         f"({fmt(top)} GFLOP/s, widest vectors). " + load_note(ol, load0, load1), "",
          "| shape | " + " | ".join(cols) + " | ampx f32 / OpenBLAS | ampx f32 / oneDNN f32 | ampx bf16 / oneDNN bf16 "
          "| ampx bf16 / f32 | ampx f16 / f32 | ampx f32 % of peak |",
          "|---" * (len(cols) + 7) + "|"]
@@ -150,7 +187,7 @@ def gemm_section(a, peak):
 def ops_section(a, peak):
     n = 1 << 22 if a.quick else 1 << 24
     res, notes = {}, {}
-    load0 = os.getloadavg()[0]
+    load0, ol = os.getloadavg()[0], OtherLoad()
     for dt in ("f32", "bf16"):
         for op in OPS:
             g, c = [], []
@@ -171,7 +208,7 @@ def ops_section(a, peak):
          f"beside the backend's buffer copy of the same tensor timed in the same process (2 threads), "
          f"median of {max(1, a.rounds // 2)} runs; the last column compares with a 2-thread memcpy of 64 MiB "
          f"measured by tools/bench/peer_peak.c in the same run ({fmt(mc, 2)} GB/s). "
-         f"Load average {load0:.1f} at the start, {load1:.1f} at the end.", "",
+         f"" + load_note(ol, load0, load1), "",
          "| op | f32 GB/s | f32 / copy | bf16 GB/s | bf16 / copy | f32 / memcpy |", "|---|---|---|---|---|---|"]
     goals = []
     for op in OPS:
@@ -213,7 +250,7 @@ def steps_section(a):
         return go
 
     res, notes = {}, {}
-    load0 = os.getloadavg()[0]
+    load0, ol = os.getloadavg()[0], OtherLoad()
     for model in ("mlp_wide", "gpt"):
         progs = [("ampx f32", ampx(model, "f32")), ("ampx mixed_bf16", ampx(model, "bf16")),
                  ("PyTorch f32", py("step_torch.py", model, "f32")), ("PyTorch bf16", py("step_torch.py", model, "bf16")),
@@ -235,7 +272,7 @@ def steps_section(a):
          f"{steps['gpt']} of gpt. PyTorch and JAX: tools/bench/step_torch.py and step_jax.py (the same network, "
          f"optimizer, clipping and batch; PyTorch with 2 threads, bf16 as torch.autocast; JAX jit, bf16 as Flax's "
          f"dtype=bfloat16 with f32 parameters), the median step after 5 warm-up steps. "
-         f"Load average {load0:.1f} at the start, {load1:.1f} at the end.", "",
+         f"" + load_note(ol, load0, load1), "",
          "| model | " + " | ".join(cols) + " | JAX f32 / ampx f32 | JAX f32 / ampx bf16 | PyTorch f32 / ampx f32 "
          "| ampx f32 / bf16 |", "|---" * (len(cols) + 5) + "|"]
     for model in ("mlp_wide", "gpt"):
