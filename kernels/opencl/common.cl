@@ -208,3 +208,75 @@ inline uint wg_sum_u(uint v, __local uint *red) {
 #define FARG(n) __global uchar *n##_p, ulong n##_o
 #define FPTR(n) __global float *n = n##_p ? (__global float *)(n##_p + n##_o) : (__global float *)0
 #define IPTR(n) __global int *n = n##_p ? (__global int *)(n##_p + n##_o) : (__global int *)0
+
+// ---------------------------------------------------------------------------------------
+// GRAD_STATS of one work-group (grad_stats.cl, amp_pass.cl): each work item adds the values
+// it visits, the group reduces in the fixed tree order above and work item 0 stores. max |g|
+// and the counts are exact; mean and RMS of the finite values come from f32 sums. Zero, tiny
+// and non-finite are decided on the bits, so a device that flushes denormals still counts an
+// f32 subnormal as below the smallest normal, not as zero.
+
+typedef struct gstats {
+    float mx, sum, sumsq;
+    uint finite, zeros, tiny, nonfinite, nan;
+} gstats;
+
+inline gstats gstats_zero(void) {
+    gstats st = {0.0f, 0.0f, 0.0f, 0u, 0u, 0u, 0u, 0u};
+    return st;
+}
+
+inline void gstats_add(gstats *st, float v, uint tiny_bits) {
+    uint ab = as_uint(v) & 0x7fffffffu;
+    if (ab >= 0x7f800000u) {
+        st->nonfinite++;
+        st->nan += ab > 0x7f800000u;
+        return;
+    }
+    st->finite++;
+    if (ab == 0u)
+        st->zeros++;
+    else if (ab < tiny_bits)
+        st->tiny++;
+    if (ab > as_uint(st->mx)) st->mx = as_float(ab);
+    st->sum += v;
+    st->sumsq += v * v;
+}
+
+/* Every work item calls it; the group's totals are returned to all. */
+inline void gstats_reduce(gstats *st, __local float *red, __local uint *redu) {
+    uint lid = get_local_id(0);
+    /* max of non-negative finite floats: compare as integers */
+    redu[lid] = as_uint(st->mx);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) redu[lid] = max(redu[lid], redu[lid + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    st->mx = as_float(redu[0]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    st->sum       = wg_sum(st->sum, red);
+    st->sumsq     = wg_sum(st->sumsq, red);
+    st->finite    = wg_sum_u(st->finite, redu);
+    st->zeros     = wg_sum_u(st->zeros, redu);
+    st->tiny      = wg_sum_u(st->tiny, redu);
+    st->nonfinite = wg_sum_u(st->nonfinite, redu);
+    st->nan       = wg_sum_u(st->nan, redu);
+}
+
+/* want: 1 stats {max, mean, rms, n}, 2 counts {zeros, tiny, non-finite}, 4 the NaNs. */
+inline void gstats_store(const gstats *st, ulong n, uint want, __global float *stats,
+                         __global int *counts, __global int *nans) {
+    if (want & 1) {
+        stats[0] = st->mx;
+        stats[1] = st->finite ? st->sum / (float)st->finite : 0.0f;
+        stats[2] = st->finite ? sqrt(st->sumsq / (float)st->finite) : 0.0f;
+        stats[3] = (float)n;
+    }
+    if (want & 2) {
+        counts[0] = (int)st->zeros;
+        counts[1] = (int)st->tiny;
+        counts[2] = (int)st->nonfinite;
+    }
+    if (want & 4) nans[0] = (int)st->nan;
+}
