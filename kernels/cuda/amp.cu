@@ -49,39 +49,52 @@ extern "C" cudaError_t cuk_unscale_check_run(cudaStream_t s, const cuk_mt_group 
 // non-zeros below the target's smallest normal, of non-finite values. Each of bx blocks per
 // tensor leaves a partial; one block per tensor then combines them in order.
 
+/* One thread's running statistics, and the block's partial made of them (every thread of
+ * the block calls stats_block). */
+typedef struct stats_acc {
+    double sum, sumsq;
+    unsigned long long finite, zeros, small, nonfinite, nan;
+    float max_abs;
+} stats_acc;
+
+__device__ __forceinline__ void stats_add(stats_acc *a, float v, float tiny) {
+    if (!isfinite(v)) {
+        a->nonfinite++;
+        a->nan += isnan(v) ? 1 : 0;
+        return;
+    }
+    float av = fabsf(v);
+    a->finite++;
+    a->sum += v;
+    a->sumsq += (double)v * (double)v;
+    a->max_abs = fmaxf(a->max_abs, av);
+    if (v == 0.0f)
+        a->zeros++;
+    else if (av < tiny)
+        a->small++;
+}
+
+__device__ cuk_stats_part stats_block(const stats_acc *a) {
+    cuk_stats_part p;
+    p.sum       = cuk_block_sum(a->sum);
+    p.sumsq     = cuk_block_sum(a->sumsq);
+    p.finite    = cuk_block_sum_u64(a->finite);
+    p.zeros     = cuk_block_sum_u64(a->zeros);
+    p.tiny      = cuk_block_sum_u64(a->small);
+    p.nonfinite = cuk_block_sum_u64(a->nonfinite);
+    p.nan       = cuk_block_sum_u64(a->nan);
+    p.max_abs   = cuk_block_max(a->max_abs);
+    p.pad       = 0.0f;
+    return p;
+}
+
 __global__ void stats_part_kernel(cuk_mt_group g, uint32_t bx, float tiny, cuk_stats_part *part) {
     const cuk_mt_tensor t = g.t[blockIdx.y];
-    double sum = 0.0, sumsq = 0.0;
-    unsigned long long finite = 0, zeros = 0, small = 0, nonfinite = 0, nan = 0;
-    float max_abs = 0.0f;
+    stats_acc a           = {};
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.n;
-         i += (uint64_t)bx * blockDim.x) {
-        float v = cuk_ld(t.p, t.dt, i);
-        if (!isfinite(v)) {
-            nonfinite++;
-            nan += isnan(v) ? 1 : 0;
-            continue;
-        }
-        float av = fabsf(v);
-        finite++;
-        sum += v;
-        sumsq += (double)v * (double)v;
-        max_abs = fmaxf(max_abs, av);
-        if (v == 0.0f)
-            zeros++;
-        else if (av < tiny)
-            small++;
-    }
-    cuk_stats_part p;
-    p.sum       = cuk_block_sum(sum);
-    p.sumsq     = cuk_block_sum(sumsq);
-    p.finite    = cuk_block_sum_u64(finite);
-    p.zeros     = cuk_block_sum_u64(zeros);
-    p.tiny      = cuk_block_sum_u64(small);
-    p.nonfinite = cuk_block_sum_u64(nonfinite);
-    p.nan       = cuk_block_sum_u64(nan);
-    p.max_abs   = cuk_block_max(max_abs);
-    p.pad       = 0.0f;
+         i += (uint64_t)bx * blockDim.x)
+        stats_add(&a, cuk_ld(t.p, t.dt, i), tiny);
+    cuk_stats_part p = stats_block(&a);
     if (threadIdx.x == 0) part[(uint64_t)(g.first + blockIdx.y) * bx + blockIdx.x] = p;
 }
 
@@ -156,29 +169,13 @@ __global__ void amp_pass_kernel(cuk_mt_group g, cuk_tiny tiny, uint32_t bx, int3
     const float tn        = tiny.v[blockIdx.y];
     int multiply          = s->mode != AMPX_SCALER_NONE;
     float inv_scale       = (float)(1.0 / (double)s->scale);
-    double sum = 0.0, sumsq = 0.0, sq = 0.0;
-    unsigned long long finite = 0, zeros = 0, small = 0, nonfinite = 0, nan = 0;
-    float max_abs = 0.0f;
-    int bad       = 0;
+    double sq             = 0.0;
+    stats_acc a           = {};
+    int bad               = 0;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.n;
          i += (uint64_t)bx * blockDim.x) {
         float v = cuk_ld(t.p, t.dt, i);
-        if (part) {
-            if (!isfinite(v)) {
-                nonfinite++;
-                nan += isnan(v) ? 1 : 0;
-            } else {
-                float av = fabsf(v);
-                finite++;
-                sum += v;
-                sumsq += (double)v * (double)v;
-                max_abs = fmaxf(max_abs, av);
-                if (v == 0.0f)
-                    zeros++;
-                else if (av < tn)
-                    small++;
-            }
-        }
+        if (part) stats_add(&a, v, tn);
         if (multiply) {
             v = cuk_round_to(t.dt, v * inv_scale);
             cuk_st(t.p, t.dt, i, v); /* exact: v already holds the rounded value */
@@ -195,16 +192,7 @@ __global__ void amp_pass_kernel(cuk_mt_group g, cuk_tiny tiny, uint32_t bx, int3
     }
     uint64_t at = (uint64_t)(g.first + blockIdx.y) * bx + blockIdx.x;
     if (part) {
-        cuk_stats_part p;
-        p.sum       = cuk_block_sum(sum);
-        p.sumsq     = cuk_block_sum(sumsq);
-        p.finite    = cuk_block_sum_u64(finite);
-        p.zeros     = cuk_block_sum_u64(zeros);
-        p.tiny      = cuk_block_sum_u64(small);
-        p.nonfinite = cuk_block_sum_u64(nonfinite);
-        p.nan       = cuk_block_sum_u64(nan);
-        p.max_abs   = cuk_block_max(max_abs);
-        p.pad       = 0.0f;
+        cuk_stats_part p = stats_block(&a);
         if (threadIdx.x == 0) part[at] = p;
     }
     if (sq_part) {
