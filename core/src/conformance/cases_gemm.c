@@ -39,6 +39,18 @@ int conf_gemm_runs(const ampx_dtype *dts, int variant) {
     return variant != GEMM_LARGE_SUBSET || dts[0] == dts[1];
 }
 
+/* An input value: uniform in [-1, 1], and about one in 32 a subnormal of the dtype. A kernel
+ * that widens f16 subnormals wrongly (or flushes them) misses products of up to 2^-14 |b|,
+ * which the f32 tolerance sees; bf16 and f32 subnormal products (under 2^-126) are far below
+ * any tolerance, so a kernel that counts those as zero (DAZ) still passes, as documented. */
+static double gemm_input(conf_case_ctx *cc, ampx_dtype dt) {
+    double u = conf_uniform(&cc->rng, -1, 1);
+    if (conf_uniform(&cc->rng, 0, 1) >= 1.0 / 32) return ref_round(dt, u);
+    double min_normal = dt == AMPX_F16 ? 0x1p-14 : 0x1p-126;
+    double x          = ref_round(dt, u * min_normal);
+    return x != 0.0 ? x : ref_round(dt, (u < 0 ? -0.5 : 0.5) * min_normal);
+}
+
 void conf_case_gemm(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
     const gemm_cfg *g = &gemm_cfgs[variant];
     uint64_t rows_a = g->ta ? g->k : g->m, cols_a = g->ta ? g->m : g->k;
@@ -64,12 +76,10 @@ void conf_case_gemm(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int v
     for (uint64_t b = 0; b < g->batch; b++) {
         for (uint64_t i = 0; i < rows_a; i++)
             for (uint64_t j = 0; j < cols_a; j++)
-                conf_tensor_set(A, b * sa + i * lda + j,
-                                ref_round(A->dt, conf_uniform(&cc->rng, -1, 1)));
+                conf_tensor_set(A, b * sa + i * lda + j, gemm_input(cc, A->dt));
         for (uint64_t i = 0; i < rows_b; i++)
             for (uint64_t j = 0; j < cols_b; j++)
-                conf_tensor_set(B, b * sb + i * ldb + j,
-                                ref_round(B->dt, conf_uniform(&cc->rng, -1, 1)));
+                conf_tensor_set(B, b * sb + i * ldb + j, gemm_input(cc, B->dt));
         for (uint64_t i = 0; i < g->m; i++)
             for (uint64_t j = 0; j < g->n; j++)
                 active[b * sc + i * ldc + j] = 1;
