@@ -236,6 +236,163 @@ CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r, f
         dx[c] = 0.0f;
     cpu_out_f32_done(j->out, a->y_or_dx.dtype, r * cols, dx, cols);
 }
+
+// ---------------------------------------------------------------------------------------
+// The AVX-512 paths: the AVX2 path's operations lane for lane, sixteen at a time, rows read
+// and written where they lie (bf16 and f16 converted in registers). A zmm register holds
+// the AVX2 path's two vectors of sixteen consecutive elements (lanes 0-7 and 8-15) and a
+// row's last, partial vectors go eight lanes at a time with AVX-512VL masks into the first
+// of them, as there; the lanes are combined in the same order, so the results are the AVX2
+// path's bits (tested in tests/cpu_isa). Rows longer than SOFTMAX_CACHED_COLS take the
+// AVX2 path's online statistics on a widened copy.
+
+/* softmax_max_avx2 of elements off .. off + cnt - 1 of x (dtype dt). */
+CPU_AVX512_FN static float softmax_max_avx512(const void *x, ampx_dtype dt, uint64_t off,
+                                              uint64_t cnt, float scale) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    __m512 m        = _mm512_set1_ps(-INFINITY);
+    __mmask16 nan   = 0;
+    uint64_t c      = 0;
+    for (; c + 16 <= cnt; c += 16) {
+        __m512 v = _mm512_mul_ps(cpu_avx512_ld16(x, dt, off + c, 0xffff), vs);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        m = _mm512_max_ps(m, v);
+    }
+    const __m256 vs8 = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m0 = cpu_avx512_lo8(m), m1 = cpu_avx512_hi8(m);
+    for (; c < cnt; c += 8) {
+        __mmask8 k = cpu_avx512_mask8(cnt - c);
+        __m256 v =
+            _mm256_mask_blend_ps(k, ninf, _mm256_mul_ps(cpu_avx512_ld8(x, dt, off + c, k), vs8));
+        nan |= _mm256_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        m0 = _mm256_max_ps(m0, v);
+    }
+    return nan ? NAN : cpu_avx2_hmax_ps(_mm256_max_ps(m0, m1));
+}
+
+/* softmax_expsum_avx2 of elements off .. off + cnt - 1 of x; e (f32, may be x when x is f32)
+ * gets the exponentials when not NULL. */
+CPU_AVX512_FN static float softmax_expsum_avx512(const void *x, ampx_dtype dt, uint64_t off,
+                                                 float *e, uint64_t cnt, float scale, float mx) {
+    const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(mx);
+    __m512 s   = _mm512_setzero_ps();
+    uint64_t c = 0;
+    for (; c + 16 <= cnt; c += 16) {
+        __m512 e16 = cpu_avx512_exp_neg_ps(
+            _mm512_sub_ps(_mm512_mul_ps(cpu_avx512_ld16(x, dt, off + c, 0xffff), vs), vm));
+        if (e) _mm512_storeu_ps(e + c, e16);
+        s = _mm512_add_ps(s, e16);
+    }
+    const __m256 vs8 = _mm256_set1_ps(scale), vm8 = _mm256_set1_ps(mx);
+    __m256 s0 = cpu_avx512_lo8(s), s1 = cpu_avx512_hi8(s);
+    for (; c < cnt; c += 8) {
+        __mmask8 k = cpu_avx512_mask8(cnt - c);
+        __m256 e0  = _mm256_maskz_mov_ps(
+             k, cpu_avx2_exp_neg_ps(
+                    _mm256_sub_ps(_mm256_mul_ps(cpu_avx512_ld8(x, dt, off + c, k), vs8), vm8)));
+        if (e) _mm256_mask_storeu_ps(e + c, k, e0);
+        s0 = _mm256_add_ps(s0, e0);
+    }
+    return cpu_avx2_hsum_ps(_mm256_add_ps(s0, s1));
+}
+
+/* Elements off + c of y (dtype dt) = e_c * k for c < cnt, = fill for cnt <= c < cols; e may
+ * be y's own f32 elements. */
+CPU_AVX512_FN static void softmax_mul_avx512(const float *e, void *y, ampx_dtype dt, uint64_t off,
+                                             uint64_t cnt, uint64_t cols, float k, float fill) {
+    const __m512 vk = _mm512_set1_ps(k);
+    uint64_t c      = 0;
+    for (; c < cnt; c += 16) {
+        __mmask16 m = cpu_avx512_mask16(cnt - c);
+        cpu_avx512_st16(y, dt, off + c, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + c), vk), m);
+    }
+    for (c = cnt; c < cols; c += 16)
+        cpu_avx512_st16(y, dt, off + c, _mm512_set1_ps(fill), cpu_avx512_mask16(cols - c));
+}
+
+/* softmax_out_avx2 from x (dtype xdt) to y (dtype ydt), both at element off; y may be x. */
+CPU_AVX512_FN static void softmax_out_avx512(const void *x, ampx_dtype xdt, void *y, ampx_dtype ydt,
+                                             uint64_t off, uint64_t cnt, uint64_t cols, float scale,
+                                             float mx, float sum, int log_) {
+    const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(mx);
+    const __m512 k = _mm512_set1_ps(log_ ? (float)log((double)sum) : 1.0f / sum);
+    for (uint64_t c = 0; c < cnt; c += 16) {
+        __mmask16 m = cpu_avx512_mask16(cnt - c);
+        __m512 z    = _mm512_sub_ps(_mm512_mul_ps(cpu_avx512_ld16(x, xdt, off + c, m), vs), vm);
+        cpu_avx512_st16(y, ydt, off + c,
+                        log_ ? _mm512_sub_ps(z, k) : _mm512_mul_ps(cpu_avx512_exp_neg_ps(z), k), m);
+    }
+    const __m512 fill = _mm512_set1_ps(log_ ? -INFINITY : 0.0f);
+    for (uint64_t c = cnt; c < cols; c += 16)
+        cpu_avx512_st16(y, ydt, off + c, fill, cpu_avx512_mask16(cols - c));
+}
+
+CPU_AVX512_FN static void softmax_fwd_row_avx512(const softmax_job *j, uint64_t r, float *ws) {
+    const ampx_softmax_args *a = &j->a;
+    uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
+    if (cnt > SOFTMAX_CACHED_COLS) {
+        softmax_fwd_row_avx2(j, r, ws);
+        return;
+    }
+    ampx_dtype xdt = a->x_or_y.dtype, ydt = a->y_or_dx.dtype;
+    uint64_t off = r * cols;
+    float mx     = softmax_max_avx512(j->in, xdt, off, cnt, a->scale);
+    if (!a->log) { /* the exponentials in y itself when it is f32, else in ws */
+        float *e  = ydt == AMPX_F32 ? (float *)j->out + off : ws;
+        float sum = softmax_expsum_avx512(j->in, xdt, off, e, cnt, a->scale, mx);
+        softmax_mul_avx512(e, j->out, ydt, off, cnt, cols, 1.0f / sum, 0.0f);
+    } else {
+        float sum = softmax_expsum_avx512(j->in, xdt, off, NULL, cnt, a->scale, mx);
+        softmax_out_avx512(j->in, xdt, j->out, ydt, off, cnt, cols, a->scale, mx, sum, 1);
+    }
+}
+
+/* softmax_bwd_row_avx2: the sum in double lanes (a zmm of eight doubles is the AVX2 path's
+ * lo and hi), eight elements at a time in the same order. */
+CPU_AVX512_FN static void softmax_bwd_row_avx512(const softmax_job *j, uint64_t r) {
+    const ampx_softmax_args *a = &j->a;
+    uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
+    ampx_dtype ydt = a->x_or_y.dtype, dydt = a->dy.dtype, odt = a->y_or_dx.dtype;
+    uint64_t off = r * cols;
+    int log_     = (int)a->log;
+    __m512d acc  = _mm512_setzero_pd();
+    uint64_t c   = 0;
+    for (; c + 16 <= cnt; c += 16) {
+        __m512 vd = cpu_avx512_ld16(j->dy, dydt, off + c, 0xffff);
+        if (log_) {
+            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(cpu_avx512_lo8(vd)));
+            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(cpu_avx512_hi8(vd)));
+        } else {
+            __m512 vy = cpu_avx512_ld16(j->in, ydt, off + c, 0xffff);
+            acc       = _mm512_fmadd_pd(_mm512_cvtps_pd(cpu_avx512_lo8(vd)),
+                                        _mm512_cvtps_pd(cpu_avx512_lo8(vy)), acc);
+            acc       = _mm512_fmadd_pd(_mm512_cvtps_pd(cpu_avx512_hi8(vd)),
+                                        _mm512_cvtps_pd(cpu_avx512_hi8(vy)), acc);
+        }
+    }
+    for (; c < cnt; c += 8) {
+        __mmask8 k = cpu_avx512_mask8(cnt - c);
+        __m256 vd  = cpu_avx512_ld8(j->dy, dydt, off + c, k);
+        if (log_)
+            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(vd));
+        else
+            acc = _mm512_fmadd_pd(_mm512_cvtps_pd(vd),
+                                  _mm512_cvtps_pd(cpu_avx512_ld8(j->in, ydt, off + c, k)), acc);
+    }
+    const __m512 s = _mm512_set1_ps(
+        (float)cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(acc), cpu_avx512_hi4d(acc))));
+    const __m512 vs = _mm512_set1_ps(a->scale);
+    for (c = 0; c < cnt; c += 16) {
+        __mmask16 m = cpu_avx512_mask16(cnt - c);
+        __m512 vd   = cpu_avx512_ld16(j->dy, dydt, off + c, m),
+               vy   = cpu_avx512_ld16(j->in, ydt, off + c, m);
+        __m512 v    = log_ ? _mm512_mul_ps(vs, _mm512_fnmadd_ps(cpu_avx512_exp_ps(vy), s, vd))
+                           : _mm512_mul_ps(_mm512_mul_ps(vs, vy), _mm512_sub_ps(vd, s));
+        cpu_avx512_st16(j->out, odt, off + c, v, m);
+    }
+    for (c = cnt; c < cols; c += 16)
+        cpu_avx512_st16(j->out, odt, off + c, _mm512_setzero_ps(), cpu_avx512_mask16(cols - c));
+}
 #endif
 
 static void softmax_fwd_rows(void *arg, uint64_t item, unsigned tid) {
@@ -244,6 +401,11 @@ static void softmax_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     uint64_t cols = a->cols, rpi = cpu_rows_per_item(cols);
     float *z = j->ctx->thread_ws[tid].p;
 #if CPU_HAVE_AVX2_TABLE
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX512) {
+        for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
+            softmax_fwd_row_avx512(j, r, z);
+        return;
+    }
     if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
         for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
             softmax_fwd_row_avx2(j, r, z);
@@ -286,6 +448,11 @@ static void softmax_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     float *y  = j->ctx->thread_ws[tid].p;
     float *dy = y + cols;
 #if CPU_HAVE_AVX2_TABLE
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX512) {
+        for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
+            softmax_bwd_row_avx512(j, r);
+        return;
+    }
     if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
         for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
             softmax_bwd_row_avx2(j, r, y);
@@ -400,6 +567,30 @@ CPU_AVX2_FN static void xent_row_avx2(const xent_job *j, uint64_t r, int32_t lab
     if (!bad) d[label] = (float)(j->g * (p_at - 1.0));
     cpu_out_f32_done(j->dlogits, a->dlogits.dtype, r * cols, d, cols);
 }
+
+/* xent_row_avx2 on the AVX-512 paths (rows up to SOFTMAX_CACHED_COLS; longer ones take
+ * xent_row_avx2): the logits read where they lie, the exponentials in dlogits itself when
+ * it is f32, else in ws, the label's element rounded from the same f32 value. */
+CPU_AVX512_FN static void xent_row_avx512(const xent_job *j, uint64_t r, int32_t label, float *ws) {
+    const ampx_softmax_xent_args *a = &j->a;
+    uint64_t cols = a->cols, off = r * cols;
+    if (cols > SOFTMAX_CACHED_COLS) {
+        xent_row_avx2(j, r, label, ws);
+        return;
+    }
+    ampx_dtype xdt = a->logits.dtype, ddt = a->dlogits.dtype;
+    int bad     = label < 0 || (uint64_t)label >= cols;
+    double xl   = bad ? 0.0 : (double)cpu_ld(j->logits, xdt, off + (uint64_t)label);
+    float *e    = !j->dlogits ? NULL : ddt == AMPX_F32 ? (float *)j->dlogits + off : ws;
+    float mx    = softmax_max_avx512(j->logits, xdt, off, cols, 1.0f);
+    float sum   = softmax_expsum_avx512(j->logits, xdt, off, e, cols, 1.0f, mx);
+    double lse  = (double)mx + log((double)sum);
+    j->terms[r] = bad ? NAN : lse - xl;
+    if (!e) return;
+    double p_at = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
+    softmax_mul_avx512(e, j->dlogits, ddt, off, cols, cols, (float)(j->g / (double)sum), 0.0f);
+    if (!bad) cpu_st(j->dlogits, ddt, off + (uint64_t)label, (float)(j->g * (p_at - 1.0)));
+}
 #endif
 
 static void xent_rows(void *arg, uint64_t item, unsigned tid) {
@@ -419,6 +610,10 @@ static void xent_rows(void *arg, uint64_t item, unsigned tid) {
             continue;
         }
 #if CPU_HAVE_AVX2_TABLE
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && cols > 0) {
+            xent_row_avx512(j, r, label, x);
+            continue;
+        }
         if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
             xent_row_avx2(j, r, label, x);
             continue;

@@ -653,3 +653,169 @@ Test(elementwise, avx512bf16_same_bits_as_portable, .timeout = 120) {
     NEED_PATH("avx512bf16");
     check_elementwise("isa=avx512bf16");
 }
+
+// ---------------------------------------------------------------------------------------
+// Row kernels (softmax forward and backward, log-softmax, causal and pre-scaled softmax,
+// softmax-cross-entropy, layernorm forward and backward): the AVX-512 paths run the AVX2
+// path's f32 operations sixteen lanes at a time, reading and writing bf16 and f16 in
+// registers where the AVX2 path widens into f32 scratch, so every output has the AVX2
+// path's bits (the portable path works in double: other bits). A wrong rounding in a
+// converter, a lane order that differs or a mishandled row tail shows as a differing byte.
+
+/* Widths around every vector and tail length, one past SOFTMAX_CACHED_COLS (16384). */
+static const uint64_t row_shapes[][2] = {{3, 1},  {5, 7},  {4, 8},   {4, 15},   {4, 16},
+                                         {3, 17}, {3, 37}, {2, 100}, {3, 1029}, {1, 20000}};
+
+/* Runs one row op on fresh data (NaN, inf and subnormals in a few rows) under isa_opt over
+ * every shape and returns the bytes of every buffer afterwards. */
+static unsigned char *rows_run(const char *isa_opt, const char *opname, ampx_dtype dt,
+                               size_t *bytes_out) {
+    enum { MAXN = 20000, NB = 7, ST_BYTES = 160 }; /* st: mean, rstd, labels, loss */
+    dev d              = open_dev(isa_opt, NULL);
+    size_t es          = ampx_dtype_size(dt);
+    size_t per         = (size_t)MAXN * (es * 3 + 4 * 4) + ST_BYTES;
+    size_t nshape      = sizeof row_shapes / sizeof row_shapes[0];
+    unsigned char *out = malloc(per * nshape), *p = out;
+    float *src = malloc(MAXN * sizeof *src);
+    void *raw  = malloc(MAXN * 4);
+    cr_assert(out && src && raw);
+    for (size_t s = 0; s < nshape; s++) {
+        uint64_t rows = row_shapes[s][0], cols = row_shapes[s][1], n = rows * cols;
+        ampx_buffer *b[NB]; /* x, dy, y in dt; gamma, beta, dgamma, dbeta f32 */
+        for (int t = 0; t < NB; t++) {
+            int f32    = t >= 3;
+            uint64_t m = f32 ? cols : n;
+            for (uint64_t i = 0; i < m; i++) {
+                uint32_t h = ampx_hash32(31 + (uint64_t)t + 8 * s, i);
+                src[i]     = (float)((double)(h >> 8) / 1048576.0 - 8.0);
+                if (!f32 && i / cols == 1) { /* row 1 holds the specials */
+                    if (h % 97 == 0) src[i] = ampx_f32_from_bits(0x7fc00001u);
+                    if (h % 89 == 0) src[i] = -INFINITY;
+                    if (h % 83 == 0) src[i] = 1e-40f;
+                }
+            }
+            if (f32)
+                memcpy(raw, src, m * 4);
+            else
+                cast_on(&d, AMPX_F32, src, dt, raw, m);
+            b[t] = upload(&d, raw, m * (f32 ? 4 : es));
+        }
+        static const unsigned char zeros[ST_BYTES];
+        ampx_buffer *st = upload(&d, zeros, ST_BYTES); /* mean, rstd, labels, loss */
+        int32_t labels[4];
+        for (uint64_t r = 0; r < 4; r++)
+            labels[r] = r == 2 ? -100 : (int32_t)((r * 7919u + 3) % cols);
+        cr_assert_eq(d.t->buffer_write(d.ctx, st, 128, labels, sizeof labels), AMPX_OK);
+        ampx_tensor X = {b[0], 0, dt}, DY = {b[1], 0, dt}, Y = {b[2], 0, dt};
+        ampx_tensor G = {b[3], 0, AMPX_F32}, BE = {b[4], 0, AMPX_F32};
+        ampx_tensor DG = {b[5], 0, AMPX_F32}, DB = {b[6], 0, AMPX_F32};
+        ampx_tensor MEAN = {st, 0, AMPX_F32}, RSTD = {st, 64, AMPX_F32};
+        const ampx_backend_ops *op = d.t->ops;
+        ampx_status rc             = AMPX_ERR_INVALID;
+        if (!strncmp(opname, "softmax", 7) || !strncmp(opname, "log_softmax", 11)) {
+            int bwd             = strstr(opname, "_bwd") != NULL;
+            int causal          = strstr(opname, "causal") != NULL;
+            ampx_softmax_args a = {.size    = sizeof a,
+                                   .causal  = (uint32_t)causal,
+                                   .log     = opname[0] == 'l',
+                                   .rows    = rows,
+                                   .cols    = cols,
+                                   .seq_q   = causal ? rows : 1,
+                                   .scale   = causal ? 0.37f : 1.0f,
+                                   .x_or_y  = X,
+                                   .dy      = DY,
+                                   .y_or_dx = strstr(opname, "inplace") ? X : Y};
+            if (causal && cols < rows) a.seq_q = cols;
+            if (causal && rows % a.seq_q) a.causal = 0;
+            rc = bwd ? op->softmax_bwd(d.ctx, &a) : op->softmax_fwd(d.ctx, &a);
+        } else if (!strcmp(opname, "xent")) {
+            uint64_t xr              = rows < 4 ? rows : 4;
+            ampx_softmax_xent_args a = {.size         = sizeof a,
+                                        .ignore_index = -100,
+                                        .rows         = xr,
+                                        .cols         = cols,
+                                        .grad_scale   = 0.75f,
+                                        .logits       = X,
+                                        .labels       = {st, 128, AMPX_I32},
+                                        .loss         = {st, 144, AMPX_F32},
+                                        .dlogits      = Y};
+            rc                       = op->softmax_xent(d.ctx, &a);
+        } else if (!strcmp(opname, "layernorm") || !strcmp(opname, "layernorm_bwd")) {
+            ampx_layernorm_args a = {.size    = sizeof a,
+                                     .rows    = rows,
+                                     .cols    = cols,
+                                     .eps     = 1e-5f,
+                                     .x       = X,
+                                     .gamma   = G,
+                                     .beta    = BE,
+                                     .mean    = MEAN,
+                                     .rstd    = RSTD,
+                                     .y_or_dx = Y};
+            rc                    = op->layernorm_fwd(d.ctx, &a);
+            if (rc == AMPX_OK && opname[9]) {
+                a.beta   = (ampx_tensor){0};
+                a.dy     = DY;
+                a.dgamma = DG;
+                a.dbeta  = DB;
+                rc       = op->layernorm_bwd(d.ctx, &a);
+            }
+        }
+        cr_assert_eq(rc, AMPX_OK, "%s %s: %s", isa_opt, opname, ampx_backend_last_error(d.be));
+        memset(p, 0, per);
+        unsigned char *q = p;
+        for (int t = 0; t < NB; t++) {
+            size_t nb = (t >= 3 ? cols * 4 : n * es);
+            cr_assert_eq(d.t->buffer_read(d.ctx, b[t], 0, q, nb), AMPX_OK);
+            q += (size_t)MAXN * (t >= 3 ? 4 : es);
+            d.t->buffer_free(d.ctx, b[t]);
+        }
+        cr_assert_eq(d.t->buffer_read(d.ctx, st, 0, q, ST_BYTES), AMPX_OK);
+        d.t->buffer_free(d.ctx, st);
+        p += per;
+    }
+    free(src);
+    free(raw);
+    ampx_backend_close(d.be);
+    *bytes_out = per * nshape;
+    return out;
+}
+
+static void check_rows_same_bits(const char *isa_a, const char *isa_b) {
+    static const char *const ops[] = {"softmax",
+                                      "log_softmax",
+                                      "softmax_causal",
+                                      "log_softmax_causal",
+                                      "softmax_inplace",
+                                      "log_softmax_inplace",
+                                      "softmax_bwd",
+                                      "log_softmax_bwd",
+                                      "softmax_causal_bwd",
+                                      "xent",
+                                      "layernorm",
+                                      "layernorm_bwd"};
+    static const ampx_dtype dts[]  = {AMPX_F32, AMPX_BF16, AMPX_F16};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t k = 0; k < 3; k++) {
+            size_t na, nb;
+            unsigned char *a = rows_run(isa_a, ops[o], dts[k], &na);
+            unsigned char *b = rows_run(isa_b, ops[o], dts[k], &nb);
+            cr_assert_eq(na, nb);
+            size_t first = na;
+            for (size_t i = 0; i < na && first == na; i++)
+                if (a[i] != b[i]) first = i;
+            cr_expect_eq(first, na, "%s %s: %s and %s differ from byte %zu", ops[o],
+                         ampx_dtype_name(dts[k]), isa_a, isa_b, first);
+            free(a);
+            free(b);
+        }
+}
+
+Test(rows, avx512_same_bits_as_avx2, .timeout = 120) {
+    NEED_PATH("avx512");
+    check_rows_same_bits("isa=avx2", "isa=avx512");
+}
+
+Test(rows, avx512bf16_same_bits_as_avx2, .timeout = 120) {
+    NEED_PATH("avx512bf16");
+    check_rows_same_bits("isa=avx2", "isa=avx512bf16");
+}
