@@ -110,6 +110,116 @@ CPU_AVX2_FN static void ln_bwd_avx2(const float *x, const float *dy, float *dx, 
                          _mm256_mul_ps(rs, _mm256_fnmadd_ps(xhat, mgx, _mm256_sub_ps(g, mg))));
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The AVX-512 paths: the AVX2 path's operations lane for lane, rows read and written where
+// they lie (bf16 and f16 converted in registers). The double sums take eight elements a
+// step in one zmm of eight doubles (the AVX2 path's two vectors of four), sixteen-element
+// vectors as two such steps in order and a row's last partial vectors with AVX-512VL masks,
+// so the statistics, outputs and gradients are the AVX2 path's bits (tested in
+// tests/cpu_isa).
+
+/* ln_stats_avx2 of elements off .. off + n - 1 of x (dtype dt), n >= 1. */
+CPU_AVX512_FN static void ln_stats_avx512(const void *x, ampx_dtype dt, uint64_t off, uint64_t n,
+                                          double *mean_out, double *var_out) {
+    const float k0   = cpu_ld(x, dt, off);
+    const __m256 vk  = _mm256_set1_ps(k0);
+    const __m512d kd = _mm512_set1_pd((double)k0);
+    __m512d s1 = _mm512_setzero_pd(), s2 = s1;
+    uint64_t c = 0;
+    for (; c + 16 <= n; c += 16) {
+        __m512 v   = cpu_avx512_ld16(x, dt, off + c, 0xffff);
+        __m512d da = _mm512_sub_pd(_mm512_cvtps_pd(cpu_avx512_lo8(v)), kd);
+        __m512d db = _mm512_sub_pd(_mm512_cvtps_pd(cpu_avx512_hi8(v)), kd);
+        s1 = _mm512_add_pd(s1, da), s2 = _mm512_fmadd_pd(da, da, s2);
+        s1 = _mm512_add_pd(s1, db), s2 = _mm512_fmadd_pd(db, db, s2);
+    }
+    for (; c < n; c += 8) { /* masked lanes read as K: d = 0 */
+        __mmask8 k = cpu_avx512_mask8(n - c);
+        __m512d d  = _mm512_sub_pd(
+             _mm512_cvtps_pd(_mm256_mask_blend_ps(k, vk, cpu_avx512_ld8(x, dt, off + c, k))), kd);
+        s1 = _mm512_add_pd(s1, d), s2 = _mm512_fmadd_pd(d, d, s2);
+    }
+    double t1  = cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(s1), cpu_avx512_hi4d(s1)));
+    double t2  = cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(s2), cpu_avx512_hi4d(s2)));
+    double var = (t2 - t1 * (t1 / (double)n)) / (double)n;
+    *mean_out  = (double)k0 + t1 / (double)n;
+    *var_out   = var > 0.0 ? var : (var == var ? 0.0 : var); /* NaN stays NaN */
+}
+
+/* ln_norm_avx2 from x (dtype xdt) to y (dtype ydt), both at element off; y may be x. */
+CPU_AVX512_FN static void ln_norm_avx512(const void *x, ampx_dtype xdt, void *y, ampx_dtype ydt,
+                                         uint64_t off, uint64_t n, double mean, double rstd,
+                                         const float *gamma, const float *beta) {
+    float mh = (float)mean, ml = (float)(mean - (double)mh);
+    const __m512 vmh = _mm512_set1_ps(mh), vml = _mm512_set1_ps(ml),
+                 rs  = _mm512_set1_ps((float)rstd);
+    const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+    for (uint64_t c = 0; c < n; c += 16) {
+        __mmask16 m = cpu_avx512_mask16(n - c);
+        __m512 v    = cpu_avx512_ld16(x, xdt, off + c, m);
+        __m512 g    = gamma ? _mm512_maskz_loadu_ps(m, gamma + c) : one;
+        __m512 b    = beta ? _mm512_maskz_loadu_ps(m, beta + c) : zero;
+        __m512 xh   = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(v, vmh), vml), rs);
+        cpu_avx512_st16(y, ydt, off + c, _mm512_fmadd_ps(xh, g, b), m);
+    }
+}
+
+/* ln_bwd_avx2 with x, dy and dx at element off of their tensors; dx may be x or dy. */
+CPU_AVX512_FN static void ln_bwd_avx512(const ln_job *j, uint64_t off, uint64_t n, float mean,
+                                        float rstd) {
+    const ampx_dtype xdt = j->a.x.dtype, dydt = j->a.dy.dtype, odt = j->a.y_or_dx.dtype;
+    const float *gamma = j->gamma;
+    const __m512 vm = _mm512_set1_ps(mean), rs = _mm512_set1_ps(rstd), one = _mm512_set1_ps(1.0f);
+    __m512d sg = _mm512_setzero_pd(), sgx = sg;
+    uint64_t c = 0;
+    for (; c + 16 <= n; c += 16) {
+        __m512 xhat =
+            _mm512_mul_ps(_mm512_sub_ps(cpu_avx512_ld16(j->x, xdt, off + c, 0xffff), vm), rs);
+        __m512 g  = _mm512_mul_ps(cpu_avx512_ld16(j->dy, dydt, off + c, 0xffff),
+                                 gamma ? _mm512_loadu_ps(gamma + c) : one);
+        __m512 gx = _mm512_mul_ps(g, xhat);
+        sg        = _mm512_add_pd(sg, _mm512_cvtps_pd(cpu_avx512_lo8(g)));
+        sgx       = _mm512_add_pd(sgx, _mm512_cvtps_pd(cpu_avx512_lo8(gx)));
+        sg        = _mm512_add_pd(sg, _mm512_cvtps_pd(cpu_avx512_hi8(g)));
+        sgx       = _mm512_add_pd(sgx, _mm512_cvtps_pd(cpu_avx512_hi8(gx)));
+    }
+    const __m256 vm8 = _mm256_set1_ps(mean), rs8 = _mm256_set1_ps(rstd);
+    for (; c < n; c += 8) { /* masked lanes: g = 0 */
+        __mmask8 k  = cpu_avx512_mask8(n - c);
+        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx512_ld8(j->x, xdt, off + c, k), vm8), rs8);
+        __m256 g =
+            _mm256_mul_ps(cpu_avx512_ld8(j->dy, dydt, off + c, k),
+                          gamma ? _mm256_maskz_loadu_ps(k, gamma + c) : _mm256_set1_ps(1.0f));
+        sg  = _mm512_add_pd(sg, _mm512_cvtps_pd(g));
+        sgx = _mm512_add_pd(sgx, _mm512_cvtps_pd(_mm256_mul_ps(g, xhat)));
+    }
+    const __m512 mg = _mm512_set1_ps(
+        (float)(cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(sg), cpu_avx512_hi4d(sg))) /
+                (double)n));
+    const __m512 mgx = _mm512_set1_ps(
+        (float)(cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(sgx), cpu_avx512_hi4d(sgx))) /
+                (double)n));
+    for (c = 0; c < n; c += 16) {
+        __mmask16 m = cpu_avx512_mask16(n - c);
+        __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(cpu_avx512_ld16(j->x, xdt, off + c, m), vm), rs);
+        __m512 g    = _mm512_mul_ps(cpu_avx512_ld16(j->dy, dydt, off + c, m),
+                                 gamma ? _mm512_maskz_loadu_ps(m, gamma + c) : one);
+        cpu_avx512_st16(j->out, odt, off + c,
+                        _mm512_mul_ps(rs, _mm512_fnmadd_ps(xhat, mgx, _mm512_sub_ps(g, mg))), m);
+    }
+}
+
+CPU_AVX512_FN static void ln_fwd_row_avx512(const ln_job *j, uint64_t r) {
+    uint64_t cols = j->a.cols;
+    double mean, var;
+    ln_stats_avx512(j->x, j->a.x.dtype, r * cols, cols, &mean, &var);
+    double rstd = 1.0 / sqrt(var + (double)j->a.eps);
+    j->mean[r]  = (float)mean;
+    j->rstd[r]  = (float)rstd;
+    ln_norm_avx512(j->x, j->a.x.dtype, j->out, j->a.y_or_dx.dtype, r * cols, cols, mean, rstd,
+                   j->gamma, j->beta);
+}
 #endif
 
 static void ln_fwd_rows(void *arg, uint64_t item, unsigned tid) {
@@ -118,6 +228,10 @@ static void ln_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     float *x = j->ctx->thread_ws[tid].p;
     for (uint64_t r = item * rpi; r < j->a.rows && r < (item + 1) * rpi; r++) {
 #if CPU_HAVE_AVX2_TABLE
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && cols > 0) {
+            ln_fwd_row_avx512(j, r);
+            continue;
+        }
         if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
             const float *xv = cpu_in_f32(x, j->x, j->a.x.dtype, r * cols, cols);
             float *y        = cpu_out_f32(x, j->out, j->a.y_or_dx.dtype, r * cols);
@@ -159,6 +273,10 @@ static void ln_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     float *dy = x + cols;
     for (uint64_t r = item * rpi; r < j->a.rows && r < (item + 1) * rpi; r++) {
 #if CPU_HAVE_AVX2_TABLE
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && cols > 0) {
+            ln_bwd_avx512(j, r * cols, cols, j->mean[r], j->rstd[r]);
+            continue;
+        }
         if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
             const float *xv  = cpu_in_f32(x, j->x, j->a.x.dtype, r * cols, cols);
             const float *dyv = cpu_in_f32(dy, j->dy, j->a.dy.dtype, r * cols, cols);
