@@ -819,3 +819,118 @@ Test(rows, avx512bf16_same_bits_as_avx2, .timeout = 120) {
     NEED_PATH("avx512bf16");
     check_rows_same_bits("isa=avx2", "isa=avx512bf16");
 }
+
+// ---------------------------------------------------------------------------------------
+// The AMP pass on bf16 and f16 gradients (UNSCALE_CHECK, GRAD_STATS, AMP_PASS with and
+// without unscaling): the AVX-512 paths read the gradients where they lie and unscale,
+// round, check and square them in registers; the portable and AVX2 paths go through an f32
+// chunk. The gradients are finite (so the square sum is compared as a number), the scale 3
+// (so unscaling rounds) and the lengths leave tails of every size; in the _huge runs one
+// f32 or bf16 tensor holds values whose squares overflow f32 (the double re-sum of a
+// block's lane, and the check's scan of the values once the square sum is inf).
+
+static unsigned char *amp_bits_run(const char *isa_opt, const char *opname, ampx_dtype dt,
+                                   size_t *bytes_out) {
+    enum { NT = 4, NMAX = 70001 };
+    static const uint64_t ns[NT] = {NMAX, 4096 + 15, 37, 1000};
+    dev d                        = open_dev(isa_opt, NULL);
+    int huge                     = strstr(opname, "huge") && dt != AMPX_F16;
+    float *src                   = malloc(NMAX * sizeof *src);
+    void *raw                    = malloc(NMAX * 4);
+    cr_assert(src && raw);
+    ampx_buffer *b[NT];
+    ampx_tensor T[NT];
+    for (int t = 0; t < NT; t++) {
+        for (uint64_t i = 0; i < ns[t]; i++) {
+            uint32_t h = ampx_hash32(101 + (uint64_t)t, i);
+            double mag = ldexp(1.0, (int)(h % 40) - 30); /* 2^-30 .. 2^9, below f16's max */
+            src[i]     = (float)(((double)(h >> 8) / 8388608.0 - 1.0) * mag);
+            if (h % 211 == 0) src[i] = 0.0f;
+            if (huge && t == 3 && h % 101 == 0) src[i] = 3e30f; /* square > FLT_MAX */
+        }
+        cast_on(&d, AMPX_F32, src, dt, raw, ns[t]);
+        b[t] = upload(&d, raw, ns[t] * ampx_dtype_size(dt));
+        T[t] = (ampx_tensor){b[t], 0, dt};
+    }
+    ampx_scalars sc = {.scale = 3.0f,
+                       .mode  = strstr(opname, "noscale") ? AMPX_SCALER_NONE : AMPX_SCALER_DYNAMIC,
+                       .max_scale = INFINITY};
+    ampx_buffer *sb = upload(&d, &sc, sizeof sc);
+    static const unsigned char zeros[512];
+    ampx_buffer *ob = upload(&d, zeros, sizeof zeros); /* flags, sq, stats, counts, nans */
+    ampx_tensor S = {sb, 0, AMPX_F32}, FL = {ob, 0, AMPX_I32}, SQ = {ob, 32, AMPX_F32};
+    ampx_tensor ST = {ob, 64, AMPX_F32}, CN = {ob, 192, AMPX_I32}, NC = {ob, 320, AMPX_I32};
+    ampx_tensor_list grads     = {NT, T, ns};
+    ampx_dtype targets[NT]     = {AMPX_BF16, AMPX_F16, AMPX_F32, AMPX_BF16};
+    const ampx_backend_ops *op = d.t->ops;
+    ampx_status rc;
+    if (!strcmp(opname, "unscale_check")) {
+        ampx_unscale_check_args a = {.size = sizeof a, .grads = grads, .flags = FL, .scalars = S};
+        rc                        = op->unscale_check(d.ctx, &a);
+    } else if (!strncmp(opname, "grad_stats", 10)) {
+        ampx_grad_stats_args a = {sizeof a, AMPX_F16, grads, ST, CN, NC};
+        rc                     = op->grad_stats(d.ctx, &a);
+    } else {
+        ampx_amp_pass_args a = {.size       = sizeof a,
+                                .grads      = grads,
+                                .flags      = FL,
+                                .scalars    = S,
+                                .sq_sum     = SQ,
+                                .targets    = targets,
+                                .stats      = ST,
+                                .counts     = CN,
+                                .nan_counts = NC};
+        rc                   = op->amp_pass(d.ctx, &a);
+    }
+    cr_assert_eq(rc, AMPX_OK, "%s %s: %s", isa_opt, opname, ampx_backend_last_error(d.be));
+    size_t total = sizeof sc + sizeof zeros;
+    for (int t = 0; t < NT; t++)
+        total += ns[t] * ampx_dtype_size(dt);
+    unsigned char *out = malloc(total), *p = out;
+    cr_assert(out);
+    for (int t = 0; t < NT; t++) {
+        size_t nb = ns[t] * ampx_dtype_size(dt);
+        cr_assert_eq(d.t->buffer_read(d.ctx, b[t], 0, p, nb), AMPX_OK);
+        p += nb;
+        d.t->buffer_free(d.ctx, b[t]);
+    }
+    cr_assert_eq(d.t->buffer_read(d.ctx, sb, 0, p, sizeof sc), AMPX_OK);
+    cr_assert_eq(d.t->buffer_read(d.ctx, ob, 0, p + sizeof sc, sizeof zeros), AMPX_OK);
+    d.t->buffer_free(d.ctx, sb);
+    d.t->buffer_free(d.ctx, ob);
+    free(src);
+    free(raw);
+    ampx_backend_close(d.be);
+    *bytes_out = total;
+    return out;
+}
+
+static void check_amp_same_bits(const char *isa_opt) {
+    static const char *const ops[] = {"unscale_check", "grad_stats",    "grad_stats_huge",
+                                      "amp_pass",      "amp_pass_huge", "amp_pass_noscale"};
+    static const ampx_dtype dts[]  = {AMPX_F32, AMPX_BF16, AMPX_F16};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t k = 0; k < 3; k++) {
+            size_t np, na;
+            unsigned char *p = amp_bits_run("isa=portable", ops[o], dts[k], &np);
+            unsigned char *a = amp_bits_run(isa_opt, ops[o], dts[k], &na);
+            cr_assert_eq(np, na);
+            size_t first = np;
+            for (size_t i = 0; i < np && first == np; i++)
+                if (p[i] != a[i]) first = i;
+            cr_expect_eq(first, np, "%s %s: portable and %s differ from byte %zu of %zu", ops[o],
+                         ampx_dtype_name(dts[k]), isa_opt, first, np);
+            free(p);
+            free(a);
+        }
+}
+
+Test(amp, avx2_same_bits_as_portable, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_amp_same_bits("isa=avx2");
+}
+
+Test(amp, avx512_same_bits_as_portable, .timeout = 120) {
+    NEED_PATH("avx512");
+    check_amp_same_bits("isa=avx512");
+}
