@@ -172,27 +172,69 @@ CPU_AVX512_INLINE __m512 act16_avx512(uint32_t act, int bwd, __m512 x, __m512 dy
 
 /* Elements i0 .. i0 + n - 1 sixteen at a time; the last n % 16 are widened into f32 and go
  * through act_avx2 (its eight lanes, then act_f/act_df), as on the AVX2 path, whose chunks
- * are the same. Returns 0 for the other activations. */
-CPU_AVX512_FN static int act_avx512(const act_job *j, uint64_t i0, uint64_t n) {
-    uint32_t act = j->act;
-    int bwd      = j->bwd;
-    if (act != AMPX_ACT_GELU && act != AMPX_ACT_SIGMOID && act != AMPX_ACT_SILU) return 0;
-    const ampx_dtype xdt = j->xdt, dydt = j->dydt, odt = j->odt;
+ * are the same. */
+CPU_AVX512_INLINE void act_avx512_body(const act_job *j, uint32_t act, int bwd, ampx_dtype xdt,
+                                       ampx_dtype dydt, ampx_dtype odt, uint64_t i0, uint64_t n) {
     uint64_t k = 0;
+    for (; k + 32 <= n; k += 32) { /* two independent vectors a step: their chains overlap */
+        __m512 x0  = cpu_avx512_ld16(j->x, xdt, i0 + k, 0xffff);
+        __m512 x1  = cpu_avx512_ld16(j->x, xdt, i0 + k + 16, 0xffff);
+        __m512 dy0 = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k, 0xffff) : x0;
+        __m512 dy1 = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k + 16, 0xffff) : x1;
+        __m512 r0 = act16_avx512(act, bwd, x0, dy0), r1 = act16_avx512(act, bwd, x1, dy1);
+        cpu_avx512_st16(j->out, odt, i0 + k, r0, 0xffff);
+        cpu_avx512_st16(j->out, odt, i0 + k + 16, r1, 0xffff);
+    }
     for (; k + 16 <= n; k += 16) {
         __m512 x  = cpu_avx512_ld16(j->x, xdt, i0 + k, 0xffff);
         __m512 dy = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k, 0xffff) : x;
         cpu_avx512_st16(j->out, odt, i0 + k, act16_avx512(act, bwd, x, dy), 0xffff);
     }
     if (k < n) {
-        float tx[16], tdy[16], to[16];
+        float tx[16], tdy[16] = {0}, to[16];
         cpu_load_f32(tx, j->x, xdt, i0 + k, n - k);
         if (bwd) cpu_load_f32(tdy, j->dy, dydt, i0 + k, n - k);
         act_avx2(j, tx, tdy, to, n - k);
         cpu_store_f32(j->out, odt, i0 + k, to, n - k);
     }
+}
+
+/* One copy of the loop per function, direction and dtype (all three tensors of one dtype);
+ * mixed dtypes take the generic copy. Returns 0 for the other activations. */
+#define ACT_AVX512_CASE(ACT, BWD)                                                                  \
+    do {                                                                                           \
+        if (xdt == AMPX_F32)                                                                       \
+            act_avx512_body(j, ACT, BWD, AMPX_F32, AMPX_F32, AMPX_F32, i0, n);                     \
+        else if (xdt == AMPX_BF16)                                                                 \
+            act_avx512_body(j, ACT, BWD, AMPX_BF16, AMPX_BF16, AMPX_BF16, i0, n);                  \
+        else                                                                                       \
+            act_avx512_body(j, ACT, BWD, AMPX_F16, AMPX_F16, AMPX_F16, i0, n);                     \
+    } while (0)
+
+CPU_AVX512_FN static int act_avx512(const act_job *j, uint64_t i0, uint64_t n) {
+    uint32_t act = j->act;
+    int bwd      = j->bwd;
+    if (act != AMPX_ACT_GELU && act != AMPX_ACT_SIGMOID && act != AMPX_ACT_SILU) return 0;
+    const ampx_dtype xdt = j->xdt;
+    if (xdt != j->odt || (bwd && xdt != j->dydt)) {
+        act_avx512_body(j, act, bwd, xdt, j->dydt, j->odt, i0, n);
+        return 1;
+    }
+    if (act == AMPX_ACT_GELU && !bwd)
+        ACT_AVX512_CASE(AMPX_ACT_GELU, 0);
+    else if (act == AMPX_ACT_GELU)
+        ACT_AVX512_CASE(AMPX_ACT_GELU, 1);
+    else if (act == AMPX_ACT_SIGMOID && !bwd)
+        ACT_AVX512_CASE(AMPX_ACT_SIGMOID, 0);
+    else if (act == AMPX_ACT_SIGMOID)
+        ACT_AVX512_CASE(AMPX_ACT_SIGMOID, 1);
+    else if (!bwd)
+        ACT_AVX512_CASE(AMPX_ACT_SILU, 0);
+    else
+        ACT_AVX512_CASE(AMPX_ACT_SILU, 1);
     return 1;
 }
+#undef ACT_AVX512_CASE
 #endif
 
 /* x, dy and out may be one and the same array (in place, or one scratch chunk): every loop
