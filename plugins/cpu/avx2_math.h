@@ -258,8 +258,11 @@ CPU_AVX512_INLINE void cpu_avx512_st16(void *base, ampx_dtype dt, uint64_t i, __
 
 /* The same for eight elements (a row's tail, and the AVX2 path's eight-lane order). */
 CPU_AVX512_INLINE __m256 cpu_avx512_ld8(const void *base, ampx_dtype dt, uint64_t i, __mmask8 m) {
-    if (dt == AMPX_F32) return _mm256_maskz_loadu_ps(m, (const float *)base + i);
-    __m128i h = _mm_maskz_loadu_epi16(m, (const uint16_t *)base + i);
+    if (dt == AMPX_F32)
+        return m == 0xff ? _mm256_loadu_ps((const float *)base + i)
+                         : _mm256_maskz_loadu_ps(m, (const float *)base + i);
+    const uint16_t *p = (const uint16_t *)base + i;
+    __m128i h = m == 0xff ? _mm_loadu_si128((const __m128i *)p) : _mm_maskz_loadu_epi16(m, p);
     return dt == AMPX_BF16 ? cpu_avx2_bf16_to_ps(h) : cpu_avx2_f16_to_ps(h);
 }
 CPU_AVX512_INLINE void cpu_avx512_st8(void *base, ampx_dtype dt, uint64_t i, __m256 v, __mmask8 m) {

@@ -43,27 +43,72 @@ typedef struct ln_job {
 
 #include "avx2_math.h"
 
+/* The double sums of a row take its eight-element groups in four interleaved sets (group g
+ * into set g % 4, each set a vector of eight lanes), combined as (S0 + S1) + (S2 + S3) and
+ * then across lanes in a fixed order: four independent chains of additions instead of one,
+ * the same order on the AVX2 and AVX-512 paths (so the same bits). LN_SETS(BODY) runs BODY
+ * with k = 0 .. 3 on full groups of 32 elements, then with k = 0, 1, ... on the rest, the
+ * last group partial (BODY reads the group at c, m = min(8, n - c) of its lanes). */
+#define LN_SETS(n, ...)                                                                            \
+    do {                                                                                           \
+        uint64_t c = 0, m = 8;                                                                     \
+        for (; c + 32 <= (n); c += 32) {                                                           \
+            const uint64_t c0 = c;                                                                 \
+            LN_SET_(0, __VA_ARGS__);                                                               \
+            c = c0 + 8;                                                                            \
+            LN_SET_(1, __VA_ARGS__);                                                               \
+            c = c0 + 16;                                                                           \
+            LN_SET_(2, __VA_ARGS__);                                                               \
+            c = c0 + 24;                                                                           \
+            LN_SET_(3, __VA_ARGS__);                                                               \
+            c = c0;                                                                                \
+        }                                                                                          \
+        for (int k_ = 0; k_ < 4 && c < (n); k_++, c += 8) {                                        \
+            m = (n)-c < 8 ? (n)-c : 8;                                                             \
+            if (k_ == 0) LN_SET_(0, __VA_ARGS__);                                                  \
+            if (k_ == 1) LN_SET_(1, __VA_ARGS__);                                                  \
+            if (k_ == 2) LN_SET_(2, __VA_ARGS__);                                                  \
+            if (k_ == 3) LN_SET_(3, __VA_ARGS__);                                                  \
+        }                                                                                          \
+        (void)m;                                                                                   \
+    } while (0)
+#define LN_SET_(K, ...)                                                                            \
+    do {                                                                                           \
+        const int k = K;                                                                           \
+        __VA_ARGS__                                                                                \
+    } while (0)
+
+/* (S0 + S1) + (S2 + S3) of four-lane halves a[] and b[], then across the eight lanes. */
+CPU_AVX2_FN static inline __attribute__((always_inline)) double ln_fold_avx2(const __m256d *a,
+                                                                             const __m256d *b) {
+    __m256d sa = _mm256_add_pd(_mm256_add_pd(a[0], a[1]), _mm256_add_pd(a[2], a[3]));
+    __m256d sb = _mm256_add_pd(_mm256_add_pd(b[0], b[1]), _mm256_add_pd(b[2], b[3]));
+    return cpu_avx2_hsum_pd(_mm256_add_pd(sa, sb));
+}
+
 CPU_AVX2_FN static void ln_stats_avx2(const float *x, uint64_t n, double *mean_out,
                                       double *var_out) {
     const float k0   = x[0];
     const __m256 vk  = _mm256_set1_ps(k0);
     const __m256d kd = _mm256_set1_pd((double)k0);
-    __m256d s1a = _mm256_setzero_pd(), s1b = s1a, s2a = s1a, s2b = s1a;
-    for (uint64_t c = 0; c < n; c += 8) {
+    __m256d s1a[4], s1b[4], s2a[4], s2b[4];
+    for (int k = 0; k < 4; k++)
+        s1a[k] = s1b[k] = s2a[k] = s2b[k] = _mm256_setzero_pd();
+    LN_SETS(n, {
         __m256 v;
-        if (c + 8 <= n) {
+        if (m == 8) {
             v = _mm256_loadu_ps(x + c);
         } else { /* masked lanes read as K: d = 0 */
-            __m256i k = cpu_avx2_first_lanes(n - c);
-            v         = _mm256_blendv_ps(vk, _mm256_maskload_ps(x + c, k), _mm256_castsi256_ps(k));
+            __m256i msk = cpu_avx2_first_lanes(m);
+            v = _mm256_blendv_ps(vk, _mm256_maskload_ps(x + c, msk), _mm256_castsi256_ps(msk));
         }
         __m256d da = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), kd);
         __m256d db = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), kd);
-        s1a = _mm256_add_pd(s1a, da), s1b = _mm256_add_pd(s1b, db);
-        s2a = _mm256_fmadd_pd(da, da, s2a), s2b = _mm256_fmadd_pd(db, db, s2b);
-    }
-    double s1  = cpu_avx2_hsum_pd(_mm256_add_pd(s1a, s1b));
-    double s2  = cpu_avx2_hsum_pd(_mm256_add_pd(s2a, s2b));
+        s1a[k] = _mm256_add_pd(s1a[k], da), s1b[k] = _mm256_add_pd(s1b[k], db);
+        s2a[k] = _mm256_fmadd_pd(da, da, s2a[k]), s2b[k] = _mm256_fmadd_pd(db, db, s2b[k]);
+    });
+    double s1  = ln_fold_avx2(s1a, s1b);
+    double s2  = ln_fold_avx2(s2a, s2b);
     double var = (s2 - s1 * (s1 / (double)n)) / (double)n;
     *mean_out  = (double)k0 + s1 / (double)n;
     *var_out   = var > 0.0 ? var : (var == var ? 0.0 : var); /* NaN stays NaN */
@@ -91,17 +136,18 @@ CPU_AVX2_FN static void ln_norm_avx2(const float *x, float *y, uint64_t n, doubl
 CPU_AVX2_FN static void ln_bwd_avx2(const float *x, const float *dy, float *dx, const float *gamma,
                                     uint64_t n, float mean, float rstd) {
     const __m256 vm = _mm256_set1_ps(mean), rs = _mm256_set1_ps(rstd), one = _mm256_set1_ps(1.0f);
-    __m256d ga = _mm256_setzero_pd(), gb = ga, gxa = ga, gxb = ga;
-    for (uint64_t c = 0; c < n; c += 8) {
-        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, n - c), vm), rs);
-        __m256 g    = _mm256_mul_ps(cpu_avx2_load_n(dy + c, n - c),
-                                 gamma ? cpu_avx2_load_n(gamma + c, n - c) : one);
-        cpu_avx2_acc_pd(&ga, &gb, g); /* masked lanes are 0 */
-        cpu_avx2_acc_pd(&gxa, &gxb, _mm256_mul_ps(g, xhat));
-    }
-    const __m256 mg = _mm256_set1_ps((float)(cpu_avx2_hsum_pd(_mm256_add_pd(ga, gb)) / (double)n));
-    const __m256 mgx =
-        _mm256_set1_ps((float)(cpu_avx2_hsum_pd(_mm256_add_pd(gxa, gxb)) / (double)n));
+    __m256d ga[4], gb[4], gxa[4], gxb[4];
+    for (int k = 0; k < 4; k++)
+        ga[k] = gb[k] = gxa[k] = gxb[k] = _mm256_setzero_pd();
+    LN_SETS(n, {
+        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, m), vm), rs);
+        __m256 g =
+            _mm256_mul_ps(cpu_avx2_load_n(dy + c, m), gamma ? cpu_avx2_load_n(gamma + c, m) : one);
+        cpu_avx2_acc_pd(&ga[k], &gb[k], g); /* masked lanes are 0 */
+        cpu_avx2_acc_pd(&gxa[k], &gxb[k], _mm256_mul_ps(g, xhat));
+    });
+    const __m256 mg  = _mm256_set1_ps((float)(ln_fold_avx2(ga, gb) / (double)n));
+    const __m256 mgx = _mm256_set1_ps((float)(ln_fold_avx2(gxa, gxb) / (double)n));
     for (uint64_t c = 0; c < n; c += 8) {
         __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, n - c), vm), rs);
         __m256 g    = _mm256_mul_ps(cpu_avx2_load_n(dy + c, n - c),
@@ -119,29 +165,31 @@ CPU_AVX2_FN static void ln_bwd_avx2(const float *x, const float *dy, float *dx, 
 // so the statistics, outputs and gradients are the AVX2 path's bits (tested in
 // tests/cpu_isa).
 
-/* ln_stats_avx2 of elements off .. off + n - 1 of x (dtype dt), n >= 1. */
+/* (S0 + S1) + (S2 + S3) of the four sets, then across the eight lanes as ln_fold_avx2. */
+CPU_AVX512_INLINE double ln_fold_avx512(const __m512d *s) {
+    __m512d t = _mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3]));
+    return cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(t), cpu_avx512_hi4d(t)));
+}
+
+/* ln_stats_avx2 of elements off .. off + n - 1 of x (dtype dt), n >= 1: a group of eight is
+ * one zmm of doubles (the AVX2 path's two vectors of four). */
 CPU_AVX512_FN static void ln_stats_avx512(const void *x, ampx_dtype dt, uint64_t off, uint64_t n,
                                           double *mean_out, double *var_out) {
     const float k0   = cpu_ld(x, dt, off);
     const __m256 vk  = _mm256_set1_ps(k0);
     const __m512d kd = _mm512_set1_pd((double)k0);
-    __m512d s1 = _mm512_setzero_pd(), s2 = s1;
-    uint64_t c = 0;
-    for (; c + 16 <= n; c += 16) {
-        __m512 v   = cpu_avx512_ld16(x, dt, off + c, 0xffff);
-        __m512d da = _mm512_sub_pd(_mm512_cvtps_pd(cpu_avx512_lo8(v)), kd);
-        __m512d db = _mm512_sub_pd(_mm512_cvtps_pd(cpu_avx512_hi8(v)), kd);
-        s1 = _mm512_add_pd(s1, da), s2 = _mm512_fmadd_pd(da, da, s2);
-        s1 = _mm512_add_pd(s1, db), s2 = _mm512_fmadd_pd(db, db, s2);
-    }
-    for (; c < n; c += 8) { /* masked lanes read as K: d = 0 */
-        __mmask8 k = cpu_avx512_mask8(n - c);
-        __m512d d  = _mm512_sub_pd(
-             _mm512_cvtps_pd(_mm256_mask_blend_ps(k, vk, cpu_avx512_ld8(x, dt, off + c, k))), kd);
-        s1 = _mm512_add_pd(s1, d), s2 = _mm512_fmadd_pd(d, d, s2);
-    }
-    double t1  = cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(s1), cpu_avx512_hi4d(s1)));
-    double t2  = cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(s2), cpu_avx512_hi4d(s2)));
+    __m512d s1[4], s2[4];
+    for (int k = 0; k < 4; k++)
+        s1[k] = s2[k] = _mm512_setzero_pd();
+    LN_SETS(n, { /* masked lanes read as K: d = 0 */
+                 __mmask8 msk = cpu_avx512_mask8(m);
+                 __m512d d    = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_mask_blend_ps(
+                                                  msk, vk, cpu_avx512_ld8(x, dt, off + c, msk))),
+                                              kd);
+                 s1[k] = _mm512_add_pd(s1[k], d), s2[k] = _mm512_fmadd_pd(d, d, s2[k]);
+    });
+    double t1  = ln_fold_avx512(s1);
+    double t2  = ln_fold_avx512(s2);
     double var = (t2 - t1 * (t1 / (double)n)) / (double)n;
     *mean_out  = (double)k0 + t1 / (double)n;
     *var_out   = var > 0.0 ? var : (var == var ? 0.0 : var); /* NaN stays NaN */
@@ -171,36 +219,23 @@ CPU_AVX512_FN static void ln_bwd_avx512(const ln_job *j, uint64_t off, uint64_t 
     const ampx_dtype xdt = j->a.x.dtype, dydt = j->a.dy.dtype, odt = j->a.y_or_dx.dtype;
     const float *gamma = j->gamma;
     const __m512 vm = _mm512_set1_ps(mean), rs = _mm512_set1_ps(rstd), one = _mm512_set1_ps(1.0f);
-    __m512d sg = _mm512_setzero_pd(), sgx = sg;
-    uint64_t c = 0;
-    for (; c + 16 <= n; c += 16) {
-        __m512 xhat =
-            _mm512_mul_ps(_mm512_sub_ps(cpu_avx512_ld16(j->x, xdt, off + c, 0xffff), vm), rs);
-        __m512 g  = _mm512_mul_ps(cpu_avx512_ld16(j->dy, dydt, off + c, 0xffff),
-                                 gamma ? _mm512_loadu_ps(gamma + c) : one);
-        __m512 gx = _mm512_mul_ps(g, xhat);
-        sg        = _mm512_add_pd(sg, _mm512_cvtps_pd(cpu_avx512_lo8(g)));
-        sgx       = _mm512_add_pd(sgx, _mm512_cvtps_pd(cpu_avx512_lo8(gx)));
-        sg        = _mm512_add_pd(sg, _mm512_cvtps_pd(cpu_avx512_hi8(g)));
-        sgx       = _mm512_add_pd(sgx, _mm512_cvtps_pd(cpu_avx512_hi8(gx)));
-    }
-    const __m256 vm8 = _mm256_set1_ps(mean), rs8 = _mm256_set1_ps(rstd);
-    for (; c < n; c += 8) { /* masked lanes: g = 0 */
-        __mmask8 k  = cpu_avx512_mask8(n - c);
-        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx512_ld8(j->x, xdt, off + c, k), vm8), rs8);
-        __m256 g =
-            _mm256_mul_ps(cpu_avx512_ld8(j->dy, dydt, off + c, k),
-                          gamma ? _mm256_maskz_loadu_ps(k, gamma + c) : _mm256_set1_ps(1.0f));
-        sg  = _mm512_add_pd(sg, _mm512_cvtps_pd(g));
-        sgx = _mm512_add_pd(sgx, _mm512_cvtps_pd(_mm256_mul_ps(g, xhat)));
-    }
-    const __m512 mg = _mm512_set1_ps(
-        (float)(cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(sg), cpu_avx512_hi4d(sg))) /
-                (double)n));
-    const __m512 mgx = _mm512_set1_ps(
-        (float)(cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(sgx), cpu_avx512_hi4d(sgx))) /
-                (double)n));
-    for (c = 0; c < n; c += 16) {
+    __m512d sg[4], sgx[4];
+    for (int k = 0; k < 4; k++)
+        sg[k] = sgx[k] = _mm512_setzero_pd();
+    const __m256 vm8 = _mm256_set1_ps(mean), rs8 = _mm256_set1_ps(rstd),
+                 one8 = _mm256_set1_ps(1.0f);
+    LN_SETS(n, { /* masked lanes: g = 0 */
+                 __mmask8 msk = cpu_avx512_mask8(m);
+                 __m256 xhat  = _mm256_mul_ps(
+                      _mm256_sub_ps(cpu_avx512_ld8(j->x, xdt, off + c, msk), vm8), rs8);
+                 __m256 g = _mm256_mul_ps(cpu_avx512_ld8(j->dy, dydt, off + c, msk),
+                                          gamma ? _mm256_maskz_loadu_ps(msk, gamma + c) : one8);
+                 sg[k]    = _mm512_add_pd(sg[k], _mm512_cvtps_pd(g));
+                 sgx[k]   = _mm512_add_pd(sgx[k], _mm512_cvtps_pd(_mm256_mul_ps(g, xhat)));
+    });
+    const __m512 mg  = _mm512_set1_ps((float)(ln_fold_avx512(sg) / (double)n));
+    const __m512 mgx = _mm512_set1_ps((float)(ln_fold_avx512(sgx) / (double)n));
+    for (uint64_t c = 0; c < n; c += 16) {
         __mmask16 m = cpu_avx512_mask16(n - c);
         __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(cpu_avx512_ld16(j->x, xdt, off + c, m), vm), rs);
         __m512 g    = _mm512_mul_ps(cpu_avx512_ld16(j->dy, dydt, off + c, m),
