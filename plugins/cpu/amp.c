@@ -311,21 +311,20 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
 #undef AMP_FLUSH8
 
 /* The statistics of sixteen values (AMP_STATS8 of both halves): zmm fs and fq are the AVX2
- * path's fsa and fsb (lanes 0-7 and 8-15), the counts add 1 per true lane. */
-#define AMP_STATS16(v, fs, fq)                                                                      \
-    do {                                                                                            \
-        __m512 av_     = _mm512_and_ps(v, abs_mask);                                                \
-        __mmask16 fin_ = _mm512_cmp_ps_mask(av_, inf, _CMP_LT_OQ); /* false for inf and NaN */      \
-        __m512 vf_     = _mm512_maskz_mov_ps(fin_, v);             /* non-finite lanes become 0 */  \
-        vmax           = _mm512_max_ps(vmax, _mm512_maskz_mov_ps(fin_, av_));                       \
-        c_fin          = _mm512_mask_add_epi32(c_fin, fin_, c_fin, one);                            \
-        c_zero =                                                                                    \
-            _mm512_mask_add_epi32(c_zero, _mm512_cmp_ps_mask(v, zero, _CMP_EQ_OQ), c_zero, one);    \
-        c_below = _mm512_mask_add_epi32(c_below, _mm512_cmp_ps_mask(av_, vtiny, _CMP_LT_OQ),        \
-                                        c_below, one);                                              \
-        c_nan   = _mm512_mask_add_epi32(c_nan, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), c_nan, one); \
-        fs      = _mm512_add_ps(fs, vf_);                                                           \
-        fq      = _mm512_fmadd_ps(vf_, vf_, fq);                                                    \
+ * path's fsa and fsb (lanes 0-7 and 8-15); the counts are popcounts of the compare masks,
+ * added in scalar registers (off the vector pipes). */
+#define AMP_STATS16(v, fs, fq)                                                                     \
+    do {                                                                                           \
+        __m512 av_     = _mm512_and_ps(v, abs_mask);                                               \
+        __mmask16 fin_ = _mm512_cmp_ps_mask(av_, inf, _CMP_LT_OQ); /* false for inf and NaN */     \
+        __m512 vf_     = _mm512_maskz_mov_ps(fin_, v);             /* non-finite lanes become 0 */ \
+        vmax           = _mm512_max_ps(vmax, _mm512_maskz_mov_ps(fin_, av_));                      \
+        n_fin += (uint64_t)__builtin_popcount(fin_);                                               \
+        n_zero += (uint64_t)__builtin_popcount(_mm512_cmp_ps_mask(v, zero, _CMP_EQ_OQ));           \
+        n_below += (uint64_t)__builtin_popcount(_mm512_cmp_ps_mask(av_, vtiny, _CMP_LT_OQ));       \
+        n_nan += (uint64_t)__builtin_popcount(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q));             \
+        fs = _mm512_add_ps(fs, vf_);                                                               \
+        fq = _mm512_fmadd_ps(vf_, vf_, fq);                                                        \
     } while (0)
 
 /* The f32 block sums of sixteen lanes added to their double lanes: lanes 0-7 to a (the AVX2
@@ -352,11 +351,10 @@ CPU_AVX512_INLINE void span_avx512_body(void *g, const ampx_dtype dt, uint64_t i
     const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     const __m512 inf = _mm512_set1_ps(__builtin_inff()), vtiny = _mm512_set1_ps(tiny);
     const __m512 vinv = _mm512_set1_ps(inv), zero = _mm512_setzero_ps();
-    const __m512i one = _mm512_set1_epi32(1);
     const int chk_own = chk && !sq;
     __m512 vmax       = zero;
     __mmask16 bad     = 0;
-    __m512i c_fin = _mm512_setzero_si512(), c_zero = c_fin, c_below = c_fin, c_nan = c_fin;
+    uint64_t n_fin = 0, n_zero = 0, n_below = 0, n_nan = 0;
     __m512d ea = _mm512_setzero_pd(), eb = ea, sa = ea, sb = ea, qa = ea, qb = ea;
     uint64_t n16 = n & ~(uint64_t)15;
     for (uint64_t b0 = 0; b0 < n16; b0 += AMP_SQ_BLOCK) {
@@ -411,13 +409,11 @@ CPU_AVX512_INLINE void span_avx512_body(void *g, const ampx_dtype dt, uint64_t i
         p->sumsq += AMP_FOLD16(qa, qb);
         float ml = _mm512_reduce_max_ps(vmax);
         if (ml > p->max_abs) p->max_abs = ml;
-        uint64_t finite = (uint32_t)_mm512_reduce_add_epi32(c_fin);
-        uint64_t zeros  = (uint32_t)_mm512_reduce_add_epi32(c_zero);
-        p->finite += finite;
-        p->zeros += zeros;
-        p->tiny += (uint32_t)_mm512_reduce_add_epi32(c_below) - zeros;
-        p->nonfinite += n16 - finite;
-        p->nan += (uint32_t)_mm512_reduce_add_epi32(c_nan);
+        p->finite += n_fin;
+        p->zeros += n_zero;
+        p->tiny += n_below - n_zero;
+        p->nonfinite += n16 - n_fin;
+        p->nan += n_nan;
     }
     if (sq) {
         double e = AMP_FOLD16(ea, eb);
