@@ -43,49 +43,9 @@ typedef struct ln_job {
 
 #include "avx2_math.h"
 
-/* The double sums of a row take its eight-element groups in four interleaved sets (group g
- * into set g % 4, each set a vector of eight lanes), combined as (S0 + S1) + (S2 + S3) and
- * then across lanes in a fixed order: four independent chains of additions instead of one,
- * the same order on the AVX2 and AVX-512 paths (so the same bits). LN_SETS(BODY) runs BODY
- * with k = 0 .. 3 on full groups of 32 elements, then with k = 0, 1, ... on the rest, the
- * last group partial (BODY reads the group at c, m = min(8, n - c) of its lanes). */
-#define LN_SETS(n, ...)                                                                            \
-    do {                                                                                           \
-        uint64_t c = 0, m = 8;                                                                     \
-        for (; c + 32 <= (n); c += 32) {                                                           \
-            const uint64_t c0 = c;                                                                 \
-            LN_SET_(0, __VA_ARGS__);                                                               \
-            c = c0 + 8;                                                                            \
-            LN_SET_(1, __VA_ARGS__);                                                               \
-            c = c0 + 16;                                                                           \
-            LN_SET_(2, __VA_ARGS__);                                                               \
-            c = c0 + 24;                                                                           \
-            LN_SET_(3, __VA_ARGS__);                                                               \
-            c = c0;                                                                                \
-        }                                                                                          \
-        for (int k_ = 0; k_ < 4 && c < (n); k_++, c += 8) {                                        \
-            m = (n)-c < 8 ? (n)-c : 8;                                                             \
-            if (k_ == 0) LN_SET_(0, __VA_ARGS__);                                                  \
-            if (k_ == 1) LN_SET_(1, __VA_ARGS__);                                                  \
-            if (k_ == 2) LN_SET_(2, __VA_ARGS__);                                                  \
-            if (k_ == 3) LN_SET_(3, __VA_ARGS__);                                                  \
-        }                                                                                          \
-        (void)m;                                                                                   \
-    } while (0)
-#define LN_SET_(K, ...)                                                                            \
-    do {                                                                                           \
-        const int k = K;                                                                           \
-        __VA_ARGS__                                                                                \
-    } while (0)
-
-/* (S0 + S1) + (S2 + S3) of four-lane halves a[] and b[], then across the eight lanes. */
-CPU_AVX2_FN static inline __attribute__((always_inline)) double ln_fold_avx2(const __m256d *a,
-                                                                             const __m256d *b) {
-    __m256d sa = _mm256_add_pd(_mm256_add_pd(a[0], a[1]), _mm256_add_pd(a[2], a[3]));
-    __m256d sb = _mm256_add_pd(_mm256_add_pd(b[0], b[1]), _mm256_add_pd(b[2], b[3]));
-    return cpu_avx2_hsum_pd(_mm256_add_pd(sa, sb));
-}
-
+/* The double sums of a row take its eight-element groups in four interleaved sets
+ * (CPU_SETS4 in avx2_math.h): four independent chains of additions instead of one, the same
+ * order on the AVX2 and AVX-512 paths (so the same bits). */
 CPU_AVX2_FN static void ln_stats_avx2(const float *x, uint64_t n, double *mean_out,
                                       double *var_out) {
     const float k0   = x[0];
@@ -94,7 +54,7 @@ CPU_AVX2_FN static void ln_stats_avx2(const float *x, uint64_t n, double *mean_o
     __m256d s1a[4], s1b[4], s2a[4], s2b[4];
     for (int k = 0; k < 4; k++)
         s1a[k] = s1b[k] = s2a[k] = s2b[k] = _mm256_setzero_pd();
-    LN_SETS(n, {
+    CPU_SETS4(n, {
         __m256 v;
         if (m == 8) {
             v = _mm256_loadu_ps(x + c);
@@ -107,8 +67,8 @@ CPU_AVX2_FN static void ln_stats_avx2(const float *x, uint64_t n, double *mean_o
         s1a[k] = _mm256_add_pd(s1a[k], da), s1b[k] = _mm256_add_pd(s1b[k], db);
         s2a[k] = _mm256_fmadd_pd(da, da, s2a[k]), s2b[k] = _mm256_fmadd_pd(db, db, s2b[k]);
     });
-    double s1  = ln_fold_avx2(s1a, s1b);
-    double s2  = ln_fold_avx2(s2a, s2b);
+    double s1  = cpu_avx2_sets4_pd(s1a, s1b);
+    double s2  = cpu_avx2_sets4_pd(s2a, s2b);
     double var = (s2 - s1 * (s1 / (double)n)) / (double)n;
     *mean_out  = (double)k0 + s1 / (double)n;
     *var_out   = var > 0.0 ? var : (var == var ? 0.0 : var); /* NaN stays NaN */
@@ -139,15 +99,15 @@ CPU_AVX2_FN static void ln_bwd_avx2(const float *x, const float *dy, float *dx, 
     __m256d ga[4], gb[4], gxa[4], gxb[4];
     for (int k = 0; k < 4; k++)
         ga[k] = gb[k] = gxa[k] = gxb[k] = _mm256_setzero_pd();
-    LN_SETS(n, {
+    CPU_SETS4(n, {
         __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, m), vm), rs);
         __m256 g =
             _mm256_mul_ps(cpu_avx2_load_n(dy + c, m), gamma ? cpu_avx2_load_n(gamma + c, m) : one);
         cpu_avx2_acc_pd(&ga[k], &gb[k], g); /* masked lanes are 0 */
         cpu_avx2_acc_pd(&gxa[k], &gxb[k], _mm256_mul_ps(g, xhat));
     });
-    const __m256 mg  = _mm256_set1_ps((float)(ln_fold_avx2(ga, gb) / (double)n));
-    const __m256 mgx = _mm256_set1_ps((float)(ln_fold_avx2(gxa, gxb) / (double)n));
+    const __m256 mg  = _mm256_set1_ps((float)(cpu_avx2_sets4_pd(ga, gb) / (double)n));
+    const __m256 mgx = _mm256_set1_ps((float)(cpu_avx2_sets4_pd(gxa, gxb) / (double)n));
     for (uint64_t c = 0; c < n; c += 8) {
         __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, n - c), vm), rs);
         __m256 g    = _mm256_mul_ps(cpu_avx2_load_n(dy + c, n - c),
@@ -165,12 +125,6 @@ CPU_AVX2_FN static void ln_bwd_avx2(const float *x, const float *dy, float *dx, 
 // so the statistics, outputs and gradients are the AVX2 path's bits (tested in
 // tests/cpu_isa).
 
-/* (S0 + S1) + (S2 + S3) of the four sets, then across the eight lanes as ln_fold_avx2. */
-CPU_AVX512_INLINE double ln_fold_avx512(const __m512d *s) {
-    __m512d t = _mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3]));
-    return cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(t), cpu_avx512_hi4d(t)));
-}
-
 /* ln_stats_avx2 of elements off .. off + n - 1 of x (dtype dt), n >= 1: a group of eight is
  * one zmm of doubles (the AVX2 path's two vectors of four). */
 CPU_AVX512_FN static void ln_stats_avx512(const void *x, ampx_dtype dt, uint64_t off, uint64_t n,
@@ -181,15 +135,15 @@ CPU_AVX512_FN static void ln_stats_avx512(const void *x, ampx_dtype dt, uint64_t
     __m512d s1[4], s2[4];
     for (int k = 0; k < 4; k++)
         s1[k] = s2[k] = _mm512_setzero_pd();
-    LN_SETS(n, { /* masked lanes read as K: d = 0 */
-                 __mmask8 msk = cpu_avx512_mask8(m);
-                 __m512d d    = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_mask_blend_ps(
-                                                  msk, vk, cpu_avx512_ld8(x, dt, off + c, msk))),
-                                              kd);
-                 s1[k] = _mm512_add_pd(s1[k], d), s2[k] = _mm512_fmadd_pd(d, d, s2[k]);
+    CPU_SETS4(n, { /* masked lanes read as K: d = 0 */
+                   __mmask8 msk = cpu_avx512_mask8(m);
+                   __m512d d    = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_mask_blend_ps(
+                                                    msk, vk, cpu_avx512_ld8(x, dt, off + c, msk))),
+                                                kd);
+                   s1[k] = _mm512_add_pd(s1[k], d), s2[k] = _mm512_fmadd_pd(d, d, s2[k]);
     });
-    double t1  = ln_fold_avx512(s1);
-    double t2  = ln_fold_avx512(s2);
+    double t1  = cpu_avx512_sets4_pd(s1);
+    double t2  = cpu_avx512_sets4_pd(s2);
     double var = (t2 - t1 * (t1 / (double)n)) / (double)n;
     *mean_out  = (double)k0 + t1 / (double)n;
     *var_out   = var > 0.0 ? var : (var == var ? 0.0 : var); /* NaN stays NaN */
@@ -224,17 +178,17 @@ CPU_AVX512_FN static void ln_bwd_avx512(const ln_job *j, uint64_t off, uint64_t 
         sg[k] = sgx[k] = _mm512_setzero_pd();
     const __m256 vm8 = _mm256_set1_ps(mean), rs8 = _mm256_set1_ps(rstd),
                  one8 = _mm256_set1_ps(1.0f);
-    LN_SETS(n, { /* masked lanes: g = 0 */
-                 __mmask8 msk = cpu_avx512_mask8(m);
-                 __m256 xhat  = _mm256_mul_ps(
-                      _mm256_sub_ps(cpu_avx512_ld8(j->x, xdt, off + c, msk), vm8), rs8);
-                 __m256 g = _mm256_mul_ps(cpu_avx512_ld8(j->dy, dydt, off + c, msk),
-                                          gamma ? _mm256_maskz_loadu_ps(msk, gamma + c) : one8);
-                 sg[k]    = _mm512_add_pd(sg[k], _mm512_cvtps_pd(g));
-                 sgx[k]   = _mm512_add_pd(sgx[k], _mm512_cvtps_pd(_mm256_mul_ps(g, xhat)));
+    CPU_SETS4(n, { /* masked lanes: g = 0 */
+                   __mmask8 msk = cpu_avx512_mask8(m);
+                   __m256 xhat  = _mm256_mul_ps(
+                        _mm256_sub_ps(cpu_avx512_ld8(j->x, xdt, off + c, msk), vm8), rs8);
+                   __m256 g = _mm256_mul_ps(cpu_avx512_ld8(j->dy, dydt, off + c, msk),
+                                            gamma ? _mm256_maskz_loadu_ps(msk, gamma + c) : one8);
+                   sg[k]    = _mm512_add_pd(sg[k], _mm512_cvtps_pd(g));
+                   sgx[k]   = _mm512_add_pd(sgx[k], _mm512_cvtps_pd(_mm256_mul_ps(g, xhat)));
     });
-    const __m512 mg  = _mm512_set1_ps((float)(ln_fold_avx512(sg) / (double)n));
-    const __m512 mgx = _mm512_set1_ps((float)(ln_fold_avx512(sgx) / (double)n));
+    const __m512 mg  = _mm512_set1_ps((float)(cpu_avx512_sets4_pd(sg) / (double)n));
+    const __m512 mgx = _mm512_set1_ps((float)(cpu_avx512_sets4_pd(sgx) / (double)n));
     for (uint64_t c = 0; c < n; c += 16) {
         __mmask16 m = cpu_avx512_mask16(n - c);
         __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(cpu_avx512_ld16(j->x, xdt, off + c, m), vm), rs);

@@ -205,27 +205,23 @@ CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r, f
     const float *dy = cpu_in_f32(ws + cols, j->dy, a->dy.dtype, r * cols, cols);
     float *dx       = cpu_out_f32(ws, j->out, a->y_or_dx.dtype, r * cols);
     int log_        = (int)a->log;
-    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
-    uint64_t c = 0;
-    for (; c < cnt; c += 8) {
-        __m256 vd, vy;
-        if (c + 8 <= cnt) {
-            vd = _mm256_loadu_ps(dy + c), vy = _mm256_loadu_ps(y + c);
-        } else {
-            __m256i msk = cpu_avx2_first_lanes(cnt - c);
-            vd = _mm256_maskload_ps(dy + c, msk), vy = _mm256_maskload_ps(y + c, msk);
-        }
+    __m256d lo[4], hi[4]; /* CPU_SETS4: four independent chains */
+    for (int k = 0; k < 4; k++)
+        lo[k] = hi[k] = _mm256_setzero_pd();
+    CPU_SETS4(cnt, {
+        __m256 vd = cpu_avx2_load_n(dy + c, m), vy = cpu_avx2_load_n(y + c, m);
         if (log_) {
-            cpu_avx2_acc_pd(&lo, &hi, vd);
+            cpu_avx2_acc_pd(&lo[k], &hi[k], vd);
         } else {
-            lo = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(vd)),
-                                 _mm256_cvtps_pd(_mm256_castps256_ps128(vy)), lo);
-            hi = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(vd, 1)),
-                                 _mm256_cvtps_pd(_mm256_extractf128_ps(vy, 1)), hi);
+            lo[k] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(vd)),
+                                    _mm256_cvtps_pd(_mm256_castps256_ps128(vy)), lo[k]);
+            hi[k] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(vd, 1)),
+                                    _mm256_cvtps_pd(_mm256_extractf128_ps(vy, 1)), hi[k]);
         }
-    }
-    const __m256 s  = _mm256_set1_ps((float)cpu_avx2_hsum_pd(_mm256_add_pd(lo, hi)));
+    });
+    const __m256 s  = _mm256_set1_ps((float)cpu_avx2_sets4_pd(lo, hi));
     const __m256 vs = _mm256_set1_ps(a->scale);
+    uint64_t c;
     for (c = 0; c < cnt; c += 8) {
         __m256 vd = cpu_avx2_load_n(dy + c, cnt - c), vy = cpu_avx2_load_n(y + c, cnt - c);
         __m256 v = log_ ? _mm256_mul_ps(vs, _mm256_fnmadd_ps(cpu_avx2_exp_ps(vy), s, vd))
@@ -355,33 +351,22 @@ CPU_AVX512_FN static void softmax_bwd_row_avx512(const softmax_job *j, uint64_t 
     ampx_dtype ydt = a->x_or_y.dtype, dydt = a->dy.dtype, odt = a->y_or_dx.dtype;
     uint64_t off = r * cols;
     int log_     = (int)a->log;
-    __m512d acc  = _mm512_setzero_pd();
-    uint64_t c   = 0;
-    for (; c + 16 <= cnt; c += 16) {
-        __m512 vd = cpu_avx512_ld16(j->dy, dydt, off + c, 0xffff);
-        if (log_) {
-            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(cpu_avx512_lo8(vd)));
-            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(cpu_avx512_hi8(vd)));
-        } else {
-            __m512 vy = cpu_avx512_ld16(j->in, ydt, off + c, 0xffff);
-            acc       = _mm512_fmadd_pd(_mm512_cvtps_pd(cpu_avx512_lo8(vd)),
-                                        _mm512_cvtps_pd(cpu_avx512_lo8(vy)), acc);
-            acc       = _mm512_fmadd_pd(_mm512_cvtps_pd(cpu_avx512_hi8(vd)),
-                                        _mm512_cvtps_pd(cpu_avx512_hi8(vy)), acc);
-        }
-    }
-    for (; c < cnt; c += 8) {
-        __mmask8 k = cpu_avx512_mask8(cnt - c);
-        __m256 vd  = cpu_avx512_ld8(j->dy, dydt, off + c, k);
+    __m512d acc[4]; /* CPU_SETS4: the AVX2 path's lo and hi of a set in one zmm */
+    for (int k = 0; k < 4; k++)
+        acc[k] = _mm512_setzero_pd();
+    CPU_SETS4(cnt, {
+        __mmask8 msk = cpu_avx512_mask8(m);
+        __m256 vd    = cpu_avx512_ld8(j->dy, dydt, off + c, msk);
         if (log_)
-            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(vd));
+            acc[k] = _mm512_add_pd(acc[k], _mm512_cvtps_pd(vd));
         else
-            acc = _mm512_fmadd_pd(_mm512_cvtps_pd(vd),
-                                  _mm512_cvtps_pd(cpu_avx512_ld8(j->in, ydt, off + c, k)), acc);
-    }
-    const __m512 s = _mm512_set1_ps(
-        (float)cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(acc), cpu_avx512_hi4d(acc))));
+            acc[k] =
+                _mm512_fmadd_pd(_mm512_cvtps_pd(vd),
+                                _mm512_cvtps_pd(cpu_avx512_ld8(j->in, ydt, off + c, msk)), acc[k]);
+    });
+    const __m512 s  = _mm512_set1_ps((float)cpu_avx512_sets4_pd(acc));
     const __m512 vs = _mm512_set1_ps(a->scale);
+    uint64_t c;
     for (c = 0; c < cnt; c += 16) {
         __mmask16 m = cpu_avx512_mask16(cnt - c);
         __m512 vd   = cpu_avx512_ld16(j->dy, dydt, off + c, m),
