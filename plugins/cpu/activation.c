@@ -83,11 +83,11 @@ typedef struct act_job {
  * cancels: gelu's 0.5 (1 + tanh) = s and 1 - tanh^2 = 4 s (1 - s). Where s is 0 (e = inf)
  * 1 - s is 1; where a gelu term would be 0 * inf (|x| so large that x^2 overflows while
  * s (1 - s) is 0) the term is 0, as in act_df. */
-CPU_AVX2_FN static inline __attribute__((always_inline)) void
-act8_avx2(uint32_t act, int bwd, const float *xs, const float *dys, float *out) {
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 act8_avx2(uint32_t act, int bwd,
+                                                                          __m256 x, __m256 dy) {
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     const __m256 gk = _mm256_set1_ps((float)GELU_K), gc = _mm256_set1_ps((float)GELU_C);
-    __m256 x = _mm256_loadu_ps(xs), u = x;
+    __m256 u = x;
     if (act == AMPX_ACT_GELU) /* 2u = 2 k (x + c x^3) */
         u = _mm256_mul_ps(
             _mm256_set1_ps(2.0f),
@@ -112,26 +112,50 @@ act8_avx2(uint32_t act, int bwd, const float *xs, const float *dys, float *out) 
             d  = _mm256_blendv_ps(d, zero, _mm256_cmp_ps(sq, zero, _CMP_EQ_OQ));
             df = _mm256_add_ps(s, d);
         }
-        r = _mm256_mul_ps(_mm256_loadu_ps(dys), df);
+        r = _mm256_mul_ps(dy, df);
     }
-    _mm256_storeu_ps(out, r);
+    return r;
 }
 
 /* gelu, sigmoid and silu forward and backward on the AVX2 path in f32, eight lanes, with
  * cpu_avx2_exp_ps: sigmoid(x) = 1 / (1 + exp(-x)), and gelu's 0.5 (1 + tanh u) = sigmoid(2u),
  * so gelu(x) = x sigmoid(2u) with no cancellation. The last n % 8 elements go through act_f/act_df
  * (the chunking is fixed, so which elements those are does not depend on the threads).
- * Returns 0 for the other activations (the caller's loop runs). */
+ * Returns 0 for the other activations (the caller's loop runs). act_avx2 works on f32 arrays
+ * (the AVX-512 paths' tails); act_avx2_inreg on elements i0 .. i0 + n - 1 of the tensors
+ * themselves, bf16 and f16 converted in registers, with the same operations (same bits). */
 CPU_AVX2_FN static int act_avx2(const act_job *j, const float *x, const float *dy, float *out,
                                 uint64_t n) {
     uint32_t act = j->act;
     int bwd      = j->bwd;
     if (act != AMPX_ACT_GELU && act != AMPX_ACT_SIGMOID && act != AMPX_ACT_SILU) return 0;
     uint64_t k = 0;
-    for (; k + 8 <= n; k += 8)
-        act8_avx2(act, bwd, x + k, dy + k, out + k);
+    for (; k + 8 <= n; k += 8) {
+        __m256 vx = _mm256_loadu_ps(x + k);
+        _mm256_storeu_ps(out + k, act8_avx2(act, bwd, vx, bwd ? _mm256_loadu_ps(dy + k) : vx));
+    }
     for (; k < n; k++)
         out[k] = bwd ? (float)((double)dy[k] * act_df(act, x[k])) : (float)act_f(act, x[k]);
+    return 1;
+}
+
+CPU_AVX2_FN static int act_avx2_inreg(const act_job *j, uint64_t i0, uint64_t n) {
+    uint32_t act = j->act;
+    int bwd      = j->bwd;
+    if (act != AMPX_ACT_GELU && act != AMPX_ACT_SIGMOID && act != AMPX_ACT_SILU) return 0;
+    const ampx_dtype xdt = j->xdt, dydt = j->dydt, odt = j->odt;
+    uint64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 vx = cpu_avx2_ld8(j->x, xdt, i0 + k);
+        cpu_avx2_st8(j->out, odt, i0 + k,
+                     act8_avx2(act, bwd, vx, bwd ? cpu_avx2_ld8(j->dy, dydt, i0 + k) : vx));
+    }
+    for (; k < n; k++) {
+        float x = cpu_ld(j->x, xdt, i0 + k);
+        cpu_st(j->out, odt, i0 + k,
+               bwd ? (float)((double)cpu_ld(j->dy, dydt, i0 + k) * act_df(act, x))
+                   : (float)act_f(act, x));
+    }
     return 1;
 }
 #endif
@@ -246,17 +270,12 @@ CPU_INLINE void act_chunk_body(void *arg, uint64_t item, unsigned tid) {
     uint64_t n       = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
 #if CPU_HAVE_AVX2_TABLE
     if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && act_avx512(j, i0, n)) return;
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && act_avx2_inreg(j, i0, n)) return;
 #endif
     float tx[CPU_CHUNK], tdy[CPU_CHUNK];
     const float *x  = cpu_in_f32(tx, j->x, j->xdt, i0, n);
     const float *dy = j->bwd ? cpu_in_f32(tdy, j->dy, j->dydt, i0, n) : NULL;
     float *out      = cpu_out_f32(tx, j->out, j->odt, i0);
-#if CPU_HAVE_AVX2_TABLE
-    if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && act_avx2(j, x, dy, out, n)) {
-        cpu_out_f32_done(j->out, j->odt, i0, out, n);
-        return;
-    }
-#endif
     if (j->bwd && j->act == AMPX_ACT_RELU) { /* act_df inlined, without calls: vectorises */
         for (uint64_t k = 0; k < n; k++) {
             double v = x[k], d = v > 0.0 ? 1.0 : (v != v ? v : 0.0);

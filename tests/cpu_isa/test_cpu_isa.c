@@ -666,19 +666,35 @@ Test(elementwise, avx512bf16_same_bits_as_portable, .timeout = 120) {
 static const uint64_t row_shapes[][2] = {{3, 1},  {5, 7},  {4, 8},   {4, 15},   {4, 16},
                                          {3, 17}, {3, 37}, {2, 100}, {3, 1029}, {1, 20000}};
 
-/* Runs one row op on fresh data (NaN, inf and subnormals in a few rows) under isa_opt over
- * every shape and returns the bytes of every buffer afterwards. */
-static unsigned char *rows_run(const char *isa_opt, const char *opname, ampx_dtype dt,
-                               size_t *bytes_out) {
+/* Host-side conversions with dtype.h (independent of the plugin). */
+static void host_narrow(const float *src, ampx_dtype dt, void *dst, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++)
+        if (dt == AMPX_F32)
+            ((float *)dst)[i] = src[i];
+        else
+            ((uint16_t *)dst)[i] =
+                dt == AMPX_BF16 ? ampx_f32_to_bf16(src[i]) : ampx_f32_to_f16(src[i]);
+}
+
+/* Runs one row op (or activation) on fresh data (NaN, inf and subnormals in a few rows) of
+ * dtype dt under isa_opt over every shape and returns the bytes of every buffer afterwards.
+ * With via_f32 the op runs in f32 on the values of dt widened exactly, and its f32 outputs
+ * are rounded to dt on the host: what a bf16/f16 op must give when it computes in f32 and
+ * rounds each output once. */
+static unsigned char *rows_run_as(const char *isa_opt, const char *opname, ampx_dtype dt,
+                                  int via_f32, size_t *bytes_out) {
     enum { MAXN = 20000, NB = 7, ST_BYTES = 160 }; /* st: mean, rstd, labels, loss */
     dev d              = open_dev(isa_opt, NULL);
     size_t es          = ampx_dtype_size(dt);
+    ampx_dtype rdt     = via_f32 ? AMPX_F32 : dt; /* the dtype the op runs on */
+    size_t res         = ampx_dtype_size(rdt);
     size_t per         = (size_t)MAXN * (es * 3 + 4 * 4) + ST_BYTES;
     size_t nshape      = sizeof row_shapes / sizeof row_shapes[0];
     unsigned char *out = malloc(per * nshape), *p = out;
     float *src = malloc(MAXN * sizeof *src);
     void *raw  = malloc(MAXN * 4);
-    cr_assert(out && src && raw);
+    float *rd  = malloc(MAXN * 4);
+    cr_assert(out && src && raw && rd);
     for (size_t s = 0; s < nshape; s++) {
         uint64_t rows = row_shapes[s][0], cols = row_shapes[s][1], n = rows * cols;
         ampx_buffer *b[NB]; /* x, dy, y in dt; gamma, beta, dgamma, dbeta f32 */
@@ -694,11 +710,20 @@ static unsigned char *rows_run(const char *isa_opt, const char *opname, ampx_dty
                     if (h % 83 == 0) src[i] = 1e-40f;
                 }
             }
-            if (f32)
+            if (f32) {
                 memcpy(raw, src, m * 4);
-            else
-                cast_on(&d, AMPX_F32, src, dt, raw, m);
-            b[t] = upload(&d, raw, m * (f32 ? 4 : es));
+            } else {
+                host_narrow(src, dt, raw, m);
+                if (via_f32) { /* the same values, widened exactly */
+                    uint16_t *h = raw;
+                    for (uint64_t i = 0; i < m; i++)
+                        rd[i] = dt == AMPX_F32    ? src[i]
+                                : dt == AMPX_BF16 ? ampx_bf16_to_f32(h[i])
+                                                  : ampx_f16_to_f32(h[i]);
+                    memcpy(raw, rd, m * 4);
+                }
+            }
+            b[t] = upload(&d, raw, m * (f32 ? 4 : res));
         }
         static const unsigned char zeros[ST_BYTES];
         ampx_buffer *st = upload(&d, zeros, ST_BYTES); /* mean, rstd, labels, loss */
@@ -706,7 +731,7 @@ static unsigned char *rows_run(const char *isa_opt, const char *opname, ampx_dty
         for (uint64_t r = 0; r < 4; r++)
             labels[r] = r == 2 ? -100 : (int32_t)((r * 7919u + 3) % cols);
         cr_assert_eq(d.t->buffer_write(d.ctx, st, 128, labels, sizeof labels), AMPX_OK);
-        ampx_tensor X = {b[0], 0, dt}, DY = {b[1], 0, dt}, Y = {b[2], 0, dt};
+        ampx_tensor X = {b[0], 0, rdt}, DY = {b[1], 0, rdt}, Y = {b[2], 0, rdt};
         ampx_tensor G = {b[3], 0, AMPX_F32}, BE = {b[4], 0, AMPX_F32};
         ampx_tensor DG = {b[5], 0, AMPX_F32}, DB = {b[6], 0, AMPX_F32};
         ampx_tensor MEAN = {st, 0, AMPX_F32}, RSTD = {st, 64, AMPX_F32};
@@ -740,6 +765,14 @@ static unsigned char *rows_run(const char *isa_opt, const char *opname, ampx_dty
                                         .loss         = {st, 144, AMPX_F32},
                                         .dlogits      = Y};
             rc                       = op->softmax_xent(d.ctx, &a);
+        } else if (!strncmp(opname, "gelu", 4) || !strncmp(opname, "sigmoid", 7) ||
+                   !strncmp(opname, "silu", 4)) { /* NAME or NAME_bwd over the whole tensor */
+            uint32_t act    = opname[0] == 'g'                       ? AMPX_ACT_GELU
+                              : opname[1] == 'i' && opname[2] == 'g' ? AMPX_ACT_SIGMOID
+                                                                     : AMPX_ACT_SILU;
+            ampx_act_args a = {
+                .size = sizeof a, .act = act, .n = n, .x = X, .dy = DY, .y_or_dx = Y};
+            rc = strstr(opname, "_bwd") ? op->act_bwd(d.ctx, &a) : op->act_fwd(d.ctx, &a);
         } else if (!strcmp(opname, "layernorm") || !strcmp(opname, "layernorm_bwd")) {
             ampx_layernorm_args a = {.size    = sizeof a,
                                      .rows    = rows,
@@ -764,8 +797,13 @@ static unsigned char *rows_run(const char *isa_opt, const char *opname, ampx_dty
         memset(p, 0, per);
         unsigned char *q = p;
         for (int t = 0; t < NB; t++) {
-            size_t nb = (t >= 3 ? cols * 4 : n * es);
-            cr_assert_eq(d.t->buffer_read(d.ctx, b[t], 0, q, nb), AMPX_OK);
+            if (t < 3 && via_f32) { /* round the f32 results to dt on the host */
+                cr_assert_eq(d.t->buffer_read(d.ctx, b[t], 0, rd, n * 4), AMPX_OK);
+                host_narrow(rd, dt, q, n);
+            } else {
+                size_t nb = (t >= 3 ? cols * 4 : n * es);
+                cr_assert_eq(d.t->buffer_read(d.ctx, b[t], 0, q, nb), AMPX_OK);
+            }
             q += (size_t)MAXN * (t >= 3 ? 4 : es);
             d.t->buffer_free(d.ctx, b[t]);
         }
@@ -775,9 +813,15 @@ static unsigned char *rows_run(const char *isa_opt, const char *opname, ampx_dty
     }
     free(src);
     free(raw);
+    free(rd);
     ampx_backend_close(d.be);
     *bytes_out = per * nshape;
     return out;
+}
+
+static unsigned char *rows_run(const char *isa_opt, const char *opname, ampx_dtype dt,
+                               size_t *bytes_out) {
+    return rows_run_as(isa_opt, opname, dt, 0, bytes_out);
 }
 
 static void check_rows_same_bits(const char *isa_a, const char *isa_b) {
@@ -933,4 +977,43 @@ Test(amp, avx2_same_bits_as_portable, .timeout = 120) {
 Test(amp, avx512_same_bits_as_portable, .timeout = 120) {
     NEED_PATH("avx512");
     check_amp_same_bits("isa=avx512");
+}
+
+/* On every path, a bf16 or f16 row op or activation gives exactly the op in f32 on the
+ * widened values with each output rounded once by dtype.h: the in-register converters of
+ * the AVX2 and AVX-512 paths and the f32 chunks of the portable one round like dtype.h. */
+static void check_rows_as_widened(const char *isa_opt) {
+    static const char *const ops[] = {
+        "softmax",         "log_softmax", "softmax_causal", "softmax_inplace", "softmax_bwd",
+        "log_softmax_bwd", "xent",        "layernorm",      "layernorm_bwd",   "gelu",
+        "gelu_bwd",        "sigmoid",     "silu_bwd"};
+    static const ampx_dtype dts[] = {AMPX_BF16, AMPX_F16};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t k = 0; k < 2; k++) {
+            size_t na, nb;
+            unsigned char *a = rows_run_as(isa_opt, ops[o], dts[k], 0, &na);
+            unsigned char *b = rows_run_as(isa_opt, ops[o], dts[k], 1, &nb);
+            cr_assert_eq(na, nb);
+            size_t first = na;
+            for (size_t i = 0; i < na && first == na; i++)
+                if (a[i] != b[i]) first = i;
+            cr_expect_eq(first, na, "%s %s on %s: differs from the f32 op rounded once, byte %zu",
+                         ops[o], ampx_dtype_name(dts[k]), isa_opt, first);
+            free(a);
+            free(b);
+        }
+}
+
+Test(rows, portable_16bit_is_f32_rounded_once, .timeout = 120) {
+    check_rows_as_widened("isa=portable");
+}
+
+Test(rows, avx2_16bit_is_f32_rounded_once, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_rows_as_widened("isa=avx2");
+}
+
+Test(rows, avx512_16bit_is_f32_rounded_once, .timeout = 120) {
+    NEED_PATH("avx512");
+    check_rows_as_widened("isa=avx512");
 }
