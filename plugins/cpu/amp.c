@@ -154,6 +154,41 @@ static uint64_t span_portable(const float *x, float *y, uint64_t n, float inv, f
     return n16;
 }
 
+/* Elements k0 .. n - 1 of the span (its last n % 16) one by one, as span() does after the
+ * lanes: statistics of the value as read, then the unscale (rounded to dt and re-read), the
+ * check and the square of the value as stored. */
+static void span_tail(void *g, ampx_dtype dt, uint64_t i0, uint64_t k0, uint64_t n, float inv,
+                      float tiny, unsigned what, amp_part *p) {
+    const int stats = (what & CPU_AMP_STATS) != 0, mul = (what & CPU_AMP_UNSCALE) != 0;
+    const int chk = (what & CPU_AMP_CHECK) != 0, sq = (what & CPU_AMP_SQ) != 0;
+    for (uint64_t k = k0; k < n; k++) {
+        float v = cpu_ld(g, dt, i0 + k);
+        if (stats) {
+            if (!isfinite(v)) {
+                p->nonfinite++;
+                p->nan += isnan(v) != 0;
+            } else {
+                float av = fabsf(v);
+                p->finite++;
+                p->sum += v;
+                p->sumsq += (double)v * (double)v;
+                if (av > p->max_abs) p->max_abs = av;
+                if (v == 0.0f)
+                    p->zeros++;
+                else if (av < tiny)
+                    p->tiny++;
+            }
+        }
+        float r = v;
+        if (mul) {
+            cpu_st(g, dt, i0 + k, v * inv);
+            r = cpu_ld(g, dt, i0 + k);
+        }
+        if (chk) p->bad |= !isfinite(r);
+        if (sq) p->sq += (double)r * (double)r;
+    }
+}
+
 #if CPU_HAVE_AVX2_TABLE
 #include "avx2_math.h"
 
@@ -200,13 +235,17 @@ __attribute__((target("avx2,fma,f16c"))) static double fold4x4(__m256d a0, __m25
         e1 = _mm256_add_pd(e1, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));                      \
     } while (0)
 
-/* span_portable sixteen lanes at a time (two vectors, a and b): masks instead of branches,
+/* span_portable sixteen lanes at a time (two vectors, a and b) over elements i0 .. i0 + n - 1
+ * of g (dtype dt) where they lie, bf16/f16 converted in registers (a value unscaled in f32,
+ * rounded, stored and re-read, so checked and squared as stored), then span_tail: masks
+ * instead of branches,
  * counts in int32 lanes (at most CPU_CHUNK / 16 per lane), the same blocks, lanes and
  * order. With the square sum on, the non-finite check looks at the values only when the sum
  * is not finite (inf and NaN keep it so; a finite value whose f32 square overflows does too,
  * and is not flagged). */
-__attribute__((target("avx2,fma,f16c"))) static uint64_t
-span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned what, amp_part *p) {
+CPU_AVX2_FN static inline __attribute__((always_inline)) void
+span_avx2_body(void *g, const ampx_dtype dt, uint64_t i0, uint64_t n, float inv, float tiny,
+               unsigned what, amp_part *p) {
     const int stats = (what & CPU_AMP_STATS) != 0, mul = (what & CPU_AMP_UNSCALE) != 0;
     const int chk = (what & CPU_AMP_CHECK) != 0, sq = (what & CPU_AMP_SQ) != 0;
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -224,7 +263,7 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
         if (stats) {
             __m256 fsa = zero, fsb = zero, fqa = zero, fqb = zero;
             for (uint64_t k = b0; k < end; k += 16) {
-                __m256 a = _mm256_loadu_ps(x + k), b = _mm256_loadu_ps(x + k + 8);
+                __m256 a = cpu_avx2_ld8(g, dt, i0 + k), b = cpu_avx2_ld8(g, dt, i0 + k + 8);
                 AMP_STATS8(a, fsa, fqa);
                 AMP_STATS8(b, fsb, fqb);
             }
@@ -240,14 +279,15 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
                 AMP_FLUSH8(fqb, qb0, qb1);
             } else { /* rare: a lane overflowed f32 */
                 double s[16], q[16];
-                float fsl[16], fql[16];
+                float fsl[16], fql[16], xb[AMP_SQ_BLOCK];
                 _mm256_storeu_pd(s, sa0), _mm256_storeu_pd(s + 4, sa1);
                 _mm256_storeu_pd(s + 8, sb0), _mm256_storeu_pd(s + 12, sb1);
                 _mm256_storeu_pd(q, qa0), _mm256_storeu_pd(q + 4, qa1);
                 _mm256_storeu_pd(q + 8, qb0), _mm256_storeu_pd(q + 12, qb1);
                 _mm256_storeu_ps(fsl, fsa), _mm256_storeu_ps(fsl + 8, fsb);
                 _mm256_storeu_ps(fql, fqa), _mm256_storeu_ps(fql + 8, fqb);
-                stats_flush(s, q, fsl, fql, x + b0, (end - b0) / 16);
+                cpu_load_f32(xb, g, dt, i0 + b0, end - b0);
+                stats_flush(s, q, fsl, fql, xb, (end - b0) / 16);
                 sa0 = _mm256_loadu_pd(s), sa1 = _mm256_loadu_pd(s + 4);
                 sb0 = _mm256_loadu_pd(s + 8), sb1 = _mm256_loadu_pd(s + 12);
                 qa0 = _mm256_loadu_pd(q), qa1 = _mm256_loadu_pd(q + 4);
@@ -257,12 +297,16 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
         if (mul || chk || sq) {
             __m256 fa = zero, fb = zero; /* the squares' f32 block sums */
             for (uint64_t k = b0; k < end; k += 16) {
-                __m256 a = _mm256_loadu_ps(x + k), b = _mm256_loadu_ps(x + k + 8);
-                if (mul) {
+                __m256 a = cpu_avx2_ld8(g, dt, i0 + k), b = cpu_avx2_ld8(g, dt, i0 + k + 8);
+                if (mul) { /* bf16/f16: stored rounded, checked and squared as stored */
                     a = _mm256_mul_ps(a, vinv);
                     b = _mm256_mul_ps(b, vinv);
-                    _mm256_storeu_ps(y + k, a);
-                    _mm256_storeu_ps(y + k + 8, b);
+                    cpu_avx2_st8(g, dt, i0 + k, a);
+                    cpu_avx2_st8(g, dt, i0 + k + 8, b);
+                    if (dt != AMPX_F32) {
+                        a = cpu_avx2_ld8(g, dt, i0 + k);
+                        b = cpu_avx2_ld8(g, dt, i0 + k + 8);
+                    }
                 }
                 if (chk_own) {
                     bad = _mm256_or_ps(bad,
@@ -298,15 +342,23 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
     if (sq) {
         double e = fold4x4(ea0, ea1, eb0, eb1);
         p->sq += e;
-        if (chk && !isfinite(e)) { /* rare: look at the values */
-            const float *r = mul ? y : x;
+        if (chk && !isfinite(e)) /* rare: look at the values as stored */
             for (uint64_t i = 0; i < n16 && !p->bad; i++)
-                p->bad |= !isfinite(r[i]);
-        }
+                p->bad |= !isfinite(cpu_ld(g, dt, i0 + i));
     }
     if (chk_own) p->bad |= _mm256_movemask_ps(bad) != 0;
-    return n16;
+    span_tail(g, dt, i0, n16, n, inv, tiny, what, p);
 }
+
+CPU_AVX2_FN static void span_avx2(void *g, ampx_dtype dt, uint64_t i0, uint64_t n, float inv,
+                                  float tiny, unsigned what, amp_part *p) {
+    switch (dt) { /* one copy per dtype, so the conversions are resolved at compile time */
+    case AMPX_F32: span_avx2_body(g, AMPX_F32, i0, n, inv, tiny, what, p); break;
+    case AMPX_BF16: span_avx2_body(g, AMPX_BF16, i0, n, inv, tiny, what, p); break;
+    default: span_avx2_body(g, AMPX_F16, i0, n, inv, tiny, what, p); break;
+    }
+}
+
 #undef AMP_STATS8
 #undef AMP_FLUSH8
 
@@ -423,32 +475,7 @@ CPU_AVX512_INLINE void span_avx512_body(void *g, const ampx_dtype dt, uint64_t i
                 p->bad |= !isfinite(cpu_ld(g, dt, i0 + i));
     }
     if (chk_own) p->bad |= bad != 0;
-    for (uint64_t k = n16; k < n; k++) { /* span()'s tail */
-        float v = cpu_ld(g, dt, i0 + k);
-        if (stats) {
-            if (!isfinite(v)) {
-                p->nonfinite++;
-                p->nan += isnan(v) != 0;
-            } else {
-                float av = fabsf(v);
-                p->finite++;
-                p->sum += v;
-                p->sumsq += (double)v * (double)v;
-                if (av > p->max_abs) p->max_abs = av;
-                if (v == 0.0f)
-                    p->zeros++;
-                else if (av < tiny)
-                    p->tiny++;
-            }
-        }
-        float r = v;
-        if (mul) {
-            cpu_st(g, dt, i0 + k, v * inv);
-            r = cpu_ld(g, dt, i0 + k);
-        }
-        if (chk) p->bad |= !isfinite(r);
-        if (sq) p->sq += (double)r * (double)r;
-    }
+    span_tail(g, dt, i0, n16, n, inv, tiny, what, p);
 }
 #undef AMP_STATS16
 #undef AMP_FLUSH16
@@ -467,13 +494,7 @@ CPU_AVX512_FN static void span_avx512(void *g, ampx_dtype dt, uint64_t i0, uint6
 /* x[0 .. n) through the pass: the lanes, then the last n % 16 values one by one. */
 static void span(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned what,
                  amp_part *p) {
-    uint64_t k;
-#if CPU_HAVE_AVX2_TABLE
-    if (cpu_tls_kern->isa >= CPU_ISA_AVX2)
-        k = span_avx2(x, y, n, inv, tiny, what, p);
-    else
-#endif
-        k = span_portable(x, y, n, inv, tiny, what, p);
+    uint64_t k = span_portable(x, y, n, inv, tiny, what, p);
     for (; k < n; k++) {
         float v = x[k];
         if (what & CPU_AMP_STATS) {
@@ -518,8 +539,11 @@ static void amp_chunk(void *arg, uint64_t item, unsigned tid) {
     amp_part p;
     memset(&p, 0, sizeof p);
 #if CPU_HAVE_AVX2_TABLE
-    if (cpu_tls_kern->isa >= CPU_ISA_AVX512) {
-        span_avx512(g, dt, i0, n, j->inv_scale, tiny, j->what, &p);
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX512)
+            span_avx512(g, dt, i0, n, j->inv_scale, tiny, j->what, &p);
+        else
+            span_avx2(g, dt, i0, n, j->inv_scale, tiny, j->what, &p);
         j->part[item] = p;
         return;
     }
