@@ -8,6 +8,8 @@
 #ifndef AMPX_PLUGIN_CPU_AVX2_MATH_H
 #define AMPX_PLUGIN_CPU_AVX2_MATH_H
 
+#include <string.h>
+
 #include "cpu.h"
 
 #if CPU_HAVE_AVX2_TABLE
@@ -231,6 +233,30 @@ cpu_avx2_st8(void *base, ampx_dtype dt, uint64_t i, __m256 v) {
     else
         _mm_storeu_si128((__m128i *)((uint16_t *)base + i),
                          dt == AMPX_BF16 ? cpu_avx2_ps_to_bf16(v) : cpu_avx2_ps_to_f16(v));
+}
+
+/* The next min(m, 8) elements from element i (m >= 1 remain), for a row's last partial
+ * vector too: f32 through a masked load or store, bf16/f16 through a zeroed eight-element
+ * copy (masked lanes read as 0 and are not written). */
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256
+cpu_avx2_ld_n(const void *base, ampx_dtype dt, uint64_t i, uint64_t m) {
+    if (m >= 8) return cpu_avx2_ld8(base, dt, i);
+    if (dt == AMPX_F32) return cpu_avx2_load_n((const float *)base + i, m);
+    uint16_t t[8] = {0};
+    memcpy(t, (const uint16_t *)base + i, (size_t)m * 2);
+    return cpu_avx2_ld8(t, dt, 0);
+}
+CPU_AVX2_FN static inline __attribute__((always_inline)) void
+cpu_avx2_st_n(void *base, ampx_dtype dt, uint64_t i, uint64_t m, __m256 v) {
+    if (m >= 8) {
+        cpu_avx2_st8(base, dt, i, v);
+    } else if (dt == AMPX_F32) {
+        cpu_avx2_store_n((float *)base + i, m, v);
+    } else {
+        uint16_t t[8];
+        cpu_avx2_st8(t, dt, 0, v);
+        memcpy((uint16_t *)base + i, t, (size_t)m * 2);
+    }
 }
 
 // ---------------------------------------------------------------------------------------

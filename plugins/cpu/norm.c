@@ -46,9 +46,9 @@ typedef struct ln_job {
 /* The double sums of a row take its eight-element groups in four interleaved sets
  * (CPU_SETS4 in avx2_math.h): four independent chains of additions instead of one, the same
  * order on the AVX2 and AVX-512 paths (so the same bits). */
-CPU_AVX2_FN static void ln_stats_avx2(const float *x, uint64_t n, double *mean_out,
-                                      double *var_out) {
-    const float k0   = x[0];
+CPU_AVX2_FN static void ln_stats_avx2(const void *x, ampx_dtype dt, uint64_t off, uint64_t n,
+                                      double *mean_out, double *var_out) {
+    const float k0   = cpu_ld(x, dt, off);
     const __m256 vk  = _mm256_set1_ps(k0);
     const __m256d kd = _mm256_set1_pd((double)k0);
     __m256d s1a[4], s1b[4], s2a[4], s2b[4];
@@ -57,10 +57,10 @@ CPU_AVX2_FN static void ln_stats_avx2(const float *x, uint64_t n, double *mean_o
     CPU_SETS4(n, {
         __m256 v;
         if (m == 8) {
-            v = _mm256_loadu_ps(x + c);
+            v = cpu_avx2_ld8(x, dt, off + c);
         } else { /* masked lanes read as K: d = 0 */
             __m256i msk = cpu_avx2_first_lanes(m);
-            v = _mm256_blendv_ps(vk, _mm256_maskload_ps(x + c, msk), _mm256_castsi256_ps(msk));
+            v = _mm256_blendv_ps(vk, cpu_avx2_ld_n(x, dt, off + c, m), _mm256_castsi256_ps(msk));
         }
         __m256d da = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), kd);
         __m256d db = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), kd);
@@ -75,45 +75,49 @@ CPU_AVX2_FN static void ln_stats_avx2(const float *x, uint64_t n, double *mean_o
 }
 
 /* y = ((x - mh) - ml) rstd gamma + beta; y may be x. */
-CPU_AVX2_FN static void ln_norm_avx2(const float *x, float *y, uint64_t n, double mean, double rstd,
+CPU_AVX2_FN static void ln_norm_avx2(const void *x, ampx_dtype xdt, void *y, ampx_dtype ydt,
+                                     uint64_t off, uint64_t n, double mean, double rstd,
                                      const float *gamma, const float *beta) {
     float mh = (float)mean, ml = (float)(mean - (double)mh);
     const __m256 vmh = _mm256_set1_ps(mh), vml = _mm256_set1_ps(ml),
                  rs  = _mm256_set1_ps((float)rstd);
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     for (uint64_t c = 0; c < n; c += 8) {
-        __m256 v  = cpu_avx2_load_n(x + c, n - c);
+        __m256 v  = cpu_avx2_ld_n(x, xdt, off + c, n - c);
         __m256 g  = gamma ? cpu_avx2_load_n(gamma + c, n - c) : one;
         __m256 b  = beta ? cpu_avx2_load_n(beta + c, n - c) : zero;
         __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(v, vmh), vml), rs);
-        cpu_avx2_store_n(y + c, n - c, _mm256_fmadd_ps(xh, g, b));
+        cpu_avx2_st_n(y, ydt, off + c, n - c, _mm256_fmadd_ps(xh, g, b));
     }
 }
 
 /* From the saved f32 mean and rstd: xhat = (x - mean) rstd, g = dy gamma, sums of g and
  * g xhat in double lanes; then dx = rstd ((g - mean(g)) - xhat mean(g xhat)). dx may be x
  * or dy. */
-CPU_AVX2_FN static void ln_bwd_avx2(const float *x, const float *dy, float *dx, const float *gamma,
-                                    uint64_t n, float mean, float rstd) {
+CPU_AVX2_FN static void ln_bwd_avx2(const ln_job *j, uint64_t off, uint64_t n, float mean,
+                                    float rstd) {
+    const ampx_dtype xdt = j->a.x.dtype, dydt = j->a.dy.dtype, odt = j->a.y_or_dx.dtype;
+    const void *x = j->x, *dy = j->dy;
+    const float *gamma = j->gamma;
     const __m256 vm = _mm256_set1_ps(mean), rs = _mm256_set1_ps(rstd), one = _mm256_set1_ps(1.0f);
     __m256d ga[4], gb[4], gxa[4], gxb[4];
     for (int k = 0; k < 4; k++)
         ga[k] = gb[k] = gxa[k] = gxb[k] = _mm256_setzero_pd();
     CPU_SETS4(n, {
-        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, m), vm), rs);
-        __m256 g =
-            _mm256_mul_ps(cpu_avx2_load_n(dy + c, m), gamma ? cpu_avx2_load_n(gamma + c, m) : one);
+        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_ld_n(x, xdt, off + c, m), vm), rs);
+        __m256 g    = _mm256_mul_ps(cpu_avx2_ld_n(dy, dydt, off + c, m),
+                                 gamma ? cpu_avx2_load_n(gamma + c, m) : one);
         cpu_avx2_acc_pd(&ga[k], &gb[k], g); /* masked lanes are 0 */
         cpu_avx2_acc_pd(&gxa[k], &gxb[k], _mm256_mul_ps(g, xhat));
     });
     const __m256 mg  = _mm256_set1_ps((float)(cpu_avx2_sets4_pd(ga, gb) / (double)n));
     const __m256 mgx = _mm256_set1_ps((float)(cpu_avx2_sets4_pd(gxa, gxb) / (double)n));
     for (uint64_t c = 0; c < n; c += 8) {
-        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, n - c), vm), rs);
-        __m256 g    = _mm256_mul_ps(cpu_avx2_load_n(dy + c, n - c),
+        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_ld_n(x, xdt, off + c, n - c), vm), rs);
+        __m256 g    = _mm256_mul_ps(cpu_avx2_ld_n(dy, dydt, off + c, n - c),
                                  gamma ? cpu_avx2_load_n(gamma + c, n - c) : one);
-        cpu_avx2_store_n(dx + c, n - c,
-                         _mm256_mul_ps(rs, _mm256_fnmadd_ps(xhat, mgx, _mm256_sub_ps(g, mg))));
+        cpu_avx2_st_n(j->out, odt, off + c, n - c,
+                      _mm256_mul_ps(rs, _mm256_fnmadd_ps(xhat, mgx, _mm256_sub_ps(g, mg))));
     }
 }
 
@@ -221,16 +225,14 @@ static void ln_fwd_rows(void *arg, uint64_t item, unsigned tid) {
             ln_fwd_row_avx512(j, r);
             continue;
         }
-        if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
-            const float *xv = cpu_in_f32(x, j->x, j->a.x.dtype, r * cols, cols);
-            float *y        = cpu_out_f32(x, j->out, j->a.y_or_dx.dtype, r * cols);
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) { /* in place, any dtype */
             double mean, var;
-            ln_stats_avx2(xv, cols, &mean, &var);
+            ln_stats_avx2(j->x, j->a.x.dtype, r * cols, cols, &mean, &var);
             double rstd = 1.0 / sqrt(var + (double)j->a.eps);
             j->mean[r]  = (float)mean;
             j->rstd[r]  = (float)rstd;
-            ln_norm_avx2(xv, y, cols, mean, rstd, j->gamma, j->beta);
-            cpu_out_f32_done(j->out, j->a.y_or_dx.dtype, r * cols, y, cols);
+            ln_norm_avx2(j->x, j->a.x.dtype, j->out, j->a.y_or_dx.dtype, r * cols, cols, mean, rstd,
+                         j->gamma, j->beta);
             continue;
         }
 #endif
@@ -266,12 +268,8 @@ static void ln_bwd_rows(void *arg, uint64_t item, unsigned tid) {
             ln_bwd_avx512(j, r * cols, cols, j->mean[r], j->rstd[r]);
             continue;
         }
-        if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
-            const float *xv  = cpu_in_f32(x, j->x, j->a.x.dtype, r * cols, cols);
-            const float *dyv = cpu_in_f32(dy, j->dy, j->a.dy.dtype, r * cols, cols);
-            float *dx        = cpu_out_f32(x, j->out, j->a.y_or_dx.dtype, r * cols);
-            ln_bwd_avx2(xv, dyv, dx, j->gamma, cols, j->mean[r], j->rstd[r]);
-            cpu_out_f32_done(j->out, j->a.y_or_dx.dtype, r * cols, dx, cols);
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) { /* in place, any dtype */
+            ln_bwd_avx2(j, r * cols, cols, j->mean[r], j->rstd[r]);
             continue;
         }
 #endif
