@@ -88,26 +88,19 @@ CPU_AVX2_FN static void softmax_stats_avx2(const float *x, uint64_t cnt, float s
 
 /* y_c = exp(scale x_c - mx) * (1 / sum) (softmax) or (scale x_c - mx) - log(sum) (log), c <
  * cnt; y_c = fill (0 or -inf) for cnt <= c < cols. y may be x (in place). */
-CPU_AVX2_FN static void softmax_out_avx2(const float *x, float *y, uint64_t cnt, uint64_t cols,
-                                         float scale, float mx, float sum, int log_) {
+CPU_AVX2_FN static void softmax_out_avx2(const void *x, ampx_dtype xdt, void *y, ampx_dtype ydt,
+                                         uint64_t off, uint64_t cnt, uint64_t cols, float scale,
+                                         float mx, float sum, int log_) {
     const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(mx);
     const __m256 k = _mm256_set1_ps(log_ ? (float)log((double)sum) : 1.0f / sum);
-    uint64_t c     = 0;
-    for (; c + 8 <= cnt; c += 8) {
-        __m256 z = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c), vs), vm);
-        _mm256_storeu_ps(y + c,
-                         log_ ? _mm256_sub_ps(z, k) : _mm256_mul_ps(cpu_avx2_exp_neg_ps(z), k));
+    for (uint64_t c = 0; c < cnt; c += 8) {
+        __m256 z = _mm256_sub_ps(_mm256_mul_ps(cpu_avx2_ld_n(x, xdt, off + c, cnt - c), vs), vm);
+        cpu_avx2_st_n(y, ydt, off + c, cnt - c,
+                      log_ ? _mm256_sub_ps(z, k) : _mm256_mul_ps(cpu_avx2_exp_neg_ps(z), k));
     }
-    if (c < cnt) {
-        __m256i msk = cpu_avx2_first_lanes(cnt - c);
-        __m256 z    = _mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + c, msk), vs), vm);
-        _mm256_maskstore_ps(y + c, msk,
-                            log_ ? _mm256_sub_ps(z, k) : _mm256_mul_ps(cpu_avx2_exp_neg_ps(z), k));
-        c = cnt;
-    }
-    float fill = log_ ? -INFINITY : 0.0f;
-    for (; c < cols; c++)
-        y[c] = fill;
+    const __m256 fill = _mm256_set1_ps(log_ ? -INFINITY : 0.0f);
+    for (uint64_t c = cnt; c < cols; c += 8)
+        cpu_avx2_st_n(y, ydt, off + c, cols - c, fill);
 }
 
 /* Rows of up to this many visible elements are swept three times from cache (max; exp,
@@ -117,50 +110,62 @@ CPU_AVX2_FN static void softmax_out_avx2(const float *x, float *y, uint64_t cnt,
 #define SOFTMAX_CACHED_COLS 16384u
 
 /* max_c scale x_c over c < cnt, NaN when any is NaN (the row's outputs then NaN). */
-CPU_AVX2_FN static float softmax_max_avx2(const float *x, uint64_t cnt, float scale) {
+CPU_AVX2_FN static float softmax_max_avx2(const void *x, ampx_dtype dt, uint64_t off, uint64_t cnt,
+                                          float scale) {
     const __m256 vs = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
     __m256 m0 = ninf, m1 = ninf, nan = _mm256_setzero_ps();
     uint64_t c = 0;
     for (; c + 16 <= cnt; c += 16) {
-        __m256 v0 = _mm256_mul_ps(_mm256_loadu_ps(x + c), vs);
-        __m256 v1 = _mm256_mul_ps(_mm256_loadu_ps(x + c + 8), vs);
+        __m256 v0 = _mm256_mul_ps(cpu_avx2_ld8(x, dt, off + c), vs);
+        __m256 v1 = _mm256_mul_ps(cpu_avx2_ld8(x, dt, off + c + 8), vs);
         nan       = _mm256_or_ps(nan, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
         m0 = _mm256_max_ps(m0, v0), m1 = _mm256_max_ps(m1, v1);
     }
     for (; c < cnt; c += 8) {
         __m256i k = cpu_avx2_first_lanes(cnt - c < 8 ? cnt - c : 8);
-        __m256 v  = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_maskload_ps(x + c, k), vs),
-                                     _mm256_castsi256_ps(k));
-        nan       = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        m0        = _mm256_max_ps(m0, v);
+        __m256 v = _mm256_blendv_ps(ninf, _mm256_mul_ps(cpu_avx2_ld_n(x, dt, off + c, cnt - c), vs),
+                                    _mm256_castsi256_ps(k));
+        nan      = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        m0       = _mm256_max_ps(m0, v);
     }
     return _mm256_movemask_ps(nan) ? NAN : cpu_avx2_hmax_ps(_mm256_max_ps(m0, m1));
 }
 
 /* sum_c exp(scale x_c - mx) over c < cnt, in two eight-lane partial sums combined in a fixed
  * order; e_c stored to e when e is not NULL (e may be x). */
-CPU_AVX2_FN static float softmax_expsum_avx2(const float *x, float *e, uint64_t cnt, float scale,
-                                             float mx) {
+CPU_AVX2_FN static float softmax_expsum_avx2(const void *x, ampx_dtype dt, uint64_t off, float *e,
+                                             uint64_t cnt, float scale, float mx) {
     const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(mx);
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     uint64_t c = 0;
     for (; c + 16 <= cnt; c += 16) {
         __m256 e0 =
-            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c), vs), vm));
-        __m256 e1 =
-            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c + 8), vs), vm));
+            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(cpu_avx2_ld8(x, dt, off + c), vs), vm));
+        __m256 e1 = cpu_avx2_exp_neg_ps(
+            _mm256_sub_ps(_mm256_mul_ps(cpu_avx2_ld8(x, dt, off + c + 8), vs), vm));
         if (e) _mm256_storeu_ps(e + c, e0), _mm256_storeu_ps(e + c + 8, e1);
         s0 = _mm256_add_ps(s0, e0), s1 = _mm256_add_ps(s1, e1);
     }
     for (; c < cnt; c += 8) {
         __m256i k = cpu_avx2_first_lanes(cnt - c < 8 ? cnt - c : 8);
-        __m256 e0 = _mm256_and_ps(
-            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + c, k), vs), vm)),
-            _mm256_castsi256_ps(k));
+        __m256 e0 =
+            _mm256_and_ps(cpu_avx2_exp_neg_ps(_mm256_sub_ps(
+                              _mm256_mul_ps(cpu_avx2_ld_n(x, dt, off + c, cnt - c), vs), vm)),
+                          _mm256_castsi256_ps(k));
         if (e) _mm256_maskstore_ps(e + c, k, e0);
         s0 = _mm256_add_ps(s0, e0);
     }
     return cpu_avx2_hsum_ps(_mm256_add_ps(s0, s1));
+}
+
+/* Elements off + c of y (dtype dt) = e_c * k for c < cnt, = 0 for cnt <= c < cols. */
+CPU_AVX2_FN static void softmax_mul_out_avx2(const float *e, void *y, ampx_dtype dt, uint64_t off,
+                                             uint64_t cnt, uint64_t cols, float k) {
+    const __m256 vk = _mm256_set1_ps(k);
+    for (uint64_t c = 0; c < cnt; c += 8)
+        cpu_avx2_st_n(y, dt, off + c, cnt - c, _mm256_mul_ps(cpu_avx2_load_n(e + c, cnt - c), vk));
+    for (uint64_t c = cnt; c < cols; c += 8)
+        cpu_avx2_st_n(y, dt, off + c, cols - c, _mm256_setzero_ps());
 }
 
 /* y_c *= k, c < cnt. */
@@ -174,25 +179,32 @@ CPU_AVX2_FN static void softmax_mul_avx2(float *y, uint64_t cnt, float k) {
 CPU_AVX2_FN static void softmax_fwd_row_avx2(const softmax_job *j, uint64_t r, float *ws) {
     const ampx_softmax_args *a = &j->a;
     uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
-    const float *x = cpu_in_f32(ws, j->in, a->x_or_y.dtype, r * cols, cols);
-    float *y       = cpu_out_f32(ws, j->out, a->y_or_dx.dtype, r * cols);
+    ampx_dtype xdt = a->x_or_y.dtype, ydt = a->y_or_dx.dtype;
+    uint64_t off = r * cols;
     float mx, sum;
-    if (cnt <= SOFTMAX_CACHED_COLS && !a->log) {
-        mx  = softmax_max_avx2(x, cnt, a->scale);
-        sum = softmax_expsum_avx2(x, y, cnt, a->scale, mx);
-        softmax_mul_avx2(y, cnt, 1.0f / sum);
-        for (uint64_t c = cnt; c < cols; c++)
-            y[c] = 0.0f;
-    } else {
-        if (cnt <= SOFTMAX_CACHED_COLS) {
-            mx  = softmax_max_avx2(x, cnt, a->scale);
-            sum = softmax_expsum_avx2(x, NULL, cnt, a->scale, mx);
-        } else {
-            softmax_stats_avx2(x, cnt, a->scale, &mx, &sum);
-        }
-        softmax_out_avx2(x, y, cnt, cols, a->scale, mx, sum, (int)a->log);
+    if (cnt > SOFTMAX_CACHED_COLS) { /* the online statistics, on a widened copy */
+        const float *x = cpu_in_f32(ws, j->in, xdt, off, cols);
+        softmax_stats_avx2(x, cnt, a->scale, &mx, &sum);
+        softmax_out_avx2(j->in, xdt, j->out, ydt, off, cnt, cols, a->scale, mx, sum, (int)a->log);
+        return;
     }
-    cpu_out_f32_done(j->out, a->y_or_dx.dtype, r * cols, y, cols);
+    /* rows read and written where they lie; the exponentials in y itself when it is f32,
+     * else in ws */
+    mx = softmax_max_avx2(j->in, xdt, off, cnt, a->scale);
+    if (!a->log) {
+        float *e = ydt == AMPX_F32 ? (float *)j->out + off : ws;
+        sum      = softmax_expsum_avx2(j->in, xdt, off, e, cnt, a->scale, mx);
+        if (ydt == AMPX_F32) {
+            softmax_mul_avx2(e, cnt, 1.0f / sum);
+            for (uint64_t c = cnt; c < cols; c++)
+                e[c] = 0.0f;
+        } else {
+            softmax_mul_out_avx2(e, j->out, ydt, off, cnt, cols, 1.0f / sum);
+        }
+    } else {
+        sum = softmax_expsum_avx2(j->in, xdt, off, NULL, cnt, a->scale, mx);
+        softmax_out_avx2(j->in, xdt, j->out, ydt, off, cnt, cols, a->scale, mx, sum, 1);
+    }
 }
 
 /* dx_c = scale y_c (dy_c - sum_k dy_k y_k), or for log-softmax scale (dy_c - exp(y_c)
@@ -530,8 +542,8 @@ CPU_AVX2_FN static void xent_row_avx2(const xent_job *j, uint64_t r, int32_t lab
     float mx, sum;
     int cached = cols <= SOFTMAX_CACHED_COLS;
     if (cached) {
-        mx  = softmax_max_avx2(x, cols, 1.0f);
-        sum = softmax_expsum_avx2(x, d, cols, 1.0f, mx); /* d = exp(x - mx) */
+        mx  = softmax_max_avx2(x, AMPX_F32, 0, cols, 1.0f);
+        sum = softmax_expsum_avx2(x, AMPX_F32, 0, d, cols, 1.0f, mx); /* d = exp(x - mx) */
     } else {
         softmax_stats_avx2(x, cols, 1.0f, &mx, &sum);
     }
