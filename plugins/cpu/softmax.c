@@ -210,39 +210,38 @@ CPU_AVX2_FN static void softmax_fwd_row_avx2(const softmax_job *j, uint64_t r, f
 /* dx_c = scale y_c (dy_c - sum_k dy_k y_k), or for log-softmax scale (dy_c - exp(y_c)
  * sum_k dy_k), over the visible c < cnt (dx = 0 beyond). The sum is accumulated in double
  * (its terms have both signs, and dy_c - sum cancels). dx may be y or dy (in place). */
-CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r, float *ws) {
+CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r) {
     const ampx_softmax_args *a = &j->a;
     uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
-    const float *y  = cpu_in_f32(ws, j->in, a->x_or_y.dtype, r * cols, cols);
-    const float *dy = cpu_in_f32(ws + cols, j->dy, a->dy.dtype, r * cols, cols);
-    float *dx       = cpu_out_f32(ws, j->out, a->y_or_dx.dtype, r * cols);
-    int log_        = (int)a->log;
+    ampx_dtype ydt = a->x_or_y.dtype, dydt = a->dy.dtype, odt = a->y_or_dx.dtype;
+    uint64_t off = r * cols;
+    int log_     = (int)a->log;
     __m256d lo[4], hi[4]; /* CPU_SETS4: four independent chains */
     for (int k = 0; k < 4; k++)
         lo[k] = hi[k] = _mm256_setzero_pd();
     CPU_SETS4(cnt, {
-        __m256 vd = cpu_avx2_load_n(dy + c, m), vy = cpu_avx2_load_n(y + c, m);
+        __m256 vd = cpu_avx2_ld_n(j->dy, dydt, off + c, m);
         if (log_) {
             cpu_avx2_acc_pd(&lo[k], &hi[k], vd);
         } else {
-            lo[k] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(vd)),
-                                    _mm256_cvtps_pd(_mm256_castps256_ps128(vy)), lo[k]);
-            hi[k] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(vd, 1)),
-                                    _mm256_cvtps_pd(_mm256_extractf128_ps(vy, 1)), hi[k]);
+            __m256 vy = cpu_avx2_ld_n(j->in, ydt, off + c, m);
+            lo[k]     = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(vd)),
+                                        _mm256_cvtps_pd(_mm256_castps256_ps128(vy)), lo[k]);
+            hi[k]     = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(vd, 1)),
+                                        _mm256_cvtps_pd(_mm256_extractf128_ps(vy, 1)), hi[k]);
         }
     });
     const __m256 s  = _mm256_set1_ps((float)cpu_avx2_sets4_pd(lo, hi));
     const __m256 vs = _mm256_set1_ps(a->scale);
-    uint64_t c;
-    for (c = 0; c < cnt; c += 8) {
-        __m256 vd = cpu_avx2_load_n(dy + c, cnt - c), vy = cpu_avx2_load_n(y + c, cnt - c);
-        __m256 v = log_ ? _mm256_mul_ps(vs, _mm256_fnmadd_ps(cpu_avx2_exp_ps(vy), s, vd))
-                        : _mm256_mul_ps(_mm256_mul_ps(vs, vy), _mm256_sub_ps(vd, s));
-        cpu_avx2_store_n(dx + c, cnt - c, v);
+    for (uint64_t c = 0; c < cnt; c += 8) {
+        __m256 vd = cpu_avx2_ld_n(j->dy, dydt, off + c, cnt - c);
+        __m256 vy = cpu_avx2_ld_n(j->in, ydt, off + c, cnt - c);
+        __m256 v  = log_ ? _mm256_mul_ps(vs, _mm256_fnmadd_ps(cpu_avx2_exp_ps(vy), s, vd))
+                         : _mm256_mul_ps(_mm256_mul_ps(vs, vy), _mm256_sub_ps(vd, s));
+        cpu_avx2_st_n(j->out, odt, off + c, cnt - c, v);
     }
-    for (c = cnt; c < cols; c++)
-        dx[c] = 0.0f;
-    cpu_out_f32_done(j->out, a->y_or_dx.dtype, r * cols, dx, cols);
+    for (uint64_t c = cnt; c < cols; c += 8)
+        cpu_avx2_st_n(j->out, odt, off + c, cols - c, _mm256_setzero_ps());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -452,7 +451,7 @@ static void softmax_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     }
     if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
         for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
-            softmax_bwd_row_avx2(j, r, y);
+            softmax_bwd_row_avx2(j, r);
         return;
     }
 #endif
