@@ -535,30 +535,38 @@ CPU_AVX2_FN static void xent_row_avx2(const xent_job *j, uint64_t r, int32_t lab
     const ampx_softmax_xent_args *a = &j->a;
     uint64_t cols                   = a->cols;
     int bad                         = label < 0 || (uint64_t)label >= cols;
-    const float *x                  = cpu_in_f32(ws, j->logits, a->logits.dtype, r * cols, cols);
-    float *d  = j->dlogits ? cpu_out_f32(ws, j->dlogits, a->dlogits.dtype, r * cols) : NULL;
-    double xl = bad ? 0.0 : (double)x[label]; /* before d (which may be x's scratch) is written */
-    float mx, sum;
-    int cached = cols <= SOFTMAX_CACHED_COLS;
-    if (cached) {
-        mx  = softmax_max_avx2(x, AMPX_F32, 0, cols, 1.0f);
-        sum = softmax_expsum_avx2(x, AMPX_F32, 0, d, cols, 1.0f, mx); /* d = exp(x - mx) */
-    } else {
-        softmax_stats_avx2(x, cols, 1.0f, &mx, &sum);
+    if (cols <= SOFTMAX_CACHED_COLS) { /* the logits where they lie, as xent_row_avx512 */
+        ampx_dtype xdt = a->logits.dtype, ddt = a->dlogits.dtype;
+        uint64_t off = r * cols;
+        double xl    = bad ? 0.0 : (double)cpu_ld(j->logits, xdt, off + (uint64_t)label);
+        float *e     = !j->dlogits ? NULL : ddt == AMPX_F32 ? (float *)j->dlogits + off : ws;
+        float mx     = softmax_max_avx2(j->logits, xdt, off, cols, 1.0f);
+        float sum    = softmax_expsum_avx2(j->logits, xdt, off, e, cols, 1.0f, mx);
+        j->terms[r]  = bad ? NAN : (double)mx + log((double)sum) - xl;
+        if (!e) return;
+        double p_at = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
+        float gs    = (float)(j->g / (double)sum);
+        if (ddt == AMPX_F32)
+            softmax_mul_avx2(e, cols, gs);
+        else
+            softmax_mul_out_avx2(e, j->dlogits, ddt, off, cols, cols, gs);
+        if (!bad) cpu_st(j->dlogits, ddt, off + (uint64_t)label, (float)(j->g * (p_at - 1.0)));
+        return;
     }
+    const float *x = cpu_in_f32(ws, j->logits, a->logits.dtype, r * cols, cols);
+    float *d       = j->dlogits ? cpu_out_f32(ws, j->dlogits, a->dlogits.dtype, r * cols) : NULL;
+    double xl = bad ? 0.0 : (double)x[label]; /* before d (which may be x's scratch) is written */
+    float mx, sum; /* longer rows: the online statistics on a widened copy */
+    softmax_stats_avx2(x, cols, 1.0f, &mx, &sum);
     double lse  = (double)mx + log((double)sum);
     j->terms[r] = bad ? NAN : lse - xl;
     if (!d) return;
-    double p_at = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
-    float gs    = (float)(j->g / (double)sum);
-    if (cached) {
-        softmax_mul_avx2(d, cols, gs);
-    } else {
-        const __m256 vm = _mm256_set1_ps(mx), vg = _mm256_set1_ps(gs);
-        for (uint64_t c = 0; c < cols; c += 8) {
-            __m256 e = cpu_avx2_exp_neg_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, cols - c), vm));
-            cpu_avx2_store_n(d + c, cols - c, _mm256_mul_ps(e, vg));
-        }
+    double p_at     = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
+    float gs        = (float)(j->g / (double)sum);
+    const __m256 vm = _mm256_set1_ps(mx), vg = _mm256_set1_ps(gs);
+    for (uint64_t c = 0; c < cols; c += 8) {
+        __m256 e = cpu_avx2_exp_neg_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, cols - c), vm));
+        cpu_avx2_store_n(d + c, cols - c, _mm256_mul_ps(e, vg));
     }
     if (!bad) d[label] = (float)(j->g * (p_at - 1.0));
     cpu_out_f32_done(j->dlogits, a->dlogits.dtype, r * cols, d, cols);
