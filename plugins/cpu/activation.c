@@ -73,11 +73,7 @@ typedef struct act_job {
 } act_job;
 
 #if CPU_HAVE_AVX2_TABLE
-/* gelu, sigmoid and silu forward and backward four doubles at a time on the AVX2 path, with
- * cpu_avx2_exp_pd: sigmoid(x) = 1 / (1 + exp(-x)), and gelu's 0.5 (1 + tanh u) =
- * sigmoid(2u), so gelu(x) = x sigmoid(2u) with no cancellation. The last n % 4 elements go
- * through act_f/act_df. Returns 0 for the other activations (the caller's loop runs). */
-/* Eight elements from x (and dy) to out, in f32: the activation, or dy times its derivative.
+/* Eight elements x (and dy) in f32: the activation, or dy times its derivative.
  * With e = exp(-u) and s = sigmoid(u) = 1 / (1 + e) (u = x for sigmoid and silu, u = 2k(x +
  * c x^3) for gelu), 1 - s = e s is taken as that product, not a difference, so nothing
  * cancels: gelu's 0.5 (1 + tanh) = s and 1 - tanh^2 = 4 s (1 - s). Where s is 0 (e = inf)

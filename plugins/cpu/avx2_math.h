@@ -1,9 +1,12 @@
-/* avx2_math.h — the f32 math of the AVX2 paths of the transcendental and row ops (gelu,
- * sigmoid, silu, softmax, cross-entropy, layernorm), eight lanes at a time: Cephes' expf
- * (any argument, and a cheaper one for arguments <= 0), the partial-vector loads and stores
- * of a row's end, and horizontal reductions in a fixed lane order so a row's result
- * depends only on its data. Errors against a double reference are measured in
- * tests/test_cpu_args.c (math/activations_f32, math/rows_f32) and listed in docs/CPU.md.
+/* avx2_math.h — the f32 math of the AVX2 and AVX-512 paths of the memory-bound ops (gelu,
+ * sigmoid, silu, softmax, cross-entropy, layernorm, the AMP pass, the elementwise ops):
+ * Cephes' expf (any argument, and a cheaper one for arguments <= 0) in eight and sixteen
+ * lanes with the same bits, the partial-vector loads and stores of a row's end, horizontal
+ * reductions in a fixed lane order and the four-set row sums (CPU_SETS4) so a row's result
+ * depends only on its data, and the in-register bf16/f16 <-> f32 converters (dtype.h's
+ * bits) with which the kernels read and write 16-bit tensors where they lie. Errors
+ * against a double reference are measured in tests/test_cpu_args.c (math/activations_f32,
+ * math/rows_f32) and listed in docs/CPU.md.
  */
 #ifndef AMPX_PLUGIN_CPU_AVX2_MATH_H
 #define AMPX_PLUGIN_CPU_AVX2_MATH_H
