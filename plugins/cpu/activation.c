@@ -135,11 +135,9 @@ CPU_AVX2_FN static int act_avx2(const act_job *j, const float *x, const float *d
     return 1;
 }
 
-CPU_AVX2_FN static int act_avx2_inreg(const act_job *j, uint64_t i0, uint64_t n) {
-    uint32_t act = j->act;
-    int bwd      = j->bwd;
-    if (act != AMPX_ACT_GELU && act != AMPX_ACT_SIGMOID && act != AMPX_ACT_SILU) return 0;
-    const ampx_dtype xdt = j->xdt, dydt = j->dydt, odt = j->odt;
+CPU_AVX2_FN static inline __attribute__((always_inline)) void
+act_avx2_inreg_body(const act_job *j, uint32_t act, int bwd, ampx_dtype xdt, ampx_dtype dydt,
+                    ampx_dtype odt, uint64_t i0, uint64_t n) {
     uint64_t k = 0;
     for (; k + 8 <= n; k += 8) {
         __m256 vx = cpu_avx2_ld8(j->x, xdt, i0 + k);
@@ -152,6 +150,43 @@ CPU_AVX2_FN static int act_avx2_inreg(const act_job *j, uint64_t i0, uint64_t n)
                bwd ? (float)((double)cpu_ld(j->dy, dydt, i0 + k) * act_df(act, x))
                    : (float)act_f(act, x));
     }
+}
+
+/* One copy of the loop per function, direction and dtype (all three tensors of one dtype),
+ * as on the AVX-512 paths; mixed dtypes take the generic copy. */
+#define ACT_DT_CASES(BODY, ACT, BWD)                                                               \
+    do {                                                                                           \
+        if (xdt == AMPX_F32)                                                                       \
+            BODY(j, ACT, BWD, AMPX_F32, AMPX_F32, AMPX_F32, i0, n);                                \
+        else if (xdt == AMPX_BF16)                                                                 \
+            BODY(j, ACT, BWD, AMPX_BF16, AMPX_BF16, AMPX_BF16, i0, n);                             \
+        else                                                                                       \
+            BODY(j, ACT, BWD, AMPX_F16, AMPX_F16, AMPX_F16, i0, n);                                \
+    } while (0)
+#define ACT_CASES(BODY)                                                                            \
+    do {                                                                                           \
+        if (xdt != j->odt || (bwd && xdt != j->dydt))                                              \
+            BODY(j, act, bwd, xdt, j->dydt, j->odt, i0, n);                                        \
+        else if (act == AMPX_ACT_GELU && !bwd)                                                     \
+            ACT_DT_CASES(BODY, AMPX_ACT_GELU, 0);                                                  \
+        else if (act == AMPX_ACT_GELU)                                                             \
+            ACT_DT_CASES(BODY, AMPX_ACT_GELU, 1);                                                  \
+        else if (act == AMPX_ACT_SIGMOID && !bwd)                                                  \
+            ACT_DT_CASES(BODY, AMPX_ACT_SIGMOID, 0);                                               \
+        else if (act == AMPX_ACT_SIGMOID)                                                          \
+            ACT_DT_CASES(BODY, AMPX_ACT_SIGMOID, 1);                                               \
+        else if (!bwd)                                                                             \
+            ACT_DT_CASES(BODY, AMPX_ACT_SILU, 0);                                                  \
+        else                                                                                       \
+            ACT_DT_CASES(BODY, AMPX_ACT_SILU, 1);                                                  \
+    } while (0)
+
+CPU_AVX2_FN static int act_avx2_inreg(const act_job *j, uint64_t i0, uint64_t n) {
+    uint32_t act = j->act;
+    int bwd      = j->bwd;
+    if (act != AMPX_ACT_GELU && act != AMPX_ACT_SIGMOID && act != AMPX_ACT_SILU) return 0;
+    const ampx_dtype xdt = j->xdt;
+    ACT_CASES(act_avx2_inreg_body);
     return 1;
 }
 #endif
@@ -219,42 +254,18 @@ CPU_AVX512_INLINE void act_avx512_body(const act_job *j, uint32_t act, int bwd, 
     }
 }
 
-/* One copy of the loop per function, direction and dtype (all three tensors of one dtype);
- * mixed dtypes take the generic copy. Returns 0 for the other activations. */
-#define ACT_AVX512_CASE(ACT, BWD)                                                                  \
-    do {                                                                                           \
-        if (xdt == AMPX_F32)                                                                       \
-            act_avx512_body(j, ACT, BWD, AMPX_F32, AMPX_F32, AMPX_F32, i0, n);                     \
-        else if (xdt == AMPX_BF16)                                                                 \
-            act_avx512_body(j, ACT, BWD, AMPX_BF16, AMPX_BF16, AMPX_BF16, i0, n);                  \
-        else                                                                                       \
-            act_avx512_body(j, ACT, BWD, AMPX_F16, AMPX_F16, AMPX_F16, i0, n);                     \
-    } while (0)
-
+/* One copy of the loop per function, direction and dtype (ACT_CASES). Returns 0 for the
+ * other activations. */
 CPU_AVX512_FN static int act_avx512(const act_job *j, uint64_t i0, uint64_t n) {
     uint32_t act = j->act;
     int bwd      = j->bwd;
     if (act != AMPX_ACT_GELU && act != AMPX_ACT_SIGMOID && act != AMPX_ACT_SILU) return 0;
     const ampx_dtype xdt = j->xdt;
-    if (xdt != j->odt || (bwd && xdt != j->dydt)) {
-        act_avx512_body(j, act, bwd, xdt, j->dydt, j->odt, i0, n);
-        return 1;
-    }
-    if (act == AMPX_ACT_GELU && !bwd)
-        ACT_AVX512_CASE(AMPX_ACT_GELU, 0);
-    else if (act == AMPX_ACT_GELU)
-        ACT_AVX512_CASE(AMPX_ACT_GELU, 1);
-    else if (act == AMPX_ACT_SIGMOID && !bwd)
-        ACT_AVX512_CASE(AMPX_ACT_SIGMOID, 0);
-    else if (act == AMPX_ACT_SIGMOID)
-        ACT_AVX512_CASE(AMPX_ACT_SIGMOID, 1);
-    else if (!bwd)
-        ACT_AVX512_CASE(AMPX_ACT_SILU, 0);
-    else
-        ACT_AVX512_CASE(AMPX_ACT_SILU, 1);
+    ACT_CASES(act_avx512_body);
     return 1;
 }
-#undef ACT_AVX512_CASE
+#undef ACT_DT_CASES
+#undef ACT_CASES
 #endif
 
 #if CPU_HAVE_AVX2_TABLE

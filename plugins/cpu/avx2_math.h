@@ -122,49 +122,47 @@ cpu_avx2_acc_pd(__m256d *acc_lo, __m256d *acc_hi, __m256 v) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Row sums in four sets
+// Row sums in two sets
 
 /* The row sums of the row kernels (layernorm's statistics and backward sums, softmax's
- * backward dot) take a row's eight-element groups in four interleaved sets (group g into
- * set g % 4, each set eight lanes), combined as (S0 + S1) + (S2 + S3) and then across lanes
- * in a fixed order: four independent chains of additions instead of one, in the same order
- * on the AVX2 and AVX-512 paths. CPU_SETS4(n, BODY) runs BODY for every group of a row of n
- * elements with c its first element, m = min(8, n - c) its lanes and k its set (a constant,
- * so the sets stay in registers). */
-#define CPU_SETS4(n, ...)                                                                          \
+ * backward dot) take a row's eight-element groups in two interleaved sets (group g into set
+ * g % 2, each set eight lanes), combined as S0 + S1 and then across lanes in a fixed order:
+ * two independent chains of additions instead of one, in the same order on the AVX2 and
+ * AVX-512 paths (two sets keep the AVX2 path's accumulators in its sixteen registers).
+ * CPU_SETS2(n, BODY) runs BODY for every group of a row of n elements with c its first
+ * element, m = min(8, n - c) its lanes and k its set (a constant, so the sets stay in
+ * registers). */
+#define CPU_SETS2(n, ...)                                                                          \
     do {                                                                                           \
         uint64_t c = 0, m = 8;                                                                     \
-        for (; c + 32 <= (n); c += 32) {                                                           \
-            const uint64_t c0 = c;                                                                 \
-            CPU_SET4_(0, __VA_ARGS__);                                                             \
-            c = c0 + 8;                                                                            \
-            CPU_SET4_(1, __VA_ARGS__);                                                             \
-            c = c0 + 16;                                                                           \
-            CPU_SET4_(2, __VA_ARGS__);                                                             \
-            c = c0 + 24;                                                                           \
-            CPU_SET4_(3, __VA_ARGS__);                                                             \
-            c = c0;                                                                                \
+        for (; c + 16 <= (n); c += 16) {                                                           \
+            CPU_SET2_(0, __VA_ARGS__);                                                             \
+            c += 8;                                                                                \
+            CPU_SET2_(1, __VA_ARGS__);                                                             \
+            c -= 8;                                                                                \
         }                                                                                          \
-        for (int k_ = 0; k_ < 4 && c < (n); k_++, c += 8) {                                        \
+        if (c < (n)) {                                                                             \
             m = (n)-c < 8 ? (n)-c : 8;                                                             \
-            if (k_ == 0) CPU_SET4_(0, __VA_ARGS__);                                                \
-            if (k_ == 1) CPU_SET4_(1, __VA_ARGS__);                                                \
-            if (k_ == 2) CPU_SET4_(2, __VA_ARGS__);                                                \
-            if (k_ == 3) CPU_SET4_(3, __VA_ARGS__);                                                \
+            CPU_SET2_(0, __VA_ARGS__);                                                             \
+            c += 8;                                                                                \
+        }                                                                                          \
+        if (c < (n)) {                                                                             \
+            m = (n)-c;                                                                             \
+            CPU_SET2_(1, __VA_ARGS__);                                                             \
         }                                                                                          \
         (void)m;                                                                                   \
     } while (0)
-#define CPU_SET4_(K, ...)                                                                          \
+#define CPU_SET2_(K, ...)                                                                          \
     do {                                                                                           \
         const int k = K;                                                                           \
         __VA_ARGS__                                                                                \
     } while (0)
 
-/* (S0 + S1) + (S2 + S3) of four-lane halves a[] and b[], then across the eight lanes. */
+/* S0 + S1 of four-lane halves a[] and b[], then across the eight lanes. */
 CPU_AVX2_FN static inline __attribute__((always_inline)) double
-cpu_avx2_sets4_pd(const __m256d *a, const __m256d *b) {
-    __m256d sa = _mm256_add_pd(_mm256_add_pd(a[0], a[1]), _mm256_add_pd(a[2], a[3]));
-    __m256d sb = _mm256_add_pd(_mm256_add_pd(b[0], b[1]), _mm256_add_pd(b[2], b[3]));
+cpu_avx2_sets2_pd(const __m256d *a, const __m256d *b) {
+    __m256d sa = _mm256_add_pd(a[0], a[1]);
+    __m256d sb = _mm256_add_pd(b[0], b[1]);
     return cpu_avx2_hsum_pd(_mm256_add_pd(sa, sb));
 }
 
@@ -418,9 +416,9 @@ CPU_AVX512_INLINE __m256d cpu_avx512_lo4d(__m512d v) {
 CPU_AVX512_INLINE __m256d cpu_avx512_hi4d(__m512d v) {
     return _mm512_extractf64x4_pd(v, 1);
 }
-/* (S0 + S1) + (S2 + S3) of the four sets, then across the eight lanes as cpu_avx2_sets4_pd. */
-CPU_AVX512_INLINE double cpu_avx512_sets4_pd(const __m512d *s) {
-    __m512d t = _mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3]));
+/* S0 + S1 of the two sets, then across the eight lanes as cpu_avx2_sets2_pd. */
+CPU_AVX512_INLINE double cpu_avx512_sets2_pd(const __m512d *s) {
+    __m512d t = _mm512_add_pd(s[0], s[1]);
     return cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(t), cpu_avx512_hi4d(t)));
 }
 

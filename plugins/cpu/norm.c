@@ -43,18 +43,18 @@ typedef struct ln_job {
 
 #include "avx2_math.h"
 
-/* The double sums of a row take its eight-element groups in four interleaved sets
- * (CPU_SETS4 in avx2_math.h): four independent chains of additions instead of one, the same
+/* The double sums of a row take its eight-element groups in two interleaved sets
+ * (CPU_SETS2 in avx2_math.h): two independent chains of additions instead of one, the same
  * order on the AVX2 and AVX-512 paths (so the same bits). */
 CPU_AVX2_FN static void ln_stats_avx2(const void *x, ampx_dtype dt, uint64_t off, uint64_t n,
                                       double *mean_out, double *var_out) {
     const float k0   = cpu_ld(x, dt, off);
     const __m256 vk  = _mm256_set1_ps(k0);
     const __m256d kd = _mm256_set1_pd((double)k0);
-    __m256d s1a[4], s1b[4], s2a[4], s2b[4];
-    for (int k = 0; k < 4; k++)
+    __m256d s1a[2], s1b[2], s2a[2], s2b[2];
+    for (int k = 0; k < 2; k++)
         s1a[k] = s1b[k] = s2a[k] = s2b[k] = _mm256_setzero_pd();
-    CPU_SETS4(n, {
+    CPU_SETS2(n, {
         __m256 v;
         if (m == 8) {
             v = cpu_avx2_ld8(x, dt, off + c);
@@ -67,8 +67,8 @@ CPU_AVX2_FN static void ln_stats_avx2(const void *x, ampx_dtype dt, uint64_t off
         s1a[k] = _mm256_add_pd(s1a[k], da), s1b[k] = _mm256_add_pd(s1b[k], db);
         s2a[k] = _mm256_fmadd_pd(da, da, s2a[k]), s2b[k] = _mm256_fmadd_pd(db, db, s2b[k]);
     });
-    double s1  = cpu_avx2_sets4_pd(s1a, s1b);
-    double s2  = cpu_avx2_sets4_pd(s2a, s2b);
+    double s1  = cpu_avx2_sets2_pd(s1a, s1b);
+    double s2  = cpu_avx2_sets2_pd(s2a, s2b);
     double var = (s2 - s1 * (s1 / (double)n)) / (double)n;
     *mean_out  = (double)k0 + s1 / (double)n;
     *var_out   = var > 0.0 ? var : (var == var ? 0.0 : var); /* NaN stays NaN */
@@ -100,18 +100,18 @@ CPU_AVX2_FN static void ln_bwd_avx2(const ln_job *j, uint64_t off, uint64_t n, f
     const void *x = j->x, *dy = j->dy;
     const float *gamma = j->gamma;
     const __m256 vm = _mm256_set1_ps(mean), rs = _mm256_set1_ps(rstd), one = _mm256_set1_ps(1.0f);
-    __m256d ga[4], gb[4], gxa[4], gxb[4];
-    for (int k = 0; k < 4; k++)
+    __m256d ga[2], gb[2], gxa[2], gxb[2];
+    for (int k = 0; k < 2; k++)
         ga[k] = gb[k] = gxa[k] = gxb[k] = _mm256_setzero_pd();
-    CPU_SETS4(n, {
+    CPU_SETS2(n, {
         __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_ld_n(x, xdt, off + c, m), vm), rs);
         __m256 g    = _mm256_mul_ps(cpu_avx2_ld_n(dy, dydt, off + c, m),
                                  gamma ? cpu_avx2_load_n(gamma + c, m) : one);
         cpu_avx2_acc_pd(&ga[k], &gb[k], g); /* masked lanes are 0 */
         cpu_avx2_acc_pd(&gxa[k], &gxb[k], _mm256_mul_ps(g, xhat));
     });
-    const __m256 mg  = _mm256_set1_ps((float)(cpu_avx2_sets4_pd(ga, gb) / (double)n));
-    const __m256 mgx = _mm256_set1_ps((float)(cpu_avx2_sets4_pd(gxa, gxb) / (double)n));
+    const __m256 mg  = _mm256_set1_ps((float)(cpu_avx2_sets2_pd(ga, gb) / (double)n));
+    const __m256 mgx = _mm256_set1_ps((float)(cpu_avx2_sets2_pd(gxa, gxb) / (double)n));
     for (uint64_t c = 0; c < n; c += 8) {
         __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_ld_n(x, xdt, off + c, n - c), vm), rs);
         __m256 g    = _mm256_mul_ps(cpu_avx2_ld_n(dy, dydt, off + c, n - c),
@@ -136,18 +136,18 @@ CPU_AVX512_FN static void ln_stats_avx512(const void *x, ampx_dtype dt, uint64_t
     const float k0   = cpu_ld(x, dt, off);
     const __m256 vk  = _mm256_set1_ps(k0);
     const __m512d kd = _mm512_set1_pd((double)k0);
-    __m512d s1[4], s2[4];
-    for (int k = 0; k < 4; k++)
+    __m512d s1[2], s2[2];
+    for (int k = 0; k < 2; k++)
         s1[k] = s2[k] = _mm512_setzero_pd();
-    CPU_SETS4(n, { /* masked lanes read as K: d = 0 */
+    CPU_SETS2(n, { /* masked lanes read as K: d = 0 */
                    __mmask8 msk = cpu_avx512_mask8(m);
                    __m512d d    = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_mask_blend_ps(
                                                     msk, vk, cpu_avx512_ld8(x, dt, off + c, msk))),
                                                 kd);
                    s1[k] = _mm512_add_pd(s1[k], d), s2[k] = _mm512_fmadd_pd(d, d, s2[k]);
     });
-    double t1  = cpu_avx512_sets4_pd(s1);
-    double t2  = cpu_avx512_sets4_pd(s2);
+    double t1  = cpu_avx512_sets2_pd(s1);
+    double t2  = cpu_avx512_sets2_pd(s2);
     double var = (t2 - t1 * (t1 / (double)n)) / (double)n;
     *mean_out  = (double)k0 + t1 / (double)n;
     *var_out   = var > 0.0 ? var : (var == var ? 0.0 : var); /* NaN stays NaN */
@@ -177,12 +177,12 @@ CPU_AVX512_FN static void ln_bwd_avx512(const ln_job *j, uint64_t off, uint64_t 
     const ampx_dtype xdt = j->a.x.dtype, dydt = j->a.dy.dtype, odt = j->a.y_or_dx.dtype;
     const float *gamma = j->gamma;
     const __m512 vm = _mm512_set1_ps(mean), rs = _mm512_set1_ps(rstd), one = _mm512_set1_ps(1.0f);
-    __m512d sg[4], sgx[4];
-    for (int k = 0; k < 4; k++)
+    __m512d sg[2], sgx[2];
+    for (int k = 0; k < 2; k++)
         sg[k] = sgx[k] = _mm512_setzero_pd();
     const __m256 vm8 = _mm256_set1_ps(mean), rs8 = _mm256_set1_ps(rstd),
                  one8 = _mm256_set1_ps(1.0f);
-    CPU_SETS4(n, { /* masked lanes: g = 0 */
+    CPU_SETS2(n, { /* masked lanes: g = 0 */
                    __mmask8 msk = cpu_avx512_mask8(m);
                    __m256 xhat  = _mm256_mul_ps(
                         _mm256_sub_ps(cpu_avx512_ld8(j->x, xdt, off + c, msk), vm8), rs8);
@@ -191,8 +191,8 @@ CPU_AVX512_FN static void ln_bwd_avx512(const ln_job *j, uint64_t off, uint64_t 
                    sg[k]    = _mm512_add_pd(sg[k], _mm512_cvtps_pd(g));
                    sgx[k]   = _mm512_add_pd(sgx[k], _mm512_cvtps_pd(_mm256_mul_ps(g, xhat)));
     });
-    const __m512 mg  = _mm512_set1_ps((float)(cpu_avx512_sets4_pd(sg) / (double)n));
-    const __m512 mgx = _mm512_set1_ps((float)(cpu_avx512_sets4_pd(sgx) / (double)n));
+    const __m512 mg  = _mm512_set1_ps((float)(cpu_avx512_sets2_pd(sg) / (double)n));
+    const __m512 mgx = _mm512_set1_ps((float)(cpu_avx512_sets2_pd(sgx) / (double)n));
     for (uint64_t c = 0; c < n; c += 16) {
         __mmask16 m = cpu_avx512_mask16(n - c);
         __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(cpu_avx512_ld16(j->x, xdt, off + c, m), vm), rs);

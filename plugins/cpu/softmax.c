@@ -216,10 +216,10 @@ CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r) {
     ampx_dtype ydt = a->x_or_y.dtype, dydt = a->dy.dtype, odt = a->y_or_dx.dtype;
     uint64_t off = r * cols;
     int log_     = (int)a->log;
-    __m256d lo[4], hi[4]; /* CPU_SETS4: four independent chains */
-    for (int k = 0; k < 4; k++)
+    __m256d lo[2], hi[2]; /* CPU_SETS2: two independent chains */
+    for (int k = 0; k < 2; k++)
         lo[k] = hi[k] = _mm256_setzero_pd();
-    CPU_SETS4(cnt, {
+    CPU_SETS2(cnt, {
         __m256 vd = cpu_avx2_ld_n(j->dy, dydt, off + c, m);
         if (log_) {
             cpu_avx2_acc_pd(&lo[k], &hi[k], vd);
@@ -231,7 +231,7 @@ CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r) {
                                         _mm256_cvtps_pd(_mm256_extractf128_ps(vy, 1)), hi[k]);
         }
     });
-    const __m256 s  = _mm256_set1_ps((float)cpu_avx2_sets4_pd(lo, hi));
+    const __m256 s  = _mm256_set1_ps((float)cpu_avx2_sets2_pd(lo, hi));
     const __m256 vs = _mm256_set1_ps(a->scale);
     for (uint64_t c = 0; c < cnt; c += 8) {
         __m256 vd = cpu_avx2_ld_n(j->dy, dydt, off + c, cnt - c);
@@ -362,10 +362,10 @@ CPU_AVX512_FN static void softmax_bwd_row_avx512(const softmax_job *j, uint64_t 
     ampx_dtype ydt = a->x_or_y.dtype, dydt = a->dy.dtype, odt = a->y_or_dx.dtype;
     uint64_t off = r * cols;
     int log_     = (int)a->log;
-    __m512d acc[4]; /* CPU_SETS4: the AVX2 path's lo and hi of a set in one zmm */
-    for (int k = 0; k < 4; k++)
+    __m512d acc[2]; /* CPU_SETS2: the AVX2 path's lo and hi of a set in one zmm */
+    for (int k = 0; k < 2; k++)
         acc[k] = _mm512_setzero_pd();
-    CPU_SETS4(cnt, {
+    CPU_SETS2(cnt, {
         __mmask8 msk = cpu_avx512_mask8(m);
         __m256 vd    = cpu_avx512_ld8(j->dy, dydt, off + c, msk);
         if (log_)
@@ -375,7 +375,7 @@ CPU_AVX512_FN static void softmax_bwd_row_avx512(const softmax_job *j, uint64_t 
                 _mm512_fmadd_pd(_mm512_cvtps_pd(vd),
                                 _mm512_cvtps_pd(cpu_avx512_ld8(j->in, ydt, off + c, msk)), acc[k]);
     });
-    const __m512 s  = _mm512_set1_ps((float)cpu_avx512_sets4_pd(acc));
+    const __m512 s  = _mm512_set1_ps((float)cpu_avx512_sets2_pd(acc));
     const __m512 vs = _mm512_set1_ps(a->scale);
     uint64_t c;
     for (c = 0; c < cnt; c += 16) {
