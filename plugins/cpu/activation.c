@@ -117,9 +117,7 @@ CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 act8_avx2(uint32
  * cpu_avx2_exp_ps: sigmoid(x) = 1 / (1 + exp(-x)), and gelu's 0.5 (1 + tanh u) = sigmoid(2u),
  * so gelu(x) = x sigmoid(2u) with no cancellation. The last n % 8 elements go through act_f/act_df
  * (the chunking is fixed, so which elements those are does not depend on the threads).
- * Returns 0 for the other activations (the caller's loop runs). act_avx2 works on f32 arrays
- * (the AVX-512 paths' tails); act_avx2_inreg on elements i0 .. i0 + n - 1 of the tensors
- * themselves, bf16 and f16 converted in registers, with the same operations (same bits). */
+ * Returns 0 for the other activations (the caller's loop runs). */
 CPU_AVX2_FN static int act_avx2(const act_job *j, const float *x, const float *dy, float *out,
                                 uint64_t n) {
     uint32_t act = j->act;
@@ -135,25 +133,8 @@ CPU_AVX2_FN static int act_avx2(const act_job *j, const float *x, const float *d
     return 1;
 }
 
-CPU_AVX2_FN static inline __attribute__((always_inline)) void
-act_avx2_inreg_body(const act_job *j, uint32_t act, int bwd, ampx_dtype xdt, ampx_dtype dydt,
-                    ampx_dtype odt, uint64_t i0, uint64_t n) {
-    uint64_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        __m256 vx = cpu_avx2_ld8(j->x, xdt, i0 + k);
-        cpu_avx2_st8(j->out, odt, i0 + k,
-                     act8_avx2(act, bwd, vx, bwd ? cpu_avx2_ld8(j->dy, dydt, i0 + k) : vx));
-    }
-    for (; k < n; k++) {
-        float x = cpu_ld(j->x, xdt, i0 + k);
-        cpu_st(j->out, odt, i0 + k,
-               bwd ? (float)((double)cpu_ld(j->dy, dydt, i0 + k) * act_df(act, x))
-                   : (float)act_f(act, x));
-    }
-}
-
-/* One copy of the loop per function, direction and dtype (all three tensors of one dtype),
- * as on the AVX-512 paths; mixed dtypes take the generic copy. */
+/* One copy of the AVX-512 loop per function, direction and dtype (all three tensors of one
+ * dtype); mixed dtypes take the generic copy. */
 #define ACT_DT_CASES(BODY, ACT, BWD)                                                               \
     do {                                                                                           \
         if (xdt == AMPX_F32)                                                                       \
@@ -181,14 +162,6 @@ act_avx2_inreg_body(const act_job *j, uint32_t act, int bwd, ampx_dtype xdt, amp
             ACT_DT_CASES(BODY, AMPX_ACT_SILU, 1);                                                  \
     } while (0)
 
-CPU_AVX2_FN static int act_avx2_inreg(const act_job *j, uint64_t i0, uint64_t n) {
-    uint32_t act = j->act;
-    int bwd      = j->bwd;
-    if (act != AMPX_ACT_GELU && act != AMPX_ACT_SIGMOID && act != AMPX_ACT_SILU) return 0;
-    const ampx_dtype xdt = j->xdt;
-    ACT_CASES(act_avx2_inreg_body);
-    return 1;
-}
 #endif
 
 #if CPU_HAVE_AVX2_TABLE
@@ -291,28 +264,6 @@ CPU_AVX512_FN static void relu_avx512(const act_job *j, uint64_t i0, uint64_t n)
     }
 }
 
-/* The same on the AVX2 path, eight lanes, the last n % 8 through act_f / act_df. */
-CPU_AVX2_FN static void relu_avx2(const act_job *j, uint64_t i0, uint64_t n) {
-    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
-    uint64_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        __m256 x   = cpu_avx2_ld8(j->x, j->xdt, i0 + k);
-        __m256 pos = _mm256_cmp_ps(x, zero, _CMP_GT_OQ), nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-        __m256 r;
-        if (!j->bwd)
-            r = _mm256_blendv_ps(_mm256_and_ps(x, pos), _mm256_add_ps(x, x), nan);
-        else
-            r = _mm256_mul_ps(cpu_avx2_ld8(j->dy, j->dydt, i0 + k),
-                              _mm256_blendv_ps(_mm256_and_ps(one, pos), x, nan));
-        cpu_avx2_st8(j->out, j->odt, i0 + k, r);
-    }
-    for (; k < n; k++) {
-        float x = cpu_ld(j->x, j->xdt, i0 + k);
-        cpu_st(j->out, j->odt, i0 + k,
-               j->bwd ? (float)((double)cpu_ld(j->dy, j->dydt, i0 + k) * act_df(AMPX_ACT_RELU, x))
-                      : (float)act_f(AMPX_ACT_RELU, x));
-    }
-}
 #endif
 
 /* x, dy and out may be one and the same array (in place, or one scratch chunk): every loop
@@ -327,17 +278,20 @@ CPU_INLINE void act_chunk_body(void *arg, uint64_t item, unsigned tid) {
         relu_avx512(j, i0, n);
         return;
     }
-    if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && j->act == AMPX_ACT_RELU) {
-        relu_avx2(j, i0, n);
-        return;
-    }
     if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && act_avx512(j, i0, n)) return;
-    if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && act_avx2_inreg(j, i0, n)) return;
 #endif
     float tx[CPU_CHUNK], tdy[CPU_CHUNK];
     const float *x  = cpu_in_f32(tx, j->x, j->xdt, i0, n);
     const float *dy = j->bwd ? cpu_in_f32(tdy, j->dy, j->dydt, i0, n) : NULL;
     float *out      = cpu_out_f32(tx, j->out, j->odt, i0);
+#if CPU_HAVE_AVX2_TABLE
+    /* AVX2: bf16/f16 chunks are widened first (eight-lane converters inside this loop cost
+     * more than the two passes over a chunk in cache) */
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && act_avx2(j, x, dy, out, n)) {
+        cpu_out_f32_done(j->out, j->odt, i0, out, n);
+        return;
+    }
+#endif
     if (j->bwd && j->act == AMPX_ACT_RELU) { /* act_df inlined, without calls: vectorises */
         for (uint64_t k = 0; k < n; k++) {
             double v = x[k], d = v > 0.0 ? 1.0 : (v != v ? v : 0.0);

@@ -94,11 +94,9 @@ CPU_AVX2_FN static void ln_norm_avx2(const void *x, ampx_dtype xdt, void *y, amp
 /* From the saved f32 mean and rstd: xhat = (x - mean) rstd, g = dy gamma, sums of g and
  * g xhat in double lanes; then dx = rstd ((g - mean(g)) - xhat mean(g xhat)). dx may be x
  * or dy. */
-CPU_AVX2_FN static void ln_bwd_avx2(const ln_job *j, uint64_t off, uint64_t n, float mean,
-                                    float rstd) {
-    const ampx_dtype xdt = j->a.x.dtype, dydt = j->a.dy.dtype, odt = j->a.y_or_dx.dtype;
-    const void *x = j->x, *dy = j->dy;
-    const float *gamma = j->gamma;
+CPU_AVX2_FN static void ln_bwd_avx2(const void *x, ampx_dtype xdt, const void *dy, ampx_dtype dydt,
+                                    void *dx, ampx_dtype odt, const float *gamma, uint64_t off,
+                                    uint64_t n, float mean, float rstd) {
     const __m256 vm = _mm256_set1_ps(mean), rs = _mm256_set1_ps(rstd), one = _mm256_set1_ps(1.0f);
     __m256d ga[2], gb[2], gxa[2], gxb[2];
     for (int k = 0; k < 2; k++)
@@ -116,7 +114,7 @@ CPU_AVX2_FN static void ln_bwd_avx2(const ln_job *j, uint64_t off, uint64_t n, f
         __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_ld_n(x, xdt, off + c, n - c), vm), rs);
         __m256 g    = _mm256_mul_ps(cpu_avx2_ld_n(dy, dydt, off + c, n - c),
                                  gamma ? cpu_avx2_load_n(gamma + c, n - c) : one);
-        cpu_avx2_st_n(j->out, odt, off + c, n - c,
+        cpu_avx2_st_n(dx, odt, off + c, n - c,
                       _mm256_mul_ps(rs, _mm256_fnmadd_ps(xhat, mgx, _mm256_sub_ps(g, mg))));
     }
 }
@@ -225,14 +223,21 @@ static void ln_fwd_rows(void *arg, uint64_t item, unsigned tid) {
             ln_fwd_row_avx512(j, r);
             continue;
         }
-        if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) { /* in place, any dtype */
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
+            /* f32 in place; bf16/f16 widened into ws and rounded once (with eight lanes,
+             * converting in the inner loops costs more than these passes in cache) */
+            ampx_dtype xdt = j->a.x.dtype, ydt = j->a.y_or_dx.dtype;
+            int f32        = xdt == AMPX_F32 && ydt == AMPX_F32;
+            const void *xb = f32 ? j->x : cpu_in_f32(x, j->x, xdt, r * cols, cols);
+            void *yb       = f32 ? j->out : cpu_out_f32(x, j->out, ydt, r * cols);
+            uint64_t off   = f32 ? r * cols : 0;
             double mean, var;
-            ln_stats_avx2(j->x, j->a.x.dtype, r * cols, cols, &mean, &var);
+            ln_stats_avx2(xb, AMPX_F32, off, cols, &mean, &var);
             double rstd = 1.0 / sqrt(var + (double)j->a.eps);
             j->mean[r]  = (float)mean;
             j->rstd[r]  = (float)rstd;
-            ln_norm_avx2(j->x, j->a.x.dtype, j->out, j->a.y_or_dx.dtype, r * cols, cols, mean, rstd,
-                         j->gamma, j->beta);
+            ln_norm_avx2(xb, AMPX_F32, yb, AMPX_F32, off, cols, mean, rstd, j->gamma, j->beta);
+            if (!f32) cpu_out_f32_done(j->out, ydt, r * cols, yb, cols);
             continue;
         }
 #endif
@@ -268,8 +273,15 @@ static void ln_bwd_rows(void *arg, uint64_t item, unsigned tid) {
             ln_bwd_avx512(j, r * cols, cols, j->mean[r], j->rstd[r]);
             continue;
         }
-        if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) { /* in place, any dtype */
-            ln_bwd_avx2(j, r * cols, cols, j->mean[r], j->rstd[r]);
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) { /* as the forward */
+            ampx_dtype xdt = j->a.x.dtype, dydt = j->a.dy.dtype, odt = j->a.y_or_dx.dtype;
+            int f32        = xdt == AMPX_F32 && dydt == AMPX_F32 && odt == AMPX_F32;
+            const void *xb = f32 ? j->x : cpu_in_f32(x, j->x, xdt, r * cols, cols);
+            const void *db = f32 ? j->dy : cpu_in_f32(dy, j->dy, dydt, r * cols, cols);
+            void *ob       = f32 ? j->out : cpu_out_f32(x, j->out, odt, r * cols);
+            ln_bwd_avx2(xb, AMPX_F32, db, AMPX_F32, ob, AMPX_F32, j->gamma, f32 ? r * cols : 0,
+                        cols, j->mean[r], j->rstd[r]);
+            if (!f32) cpu_out_f32_done(j->out, odt, r * cols, ob, cols);
             continue;
         }
 #endif

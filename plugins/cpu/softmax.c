@@ -176,55 +176,76 @@ CPU_AVX2_FN static void softmax_mul_avx2(float *y, uint64_t cnt, float k) {
     }
 }
 
-CPU_AVX2_FN static void softmax_fwd_row_avx2(const softmax_job *j, uint64_t r, float *ws) {
+/* One row from x (dtype xdt) to y (dtype ydt), both at element off of their bases, y may be
+ * x; ws (f32, cols) holds the exponentials of a non-f32 y and the widened copy of a long
+ * row. */
+CPU_AVX2_FN static void softmax_fwd_core_avx2(const softmax_job *j, uint64_t r, const void *xb,
+                                              ampx_dtype xdt, void *yb, ampx_dtype ydt,
+                                              uint64_t off, float *ws) {
     const ampx_softmax_args *a = &j->a;
     uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
-    ampx_dtype xdt = a->x_or_y.dtype, ydt = a->y_or_dx.dtype;
-    uint64_t off = r * cols;
     float mx, sum;
     if (cnt > SOFTMAX_CACHED_COLS) { /* the online statistics, on a widened copy */
-        const float *x = cpu_in_f32(ws, j->in, xdt, off, cols);
+        const float *x = cpu_in_f32(ws, xb, xdt, off, cols);
         softmax_stats_avx2(x, cnt, a->scale, &mx, &sum);
-        softmax_out_avx2(j->in, xdt, j->out, ydt, off, cnt, cols, a->scale, mx, sum, (int)a->log);
+        softmax_out_avx2(xb, xdt, yb, ydt, off, cnt, cols, a->scale, mx, sum, (int)a->log);
         return;
     }
     /* rows read and written where they lie; the exponentials in y itself when it is f32,
      * else in ws */
-    mx = softmax_max_avx2(j->in, xdt, off, cnt, a->scale);
+    mx = softmax_max_avx2(xb, xdt, off, cnt, a->scale);
     if (!a->log) {
-        float *e = ydt == AMPX_F32 ? (float *)j->out + off : ws;
-        sum      = softmax_expsum_avx2(j->in, xdt, off, e, cnt, a->scale, mx);
+        float *e = ydt == AMPX_F32 ? (float *)yb + off : ws;
+        sum      = softmax_expsum_avx2(xb, xdt, off, e, cnt, a->scale, mx);
         if (ydt == AMPX_F32) {
             softmax_mul_avx2(e, cnt, 1.0f / sum);
             for (uint64_t c = cnt; c < cols; c++)
                 e[c] = 0.0f;
         } else {
-            softmax_mul_out_avx2(e, j->out, ydt, off, cnt, cols, 1.0f / sum);
+            softmax_mul_out_avx2(e, yb, ydt, off, cnt, cols, 1.0f / sum);
         }
     } else {
-        sum = softmax_expsum_avx2(j->in, xdt, off, NULL, cnt, a->scale, mx);
-        softmax_out_avx2(j->in, xdt, j->out, ydt, off, cnt, cols, a->scale, mx, sum, 1);
+        sum = softmax_expsum_avx2(xb, xdt, off, NULL, cnt, a->scale, mx);
+        softmax_out_avx2(xb, xdt, yb, ydt, off, cnt, cols, a->scale, mx, sum, 1);
     }
+}
+
+/* The AVX2 path's row: f32 rows are read and written where they lie; bf16/f16 rows are
+ * widened into ws, computed in f32 and rounded once (with eight lanes, converting in the
+ * inner loops costs more than these two passes over a row in cache). */
+CPU_AVX2_FN static void softmax_fwd_row_avx2(const softmax_job *j, uint64_t r, float *ws) {
+    const ampx_softmax_args *a = &j->a;
+    ampx_dtype xdt = a->x_or_y.dtype, ydt = a->y_or_dx.dtype;
+    uint64_t cols = a->cols, off = r * cols;
+    if (xdt == AMPX_F32 && ydt == AMPX_F32) {
+        softmax_fwd_core_avx2(j, r, j->in, xdt, j->out, ydt, off, ws);
+        return;
+    }
+    const float *x = cpu_in_f32(ws, j->in, xdt, off, cols);
+    float *y       = cpu_out_f32(ws, j->out, ydt, off);
+    softmax_fwd_core_avx2(j, r, x, AMPX_F32, y, AMPX_F32, 0, ws);
+    cpu_out_f32_done(j->out, ydt, off, y, cols);
 }
 
 /* dx_c = scale y_c (dy_c - sum_k dy_k y_k), or for log-softmax scale (dy_c - exp(y_c)
  * sum_k dy_k), over the visible c < cnt (dx = 0 beyond). The sum is accumulated in double
  * (its terms have both signs, and dy_c - sum cancels). dx may be y or dy (in place). */
-CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r) {
+/* One row: y (dtype ydt), dy and dx at element off of their bases; dx may be y or dy. */
+CPU_AVX2_FN static void softmax_bwd_core_avx2(const softmax_job *j, uint64_t r, const void *yb,
+                                              ampx_dtype ydt, const void *dyb, ampx_dtype dydt,
+                                              void *ob, ampx_dtype odt, uint64_t off) {
     const ampx_softmax_args *a = &j->a;
     uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
-    ampx_dtype ydt = a->x_or_y.dtype, dydt = a->dy.dtype, odt = a->y_or_dx.dtype;
-    uint64_t off = r * cols;
-    int log_     = (int)a->log;
+    int log_ = (int)a->log;
     __m256d lo[2], hi[2]; /* CPU_SETS2: two independent chains */
     for (int k = 0; k < 2; k++)
         lo[k] = hi[k] = _mm256_setzero_pd();
     CPU_SETS2(cnt, {
-        __m256 vd = cpu_avx2_ld_n(j->dy, dydt, off + c, m);
+        __m256 vd = cpu_avx2_ld_n(dyb, dydt, off + c, m);
         if (log_) {
             cpu_avx2_acc_pd(&lo[k], &hi[k], vd);
         } else {
-            __m256 vy = cpu_avx2_ld_n(j->in, ydt, off + c, m);
+            __m256 vy = cpu_avx2_ld_n(yb, ydt, off + c, m);
             lo[k]     = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(vd)),
                                         _mm256_cvtps_pd(_mm256_castps256_ps128(vy)), lo[k]);
             hi[k]     = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(vd, 1)),
@@ -234,14 +255,30 @@ CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r) {
     const __m256 s  = _mm256_set1_ps((float)cpu_avx2_sets2_pd(lo, hi));
     const __m256 vs = _mm256_set1_ps(a->scale);
     for (uint64_t c = 0; c < cnt; c += 8) {
-        __m256 vd = cpu_avx2_ld_n(j->dy, dydt, off + c, cnt - c);
-        __m256 vy = cpu_avx2_ld_n(j->in, ydt, off + c, cnt - c);
+        __m256 vd = cpu_avx2_ld_n(dyb, dydt, off + c, cnt - c);
+        __m256 vy = cpu_avx2_ld_n(yb, ydt, off + c, cnt - c);
         __m256 v  = log_ ? _mm256_mul_ps(vs, _mm256_fnmadd_ps(cpu_avx2_exp_ps(vy), s, vd))
                          : _mm256_mul_ps(_mm256_mul_ps(vs, vy), _mm256_sub_ps(vd, s));
-        cpu_avx2_st_n(j->out, odt, off + c, cnt - c, v);
+        cpu_avx2_st_n(ob, odt, off + c, cnt - c, v);
     }
     for (uint64_t c = cnt; c < cols; c += 8)
-        cpu_avx2_st_n(j->out, odt, off + c, cols - c, _mm256_setzero_ps());
+        cpu_avx2_st_n(ob, odt, off + c, cols - c, _mm256_setzero_ps());
+}
+
+/* The AVX2 path's row, f32 in place, bf16/f16 through ws as softmax_fwd_row_avx2. */
+CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r, float *ws) {
+    const ampx_softmax_args *a = &j->a;
+    ampx_dtype ydt = a->x_or_y.dtype, dydt = a->dy.dtype, odt = a->y_or_dx.dtype;
+    uint64_t cols = a->cols, off = r * cols;
+    if (ydt == AMPX_F32 && dydt == AMPX_F32 && odt == AMPX_F32) {
+        softmax_bwd_core_avx2(j, r, j->in, ydt, j->dy, dydt, j->out, odt, off);
+        return;
+    }
+    const float *y  = cpu_in_f32(ws, j->in, ydt, off, cols);
+    const float *dy = cpu_in_f32(ws + cols, j->dy, dydt, off, cols);
+    float *dx       = cpu_out_f32(ws, j->out, odt, off);
+    softmax_bwd_core_avx2(j, r, y, AMPX_F32, dy, AMPX_F32, dx, AMPX_F32, 0);
+    cpu_out_f32_done(j->out, odt, off, dx, cols);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -337,13 +374,13 @@ CPU_AVX512_FN static void softmax_out_avx512(const void *x, ampx_dtype xdt, void
 CPU_AVX512_FN static void softmax_fwd_row_avx512(const softmax_job *j, uint64_t r, float *ws) {
     const ampx_softmax_args *a = &j->a;
     uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
-    if (cnt > SOFTMAX_CACHED_COLS) {
-        softmax_fwd_row_avx2(j, r, ws);
-        return;
-    }
     ampx_dtype xdt = a->x_or_y.dtype, ydt = a->y_or_dx.dtype;
     uint64_t off = r * cols;
-    float mx     = softmax_max_avx512(j->in, xdt, off, cnt, a->scale);
+    if (cnt > SOFTMAX_CACHED_COLS) { /* in place but for the widened copy of the statistics */
+        softmax_fwd_core_avx2(j, r, j->in, xdt, j->out, ydt, off, ws);
+        return;
+    }
+    float mx = softmax_max_avx512(j->in, xdt, off, cnt, a->scale);
     if (!a->log) { /* the exponentials in y itself when it is f32, else in ws */
         float *e  = ydt == AMPX_F32 ? (float *)j->out + off : ws;
         float sum = softmax_expsum_avx512(j->in, xdt, off, e, cnt, a->scale, mx);
@@ -451,7 +488,7 @@ static void softmax_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     }
     if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
         for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
-            softmax_bwd_row_avx2(j, r);
+            softmax_bwd_row_avx2(j, r, y);
         return;
     }
 #endif
@@ -531,26 +568,42 @@ typedef struct xent_job {
 /* The AVX2 path of a valid row: the online statistics (softmax_stats_avx2) give mx and sum
  * in f32, lse = mx + log(sum) in double; dlogits_c = exp(x_c - mx) * (g / sum) in f32, and at
  * the label g (p - 1) with p = exp(x - mx) / sum in double (p - 1 cancels). */
+/* A row of up to SOFTMAX_CACHED_COLS logits (dtype xdt) at element off of xb, dlogits (dtype
+ * ddt, NULL: loss only) at off of db; ws (f32) holds the exponentials when ddt is not f32. */
+CPU_AVX2_FN static void xent_cached_avx2(const xent_job *j, uint64_t r, int32_t label,
+                                         const void *xb, ampx_dtype xdt, void *db, ampx_dtype ddt,
+                                         uint64_t off, float *ws) {
+    uint64_t cols = j->a.cols;
+    int bad       = label < 0 || (uint64_t)label >= cols;
+    double xl     = bad ? 0.0 : (double)cpu_ld(xb, xdt, off + (uint64_t)label);
+    float *e      = !db ? NULL : ddt == AMPX_F32 ? (float *)db + off : ws;
+    float mx      = softmax_max_avx2(xb, xdt, off, cols, 1.0f);
+    float sum     = softmax_expsum_avx2(xb, xdt, off, e, cols, 1.0f, mx);
+    j->terms[r]   = bad ? NAN : (double)mx + log((double)sum) - xl;
+    if (!e) return;
+    double p_at = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
+    float gs    = (float)(j->g / (double)sum);
+    if (ddt == AMPX_F32)
+        softmax_mul_avx2(e, cols, gs);
+    else
+        softmax_mul_out_avx2(e, db, ddt, off, cols, cols, gs);
+    if (!bad) cpu_st(db, ddt, off + (uint64_t)label, (float)(j->g * (p_at - 1.0)));
+}
+
 CPU_AVX2_FN static void xent_row_avx2(const xent_job *j, uint64_t r, int32_t label, float *ws) {
     const ampx_softmax_xent_args *a = &j->a;
     uint64_t cols                   = a->cols;
     int bad                         = label < 0 || (uint64_t)label >= cols;
-    if (cols <= SOFTMAX_CACHED_COLS) { /* the logits where they lie, as xent_row_avx512 */
-        ampx_dtype xdt = a->logits.dtype, ddt = a->dlogits.dtype;
-        uint64_t off = r * cols;
-        double xl    = bad ? 0.0 : (double)cpu_ld(j->logits, xdt, off + (uint64_t)label);
-        float *e     = !j->dlogits ? NULL : ddt == AMPX_F32 ? (float *)j->dlogits + off : ws;
-        float mx     = softmax_max_avx2(j->logits, xdt, off, cols, 1.0f);
-        float sum    = softmax_expsum_avx2(j->logits, xdt, off, e, cols, 1.0f, mx);
-        j->terms[r]  = bad ? NAN : (double)mx + log((double)sum) - xl;
-        if (!e) return;
-        double p_at = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
-        float gs    = (float)(j->g / (double)sum);
-        if (ddt == AMPX_F32)
-            softmax_mul_avx2(e, cols, gs);
-        else
-            softmax_mul_out_avx2(e, j->dlogits, ddt, off, cols, cols, gs);
-        if (!bad) cpu_st(j->dlogits, ddt, off + (uint64_t)label, (float)(j->g * (p_at - 1.0)));
+    ampx_dtype xdt = a->logits.dtype, ddt = a->dlogits.dtype;
+    if (cols <= SOFTMAX_CACHED_COLS) { /* f32 in place; bf16/f16 widened into ws (see above) */
+        if (xdt == AMPX_F32 && (!j->dlogits || ddt == AMPX_F32)) {
+            xent_cached_avx2(j, r, label, j->logits, xdt, j->dlogits, ddt, r * cols, ws);
+            return;
+        }
+        const float *x = cpu_in_f32(ws, j->logits, xdt, r * cols, cols);
+        float *d       = j->dlogits ? cpu_out_f32(ws, j->dlogits, ddt, r * cols) : NULL;
+        xent_cached_avx2(j, r, label, x, AMPX_F32, d, AMPX_F32, 0, NULL);
+        if (d) cpu_out_f32_done(j->dlogits, ddt, r * cols, d, cols);
         return;
     }
     const float *x = cpu_in_f32(ws, j->logits, a->logits.dtype, r * cols, cols);
