@@ -73,21 +73,17 @@ typedef struct act_job {
 } act_job;
 
 #if CPU_HAVE_AVX2_TABLE
-/* gelu, sigmoid and silu forward and backward four doubles at a time on the AVX2 path, with
- * cpu_avx2_exp_pd: sigmoid(x) = 1 / (1 + exp(-x)), and gelu's 0.5 (1 + tanh u) =
- * sigmoid(2u), so gelu(x) = x sigmoid(2u) with no cancellation. The last n % 4 elements go
- * through act_f/act_df. Returns 0 for the other activations (the caller's loop runs). */
-/* Eight elements from x (and dy) to out, in f32: the activation, or dy times its derivative.
+/* Eight elements x (and dy) in f32: the activation, or dy times its derivative.
  * With e = exp(-u) and s = sigmoid(u) = 1 / (1 + e) (u = x for sigmoid and silu, u = 2k(x +
  * c x^3) for gelu), 1 - s = e s is taken as that product, not a difference, so nothing
  * cancels: gelu's 0.5 (1 + tanh) = s and 1 - tanh^2 = 4 s (1 - s). Where s is 0 (e = inf)
  * 1 - s is 1; where a gelu term would be 0 * inf (|x| so large that x^2 overflows while
  * s (1 - s) is 0) the term is 0, as in act_df. */
-CPU_AVX2_FN static inline __attribute__((always_inline)) void
-act8_avx2(uint32_t act, int bwd, const float *xs, const float *dys, float *out) {
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 act8_avx2(uint32_t act, int bwd,
+                                                                          __m256 x, __m256 dy) {
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     const __m256 gk = _mm256_set1_ps((float)GELU_K), gc = _mm256_set1_ps((float)GELU_C);
-    __m256 x = _mm256_loadu_ps(xs), u = x;
+    __m256 u = x;
     if (act == AMPX_ACT_GELU) /* 2u = 2 k (x + c x^3) */
         u = _mm256_mul_ps(
             _mm256_set1_ps(2.0f),
@@ -112,9 +108,9 @@ act8_avx2(uint32_t act, int bwd, const float *xs, const float *dys, float *out) 
             d  = _mm256_blendv_ps(d, zero, _mm256_cmp_ps(sq, zero, _CMP_EQ_OQ));
             df = _mm256_add_ps(s, d);
         }
-        r = _mm256_mul_ps(_mm256_loadu_ps(dys), df);
+        r = _mm256_mul_ps(dy, df);
     }
-    _mm256_storeu_ps(out, r);
+    return r;
 }
 
 /* gelu, sigmoid and silu forward and backward on the AVX2 path in f32, eight lanes, with
@@ -128,90 +124,146 @@ CPU_AVX2_FN static int act_avx2(const act_job *j, const float *x, const float *d
     int bwd      = j->bwd;
     if (act != AMPX_ACT_GELU && act != AMPX_ACT_SIGMOID && act != AMPX_ACT_SILU) return 0;
     uint64_t k = 0;
-    for (; k + 8 <= n; k += 8)
-        act8_avx2(act, bwd, x + k, dy + k, out + k);
+    for (; k + 8 <= n; k += 8) {
+        __m256 vx = _mm256_loadu_ps(x + k);
+        _mm256_storeu_ps(out + k, act8_avx2(act, bwd, vx, bwd ? _mm256_loadu_ps(dy + k) : vx));
+    }
     for (; k < n; k++)
         out[k] = bwd ? (float)((double)dy[k] * act_df(act, x[k])) : (float)act_f(act, x[k]);
     return 1;
 }
+
+/* One copy of the AVX-512 loop per function, direction and dtype (all three tensors of one
+ * dtype); mixed dtypes take the generic copy. */
+#define ACT_DT_CASES(BODY, ACT, BWD)                                                               \
+    do {                                                                                           \
+        if (xdt == AMPX_F32)                                                                       \
+            BODY(j, ACT, BWD, AMPX_F32, AMPX_F32, AMPX_F32, i0, n);                                \
+        else if (xdt == AMPX_BF16)                                                                 \
+            BODY(j, ACT, BWD, AMPX_BF16, AMPX_BF16, AMPX_BF16, i0, n);                             \
+        else                                                                                       \
+            BODY(j, ACT, BWD, AMPX_F16, AMPX_F16, AMPX_F16, i0, n);                                \
+    } while (0)
+#define ACT_CASES(BODY)                                                                            \
+    do {                                                                                           \
+        if (xdt != j->odt || (bwd && xdt != j->dydt))                                              \
+            BODY(j, act, bwd, xdt, j->dydt, j->odt, i0, n);                                        \
+        else if (act == AMPX_ACT_GELU && !bwd)                                                     \
+            ACT_DT_CASES(BODY, AMPX_ACT_GELU, 0);                                                  \
+        else if (act == AMPX_ACT_GELU)                                                             \
+            ACT_DT_CASES(BODY, AMPX_ACT_GELU, 1);                                                  \
+        else if (act == AMPX_ACT_SIGMOID && !bwd)                                                  \
+            ACT_DT_CASES(BODY, AMPX_ACT_SIGMOID, 0);                                               \
+        else if (act == AMPX_ACT_SIGMOID)                                                          \
+            ACT_DT_CASES(BODY, AMPX_ACT_SIGMOID, 1);                                               \
+        else if (!bwd)                                                                             \
+            ACT_DT_CASES(BODY, AMPX_ACT_SILU, 0);                                                  \
+        else                                                                                       \
+            ACT_DT_CASES(BODY, AMPX_ACT_SILU, 1);                                                  \
+    } while (0)
+
 #endif
 
 #if CPU_HAVE_AVX2_TABLE
 /* The same on the AVX-512 paths, sixteen lanes: every lane goes through the IEEE operations
  * of act8_avx2 and cpu_avx2_exp_ps in the same order (masks where those blend), so the
- * results are the AVX2 path's bits, twice as many per instruction. */
-#define CPU_AVX512_FN __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
-
-CPU_AVX512_FN static inline __attribute__((always_inline)) __m512 exp16_avx512(__m512 x) {
-    const __m512 hi = _mm512_set1_ps(88.72283f), lo = _mm512_set1_ps(-87.33654f);
-    __m512 xc  = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-    __m512 k   = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r   = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);
-    r          = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p   = _mm512_set1_ps(1.9875691500e-4f);
-    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p          = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    __m512i ki = _mm512_cvtps_epi32(_mm512_sub_ps(k, _mm512_set1_ps(1.0f)));
-    __m512 pow2 =
-        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ki, _mm512_set1_epi32(127)), 23));
-    __m512 res = _mm512_mul_ps(_mm512_mul_ps(p, pow2), _mm512_set1_ps(2.0f));
-    res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), res, _mm512_setzero_ps());
-    res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), res,
-                               _mm512_set1_ps(__builtin_inff()));
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), res, x);
-}
-
-CPU_AVX512_FN static inline __attribute__((always_inline)) void
-act16_avx512(uint32_t act, int bwd, const float *xs, const float *dys, float *out) {
+ * results are the AVX2 path's bits, twice as many per instruction. x, dy and the output are
+ * read and written where they lie, bf16 and f16 converted in registers (avx2_math.h). */
+CPU_AVX512_INLINE __m512 act16_avx512(uint32_t act, int bwd, __m512 x, __m512 dy) {
     const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
     const __m512 gk = _mm512_set1_ps((float)GELU_K), gc = _mm512_set1_ps((float)GELU_C);
-    __m512 x = _mm512_loadu_ps(xs), u = x;
+    __m512 u = x;
     if (act == AMPX_ACT_GELU)
         u = _mm512_mul_ps(
             _mm512_set1_ps(2.0f),
             _mm512_mul_ps(gk, _mm512_fmadd_ps(_mm512_mul_ps(gc, x), _mm512_mul_ps(x, x), x)));
-    __m512 e = exp16_avx512(_mm512_sub_ps(zero, u));
+    __m512 e = cpu_avx512_exp_ps(_mm512_sub_ps(zero, u));
     __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
     __m512 om =
         _mm512_mask_blend_ps(_mm512_cmp_ps_mask(s, zero, _CMP_EQ_OQ), _mm512_mul_ps(e, s), one);
-    __m512 r;
-    if (!bwd) {
-        r = act == AMPX_ACT_SIGMOID ? s : _mm512_mul_ps(x, s);
+    if (!bwd) return act == AMPX_ACT_SIGMOID ? s : _mm512_mul_ps(x, s);
+    __m512 df;
+    if (act == AMPX_ACT_SIGMOID) {
+        df = _mm512_mul_ps(s, om);
+    } else if (act == AMPX_ACT_SILU) {
+        df = _mm512_mul_ps(s, _mm512_fmadd_ps(x, om, one));
     } else {
-        __m512 df;
-        if (act == AMPX_ACT_SIGMOID) {
-            df = _mm512_mul_ps(s, om);
-        } else if (act == AMPX_ACT_SILU) {
-            df = _mm512_mul_ps(s, _mm512_fmadd_ps(x, om, one));
-        } else {
-            __m512 sq = _mm512_mul_ps(_mm512_set1_ps(4.0f), _mm512_mul_ps(s, om));
-            __m512 d  = _mm512_mul_ps(
-                 _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_mul_ps(sq, gk)),
-                 _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(3.0f), gc), _mm512_mul_ps(x, x), one));
-            d  = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(sq, zero, _CMP_EQ_OQ), d, zero);
-            df = _mm512_add_ps(s, d);
-        }
-        r = _mm512_mul_ps(_mm512_loadu_ps(dys), df);
+        __m512 sq = _mm512_mul_ps(_mm512_set1_ps(4.0f), _mm512_mul_ps(s, om));
+        __m512 d  = _mm512_mul_ps(
+             _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_mul_ps(sq, gk)),
+             _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(3.0f), gc), _mm512_mul_ps(x, x), one));
+        d  = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(sq, zero, _CMP_EQ_OQ), d, zero);
+        df = _mm512_add_ps(s, d);
     }
-    _mm512_storeu_ps(out, r);
+    return _mm512_mul_ps(dy, df);
 }
 
-/* act_avx2 sixteen elements at a time, then its eight-lane and scalar tails. */
-CPU_AVX512_FN static int act_avx512(const act_job *j, const float *x, const float *dy, float *out,
-                                    uint64_t n) {
+/* Elements i0 .. i0 + n - 1 sixteen at a time; the last n % 16 are widened into f32 and go
+ * through act_avx2 (its eight lanes, then act_f/act_df), as on the AVX2 path, whose chunks
+ * are the same. */
+CPU_AVX512_INLINE void act_avx512_body(const act_job *j, uint32_t act, int bwd, ampx_dtype xdt,
+                                       ampx_dtype dydt, ampx_dtype odt, uint64_t i0, uint64_t n) {
+    uint64_t k = 0;
+    for (; k + 32 <= n; k += 32) { /* two independent vectors a step: their chains overlap */
+        __m512 x0  = cpu_avx512_ld16(j->x, xdt, i0 + k, 0xffff);
+        __m512 x1  = cpu_avx512_ld16(j->x, xdt, i0 + k + 16, 0xffff);
+        __m512 dy0 = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k, 0xffff) : x0;
+        __m512 dy1 = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k + 16, 0xffff) : x1;
+        __m512 r0 = act16_avx512(act, bwd, x0, dy0), r1 = act16_avx512(act, bwd, x1, dy1);
+        cpu_avx512_st16(j->out, odt, i0 + k, r0, 0xffff);
+        cpu_avx512_st16(j->out, odt, i0 + k + 16, r1, 0xffff);
+    }
+    for (; k + 16 <= n; k += 16) {
+        __m512 x  = cpu_avx512_ld16(j->x, xdt, i0 + k, 0xffff);
+        __m512 dy = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k, 0xffff) : x;
+        cpu_avx512_st16(j->out, odt, i0 + k, act16_avx512(act, bwd, x, dy), 0xffff);
+    }
+    if (k < n) {
+        float tx[16], tdy[16] = {0}, to[16];
+        cpu_load_f32(tx, j->x, xdt, i0 + k, n - k);
+        if (bwd) cpu_load_f32(tdy, j->dy, dydt, i0 + k, n - k);
+        act_avx2(j, tx, tdy, to, n - k);
+        cpu_store_f32(j->out, odt, i0 + k, to, n - k);
+    }
+}
+
+/* One copy of the loop per function, direction and dtype (ACT_CASES). Returns 0 for the
+ * other activations. */
+CPU_AVX512_FN static int act_avx512(const act_job *j, uint64_t i0, uint64_t n) {
     uint32_t act = j->act;
     int bwd      = j->bwd;
     if (act != AMPX_ACT_GELU && act != AMPX_ACT_SIGMOID && act != AMPX_ACT_SILU) return 0;
-    uint64_t k = 0;
-    for (; k + 16 <= n; k += 16)
-        act16_avx512(act, bwd, x + k, dy ? dy + k : NULL, out + k);
-    return act_avx2(j, x + k, dy ? dy + k : NULL, out + k, n - k);
+    const ampx_dtype xdt = j->xdt;
+    ACT_CASES(act_avx512_body);
+    return 1;
 }
+#undef ACT_DT_CASES
+#undef ACT_CASES
+#endif
+
+#if CPU_HAVE_AVX2_TABLE
+/* relu forward and backward on the AVX-512 paths where the tensors lie, sixteen lanes, the
+ * portable path's values: f(x) = x for x > 0, x quieted for NaN (the double round trip
+ * quiets it), +0 otherwise; dx = dy * d with d = 1 for x > 0, x for NaN, +0 otherwise, one
+ * f32 product (exact as in double, NaN operands chosen the same way). */
+CPU_AVX512_FN static void relu_avx512(const act_job *j, uint64_t i0, uint64_t n) {
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    for (uint64_t k = 0; k < n; k += 16) {
+        __mmask16 msk = cpu_avx512_mask16(n - k);
+        __m512 x      = cpu_avx512_ld16(j->x, j->xdt, i0 + k, msk);
+        __mmask16 pos = _mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ);
+        __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+        __m512 r;
+        if (!j->bwd) {
+            r = _mm512_mask_add_ps(_mm512_maskz_mov_ps(pos, x), nan, x, x); /* NaN + NaN: quiet */
+        } else {
+            __m512 d = _mm512_mask_mov_ps(_mm512_maskz_mov_ps(pos, one), nan, x);
+            r        = _mm512_mul_ps(cpu_avx512_ld16(j->dy, j->dydt, i0 + k, msk), d);
+        }
+        cpu_avx512_st16(j->out, j->odt, i0 + k, r, msk);
+    }
+}
+
 #endif
 
 /* x, dy and out may be one and the same array (in place, or one scratch chunk): every loop
@@ -221,15 +273,20 @@ CPU_INLINE void act_chunk_body(void *arg, uint64_t item, unsigned tid) {
     const act_job *j = arg;
     uint64_t i0      = item * CPU_CHUNK;
     uint64_t n       = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+#if CPU_HAVE_AVX2_TABLE
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && j->act == AMPX_ACT_RELU) {
+        relu_avx512(j, i0, n);
+        return;
+    }
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && act_avx512(j, i0, n)) return;
+#endif
     float tx[CPU_CHUNK], tdy[CPU_CHUNK];
     const float *x  = cpu_in_f32(tx, j->x, j->xdt, i0, n);
     const float *dy = j->bwd ? cpu_in_f32(tdy, j->dy, j->dydt, i0, n) : NULL;
     float *out      = cpu_out_f32(tx, j->out, j->odt, i0);
 #if CPU_HAVE_AVX2_TABLE
-    if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && act_avx512(j, x, dy, out, n)) {
-        cpu_out_f32_done(j->out, j->odt, i0, out, n);
-        return;
-    }
+    /* AVX2: bf16/f16 chunks are widened first (eight-lane converters inside this loop cost
+     * more than the two passes over a chunk in cache) */
     if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && act_avx2(j, x, dy, out, n)) {
         cpu_out_f32_done(j->out, j->odt, i0, out, n);
         return;

@@ -154,8 +154,43 @@ static uint64_t span_portable(const float *x, float *y, uint64_t n, float inv, f
     return n16;
 }
 
+/* Elements k0 .. n - 1 of the span (its last n % 16) one by one, as span() does after the
+ * lanes: statistics of the value as read, then the unscale (rounded to dt and re-read), the
+ * check and the square of the value as stored. */
+static void span_tail(void *g, ampx_dtype dt, uint64_t i0, uint64_t k0, uint64_t n, float inv,
+                      float tiny, unsigned what, amp_part *p) {
+    const int stats = (what & CPU_AMP_STATS) != 0, mul = (what & CPU_AMP_UNSCALE) != 0;
+    const int chk = (what & CPU_AMP_CHECK) != 0, sq = (what & CPU_AMP_SQ) != 0;
+    for (uint64_t k = k0; k < n; k++) {
+        float v = cpu_ld(g, dt, i0 + k);
+        if (stats) {
+            if (!isfinite(v)) {
+                p->nonfinite++;
+                p->nan += isnan(v) != 0;
+            } else {
+                float av = fabsf(v);
+                p->finite++;
+                p->sum += v;
+                p->sumsq += (double)v * (double)v;
+                if (av > p->max_abs) p->max_abs = av;
+                if (v == 0.0f)
+                    p->zeros++;
+                else if (av < tiny)
+                    p->tiny++;
+            }
+        }
+        float r = v;
+        if (mul) {
+            cpu_st(g, dt, i0 + k, v * inv);
+            r = cpu_ld(g, dt, i0 + k);
+        }
+        if (chk) p->bad |= !isfinite(r);
+        if (sq) p->sq += (double)r * (double)r;
+    }
+}
+
 #if CPU_HAVE_AVX2_TABLE
-#include <immintrin.h>
+#include "avx2_math.h"
 
 /* The sum of the eight int32 lanes of c. */
 __attribute__((target("avx2,fma,f16c"))) static uint64_t sum_i32x8(__m256i c) {
@@ -200,13 +235,17 @@ __attribute__((target("avx2,fma,f16c"))) static double fold4x4(__m256d a0, __m25
         e1 = _mm256_add_pd(e1, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));                      \
     } while (0)
 
-/* span_portable sixteen lanes at a time (two vectors, a and b): masks instead of branches,
+/* span_portable sixteen lanes at a time (two vectors, a and b) over elements i0 .. i0 + n - 1
+ * of g (dtype dt) where they lie, bf16/f16 converted in registers (a value unscaled in f32,
+ * rounded, stored and re-read, so checked and squared as stored), then span_tail: masks
+ * instead of branches,
  * counts in int32 lanes (at most CPU_CHUNK / 16 per lane), the same blocks, lanes and
  * order. With the square sum on, the non-finite check looks at the values only when the sum
  * is not finite (inf and NaN keep it so; a finite value whose f32 square overflows does too,
  * and is not flagged). */
-__attribute__((target("avx2,fma,f16c"))) static uint64_t
-span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned what, amp_part *p) {
+CPU_AVX2_FN static inline __attribute__((always_inline)) void
+span_avx2_body(void *g, const ampx_dtype dt, uint64_t i0, uint64_t n, float inv, float tiny,
+               unsigned what, amp_part *p) {
     const int stats = (what & CPU_AMP_STATS) != 0, mul = (what & CPU_AMP_UNSCALE) != 0;
     const int chk = (what & CPU_AMP_CHECK) != 0, sq = (what & CPU_AMP_SQ) != 0;
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -224,7 +263,7 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
         if (stats) {
             __m256 fsa = zero, fsb = zero, fqa = zero, fqb = zero;
             for (uint64_t k = b0; k < end; k += 16) {
-                __m256 a = _mm256_loadu_ps(x + k), b = _mm256_loadu_ps(x + k + 8);
+                __m256 a = cpu_avx2_ld8(g, dt, i0 + k), b = cpu_avx2_ld8(g, dt, i0 + k + 8);
                 AMP_STATS8(a, fsa, fqa);
                 AMP_STATS8(b, fsb, fqb);
             }
@@ -240,14 +279,15 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
                 AMP_FLUSH8(fqb, qb0, qb1);
             } else { /* rare: a lane overflowed f32 */
                 double s[16], q[16];
-                float fsl[16], fql[16];
+                float fsl[16], fql[16], xb[AMP_SQ_BLOCK];
                 _mm256_storeu_pd(s, sa0), _mm256_storeu_pd(s + 4, sa1);
                 _mm256_storeu_pd(s + 8, sb0), _mm256_storeu_pd(s + 12, sb1);
                 _mm256_storeu_pd(q, qa0), _mm256_storeu_pd(q + 4, qa1);
                 _mm256_storeu_pd(q + 8, qb0), _mm256_storeu_pd(q + 12, qb1);
                 _mm256_storeu_ps(fsl, fsa), _mm256_storeu_ps(fsl + 8, fsb);
                 _mm256_storeu_ps(fql, fqa), _mm256_storeu_ps(fql + 8, fqb);
-                stats_flush(s, q, fsl, fql, x + b0, (end - b0) / 16);
+                cpu_load_f32(xb, g, dt, i0 + b0, end - b0);
+                stats_flush(s, q, fsl, fql, xb, (end - b0) / 16);
                 sa0 = _mm256_loadu_pd(s), sa1 = _mm256_loadu_pd(s + 4);
                 sb0 = _mm256_loadu_pd(s + 8), sb1 = _mm256_loadu_pd(s + 12);
                 qa0 = _mm256_loadu_pd(q), qa1 = _mm256_loadu_pd(q + 4);
@@ -257,12 +297,16 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
         if (mul || chk || sq) {
             __m256 fa = zero, fb = zero; /* the squares' f32 block sums */
             for (uint64_t k = b0; k < end; k += 16) {
-                __m256 a = _mm256_loadu_ps(x + k), b = _mm256_loadu_ps(x + k + 8);
-                if (mul) {
+                __m256 a = cpu_avx2_ld8(g, dt, i0 + k), b = cpu_avx2_ld8(g, dt, i0 + k + 8);
+                if (mul) { /* bf16/f16: stored rounded, checked and squared as stored */
                     a = _mm256_mul_ps(a, vinv);
                     b = _mm256_mul_ps(b, vinv);
-                    _mm256_storeu_ps(y + k, a);
-                    _mm256_storeu_ps(y + k + 8, b);
+                    cpu_avx2_st8(g, dt, i0 + k, a);
+                    cpu_avx2_st8(g, dt, i0 + k + 8, b);
+                    if (dt != AMPX_F32) {
+                        a = cpu_avx2_ld8(g, dt, i0 + k);
+                        b = cpu_avx2_ld8(g, dt, i0 + k + 8);
+                    }
                 }
                 if (chk_own) {
                     bad = _mm256_or_ps(bad,
@@ -298,29 +342,159 @@ span_avx2(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned 
     if (sq) {
         double e = fold4x4(ea0, ea1, eb0, eb1);
         p->sq += e;
-        if (chk && !isfinite(e)) { /* rare: look at the values */
-            const float *r = mul ? y : x;
+        if (chk && !isfinite(e)) /* rare: look at the values as stored */
             for (uint64_t i = 0; i < n16 && !p->bad; i++)
-                p->bad |= !isfinite(r[i]);
-        }
+                p->bad |= !isfinite(cpu_ld(g, dt, i0 + i));
     }
     if (chk_own) p->bad |= _mm256_movemask_ps(bad) != 0;
-    return n16;
+    span_tail(g, dt, i0, n16, n, inv, tiny, what, p);
 }
+
+CPU_AVX2_FN static void span_avx2(void *g, ampx_dtype dt, uint64_t i0, uint64_t n, float inv,
+                                  float tiny, unsigned what, amp_part *p) {
+    switch (dt) { /* one copy per dtype, so the conversions are resolved at compile time */
+    case AMPX_F32: span_avx2_body(g, AMPX_F32, i0, n, inv, tiny, what, p); break;
+    case AMPX_BF16: span_avx2_body(g, AMPX_BF16, i0, n, inv, tiny, what, p); break;
+    default: span_avx2_body(g, AMPX_F16, i0, n, inv, tiny, what, p); break;
+    }
+}
+
 #undef AMP_STATS8
 #undef AMP_FLUSH8
+
+/* The statistics of sixteen values (AMP_STATS8 of both halves): zmm fs and fq are the AVX2
+ * path's fsa and fsb (lanes 0-7 and 8-15); the counts are popcounts of the compare masks,
+ * added in scalar registers (off the vector pipes). */
+#define AMP_STATS16(v, fs, fq)                                                                     \
+    do {                                                                                           \
+        __m512 av_     = _mm512_and_ps(v, abs_mask);                                               \
+        __mmask16 fin_ = _mm512_cmp_ps_mask(av_, inf, _CMP_LT_OQ); /* false for inf and NaN */     \
+        __m512 vf_     = _mm512_maskz_mov_ps(fin_, v);             /* non-finite lanes become 0 */ \
+        vmax           = _mm512_max_ps(vmax, _mm512_maskz_mov_ps(fin_, av_));                      \
+        n_fin += (uint64_t)__builtin_popcount(fin_);                                               \
+        n_zero += (uint64_t)__builtin_popcount(_mm512_cmp_ps_mask(v, zero, _CMP_EQ_OQ));           \
+        n_below += (uint64_t)__builtin_popcount(_mm512_cmp_ps_mask(av_, vtiny, _CMP_LT_OQ));       \
+        n_nan += (uint64_t)__builtin_popcount(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q));             \
+        fs = _mm512_add_ps(fs, vf_);                                                               \
+        fq = _mm512_fmadd_ps(vf_, vf_, fq);                                                        \
+    } while (0)
+
+/* The f32 block sums of sixteen lanes added to their double lanes: lanes 0-7 to a (the AVX2
+ * path's x0 and x1), 8-15 to b. */
+#define AMP_FLUSH16(f, a, b)                                                                       \
+    do {                                                                                           \
+        a = _mm512_add_pd(a, _mm512_cvtps_pd(cpu_avx512_lo8(f)));                                  \
+        b = _mm512_add_pd(b, _mm512_cvtps_pd(cpu_avx512_hi8(f)));                                  \
+    } while (0)
+
+#define AMP_FOLD16(a, b)                                                                           \
+    fold4x4(cpu_avx512_lo4d(a), cpu_avx512_hi4d(a), cpu_avx512_lo4d(b), cpu_avx512_hi4d(b))
+
+/* The whole span on the AVX-512 paths: elements i0 .. i0 + n - 1 of g (dtype dt) read and,
+ * when unscaling, written where they lie, bf16 and f16 converted in registers. The lanes
+ * are span_avx2's sixteen (one zmm), in the same blocks and order, and the last n % 16
+ * values go one by one as in span(); a bf16/f16 value is unscaled in f32, rounded to dt,
+ * stored, and checked and squared as stored, as amp_chunk does through its f32 chunk. So
+ * the results are the AVX2 and portable paths' bits. */
+CPU_AVX512_INLINE void span_avx512_body(void *g, const ampx_dtype dt, uint64_t i0, uint64_t n,
+                                        float inv, float tiny, unsigned what, amp_part *p) {
+    const int stats = (what & CPU_AMP_STATS) != 0, mul = (what & CPU_AMP_UNSCALE) != 0;
+    const int chk = (what & CPU_AMP_CHECK) != 0, sq = (what & CPU_AMP_SQ) != 0;
+    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    const __m512 inf = _mm512_set1_ps(__builtin_inff()), vtiny = _mm512_set1_ps(tiny);
+    const __m512 vinv = _mm512_set1_ps(inv), zero = _mm512_setzero_ps();
+    const int chk_own = chk && !sq;
+    __m512 vmax       = zero;
+    __mmask16 bad     = 0;
+    uint64_t n_fin = 0, n_zero = 0, n_below = 0, n_nan = 0;
+    __m512d ea = _mm512_setzero_pd(), eb = ea, sa = ea, sb = ea, qa = ea, qb = ea;
+    uint64_t n16 = n & ~(uint64_t)15;
+    for (uint64_t b0 = 0; b0 < n16; b0 += AMP_SQ_BLOCK) {
+        uint64_t end = n16 - b0 < AMP_SQ_BLOCK ? n16 : b0 + AMP_SQ_BLOCK;
+        if (stats) {
+            __m512 fs = zero, fq = zero;
+            for (uint64_t k = b0; k < end; k += 16) {
+                __m512 v = cpu_avx512_ld16(g, dt, i0 + k, 0xffff);
+                AMP_STATS16(v, fs, fq);
+            }
+            __mmask16 nf = _mm512_cmp_ps_mask(_mm512_and_ps(fs, abs_mask), inf, _CMP_NLT_UQ) |
+                           _mm512_cmp_ps_mask(fq, inf, _CMP_NLT_UQ);
+            if (!nf) {
+                AMP_FLUSH16(fs, sa, sb);
+                AMP_FLUSH16(fq, qa, qb);
+            } else { /* rare: a lane overflowed f32 */
+                double sl[16], ql[16];
+                float fsl[16], fql[16], xb[AMP_SQ_BLOCK];
+                _mm512_storeu_pd(sl, sa), _mm512_storeu_pd(sl + 8, sb);
+                _mm512_storeu_pd(ql, qa), _mm512_storeu_pd(ql + 8, qb);
+                _mm512_storeu_ps(fsl, fs), _mm512_storeu_ps(fql, fq);
+                cpu_load_f32(xb, g, dt, i0 + b0, end - b0);
+                stats_flush(sl, ql, fsl, fql, xb, (end - b0) / 16);
+                sa = _mm512_loadu_pd(sl), sb = _mm512_loadu_pd(sl + 8);
+                qa = _mm512_loadu_pd(ql), qb = _mm512_loadu_pd(ql + 8);
+            }
+        }
+        if (mul || chk || sq) {
+            __m512 f = zero; /* the squares' f32 block sums */
+            for (uint64_t k = b0; k < end; k += 16) {
+                __m512 a = cpu_avx512_ld16(g, dt, i0 + k, 0xffff);
+                if (mul) {
+                    a = _mm512_mul_ps(a, vinv);
+                    if (dt == AMPX_F32) {
+                        _mm512_storeu_ps((float *)g + i0 + k, a);
+                    } else { /* stored rounded; checked and squared as stored */
+                        __m256i h =
+                            dt == AMPX_BF16 ? cpu_avx512_ps_to_bf16(a) : cpu_avx512_ps_to_f16(a);
+                        _mm256_storeu_si256((__m256i *)((uint16_t *)g + i0 + k), h);
+                        a = dt == AMPX_BF16 ? cpu_avx512_bf16_to_ps(h) : cpu_avx512_f16_to_ps(h);
+                    }
+                }
+                if (chk_own)
+                    bad |= _mm512_cmp_ps_mask(_mm512_and_ps(a, abs_mask), inf, _CMP_NLT_UQ);
+                if (sq) f = _mm512_fmadd_ps(a, a, f);
+            }
+            if (sq) AMP_FLUSH16(f, ea, eb);
+        }
+    }
+    if (stats) {
+        p->sum += AMP_FOLD16(sa, sb);
+        p->sumsq += AMP_FOLD16(qa, qb);
+        float ml = _mm512_reduce_max_ps(vmax);
+        if (ml > p->max_abs) p->max_abs = ml;
+        p->finite += n_fin;
+        p->zeros += n_zero;
+        p->tiny += n_below - n_zero;
+        p->nonfinite += n16 - n_fin;
+        p->nan += n_nan;
+    }
+    if (sq) {
+        double e = AMP_FOLD16(ea, eb);
+        p->sq += e;
+        if (chk && !isfinite(e)) /* rare: look at the values as stored */
+            for (uint64_t i = 0; i < n16 && !p->bad; i++)
+                p->bad |= !isfinite(cpu_ld(g, dt, i0 + i));
+    }
+    if (chk_own) p->bad |= bad != 0;
+    span_tail(g, dt, i0, n16, n, inv, tiny, what, p);
+}
+#undef AMP_STATS16
+#undef AMP_FLUSH16
+#undef AMP_FOLD16
+
+CPU_AVX512_FN static void span_avx512(void *g, ampx_dtype dt, uint64_t i0, uint64_t n, float inv,
+                                      float tiny, unsigned what, amp_part *p) {
+    switch (dt) { /* one copy per dtype, so the conversions are resolved at compile time */
+    case AMPX_F32: span_avx512_body(g, AMPX_F32, i0, n, inv, tiny, what, p); break;
+    case AMPX_BF16: span_avx512_body(g, AMPX_BF16, i0, n, inv, tiny, what, p); break;
+    default: span_avx512_body(g, AMPX_F16, i0, n, inv, tiny, what, p); break;
+    }
+}
 #endif
 
 /* x[0 .. n) through the pass: the lanes, then the last n % 16 values one by one. */
 static void span(const float *x, float *y, uint64_t n, float inv, float tiny, unsigned what,
                  amp_part *p) {
-    uint64_t k;
-#if CPU_HAVE_AVX2_TABLE
-    if (cpu_tls_kern->isa >= CPU_ISA_AVX2)
-        k = span_avx2(x, y, n, inv, tiny, what, p);
-    else
-#endif
-        k = span_portable(x, y, n, inv, tiny, what, p);
+    uint64_t k = span_portable(x, y, n, inv, tiny, what, p);
     for (; k < n; k++) {
         float v = x[k];
         if (what & CPU_AMP_STATS) {
@@ -364,6 +538,16 @@ static void amp_chunk(void *arg, uint64_t item, unsigned tid) {
     float tiny    = ampx_kit_tiny_of(j->targets ? j->targets[t] : j->target);
     amp_part p;
     memset(&p, 0, sizeof p);
+#if CPU_HAVE_AVX2_TABLE
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX512)
+            span_avx512(g, dt, i0, n, j->inv_scale, tiny, j->what, &p);
+        else
+            span_avx2(g, dt, i0, n, j->inv_scale, tiny, j->what, &p);
+        j->part[item] = p;
+        return;
+    }
+#endif
     if (dt == AMPX_F32) {
         float *x = (float *)g + i0;
         span(x, x, n, j->inv_scale, tiny, j->what, &p);

@@ -1,12 +1,17 @@
-/* avx2_math.h — the f32 math of the AVX2 paths of the transcendental and row ops (gelu,
- * sigmoid, silu, softmax, cross-entropy, layernorm), eight lanes at a time: Cephes' expf
- * (any argument, and a cheaper one for arguments <= 0), the partial-vector loads and stores
- * of a row's end, and horizontal reductions in a fixed lane order so a row's result
- * depends only on its data. Errors against a double reference are measured in
- * tests/test_cpu_args.c (math/activations_f32, math/rows_f32) and listed in docs/CPU.md.
+/* avx2_math.h — the f32 math of the AVX2 and AVX-512 paths of the memory-bound ops (gelu,
+ * sigmoid, silu, softmax, cross-entropy, layernorm, the AMP pass, the elementwise ops):
+ * Cephes' expf (any argument, and a cheaper one for arguments <= 0) in eight and sixteen
+ * lanes with the same bits, the partial-vector loads and stores of a row's end, horizontal
+ * reductions in a fixed lane order and the four-set row sums (CPU_SETS4) so a row's result
+ * depends only on its data, and the in-register bf16/f16 <-> f32 converters (dtype.h's
+ * bits) with which the kernels read and write 16-bit tensors where they lie. Errors
+ * against a double reference are measured in tests/test_cpu_args.c (math/activations_f32,
+ * math/rows_f32) and listed in docs/CPU.md.
  */
 #ifndef AMPX_PLUGIN_CPU_AVX2_MATH_H
 #define AMPX_PLUGIN_CPU_AVX2_MATH_H
+
+#include <string.h>
 
 #include "cpu.h"
 
@@ -115,5 +120,307 @@ cpu_avx2_acc_pd(__m256d *acc_lo, __m256d *acc_hi, __m256 v) {
     *acc_lo = _mm256_add_pd(*acc_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
     *acc_hi = _mm256_add_pd(*acc_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 }
+
+// ---------------------------------------------------------------------------------------
+// Row sums in two sets
+
+/* The row sums of the row kernels (layernorm's statistics and backward sums, softmax's
+ * backward dot) take a row's eight-element groups in two interleaved sets (group g into set
+ * g % 2, each set eight lanes), combined as S0 + S1 and then across lanes in a fixed order:
+ * two independent chains of additions instead of one, in the same order on the AVX2 and
+ * AVX-512 paths (two sets keep the AVX2 path's accumulators in its sixteen registers).
+ * CPU_SETS2(n, BODY) runs BODY for every group of a row of n elements with c its first
+ * element, m = min(8, n - c) its lanes and k its set (a constant, so the sets stay in
+ * registers). */
+#define CPU_SETS2(n, ...)                                                                          \
+    do {                                                                                           \
+        uint64_t c = 0, m = 8;                                                                     \
+        for (; c + 16 <= (n); c += 16) {                                                           \
+            CPU_SET2_(0, __VA_ARGS__);                                                             \
+            c += 8;                                                                                \
+            CPU_SET2_(1, __VA_ARGS__);                                                             \
+            c -= 8;                                                                                \
+        }                                                                                          \
+        if (c < (n)) {                                                                             \
+            m = (n)-c < 8 ? (n)-c : 8;                                                             \
+            CPU_SET2_(0, __VA_ARGS__);                                                             \
+            c += 8;                                                                                \
+        }                                                                                          \
+        if (c < (n)) {                                                                             \
+            m = (n)-c;                                                                             \
+            CPU_SET2_(1, __VA_ARGS__);                                                             \
+        }                                                                                          \
+        (void)m;                                                                                   \
+    } while (0)
+#define CPU_SET2_(K, ...)                                                                          \
+    do {                                                                                           \
+        const int k = K;                                                                           \
+        __VA_ARGS__                                                                                \
+    } while (0)
+
+/* S0 + S1 of four-lane halves a[] and b[], then across the eight lanes. */
+CPU_AVX2_FN static inline __attribute__((always_inline)) double
+cpu_avx2_sets2_pd(const __m256d *a, const __m256d *b) {
+    __m256d sa = _mm256_add_pd(a[0], a[1]);
+    __m256d sb = _mm256_add_pd(b[0], b[1]);
+    return cpu_avx2_hsum_pd(_mm256_add_pd(sa, sb));
+}
+
+// ---------------------------------------------------------------------------------------
+// In-register converters, eight lanes (AVX2 + F16C): the bits of dtype.h's conversions.
+//
+// bf16 -> f32 puts the 16 bits on top of a zero low half (exact). f32 -> bf16 is dtype.h's
+// integer round to nearest even, (x + 0x7fff + lsb) >> 16, which needs no MXCSR state and
+// keeps f32 subnormals (vcvtneps2bf16 would flush them), with NaN lanes quieted keeping
+// their sign and top payload. f16 -> f32 is vcvtph2ps (exact for every number) with NaN
+// lanes rebuilt by integer operations, since the instruction quiets a signalling NaN where
+// dtype.h keeps the payload as it is. f32 -> f16 is vcvtps2ph with round to nearest even,
+// which gives dtype.h's bits for every input (subnormal results, overflow to inf, NaN).
+// tests/cpu_isa checks all 65536 16-bit patterns and 1.4M f32 patterns through CAST, which
+// runs these.
+
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 cpu_avx2_bf16_to_ps(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 cpu_avx2_f16_to_ps(__m128i h) {
+    __m256 f    = _mm256_cvtph_ps(h);
+    __m256i w   = _mm256_cvtepu16_epi32(h);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x7fff)),
+                                     _mm256_set1_epi32(0x7c00));
+    if (__builtin_expect(!_mm256_testz_si256(nan, nan), 0)) {
+        __m256i sign = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16);
+        __m256i mant = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x3ff)), 13);
+        __m256i bits = _mm256_or_si256(_mm256_or_si256(sign, mant), _mm256_set1_epi32(0x7f800000));
+        f            = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan));
+    }
+    return f;
+}
+
+/* The rounded bf16 patterns of v in the low 16 bits of each int32 lane. */
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256i
+cpu_avx2_ps_to_bf16_epi32(__m256 v) {
+    __m256i x   = _mm256_castps_si256(v);
+    __m256i hi  = _mm256_srli_epi32(x, 16);
+    __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+    __m256i r   = _mm256_srli_epi32(
+          _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    return _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+}
+
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m128i cpu_avx2_ps_to_bf16(__m256 v) {
+    __m256i r = cpu_avx2_ps_to_bf16_epi32(v);
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m128i cpu_avx2_ps_to_f16(__m256 v) {
+    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+}
+
+/* Eight elements i .. i + 7 of a tensor of dtype dt (f32, bf16 or f16) as f32, and back
+ * rounded to nearest even. */
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256
+cpu_avx2_ld8(const void *base, ampx_dtype dt, uint64_t i) {
+    if (dt == AMPX_F32) return _mm256_loadu_ps((const float *)base + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)base + i));
+    return dt == AMPX_BF16 ? cpu_avx2_bf16_to_ps(h) : cpu_avx2_f16_to_ps(h);
+}
+CPU_AVX2_FN static inline __attribute__((always_inline)) void
+cpu_avx2_st8(void *base, ampx_dtype dt, uint64_t i, __m256 v) {
+    if (dt == AMPX_F32)
+        _mm256_storeu_ps((float *)base + i, v);
+    else
+        _mm_storeu_si128((__m128i *)((uint16_t *)base + i),
+                         dt == AMPX_BF16 ? cpu_avx2_ps_to_bf16(v) : cpu_avx2_ps_to_f16(v));
+}
+
+/* The next min(m, 8) elements from element i (m >= 1 remain), for a row's last partial
+ * vector too: f32 through a masked load or store, bf16/f16 through a zeroed eight-element
+ * copy (masked lanes read as 0 and are not written). */
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256
+cpu_avx2_ld_n(const void *base, ampx_dtype dt, uint64_t i, uint64_t m) {
+    if (m >= 8) return cpu_avx2_ld8(base, dt, i);
+    if (dt == AMPX_F32) return cpu_avx2_load_n((const float *)base + i, m);
+    uint16_t t[8] = {0};
+    memcpy(t, (const uint16_t *)base + i, (size_t)m * 2);
+    return cpu_avx2_ld8(t, dt, 0);
+}
+CPU_AVX2_FN static inline __attribute__((always_inline)) void
+cpu_avx2_st_n(void *base, ampx_dtype dt, uint64_t i, uint64_t m, __m256 v) {
+    if (m >= 8) {
+        cpu_avx2_st8(base, dt, i, v);
+    } else if (dt == AMPX_F32) {
+        cpu_avx2_store_n((float *)base + i, m, v);
+    } else {
+        uint16_t t[8];
+        cpu_avx2_st8(t, dt, 0, v);
+        memcpy((uint16_t *)base + i, t, (size_t)m * 2);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The AVX-512 paths (AVX-512 F/BW/VL/DQ): the same converters sixteen lanes at a time, and
+// eight with AVX-512VL masks for a row's last, partial vectors (masked lanes read as 0 and
+// are not written); the exps of the AVX2 path lane for lane.
+
+#define CPU_AVX512_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define CPU_AVX512_INLINE CPU_AVX512_FN static inline __attribute__((always_inline))
+
+CPU_AVX512_INLINE __m512 cpu_avx512_bf16_to_ps(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+CPU_AVX512_INLINE __m512 cpu_avx512_f16_to_ps(__m256i h) {
+    __m512 f      = _mm512_cvtph_ps(h);
+    __m512i w     = _mm512_cvtepu16_epi32(h);
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(w, _mm512_set1_epi32(0x7fff)),
+                                            _mm512_set1_epi32(0x7c00));
+    if (__builtin_expect(nan != 0, 0)) {
+        __m512i sign = _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x8000)), 16);
+        __m512i mant = _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x3ff)), 13);
+        __m512i bits = _mm512_or_si512(_mm512_or_si512(sign, mant), _mm512_set1_epi32(0x7f800000));
+        f            = _mm512_mask_blend_ps(nan, f, _mm512_castsi512_ps(bits));
+    }
+    return f;
+}
+
+CPU_AVX512_INLINE __m256i cpu_avx512_ps_to_bf16(__m512 v) {
+    __m512i x   = _mm512_castps_si512(v);
+    __m512i hi  = _mm512_srli_epi32(x, 16);
+    __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    __m512i r   = _mm512_srli_epi32(
+          _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r             = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+    return _mm512_cvtepi32_epi16(r);
+}
+
+CPU_AVX512_INLINE __m256i cpu_avx512_ps_to_f16(__m512 v) {
+    return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* Sixteen elements i .. i + 15 of a tensor of dtype dt as f32 (the lanes outside mask m read
+ * as 0), and the lanes in m stored back rounded to nearest even. */
+CPU_AVX512_INLINE __m512 cpu_avx512_ld16(const void *base, ampx_dtype dt, uint64_t i, __mmask16 m) {
+    if (dt == AMPX_F32)
+        return m == 0xffff ? _mm512_loadu_ps((const float *)base + i)
+                           : _mm512_maskz_loadu_ps(m, (const float *)base + i);
+    const uint16_t *p = (const uint16_t *)base + i;
+    __m256i h =
+        m == 0xffff ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(m, p);
+    return dt == AMPX_BF16 ? cpu_avx512_bf16_to_ps(h) : cpu_avx512_f16_to_ps(h);
+}
+CPU_AVX512_INLINE void cpu_avx512_st16(void *base, ampx_dtype dt, uint64_t i, __m512 v,
+                                       __mmask16 m) {
+    if (dt == AMPX_F32) {
+        if (m == 0xffff)
+            _mm512_storeu_ps((float *)base + i, v);
+        else
+            _mm512_mask_storeu_ps((float *)base + i, m, v);
+        return;
+    }
+    uint16_t *p = (uint16_t *)base + i;
+    __m256i h   = dt == AMPX_BF16 ? cpu_avx512_ps_to_bf16(v) : cpu_avx512_ps_to_f16(v);
+    if (m == 0xffff)
+        _mm256_storeu_si256((__m256i *)p, h);
+    else
+        _mm256_mask_storeu_epi16(p, m, h);
+}
+
+/* The same for eight elements (a row's tail, and the AVX2 path's eight-lane order). */
+CPU_AVX512_INLINE __m256 cpu_avx512_ld8(const void *base, ampx_dtype dt, uint64_t i, __mmask8 m) {
+    if (dt == AMPX_F32)
+        return m == 0xff ? _mm256_loadu_ps((const float *)base + i)
+                         : _mm256_maskz_loadu_ps(m, (const float *)base + i);
+    const uint16_t *p = (const uint16_t *)base + i;
+    __m128i h = m == 0xff ? _mm_loadu_si128((const __m128i *)p) : _mm_maskz_loadu_epi16(m, p);
+    return dt == AMPX_BF16 ? cpu_avx2_bf16_to_ps(h) : cpu_avx2_f16_to_ps(h);
+}
+CPU_AVX512_INLINE void cpu_avx512_st8(void *base, ampx_dtype dt, uint64_t i, __m256 v, __mmask8 m) {
+    if (dt == AMPX_F32) {
+        _mm256_mask_storeu_ps((float *)base + i, m, v);
+        return;
+    }
+    __m128i h = dt == AMPX_BF16 ? cpu_avx2_ps_to_bf16(v) : cpu_avx2_ps_to_f16(v);
+    _mm_mask_storeu_epi16((uint16_t *)base + i, m, h);
+}
+
+/* The first m lanes (m >= 16: all sixteen; m >= 8: all eight). */
+CPU_AVX512_INLINE __mmask16 cpu_avx512_mask16(uint64_t m) {
+    return m >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << m) - 1u);
+}
+CPU_AVX512_INLINE __mmask8 cpu_avx512_mask8(uint64_t m) {
+    return m >= 8 ? (__mmask8)0xff : (__mmask8)((1u << m) - 1u);
+}
+
+/* cpu_avx2_exp_ps, sixteen lanes: the same IEEE operations in the same order (masks where
+ * that blends), so the same bits. */
+CPU_AVX512_INLINE __m512 cpu_avx512_exp_ps(__m512 x) {
+    const __m512 hi = _mm512_set1_ps(88.72283f), lo = _mm512_set1_ps(-87.33654f);
+    __m512 xc  = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    __m512 k   = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r   = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);
+    r          = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p   = _mm512_set1_ps(1.9875691500e-4f);
+    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p          = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i ki = _mm512_cvtps_epi32(_mm512_sub_ps(k, _mm512_set1_ps(1.0f)));
+    __m512 pow2 =
+        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ki, _mm512_set1_epi32(127)), 23));
+    __m512 res = _mm512_mul_ps(_mm512_mul_ps(p, pow2), _mm512_set1_ps(2.0f));
+    res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), res, _mm512_setzero_ps());
+    res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), res,
+                               _mm512_set1_ps(__builtin_inff()));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), res, x);
+}
+
+/* cpu_avx2_exp_neg_ps, sixteen lanes, the same bits. */
+CPU_AVX512_INLINE __m512 cpu_avx512_exp_neg_ps(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.33654f), magic = _mm512_set1_ps(12582912.0f);
+    __m512 xc = _mm512_max_ps(lo, x);
+    __m512 kb = _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), magic);
+    __m512 k  = _mm512_sub_ps(kb, magic);
+    __m512 r  = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);
+    r         = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p  = _mm512_set1_ps(1.9875691500e-4f);
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p         = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_castps_si512(kb), _mm512_set1_epi32(127 - 0x4B400000)), 23);
+    __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), res, _mm512_setzero_ps());
+}
+
+/* The low and high eight lanes (the AVX2 path's two vectors of sixteen elements). */
+CPU_AVX512_INLINE __m256 cpu_avx512_lo8(__m512 v) {
+    return _mm512_castps512_ps256(v);
+}
+CPU_AVX512_INLINE __m256 cpu_avx512_hi8(__m512 v) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+CPU_AVX512_INLINE __m256d cpu_avx512_lo4d(__m512d v) {
+    return _mm512_castpd512_pd256(v);
+}
+CPU_AVX512_INLINE __m256d cpu_avx512_hi4d(__m512d v) {
+    return _mm512_extractf64x4_pd(v, 1);
+}
+/* S0 + S1 of the two sets, then across the eight lanes as cpu_avx2_sets2_pd. */
+CPU_AVX512_INLINE double cpu_avx512_sets2_pd(const __m512d *s) {
+    __m512d t = _mm512_add_pd(s[0], s[1]);
+    return cpu_avx2_hsum_pd(_mm256_add_pd(cpu_avx512_lo4d(t), cpu_avx512_hi4d(t)));
+}
+
 #endif
 #endif

@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "avx2_math.h"
 #include "cpu.h"
 
 // ---------------------------------------------------------------------------------------
@@ -35,11 +36,76 @@ CPU_INLINE void binary_run_seg(const binary_job *j, const float *a, const float 
             y[k] = j->alpha * a[k] + j->beta * b[k];
 }
 
+#if CPU_HAVE_AVX2_TABLE
+/* The AVX2 and AVX-512 paths: the same f32 operations (two products and a sum, no fused
+ * multiply-add, or one product) sixteen lanes at a time, a, b and y read and written where they lie
+ * (bf16 and f16 converted in registers), the last vector masked: every element gets the portable
+ * path's bits. b is the tensor at element bi, or the f32 broadcast row at brow. */
+CPU_AVX512_FN static void binary_seg_avx512(const binary_job *j, uint64_t i, const float *brow,
+                                            uint64_t m) {
+    const __m512 va = _mm512_set1_ps(j->alpha), vb = _mm512_set1_ps(j->beta);
+    for (uint64_t k = 0; k < m; k += 16) {
+        __mmask16 msk = cpu_avx512_mask16(m - k);
+        __m512 a      = cpu_avx512_ld16(j->a, j->adt, i + k, msk);
+        __m512 b =
+            brow ? _mm512_maskz_loadu_ps(msk, brow + k) : cpu_avx512_ld16(j->b, j->bdt, i + k, msk);
+        __m512 y = j->mul ? _mm512_mul_ps(a, b)
+                          : _mm512_add_ps(_mm512_mul_ps(va, a), _mm512_mul_ps(vb, b));
+        cpu_avx512_st16(j->y, j->ydt, i + k, y, msk);
+    }
+}
+
+/* The same on the AVX2 path, eight lanes, the last m % 8 elements one by one (the same f32
+ * operations in C, no contraction). */
+CPU_AVX2_FN static void binary_seg_avx2(const binary_job *j, uint64_t i, const float *brow,
+                                        uint64_t m) {
+    const __m256 va = _mm256_set1_ps(j->alpha), vb = _mm256_set1_ps(j->beta);
+    uint64_t k = 0;
+    for (; k + 8 <= m; k += 8) {
+        __m256 a = cpu_avx2_ld8(j->a, j->adt, i + k);
+        __m256 b = brow ? _mm256_loadu_ps(brow + k) : cpu_avx2_ld8(j->b, j->bdt, i + k);
+        __m256 y = j->mul ? _mm256_mul_ps(a, b)
+                          : _mm256_add_ps(_mm256_mul_ps(va, a), _mm256_mul_ps(vb, b));
+        cpu_avx2_st8(j->y, j->ydt, i + k, y);
+    }
+    for (; k < m; k++) {
+        float a = cpu_ld(j->a, j->adt, i + k), b = brow ? brow[k] : cpu_ld(j->b, j->bdt, i + k);
+        cpu_st(j->y, j->ydt, i + k, j->mul ? a * b : j->alpha * a + j->beta * b);
+    }
+}
+
+/* The chunk in runs along the broadcast row (or whole), each run through seg. */
+CPU_INLINE void binary_runs(const binary_job *j, uint64_t i0, uint64_t n,
+                            void (*seg)(const binary_job *, uint64_t, const float *, uint64_t)) {
+    if (!j->brow) {
+        seg(j, i0, NULL, n);
+        return;
+    }
+    uint64_t c = i0 % j->cols;
+    for (uint64_t k = 0; k < n;) {
+        uint64_t m = j->cols - c < n - k ? j->cols - c : n - k;
+        seg(j, i0 + k, j->brow + c, m);
+        k += m;
+        c = 0;
+    }
+}
+#endif
+
 CPU_INLINE void binary_chunk_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const binary_job *j = arg;
     uint64_t i0         = item * CPU_CHUNK;
     uint64_t n          = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+#if CPU_HAVE_AVX2_TABLE
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX512) {
+        binary_runs(j, i0, n, binary_seg_avx512);
+        return;
+    }
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
+        binary_runs(j, i0, n, binary_seg_avx2);
+        return;
+    }
+#endif
     float ta[CPU_CHUNK], tb[CPU_CHUNK];
     const float *a = cpu_in_f32(ta, j->a, j->adt, i0, n);
     float *y       = cpu_out_f32(ta, j->y, j->ydt, i0);
@@ -108,11 +174,43 @@ typedef struct scale_job {
     uint64_t n;
 } scale_job;
 
+#if CPU_HAVE_AVX2_TABLE
+/* y = alpha x where x and y lie (the portable path's product): sixteen lanes on the AVX-512
+ * paths, eight on the AVX2 one (the last n % 8 one by one). */
+CPU_AVX512_FN static void scale_chunk_avx512(const scale_job *j, uint64_t i0, uint64_t n) {
+    const __m512 va = _mm512_set1_ps(j->alpha);
+    for (uint64_t k = 0; k < n; k += 16) {
+        __mmask16 msk = cpu_avx512_mask16(n - k);
+        cpu_avx512_st16(j->y, j->ydt, i0 + k,
+                        _mm512_mul_ps(va, cpu_avx512_ld16(j->x, j->xdt, i0 + k, msk)), msk);
+    }
+}
+
+CPU_AVX2_FN static void scale_avx2(const scale_job *j, uint64_t i0, uint64_t n) {
+    const __m256 va = _mm256_set1_ps(j->alpha);
+    uint64_t k      = 0;
+    for (; k + 8 <= n; k += 8)
+        cpu_avx2_st8(j->y, j->ydt, i0 + k, _mm256_mul_ps(va, cpu_avx2_ld8(j->x, j->xdt, i0 + k)));
+    for (; k < n; k++)
+        cpu_st(j->y, j->ydt, i0 + k, j->alpha * cpu_ld(j->x, j->xdt, i0 + k));
+}
+#endif
+
 CPU_INLINE void scale_chunk_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const scale_job *j = arg;
     uint64_t i0        = item * CPU_CHUNK;
     uint64_t n         = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
+#if CPU_HAVE_AVX2_TABLE
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX512) {
+        scale_chunk_avx512(j, i0, n);
+        return;
+    }
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
+        scale_avx2(j, i0, n);
+        return;
+    }
+#endif
     float t[CPU_CHUNK];
     const float *x = cpu_in_f32(t, j->x, j->xdt, i0, n);
     float *y       = cpu_out_f32(t, j->y, j->ydt, i0);

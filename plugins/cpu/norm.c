@@ -43,72 +43,173 @@ typedef struct ln_job {
 
 #include "avx2_math.h"
 
-CPU_AVX2_FN static void ln_stats_avx2(const float *x, uint64_t n, double *mean_out,
-                                      double *var_out) {
-    const float k0   = x[0];
+/* The double sums of a row take its eight-element groups in two interleaved sets
+ * (CPU_SETS2 in avx2_math.h): two independent chains of additions instead of one, the same
+ * order on the AVX2 and AVX-512 paths (so the same bits). */
+CPU_AVX2_FN static void ln_stats_avx2(const void *x, ampx_dtype dt, uint64_t off, uint64_t n,
+                                      double *mean_out, double *var_out) {
+    const float k0   = cpu_ld(x, dt, off);
     const __m256 vk  = _mm256_set1_ps(k0);
     const __m256d kd = _mm256_set1_pd((double)k0);
-    __m256d s1a = _mm256_setzero_pd(), s1b = s1a, s2a = s1a, s2b = s1a;
-    for (uint64_t c = 0; c < n; c += 8) {
+    __m256d s1a[2], s1b[2], s2a[2], s2b[2];
+    for (int k = 0; k < 2; k++)
+        s1a[k] = s1b[k] = s2a[k] = s2b[k] = _mm256_setzero_pd();
+    CPU_SETS2(n, {
         __m256 v;
-        if (c + 8 <= n) {
-            v = _mm256_loadu_ps(x + c);
+        if (m == 8) {
+            v = cpu_avx2_ld8(x, dt, off + c);
         } else { /* masked lanes read as K: d = 0 */
-            __m256i k = cpu_avx2_first_lanes(n - c);
-            v         = _mm256_blendv_ps(vk, _mm256_maskload_ps(x + c, k), _mm256_castsi256_ps(k));
+            __m256i msk = cpu_avx2_first_lanes(m);
+            v = _mm256_blendv_ps(vk, cpu_avx2_ld_n(x, dt, off + c, m), _mm256_castsi256_ps(msk));
         }
         __m256d da = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), kd);
         __m256d db = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), kd);
-        s1a = _mm256_add_pd(s1a, da), s1b = _mm256_add_pd(s1b, db);
-        s2a = _mm256_fmadd_pd(da, da, s2a), s2b = _mm256_fmadd_pd(db, db, s2b);
-    }
-    double s1  = cpu_avx2_hsum_pd(_mm256_add_pd(s1a, s1b));
-    double s2  = cpu_avx2_hsum_pd(_mm256_add_pd(s2a, s2b));
+        s1a[k] = _mm256_add_pd(s1a[k], da), s1b[k] = _mm256_add_pd(s1b[k], db);
+        s2a[k] = _mm256_fmadd_pd(da, da, s2a[k]), s2b[k] = _mm256_fmadd_pd(db, db, s2b[k]);
+    });
+    double s1  = cpu_avx2_sets2_pd(s1a, s1b);
+    double s2  = cpu_avx2_sets2_pd(s2a, s2b);
     double var = (s2 - s1 * (s1 / (double)n)) / (double)n;
     *mean_out  = (double)k0 + s1 / (double)n;
     *var_out   = var > 0.0 ? var : (var == var ? 0.0 : var); /* NaN stays NaN */
 }
 
 /* y = ((x - mh) - ml) rstd gamma + beta; y may be x. */
-CPU_AVX2_FN static void ln_norm_avx2(const float *x, float *y, uint64_t n, double mean, double rstd,
+CPU_AVX2_FN static void ln_norm_avx2(const void *x, ampx_dtype xdt, void *y, ampx_dtype ydt,
+                                     uint64_t off, uint64_t n, double mean, double rstd,
                                      const float *gamma, const float *beta) {
     float mh = (float)mean, ml = (float)(mean - (double)mh);
     const __m256 vmh = _mm256_set1_ps(mh), vml = _mm256_set1_ps(ml),
                  rs  = _mm256_set1_ps((float)rstd);
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     for (uint64_t c = 0; c < n; c += 8) {
-        __m256 v  = cpu_avx2_load_n(x + c, n - c);
+        __m256 v  = cpu_avx2_ld_n(x, xdt, off + c, n - c);
         __m256 g  = gamma ? cpu_avx2_load_n(gamma + c, n - c) : one;
         __m256 b  = beta ? cpu_avx2_load_n(beta + c, n - c) : zero;
         __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(v, vmh), vml), rs);
-        cpu_avx2_store_n(y + c, n - c, _mm256_fmadd_ps(xh, g, b));
+        cpu_avx2_st_n(y, ydt, off + c, n - c, _mm256_fmadd_ps(xh, g, b));
     }
 }
 
 /* From the saved f32 mean and rstd: xhat = (x - mean) rstd, g = dy gamma, sums of g and
  * g xhat in double lanes; then dx = rstd ((g - mean(g)) - xhat mean(g xhat)). dx may be x
  * or dy. */
-CPU_AVX2_FN static void ln_bwd_avx2(const float *x, const float *dy, float *dx, const float *gamma,
+CPU_AVX2_FN static void ln_bwd_avx2(const void *x, ampx_dtype xdt, const void *dy, ampx_dtype dydt,
+                                    void *dx, ampx_dtype odt, const float *gamma, uint64_t off,
                                     uint64_t n, float mean, float rstd) {
     const __m256 vm = _mm256_set1_ps(mean), rs = _mm256_set1_ps(rstd), one = _mm256_set1_ps(1.0f);
-    __m256d ga = _mm256_setzero_pd(), gb = ga, gxa = ga, gxb = ga;
+    __m256d ga[2], gb[2], gxa[2], gxb[2];
+    for (int k = 0; k < 2; k++)
+        ga[k] = gb[k] = gxa[k] = gxb[k] = _mm256_setzero_pd();
+    CPU_SETS2(n, {
+        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_ld_n(x, xdt, off + c, m), vm), rs);
+        __m256 g    = _mm256_mul_ps(cpu_avx2_ld_n(dy, dydt, off + c, m),
+                                 gamma ? cpu_avx2_load_n(gamma + c, m) : one);
+        cpu_avx2_acc_pd(&ga[k], &gb[k], g); /* masked lanes are 0 */
+        cpu_avx2_acc_pd(&gxa[k], &gxb[k], _mm256_mul_ps(g, xhat));
+    });
+    const __m256 mg  = _mm256_set1_ps((float)(cpu_avx2_sets2_pd(ga, gb) / (double)n));
+    const __m256 mgx = _mm256_set1_ps((float)(cpu_avx2_sets2_pd(gxa, gxb) / (double)n));
     for (uint64_t c = 0; c < n; c += 8) {
-        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, n - c), vm), rs);
-        __m256 g    = _mm256_mul_ps(cpu_avx2_load_n(dy + c, n - c),
+        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_ld_n(x, xdt, off + c, n - c), vm), rs);
+        __m256 g    = _mm256_mul_ps(cpu_avx2_ld_n(dy, dydt, off + c, n - c),
                                  gamma ? cpu_avx2_load_n(gamma + c, n - c) : one);
-        cpu_avx2_acc_pd(&ga, &gb, g); /* masked lanes are 0 */
-        cpu_avx2_acc_pd(&gxa, &gxb, _mm256_mul_ps(g, xhat));
+        cpu_avx2_st_n(dx, odt, off + c, n - c,
+                      _mm256_mul_ps(rs, _mm256_fnmadd_ps(xhat, mgx, _mm256_sub_ps(g, mg))));
     }
-    const __m256 mg = _mm256_set1_ps((float)(cpu_avx2_hsum_pd(_mm256_add_pd(ga, gb)) / (double)n));
-    const __m256 mgx =
-        _mm256_set1_ps((float)(cpu_avx2_hsum_pd(_mm256_add_pd(gxa, gxb)) / (double)n));
-    for (uint64_t c = 0; c < n; c += 8) {
-        __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, n - c), vm), rs);
-        __m256 g    = _mm256_mul_ps(cpu_avx2_load_n(dy + c, n - c),
-                                 gamma ? cpu_avx2_load_n(gamma + c, n - c) : one);
-        cpu_avx2_store_n(dx + c, n - c,
-                         _mm256_mul_ps(rs, _mm256_fnmadd_ps(xhat, mgx, _mm256_sub_ps(g, mg))));
+}
+
+// ---------------------------------------------------------------------------------------
+// The AVX-512 paths: the AVX2 path's operations lane for lane, rows read and written where
+// they lie (bf16 and f16 converted in registers). The double sums take eight elements a
+// step in one zmm of eight doubles (the AVX2 path's two vectors of four), sixteen-element
+// vectors as two such steps in order and a row's last partial vectors with AVX-512VL masks,
+// so the statistics, outputs and gradients are the AVX2 path's bits (tested in
+// tests/cpu_isa).
+
+/* ln_stats_avx2 of elements off .. off + n - 1 of x (dtype dt), n >= 1: a group of eight is
+ * one zmm of doubles (the AVX2 path's two vectors of four). */
+CPU_AVX512_FN static void ln_stats_avx512(const void *x, ampx_dtype dt, uint64_t off, uint64_t n,
+                                          double *mean_out, double *var_out) {
+    const float k0   = cpu_ld(x, dt, off);
+    const __m256 vk  = _mm256_set1_ps(k0);
+    const __m512d kd = _mm512_set1_pd((double)k0);
+    __m512d s1[2], s2[2];
+    for (int k = 0; k < 2; k++)
+        s1[k] = s2[k] = _mm512_setzero_pd();
+    CPU_SETS2(n, { /* masked lanes read as K: d = 0 */
+                   __mmask8 msk = cpu_avx512_mask8(m);
+                   __m512d d    = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_mask_blend_ps(
+                                                    msk, vk, cpu_avx512_ld8(x, dt, off + c, msk))),
+                                                kd);
+                   s1[k] = _mm512_add_pd(s1[k], d), s2[k] = _mm512_fmadd_pd(d, d, s2[k]);
+    });
+    double t1  = cpu_avx512_sets2_pd(s1);
+    double t2  = cpu_avx512_sets2_pd(s2);
+    double var = (t2 - t1 * (t1 / (double)n)) / (double)n;
+    *mean_out  = (double)k0 + t1 / (double)n;
+    *var_out   = var > 0.0 ? var : (var == var ? 0.0 : var); /* NaN stays NaN */
+}
+
+/* ln_norm_avx2 from x (dtype xdt) to y (dtype ydt), both at element off; y may be x. */
+CPU_AVX512_FN static void ln_norm_avx512(const void *x, ampx_dtype xdt, void *y, ampx_dtype ydt,
+                                         uint64_t off, uint64_t n, double mean, double rstd,
+                                         const float *gamma, const float *beta) {
+    float mh = (float)mean, ml = (float)(mean - (double)mh);
+    const __m512 vmh = _mm512_set1_ps(mh), vml = _mm512_set1_ps(ml),
+                 rs  = _mm512_set1_ps((float)rstd);
+    const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+    for (uint64_t c = 0; c < n; c += 16) {
+        __mmask16 m = cpu_avx512_mask16(n - c);
+        __m512 v    = cpu_avx512_ld16(x, xdt, off + c, m);
+        __m512 g    = gamma ? _mm512_maskz_loadu_ps(m, gamma + c) : one;
+        __m512 b    = beta ? _mm512_maskz_loadu_ps(m, beta + c) : zero;
+        __m512 xh   = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(v, vmh), vml), rs);
+        cpu_avx512_st16(y, ydt, off + c, _mm512_fmadd_ps(xh, g, b), m);
     }
+}
+
+/* ln_bwd_avx2 with x, dy and dx at element off of their tensors; dx may be x or dy. */
+CPU_AVX512_FN static void ln_bwd_avx512(const ln_job *j, uint64_t off, uint64_t n, float mean,
+                                        float rstd) {
+    const ampx_dtype xdt = j->a.x.dtype, dydt = j->a.dy.dtype, odt = j->a.y_or_dx.dtype;
+    const float *gamma = j->gamma;
+    const __m512 vm = _mm512_set1_ps(mean), rs = _mm512_set1_ps(rstd), one = _mm512_set1_ps(1.0f);
+    __m512d sg[2], sgx[2];
+    for (int k = 0; k < 2; k++)
+        sg[k] = sgx[k] = _mm512_setzero_pd();
+    const __m256 vm8 = _mm256_set1_ps(mean), rs8 = _mm256_set1_ps(rstd),
+                 one8 = _mm256_set1_ps(1.0f);
+    CPU_SETS2(n, { /* masked lanes: g = 0 */
+                   __mmask8 msk = cpu_avx512_mask8(m);
+                   __m256 xhat  = _mm256_mul_ps(
+                        _mm256_sub_ps(cpu_avx512_ld8(j->x, xdt, off + c, msk), vm8), rs8);
+                   __m256 g = _mm256_mul_ps(cpu_avx512_ld8(j->dy, dydt, off + c, msk),
+                                            gamma ? _mm256_maskz_loadu_ps(msk, gamma + c) : one8);
+                   sg[k]    = _mm512_add_pd(sg[k], _mm512_cvtps_pd(g));
+                   sgx[k]   = _mm512_add_pd(sgx[k], _mm512_cvtps_pd(_mm256_mul_ps(g, xhat)));
+    });
+    const __m512 mg  = _mm512_set1_ps((float)(cpu_avx512_sets2_pd(sg) / (double)n));
+    const __m512 mgx = _mm512_set1_ps((float)(cpu_avx512_sets2_pd(sgx) / (double)n));
+    for (uint64_t c = 0; c < n; c += 16) {
+        __mmask16 m = cpu_avx512_mask16(n - c);
+        __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(cpu_avx512_ld16(j->x, xdt, off + c, m), vm), rs);
+        __m512 g    = _mm512_mul_ps(cpu_avx512_ld16(j->dy, dydt, off + c, m),
+                                 gamma ? _mm512_maskz_loadu_ps(m, gamma + c) : one);
+        cpu_avx512_st16(j->out, odt, off + c,
+                        _mm512_mul_ps(rs, _mm512_fnmadd_ps(xhat, mgx, _mm512_sub_ps(g, mg))), m);
+    }
+}
+
+CPU_AVX512_FN static void ln_fwd_row_avx512(const ln_job *j, uint64_t r) {
+    uint64_t cols = j->a.cols;
+    double mean, var;
+    ln_stats_avx512(j->x, j->a.x.dtype, r * cols, cols, &mean, &var);
+    double rstd = 1.0 / sqrt(var + (double)j->a.eps);
+    j->mean[r]  = (float)mean;
+    j->rstd[r]  = (float)rstd;
+    ln_norm_avx512(j->x, j->a.x.dtype, j->out, j->a.y_or_dx.dtype, r * cols, cols, mean, rstd,
+                   j->gamma, j->beta);
 }
 #endif
 
@@ -118,16 +219,25 @@ static void ln_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     float *x = j->ctx->thread_ws[tid].p;
     for (uint64_t r = item * rpi; r < j->a.rows && r < (item + 1) * rpi; r++) {
 #if CPU_HAVE_AVX2_TABLE
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && cols > 0) {
+            ln_fwd_row_avx512(j, r);
+            continue;
+        }
         if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
-            const float *xv = cpu_in_f32(x, j->x, j->a.x.dtype, r * cols, cols);
-            float *y        = cpu_out_f32(x, j->out, j->a.y_or_dx.dtype, r * cols);
+            /* f32 in place; bf16/f16 widened into ws and rounded once (with eight lanes,
+             * converting in the inner loops costs more than these passes in cache) */
+            ampx_dtype xdt = j->a.x.dtype, ydt = j->a.y_or_dx.dtype;
+            int f32        = xdt == AMPX_F32 && ydt == AMPX_F32;
+            const void *xb = f32 ? j->x : cpu_in_f32(x, j->x, xdt, r * cols, cols);
+            void *yb       = f32 ? j->out : cpu_out_f32(x, j->out, ydt, r * cols);
+            uint64_t off   = f32 ? r * cols : 0;
             double mean, var;
-            ln_stats_avx2(xv, cols, &mean, &var);
+            ln_stats_avx2(xb, AMPX_F32, off, cols, &mean, &var);
             double rstd = 1.0 / sqrt(var + (double)j->a.eps);
             j->mean[r]  = (float)mean;
             j->rstd[r]  = (float)rstd;
-            ln_norm_avx2(xv, y, cols, mean, rstd, j->gamma, j->beta);
-            cpu_out_f32_done(j->out, j->a.y_or_dx.dtype, r * cols, y, cols);
+            ln_norm_avx2(xb, AMPX_F32, yb, AMPX_F32, off, cols, mean, rstd, j->gamma, j->beta);
+            if (!f32) cpu_out_f32_done(j->out, ydt, r * cols, yb, cols);
             continue;
         }
 #endif
@@ -159,12 +269,19 @@ static void ln_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     float *dy = x + cols;
     for (uint64_t r = item * rpi; r < j->a.rows && r < (item + 1) * rpi; r++) {
 #if CPU_HAVE_AVX2_TABLE
-        if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
-            const float *xv  = cpu_in_f32(x, j->x, j->a.x.dtype, r * cols, cols);
-            const float *dyv = cpu_in_f32(dy, j->dy, j->a.dy.dtype, r * cols, cols);
-            float *dx        = cpu_out_f32(x, j->out, j->a.y_or_dx.dtype, r * cols);
-            ln_bwd_avx2(xv, dyv, dx, j->gamma, cols, j->mean[r], j->rstd[r]);
-            cpu_out_f32_done(j->out, j->a.y_or_dx.dtype, r * cols, dx, cols);
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && cols > 0) {
+            ln_bwd_avx512(j, r * cols, cols, j->mean[r], j->rstd[r]);
+            continue;
+        }
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) { /* as the forward */
+            ampx_dtype xdt = j->a.x.dtype, dydt = j->a.dy.dtype, odt = j->a.y_or_dx.dtype;
+            int f32        = xdt == AMPX_F32 && dydt == AMPX_F32 && odt == AMPX_F32;
+            const void *xb = f32 ? j->x : cpu_in_f32(x, j->x, xdt, r * cols, cols);
+            const void *db = f32 ? j->dy : cpu_in_f32(dy, j->dy, dydt, r * cols, cols);
+            void *ob       = f32 ? j->out : cpu_out_f32(x, j->out, odt, r * cols);
+            ln_bwd_avx2(xb, AMPX_F32, db, AMPX_F32, ob, AMPX_F32, j->gamma, f32 ? r * cols : 0,
+                        cols, j->mean[r], j->rstd[r]);
+            if (!f32) cpu_out_f32_done(j->out, odt, r * cols, ob, cols);
             continue;
         }
 #endif

@@ -88,26 +88,19 @@ CPU_AVX2_FN static void softmax_stats_avx2(const float *x, uint64_t cnt, float s
 
 /* y_c = exp(scale x_c - mx) * (1 / sum) (softmax) or (scale x_c - mx) - log(sum) (log), c <
  * cnt; y_c = fill (0 or -inf) for cnt <= c < cols. y may be x (in place). */
-CPU_AVX2_FN static void softmax_out_avx2(const float *x, float *y, uint64_t cnt, uint64_t cols,
-                                         float scale, float mx, float sum, int log_) {
+CPU_AVX2_FN static void softmax_out_avx2(const void *x, ampx_dtype xdt, void *y, ampx_dtype ydt,
+                                         uint64_t off, uint64_t cnt, uint64_t cols, float scale,
+                                         float mx, float sum, int log_) {
     const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(mx);
     const __m256 k = _mm256_set1_ps(log_ ? (float)log((double)sum) : 1.0f / sum);
-    uint64_t c     = 0;
-    for (; c + 8 <= cnt; c += 8) {
-        __m256 z = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c), vs), vm);
-        _mm256_storeu_ps(y + c,
-                         log_ ? _mm256_sub_ps(z, k) : _mm256_mul_ps(cpu_avx2_exp_neg_ps(z), k));
+    for (uint64_t c = 0; c < cnt; c += 8) {
+        __m256 z = _mm256_sub_ps(_mm256_mul_ps(cpu_avx2_ld_n(x, xdt, off + c, cnt - c), vs), vm);
+        cpu_avx2_st_n(y, ydt, off + c, cnt - c,
+                      log_ ? _mm256_sub_ps(z, k) : _mm256_mul_ps(cpu_avx2_exp_neg_ps(z), k));
     }
-    if (c < cnt) {
-        __m256i msk = cpu_avx2_first_lanes(cnt - c);
-        __m256 z    = _mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + c, msk), vs), vm);
-        _mm256_maskstore_ps(y + c, msk,
-                            log_ ? _mm256_sub_ps(z, k) : _mm256_mul_ps(cpu_avx2_exp_neg_ps(z), k));
-        c = cnt;
-    }
-    float fill = log_ ? -INFINITY : 0.0f;
-    for (; c < cols; c++)
-        y[c] = fill;
+    const __m256 fill = _mm256_set1_ps(log_ ? -INFINITY : 0.0f);
+    for (uint64_t c = cnt; c < cols; c += 8)
+        cpu_avx2_st_n(y, ydt, off + c, cols - c, fill);
 }
 
 /* Rows of up to this many visible elements are swept three times from cache (max; exp,
@@ -117,50 +110,62 @@ CPU_AVX2_FN static void softmax_out_avx2(const float *x, float *y, uint64_t cnt,
 #define SOFTMAX_CACHED_COLS 16384u
 
 /* max_c scale x_c over c < cnt, NaN when any is NaN (the row's outputs then NaN). */
-CPU_AVX2_FN static float softmax_max_avx2(const float *x, uint64_t cnt, float scale) {
+CPU_AVX2_FN static float softmax_max_avx2(const void *x, ampx_dtype dt, uint64_t off, uint64_t cnt,
+                                          float scale) {
     const __m256 vs = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
     __m256 m0 = ninf, m1 = ninf, nan = _mm256_setzero_ps();
     uint64_t c = 0;
     for (; c + 16 <= cnt; c += 16) {
-        __m256 v0 = _mm256_mul_ps(_mm256_loadu_ps(x + c), vs);
-        __m256 v1 = _mm256_mul_ps(_mm256_loadu_ps(x + c + 8), vs);
+        __m256 v0 = _mm256_mul_ps(cpu_avx2_ld8(x, dt, off + c), vs);
+        __m256 v1 = _mm256_mul_ps(cpu_avx2_ld8(x, dt, off + c + 8), vs);
         nan       = _mm256_or_ps(nan, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
         m0 = _mm256_max_ps(m0, v0), m1 = _mm256_max_ps(m1, v1);
     }
     for (; c < cnt; c += 8) {
         __m256i k = cpu_avx2_first_lanes(cnt - c < 8 ? cnt - c : 8);
-        __m256 v  = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_maskload_ps(x + c, k), vs),
-                                     _mm256_castsi256_ps(k));
-        nan       = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        m0        = _mm256_max_ps(m0, v);
+        __m256 v = _mm256_blendv_ps(ninf, _mm256_mul_ps(cpu_avx2_ld_n(x, dt, off + c, cnt - c), vs),
+                                    _mm256_castsi256_ps(k));
+        nan      = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        m0       = _mm256_max_ps(m0, v);
     }
     return _mm256_movemask_ps(nan) ? NAN : cpu_avx2_hmax_ps(_mm256_max_ps(m0, m1));
 }
 
 /* sum_c exp(scale x_c - mx) over c < cnt, in two eight-lane partial sums combined in a fixed
  * order; e_c stored to e when e is not NULL (e may be x). */
-CPU_AVX2_FN static float softmax_expsum_avx2(const float *x, float *e, uint64_t cnt, float scale,
-                                             float mx) {
+CPU_AVX2_FN static float softmax_expsum_avx2(const void *x, ampx_dtype dt, uint64_t off, float *e,
+                                             uint64_t cnt, float scale, float mx) {
     const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(mx);
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     uint64_t c = 0;
     for (; c + 16 <= cnt; c += 16) {
         __m256 e0 =
-            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c), vs), vm));
-        __m256 e1 =
-            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c + 8), vs), vm));
+            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(cpu_avx2_ld8(x, dt, off + c), vs), vm));
+        __m256 e1 = cpu_avx2_exp_neg_ps(
+            _mm256_sub_ps(_mm256_mul_ps(cpu_avx2_ld8(x, dt, off + c + 8), vs), vm));
         if (e) _mm256_storeu_ps(e + c, e0), _mm256_storeu_ps(e + c + 8, e1);
         s0 = _mm256_add_ps(s0, e0), s1 = _mm256_add_ps(s1, e1);
     }
     for (; c < cnt; c += 8) {
         __m256i k = cpu_avx2_first_lanes(cnt - c < 8 ? cnt - c : 8);
-        __m256 e0 = _mm256_and_ps(
-            cpu_avx2_exp_neg_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + c, k), vs), vm)),
-            _mm256_castsi256_ps(k));
+        __m256 e0 =
+            _mm256_and_ps(cpu_avx2_exp_neg_ps(_mm256_sub_ps(
+                              _mm256_mul_ps(cpu_avx2_ld_n(x, dt, off + c, cnt - c), vs), vm)),
+                          _mm256_castsi256_ps(k));
         if (e) _mm256_maskstore_ps(e + c, k, e0);
         s0 = _mm256_add_ps(s0, e0);
     }
     return cpu_avx2_hsum_ps(_mm256_add_ps(s0, s1));
+}
+
+/* Elements off + c of y (dtype dt) = e_c * k for c < cnt, = 0 for cnt <= c < cols. */
+CPU_AVX2_FN static void softmax_mul_out_avx2(const float *e, void *y, ampx_dtype dt, uint64_t off,
+                                             uint64_t cnt, uint64_t cols, float k) {
+    const __m256 vk = _mm256_set1_ps(k);
+    for (uint64_t c = 0; c < cnt; c += 8)
+        cpu_avx2_st_n(y, dt, off + c, cnt - c, _mm256_mul_ps(cpu_avx2_load_n(e + c, cnt - c), vk));
+    for (uint64_t c = cnt; c < cols; c += 8)
+        cpu_avx2_st_n(y, dt, off + c, cols - c, _mm256_setzero_ps());
 }
 
 /* y_c *= k, c < cnt. */
@@ -171,70 +176,255 @@ CPU_AVX2_FN static void softmax_mul_avx2(float *y, uint64_t cnt, float k) {
     }
 }
 
-CPU_AVX2_FN static void softmax_fwd_row_avx2(const softmax_job *j, uint64_t r, float *ws) {
+/* One row from x (dtype xdt) to y (dtype ydt), both at element off of their bases, y may be
+ * x; ws (f32, cols) holds the exponentials of a non-f32 y and the widened copy of a long
+ * row. */
+CPU_AVX2_FN static void softmax_fwd_core_avx2(const softmax_job *j, uint64_t r, const void *xb,
+                                              ampx_dtype xdt, void *yb, ampx_dtype ydt,
+                                              uint64_t off, float *ws) {
     const ampx_softmax_args *a = &j->a;
     uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
-    const float *x = cpu_in_f32(ws, j->in, a->x_or_y.dtype, r * cols, cols);
-    float *y       = cpu_out_f32(ws, j->out, a->y_or_dx.dtype, r * cols);
     float mx, sum;
-    if (cnt <= SOFTMAX_CACHED_COLS && !a->log) {
-        mx  = softmax_max_avx2(x, cnt, a->scale);
-        sum = softmax_expsum_avx2(x, y, cnt, a->scale, mx);
-        softmax_mul_avx2(y, cnt, 1.0f / sum);
-        for (uint64_t c = cnt; c < cols; c++)
-            y[c] = 0.0f;
-    } else {
-        if (cnt <= SOFTMAX_CACHED_COLS) {
-            mx  = softmax_max_avx2(x, cnt, a->scale);
-            sum = softmax_expsum_avx2(x, NULL, cnt, a->scale, mx);
-        } else {
-            softmax_stats_avx2(x, cnt, a->scale, &mx, &sum);
-        }
-        softmax_out_avx2(x, y, cnt, cols, a->scale, mx, sum, (int)a->log);
+    if (cnt > SOFTMAX_CACHED_COLS) { /* the online statistics, on a widened copy */
+        const float *x = cpu_in_f32(ws, xb, xdt, off, cols);
+        softmax_stats_avx2(x, cnt, a->scale, &mx, &sum);
+        softmax_out_avx2(xb, xdt, yb, ydt, off, cnt, cols, a->scale, mx, sum, (int)a->log);
+        return;
     }
-    cpu_out_f32_done(j->out, a->y_or_dx.dtype, r * cols, y, cols);
+    /* rows read and written where they lie; the exponentials in y itself when it is f32,
+     * else in ws */
+    mx = softmax_max_avx2(xb, xdt, off, cnt, a->scale);
+    if (!a->log) {
+        float *e = ydt == AMPX_F32 ? (float *)yb + off : ws;
+        sum      = softmax_expsum_avx2(xb, xdt, off, e, cnt, a->scale, mx);
+        if (ydt == AMPX_F32) {
+            softmax_mul_avx2(e, cnt, 1.0f / sum);
+            for (uint64_t c = cnt; c < cols; c++)
+                e[c] = 0.0f;
+        } else {
+            softmax_mul_out_avx2(e, yb, ydt, off, cnt, cols, 1.0f / sum);
+        }
+    } else {
+        sum = softmax_expsum_avx2(xb, xdt, off, NULL, cnt, a->scale, mx);
+        softmax_out_avx2(xb, xdt, yb, ydt, off, cnt, cols, a->scale, mx, sum, 1);
+    }
+}
+
+/* The AVX2 path's row: f32 rows are read and written where they lie; bf16/f16 rows are
+ * widened into ws, computed in f32 and rounded once (with eight lanes, converting in the
+ * inner loops costs more than these two passes over a row in cache). */
+CPU_AVX2_FN static void softmax_fwd_row_avx2(const softmax_job *j, uint64_t r, float *ws) {
+    const ampx_softmax_args *a = &j->a;
+    ampx_dtype xdt = a->x_or_y.dtype, ydt = a->y_or_dx.dtype;
+    uint64_t cols = a->cols, off = r * cols;
+    if (xdt == AMPX_F32 && ydt == AMPX_F32) {
+        softmax_fwd_core_avx2(j, r, j->in, xdt, j->out, ydt, off, ws);
+        return;
+    }
+    const float *x = cpu_in_f32(ws, j->in, xdt, off, cols);
+    float *y       = cpu_out_f32(ws, j->out, ydt, off);
+    softmax_fwd_core_avx2(j, r, x, AMPX_F32, y, AMPX_F32, 0, ws);
+    cpu_out_f32_done(j->out, ydt, off, y, cols);
 }
 
 /* dx_c = scale y_c (dy_c - sum_k dy_k y_k), or for log-softmax scale (dy_c - exp(y_c)
  * sum_k dy_k), over the visible c < cnt (dx = 0 beyond). The sum is accumulated in double
  * (its terms have both signs, and dy_c - sum cancels). dx may be y or dy (in place). */
-CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r, float *ws) {
+/* One row: y (dtype ydt), dy and dx at element off of their bases; dx may be y or dy. */
+CPU_AVX2_FN static void softmax_bwd_core_avx2(const softmax_job *j, uint64_t r, const void *yb,
+                                              ampx_dtype ydt, const void *dyb, ampx_dtype dydt,
+                                              void *ob, ampx_dtype odt, uint64_t off) {
     const ampx_softmax_args *a = &j->a;
     uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
-    const float *y  = cpu_in_f32(ws, j->in, a->x_or_y.dtype, r * cols, cols);
-    const float *dy = cpu_in_f32(ws + cols, j->dy, a->dy.dtype, r * cols, cols);
-    float *dx       = cpu_out_f32(ws, j->out, a->y_or_dx.dtype, r * cols);
-    int log_        = (int)a->log;
-    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
-    uint64_t c = 0;
-    for (; c < cnt; c += 8) {
-        __m256 vd, vy;
-        if (c + 8 <= cnt) {
-            vd = _mm256_loadu_ps(dy + c), vy = _mm256_loadu_ps(y + c);
-        } else {
-            __m256i msk = cpu_avx2_first_lanes(cnt - c);
-            vd = _mm256_maskload_ps(dy + c, msk), vy = _mm256_maskload_ps(y + c, msk);
-        }
+    int log_ = (int)a->log;
+    __m256d lo[2], hi[2]; /* CPU_SETS2: two independent chains */
+    for (int k = 0; k < 2; k++)
+        lo[k] = hi[k] = _mm256_setzero_pd();
+    CPU_SETS2(cnt, {
+        __m256 vd = cpu_avx2_ld_n(dyb, dydt, off + c, m);
         if (log_) {
-            cpu_avx2_acc_pd(&lo, &hi, vd);
+            cpu_avx2_acc_pd(&lo[k], &hi[k], vd);
         } else {
-            lo = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(vd)),
-                                 _mm256_cvtps_pd(_mm256_castps256_ps128(vy)), lo);
-            hi = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(vd, 1)),
-                                 _mm256_cvtps_pd(_mm256_extractf128_ps(vy, 1)), hi);
+            __m256 vy = cpu_avx2_ld_n(yb, ydt, off + c, m);
+            lo[k]     = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(vd)),
+                                        _mm256_cvtps_pd(_mm256_castps256_ps128(vy)), lo[k]);
+            hi[k]     = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(vd, 1)),
+                                        _mm256_cvtps_pd(_mm256_extractf128_ps(vy, 1)), hi[k]);
         }
-    }
-    const __m256 s  = _mm256_set1_ps((float)cpu_avx2_hsum_pd(_mm256_add_pd(lo, hi)));
+    });
+    const __m256 s  = _mm256_set1_ps((float)cpu_avx2_sets2_pd(lo, hi));
     const __m256 vs = _mm256_set1_ps(a->scale);
-    for (c = 0; c < cnt; c += 8) {
-        __m256 vd = cpu_avx2_load_n(dy + c, cnt - c), vy = cpu_avx2_load_n(y + c, cnt - c);
-        __m256 v = log_ ? _mm256_mul_ps(vs, _mm256_fnmadd_ps(cpu_avx2_exp_ps(vy), s, vd))
-                        : _mm256_mul_ps(_mm256_mul_ps(vs, vy), _mm256_sub_ps(vd, s));
-        cpu_avx2_store_n(dx + c, cnt - c, v);
+    for (uint64_t c = 0; c < cnt; c += 8) {
+        __m256 vd = cpu_avx2_ld_n(dyb, dydt, off + c, cnt - c);
+        __m256 vy = cpu_avx2_ld_n(yb, ydt, off + c, cnt - c);
+        __m256 v  = log_ ? _mm256_mul_ps(vs, _mm256_fnmadd_ps(cpu_avx2_exp_ps(vy), s, vd))
+                         : _mm256_mul_ps(_mm256_mul_ps(vs, vy), _mm256_sub_ps(vd, s));
+        cpu_avx2_st_n(ob, odt, off + c, cnt - c, v);
     }
-    for (c = cnt; c < cols; c++)
-        dx[c] = 0.0f;
-    cpu_out_f32_done(j->out, a->y_or_dx.dtype, r * cols, dx, cols);
+    for (uint64_t c = cnt; c < cols; c += 8)
+        cpu_avx2_st_n(ob, odt, off + c, cols - c, _mm256_setzero_ps());
+}
+
+/* The AVX2 path's row, f32 in place, bf16/f16 through ws as softmax_fwd_row_avx2. */
+CPU_AVX2_FN static void softmax_bwd_row_avx2(const softmax_job *j, uint64_t r, float *ws) {
+    const ampx_softmax_args *a = &j->a;
+    ampx_dtype ydt = a->x_or_y.dtype, dydt = a->dy.dtype, odt = a->y_or_dx.dtype;
+    uint64_t cols = a->cols, off = r * cols;
+    if (ydt == AMPX_F32 && dydt == AMPX_F32 && odt == AMPX_F32) {
+        softmax_bwd_core_avx2(j, r, j->in, ydt, j->dy, dydt, j->out, odt, off);
+        return;
+    }
+    const float *y  = cpu_in_f32(ws, j->in, ydt, off, cols);
+    const float *dy = cpu_in_f32(ws + cols, j->dy, dydt, off, cols);
+    float *dx       = cpu_out_f32(ws, j->out, odt, off);
+    softmax_bwd_core_avx2(j, r, y, AMPX_F32, dy, AMPX_F32, dx, AMPX_F32, 0);
+    cpu_out_f32_done(j->out, odt, off, dx, cols);
+}
+
+// ---------------------------------------------------------------------------------------
+// The AVX-512 paths: the AVX2 path's operations lane for lane, sixteen at a time, rows read
+// and written where they lie (bf16 and f16 converted in registers). A zmm register holds
+// the AVX2 path's two vectors of sixteen consecutive elements (lanes 0-7 and 8-15) and a
+// row's last, partial vectors go eight lanes at a time with AVX-512VL masks into the first
+// of them, as there; the lanes are combined in the same order, so the results are the AVX2
+// path's bits (tested in tests/cpu_isa). Rows longer than SOFTMAX_CACHED_COLS take the
+// AVX2 path's online statistics on a widened copy.
+
+/* softmax_max_avx2 of elements off .. off + cnt - 1 of x (dtype dt). */
+CPU_AVX512_FN static float softmax_max_avx512(const void *x, ampx_dtype dt, uint64_t off,
+                                              uint64_t cnt, float scale) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    __m512 m        = _mm512_set1_ps(-INFINITY);
+    __mmask16 nan   = 0;
+    uint64_t c      = 0;
+    for (; c + 16 <= cnt; c += 16) {
+        __m512 v = _mm512_mul_ps(cpu_avx512_ld16(x, dt, off + c, 0xffff), vs);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        m = _mm512_max_ps(m, v);
+    }
+    const __m256 vs8 = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m0 = cpu_avx512_lo8(m), m1 = cpu_avx512_hi8(m);
+    for (; c < cnt; c += 8) {
+        __mmask8 k = cpu_avx512_mask8(cnt - c);
+        __m256 v =
+            _mm256_mask_blend_ps(k, ninf, _mm256_mul_ps(cpu_avx512_ld8(x, dt, off + c, k), vs8));
+        nan |= _mm256_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        m0 = _mm256_max_ps(m0, v);
+    }
+    return nan ? NAN : cpu_avx2_hmax_ps(_mm256_max_ps(m0, m1));
+}
+
+/* softmax_expsum_avx2 of elements off .. off + cnt - 1 of x; e (f32, may be x when x is f32)
+ * gets the exponentials when not NULL. */
+CPU_AVX512_FN static float softmax_expsum_avx512(const void *x, ampx_dtype dt, uint64_t off,
+                                                 float *e, uint64_t cnt, float scale, float mx) {
+    const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(mx);
+    __m512 s   = _mm512_setzero_ps();
+    uint64_t c = 0;
+    for (; c + 16 <= cnt; c += 16) {
+        __m512 e16 = cpu_avx512_exp_neg_ps(
+            _mm512_sub_ps(_mm512_mul_ps(cpu_avx512_ld16(x, dt, off + c, 0xffff), vs), vm));
+        if (e) _mm512_storeu_ps(e + c, e16);
+        s = _mm512_add_ps(s, e16);
+    }
+    const __m256 vs8 = _mm256_set1_ps(scale), vm8 = _mm256_set1_ps(mx);
+    __m256 s0 = cpu_avx512_lo8(s), s1 = cpu_avx512_hi8(s);
+    for (; c < cnt; c += 8) {
+        __mmask8 k = cpu_avx512_mask8(cnt - c);
+        __m256 e0  = _mm256_maskz_mov_ps(
+             k, cpu_avx2_exp_neg_ps(
+                    _mm256_sub_ps(_mm256_mul_ps(cpu_avx512_ld8(x, dt, off + c, k), vs8), vm8)));
+        if (e) _mm256_mask_storeu_ps(e + c, k, e0);
+        s0 = _mm256_add_ps(s0, e0);
+    }
+    return cpu_avx2_hsum_ps(_mm256_add_ps(s0, s1));
+}
+
+/* Elements off + c of y (dtype dt) = e_c * k for c < cnt, = fill for cnt <= c < cols; e may
+ * be y's own f32 elements. */
+CPU_AVX512_FN static void softmax_mul_avx512(const float *e, void *y, ampx_dtype dt, uint64_t off,
+                                             uint64_t cnt, uint64_t cols, float k, float fill) {
+    const __m512 vk = _mm512_set1_ps(k);
+    uint64_t c      = 0;
+    for (; c < cnt; c += 16) {
+        __mmask16 m = cpu_avx512_mask16(cnt - c);
+        cpu_avx512_st16(y, dt, off + c, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + c), vk), m);
+    }
+    for (c = cnt; c < cols; c += 16)
+        cpu_avx512_st16(y, dt, off + c, _mm512_set1_ps(fill), cpu_avx512_mask16(cols - c));
+}
+
+/* softmax_out_avx2 from x (dtype xdt) to y (dtype ydt), both at element off; y may be x. */
+CPU_AVX512_FN static void softmax_out_avx512(const void *x, ampx_dtype xdt, void *y, ampx_dtype ydt,
+                                             uint64_t off, uint64_t cnt, uint64_t cols, float scale,
+                                             float mx, float sum, int log_) {
+    const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(mx);
+    const __m512 k = _mm512_set1_ps(log_ ? (float)log((double)sum) : 1.0f / sum);
+    for (uint64_t c = 0; c < cnt; c += 16) {
+        __mmask16 m = cpu_avx512_mask16(cnt - c);
+        __m512 z    = _mm512_sub_ps(_mm512_mul_ps(cpu_avx512_ld16(x, xdt, off + c, m), vs), vm);
+        cpu_avx512_st16(y, ydt, off + c,
+                        log_ ? _mm512_sub_ps(z, k) : _mm512_mul_ps(cpu_avx512_exp_neg_ps(z), k), m);
+    }
+    const __m512 fill = _mm512_set1_ps(log_ ? -INFINITY : 0.0f);
+    for (uint64_t c = cnt; c < cols; c += 16)
+        cpu_avx512_st16(y, ydt, off + c, fill, cpu_avx512_mask16(cols - c));
+}
+
+CPU_AVX512_FN static void softmax_fwd_row_avx512(const softmax_job *j, uint64_t r, float *ws) {
+    const ampx_softmax_args *a = &j->a;
+    uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
+    ampx_dtype xdt = a->x_or_y.dtype, ydt = a->y_or_dx.dtype;
+    uint64_t off = r * cols;
+    if (cnt > SOFTMAX_CACHED_COLS) { /* in place but for the widened copy of the statistics */
+        softmax_fwd_core_avx2(j, r, j->in, xdt, j->out, ydt, off, ws);
+        return;
+    }
+    float mx = softmax_max_avx512(j->in, xdt, off, cnt, a->scale);
+    if (!a->log) { /* the exponentials in y itself when it is f32, else in ws */
+        float *e  = ydt == AMPX_F32 ? (float *)j->out + off : ws;
+        float sum = softmax_expsum_avx512(j->in, xdt, off, e, cnt, a->scale, mx);
+        softmax_mul_avx512(e, j->out, ydt, off, cnt, cols, 1.0f / sum, 0.0f);
+    } else {
+        float sum = softmax_expsum_avx512(j->in, xdt, off, NULL, cnt, a->scale, mx);
+        softmax_out_avx512(j->in, xdt, j->out, ydt, off, cnt, cols, a->scale, mx, sum, 1);
+    }
+}
+
+/* softmax_bwd_row_avx2: the sum in double lanes (a zmm of eight doubles is the AVX2 path's
+ * lo and hi), eight elements at a time in the same order. */
+CPU_AVX512_FN static void softmax_bwd_row_avx512(const softmax_job *j, uint64_t r) {
+    const ampx_softmax_args *a = &j->a;
+    uint64_t cols = a->cols, cnt = (a->causal ? (r % a->seq_q) + (cols - a->seq_q) : cols - 1) + 1;
+    ampx_dtype ydt = a->x_or_y.dtype, dydt = a->dy.dtype, odt = a->y_or_dx.dtype;
+    uint64_t off = r * cols;
+    int log_     = (int)a->log;
+    __m512d acc[2]; /* CPU_SETS2: the AVX2 path's lo and hi of a set in one zmm */
+    for (int k = 0; k < 2; k++)
+        acc[k] = _mm512_setzero_pd();
+    CPU_SETS2(cnt, {
+        __mmask8 msk = cpu_avx512_mask8(m);
+        __m256 vd    = cpu_avx512_ld8(j->dy, dydt, off + c, msk);
+        if (log_)
+            acc[k] = _mm512_add_pd(acc[k], _mm512_cvtps_pd(vd));
+        else
+            acc[k] =
+                _mm512_fmadd_pd(_mm512_cvtps_pd(vd),
+                                _mm512_cvtps_pd(cpu_avx512_ld8(j->in, ydt, off + c, msk)), acc[k]);
+    });
+    const __m512 s  = _mm512_set1_ps((float)cpu_avx512_sets2_pd(acc));
+    const __m512 vs = _mm512_set1_ps(a->scale);
+    uint64_t c;
+    for (c = 0; c < cnt; c += 16) {
+        __mmask16 m = cpu_avx512_mask16(cnt - c);
+        __m512 vd   = cpu_avx512_ld16(j->dy, dydt, off + c, m),
+               vy   = cpu_avx512_ld16(j->in, ydt, off + c, m);
+        __m512 v    = log_ ? _mm512_mul_ps(vs, _mm512_fnmadd_ps(cpu_avx512_exp_ps(vy), s, vd))
+                           : _mm512_mul_ps(_mm512_mul_ps(vs, vy), _mm512_sub_ps(vd, s));
+        cpu_avx512_st16(j->out, odt, off + c, v, m);
+    }
+    for (c = cnt; c < cols; c += 16)
+        cpu_avx512_st16(j->out, odt, off + c, _mm512_setzero_ps(), cpu_avx512_mask16(cols - c));
 }
 #endif
 
@@ -244,6 +434,11 @@ static void softmax_fwd_rows(void *arg, uint64_t item, unsigned tid) {
     uint64_t cols = a->cols, rpi = cpu_rows_per_item(cols);
     float *z = j->ctx->thread_ws[tid].p;
 #if CPU_HAVE_AVX2_TABLE
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX512) {
+        for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
+            softmax_fwd_row_avx512(j, r, z);
+        return;
+    }
     if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
         for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
             softmax_fwd_row_avx2(j, r, z);
@@ -286,6 +481,11 @@ static void softmax_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     float *y  = j->ctx->thread_ws[tid].p;
     float *dy = y + cols;
 #if CPU_HAVE_AVX2_TABLE
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX512) {
+        for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
+            softmax_bwd_row_avx512(j, r);
+        return;
+    }
     if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
         for (uint64_t r = item * rpi; r < a->rows && r < (item + 1) * rpi; r++)
             softmax_bwd_row_avx2(j, r, y);
@@ -368,37 +568,85 @@ typedef struct xent_job {
 /* The AVX2 path of a valid row: the online statistics (softmax_stats_avx2) give mx and sum
  * in f32, lse = mx + log(sum) in double; dlogits_c = exp(x_c - mx) * (g / sum) in f32, and at
  * the label g (p - 1) with p = exp(x - mx) / sum in double (p - 1 cancels). */
+/* A row of up to SOFTMAX_CACHED_COLS logits (dtype xdt) at element off of xb, dlogits (dtype
+ * ddt, NULL: loss only) at off of db; ws (f32) holds the exponentials when ddt is not f32. */
+CPU_AVX2_FN static void xent_cached_avx2(const xent_job *j, uint64_t r, int32_t label,
+                                         const void *xb, ampx_dtype xdt, void *db, ampx_dtype ddt,
+                                         uint64_t off, float *ws) {
+    uint64_t cols = j->a.cols;
+    int bad       = label < 0 || (uint64_t)label >= cols;
+    double xl     = bad ? 0.0 : (double)cpu_ld(xb, xdt, off + (uint64_t)label);
+    float *e      = !db ? NULL : ddt == AMPX_F32 ? (float *)db + off : ws;
+    float mx      = softmax_max_avx2(xb, xdt, off, cols, 1.0f);
+    float sum     = softmax_expsum_avx2(xb, xdt, off, e, cols, 1.0f, mx);
+    j->terms[r]   = bad ? NAN : (double)mx + log((double)sum) - xl;
+    if (!e) return;
+    double p_at = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
+    float gs    = (float)(j->g / (double)sum);
+    if (ddt == AMPX_F32)
+        softmax_mul_avx2(e, cols, gs);
+    else
+        softmax_mul_out_avx2(e, db, ddt, off, cols, cols, gs);
+    if (!bad) cpu_st(db, ddt, off + (uint64_t)label, (float)(j->g * (p_at - 1.0)));
+}
+
 CPU_AVX2_FN static void xent_row_avx2(const xent_job *j, uint64_t r, int32_t label, float *ws) {
     const ampx_softmax_xent_args *a = &j->a;
     uint64_t cols                   = a->cols;
     int bad                         = label < 0 || (uint64_t)label >= cols;
-    const float *x                  = cpu_in_f32(ws, j->logits, a->logits.dtype, r * cols, cols);
-    float *d  = j->dlogits ? cpu_out_f32(ws, j->dlogits, a->dlogits.dtype, r * cols) : NULL;
-    double xl = bad ? 0.0 : (double)x[label]; /* before d (which may be x's scratch) is written */
-    float mx, sum;
-    int cached = cols <= SOFTMAX_CACHED_COLS;
-    if (cached) {
-        mx  = softmax_max_avx2(x, cols, 1.0f);
-        sum = softmax_expsum_avx2(x, d, cols, 1.0f, mx); /* d = exp(x - mx) */
-    } else {
-        softmax_stats_avx2(x, cols, 1.0f, &mx, &sum);
+    ampx_dtype xdt = a->logits.dtype, ddt = a->dlogits.dtype;
+    if (cols <= SOFTMAX_CACHED_COLS) { /* f32 in place; bf16/f16 widened into ws (see above) */
+        if (xdt == AMPX_F32 && (!j->dlogits || ddt == AMPX_F32)) {
+            xent_cached_avx2(j, r, label, j->logits, xdt, j->dlogits, ddt, r * cols, ws);
+            return;
+        }
+        const float *x = cpu_in_f32(ws, j->logits, xdt, r * cols, cols);
+        float *d       = j->dlogits ? cpu_out_f32(ws, j->dlogits, ddt, r * cols) : NULL;
+        xent_cached_avx2(j, r, label, x, AMPX_F32, d, AMPX_F32, 0, NULL);
+        if (d) cpu_out_f32_done(j->dlogits, ddt, r * cols, d, cols);
+        return;
     }
+    const float *x = cpu_in_f32(ws, j->logits, a->logits.dtype, r * cols, cols);
+    float *d       = j->dlogits ? cpu_out_f32(ws, j->dlogits, a->dlogits.dtype, r * cols) : NULL;
+    double xl = bad ? 0.0 : (double)x[label]; /* before d (which may be x's scratch) is written */
+    float mx, sum; /* longer rows: the online statistics on a widened copy */
+    softmax_stats_avx2(x, cols, 1.0f, &mx, &sum);
     double lse  = (double)mx + log((double)sum);
     j->terms[r] = bad ? NAN : lse - xl;
     if (!d) return;
-    double p_at = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
-    float gs    = (float)(j->g / (double)sum);
-    if (cached) {
-        softmax_mul_avx2(d, cols, gs);
-    } else {
-        const __m256 vm = _mm256_set1_ps(mx), vg = _mm256_set1_ps(gs);
-        for (uint64_t c = 0; c < cols; c += 8) {
-            __m256 e = cpu_avx2_exp_neg_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, cols - c), vm));
-            cpu_avx2_store_n(d + c, cols - c, _mm256_mul_ps(e, vg));
-        }
+    double p_at     = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
+    float gs        = (float)(j->g / (double)sum);
+    const __m256 vm = _mm256_set1_ps(mx), vg = _mm256_set1_ps(gs);
+    for (uint64_t c = 0; c < cols; c += 8) {
+        __m256 e = cpu_avx2_exp_neg_ps(_mm256_sub_ps(cpu_avx2_load_n(x + c, cols - c), vm));
+        cpu_avx2_store_n(d + c, cols - c, _mm256_mul_ps(e, vg));
     }
     if (!bad) d[label] = (float)(j->g * (p_at - 1.0));
     cpu_out_f32_done(j->dlogits, a->dlogits.dtype, r * cols, d, cols);
+}
+
+/* xent_row_avx2 on the AVX-512 paths (rows up to SOFTMAX_CACHED_COLS; longer ones take
+ * xent_row_avx2): the logits read where they lie, the exponentials in dlogits itself when
+ * it is f32, else in ws, the label's element rounded from the same f32 value. */
+CPU_AVX512_FN static void xent_row_avx512(const xent_job *j, uint64_t r, int32_t label, float *ws) {
+    const ampx_softmax_xent_args *a = &j->a;
+    uint64_t cols = a->cols, off = r * cols;
+    if (cols > SOFTMAX_CACHED_COLS) {
+        xent_row_avx2(j, r, label, ws);
+        return;
+    }
+    ampx_dtype xdt = a->logits.dtype, ddt = a->dlogits.dtype;
+    int bad     = label < 0 || (uint64_t)label >= cols;
+    double xl   = bad ? 0.0 : (double)cpu_ld(j->logits, xdt, off + (uint64_t)label);
+    float *e    = !j->dlogits ? NULL : ddt == AMPX_F32 ? (float *)j->dlogits + off : ws;
+    float mx    = softmax_max_avx512(j->logits, xdt, off, cols, 1.0f);
+    float sum   = softmax_expsum_avx512(j->logits, xdt, off, e, cols, 1.0f, mx);
+    double lse  = (double)mx + log((double)sum);
+    j->terms[r] = bad ? NAN : lse - xl;
+    if (!e) return;
+    double p_at = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
+    softmax_mul_avx512(e, j->dlogits, ddt, off, cols, cols, (float)(j->g / (double)sum), 0.0f);
+    if (!bad) cpu_st(j->dlogits, ddt, off + (uint64_t)label, (float)(j->g * (p_at - 1.0)));
 }
 #endif
 
@@ -419,6 +667,10 @@ static void xent_rows(void *arg, uint64_t item, unsigned tid) {
             continue;
         }
 #if CPU_HAVE_AVX2_TABLE
+        if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && cols > 0) {
+            xent_row_avx512(j, r, label, x);
+            continue;
+        }
         if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) {
             xent_row_avx2(j, r, label, x);
             continue;

@@ -653,3 +653,391 @@ Test(elementwise, avx512bf16_same_bits_as_portable, .timeout = 120) {
     NEED_PATH("avx512bf16");
     check_elementwise("isa=avx512bf16");
 }
+
+// ---------------------------------------------------------------------------------------
+// Row kernels (softmax forward and backward, log-softmax, causal and pre-scaled softmax,
+// softmax-cross-entropy, layernorm forward and backward): the AVX-512 paths run the AVX2
+// path's f32 operations sixteen lanes at a time, reading and writing bf16 and f16 in
+// registers where the AVX2 path widens into f32 scratch, so every output has the AVX2
+// path's bits (the portable path works in double: other bits). A wrong rounding in a
+// converter, a lane order that differs or a mishandled row tail shows as a differing byte.
+
+/* Widths around every vector and tail length, one past SOFTMAX_CACHED_COLS (16384). */
+static const uint64_t row_shapes[][2] = {{3, 1},  {5, 7},  {4, 8},   {4, 15},   {4, 16},
+                                         {3, 17}, {3, 37}, {2, 100}, {3, 1029}, {1, 20000}};
+
+#define ROWS_MAXN 20000 /* elements per tensor region of rows_run_as' output */
+#define ROWS_ST 160     /* its statistics region: mean, rstd, labels, loss */
+
+/* Host-side conversions with dtype.h (independent of the plugin). */
+static void host_narrow(const float *src, ampx_dtype dt, void *dst, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++)
+        if (dt == AMPX_F32)
+            ((float *)dst)[i] = src[i];
+        else
+            ((uint16_t *)dst)[i] =
+                dt == AMPX_BF16 ? ampx_f32_to_bf16(src[i]) : ampx_f32_to_f16(src[i]);
+}
+
+/* Runs one row op (or activation) on fresh data (NaN, inf and subnormals in a few rows) of
+ * dtype dt under isa_opt over every shape and returns the bytes of every buffer afterwards.
+ * With via_f32 the op runs in f32 on the values of dt widened exactly, and its f32 outputs
+ * are rounded to dt on the host: what a bf16/f16 op must give when it computes in f32 and
+ * rounds each output once. */
+static unsigned char *rows_run_as(const char *isa_opt, const char *opname, ampx_dtype dt,
+                                  int via_f32, size_t *bytes_out) {
+    enum { MAXN = ROWS_MAXN, NB = 7, ST_BYTES = ROWS_ST }; /* st: mean, rstd, labels, loss */
+    dev d              = open_dev(isa_opt, NULL);
+    size_t es          = ampx_dtype_size(dt);
+    ampx_dtype rdt     = via_f32 ? AMPX_F32 : dt; /* the dtype the op runs on */
+    size_t res         = ampx_dtype_size(rdt);
+    size_t per         = (size_t)MAXN * (es * 3 + 4 * 4) + ST_BYTES;
+    size_t nshape      = sizeof row_shapes / sizeof row_shapes[0];
+    unsigned char *out = malloc(per * nshape), *p = out;
+    float *src = malloc(MAXN * sizeof *src);
+    void *raw  = malloc(MAXN * 4);
+    float *rd  = malloc(MAXN * 4);
+    cr_assert(out && src && raw && rd);
+    for (size_t s = 0; s < nshape; s++) {
+        uint64_t rows = row_shapes[s][0], cols = row_shapes[s][1], n = rows * cols;
+        ampx_buffer *b[NB]; /* x, dy, y in dt; gamma, beta, dgamma, dbeta f32 */
+        for (int t = 0; t < NB; t++) {
+            int f32    = t >= 3;
+            uint64_t m = f32 ? cols : n;
+            for (uint64_t i = 0; i < m; i++) {
+                uint32_t h = ampx_hash32(31 + (uint64_t)t + 8 * s, i);
+                src[i]     = (float)((double)(h >> 8) / 1048576.0 - 8.0);
+                if (!f32 && i / cols == 1) { /* row 1 holds the specials */
+                    if (h % 97 == 0) src[i] = ampx_f32_from_bits(0x7fc00001u);
+                    if (h % 89 == 0) src[i] = -INFINITY;
+                    if (h % 83 == 0) src[i] = 1e-40f;
+                }
+            }
+            if (f32) {
+                memcpy(raw, src, m * 4);
+            } else {
+                host_narrow(src, dt, raw, m);
+                if (via_f32) { /* the same values, widened exactly */
+                    uint16_t *h = raw;
+                    for (uint64_t i = 0; i < m; i++)
+                        rd[i] = dt == AMPX_F32    ? src[i]
+                                : dt == AMPX_BF16 ? ampx_bf16_to_f32(h[i])
+                                                  : ampx_f16_to_f32(h[i]);
+                    memcpy(raw, rd, m * 4);
+                }
+            }
+            b[t] = upload(&d, raw, m * (f32 ? 4 : res));
+        }
+        static const unsigned char zeros[ST_BYTES];
+        ampx_buffer *st = upload(&d, zeros, ST_BYTES); /* mean, rstd, labels, loss */
+        int32_t labels[4];
+        for (uint64_t r = 0; r < 4; r++)
+            labels[r] = r == 2 ? -100 : (int32_t)((r * 7919u + 3) % cols);
+        cr_assert_eq(d.t->buffer_write(d.ctx, st, 128, labels, sizeof labels), AMPX_OK);
+        ampx_tensor X = {b[0], 0, rdt}, DY = {b[1], 0, rdt}, Y = {b[2], 0, rdt};
+        ampx_tensor G = {b[3], 0, AMPX_F32}, BE = {b[4], 0, AMPX_F32};
+        ampx_tensor DG = {b[5], 0, AMPX_F32}, DB = {b[6], 0, AMPX_F32};
+        ampx_tensor MEAN = {st, 0, AMPX_F32}, RSTD = {st, 64, AMPX_F32};
+        const ampx_backend_ops *op = d.t->ops;
+        ampx_status rc             = AMPX_ERR_INVALID;
+        if (!strncmp(opname, "softmax", 7) || !strncmp(opname, "log_softmax", 11)) {
+            int bwd             = strstr(opname, "_bwd") != NULL;
+            int causal          = strstr(opname, "causal") != NULL;
+            ampx_softmax_args a = {.size    = sizeof a,
+                                   .causal  = (uint32_t)causal,
+                                   .log     = opname[0] == 'l',
+                                   .rows    = rows,
+                                   .cols    = cols,
+                                   .seq_q   = causal ? rows : 1,
+                                   .scale   = causal ? 0.37f : 1.0f,
+                                   .x_or_y  = X,
+                                   .dy      = DY,
+                                   .y_or_dx = strstr(opname, "inplace") ? X : Y};
+            if (causal && cols < rows) a.seq_q = cols;
+            if (causal && rows % a.seq_q) a.causal = 0;
+            rc = bwd ? op->softmax_bwd(d.ctx, &a) : op->softmax_fwd(d.ctx, &a);
+        } else if (!strcmp(opname, "xent")) {
+            uint64_t xr              = rows < 4 ? rows : 4;
+            ampx_softmax_xent_args a = {.size         = sizeof a,
+                                        .ignore_index = -100,
+                                        .rows         = xr,
+                                        .cols         = cols,
+                                        .grad_scale   = 0.75f,
+                                        .logits       = X,
+                                        .labels       = {st, 128, AMPX_I32},
+                                        .loss         = {st, 144, AMPX_F32},
+                                        .dlogits      = Y};
+            rc                       = op->softmax_xent(d.ctx, &a);
+        } else if (!strncmp(opname, "gelu", 4) || !strncmp(opname, "sigmoid", 7) ||
+                   !strncmp(opname, "silu", 4)) { /* NAME or NAME_bwd over the whole tensor */
+            uint32_t act    = opname[0] == 'g'                       ? AMPX_ACT_GELU
+                              : opname[1] == 'i' && opname[2] == 'g' ? AMPX_ACT_SIGMOID
+                                                                     : AMPX_ACT_SILU;
+            ampx_act_args a = {
+                .size = sizeof a, .act = act, .n = n, .x = X, .dy = DY, .y_or_dx = Y};
+            rc = strstr(opname, "_bwd") ? op->act_bwd(d.ctx, &a) : op->act_fwd(d.ctx, &a);
+        } else if (!strcmp(opname, "layernorm") || !strcmp(opname, "layernorm_bwd")) {
+            ampx_layernorm_args a = {.size    = sizeof a,
+                                     .rows    = rows,
+                                     .cols    = cols,
+                                     .eps     = 1e-5f,
+                                     .x       = X,
+                                     .gamma   = G,
+                                     .beta    = BE,
+                                     .mean    = MEAN,
+                                     .rstd    = RSTD,
+                                     .y_or_dx = Y};
+            rc                    = op->layernorm_fwd(d.ctx, &a);
+            if (rc == AMPX_OK && opname[9]) {
+                a.beta   = (ampx_tensor){0};
+                a.dy     = DY;
+                a.dgamma = DG;
+                a.dbeta  = DB;
+                rc       = op->layernorm_bwd(d.ctx, &a);
+            }
+        }
+        cr_assert_eq(rc, AMPX_OK, "%s %s: %s", isa_opt, opname, ampx_backend_last_error(d.be));
+        memset(p, 0, per);
+        unsigned char *q = p;
+        for (int t = 0; t < NB; t++) {
+            if (t < 3 && via_f32) { /* round the f32 results to dt on the host */
+                cr_assert_eq(d.t->buffer_read(d.ctx, b[t], 0, rd, n * 4), AMPX_OK);
+                host_narrow(rd, dt, q, n);
+            } else {
+                size_t nb = (t >= 3 ? cols * 4 : n * es);
+                cr_assert_eq(d.t->buffer_read(d.ctx, b[t], 0, q, nb), AMPX_OK);
+            }
+            q += (size_t)MAXN * (t >= 3 ? 4 : es);
+            d.t->buffer_free(d.ctx, b[t]);
+        }
+        cr_assert_eq(d.t->buffer_read(d.ctx, st, 0, q, ST_BYTES), AMPX_OK);
+        d.t->buffer_free(d.ctx, st);
+        p += per;
+    }
+    free(src);
+    free(raw);
+    free(rd);
+    ampx_backend_close(d.be);
+    *bytes_out = per * nshape;
+    return out;
+}
+
+static unsigned char *rows_run(const char *isa_opt, const char *opname, ampx_dtype dt,
+                               size_t *bytes_out) {
+    return rows_run_as(isa_opt, opname, dt, 0, bytes_out);
+}
+
+static int is_nan_bits(const unsigned char *p, size_t w, ampx_dtype dt) {
+    uint32_t u = 0;
+    memcpy(&u, p, w);
+    if (w == 4) return (u & 0x7fffffffu) > 0x7f800000u;
+    return dt == AMPX_BF16 ? (u & 0x7fffu) > 0x7f80u : (u & 0x7fffu) > 0x7c00u;
+}
+
+/* The first byte where two outputs of rows_run_as (dtype dt) differ, n if none: elements
+ * compare by their bits, except that two NaNs are equal (a row with a NaN is NaN throughout,
+ * and which NaN operand a commutative add returns depends on the operand order the compiler
+ * picks). */
+static size_t rows_first_difference(const unsigned char *a, const unsigned char *b, size_t n,
+                                    ampx_dtype dt) {
+    size_t es = ampx_dtype_size(dt), per = (size_t)ROWS_MAXN * (es * 3 + 16) + ROWS_ST;
+    for (size_t i = 0; i < n;) {
+        size_t w = i % per < (size_t)ROWS_MAXN * es * 3 ? es : 4;
+        if (memcmp(a + i, b + i, w) && !(is_nan_bits(a + i, w, dt) && is_nan_bits(b + i, w, dt)))
+            return i;
+        i += w;
+    }
+    return n;
+}
+
+static void check_rows_same_bits(const char *isa_a, const char *isa_b) {
+    static const char *const ops[] = {"softmax",
+                                      "log_softmax",
+                                      "softmax_causal",
+                                      "log_softmax_causal",
+                                      "softmax_inplace",
+                                      "log_softmax_inplace",
+                                      "softmax_bwd",
+                                      "log_softmax_bwd",
+                                      "softmax_causal_bwd",
+                                      "xent",
+                                      "layernorm",
+                                      "layernorm_bwd"};
+    static const ampx_dtype dts[]  = {AMPX_F32, AMPX_BF16, AMPX_F16};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t k = 0; k < 3; k++) {
+            size_t na, nb;
+            unsigned char *a = rows_run(isa_a, ops[o], dts[k], &na);
+            unsigned char *b = rows_run(isa_b, ops[o], dts[k], &nb);
+            cr_assert_eq(na, nb);
+            size_t first = rows_first_difference(a, b, na, dts[k]);
+            cr_expect_eq(first, na, "%s %s: %s and %s differ from byte %zu", ops[o],
+                         ampx_dtype_name(dts[k]), isa_a, isa_b, first);
+            free(a);
+            free(b);
+        }
+}
+
+Test(rows, avx512_same_bits_as_avx2, .timeout = 120) {
+    NEED_PATH("avx512");
+    check_rows_same_bits("isa=avx2", "isa=avx512");
+}
+
+Test(rows, avx512bf16_same_bits_as_avx2, .timeout = 120) {
+    NEED_PATH("avx512bf16");
+    check_rows_same_bits("isa=avx2", "isa=avx512bf16");
+}
+
+// ---------------------------------------------------------------------------------------
+// The AMP pass on bf16 and f16 gradients (UNSCALE_CHECK, GRAD_STATS, AMP_PASS with and
+// without unscaling): the AVX-512 paths read the gradients where they lie and unscale,
+// round, check and square them in registers; the portable and AVX2 paths go through an f32
+// chunk. The gradients are finite (so the square sum is compared as a number), the scale 3
+// (so unscaling rounds) and the lengths leave tails of every size; in the _huge runs one
+// f32 or bf16 tensor holds values whose squares overflow f32 (the double re-sum of a
+// block's lane, and the check's scan of the values once the square sum is inf).
+
+static unsigned char *amp_bits_run(const char *isa_opt, const char *opname, ampx_dtype dt,
+                                   size_t *bytes_out) {
+    enum { NT = 4, NMAX = 70001 };
+    static const uint64_t ns[NT] = {NMAX, 4096 + 15, 37, 1000};
+    dev d                        = open_dev(isa_opt, NULL);
+    int huge                     = strstr(opname, "huge") && dt != AMPX_F16;
+    float *src                   = malloc(NMAX * sizeof *src);
+    void *raw                    = malloc(NMAX * 4);
+    cr_assert(src && raw);
+    ampx_buffer *b[NT];
+    ampx_tensor T[NT];
+    for (int t = 0; t < NT; t++) {
+        for (uint64_t i = 0; i < ns[t]; i++) {
+            uint32_t h = ampx_hash32(101 + (uint64_t)t, i);
+            double mag = ldexp(1.0, (int)(h % 40) - 30); /* 2^-30 .. 2^9, below f16's max */
+            src[i]     = (float)(((double)(h >> 8) / 8388608.0 - 1.0) * mag);
+            if (h % 211 == 0) src[i] = 0.0f;
+            if (huge && t == 3 && h % 101 == 0) src[i] = 3e30f; /* square > FLT_MAX */
+        }
+        cast_on(&d, AMPX_F32, src, dt, raw, ns[t]);
+        b[t] = upload(&d, raw, ns[t] * ampx_dtype_size(dt));
+        T[t] = (ampx_tensor){b[t], 0, dt};
+    }
+    ampx_scalars sc = {.scale = 3.0f,
+                       .mode  = strstr(opname, "noscale") ? AMPX_SCALER_NONE : AMPX_SCALER_DYNAMIC,
+                       .max_scale = INFINITY};
+    ampx_buffer *sb = upload(&d, &sc, sizeof sc);
+    static const unsigned char zeros[512];
+    ampx_buffer *ob = upload(&d, zeros, sizeof zeros); /* flags, sq, stats, counts, nans */
+    ampx_tensor S = {sb, 0, AMPX_F32}, FL = {ob, 0, AMPX_I32}, SQ = {ob, 32, AMPX_F32};
+    ampx_tensor ST = {ob, 64, AMPX_F32}, CN = {ob, 192, AMPX_I32}, NC = {ob, 320, AMPX_I32};
+    ampx_tensor_list grads     = {NT, T, ns};
+    ampx_dtype targets[NT]     = {AMPX_BF16, AMPX_F16, AMPX_F32, AMPX_BF16};
+    const ampx_backend_ops *op = d.t->ops;
+    ampx_status rc;
+    if (!strcmp(opname, "unscale_check")) {
+        ampx_unscale_check_args a = {.size = sizeof a, .grads = grads, .flags = FL, .scalars = S};
+        rc                        = op->unscale_check(d.ctx, &a);
+    } else if (!strncmp(opname, "grad_stats", 10)) {
+        ampx_grad_stats_args a = {sizeof a, AMPX_F16, grads, ST, CN, NC};
+        rc                     = op->grad_stats(d.ctx, &a);
+    } else {
+        ampx_amp_pass_args a = {.size       = sizeof a,
+                                .grads      = grads,
+                                .flags      = FL,
+                                .scalars    = S,
+                                .sq_sum     = SQ,
+                                .targets    = targets,
+                                .stats      = ST,
+                                .counts     = CN,
+                                .nan_counts = NC};
+        rc                   = op->amp_pass(d.ctx, &a);
+    }
+    cr_assert_eq(rc, AMPX_OK, "%s %s: %s", isa_opt, opname, ampx_backend_last_error(d.be));
+    size_t total = sizeof sc + sizeof zeros;
+    for (int t = 0; t < NT; t++)
+        total += ns[t] * ampx_dtype_size(dt);
+    unsigned char *out = malloc(total), *p = out;
+    cr_assert(out);
+    for (int t = 0; t < NT; t++) {
+        size_t nb = ns[t] * ampx_dtype_size(dt);
+        cr_assert_eq(d.t->buffer_read(d.ctx, b[t], 0, p, nb), AMPX_OK);
+        p += nb;
+        d.t->buffer_free(d.ctx, b[t]);
+    }
+    cr_assert_eq(d.t->buffer_read(d.ctx, sb, 0, p, sizeof sc), AMPX_OK);
+    cr_assert_eq(d.t->buffer_read(d.ctx, ob, 0, p + sizeof sc, sizeof zeros), AMPX_OK);
+    d.t->buffer_free(d.ctx, sb);
+    d.t->buffer_free(d.ctx, ob);
+    free(src);
+    free(raw);
+    ampx_backend_close(d.be);
+    *bytes_out = total;
+    return out;
+}
+
+static void check_amp_same_bits(const char *isa_opt) {
+    static const char *const ops[] = {"unscale_check", "grad_stats",    "grad_stats_huge",
+                                      "amp_pass",      "amp_pass_huge", "amp_pass_noscale"};
+    static const ampx_dtype dts[]  = {AMPX_F32, AMPX_BF16, AMPX_F16};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t k = 0; k < 3; k++) {
+            size_t np, na;
+            unsigned char *p = amp_bits_run("isa=portable", ops[o], dts[k], &np);
+            unsigned char *a = amp_bits_run(isa_opt, ops[o], dts[k], &na);
+            cr_assert_eq(np, na);
+            size_t first = np;
+            for (size_t i = 0; i < np && first == np; i++)
+                if (p[i] != a[i]) first = i;
+            cr_expect_eq(first, np, "%s %s: portable and %s differ from byte %zu of %zu", ops[o],
+                         ampx_dtype_name(dts[k]), isa_opt, first, np);
+            free(p);
+            free(a);
+        }
+}
+
+Test(amp, avx2_same_bits_as_portable, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_amp_same_bits("isa=avx2");
+}
+
+Test(amp, avx512_same_bits_as_portable, .timeout = 120) {
+    NEED_PATH("avx512");
+    check_amp_same_bits("isa=avx512");
+}
+
+/* On every path, a bf16 or f16 row op or activation gives exactly the op in f32 on the
+ * widened values with each output rounded once by dtype.h: the in-register converters of
+ * the AVX2 and AVX-512 paths and the f32 chunks of the portable one round like dtype.h. */
+static void check_rows_as_widened(const char *isa_opt) {
+    static const char *const ops[] = {
+        "softmax",         "log_softmax", "softmax_causal", "softmax_inplace", "softmax_bwd",
+        "log_softmax_bwd", "xent",        "layernorm",      "layernorm_bwd",   "gelu",
+        "gelu_bwd",        "sigmoid",     "silu_bwd"};
+    static const ampx_dtype dts[] = {AMPX_BF16, AMPX_F16};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t k = 0; k < 2; k++) {
+            size_t na, nb;
+            unsigned char *a = rows_run_as(isa_opt, ops[o], dts[k], 0, &na);
+            unsigned char *b = rows_run_as(isa_opt, ops[o], dts[k], 1, &nb);
+            cr_assert_eq(na, nb);
+            size_t first = na;
+            for (size_t i = 0; i < na && first == na; i++)
+                if (a[i] != b[i]) first = i;
+            cr_expect_eq(first, na, "%s %s on %s: differs from the f32 op rounded once, byte %zu",
+                         ops[o], ampx_dtype_name(dts[k]), isa_opt, first);
+            free(a);
+            free(b);
+        }
+}
+
+Test(rows, portable_16bit_is_f32_rounded_once, .timeout = 120) {
+    check_rows_as_widened("isa=portable");
+}
+
+Test(rows, avx2_16bit_is_f32_rounded_once, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_rows_as_widened("isa=avx2");
+}
+
+Test(rows, avx512_16bit_is_f32_rounded_once, .timeout = 120) {
+    NEED_PATH("avx512");
+    check_rows_as_widened("isa=avx512");
+}
