@@ -177,7 +177,7 @@ typedef struct scale_job {
 #if CPU_HAVE_AVX2_TABLE
 /* y = alpha x where x and y lie (the portable path's product): sixteen lanes on the AVX-512
  * paths, eight on the AVX2 one (the last n % 8 one by one). */
-CPU_AVX512_FN static void scale_chunk_avx512(const scale_job *j, uint64_t i0, uint64_t n) {
+CPU_AVX512_FN static void scale_span_avx512(const scale_job *j, uint64_t i0, uint64_t n) {
     const __m512 va = _mm512_set1_ps(j->alpha);
     for (uint64_t k = 0; k < n; k += 16) {
         __mmask16 msk = cpu_avx512_mask16(n - k);
@@ -203,7 +203,7 @@ CPU_INLINE void scale_chunk_body(void *arg, uint64_t item, unsigned tid) {
     uint64_t n         = j->n - i0 < CPU_CHUNK ? j->n - i0 : CPU_CHUNK;
 #if CPU_HAVE_AVX2_TABLE
     if (cpu_tls_kern->isa >= CPU_ISA_AVX512) {
-        scale_chunk_avx512(j, i0, n);
+        scale_span_avx512(j, i0, n);
         return;
     }
     if (cpu_tls_kern->isa >= CPU_ISA_AVX2) {
