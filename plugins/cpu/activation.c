@@ -243,9 +243,9 @@ CPU_AVX512_FN static int act_avx512(const act_job *j, uint64_t i0, uint64_t n) {
 
 #if CPU_HAVE_AVX2_TABLE
 /* relu forward and backward on the AVX-512 paths where the tensors lie, sixteen lanes, the
- * portable path's values: f(x) = x for x > 0, x quieted for NaN (the double round trip
- * quiets it), +0 otherwise; dx = dy * d with d = 1 for x > 0, x for NaN, +0 otherwise, one
- * f32 product (exact as in double, NaN operands chosen the same way). */
+ * portable path's values: f(x) = x for x > 0, x + x for NaN (quieted), +0 otherwise; dx = dy * d
+ * with d = 1 for x > 0, x for NaN, +0 otherwise, one f32 product (exact as in double, NaN operands
+ * chosen the same way). */
 CPU_AVX512_FN static void relu_avx512(const act_job *j, uint64_t i0, uint64_t n) {
     const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
     for (uint64_t k = 0; k < n; k += 16) {
@@ -297,10 +297,11 @@ CPU_INLINE void act_chunk_body(void *arg, uint64_t item, unsigned tid) {
             double v = x[k], d = v > 0.0 ? 1.0 : (v != v ? v : 0.0);
             out[k] = (float)((double)dy[k] * d);
         }
-    } else if (j->act == AMPX_ACT_RELU) {
+    } else if (j->act == AMPX_ACT_RELU) { /* exact in f32; a NaN is quieted by v + v (a
+                                           * double round trip would be folded away) */
         for (uint64_t k = 0; k < n; k++) {
-            double v = x[k];
-            out[k]   = (float)(v > 0.0 ? v : (v != v ? v : 0.0));
+            float v = x[k];
+            out[k]  = v > 0.0f ? v : (v != v ? v + v : 0.0f);
         }
     } else if (j->bwd) {
         for (uint64_t k = 0; k < n; k++)

@@ -154,6 +154,7 @@ static uint64_t span_portable(const float *x, float *y, uint64_t n, float inv, f
     return n16;
 }
 
+#if CPU_HAVE_AVX2_TABLE
 /* Elements k0 .. n - 1 of the span (its last n % 16) one by one, as span() does after the
  * lanes: statistics of the value as read, then the unscale (rounded to dt and re-read), the
  * check and the square of the value as stored. */
@@ -189,7 +190,6 @@ static void span_tail(void *g, ampx_dtype dt, uint64_t i0, uint64_t k0, uint64_t
     }
 }
 
-#if CPU_HAVE_AVX2_TABLE
 #include "avx2_math.h"
 
 /* The sum of the eight int32 lanes of c. */

@@ -1041,3 +1041,42 @@ Test(rows, avx512_16bit_is_f32_rounded_once, .timeout = 120) {
     NEED_PATH("avx512");
     check_rows_as_widened("isa=avx512");
 }
+
+// ---------------------------------------------------------------------------------------
+// relu forward quiets a signalling NaN the same way on every path (x + x): the portable
+// path once relied on a double round trip the compiler folds away, and returned it as is.
+
+Test(elementwise, relu_quiets_signalling_nan_on_every_path) {
+    enum { N = 37 }; /* a full vector and a masked tail on every path */
+    float x[N], y[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(i - 18);
+    x[3]  = ampx_f32_from_bits(0x7f800001u); /* signalling NaNs, both signs */
+    x[20] = ampx_f32_from_bits(0xff800123u);
+    x[36] = ampx_f32_from_bits(0x7fc00005u); /* quiet: kept */
+    for (size_t p = 0; p < N_PATHS; p++) {
+        if (!machine_has(paths[p])) continue;
+        char opt[32];
+        snprintf(opt, sizeof opt, "isa=%s", paths[p]);
+        dev d           = open_dev(opt, NULL);
+        ampx_buffer *bx = upload(&d, x, sizeof x), *by = upload(&d, NULL, sizeof y);
+        ampx_act_args a = {.size    = sizeof a,
+                           .act     = AMPX_ACT_RELU,
+                           .n       = N,
+                           .x       = {bx, 0, AMPX_F32},
+                           .y_or_dx = {by, 0, AMPX_F32}};
+        cr_assert_eq(d.t->ops->act_fwd(d.ctx, &a), AMPX_OK);
+        cr_assert_eq(d.t->buffer_read(d.ctx, by, 0, y, sizeof y), AMPX_OK);
+        for (int i = 0; i < N; i++) {
+            uint32_t want = i == 3    ? 0x7fc00001u
+                            : i == 20 ? 0xffc00123u
+                            : i == 36 ? 0x7fc00005u
+                                      : ampx_f32_bits(x[i] > 0.0f ? x[i] : 0.0f);
+            cr_expect_eq(ampx_f32_bits(y[i]), want, "%s: relu(x[%d]) = 0x%08x, want 0x%08x",
+                         paths[p], i, ampx_f32_bits(y[i]), want);
+        }
+        d.t->buffer_free(d.ctx, bx);
+        d.t->buffer_free(d.ctx, by);
+        ampx_backend_close(d.be);
+    }
+}
