@@ -240,6 +240,27 @@ static void check_converters(const char *isa_opt) {
                          f16 ? "f16" : "bf16", y[i], want);
         }
     }
+    /* short lengths: the masked last vector and the scalar tails of every path (the lengths
+     * above are multiples of every vector and chunk) */
+    static const uint64_t tails[] = {1, 3, 7, 8, 9, 15, 17, 31, 33, 4095, 4097, 8191};
+    for (size_t t = 0; t < sizeof tails / sizeof tails[0]; t++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            uint64_t m = tails[t], at = 4096 * 7 + 13 * t; /* an odd start in the patterns */
+            cast_on(&d, AMPX_F32, x + at, f16 ? AMPX_F16 : AMPX_BF16, y, m);
+            cast_on(&d, f16 ? AMPX_F16 : AMPX_BF16, y, AMPX_F32, x, m);
+            for (uint64_t i = 0; i < m; i++) {
+                uint32_t src  = (uint32_t)((at + i) / n_low) << 16 | lows[(at + i) % n_low];
+                uint16_t mid  = f16 ? ampx_f32_to_f16(ampx_f32_from_bits(src))
+                                    : ampx_f32_to_bf16(ampx_f32_from_bits(src));
+                uint32_t want = ampx_f32_bits(f16 ? ampx_f16_to_f32(mid) : ampx_bf16_to_f32(mid));
+                cr_assert_eq(y[i], mid, "%s: n=%llu f32 0x%08x -> %s 0x%04x, dtype.h 0x%04x",
+                             isa_opt, (unsigned long long)m, src, f16 ? "f16" : "bf16", y[i], mid);
+                cr_assert_eq(x[i], want, "%s: n=%llu %s 0x%04x -> 0x%08x, dtype.h 0x%08x", isa_opt,
+                             (unsigned long long)m, f16 ? "f16" : "bf16", mid, x[i], want);
+            }
+            for (uint64_t i = 0; i < m; i++) /* restore the patterns overwritten above */
+                x[i] = (uint32_t)(i / n_low) << 16 | lows[i % n_low];
+        }
     free(x);
     free(y);
     ampx_backend_close(d.be);
