@@ -12,6 +12,10 @@
 
 #include "cpu.h"
 
+#if CPU_HAVE_AVX2_TABLE
+#include <immintrin.h>
+#endif
+
 #define GEMM_MC 64
 #define GEMM_NC 256
 #define GEMM_KC 256
@@ -202,39 +206,131 @@ typedef struct sliver_job {
 /* The widest sliver of any table (the strip buffer's width). */
 #define GEMM_NR_MAX 32
 
-/* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs one sliver, index rows
- * r0 .. r0+w (the first `rows` real, the rest zero), of the k block [p0, p0+kc) into dst,
- * element [p*w + r]. */
-static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t p0,
-                        uint64_t kc, uint64_t r0, uint64_t rows, unsigned w, float *dst) {
-    float tmp[GEMM_KC];
-    for (uint64_t r = 0; r < w; r++) {
-        if (r < rows) {
-            cpu_load_f32(tmp, X, dt, base + (r0 + r) * ld + p0, kc);
-            for (uint64_t p = 0; p < kc; p++)
-                dst[p * w + r] = tmp[p];
-        } else {
-            for (uint64_t p = 0; p < kc; p++)
-                dst[p * w + r] = 0.0f;
-        }
-    }
-}
-
-/* Only the avx512bf16 table packs bf16 pairs, so the pair packers may use AVX2 (compiled
- * at -O3, they vectorise: the interleave is a zero-extend, a shift and an or). */
+/* The packers run for the sliver tables only (AVX2 and up), so they may use AVX2 (compiled
+ * at -O3, the scalar tails vectorise too). */
 #if CPU_HAVE_AVX2_TABLE
 #define GEMM_PAIRS_FN __attribute__((target("avx2,fma,f16c"), optimize("O3")))
 #else
 #define GEMM_PAIRS_FN
 #endif
 
+#if CPU_HAVE_AVX2_TABLE
+/* Eight elements of X from i, widened exactly to f32 (as dtype.h: bf16 is the top half, f16
+ * through vcvtph2ps with NaN lanes rebuilt so a signalling NaN keeps its payload). */
+GEMM_PAIRS_FN static inline __m256 gemm_ld8(const void *X, ampx_dtype dt, uint64_t i) {
+    if (dt == AMPX_F32) return _mm256_loadu_ps((const float *)X + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)X + i));
+    __m256i w = _mm256_cvtepu16_epi32(h);
+    if (dt == AMPX_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    __m256 f    = _mm256_cvtph_ps(h);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x7fff)),
+                                     _mm256_set1_epi32(0x7c00));
+    if (!_mm256_testz_si256(nan, nan)) {
+        __m256i sign = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16);
+        __m256i mant = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x3ff)), 13);
+        __m256i bits = _mm256_or_si256(_mm256_or_si256(sign, mant), _mm256_set1_epi32(0x7f800000));
+        f            = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan));
+    }
+    return f;
+}
+
+/* Four rows of eight 32-bit values -> eight columns of four, column t stored at d + t*w. */
+GEMM_PAIRS_FN static inline void gemm_t4x8(__m256 r0, __m256 r1, __m256 r2, __m256 r3, float *d,
+                                           unsigned w) {
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 k04 = _mm256_shuffle_ps(t0, t2, 0x44), k15 = _mm256_shuffle_ps(t0, t2, 0xee);
+    __m256 k26 = _mm256_shuffle_ps(t1, t3, 0x44), k37 = _mm256_shuffle_ps(t1, t3, 0xee);
+    _mm_storeu_ps(d + 0 * w, _mm256_castps256_ps128(k04));
+    _mm_storeu_ps(d + 1 * w, _mm256_castps256_ps128(k15));
+    _mm_storeu_ps(d + 2 * w, _mm256_castps256_ps128(k26));
+    _mm_storeu_ps(d + 3 * w, _mm256_castps256_ps128(k37));
+    _mm_storeu_ps(d + 4 * w, _mm256_extractf128_ps(k04, 1));
+    _mm_storeu_ps(d + 5 * w, _mm256_extractf128_ps(k15, 1));
+    _mm_storeu_ps(d + 6 * w, _mm256_extractf128_ps(k26, 1));
+    _mm_storeu_ps(d + 7 * w, _mm256_extractf128_ps(k37, 1));
+}
+#endif
+
+/* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs one sliver, index rows
+ * r0 .. r0+w (the first `rows` real, the rest zero), of the k block [p0, p0+kc) into dst,
+ * element [p*w + r]. Groups of four rows are read eight k at a time (widened on the way)
+ * and transposed in registers; the rows of w % 4 and the k tail go one element at a time. */
+GEMM_PAIRS_FN static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld,
+                                      uint64_t p0, uint64_t kc, uint64_t r0, uint64_t rows,
+                                      unsigned w, float *dst) {
+    unsigned r = 0;
+#if CPU_HAVE_AVX2_TABLE
+    uint64_t kc8 = kc - kc % 8;
+    for (; r + 4 <= w; r += 4) {
+        uint64_t src[4];
+        int real[4];
+        for (unsigned i = 0; i < 4; i++) {
+            real[i] = r + i < rows;
+            src[i]  = base + (r0 + r + i) * ld + p0;
+        }
+        const __m256 z = _mm256_setzero_ps();
+        if (real[3]) {
+            for (uint64_t p = 0; p < kc8; p += 8)
+                gemm_t4x8(gemm_ld8(X, dt, src[0] + p), gemm_ld8(X, dt, src[1] + p),
+                          gemm_ld8(X, dt, src[2] + p), gemm_ld8(X, dt, src[3] + p), dst + p * w + r,
+                          w);
+        } else {
+            for (uint64_t p = 0; p < kc8; p += 8)
+                gemm_t4x8(real[0] ? gemm_ld8(X, dt, src[0] + p) : z,
+                          real[1] ? gemm_ld8(X, dt, src[1] + p) : z,
+                          real[2] ? gemm_ld8(X, dt, src[2] + p) : z, z, dst + p * w + r, w);
+        }
+        for (uint64_t p = kc8; p < kc; p++)
+            for (unsigned i = 0; i < 4; i++)
+                dst[p * w + r + i] = real[i] ? cpu_ld(X, dt, src[i] + p) : 0.0f;
+    }
+#endif
+    for (; r < w; r++) {
+        uint64_t src = base + (r0 + r) * ld + p0;
+        for (uint64_t p = 0; p < kc; p++)
+            dst[p * w + r] = r < rows ? cpu_ld(X, dt, src + p) : 0.0f;
+    }
+}
+
 /* The bf16 pair form of pack_kmajor: slot [q*w + r] holds elements p0+2q (high half) and
- * p0+2q+1 (low half) of row r, raw bits. */
+ * p0+2q+1 (low half) of row r, raw bits. Read as 32-bit words, a pair is the little-endian
+ * word with its halves swapped (a rotate by 16), so groups of four rows take the same
+ * register transpose as f32. */
 GEMM_PAIRS_FN static void pack_kmajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld,
                                             uint64_t p0, uint64_t kc, uint64_t r0, uint64_t rows,
                                             unsigned w, uint32_t *dst) {
     uint64_t q2 = kc / 2;
-    for (uint64_t r = 0; r < w; r++) {
+    unsigned r  = 0;
+#if CPU_HAVE_AVX2_TABLE
+    uint64_t q8 = q2 - q2 % 8;
+    for (; r + 4 <= w; r += 4) {
+        const uint16_t *src[4];
+        int real[4];
+        for (unsigned i = 0; i < 4; i++) {
+            real[i] = r + i < rows;
+            src[i]  = X + base + (r0 + r + i) * ld + p0; /* read only when real */
+        }
+        __m256 v[4];
+        for (uint64_t q = 0; q < q8; q += 8) {
+            for (unsigned i = 0; i < 4; i++) {
+                v[i] = _mm256_setzero_ps();
+                if (!real[i]) continue;
+                __m256i x = _mm256_loadu_si256((const __m256i *)(src[i] + 2 * q));
+                x         = _mm256_or_si256(_mm256_slli_epi32(x, 16), _mm256_srli_epi32(x, 16));
+                v[i]      = _mm256_castsi256_ps(x);
+            }
+            gemm_t4x8(v[0], v[1], v[2], v[3], (float *)(dst + q * w + r), w);
+        }
+        for (unsigned i = 0; i < 4; i++) {
+            for (uint64_t q = q8; q < q2; q++)
+                dst[q * w + r + i] =
+                    real[i] ? (uint32_t)src[i][2 * q] << 16 | src[i][2 * q + 1] : 0u;
+            if (kc % 2) dst[q2 * w + r + i] = real[i] ? (uint32_t)src[i][kc - 1] << 16 : 0u;
+        }
+    }
+#endif
+    for (; r < w; r++) {
         if (r < rows) {
             const uint16_t *src = X + base + (r0 + r) * ld + p0;
             for (uint64_t q = 0; q < q2; q++)
@@ -251,11 +347,10 @@ GEMM_PAIRS_FN static void pack_kmajor_pairs(const uint16_t *X, uint64_t base, ui
  * GEMM_STRIP slivers from index i0 (the first len indices real) of the k block [p0, p0+kc)
  * into dst, sliver t at dst + t*w*kc, reading ns * w contiguous elements per k step; k is
  * the operand's depth (the prefetch stays inside it). */
-static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t k,
-                        uint64_t p0, uint64_t kc, uint64_t i0, uint64_t len, uint64_t ns,
-                        unsigned w, float *dst) {
+GEMM_PAIRS_FN static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld,
+                                      uint64_t k, uint64_t p0, uint64_t kc, uint64_t i0,
+                                      uint64_t len, uint64_t ns, unsigned w, float *dst) {
     size_t es = ampx_dtype_size(dt);
-    float tmp[GEMM_STRIP * GEMM_NR_MAX];
     for (uint64_t p = 0; p < kc; p++) {
         /* rows are ld apart: the hardware prefetcher does not follow, so ask for the row
          * GEMM_PREFETCH_ROWS ahead (only rows inside the operand) */
@@ -265,11 +360,20 @@ static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld
             for (uint64_t off = 0; off < len * es; off += 64)
                 __builtin_prefetch(ahead + off);
         }
-        cpu_load_f32(tmp, X, dt, base + (p0 + p) * ld + i0, len);
-        for (uint64_t i = len; i < ns * w; i++)
-            tmp[i] = 0.0f;
-        for (uint64_t t = 0; t < ns; t++)
-            memcpy(dst + t * w * kc + p * w, tmp + t * w, w * sizeof(float));
+        /* each sliver's w values of this k step, widened straight into the pack */
+        for (uint64_t t = 0; t < ns; t++) {
+            uint64_t c0 = t * w, cn = len > c0 ? (len - c0 < w ? len - c0 : w) : 0;
+            float *d     = dst + t * w * kc + p * w;
+            uint64_t src = base + (p0 + p) * ld + i0 + c0, i = 0;
+#if CPU_HAVE_AVX2_TABLE
+            for (; i + 8 <= cn; i += 8)
+                _mm256_storeu_ps(d + i, gemm_ld8(X, dt, src + i));
+#endif
+            for (; i < cn; i++)
+                d[i] = cpu_ld(X, dt, src + i);
+            for (; i < w; i++)
+                d[i] = 0.0f;
+        }
     }
 }
 
