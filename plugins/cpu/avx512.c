@@ -44,8 +44,41 @@
 #define MR 12
 #define NR 32
 
+/* The 12 x 32 sums to acc, or through the epilogue to an f32 C (cpu.h: cpu_gemm_out). */
+AVX512_FN static inline __attribute__((always_inline)) void
+store_12x32(__m512 c[MR][2], float *restrict acc, uint64_t ldacc, const cpu_gemm_out *out) {
+    if (!out) {
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            _mm512_storeu_ps(acc + i * ldacc, c[i][0]);
+            _mm512_storeu_ps(acc + i * ldacc + 16, c[i][1]);
+        }
+        return;
+    }
+    const __m512 alpha = _mm512_set1_ps(out->alpha);
+    float *restrict y  = out->c;
+    uint64_t ldc       = out->ldc;
+    if (out->beta == 0.0f) {
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            _mm512_storeu_ps(y + i * ldc, _mm512_mul_ps(alpha, c[i][0]));
+            _mm512_storeu_ps(y + i * ldc + 16, _mm512_mul_ps(alpha, c[i][1]));
+        }
+    } else {
+        const __m512 beta = _mm512_set1_ps(out->beta);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++)
+            for (int h = 0; h < 2; h++) {
+                float *p = y + i * ldc + 16 * h;
+                _mm512_storeu_ps(p, _mm512_add_ps(_mm512_mul_ps(alpha, c[i][h]),
+                                                  _mm512_mul_ps(beta, _mm512_loadu_ps(p))));
+            }
+    }
+}
+
 AVX512_FN static void micro_12x32(uint64_t kc, const float *restrict a, const float *restrict b,
-                                  float *restrict acc, uint64_t ldacc, int first) {
+                                  float *restrict acc, uint64_t ldacc, int first,
+                                  const cpu_gemm_out *out) {
     __m512 c[MR][2];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; i++) {
@@ -67,11 +100,7 @@ AVX512_FN static void micro_12x32(uint64_t kc, const float *restrict a, const fl
         a += MR;
         b += NR;
     }
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; i++) {
-        _mm512_storeu_ps(acc + i * ldacc, c[i][0]);
-        _mm512_storeu_ps(acc + i * ldacc + 16, c[i][1]);
-    }
+    store_12x32(c, acc, ldacc, out);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -80,7 +109,7 @@ AVX512_FN static void micro_12x32(uint64_t kc, const float *restrict a, const fl
 
 AVX512BF16_FN static void micro_bf16_12x32(uint64_t kc, const uint32_t *restrict a,
                                            const uint32_t *restrict b, float *restrict acc,
-                                           uint64_t ldacc, int first) {
+                                           uint64_t ldacc, int first, const cpu_gemm_out *out) {
     __m512 c[MR][2];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; i++) {
@@ -103,11 +132,7 @@ AVX512BF16_FN static void micro_bf16_12x32(uint64_t kc, const uint32_t *restrict
         a += MR;
         b += NR;
     }
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; i++) {
-        _mm512_storeu_ps(acc + i * ldacc, c[i][0]);
-        _mm512_storeu_ps(acc + i * ldacc + 16, c[i][1]);
-    }
+    store_12x32(c, acc, ldacc, out);
 }
 
 /* C tiles of 16 x 8 slivers (192 x 256): the A block (192 x 256 f32, 192 KiB) stays in L2

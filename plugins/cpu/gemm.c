@@ -194,6 +194,8 @@ typedef struct sliver_job {
     uint64_t batch; /* the batch of a shared-pack launch */
     int pairs;      /* bf16 k-pair packs and gemm_micro_bf16 */
     int b_inner;    /* each tile packs its own B block per k block (one row of tiles) */
+    int c_trans;    /* the product computed is C^T (narrow n: cpu_gemm swapped the operands) */
+    int c_fused;    /* the micro-kernels write whole blocks of C (f32, not transposed) */
     float *pa, *pb; /* shared packs (one batch), or NULL: per-thread */
 } sliver_job;
 
@@ -477,7 +479,42 @@ static void pack_item(const sliver_job *j, int is_b, uint64_t b, uint64_t it, fl
     }
 }
 
-/* One tile of C in batch b from the packs: the whole k range, then C = alpha*acc + beta*C. */
+/* C = alpha * acc + beta * C in f32, one rounding to C's dtype, for rows [r0, r1) and
+ * columns [c0, c1) of the tile at (i0, j0); with c_trans the product is C^T: its element
+ * (r, c) is C's element (c, r). */
+static void tile_epilogue(const sliver_job *j, uint64_t b, uint64_t i0, uint64_t j0, float *acc,
+                          uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1) {
+    const ampx_gemm_args *g = &j->a;
+    uint64_t cbase = b * g->stride_c, nc = c1 - c0;
+    float crow[GEMM_NC_MAX];
+    if (c0 >= c1) return;
+    for (uint64_t i = r0; i < r1; i++) {
+        float *r = acc + i * j->ldacc + c0;
+        if (j->c_trans) {
+            for (uint64_t jj = 0; jj < nc; jj++) {
+                uint64_t off = cbase + (j0 + c0 + jj) * g->ldc + i0 + i;
+                float v      = g->alpha * r[jj];
+                if (g->beta != 0.0f) v = v + g->beta * cpu_ld(j->C, g->c.dtype, off);
+                cpu_st(j->C, g->c.dtype, off, v);
+            }
+            continue;
+        }
+        uint64_t off = cbase + (i0 + i) * g->ldc + j0 + c0;
+        if (g->beta != 0.0f) {
+            cpu_load_f32(crow, j->C, g->c.dtype, off, nc);
+            for (uint64_t jj = 0; jj < nc; jj++)
+                r[jj] = g->alpha * r[jj] + g->beta * crow[jj];
+        } else {
+            for (uint64_t jj = 0; jj < nc; jj++)
+                r[jj] = g->alpha * r[jj];
+        }
+        cpu_store_f32(j->C, g->c.dtype, off, r, nc);
+    }
+}
+
+/* One tile of C in batch b from the packs: the whole k range, then C = alpha*acc + beta*C.
+ * With c_fused, the last k block of every whole mr x nr block writes C itself (the same
+ * operations as tile_epilogue); only the partial blocks at the tile's edges go through acc. */
 static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const float *pa,
                         const float *pb, float *acc) {
     pack_src ob   = pack_src_of(j, 1, b);
@@ -490,9 +527,13 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
     uint64_t mc    = g->m - i0 < j->mc_max ? g->m - i0 : j->mc_max;
     uint64_t nc    = g->n - j0 < j->nc_max ? g->n - j0 : j->nc_max;
     uint64_t sm = cpu_div_up(mc, mr), sn = cpu_div_up(nc, nr);
+    /* whole slivers of the tile: rows [0, fm) and columns [0, fn) */
+    uint64_t fm = j->c_fused && g->k > 0 ? mc / mr : 0, fn = j->c_fused && g->k > 0 ? nc / nr : 0;
+    float *cf = (float *)j->C + b * g->stride_c + i0 * g->ldc + j0;
     if (g->k == 0) memset(acc, 0, sizeof(float) * j->mc_max * ldacc);
     for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
         uint64_t kc     = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
+        int last        = p0 + kc == g->k;
         const float *ab = pa + p0 * j->mpad + (i0 / mr) * mr * kc;
         const float *bb;
         if (j->b_inner) { /* pack this tile's B block now: it is used by this tile alone */
@@ -501,34 +542,23 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
         } else {
             bb = pb + p0 * j->npad + (j0 / nr) * nr * kc;
         }
-        if (j->pairs) {
-            for (uint64_t t = 0; t < sn; t++)
-                for (uint64_t s = 0; s < sm; s++)
+        for (uint64_t t = 0; t < sn; t++)
+            for (uint64_t s = 0; s < sm; s++) {
+                cpu_gemm_out o = {cf + s * mr * g->ldc + t * nr, g->ldc, g->alpha, g->beta};
+                const cpu_gemm_out *out = last && s < fm && t < fn ? &o : NULL;
+                float *acc_st           = acc + s * mr * ldacc + t * nr;
+                if (j->pairs)
                     j->kern->gemm_micro_bf16(kc, (const uint32_t *)(ab + s * mr * kc),
-                                             (const uint32_t *)(bb + t * nr * kc),
-                                             acc + s * mr * ldacc + t * nr, ldacc, p0 == 0);
-        } else {
-            for (uint64_t t = 0; t < sn; t++)
-                for (uint64_t s = 0; s < sm; s++)
-                    j->kern->gemm_micro(kc, ab + s * mr * kc, bb + t * nr * kc,
-                                        acc + s * mr * ldacc + t * nr, ldacc, p0 == 0);
-        }
+                                             (const uint32_t *)(bb + t * nr * kc), acc_st, ldacc,
+                                             p0 == 0, out);
+                else
+                    j->kern->gemm_micro(kc, ab + s * mr * kc, bb + t * nr * kc, acc_st, ldacc,
+                                        p0 == 0, out);
+            }
     }
-    float crow[GEMM_NC_MAX];
-    uint64_t cbase = b * g->stride_c;
-    for (uint64_t i = 0; i < mc; i++) {
-        float *r     = acc + i * ldacc;
-        uint64_t off = cbase + (i0 + i) * g->ldc + j0;
-        if (g->beta != 0.0f) {
-            cpu_load_f32(crow, j->C, g->c.dtype, off, nc);
-            for (uint64_t jj = 0; jj < nc; jj++)
-                r[jj] = g->alpha * r[jj] + g->beta * crow[jj];
-        } else {
-            for (uint64_t jj = 0; jj < nc; jj++)
-                r[jj] = g->alpha * r[jj];
-        }
-        cpu_store_f32(j->C, g->c.dtype, off, r, nc);
-    }
+    /* the blocks that went through acc: all of them, or the partial ones at the edges */
+    tile_epilogue(j, b, i0, j0, acc, 0, fm * mr, fn * nr, nc);
+    tile_epilogue(j, b, i0, j0, acc, fm * mr, mc, 0, nc);
 }
 
 /* Shared packs, one batch: item < slv_a packs an A sliver, the rest B slivers. */
@@ -588,16 +618,52 @@ static void sliver_tiles(sliver_job *j, unsigned threads, uint64_t launches) {
     }
 }
 
+/* The micro-kernels write C themselves when the last k block is at least this deep. Below,
+ * the kernel is all stores, and scattered 12-row stores to a C whose rows are 4 KiB apart
+ * (n = 1024 f32) alias in L1 and in the store buffer: 256x1024x4 took 70 us that way on one
+ * thread and 39 us through the accumulator and whole-row stores; from k = 16 the fused
+ * stores win (51 us against 70). */
+#define GEMM_FUSE_MIN_KC 16
+
+/* The share of a tile's rows (or columns) that are real when count of them are cut in
+ * slivers of w. */
+static double sliver_fill(uint64_t count, unsigned w) {
+    return (double)count / (double)(cpu_div_up(count, w) * w);
+}
+
+/* Narrow C (n far below nr, m not): the 12 x 32 (or 6 x 16) block would be mostly padding
+ * across n, so the driver computes C^T = op(B)^T op(A)^T instead, n across the mr rows of a
+ * sliver and m across its nr columns, and writes the tile back transposed. Each element
+ * still sums its k products in order with one fused multiply-add each: the same bits. */
+static int gemm_narrow(const cpu_kernels *kern, uint64_t m, uint64_t n) {
+    double fill      = sliver_fill(m, kern->mr) * sliver_fill(n, kern->nr);
+    double fill_swap = sliver_fill(n, kern->mr) * sliver_fill(m, kern->nr);
+    return fill_swap > 1.5 * fill;
+}
+
 static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const void *A,
                                const void *B, void *C, uint64_t macs, int c_overlap) {
     sliver_job j;
     memset(&j, 0, sizeof j);
-    j.a     = *g;
-    j.kern  = ctx->kern;
-    j.A     = A;
-    j.B     = B;
-    j.C     = C;
-    j.ctx   = ctx;
+    j.a    = *g;
+    j.kern = ctx->kern;
+    j.A    = A;
+    j.B    = B;
+    j.C    = C;
+    j.ctx  = ctx;
+    if (gemm_narrow(j.kern, g->m, g->n)) { /* compute C^T = op(B)^T op(A)^T */
+        ampx_gemm_args *s = &j.a;
+        s->m = g->n, s->n = g->m;
+        s->trans_a = !g->trans_b, s->trans_b = !g->trans_a;
+        s->lda = g->ldb, s->ldb = g->lda;
+        s->stride_a = g->stride_b, s->stride_b = g->stride_a;
+        s->a = g->b, s->b = g->a;
+        j.A = B, j.B = A;
+        j.c_trans = 1;
+    }
+    g                = &j.a;
+    uint64_t kc_last = g->k % GEMM_KC ? g->k % GEMM_KC : GEMM_KC;
+    j.c_fused        = !j.c_trans && g->c.dtype == AMPX_F32 && kc_last >= GEMM_FUSE_MIN_KC;
     j.pairs = j.kern->gemm_micro_bf16 && g->a.dtype == AMPX_BF16 && g->b.dtype == AMPX_BF16;
     j.mpad  = cpu_div_up(g->m, j.kern->mr) * j.kern->mr;
     j.npad  = cpu_div_up(g->n, j.kern->nr) * j.kern->nr;
