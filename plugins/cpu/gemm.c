@@ -186,7 +186,7 @@ typedef struct sliver_job {
     const void *A, *B;
     void *C;
     ampx_context *ctx;
-    uint64_t mc_max, nc_max; /* the C tile of one item */
+    uint64_t mc_max, nc_max; /* the largest C tile of one item (the accumulator's size) */
     uint64_t ldacc;          /* the accumulator's row stride (nc_max) */
     uint64_t mpad, npad;     /* m and n rounded up to mr and nr */
     uint64_t slv_a, slv_b;   /* slivers of op(A) and op(B) */
@@ -194,6 +194,7 @@ typedef struct sliver_job {
     uint64_t batch; /* the batch of a shared-pack launch */
     int pairs;      /* bf16 k-pair packs and gemm_micro_bf16 */
     int b_inner;    /* each tile packs its own B block per k block (one row of tiles) */
+    int a_inner;    /* each tile packs its own A block per k block (one column of tiles) */
     int c_trans;    /* the product computed is C^T (narrow n: cpu_gemm swapped the operands) */
     int c_fused;    /* the micro-kernels write whole blocks of C (f32, not transposed) */
     float *pa, *pb; /* shared packs (one batch), or NULL: per-thread */
@@ -517,16 +518,21 @@ static void tile_epilogue(const sliver_job *j, uint64_t b, uint64_t i0, uint64_t
  * operations as tile_epilogue); only the partial blocks at the tile's edges go through acc. */
 static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const float *pa,
                         const float *pb, float *acc) {
-    pack_src ob   = pack_src_of(j, 1, b);
-    float *pb_own = acc + j->mc_max * j->ldacc; /* b_inner: kc x nc, after the accumulator */
+    pack_src ob = pack_src_of(j, 1, b), oa = pack_src_of(j, 0, b);
+    /* b_inner / a_inner: the tile's own kc x nc or mc x kc block, after the accumulator */
+    float *p_own            = acc + j->mc_max * j->ldacc;
     const ampx_gemm_args *g = &j->a;
     unsigned mr = j->kern->mr, nr = j->kern->nr;
     uint64_t ldacc = j->ldacc;
-    uint64_t i0    = (tile / j->tiles_n) * j->mc_max;
-    uint64_t j0    = (tile % j->tiles_n) * j->nc_max;
-    uint64_t mc    = g->m - i0 < j->mc_max ? g->m - i0 : j->mc_max;
-    uint64_t nc    = g->n - j0 < j->nc_max ? g->n - j0 : j->nc_max;
-    uint64_t sm = cpu_div_up(mc, mr), sn = cpu_div_up(nc, nr);
+    /* tile (tm, tn) covers slivers [tm * slv_a / tiles_m, (tm + 1) * slv_a / tiles_m) of
+     * op(A), likewise for op(B): tiles differ by one sliver at most */
+    uint64_t tm = tile / j->tiles_n, tn = tile % j->tiles_n;
+    uint64_t sa0 = tm * j->slv_a / j->tiles_m, sa1 = (tm + 1) * j->slv_a / j->tiles_m;
+    uint64_t sb0 = tn * j->slv_b / j->tiles_n, sb1 = (tn + 1) * j->slv_b / j->tiles_n;
+    uint64_t i0 = sa0 * mr, j0 = sb0 * nr;
+    uint64_t mc = (sa1 * mr < g->m ? sa1 * mr : g->m) - i0;
+    uint64_t nc = (sb1 * nr < g->n ? sb1 * nr : g->n) - j0;
+    uint64_t sm = sa1 - sa0, sn = sb1 - sb0;
     /* whole slivers of the tile: rows [0, fm) and columns [0, fn) */
     uint64_t fm = j->c_fused && g->k > 0 ? mc / mr : 0, fn = j->c_fused && g->k > 0 ? nc / nr : 0;
     float *cf = (float *)j->C + b * g->stride_c + i0 * g->ldc + j0;
@@ -534,13 +540,15 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
     for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
         uint64_t kc     = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
         int last        = p0 + kc == g->k;
-        const float *ab = pa + p0 * j->mpad + (i0 / mr) * mr * kc;
-        const float *bb;
-        if (j->b_inner) { /* pack this tile's B block now: it is used by this tile alone */
-            pack_slivers(j, &ob, p0, kc, j0 / nr, sn, pb_own);
-            bb = pb_own;
-        } else {
-            bb = pb + p0 * j->npad + (j0 / nr) * nr * kc;
+        const float *ab = pa + p0 * j->mpad + sa0 * mr * kc;
+        const float *bb = pb + p0 * j->npad + sb0 * nr * kc;
+        /* pack this tile's block now: it is used by this tile alone */
+        if (j->b_inner) {
+            pack_slivers(j, &ob, p0, kc, sb0, sn, p_own);
+            bb = p_own;
+        } else if (j->a_inner) {
+            pack_slivers(j, &oa, p0, kc, sa0, sm, p_own);
+            ab = p_own;
         }
         for (uint64_t t = 0; t < sn; t++)
             for (uint64_t s = 0; s < sm; s++) {
@@ -565,7 +573,7 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
 static void sliver_pack_task(void *arg, uint64_t item, unsigned tid) {
     const sliver_job *j = arg;
     (void)tid;
-    uint64_t na = pack_items(j->slv_a, (int)j->a.trans_a);
+    uint64_t na = j->a_inner ? 0 : pack_items(j->slv_a, (int)j->a.trans_a);
     if (item < na)
         pack_item(j, 0, j->batch, item, j->pa);
     else
@@ -594,28 +602,31 @@ static void sliver_batch_task(void *arg, uint64_t b, unsigned tid) {
 /* A batch whose packs fit in this many floats is packed by the thread that computes it. */
 #define GEMM_PRIVATE_PACK_MAX (256u * 1024u)
 
-/* The C tile: the table's mc x nc, halved (in whole slivers: n while its tile is at least as
- * wide as the m tile is tall, else m) until a launch of `launches` products gives every
- * thread the same number of tiles (at least two), or eight each, or the tile is one sliver.
- * Only the cut of C changes; each element is computed the same way. */
+/* The C tiles: as few as the table's mc x nc allow, then more (one more row or column of
+ * tiles at a time, across the longer side of a tile) until a launch of `launches` products
+ * gives every thread the same number of tiles (at least two), or sixteen each, or the tiles
+ * are one sliver. The slivers are shared out evenly (sliver_tile), so tiles differ by one
+ * sliver at most and equal counts are equal work. Only the cut of C changes; each element
+ * is computed the same way. */
 static void sliver_tiles(sliver_job *j, unsigned threads, uint64_t launches) {
-    const ampx_gemm_args *g = &j->a;
     unsigned mr = j->kern->mr, nr = j->kern->nr;
-    j->mc_max = j->kern->mc;
-    j->nc_max = j->kern->nc;
+    j->tiles_m = cpu_div_up(j->slv_a, j->kern->mc / mr);
+    j->tiles_n = cpu_div_up(j->slv_b, j->kern->nc / nr);
     for (;;) {
-        j->tiles_m = cpu_div_up(g->m, j->mc_max);
-        j->tiles_n = cpu_div_up(g->n, j->nc_max);
         uint64_t t = j->tiles_m * j->tiles_n * launches;
-        if (threads < 2 || (t >= 2u * threads && t % threads == 0) || t >= 8u * threads) break;
-        int can_n = j->nc_max > nr && g->n > nr, can_m = j->mc_max > mr && g->m > mr;
-        if (can_n && (!can_m || j->nc_max >= j->mc_max))
-            j->nc_max = cpu_div_up(j->nc_max / 2, nr) * nr;
+        if (threads < 2 || (t >= 2u * threads && t % threads == 0) || t >= 16u * threads) break;
+        uint64_t h = cpu_div_up(j->slv_a, j->tiles_m) * mr,
+                 w = cpu_div_up(j->slv_b, j->tiles_n) * nr;
+        int can_n = j->tiles_n < j->slv_b, can_m = j->tiles_m < j->slv_a;
+        if (can_n && (!can_m || w >= h))
+            j->tiles_n++;
         else if (can_m)
-            j->mc_max = cpu_div_up(j->mc_max / 2, mr) * mr;
+            j->tiles_m++;
         else
             break;
     }
+    j->mc_max = cpu_div_up(j->slv_a, j->tiles_m) * mr;
+    j->nc_max = cpu_div_up(j->slv_b, j->tiles_n) * nr;
 }
 
 /* The micro-kernels write C themselves when the last k block is at least this deep. Below,
@@ -669,11 +680,10 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
     j.npad  = cpu_div_up(g->n, j.kern->nr) * j.kern->nr;
     j.slv_a = j.mpad / j.kern->mr;
     j.slv_b = j.npad / j.kern->nr;
-    j.ldacc = j.kern->nc;
     if (j.kern->nc > GEMM_NC_MAX || j.kern->nr > GEMM_NR_MAX) /* wider than the row buffers */
         return cpu_fail(ctx, AMPX_ERR_INTERNAL, "gemm: %s tile width %u > %d", j.kern->name,
                         j.kern->nc, GEMM_NC_MAX);
-    uint64_t acc_floats = (uint64_t)j.kern->mc * j.kern->nc, pack_floats, pack_bytes;
+    uint64_t pack_floats, pack_bytes;
     if (cpu_mul_u64(j.mpad + j.npad, g->k, &pack_floats) ||
         cpu_mul_u64(pack_floats, sizeof(float), &pack_bytes) || pack_bytes > SIZE_MAX / 2)
         return cpu_fail(ctx, AMPX_ERR_NO_MEMORY, "gemm: packed operands too large");
@@ -683,23 +693,29 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
 
     if (g->batch > 1 && !c_overlap && pack_floats <= GEMM_PRIVATE_PACK_MAX) {
         sliver_tiles(&j, threads, g->batch);
-        CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (acc_floats + pack_floats)));
+        j.ldacc = j.nc_max;
+        CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm",
+                                      sizeof(float) * (j.mc_max * j.nc_max + pack_floats)));
         cpu_run(ctx, work, g->batch, sliver_batch_task, &j);
         return AMPX_OK;
     }
     sliver_tiles(&j, threads, 1);
+    j.ldacc = j.nc_max;
     /* One row of C tiles: each B block is used by one tile, so that tile packs it into its
      * own workspace just before using it (no pass over all of op(B) first, no round trip
-     * of the packed B through memory). Several rows share the packed B instead. */
+     * of the packed B through memory). One column of tiles: the same for the A blocks.
+     * Otherwise the tiles share packs of both, made in a pass before. */
     j.b_inner           = j.tiles_m == 1;
-    uint64_t own_floats = j.b_inner ? (uint64_t)j.kern->nc * GEMM_KC : 0;
-    CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (acc_floats + own_floats)));
-    uint64_t shared_floats = j.b_inner ? j.mpad * g->k : pack_floats;
+    j.a_inner           = !j.b_inner && j.tiles_n == 1;
+    uint64_t own_floats = j.b_inner ? j.nc_max * GEMM_KC : j.a_inner ? j.mc_max * GEMM_KC : 0;
+    CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (j.mc_max * j.nc_max + own_floats)));
+    uint64_t shared_floats = j.b_inner ? j.mpad * g->k : j.a_inner ? j.npad * g->k : pack_floats;
     float *packs = cpu_reserve_shared_ws(ctx, "gemm", sizeof(float) * (size_t)shared_floats);
     if (!packs) return AMPX_ERR_NO_MEMORY;
-    j.pa           = packs;
-    j.pb           = j.b_inner ? NULL : packs + j.mpad * g->k;
-    uint64_t items = pack_items(j.slv_a, g->trans_a);
+    j.pa           = j.a_inner ? NULL : packs;
+    j.pb           = j.b_inner ? NULL : j.a_inner ? packs : packs + j.mpad * g->k;
+    uint64_t items = 0;
+    if (!j.a_inner) items += pack_items(j.slv_a, g->trans_a);
     if (!j.b_inner) items += pack_items(j.slv_b, !g->trans_b);
     for (uint64_t b = 0; b < g->batch; b++) {
         j.batch = b;

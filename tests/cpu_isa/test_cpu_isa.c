@@ -335,6 +335,7 @@ static void check_thread_invariance(const char *isa_opt) {
         {37, 29, 41, 7, 0, 1, AMPX_F16, -1.25f, 0, 0},   /* many small batches: per-thread packs */
         {5, 1000, 600, 1, 1, 0, AMPX_F32, 1.0f, 0, 0},   /* short and wide */
         {40, 2000, 300, 2, 0, 1, AMPX_BF16, 0.5f, 0, 0}, /* one row of tiles: B packed per tile */
+        {700, 100, 300, 1, 1, 0, AMPX_F16, 0.5f, 0, 0}, /* one column of tiles: A packed per tile */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t b1, b2, b3, b4;
@@ -397,7 +398,45 @@ static const gemm_case path_cases[] = {
     /* one row of C tiles: every tile packs its own B blocks (batched: per batch) */
     {100, 700, 333, 1, 0, 1, AMPX_BF16, 0.0f, 0, 0},
     {40, 2000, 300, 2, 1, 0, AMPX_BF16, 0.5f, 0, 0},
+    /* one column of C tiles: every tile packs its own A blocks */
+    {700, 100, 300, 1, 0, 1, AMPX_BF16, 0.0f, 0, 0},
+    {2100, 128, 129, 1, 1, 1, AMPX_F32, -0.5f, 0, 0},
 };
+
+/* Bits alone cannot catch a packing or tiling mistake that every sliver path shares, so
+ * each path's f32 C is compared with the portable path's (an independent driver: whole
+ * panels, multiply then add) within rounding: |diff| <= 1e-4 (|c| + 1) for k <= 2100
+ * terms in [-1, 1] (the FMA and the multiply-add orders differ by about k 2^-24 |terms|),
+ * where one wrong sliver or block gives errors of order 1. */
+static void check_against_portable(const char *isa_opt) {
+    for (size_t i = 0; i < sizeof path_cases / sizeof path_cases[0]; i++) {
+        gemm_case c = path_cases[i];
+        c.dt        = AMPX_F32;
+        uint64_t b1, b2, bad = 0;
+        float *r1    = (float *)gemm_run("isa=portable", NULL, &c, &b1);
+        float *r2    = (float *)gemm_run(isa_opt, NULL, &c, &b2);
+        double worst = 0.0;
+        for (uint64_t e = 0; e < b1 / sizeof(float); e++) {
+            double d = fabs((double)r1[e] - (double)r2[e]) / (fabs((double)r1[e]) + 1.0);
+            if (d > worst) worst = d;
+            bad += !(d <= 1e-4);
+        }
+        cr_expect_eq(bad, 0u, "%s case %zu: %llu entries off the portable path (worst %g)", isa_opt,
+                     i, (unsigned long long)bad, worst);
+        free(r1);
+        free(r2);
+    }
+}
+
+Test(gemm, avx2_matches_portable, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_against_portable("isa=avx2");
+}
+
+Test(gemm, avx512_matches_portable, .timeout = 120) {
+    NEED_PATH("avx512");
+    check_against_portable("isa=avx512");
+}
 
 /* The AVX2 and AVX-512 f32 kernels both sum each element's products in k order with one
  * fused multiply-add each: the same bits, whatever the tile shapes. */
