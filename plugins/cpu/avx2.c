@@ -69,7 +69,7 @@ AVX2_FN static void micro_6x16(uint64_t kc, const float *a, const float *b, floa
     }
     /* the epilogue of cpu_gemm_out: alpha * sum (+ beta * c), each operation rounded */
     const __m256 alpha = _mm256_set1_ps(out->alpha), beta = _mm256_set1_ps(out->beta);
-    float *y     = out->c;
+    float *y     = out->c; /* f32 only: this table has no micro_out_16 */
     uint64_t ldc = out->ldc;
     int rd       = out->beta != 0.0f;
 #define EP(v, i, h)                                                                                \

@@ -81,13 +81,16 @@ typedef struct cpu_features {
     int amx_hw; /* AMX-TILE and AMX-BF16 with the tile state enabled (permission not asked) */
 } cpu_features;
 
-/* The micro-kernels' epilogue on an f32 C: c[i*ldc + j] = alpha * sum + beta * c[i*ldc + j]
- * (two products and a sum, each rounded: the bits of the driver's scalar epilogue); with beta
- * 0, alpha * sum, and c is not read. */
+/* The micro-kernels' epilogue: c[i*ldc + j] = alpha * sum + beta * c[i*ldc + j] in f32 (two
+ * products and a sum, each rounded), then rounded once to C's dtype as dtype.h does: the bits
+ * of the driver's scalar epilogue. With beta 0, alpha * sum, and c is not read. c points at
+ * element (0, 0) of the block: float * for f32, uint16_t * for bf16 and f16 (only tables
+ * with micro_out_16 get those). */
 typedef struct cpu_gemm_out {
-    float *c;
+    void *c;
     uint64_t ldc;
     float alpha, beta;
+    ampx_dtype dtype;
 } cpu_gemm_out;
 
 typedef struct cpu_kernels {
@@ -105,6 +108,7 @@ typedef struct cpu_kernels {
      * in acc but written to C as cpu_gemm_out says. mc x nc (multiples of mr and nr, nc <=
      * GEMM_NC_MAX of gemm.c) is the largest C tile of one parallel item. */
     unsigned mr, nr, mc, nc;
+    int micro_out_16; /* the micro-kernels' epilogue also writes bf16 and f16 C */
     void (*gemm_micro)(uint64_t kc, const float *a, const float *b, float *acc, uint64_t ldacc,
                        int first, const struct cpu_gemm_out *out);
     /* bf16 pair micro-kernel (optional: NULL runs bf16 x bf16 through gemm_micro, widened).

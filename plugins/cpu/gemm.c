@@ -535,7 +535,7 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
     uint64_t sm = sa1 - sa0, sn = sb1 - sb0;
     /* whole slivers of the tile: rows [0, fm) and columns [0, fn) */
     uint64_t fm = j->c_fused && g->k > 0 ? mc / mr : 0, fn = j->c_fused && g->k > 0 ? nc / nr : 0;
-    float *cf = (float *)j->C + b * g->stride_c + i0 * g->ldc + j0;
+    uint64_t c00 = b * g->stride_c + i0 * g->ldc + j0; /* C's element of the tile's (0, 0) */
     if (g->k == 0) memset(acc, 0, sizeof(float) * j->mc_max * ldacc);
     for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
         uint64_t kc     = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
@@ -552,7 +552,9 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
         }
         for (uint64_t t = 0; t < sn; t++)
             for (uint64_t s = 0; s < sm; s++) {
-                cpu_gemm_out o = {cf + s * mr * g->ldc + t * nr, g->ldc, g->alpha, g->beta};
+                uint64_t e     = c00 + s * mr * g->ldc + t * nr;
+                cpu_gemm_out o = {(char *)j->C + e * ampx_dtype_size(g->c.dtype), g->ldc, g->alpha,
+                                  g->beta, g->c.dtype};
                 const cpu_gemm_out *out = last && s < fm && t < fn ? &o : NULL;
                 float *acc_st           = acc + s * mr * ldacc + t * nr;
                 if (j->pairs)
@@ -674,7 +676,8 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
     }
     g                = &j.a;
     uint64_t kc_last = g->k % GEMM_KC ? g->k % GEMM_KC : GEMM_KC;
-    j.c_fused        = !j.c_trans && g->c.dtype == AMPX_F32 && kc_last >= GEMM_FUSE_MIN_KC;
+    j.c_fused        = !j.c_trans && kc_last >= GEMM_FUSE_MIN_KC &&
+                (g->c.dtype == AMPX_F32 || j.kern->micro_out_16);
     j.pairs = j.kern->gemm_micro_bf16 && g->a.dtype == AMPX_BF16 && g->b.dtype == AMPX_BF16;
     j.mpad  = cpu_div_up(g->m, j.kern->mr) * j.kern->mr;
     j.npad  = cpu_div_up(g->n, j.kern->nr) * j.kern->nr;
