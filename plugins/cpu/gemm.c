@@ -223,16 +223,16 @@ typedef struct sliver_job {
 GEMM_PAIRS_FN static inline __m256 gemm_ld8(const void *X, ampx_dtype dt, uint64_t i) {
     if (dt == AMPX_F32) return _mm256_loadu_ps((const float *)X + i);
     __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)X + i));
-    __m256i w = _mm256_cvtepu16_epi32(h);
-    if (dt == AMPX_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-    __m256 f    = _mm256_cvtph_ps(h);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x7fff)),
-                                     _mm256_set1_epi32(0x7c00));
-    if (!_mm256_testz_si256(nan, nan)) {
+    if (dt == AMPX_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    __m256 f   = _mm256_cvtph_ps(h);
+    __m256 nan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q); /* rare: rebuild those lanes */
+    if (!_mm256_testz_ps(nan, nan)) {
+        __m256i w    = _mm256_cvtepu16_epi32(h);
         __m256i sign = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16);
         __m256i mant = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x3ff)), 13);
         __m256i bits = _mm256_or_si256(_mm256_or_si256(sign, mant), _mm256_set1_epi32(0x7f800000));
-        f            = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan));
+        f            = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), nan);
     }
     return f;
 }
