@@ -171,12 +171,16 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
 // bf16 bits instead, two consecutive k per 32-bit slot (k = 2q high, 2q+1 low; cpu.h): the
 // same offsets in 32-bit slots, each block filling the first half of its space. GEMM_KC is
 // even, so a pair never straddles two blocks; only the last pair of an odd k pads a zero.
-// Then each C tile (at most the table's mc x nc, smaller when that gives every thread work)
-// runs the whole k range, block after block, in a per-thread f32 accumulator. When C is one
-// row of tiles, op(B) is not packed up front: each tile packs its own B block of each k
-// block into its thread's workspace just before using it (no other tile reads it). Each
-// element's k products are summed in order 0 .. k-1 whatever the tiling, the thread count
-// or whether the batch was packed by one thread or by all.
+// Then each C tile (at most the table's mc x nc, the slivers shared out evenly, more tiles
+// when that gives every thread the same work) runs the whole k range, block after block, in
+// a per-thread f32 accumulator; on the last block the micro-kernels write whole blocks of C
+// themselves (alpha * acc + beta * C, rounded once) and only the tile's partial edge blocks
+// go through the accumulator. When C is one row of tiles, op(B) is not packed up front:
+// each tile packs its own B block of each k block into its thread's workspace just before
+// using it (no other tile reads it); one column of tiles does the same with op(A). A narrow
+// C (n far below nr) is computed transposed (gemm_narrow). Each element's k products are
+// summed in order 0 .. k-1 whatever the tiling, the thread count or whether the batch was
+// packed by one thread or by all. docs/CPU.md describes the design and its measurements.
 
 _Static_assert(GEMM_KC % 2 == 0, "bf16 pairs must not straddle k blocks");
 
@@ -312,7 +316,7 @@ GEMM_PAIRS_FN static void pack_kmajor_pairs(const uint16_t *X, uint64_t base, ui
         int real[4];
         for (unsigned i = 0; i < 4; i++) {
             real[i] = r + i < rows;
-            src[i]  = X + base + (r0 + r + i) * ld + p0; /* read only when real */
+            src[i]  = real[i] ? X + base + (r0 + r + i) * ld + p0 : X; /* X: not read */
         }
         __m256 v[4];
         for (uint64_t q = 0; q < q8; q += 8) {
@@ -540,16 +544,16 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
     for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
         uint64_t kc     = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
         int last        = p0 + kc == g->k;
-        const float *ab = pa + p0 * j->mpad + sa0 * mr * kc;
-        const float *bb = pb + p0 * j->npad + sb0 * nr * kc;
-        /* pack this tile's block now: it is used by this tile alone */
-        if (j->b_inner) {
+        const float *ab = p_own, *bb = p_own;
+        /* b_inner / a_inner: pack this tile's block now, it is used by this tile alone */
+        if (j->b_inner)
             pack_slivers(j, &ob, p0, kc, sb0, sn, p_own);
-            bb = p_own;
-        } else if (j->a_inner) {
+        else
+            bb = pb + p0 * j->npad + sb0 * nr * kc;
+        if (j->a_inner)
             pack_slivers(j, &oa, p0, kc, sa0, sm, p_own);
-            ab = p_own;
-        }
+        else
+            ab = pa + p0 * j->mpad + sa0 * mr * kc;
         for (uint64_t t = 0; t < sn; t++)
             for (uint64_t s = 0; s < sm; s++) {
                 uint64_t e     = c00 + s * mr * g->ldc + t * nr;
