@@ -241,6 +241,23 @@ GEMM_PAIRS_FN static inline __m256 gemm_ld8(const void *X, ampx_dtype dt, uint64
     return f;
 }
 
+/* Four elements of X from i, widened as gemm_ld8 does (the 12-wide slivers' tail). */
+GEMM_PAIRS_FN static inline __m128 gemm_ld4(const void *X, ampx_dtype dt, uint64_t i) {
+    if (dt == AMPX_F32) return _mm_loadu_ps((const float *)X + i);
+    __m128i h = _mm_loadl_epi64((const __m128i *)((const uint16_t *)X + i));
+    if (dt == AMPX_BF16) return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
+    __m128 f   = _mm_cvtph_ps(h);
+    __m128 nan = _mm_cmp_ps(f, f, _CMP_UNORD_Q);
+    if (!_mm_testz_ps(nan, nan)) {
+        __m128i w    = _mm_cvtepu16_epi32(h);
+        __m128i sign = _mm_slli_epi32(_mm_and_si128(w, _mm_set1_epi32(0x8000)), 16);
+        __m128i mant = _mm_slli_epi32(_mm_and_si128(w, _mm_set1_epi32(0x3ff)), 13);
+        __m128i bits = _mm_or_si128(_mm_or_si128(sign, mant), _mm_set1_epi32(0x7f800000));
+        f            = _mm_blendv_ps(f, _mm_castsi128_ps(bits), nan);
+    }
+    return f;
+}
+
 /* Four rows of eight 32-bit values -> eight columns of four, column t stored at d + t*w. */
 GEMM_PAIRS_FN static inline void gemm_t4x8(__m256 r0, __m256 r1, __m256 r2, __m256 r3, float *d,
                                            unsigned w) {
@@ -375,6 +392,8 @@ GEMM_PAIRS_FN static void pack_imajor(const void *X, ampx_dtype dt, uint64_t bas
 #if CPU_HAVE_AVX2_TABLE
             for (; i + 8 <= cn; i += 8)
                 _mm256_storeu_ps(d + i, gemm_ld8(X, dt, src + i));
+            for (; i + 4 <= cn; i += 4)
+                _mm_storeu_ps(d + i, gemm_ld4(X, dt, src + i));
 #endif
             for (; i < cn; i++)
                 d[i] = cpu_ld(X, dt, src + i);
