@@ -627,6 +627,11 @@ static void sliver_batch_task(void *arg, uint64_t b, unsigned tid) {
 /* A batch whose packs fit in this many floats is packed by the thread that computes it. */
 #define GEMM_PRIVATE_PACK_MAX (256u * 1024u)
 
+/* How far (in halves) a tile may grow past the table's mc to keep C one row of tiles. */
+#ifndef GEMM_ONE_ROW_STRETCH
+#define GEMM_ONE_ROW_STRETCH 3
+#endif
+
 /* The C tiles: as few as the table's mc x nc allow, then more (one more row or column of
  * tiles at a time, across the longer side of a tile) until a launch of `launches` products
  * gives every thread the same number of tiles (at least two), or sixteen each, or the tiles
@@ -635,7 +640,11 @@ static void sliver_batch_task(void *arg, uint64_t b, unsigned tid) {
  * is computed the same way. */
 static void sliver_tiles(sliver_job *j, unsigned threads, uint64_t launches) {
     unsigned mr = j->kern->mr, nr = j->kern->nr;
-    j->tiles_m = cpu_div_up(j->slv_a, j->kern->mc / mr);
+    /* Up to 1.5 times the table's mc stays one row of tiles (256 rows on AVX-512: the MLP
+     * shapes), whose B blocks are packed by the tile that uses them (gemm_sliver). */
+    uint64_t sm_max = j->kern->mc / mr;
+    if (j->slv_a <= sm_max * GEMM_ONE_ROW_STRETCH / 2) sm_max = j->slv_a;
+    j->tiles_m = cpu_div_up(j->slv_a, sm_max);
     j->tiles_n = cpu_div_up(j->slv_b, j->kern->nc / nr);
     for (;;) {
         uint64_t t = j->tiles_m * j->tiles_n * launches;

@@ -401,7 +401,9 @@ static const gemm_case path_cases[] = {
     {64, 128, 128, 3, 0, 0, AMPX_BF16, 0.0f, 0, 0},
     {300, 260, 270, 1, 1, 0, AMPX_F32, 0.0f, 0, 0},
     {129, 300, 257, 2, 0, 1, AMPX_F16, 0.5f, 0, 0},
-    /* one row of C tiles: every tile packs its own B blocks (batched: per batch) */
+    /* one row of C tiles: every tile packs its own B blocks (batched: per batch); 250 rows
+     * are one row on AVX-512 (up to 1.5 mc), not on avx2 */
+    {250, 300, 270, 1, 0, 1, AMPX_F16, 0.5f, 0, 0},
     {100, 700, 333, 1, 0, 1, AMPX_BF16, 0.0f, 0, 0},
     {40, 2000, 300, 2, 1, 0, AMPX_BF16, 0.5f, 0, 0},
     /* C holding NaN, inf and values that round to inf, read with beta (the micro-kernels'
