@@ -26,7 +26,7 @@
 #define NR 16
 
 AVX2_FN static void micro_6x16(uint64_t kc, const float *a, const float *b, float *acc,
-                               uint64_t ldacc, int first) {
+                               uint64_t ldacc, int first, const cpu_gemm_out *out) {
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     if (first) {
         c00 = c01 = c10 = c11 = c20 = c21 = _mm256_setzero_ps();
@@ -58,12 +58,29 @@ AVX2_FN static void micro_6x16(uint64_t kc, const float *a, const float *b, floa
         a += MR;
         b += NR;
     }
-    _mm256_storeu_ps(acc + 0 * ldacc, c00), _mm256_storeu_ps(acc + 0 * ldacc + 8, c01);
-    _mm256_storeu_ps(acc + 1 * ldacc, c10), _mm256_storeu_ps(acc + 1 * ldacc + 8, c11);
-    _mm256_storeu_ps(acc + 2 * ldacc, c20), _mm256_storeu_ps(acc + 2 * ldacc + 8, c21);
-    _mm256_storeu_ps(acc + 3 * ldacc, c30), _mm256_storeu_ps(acc + 3 * ldacc + 8, c31);
-    _mm256_storeu_ps(acc + 4 * ldacc, c40), _mm256_storeu_ps(acc + 4 * ldacc + 8, c41);
-    _mm256_storeu_ps(acc + 5 * ldacc, c50), _mm256_storeu_ps(acc + 5 * ldacc + 8, c51);
+    if (!out) {
+        _mm256_storeu_ps(acc + 0 * ldacc, c00), _mm256_storeu_ps(acc + 0 * ldacc + 8, c01);
+        _mm256_storeu_ps(acc + 1 * ldacc, c10), _mm256_storeu_ps(acc + 1 * ldacc + 8, c11);
+        _mm256_storeu_ps(acc + 2 * ldacc, c20), _mm256_storeu_ps(acc + 2 * ldacc + 8, c21);
+        _mm256_storeu_ps(acc + 3 * ldacc, c30), _mm256_storeu_ps(acc + 3 * ldacc + 8, c31);
+        _mm256_storeu_ps(acc + 4 * ldacc, c40), _mm256_storeu_ps(acc + 4 * ldacc + 8, c41);
+        _mm256_storeu_ps(acc + 5 * ldacc, c50), _mm256_storeu_ps(acc + 5 * ldacc + 8, c51);
+        return;
+    }
+    /* the epilogue of cpu_gemm_out: alpha * sum (+ beta * c), each operation rounded */
+    const __m256 alpha = _mm256_set1_ps(out->alpha), beta = _mm256_set1_ps(out->beta);
+    float *y     = out->c; /* f32 only: this table has no micro_out_16 */
+    uint64_t ldc = out->ldc;
+    int rd       = out->beta != 0.0f;
+#define EP(v, i, h)                                                                                \
+    _mm256_storeu_ps(                                                                              \
+        y + (i)*ldc + 8 * (h),                                                                     \
+        rd ? _mm256_add_ps(_mm256_mul_ps(alpha, v),                                                \
+                           _mm256_mul_ps(beta, _mm256_loadu_ps(y + (i)*ldc + 8 * (h))))            \
+           : _mm256_mul_ps(alpha, v))
+    EP(c00, 0, 0), EP(c01, 0, 1), EP(c10, 1, 0), EP(c11, 1, 1), EP(c20, 2, 0), EP(c21, 2, 1);
+    EP(c30, 3, 0), EP(c31, 3, 1), EP(c40, 4, 0), EP(c41, 4, 1), EP(c50, 5, 0), EP(c51, 5, 1);
+#undef EP
 }
 
 // ---------------------------------------------------------------------------------------

@@ -44,8 +44,76 @@
 #define MR 12
 #define NR 32
 
+/* 16 elements of a bf16 or f16 C widened exactly (vcvtph2ps quiets a signalling NaN, which
+ * the multiply by beta that follows does anyway). */
+AVX512_FN static inline __attribute__((always_inline)) __m512 load16_f32(const uint16_t *p,
+                                                                         ampx_dtype dt) {
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    if (dt == AMPX_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* 16 f32 rounded to nearest even into bf16 or f16 as dtype.h does: f16 by vcvtps2ph (which
+ * matches it for every input), bf16 by dtype.h's integer rounding, (x + 0x7fff + lsb) >> 16,
+ * with NaN quieted, its sign and top payload kept (as cpu_store_f32_avx2). */
+AVX512_FN static inline __attribute__((always_inline)) void store16_f32(uint16_t *p, __m512 v,
+                                                                        ampx_dtype dt) {
+    if (dt == AMPX_F16) {
+        _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        return;
+    }
+    __m512i x     = _mm512_castps_si512(v);
+    __m512i top   = _mm512_srli_epi32(x, 16);
+    __m512i r     = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)),
+                                     _mm512_and_si512(top, _mm512_set1_epi32(1)));
+    r             = _mm512_srli_epi32(r, 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r             = _mm512_mask_or_epi32(r, nan, top, _mm512_set1_epi32(0x40));
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
+}
+
+/* The 12 x 32 sums to acc, or through the epilogue to C (cpu.h: cpu_gemm_out). */
+AVX512_FN static inline __attribute__((always_inline)) void
+store_12x32(__m512 c[MR][2], float *restrict acc, uint64_t ldacc, const cpu_gemm_out *out) {
+    if (!out) {
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            _mm512_storeu_ps(acc + i * ldacc, c[i][0]);
+            _mm512_storeu_ps(acc + i * ldacc + 16, c[i][1]);
+        }
+        return;
+    }
+    const __m512 alpha = _mm512_set1_ps(out->alpha), beta = _mm512_set1_ps(out->beta);
+    uint64_t ldc = out->ldc;
+    int rd       = out->beta != 0.0f;
+    if (out->dtype == AMPX_F32) {
+        float *restrict y = out->c;
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++)
+            for (int h = 0; h < 2; h++) {
+                float *p = y + i * ldc + 16 * h;
+                __m512 v = _mm512_mul_ps(alpha, c[i][h]);
+                if (rd) v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_loadu_ps(p)));
+                _mm512_storeu_ps(p, v);
+            }
+        return;
+    }
+    uint16_t *restrict y = out->c;
+    ampx_dtype dt        = out->dtype;
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++)
+        for (int h = 0; h < 2; h++) {
+            uint16_t *p = y + i * ldc + 16 * h;
+            __m512 v    = _mm512_mul_ps(alpha, c[i][h]);
+            if (rd) v = _mm512_add_ps(v, _mm512_mul_ps(beta, load16_f32(p, dt)));
+            store16_f32(p, v, dt);
+        }
+}
+
 AVX512_FN static void micro_12x32(uint64_t kc, const float *restrict a, const float *restrict b,
-                                  float *restrict acc, uint64_t ldacc, int first) {
+                                  float *restrict acc, uint64_t ldacc, int first,
+                                  const cpu_gemm_out *out) {
     __m512 c[MR][2];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; i++) {
@@ -67,11 +135,7 @@ AVX512_FN static void micro_12x32(uint64_t kc, const float *restrict a, const fl
         a += MR;
         b += NR;
     }
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; i++) {
-        _mm512_storeu_ps(acc + i * ldacc, c[i][0]);
-        _mm512_storeu_ps(acc + i * ldacc + 16, c[i][1]);
-    }
+    store_12x32(c, acc, ldacc, out);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -80,7 +144,7 @@ AVX512_FN static void micro_12x32(uint64_t kc, const float *restrict a, const fl
 
 AVX512BF16_FN static void micro_bf16_12x32(uint64_t kc, const uint32_t *restrict a,
                                            const uint32_t *restrict b, float *restrict acc,
-                                           uint64_t ldacc, int first) {
+                                           uint64_t ldacc, int first, const cpu_gemm_out *out) {
     __m512 c[MR][2];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; i++) {
@@ -103,26 +167,23 @@ AVX512BF16_FN static void micro_bf16_12x32(uint64_t kc, const uint32_t *restrict
         a += MR;
         b += NR;
     }
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; i++) {
-        _mm512_storeu_ps(acc + i * ldacc, c[i][0]);
-        _mm512_storeu_ps(acc + i * ldacc + 16, c[i][1]);
-    }
+    store_12x32(c, acc, ldacc, out);
 }
 
 /* C tiles of 16 x 8 slivers (192 x 256): the A block (192 x 256 f32, 192 KiB) stays in L2
  * while each 32 KiB B sliver sits in L1 across the 16 A slivers. */
 const cpu_kernels cpu_kernels_avx512 = {
-    .name       = "avx512",
-    .isa        = CPU_ISA_AVX512,
-    .gemm_tile  = NULL,
-    .mr         = MR,
-    .nr         = NR,
-    .mc         = 16 * MR,
-    .nc         = 8 * NR,
-    .gemm_micro = micro_12x32,
-    .load_f32   = cpu_load_f32_avx2,
-    .store_f32  = cpu_store_f32_avx2,
+    .name         = "avx512",
+    .isa          = CPU_ISA_AVX512,
+    .gemm_tile    = NULL,
+    .mr           = MR,
+    .nr           = NR,
+    .mc           = 16 * MR,
+    .nc           = 8 * NR,
+    .gemm_micro   = micro_12x32,
+    .micro_out_16 = 1,
+    .load_f32     = cpu_load_f32_avx2,
+    .store_f32    = cpu_store_f32_avx2,
 };
 
 const cpu_kernels cpu_kernels_avx512bf16 = {
@@ -135,6 +196,7 @@ const cpu_kernels cpu_kernels_avx512bf16 = {
     .nc              = 8 * NR,
     .gemm_micro      = micro_12x32,
     .gemm_micro_bf16 = micro_bf16_12x32,
+    .micro_out_16    = 1,
     .load_f32        = cpu_load_f32_avx2,
     .store_f32       = cpu_store_f32_avx2,
 };

@@ -81,6 +81,18 @@ typedef struct cpu_features {
     int amx_hw; /* AMX-TILE and AMX-BF16 with the tile state enabled (permission not asked) */
 } cpu_features;
 
+/* The micro-kernels' epilogue: c[i*ldc + j] = alpha * sum + beta * c[i*ldc + j] in f32 (two
+ * products and a sum, each rounded), then rounded once to C's dtype as dtype.h does: the bits
+ * of the driver's scalar epilogue. With beta 0, alpha * sum, and c is not read. c points at
+ * element (0, 0) of the block: float * for f32, uint16_t * for bf16 and f16 (only tables
+ * with micro_out_16 get those). */
+typedef struct cpu_gemm_out {
+    void *c;
+    uint64_t ldc;
+    float alpha, beta;
+    ampx_dtype dtype;
+} cpu_gemm_out;
+
 typedef struct cpu_kernels {
     const char *name; /* reported by device_info as "isa=<name>" */
     cpu_isa isa;
@@ -91,19 +103,21 @@ typedef struct cpu_kernels {
                       float *acc, uint64_t ldacc);
     /* Sliver micro-kernel (Goto/BLIS): acc (mr x nr, row stride ldacc) = (first ? 0 : acc)
      * + sum_p a[p*mr + i] * b[p*nr + j], p in order 0 .. kc-1, one fused multiply-add each.
-     * a is an mr-row sliver of op(A) packed k-major, b an nr-column sliver of op(B). mc x nc
-     * (multiples of mr and nr, nc <= GEMM_NC_MAX of gemm.c) is the largest C tile of one
-     * parallel item. */
+     * a is an mr-row sliver of op(A) packed k-major, b an nr-column sliver of op(B). With
+     * `out` (the last k block of a whole mr x nr block of an f32 C), the sum is not stored
+     * in acc but written to C as cpu_gemm_out says. mc x nc (multiples of mr and nr, nc <=
+     * GEMM_NC_MAX of gemm.c) is the largest C tile of one parallel item. */
     unsigned mr, nr, mc, nc;
+    int micro_out_16; /* the micro-kernels' epilogue also writes bf16 and f16 C */
     void (*gemm_micro)(uint64_t kc, const float *a, const float *b, float *acc, uint64_t ldacc,
-                       int first);
+                       int first, const struct cpu_gemm_out *out);
     /* bf16 pair micro-kernel (optional: NULL runs bf16 x bf16 through gemm_micro, widened).
      * Same contract as gemm_micro with both operands bf16, packed as k-pairs of raw bits:
      * a[q*mr + i] holds op(A)[i][2q] in its high half and op(A)[i][2q+1] in its low half,
      * b[q*nr + j] the same for op(B)[2q..2q+1][j], q < ceil(kc / 2); an odd kc pads a zero
      * low half. Sums in k order 0 .. kc-1, one fused multiply-add per product (avx512.c). */
     void (*gemm_micro_bf16)(uint64_t kc, const uint32_t *a, const uint32_t *b, float *acc,
-                            uint64_t ldacc, int first);
+                            uint64_t ldacc, int first, const struct cpu_gemm_out *out);
     /* dst[j] = src[j] widened exactly to f32 / src[j] rounded to nearest even, j < n, for a
      * bf16 or f16 src / dst (f32 is a copy). Bit-identical on every table. */
     void (*load_f32)(float *dst, const void *src, ampx_dtype dt, uint64_t n);

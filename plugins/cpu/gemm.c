@@ -12,6 +12,10 @@
 
 #include "cpu.h"
 
+#if CPU_HAVE_AVX2_TABLE
+#include <immintrin.h>
+#endif
+
 #define GEMM_MC 64
 #define GEMM_NC 256
 #define GEMM_KC 256
@@ -167,12 +171,16 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
 // bf16 bits instead, two consecutive k per 32-bit slot (k = 2q high, 2q+1 low; cpu.h): the
 // same offsets in 32-bit slots, each block filling the first half of its space. GEMM_KC is
 // even, so a pair never straddles two blocks; only the last pair of an odd k pads a zero.
-// Then each C tile (at most the table's mc x nc, smaller when that gives every thread work)
-// runs the whole k range, block after block, in a per-thread f32 accumulator. When C is one
-// row of tiles, op(B) is not packed up front: each tile packs its own B block of each k
-// block into its thread's workspace just before using it (no other tile reads it). Each
-// element's k products are summed in order 0 .. k-1 whatever the tiling, the thread count
-// or whether the batch was packed by one thread or by all.
+// Then each C tile (at most the table's mc x nc, the slivers shared out evenly, more tiles
+// when that gives every thread the same work) runs the whole k range, block after block, in
+// a per-thread f32 accumulator; on the last block the micro-kernels write whole blocks of C
+// themselves (alpha * acc + beta * C, rounded once) and only the tile's partial edge blocks
+// go through the accumulator. When C is one row of tiles, op(B) is not packed up front:
+// each tile packs its own B block of each k block into its thread's workspace just before
+// using it (no other tile reads it); one column of tiles does the same with op(A). A narrow
+// C (n far below nr) is computed transposed (gemm_narrow). Each element's k products are
+// summed in order 0 .. k-1 whatever the tiling, the thread count or whether the batch was
+// packed by one thread or by all. docs/CPU.md describes the design and its measurements.
 
 _Static_assert(GEMM_KC % 2 == 0, "bf16 pairs must not straddle k blocks");
 
@@ -182,7 +190,7 @@ typedef struct sliver_job {
     const void *A, *B;
     void *C;
     ampx_context *ctx;
-    uint64_t mc_max, nc_max; /* the C tile of one item */
+    uint64_t mc_max, nc_max; /* the largest C tile of one item (the accumulator's size) */
     uint64_t ldacc;          /* the accumulator's row stride (nc_max) */
     uint64_t mpad, npad;     /* m and n rounded up to mr and nr */
     uint64_t slv_a, slv_b;   /* slivers of op(A) and op(B) */
@@ -190,6 +198,9 @@ typedef struct sliver_job {
     uint64_t batch; /* the batch of a shared-pack launch */
     int pairs;      /* bf16 k-pair packs and gemm_micro_bf16 */
     int b_inner;    /* each tile packs its own B block per k block (one row of tiles) */
+    int a_inner;    /* each tile packs its own A block per k block (one column of tiles) */
+    int c_trans;    /* the product computed is C^T (narrow n: cpu_gemm swapped the operands) */
+    int c_fused;    /* the micro-kernels write whole blocks of C (f32, not transposed) */
     float *pa, *pb; /* shared packs (one batch), or NULL: per-thread */
 } sliver_job;
 
@@ -202,39 +213,148 @@ typedef struct sliver_job {
 /* The widest sliver of any table (the strip buffer's width). */
 #define GEMM_NR_MAX 32
 
-/* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs one sliver, index rows
- * r0 .. r0+w (the first `rows` real, the rest zero), of the k block [p0, p0+kc) into dst,
- * element [p*w + r]. */
-static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t p0,
-                        uint64_t kc, uint64_t r0, uint64_t rows, unsigned w, float *dst) {
-    float tmp[GEMM_KC];
-    for (uint64_t r = 0; r < w; r++) {
-        if (r < rows) {
-            cpu_load_f32(tmp, X, dt, base + (r0 + r) * ld + p0, kc);
-            for (uint64_t p = 0; p < kc; p++)
-                dst[p * w + r] = tmp[p];
-        } else {
-            for (uint64_t p = 0; p < kc; p++)
-                dst[p * w + r] = 0.0f;
-        }
-    }
-}
-
-/* Only the avx512bf16 table packs bf16 pairs, so the pair packers may use AVX2 (compiled
- * at -O3, they vectorise: the interleave is a zero-extend, a shift and an or). */
+/* The packers run for the sliver tables only (AVX2 and up), so they may use AVX2 (compiled
+ * at -O3, the scalar tails vectorise too). */
 #if CPU_HAVE_AVX2_TABLE
 #define GEMM_PAIRS_FN __attribute__((target("avx2,fma,f16c"), optimize("O3")))
 #else
 #define GEMM_PAIRS_FN
 #endif
 
+#if CPU_HAVE_AVX2_TABLE
+/* Eight elements of X from i, widened exactly to f32 (as dtype.h: bf16 is the top half, f16
+ * through vcvtph2ps with NaN lanes rebuilt so a signalling NaN keeps its payload). */
+GEMM_PAIRS_FN static inline __m256 gemm_ld8(const void *X, ampx_dtype dt, uint64_t i) {
+    if (dt == AMPX_F32) return _mm256_loadu_ps((const float *)X + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)X + i));
+    if (dt == AMPX_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    __m256 f   = _mm256_cvtph_ps(h);
+    __m256 nan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q); /* rare: rebuild those lanes */
+    if (!_mm256_testz_ps(nan, nan)) {
+        __m256i w    = _mm256_cvtepu16_epi32(h);
+        __m256i sign = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16);
+        __m256i mant = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x3ff)), 13);
+        __m256i bits = _mm256_or_si256(_mm256_or_si256(sign, mant), _mm256_set1_epi32(0x7f800000));
+        f            = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), nan);
+    }
+    return f;
+}
+
+/* Four elements of X from i, widened as gemm_ld8 does (the 12-wide slivers' tail). */
+GEMM_PAIRS_FN static inline __m128 gemm_ld4(const void *X, ampx_dtype dt, uint64_t i) {
+    if (dt == AMPX_F32) return _mm_loadu_ps((const float *)X + i);
+    __m128i h = _mm_loadl_epi64((const __m128i *)((const uint16_t *)X + i));
+    if (dt == AMPX_BF16) return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
+    __m128 f   = _mm_cvtph_ps(h);
+    __m128 nan = _mm_cmp_ps(f, f, _CMP_UNORD_Q);
+    if (!_mm_testz_ps(nan, nan)) {
+        __m128i w    = _mm_cvtepu16_epi32(h);
+        __m128i sign = _mm_slli_epi32(_mm_and_si128(w, _mm_set1_epi32(0x8000)), 16);
+        __m128i mant = _mm_slli_epi32(_mm_and_si128(w, _mm_set1_epi32(0x3ff)), 13);
+        __m128i bits = _mm_or_si128(_mm_or_si128(sign, mant), _mm_set1_epi32(0x7f800000));
+        f            = _mm_blendv_ps(f, _mm_castsi128_ps(bits), nan);
+    }
+    return f;
+}
+
+/* Four rows of eight 32-bit values -> eight columns of four, column t stored at d + t*w. */
+GEMM_PAIRS_FN static inline void gemm_t4x8(__m256 r0, __m256 r1, __m256 r2, __m256 r3, float *d,
+                                           unsigned w) {
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 k04 = _mm256_shuffle_ps(t0, t2, 0x44), k15 = _mm256_shuffle_ps(t0, t2, 0xee);
+    __m256 k26 = _mm256_shuffle_ps(t1, t3, 0x44), k37 = _mm256_shuffle_ps(t1, t3, 0xee);
+    _mm_storeu_ps(d + 0 * w, _mm256_castps256_ps128(k04));
+    _mm_storeu_ps(d + 1 * w, _mm256_castps256_ps128(k15));
+    _mm_storeu_ps(d + 2 * w, _mm256_castps256_ps128(k26));
+    _mm_storeu_ps(d + 3 * w, _mm256_castps256_ps128(k37));
+    _mm_storeu_ps(d + 4 * w, _mm256_extractf128_ps(k04, 1));
+    _mm_storeu_ps(d + 5 * w, _mm256_extractf128_ps(k15, 1));
+    _mm_storeu_ps(d + 6 * w, _mm256_extractf128_ps(k26, 1));
+    _mm_storeu_ps(d + 7 * w, _mm256_extractf128_ps(k37, 1));
+}
+#endif
+
+/* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs one sliver, index rows
+ * r0 .. r0+w (the first `rows` real, the rest zero), of the k block [p0, p0+kc) into dst,
+ * element [p*w + r]. Groups of four rows are read eight k at a time (widened on the way)
+ * and transposed in registers; the rows of w % 4 and the k tail go one element at a time. */
+GEMM_PAIRS_FN static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld,
+                                      uint64_t p0, uint64_t kc, uint64_t r0, uint64_t rows,
+                                      unsigned w, float *dst) {
+    unsigned r = 0;
+#if CPU_HAVE_AVX2_TABLE
+    uint64_t kc8 = kc - kc % 8;
+    for (; r + 4 <= w; r += 4) {
+        uint64_t src[4];
+        int real[4];
+        for (unsigned i = 0; i < 4; i++) {
+            real[i] = r + i < rows;
+            src[i]  = base + (r0 + r + i) * ld + p0;
+        }
+        const __m256 z = _mm256_setzero_ps();
+        if (real[3]) {
+            for (uint64_t p = 0; p < kc8; p += 8)
+                gemm_t4x8(gemm_ld8(X, dt, src[0] + p), gemm_ld8(X, dt, src[1] + p),
+                          gemm_ld8(X, dt, src[2] + p), gemm_ld8(X, dt, src[3] + p), dst + p * w + r,
+                          w);
+        } else {
+            for (uint64_t p = 0; p < kc8; p += 8)
+                gemm_t4x8(real[0] ? gemm_ld8(X, dt, src[0] + p) : z,
+                          real[1] ? gemm_ld8(X, dt, src[1] + p) : z,
+                          real[2] ? gemm_ld8(X, dt, src[2] + p) : z, z, dst + p * w + r, w);
+        }
+        for (uint64_t p = kc8; p < kc; p++)
+            for (unsigned i = 0; i < 4; i++)
+                dst[p * w + r + i] = real[i] ? cpu_ld(X, dt, src[i] + p) : 0.0f;
+    }
+#endif
+    for (; r < w; r++) {
+        uint64_t src = base + (r0 + r) * ld + p0;
+        for (uint64_t p = 0; p < kc; p++)
+            dst[p * w + r] = r < rows ? cpu_ld(X, dt, src + p) : 0.0f;
+    }
+}
+
 /* The bf16 pair form of pack_kmajor: slot [q*w + r] holds elements p0+2q (high half) and
- * p0+2q+1 (low half) of row r, raw bits. */
+ * p0+2q+1 (low half) of row r, raw bits. Read as 32-bit words, a pair is the little-endian
+ * word with its halves swapped (a rotate by 16), so groups of four rows take the same
+ * register transpose as f32. */
 GEMM_PAIRS_FN static void pack_kmajor_pairs(const uint16_t *X, uint64_t base, uint64_t ld,
                                             uint64_t p0, uint64_t kc, uint64_t r0, uint64_t rows,
                                             unsigned w, uint32_t *dst) {
     uint64_t q2 = kc / 2;
-    for (uint64_t r = 0; r < w; r++) {
+    unsigned r  = 0;
+#if CPU_HAVE_AVX2_TABLE
+    uint64_t q8 = q2 - q2 % 8;
+    for (; r + 4 <= w; r += 4) {
+        const uint16_t *src[4];
+        int real[4];
+        for (unsigned i = 0; i < 4; i++) {
+            real[i] = r + i < rows;
+            src[i]  = real[i] ? X + base + (r0 + r + i) * ld + p0 : X; /* X: not read */
+        }
+        __m256 v[4];
+        for (uint64_t q = 0; q < q8; q += 8) {
+            for (unsigned i = 0; i < 4; i++) {
+                v[i] = _mm256_setzero_ps();
+                if (!real[i]) continue;
+                __m256i x = _mm256_loadu_si256((const __m256i *)(src[i] + 2 * q));
+                x         = _mm256_or_si256(_mm256_slli_epi32(x, 16), _mm256_srli_epi32(x, 16));
+                v[i]      = _mm256_castsi256_ps(x);
+            }
+            gemm_t4x8(v[0], v[1], v[2], v[3], (float *)(dst + q * w + r), w);
+        }
+        for (unsigned i = 0; i < 4; i++) {
+            for (uint64_t q = q8; q < q2; q++)
+                dst[q * w + r + i] =
+                    real[i] ? (uint32_t)src[i][2 * q] << 16 | src[i][2 * q + 1] : 0u;
+            if (kc % 2) dst[q2 * w + r + i] = real[i] ? (uint32_t)src[i][kc - 1] << 16 : 0u;
+        }
+    }
+#endif
+    for (; r < w; r++) {
         if (r < rows) {
             const uint16_t *src = X + base + (r0 + r) * ld + p0;
             for (uint64_t q = 0; q < q2; q++)
@@ -251,11 +371,10 @@ GEMM_PAIRS_FN static void pack_kmajor_pairs(const uint16_t *X, uint64_t base, ui
  * GEMM_STRIP slivers from index i0 (the first len indices real) of the k block [p0, p0+kc)
  * into dst, sliver t at dst + t*w*kc, reading ns * w contiguous elements per k step; k is
  * the operand's depth (the prefetch stays inside it). */
-static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld, uint64_t k,
-                        uint64_t p0, uint64_t kc, uint64_t i0, uint64_t len, uint64_t ns,
-                        unsigned w, float *dst) {
+GEMM_PAIRS_FN static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld,
+                                      uint64_t k, uint64_t p0, uint64_t kc, uint64_t i0,
+                                      uint64_t len, uint64_t ns, unsigned w, float *dst) {
     size_t es = ampx_dtype_size(dt);
-    float tmp[GEMM_STRIP * GEMM_NR_MAX];
     for (uint64_t p = 0; p < kc; p++) {
         /* rows are ld apart: the hardware prefetcher does not follow, so ask for the row
          * GEMM_PREFETCH_ROWS ahead (only rows inside the operand) */
@@ -265,11 +384,22 @@ static void pack_imajor(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld
             for (uint64_t off = 0; off < len * es; off += 64)
                 __builtin_prefetch(ahead + off);
         }
-        cpu_load_f32(tmp, X, dt, base + (p0 + p) * ld + i0, len);
-        for (uint64_t i = len; i < ns * w; i++)
-            tmp[i] = 0.0f;
-        for (uint64_t t = 0; t < ns; t++)
-            memcpy(dst + t * w * kc + p * w, tmp + t * w, w * sizeof(float));
+        /* each sliver's w values of this k step, widened straight into the pack */
+        for (uint64_t t = 0; t < ns; t++) {
+            uint64_t c0 = t * w, cn = len > c0 ? (len - c0 < w ? len - c0 : w) : 0;
+            float *d     = dst + t * w * kc + p * w;
+            uint64_t src = base + (p0 + p) * ld + i0 + c0, i = 0;
+#if CPU_HAVE_AVX2_TABLE
+            for (; i + 8 <= cn; i += 8)
+                _mm256_storeu_ps(d + i, gemm_ld8(X, dt, src + i));
+            for (; i + 4 <= cn; i += 4)
+                _mm_storeu_ps(d + i, gemm_ld4(X, dt, src + i));
+#endif
+            for (; i < cn; i++)
+                d[i] = cpu_ld(X, dt, src + i);
+            for (; i < w; i++)
+                d[i] = 0.0f;
+        }
     }
 }
 
@@ -373,48 +503,27 @@ static void pack_item(const sliver_job *j, int is_b, uint64_t b, uint64_t it, fl
     }
 }
 
-/* One tile of C in batch b from the packs: the whole k range, then C = alpha*acc + beta*C. */
-static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const float *pa,
-                        const float *pb, float *acc) {
-    pack_src ob   = pack_src_of(j, 1, b);
-    float *pb_own = acc + j->mc_max * j->ldacc; /* b_inner: kc x nc, after the accumulator */
+/* C = alpha * acc + beta * C in f32, one rounding to C's dtype, for rows [r0, r1) and
+ * columns [c0, c1) of the tile at (i0, j0); with c_trans the product is C^T: its element
+ * (r, c) is C's element (c, r). */
+static void tile_epilogue(const sliver_job *j, uint64_t b, uint64_t i0, uint64_t j0, float *acc,
+                          uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1) {
     const ampx_gemm_args *g = &j->a;
-    unsigned mr = j->kern->mr, nr = j->kern->nr;
-    uint64_t ldacc = j->ldacc;
-    uint64_t i0    = (tile / j->tiles_n) * j->mc_max;
-    uint64_t j0    = (tile % j->tiles_n) * j->nc_max;
-    uint64_t mc    = g->m - i0 < j->mc_max ? g->m - i0 : j->mc_max;
-    uint64_t nc    = g->n - j0 < j->nc_max ? g->n - j0 : j->nc_max;
-    uint64_t sm = cpu_div_up(mc, mr), sn = cpu_div_up(nc, nr);
-    if (g->k == 0) memset(acc, 0, sizeof(float) * j->mc_max * ldacc);
-    for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
-        uint64_t kc     = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
-        const float *ab = pa + p0 * j->mpad + (i0 / mr) * mr * kc;
-        const float *bb;
-        if (j->b_inner) { /* pack this tile's B block now: it is used by this tile alone */
-            pack_slivers(j, &ob, p0, kc, j0 / nr, sn, pb_own);
-            bb = pb_own;
-        } else {
-            bb = pb + p0 * j->npad + (j0 / nr) * nr * kc;
-        }
-        if (j->pairs) {
-            for (uint64_t t = 0; t < sn; t++)
-                for (uint64_t s = 0; s < sm; s++)
-                    j->kern->gemm_micro_bf16(kc, (const uint32_t *)(ab + s * mr * kc),
-                                             (const uint32_t *)(bb + t * nr * kc),
-                                             acc + s * mr * ldacc + t * nr, ldacc, p0 == 0);
-        } else {
-            for (uint64_t t = 0; t < sn; t++)
-                for (uint64_t s = 0; s < sm; s++)
-                    j->kern->gemm_micro(kc, ab + s * mr * kc, bb + t * nr * kc,
-                                        acc + s * mr * ldacc + t * nr, ldacc, p0 == 0);
-        }
-    }
+    uint64_t cbase = b * g->stride_c, nc = c1 - c0;
     float crow[GEMM_NC_MAX];
-    uint64_t cbase = b * g->stride_c;
-    for (uint64_t i = 0; i < mc; i++) {
-        float *r     = acc + i * ldacc;
-        uint64_t off = cbase + (i0 + i) * g->ldc + j0;
+    if (c0 >= c1) return;
+    for (uint64_t i = r0; i < r1; i++) {
+        float *r = acc + i * j->ldacc + c0;
+        if (j->c_trans) {
+            for (uint64_t jj = 0; jj < nc; jj++) {
+                uint64_t off = cbase + (j0 + c0 + jj) * g->ldc + i0 + i;
+                float v      = g->alpha * r[jj];
+                if (g->beta != 0.0f) v = v + g->beta * cpu_ld(j->C, g->c.dtype, off);
+                cpu_st(j->C, g->c.dtype, off, v);
+            }
+            continue;
+        }
+        uint64_t off = cbase + (i0 + i) * g->ldc + j0 + c0;
         if (g->beta != 0.0f) {
             cpu_load_f32(crow, j->C, g->c.dtype, off, nc);
             for (uint64_t jj = 0; jj < nc; jj++)
@@ -427,11 +536,69 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
     }
 }
 
+/* One tile of C in batch b from the packs: the whole k range, then C = alpha*acc + beta*C.
+ * With c_fused, the last k block of every whole mr x nr block writes C itself (the same
+ * operations as tile_epilogue); only the partial blocks at the tile's edges go through acc. */
+static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const float *pa,
+                        const float *pb, float *acc) {
+    pack_src ob = pack_src_of(j, 1, b), oa = pack_src_of(j, 0, b);
+    /* b_inner / a_inner: the tile's own kc x nc or mc x kc block, after the accumulator */
+    float *p_own            = acc + j->mc_max * j->ldacc;
+    const ampx_gemm_args *g = &j->a;
+    unsigned mr = j->kern->mr, nr = j->kern->nr;
+    uint64_t ldacc = j->ldacc;
+    /* tile (tm, tn) covers slivers [tm * slv_a / tiles_m, (tm + 1) * slv_a / tiles_m) of
+     * op(A), likewise for op(B): tiles differ by one sliver at most */
+    uint64_t tm = tile / j->tiles_n, tn = tile % j->tiles_n;
+    uint64_t sa0 = tm * j->slv_a / j->tiles_m, sa1 = (tm + 1) * j->slv_a / j->tiles_m;
+    uint64_t sb0 = tn * j->slv_b / j->tiles_n, sb1 = (tn + 1) * j->slv_b / j->tiles_n;
+    uint64_t i0 = sa0 * mr, j0 = sb0 * nr;
+    uint64_t mc = (sa1 * mr < g->m ? sa1 * mr : g->m) - i0;
+    uint64_t nc = (sb1 * nr < g->n ? sb1 * nr : g->n) - j0;
+    uint64_t sm = sa1 - sa0, sn = sb1 - sb0;
+    /* whole slivers of the tile: rows [0, fm) and columns [0, fn) */
+    uint64_t fm = j->c_fused && g->k > 0 ? mc / mr : 0, fn = j->c_fused && g->k > 0 ? nc / nr : 0;
+    uint64_t c00 = b * g->stride_c + i0 * g->ldc + j0; /* C's element of the tile's (0, 0) */
+    if (g->k == 0) memset(acc, 0, sizeof(float) * j->mc_max * ldacc);
+    for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
+        uint64_t kc     = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
+        int last        = p0 + kc == g->k;
+        const float *ab = p_own, *bb = p_own;
+        /* b_inner / a_inner: pack this tile's block now, it is used by this tile alone */
+        if (j->b_inner)
+            pack_slivers(j, &ob, p0, kc, sb0, sn, p_own);
+        else
+            bb = pb + p0 * j->npad + sb0 * nr * kc;
+        if (j->a_inner)
+            pack_slivers(j, &oa, p0, kc, sa0, sm, p_own);
+        else
+            ab = pa + p0 * j->mpad + sa0 * mr * kc;
+        for (uint64_t t = 0; t < sn; t++)
+            for (uint64_t s = 0; s < sm; s++) {
+                uint64_t e     = c00 + s * mr * g->ldc + t * nr;
+                cpu_gemm_out o = {(char *)j->C + e * ampx_dtype_size(g->c.dtype), g->ldc, g->alpha,
+                                  g->beta, g->c.dtype};
+                const cpu_gemm_out *out = last && s < fm && t < fn ? &o : NULL;
+                float *acc_st           = acc + s * mr * ldacc + t * nr;
+                if (j->pairs)
+                    j->kern->gemm_micro_bf16(kc, (const uint32_t *)(ab + s * mr * kc),
+                                             (const uint32_t *)(bb + t * nr * kc), acc_st, ldacc,
+                                             p0 == 0, out);
+                else
+                    j->kern->gemm_micro(kc, ab + s * mr * kc, bb + t * nr * kc, acc_st, ldacc,
+                                        p0 == 0, out);
+            }
+    }
+    /* the blocks that went through acc: all of them, or the partial ones at the edges */
+    tile_epilogue(j, b, i0, j0, acc, 0, fm * mr, fn * nr, nc);
+    tile_epilogue(j, b, i0, j0, acc, fm * mr, mc, 0, nc);
+}
+
 /* Shared packs, one batch: item < slv_a packs an A sliver, the rest B slivers. */
 static void sliver_pack_task(void *arg, uint64_t item, unsigned tid) {
     const sliver_job *j = arg;
     (void)tid;
-    uint64_t na = pack_items(j->slv_a, (int)j->a.trans_a);
+    uint64_t na = j->a_inner ? 0 : pack_items(j->slv_a, (int)j->a.trans_a);
     if (item < na)
         pack_item(j, 0, j->batch, item, j->pa);
     else
@@ -460,50 +627,98 @@ static void sliver_batch_task(void *arg, uint64_t b, unsigned tid) {
 /* A batch whose packs fit in this many floats is packed by the thread that computes it. */
 #define GEMM_PRIVATE_PACK_MAX (256u * 1024u)
 
-/* The C tile: the table's mc x nc, halved (in whole slivers: n while its tile is at least as
- * wide as the m tile is tall, else m) until a launch of `launches` products gives every
- * thread the same number of tiles (at least two), or eight each, or the tile is one sliver.
- * Only the cut of C changes; each element is computed the same way. */
+/* How far (in halves) a tile may grow past the table's mc to keep C one row of tiles. */
+#ifndef GEMM_ONE_ROW_STRETCH
+#define GEMM_ONE_ROW_STRETCH 3
+#endif
+
+/* The C tiles: as few as the table's mc x nc allow, then more (one more row or column of
+ * tiles at a time, across the longer side of a tile) until a launch of `launches` products
+ * gives every thread the same number of tiles (at least two), or sixteen each, or the tiles
+ * are one sliver. The slivers are shared out evenly (sliver_tile), so tiles differ by one
+ * sliver at most and equal counts are equal work. Only the cut of C changes; each element
+ * is computed the same way. */
 static void sliver_tiles(sliver_job *j, unsigned threads, uint64_t launches) {
-    const ampx_gemm_args *g = &j->a;
     unsigned mr = j->kern->mr, nr = j->kern->nr;
-    j->mc_max = j->kern->mc;
-    j->nc_max = j->kern->nc;
+    /* Up to 1.5 times the table's mc stays one row of tiles (256 rows on AVX-512: the MLP
+     * shapes), whose B blocks are packed by the tile that uses them (gemm_sliver). */
+    uint64_t sm_max = j->kern->mc / mr;
+    if (j->slv_a <= sm_max * GEMM_ONE_ROW_STRETCH / 2) sm_max = j->slv_a;
+    j->tiles_m = cpu_div_up(j->slv_a, sm_max);
+    j->tiles_n = cpu_div_up(j->slv_b, j->kern->nc / nr);
     for (;;) {
-        j->tiles_m = cpu_div_up(g->m, j->mc_max);
-        j->tiles_n = cpu_div_up(g->n, j->nc_max);
         uint64_t t = j->tiles_m * j->tiles_n * launches;
-        if (threads < 2 || (t >= 2u * threads && t % threads == 0) || t >= 8u * threads) break;
-        int can_n = j->nc_max > nr && g->n > nr, can_m = j->mc_max > mr && g->m > mr;
-        if (can_n && (!can_m || j->nc_max >= j->mc_max))
-            j->nc_max = cpu_div_up(j->nc_max / 2, nr) * nr;
+        if (threads < 2 || (t >= 2u * threads && t % threads == 0) || t >= 16u * threads) break;
+        uint64_t h = cpu_div_up(j->slv_a, j->tiles_m) * mr,
+                 w = cpu_div_up(j->slv_b, j->tiles_n) * nr;
+        int can_n = j->tiles_n < j->slv_b, can_m = j->tiles_m < j->slv_a;
+        if (can_n && (!can_m || w >= h))
+            j->tiles_n++;
         else if (can_m)
-            j->mc_max = cpu_div_up(j->mc_max / 2, mr) * mr;
+            j->tiles_m++;
         else
             break;
     }
+    j->mc_max = cpu_div_up(j->slv_a, j->tiles_m) * mr;
+    j->nc_max = cpu_div_up(j->slv_b, j->tiles_n) * nr;
+}
+
+/* The micro-kernels write C themselves when the last k block is at least this deep. Below,
+ * the kernel is all stores, and scattered 12-row stores to a C whose rows are 4 KiB apart
+ * (n = 1024 f32) alias in L1 and in the store buffer: 256x1024x4 took 70 us that way on one
+ * thread and 39 us through the accumulator and whole-row stores; from k = 16 the fused
+ * stores win (51 us against 70). */
+#define GEMM_FUSE_MIN_KC 16
+
+/* The share of a tile's rows (or columns) that are real when count of them are cut in
+ * slivers of w. */
+static double sliver_fill(uint64_t count, unsigned w) {
+    return (double)count / (double)(cpu_div_up(count, w) * w);
+}
+
+/* Narrow C (n far below nr, m not): the 12 x 32 (or 6 x 16) block would be mostly padding
+ * across n, so the driver computes C^T = op(B)^T op(A)^T instead, n across the mr rows of a
+ * sliver and m across its nr columns, and writes the tile back transposed. Each element
+ * still sums its k products in order with one fused multiply-add each: the same bits. */
+static int gemm_narrow(const cpu_kernels *kern, uint64_t m, uint64_t n) {
+    double fill      = sliver_fill(m, kern->mr) * sliver_fill(n, kern->nr);
+    double fill_swap = sliver_fill(n, kern->mr) * sliver_fill(m, kern->nr);
+    return fill_swap > 1.5 * fill;
 }
 
 static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const void *A,
                                const void *B, void *C, uint64_t macs, int c_overlap) {
     sliver_job j;
     memset(&j, 0, sizeof j);
-    j.a     = *g;
-    j.kern  = ctx->kern;
-    j.A     = A;
-    j.B     = B;
-    j.C     = C;
-    j.ctx   = ctx;
+    j.a    = *g;
+    j.kern = ctx->kern;
+    j.A    = A;
+    j.B    = B;
+    j.C    = C;
+    j.ctx  = ctx;
+    if (gemm_narrow(j.kern, g->m, g->n)) { /* compute C^T = op(B)^T op(A)^T */
+        ampx_gemm_args *s = &j.a;
+        s->m = g->n, s->n = g->m;
+        s->trans_a = !g->trans_b, s->trans_b = !g->trans_a;
+        s->lda = g->ldb, s->ldb = g->lda;
+        s->stride_a = g->stride_b, s->stride_b = g->stride_a;
+        s->a = g->b, s->b = g->a;
+        j.A = B, j.B = A;
+        j.c_trans = 1;
+    }
+    g                = &j.a;
+    uint64_t kc_last = g->k % GEMM_KC ? g->k % GEMM_KC : GEMM_KC;
+    j.c_fused        = !j.c_trans && kc_last >= GEMM_FUSE_MIN_KC &&
+                (g->c.dtype == AMPX_F32 || j.kern->micro_out_16);
     j.pairs = j.kern->gemm_micro_bf16 && g->a.dtype == AMPX_BF16 && g->b.dtype == AMPX_BF16;
     j.mpad  = cpu_div_up(g->m, j.kern->mr) * j.kern->mr;
     j.npad  = cpu_div_up(g->n, j.kern->nr) * j.kern->nr;
     j.slv_a = j.mpad / j.kern->mr;
     j.slv_b = j.npad / j.kern->nr;
-    j.ldacc = j.kern->nc;
     if (j.kern->nc > GEMM_NC_MAX || j.kern->nr > GEMM_NR_MAX) /* wider than the row buffers */
         return cpu_fail(ctx, AMPX_ERR_INTERNAL, "gemm: %s tile width %u > %d", j.kern->name,
                         j.kern->nc, GEMM_NC_MAX);
-    uint64_t acc_floats = (uint64_t)j.kern->mc * j.kern->nc, pack_floats, pack_bytes;
+    uint64_t pack_floats, pack_bytes;
     if (cpu_mul_u64(j.mpad + j.npad, g->k, &pack_floats) ||
         cpu_mul_u64(pack_floats, sizeof(float), &pack_bytes) || pack_bytes > SIZE_MAX / 2)
         return cpu_fail(ctx, AMPX_ERR_NO_MEMORY, "gemm: packed operands too large");
@@ -513,23 +728,29 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
 
     if (g->batch > 1 && !c_overlap && pack_floats <= GEMM_PRIVATE_PACK_MAX) {
         sliver_tiles(&j, threads, g->batch);
-        CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (acc_floats + pack_floats)));
+        j.ldacc = j.nc_max;
+        CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm",
+                                      sizeof(float) * (j.mc_max * j.nc_max + pack_floats)));
         cpu_run(ctx, work, g->batch, sliver_batch_task, &j);
         return AMPX_OK;
     }
     sliver_tiles(&j, threads, 1);
+    j.ldacc = j.nc_max;
     /* One row of C tiles: each B block is used by one tile, so that tile packs it into its
      * own workspace just before using it (no pass over all of op(B) first, no round trip
-     * of the packed B through memory). Several rows share the packed B instead. */
+     * of the packed B through memory). One column of tiles: the same for the A blocks.
+     * Otherwise the tiles share packs of both, made in a pass before. */
     j.b_inner           = j.tiles_m == 1;
-    uint64_t own_floats = j.b_inner ? (uint64_t)j.kern->nc * GEMM_KC : 0;
-    CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (acc_floats + own_floats)));
-    uint64_t shared_floats = j.b_inner ? j.mpad * g->k : pack_floats;
+    j.a_inner           = !j.b_inner && j.tiles_n == 1;
+    uint64_t own_floats = j.b_inner ? j.nc_max * GEMM_KC : j.a_inner ? j.mc_max * GEMM_KC : 0;
+    CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (j.mc_max * j.nc_max + own_floats)));
+    uint64_t shared_floats = j.b_inner ? j.mpad * g->k : j.a_inner ? j.npad * g->k : pack_floats;
     float *packs = cpu_reserve_shared_ws(ctx, "gemm", sizeof(float) * (size_t)shared_floats);
     if (!packs) return AMPX_ERR_NO_MEMORY;
-    j.pa           = packs;
-    j.pb           = j.b_inner ? NULL : packs + j.mpad * g->k;
-    uint64_t items = pack_items(j.slv_a, g->trans_a);
+    j.pa           = j.a_inner ? NULL : packs;
+    j.pb           = j.b_inner ? NULL : j.a_inner ? packs : packs + j.mpad * g->k;
+    uint64_t items = 0;
+    if (!j.a_inner) items += pack_items(j.slv_a, g->trans_a);
     if (!j.b_inner) items += pack_items(j.slv_b, !g->trans_b);
     for (uint64_t b = 0; b < g->batch; b++) {
         j.batch = b;

@@ -293,7 +293,9 @@ typedef struct gemm_case {
     uint32_t ta, tb;
     ampx_dtype dt;
     float beta;
-    int subnormal; /* A: 1 every 5th element a subnormal (+-2^-130), 2 those 0, 3 all subnormal */
+    int subnormal;   /* A: 1 every 5th element a subnormal (+-2^-130), 2 those 0, 3 all
+                      * subnormal; 4: every 7th element of C NaN, +-inf or near the largest */
+    uint64_t n_used; /* when not 0: the product of the first n_used columns of B and C only */
 } gemm_case;
 
 /* Runs the case on a fresh context and returns C's bytes (malloc'd). */
@@ -312,7 +314,12 @@ static unsigned char *gemm_run(const char *isa_opt, const char *threads_opt, con
         for (uint64_t i = 0; i < counts[t]; i++) {
             s += 0x9e3779b97f4a7c15ull;
             tmp[i] = (float)((double)(ampx_hash32(s, i) >> 8) / 8388608.0 - 1.0);
-            if (t == 0 && c->subnormal && (i % 5 == 0 || c->subnormal == 3))
+            if (t == 2 && c->subnormal == 4 && i % 7 == 0) /* C: NaN, inf, near the top */
+                tmp[i] = i % 3 == 0 ? NAN
+                         : i % 3 == 1
+                             ? (i % 2 ? INFINITY : -INFINITY)
+                             : (c->dt == AMPX_F16 ? 65504.0f : 3.389e38f) * (i % 2 ? 1.0f : -1.0f);
+            if (t == 0 && c->subnormal && c->subnormal != 4 && (i % 5 == 0 || c->subnormal == 3))
                 tmp[i] = c->subnormal == 2 ? 0.0f : tmp[i] < 0 ? -0x1p-130f : 0x1p-130f;
         }
         cast_on(&d, AMPX_F32, tmp, c->dt, raw, counts[t]);
@@ -322,7 +329,7 @@ static unsigned char *gemm_run(const char *isa_opt, const char *threads_opt, con
                         .trans_a  = c->ta,
                         .trans_b  = c->tb,
                         .m        = c->m,
-                        .n        = c->n,
+                        .n        = c->n_used ? c->n_used : c->n,
                         .k        = c->k,
                         .batch    = c->batch,
                         .lda      = c->ta ? c->m : c->k,
@@ -350,11 +357,12 @@ static unsigned char *gemm_run(const char *isa_opt, const char *threads_opt, con
 
 static void check_thread_invariance(const char *isa_opt) {
     static const gemm_case cases[] = {
-        {300, 260, 270, 1, 0, 0, AMPX_F32, 0.0f, 0},  /* several tiles, two k blocks */
-        {129, 300, 257, 2, 1, 1, AMPX_BF16, 0.5f, 0}, /* shared packs per batch, transposed */
-        {37, 29, 41, 7, 0, 1, AMPX_F16, -1.25f, 0},   /* many small batches: per-thread packs */
-        {5, 1000, 600, 1, 1, 0, AMPX_F32, 1.0f, 0},   /* short and wide */
-        {40, 2000, 300, 2, 0, 1, AMPX_BF16, 0.5f, 0}, /* one row of tiles: B packed per tile */
+        {300, 260, 270, 1, 0, 0, AMPX_F32, 0.0f, 0, 0},  /* several tiles, two k blocks */
+        {129, 300, 257, 2, 1, 1, AMPX_BF16, 0.5f, 0, 0}, /* shared packs per batch, transposed */
+        {37, 29, 41, 7, 0, 1, AMPX_F16, -1.25f, 0, 0},   /* many small batches: per-thread packs */
+        {5, 1000, 600, 1, 1, 0, AMPX_F32, 1.0f, 0, 0},   /* short and wide */
+        {40, 2000, 300, 2, 0, 1, AMPX_BF16, 0.5f, 0, 0}, /* one row of tiles: B packed per tile */
+        {700, 100, 300, 1, 1, 0, AMPX_F16, 0.5f, 0, 0}, /* one column of tiles: A packed per tile */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t b1, b2, b3, b4;
@@ -407,17 +415,62 @@ static int same_c(const char *isa1, const gemm_case *c1, const char *isa2, const
 /* Cases that reach both pack forms of each operand, odd k, several k blocks and tiles, and
  * a C tile cut smaller than the table's for the second thread. */
 static const gemm_case path_cases[] = {
-    {300, 260, 270, 1, 0, 0, AMPX_BF16, 0.0f, 0},
-    {129, 300, 257, 2, 1, 1, AMPX_BF16, 0.5f, 0},
-    {37, 29, 41, 7, 0, 1, AMPX_BF16, -1.25f, 0},
-    {5, 1000, 601, 1, 1, 0, AMPX_BF16, 1.0f, 0},
-    {64, 128, 128, 3, 0, 0, AMPX_BF16, 0.0f, 0},
-    {300, 260, 270, 1, 1, 0, AMPX_F32, 0.0f, 0},
-    {129, 300, 257, 2, 0, 1, AMPX_F16, 0.5f, 0},
-    /* one row of C tiles: every tile packs its own B blocks (batched: per batch) */
-    {100, 700, 333, 1, 0, 1, AMPX_BF16, 0.0f, 0},
-    {40, 2000, 300, 2, 1, 0, AMPX_BF16, 0.5f, 0},
+    {300, 260, 270, 1, 0, 0, AMPX_BF16, 0.0f, 0, 0},
+    {129, 300, 257, 2, 1, 1, AMPX_BF16, 0.5f, 0, 0},
+    {37, 29, 41, 7, 0, 1, AMPX_BF16, -1.25f, 0, 0},
+    {5, 1000, 601, 1, 1, 0, AMPX_BF16, 1.0f, 0, 0},
+    {64, 128, 128, 3, 0, 0, AMPX_BF16, 0.0f, 0, 0},
+    {300, 260, 270, 1, 1, 0, AMPX_F32, 0.0f, 0, 0},
+    {129, 300, 257, 2, 0, 1, AMPX_F16, 0.5f, 0, 0},
+    /* one row of C tiles: every tile packs its own B blocks (batched: per batch); 250 rows
+     * are one row on AVX-512 (up to 1.5 mc), not on avx2 */
+    {250, 300, 270, 1, 0, 1, AMPX_F16, 0.5f, 0, 0},
+    {100, 700, 333, 1, 0, 1, AMPX_BF16, 0.0f, 0, 0},
+    {40, 2000, 300, 2, 1, 0, AMPX_BF16, 0.5f, 0, 0},
+    /* C holding NaN, inf and values that round to inf, read with beta (the micro-kernels'
+     * own rounding to bf16 and f16) */
+    {150, 100, 70, 1, 0, 0, AMPX_BF16, 1.0f, 4, 0},
+    {150, 100, 70, 1, 1, 1, AMPX_F16, 1.0f, 4, 0},
+    /* one column of C tiles: every tile packs its own A blocks */
+    {700, 100, 300, 1, 0, 1, AMPX_BF16, 0.0f, 0, 0},
+    {2100, 128, 129, 1, 1, 1, AMPX_F32, -0.5f, 0, 0},
 };
+
+/* Bits alone cannot catch a packing or tiling mistake that every sliver path shares, so
+ * each path's f32 C is compared with the portable path's (an independent driver: whole
+ * panels, multiply then add) within rounding: |diff| <= 1e-4 (|c| + 1) for k <= 2100
+ * terms in [-1, 1] (the FMA and the multiply-add orders differ by about k 2^-24 |terms|),
+ * where one wrong sliver or block gives errors of order 1. */
+static void check_against_portable(const char *isa_opt) {
+    for (size_t i = 0; i < sizeof path_cases / sizeof path_cases[0]; i++) {
+        gemm_case c = path_cases[i];
+        c.dt        = AMPX_F32;
+        uint64_t b1, b2, bad = 0;
+        float *r1    = (float *)gemm_run("isa=portable", NULL, &c, &b1);
+        float *r2    = (float *)gemm_run(isa_opt, NULL, &c, &b2);
+        double worst = 0.0;
+        for (uint64_t e = 0; e < b1 / sizeof(float); e++) {
+            if (r1[e] == r2[e] || (isnan(r1[e]) && isnan(r2[e]))) continue; /* inf, NaN */
+            double d = fabs((double)r1[e] - (double)r2[e]) / (fabs((double)r1[e]) + 1.0);
+            if (d > worst) worst = d;
+            bad += !(d <= 1e-4);
+        }
+        cr_expect_eq(bad, 0u, "%s case %zu: %llu entries off the portable path (worst %g)", isa_opt,
+                     i, (unsigned long long)bad, worst);
+        free(r1);
+        free(r2);
+    }
+}
+
+Test(gemm, avx2_matches_portable, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_against_portable("isa=avx2");
+}
+
+Test(gemm, avx512_matches_portable, .timeout = 120) {
+    NEED_PATH("avx512");
+    check_against_portable("isa=avx512");
+}
 
 /* The AVX2 and AVX-512 f32 kernels both sum each element's products in k order with one
  * fused multiply-add each: the same bits, whatever the tile shapes. */
@@ -445,7 +498,7 @@ Test(gemm, avx512bf16_same_bits_as_avx512, .timeout = 120) {
 Test(gemm, avx512bf16_subnormal_inputs_count_as_zero, .timeout = 120) {
     NEED_PATH("avx512bf16");
     for (uint32_t t = 0; t < 2; t++) {
-        gemm_case sub  = {67, 45, 99, 1, t, t, AMPX_BF16, 0.0f, 1};
+        gemm_case sub  = {67, 45, 99, 1, t, t, AMPX_BF16, 0.0f, 1, 0};
         gemm_case zero = sub, all = sub;
         zero.subnormal = 2;
         all.subnormal  = 3;
@@ -464,6 +517,62 @@ Test(gemm, avx512bf16_subnormal_inputs_count_as_zero, .timeout = 120) {
         free(r1);
         free(r2);
     }
+}
+
+/* A narrow C (n = 1 .. 8, far below the sliver width) is computed as C^T = op(B)^T op(A)^T
+ * and written back transposed. Each element still sums its k products in order with one
+ * rounding each, so the narrow product's columns have the bits of the same columns of a
+ * wide product (n = 64, not swapped) over the same buffers: the narrow run sees B and C
+ * through ldb and ldc of the wide one. Every transpose, dtype, beta, one and several k
+ * blocks, k below the fused-store depth, batches. */
+static void check_narrow(const char *isa_opt) {
+    static const struct {
+        uint64_t m, k, batch, n_used;
+        float beta;
+    } shapes[] = {
+        {200, 300, 1, 4, 0.0f}, {257, 600, 1, 3, 0.5f}, {100, 4, 1, 4, 0.0f},
+        {130, 77, 3, 1, -1.0f}, {37, 41, 5, 8, 0.5f},
+    };
+    static const ampx_dtype dts[] = {AMPX_F32, AMPX_BF16, AMPX_F16};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (uint32_t t = 0; t < 4; t++)
+            for (size_t d = 0; d < 3; d++) {
+                gemm_case wide   = {shapes[i].m, 64,     shapes[i].k, shapes[i].batch,
+                                    t & 1,       t >> 1, dts[d],      shapes[i].beta,
+                                    0,           0};
+                gemm_case narrow = wide;
+                narrow.n_used    = shapes[i].n_used;
+                uint64_t bw, bn;
+                unsigned char *rw = gemm_run(isa_opt, NULL, &wide, &bw);
+                unsigned char *rn = gemm_run(isa_opt, NULL, &narrow, &bn);
+                size_t es         = ampx_dtype_size(dts[d]);
+                uint64_t bad      = 0;
+                for (uint64_t r = 0; r < wide.m * wide.batch; r++)
+                    bad += memcmp(rw + r * 64 * es, rn + r * 64 * es, narrow.n_used * es) != 0;
+                cr_expect_eq(bad, 0u, "%s shape %zu trans %u dtype %zu: %llu rows differ", isa_opt,
+                             i, t, d, (unsigned long long)bad);
+                free(rw);
+                free(rn);
+            }
+}
+
+Test(gemm, portable_narrow_same_bits_as_wide, .timeout = 120) {
+    check_narrow("isa=portable");
+}
+
+Test(gemm, avx2_narrow_same_bits_as_wide, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_narrow("isa=avx2");
+}
+
+Test(gemm, avx512_narrow_same_bits_as_wide, .timeout = 120) {
+    NEED_PATH("avx512");
+    check_narrow("isa=avx512");
+}
+
+Test(gemm, avx512bf16_narrow_same_bits_as_wide, .timeout = 120) {
+    NEED_PATH("avx512bf16");
+    check_narrow("isa=avx512bf16");
 }
 
 // ---------------------------------------------------------------------------------------
