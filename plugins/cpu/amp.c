@@ -154,6 +154,24 @@ static uint64_t span_portable(const float *x, float *y, uint64_t n, float inv, f
     return n16;
 }
 
+/* One value as read into the statistics of p (the scalar tails of the spans). */
+CPU_INLINE void part_add(amp_part *p, float v, float tiny) {
+    if (!isfinite(v)) {
+        p->nonfinite++;
+        p->nan += isnan(v) != 0;
+        return;
+    }
+    float av = fabsf(v);
+    p->finite++;
+    p->sum += v;
+    p->sumsq += (double)v * (double)v;
+    if (av > p->max_abs) p->max_abs = av;
+    if (v == 0.0f)
+        p->zeros++;
+    else if (av < tiny)
+        p->tiny++;
+}
+
 #if CPU_HAVE_AVX2_TABLE
 /* Elements k0 .. n - 1 of the span (its last n % 16) one by one, as span() does after the
  * lanes: statistics of the value as read, then the unscale (rounded to dt and re-read), the
@@ -164,22 +182,7 @@ static void span_tail(void *g, ampx_dtype dt, uint64_t i0, uint64_t k0, uint64_t
     const int chk = (what & CPU_AMP_CHECK) != 0, sq = (what & CPU_AMP_SQ) != 0;
     for (uint64_t k = k0; k < n; k++) {
         float v = cpu_ld(g, dt, i0 + k);
-        if (stats) {
-            if (!isfinite(v)) {
-                p->nonfinite++;
-                p->nan += isnan(v) != 0;
-            } else {
-                float av = fabsf(v);
-                p->finite++;
-                p->sum += v;
-                p->sumsq += (double)v * (double)v;
-                if (av > p->max_abs) p->max_abs = av;
-                if (v == 0.0f)
-                    p->zeros++;
-                else if (av < tiny)
-                    p->tiny++;
-            }
-        }
+        if (stats) part_add(p, v, tiny);
         float r = v;
         if (mul) {
             cpu_st(g, dt, i0 + k, v * inv);
@@ -497,22 +500,7 @@ static void span(const float *x, float *y, uint64_t n, float inv, float tiny, un
     uint64_t k = span_portable(x, y, n, inv, tiny, what, p);
     for (; k < n; k++) {
         float v = x[k];
-        if (what & CPU_AMP_STATS) {
-            if (!isfinite(v)) {
-                p->nonfinite++;
-                p->nan += isnan(v) != 0;
-            } else {
-                float av = fabsf(v);
-                p->finite++;
-                p->sum += v;
-                p->sumsq += (double)v * (double)v;
-                if (av > p->max_abs) p->max_abs = av;
-                if (v == 0.0f)
-                    p->zeros++;
-                else if (av < tiny)
-                    p->tiny++;
-            }
-        }
+        if (what & CPU_AMP_STATS) part_add(p, v, tiny);
         float r = v;
         if (what & CPU_AMP_UNSCALE) y[k] = r = v * inv;
         if (what & CPU_AMP_CHECK) p->bad |= !isfinite(r);

@@ -184,15 +184,14 @@ CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 cpu_avx2_bf16_to
 }
 
 CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 cpu_avx2_f16_to_ps(__m128i h) {
-    __m256 f    = _mm256_cvtph_ps(h);
-    __m256i w   = _mm256_cvtepu16_epi32(h);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x7fff)),
-                                     _mm256_set1_epi32(0x7c00));
-    if (__builtin_expect(!_mm256_testz_si256(nan, nan), 0)) {
+    __m256 f   = _mm256_cvtph_ps(h);
+    __m256 nan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q); /* exactly the f16 NaN lanes */
+    if (__builtin_expect(!_mm256_testz_ps(nan, nan), 0)) {
+        __m256i w    = _mm256_cvtepu16_epi32(h);
         __m256i sign = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16);
         __m256i mant = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x3ff)), 13);
         __m256i bits = _mm256_or_si256(_mm256_or_si256(sign, mant), _mm256_set1_epi32(0x7f800000));
-        f            = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan));
+        f            = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), nan);
     }
     return f;
 }

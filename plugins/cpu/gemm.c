@@ -14,6 +14,8 @@
 
 #if CPU_HAVE_AVX2_TABLE
 #include <immintrin.h>
+
+#include "avx2_math.h" /* cpu_avx2_ld8: eight elements widened exactly to f32 */
 #endif
 
 #define GEMM_MC 64
@@ -222,27 +224,11 @@ typedef struct sliver_job {
 #endif
 
 #if CPU_HAVE_AVX2_TABLE
-/* Eight elements of X from i, widened exactly to f32 (as dtype.h: bf16 is the top half, f16
- * through vcvtph2ps with NaN lanes rebuilt so a signalling NaN keeps its payload). */
-GEMM_PAIRS_FN static inline __m256 gemm_ld8(const void *X, ampx_dtype dt, uint64_t i) {
-    if (dt == AMPX_F32) return _mm256_loadu_ps((const float *)X + i);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)X + i));
-    if (dt == AMPX_BF16)
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    __m256 f   = _mm256_cvtph_ps(h);
-    __m256 nan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q); /* rare: rebuild those lanes */
-    if (!_mm256_testz_ps(nan, nan)) {
-        __m256i w    = _mm256_cvtepu16_epi32(h);
-        __m256i sign = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16);
-        __m256i mant = _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x3ff)), 13);
-        __m256i bits = _mm256_or_si256(_mm256_or_si256(sign, mant), _mm256_set1_epi32(0x7f800000));
-        f            = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), nan);
-    }
-    return f;
-}
 
-/* Four elements of X from i, widened as gemm_ld8 does (the 12-wide slivers' tail). */
-GEMM_PAIRS_FN static inline __m128 gemm_ld4(const void *X, ampx_dtype dt, uint64_t i) {
+/* Four elements of X from i, widened as avx2_math.h's cpu_avx2_ld8 does (the 12-wide slivers'
+ * tail). */
+GEMM_PAIRS_FN static inline __attribute__((always_inline)) __m128
+gemm_ld4(const void *X, ampx_dtype dt, uint64_t i) {
     if (dt == AMPX_F32) return _mm_loadu_ps((const float *)X + i);
     __m128i h = _mm_loadl_epi64((const __m128i *)((const uint16_t *)X + i));
     if (dt == AMPX_BF16) return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
@@ -259,8 +245,8 @@ GEMM_PAIRS_FN static inline __m128 gemm_ld4(const void *X, ampx_dtype dt, uint64
 }
 
 /* Four rows of eight 32-bit values -> eight columns of four, column t stored at d + t*w. */
-GEMM_PAIRS_FN static inline void gemm_t4x8(__m256 r0, __m256 r1, __m256 r2, __m256 r3, float *d,
-                                           unsigned w) {
+GEMM_PAIRS_FN static inline __attribute__((always_inline)) void
+gemm_t4x8(__m256 r0, __m256 r1, __m256 r2, __m256 r3, float *d, unsigned w) {
     __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
     __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
     __m256 k04 = _mm256_shuffle_ps(t0, t2, 0x44), k15 = _mm256_shuffle_ps(t0, t2, 0xee);
@@ -296,14 +282,14 @@ GEMM_PAIRS_FN static void pack_kmajor(const void *X, ampx_dtype dt, uint64_t bas
         const __m256 z = _mm256_setzero_ps();
         if (real[3]) {
             for (uint64_t p = 0; p < kc8; p += 8)
-                gemm_t4x8(gemm_ld8(X, dt, src[0] + p), gemm_ld8(X, dt, src[1] + p),
-                          gemm_ld8(X, dt, src[2] + p), gemm_ld8(X, dt, src[3] + p), dst + p * w + r,
-                          w);
+                gemm_t4x8(cpu_avx2_ld8(X, dt, src[0] + p), cpu_avx2_ld8(X, dt, src[1] + p),
+                          cpu_avx2_ld8(X, dt, src[2] + p), cpu_avx2_ld8(X, dt, src[3] + p),
+                          dst + p * w + r, w);
         } else {
             for (uint64_t p = 0; p < kc8; p += 8)
-                gemm_t4x8(real[0] ? gemm_ld8(X, dt, src[0] + p) : z,
-                          real[1] ? gemm_ld8(X, dt, src[1] + p) : z,
-                          real[2] ? gemm_ld8(X, dt, src[2] + p) : z, z, dst + p * w + r, w);
+                gemm_t4x8(real[0] ? cpu_avx2_ld8(X, dt, src[0] + p) : z,
+                          real[1] ? cpu_avx2_ld8(X, dt, src[1] + p) : z,
+                          real[2] ? cpu_avx2_ld8(X, dt, src[2] + p) : z, z, dst + p * w + r, w);
         }
         for (uint64_t p = kc8; p < kc; p++)
             for (unsigned i = 0; i < 4; i++)
@@ -391,7 +377,7 @@ GEMM_PAIRS_FN static void pack_imajor(const void *X, ampx_dtype dt, uint64_t bas
             uint64_t src = base + (p0 + p) * ld + i0 + c0, i = 0;
 #if CPU_HAVE_AVX2_TABLE
             for (; i + 8 <= cn; i += 8)
-                _mm256_storeu_ps(d + i, gemm_ld8(X, dt, src + i));
+                _mm256_storeu_ps(d + i, cpu_avx2_ld8(X, dt, src + i));
             for (; i + 4 <= cn; i += 4)
                 _mm_storeu_ps(d + i, gemm_ld4(X, dt, src + i));
 #endif
