@@ -46,6 +46,19 @@ OPS = ["cast", "add", "scale", "relu", "gelu", "softmax", "layernorm", "unscale_
 GOAL_OPS = ["gelu", "softmax", "layernorm", "grad_stats", "amp_pass"]
 
 
+PEAK_RUNS = 3
+
+
+def measure_peak(a, peak):
+    """Runs peer_peak PEAK_RUNS times and keeps each figure's highest value in peak: one run
+    on a machine where another tenant holds a core reads half the peak, and a low peak would
+    inflate every "% of peak" cell."""
+    for _ in range(PEAK_RUNS):
+        d, _err = run_json([os.path.join(a.peers, "peer_peak")])
+        for k, v in (d or {}).items():
+            if isinstance(v, (int, float)) and v > peak.get(k, 0):
+                peak[k] = v
+
 class OtherLoad:
     """CPU time the rest of the machine used while a section ran: all busy time in /proc/stat
     less this script's own and its finished children's (every benchmark program is run to
@@ -155,6 +168,7 @@ def gemm_section(a, peak):
               flush=True)
     load1 = os.getloadavg()[0]
     cols = [p[0] for p in progs]
+    measure_peak(a, peak)  # again after the table: the highest of both is the peak
     top = peak.get("fma512_gflops") or peak.get("fma256_gflops")
     L = ["### GEMM: ampx against OpenBLAS and oneDNN", "",
          f"GFLOP/s = 2 m n k batch / median time. {a.rounds} rounds per shape, the six programs alternating; "
@@ -300,22 +314,15 @@ def main():
     ap.add_argument("--out", default="docs/BENCHMARKS.md")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
-    peak, err = run_json([os.path.join(a.peers, "peer_peak")])
-    peak = peak or {}
+    peak = {}
+    measure_peak(a, peak)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     flags = set(next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "").split())
     isa = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
     cmd = "bash tools/bench/cpu.sh" + (" --quick" if a.quick else "") + \
         (f" --rounds {a.rounds}" if a.rounds != 5 else "") + \
         (f" --sections {a.sections}" if sections != {"gemm", "ops", "steps"} else "")
-    L = [BEGIN, "## CPU: GEMM, memory-bound ops and training steps against peers", "",
-         f"Command: `{cmd}` ({datetime.date.today().isoformat()}). Machine: {cpu}, {os.cpu_count()} cores, "
-         f"ISA flags {' '.join(isa) or 'none'}; measured in this run (tools/bench/peer_peak.c, 2 threads): "
-         f"f32 FMA {fmt(peak.get('fma256_gflops'))} GFLOP/s with 256-bit vectors, "
-         f"{fmt(peak.get('fma512_gflops'))} with 512-bit, memcpy {fmt(peak.get('copy_gbs'), 2)} GB/s. "
-         f"The machine is shared: the ratios of programs run alternately are what to read, not the "
-         f"absolute numbers.", ""]
-    goals = []
+    L, goals = [], []
     if "gemm" in sections:
         lines, g, kernel = gemm_section(a, peak)
         L += lines + [""]
@@ -343,6 +350,15 @@ def main():
         if w["ampx f32"] and w["ampx mixed_bf16"]:
             goals.append(("mlp_wide mixed_bf16 at least as fast as f32", f"{w['ampx f32'] / w['ampx mixed_bf16']:.2f}x",
                           w["ampx f32"] / w["ampx mixed_bf16"] >= 1.0))
+    head = [BEGIN, "## CPU: GEMM, memory-bound ops and training steps against peers", "",
+            f"Command: `{cmd}` ({datetime.date.today().isoformat()}). Machine: {cpu}, {os.cpu_count()} cores, "
+            f"ISA flags {' '.join(isa) or 'none'}; measured in this run (tools/bench/peer_peak.c, 2 threads, "
+            f"the highest of {PEAK_RUNS} runs at the start and {PEAK_RUNS} after the GEMM table): "
+            f"f32 FMA {fmt(peak.get('fma256_gflops'))} GFLOP/s with 256-bit vectors, "
+            f"{fmt(peak.get('fma512_gflops'))} with 512-bit, memcpy {fmt(peak.get('copy_gbs'), 2)} GB/s. "
+            f"The machine is shared: the ratios of programs run alternately are what to read, not the "
+            f"absolute numbers.", ""]
+    L = head + L
     if goals:
         L += ["### Goals of issue 15 in this run", "", "| goal | measured | met |", "|---|---|---|"]
         L += [f"| {g} | {m} | {'yes' if ok else 'no'} |" for g, m, ok in goals]
