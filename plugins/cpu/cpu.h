@@ -154,7 +154,7 @@ void cpu_store_f32_avx2(void *dst, ampx_dtype dt, const float *src, uint64_t n);
         void *arg, uint64_t item, unsigned tid) {                                                  \
         body(arg, item, tid);                                                                      \
     }                                                                                              \
-    __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c,"                     \
+    __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c,"                      \
                           "prefer-vector-width=512"),                                              \
                    optimize("O3"))) static void name##_avx512(void *arg, uint64_t item,            \
                                                               unsigned tid) {                      \
