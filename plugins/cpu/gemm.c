@@ -225,23 +225,13 @@ typedef struct sliver_job {
 
 #if CPU_HAVE_AVX2_TABLE
 
-/* Four elements of X from i, widened as avx2_math.h's cpu_avx2_ld8 does (the 12-wide slivers'
- * tail). */
+/* Four elements of X from i (the 12-wide slivers' tail), widened by avx2_math.h's eight-lane
+ * converters: the 8-byte load leaves the upper four 16-bit lanes zero, which widen to +0. */
 GEMM_PAIRS_FN static inline __attribute__((always_inline)) __m128
 gemm_ld4(const void *X, ampx_dtype dt, uint64_t i) {
     if (dt == AMPX_F32) return _mm_loadu_ps((const float *)X + i);
     __m128i h = _mm_loadl_epi64((const __m128i *)((const uint16_t *)X + i));
-    if (dt == AMPX_BF16) return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
-    __m128 f   = _mm_cvtph_ps(h);
-    __m128 nan = _mm_cmp_ps(f, f, _CMP_UNORD_Q);
-    if (!_mm_testz_ps(nan, nan)) {
-        __m128i w    = _mm_cvtepu16_epi32(h);
-        __m128i sign = _mm_slli_epi32(_mm_and_si128(w, _mm_set1_epi32(0x8000)), 16);
-        __m128i mant = _mm_slli_epi32(_mm_and_si128(w, _mm_set1_epi32(0x3ff)), 13);
-        __m128i bits = _mm_or_si128(_mm_or_si128(sign, mant), _mm_set1_epi32(0x7f800000));
-        f            = _mm_blendv_ps(f, _mm_castsi128_ps(bits), nan);
-    }
-    return f;
+    return _mm256_castps256_ps128(dt == AMPX_BF16 ? cpu_avx2_bf16_to_ps(h) : cpu_avx2_f16_to_ps(h));
 }
 
 /* Four rows of eight 32-bit values -> eight columns of four, column t stored at d + t*w. */
