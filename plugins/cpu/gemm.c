@@ -21,6 +21,15 @@
 #define GEMM_MC 64
 #define GEMM_NC 256
 #define GEMM_KC 256
+/* The deepest k block of the shared packs (gemm_sliver): one micro-kernel call sums up to
+ * this many k products in registers. Each k block costs a round trip of the accumulator
+ * block through the tile's workspace and the kernel's start and end; with GEMM_KC blocks
+ * that cost 2048^3 and 4096^3 about 4% (434 -> 453 and 432 -> 447 GFLOP/s, 2 threads,
+ * alternated; docs/CPU.md). The packs are the same either way (made in a pass before), and
+ * a sliver of 4096 k streams from L2 and L3 at the kernel's pace. */
+#ifndef GEMM_KC_DEEP
+#define GEMM_KC_DEEP 4096
+#endif
 /* The widest C tile any table uses (cpu_kernels.nc). */
 #define GEMM_NC_MAX 256
 
@@ -167,12 +176,14 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
 // Sliver driver (tables with a gemm_micro: AVX2 and up)
 //
 // op(A) of one batch is packed once into mr-row slivers and op(B) into nr-column slivers,
-// both cut into GEMM_KC-deep blocks and widened to f32 (bf16 and f16 exactly). Slivers of
-// block p0 start at p0 * mpad (A) and p0 * npad (B), sliver s of the block at s * mr * kc.
-// When both operands are bf16 and the table has a gemm_micro_bf16, the packs keep the raw
-// bf16 bits instead, two consecutive k per 32-bit slot (k = 2q high, 2q+1 low; cpu.h): the
-// same offsets in 32-bit slots, each block filling the first half of its space. GEMM_KC is
-// even, so a pair never straddles two blocks; only the last pair of an odd k pads a zero.
+// both cut into k blocks (kcb deep: gemm_set_kblock) and widened to f32 (bf16 and f16
+// exactly). Slivers of block p0 start at p0 * mpad (A) and p0 * npad (B), sliver s of the
+// block at s * mr * kc. When both operands are bf16 and the table has a gemm_micro_bf16, the
+// packs keep the raw bf16 bits instead, two consecutive k per 32-bit slot (k = 2q high,
+// 2q+1 low; cpu.h): the same offsets in 32-bit slots, each block filling the first half of
+// its space. Blocks are an even depth, so a pair never straddles two blocks; only the last
+// pair of an odd k pads a zero. The shared packs use blocks of up to GEMM_KC_DEEP, the
+// per-tile and per-batch packs blocks of GEMM_KC (their blocks live in L2).
 // Then each C tile (at most the table's mc x nc, the slivers shared out evenly, more tiles
 // when that gives every thread the same work) runs the whole k range, block after block, in
 // a per-thread f32 accumulator; on the last block the micro-kernels write whole blocks of C
@@ -184,7 +195,7 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
 // summed in order 0 .. k-1 whatever the tiling, the thread count or whether the batch was
 // packed by one thread or by all. docs/CPU.md describes the design and its measurements.
 
-_Static_assert(GEMM_KC % 2 == 0, "bf16 pairs must not straddle k blocks");
+_Static_assert(GEMM_KC % 2 == 0 && GEMM_KC_DEEP % 2 == 0, "bf16 pairs must not straddle k blocks");
 
 typedef struct sliver_job {
     ampx_gemm_args a;
@@ -198,6 +209,7 @@ typedef struct sliver_job {
     uint64_t slv_a, slv_b;   /* slivers of op(A) and op(B) */
     uint64_t tiles_m, tiles_n;
     uint64_t batch; /* the batch of a shared-pack launch */
+    uint64_t kcb;   /* the k block: of the packs' layout and of one micro-kernel call */
     int pairs;      /* bf16 k-pair packs and gemm_micro_bf16 */
     int b_inner;    /* each tile packs its own B block per k block (one row of tiles) */
     int a_inner;    /* each tile packs its own A block per k block (one column of tiles) */
@@ -466,16 +478,24 @@ static uint64_t pack_items(uint64_t slivers, int imajor) {
     return imajor ? cpu_div_up(slivers, GEMM_STRIP) : slivers;
 }
 
-/* Packs item `it` of op(A) (is_b 0) or op(B) of batch b, every k block, into the whole-
- * operand pack dst_all: block p0 at p0 * pad, sliver s of it at s * w * kc. */
-static void pack_item(const sliver_job *j, int is_b, uint64_t b, uint64_t it, float *dst_all) {
+/* Packs item `it` of op(A) (is_b 0) or op(B) of batch b, k block [p0, p0+kc), into the
+ * block's pack dst: sliver s at s * w * kc. */
+static void pack_item_block(const sliver_job *j, int is_b, uint64_t b, uint64_t it, uint64_t p0,
+                            uint64_t kc, float *dst) {
     pack_src o   = pack_src_of(j, is_b, b);
-    uint64_t slv = is_b ? j->slv_b : j->slv_a, pad = is_b ? j->npad : j->mpad;
-    uint64_t s0 = o.imajor ? it * GEMM_STRIP : it;
-    uint64_t ns = o.imajor ? (slv - s0 < GEMM_STRIP ? slv - s0 : GEMM_STRIP) : 1;
-    for (uint64_t p0 = 0; p0 < o.k; p0 += GEMM_KC) {
-        uint64_t kc = o.k - p0 < GEMM_KC ? o.k - p0 : GEMM_KC;
-        pack_slivers(j, &o, p0, kc, s0, ns, dst_all + p0 * pad + s0 * o.w * kc);
+    uint64_t slv = is_b ? j->slv_b : j->slv_a;
+    uint64_t s0  = o.imajor ? it * GEMM_STRIP : it;
+    uint64_t ns  = o.imajor ? (slv - s0 < GEMM_STRIP ? slv - s0 : GEMM_STRIP) : 1;
+    pack_slivers(j, &o, p0, kc, s0, ns, dst + s0 * o.w * kc);
+}
+
+/* The same item for every k block, into the whole-operand pack dst_all (block p0 at
+ * p0 * pad). */
+static void pack_item(const sliver_job *j, int is_b, uint64_t b, uint64_t it, float *dst_all) {
+    uint64_t pad = is_b ? j->npad : j->mpad;
+    for (uint64_t p0 = 0; p0 < j->a.k; p0 += j->kcb) {
+        uint64_t kc = j->a.k - p0 < j->kcb ? j->a.k - p0 : j->kcb;
+        pack_item_block(j, is_b, b, it, p0, kc, dst_all + p0 * pad);
     }
 }
 
@@ -512,6 +532,66 @@ static void tile_epilogue(const sliver_job *j, uint64_t b, uint64_t i0, uint64_t
     }
 }
 
+/* Where tile `tile` lies: slivers [sa0, sa0+sm) of op(A) and [sb0, sb0+sn) of op(B), C
+ * rows [i0, i0+mc) and columns [j0, j0+nc); its whole mr x nr blocks are rows [0, fm) and
+ * columns [0, fn) of blocks when the micro-kernels write C (c_fused), else none. Tile (tm, tn)
+ * covers slivers [tm * slv_a / tiles_m, (tm + 1) * slv_a / tiles_m) of op(A), likewise for
+ * op(B): tiles differ by one sliver at most. */
+typedef struct tile_geom {
+    uint64_t sa0, sm, sb0, sn, i0, j0, mc, nc, fm, fn;
+} tile_geom;
+
+static tile_geom tile_geom_of(const sliver_job *j, uint64_t tile) {
+    const ampx_gemm_args *g = &j->a;
+    unsigned mr = j->kern->mr, nr = j->kern->nr;
+    uint64_t tm = tile / j->tiles_n, tn = tile % j->tiles_n;
+    uint64_t sa1 = (tm + 1) * j->slv_a / j->tiles_m, sb1 = (tn + 1) * j->slv_b / j->tiles_n;
+    tile_geom t;
+    t.sa0 = tm * j->slv_a / j->tiles_m;
+    t.sb0 = tn * j->slv_b / j->tiles_n;
+    t.sm = sa1 - t.sa0, t.sn = sb1 - t.sb0;
+    t.i0 = t.sa0 * mr, t.j0 = t.sb0 * nr;
+    t.mc = (sa1 * mr < g->m ? sa1 * mr : g->m) - t.i0;
+    t.nc = (sb1 * nr < g->n ? sb1 * nr : g->n) - t.j0;
+    t.fm = j->c_fused && g->k > 0 ? t.mc / mr : 0;
+    t.fn = j->c_fused && g->k > 0 ? t.nc / nr : 0;
+    return t;
+}
+
+/* The k block [p0, p0+kc) of a tile of batch b: ab and bb are the tile's first A and B
+ * slivers of the block (sliver s at s * mr * kc), acc its accumulator (row stride ldacc).
+ * On the last block the whole blocks are written to C by the micro-kernels. */
+static void tile_kblock(const sliver_job *j, uint64_t b, const tile_geom *t, uint64_t p0,
+                        uint64_t kc, const float *ab, const float *bb, float *acc, uint64_t ldacc) {
+    const ampx_gemm_args *g = &j->a;
+    unsigned mr = j->kern->mr, nr = j->kern->nr;
+    int last     = p0 + kc == g->k;
+    uint64_t c00 = b * g->stride_c + t->i0 * g->ldc + t->j0; /* C's element at (0, 0) */
+    for (uint64_t tt = 0; tt < t->sn; tt++)
+        for (uint64_t s = 0; s < t->sm; s++) {
+            uint64_t e     = c00 + s * mr * g->ldc + tt * nr;
+            cpu_gemm_out o = {(char *)j->C + e * ampx_dtype_size(g->c.dtype), g->ldc, g->alpha,
+                              g->beta, g->c.dtype};
+            const cpu_gemm_out *out = last && s < t->fm && tt < t->fn ? &o : NULL;
+            float *acc_st           = acc + s * mr * ldacc + tt * nr;
+            if (j->pairs)
+                j->kern->gemm_micro_bf16(kc, (const uint32_t *)(ab + s * mr * kc),
+                                         (const uint32_t *)(bb + tt * nr * kc), acc_st, ldacc,
+                                         p0 == 0, out);
+            else
+                j->kern->gemm_micro(kc, ab + s * mr * kc, bb + tt * nr * kc, acc_st, ldacc, p0 == 0,
+                                    out);
+        }
+}
+
+/* The blocks of a finished tile that went through acc (its accumulator at the tile's
+ * (0, 0)): all of them, or the partial ones at the edges. */
+static void tile_finish(const sliver_job *j, uint64_t b, const tile_geom *t, float *acc) {
+    if (j->a.k == 0) memset(acc, 0, sizeof(float) * j->mc_max * j->ldacc);
+    tile_epilogue(j, b, t->i0, t->j0, acc, 0, t->fm * j->kern->mr, t->fn * j->kern->nr, t->nc);
+    tile_epilogue(j, b, t->i0, t->j0, acc, t->fm * j->kern->mr, t->mc, 0, t->nc);
+}
+
 /* One tile of C in batch b from the packs: the whole k range, then C = alpha*acc + beta*C.
  * With c_fused, the last k block of every whole mr x nr block writes C itself (the same
  * operations as tile_epilogue); only the partial blocks at the tile's edges go through acc. */
@@ -519,55 +599,24 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
                         const float *pb, float *acc) {
     pack_src ob = pack_src_of(j, 1, b), oa = pack_src_of(j, 0, b);
     /* b_inner / a_inner: the tile's own kc x nc or mc x kc block, after the accumulator */
-    float *p_own            = acc + j->mc_max * j->ldacc;
-    const ampx_gemm_args *g = &j->a;
+    float *p_own = acc + j->mc_max * j->ldacc;
+    tile_geom t  = tile_geom_of(j, tile);
     unsigned mr = j->kern->mr, nr = j->kern->nr;
-    uint64_t ldacc = j->ldacc;
-    /* tile (tm, tn) covers slivers [tm * slv_a / tiles_m, (tm + 1) * slv_a / tiles_m) of
-     * op(A), likewise for op(B): tiles differ by one sliver at most */
-    uint64_t tm = tile / j->tiles_n, tn = tile % j->tiles_n;
-    uint64_t sa0 = tm * j->slv_a / j->tiles_m, sa1 = (tm + 1) * j->slv_a / j->tiles_m;
-    uint64_t sb0 = tn * j->slv_b / j->tiles_n, sb1 = (tn + 1) * j->slv_b / j->tiles_n;
-    uint64_t i0 = sa0 * mr, j0 = sb0 * nr;
-    uint64_t mc = (sa1 * mr < g->m ? sa1 * mr : g->m) - i0;
-    uint64_t nc = (sb1 * nr < g->n ? sb1 * nr : g->n) - j0;
-    uint64_t sm = sa1 - sa0, sn = sb1 - sb0;
-    /* whole slivers of the tile: rows [0, fm) and columns [0, fn) */
-    uint64_t fm = j->c_fused && g->k > 0 ? mc / mr : 0, fn = j->c_fused && g->k > 0 ? nc / nr : 0;
-    uint64_t c00 = b * g->stride_c + i0 * g->ldc + j0; /* C's element of the tile's (0, 0) */
-    if (g->k == 0) memset(acc, 0, sizeof(float) * j->mc_max * ldacc);
-    for (uint64_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
-        uint64_t kc     = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
-        int last        = p0 + kc == g->k;
+    for (uint64_t p0 = 0; p0 < j->a.k; p0 += j->kcb) {
+        uint64_t kc     = j->a.k - p0 < j->kcb ? j->a.k - p0 : j->kcb;
         const float *ab = p_own, *bb = p_own;
         /* b_inner / a_inner: pack this tile's block now, it is used by this tile alone */
         if (j->b_inner)
-            pack_slivers(j, &ob, p0, kc, sb0, sn, p_own);
+            pack_slivers(j, &ob, p0, kc, t.sb0, t.sn, p_own);
         else
-            bb = pb + p0 * j->npad + sb0 * nr * kc;
+            bb = pb + p0 * j->npad + t.sb0 * nr * kc;
         if (j->a_inner)
-            pack_slivers(j, &oa, p0, kc, sa0, sm, p_own);
+            pack_slivers(j, &oa, p0, kc, t.sa0, t.sm, p_own);
         else
-            ab = pa + p0 * j->mpad + sa0 * mr * kc;
-        for (uint64_t t = 0; t < sn; t++)
-            for (uint64_t s = 0; s < sm; s++) {
-                uint64_t e     = c00 + s * mr * g->ldc + t * nr;
-                cpu_gemm_out o = {(char *)j->C + e * ampx_dtype_size(g->c.dtype), g->ldc, g->alpha,
-                                  g->beta, g->c.dtype};
-                const cpu_gemm_out *out = last && s < fm && t < fn ? &o : NULL;
-                float *acc_st           = acc + s * mr * ldacc + t * nr;
-                if (j->pairs)
-                    j->kern->gemm_micro_bf16(kc, (const uint32_t *)(ab + s * mr * kc),
-                                             (const uint32_t *)(bb + t * nr * kc), acc_st, ldacc,
-                                             p0 == 0, out);
-                else
-                    j->kern->gemm_micro(kc, ab + s * mr * kc, bb + t * nr * kc, acc_st, ldacc,
-                                        p0 == 0, out);
-            }
+            ab = pa + p0 * j->mpad + t.sa0 * mr * kc;
+        tile_kblock(j, b, &t, p0, kc, ab, bb, acc, j->ldacc);
     }
-    /* the blocks that went through acc: all of them, or the partial ones at the edges */
-    tile_epilogue(j, b, i0, j0, acc, 0, fm * mr, fn * nr, nc);
-    tile_epilogue(j, b, i0, j0, acc, fm * mr, mc, 0, nc);
+    tile_finish(j, b, &t, acc);
 }
 
 /* Shared packs, one batch: item < slv_a packs an A sliver, the rest B slivers. */
@@ -662,6 +711,19 @@ static int gemm_narrow(const cpu_kernels *kern, uint64_t m, uint64_t n) {
     return fill_swap > 1.5 * fill;
 }
 
+/* Sets the k block (j->kcb) for k blocks of at most max_kc (even): the blocks of k are made
+ * equal (the last one at most two shorter), and whether the micro-kernels write C follows
+ * from the last block's depth. */
+static void gemm_set_kblock(sliver_job *j, uint64_t max_kc) {
+    const ampx_gemm_args *g = &j->a;
+    uint64_t blocks = g->k ? cpu_div_up(g->k, max_kc) : 1, kc = cpu_div_up(g->k, blocks);
+    if (blocks > 1) kc += kc % 2; /* a bf16 pair never straddles two blocks */
+    j->kcb           = kc ? kc : max_kc;
+    uint64_t kc_last = g->k % j->kcb ? g->k % j->kcb : j->kcb;
+    j->c_fused       = !j->c_trans && kc_last >= GEMM_FUSE_MIN_KC &&
+                 (g->c.dtype == AMPX_F32 || j->kern->micro_out_16);
+}
+
 static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const void *A,
                                const void *B, void *C, uint64_t macs, int c_overlap) {
     sliver_job j;
@@ -682,10 +744,7 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
         j.A = B, j.B = A;
         j.c_trans = 1;
     }
-    g                = &j.a;
-    uint64_t kc_last = g->k % GEMM_KC ? g->k % GEMM_KC : GEMM_KC;
-    j.c_fused        = !j.c_trans && kc_last >= GEMM_FUSE_MIN_KC &&
-                (g->c.dtype == AMPX_F32 || j.kern->micro_out_16);
+    g       = &j.a;
     j.pairs = j.kern->gemm_micro_bf16 && g->a.dtype == AMPX_BF16 && g->b.dtype == AMPX_BF16;
     j.mpad  = cpu_div_up(g->m, j.kern->mr) * j.kern->mr;
     j.npad  = cpu_div_up(g->n, j.kern->nr) * j.kern->nr;
@@ -705,6 +764,7 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
     if (g->batch > 1 && !c_overlap && pack_floats <= GEMM_PRIVATE_PACK_MAX) {
         sliver_tiles(&j, threads, g->batch);
         j.ldacc = j.nc_max;
+        gemm_set_kblock(&j, GEMM_KC);
         CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm",
                                       sizeof(float) * (j.mc_max * j.nc_max + pack_floats)));
         cpu_run(ctx, work, g->batch, sliver_batch_task, &j);
@@ -716,9 +776,10 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
      * own workspace just before using it (no pass over all of op(B) first, no round trip
      * of the packed B through memory). One column of tiles: the same for the A blocks.
      * Otherwise the tiles share packs of both, made in a pass before. */
-    j.b_inner           = j.tiles_m == 1;
-    j.a_inner           = !j.b_inner && j.tiles_n == 1;
-    uint64_t own_floats = j.b_inner ? j.nc_max * GEMM_KC : j.a_inner ? j.mc_max * GEMM_KC : 0;
+    j.b_inner = j.tiles_m == 1;
+    j.a_inner = !j.b_inner && j.tiles_n == 1;
+    gemm_set_kblock(&j, j.b_inner || j.a_inner ? GEMM_KC : GEMM_KC_DEEP);
+    uint64_t own_floats = j.b_inner ? j.nc_max * j.kcb : j.a_inner ? j.mc_max * j.kcb : 0;
     CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (j.mc_max * j.nc_max + own_floats)));
     uint64_t shared_floats = j.b_inner ? j.mpad * g->k : j.a_inner ? j.npad * g->k : pack_floats;
     float *packs = cpu_reserve_shared_ws(ctx, "gemm", sizeof(float) * (size_t)shared_floats);

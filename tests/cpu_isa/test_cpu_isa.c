@@ -575,6 +575,54 @@ Test(gemm, avx512bf16_narrow_same_bits_as_wide, .timeout = 120) {
     check_narrow("isa=avx512bf16");
 }
 
+/* Shared packs cut k into blocks of up to GEMM_KC_DEEP (4096; here 2152 and 2150), the
+ * per-tile packs into blocks of GEMM_KC (256). The split does not change an element's sum:
+ * the first 40 columns of a 300 x 260 product (several rows and columns of tiles, shared
+ * packs) have the bits of a 300 x 40 product over the same buffers (one column of tiles:
+ * A packed per tile in 256-deep blocks, B up front), for every transpose and dtype, with
+ * beta; and the deep product has the same bits on one thread and on two. */
+static void check_deep_k(const char *isa_opt) {
+    static const ampx_dtype dts[] = {AMPX_F32, AMPX_BF16, AMPX_F16};
+    for (uint32_t t = 0; t < 4; t++)
+        for (size_t d = 0; d < 3; d++) {
+            gemm_case full = {300, 260, 4302, 1, t & 1, t >> 1, dts[d], 0.5f, 0, 0};
+            gemm_case part = full;
+            part.n_used    = 40;
+            uint64_t bf, bp, b1;
+            unsigned char *rf = gemm_run(isa_opt, "threads=2", &full, &bf);
+            unsigned char *rp = gemm_run(isa_opt, "threads=2", &part, &bp);
+            size_t es         = ampx_dtype_size(dts[d]);
+            uint64_t bad      = 0;
+            for (uint64_t r = 0; r < full.m; r++)
+                bad += memcmp(rf + r * full.n * es, rp + r * full.n * es, part.n_used * es) != 0;
+            cr_expect_eq(bad, 0u, "%s trans %u dtype %zu: %llu rows differ", isa_opt, t, d,
+                         (unsigned long long)bad);
+            if (t == 0) {
+                unsigned char *r1 = gemm_run(isa_opt, "threads=1", &full, &b1);
+                cr_expect(memcmp(r1, rf, bf) == 0, "%s dtype %zu: threads=1 and 2 differ", isa_opt,
+                          d);
+                free(r1);
+            }
+            free(rf);
+            free(rp);
+        }
+}
+
+Test(gemm, avx2_deep_k_blocks_same_bits_as_shallow, .timeout = 120) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_deep_k("isa=avx2");
+}
+
+Test(gemm, avx512_deep_k_blocks_same_bits_as_shallow, .timeout = 120) {
+    NEED_PATH("avx512");
+    check_deep_k("isa=avx512");
+}
+
+Test(gemm, avx512bf16_deep_k_blocks_same_bits_as_shallow, .timeout = 120) {
+    NEED_PATH("avx512bf16");
+    check_deep_k("isa=avx512bf16");
+}
+
 // ---------------------------------------------------------------------------------------
 // Memory-bound ops: the AVX2 copies of the chunk loops use the same IEEE operations as the
 // portable ones (ISO C, no contraction), so every path gives the same bits.
