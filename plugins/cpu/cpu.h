@@ -251,6 +251,11 @@ void cpu_pool_stop(cpu_pool *pool);
  * way and for any thread count. */
 void cpu_run(ampx_context *ctx, uint64_t work, uint64_t n_items, cpu_task_fn fn, void *job);
 
+/* Spins, yielding the core once it has spun a while, until *flag == value (acquire): for a
+ * task waiting on work that another task of the same cpu_run is doing and that never waits
+ * itself (gemm.c's panels). */
+void cpu_spin_until(_Atomic int *flag, int value);
+
 static inline uint64_t cpu_div_up(uint64_t a, uint64_t b) {
     return a / b + (a % b != 0);
 }

@@ -216,6 +216,9 @@ typedef struct sliver_job {
     int c_trans;    /* the product computed is C^T (narrow n: cpu_gemm swapped the operands) */
     int c_fused;    /* the micro-kernels write whole blocks of C (f32, not transposed) */
     float *pa, *pb; /* shared packs (one batch), or NULL: per-thread */
+    /* shared packs of several rows and columns of tiles: per panel (tiles_m of op(A), then
+     * tiles_n of op(B)) 0 not packed, 1 being packed, 2 packed */
+    _Atomic int *panel;
 } sliver_job;
 
 /* Slivers packed per item when the source runs along the sliver (strided in k): each k step
@@ -619,6 +622,47 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
     tile_finish(j, b, &t, acc);
 }
 
+/* Packs the panel of op(A) (is_b 0) or op(B) that tile row or column `p` reads, every k
+ * block, into the shared pack, unless another tile has or is doing so; returns after it is
+ * packed. */
+static int panel_claim(const sliver_job *j, int is_b, uint64_t p) {
+    int idle = 0;
+    return atomic_compare_exchange_strong(&j->panel[is_b ? j->tiles_m + p : p], &idle, 1);
+}
+
+static void panel_pack(const sliver_job *j, int is_b, const tile_geom *t) {
+    pack_src o  = pack_src_of(j, is_b, j->batch);
+    uint64_t s0 = is_b ? t->sb0 : t->sa0, ns = is_b ? t->sn : t->sm;
+    uint64_t pad = is_b ? j->npad : j->mpad;
+    float *dst   = is_b ? j->pb : j->pa;
+    for (uint64_t p0 = 0; p0 < j->a.k; p0 += j->kcb) {
+        uint64_t kc = j->a.k - p0 < j->kcb ? j->a.k - p0 : j->kcb;
+        pack_slivers(j, &o, p0, kc, s0, ns, dst + p0 * pad + s0 * o.w * kc);
+    }
+}
+
+/* Several rows and columns of tiles, one batch: each tile first packs the panels it reads
+ * (its rows of op(A), its columns of op(B)) that no tile has claimed yet, then waits for the
+ * ones another tile is packing (a packer never waits, so the wait ends), then computes. No
+ * pass over both operands comes first: the packing of later panels runs while other tiles
+ * compute, and a tile reads the panels it packed from the cache. */
+static void sliver_shared_task(void *arg, uint64_t item, unsigned tid) {
+    const sliver_job *j = arg;
+    tile_geom t         = tile_geom_of(j, item);
+    uint64_t tm = item / j->tiles_n, tn = item % j->tiles_n;
+    if (panel_claim(j, 0, tm)) {
+        panel_pack(j, 0, &t);
+        atomic_store_explicit(&j->panel[tm], 2, memory_order_release);
+    }
+    if (panel_claim(j, 1, tn)) {
+        panel_pack(j, 1, &t);
+        atomic_store_explicit(&j->panel[j->tiles_m + tn], 2, memory_order_release);
+    }
+    cpu_spin_until(&j->panel[tm], 2);
+    cpu_spin_until(&j->panel[j->tiles_m + tn], 2);
+    sliver_tile(j, j->batch, item, j->pa, j->pb, j->ctx->thread_ws[tid].p);
+}
+
 /* Shared packs, one batch: item < slv_a packs an A sliver, the rest B slivers. */
 static void sliver_pack_task(void *arg, uint64_t item, unsigned tid) {
     const sliver_job *j = arg;
@@ -782,13 +826,23 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
     uint64_t own_floats = j.b_inner ? j.nc_max * j.kcb : j.a_inner ? j.mc_max * j.kcb : 0;
     CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (j.mc_max * j.nc_max + own_floats)));
     uint64_t shared_floats = j.b_inner ? j.mpad * g->k : j.a_inner ? j.npad * g->k : pack_floats;
-    float *packs = cpu_reserve_shared_ws(ctx, "gemm", sizeof(float) * (size_t)shared_floats);
+    uint64_t panels        = j.b_inner || j.a_inner ? 0 : j.tiles_m + j.tiles_n;
+    float *packs           = cpu_reserve_shared_ws(
+                  ctx, "gemm", sizeof(float) * (size_t)shared_floats + sizeof(_Atomic int) * panels);
     if (!packs) return AMPX_ERR_NO_MEMORY;
-    j.pa           = j.a_inner ? NULL : packs;
-    j.pb           = j.b_inner ? NULL : j.a_inner ? packs : packs + j.mpad * g->k;
-    uint64_t items = 0;
-    if (!j.a_inner) items += pack_items(j.slv_a, g->trans_a);
-    if (!j.b_inner) items += pack_items(j.slv_b, !g->trans_b);
+    j.pa = j.a_inner ? NULL : packs;
+    j.pb = j.b_inner ? NULL : j.a_inner ? packs : packs + j.mpad * g->k;
+    if (panels) { /* several rows and columns of tiles: the tiles pack (sliver_shared_task) */
+        j.panel = (_Atomic int *)(void *)(packs + shared_floats);
+        for (uint64_t b = 0; b < g->batch; b++) {
+            j.batch = b;
+            for (uint64_t p = 0; p < panels; p++)
+                atomic_init(&j.panel[p], 0);
+            cpu_run(ctx, work / g->batch, j.tiles_m * j.tiles_n, sliver_shared_task, &j);
+        }
+        return AMPX_OK;
+    }
+    uint64_t items = j.a_inner ? pack_items(j.slv_b, !g->trans_b) : pack_items(j.slv_a, g->trans_a);
     for (uint64_t b = 0; b < g->batch; b++) {
         j.batch = b;
         if (g->k > 0) cpu_run(ctx, shared_floats, items, sliver_pack_task, &j);

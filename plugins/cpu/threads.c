@@ -91,6 +91,12 @@ static int spin_while_active(_Atomic unsigned *v) {
     return 0;
 }
 
+void cpu_spin_until(_Atomic int *flag, int value) {
+    spin s = {0, 0};
+    while (atomic_load_explicit(flag, memory_order_acquire) != value)
+        if (!spin_step(&s)) sched_yield();
+}
+
 /* Items are claimed pool->grain at a time: one shared counter bumped per item would pass its
  * cache line between the cores thousands of times per op (a 2^20-element op is 256 chunks). */
 static void run_items(cpu_pool *pool, unsigned tid) {
