@@ -216,8 +216,10 @@ typedef struct sliver_job {
     int c_trans;    /* the product computed is C^T (narrow n: cpu_gemm swapped the operands) */
     int c_fused;    /* the micro-kernels write whole blocks of C (f32, not transposed) */
     float *pa, *pb; /* shared packs (one batch), or NULL: per-thread */
-    /* shared packs of several rows and columns of tiles: per panel (tiles_m of op(A), then
-     * tiles_n of op(B)) 0 not packed, 1 being packed, 2 packed */
+    /* shared packs, packed by the tiles that read them: per panel 0 not packed, 1 being
+     * packed, 2 packed. Several rows and columns of tiles: tiles_m panels of op(A), then
+     * tiles_n of op(B), every k block; one row (column) of tiles: one panel per k block of
+     * op(A) (op(B)), all of its slivers */
     _Atomic int *panel;
 } sliver_job;
 
@@ -595,6 +597,25 @@ static void tile_finish(const sliver_job *j, uint64_t b, const tile_geom *t, flo
     tile_epilogue(j, b, t->i0, t->j0, acc, t->fm * j->kern->mr, t->mc, 0, t->nc);
 }
 
+/* One row (column) of tiles: returns once k block q of op(A) (op(B)), which every tile
+ * reads, is packed. The first tile to need block q or q + 1 and find it unclaimed packs it,
+ * so while one thread packs block q the other packs q + 1 instead of waiting; no pass
+ * over the whole operand comes first. */
+static void kblock_ready(const sliver_job *j, uint64_t b, uint64_t q) {
+    int is_b     = j->a_inner;
+    pack_src o   = pack_src_of(j, is_b, b);
+    uint64_t pad = is_b ? j->npad : j->mpad, blocks = cpu_div_up(j->a.k, j->kcb);
+    for (uint64_t r = q; r < q + 2 && r < blocks; r++) {
+        int idle = 0;
+        if (!atomic_compare_exchange_strong(&j->panel[r], &idle, 1)) continue;
+        uint64_t p0 = r * j->kcb, kc = j->a.k - p0 < j->kcb ? j->a.k - p0 : j->kcb;
+        pack_slivers(j, &o, p0, kc, 0, is_b ? j->slv_b : j->slv_a,
+                     (is_b ? j->pb : j->pa) + p0 * pad);
+        atomic_store_explicit(&j->panel[r], 2, memory_order_release);
+    }
+    cpu_spin_until(&j->panel[q], 2);
+}
+
 /* One tile of C in batch b from the packs: the whole k range, then C = alpha*acc + beta*C.
  * With c_fused, the last k block of every whole mr x nr block writes C itself (the same
  * operations as tile_epilogue); only the partial blocks at the tile's edges go through acc. */
@@ -617,6 +638,7 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
             pack_slivers(j, &oa, p0, kc, t.sa0, t.sm, p_own);
         else
             ab = pa + p0 * j->mpad + t.sa0 * mr * kc;
+        if (j->b_inner || j->a_inner) kblock_ready(j, b, p0 / j->kcb);
         tile_kblock(j, b, &t, p0, kc, ab, bb, acc, j->ldacc);
     }
     tile_finish(j, b, &t, acc);
@@ -661,17 +683,6 @@ static void sliver_shared_task(void *arg, uint64_t item, unsigned tid) {
     cpu_spin_until(&j->panel[tm], 2);
     cpu_spin_until(&j->panel[j->tiles_m + tn], 2);
     sliver_tile(j, j->batch, item, j->pa, j->pb, j->ctx->thread_ws[tid].p);
-}
-
-/* Shared packs, one batch: item < slv_a packs an A sliver, the rest B slivers. */
-static void sliver_pack_task(void *arg, uint64_t item, unsigned tid) {
-    const sliver_job *j = arg;
-    (void)tid;
-    uint64_t na = j->a_inner ? 0 : pack_items(j->slv_a, (int)j->a.trans_a);
-    if (item < na)
-        pack_item(j, 0, j->batch, item, j->pa);
-    else
-        pack_item(j, 1, j->batch, item - na, j->pb);
 }
 
 static void sliver_tile_task(void *arg, uint64_t item, unsigned tid) {
@@ -826,27 +837,20 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
     uint64_t own_floats = j.b_inner ? j.nc_max * j.kcb : j.a_inner ? j.mc_max * j.kcb : 0;
     CPU_TRY(cpu_reserve_thread_ws(ctx, "gemm", sizeof(float) * (j.mc_max * j.nc_max + own_floats)));
     uint64_t shared_floats = j.b_inner ? j.mpad * g->k : j.a_inner ? j.npad * g->k : pack_floats;
-    uint64_t panels        = j.b_inner || j.a_inner ? 0 : j.tiles_m + j.tiles_n;
-    float *packs           = cpu_reserve_shared_ws(
-                  ctx, "gemm", sizeof(float) * (size_t)shared_floats + sizeof(_Atomic int) * panels);
+    uint64_t panels = j.b_inner || j.a_inner ? cpu_div_up(g->k, j.kcb) : j.tiles_m + j.tiles_n;
+    float *packs    = cpu_reserve_shared_ws(
+           ctx, "gemm", sizeof(float) * (size_t)shared_floats + sizeof(_Atomic int) * panels);
     if (!packs) return AMPX_ERR_NO_MEMORY;
     j.pa = j.a_inner ? NULL : packs;
     j.pb = j.b_inner ? NULL : j.a_inner ? packs : packs + j.mpad * g->k;
-    if (panels) { /* several rows and columns of tiles: the tiles pack (sliver_shared_task) */
-        j.panel = (_Atomic int *)(void *)(packs + shared_floats);
-        for (uint64_t b = 0; b < g->batch; b++) {
-            j.batch = b;
-            for (uint64_t p = 0; p < panels; p++)
-                atomic_init(&j.panel[p], 0);
-            cpu_run(ctx, work / g->batch, j.tiles_m * j.tiles_n, sliver_shared_task, &j);
-        }
-        return AMPX_OK;
-    }
-    uint64_t items = j.a_inner ? pack_items(j.slv_b, !g->trans_b) : pack_items(j.slv_a, g->trans_a);
+    /* the tiles pack the shared operands themselves (sliver_shared_task, kblock_ready) */
+    j.panel = (_Atomic int *)(void *)(packs + shared_floats);
     for (uint64_t b = 0; b < g->batch; b++) {
         j.batch = b;
-        if (g->k > 0) cpu_run(ctx, shared_floats, items, sliver_pack_task, &j);
-        cpu_run(ctx, work / g->batch, j.tiles_m * j.tiles_n, sliver_tile_task, &j);
+        for (uint64_t p = 0; p < panels; p++)
+            atomic_init(&j.panel[p], 0);
+        cpu_run(ctx, work / g->batch, j.tiles_m * j.tiles_n,
+                j.b_inner || j.a_inner ? sliver_tile_task : sliver_shared_task, &j);
     }
     return AMPX_OK;
 }
