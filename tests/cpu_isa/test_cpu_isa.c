@@ -294,7 +294,9 @@ typedef struct gemm_case {
     ampx_dtype dt;
     float beta;
     int subnormal;   /* A: 1 every 5th element a subnormal (+-2^-130), 2 those 0, 3 all
-                      * subnormal; 4: every 7th element of C NaN, +-inf or near the largest */
+                      * subnormal; 4: every 7th element of C NaN, +-inf or near the largest;
+                      * 5 (f16): one NaN in every third row of op(A), signalling or quiet,
+                      * either sign, a payload of its own */
     uint64_t n_used; /* when not 0: the product of the first n_used columns of B and C only */
 } gemm_case;
 
@@ -323,6 +325,16 @@ static unsigned char *gemm_run(const char *isa_opt, const char *threads_opt, con
                 tmp[i] = c->subnormal == 2 ? 0.0f : tmp[i] < 0 ? -0x1p-130f : 0x1p-130f;
         }
         cast_on(&d, AMPX_F32, tmp, c->dt, raw, counts[t]);
+        if (t == 0 && c->subnormal == 5 && c->dt == AMPX_F16)
+            for (uint64_t b = 0; b < c->batch; b++)
+                for (uint64_t i = 0; i < c->m; i += 3) {
+                    uint64_t p = (i * 7 + b) % c->k, e = b * c->m * c->k;
+                    e += c->ta ? p * c->m + i : i * c->k + p;
+                    /* 0x7c00 | payload: signalling when bit 9 is clear */
+                    ((uint16_t *)raw)[e] =
+                        (uint16_t)((i % 2 ? 0x8000u : 0u) | 0x7c00u | (i % 4 < 2 ? 0x200u : 0u) |
+                                   (1u + i % 0x1ffu));
+                }
         bufs[t] = upload(&d, raw, counts[t] * es);
     }
     ampx_gemm_args g = {.size     = sizeof g,
@@ -573,6 +585,41 @@ Test(gemm, avx512_narrow_same_bits_as_wide, .timeout = 120) {
 Test(gemm, avx512bf16_narrow_same_bits_as_wide, .timeout = 120) {
     NEED_PATH("avx512bf16");
     check_narrow("isa=avx512bf16");
+}
+
+/* f16 NaN inputs: a row of op(A) holding one NaN (signalling or quiet, either sign, its own
+ * payload) gives NaN across its row of C with that NaN's sign and payload, quieted (each
+ * product and sum keeps its one NaN operand, quieted), so every sliver path has the
+ * portable path's bits there; the packs may widen a signalling NaN to its quiet form. Both
+ * transposes of A (both pack forms), several k blocks, beta. */
+static void check_f16_nan(const char *isa_opt) {
+    for (uint32_t ta = 0; ta < 2; ta++) {
+        gemm_case c = {100, 70, 300, 2, ta, 0, AMPX_F16, 0.5f, 5, 0};
+        uint64_t b1, b2, nans = 0, bad = 0;
+        uint16_t *r1 = (uint16_t *)gemm_run("isa=portable", NULL, &c, &b1);
+        uint16_t *r2 = (uint16_t *)gemm_run(isa_opt, NULL, &c, &b2);
+        for (uint64_t e = 0; e < b1 / 2; e++) {
+            int nan1 = (r1[e] & 0x7fffu) > 0x7c00u, nan2 = (r2[e] & 0x7fffu) > 0x7c00u;
+            nans += nan1;
+            bad += nan1 != nan2 || (nan1 && r1[e] != r2[e]);
+        }
+        cr_expect_eq(nans, 2u * 34u * 70u, "%s ta %u: %llu NaN in C", isa_opt, ta,
+                     (unsigned long long)nans);
+        cr_expect_eq(bad, 0u, "%s ta %u: %llu NaN entries differ from the portable path", isa_opt,
+                     ta, (unsigned long long)bad);
+        free(r1);
+        free(r2);
+    }
+}
+
+Test(gemm, avx2_f16_nan_inputs_as_portable, .timeout = 60) {
+    if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
+    check_f16_nan("isa=avx2");
+}
+
+Test(gemm, avx512_f16_nan_inputs_as_portable, .timeout = 60) {
+    NEED_PATH("avx512");
+    check_f16_nan("isa=avx512");
 }
 
 /* Shared packs cut k into blocks of up to GEMM_KC_DEEP (4096; here 2152 and 2150), the
