@@ -25,8 +25,8 @@
  * this many k products in registers. Each k block costs a round trip of the accumulator
  * block through the tile's workspace and the kernel's start and end; with GEMM_KC blocks
  * that cost 2048^3 and 4096^3 about 4% (434 -> 453 and 432 -> 447 GFLOP/s, 2 threads,
- * alternated; docs/CPU.md). The packs are the same either way (made in a pass before), and
- * a sliver of 4096 k streams from L2 and L3 at the kernel's pace. */
+ * alternated; docs/CPU.md). The packs are the same size either way, and a sliver of 4096 k
+ * streams from L2 and L3 at the kernel's pace. */
 #ifndef GEMM_KC_DEEP
 #define GEMM_KC_DEEP 4096
 #endif
@@ -188,9 +188,11 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
 // when that gives every thread the same work) runs the whole k range, block after block, in
 // a per-thread f32 accumulator; on the last block the micro-kernels write whole blocks of C
 // themselves (alpha * acc + beta * C, rounded once) and only the tile's partial edge blocks
-// go through the accumulator. When C is one row of tiles, op(B) is not packed up front:
-// each tile packs its own B block of each k block into its thread's workspace just before
-// using it (no other tile reads it); one column of tiles does the same with op(A). A narrow
+// go through the accumulator. When C is one row of tiles, each tile packs its own B block
+// of each k block into its thread's workspace just before using it (no other tile reads
+// it); one column of tiles does the same with op(A). The packs the tiles share are made by
+// the tiles that need them, the first time they do (sliver_shared_task, kblock_ready), not
+// in a pass over the operands before the arithmetic. A narrow
 // C (n far below nr) is computed transposed (gemm_narrow). Each element's k products are
 // summed in order 0 .. k-1 whatever the tiling, the thread count or whether the batch was
 // packed by one thread or by all. docs/CPU.md describes the design and its measurements.
@@ -841,9 +843,9 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
     sliver_tiles(&j, threads, 1);
     j.ldacc = j.nc_max;
     /* One row of C tiles: each B block is used by one tile, so that tile packs it into its
-     * own workspace just before using it (no pass over all of op(B) first, no round trip
-     * of the packed B through memory). One column of tiles: the same for the A blocks.
-     * Otherwise the tiles share packs of both, made in a pass before. */
+     * own workspace just before using it (no round trip of the packed B through memory),
+     * and op(A) is shared. One column of tiles: the same for the A blocks. Otherwise the
+     * tiles share the packs of both. */
     j.b_inner = j.tiles_m == 1;
     j.a_inner = !j.b_inner && j.tiles_n == 1;
     gemm_set_kblock(&j, j.b_inner || j.a_inner ? GEMM_KC : GEMM_KC_DEEP);
