@@ -28,14 +28,25 @@ static const gemm_cfg gemm_cfgs[] = {
     /* large tier (full sweep only): several MC x NC tiles, KC slices and threads */
     {300, 260, 270, 1, 0, 0, 1, 3, 2, 0, 1.0f, 0.5f},
     {129, 300, 257, 2, 1, 1, 3, 1, 5, 11, -0.75f, 0.0f},
+    /* the CPU driver's layouts (docs/CPU.md), any backend: C one row of tiles 1.5 times the
+     * table's height (B packed per tile), one column of tiles (A packed per tile), a narrow
+     * C (n = 4: computed as C^T), and several rows and columns of tiles with k over 4096
+     * (k cut into blocks deeper than the 256 of the other layouts) */
+    {250, 300, 270, 1, 0, 1, 2, 0, 1, 0, 1.0f, 0.5f},
+    {700, 100, 300, 1, 1, 0, 0, 3, 0, 0, -1.0f, 0.0f},
+    {300, 4, 700, 2, 1, 1, 1, 2, 3, 5, 0.5f, 1.0f},
+    {290, 270, 4302, 1, 0, 0, 0, 0, 0, 0, 1.0f, 0.0f},
 };
 
 /* The batched, doubly transposed large variant costs the double reference ~20M products
  * per combination: it runs where A and B share a dtype (9 of 27 combinations, which still
  * put every dtype in every slot). */
 #define GEMM_LARGE_SUBSET 8
+/* The deep-k variant (340M products per combination) runs where A, B and C share a dtype. */
+#define GEMM_DEEP 12
 
 int conf_gemm_runs(const ampx_dtype *dts, int variant) {
+    if (variant == GEMM_DEEP) return dts[0] == dts[1] && dts[1] == dts[2];
     return variant != GEMM_LARGE_SUBSET || dts[0] == dts[1];
 }
 

@@ -511,7 +511,7 @@ typedef struct conf_op_desc {
 } conf_op_desc;
 
 static const conf_op_desc conf_ops[] = {
-    {AMPX_OP_GEMM, 3, 9, 4, conf_case_gemm, conf_gemm_runs},
+    {AMPX_OP_GEMM, 3, 13, 4, conf_case_gemm, conf_gemm_runs},
     {AMPX_OP_CAST, 2, 10, 4, conf_case_cast, NULL},
     {AMPX_OP_ADD, 3, 8, 3, conf_case_add, NULL},
     {AMPX_OP_MUL, 3, 8, 3, conf_case_mul, NULL},
