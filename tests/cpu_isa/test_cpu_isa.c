@@ -612,12 +612,12 @@ static void check_f16_nan(const char *isa_opt) {
     }
 }
 
-Test(gemm, avx2_f16_nan_inputs_as_portable, .timeout = 60) {
+Test(gemm, avx2_f16_nan_inputs_as_portable, .timeout = 120) {
     if (!machine_has_avx2()) cr_skip_test("skipped: this CPU lacks avx2+fma+f16c");
     check_f16_nan("isa=avx2");
 }
 
-Test(gemm, avx512_f16_nan_inputs_as_portable, .timeout = 60) {
+Test(gemm, avx512_f16_nan_inputs_as_portable, .timeout = 120) {
     NEED_PATH("avx512");
     check_f16_nan("isa=avx512");
 }
