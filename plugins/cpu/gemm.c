@@ -612,6 +612,17 @@ static void tile_finish(const sliver_job *j, uint64_t b, const tile_geom *t, flo
     tile_epilogue(j, b, t->i0, t->j0, acc, t->fm * j->kern->mr, t->mc, 0, t->nc);
 }
 
+/* Claims a shared panel: 1 when it was free and the caller is now to pack it (then to mark
+ * it packed with panel_done), 0 when another tile has packed or is packing it. */
+static int panel_claim(_Atomic int *flag) {
+    int idle = 0;
+    return atomic_compare_exchange_strong(flag, &idle, 1);
+}
+
+static void panel_done(_Atomic int *flag) {
+    atomic_store_explicit(flag, 2, memory_order_release);
+}
+
 /* One row (column) of tiles: returns once k block q of op(A) (op(B)), which every tile
  * reads, is packed. The first tile to need block q or q + 1 and find it unclaimed packs it,
  * so while one thread packs block q the other packs q + 1 instead of waiting; no pass
@@ -621,12 +632,11 @@ static void kblock_ready(const sliver_job *j, uint64_t b, uint64_t q) {
     pack_src o   = pack_src_of(j, is_b, b);
     uint64_t pad = is_b ? j->npad : j->mpad, blocks = cpu_div_up(j->a.k, j->kcb);
     for (uint64_t r = q; r < q + 2 && r < blocks; r++) {
-        int idle = 0;
-        if (!atomic_compare_exchange_strong(&j->panel[r], &idle, 1)) continue;
+        if (!panel_claim(&j->panel[r])) continue;
         uint64_t p0 = r * j->kcb, kc = j->a.k - p0 < j->kcb ? j->a.k - p0 : j->kcb;
         pack_slivers(j, &o, p0, kc, 0, is_b ? j->slv_b : j->slv_a,
                      (is_b ? j->pb : j->pa) + p0 * pad);
-        atomic_store_explicit(&j->panel[r], 2, memory_order_release);
+        panel_done(&j->panel[r]);
     }
     cpu_spin_until(&j->panel[q], 2);
 }
@@ -659,14 +669,7 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
     tile_finish(j, b, &t, acc);
 }
 
-/* Packs the panel of op(A) (is_b 0) or op(B) that tile row or column `p` reads, every k
- * block, into the shared pack, unless another tile has or is doing so; returns after it is
- * packed. */
-static int panel_claim(const sliver_job *j, int is_b, uint64_t p) {
-    int idle = 0;
-    return atomic_compare_exchange_strong(&j->panel[is_b ? j->tiles_m + p : p], &idle, 1);
-}
-
+/* Packs the panel of op(A) (is_b 0) or op(B) that tile t reads: its slivers, every k block. */
 static void panel_pack(const sliver_job *j, int is_b, const tile_geom *t) {
     pack_src o  = pack_src_of(j, is_b, j->batch);
     uint64_t s0 = is_b ? t->sb0 : t->sa0, ns = is_b ? t->sn : t->sm;
@@ -687,16 +690,17 @@ static void sliver_shared_task(void *arg, uint64_t item, unsigned tid) {
     const sliver_job *j = arg;
     tile_geom t         = tile_geom_of(j, item);
     uint64_t tm = item / j->tiles_n, tn = item % j->tiles_n;
-    if (panel_claim(j, 0, tm)) {
+    _Atomic int *fa = &j->panel[tm], *fb = &j->panel[j->tiles_m + tn];
+    if (panel_claim(fa)) {
         panel_pack(j, 0, &t);
-        atomic_store_explicit(&j->panel[tm], 2, memory_order_release);
+        panel_done(fa);
     }
-    if (panel_claim(j, 1, tn)) {
+    if (panel_claim(fb)) {
         panel_pack(j, 1, &t);
-        atomic_store_explicit(&j->panel[j->tiles_m + tn], 2, memory_order_release);
+        panel_done(fb);
     }
-    cpu_spin_until(&j->panel[tm], 2);
-    cpu_spin_until(&j->panel[j->tiles_m + tn], 2);
+    cpu_spin_until(fa, 2);
+    cpu_spin_until(fb, 2);
     sliver_tile(j, j->batch, item, j->pa, j->pb, j->ctx->thread_ws[tid].p);
 }
 
