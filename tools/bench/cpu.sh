@@ -2,7 +2,9 @@
 # cpu.sh [--quick] [--rounds R] [--sections gemm,ops,steps] — the CPU benchmark of
 # docs/BENCHMARKS.md in one run (tools/bench/cpu_bench.py): GEMM against OpenBLAS and oneDNN,
 # the memory-bound ops against a 2-thread copy, and the training steps of mlp_wide and
-# gpt.json against PyTorch and JAX, alternating, medians of R rounds (default 5).
+# gpt.json against PyTorch and JAX, alternating, medians of R rounds (default 5). A 0.1 s FMA
+# probe runs between rounds; a round with the probe below 90% of the machine's peak on either
+# side ran while another tenant held the cores and is run again (cpu_bench.py, Probe).
 #
 # Installs what it needs and uses it for this benchmark only (ampx never links the peers and
 # the test suite never needs them): the Debian packages libdnnl-dev and libopenblas-dev, the

@@ -59,6 +59,58 @@ def measure_peak(a, peak):
             if isinstance(v, (int, float)) and v > peak.get(k, 0):
                 peak[k] = v
 
+PROBE_MIN = 0.9  # a round counts when the FMA probe on both sides of it reads 90% of the peak
+RETRIES = 2      # extra rounds allowed per wanted round before contended ones are kept
+
+
+class Probe:
+    """The FMA probe between rounds (`peer_peak probe`, 2 threads, about 0.1 s). This host's
+    other tenants take our cores in windows of minutes that neither the load average nor
+    /proc/stat shows (every program, the peers too, runs 25-35% slow in them); a round with a
+    probe below PROBE_MIN of the peak on either side ran in such a window."""
+
+    def __init__(self, a, peak):
+        self.cmd, self.peak, self.dropped, self.total = [os.path.join(a.peers, "peer_peak"), "probe"], peak, 0, 0
+
+    def top(self):
+        return self.peak.get("fma512_gflops") or self.peak.get("fma256_gflops") or 0
+
+    def read(self):
+        d, _err = run_json(self.cmd)
+        g = (d or {}).get("probe_gflops") or 0
+        key = "fma512_gflops" if self.peak.get("fma512_gflops") else "fma256_gflops"
+        if g > self.peak.get(key, 0):
+            self.peak[key] = g
+        return g
+
+    def rounds(self, want, one_round):
+        """Runs one_round(i) for i = 0, 1, ... until `want` rounds ran clean (the probe before
+        and after at PROBE_MIN of the peak or more) or want * (1 + RETRIES) ran; returns the
+        results of the clean rounds, else of the `want` best-probed ones, in the order run, and
+        the lowest probe among them as a fraction of the peak."""
+        runs, before = [], self.read()
+        while len(runs) < want * (1 + RETRIES):
+            r = one_round(len(runs))
+            after = self.read()
+            runs.append((min(before, after) / max(self.top(), 1e-9), len(runs), r))
+            before = after
+            if sum(q >= PROBE_MIN for q, _, _ in runs) >= want:
+                break
+        kept = sorted(sorted(runs, key=lambda x: -x[0])[:want], key=lambda x: x[1])
+        self.total += len(runs)
+        self.dropped += len(runs) - len(kept)
+        return [r for _, _, r in kept], min(q for q, _, _ in kept)
+
+    def note(self):
+        return (f"Rounds run while the FMA probe (`peer_peak probe`, before and after each round) read below "
+                f"{100 * PROBE_MIN:.0f}% of the peak were dropped and run again: {self.dropped} of {self.total} "
+                f"in this section; † marks a row that kept such a round (after {RETRIES} retries per round).")
+
+
+def mark(q):
+    return " †" if q < PROBE_MIN else ""
+
+
 class OtherLoad:
     """CPU time the rest of the machine used while a section ran: all busy time in /proc/stat
     less this script's own and its finished children's (every benchmark program is run to
@@ -149,23 +201,32 @@ def gemm_section(a, peak):
     progs = [("ampx bf16", ampx("bf16")), ("ampx f16", ampx("f16")), ("ampx f32", ampx("f32")),
              ("oneDNN bf16", peer("peer_onednn", "bf16")), ("oneDNN f32", peer("peer_onednn", "f32")),
              ("OpenBLAS f32", peer("peer_openblas", "f32"))]
-    res, notes, impls, kernel = {}, {}, {}, "?"
-    load0, ol = os.getloadavg()[0], OtherLoad()
+    res, notes, impls, quality, kernel = {}, {}, {}, {}, "?"
+    load0, ol, pr = os.getloadavg()[0], OtherLoad(), Probe(a, peak)
     for s in shapes:
         m, n, k, ta, tb, b, _ = s
         reps = 3 if m * n * k * b > 2**33 else 0
-        for rnd in range(a.rounds):
+
+        def one_round(rnd):
+            nonlocal kernel
+            out = {}
             for name, build in rotate(progs, rnd):
                 d, err = run_json(build(m, n, k, ta, tb, b, reps))
                 if d is None:
                     notes[name] = err
                     continue
-                res.setdefault(s, {}).setdefault(name, []).append(d["gflops"])
+                out[name] = d["gflops"]
                 kernel = d.get("kernel", kernel)
                 if "impl" in d:
                     impls[name] = d["impl"]
-        print(f"gemm {shape_name(s)}: " + ", ".join(f"{c} {med(v):.1f}" for c, v in res.get(s, {}).items()),
-              flush=True)
+            return out
+
+        kept, quality[s] = pr.rounds(a.rounds, one_round)
+        for r in kept:
+            for name, g in r.items():
+                res.setdefault(s, {}).setdefault(name, []).append(g)
+        print(f"gemm {shape_name(s)}: " + ", ".join(f"{c} {med(v):.1f}" for c, v in res.get(s, {}).items()) +
+              f" (probe {100 * quality[s]:.0f}%)", flush=True)
     load1 = os.getloadavg()[0]
     cols = [p[0] for p in progs]
     measure_peak(a, peak)  # again after the table: the highest of both is the peak
@@ -175,7 +236,7 @@ def gemm_section(a, peak):
          f"each cell is the median over rounds. `batch x m x n x k` is a strided batched product "
          f"(OpenBLAS: a loop of sgemm calls; oneDNN: one 3-D matmul). A, B and C all in the column's dtype, "
          f"f32 accumulation. ampx kernel: `{kernel}`. Peak: the machine's measured 2-thread f32 FMA rate "
-         f"({fmt(top)} GFLOP/s, widest vectors). " + load_note(ol, load0, load1), "",
+         f"({fmt(top)} GFLOP/s, widest vectors). " + pr.note() + " " + load_note(ol, load0, load1), "",
          "| shape | " + " | ".join(cols) + " | ampx f32 / OpenBLAS | ampx f32 / oneDNN f32 | ampx bf16 / oneDNN bf16 "
          "| ampx bf16 / f32 | ampx f16 / f32 | ampx f32 % of peak |",
          "|---" * (len(cols) + 7) + "|"]
@@ -184,7 +245,7 @@ def gemm_section(a, peak):
         v = {c: med(res.get(s, {}).get(c, [])) for c in cols}
         f32, bf, hf, ob = v["ampx f32"], v["ampx bf16"], v["ampx f16"], v["OpenBLAS f32"]
         pct = f"{100 * f32 / top:.0f}%" if f32 and top else "n/a"
-        L.append(f"| {shape_name(s)} ({s[6]}) | " + " | ".join(fmt(v[c]) for c in cols) + " | " +
+        L.append(f"| {shape_name(s)} ({s[6]}){mark(quality[s])} | " + " | ".join(fmt(v[c]) for c in cols) + " | " +
                  " | ".join([ratio(f32, ob), ratio(f32, v["oneDNN f32"]), ratio(bf, v["oneDNN bf16"]),
                              ratio(bf, f32), ratio(hf, f32), pct]) + " |")
         if f32 and ob: goals["f32_vs_openblas"].append((f32 / ob, shape_name(s)))
@@ -200,21 +261,25 @@ def gemm_section(a, peak):
 
 def ops_section(a, peak):
     n = 1 << 22 if a.quick else 1 << 24
-    res, notes = {}, {}
-    load0, ol = os.getloadavg()[0], OtherLoad()
+    res, notes, quality = {}, {}, {}
+    load0, ol, pr = os.getloadavg()[0], OtherLoad(), Probe(a, peak)
     for dt in ("f32", "bf16"):
         for op in OPS:
-            g, c = [], []
-            for _ in range(max(1, a.rounds // 2)):
+            def one_round(_rnd):
                 d, err = run_json([a.ampx, "bench", "op", op, "--backend", "cpu", "--dtype", dt, "--n", str(n),
                                    "--reps", "5", "--json"])
                 if d is None:
                     notes[op] = err
-                    break
-                g.append(d["gbs"]), c.append(d["copy_gbs"])
-            if g:
-                res[(op, dt)] = (med(g), med(c))
-                print(f"op {op} {dt}: {med(g):.2f} GB/s, copy {med(c):.2f} GB/s", flush=True)
+                    return None
+                return d["gbs"], d["copy_gbs"]
+
+            kept, q = pr.rounds(max(1, a.rounds // 2), one_round)
+            kept = [r for r in kept if r]
+            if kept:
+                res[(op, dt)] = (med([r[0] for r in kept]), med([r[1] for r in kept]))
+                quality[(op, dt)] = q
+                print(f"op {op} {dt}: {res[(op, dt)][0]:.2f} GB/s, copy {res[(op, dt)][1]:.2f} GB/s "
+                      f"(probe {100 * q:.0f}%)", flush=True)
     load1 = os.getloadavg()[0]
     mc = peak.get("copy_gbs")
     L = ["### Memory-bound ops against a 2-thread copy", "",
@@ -222,7 +287,7 @@ def ops_section(a, peak):
          f"beside the backend's buffer copy of the same tensor timed in the same process (2 threads), "
          f"median of {max(1, a.rounds // 2)} runs; the last column compares with a 2-thread memcpy of 64 MiB "
          f"measured by tools/bench/peer_peak.c in the same run ({fmt(mc, 2)} GB/s). "
-         f"" + load_note(ol, load0, load1), "",
+         f"" + pr.note() + " " + load_note(ol, load0, load1), "",
          "| op | f32 GB/s | f32 / copy | bf16 GB/s | bf16 / copy | f32 / memcpy |", "|---|---|---|---|---|---|"]
     goals = []
     for op in OPS:
@@ -230,7 +295,8 @@ def ops_section(a, peak):
         if not f and not b:
             L.append(f"| {op} | did not run: `{notes.get(op, '?')}` | | | | |")
             continue
-        L.append(f"| {op} | {fmt(f and f[0], 2)} | {ratio(f and f[0], f and f[1])} | {fmt(b and b[0], 2)} | "
+        q = min(quality.get((op, "f32"), 1.0), quality.get((op, "bf16"), 1.0))
+        L.append(f"| {op}{mark(q)} | {fmt(f and f[0], 2)} | {ratio(f and f[0], f and f[1])} | {fmt(b and b[0], 2)} | "
                  f"{ratio(b and b[0], b and b[1])} | {ratio(f and f[0], mc)} |")
         if op in GOAL_OPS:
             for dt, r in (("f32", f), ("bf16", b)):
@@ -238,7 +304,7 @@ def ops_section(a, peak):
     return L, goals
 
 
-def steps_section(a):
+def steps_section(a, peak):
     tmp = tempfile.mkdtemp()
     for p, body in (("f32", '{"policy": "f32", "scaler": "none"}'),
                     ("bf16", '{"policy": "mixed_bf16", "scaler": "dynamic"}')):
@@ -263,20 +329,29 @@ def steps_section(a):
             return (float(out), None) if out else (None, err)
         return go
 
-    res, notes = {}, {}
-    load0, ol = os.getloadavg()[0], OtherLoad()
+    res, notes, quality = {}, {}, {}
+    load0, ol, pr = os.getloadavg()[0], OtherLoad(), Probe(a, peak)
     for model in ("mlp_wide", "gpt"):
         progs = [("ampx f32", ampx(model, "f32")), ("ampx mixed_bf16", ampx(model, "bf16")),
                  ("PyTorch f32", py("step_torch.py", model, "f32")), ("PyTorch bf16", py("step_torch.py", model, "bf16")),
                  ("JAX f32", py("step_jax.py", model, "f32")), ("JAX bf16", py("step_jax.py", model, "bf16"))]
-        for rnd in range(a.rounds):
+
+        def one_round(rnd):
+            out = {}
             for name, go in rotate(progs, rnd):
                 ms, err = go()
                 if ms is None:
                     notes[name] = err
                     continue
+                out[name] = ms
+            return out
+
+        kept, quality[model] = pr.rounds(a.rounds, one_round)
+        for r in kept:
+            for name, ms in r.items():
                 res.setdefault(model, {}).setdefault(name, []).append(ms)
-        print(f"step {model}: " + ", ".join(f"{c} {med(v):.2f} ms" for c, v in res.get(model, {}).items()), flush=True)
+        print(f"step {model}: " + ", ".join(f"{c} {med(v):.2f} ms" for c, v in res.get(model, {}).items()) +
+              f" (probe {100 * quality[model]:.0f}%)", flush=True)
     load1 = os.getloadavg()[0]
     cols = ["ampx f32", "ampx mixed_bf16", "PyTorch f32", "PyTorch bf16", "JAX f32", "JAX bf16"]
     L = ["### Training step against PyTorch and JAX", "",
@@ -286,12 +361,12 @@ def steps_section(a):
          f"{steps['gpt']} of gpt. PyTorch and JAX: tools/bench/step_torch.py and step_jax.py (the same network, "
          f"optimizer, clipping and batch; PyTorch with 2 threads, bf16 as torch.autocast; JAX jit, bf16 as Flax's "
          f"dtype=bfloat16 with f32 parameters), the median step after 5 warm-up steps. "
-         f"" + load_note(ol, load0, load1), "",
+         f"" + pr.note() + " " + load_note(ol, load0, load1), "",
          "| model | " + " | ".join(cols) + " | JAX f32 / ampx f32 | JAX f32 / ampx bf16 | PyTorch f32 / ampx f32 "
          "| ampx f32 / bf16 |", "|---" * (len(cols) + 5) + "|"]
     for model in ("mlp_wide", "gpt"):
         v = {c: med(res.get(model, {}).get(c, [])) for c in cols}
-        L.append(f"| {model} | " + " | ".join(fmt(v[c], 2) for c in cols) + " | " +
+        L.append(f"| {model}{mark(quality.get(model, 1.0))} | " + " | ".join(fmt(v[c], 2) for c in cols) + " | " +
                  " | ".join([ratio(v["JAX f32"], v["ampx f32"]), ratio(v["JAX f32"], v["ampx mixed_bf16"]),
                              ratio(v["PyTorch f32"], v["ampx f32"]), ratio(v["ampx f32"], v["ampx mixed_bf16"])]) + " |")
     L.append("")
@@ -339,7 +414,7 @@ def main():
         for r, name in sorted(g):
             goals.append((f"{name} >= 0.8x copy", f"{r:.2f}", r >= 0.8))
     if "steps" in sections:
-        lines, st = steps_section(a)
+        lines, st = steps_section(a, peak)
         L += lines + [""]
         w = st["mlp_wide"]
         for c in ("ampx f32", "ampx mixed_bf16"):
