@@ -669,36 +669,40 @@ static void sliver_tile(const sliver_job *j, uint64_t b, uint64_t tile, const fl
     tile_finish(j, b, &t, acc);
 }
 
-/* Packs the panel of op(A) (is_b 0) or op(B) that tile t reads: its slivers, every k block. */
-static void panel_pack(const sliver_job *j, int is_b, const tile_geom *t) {
+/* Packs panel p of op(A) (is_b 0: the rows of tile row p) or of op(B) (the columns of tile
+ * column p), every k block, unless another tile has claimed it. */
+static void panel_get(const sliver_job *j, int is_b, uint64_t p) {
+    _Atomic int *flag = &j->panel[is_b ? j->tiles_m + p : p];
+    if (!panel_claim(flag)) return;
+    tile_geom t = tile_geom_of(j, is_b ? p : p * j->tiles_n);
     pack_src o  = pack_src_of(j, is_b, j->batch);
-    uint64_t s0 = is_b ? t->sb0 : t->sa0, ns = is_b ? t->sn : t->sm;
+    uint64_t s0 = is_b ? t.sb0 : t.sa0, ns = is_b ? t.sn : t.sm;
     uint64_t pad = is_b ? j->npad : j->mpad;
     float *dst   = is_b ? j->pb : j->pa;
     for (uint64_t p0 = 0; p0 < j->a.k; p0 += j->kcb) {
         uint64_t kc = j->a.k - p0 < j->kcb ? j->a.k - p0 : j->kcb;
         pack_slivers(j, &o, p0, kc, s0, ns, dst + p0 * pad + s0 * o.w * kc);
     }
+    panel_done(flag);
 }
 
 /* Several rows and columns of tiles, one batch: each tile first packs the panels it reads
- * (its rows of op(A), its columns of op(B)) that no tile has claimed yet, then waits for the
- * ones another tile is packing (a packer never waits, so the wait ends), then computes. No
- * pass over both operands comes first: the packing of later panels runs while other tiles
- * compute, and a tile reads the panels it packed from the cache. */
+ * (its rows of op(A), its columns of op(B)) that no tile has claimed yet; when another tile
+ * is still packing one of them, it packs the next tile row's (column's) panel meanwhile,
+ * then waits (a packer never waits, so the wait ends), then computes. The two threads start
+ * a tile row together, so one packs this row's op(A) panel and the other the next row's.
+ * No pass over both operands comes first: the packing of later panels runs while other
+ * tiles compute, and a tile reads the panels it packed from the cache. */
 static void sliver_shared_task(void *arg, uint64_t item, unsigned tid) {
     const sliver_job *j = arg;
-    tile_geom t         = tile_geom_of(j, item);
     uint64_t tm = item / j->tiles_n, tn = item % j->tiles_n;
     _Atomic int *fa = &j->panel[tm], *fb = &j->panel[j->tiles_m + tn];
-    if (panel_claim(fa)) {
-        panel_pack(j, 0, &t);
-        panel_done(fa);
-    }
-    if (panel_claim(fb)) {
-        panel_pack(j, 1, &t);
-        panel_done(fb);
-    }
+    panel_get(j, 0, tm);
+    panel_get(j, 1, tn);
+    if (atomic_load_explicit(fa, memory_order_acquire) != 2 && tm + 1 < j->tiles_m)
+        panel_get(j, 0, tm + 1);
+    if (atomic_load_explicit(fb, memory_order_acquire) != 2 && tn + 1 < j->tiles_n)
+        panel_get(j, 1, tn + 1);
     cpu_spin_until(fa, 2);
     cpu_spin_until(fb, 2);
     sliver_tile(j, j->batch, item, j->pa, j->pb, j->ctx->thread_ws[tid].p);
