@@ -101,6 +101,15 @@ class Probe:
         self.dropped += len(runs) - len(kept)
         return [r for _, _, r in kept], min(q for q, _, _ in kept)
 
+    def collect(self, res, key, want, one_round):
+        """rounds(), each kept round's {program: value} appended to res[key][program]; returns
+        the lowest probe among the kept rounds."""
+        kept, q = self.rounds(want, one_round)
+        for r in kept:
+            for name, v in r.items():
+                res.setdefault(key, {}).setdefault(name, []).append(v)
+        return q
+
     def note(self):
         return (f"Rounds run while the FMA probe (`peer_peak probe`, before and after each round) read below "
                 f"{100 * PROBE_MIN:.0f}% of the peak were dropped and run again: {self.dropped} of {self.total} "
@@ -221,10 +230,7 @@ def gemm_section(a, peak):
                     impls[name] = d["impl"]
             return out
 
-        kept, quality[s] = pr.rounds(a.rounds, one_round)
-        for r in kept:
-            for name, g in r.items():
-                res.setdefault(s, {}).setdefault(name, []).append(g)
+        quality[s] = pr.collect(res, s, a.rounds, one_round)
         print(f"gemm {shape_name(s)}: " + ", ".join(f"{c} {med(v):.1f}" for c, v in res.get(s, {}).items()) +
               f" (probe {100 * quality[s]:.0f}%)", flush=True)
     load1 = os.getloadavg()[0]
@@ -346,10 +352,7 @@ def steps_section(a, peak):
                 out[name] = ms
             return out
 
-        kept, quality[model] = pr.rounds(a.rounds, one_round)
-        for r in kept:
-            for name, ms in r.items():
-                res.setdefault(model, {}).setdefault(name, []).append(ms)
+        quality[model] = pr.collect(res, model, a.rounds, one_round)
         print(f"step {model}: " + ", ".join(f"{c} {med(v):.2f} ms" for c, v in res.get(model, {}).items()) +
               f" (probe {100 * quality[model]:.0f}%)", flush=True)
     load1 = os.getloadavg()[0]

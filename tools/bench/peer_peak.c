@@ -73,7 +73,7 @@ static double run(int kind, char *dst, char *src) {
     double t0 = now();
     for (int i = 0; i < THREADS; i++) {
         size_t slice = COPY_BYTES / THREADS;
-        j[i] = (job){.kind = kind, .bytes = slice};
+        j[i]         = (job){.kind = kind, .bytes = slice};
         if (kind == 2) j[i].dst = dst + i * slice, j[i].src = src + i * slice;
         pthread_create(&t[i], NULL, work, &j[i]);
     }
@@ -96,7 +96,8 @@ int main(int argc, char **argv) {
     __builtin_cpu_init();
     int has512 = __builtin_cpu_supports("avx512f");
     if (argc > 1 && strcmp(argv[1], "probe") == 0) {
-        double g = has512 ? flops * 16 / best(1, NULL, NULL, 3) : flops * 8 / best(0, NULL, NULL, 3);
+        double g =
+            has512 ? flops * 16 / best(1, NULL, NULL, 3) : flops * 8 / best(0, NULL, NULL, 3);
         printf("{\"probe_gflops\":%.1f}\n", g * 1e-9);
         return 0;
     }
