@@ -498,25 +498,25 @@ static uint64_t pack_items(uint64_t slivers, int imajor) {
     return imajor ? cpu_div_up(slivers, GEMM_STRIP) : slivers;
 }
 
-/* Packs item `it` of op(A) (is_b 0) or op(B) of batch b, k block [p0, p0+kc), into the
- * block's pack dst: sliver s at s * w * kc. */
-static void pack_item_block(const sliver_job *j, int is_b, uint64_t b, uint64_t it, uint64_t p0,
-                            uint64_t kc, float *dst) {
+/* Packs slivers [s0, s0+ns) of op(A) (is_b 0) or op(B) of batch b, every k block, into the
+ * whole-operand pack dst_all: block p0 at p0 * pad, sliver s of it at s * w * kc. */
+static void pack_range(const sliver_job *j, int is_b, uint64_t b, uint64_t s0, uint64_t ns,
+                       float *dst_all) {
     pack_src o   = pack_src_of(j, is_b, b);
-    uint64_t slv = is_b ? j->slv_b : j->slv_a;
-    uint64_t s0  = o.imajor ? it * GEMM_STRIP : it;
-    uint64_t ns  = o.imajor ? (slv - s0 < GEMM_STRIP ? slv - s0 : GEMM_STRIP) : 1;
-    pack_slivers(j, &o, p0, kc, s0, ns, dst + s0 * o.w * kc);
-}
-
-/* The same item for every k block, into the whole-operand pack dst_all (block p0 at
- * p0 * pad). */
-static void pack_item(const sliver_job *j, int is_b, uint64_t b, uint64_t it, float *dst_all) {
     uint64_t pad = is_b ? j->npad : j->mpad;
     for (uint64_t p0 = 0; p0 < j->a.k; p0 += j->kcb) {
         uint64_t kc = j->a.k - p0 < j->kcb ? j->a.k - p0 : j->kcb;
-        pack_item_block(j, is_b, b, it, p0, kc, dst_all + p0 * pad);
+        pack_slivers(j, &o, p0, kc, s0, ns, dst_all + p0 * pad + s0 * o.w * kc);
     }
+}
+
+/* Packs item `it` (pack_items) of op(A) (is_b 0) or op(B) of batch b into dst_all. */
+static void pack_item(const sliver_job *j, int is_b, uint64_t b, uint64_t it, float *dst_all) {
+    uint64_t slv = is_b ? j->slv_b : j->slv_a;
+    int imajor   = is_b ? !j->a.trans_b : (int)j->a.trans_a;
+    uint64_t s0  = imajor ? it * GEMM_STRIP : it;
+    pack_range(j, is_b, b, s0, imajor ? (slv - s0 < GEMM_STRIP ? slv - s0 : GEMM_STRIP) : 1,
+               dst_all);
 }
 
 /* C = alpha * acc + beta * C in f32, one rounding to C's dtype, for rows [r0, r1) and
@@ -675,14 +675,7 @@ static void panel_get(const sliver_job *j, int is_b, uint64_t p) {
     _Atomic int *flag = &j->panel[is_b ? j->tiles_m + p : p];
     if (!panel_claim(flag)) return;
     tile_geom t = tile_geom_of(j, is_b ? p : p * j->tiles_n);
-    pack_src o  = pack_src_of(j, is_b, j->batch);
-    uint64_t s0 = is_b ? t.sb0 : t.sa0, ns = is_b ? t.sn : t.sm;
-    uint64_t pad = is_b ? j->npad : j->mpad;
-    float *dst   = is_b ? j->pb : j->pa;
-    for (uint64_t p0 = 0; p0 < j->a.k; p0 += j->kcb) {
-        uint64_t kc = j->a.k - p0 < j->kcb ? j->a.k - p0 : j->kcb;
-        pack_slivers(j, &o, p0, kc, s0, ns, dst + p0 * pad + s0 * o.w * kc);
-    }
+    pack_range(j, is_b, j->batch, is_b ? t.sb0 : t.sa0, is_b ? t.sn : t.sm, is_b ? j->pb : j->pa);
     panel_done(flag);
 }
 
