@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# deps.sh [--tests|--fuzz] — installs the Debian packages ampx builds with (and, with --tests, the
+# deps.sh [--tests|--fuzz|--lint] — installs the Debian packages ampx builds with (and, with --tests, the
 # ones its test suite needs) when any is missing. Quick and silent when all are there.
 set -euo pipefail
 pkgs=(cmake gcc make pkg-config libcjson-dev)
@@ -14,6 +14,8 @@ pkgs+=(openmpi-bin libopenmpi-dev)
 if [ "${1:-}" = "--tests" ]; then pkgs+=(libcriterion-dev python3 clinfo); fi
 # The fuzz harnesses (tools/fuzz.sh) need clang and its libFuzzer runtime.
 if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang); fi
+# tools/lint.sh: the formatting check and the static analyser.
+if [ "${1:-}" = "--lint" ]; then pkgs+=(clang-format cppcheck); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,9 +8,9 @@
 #   - `ampx conformance --backend cuda` (the full sweep) and the GEMM op again with
 #     gemm=native, so the native kernel is judged on every dtype combination too;
 #   - the CUDA test suites (ctest -R cuda) when the tests were built;
-#   - `ampx train models/mlp.json --backend cuda`, once `ampx train` exists, and the same on
+#   - `ampx train models/mlp.json --backend cuda`, and the same on
 #     2 ranks with mpirun (gradients over NCCL) when Open MPI is installed;
-#   - `ampx bench gemm` for bf16 and f32 at 4096 and 8192, once `ampx bench` exists;
+#   - `ampx bench gemm` for bf16 and f32 at 4096 and 8192;
 #   - tools/bench/cuda_peer.cu: the plugin's GEMM (cuBLAS path and native kernel) against
 #     cublasGemmEx called directly, side by side in one process, medians of 5 trials;
 #   - PyTorch's torch.matmul at the same sizes when python3 has torch with CUDA.

@@ -311,7 +311,7 @@ Test(gradients, two_inputs_and_mse) {
 
 // ---------------------------------------------------------------------------------------
 // The scaler: the device op against an independent model of PyTorch's GradScaler
-// (torch._amp_update_scale_), extended as DESIGN.md says with hysteresis and bounds.
+// (torch._amp_update_scale_), extended as docs/TRAINING.md says with hysteresis and bounds.
 
 typedef struct model_scaler {
     double scale;

@@ -1,8 +1,8 @@
 /* ampx/ampx.h — the public API of libampx.
  *
  * libampx loads backend plugins (backend.h is their ABI), checks them against its own
- * double-precision reference (the conformance suite), and — in later versions — builds and
- * trains models. The library never prints and never exits: every function that can fail
+ * double-precision reference (the conformance suite); ampx/train.h builds and trains models
+ * on top of it. The library never prints and never exits: every function that can fail
  * returns an ampx_status and writes a one-line message into a caller-supplied buffer or
  * the backend's last-error string.
  */

@@ -145,10 +145,6 @@ void trace_op(void *trace_ptr, const call_event *e) {
     r->e.who = r->who;
 }
 
-uint32_t trace_step_ops(const trace *t) {
-    return t->n_ops;
-}
-
 static void slice(trace *t, int tid, const char *cat, const char *name, int64_t t0, int64_t t1,
                   int64_t ops) {
     sep(t);

@@ -34,8 +34,6 @@ void trace_op(void *trace_ptr, const call_event *e);
  * replace the host times on the device track. issued: the ops the call layer counted in the
  * step, written in the step slice's args as "ops". */
 void trace_step_end(trace *t, const uint64_t *dev_ns, uint32_t n_dev, uint64_t issued);
-/* Ops recorded in the step being traced. */
-uint32_t trace_step_ops(const trace *t);
 /* A communication slice of the current step on the host thread's track (a data-parallel
  * run's gradient all-reduce: its start per bucket, and the wait for it), host clock. */
 void trace_comm(trace *t, const char *name, int64_t t0_ns, int64_t t1_ns, uint64_t bytes);
