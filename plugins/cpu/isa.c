@@ -9,7 +9,8 @@
  * Paths, lowest to highest: portable C, AVX2+FMA(+F16C), AVX-512F, AVX512-BF16, AMX-BF16.
  * The option isa=NAME and the environment variable AMPX_CPU_ISA each cap the path; the path
  * in use is the highest one the machine supports that no cap excludes, and then the best
- * kernel table at or below it: portable, avx2 (avx2.c), avx512 and avx512bf16 (avx512.c).
+ * kernel table at or below it: portable (portable.c), avx2 (avx2.c), avx512 and avx512bf16
+ * (avx512.c).
  * The AMX path is detected and reported but runs the avx512bf16 table (see docs/CPU.md).
  */
 #define _GNU_SOURCE

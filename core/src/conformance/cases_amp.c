@@ -56,6 +56,34 @@ static int check_flags_kept(conf_case_ctx *cc, const conf_tensor *F, uint32_t fb
     return 0;
 }
 
+/* Element at of g made non-finite (kind 0 inf, 1 NaN with a payload) or (kind 2) 0.75 times
+ * the largest finite value, for an overflow by the unscale's multiply. */
+static void set_bad(conf_tensor *g, uint64_t at, int kind) {
+    if (kind == 0)
+        conf_tensor_set(g, at, -INFINITY);
+    else if (kind == 1)
+        conf_tensor_set_bits(g, at,
+                             g->esz == 2 ? (g->dt == AMPX_BF16 ? 0x7fd1u : 0x7e11u) : 0x7fc01234u);
+    else
+        conf_tensor_set(g, at, ref_round(g->dt, 0.75 * ref_max_finite(g->dt)));
+}
+
+/* The scalars block the unscale cases start from. */
+static ampx_scalars amp_scalars0(float scale, int32_t mode, int32_t found_inf) {
+    ampx_scalars s0    = {0};
+    s0.scale           = scale;
+    s0.found_inf       = found_inf;
+    s0.mode            = mode;
+    s0.growth_tracker  = 5;
+    s0.hysteresis_left = s0.hysteresis = 2;
+    s0.growth_factor                   = 2.0f;
+    s0.backoff_factor                  = 0.5f;
+    s0.growth_interval                 = 2000;
+    s0.max_scale                       = INFINITY;
+    s0.lr                              = 0.01f;
+    return s0;
+}
+
 void conf_case_unscale_check(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
     static const struct {
         uint32_t count;
@@ -100,31 +128,12 @@ void conf_case_unscale_check(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
     if (!conf_ok(cc)) goto done;
     for (uint32_t t = 0; t < count; t++) {
         conf_tensor_fill(cc, G[t], -1000, 1000);
-        if ((int)t == bad) {
-            uint64_t at = G[t]->n / 2;
-            if (badkind == 0)
-                conf_tensor_set(G[t], at, -INFINITY);
-            else if (badkind == 1)
-                conf_tensor_set_bits(G[t], at,
-                                     G[t]->esz == 2 ? (G[t]->dt == AMPX_BF16 ? 0x7fd1u : 0x7e11u)
-                                                    : 0x7fc01234u);
-            else
-                conf_tensor_set(G[t], at, ref_round(G[t]->dt, 0.75 * ref_max_finite(G[t]->dt)));
-        }
+        if ((int)t == bad) set_bad(G[t], G[t]->n / 2, badkind);
     }
     for (uint64_t i = 0; i < F->n; i++)
         conf_tensor_set(F, i, 7);
-    ampx_scalars s0    = {0};
-    s0.scale           = cfgs[variant].scale;
-    s0.found_inf       = cfgs[variant].found_inf0;
-    s0.mode            = cfgs[variant].mode;
-    s0.growth_tracker  = 5;
-    s0.hysteresis_left = s0.hysteresis = 2;
-    s0.growth_factor                   = 2.0f;
-    s0.backoff_factor                  = 0.5f;
-    s0.growth_interval                 = 2000;
-    s0.max_scale                       = INFINITY;
-    s0.lr                              = 0.01f;
+    ampx_scalars s0 =
+        amp_scalars0(cfgs[variant].scale, cfgs[variant].mode, cfgs[variant].found_inf0);
     conf_scalars_to_tensor(S, &s0);
     ampx_unscale_check_args a = {sizeof a, fb, {count, tl, ne}, F->t, S->t};
     if (conf_upload(cc) ||
@@ -291,150 +300,163 @@ static int check_stats(conf_case_ctx *cc, const conf_tensor *G, uint32_t t, ampx
     return 0;
 }
 
-/* AMP_PASS (ABI 1.4): the unscale, flags and found_inf as UNSCALE_CHECK (exact), the square
- * sum of the unscaled values as SUM_SQUARES, the statistics of the values as read as
- * GRAD_STATS, with per-tensor targets; each optional output left out in some variant. */
-void conf_case_amp_pass(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
-    static const struct {
-        uint32_t count;
-        uint64_t sizes[3];
-        float scale;
-        int32_t mode;
-        uint32_t flag_base;
-        int bad, badkind; /* as conf_case_unscale_check */
-        int sq;           /* 0 no sq_sum, 1 sq_sum =, 2 sq_sum += */
-        int want;         /* 1 stats, 2 counts, 4 nan_counts */
-        int targets, mixed;
-    } cfgs[] = {
-        {1, {7}, 1024.0f, AMPX_SCALER_DYNAMIC, 0, -1, 0, 1, 7, 0, 0},
-        {3, {13, 1031, 1}, 65536.0f, AMPX_SCALER_DYNAMIC, 2, 1, 1, 2, 7, 1, 0},
-        {3, {5, 0, 9}, 3.0f, AMPX_SCALER_DYNAMIC, 0, 0, 0, 1, 1, 0, 1},
-        {2, {31, 7}, 1024.0f, AMPX_SCALER_NONE, 1, 0, 0, 0, 6, 1, 0},
-        {2, {17, 3}, 0x1p-10f, AMPX_SCALER_DYNAMIC, 0, 1, 2, 1, 0, 0, 0},
-        {3, {0, 0, 0}, 1.0f, AMPX_SCALER_STATIC, 0, -1, 0, 1, 7, 0, 0},
-        {3, {7, 8, 9}, 1.0f, AMPX_SCALER_STATIC, 0, 2, 1, 2, 7, 1, 1},
-        /* large tier */
-        {2, {100003, 70001}, 65536.0f, AMPX_SCALER_DYNAMIC, 0, 1, 1, 1, 7, 1, 0},
-        {3, {70001, 5, 100003}, 3.0f, AMPX_SCALER_STATIC, 0, -1, 0, 2, 7, 0, 1},
-    };
-    static const ampx_dtype per_tensor[3] = {AMPX_BF16, AMPX_F16, AMPX_F32};
-    uint32_t count = cfgs[variant].count, fb = cfgs[variant].flag_base;
-    int bad = cfgs[variant].bad, badkind = cfgs[variant].badkind, sqm = cfgs[variant].sq;
-    int want = cfgs[variant].want, use_targets = cfgs[variant].targets;
-    int mixed =
-        cfgs[variant].mixed && dts[0] != AMPX_I32 && conf_all_floats_supported(r, AMPX_OP_AMP_PASS);
+// ---------------------------------------------------------------------------------------
+// AMP_PASS (ABI 1.4): the unscale, flags and found_inf as UNSCALE_CHECK (exact), the square
+// sum of the unscaled values as SUM_SQUARES, the statistics of the values as read as
+// GRAD_STATS, with per-tensor targets; each optional output left out in some variant.
+
+typedef struct amp_pass_cfg {
+    uint32_t count;
+    uint64_t sizes[3];
+    float scale;
+    int32_t mode;
+    uint32_t flag_base;
+    int bad, badkind; /* as conf_case_unscale_check */
+    int sq;           /* 0 no sq_sum, 1 sq_sum =, 2 sq_sum += */
+    int want;         /* 1 stats, 2 counts, 4 nan_counts */
+    int targets, mixed;
+} amp_pass_cfg;
+
+static const amp_pass_cfg amp_pass_cfgs[] = {
+    {1, {7}, 1024.0f, AMPX_SCALER_DYNAMIC, 0, -1, 0, 1, 7, 0, 0},
+    {3, {13, 1031, 1}, 65536.0f, AMPX_SCALER_DYNAMIC, 2, 1, 1, 2, 7, 1, 0},
+    {3, {5, 0, 9}, 3.0f, AMPX_SCALER_DYNAMIC, 0, 0, 0, 1, 1, 0, 1},
+    {2, {31, 7}, 1024.0f, AMPX_SCALER_NONE, 1, 0, 0, 0, 6, 1, 0},
+    {2, {17, 3}, 0x1p-10f, AMPX_SCALER_DYNAMIC, 0, 1, 2, 1, 0, 0, 0},
+    {3, {0, 0, 0}, 1.0f, AMPX_SCALER_STATIC, 0, -1, 0, 1, 7, 0, 0},
+    {3, {7, 8, 9}, 1.0f, AMPX_SCALER_STATIC, 0, 2, 1, 2, 7, 1, 1},
+    /* large tier */
+    {2, {100003, 70001}, 65536.0f, AMPX_SCALER_DYNAMIC, 0, 1, 1, 1, 7, 1, 0},
+    {3, {70001, 5, 100003}, 3.0f, AMPX_SCALER_STATIC, 0, -1, 0, 2, 7, 0, 1},
+};
+
+static const ampx_dtype amp_pass_targets[3] = {AMPX_BF16, AMPX_F16, AMPX_F32};
+
+/* The tensors of a case; the optional outputs NULL where the variant leaves them out. */
+typedef struct amp_pass_io {
+    conf_tensor *G[3], *F, *S, *Q, *ST, *CN, *NC;
+    ampx_tensor tl[3];
+    uint64_t ne[3], total;
+} amp_pass_io;
+
+static void amp_pass_shape(conf_case_ctx *cc, const amp_pass_cfg *c, int mixed) {
     static const char *kinds[] = {"inf", "NaN", "overflow"};
     char sizes[64]             = "";
-    for (uint32_t t = 0; t < count; t++) {
+    for (uint32_t t = 0; t < c->count; t++) {
         size_t l = strlen(sizes);
-        snprintf(sizes + l, sizeof sizes - l, "%s%" PRIu64, t ? "," : "", cfgs[variant].sizes[t]);
+        snprintf(sizes + l, sizeof sizes - l, "%s%" PRIu64, t ? "," : "", c->sizes[t]);
     }
     conf_shape(cc, "tensors=[%s] scale=%g mode=%d flag_base=%u%s%s sq=%s stats=%s%s%s%s%s", sizes,
-               (double)cfgs[variant].scale, cfgs[variant].mode, fb, bad >= 0 ? " with " : "",
-               bad >= 0 ? kinds[badkind] : "",
-               sqm == 0   ? "none"
-               : sqm == 1 ? "set"
-                          : "accumulate",
-               want & 1 ? "+stats" : "", want & 2 ? "+counts" : "", want & 4 ? "+nans" : "",
-               use_targets ? " per-tensor targets" : "", mixed ? " mixed dtypes" : "");
-    conf_tensor *G[3] = {0};
-    ampx_tensor tl[3];
-    uint64_t ne[3], total = 0;
+               (double)c->scale, c->mode, c->flag_base, c->bad >= 0 ? " with " : "",
+               c->bad >= 0 ? kinds[c->badkind] : "",
+               c->sq == 0   ? "none"
+               : c->sq == 1 ? "set"
+                            : "accumulate",
+               c->want & 1 ? "+stats" : "", c->want & 2 ? "+counts" : "",
+               c->want & 4 ? "+nans" : "", c->targets ? " per-tensor targets" : "",
+               mixed ? " mixed dtypes" : "");
+}
+
+/* Makes the tensors (in the order their random offsets are drawn); 0 when all were made. */
+static int amp_pass_tensors(conf_case_ctx *cc, const amp_pass_cfg *c, ampx_dtype dt, int mixed,
+                            amp_pass_io *io) {
+    uint32_t count = c->count;
     for (uint32_t t = 0; t < count; t++) {
-        G[t] = conf_tensor_new(cc, "g[t]", mixed ? (ampx_dtype)(t % 3) : dts[0],
-                               cfgs[variant].sizes[t], CT_INOUT);
-        if (!G[t]) goto done;
-        tl[t] = G[t]->t;
-        ne[t] = G[t]->n;
-        total += G[t]->n;
+        io->G[t] =
+            conf_tensor_new(cc, "g[t]", mixed ? (ampx_dtype)(t % 3) : dt, c->sizes[t], CT_INOUT);
+        if (!io->G[t]) return -1;
+        io->tl[t] = io->G[t]->t;
+        io->ne[t] = io->G[t]->n;
+        io->total += io->G[t]->n;
     }
-    conf_tensor *F = conf_tensor_new(cc, "flags", AMPX_I32, fb + count + 2, CT_INOUT);
-    conf_tensor *S = conf_tensor_new(cc, "scalars", AMPX_I32, 32, CT_INOUT);
-    conf_tensor *Q =
-        sqm ? conf_tensor_new(cc, "sq_sum", AMPX_F32, 1, sqm == 2 ? CT_INOUT : CT_OUT) : NULL;
-    conf_tensor *ST = want & 1 ? conf_tensor_new(cc, "stats", AMPX_F32, 4 * count, CT_OUT) : NULL;
-    conf_tensor *CN = want & 2 ? conf_tensor_new(cc, "counts", AMPX_I32, 3 * count, CT_OUT) : NULL;
-    conf_tensor *NC = want & 4 ? conf_tensor_new(cc, "nan_counts", AMPX_I32, count, CT_OUT) : NULL;
-    if (!conf_ok(cc)) goto done;
-    for (uint32_t t = 0; t < count; t++) {
-        conf_tensor_fill(cc, G[t], -1000, 1000);
-        for (uint64_t i = 0; i < G[t]->n; i++) { /* zeros and values below the normals */
+    io->F = conf_tensor_new(cc, "flags", AMPX_I32, c->flag_base + count + 2, CT_INOUT);
+    io->S = conf_tensor_new(cc, "scalars", AMPX_I32, 32, CT_INOUT);
+    io->Q =
+        c->sq ? conf_tensor_new(cc, "sq_sum", AMPX_F32, 1, c->sq == 2 ? CT_INOUT : CT_OUT) : NULL;
+    io->ST = c->want & 1 ? conf_tensor_new(cc, "stats", AMPX_F32, 4 * count, CT_OUT) : NULL;
+    io->CN = c->want & 2 ? conf_tensor_new(cc, "counts", AMPX_I32, 3 * count, CT_OUT) : NULL;
+    io->NC = c->want & 4 ? conf_tensor_new(cc, "nan_counts", AMPX_I32, count, CT_OUT) : NULL;
+    return conf_ok(cc) ? 0 : -1;
+}
+
+/* Gradients in [-1000, 1000) with zeros and values below the normals, the variant's bad
+ * value; flags 7 (to see which are written); sq_sum 3.5 when it accumulates. */
+static void amp_pass_fill(conf_case_ctx *cc, const amp_pass_cfg *c, amp_pass_io *io) {
+    for (uint32_t t = 0; t < c->count; t++) {
+        conf_tensor *g = io->G[t];
+        conf_tensor_fill(cc, g, -1000, 1000);
+        for (uint64_t i = 0; i < g->n; i++) { /* zeros and values below the normals */
             uint64_t k = conf_next(&cc->rng) % 16;
             if (k == 0)
-                conf_tensor_set(G[t], i, 0.0);
+                conf_tensor_set(g, i, 0.0);
             else if (k == 1)
-                conf_tensor_set(G[t], i,
-                                ref_round(G[t]->dt, ldexp(conf_uniform(&cc->rng, 1, 2), -20)));
+                conf_tensor_set(g, i, ref_round(g->dt, ldexp(conf_uniform(&cc->rng, 1, 2), -20)));
             else if (k == 2)
-                conf_tensor_set(G[t], i,
-                                ref_round(G[t]->dt, ldexp(conf_uniform(&cc->rng, -2, 2), -130)));
+                conf_tensor_set(g, i, ref_round(g->dt, ldexp(conf_uniform(&cc->rng, -2, 2), -130)));
         }
         /* a long tensor ends on its largest |g|: max|g| is exact, so a lost tail shows */
-        if (G[t]->n >= CONF_LARGE) conf_tensor_set(G[t], G[t]->n - 1, -3072.0);
-        if ((int)t == bad && G[t]->n > 0) {
-            uint64_t at = G[t]->n / 2;
-            if (badkind == 0)
-                conf_tensor_set(G[t], at, -INFINITY);
-            else if (badkind == 1)
-                conf_tensor_set_bits(G[t], at,
-                                     G[t]->esz == 2 ? (G[t]->dt == AMPX_BF16 ? 0x7fd1u : 0x7e11u)
-                                                    : 0x7fc01234u);
-            else
-                conf_tensor_set(G[t], at, ref_round(G[t]->dt, 0.75 * ref_max_finite(G[t]->dt)));
-        }
+        if (g->n >= CONF_LARGE) conf_tensor_set(g, g->n - 1, -3072.0);
+        if ((int)t == c->bad && g->n > 0) set_bad(g, g->n / 2, c->badkind);
     }
-    for (uint64_t i = 0; i < F->n; i++)
-        conf_tensor_set(F, i, 7);
-    if (sqm == 2) conf_tensor_set(Q, 0, 3.5);
-    ampx_scalars s0    = {0};
-    s0.scale           = cfgs[variant].scale;
-    s0.mode            = cfgs[variant].mode;
-    s0.growth_tracker  = 5;
-    s0.hysteresis_left = s0.hysteresis = 2;
-    s0.growth_factor                   = 2.0f;
-    s0.backoff_factor                  = 0.5f;
-    s0.growth_interval                 = 2000;
-    s0.max_scale                       = INFINITY;
-    s0.lr                              = 0.01f;
-    conf_scalars_to_tensor(S, &s0);
-    ampx_amp_pass_args a = {.size          = sizeof a,
-                            .flag_base     = fb,
-                            .grads         = {count, tl, ne},
-                            .flags         = F->t,
-                            .scalars       = S->t,
-                            .sq_accumulate = sqm == 2,
-                            .target        = AMPX_F16,
-                            .targets       = use_targets ? per_tensor : NULL};
-    if (Q) a.sq_sum = Q->t;
-    if (ST) a.stats = ST->t;
-    if (CN) a.counts = CN->t;
-    if (NC) a.nan_counts = NC->t;
-    if (conf_upload(cc) || conf_finish_call(cc, "amp_pass", call_amp_pass(r, AMPX_OP_AMP_PASS, &a)))
-        goto done;
-    int any   = 0;
-    double sq = sqm == 2 ? Q->v[0] : 0.0;
+    for (uint64_t i = 0; i < io->F->n; i++)
+        conf_tensor_set(io->F, i, 7);
+    if (c->sq == 2) conf_tensor_set(io->Q, 0, 3.5);
+}
+
+/* Every output after the call against the reference. */
+static void amp_pass_check(conf_case_ctx *cc, const ampx_amp_pass_args *a, const amp_pass_io *io,
+                           const ampx_scalars *s0) {
+    uint32_t count = a->grads.count, fb = a->flag_base;
+    const conf_tensor *Q = io->Q;
+    int any              = 0;
+    double sq            = a->sq_accumulate ? Q->v[0] : 0.0;
     for (uint32_t t = 0; t < count; t++)
-        if (check_unscaled(cc, G[t], t, F, fb, &s0, &any, &sq) ||
-            check_stats(cc, G[t], t, use_targets ? per_tensor[t] : a.target, ST, CN, NC))
-            goto done;
-    if (check_flags_kept(cc, F, fb, count)) goto done;
+        if (check_unscaled(cc, io->G[t], t, io->F, fb, s0, &any, &sq) ||
+            check_stats(cc, io->G[t], t, a->targets ? a->targets[t] : a->target, io->ST, io->CN,
+                        io->NC))
+            return;
+    if (check_flags_kept(cc, io->F, fb, count)) return;
     if (Q) {
         double got = conf_tensor_get(Q, 0);
         if (!isfinite(sq)) {
             if (isfinite(got))
                 conf_fail(cc, "sq_sum = %.9g with a non-finite gradient, expected non-finite", got);
         } else {
-            conf_compare(cc, "sq_sum", &got, &sq, NULL, 1, AMPX_F32, (double)total + 2,
+            conf_compare(cc, "sq_sum", &got, &sq, NULL, 1, AMPX_F32, (double)io->total + 2,
                          CMP_NORM | CMP_ELEM);
         }
-        if (!conf_ok(cc)) goto done;
+        if (!conf_ok(cc)) return;
     }
-    ampx_scalars exp = s0, got;
+    ampx_scalars exp = *s0, got;
     exp.found_inf |= any;
-    conf_scalars_from_back(S, &got);
+    conf_scalars_from_back(io->S, &got);
     conf_scalars_diff(cc, "", &got, &exp, 0);
-done:
-    return;
+}
+
+void conf_case_amp_pass(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
+    const amp_pass_cfg *c = &amp_pass_cfgs[variant];
+    int mixed = c->mixed && dts[0] != AMPX_I32 && conf_all_floats_supported(r, AMPX_OP_AMP_PASS);
+    amp_pass_shape(cc, c, mixed);
+    amp_pass_io io = {0};
+    if (amp_pass_tensors(cc, c, dts[0], mixed, &io)) return;
+    amp_pass_fill(cc, c, &io);
+    ampx_scalars s0 = amp_scalars0(c->scale, c->mode, 0);
+    conf_scalars_to_tensor(io.S, &s0);
+    ampx_amp_pass_args a = {.size          = sizeof a,
+                            .flag_base     = c->flag_base,
+                            .grads         = {c->count, io.tl, io.ne},
+                            .flags         = io.F->t,
+                            .scalars       = io.S->t,
+                            .sq_accumulate = c->sq == 2,
+                            .target        = AMPX_F16,
+                            .targets       = c->targets ? amp_pass_targets : NULL};
+    if (io.Q) a.sq_sum = io.Q->t;
+    if (io.ST) a.stats = io.ST->t;
+    if (io.CN) a.counts = io.CN->t;
+    if (io.NC) a.nan_counts = io.NC->t;
+    if (conf_upload(cc) || conf_finish_call(cc, "amp_pass", call_amp_pass(r, AMPX_OP_AMP_PASS, &a)))
+        return;
+    amp_pass_check(cc, &a, &io, &s0);
 }
 
 /* Scenarios of the scaler: a configuration and a sequence of found_inf values. growth_f64

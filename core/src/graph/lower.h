@@ -1,0 +1,54 @@
+/* lower.h — what the model builder (builder.c) lowers a model file with: its state (the graph
+ * being built and the names a later node may refer to) and the calls that add values, nodes
+ * and parameters to the IR, each positioned at the JSON value it comes from so that an error
+ * points there. Private to graph/. */
+#ifndef AMPX_GRAPH_LOWER_H
+#define AMPX_GRAPH_LOWER_H
+
+#include "config/schema.h"
+#include "graph/graph.h"
+
+#define B_MAX_NAMES 1024
+
+/* A name a later node can refer to: a model input or a user node's output. */
+typedef struct b_name {
+    char name[G_NAME_MAX];
+    int value, kind, line;   /* kind: the layer kind, -1 for a model input */
+    int params[4], n_params; /* the node's parameters, for "share" */
+} b_name;
+
+typedef struct builder {
+    jctx *c;
+    g_graph *g;
+    b_name names[B_MAX_NAMES];
+    int n_names;
+    int last; /* the last value a layer produced: the next layer's input */
+} builder;
+
+/* The index of the name in b->names, or -1. */
+int b_find_name(const builder *b, const char *name);
+/* Defines a name (1 to 63 characters, not used before); NULL with the error in b->c. */
+b_name *b_add_name(builder *b, const json_value *at, const char *name, int value, int kind);
+/* Resolves an input reference by name, with a did-you-mean over the names defined so far. */
+int b_resolve(builder *b, const json_value *v, int *out);
+/* The error for a graph out of values or nodes; returns -1. */
+int b_full(builder *b, const json_value *at);
+
+/* An activation value named `name` whose shape the node's rule sets. */
+int b_new_act(builder *b, const json_value *at, const char *name, ampx_dtype d);
+/* Adds a forward node and infers its outputs' shapes; a mismatch is reported at the input
+ * that does not fit (iv: the "inputs" array, NULL for a layer's implied input). */
+int b_add_node(builder *b, const json_value *at, const json_value *iv, int op, const int *in,
+               int n_in, const int *out, int n_out, const g_attrs *a, const char *name);
+/* A parameter (or state) value "<owner>.<suffix>" and how it is initialized. */
+int b_param(builder *b, const json_value *at, const char *owner, const char *suffix, g_role role,
+            int ndim, const int64_t *dims, g_init init, float std, int64_t fan_in, int64_t fan_out,
+            int decay);
+
+/* "init": {"weight": ..., "bias": ..., "std": ...} over the defaults in *w, *bias. */
+int b_parse_init(builder *b, const json_value *obj, g_init *w, g_init *bias, float *std);
+/* "axis": an example axis from the file (0-based, negative from the end) to the IR's
+ * (batch = 0) for value x. */
+int b_axis_of(builder *b, const json_value *obj, int x, int dflt, int *out);
+
+#endif
