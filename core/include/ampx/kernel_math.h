@@ -1,6 +1,7 @@
 /* kernel_math.h — the scalar numerics every backend computes the same way, written once:
- * the activations and their derivatives (ACT_FWD, ACT_BWD) and one step of the loss
- * scaler's state machine (SCALER_UPDATE). The cpu plugin (its portable path and the scalar
+ * the activations and their derivatives (ACT_FWD, ACT_BWD), the optimizers' clip
+ * coefficient (SGD, ADAMW) and one step of the loss scaler's state machine (SCALER_UPDATE).
+ * The cpu plugin (its portable path and the scalar
  * tails of its vector paths), the cuda kernels, the example plugin and the OpenCL program
  * all compile this text; the conformance reference in the core does not, on purpose (it is
  * the independent implementation they are tested against).
@@ -208,6 +209,23 @@ AMPX_KM_FN ampx_km_real ampx_km_act_df(int act, ampx_km_real x) {
     default: return 0;
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// SGD and ADAMW: the clip coefficient (host and CUDA; OpenCL's opt_begin computes it in its
+// widest float, which is double only on a device with cl_khr_fp64)
+
+#if !defined(__OPENCL_VERSION__)
+/* min(1, max_grad_norm / (sqrt(*sq_sum) + 1e-6)) in double, then rounded to f32 as the
+ * scalar it is (1 stays exact); a NaN stays NaN, so a non-finite sum poisons the step rather
+ * than silently disabling the clip. 1 when clipping is off: max_grad_norm <= 0 or no sum. */
+AMPX_KM_FN double ampx_km_clip_coef(float max_grad_norm, const float *sq_sum) {
+    if (!(max_grad_norm > 0.0f) || !sq_sum) return 1.0;
+    double norm = sqrt((double)*sq_sum);
+    double c    = (double)max_grad_norm / (norm + 1e-6);
+    c           = c < 1.0 ? c : (c == c ? 1.0 : c);
+    return c != 1.0 ? (double)(float)c : c;
+}
+#endif
 
 // ---------------------------------------------------------------------------------------
 // SCALER_UPDATE: one step of backend.h's pseudo-code on the scalars block

@@ -247,14 +247,10 @@ static ampx_status ex_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
     AMPX_KIT_TRY(ampx_kit_take_adamw(AMPX_KIT(ctx), args, &a));
     ampx_scalars *s = scalars_at(&a.scalars);
     if (s->found_inf) return AMPX_OK; /* a skipped step writes nothing */
-    float lr = ampx_scheduled_lr(s, s->applied_steps);
-    s->lr    = lr;
-    double c = 1.0; /* clip coefficient */
-    if (a.max_grad_norm > 0.0f && a.grad_sq_sum.buf) {
-        double norm = sqrt((double)*f32_at(&a.grad_sq_sum));
-        c           = (double)a.max_grad_norm / (norm + 1e-6);
-        if (c > 1.0) c = 1.0;
-    }
+    float lr   = ampx_scheduled_lr(s, s->applied_steps);
+    s->lr      = lr;
+    double c   = ampx_km_clip_coef(a.max_grad_norm, /* kernel_math.h */
+                                 a.grad_sq_sum.buf ? f32_at(&a.grad_sq_sum) : NULL);
     double t   = (double)s->applied_steps + 1.0;
     double bc1 = 1.0 - pow((double)a.beta1, t), bc2 = 1.0 - pow((double)a.beta2, t);
     for (uint32_t k = 0; k < a.params.count; k++) {
