@@ -18,7 +18,7 @@
 __global__ void unscale_kernel(cuk_mt_group g, int32_t *flags, ampx_scalars *s) {
     const cuk_mt_tensor t = g.t[blockIdx.y];
     int multiply          = s->mode != AMPX_SCALER_NONE;
-    float inv_scale       = (float)(1.0 / (double)s->scale);
+    float inv_scale       = ampx_km_inv_scale(s->scale);
     int bad               = 0;
     uint64_t stride       = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.n; i += stride) {
@@ -168,7 +168,7 @@ __global__ void amp_pass_kernel(cuk_mt_group g, cuk_tiny tiny, uint32_t bx, int3
     const cuk_mt_tensor t = g.t[blockIdx.y];
     const float tn        = tiny.v[blockIdx.y];
     int multiply          = s->mode != AMPX_SCALER_NONE;
-    float inv_scale       = (float)(1.0 / (double)s->scale);
+    float inv_scale       = ampx_km_inv_scale(s->scale);
     double sq             = 0.0;
     stats_acc a           = {};
     int bad               = 0;

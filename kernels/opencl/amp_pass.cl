@@ -17,7 +17,7 @@ __kernel REDUCE_WG void amp_pass(TENSOR(g), ulong n, uint tiny_bits, FARG(flag),
     __local float red[WG];
     __local uint redu[WG];
     int multiply    = s->mode != AMPX_KM_SCALER_NONE;
-    float inv_scale = (float)((wide_t)1.0 / (wide_t)s->scale);
+    float inv_scale = ampx_km_inv_scale(s->scale);
     float sqs       = 0.0f;
     uint bad        = 0;
     gstats st       = gstats_zero();

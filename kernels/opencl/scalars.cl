@@ -49,14 +49,9 @@ __kernel void opt_begin(FARG(scalars), FARG(grad_sq_sum), float max_grad_norm, f
         iwork[0] = 0;
         return;
     }
-    float lr = scheduled_lr(s, s->applied_steps);
-    s->lr    = lr;
-    wide_t c = (wide_t)1;
-    if (max_grad_norm > 0.0f && grad_sq_sum) {
-        wide_t norm = sqrt((wide_t)grad_sq_sum[0]);
-        c           = (wide_t)max_grad_norm / (norm + (wide_t)1e-6);
-        c           = c < (wide_t)1 ? c : (c == c ? (wide_t)1 : c);
-    }
+    float lr    = scheduled_lr(s, s->applied_steps);
+    s->lr       = lr;
+    wide_t c    = ampx_km_clip_coef(max_grad_norm, grad_sq_sum);
     wide_t step = (wide_t)s->applied_steps + (wide_t)1;
     iwork[0]    = 1;
     work[1]     = lr;

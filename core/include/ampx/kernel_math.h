@@ -1,10 +1,10 @@
 /* kernel_math.h — the scalar numerics every backend computes the same way, written once:
- * the activations and their derivatives (ACT_FWD, ACT_BWD), the optimizers' clip
- * coefficient (SGD, ADAMW) and one step of the loss scaler's state machine (SCALER_UPDATE).
- * The cpu plugin (its portable path and the scalar
- * tails of its vector paths), the cuda kernels, the example plugin and the OpenCL program
- * all compile this text; the conformance reference in the core does not, on purpose (it is
- * the independent implementation they are tested against).
+ * the activations and their derivatives (ACT_FWD, ACT_BWD), the unscale factor
+ * (UNSCALE_CHECK, AMP_PASS), the optimizers' clip coefficient (SGD, ADAMW) and one step of the loss
+ * scaler's state machine (SCALER_UPDATE). The cpu plugin (its portable path and the scalar tails of
+ * its vector paths), the cuda kernels, the example plugin and the OpenCL program all compile this
+ * text; the conformance reference in the core does not, on purpose (it is the independent
+ * implementation they are tested against).
  *
  * One text, three languages:
  *   C           AMPX_KM_FN is `static inline`; the working precision ampx_km_real is double.
@@ -15,6 +15,9 @@
  *               against backend.h on the host) and the device's view of ampx_scalars.
  * So the activations are evaluated in double from the exactly widened f32 input on the CPU
  * and CUDA, and in f32 in OpenCL; each backend rounds the result to its output dtype.
+ * The scalars of the AMP and optimizer ops are computed in ampx_km_wide: double, and in
+ * OpenCL C double where the device has cl_khr_fp64 (the plugin then defines AMPX_FP64),
+ * else float.
  * Constants with a fraction are written AMPX_KM_C(0.5): a float literal in OpenCL C (so no
  * expression is promoted to double there), a double one elsewhere.
  *
@@ -30,6 +33,11 @@
 #define AMPX_KM_GLOBAL __global
 #define AMPX_KM_C(c) c##f
 typedef float ampx_km_real;
+#ifdef AMPX_FP64 /* set by the plugin on a device with cl_khr_fp64 (common.cl enables it) */
+typedef double ampx_km_wide;
+#else
+typedef float ampx_km_wide;
+#endif
 #else
 #include <math.h>
 
@@ -42,6 +50,7 @@ typedef float ampx_km_real;
 #define AMPX_KM_GLOBAL
 #define AMPX_KM_C(c) c
 typedef double ampx_km_real;
+typedef double ampx_km_wide;
 #endif
 
 // ---------------------------------------------------------------------------------------
@@ -211,21 +220,24 @@ AMPX_KM_FN ampx_km_real ampx_km_act_df(int act, ampx_km_real x) {
 }
 
 // ---------------------------------------------------------------------------------------
-// SGD and ADAMW: the clip coefficient (host and CUDA; OpenCL's opt_begin computes it in its
-// widest float, which is double only on a device with cl_khr_fp64)
+// The AMP ops' unscale factor and the optimizers' clip coefficient, in ampx_km_wide
 
-#if !defined(__OPENCL_VERSION__)
-/* min(1, max_grad_norm / (sqrt(*sq_sum) + 1e-6)) in double, then rounded to f32 as the
+/* UNSCALE_CHECK, AMP_PASS: 1 / scale computed wide and rounded to f32, as PyTorch's
+ * _amp_foreach_non_finite_check_and_unscale_ does with a double reciprocal. */
+AMPX_KM_FN float ampx_km_inv_scale(float scale) {
+    return (float)((ampx_km_wide)1 / (ampx_km_wide)scale);
+}
+
+/* SGD, ADAMW: min(1, max_grad_norm / (sqrt(*sq_sum) + 1e-6)), then rounded to f32 as the
  * scalar it is (1 stays exact); a NaN stays NaN, so a non-finite sum poisons the step rather
  * than silently disabling the clip. 1 when clipping is off: max_grad_norm <= 0 or no sum. */
-AMPX_KM_FN double ampx_km_clip_coef(float max_grad_norm, const float *sq_sum) {
-    if (!(max_grad_norm > 0.0f) || !sq_sum) return 1.0;
-    double norm = sqrt((double)*sq_sum);
-    double c    = (double)max_grad_norm / (norm + 1e-6);
-    c           = c < 1.0 ? c : (c == c ? 1.0 : c);
-    return c != 1.0 ? (double)(float)c : c;
+AMPX_KM_FN ampx_km_wide ampx_km_clip_coef(float max_grad_norm, AMPX_KM_GLOBAL const float *sq_sum) {
+    if (!(max_grad_norm > 0) || !sq_sum) return 1;
+    ampx_km_wide norm = sqrt((ampx_km_wide)*sq_sum);
+    ampx_km_wide c    = (ampx_km_wide)max_grad_norm / (norm + (ampx_km_wide)1e-6);
+    c                 = c < 1 ? c : (c == c ? 1 : c);
+    return c != 1 ? (ampx_km_wide)(float)c : c;
 }
-#endif
 
 // ---------------------------------------------------------------------------------------
 // SCALER_UPDATE: one step of backend.h's pseudo-code on the scalars block

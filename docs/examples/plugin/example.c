@@ -217,7 +217,7 @@ static ampx_status ex_unscale_check(ampx_context *ctx, const ampx_unscale_check_
     AMPX_KIT_TRY(ampx_kit_take_unscale_check(AMPX_KIT(ctx), args, &a));
     ampx_scalars *s = scalars_at(&a.scalars);
     int32_t *flags  = (int32_t *)(void *)(a.flags.buf->data + a.flags.offset) + a.flag_base;
-    float inv_scale = (float)(1.0 / (double)s->scale); /* in double, as PyTorch */
+    float inv_scale = ampx_km_inv_scale(s->scale); /* kernel_math.h */
     int multiply    = s->mode != AMPX_SCALER_NONE;
     for (uint32_t t = 0; t < a.grads.count; t++) {
         const ampx_tensor *g = &a.grads.tensors[t];
