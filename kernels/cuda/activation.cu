@@ -1,62 +1,15 @@
 /* activation.cu — ACT_FWD and ACT_BWD: relu, gelu (tanh form), tanh, sigmoid, silu.
  *
- * As in the CPU backend, the function and its derivative are evaluated in double from the
- * exactly widened input (the gelu cubic cannot overflow there), rounded to f32, then once
- * more to the output dtype. Forward and backward of each function sit side by side. In place
- * (y = x, dx = dy) is safe: each thread reads its element before writing it.
+ * As in the CPU backend's portable path, and with the same functions (ampx_km_act_f and
+ * ampx_km_act_df of ampx/kernel_math.h), the function and its derivative are evaluated in
+ * double from the exactly widened input, rounded to f32, then once more to the output dtype.
+ * In place (y = x, dx = dy) is safe: each thread reads its element before writing it.
  */
 #include "common.cuh"
 
-#define GELU_K 0.7978845608028654 /* sqrt(2 / pi) */
-#define GELU_C 0.044715
-
-__device__ __forceinline__ double sigmoid_d(double x) {
-    return 1.0 / (1.0 + exp(-x));
-}
-
-/* f(x) */
-__device__ double act_f(int32_t act, double x) {
-    switch (act) {
-    case AMPX_ACT_RELU: return x > 0.0 ? x : (x != x ? x : 0.0); /* NaN propagates */
-    case AMPX_ACT_GELU: return 0.5 * x * (1.0 + tanh(GELU_K * (x + GELU_C * x * x * x)));
-    case AMPX_ACT_TANH: return tanh(x);
-    case AMPX_ACT_SIGMOID: return sigmoid_d(x);
-    case AMPX_ACT_SILU: return x * sigmoid_d(x);
-    default: return 0.0;
-    }
-}
-
-/* f'(x) */
-__device__ double act_df(int32_t act, double x) {
-    switch (act) {
-    case AMPX_ACT_RELU: return x > 0.0 ? 1.0 : (x != x ? x : 0.0); /* 0 at x <= 0 */
-    case AMPX_ACT_GELU: {
-        /* d/dx 0.5 x (1 + tanh u), u = k (x + c x^3):
-         *   0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 c x^2) */
-        double t = tanh(GELU_K * (x + GELU_C * x * x * x));
-        double s = 1.0 - t * t;
-        double d = s == 0.0 ? 0.0 : 0.5 * x * s * GELU_K * (1.0 + 3.0 * GELU_C * x * x);
-        return 0.5 * (1.0 + t) + d;
-    }
-    case AMPX_ACT_TANH: {
-        double t = tanh(x);
-        return 1.0 - t * t;
-    }
-    case AMPX_ACT_SIGMOID: {
-        double s = sigmoid_d(x);
-        return s * (1.0 - s);
-    }
-    case AMPX_ACT_SILU: { /* sigma(x) (1 + x (1 - sigma(x))) */
-        double s = sigmoid_d(x);
-        return s * (1.0 + x * (1.0 - s));
-    }
-    default: return 0.0;
-    }
-}
-
 __device__ __forceinline__ float act_one(const cuk_act &a, float x, float dy) {
-    if (a.bwd) return (float)((double)dy * act_df(a.act, x));
-    return (float)act_f(a.act, x);
+    if (a.bwd) return (float)((double)dy * ampx_km_act_df(a.act, x));
+    return (float)ampx_km_act_f(a.act, x);
 }
 
 __global__ void act_kernel(cuk_act a, int vec) {

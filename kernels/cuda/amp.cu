@@ -18,7 +18,7 @@
 __global__ void unscale_kernel(cuk_mt_group g, int32_t *flags, ampx_scalars *s) {
     const cuk_mt_tensor t = g.t[blockIdx.y];
     int multiply          = s->mode != AMPX_SCALER_NONE;
-    float inv_scale       = (float)(1.0 / (double)s->scale);
+    float inv_scale       = ampx_km_inv_scale(s->scale);
     int bad               = 0;
     uint64_t stride       = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.n; i += stride) {
@@ -168,7 +168,7 @@ __global__ void amp_pass_kernel(cuk_mt_group g, cuk_tiny tiny, uint32_t bx, int3
     const cuk_mt_tensor t = g.t[blockIdx.y];
     const float tn        = tiny.v[blockIdx.y];
     int multiply          = s->mode != AMPX_SCALER_NONE;
-    float inv_scale       = (float)(1.0 / (double)s->scale);
+    float inv_scale       = ampx_km_inv_scale(s->scale);
     double sq             = 0.0;
     stats_acc a           = {};
     int bad               = 0;
@@ -214,7 +214,8 @@ extern "C" cudaError_t cuk_amp_pass_run(cudaStream_t s, const cuk_mt_group *g, c
 }
 
 // ---------------------------------------------------------------------------------------
-// SCALER_UPDATE: backend.h's pseudo-code, line for line, in f32 on the block (one thread).
+// SCALER_UPDATE: backend.h's pseudo-code on the block (one thread), ampx_km_scaler_step of
+// kernel_math.h, the step the cpu plugin takes.
 
 /* scale * factor as PyTorch's _amp_update_scale_cuda_kernel: the f32 scale times the double
  * factor in double, rounded to f32 once. A factor of 0 means "the block's float". */
@@ -224,37 +225,8 @@ __device__ static float scale_times(float scale, double factor, float block) {
 }
 
 __global__ void scaler_update_kernel(ampx_scalars *s, double growth, double backoff) {
-    s->last_found_inf = s->found_inf;
-    s->found_inf      = 0;
-    if (s->last_found_inf) {
-        s->skipped_steps++;
-        s->consecutive_skips++;
-        s->growth_tracker = 0;
-        if (s->mode == AMPX_SCALER_DYNAMIC) {
-            s->hysteresis_left--;
-            if (s->hysteresis_left <= 0) {
-                float backed       = scale_times(s->scale, backoff, s->backoff_factor);
-                s->scale           = backed > s->min_scale ? backed : s->min_scale; /* max() */
-                s->hysteresis_left = s->hysteresis;
-            }
-            if (s->scale <= s->min_scale && s->on_min_scale_error)
-                s->stop_reason |= AMPX_STOP_MIN_SCALE;
-        }
-        if (s->max_consecutive_skips > 0 && s->consecutive_skips > s->max_consecutive_skips)
-            s->stop_reason |= AMPX_STOP_CONSECUTIVE_SKIPS;
-    } else {
-        s->applied_steps++;
-        s->consecutive_skips = 0;
-        if (s->mode == AMPX_SCALER_DYNAMIC) {
-            if (s->consecutive_hysteresis) s->hysteresis_left = s->hysteresis;
-            s->growth_tracker++;
-            if (s->growth_tracker >= s->growth_interval) {
-                float next = scale_times(s->scale, growth, s->growth_factor);
-                if (isfinite(next) && next <= s->max_scale) s->scale = next;
-                s->growth_tracker = 0;
-            }
-        }
-    }
+    ampx_km_scaler_step(s, scale_times(s->scale, growth, s->growth_factor),
+                        scale_times(s->scale, backoff, s->backoff_factor));
 }
 
 extern "C" cudaError_t cuk_scaler_update_run(cudaStream_t s, void *scalars, double growth,

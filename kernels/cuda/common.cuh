@@ -23,6 +23,8 @@
 #include "ampx/backend.h"
 #include "ampx/dtype.h"
 #undef inline
+/* the numerics the cpu plugin shares (activations, the scaler step): host and device */
+#include "ampx/kernel_math.h"
 
 #include "kernels.h"
 

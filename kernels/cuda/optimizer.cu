@@ -13,23 +13,13 @@
  */
 #include "common.cuh"
 
-/* The clip coefficient, or 1 when clipping is off. NaN stays NaN. */
-__device__ double clip_coef(const cuk_opt_group &g) {
-    if (!(g.max_grad_norm > 0.0f) || !g.grad_sq_sum) return 1.0;
-    double norm = sqrt((double)*g.grad_sq_sum);
-    double c    = (double)g.max_grad_norm / (norm + 1e-6);
-    c           = c < 1.0 ? c : (c == c ? 1.0 : c);
-    if (c != 1.0) c = (double)(float)c;
-    return c;
-}
-
 __global__ void optimizer_kernel(cuk_opt_group g) {
     ampx_scalars *s = (ampx_scalars *)g.scalars;
     if (s->found_inf != 0) return; /* skipped step: nothing changes */
     int32_t step = s->applied_steps;
     float lr_f   = ampx_scheduled_lr(s, step);
     if (g.write_lr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) s->lr = lr_f;
-    double lr = lr_f, c = clip_coef(g);
+    double lr = lr_f, c = ampx_km_clip_coef(g.max_grad_norm, g.grad_sq_sum);
     if (blockIdx.y >= g.count) return; /* an empty list still writes lr */
 
     const cuk_opt_tensor t = g.t[blockIdx.y];

@@ -13,11 +13,11 @@ __kernel REDUCE_WG void amp_pass(TENSOR(g), ulong n, uint tiny_bits, FARG(flag),
     FPTR(stats);
     IPTR(counts);
     IPTR(nans);
-    __global scalars_t *s = (__global scalars_t *)(scalars_p + scalars_o);
+    __global ampx_scalars *s = (__global ampx_scalars *)(scalars_p + scalars_o);
     __local float red[WG];
     __local uint redu[WG];
-    int multiply    = s->mode != SCALER_NONE;
-    float inv_scale = (float)((wide_t)1.0 / (wide_t)s->scale);
+    int multiply    = s->mode != AMPX_KM_SCALER_NONE;
+    float inv_scale = ampx_km_inv_scale(s->scale);
     float sqs       = 0.0f;
     uint bad        = 0;
     gstats st       = gstats_zero();

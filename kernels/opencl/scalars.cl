@@ -1,25 +1,20 @@
-/* scalars.cl — the device-side view of ampx_scalars (backend.h): the same 4-byte fields
- * in the same order, so kernels read and write the block in place. */
-typedef struct scalars_t {
-    float scale;
-    int found_inf, growth_tracker, hysteresis_left, applied_steps, skipped_steps;
-    int consecutive_skips, last_found_inf, stop_reason;
-    float lr;
-    int mode;
-    float growth_factor, backoff_factor;
-    int growth_interval, hysteresis, consecutive_hysteresis;
-    float min_scale, max_scale;
-    int on_min_scale_error, max_consecutive_skips;
-    int lr_schedule;
-    float lr_base, lr_min;
-    int warmup_steps, decay_steps;
-    int reserved[7];
-} scalars_t;
+/* scalars.cl — the scalars block on the device: the learning-rate schedule, the start of an
+ * optimizer step, and the layout check. The struct itself, ampx_scalars, is built from
+ * kernel_math.h's field list (AMPX_KM_SCALARS_FIELDS), embedded just before this file. */
 
-#define SCALER_NONE 0
-#define SCALER_DYNAMIC 2
-#define STOP_MIN_SCALE 1
-#define STOP_CONSECUTIVE_SKIPS 2
+/* The byte offset of every field of ampx_scalars as this device's compiler lays the struct
+ * out, in AMPX_KM_SCALARS_FIELDS order, then reserved's and the struct's size. The plugin
+ * runs it once when the program loads (program.c) and compares with backend.h's offsetof:
+ * a kernel that reads the block through a different layout never runs. */
+__kernel void scalars_layout(__global ampx_scalars *s, __global int *out) {
+    if (get_global_id(0) != 0) return;
+    int i = 0;
+#define AMPX_KM_OFFSET(type, name) out[i++] = (int)((__global char *)&s->name - (__global char *)s);
+    AMPX_KM_SCALARS_FIELDS(AMPX_KM_OFFSET)
+#undef AMPX_KM_OFFSET
+    out[i++] = (int)((__global char *)s->reserved - (__global char *)s);
+    out[i]   = (int)sizeof(ampx_scalars);
+}
 
 #ifdef AMPX_FP64
 #define PI_W M_PI
@@ -28,8 +23,8 @@ typedef struct scalars_t {
 #endif
 
 /* The learning rate at applied step t: ampx_scheduled_lr of backend.h. */
-inline float scheduled_lr(__global const scalars_t *s, int t) {
-    if (s->lr_schedule != 1) return s->lr_base;
+inline float scheduled_lr(__global const ampx_scalars *s, int t) {
+    if (s->lr_schedule != AMPX_KM_LR_WARMUP_COSINE) return s->lr_base;
     if (t < s->warmup_steps) return s->lr_base * (float)(t + 1) / (float)s->warmup_steps;
     int span = s->decay_steps - s->warmup_steps;
     wide_t p = span > 0 ? (wide_t)(t - s->warmup_steps) / (wide_t)span : (wide_t)1;
@@ -48,20 +43,15 @@ __kernel void opt_begin(FARG(scalars), FARG(grad_sq_sum), float max_grad_norm, f
                         float beta2, __global float *work) {
     if (get_global_id(0) != 0) return;
     FPTR(grad_sq_sum);
-    __global scalars_t *s = (__global scalars_t *)(scalars_p + scalars_o);
-    __global int *iwork   = (__global int *)work;
+    __global ampx_scalars *s = (__global ampx_scalars *)(scalars_p + scalars_o);
+    __global int *iwork      = (__global int *)work;
     if (s->found_inf != 0) {
         iwork[0] = 0;
         return;
     }
-    float lr = scheduled_lr(s, s->applied_steps);
-    s->lr    = lr;
-    wide_t c = (wide_t)1;
-    if (max_grad_norm > 0.0f && grad_sq_sum) {
-        wide_t norm = sqrt((wide_t)grad_sq_sum[0]);
-        c           = (wide_t)max_grad_norm / (norm + (wide_t)1e-6);
-        c           = c < (wide_t)1 ? c : (c == c ? (wide_t)1 : c);
-    }
+    float lr    = scheduled_lr(s, s->applied_steps);
+    s->lr       = lr;
+    wide_t c    = ampx_km_clip_coef(max_grad_norm, grad_sq_sum);
     wide_t step = (wide_t)s->applied_steps + (wide_t)1;
     iwork[0]    = 1;
     work[1]     = lr;

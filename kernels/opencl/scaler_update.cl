@@ -1,5 +1,5 @@
 /* scaler_update.cl — SCALER_UPDATE on the scalars block, one work item, exactly the
- * pseudo-code of backend.h.
+ * pseudo-code of backend.h (ampx_km_scaler_step of kernel_math.h).
  *
  * scale * factor is PyTorch's: the f32 scale times the double factor in double, rounded to
  * f32. The factor is the args' double (its bits; 0 when the host gave none) or else the
@@ -15,38 +15,11 @@ inline float scale_times(float scale, ulong bits, float f32, float block) {
 #endif
 }
 
-__kernel void scaler_update(FARG(scalars), ulong growth_bits, ulong backoff_bits,
-                            float growth_f32, float backoff_f32) {
+/* The state machine is kernel_math.h's ampx_km_scaler_step, the cpu and cuda backends'. */
+__kernel void scaler_update(FARG(scalars), ulong growth_bits, ulong backoff_bits, float growth_f32,
+                            float backoff_f32) {
     if (get_global_id(0) != 0) return;
-    __global scalars_t *s = (__global scalars_t *)(scalars_p + scalars_o);
-    s->last_found_inf     = s->found_inf;
-    s->found_inf          = 0;
-    if (s->last_found_inf) {
-        s->skipped_steps++;
-        s->consecutive_skips++;
-        s->growth_tracker = 0;
-        if (s->mode == SCALER_DYNAMIC) {
-            s->hysteresis_left--;
-            if (s->hysteresis_left <= 0) {
-                float backed = scale_times(s->scale, backoff_bits, backoff_f32, s->backoff_factor);
-                s->scale           = backed > s->min_scale ? backed : s->min_scale;
-                s->hysteresis_left = s->hysteresis;
-            }
-            if (s->scale <= s->min_scale && s->on_min_scale_error) s->stop_reason |= STOP_MIN_SCALE;
-        }
-        if (s->max_consecutive_skips > 0 && s->consecutive_skips > s->max_consecutive_skips)
-            s->stop_reason |= STOP_CONSECUTIVE_SKIPS;
-    } else {
-        s->applied_steps++;
-        s->consecutive_skips = 0;
-        if (s->mode == SCALER_DYNAMIC) {
-            if (s->consecutive_hysteresis) s->hysteresis_left = s->hysteresis;
-            s->growth_tracker++;
-            if (s->growth_tracker >= s->growth_interval) {
-                float next = scale_times(s->scale, growth_bits, growth_f32, s->growth_factor);
-                if (is_finite_bits(next) && next <= s->max_scale) s->scale = next;
-                s->growth_tracker = 0;
-            }
-        }
-    }
+    __global ampx_scalars *s = (__global ampx_scalars *)(scalars_p + scalars_o);
+    ampx_km_scaler_step(s, scale_times(s->scale, growth_bits, growth_f32, s->growth_factor),
+                        scale_times(s->scale, backoff_bits, backoff_f32, s->backoff_factor));
 }

@@ -10,10 +10,10 @@ __kernel void unscale_clear_flags(FARG(flags), uint count) {
 
 __kernel void unscale_check(TENSOR(g), ulong n, FARG(flags), FARG(scalars)) {
     IPTR(flags);
-    __global scalars_t *s = (__global scalars_t *)(scalars_p + scalars_o);
-    int multiply          = s->mode != SCALER_NONE;
-    float inv_scale       = (float)((wide_t)1.0 / (wide_t)s->scale);
-    int bad               = 0;
+    __global ampx_scalars *s = (__global ampx_scalars *)(scalars_p + scalars_o);
+    int multiply             = s->mode != AMPX_KM_SCALER_NONE;
+    float inv_scale          = ampx_km_inv_scale(s->scale);
+    int bad                  = 0;
     for (ulong i = GID; i < n; i += GSIZE) {
         float v = LD(g, i);
         if (multiply) {

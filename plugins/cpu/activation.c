@@ -1,9 +1,10 @@
 /* activation.c — ACT_FWD and ACT_BWD: relu, gelu (tanh form), tanh, sigmoid, silu.
  *
  * Inputs are widened to f32 exactly. The portable path evaluates the function and its
- * derivative in double, then rounds to f32 and once more to the output dtype (both round to
- * nearest even). The AVX2 path evaluates gelu, sigmoid and silu in f32, eight lanes, with a
- * vectorised expf (act8_avx2: the terms are arranged so nothing cancels, and the 0 * inf of
+ * derivative in double (ampx_km_act_f and ampx_km_act_df of ampx/kernel_math.h, the cuda
+ * kernels' and the example plugin's too), then rounds to f32 and once more to the output dtype
+ * (both round to nearest even). The AVX2 path evaluates gelu, sigmoid and silu in f32, eight lanes,
+ * with a vectorised expf (act8_avx2: the terms are arranged so nothing cancels, and the 0 * inf of
  * an overflowing gelu cubic is 0, as in double). Its error against the double reference,
  * measured in tests/test_cpu_args.c (math/activations_f32): sigmoid and silu within 3.1 f32
  * ulps, gelu within 17 where gelu is tiny (x near -5: the f32 rounding of the cubic's
@@ -13,55 +14,9 @@
  */
 #include <math.h>
 
+#include "ampx/kernel_math.h"
 #include "avx2_math.h"
 #include "cpu.h"
-
-#define GELU_K 0.7978845608028654 /* sqrt(2 / pi) */
-#define GELU_C 0.044715
-
-static double sigmoid(double x) {
-    return 1.0 / (1.0 + exp(-x));
-}
-
-/* f(x) */
-static double act_f(uint32_t act, double x) {
-    switch (act) {
-    case AMPX_ACT_RELU: return x > 0.0 ? x : (x != x ? x : 0.0); /* NaN propagates */
-    case AMPX_ACT_GELU: return 0.5 * x * (1.0 + tanh(GELU_K * (x + GELU_C * x * x * x)));
-    case AMPX_ACT_TANH: return tanh(x);
-    case AMPX_ACT_SIGMOID: return sigmoid(x);
-    case AMPX_ACT_SILU: return x * sigmoid(x);
-    default: return 0.0;
-    }
-}
-
-/* f'(x) */
-static double act_df(uint32_t act, double x) {
-    switch (act) {
-    case AMPX_ACT_RELU: return x > 0.0 ? 1.0 : (x != x ? x : 0.0); /* 0 at x <= 0 */
-    case AMPX_ACT_GELU: {
-        /* d/dx 0.5 x (1 + tanh u), u = k (x + c x^3):
-         *   0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 c x^2) */
-        double t = tanh(GELU_K * (x + GELU_C * x * x * x));
-        double s = 1.0 - t * t;
-        double d = s == 0.0 ? 0.0 : 0.5 * x * s * GELU_K * (1.0 + 3.0 * GELU_C * x * x);
-        return 0.5 * (1.0 + t) + d;
-    }
-    case AMPX_ACT_TANH: {
-        double t = tanh(x);
-        return 1.0 - t * t;
-    }
-    case AMPX_ACT_SIGMOID: {
-        double s = sigmoid(x);
-        return s * (1.0 - s);
-    }
-    case AMPX_ACT_SILU: { /* sigma(x) (1 + x (1 - sigma(x))) */
-        double s = sigmoid(x);
-        return s * (1.0 + x * (1.0 - s));
-    }
-    default: return 0.0;
-    }
-}
 
 typedef struct act_job {
     uint32_t act;
@@ -78,12 +33,13 @@ typedef struct act_job {
  * c x^3) for gelu), 1 - s = e s is taken as that product, not a difference, so nothing
  * cancels: gelu's 0.5 (1 + tanh) = s and 1 - tanh^2 = 4 s (1 - s). Where s is 0 (e = inf)
  * 1 - s is 1; where a gelu term would be 0 * inf (|x| so large that x^2 overflows while
- * s (1 - s) is 0) the term is 0, as in act_df. */
+ * s (1 - s) is 0) the term is 0, as in ampx_km_gelu_df. */
 CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 act8_avx2(uint32_t act, int bwd,
                                                                           __m256 x, __m256 dy) {
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
-    const __m256 gk = _mm256_set1_ps((float)GELU_K), gc = _mm256_set1_ps((float)GELU_C);
-    __m256 u = x;
+    const __m256 gk = _mm256_set1_ps((float)AMPX_KM_GELU_K),
+                 gc = _mm256_set1_ps((float)AMPX_KM_GELU_C);
+    __m256 u        = x;
     if (act == AMPX_ACT_GELU) /* 2u = 2 k (x + c x^3) */
         u = _mm256_mul_ps(
             _mm256_set1_ps(2.0f),
@@ -115,8 +71,9 @@ CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 act8_avx2(uint32
 
 /* gelu, sigmoid and silu forward and backward on the AVX2 path in f32, eight lanes, with
  * cpu_avx2_exp_ps: sigmoid(x) = 1 / (1 + exp(-x)), and gelu's 0.5 (1 + tanh u) = sigmoid(2u),
- * so gelu(x) = x sigmoid(2u) with no cancellation. The last n % 8 elements go through act_f/act_df
- * (the chunking is fixed, so which elements those are does not depend on the threads).
+ * so gelu(x) = x sigmoid(2u) with no cancellation. The last n % 8 elements go through
+ * ampx_km_act_f/ampx_km_act_df (the chunking is fixed, so which elements those are does not
+ * depend on the threads).
  * Returns 0 for the other activations (the caller's loop runs). */
 CPU_AVX2_FN static int act_avx2(const act_job *j, const float *x, const float *dy, float *out,
                                 uint64_t n) {
@@ -129,7 +86,8 @@ CPU_AVX2_FN static int act_avx2(const act_job *j, const float *x, const float *d
         _mm256_storeu_ps(out + k, act8_avx2(act, bwd, vx, bwd ? _mm256_loadu_ps(dy + k) : vx));
     }
     for (; k < n; k++)
-        out[k] = bwd ? (float)((double)dy[k] * act_df(act, x[k])) : (float)act_f(act, x[k]);
+        out[k] = bwd ? (float)((double)dy[k] * ampx_km_act_df(act, x[k]))
+                     : (float)ampx_km_act_f(act, x[k]);
     return 1;
 }
 
@@ -171,8 +129,9 @@ CPU_AVX2_FN static int act_avx2(const act_job *j, const float *x, const float *d
  * read and written where they lie, bf16 and f16 converted in registers (avx2_math.h). */
 CPU_AVX512_INLINE __m512 act16_avx512(uint32_t act, int bwd, __m512 x, __m512 dy) {
     const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
-    const __m512 gk = _mm512_set1_ps((float)GELU_K), gc = _mm512_set1_ps((float)GELU_C);
-    __m512 u = x;
+    const __m512 gk = _mm512_set1_ps((float)AMPX_KM_GELU_K),
+                 gc = _mm512_set1_ps((float)AMPX_KM_GELU_C);
+    __m512 u        = x;
     if (act == AMPX_ACT_GELU)
         u = _mm512_mul_ps(
             _mm512_set1_ps(2.0f),
@@ -199,8 +158,8 @@ CPU_AVX512_INLINE __m512 act16_avx512(uint32_t act, int bwd, __m512 x, __m512 dy
 }
 
 /* Elements i0 .. i0 + n - 1 sixteen at a time; the last n % 16 are widened into f32 and go
- * through act_avx2 (its eight lanes, then act_f/act_df), as on the AVX2 path, whose chunks
- * are the same. */
+ * through act_avx2 (its eight lanes, then ampx_km_act_f/ampx_km_act_df), as on the AVX2 path, whose
+ * chunks are the same. */
 CPU_AVX512_INLINE void act_avx512_body(const act_job *j, uint32_t act, int bwd, ampx_dtype xdt,
                                        ampx_dtype dydt, ampx_dtype odt, uint64_t i0, uint64_t n) {
     uint64_t k = 0;
@@ -292,7 +251,7 @@ CPU_INLINE void act_chunk_body(void *arg, uint64_t item, unsigned tid) {
         return;
     }
 #endif
-    if (j->bwd && j->act == AMPX_ACT_RELU) { /* act_df inlined, without calls: vectorises */
+    if (j->bwd && j->act == AMPX_ACT_RELU) { /* ampx_km_relu_df, written out: vectorises */
         for (uint64_t k = 0; k < n; k++) {
             double v = x[k], d = v > 0.0 ? 1.0 : (v != v ? v : 0.0);
             out[k] = (float)((double)dy[k] * d);
@@ -305,10 +264,10 @@ CPU_INLINE void act_chunk_body(void *arg, uint64_t item, unsigned tid) {
         }
     } else if (j->bwd) {
         for (uint64_t k = 0; k < n; k++)
-            out[k] = (float)((double)dy[k] * act_df(j->act, x[k]));
+            out[k] = (float)((double)dy[k] * ampx_km_act_df(j->act, x[k]));
     } else {
         for (uint64_t k = 0; k < n; k++)
-            out[k] = (float)act_f(j->act, x[k]);
+            out[k] = (float)ampx_km_act_f(j->act, x[k]);
     }
     cpu_out_f32_done(j->out, j->odt, i0, out, n);
 }

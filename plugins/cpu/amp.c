@@ -630,7 +630,7 @@ ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *
     ampx_unscale_check_args a;
     CPU_TRY(ampx_kit_take_unscale_check(AMPX_KIT(ctx), args, &a));
     ampx_scalars *s = scalars_of(&a.scalars);
-    cpu_amp_out o   = {.inv_scale = (float)(1.0 / (double)s->scale),
+    cpu_amp_out o   = {.inv_scale = ampx_km_inv_scale(s->scale),
                        .flags     = (int32_t *)cpu_ptr(&a.flags) + a.flag_base};
     unsigned what   = CPU_AMP_CHECK | (s->mode != AMPX_SCALER_NONE ? CPU_AMP_UNSCALE : 0);
     CPU_TRY(cpu_amp_run(ctx, "unscale_check", &a.grads, what, &o));
@@ -657,7 +657,7 @@ ampx_status cpu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *args) {
     ampx_scalars *s = scalars_of(&a.scalars);
     float *sq_out   = a.sq_sum.buf ? cpu_ptr(&a.sq_sum) : NULL;
     double sq       = sq_out && a.sq_accumulate ? (double)*sq_out : 0.0;
-    cpu_amp_out o   = {.inv_scale = (float)(1.0 / (double)s->scale),
+    cpu_amp_out o   = {.inv_scale = ampx_km_inv_scale(s->scale),
                        .target    = a.target,
                        .targets   = a.targets,
                        .flags     = (int32_t *)cpu_ptr(&a.flags) + a.flag_base,

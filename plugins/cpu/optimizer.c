@@ -4,24 +4,16 @@
  * returns at once, so parameters, optimizer state, copies and the block itself stay
  * bitwise unchanged. Otherwise lr comes from the schedule at the count of applied steps
  * (ampx_scheduled_lr) and is written back to scalars->lr, and the clip coefficient comes
- * from the global sum of squares. Each element's update is evaluated in double from the
- * f32 state and the widened gradient; params and state are rounded once to f32 when
- * stored, and the low-precision copy is rounded from the new f32 parameter (to nearest
- * even, or stochastically with ampx_hash32(seed + t, i) for element i of tensor t).
+ * from the global sum of squares (ampx_km_clip_coef of kernel_math.h). Each element's update is
+ * evaluated in double from the f32 state and the widened gradient; params and state are rounded
+ * once to f32 when stored, and the low-precision copy is rounded from the new f32 parameter (to
+ * nearest even, or stochastically with ampx_hash32(seed + t, i) for element i of tensor t).
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cpu.h"
-
-/* min(1, max_grad_norm / (sqrt(sum of squares) + 1e-6)), or 1 when clipping is off. */
-static double clip_coef(float max_grad_norm, const ampx_tensor *grad_sq_sum) {
-    if (!(max_grad_norm > 0.0f) || !grad_sq_sum->buf) return 1.0;
-    double norm = sqrt((double)*(const float *)cpu_ptr(grad_sq_sum));
-    double c    = (double)max_grad_norm / (norm + 1e-6);
-    return c < 1.0 ? c : (c == c ? 1.0 : c); /* NaN stays NaN */
-}
 
 /* The start of a step, shared by both optimizers. Returns 0 when found_inf skips it (nothing
  * is written); otherwise writes the scheduled lr to scalars->lr and returns 1 with *s, *lr
@@ -32,8 +24,8 @@ static int step_begin(const ampx_tensor *scalars, float max_grad_norm,
     if ((*s)->found_inf != 0) return 0;
     *lr      = ampx_scheduled_lr(*s, (*s)->applied_steps);
     (*s)->lr = *lr;
-    *c       = clip_coef(max_grad_norm, grad_sq_sum);
-    if (*c != 1.0) *c = (double)(float)*c;
+    *c       = ampx_km_clip_coef(max_grad_norm,
+                           grad_sq_sum->buf ? (const float *)cpu_ptr(grad_sq_sum) : NULL);
     return 1;
 }
 

@@ -1,10 +1,11 @@
 # embed.cmake — writes OUT, a C file holding the OpenCL kernels as one string:
-# common.cl, scalars.cl, then every other kernels/opencl/*.cl in name order.
-# Run as: cmake -DSRC_DIR=... -DOUT=... -P embed.cmake
+# common.cl, KERNEL_MATH (core/include/ampx/kernel_math.h, the numerics the C and CUDA
+# backends compile too), scalars.cl, then every other kernels/opencl/*.cl in name order.
+# Run as: cmake -DSRC_DIR=... -DKERNEL_MATH=... -DOUT=... -P embed.cmake
 file(GLOB cl_files "${SRC_DIR}/*.cl")
 list(SORT cl_files)
 list(REMOVE_ITEM cl_files "${SRC_DIR}/common.cl" "${SRC_DIR}/scalars.cl")
-set(ordered "${SRC_DIR}/common.cl" "${SRC_DIR}/scalars.cl" ${cl_files})
+set(ordered "${SRC_DIR}/common.cl" "${KERNEL_MATH}" "${SRC_DIR}/scalars.cl" ${cl_files})
 set(body "")
 set(total 0)
 foreach(f ${ordered})

@@ -7,6 +7,9 @@
  * stale binary. The file is <cache dir>/<key>.bin, written to a temporary name and renamed,
  * so concurrent processes never see half a file. A cache file that fails to load or build
  * is ignored (and overwritten): the cache can only make creation faster, never fail it.
+ *
+ * Once loaded, the program's view of the scalars block is checked against backend.h's
+ * (check_scalars_layout), so a layout mismatch is one clear error at create().
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -154,6 +157,55 @@ static void store_to_cache(ampx_context *ctx, const char *path) {
     free(bin);
 }
 
+// ---------------------------------------------------------------------------------------
+// The scalars layout: the kernels read and write the block through kernel_math.h's
+// ampx_scalars, laid out by the device's compiler; scalars_layout (scalars.cl) reports the
+// offsets it gave each field, which must be backend.h's.
+
+#define SCALARS_OFFSET(type, name) offsetof(ampx_scalars, name),
+#define SCALARS_NAME(type, name) "offsetof(" #name ")",
+static const size_t scalars_offsets[] = {
+    AMPX_KM_SCALARS_FIELDS(SCALARS_OFFSET) offsetof(ampx_scalars, reserved), sizeof(ampx_scalars)};
+static const char *const scalars_names[] = {
+    AMPX_KM_SCALARS_FIELDS(SCALARS_NAME) "offsetof(reserved)", "sizeof"};
+#define SCALARS_TYPE(type, name)                                                                   \
+    AMPX_STATIC_ASSERT(_Generic(((ampx_scalars *)0)->name, type : 1, default : 0),                 \
+                       "AMPX_KM_SCALARS_FIELDS gives " #name " backend.h's type");
+AMPX_KM_SCALARS_FIELDS(SCALARS_TYPE)
+#undef SCALARS_OFFSET
+#undef SCALARS_NAME
+#undef SCALARS_TYPE
+#define N_SCALARS_OFFSETS (sizeof scalars_offsets / sizeof scalars_offsets[0])
+
+/* Runs scalars_layout once and compares; a difference is one ERROR naming the first field
+ * that moved. */
+static ampx_status check_scalars_layout(ampx_context *ctx) {
+    cl_int err, dev[N_SCALARS_OFFSETS];
+    cl_mem blk = NULL, out = NULL;
+    cl_kernel k = clCreateKernel(ctx->program, "scalars_layout", &err);
+    if (err == CL_SUCCESS)
+        blk = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, sizeof(ampx_scalars), NULL, &err);
+    if (err == CL_SUCCESS) out = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, sizeof dev, NULL, &err);
+    if (err == CL_SUCCESS) err = clSetKernelArg(k, 0, sizeof blk, &blk);
+    if (err == CL_SUCCESS) err = clSetKernelArg(k, 1, sizeof out, &out);
+    size_t one = 1;
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &one, &one, 0, NULL, NULL);
+    if (err == CL_SUCCESS)
+        err = clEnqueueReadBuffer(ctx->queue, out, CL_TRUE, 0, sizeof dev, dev, 0, NULL, NULL);
+    if (out) clReleaseMemObject(out);
+    if (blk) clReleaseMemObject(blk);
+    if (k) clReleaseKernel(k);
+    if (err != CL_SUCCESS) return ocl_check(ctx, err, "opencl: create", "scalars_layout");
+    for (size_t i = 0; i < N_SCALARS_OFFSETS; i++)
+        if ((size_t)dev[i] != scalars_offsets[i])
+            return ocl_fail(ctx, AMPX_ERR_DEVICE,
+                            "opencl: the program's ampx_scalars (kernel_math.h) does not match "
+                            "backend.h's on %s: %s is %d there, %zu in backend.h",
+                            ctx->device_name, scalars_names[i], (int)dev[i], scalars_offsets[i]);
+    return AMPX_OK;
+}
+
 ampx_status ocl_program_load(ampx_context *ctx, const char *options) {
     double t0      = now_ms();
     char path[600] = "";
@@ -178,6 +230,7 @@ ampx_status ocl_program_load(ampx_context *ctx, const char *options) {
             return ocl_fail(ctx, ocl_status_of(err), "opencl: clCreateKernel(%s): %s",
                             ocl_kernel_names[k], ocl_err_name(err));
     }
+    OCL_TRY(check_scalars_layout(ctx));
     ctx->build_ms = now_ms() - t0;
     if (ctx->cache_hit)
         ocl_log(ctx, AMPX_LOG_DEBUG, "opencl: program loaded from the disk cache %s in %.0f ms",

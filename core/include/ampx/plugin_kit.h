@@ -13,7 +13,9 @@
  *     that runs after an AMPX_OK may trust its arguments;
  *   - the buffer entry points' checks (ranges within the buffer, NULL host pointers, fill
  *     patterns), create()'s (host struct by size, ABI major, "key=value" options) and
- *     device_info()'s (the host's struct written only within its size).
+ *     device_info()'s (the host's struct written only within its size);
+ *   - through kernel_math.h (included here), the scalar numerics every backend computes the
+ *     same way: the activations and their derivatives, one step of the loss scaler.
  * The in-tree backends (cpu, opencl, cuda) and docs/examples/plugin use it, so the same
  * mistake gets the same message on every backend, and tests/test_cpu_args.c pins the words.
  *
@@ -31,6 +33,7 @@
 
 #include "backend.h"
 #include "dtype.h"
+#include "kernel_math.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -935,39 +938,12 @@ static inline float ampx_kit_scale_times(float scale, double factor) {
 }
 
 /* SCALER_UPDATE of backend.h on a block in host memory (a backend that keeps the block on
- * the host, or a reference): exactly the pseudo-code there. */
+ * the host): exactly the pseudo-code there, ampx_km_scaler_step of kernel_math.h with
+ * PyTorch's products. */
 static inline void ampx_kit_scaler_update(ampx_scalars *s, double growth_factor,
                                           double backoff_factor) {
-    s->last_found_inf = s->found_inf;
-    s->found_inf      = 0;
-    if (s->last_found_inf) {
-        s->skipped_steps++;
-        s->consecutive_skips++;
-        s->growth_tracker = 0;
-        if (s->mode == AMPX_SCALER_DYNAMIC) {
-            s->hysteresis_left--;
-            if (s->hysteresis_left <= 0) {
-                float backed       = ampx_kit_scale_times(s->scale, backoff_factor);
-                s->scale           = backed > s->min_scale ? backed : s->min_scale;
-                s->hysteresis_left = s->hysteresis;
-            }
-            if (s->scale <= s->min_scale && s->on_min_scale_error)
-                s->stop_reason |= AMPX_STOP_MIN_SCALE;
-        }
-        if (s->max_consecutive_skips > 0 && s->consecutive_skips > s->max_consecutive_skips)
-            s->stop_reason |= AMPX_STOP_CONSECUTIVE_SKIPS;
-        return;
-    }
-    s->applied_steps++;
-    s->consecutive_skips = 0;
-    if (s->mode != AMPX_SCALER_DYNAMIC) return;
-    if (s->consecutive_hysteresis) s->hysteresis_left = s->hysteresis;
-    s->growth_tracker++;
-    if (s->growth_tracker >= s->growth_interval) {
-        float next = ampx_kit_scale_times(s->scale, growth_factor);
-        if (next - next == 0.0f && next <= s->max_scale) s->scale = next; /* finite */
-        s->growth_tracker = 0;
-    }
+    ampx_km_scaler_step(s, ampx_kit_scale_times(s->scale, growth_factor),
+                        ampx_kit_scale_times(s->scale, backoff_factor));
 }
 
 // ---------------------------------------------------------------------------------------

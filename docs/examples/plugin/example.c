@@ -18,6 +18,7 @@
 
 #include "ampx/backend.h"
 #include "ampx/dtype.h"
+#include "ampx/kernel_math.h"
 #include "ampx/plugin_kit.h"
 
 #define EXAMPLE_VERSION "1.0"
@@ -148,36 +149,13 @@ static ampx_status ex_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *ar
     return AMPX_OK;
 }
 
-/* f(x) and f'(x) of backend.h's activations, in f32. */
-static float act(uint32_t kind, float x, int deriv) {
-    switch (kind) {
-    case AMPX_ACT_RELU: return deriv ? (x > 0.0f ? 1.0f : 0.0f) : (x > 0.0f ? x : 0.0f);
-    case AMPX_ACT_TANH: {
-        float t = tanhf(x);
-        return deriv ? 1.0f - t * t : t;
-    }
-    case AMPX_ACT_SIGMOID: {
-        float s = 1.0f / (1.0f + expf(-x));
-        return deriv ? s * (1.0f - s) : s;
-    }
-    case AMPX_ACT_SILU: {
-        float s = 1.0f / (1.0f + expf(-x));
-        return deriv ? s * (1.0f + x * (1.0f - s)) : x * s;
-    }
-    default: { /* GELU, tanh form */
-        const float k = 0.7978845608028654f, c = 0.044715f;
-        float u = k * (x + c * x * x * x), t = tanhf(u);
-        if (!deriv) return 0.5f * x * (1.0f + t);
-        return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x);
-    }
-    }
-}
-
+/* f(x) and f'(x) are kernel_math.h's, in double from the f32 input and rounded once to f32,
+ * as the cpu and cuda backends compute them. */
 static ampx_status ex_act_fwd(ampx_context *ctx, const ampx_act_args *args) {
     ampx_act_args a;
     AMPX_KIT_TRY(ampx_kit_take_act_fwd(AMPX_KIT(ctx), args, &a));
     for (uint64_t i = 0; i < a.n; i++)
-        st(&a.y_or_dx, i, act(a.act, ld(&a.x, i), 0));
+        st(&a.y_or_dx, i, (float)ampx_km_act_f(a.act, ld(&a.x, i)));
     return AMPX_OK;
 }
 
@@ -185,7 +163,7 @@ static ampx_status ex_act_bwd(ampx_context *ctx, const ampx_act_args *args) {
     ampx_act_args a;
     AMPX_KIT_TRY(ampx_kit_take_act_bwd(AMPX_KIT(ctx), args, &a));
     for (uint64_t i = 0; i < a.n; i++)
-        st(&a.y_or_dx, i, ld(&a.dy, i) * act(a.act, ld(&a.x, i), 1));
+        st(&a.y_or_dx, i, (float)((double)ld(&a.dy, i) * ampx_km_act_df(a.act, ld(&a.x, i))));
     return AMPX_OK;
 }
 
@@ -239,7 +217,7 @@ static ampx_status ex_unscale_check(ampx_context *ctx, const ampx_unscale_check_
     AMPX_KIT_TRY(ampx_kit_take_unscale_check(AMPX_KIT(ctx), args, &a));
     ampx_scalars *s = scalars_at(&a.scalars);
     int32_t *flags  = (int32_t *)(void *)(a.flags.buf->data + a.flags.offset) + a.flag_base;
-    float inv_scale = (float)(1.0 / (double)s->scale); /* in double, as PyTorch */
+    float inv_scale = ampx_km_inv_scale(s->scale); /* kernel_math.h */
     int multiply    = s->mode != AMPX_SCALER_NONE;
     for (uint32_t t = 0; t < a.grads.count; t++) {
         const ampx_tensor *g = &a.grads.tensors[t];
@@ -269,14 +247,10 @@ static ampx_status ex_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
     AMPX_KIT_TRY(ampx_kit_take_adamw(AMPX_KIT(ctx), args, &a));
     ampx_scalars *s = scalars_at(&a.scalars);
     if (s->found_inf) return AMPX_OK; /* a skipped step writes nothing */
-    float lr = ampx_scheduled_lr(s, s->applied_steps);
-    s->lr    = lr;
-    double c = 1.0; /* clip coefficient */
-    if (a.max_grad_norm > 0.0f && a.grad_sq_sum.buf) {
-        double norm = sqrt((double)*f32_at(&a.grad_sq_sum));
-        c           = (double)a.max_grad_norm / (norm + 1e-6);
-        if (c > 1.0) c = 1.0;
-    }
+    float lr   = ampx_scheduled_lr(s, s->applied_steps);
+    s->lr      = lr;
+    double c   = ampx_km_clip_coef(a.max_grad_norm, /* kernel_math.h */
+                                 a.grad_sq_sum.buf ? f32_at(&a.grad_sq_sum) : NULL);
     double t   = (double)s->applied_steps + 1.0;
     double bc1 = 1.0 - pow((double)a.beta1, t), bc2 = 1.0 - pow((double)a.beta2, t);
     for (uint32_t k = 0; k < a.params.count; k++) {
