@@ -197,3 +197,6 @@ void conf_case_cast(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int v
 done:
     return;
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_cast = {conf_case_cast, 10, 4, NULL};
