@@ -428,7 +428,7 @@ typedef struct ampx_batchnorm_args {
 /* EMBEDDING_FWD  dtypes {table, y}  (ids i32)
  * y[i, :] = table[ids[i], :] for i in [0, n), table vocab x dim. An id outside
  * [0, vocab) gives a zero row.
- * EMBEDDING_BWD  dtypes {dy, dtable}
+ * EMBEDDING_BWD  dtypes {dy, dtable f32}
  * dtable[ids[i], :] += dy[i, :] in f32 (dtable must be f32; out-of-range ids are skipped).
  * Not zeroed first: the host fills dtable with 0 when it does not accumulate. */
 typedef struct ampx_embedding_args {
