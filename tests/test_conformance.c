@@ -75,32 +75,10 @@ static void conf_check_op(uint32_t op) {
         conf_check_op(opnum);                                                                      \
     }
 
-CONF_TEST(gemm, AMPX_OP_GEMM)
-CONF_TEST(cast, AMPX_OP_CAST)
-CONF_TEST(add, AMPX_OP_ADD)
-CONF_TEST(mul, AMPX_OP_MUL)
-CONF_TEST(scale, AMPX_OP_SCALE)
-CONF_TEST(bias_grad, AMPX_OP_BIAS_GRAD)
-CONF_TEST(act_fwd, AMPX_OP_ACT_FWD)
-CONF_TEST(act_bwd, AMPX_OP_ACT_BWD)
-CONF_TEST(softmax_fwd, AMPX_OP_SOFTMAX_FWD)
-CONF_TEST(softmax_bwd, AMPX_OP_SOFTMAX_BWD)
-CONF_TEST(softmax_xent, AMPX_OP_SOFTMAX_XENT)
-CONF_TEST(layernorm_fwd, AMPX_OP_LAYERNORM_FWD)
-CONF_TEST(layernorm_bwd, AMPX_OP_LAYERNORM_BWD)
-CONF_TEST(batchnorm_fwd, AMPX_OP_BATCHNORM_FWD)
-CONF_TEST(batchnorm_bwd, AMPX_OP_BATCHNORM_BWD)
-CONF_TEST(embedding_fwd, AMPX_OP_EMBEDDING_FWD)
-CONF_TEST(embedding_bwd, AMPX_OP_EMBEDDING_BWD)
-CONF_TEST(reduce, AMPX_OP_REDUCE)
-CONF_TEST(sum_squares, AMPX_OP_SUM_SQUARES)
-CONF_TEST(unscale_check, AMPX_OP_UNSCALE_CHECK)
-CONF_TEST(grad_stats, AMPX_OP_GRAD_STATS)
-CONF_TEST(scaler_update, AMPX_OP_SCALER_UPDATE)
-CONF_TEST(sgd, AMPX_OP_SGD)
-CONF_TEST(adamw, AMPX_OP_ADAMW)
-CONF_TEST(dropout, AMPX_OP_DROPOUT)
-CONF_TEST(permute, AMPX_OP_PERMUTE)
+/* One test per op of AMPX_OPS: conformance.gemm, conformance.cast, ... */
+#define CONF_TEST_EACH(index, slot, OP, ...) CONF_TEST(slot, AMPX_OP_##OP)
+AMPX_OPS(CONF_TEST_EACH)
+#undef CONF_TEST_EACH
 
 /* The API's own contract: bad arguments are refused without running anything. */
 Test(conformance, api_arguments) {

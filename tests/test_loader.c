@@ -3,6 +3,7 @@
  * unavailable, ops failing mid-run, an op table from an older minor version. Each failure
  * must be one line naming the file and the reason, never a crash. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,61 @@ Test(loader, older_minor_op_table_reads_as_unsupported) {
     cr_assert_null(ampx_backend_iface_of(be)->buffer_native, "slot past the table's size was read");
     cr_assert_null(ampx_backend_iface_of(be)->stream_native);
     ampx_backend_close(be);
+}
+
+/* The op numbering of ABI 1.4 as the plugins built for it have it, written out once more by
+ * hand. AMPX_OPS generates the enum, the slot table and the names from one line per op, so
+ * a line renumbered or renamed there still compiles, and breaks every plugin built before
+ * (an op's slot would be another op's). Ops are numbered once: this record only grows. */
+Test(loader, op_numbers_names_and_slots_are_frozen) {
+    static const struct {
+        uint32_t op, number, n_dtypes;
+        const char *name;
+        size_t offset;
+    } frozen[] = {
+#define FROZEN(OP, n, name, nd) {AMPX_OP_##OP, n, nd, #name, offsetof(ampx_backend_ops, name)}
+        FROZEN(GEMM, 0, gemm, 3),
+        FROZEN(CAST, 1, cast, 2),
+        FROZEN(ADD, 2, add, 3),
+        FROZEN(MUL, 3, mul, 3),
+        FROZEN(SCALE, 4, scale, 2),
+        FROZEN(BIAS_GRAD, 5, bias_grad, 2),
+        FROZEN(ACT_FWD, 6, act_fwd, 2),
+        FROZEN(ACT_BWD, 7, act_bwd, 3),
+        FROZEN(SOFTMAX_FWD, 8, softmax_fwd, 2),
+        FROZEN(SOFTMAX_BWD, 9, softmax_bwd, 3),
+        FROZEN(SOFTMAX_XENT, 10, softmax_xent, 2),
+        FROZEN(LAYERNORM_FWD, 11, layernorm_fwd, 2),
+        FROZEN(LAYERNORM_BWD, 12, layernorm_bwd, 3),
+        FROZEN(BATCHNORM_FWD, 13, batchnorm_fwd, 2),
+        FROZEN(BATCHNORM_BWD, 14, batchnorm_bwd, 3),
+        FROZEN(EMBEDDING_FWD, 15, embedding_fwd, 2),
+        FROZEN(EMBEDDING_BWD, 16, embedding_bwd, 2),
+        FROZEN(REDUCE, 17, reduce, 2),
+        FROZEN(SUM_SQUARES, 18, sum_squares, 1),
+        FROZEN(UNSCALE_CHECK, 19, unscale_check, 1),
+        FROZEN(GRAD_STATS, 20, grad_stats, 1),
+        FROZEN(SCALER_UPDATE, 21, scaler_update, 0),
+        FROZEN(SGD, 22, sgd, 1),
+        FROZEN(ADAMW, 23, adamw, 1),
+        FROZEN(DROPOUT, 24, dropout, 2), /* ABI 1.1 */
+        FROZEN(PERMUTE, 25, permute, 2),
+        FROZEN(AMP_PASS, 26, amp_pass, 1), /* ABI 1.4 */
+#undef FROZEN
+    };
+    size_t n = sizeof frozen / sizeof frozen[0];
+    cr_assert_geq(AMPX_OP_COUNT, n, "ops were removed");
+    cr_assert_eq(AMPX_OP_COUNT_V1_0, 24);
+    cr_assert_eq(AMPX_OP_COUNT_V1_1, 26);
+    cr_assert_eq(AMPX_OP_COUNT_V1_4, 27);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(frozen[i].op, frozen[i].number, "%s renumbered", frozen[i].name);
+        cr_assert_eq(frozen[i].offset, 8 + frozen[i].number * sizeof(void (*)(void)),
+                     "the slot of %s moved", frozen[i].name);
+        cr_assert_str_eq(ampx_op_name(frozen[i].number), frozen[i].name);
+        cr_assert_eq(ampx_op_n_dtypes(frozen[i].number), frozen[i].n_dtypes, "%s", frozen[i].name);
+    }
+    cr_assert_eq(offsetof(ampx_backend_ops, gemm), 8, "the table starts with size, reserved");
 }
 
 /* A plugin built for ABI 1.3 loads; the 1.4 amp_pass slot past its op table reads as NULL

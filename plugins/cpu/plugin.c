@@ -198,7 +198,7 @@ static ampx_status cpu_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap
 }
 
 /* timed_NAME: cpu_NAME with its start and end recorded while profiling. */
-#define CPU_TIMED(name, type)                                                                      \
+#define CPU_TIMED(index, name, OP, type, ...)                                                      \
     static ampx_status timed_##name(ampx_context *ctx, const type *args) {                         \
         if (!ctx || !ctx->prof.on) return cpu_##name(ctx, args);                                   \
         uint64_t t0    = now_ns();                                                                 \
@@ -210,14 +210,13 @@ static ampx_status cpu_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap
         }                                                                                          \
         return st;                                                                                 \
     }
-AMPX_KIT_OPS(CPU_TIMED)
+AMPX_OPS(CPU_TIMED)
 
 // ---------------------------------------------------------------------------------------
 // The tables
 
-#define TIMED_SLOT(slot, type) .slot = timed_##slot,
-static const ampx_backend_ops cpu_ops = {.size = sizeof(ampx_backend_ops),
-                                         AMPX_KIT_OPS(TIMED_SLOT)};
+#define TIMED_SLOT(index, slot, ...) .slot = timed_##slot,
+static const ampx_backend_ops cpu_ops = {.size = sizeof(ampx_backend_ops), AMPX_OPS(TIMED_SLOT)};
 #undef TIMED_SLOT
 
 /* ABI 1.3: buffers are host memory, and every op has completed when its slot returns. */

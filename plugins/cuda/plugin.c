@@ -361,7 +361,7 @@ static ampx_status cuda_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t ca
 }
 
 /* timed_NAME: cu_NAME between two events while profiling. */
-#define CU_TIMED(name, type)                                                                       \
+#define CU_TIMED(index, name, OP, type, ...)                                                       \
     static ampx_status timed_##name(ampx_context *ctx, const type *args) {                         \
         if (!ctx || !ctx->prof.on || ctx->prof.n >= ctx->prof.cap) return cu_##name(ctx, args);    \
         (void)cudaEventRecord(ctx->prof.ev[2 * ctx->prof.n], ctx->stream);                         \
@@ -371,14 +371,13 @@ static ampx_status cuda_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t ca
             ctx->prof.n++; /* ops past the capacity are not recorded */                            \
         return st;                                                                                 \
     }
-AMPX_KIT_OPS(CU_TIMED)
+AMPX_OPS(CU_TIMED)
 
 // ---------------------------------------------------------------------------------------
 // The tables
 
-#define TIMED_SLOT(slot, type) .slot = timed_##slot,
-static const ampx_backend_ops cuda_ops = {.size = sizeof(ampx_backend_ops),
-                                          AMPX_KIT_OPS(TIMED_SLOT)};
+#define TIMED_SLOT(index, slot, ...) .slot = timed_##slot,
+static const ampx_backend_ops cuda_ops = {.size = sizeof(ampx_backend_ops), AMPX_OPS(TIMED_SLOT)};
 #undef TIMED_SLOT
 
 /* ABI 1.3: the device pointer and the context's stream, for NCCL. */

@@ -572,7 +572,7 @@ static ampx_status ocl_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap
 }
 
 /* timed_NAME: ocl_NAME with the range of its kernels' events recorded while profiling. */
-#define OCL_TIMED(name, type)                                                                      \
+#define OCL_TIMED(index, name, OP, type, ...)                                                      \
     static ampx_status timed_##name(ampx_context *ctx, const type *args) {                         \
         if (!ctx || !ctx->prof.on) return ocl_##name(ctx, args);                                   \
         uint32_t first = ctx->prof.n_events;                                                       \
@@ -584,14 +584,13 @@ static ampx_status ocl_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap
         }                                                                                          \
         return st;                                                                                 \
     }
-AMPX_KIT_OPS(OCL_TIMED)
+AMPX_OPS(OCL_TIMED)
 
 // ---------------------------------------------------------------------------------------
 // The tables
 
-#define TIMED_SLOT(slot, type) .slot = timed_##slot,
-static const ampx_backend_ops ocl_ops = {.size = sizeof(ampx_backend_ops),
-                                         AMPX_KIT_OPS(TIMED_SLOT)};
+#define TIMED_SLOT(index, slot, ...) .slot = timed_##slot,
+static const ampx_backend_ops ocl_ops = {.size = sizeof(ampx_backend_ops), AMPX_OPS(TIMED_SLOT)};
 #undef TIMED_SLOT
 
 static const ampx_backend_iface ocl_iface = {

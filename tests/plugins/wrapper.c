@@ -145,31 +145,9 @@ static ampx_status crash_gemm(ampx_context *ctx, const ampx_gemm_args *a) {
     }
 #endif
 #if defined(WRAP_FAILING) || defined(WRAP_NOOP)
-WRAP_OP(gemm, ampx_gemm_args)
-WRAP_OP(cast, ampx_cast_args)
-WRAP_OP(add, ampx_add_args)
-WRAP_OP(mul, ampx_mul_args)
-WRAP_OP(scale, ampx_scale_args)
-WRAP_OP(bias_grad, ampx_bias_grad_args)
-WRAP_OP(act_fwd, ampx_act_args)
-WRAP_OP(act_bwd, ampx_act_args)
-WRAP_OP(softmax_fwd, ampx_softmax_args)
-WRAP_OP(softmax_bwd, ampx_softmax_args)
-WRAP_OP(softmax_xent, ampx_softmax_xent_args)
-WRAP_OP(layernorm_fwd, ampx_layernorm_args)
-WRAP_OP(layernorm_bwd, ampx_layernorm_args)
-WRAP_OP(batchnorm_fwd, ampx_batchnorm_args)
-WRAP_OP(batchnorm_bwd, ampx_batchnorm_args)
-WRAP_OP(embedding_fwd, ampx_embedding_args)
-WRAP_OP(embedding_bwd, ampx_embedding_args)
-WRAP_OP(reduce, ampx_reduce_args)
-WRAP_OP(sum_squares, ampx_sum_squares_args)
-WRAP_OP(unscale_check, ampx_unscale_check_args)
-WRAP_OP(grad_stats, ampx_grad_stats_args)
-WRAP_OP(scaler_update, ampx_scaler_update_args)
-WRAP_OP(sgd, ampx_sgd_args)
-WRAP_OP(adamw, ampx_adamw_args)
-WRAP_OP(amp_pass, ampx_amp_pass_args)
+#define WRAP_EACH(index, slot, OP, type, ...) WRAP_OP(slot, type)
+AMPX_OPS(WRAP_EACH)
+#undef WRAP_EACH
 #endif
 
 #ifdef WRAP_MINOR_1_3
@@ -228,32 +206,9 @@ AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, 
     ops.gemm = crash_gemm;
 #endif
 #if defined(WRAP_FAILING) || defined(WRAP_NOOP)
-#define SET(name) ops.name = wrap_##name
-    SET(gemm);
-    SET(cast);
-    SET(add);
-    SET(mul);
-    SET(scale);
-    SET(bias_grad);
-    SET(act_fwd);
-    SET(act_bwd);
-    SET(softmax_fwd);
-    SET(softmax_bwd);
-    SET(softmax_xent);
-    SET(layernorm_fwd);
-    SET(layernorm_bwd);
-    SET(batchnorm_fwd);
-    SET(batchnorm_bwd);
-    SET(embedding_fwd);
-    SET(embedding_bwd);
-    SET(reduce);
-    SET(sum_squares);
-    SET(unscale_check);
-    SET(grad_stats);
-    SET(scaler_update);
-    SET(sgd);
-    SET(adamw);
-    SET(amp_pass);
+#define SET(index, slot, ...) ops.slot = wrap_##slot;
+    AMPX_OPS(SET)
+#undef SET
 #endif
 #ifdef WRAP_MINOR_1_3
     table.abi_minor = 3;

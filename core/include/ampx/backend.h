@@ -19,8 +19,8 @@
  *      context's one stream; synchronize() waits. The host never dereferences device memory.
  *      A context is used by one host thread at a time; distinct contexts may be used from
  *      different threads at once.
- *   7. Ops are numbered once and never renumbered (see ampx_op); the count is checked at
- *      compile time against the op table.
+ *   7. Ops are numbered once and never renumbered (AMPX_OPS); each op's slot is checked at
+ *      compile time to lie where its number puts it in the op table.
  *   8. Options are "key=value" strings given at create().
  *
  * Conventions of the op set
@@ -133,7 +133,7 @@ typedef struct ampx_tensor {
 typedef enum ampx_scaler_mode {
     AMPX_SCALER_NONE    = 0, /* scale stays 1; non-finite gradients still skip the step */
     AMPX_SCALER_STATIC  = 1, /* scale stays init; non-finite gradients skip the step */
-    AMPX_SCALER_DYNAMIC = 2, /* DESIGN.md's dynamic loss scaling */
+    AMPX_SCALER_DYNAMIC = 2, /* grows and backs off the scale, as SCALER_UPDATE says */
 } ampx_scaler_mode;
 
 typedef enum ampx_lr_schedule {
@@ -181,43 +181,74 @@ AMPX_STATIC_ASSERT(sizeof(ampx_scalars) == 128, "ampx_scalars layout is part of 
 
 // ---------------------------------------------------------------------------------------
 // Op numbers. Append only; never renumber.
+//
+// AMPX_OPS is the one list of the ops: one line per op, in op-number order, and everything
+// that walks the ops is generated from it (this enum, the slot table ampx_backend_ops below,
+// plugin_kit.h's dtype table, the host's names, call layer and conformance sweep). A macro
+// X given to it is called once per op as
+//   X(index, slot, OP, args, n_dtypes, f32)
+//     index     the op number: AMPX_OP_<OP> = index
+//     slot      the member of ampx_backend_ops, also the op's name ("gemm")
+//     OP        the suffix of its AMPX_OP_ constant
+//     args      the argument struct; the slot is ampx_status (*slot)(ampx_context *ctx,
+//               const args *args)
+//     n_dtypes  how many dtypes supports() takes, in the order of the op's heading below
+//     f32       bit i set: dtype i must be f32 (EMBEDDING_BWD's dtable); the others may be
+//               any float dtype
+// A new op is a new last line with the next index (and a new AMPX_OP_COUNT_V1_x), its args
+// struct, its kit take in plugin_kit.h and its conformance cases; docs/ARCHITECTURE.md
+// ("Adding a backend op") lists every place.
 
+// clang-format off
+#define AMPX_OPS(X)                                                                                \
+    /* #  slot           OP             args                     n  f32 */                         \
+    X( 0, gemm,          GEMM,          ampx_gemm_args,          3, 0) /* batched matmul */        \
+    X( 1, cast,          CAST,          ampx_cast_args,          2, 0) /* dtype conversion */      \
+    X( 2, add,           ADD,           ampx_add_args,           3, 0) /* axpby, bias add */       \
+    X( 3, mul,           MUL,           ampx_mul_args,           3, 0) /* elementwise product */   \
+    X( 4, scale,         SCALE,         ampx_scale_args,         2, 0) /* y = alpha x */           \
+    X( 5, bias_grad,     BIAS_GRAD,     ampx_bias_grad_args,     2, 0) /* column sums of dy */     \
+    X( 6, act_fwd,       ACT_FWD,       ampx_act_args,           2, 0) /* activation */            \
+    X( 7, act_bwd,       ACT_BWD,       ampx_act_args,           3, 0) /* its gradient */          \
+    X( 8, softmax_fwd,   SOFTMAX_FWD,   ampx_softmax_args,       2, 0) /* (log-)softmax of rows */ \
+    X( 9, softmax_bwd,   SOFTMAX_BWD,   ampx_softmax_args,       3, 0) /* its gradient */          \
+    X(10, softmax_xent,  SOFTMAX_XENT,  ampx_softmax_xent_args,  2, 0) /* loss and its gradient */ \
+    X(11, layernorm_fwd, LAYERNORM_FWD, ampx_layernorm_args,     2, 0) /* norm over each row */    \
+    X(12, layernorm_bwd, LAYERNORM_BWD, ampx_layernorm_args,     3, 0) /* its gradient */          \
+    X(13, batchnorm_fwd, BATCHNORM_FWD, ampx_batchnorm_args,     2, 0) /* norm per channel */      \
+    X(14, batchnorm_bwd, BATCHNORM_BWD, ampx_batchnorm_args,     3, 0) /* its gradient */          \
+    X(15, embedding_fwd, EMBEDDING_FWD, ampx_embedding_args,     2, 0) /* rows of a table */       \
+    X(16, embedding_bwd, EMBEDDING_BWD, ampx_embedding_args,     2, 2) /* scatter-add, f32 */      \
+    X(17, reduce,        REDUCE,        ampx_reduce_args,        2, 0) /* row sum or mean */       \
+    X(18, sum_squares,   SUM_SQUARES,   ampx_sum_squares_args,   1, 0) /* sum x^2 of a list */     \
+    X(19, unscale_check, UNSCALE_CHECK, ampx_unscale_check_args, 1, 0) /* g / scale, inf flags */  \
+    X(20, grad_stats,    GRAD_STATS,    ampx_grad_stats_args,    1, 0) /* gradient statistics */   \
+    X(21, scaler_update, SCALER_UPDATE, ampx_scaler_update_args, 0, 0) /* the loss scale */        \
+    X(22, sgd,           SGD,           ampx_sgd_args,           1, 0) /* multi-tensor SGD */      \
+    X(23, adamw,         ADAMW,         ampx_adamw_args,         1, 0) /* multi-tensor AdamW */    \
+    /* ABI 1.1 */                                                                                  \
+    X(24, dropout,       DROPOUT,       ampx_dropout_args,       2, 0) /* counter-based mask */    \
+    X(25, permute,       PERMUTE,       ampx_permute_args,       2, 0) /* strided N-D copy */      \
+    /* ABI 1.4 (1.2 and 1.3 added no ops) */                                                       \
+    X(26, amp_pass,      AMP_PASS,      ampx_amp_pass_args,      1, 0) /* the step's AMP pass */
+// clang-format on
+
+#define AMPX_OP_ENUM_(index, slot, OP, args, n_dtypes, f32) AMPX_OP_##OP = index,
 typedef enum ampx_op {
-    AMPX_OP_GEMM          = 0,
-    AMPX_OP_CAST          = 1,
-    AMPX_OP_ADD           = 2,
-    AMPX_OP_MUL           = 3,
-    AMPX_OP_SCALE         = 4,
-    AMPX_OP_BIAS_GRAD     = 5,
-    AMPX_OP_ACT_FWD       = 6,
-    AMPX_OP_ACT_BWD       = 7,
-    AMPX_OP_SOFTMAX_FWD   = 8,
-    AMPX_OP_SOFTMAX_BWD   = 9,
-    AMPX_OP_SOFTMAX_XENT  = 10,
-    AMPX_OP_LAYERNORM_FWD = 11,
-    AMPX_OP_LAYERNORM_BWD = 12,
-    AMPX_OP_BATCHNORM_FWD = 13,
-    AMPX_OP_BATCHNORM_BWD = 14,
-    AMPX_OP_EMBEDDING_FWD = 15,
-    AMPX_OP_EMBEDDING_BWD = 16,
-    AMPX_OP_REDUCE        = 17,
-    AMPX_OP_SUM_SQUARES   = 18,
-    AMPX_OP_UNSCALE_CHECK = 19,
-    AMPX_OP_GRAD_STATS    = 20,
-    AMPX_OP_SCALER_UPDATE = 21,
-    AMPX_OP_SGD           = 22,
-    AMPX_OP_ADAMW         = 23,
-    AMPX_OP_COUNT_V1_0    = 24,
-    /* ABI 1.1 */
-    AMPX_OP_DROPOUT    = 24,
-    AMPX_OP_PERMUTE    = 25,
+    AMPX_OPS(AMPX_OP_ENUM_) /* AMPX_OP_GEMM = 0, AMPX_OP_CAST = 1, ..., AMPX_OP_AMP_PASS = 26 */
+    /* how many ops each minor has: a plugin's table of that minor ends after them */
+    AMPX_OP_COUNT_V1_0 = 24,
     AMPX_OP_COUNT_V1_1 = 26,
-    /* ABI 1.4 (1.2 and 1.3 added no ops) */
-    AMPX_OP_AMP_PASS   = 26,
     AMPX_OP_COUNT_V1_4 = 27
 } ampx_op;
+#undef AMPX_OP_ENUM_
 
 #define AMPX_OP_COUNT AMPX_OP_COUNT_V1_4
+
+#define AMPX_OP_PLUS_ONE_(index, slot, OP, args, n_dtypes, f32) +1
+AMPX_STATIC_ASSERT(0 AMPX_OPS(AMPX_OP_PLUS_ONE_) == AMPX_OP_COUNT,
+                   "AMPX_OPS has one line per op, AMPX_OP_COUNT of them");
+#undef AMPX_OP_PLUS_ONE_
 
 /* Shape classes for supports(). v1 has one: any shape the op's arguments can describe. */
 #define AMPX_SHAPE_ANY 0u
@@ -397,7 +428,7 @@ typedef struct ampx_batchnorm_args {
 /* EMBEDDING_FWD  dtypes {table, y}  (ids i32)
  * y[i, :] = table[ids[i], :] for i in [0, n), table vocab x dim. An id outside
  * [0, vocab) gives a zero row.
- * EMBEDDING_BWD  dtypes {dy, dtable}
+ * EMBEDDING_BWD  dtypes {dy, dtable f32}
  * dtable[ids[i], :] += dy[i, :] in f32 (dtable must be f32; out-of-range ids are skipped).
  * Not zeroed first: the host fills dtable with 0 when it does not accumulate. */
 typedef struct ampx_embedding_args {
@@ -654,59 +685,33 @@ typedef struct ampx_amp_pass_args {
 } ampx_amp_pass_args;
 
 // ---------------------------------------------------------------------------------------
-// The op table. Slots are in op-number order; a NULL slot is unsupported. Every op is
-// enqueued on the context's stream and may complete later; argument errors are reported
-// at enqueue time, device errors at the latest by the next synchronize().
+// The op table. Slots are in op-number order, one per line of AMPX_OPS; a NULL slot is
+// unsupported. A plugin built for an older minor has a smaller table (its size says so) and
+// the host reads the slots past it as NULL: 1.1 added dropout and permute, 1.4 amp_pass
+// (optional: NULL, and the host runs unscale_check, grad_stats and sum_squares instead).
+// Every op is enqueued on the context's stream and may complete later; argument errors are
+// reported at enqueue time, device errors at the latest by the next synchronize().
 
 // clang-format off
+#define AMPX_OP_SLOT_(index, slot, OP, args_type, n_dtypes, f32)                                   \
+    ampx_status (*slot)(ampx_context *ctx, const args_type *args);
+// clang-format on
 typedef struct ampx_backend_ops {
     uint32_t size; /* sizeof(ampx_backend_ops) the plugin was built with */
     uint32_t reserved;
-    ampx_status (*gemm)          (ampx_context *ctx, const ampx_gemm_args *args);
-    ampx_status (*cast)          (ampx_context *ctx, const ampx_cast_args *args);
-    ampx_status (*add)           (ampx_context *ctx, const ampx_add_args *args);
-    ampx_status (*mul)           (ampx_context *ctx, const ampx_mul_args *args);
-    ampx_status (*scale)         (ampx_context *ctx, const ampx_scale_args *args);
-    ampx_status (*bias_grad)     (ampx_context *ctx, const ampx_bias_grad_args *args);
-    ampx_status (*act_fwd)       (ampx_context *ctx, const ampx_act_args *args);
-    ampx_status (*act_bwd)       (ampx_context *ctx, const ampx_act_args *args);
-    ampx_status (*softmax_fwd)   (ampx_context *ctx, const ampx_softmax_args *args);
-    ampx_status (*softmax_bwd)   (ampx_context *ctx, const ampx_softmax_args *args);
-    ampx_status (*softmax_xent)  (ampx_context *ctx, const ampx_softmax_xent_args *args);
-    ampx_status (*layernorm_fwd) (ampx_context *ctx, const ampx_layernorm_args *args);
-    ampx_status (*layernorm_bwd) (ampx_context *ctx, const ampx_layernorm_args *args);
-    ampx_status (*batchnorm_fwd) (ampx_context *ctx, const ampx_batchnorm_args *args);
-    ampx_status (*batchnorm_bwd) (ampx_context *ctx, const ampx_batchnorm_args *args);
-    ampx_status (*embedding_fwd) (ampx_context *ctx, const ampx_embedding_args *args);
-    ampx_status (*embedding_bwd) (ampx_context *ctx, const ampx_embedding_args *args);
-    ampx_status (*reduce)        (ampx_context *ctx, const ampx_reduce_args *args);
-    ampx_status (*sum_squares)   (ampx_context *ctx, const ampx_sum_squares_args *args);
-    ampx_status (*unscale_check) (ampx_context *ctx, const ampx_unscale_check_args *args);
-    ampx_status (*grad_stats)    (ampx_context *ctx, const ampx_grad_stats_args *args);
-    ampx_status (*scaler_update) (ampx_context *ctx, const ampx_scaler_update_args *args);
-    ampx_status (*sgd)           (ampx_context *ctx, const ampx_sgd_args *args);
-    ampx_status (*adamw)         (ampx_context *ctx, const ampx_adamw_args *args);
-    /* ABI 1.1: a plugin built for 1.0 has a smaller table; the host reads these as NULL. */
-    ampx_status (*dropout)       (ampx_context *ctx, const ampx_dropout_args *args);
-    ampx_status (*permute)       (ampx_context *ctx, const ampx_permute_args *args);
-    /* ABI 1.4 (optional): NULL, or a table of an older minor, and the host runs
-     * unscale_check, grad_stats and sum_squares instead. */
-    ampx_status (*amp_pass)      (ampx_context *ctx, const ampx_amp_pass_args *args);
+    AMPX_OPS(AMPX_OP_SLOT_) /* ampx_status (*gemm)(ampx_context *, const ampx_gemm_args *); ... */
 } ampx_backend_ops;
-// clang-format on
+#undef AMPX_OP_SLOT_
 
-/* One slot per op, in order: adding an op without its slot (or the reverse) fails here. */
+/* One slot per op, in order: each op's slot lies where its number puts it. */
 AMPX_STATIC_ASSERT(sizeof(ampx_backend_ops) == 8 + AMPX_OP_COUNT * sizeof(void (*)(void)),
                    "ampx_backend_ops must have exactly one slot per ampx_op");
-AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, adamw) ==
-                       8 + (AMPX_OP_ADAMW) * sizeof(void (*)(void)),
-                   "ampx_backend_ops slots must be in op-number order");
-AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, permute) ==
-                       8 + (AMPX_OP_PERMUTE) * sizeof(void (*)(void)),
-                   "ampx_backend_ops slots must be in op-number order");
-AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, amp_pass) ==
-                       8 + (AMPX_OP_AMP_PASS) * sizeof(void (*)(void)),
-                   "ampx_backend_ops slots must be in op-number order");
+#define AMPX_OP_SLOT_AT_(index, slot, OP, args, n_dtypes, f32)                                     \
+    AMPX_STATIC_ASSERT(offsetof(ampx_backend_ops, slot) == 8 + (index) * sizeof(void (*)(void)) && \
+                           AMPX_OP_##OP == (index),                                                \
+                       "the slot of " #slot " must be slot number " #index);
+AMPX_OPS(AMPX_OP_SLOT_AT_)
+#undef AMPX_OP_SLOT_AT_
 
 // ---------------------------------------------------------------------------------------
 // The backend table returned by ampx_backend_entry.

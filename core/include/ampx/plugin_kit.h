@@ -63,41 +63,6 @@ typedef struct ampx_kit {
 #define AMPX_KIT(ctx) ((ctx) ? &(ctx)->kit : (const ampx_kit *)0)
 
 /* Returns the status of expr when it is not AMPX_OK. */
-/* Every op slot of backend.h with its args type, in table order, as X(slot, args_type): for a
- * plugin that wraps each op alike (timing it, say) and fills its table from the same list. */
-#define AMPX_KIT_OPS(X)                                                                            \
-    X(gemm, ampx_gemm_args)                                                                        \
-    X(cast, ampx_cast_args)                                                                        \
-    X(add, ampx_add_args)                                                                          \
-    X(mul, ampx_mul_args)                                                                          \
-    X(scale, ampx_scale_args)                                                                      \
-    X(bias_grad, ampx_bias_grad_args)                                                              \
-    X(act_fwd, ampx_act_args)                                                                      \
-    X(act_bwd, ampx_act_args)                                                                      \
-    X(softmax_fwd, ampx_softmax_args)                                                              \
-    X(softmax_bwd, ampx_softmax_args)                                                              \
-    X(softmax_xent, ampx_softmax_xent_args)                                                        \
-    X(layernorm_fwd, ampx_layernorm_args)                                                          \
-    X(layernorm_bwd, ampx_layernorm_args)                                                          \
-    X(batchnorm_fwd, ampx_batchnorm_args)                                                          \
-    X(batchnorm_bwd, ampx_batchnorm_args)                                                          \
-    X(embedding_fwd, ampx_embedding_args)                                                          \
-    X(embedding_bwd, ampx_embedding_args)                                                          \
-    X(reduce, ampx_reduce_args)                                                                    \
-    X(sum_squares, ampx_sum_squares_args)                                                          \
-    X(unscale_check, ampx_unscale_check_args)                                                      \
-    X(grad_stats, ampx_grad_stats_args)                                                            \
-    X(scaler_update, ampx_scaler_update_args)                                                      \
-    X(sgd, ampx_sgd_args)                                                                          \
-    X(adamw, ampx_adamw_args)                                                                      \
-    X(dropout, ampx_dropout_args)                                                                  \
-    X(permute, ampx_permute_args)                                                                  \
-    X(amp_pass, ampx_amp_pass_args)
-#define AMPX_KIT_COUNT_OP(slot, type) +1
-AMPX_STATIC_ASSERT(0 AMPX_KIT_OPS(AMPX_KIT_COUNT_OP) == AMPX_OP_COUNT,
-                   "AMPX_KIT_OPS lists every op slot of backend.h");
-#undef AMPX_KIT_COUNT_OP
-
 #define AMPX_KIT_TRY(expr)                                                                         \
     do {                                                                                           \
         ampx_status ampx_kit_st_ = (expr);                                                         \
@@ -161,42 +126,18 @@ static inline int ampx_kit_all_float(const ampx_dtype *dt, uint32_t n) {
     return 1;
 }
 
-/* The dtypes every op of backend.h accepts, in the order of its heading. A backend that
- * takes all of them answers supports() with this; one that takes fewer narrows it and
- * refuses the rest in its op (ampx_kit_check_dtypes with its own table). */
+/* The dtypes every op of backend.h accepts, in the order of its heading: n_dtypes of them
+ * (AMPX_OPS), each a float dtype, f32 where the op's f32 bit says so. A backend that takes
+ * all of them answers supports() with this; one that takes fewer narrows it and refuses the
+ * rest in its op (ampx_kit_check_dtypes with its own table). */
 static inline int ampx_kit_dtypes_ok(uint32_t op, const ampx_dtype *dt, uint32_t n) {
-    if (n > 0 && !dt) return 0;
-    switch (op) {
-    case AMPX_OP_GEMM: return n == 3 && ampx_kit_all_float(dt, 3); /* {A, B, C} */
-    case AMPX_OP_CAST: return n == 2 && ampx_kit_all_float(dt, 2); /* {src, dst} */
-    case AMPX_OP_ADD:                                              /* {a, b, y} */
-    case AMPX_OP_MUL: return n == 3 && ampx_kit_all_float(dt, 3);
-    case AMPX_OP_SCALE:                                                     /* {x, y} */
-    case AMPX_OP_BIAS_GRAD:                                                 /* {dy, db} */
-    case AMPX_OP_ACT_FWD:                                                   /* {x, y} */
-    case AMPX_OP_SOFTMAX_FWD:                                               /* {x, y} */
-    case AMPX_OP_SOFTMAX_XENT:                                              /* {logits, dlogits} */
-    case AMPX_OP_LAYERNORM_FWD:                                             /* {x, y} */
-    case AMPX_OP_BATCHNORM_FWD:                                             /* {x, y} */
-    case AMPX_OP_EMBEDDING_FWD:                                             /* {table, y} */
-    case AMPX_OP_REDUCE:                                                    /* {x, y} */
-    case AMPX_OP_DROPOUT:                                                   /* {x, y} */
-    case AMPX_OP_PERMUTE: return n == 2 && ampx_kit_all_float(dt, 2);       /* {x, y} */
-    case AMPX_OP_ACT_BWD:                                                   /* {x, dy, dx} */
-    case AMPX_OP_SOFTMAX_BWD:                                               /* {y, dy, dx} */
-    case AMPX_OP_LAYERNORM_BWD:                                             /* {x, dy, dx} */
-    case AMPX_OP_BATCHNORM_BWD: return n == 3 && ampx_kit_all_float(dt, 3); /* {x, dy, dx} */
-    case AMPX_OP_EMBEDDING_BWD:                                             /* {dy, dtable f32} */
-        return n == 2 && ampx_dtype_is_float(dt[0]) && dt[1] == AMPX_F32;
-    case AMPX_OP_SUM_SQUARES:                                        /* {x} */
-    case AMPX_OP_UNSCALE_CHECK:                                      /* {g} */
-    case AMPX_OP_GRAD_STATS:                                         /* {g} */
-    case AMPX_OP_AMP_PASS:                                           /* {g} */
-    case AMPX_OP_SGD:                                                /* {grad} */
-    case AMPX_OP_ADAMW: return n == 1 && ampx_dtype_is_float(dt[0]); /* {grad} */
-    case AMPX_OP_SCALER_UPDATE: return n == 0;                       /* no dtypes */
-    default: return 0;
-    }
+#define AMPX_KIT_HEADING_(index, slot, OP, args, n_dtypes, f32) {n_dtypes, f32},
+    static const struct { uint8_t n, f32; } heading[AMPX_OP_COUNT] = {AMPX_OPS(AMPX_KIT_HEADING_)};
+#undef AMPX_KIT_HEADING_
+    if ((n > 0 && !dt) || op >= AMPX_OP_COUNT || n != heading[op].n) return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if ((heading[op].f32 >> i & 1) ? dt[i] != AMPX_F32 : !ampx_dtype_is_float(dt[i])) return 0;
+    return 1;
 }
 
 /* supports() for a backend that implements every op with every dtype of ampx_kit_dtypes_ok. */

@@ -69,3 +69,7 @@ void conf_case_act_fwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, in
 void conf_case_act_bwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
     case_act(r, cc, dts, variant, 1);
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_act_fwd = {conf_case_act_fwd, 12, 5, NULL};
+const conf_op_cases conf_op_act_bwd = {conf_case_act_bwd, 12, 5, NULL};

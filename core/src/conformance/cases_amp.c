@@ -568,3 +568,10 @@ void conf_case_scaler_update(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
 done:
     return;
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_unscale_check = {conf_case_unscale_check, 8, 6, NULL};
+const conf_op_cases conf_op_grad_stats    = {conf_case_grad_stats, 7, 5, NULL};
+const conf_op_cases conf_op_scaler_update = {conf_case_scaler_update, CONF_SCALER_SCENARIOS,
+                                             CONF_SCALER_SCENARIOS, NULL};
+const conf_op_cases conf_op_amp_pass      = {conf_case_amp_pass, 9, 7, NULL};

@@ -224,3 +224,6 @@ void conf_case_cast(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int v
     if (conf_finish_call(cc, "cast", st) || cast_check(cc, S, D, D2, seed)) return;
     if (mode == 3) cast_check_bias(cc, D, block_x);
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_cast = {conf_case_cast, 10, 4, NULL};

@@ -151,3 +151,6 @@ void conf_case_dropout(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, in
 done:
     return;
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_dropout = {conf_case_dropout, 12, 6, NULL};

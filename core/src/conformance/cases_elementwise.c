@@ -168,3 +168,9 @@ void conf_case_bias_grad(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, 
 done:
     return;
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_add       = {conf_case_add, 8, 3, NULL};
+const conf_op_cases conf_op_mul       = {conf_case_mul, 8, 3, NULL};
+const conf_op_cases conf_op_scale     = {conf_case_scale, 7, 3, NULL};
+const conf_op_cases conf_op_bias_grad = {conf_case_bias_grad, 7, 3, NULL};

@@ -87,3 +87,7 @@ void conf_case_embedding_fwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
 void conf_case_embedding_bwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
     case_embedding(r, cc, dts, variant, 1);
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_embedding_fwd = {conf_case_embedding_fwd, 6, 3, NULL};
+const conf_op_cases conf_op_embedding_bwd = {conf_case_embedding_bwd, 6, 3, NULL};

@@ -137,3 +137,6 @@ void conf_case_gemm(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int v
 done:
     return;
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_gemm = {conf_case_gemm, 13, 4, conf_gemm_runs};

@@ -162,3 +162,6 @@ void conf_case_permute(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, in
 done:
     return;
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_permute = {conf_case_permute, 16, 6, NULL};

@@ -293,3 +293,9 @@ void conf_case_batchnorm_bwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
 done:
     return;
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_layernorm_fwd = {conf_case_layernorm_fwd, 7, 3, NULL};
+const conf_op_cases conf_op_layernorm_bwd = {conf_case_layernorm_bwd, 7, 3, NULL};
+const conf_op_cases conf_op_batchnorm_fwd = {conf_case_batchnorm_fwd, 8, 4, NULL};
+const conf_op_cases conf_op_batchnorm_bwd = {conf_case_batchnorm_bwd, 8, 3, NULL};

@@ -415,3 +415,7 @@ void conf_case_sgd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int va
 void conf_case_adamw(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
     case_optimizer(r, cc, dts, variant, 1);
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_sgd   = {conf_case_sgd, 7, 5, NULL};
+const conf_op_cases conf_op_adamw = {conf_case_adamw, 7, 5, NULL};

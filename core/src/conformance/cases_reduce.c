@@ -130,3 +130,7 @@ void conf_case_sum_squares(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts
 done:
     return;
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_reduce      = {conf_case_reduce, 7, 3, NULL};
+const conf_op_cases conf_op_sum_squares = {conf_case_sum_squares, 7, 5, NULL};

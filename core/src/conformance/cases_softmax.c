@@ -242,3 +242,8 @@ void conf_case_xent(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int v
 done:
     return;
 }
+
+/* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
+const conf_op_cases conf_op_softmax_fwd  = {conf_case_softmax_fwd, 9, 4, NULL};
+const conf_op_cases conf_op_softmax_bwd  = {conf_case_softmax_bwd, 8, 3, NULL};
+const conf_op_cases conf_op_softmax_xent = {conf_case_xent, 9, 5, NULL};

@@ -504,44 +504,15 @@ int conf_scalars_diff(conf_case_ctx *cc, const char *when, const ampx_scalars *g
 
 typedef struct conf_op_desc {
     uint32_t op;
-    uint32_t n_dtypes;   /* floating dtype slots of the heading: 3^n combinations */
-    int n_full, n_quick; /* variants run per supported combination */
-    conf_case_fn fn;
-    conf_runs_fn runs; /* (optional) NULL: every variant runs on every combination */
+    uint32_t n_dtypes; /* floating dtype slots of the heading: 3^n combinations */
+    uint32_t f32;      /* bit i: slot i is f32 only (AMPX_OPS) */
+    const conf_op_cases *cases;
 } conf_op_desc;
 
-static const conf_op_desc conf_ops[] = {
-    {AMPX_OP_GEMM, 3, 13, 4, conf_case_gemm, conf_gemm_runs},
-    {AMPX_OP_CAST, 2, 10, 4, conf_case_cast, NULL},
-    {AMPX_OP_ADD, 3, 8, 3, conf_case_add, NULL},
-    {AMPX_OP_MUL, 3, 8, 3, conf_case_mul, NULL},
-    {AMPX_OP_SCALE, 2, 7, 3, conf_case_scale, NULL},
-    {AMPX_OP_BIAS_GRAD, 2, 7, 3, conf_case_bias_grad, NULL},
-    {AMPX_OP_ACT_FWD, 2, 12, 5, conf_case_act_fwd, NULL},
-    {AMPX_OP_ACT_BWD, 3, 12, 5, conf_case_act_bwd, NULL},
-    {AMPX_OP_SOFTMAX_FWD, 2, 9, 4, conf_case_softmax_fwd, NULL},
-    {AMPX_OP_SOFTMAX_BWD, 3, 8, 3, conf_case_softmax_bwd, NULL},
-    {AMPX_OP_SOFTMAX_XENT, 2, 9, 5, conf_case_xent, NULL},
-    {AMPX_OP_LAYERNORM_FWD, 2, 7, 3, conf_case_layernorm_fwd, NULL},
-    {AMPX_OP_LAYERNORM_BWD, 3, 7, 3, conf_case_layernorm_bwd, NULL},
-    {AMPX_OP_BATCHNORM_FWD, 2, 8, 4, conf_case_batchnorm_fwd, NULL},
-    {AMPX_OP_BATCHNORM_BWD, 3, 8, 3, conf_case_batchnorm_bwd, NULL},
-    {AMPX_OP_EMBEDDING_FWD, 2, 6, 3, conf_case_embedding_fwd, NULL},
-    {AMPX_OP_EMBEDDING_BWD, 2, 6, 3, conf_case_embedding_bwd, NULL},
-    {AMPX_OP_REDUCE, 2, 7, 3, conf_case_reduce, NULL},
-    {AMPX_OP_SUM_SQUARES, 1, 7, 5, conf_case_sum_squares, NULL},
-    {AMPX_OP_UNSCALE_CHECK, 1, 8, 6, conf_case_unscale_check, NULL},
-    {AMPX_OP_GRAD_STATS, 1, 7, 5, conf_case_grad_stats, NULL},
-    {AMPX_OP_SCALER_UPDATE, 0, CONF_SCALER_SCENARIOS, CONF_SCALER_SCENARIOS,
-     conf_case_scaler_update, NULL},
-    {AMPX_OP_SGD, 1, 7, 5, conf_case_sgd, NULL},
-    {AMPX_OP_ADAMW, 1, 7, 5, conf_case_adamw, NULL},
-    /* ABI 1.1 */
-    {AMPX_OP_DROPOUT, 2, 12, 6, conf_case_dropout, NULL},
-    {AMPX_OP_PERMUTE, 2, 16, 6, conf_case_permute, NULL},
-    /* ABI 1.4 */
-    {AMPX_OP_AMP_PASS, 1, 9, 7, conf_case_amp_pass, NULL},
-};
+#define CONF_OP(index, slot, OP, args, n_dtypes, f32)                                              \
+    {AMPX_OP_##OP, n_dtypes, f32, &conf_op_##slot},
+static const conf_op_desc conf_ops[] = {AMPX_OPS(CONF_OP)};
+#undef CONF_OP
 
 _Static_assert(sizeof conf_ops / sizeof conf_ops[0] == AMPX_OP_COUNT,
                "the conformance suite must cover every op of the ABI");
@@ -566,10 +537,17 @@ static void conf_probe_invalid(conf_run *r, const conf_op_desc *d, const ampx_dt
         conf_shape(&cc, "invalid dtypes");
         conf_fail(&cc, "supports() accepts dtypes the ABI does not allow for this op");
     } else {
-        d->fn(r, &cc, dts, 0);
+        d->cases->fn(r, &cc, dts, 0);
         conf_prefix_shape(&cc, "invalid dtypes: ");
     }
     conf_case_end(&cc);
+}
+
+/* The slots the op fixes to f32 hold f32. */
+static int conf_f32_slots_ok(const conf_op_desc *d, const ampx_dtype *dts) {
+    for (uint32_t i = 0; i < d->n_dtypes; i++)
+        if ((d->f32 >> i & 1) && dts[i] != AMPX_F32) return 0;
+    return 1;
 }
 
 static void conf_sweep_op(conf_run *r, const conf_op_desc *d) {
@@ -583,20 +561,20 @@ static void conf_sweep_op(conf_run *r, const conf_op_desc *d) {
         ampx_dtype dts[3] = {AMPX_F32, AMPX_F32, AMPX_F32};
         for (uint32_t i = 0, q = c; i < nd; i++, q /= 3)
             dts[nd - 1 - i] = (ampx_dtype)(q % 3);
-        if (d->op == AMPX_OP_EMBEDDING_BWD && dts[1] != AMPX_F32) continue; /* dtable is f32 */
+        if (!conf_f32_slots_ok(d, dts)) continue; /* e.g. EMBEDDING_BWD's dtable */
         conf_case_ctx cc;
         if (!ampx_backend_supports(r->be, d->op, dts, nd)) {
             /* not a failure, but calling it anyway must fail cleanly */
             conf_case_begin(r, &cc, d->op, dts, nd, 0, 1);
-            d->fn(r, &cc, dts, 0);
+            d->cases->fn(r, &cc, dts, 0);
             conf_case_end(&cc);
             continue;
         }
-        int nv = r->quick ? d->n_quick : d->n_full;
+        int nv = r->quick ? d->cases->n_quick : d->cases->n_full;
         for (int v = 0; v < nv && r->fatal == AMPX_OK; v++) {
-            if (d->runs && !d->runs(dts, v)) continue;
+            if (d->cases->runs && !d->cases->runs(dts, v)) continue;
             conf_case_begin(r, &cc, d->op, dts, nd, v, 0);
-            d->fn(r, &cc, dts, v);
+            d->cases->fn(r, &cc, dts, v);
             conf_case_end(&cc);
             run_cases++;
         }
@@ -606,10 +584,12 @@ static void conf_sweep_op(conf_run *r, const conf_op_desc *d) {
         ampx_dtype bad[3] = {AMPX_I32, AMPX_F32, AMPX_F32};
         conf_probe_invalid(r, d, bad);
     }
-    if (d->op == AMPX_OP_EMBEDDING_BWD) {
-        ampx_dtype bad[2] = {AMPX_F32, AMPX_BF16};
-        conf_probe_invalid(r, d, bad);
-    }
+    for (uint32_t i = 0; i < nd; i++) /* a slot that must be f32 given bf16 */
+        if (d->f32 >> i & 1) {
+            ampx_dtype bad[3] = {AMPX_F32, AMPX_F32, AMPX_F32};
+            bad[i]            = AMPX_BF16;
+            conf_probe_invalid(r, d, bad);
+        }
     if (run_cases > 0) {
         r->sum->ops_run++;
         if (r->sum->failed == failed0) r->sum->ops_passing++;

@@ -187,14 +187,26 @@ int conf_scalars_diff(conf_case_ctx *cc, const char *when, const ampx_scalars *g
                       const ampx_scalars *exp, int skip_lr);
 
 // ---------------------------------------------------------------------------------------
-// The cases, one function per op (conf_ops in harness.c lists them with their variant
-// counts, which must match each file's table of variants).
+// The cases, one function per op, and what the sweep needs to run them: each case file
+// defines conf_op_<slot> for its ops, with variant counts that match its table of variants.
+// harness.c's list of ops is AMPX_OPS, so an op without its conf_op_<slot> does not link.
 
 typedef void (*conf_case_fn)(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 
 /* 0 when variant v is left out for these dtypes (a large variant run on a subset of the
  * combinations to bound the sweep's time); such a variant is neither run nor counted. */
 typedef int (*conf_runs_fn)(const ampx_dtype *dts, int variant);
+
+typedef struct conf_op_cases {
+    conf_case_fn fn;
+    int n_full, n_quick; /* variants run per supported combination */
+    conf_runs_fn runs;   /* (optional) NULL: every variant runs on every combination */
+} conf_op_cases;
+
+#define CONF_OP_CASES(index, slot, OP, args, n_dtypes, f32)                                        \
+    extern const conf_op_cases conf_op_##slot;
+AMPX_OPS(CONF_OP_CASES)
+#undef CONF_OP_CASES
 
 /* cases_gemm.c */
 void conf_case_gemm(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
