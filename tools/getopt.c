@@ -5,31 +5,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/edit_distance.h"
 #include "cli.h"
-
-/* Edit distance of two short strings (longer ones are "far"). */
-static size_t distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 40 || lb > 40) return 99;
-    size_t d[41][41];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            size_t sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-    return d[la][lb];
-}
 
 const char *cli_nearest(const char *word, const char *const *names, size_t n) {
     const char *best = NULL;
     size_t bd = 99, lw = strlen(word);
     for (size_t i = 0; i < n; i++) {
-        size_t d = distance(word, names[i]);
+        size_t d = edit_distance(word, names[i]);
         if (d < bd) bd = d, best = names[i];
     }
     /* close enough to be a typo: a third of the word's letters at most */
