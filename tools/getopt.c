@@ -1,6 +1,7 @@
-/* getopt.c — option parsing the subcommands share: getopt_long with ampx's messages. An
- * unknown option names the closest known one ("unknown option '--stpes' (did you mean
- * '--steps'?)"); an option missing its value says which. */
+/* getopt.c — option parsing the subcommands share: getopt_long with ampx's messages, and
+ * the option tables every command's options are read through. An unknown option names the
+ * closest known one ("unknown option '--stpes' (did you mean '--steps'?)"); an option
+ * missing its value says which. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,4 +56,58 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
     else
         fprintf(stderr, "%s: unknown option '%s'\n", argv[0], arg);
     return '?';
+}
+
+// ---------------------------------------------------------------------------------------
+// Option tables
+
+/* Stores one option's value; 0, or EXIT_USAGE after one line. */
+static int store(const cli_opt *o, int argc, char **argv, void *opts) {
+    char *field = (char *)opts + o->off;
+    switch (o->kind) {
+    case CLI_FLAG: *(int *)field = 1; return 0;
+    case CLI_STRING: *(const char **)field = optarg; return 0;
+    case CLI_INT: {
+        char flag[72];
+        snprintf(flag, sizeof flag, "--%s", o->name);
+        return cli_parse_int(argv[0], flag, optarg, o->lo, o->hi, (int64_t *)field) ? EXIT_USAGE
+                                                                                    : 0;
+    }
+    case CLI_BACKEND_OPT: {
+        cli_backend_opts *b = (cli_backend_opts *)field;
+        return cli_parse_backend_opt(optarg, b->v, &b->n) ? EXIT_USAGE : 0;
+    }
+    case CLI_CALL:
+    case CLI_CALL_OPT: return o->fn(opts, argc, argv, optarg) ? EXIT_USAGE : 0;
+    case CLI_HELP: return CLI_HELP_ASKED;
+    }
+    return 0;
+}
+
+int cli_parse_opts(const cli_parser *p, int argc, char **argv, void *opts) {
+    struct option lopts[64];
+    size_t n = 0;
+    for (const cli_opt *o = p->opts; o->name && n < 63; o++, n++) {
+        int has_arg = o->kind == CLI_FLAG || o->kind == CLI_HELP ? no_argument
+                      : o->kind == CLI_CALL_OPT                  ? optional_argument
+                                                                 : required_argument;
+        lopts[n]    = (struct option){o->name, has_arg, NULL, o->val};
+    }
+    lopts[n] = (struct option){0};
+    int c;
+    optind = 1;
+    while ((c = cli_getopt(argc, argv, p->shortopts, lopts)) != -1) {
+        const cli_opt *o = p->opts;
+        while (o->name && o->val != c)
+            o++;
+        if (!o->name) return CLI_BAD_OPTION;
+        if (o->group & p->refuse) {
+            fprintf(stderr, "%s: option '%s' is for %s\n", argv[0], argv[optind - 1],
+                    p->refused_for);
+            return EXIT_USAGE;
+        }
+        int rc = store(o, argc, argv, opts);
+        if (rc) return rc;
+    }
+    return 0;
 }
