@@ -103,6 +103,70 @@ static void support_of(const ampx_backend *be, uint32_t op, op_support *s) {
 // ---------------------------------------------------------------------------------------
 // ampx backends
 
+/* One plugin's entry of ampx backends --json: be is NULL when it did not open. */
+static cJSON *plugin_json(const ampx_plugin_info *p, ampx_backend *be, const ampx_device_info *info,
+                          const char *reason) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", p->name);
+    cJSON_AddStringToObject(o, "path", p->path);
+    char abi[32];
+    snprintf(abi, sizeof abi, "%u.%u", p->abi_major, p->abi_minor);
+    cJSON_AddStringToObject(o, "abi", p->loadable ? abi : "");
+    cJSON_AddBoolToObject(o, "loadable", p->loadable);
+    cJSON_AddBoolToObject(o, "available", be != NULL);
+    if (!be) {
+        cJSON_AddStringToObject(o, "reason", reason);
+        return o;
+    }
+    cJSON *d = cJSON_AddObjectToObject(o, "device");
+    cJSON_AddStringToObject(d, "name", info->name);
+    cJSON_AddStringToObject(d, "description", info->description);
+    cJSON_AddNumberToObject(d, "memory_bytes", (double)info->memory_bytes);
+    cJSON_AddNumberToObject(d, "threads", info->n_threads);
+    cJSON *ops = cJSON_AddObjectToObject(o, "ops");
+    for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
+        op_support s;
+        support_of(be, op, &s);
+        cJSON *e = cJSON_AddObjectToObject(ops, ampx_op_name(op));
+        for (int k = 0; k < 3; k++)
+            cJSON_AddBoolToObject(e, ampx_dtype_name(float_dtypes[k]), s.uniform[k]);
+        cJSON_AddNumberToObject(e, "combos_supported", s.combos_ok);
+        cJSON_AddNumberToObject(e, "combos_total", s.combos_total);
+    }
+    return o;
+}
+
+/* One plugin's lines of ampx backends: be is NULL when it did not open. */
+static void plugin_print(const ampx_plugin_info *p, ampx_backend *be, const ampx_device_info *info,
+                         const char *state, const char *reason) {
+    printf("\n%-8s %s\n", p->name, p->path);
+    if (p->loadable)
+        printf("  ABI %u.%u, %s", p->abi_major, p->abi_minor, state);
+    else
+        printf("  %s", state);
+    if (!be) {
+        printf(": %s\n", reason);
+        return;
+    }
+    putchar('\n');
+    printf("  device: %s\n", info->name);
+    if (info->description[0]) printf("  %s\n", info->description);
+    if (info->memory_bytes) printf("  memory: %.1f GiB\n", (double)info->memory_bytes / (1u << 30));
+    printf("  %-14s %-4s %-4s %-4s %s\n", "op", "f32", "bf16", "f16",
+           "dtype combinations (columns: every operand in that dtype)");
+    for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
+        op_support s;
+        support_of(be, op, &s);
+        if (ampx_op_n_dtypes(op) == 0) /* e.g. scaler_update: no tensor dtypes */
+            printf("  %-14s %-14s %u/%u\n", ampx_op_name(op), "(no dtypes)", s.combos_ok,
+                   s.combos_total);
+        else
+            printf("  %-14s %-4s %-4s %-4s %u/%u\n", ampx_op_name(op), s.uniform[0] ? "yes" : "-",
+                   s.uniform[1] ? "yes" : "-", s.uniform[2] ? "yes" : "-", s.combos_ok,
+                   s.combos_total);
+    }
+}
+
 static int cmd_backends(int argc, char **argv) {
     int json = 0, options = 0;
     static struct option opts[] = {{"json", no_argument, 0, 'j'},
@@ -155,64 +219,10 @@ static int cmd_backends(int argc, char **argv) {
                              : p->available && be ? "available"
                                                   : "unavailable";
         const char *reason = p->reason[0] ? p->reason : err;
-        if (json) {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "name", p->name);
-            cJSON_AddStringToObject(o, "path", p->path);
-            char abi[32];
-            snprintf(abi, sizeof abi, "%u.%u", p->abi_major, p->abi_minor);
-            cJSON_AddStringToObject(o, "abi", p->loadable ? abi : "");
-            cJSON_AddBoolToObject(o, "loadable", p->loadable);
-            cJSON_AddBoolToObject(o, "available", be != NULL);
-            if (!be) cJSON_AddStringToObject(o, "reason", reason);
-            if (be) {
-                cJSON *d = cJSON_AddObjectToObject(o, "device");
-                cJSON_AddStringToObject(d, "name", info.name);
-                cJSON_AddStringToObject(d, "description", info.description);
-                cJSON_AddNumberToObject(d, "memory_bytes", (double)info.memory_bytes);
-                cJSON_AddNumberToObject(d, "threads", info.n_threads);
-                cJSON *ops = cJSON_AddObjectToObject(o, "ops");
-                for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
-                    op_support s;
-                    support_of(be, op, &s);
-                    cJSON *e = cJSON_AddObjectToObject(ops, ampx_op_name(op));
-                    for (int k = 0; k < 3; k++)
-                        cJSON_AddBoolToObject(e, ampx_dtype_name(float_dtypes[k]), s.uniform[k]);
-                    cJSON_AddNumberToObject(e, "combos_supported", s.combos_ok);
-                    cJSON_AddNumberToObject(e, "combos_total", s.combos_total);
-                }
-            }
-            cJSON_AddItemToArray(arr, o);
-        } else {
-            printf("\n%-8s %s\n", p->name, p->path);
-            if (p->loadable)
-                printf("  ABI %u.%u, %s", p->abi_major, p->abi_minor, state);
-            else
-                printf("  %s", state);
-            if (be)
-                putchar('\n');
-            else
-                printf(": %s\n", reason);
-            if (be) {
-                printf("  device: %s\n", info.name);
-                if (info.description[0]) printf("  %s\n", info.description);
-                if (info.memory_bytes)
-                    printf("  memory: %.1f GiB\n", (double)info.memory_bytes / (1u << 30));
-                printf("  %-14s %-4s %-4s %-4s %s\n", "op", "f32", "bf16", "f16",
-                       "dtype combinations (columns: every operand in that dtype)");
-                for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
-                    op_support s;
-                    support_of(be, op, &s);
-                    if (ampx_op_n_dtypes(op) == 0) /* e.g. scaler_update: no tensor dtypes */
-                        printf("  %-14s %-14s %u/%u\n", ampx_op_name(op), "(no dtypes)",
-                               s.combos_ok, s.combos_total);
-                    else
-                        printf("  %-14s %-4s %-4s %-4s %u/%u\n", ampx_op_name(op),
-                               s.uniform[0] ? "yes" : "-", s.uniform[1] ? "yes" : "-",
-                               s.uniform[2] ? "yes" : "-", s.combos_ok, s.combos_total);
-                }
-            }
-        }
+        if (json)
+            cJSON_AddItemToArray(arr, plugin_json(p, be, &info, reason));
+        else
+            plugin_print(p, be, &info, state, reason);
         ampx_backend_close(be);
     }
     if (json) print_json(doc);
