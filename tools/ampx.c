@@ -167,28 +167,31 @@ static void plugin_print(const ampx_plugin_info *p, ampx_backend *be, const ampx
     }
 }
 
+typedef struct backends_opts {
+    int json, options;
+} backends_opts;
+
+static const cli_opt backends_table[] = {
+    CLI_OPT_FLAG("json", 'j', offsetof(backends_opts, json), 0),
+    CLI_OPT_FLAG("options", 'O', offsetof(backends_opts, options), 0),
+    CLI_OPT_HELP,
+    CLI_OPT_END,
+};
+
 static int cmd_backends(int argc, char **argv) {
-    int json = 0, options = 0;
-    static struct option opts[] = {{"json", no_argument, 0, 'j'},
-                                   {"options", no_argument, 0, 'O'},
-                                   {"help", no_argument, 0, 'h'},
-                                   {0}};
-    int c;
-    while ((c = cli_getopt(argc, argv, "jh", opts)) != -1) {
-        if (c == 'j')
-            json = 1;
-        else if (c == 'O')
-            options = 1;
-        else if (c == 'h') {
-            printf("usage: ampx backends [--json | --options]\n\nLists every libampx-*.so found on "
-                   "the search path with its ABI version,\navailability (and why not), device, and "
-                   "op x dtype support.\n--options lists every performance switch (GEMM path, ISA "
-                   "cap, fusions, the AMP pass)\nwith its default.\n");
-            return 0;
-        } else
-            return EXIT_USAGE;
+    backends_opts o   = {0};
+    cli_parser parser = {"jh", backends_table, 0, NULL};
+    int rc            = cli_parse_opts(&parser, argc, argv, &o);
+    if (rc == CLI_HELP_ASKED) {
+        printf("usage: ampx backends [--json | --options]\n\nLists every libampx-*.so found on "
+               "the search path with its ABI version,\navailability (and why not), device, and "
+               "op x dtype support.\n--options lists every performance switch (GEMM path, ISA "
+               "cap, fusions, the AMP pass)\nwith its default.\n");
+        return 0;
     }
-    if (options && optind == argc) return cli_print_options();
+    if (rc) return EXIT_USAGE;
+    int json = o.json;
+    if (o.options && optind == argc) return cli_print_options();
     if (optind < argc) {
         fprintf(stderr, "%s backends: unexpected argument '%s'\n", prog, argv[optind]);
         return EXIT_USAGE;
