@@ -85,7 +85,7 @@ static int store(const cli_opt *o, int argc, char **argv, void *opts) {
 }
 
 int cli_parse_opts(const cli_parser *p, int argc, char **argv, void *opts) {
-    struct option lopts[64];
+    struct option lopts[64]; /* a table's first 63 options (the largest, train's, has 23) */
     size_t n = 0;
     for (const cli_opt *o = p->opts; o->name && n < 63; o++, n++) {
         int has_arg = o->kind == CLI_FLAG || o->kind == CLI_HELP ? no_argument
