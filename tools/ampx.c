@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,28 +103,95 @@ static void support_of(const ampx_backend *be, uint32_t op, op_support *s) {
 // ---------------------------------------------------------------------------------------
 // ampx backends
 
-static int cmd_backends(int argc, char **argv) {
-    int json = 0, options = 0;
-    static struct option opts[] = {{"json", no_argument, 0, 'j'},
-                                   {"options", no_argument, 0, 'O'},
-                                   {"help", no_argument, 0, 'h'},
-                                   {0}};
-    int c;
-    while ((c = cli_getopt(argc, argv, "jh", opts)) != -1) {
-        if (c == 'j')
-            json = 1;
-        else if (c == 'O')
-            options = 1;
-        else if (c == 'h') {
-            printf("usage: ampx backends [--json | --options]\n\nLists every libampx-*.so found on "
-                   "the search path with its ABI version,\navailability (and why not), device, and "
-                   "op x dtype support.\n--options lists every performance switch (GEMM path, ISA "
-                   "cap, fusions, the AMP pass)\nwith its default.\n");
-            return 0;
-        } else
-            return EXIT_USAGE;
+/* One plugin's entry of ampx backends --json: be is NULL when it did not open. */
+static cJSON *plugin_json(const ampx_plugin_info *p, ampx_backend *be, const ampx_device_info *info,
+                          const char *reason) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", p->name);
+    cJSON_AddStringToObject(o, "path", p->path);
+    char abi[32];
+    snprintf(abi, sizeof abi, "%u.%u", p->abi_major, p->abi_minor);
+    cJSON_AddStringToObject(o, "abi", p->loadable ? abi : "");
+    cJSON_AddBoolToObject(o, "loadable", p->loadable);
+    cJSON_AddBoolToObject(o, "available", be != NULL);
+    if (!be) {
+        cJSON_AddStringToObject(o, "reason", reason);
+        return o;
     }
-    if (options && optind == argc) return cli_print_options();
+    cJSON *d = cJSON_AddObjectToObject(o, "device");
+    cJSON_AddStringToObject(d, "name", info->name);
+    cJSON_AddStringToObject(d, "description", info->description);
+    cJSON_AddNumberToObject(d, "memory_bytes", (double)info->memory_bytes);
+    cJSON_AddNumberToObject(d, "threads", info->n_threads);
+    cJSON *ops = cJSON_AddObjectToObject(o, "ops");
+    for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
+        op_support s;
+        support_of(be, op, &s);
+        cJSON *e = cJSON_AddObjectToObject(ops, ampx_op_name(op));
+        for (int k = 0; k < 3; k++)
+            cJSON_AddBoolToObject(e, ampx_dtype_name(float_dtypes[k]), s.uniform[k]);
+        cJSON_AddNumberToObject(e, "combos_supported", s.combos_ok);
+        cJSON_AddNumberToObject(e, "combos_total", s.combos_total);
+    }
+    return o;
+}
+
+/* One plugin's lines of ampx backends: be is NULL when it did not open. */
+static void plugin_print(const ampx_plugin_info *p, ampx_backend *be, const ampx_device_info *info,
+                         const char *state, const char *reason) {
+    printf("\n%-8s %s\n", p->name, p->path);
+    if (p->loadable)
+        printf("  ABI %u.%u, %s", p->abi_major, p->abi_minor, state);
+    else
+        printf("  %s", state);
+    if (!be) {
+        printf(": %s\n", reason);
+        return;
+    }
+    putchar('\n');
+    printf("  device: %s\n", info->name);
+    if (info->description[0]) printf("  %s\n", info->description);
+    if (info->memory_bytes) printf("  memory: %.1f GiB\n", (double)info->memory_bytes / (1u << 30));
+    printf("  %-14s %-4s %-4s %-4s %s\n", "op", "f32", "bf16", "f16",
+           "dtype combinations (columns: every operand in that dtype)");
+    for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
+        op_support s;
+        support_of(be, op, &s);
+        if (ampx_op_n_dtypes(op) == 0) /* e.g. scaler_update: no tensor dtypes */
+            printf("  %-14s %-14s %u/%u\n", ampx_op_name(op), "(no dtypes)", s.combos_ok,
+                   s.combos_total);
+        else
+            printf("  %-14s %-4s %-4s %-4s %u/%u\n", ampx_op_name(op), s.uniform[0] ? "yes" : "-",
+                   s.uniform[1] ? "yes" : "-", s.uniform[2] ? "yes" : "-", s.combos_ok,
+                   s.combos_total);
+    }
+}
+
+typedef struct backends_opts {
+    int json, options;
+} backends_opts;
+
+static const cli_opt backends_table[] = {
+    CLI_OPT_FLAG("json", 'j', offsetof(backends_opts, json), 0),
+    CLI_OPT_FLAG("options", 'O', offsetof(backends_opts, options), 0),
+    CLI_OPT_HELP,
+    CLI_OPT_END,
+};
+
+static int cmd_backends(int argc, char **argv) {
+    backends_opts o   = {0};
+    cli_parser parser = {"jh", backends_table, 0, NULL};
+    int rc            = cli_parse_opts(&parser, argc, argv, &o);
+    if (rc == CLI_HELP_ASKED) {
+        printf("usage: ampx backends [--json | --options]\n\nLists every libampx-*.so found on "
+               "the search path with its ABI version,\navailability (and why not), device, and "
+               "op x dtype support.\n--options lists every performance switch (GEMM path, ISA "
+               "cap, fusions, the AMP pass)\nwith its default.\n");
+        return 0;
+    }
+    if (rc) return EXIT_USAGE;
+    int json = o.json;
+    if (o.options && optind == argc) return cli_print_options();
     if (optind < argc) {
         fprintf(stderr, "%s backends: unexpected argument '%s'\n", prog, argv[optind]);
         return EXIT_USAGE;
@@ -154,64 +222,10 @@ static int cmd_backends(int argc, char **argv) {
                              : p->available && be ? "available"
                                                   : "unavailable";
         const char *reason = p->reason[0] ? p->reason : err;
-        if (json) {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "name", p->name);
-            cJSON_AddStringToObject(o, "path", p->path);
-            char abi[32];
-            snprintf(abi, sizeof abi, "%u.%u", p->abi_major, p->abi_minor);
-            cJSON_AddStringToObject(o, "abi", p->loadable ? abi : "");
-            cJSON_AddBoolToObject(o, "loadable", p->loadable);
-            cJSON_AddBoolToObject(o, "available", be != NULL);
-            if (!be) cJSON_AddStringToObject(o, "reason", reason);
-            if (be) {
-                cJSON *d = cJSON_AddObjectToObject(o, "device");
-                cJSON_AddStringToObject(d, "name", info.name);
-                cJSON_AddStringToObject(d, "description", info.description);
-                cJSON_AddNumberToObject(d, "memory_bytes", (double)info.memory_bytes);
-                cJSON_AddNumberToObject(d, "threads", info.n_threads);
-                cJSON *ops = cJSON_AddObjectToObject(o, "ops");
-                for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
-                    op_support s;
-                    support_of(be, op, &s);
-                    cJSON *e = cJSON_AddObjectToObject(ops, ampx_op_name(op));
-                    for (int k = 0; k < 3; k++)
-                        cJSON_AddBoolToObject(e, ampx_dtype_name(float_dtypes[k]), s.uniform[k]);
-                    cJSON_AddNumberToObject(e, "combos_supported", s.combos_ok);
-                    cJSON_AddNumberToObject(e, "combos_total", s.combos_total);
-                }
-            }
-            cJSON_AddItemToArray(arr, o);
-        } else {
-            printf("\n%-8s %s\n", p->name, p->path);
-            if (p->loadable)
-                printf("  ABI %u.%u, %s", p->abi_major, p->abi_minor, state);
-            else
-                printf("  %s", state);
-            if (be)
-                putchar('\n');
-            else
-                printf(": %s\n", reason);
-            if (be) {
-                printf("  device: %s\n", info.name);
-                if (info.description[0]) printf("  %s\n", info.description);
-                if (info.memory_bytes)
-                    printf("  memory: %.1f GiB\n", (double)info.memory_bytes / (1u << 30));
-                printf("  %-14s %-4s %-4s %-4s %s\n", "op", "f32", "bf16", "f16",
-                       "dtype combinations (columns: every operand in that dtype)");
-                for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
-                    op_support s;
-                    support_of(be, op, &s);
-                    if (ampx_op_n_dtypes(op) == 0) /* e.g. scaler_update: no tensor dtypes */
-                        printf("  %-14s %-14s %u/%u\n", ampx_op_name(op), "(no dtypes)",
-                               s.combos_ok, s.combos_total);
-                    else
-                        printf("  %-14s %-4s %-4s %-4s %u/%u\n", ampx_op_name(op),
-                               s.uniform[0] ? "yes" : "-", s.uniform[1] ? "yes" : "-",
-                               s.uniform[2] ? "yes" : "-", s.combos_ok, s.combos_total);
-                }
-            }
-        }
+        if (json)
+            cJSON_AddItemToArray(arr, plugin_json(p, be, &info, reason));
+        else
+            plugin_print(p, be, &info, state, reason);
         ampx_backend_close(be);
     }
     if (json) print_json(doc);
@@ -341,78 +355,160 @@ int cli_parse_int(const char *prog_name, const char *flag, const char *s, int64_
     return 0;
 }
 
-static int cmd_conformance(int argc, char **argv) {
-    const char *backend = NULL;
-    const char *bopts[MAX_BACKEND_OPTS];
-    uint32_t n_bopts             = 0;
-    int json                     = 0;
-    ampx_conf_options opt        = {.seed = 0, .op = -1, .quick = 0};
-    static struct option lopts[] = {{"backend", required_argument, 0, 'b'},
-                                    {"backend-opt", required_argument, 0, 'o'},
-                                    {"op", required_argument, 0, 'p'},
-                                    {"quick", no_argument, 0, 'q'},
-                                    {"seed", required_argument, 0, 's'},
-                                    {"json", no_argument, 0, 'j'},
-                                    {"all", no_argument, 0, 'a'},
-                                    {"help", no_argument, 0, 'h'},
-                                    {0}};
-    int c, all = 0;
-    while ((c = cli_getopt(argc, argv, "b:o:p:qs:jah", lopts)) != -1) {
-        switch (c) {
-        case 'b': backend = optarg; break;
-        case 'o':
-            if (cli_parse_backend_opt(optarg, bopts, &n_bopts)) return EXIT_USAGE;
-            break;
-        case 'p': {
-            uint32_t op;
-            if (ampx_op_parse(optarg, &op) != 0) {
-                fprintf(stderr, "%s conformance: --op '%s': unknown op (see ampx backends)\n", prog,
-                        optarg);
-                return EXIT_USAGE;
-            }
-            opt.op = (int32_t)op;
-            break;
-        }
-        case 'q': opt.quick = 1; break;
-        case 's': {
-            int64_t seed;
-            if (cli_parse_int(argv[0], "--seed", optarg, 0, INT64_MAX, &seed)) return EXIT_USAGE;
-            opt.seed = (uint64_t)seed;
-            break;
-        }
-        case 'j': json = 1; break;
-        case 'a': all = 1; break;
-        case 'h':
-            printf("usage: ampx conformance --backend B [--backend-opt k=v]... [--op NAME]\n"
-                   "                        [--quick] [--seed S] [--all] [--json]\n\n"
-                   "Runs every (op, dtype combination) the backend supports against the\n"
-                   "double-precision reference on random data with awkward shapes, poisoned\n"
-                   "outputs and guard regions. Prints a table of the supported combinations\n"
-                   "and a count of the unsupported ones (--all: every row, the probes that\n"
-                   "check unsupported and forbidden dtypes are refused too), or JSON with every\n"
-                   "case. A failing case prints its index, the element, the value and the\n"
-                   "expected one, and its error against the tolerance.\n\n"
-                   "Exits 0 when every case of every supported combination passed, at least one\n"
-                   "op ran, and (without --op) the backend supports the minimum set: the ops\n"
-                   "models/mlp.json needs, in f32. See docs/CONFORMANCE.md.\n");
-            return 0;
-        default: return EXIT_USAGE;
-        }
+typedef struct conf_opts {
+    const char *backend;
+    cli_backend_opts bopts;
+    int64_t seed;
+    int32_t op; /* -1: every op */
+    int quick, json, all;
+} conf_opts;
+
+static int opt_op(void *opts, int argc, char **argv, const char *v) {
+    conf_opts *o = opts;
+    uint32_t op;
+    if (ampx_op_parse(v, &op) != 0) {
+        fprintf(stderr, "%s conformance: --op '%s': unknown op (see ampx backends)\n", prog, v);
+        return -1;
     }
+    o->op = (int32_t)op;
+    return 0;
+}
+
+#define CONF(field) offsetof(conf_opts, field)
+static const cli_opt conf_table[] = {
+    CLI_OPT_STRING("backend", 'b', CONF(backend), 0),
+    CLI_OPT_BACKEND("backend-opt", 'o', CONF(bopts)),
+    CLI_OPT_CALL("op", 'p', opt_op, 0),
+    CLI_OPT_FLAG("quick", 'q', CONF(quick), 0),
+    CLI_OPT_INT("seed", 's', CONF(seed), 0, INT64_MAX, 0),
+    CLI_OPT_FLAG("json", 'j', CONF(json), 0),
+    CLI_OPT_FLAG("all", 'a', CONF(all), 0),
+    CLI_OPT_HELP,
+    CLI_OPT_END,
+};
+
+static void conf_usage(void) {
+    printf("usage: ampx conformance --backend B [--backend-opt k=v]... [--op NAME]\n"
+           "                        [--quick] [--seed S] [--all] [--json]\n\n"
+           "Runs every (op, dtype combination) the backend supports against the\n"
+           "double-precision reference on random data with awkward shapes, poisoned\n"
+           "outputs and guard regions. Prints a table of the supported combinations\n"
+           "and a count of the unsupported ones (--all: every row, the probes that\n"
+           "check unsupported and forbidden dtypes are refused too), or JSON with every\n"
+           "case. A failing case prints its index, the element, the value and the\n"
+           "expected one, and its error against the tolerance.\n\n"
+           "Exits 0 when every case of every supported combination passed, at least one\n"
+           "op ran, and (without --op) the backend supports the minimum set: the ops\n"
+           "models/mlp.json needs, in f32. See docs/CONFORMANCE.md.\n");
+}
+
+/* What a conformance run found, for the report. */
+typedef struct conf_result {
+    ampx_backend *be;
+    const ampx_conf_options *opt;
+    const conf_state *st;
+    const ampx_conf_summary *sum;
+    ampx_status rs;
+    int rc;
+    ampx_device_info info;
+} conf_result;
+
+static void conf_print_json(cJSON *doc, const conf_result *r) {
+    const ampx_conf_summary *sum = r->sum;
+    cJSON_AddStringToObject(doc, "backend", ampx_backend_iface_of(r->be)->name);
+    cJSON_AddStringToObject(doc, "path", ampx_backend_path(r->be));
+    cJSON_AddStringToObject(doc, "device", r->info.name);
+    cJSON *s = cJSON_AddObjectToObject(doc, "summary");
+    cJSON_AddNumberToObject(s, "passed", sum->passed);
+    cJSON_AddNumberToObject(s, "failed", sum->failed);
+    cJSON_AddNumberToObject(s, "unsupported", sum->unsupported);
+    cJSON_AddNumberToObject(s, "ops_run", sum->ops_run);
+    cJSON_AddNumberToObject(s, "ops_passing", sum->ops_passing);
+    if (r->opt->op < 0) cJSON_AddStringToObject(s, "minimum_set_missing", sum->missing);
+    if (r->rs != AMPX_OK) cJSON_AddStringToObject(s, "error", ampx_backend_last_error(r->be));
+    cJSON_AddBoolToObject(doc, "ok", r->rc == 0);
+    print_json(doc);
+}
+
+/* The table's rows of one op; counts its unsupported combinations in *unsup. */
+static void conf_print_op(const conf_state *st, uint32_t op, uint32_t *unsup) {
+    for (size_t i = 0; i < st->n_rows; i++) {
+        const conf_row *r = &st->rows[i];
+        if (r->op != op) continue;
+        int unsupported = !r->refused && r->passed + r->failed == 0;
+        if (unsupported) (*unsup)++;
+        if (!st->all && (unsupported || (r->refused && !r->failed))) continue;
+        char dts[64];
+        dtypes_str(r->dtypes, r->n_dtypes, dts, sizeof dts);
+        if (r->refused) /* the case passes when the backend refuses these dtypes */
+            strncat(dts, " refused", sizeof dts - strlen(dts) - 1);
+        if (unsupported)
+            printf("%-14s %-22s %6s %6s %9s  unsupported\n", ampx_op_name(op), dts, "-", "-", "-");
+        else
+            printf("%-14s %-22s %6u %6u %9.3f%s\n", ampx_op_name(op), dts, r->passed, r->failed,
+                   r->worst, r->failed ? "  FAIL" : "");
+    }
+}
+
+static void conf_print_table(const conf_result *r) {
+    const ampx_conf_summary *sum = r->sum;
+    int all_ops                  = r->opt->op < 0;
+    printf("backend %s (%s) on %s\n", ampx_backend_iface_of(r->be)->name, ampx_backend_path(r->be),
+           r->info.name);
+    printf("%-14s %-22s %6s %6s %9s\n", "op", "dtypes", "pass", "fail", "worst/tol");
+    /* unsupported combinations (and, without --all, the refused-dtypes probes) are
+     * counted per op instead of listed */
+    uint32_t unsup_rows[AMPX_OP_COUNT] = {0}, n_unsup = 0, unsup_ops = 0;
+    for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
+        conf_print_op(r->st, op, &unsup_rows[op]);
+        n_unsup += unsup_rows[op];
+        unsup_ops += unsup_rows[op] > 0;
+    }
+    if (n_unsup > 0) {
+        printf("unsupported: %u dtype combinations of %u ops (", n_unsup, unsup_ops);
+        for (uint32_t op = 0, k = 0; op < AMPX_OP_COUNT; op++)
+            if (unsup_rows[op])
+                printf("%s%s %u", k++ ? ", " : "", ampx_op_name(op), unsup_rows[op]);
+        printf(")%s\n", r->st->all ? "" : "; --all lists them");
+    }
+    if (r->rs != AMPX_OK)
+        printf("conformance stopped: %s: %s\n", ampx_status_name(r->rs),
+               ampx_backend_last_error(r->be));
+    if (all_ops && sum->required_missing)
+        printf("minimum set not supported: %s (in f32; a backend needs them to train "
+               "models/mlp.json and to pass, docs/CONFORMANCE.md)\n",
+               sum->missing);
+    if (sum->ops_run == 0)
+        printf("no op ran: the backend supports none of %s\n",
+               all_ops ? "the ops" : "this op's dtype combinations");
+    printf("%u passed, %u failed, %u unsupported; %u ops run, %u passing: %s\n", sum->passed,
+           sum->failed, sum->unsupported, sum->ops_run, sum->ops_passing,
+           r->rc == 0 ? "PASS" : "FAIL");
+}
+
+static int cmd_conformance(int argc, char **argv) {
+    conf_opts o  = {.op = -1};
+    cli_parser p = {"b:o:p:qs:jah", conf_table, 0, NULL};
+    int rc       = cli_parse_opts(&p, argc, argv, &o);
+    if (rc == CLI_HELP_ASKED) {
+        conf_usage();
+        return 0;
+    }
+    if (rc) return EXIT_USAGE;
     if (optind < argc) {
         fprintf(stderr, "%s conformance: unexpected argument '%s'\n", prog, argv[optind]);
         return EXIT_USAGE;
     }
-    if (!backend || !*backend) {
+    if (!o.backend || !*o.backend) {
         fprintf(stderr, "%s conformance: --backend is required (e.g. --backend cpu)\n", prog);
         return EXIT_USAGE;
     }
 
     char err[2048];
     ampx_backend *be = NULL;
-    if (ampx_backend_open(backend, bopts, n_bopts, &be, err, sizeof err) != AMPX_OK) {
+    if (ampx_backend_open(o.backend, o.bopts.v, o.bopts.n, &be, err, sizeof err) != AMPX_OK) {
         fprintf(stderr, "%s: %s\n", prog, err);
-        if (json) { /* the caller reads stdout: say it there too */
+        if (o.json) { /* the caller reads stdout: say it there too */
             cJSON *doc = cJSON_CreateObject();
             cJSON_AddBoolToObject(doc, "ok", 0);
             cJSON_AddStringToObject(doc, "error", err);
@@ -420,84 +516,26 @@ static int cmd_conformance(int argc, char **argv) {
         }
         return 1;
     }
-    conf_state st         = {0};
+    ampx_conf_options opt = {.seed = (uint64_t)o.seed, .op = o.op, .quick = o.quick};
+    conf_state st         = {.all = o.all};
     ampx_conf_summary sum = {0};
-    st.all                = all;
     cJSON *doc            = NULL;
-    if (json) {
+    if (o.json) {
         doc      = cJSON_CreateObject();
         st.cases = cJSON_AddArrayToObject(doc, "cases");
     }
-    ampx_status rs              = ampx_conformance_run(be, &opt, on_case, &st, &sum);
-    int rc                      = ampx_conformance_passed(rs, &sum, opt.op < 0) ? 0 : 1;
-    ampx_device_info info       = {.size = sizeof info};
-    const ampx_backend_iface *t = ampx_backend_iface_of(be);
-    if (ampx_backend_device_info(be, &info) != AMPX_OK) info.name[0] = '\0';
-
-    if (json) {
-        cJSON_AddStringToObject(doc, "backend", t->name);
-        cJSON_AddStringToObject(doc, "path", ampx_backend_path(be));
-        cJSON_AddStringToObject(doc, "device", info.name);
-        cJSON *s = cJSON_AddObjectToObject(doc, "summary");
-        cJSON_AddNumberToObject(s, "passed", sum.passed);
-        cJSON_AddNumberToObject(s, "failed", sum.failed);
-        cJSON_AddNumberToObject(s, "unsupported", sum.unsupported);
-        cJSON_AddNumberToObject(s, "ops_run", sum.ops_run);
-        cJSON_AddNumberToObject(s, "ops_passing", sum.ops_passing);
-        if (opt.op < 0) cJSON_AddStringToObject(s, "minimum_set_missing", sum.missing);
-        if (rs != AMPX_OK) cJSON_AddStringToObject(s, "error", ampx_backend_last_error(be));
-        cJSON_AddBoolToObject(doc, "ok", rc == 0);
-        print_json(doc);
-    } else {
-        printf("backend %s (%s) on %s\n", t->name, ampx_backend_path(be), info.name);
-        printf("%-14s %-22s %6s %6s %9s\n", "op", "dtypes", "pass", "fail", "worst/tol");
-        /* unsupported combinations (and, without --all, the refused-dtypes probes) are
-         * counted per op instead of listed */
-        uint32_t unsup_rows[AMPX_OP_COUNT] = {0}, n_unsup = 0, unsup_ops = 0;
-        for (uint32_t op = 0; op < AMPX_OP_COUNT; op++)
-            for (size_t i = 0; i < st.n_rows; i++) {
-                conf_row *r = &st.rows[i];
-                if (r->op != op) continue;
-                int unsupported = !r->refused && r->passed + r->failed == 0;
-                if (unsupported) unsup_rows[op]++, n_unsup++;
-                if (!all && (unsupported || (r->refused && !r->failed))) continue;
-                char dts[64];
-                dtypes_str(r->dtypes, r->n_dtypes, dts, sizeof dts);
-                if (r->refused) /* the case passes when the backend refuses these dtypes */
-                    strncat(dts, " refused", sizeof dts - strlen(dts) - 1);
-                if (unsupported)
-                    printf("%-14s %-22s %6s %6s %9s  unsupported\n", ampx_op_name(op), dts, "-",
-                           "-", "-");
-                else
-                    printf("%-14s %-22s %6u %6u %9.3f%s\n", ampx_op_name(op), dts, r->passed,
-                           r->failed, r->worst, r->failed ? "  FAIL" : "");
-            }
-        for (uint32_t op = 0; op < AMPX_OP_COUNT; op++)
-            unsup_ops += unsup_rows[op] > 0;
-        if (n_unsup > 0) {
-            printf("unsupported: %u dtype combinations of %u ops (", n_unsup, unsup_ops);
-            for (uint32_t op = 0, k = 0; op < AMPX_OP_COUNT; op++)
-                if (unsup_rows[op])
-                    printf("%s%s %u", k++ ? ", " : "", ampx_op_name(op), unsup_rows[op]);
-            printf(")%s\n", all ? "" : "; --all lists them");
-        }
-        if (rs != AMPX_OK)
-            printf("conformance stopped: %s: %s\n", ampx_status_name(rs),
-                   ampx_backend_last_error(be));
-        if (opt.op < 0 && sum.required_missing)
-            printf("minimum set not supported: %s (in f32; a backend needs them to train "
-                   "models/mlp.json and to pass, docs/CONFORMANCE.md)\n",
-                   sum.missing);
-        if (sum.ops_run == 0)
-            printf("no op ran: the backend supports none of %s\n",
-                   opt.op < 0 ? "the ops" : "this op's dtype combinations");
-        printf("%u passed, %u failed, %u unsupported; %u ops run, %u passing: %s\n", sum.passed,
-               sum.failed, sum.unsupported, sum.ops_run, sum.ops_passing,
-               rc == 0 ? "PASS" : "FAIL");
-    }
+    conf_result r = {
+        .be = be, .opt = &opt, .st = &st, .sum = &sum, .info = {.size = sizeof r.info}};
+    r.rs = ampx_conformance_run(be, &opt, on_case, &st, &sum);
+    r.rc = ampx_conformance_passed(r.rs, &sum, opt.op < 0) ? 0 : 1;
+    if (ampx_backend_device_info(be, &r.info) != AMPX_OK) r.info.name[0] = '\0';
+    if (o.json)
+        conf_print_json(doc, &r);
+    else
+        conf_print_table(&r);
     free(st.rows);
     ampx_backend_close(be);
-    return rc;
+    return r.rc;
 }
 
 // ---------------------------------------------------------------------------------------

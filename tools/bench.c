@@ -15,6 +15,7 @@
  */
 #include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,28 +175,65 @@ static int bench_open(bench *b, const char *backend, const char **opts, uint32_t
     return 0;
 }
 
-/* Parses a positive integer option; prints one line and returns -1 when it is not one. */
-static int parse_count(const char *cmd, const char *flag, const char *s, uint64_t max,
-                       uint64_t *out) {
-    char *end            = NULL;
-    unsigned long long v = 0;
-    if (s[0] >= '0' && s[0] <= '9') v = strtoull(s, &end, 10);
-    if (!end || *end || v < 1 || v > max) {
-        fprintf(stderr, "ampx bench %s: --%s '%s': expected an integer in [1, %llu]\n", cmd, flag,
-                s, (unsigned long long)max);
+// ---------------------------------------------------------------------------------------
+// Options: one struct and one table per benchmark
+
+typedef struct bench_opts {
+    const char *backend;
+    cli_backend_opts bopts;
+    ampx_dtype dt;
+    int64_t m, n, k, batch, cols, warmup, reps; /* reps 0: at least 5, for 1 s */
+    int trans_a, trans_b, json;
+} bench_opts;
+
+static int opt_dtype(void *opts, int argc, char **argv, const char *v) {
+    bench_opts *o = opts;
+    if (ampx_dtype_parse(v, &o->dt) != 0 || !ampx_dtype_is_float(o->dt)) {
+        fprintf(stderr, "%s: --dtype '%s': expected bf16, f16 or f32\n", argv[0], v);
         return -1;
     }
-    *out = v;
     return 0;
 }
 
-static int parse_dtype(const char *cmd, const char *s, ampx_dtype *out) {
-    if (ampx_dtype_parse(s, out) != 0 || !ampx_dtype_is_float(*out)) {
-        fprintf(stderr, "ampx bench %s: --dtype '%s': expected bf16, f16 or f32\n", cmd, s);
-        return -1;
+/* --warmup 0, or a count in [1, 1000] */
+static int opt_warmup(void *opts, int argc, char **argv, const char *v) {
+    bench_opts *o = opts;
+    if (strcmp(v, "0") == 0) {
+        o->warmup = 0;
+        return 0;
     }
-    return 0;
+    return cli_parse_int(argv[0], "--warmup", v, 1, 1000, &o->warmup);
 }
+
+#define BOPT(field) offsetof(bench_opts, field)
+static const cli_opt gemm_table[] = {
+    CLI_OPT_STRING("backend", 'b', BOPT(backend), 0),
+    CLI_OPT_BACKEND("backend-opt", 'o', BOPT(bopts)),
+    CLI_OPT_CALL("dtype", 'd', opt_dtype, 0),
+    CLI_OPT_INT("m", 'm', BOPT(m), 1, 1 << 20, 0),
+    CLI_OPT_INT("n", 'n', BOPT(n), 1, 1 << 20, 0),
+    CLI_OPT_INT("k", 'k', BOPT(k), 1, 1 << 20, 0),
+    CLI_OPT_INT("batch", 'B', BOPT(batch), 1, 1 << 20, 0),
+    CLI_OPT_FLAG("trans-a", 'A', BOPT(trans_a), 0),
+    CLI_OPT_FLAG("trans-b", 'T', BOPT(trans_b), 0),
+    CLI_OPT_CALL("warmup", 'w', opt_warmup, 0),
+    CLI_OPT_INT("reps", 'r', BOPT(reps), 1, BENCH_MAX_REPS, 0),
+    CLI_OPT_FLAG("json", 'j', BOPT(json), 0),
+    CLI_OPT_HELP,
+    CLI_OPT_END,
+};
+static const cli_opt op_table[] = {
+    CLI_OPT_STRING("backend", 'b', BOPT(backend), 0),
+    CLI_OPT_BACKEND("backend-opt", 'o', BOPT(bopts)),
+    CLI_OPT_CALL("dtype", 'd', opt_dtype, 0),
+    CLI_OPT_INT("n", 'n', BOPT(n), 1, 1ll << 31, 0),
+    CLI_OPT_INT("cols", 'c', BOPT(cols), 1, 1 << 24, 0),
+    CLI_OPT_CALL("warmup", 'w', opt_warmup, 0),
+    CLI_OPT_INT("reps", 'r', BOPT(reps), 1, BENCH_MAX_REPS, 0),
+    CLI_OPT_FLAG("json", 'j', BOPT(json), 0),
+    CLI_OPT_HELP,
+    CLI_OPT_END,
+};
 
 static void print_json_line(cJSON *o) {
     char *s = cJSON_PrintUnformatted(o);
@@ -263,159 +301,129 @@ static int gemm_check(bench *b, const ampx_gemm_args *g, double *max_err) {
     return 0;
 }
 
-static int cmd_bench_gemm(int argc, char **argv) {
-    const char *backend = NULL;
-    const char *bopts[MAX_BACKEND_OPTS];
-    uint32_t n_bopts = 0;
-    ampx_dtype dt    = AMPX_F32;
-    uint64_t m = 0, n = 0, k = 0, batch = 1, warmup = 2, reps = 0;
-    int trans_a = 0, trans_b = 0, json = 0;
-    static struct option lopts[] = {
-        {"backend", required_argument, 0, 'b'}, {"backend-opt", required_argument, 0, 'o'},
-        {"dtype", required_argument, 0, 'd'},   {"m", required_argument, 0, 'm'},
-        {"n", required_argument, 0, 'n'},       {"k", required_argument, 0, 'k'},
-        {"batch", required_argument, 0, 'B'},   {"trans-a", no_argument, 0, 'A'},
-        {"trans-b", no_argument, 0, 'T'},       {"warmup", required_argument, 0, 'w'},
-        {"reps", required_argument, 0, 'r'},    {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},          {0}};
-    int c;
-    optind = 1;
-    while ((c = cli_getopt(argc, argv, "b:o:d:m:n:k:B:ATw:r:jh", lopts)) != -1) {
-        switch (c) {
-        case 'b': backend = optarg; break;
-        case 'o':
-            if (cli_parse_backend_opt(optarg, bopts, &n_bopts)) return EXIT_USAGE;
-            break;
-        case 'd':
-            if (parse_dtype("gemm", optarg, &dt)) return EXIT_USAGE;
-            break;
-        case 'm':
-            if (parse_count("gemm", "m", optarg, 1u << 20, &m)) return EXIT_USAGE;
-            break;
-        case 'n':
-            if (parse_count("gemm", "n", optarg, 1u << 20, &n)) return EXIT_USAGE;
-            break;
-        case 'k':
-            if (parse_count("gemm", "k", optarg, 1u << 20, &k)) return EXIT_USAGE;
-            break;
-        case 'B':
-            if (parse_count("gemm", "batch", optarg, 1u << 20, &batch)) return EXIT_USAGE;
-            break;
-        case 'w':
-            if (strcmp(optarg, "0") == 0)
-                warmup = 0;
-            else if (parse_count("gemm", "warmup", optarg, 1000, &warmup))
-                return EXIT_USAGE;
-            break;
-        case 'r':
-            if (parse_count("gemm", "reps", optarg, BENCH_MAX_REPS, &reps)) return EXIT_USAGE;
-            break;
-        case 'A': trans_a = 1; break;
-        case 'T': trans_b = 1; break;
-        case 'j': json = 1; break;
-        case 'h':
-            printf(
-                "usage: ampx bench gemm --backend B [--backend-opt k=v]... --dtype bf16|f16|f32\n"
-                "                       --m M --n N --k K [--trans-a] [--trans-b] [--batch N]\n"
-                "                       [--warmup W] [--reps R] [--json]\n\n"
-                "Times C = op(A) op(B) with A, B and C in the dtype (f32 accumulation), after W\n"
-                "warm-up runs (default 2), R timed runs (default: at least 5, for 1 s), and\n"
-                "prints the median time and GFLOP/s (2 m n k batch / median). 16 entries of C\n"
-                "are checked against a double-precision product. --json: the last line is\n"
-                "one JSON object (gflops, ms, dtype, m, n, k, batch, kernel, ...).\n");
-            return 0;
-        default: return EXIT_USAGE;
-        }
+static void gemm_usage(void) {
+    printf("usage: ampx bench gemm --backend B [--backend-opt k=v]... --dtype bf16|f16|f32\n"
+           "                       --m M --n N --k K [--trans-a] [--trans-b] [--batch N]\n"
+           "                       [--warmup W] [--reps R] [--json]\n\n"
+           "Times C = op(A) op(B) with A, B and C in the dtype (f32 accumulation), after W\n"
+           "warm-up runs (default 2), R timed runs (default: at least 5, for 1 s), and\n"
+           "prints the median time and GFLOP/s (2 m n k batch / median). 16 entries of C\n"
+           "are checked against a double-precision product. --json: the last line is\n"
+           "one JSON object (gflops, ms, dtype, m, n, k, batch, kernel, ...).\n");
+}
+
+/* One GEMM of the options' shape: dense row-major operands, beta 0 (the tensors are
+ * allocated later). */
+static ampx_gemm_args gemm_args(const bench_opts *o) {
+    uint64_t m = (uint64_t)o->m, n = (uint64_t)o->n, k = (uint64_t)o->k;
+    return (ampx_gemm_args){.size     = sizeof(ampx_gemm_args),
+                            .trans_a  = (uint32_t)o->trans_a,
+                            .trans_b  = (uint32_t)o->trans_b,
+                            .m        = m,
+                            .n        = n,
+                            .k        = k,
+                            .batch    = (uint64_t)o->batch,
+                            .lda      = o->trans_a ? m : k,
+                            .ldb      = o->trans_b ? k : n,
+                            .ldc      = n,
+                            .stride_a = m * k,
+                            .stride_b = k * n,
+                            .stride_c = m * n,
+                            .alpha    = 1.0f,
+                            .beta     = 0.0f};
+}
+
+/* The result lines (and the JSON object) of a timed and checked GEMM; closes b; the exit
+ * status. */
+static int gemm_report(bench *b, const bench_opts *o, const timing *tm, double max_err) {
+    char dev[256], kernel[512];
+    bench_device(b, dev, sizeof dev, kernel, sizeof kernel);
+    ampx_dtype dt = o->dt;
+    double flops  = 2.0 * (double)o->m * (double)o->n * (double)o->k * (double)o->batch;
+    double gflops = flops / tm->median_s * 1e-9;
+    /* f32 accumulation over k terms: a correct kernel stays within a small multiple of
+     * k * u(f32) of the magnitude, and within u(dtype) when C is rounded to bf16/f16. */
+    double u_c   = dt == AMPX_F32 ? 0x1p-24 : dt == AMPX_BF16 ? 0x1p-8 : 0x1p-11;
+    double bound = 2.0 * ((double)o->k * 0x1p-24 + u_c) + 1e-6;
+    int ok       = max_err <= bound;
+    printf("gemm %s %llux%llux%llu%s%s batch %llu on %s (%s), kernel %s\n", ampx_dtype_name(dt),
+           (unsigned long long)o->m, (unsigned long long)o->n, (unsigned long long)o->k,
+           o->trans_a ? " tA" : "", o->trans_b ? " tB" : "", (unsigned long long)o->batch,
+           b->t->name, dev, kernel);
+    printf("  median %.3f ms (min %.3f, max %.3f, %d reps)  %.1f GFLOP/s  check %s (max err "
+           "%.2e)\n",
+           tm->median_s * 1e3, tm->min_s * 1e3, tm->max_s * 1e3, tm->reps, gflops,
+           ok ? "ok" : "FAILED", max_err);
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "bench", "gemm");
+        cJSON_AddStringToObject(j, "backend", b->t->name);
+        cJSON_AddStringToObject(j, "device", dev);
+        cJSON_AddStringToObject(j, "kernel", kernel);
+        cJSON_AddStringToObject(j, "dtype", ampx_dtype_name(dt));
+        cJSON_AddNumberToObject(j, "m", (double)o->m);
+        cJSON_AddNumberToObject(j, "n", (double)o->n);
+        cJSON_AddNumberToObject(j, "k", (double)o->k);
+        cJSON_AddNumberToObject(j, "batch", (double)o->batch);
+        cJSON_AddBoolToObject(j, "trans_a", o->trans_a);
+        cJSON_AddBoolToObject(j, "trans_b", o->trans_b);
+        cJSON_AddNumberToObject(j, "ms", tm->median_s * 1e3);
+        cJSON_AddNumberToObject(j, "ms_min", tm->min_s * 1e3);
+        cJSON_AddNumberToObject(j, "ms_max", tm->max_s * 1e3);
+        cJSON_AddNumberToObject(j, "reps", tm->reps);
+        cJSON_AddNumberToObject(j, "gflops", gflops);
+        cJSON_AddNumberToObject(j, "max_err", max_err);
+        cJSON_AddBoolToObject(j, "ok", ok);
+        print_json_line(j);
     }
+    bench_close(b);
+    if (!ok) fprintf(stderr, "ampx bench gemm: result check failed (max err %.2e)\n", max_err);
+    return ok ? 0 : 1;
+}
+
+static int cmd_bench_gemm(int argc, char **argv) {
+    bench_opts o = {.dt = AMPX_F32, .batch = 1, .warmup = 2};
+    cli_parser p = {"b:o:d:m:n:k:B:ATw:r:jh", gemm_table, 0, NULL};
+    int rc       = cli_parse_opts(&p, argc, argv, &o);
+    if (rc == CLI_HELP_ASKED) {
+        gemm_usage();
+        return 0;
+    }
+    if (rc) return EXIT_USAGE;
     if (optind < argc) {
         fprintf(stderr, "ampx bench gemm: unexpected argument '%s'\n", argv[optind]);
         return EXIT_USAGE;
     }
-    if (!backend || !*backend || !m || !n || !k) {
+    if (!o.backend || !*o.backend || !o.m || !o.n || !o.k) {
         fprintf(stderr, "ampx bench gemm: --backend, --m, --n and --k are required\n");
         return EXIT_USAGE;
     }
 
     bench b;
-    if (bench_open(&b, backend, bopts, n_bopts)) {
+    if (bench_open(&b, o.backend, o.bopts.v, o.bopts.n)) {
         char msg[2100];
         snprintf(msg, sizeof msg, "%s", b.err);
-        return bench_fail(NULL, json, "gemm", msg);
+        return bench_fail(NULL, o.json, "gemm", msg);
     }
+    ampx_dtype dt     = o.dt;
     ampx_dtype dts[3] = {dt, dt, dt};
     if (!ampx_backend_supports(b.be, AMPX_OP_GEMM, dts, 3)) {
         char msg[256];
         snprintf(msg, sizeof msg, "backend %s does not support gemm in %s", b.t->name,
                  ampx_dtype_name(dt));
-        return bench_fail(&b, json, "gemm", msg);
+        return bench_fail(&b, o.json, "gemm", msg);
     }
-    ampx_gemm_args g = {.size     = sizeof g,
-                        .trans_a  = (uint32_t)trans_a,
-                        .trans_b  = (uint32_t)trans_b,
-                        .m        = m,
-                        .n        = n,
-                        .k        = k,
-                        .batch    = batch,
-                        .lda      = trans_a ? m : k,
-                        .ldb      = trans_b ? k : n,
-                        .ldc      = n,
-                        .stride_a = m * k,
-                        .stride_b = k * n,
-                        .stride_c = m * n,
-                        .alpha    = 1.0f,
-                        .beta     = 0.0f};
-    if (bench_tensor(&b, dt, m * k * batch, 0, 1, &g.a) ||
-        bench_tensor(&b, dt, k * n * batch, 0, 2, &g.b) ||
-        bench_tensor(&b, dt, m * n * batch, 1, 3, &g.c))
-        return bench_fail(&b, json, "gemm", b.err);
+    ampx_gemm_args g = gemm_args(&o);
+    if (bench_tensor(&b, dt, g.m * g.k * g.batch, 0, 1, &g.a) ||
+        bench_tensor(&b, dt, g.k * g.n * g.batch, 0, 2, &g.b) ||
+        bench_tensor(&b, dt, g.m * g.n * g.batch, 1, 3, &g.c))
+        return bench_fail(&b, o.json, "gemm", b.err);
     timing tm;
-    if (bench_time(&b, run_gemm, &g, (int)warmup, (int)reps, &tm))
-        return bench_fail(&b, json, "gemm", b.err);
+    if (bench_time(&b, run_gemm, &g, (int)o.warmup, (int)o.reps, &tm))
+        return bench_fail(&b, o.json, "gemm", b.err);
     double max_err;
-    if (gemm_check(&b, &g, &max_err)) return bench_fail(&b, json, "gemm", "reading C failed");
-
-    char dev[256], kernel[512];
-    bench_device(&b, dev, sizeof dev, kernel, sizeof kernel);
-    double flops  = 2.0 * (double)m * (double)n * (double)k * (double)batch;
-    double gflops = flops / tm.median_s * 1e-9;
-    /* f32 accumulation over k terms: a correct kernel stays within a small multiple of
-     * k * u(f32) of the magnitude, and within u(dtype) when C is rounded to bf16/f16. */
-    double u_c   = dt == AMPX_F32 ? 0x1p-24 : dt == AMPX_BF16 ? 0x1p-8 : 0x1p-11;
-    double bound = 2.0 * ((double)k * 0x1p-24 + u_c) + 1e-6;
-    int ok       = max_err <= bound;
-    printf("gemm %s %llux%llux%llu%s%s batch %llu on %s (%s), kernel %s\n", ampx_dtype_name(dt),
-           (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
-           trans_a ? " tA" : "", trans_b ? " tB" : "", (unsigned long long)batch, b.t->name, dev,
-           kernel);
-    printf("  median %.3f ms (min %.3f, max %.3f, %d reps)  %.1f GFLOP/s  check %s (max err "
-           "%.2e)\n",
-           tm.median_s * 1e3, tm.min_s * 1e3, tm.max_s * 1e3, tm.reps, gflops, ok ? "ok" : "FAILED",
-           max_err);
-    if (json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "bench", "gemm");
-        cJSON_AddStringToObject(o, "backend", b.t->name);
-        cJSON_AddStringToObject(o, "device", dev);
-        cJSON_AddStringToObject(o, "kernel", kernel);
-        cJSON_AddStringToObject(o, "dtype", ampx_dtype_name(dt));
-        cJSON_AddNumberToObject(o, "m", (double)m);
-        cJSON_AddNumberToObject(o, "n", (double)n);
-        cJSON_AddNumberToObject(o, "k", (double)k);
-        cJSON_AddNumberToObject(o, "batch", (double)batch);
-        cJSON_AddBoolToObject(o, "trans_a", trans_a);
-        cJSON_AddBoolToObject(o, "trans_b", trans_b);
-        cJSON_AddNumberToObject(o, "ms", tm.median_s * 1e3);
-        cJSON_AddNumberToObject(o, "ms_min", tm.min_s * 1e3);
-        cJSON_AddNumberToObject(o, "ms_max", tm.max_s * 1e3);
-        cJSON_AddNumberToObject(o, "reps", tm.reps);
-        cJSON_AddNumberToObject(o, "gflops", gflops);
-        cJSON_AddNumberToObject(o, "max_err", max_err);
-        cJSON_AddBoolToObject(o, "ok", ok);
-        print_json_line(o);
-    }
-    bench_close(&b);
-    if (!ok) fprintf(stderr, "ampx bench gemm: result check failed (max err %.2e)\n", max_err);
-    return ok ? 0 : 1;
+    if (gemm_check(&b, &g, &max_err)) return bench_fail(&b, o.json, "gemm", "reading C failed");
+    return gemm_report(&b, &o, &tm, max_err);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -435,133 +443,177 @@ static ampx_status run_copy(bench *b, void *arg) {
     return b->t->buffer_copy(b->ctx, o->y.buf, 0, o->x.buf, 0, o->n * ampx_dtype_size(o->dt));
 }
 
-static ampx_status run_op(bench *b, void *arg) {
+/* The ops, one function each: what it runs on the op_bench's tensors. */
+
+static ampx_status run_cast(bench *b, void *arg) {
+    op_bench *o      = arg;
+    ampx_cast_args a = {.size = sizeof a, .n = o->n, .src = o->x, .dst = o->z};
+    return b->t->ops->cast(b->ctx, &a);
+}
+
+static ampx_status run_add(bench *b, void *arg) {
+    op_bench *o     = arg;
+    ampx_add_args a = {.size  = sizeof a,
+                       .rows  = o->n / o->cols,
+                       .cols  = o->cols,
+                       .alpha = 1.0f,
+                       .beta  = 0.5f,
+                       .a     = o->x,
+                       .b     = o->m,
+                       .y     = o->y};
+    return b->t->ops->add(b->ctx, &a);
+}
+
+static ampx_status run_scale(bench *b, void *arg) {
+    op_bench *o       = arg;
+    ampx_scale_args a = {.size = sizeof a, .n = o->n, .alpha = 0.5f, .x = o->x, .y = o->y};
+    return b->t->ops->scale(b->ctx, &a);
+}
+
+static ampx_status run_act(bench *b, op_bench *o, ampx_act act) {
+    ampx_act_args a = {.size = sizeof a, .act = act, .n = o->n, .x = o->x, .y_or_dx = o->y};
+    return b->t->ops->act_fwd(b->ctx, &a);
+}
+
+static ampx_status run_relu(bench *b, void *arg) {
+    return run_act(b, arg, AMPX_ACT_RELU);
+}
+
+static ampx_status run_gelu(bench *b, void *arg) {
+    return run_act(b, arg, AMPX_ACT_GELU);
+}
+
+static ampx_status run_softmax(bench *b, void *arg) {
+    op_bench *o         = arg;
+    ampx_softmax_args a = {.size    = sizeof a,
+                           .rows    = o->n / o->cols,
+                           .cols    = o->cols,
+                           .seq_q   = 1,
+                           .scale   = 1.0f,
+                           .x_or_y  = o->x,
+                           .y_or_dx = o->y};
+    return b->t->ops->softmax_fwd(b->ctx, &a);
+}
+
+static ampx_status run_layernorm(bench *b, void *arg) {
+    op_bench *o           = arg;
+    ampx_layernorm_args a = {.size    = sizeof a,
+                             .rows    = o->n / o->cols,
+                             .cols    = o->cols,
+                             .eps     = 1e-5f,
+                             .x       = o->x,
+                             .mean    = o->mean,
+                             .rstd    = o->rstd,
+                             .y_or_dx = o->y};
+    return b->t->ops->layernorm_fwd(b->ctx, &a);
+}
+
+static ampx_status run_unscale_check(bench *b, void *arg) {
+    op_bench *o               = arg;
+    ampx_tensor_list one      = {1, &o->x, o->n_elems};
+    ampx_unscale_check_args a = {
+        .size = sizeof a, .grads = one, .flags = o->flags, .scalars = o->scalars};
+    return b->t->ops->unscale_check(b->ctx, &a);
+}
+
+static ampx_status run_grad_stats(bench *b, void *arg) {
+    op_bench *o            = arg;
+    ampx_tensor_list one   = {1, &o->x, o->n_elems};
+    ampx_grad_stats_args a = {
+        .size = sizeof a, .target = o->dt, .grads = one, .stats = o->stats, .counts = o->counts};
+    return b->t->ops->grad_stats(b->ctx, &a);
+}
+
+static ampx_status run_sum_squares(bench *b, void *arg) {
+    op_bench *o             = arg;
+    ampx_tensor_list one    = {1, &o->x, o->n_elems};
+    ampx_sum_squares_args a = {.size = sizeof a, .x = one, .out = o->sq};
+    return b->t->ops->sum_squares(b->ctx, &a);
+}
+
+static ampx_status run_amp_pass(bench *b, void *arg) { /* a monitored step's: every output */
+    op_bench *o          = arg;
+    ampx_tensor_list one = {1, &o->x, o->n_elems};
+    ampx_amp_pass_args a = {.size       = sizeof a,
+                            .grads      = one,
+                            .flags      = o->flags,
+                            .scalars    = o->scalars,
+                            .sq_sum     = o->sq,
+                            .target     = o->dt,
+                            .stats      = o->stats,
+                            .counts     = o->counts,
+                            .nan_counts = o->nans};
+    return b->t->ops->amp_pass(b->ctx, &a);
+}
+
+/* what amp_pass replaces, in the trainer's order */
+static ampx_status run_amp_separate(bench *b, void *arg) {
     op_bench *o                = arg;
     const ampx_backend_ops *op = b->t->ops;
     ampx_tensor_list one       = {1, &o->x, o->n_elems};
-    if (!strcmp(o->name, "copy")) return run_copy(b, arg);
-    if (!strcmp(o->name, "cast")) {
-        ampx_cast_args a = {.size = sizeof a, .n = o->n, .src = o->x, .dst = o->z};
-        return op->cast(b->ctx, &a);
-    }
-    if (!strcmp(o->name, "add")) {
-        ampx_add_args a = {.size  = sizeof a,
-                           .rows  = o->n / o->cols,
-                           .cols  = o->cols,
-                           .alpha = 1.0f,
-                           .beta  = 0.5f,
-                           .a     = o->x,
-                           .b     = o->m,
-                           .y     = o->y};
-        return op->add(b->ctx, &a);
-    }
-    if (!strcmp(o->name, "scale")) {
-        ampx_scale_args a = {.size = sizeof a, .n = o->n, .alpha = 0.5f, .x = o->x, .y = o->y};
-        return op->scale(b->ctx, &a);
-    }
-    if (!strcmp(o->name, "gelu") || !strcmp(o->name, "relu")) {
-        ampx_act_args a = {.size    = sizeof a,
-                           .act     = !strcmp(o->name, "gelu") ? AMPX_ACT_GELU : AMPX_ACT_RELU,
-                           .n       = o->n,
-                           .x       = o->x,
-                           .y_or_dx = o->y};
-        return op->act_fwd(b->ctx, &a);
-    }
-    if (!strcmp(o->name, "softmax")) {
-        ampx_softmax_args a = {.size    = sizeof a,
-                               .rows    = o->n / o->cols,
-                               .cols    = o->cols,
-                               .seq_q   = 1,
-                               .scale   = 1.0f,
-                               .x_or_y  = o->x,
-                               .y_or_dx = o->y};
-        return op->softmax_fwd(b->ctx, &a);
-    }
-    if (!strcmp(o->name, "layernorm")) {
-        ampx_layernorm_args a = {.size    = sizeof a,
-                                 .rows    = o->n / o->cols,
-                                 .cols    = o->cols,
-                                 .eps     = 1e-5f,
-                                 .x       = o->x,
-                                 .mean    = o->mean,
-                                 .rstd    = o->rstd,
-                                 .y_or_dx = o->y};
-        return op->layernorm_fwd(b->ctx, &a);
-    }
-    if (!strcmp(o->name, "unscale_check")) {
-        ampx_unscale_check_args a = {
-            .size = sizeof a, .grads = one, .flags = o->flags, .scalars = o->scalars};
-        return op->unscale_check(b->ctx, &a);
-    }
-    if (!strcmp(o->name, "grad_stats")) {
-        ampx_grad_stats_args a = {.size   = sizeof a,
-                                  .target = o->dt,
-                                  .grads  = one,
-                                  .stats  = o->stats,
-                                  .counts = o->counts};
-        return op->grad_stats(b->ctx, &a);
-    }
-    if (!strcmp(o->name, "sum_squares")) {
-        ampx_sum_squares_args a = {.size = sizeof a, .x = one, .out = o->sq};
-        return op->sum_squares(b->ctx, &a);
-    }
-    if (!strcmp(o->name, "amp_pass")) { /* a monitored step's: every output */
-        ampx_amp_pass_args a = {.size       = sizeof a,
-                                .grads      = one,
-                                .flags      = o->flags,
-                                .scalars    = o->scalars,
-                                .sq_sum     = o->sq,
-                                .target     = o->dt,
-                                .stats      = o->stats,
-                                .counts     = o->counts,
-                                .nan_counts = o->nans};
-        return op->amp_pass(b->ctx, &a);
-    }
-    if (!strcmp(o->name, "amp_separate")) { /* what amp_pass replaces, in the trainer's order */
-        ampx_grad_stats_args g    = {.size       = sizeof g,
-                                     .target     = o->dt,
-                                     .grads      = one,
-                                     .stats      = o->stats,
-                                     .counts     = o->counts,
-                                     .nan_counts = o->nans};
-        ampx_unscale_check_args u = {
-            .size = sizeof u, .grads = one, .flags = o->flags, .scalars = o->scalars};
-        ampx_sum_squares_args q = {.size = sizeof q, .x = one, .out = o->sq};
-        ampx_status st          = op->grad_stats(b->ctx, &g);
-        if (!st) st = op->unscale_check(b->ctx, &u);
-        if (!st) st = op->sum_squares(b->ctx, &q);
-        return st;
-    }
-    ampx_tensor_list params = {1, &o->p, o->n_elems};
-    if (!strcmp(o->name, "adamw")) {
-        ampx_adamw_args a = {.size         = sizeof a,
-                             .beta1        = 0.9f,
-                             .beta2        = 0.999f,
-                             .eps          = 1e-8f,
-                             .weight_decay = 0.01f,
-                             .params       = params,
-                             .grads        = &o->x,
-                             .m            = &o->m,
-                             .v            = &o->v,
-                             .copies       = o->dt != AMPX_F32 ? &o->y : NULL,
-                             .scalars      = o->scalars};
-        return op->adamw(b->ctx, &a);
-    }
-    /* sgd */
+    ampx_grad_stats_args g     = {.size       = sizeof g,
+                                  .target     = o->dt,
+                                  .grads      = one,
+                                  .stats      = o->stats,
+                                  .counts     = o->counts,
+                                  .nan_counts = o->nans};
+    ampx_unscale_check_args u  = {
+         .size = sizeof u, .grads = one, .flags = o->flags, .scalars = o->scalars};
+    ampx_sum_squares_args q = {.size = sizeof q, .x = one, .out = o->sq};
+    ampx_status st          = op->grad_stats(b->ctx, &g);
+    if (!st) st = op->unscale_check(b->ctx, &u);
+    if (!st) st = op->sum_squares(b->ctx, &q);
+    return st;
+}
+
+static ampx_status run_sgd(bench *b, void *arg) {
+    op_bench *o     = arg;
     ampx_sgd_args a = {.size         = sizeof a,
                        .momentum     = 0.9f,
-                       .params       = params,
+                       .params       = {1, &o->p, o->n_elems},
                        .grads        = &o->x,
                        .momentum_buf = &o->m,
                        .copies       = o->dt != AMPX_F32 ? &o->y : NULL,
                        .scalars      = o->scalars};
-    return op->sgd(b->ctx, &a);
+    return b->t->ops->sgd(b->ctx, &a);
 }
 
-static const char *const op_names[] = {"copy",          "cast",       "add",         "scale",
-                                       "relu",          "gelu",       "softmax",     "layernorm",
-                                       "unscale_check", "grad_stats", "sum_squares", "amp_pass",
-                                       "amp_separate",  "sgd",        "adamw"};
+static ampx_status run_adamw(bench *b, void *arg) {
+    op_bench *o       = arg;
+    ampx_adamw_args a = {.size         = sizeof a,
+                         .beta1        = 0.9f,
+                         .beta2        = 0.999f,
+                         .eps          = 1e-8f,
+                         .weight_decay = 0.01f,
+                         .params       = {1, &o->p, o->n_elems},
+                         .grads        = &o->x,
+                         .m            = &o->m,
+                         .v            = &o->v,
+                         .copies       = o->dt != AMPX_F32 ? &o->y : NULL,
+                         .scalars      = o->scalars};
+    return b->t->ops->adamw(b->ctx, &a);
+}
+
+static const struct {
+    const char *name;
+    bench_fn run;
+} bench_ops[] = {
+    {"copy", run_copy},
+    {"cast", run_cast},
+    {"add", run_add},
+    {"scale", run_scale},
+    {"relu", run_relu},
+    {"gelu", run_gelu},
+    {"softmax", run_softmax},
+    {"layernorm", run_layernorm},
+    {"unscale_check", run_unscale_check},
+    {"grad_stats", run_grad_stats},
+    {"sum_squares", run_sum_squares},
+    {"amp_pass", run_amp_pass},
+    {"amp_separate", run_amp_separate},
+    {"sgd", run_sgd},
+    {"adamw", run_adamw},
+};
 
 /* Bytes the op must read and write at least, for n elements of dtype size es. */
 static double op_bytes(const char *name, uint64_t n, size_t es, ampx_dtype dt) {
@@ -576,110 +628,77 @@ static double op_bytes(const char *name, uint64_t n, size_t es, ampx_dtype dt) {
                            and amp_separate (in place: read and written once at least) */
 }
 
-static int cmd_bench_op(int argc, char **argv) {
-    const char *backend = NULL;
-    const char *bopts[MAX_BACKEND_OPTS];
-    uint32_t n_bopts = 0;
-    ampx_dtype dt    = AMPX_F32;
-    uint64_t n = 1u << 24, cols = 1024, warmup = 2, reps = 0;
-    int json                     = 0;
-    static struct option lopts[] = {
-        {"backend", required_argument, 0, 'b'}, {"backend-opt", required_argument, 0, 'o'},
-        {"dtype", required_argument, 0, 'd'},   {"n", required_argument, 0, 'n'},
-        {"cols", required_argument, 0, 'c'},    {"warmup", required_argument, 0, 'w'},
-        {"reps", required_argument, 0, 'r'},    {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},          {0}};
-    int c;
-    optind = 1;
-    while ((c = cli_getopt(argc, argv, "b:o:d:n:c:w:r:jh", lopts)) != -1) {
-        switch (c) {
-        case 'b': backend = optarg; break;
-        case 'o':
-            if (cli_parse_backend_opt(optarg, bopts, &n_bopts)) return EXIT_USAGE;
-            break;
-        case 'd':
-            if (parse_dtype("op", optarg, &dt)) return EXIT_USAGE;
-            break;
-        case 'n':
-            if (parse_count("op", "n", optarg, 1ull << 31, &n)) return EXIT_USAGE;
-            break;
-        case 'c':
-            if (parse_count("op", "cols", optarg, 1u << 24, &cols)) return EXIT_USAGE;
-            break;
-        case 'w':
-            if (strcmp(optarg, "0") == 0)
-                warmup = 0;
-            else if (parse_count("op", "warmup", optarg, 1000, &warmup))
-                return EXIT_USAGE;
-            break;
-        case 'r':
-            if (parse_count("op", "reps", optarg, BENCH_MAX_REPS, &reps)) return EXIT_USAGE;
-            break;
-        case 'j': json = 1; break;
-        case 'h':
-            printf(
-                "usage: ampx bench op NAME --backend B [--backend-opt k=v]... [--dtype D]\n"
-                "                          [--n N] [--cols C] [--warmup W] [--reps R] [--json]\n\n"
-                "Times a memory-bound op on N elements (default 2^24; rows of C columns for\n"
-                "add, softmax, layernorm) and reports GB/s of the bytes it must move, beside\n"
-                "a buffer copy of N elements timed in the same run. NAME is one of:\n"
-                "  copy cast add scale relu gelu softmax layernorm unscale_check grad_stats\n"
-                "  sum_squares amp_pass amp_separate sgd adamw\n"
-                "(cast: D -> f32, or f32 -> bf16; sgd/adamw: f32 state, gradients in D, and a\n"
-                "D working copy when D is not f32; amp_pass: unscale, check, sum of squares\n"
-                "and statistics in one op (ABI 1.4); amp_separate: the same work as\n"
-                "grad_stats, unscale_check and sum_squares, one after the other).\n");
-            return 0;
-        default: return EXIT_USAGE;
-        }
+static void op_usage(void) {
+    printf("usage: ampx bench op NAME --backend B [--backend-opt k=v]... [--dtype D]\n"
+           "                          [--n N] [--cols C] [--warmup W] [--reps R] [--json]\n\n"
+           "Times a memory-bound op on N elements (default 2^24; rows of C columns for\n"
+           "add, softmax, layernorm) and reports GB/s of the bytes it must move, beside\n"
+           "a buffer copy of N elements timed in the same run. NAME is one of:\n"
+           "  copy cast add scale relu gelu softmax layernorm unscale_check grad_stats\n"
+           "  sum_squares amp_pass amp_separate sgd adamw\n"
+           "(cast: D -> f32, or f32 -> bf16; sgd/adamw: f32 state, gradients in D, and a\n"
+           "D working copy when D is not f32; amp_pass: unscale, check, sum of squares\n"
+           "and statistics in one op (ABI 1.4); amp_separate: the same work as\n"
+           "grad_stats, unscale_check and sum_squares, one after the other).\n");
+}
+
+/* The options and the op's name; 0 with *run set, CLI_HELP_ASKED after the help, or
+ * EXIT_USAGE after one line. */
+static int op_parse(int argc, char **argv, bench_opts *o, const char **name, bench_fn *run) {
+    cli_parser p = {"b:o:d:n:c:w:r:jh", op_table, 0, NULL};
+    int rc       = cli_parse_opts(&p, argc, argv, o);
+    if (rc == CLI_HELP_ASKED) {
+        op_usage();
+        return rc;
     }
+    if (rc) return EXIT_USAGE;
     if (optind >= argc) {
         fprintf(stderr, "ampx bench op: which op? (e.g. ampx bench op adamw --backend cpu)\n");
         return EXIT_USAGE;
     }
-    const char *name = argv[optind++];
-    int known        = 0;
-    for (size_t i = 0; i < sizeof op_names / sizeof op_names[0]; i++)
-        known |= !strcmp(name, op_names[i]);
-    if (!known) {
-        fprintf(stderr, "ampx bench op: unknown op '%s' (see ampx bench op --help)\n", name);
+    *name = argv[optind++];
+    *run  = NULL;
+    for (size_t i = 0; i < sizeof bench_ops / sizeof bench_ops[0]; i++)
+        if (!strcmp(*name, bench_ops[i].name)) *run = bench_ops[i].run;
+    if (!*run) {
+        fprintf(stderr, "ampx bench op: unknown op '%s' (see ampx bench op --help)\n", *name);
         return EXIT_USAGE;
     }
     if (optind < argc) {
         fprintf(stderr, "ampx bench op: unexpected argument '%s'\n", argv[optind]);
         return EXIT_USAGE;
     }
-    if (!backend || !*backend) {
+    if (!o->backend || !*o->backend) {
         fprintf(stderr, "ampx bench op: --backend is required (e.g. --backend cpu)\n");
         return EXIT_USAGE;
     }
-    if (n % cols) n -= n % cols; /* whole rows */
-    if (n == 0) n = cols;
+    return 0;
+}
 
-    bench b;
-    if (bench_open(&b, backend, bopts, n_bopts)) {
-        char msg[2100];
-        snprintf(msg, sizeof msg, "%s", b.err);
-        return bench_fail(NULL, json, "op", msg);
+/* Every tensor an op may read or write, and the scalars block; 0, or -1 with b->err (or
+ * a message in *why). */
+static int op_alloc(bench *b, op_bench *o, const char **why) {
+    ampx_dtype dt = o->dt;
+    uint64_t n = o->n, rows = n / o->cols;
+    *why = b->err;
+    if (bench_tensor(b, dt, n, 0, 1, &o->x) || bench_tensor(b, dt, n, 1, 2, &o->y) ||
+        bench_tensor(b, dt == AMPX_F32 ? AMPX_BF16 : AMPX_F32, n, 1, 3, &o->z) ||
+        bench_tensor(b, AMPX_F32, n, 0, 4, &o->p) ||
+        bench_tensor(b, !strcmp(o->name, "add") ? dt : AMPX_F32, n, 1, 5, &o->m) ||
+        bench_tensor(b, AMPX_F32, n, 1, 6, &o->v) ||
+        bench_tensor(b, AMPX_I32, 1, 1, 7, &o->flags) ||
+        bench_tensor(b, AMPX_F32, 4, 1, 8, &o->stats) ||
+        bench_tensor(b, AMPX_I32, 3, 1, 9, &o->counts) ||
+        bench_tensor(b, AMPX_I32, 1, 1, 13, &o->nans) ||
+        bench_tensor(b, AMPX_F32, 1, 1, 14, &o->sq) ||
+        bench_tensor(b, AMPX_F32, 32, 1, 10, &o->scalars) ||
+        bench_tensor(b, AMPX_F32, rows, 1, 11, &o->mean) ||
+        bench_tensor(b, AMPX_F32, rows, 1, 12, &o->rstd))
+        return -1;
+    if (!strcmp(o->name, "amp_pass") && !ampx_backend_op_slot(b->be, AMPX_OP_AMP_PASS)) {
+        *why = "the backend has no amp_pass (ABI 1.4)";
+        return -1;
     }
-    op_bench o    = {.name = name, .dt = dt, .n = n, .cols = cols, .n_elems = {n}};
-    uint64_t rows = n / cols;
-    int st        = bench_tensor(&b, dt, n, 0, 1, &o.x) || bench_tensor(&b, dt, n, 1, 2, &o.y) ||
-             bench_tensor(&b, dt == AMPX_F32 ? AMPX_BF16 : AMPX_F32, n, 1, 3, &o.z) ||
-             bench_tensor(&b, AMPX_F32, n, 0, 4, &o.p) ||
-             bench_tensor(&b, !strcmp(name, "add") ? dt : AMPX_F32, n, 1, 5, &o.m) ||
-             bench_tensor(&b, AMPX_F32, n, 1, 6, &o.v) ||
-             bench_tensor(&b, AMPX_I32, 1, 1, 7, &o.flags) ||
-             bench_tensor(&b, AMPX_F32, 4, 1, 8, &o.stats) ||
-             bench_tensor(&b, AMPX_I32, 3, 1, 9, &o.counts) ||
-             bench_tensor(&b, AMPX_I32, 1, 1, 13, &o.nans) ||
-             bench_tensor(&b, AMPX_F32, 1, 1, 14, &o.sq) ||
-             bench_tensor(&b, AMPX_F32, 32, 1, 10, &o.scalars) ||
-             bench_tensor(&b, AMPX_F32, rows, 1, 11, &o.mean) ||
-             bench_tensor(&b, AMPX_F32, rows, 1, 12, &o.rstd);
-    if (st) return bench_fail(&b, json, "op", b.err);
-    if (!strcmp(name, "amp_pass") && !ampx_backend_op_slot(b.be, AMPX_OP_AMP_PASS))
-        return bench_fail(&b, json, "op", "the backend has no amp_pass (ABI 1.4)");
     ampx_scalars sc = {.scale           = 1.0f,
                        .mode            = AMPX_SCALER_DYNAMIC,
                        .growth_factor   = 2.0f,
@@ -689,47 +708,76 @@ static int cmd_bench_op(int argc, char **argv) {
                        .hysteresis_left = 1,
                        .max_scale       = INFINITY,
                        .lr_base         = 1e-3f};
-    if (b.t->buffer_write(b.ctx, o.scalars.buf, 0, &sc, sizeof sc) != AMPX_OK)
-        return bench_fail(&b, json, "op", "cannot write the scalars block");
-
-    /* The copy reference and the op, alternated three times; each keeps its best median. */
-    timing tc = {0}, to = {0};
-    for (int round = 0; round < 3; round++) {
-        timing t1, t2;
-        if (bench_time(&b, run_copy, &o, (int)warmup, (int)reps, &t1) ||
-            bench_time(&b, run_op, &o, (int)warmup, (int)reps, &t2))
-            return bench_fail(&b, json, "op", b.err);
-        if (round == 0 || t1.median_s < tc.median_s) tc = t1;
-        if (round == 0 || t2.median_s < to.median_s) to = t2;
+    if (b->t->buffer_write(b->ctx, o->scalars.buf, 0, &sc, sizeof sc) != AMPX_OK) {
+        *why = "cannot write the scalars block";
+        return -1;
     }
+    return 0;
+}
+
+/* The result lines (and the JSON object) of a timed op beside the copy; closes b. */
+static int op_report(bench *b, const op_bench *o, int json, const timing *tc, const timing *to) {
     char dev[256], kernel[512];
-    bench_device(&b, dev, sizeof dev, kernel, sizeof kernel);
-    size_t es      = ampx_dtype_size(dt);
-    double bytes   = op_bytes(name, n, es, dt);
-    double gbs     = bytes / to.median_s * 1e-9;
-    double copy_gb = 2.0 * (double)n * (double)es / tc.median_s * 1e-9;
-    printf("op %s %s n=%llu on %s (%s), kernel %s\n", name, ampx_dtype_name(dt),
-           (unsigned long long)n, b.t->name, dev, kernel);
-    printf("  median %.3f ms (%d reps)  %.2f GB/s  copy %.2f GB/s  ratio %.2f\n", to.median_s * 1e3,
-           to.reps, gbs, copy_gb, gbs / copy_gb);
+    bench_device(b, dev, sizeof dev, kernel, sizeof kernel);
+    size_t es      = ampx_dtype_size(o->dt);
+    double bytes   = op_bytes(o->name, o->n, es, o->dt);
+    double gbs     = bytes / to->median_s * 1e-9;
+    double copy_gb = 2.0 * (double)o->n * (double)es / tc->median_s * 1e-9;
+    printf("op %s %s n=%llu on %s (%s), kernel %s\n", o->name, ampx_dtype_name(o->dt),
+           (unsigned long long)o->n, b->t->name, dev, kernel);
+    printf("  median %.3f ms (%d reps)  %.2f GB/s  copy %.2f GB/s  ratio %.2f\n",
+           to->median_s * 1e3, to->reps, gbs, copy_gb, gbs / copy_gb);
     if (json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "bench", "op");
-        cJSON_AddStringToObject(j, "op", name);
-        cJSON_AddStringToObject(j, "backend", b.t->name);
+        cJSON_AddStringToObject(j, "op", o->name);
+        cJSON_AddStringToObject(j, "backend", b->t->name);
         cJSON_AddStringToObject(j, "device", dev);
         cJSON_AddStringToObject(j, "kernel", kernel);
-        cJSON_AddStringToObject(j, "dtype", ampx_dtype_name(dt));
-        cJSON_AddNumberToObject(j, "n", (double)n);
-        cJSON_AddNumberToObject(j, "ms", to.median_s * 1e3);
+        cJSON_AddStringToObject(j, "dtype", ampx_dtype_name(o->dt));
+        cJSON_AddNumberToObject(j, "n", (double)o->n);
+        cJSON_AddNumberToObject(j, "ms", to->median_s * 1e3);
         cJSON_AddNumberToObject(j, "bytes", bytes);
         cJSON_AddNumberToObject(j, "gbs", gbs);
         cJSON_AddNumberToObject(j, "copy_gbs", copy_gb);
         cJSON_AddNumberToObject(j, "ratio_to_copy", gbs / copy_gb);
         print_json_line(j);
     }
-    bench_close(&b);
+    bench_close(b);
     return 0;
+}
+
+static int cmd_bench_op(int argc, char **argv) {
+    bench_opts opt = {.dt = AMPX_F32, .n = 1ll << 24, .cols = 1024, .warmup = 2};
+    const char *name;
+    bench_fn run;
+    int rc = op_parse(argc, argv, &opt, &name, &run);
+    if (rc) return rc == CLI_HELP_ASKED ? 0 : rc;
+    uint64_t n = (uint64_t)opt.n, cols = (uint64_t)opt.cols;
+    if (n % cols) n -= n % cols; /* whole rows */
+    if (n == 0) n = cols;
+
+    bench b;
+    if (bench_open(&b, opt.backend, opt.bopts.v, opt.bopts.n)) {
+        char msg[2100];
+        snprintf(msg, sizeof msg, "%s", b.err);
+        return bench_fail(NULL, opt.json, "op", msg);
+    }
+    op_bench o = {.name = name, .dt = opt.dt, .n = n, .cols = cols, .n_elems = {n}};
+    const char *why;
+    if (op_alloc(&b, &o, &why)) return bench_fail(&b, opt.json, "op", why);
+
+    /* The copy reference and the op, alternated three times; each keeps its best median. */
+    timing tc = {0}, to = {0};
+    for (int round = 0; round < 3; round++) {
+        timing t1, t2;
+        if (bench_time(&b, run_copy, &o, (int)opt.warmup, (int)opt.reps, &t1) ||
+            bench_time(&b, run, &o, (int)opt.warmup, (int)opt.reps, &t2))
+            return bench_fail(&b, opt.json, "op", b.err);
+        if (round == 0 || t1.median_s < tc.median_s) tc = t1;
+        if (round == 0 || t2.median_s < to.median_s) to = t2;
+    }
+    return op_report(&b, &o, opt.json, &tc, &to);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -20,6 +20,67 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
 const char *cli_nearest(const char *word, const char *const *names, size_t n);
 #define MAX_BACKEND_OPTS 32
 
+/* The --backend-opt key=value flags of a command, in order. */
+typedef struct cli_backend_opts {
+    const char *v[MAX_BACKEND_OPTS];
+    uint32_t n;
+} cli_backend_opts;
+
+// ---------------------------------------------------------------------------------------
+// Option tables (tools/getopt.c): a command lists its options once, with where each value
+// goes, and cli_parse_opts builds getopt_long's table from it and stores the values into
+// the command's options struct. Values that need more than a store get a function.
+
+typedef enum cli_opt_kind {
+    CLI_FLAG,        /* no value: the int at off becomes 1 */
+    CLI_STRING,      /* the const char * at off points at the value */
+    CLI_INT,         /* an integer in [lo, hi] (cli_parse_int) into the int64_t at off */
+    CLI_BACKEND_OPT, /* key=value appended to the cli_backend_opts at off */
+    CLI_CALL,        /* fn parses the value */
+    CLI_CALL_OPT,    /* fn parses the value, which may be absent (NULL) */
+    CLI_HELP,        /* cli_parse_opts stops and returns CLI_HELP_ASKED */
+} cli_opt_kind;
+
+typedef struct cli_opt {
+    const char *name;  /* the long option without its "--"; NULL ends the table */
+    int val;           /* getopt's value: the short option too when shortopts lists it */
+    cli_opt_kind kind; /* what its value is and where it goes */
+    size_t off;        /* offsetof the field in the command's options struct */
+    int64_t lo, hi;    /* CLI_INT: the accepted range */
+    /* CLI_CALL, CLI_CALL_OPT: parses value into opts; 0, or -1 after one line. argv[0]
+     * names the command; optind may be moved past a word the option takes. */
+    int (*fn)(void *opts, int argc, char **argv, const char *value);
+    unsigned group; /* bits matched against cli_parser.refuse */
+} cli_opt;
+
+typedef struct cli_parser {
+    const char *shortopts;   /* getopt's short options ("h", "o:h") */
+    const cli_opt *opts;     /* the table */
+    unsigned refuse;         /* options of these groups are refused, with the message */
+    const char *refused_for; /* "PROG: option '--x' is for REFUSED_FOR" */
+} cli_parser;
+
+/* Table entries: NAME is the long option without "--", VAL getopt's value, OFF the offsetof of
+ * the field the value goes to, GROUP the entry's cli_parser.refuse bits. */
+// clang-format off
+#define CLI_OPT_FLAG(name, val, off, group)         {name, val, CLI_FLAG, off, 0, 0, NULL, group}
+#define CLI_OPT_STRING(name, val, off, group)       {name, val, CLI_STRING, off, 0, 0, NULL, group}
+#define CLI_OPT_INT(name, val, off, lo, hi, group)  {name, val, CLI_INT, off, lo, hi, NULL, group}
+#define CLI_OPT_BACKEND(name, val, off)             {name, val, CLI_BACKEND_OPT, off, 0, 0, NULL, 0}
+#define CLI_OPT_CALL(name, val, fn, group)          {name, val, CLI_CALL, 0, 0, 0, fn, group}
+#define CLI_OPT_CALL_OPT(name, val, fn, group)      {name, val, CLI_CALL_OPT, 0, 0, 0, fn, group}
+#define CLI_OPT_HELP                                {"help", 'h', CLI_HELP, 0, 0, 0, NULL, 0}
+#define CLI_OPT_END                                 {NULL, 0, CLI_FLAG, 0, 0, 0, NULL, 0}
+// clang-format on
+
+#define CLI_HELP_ASKED (-1) /* --help (or -h) was given */
+#define CLI_BAD_OPTION (-2) /* an unknown option or one without its value (a line printed) */
+
+/* Parses argv's options into opts (from optind 1; optind is then the first operand):
+ * 0, CLI_HELP_ASKED, CLI_BAD_OPTION, or EXIT_USAGE after a bad or refused value (one line
+ * printed). */
+int cli_parse_opts(const cli_parser *p, int argc, char **argv, void *opts);
+
 /* Appends a --backend-opt argument to opts after checking it is key=value; prints one line
  * and returns -1 when it is not or when there are too many. */
 int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n);

@@ -6,6 +6,7 @@
  * optimizer state, no loss-scaler state: what the safetensors reference reader and PyTorch's
  * safetensors.torch.load_file read, and what `ampx train --init-from` starts from. */
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,42 +19,50 @@ static void usage(FILE *f) {
                "The weights of a checkpoint (no optimizer state) as a plain safetensors file.\n");
 }
 
-int cli_export(int argc, char **argv) {
-    static struct option lopts[] = {{"checkpoint", required_argument, 0, 'c'},
-                                    {"output", required_argument, 0, 'o'},
-                                    {"dtype", required_argument, 0, 'd'},
-                                    {"help", no_argument, 0, 'h'},
-                                    {0, 0, 0, 0}};
-    const char *ckpt = NULL, *out = NULL;
-    ampx_dtype dt = AMPX_F32;
-    int c;
-    optind = 1;
-    while ((c = cli_getopt(argc, argv, "o:h", lopts)) != -1) {
-        switch (c) {
-        case 'c': ckpt = optarg; break;
-        case 'o': out = optarg; break;
-        case 'd':
-            if (!strcmp(optarg, "f32"))
-                dt = AMPX_F32;
-            else if (!strcmp(optarg, "bf16"))
-                dt = AMPX_BF16;
-            else if (!strcmp(optarg, "f16"))
-                dt = AMPX_F16;
-            else {
-                fprintf(stderr, "%s: --dtype '%s': expected f32, bf16 or f16\n", argv[0], optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return EXIT_USAGE;
-        }
+typedef struct export_opts {
+    const char *checkpoint, *output;
+    ampx_dtype dt;
+} export_opts;
+
+static int opt_dtype(void *opts, int argc, char **argv, const char *v) {
+    export_opts *o = opts;
+    if (!strcmp(v, "f32"))
+        o->dt = AMPX_F32;
+    else if (!strcmp(v, "bf16"))
+        o->dt = AMPX_BF16;
+    else if (!strcmp(v, "f16"))
+        o->dt = AMPX_F16;
+    else {
+        fprintf(stderr, "%s: --dtype '%s': expected f32, bf16 or f16\n", argv[0], v);
+        return -1;
     }
-    if (optind != argc || !ckpt || !out) {
+    return 0;
+}
+
+static const cli_opt export_table[] = {
+    CLI_OPT_STRING("checkpoint", 'c', offsetof(export_opts, checkpoint), 0),
+    CLI_OPT_STRING("output", 'o', offsetof(export_opts, output), 0),
+    CLI_OPT_CALL("dtype", 'd', opt_dtype, 0),
+    CLI_OPT_HELP,
+    CLI_OPT_END,
+};
+
+int cli_export(int argc, char **argv) {
+    export_opts o = {.dt = AMPX_F32};
+    cli_parser p  = {"o:h", export_table, 0, NULL};
+    int rc        = cli_parse_opts(&p, argc, argv, &o);
+    if (rc == CLI_HELP_ASKED) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc == CLI_BAD_OPTION) usage(stderr);
+    if (rc) return EXIT_USAGE;
+    if (optind != argc || !o.checkpoint || !o.output) {
         fprintf(stderr, "%s: expected --checkpoint FILE and -o W.safetensors\n", argv[0]);
         return EXIT_USAGE;
     }
     char err[1024];
-    if (ampx_checkpoint_export(ckpt, out, dt, err, sizeof err)) {
+    if (ampx_checkpoint_export(o.checkpoint, o.output, o.dt, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", argv[0], err);
         return EXIT_FAILED;
     }

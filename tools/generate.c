@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,81 +80,58 @@ static int32_t sample(const float *logits, int64_t v, double temperature, int64_
     return (int32_t)best;
 }
 
-int cli_generate(int argc, char **argv) {
-    static struct option lopts[] = {{"checkpoint", required_argument, 0, 'c'},
-                                    {"prompt", required_argument, 0, 'p'},
-                                    {"tokens", required_argument, 0, 'n'},
-                                    {"temperature", required_argument, 0, 't'},
-                                    {"top-k", required_argument, 0, 'k'},
-                                    {"seed", required_argument, 0, 's'},
-                                    {"backend", required_argument, 0, 'b'},
-                                    {"backend-opt", required_argument, 0, 'o'},
-                                    {"help", no_argument, 0, 'h'},
-                                    {0, 0, 0, 0}};
-    const char *ckpt = NULL, *prompt = "\n", *backend = "cpu", *bopts[MAX_BACKEND_OPTS];
-    uint32_t n_bopts = 0;
-    double tokens = 256, temperature = 0.8, top_k = 40, seed = 1;
-    int c;
-    optind = 1;
-    while ((c = cli_getopt(argc, argv, "h", lopts)) != -1) {
-        switch (c) {
-        case 'c': ckpt = optarg; break;
-        case 'p': prompt = optarg; break;
-        case 'n':
-            if (parse_num("--tokens", optarg, 0, 1e7, &tokens) || tokens != floor(tokens))
-                return EXIT_USAGE;
-            break;
-        case 't':
-            if (parse_num("--temperature", optarg, 0, 100, &temperature)) return EXIT_USAGE;
-            break;
-        case 'k':
-            if (parse_num("--top-k", optarg, 0, 1 << 24, &top_k) || top_k != floor(top_k))
-                return EXIT_USAGE;
-            break;
-        case 's':
-            if (parse_num("--seed", optarg, 0, 4294967295.0, &seed) || seed != floor(seed))
-                return EXIT_USAGE;
-            break;
-        case 'b': backend = optarg; break;
-        case 'o':
-            if (cli_parse_backend_opt(optarg, bopts, &n_bopts)) return EXIT_USAGE;
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return EXIT_USAGE;
-        }
-    }
-    if (optind != argc - 1 || !ckpt) {
-        fprintf(stderr, "ampx generate: expected one MODEL.json and --checkpoint FILE\n");
-        usage(stderr);
-        return EXIT_USAGE;
-    }
-    char err[1024];
-    ampx_model *m    = NULL;
-    ampx_backend *be = NULL;
-    ampx_trainer *t  = NULL;
-    float *logits    = NULL;
-    int32_t *ids     = NULL;
-    double *work     = NULL;
-    int rc           = 1;
-    if (ampx_model_load(argv[optind], NULL, &m, err, sizeof err)) {
-        fprintf(stderr, "ampx generate: %s\n", err);
-        return 1;
-    }
-    ampx_model_train_config(m)->batch = 1;
-    if (ampx_backend_open(backend, bopts, n_bopts, &be, err, sizeof err) ||
-        ampx_trainer_create_sampler(m, be, &t, err, sizeof err) ||
-        ampx_trainer_load(t, ckpt, err, sizeof err)) {
-        fprintf(stderr, "ampx generate: %s\n", err);
-        goto out;
-    }
+// ---------------------------------------------------------------------------------------
+// Options
+
+typedef struct gen_opts {
+    const char *checkpoint, *prompt, *backend;
+    cli_backend_opts bopts;
+    double tokens, temperature, top_k, seed;
+} gen_opts;
+
+/* A number in [lo, hi], a whole one when whole is set (a fraction fails without a line) */
+static int number(const char *flag, const char *s, double lo, double hi, int whole, double *out) {
+    return parse_num(flag, s, lo, hi, out) || (whole && *out != floor(*out)) ? -1 : 0;
+}
+
+static int opt_tokens(void *opts, int argc, char **argv, const char *v) {
+    return number("--tokens", v, 0, 1e7, 1, &((gen_opts *)opts)->tokens);
+}
+
+static int opt_temperature(void *opts, int argc, char **argv, const char *v) {
+    return number("--temperature", v, 0, 100, 0, &((gen_opts *)opts)->temperature);
+}
+
+static int opt_top_k(void *opts, int argc, char **argv, const char *v) {
+    return number("--top-k", v, 0, 1 << 24, 1, &((gen_opts *)opts)->top_k);
+}
+
+static int opt_seed(void *opts, int argc, char **argv, const char *v) {
+    return number("--seed", v, 0, 4294967295.0, 1, &((gen_opts *)opts)->seed);
+}
+
+#define GEN(field) offsetof(gen_opts, field)
+static const cli_opt gen_table[] = {
+    CLI_OPT_STRING("checkpoint", 'c', GEN(checkpoint), 0),
+    CLI_OPT_STRING("prompt", 'p', GEN(prompt), 0),
+    CLI_OPT_CALL("tokens", 'n', opt_tokens, 0),
+    CLI_OPT_CALL("temperature", 't', opt_temperature, 0),
+    CLI_OPT_CALL("top-k", 'k', opt_top_k, 0),
+    CLI_OPT_CALL("seed", 's', opt_seed, 0),
+    CLI_OPT_STRING("backend", 'b', GEN(backend), 0),
+    CLI_OPT_BACKEND("backend-opt", 'o', GEN(bopts)),
+    CLI_OPT_HELP,
+    CLI_OPT_END,
+};
+
+// ---------------------------------------------------------------------------------------
+// Sampling
+
+/* The prompt into the window, then o->tokens tokens sampled and printed one by one; the
+ * exit status. ids holds T tokens, logits T x V, work V. */
+static int generate(ampx_trainer *t, const gen_opts *o, int32_t *ids, float *logits, double *work) {
     int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
-    logits = malloc(sizeof *logits * (size_t)(T * V));
-    ids    = calloc((size_t)T, sizeof *ids);
-    work   = malloc(sizeof *work * (size_t)V);
-    if (!logits || !ids || !work) {
-        fprintf(stderr, "ampx generate: out of memory\n");
-        goto out;
-    }
+    const char *prompt = o->prompt;
     /* the prompt's bytes are its tokens (byte-level); the window keeps the last T */
     int64_t len = 0, plen = (int64_t)strlen(prompt);
     if (plen == 0) prompt = "\n", plen = 1;
@@ -162,13 +140,13 @@ int cli_generate(int argc, char **argv) {
     for (int64_t i = 0; i < len; i++)
         if (ids[i] >= V) ids[i] = 0;
     if (V == 256) fputs(prompt, stdout);
-    for (int64_t k = 0; k < (int64_t)tokens; k++) {
+    for (int64_t k = 0; k < (int64_t)o->tokens; k++) {
         if (ampx_trainer_logits(t, ids, 1, logits)) {
             fprintf(stderr, "\nampx generate: %s\n", ampx_trainer_error(t));
-            goto out;
+            return 1;
         }
-        int32_t next = sample(logits + (len - 1) * V, V, temperature, (int64_t)top_k,
-                              (uint64_t)seed, (uint64_t)k, work);
+        int32_t next = sample(logits + (len - 1) * V, V, o->temperature, (int64_t)o->top_k,
+                              (uint64_t)o->seed, (uint64_t)k, work);
         if (V == 256)
             putchar(next);
         else
@@ -181,7 +159,56 @@ int cli_generate(int argc, char **argv) {
         ids[len++] = next;
     }
     putchar('\n');
-    rc = fflush(stdout) ? 1 : 0;
+    return fflush(stdout) ? 1 : 0;
+}
+
+int cli_generate(int argc, char **argv) {
+    gen_opts o   = {.prompt      = "\n",
+                    .backend     = "cpu",
+                    .tokens      = 256,
+                    .temperature = 0.8,
+                    .top_k       = 40,
+                    .seed        = 1};
+    cli_parser p = {"h", gen_table, 0, NULL};
+    int rc       = cli_parse_opts(&p, argc, argv, &o);
+    if (rc == CLI_HELP_ASKED) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc == CLI_BAD_OPTION) usage(stderr);
+    if (rc) return EXIT_USAGE;
+    if (optind != argc - 1 || !o.checkpoint) {
+        fprintf(stderr, "ampx generate: expected one MODEL.json and --checkpoint FILE\n");
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    char err[1024];
+    ampx_model *m    = NULL;
+    ampx_backend *be = NULL;
+    ampx_trainer *t  = NULL;
+    float *logits    = NULL;
+    int32_t *ids     = NULL;
+    double *work     = NULL;
+    rc               = 1;
+    if (ampx_model_load(argv[optind], NULL, &m, err, sizeof err)) {
+        fprintf(stderr, "ampx generate: %s\n", err);
+        return 1;
+    }
+    ampx_model_train_config(m)->batch = 1;
+    if (ampx_backend_open(o.backend, o.bopts.v, o.bopts.n, &be, err, sizeof err) ||
+        ampx_trainer_create_sampler(m, be, &t, err, sizeof err) ||
+        ampx_trainer_load(t, o.checkpoint, err, sizeof err)) {
+        fprintf(stderr, "ampx generate: %s\n", err);
+        goto out;
+    }
+    int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
+    logits = malloc(sizeof *logits * (size_t)(T * V));
+    ids    = calloc((size_t)T, sizeof *ids);
+    work   = malloc(sizeof *work * (size_t)V);
+    if (!logits || !ids || !work)
+        fprintf(stderr, "ampx generate: out of memory\n");
+    else
+        rc = generate(t, &o, ids, logits, work);
 out:
     free(logits), free(ids), free(work);
     ampx_trainer_free(t);

@@ -1,35 +1,19 @@
-/* getopt.c — option parsing the subcommands share: getopt_long with ampx's messages. An
- * unknown option names the closest known one ("unknown option '--stpes' (did you mean
- * '--steps'?)"); an option missing its value says which. */
+/* getopt.c — option parsing the subcommands share: getopt_long with ampx's messages, and
+ * the option tables every command's options are read through. An unknown option names the
+ * closest known one ("unknown option '--stpes' (did you mean '--steps'?)"); an option
+ * missing its value says which. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/edit_distance.h"
 #include "cli.h"
-
-/* Edit distance of two short strings (longer ones are "far"). */
-static size_t distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 40 || lb > 40) return 99;
-    size_t d[41][41];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            size_t sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-    return d[la][lb];
-}
 
 const char *cli_nearest(const char *word, const char *const *names, size_t n) {
     const char *best = NULL;
     size_t bd = 99, lw = strlen(word);
     for (size_t i = 0; i < n; i++) {
-        size_t d = distance(word, names[i]);
+        size_t d = edit_distance(word, names[i]);
         if (d < bd) bd = d, best = names[i];
     }
     /* close enough to be a typo: a third of the word's letters at most */
@@ -72,4 +56,58 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
     else
         fprintf(stderr, "%s: unknown option '%s'\n", argv[0], arg);
     return '?';
+}
+
+// ---------------------------------------------------------------------------------------
+// Option tables
+
+/* Stores one option's value; 0, or EXIT_USAGE after one line. */
+static int store(const cli_opt *o, int argc, char **argv, void *opts) {
+    char *field = (char *)opts + o->off;
+    switch (o->kind) {
+    case CLI_FLAG: *(int *)field = 1; return 0;
+    case CLI_STRING: *(const char **)field = optarg; return 0;
+    case CLI_INT: {
+        char flag[72];
+        snprintf(flag, sizeof flag, "--%s", o->name);
+        return cli_parse_int(argv[0], flag, optarg, o->lo, o->hi, (int64_t *)field) ? EXIT_USAGE
+                                                                                    : 0;
+    }
+    case CLI_BACKEND_OPT: {
+        cli_backend_opts *b = (cli_backend_opts *)field;
+        return cli_parse_backend_opt(optarg, b->v, &b->n) ? EXIT_USAGE : 0;
+    }
+    case CLI_CALL:
+    case CLI_CALL_OPT: return o->fn(opts, argc, argv, optarg) ? EXIT_USAGE : 0;
+    case CLI_HELP: return CLI_HELP_ASKED;
+    }
+    return 0;
+}
+
+int cli_parse_opts(const cli_parser *p, int argc, char **argv, void *opts) {
+    struct option lopts[64]; /* a table's first 63 options (the largest, train's, has 23) */
+    size_t n = 0;
+    for (const cli_opt *o = p->opts; o->name && n < 63; o++, n++) {
+        int has_arg = o->kind == CLI_FLAG || o->kind == CLI_HELP ? no_argument
+                      : o->kind == CLI_CALL_OPT                  ? optional_argument
+                                                                 : required_argument;
+        lopts[n]    = (struct option){o->name, has_arg, NULL, o->val};
+    }
+    lopts[n] = (struct option){0};
+    int c;
+    optind = 1;
+    while ((c = cli_getopt(argc, argv, p->shortopts, lopts)) != -1) {
+        const cli_opt *o = p->opts;
+        while (o->name && o->val != c)
+            o++;
+        if (!o->name) return CLI_BAD_OPTION;
+        if (o->group & p->refuse) {
+            fprintf(stderr, "%s: option '%s' is for %s\n", argv[0], argv[optind - 1],
+                    p->refused_for);
+            return EXIT_USAGE;
+        }
+        int rc = store(o, argc, argv, opts);
+        if (rc) return rc;
+    }
+    return 0;
 }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,169 +55,221 @@ static int split(char *line, char **fields, int cap) {
     return n;
 }
 
-int cli_predict(int argc, char **argv) {
-    static struct option lopts[] = {{"checkpoint", required_argument, 0, 'c'},
-                                    {"input", required_argument, 0, 'i'},
-                                    {"output", required_argument, 0, 'o'},
-                                    {"backend", required_argument, 0, 'b'},
-                                    {"backend-opt", required_argument, 0, 'O'},
-                                    {"help", no_argument, 0, 'h'},
-                                    {0, 0, 0, 0}};
-    const char *ckpt = NULL, *in = NULL, *outp = NULL, *backend = "cpu", *bopts[MAX_BACKEND_OPTS];
-    uint32_t n_bopts = 0;
-    int c;
-    optind = 1;
-    while ((c = cli_getopt(argc, argv, "o:h", lopts)) != -1) {
-        switch (c) {
-        case 'c': ckpt = optarg; break;
-        case 'i': in = optarg; break;
-        case 'o': outp = optarg; break;
-        case 'b': backend = optarg; break;
-        case 'O':
-            if (cli_parse_backend_opt(optarg, bopts, &n_bopts)) return EXIT_USAGE;
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return EXIT_USAGE;
-        }
+// ---------------------------------------------------------------------------------------
+// The rows of the input, a batch at a time
+
+typedef struct predictor {
+    const char *prog, *in, *outp;
+    ampx_model *m;
+    ampx_backend *be;
+    ampx_trainer *t;
+    FILE *fin, *fout;
+    char *line, **fields;
+    size_t cap;
+    float *x, *y;    /* a batch's features [B, F] and outputs [B, C] */
+    int32_t *lb;     /* its labels, when the rows have them */
+    int64_t F, C, B; /* features, outputs, rows per batch */
+    int64_t lineno, rows, total, correct;
+    int64_t labelled; /* -1 until the first row says whether rows carry a label */
+    int header_done, is_class;
+} predictor;
+
+/* The model, the backend, the trained weights, the files and the batch buffers; 0, or -1
+ * after one line. */
+static int predict_open(predictor *pr, const char *model, const char *ckpt, const char *backend,
+                        const cli_backend_opts *bopts) {
+    char err[1024];
+    if (ampx_model_load(model, NULL, &pr->m, err, sizeof err) ||
+        ampx_backend_open(backend, bopts->v, bopts->n, &pr->be, err, sizeof err) ||
+        ampx_trainer_create_predictor(pr->m, pr->be, &pr->t, err, sizeof err) ||
+        ampx_trainer_load(pr->t, ckpt, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", pr->prog, err);
+        return -1;
     }
-    if (optind != argc - 1 || !ckpt || !in) {
+    struct stat st;
+    if (!(pr->fin = fopen(pr->in, "r")) || fstat(fileno(pr->fin), &st) || !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "%s: %s: %s\n", pr->prog, pr->in,
+                pr->fin ? "not a regular file" : strerror(errno));
+        return -1;
+    }
+    if (pr->outp && !(pr->fout = fopen(pr->outp, "w"))) {
+        fprintf(stderr, "%s: %s: %s\n", pr->prog, pr->outp, strerror(errno));
+        pr->fout = stdout;
+        return -1;
+    }
+    int64_t F = pr->F = ampx_trainer_features(pr->t), C = pr->C = ampx_trainer_outputs(pr->t);
+    int64_t B = pr->B = ampx_model_train_config(pr->m)->batch;
+    pr->fields        = malloc(sizeof *pr->fields * (size_t)(F + 2));
+    pr->x             = malloc(sizeof *pr->x * (size_t)(B * F + 1));
+    pr->y             = malloc(sizeof *pr->y * (size_t)(B * C + 1));
+    pr->lb            = malloc(sizeof *pr->lb * (size_t)(B + 1));
+    if (!pr->fields || !pr->x || !pr->y || !pr->lb) {
+        fprintf(stderr, "%s: out of memory\n", pr->prog);
+        return -1;
+    }
+    return 0;
+}
+
+/* The nf fields of a row into the batch: features, then the label; 0, or -1 after one line. */
+static int store_fields(predictor *pr, int nf) {
+    for (int k = 0; k < nf; k++) {
+        float v;
+        if (parse_field(pr->fields[k], &v)) {
+            fprintf(stderr, "%s: %s:%lld: column %d: \"%.40s\" is not a number\n", pr->prog, pr->in,
+                    (long long)pr->lineno, k + 1, pr->fields[k]);
+            return -1;
+        } else if (k < pr->F)
+            pr->x[pr->rows * pr->F + k] = v;
+        else if (v != floorf(v) || v < 0 || v >= (float)pr->C) {
+            fprintf(stderr, "%s: %s:%lld: label %g is not a class in [0, %lld)\n", pr->prog, pr->in,
+                    (long long)pr->lineno, (double)v, (long long)pr->C);
+            return -1;
+        } else
+            pr->lb[pr->rows] = (int32_t)v;
+    }
+    return 0;
+}
+
+/* One line of the input: 0 when it added a row, 1 for a blank line or the header, -1 after
+ * one line. */
+static int read_row(predictor *pr) {
+    int64_t F = pr->F;
+    pr->lineno++;
+    int nf = split(pr->line, pr->fields, (int)F + 2);
+    if (nf == 1 && !*pr->fields[0]) return 1; /* a blank line */
+    float v;
+    int numeric = 1;
+    for (int k = 0; k < nf && numeric; k++)
+        numeric = !parse_field(pr->fields[k], &v);
+    if (!numeric && !pr->header_done && pr->lineno == 1) {
+        pr->header_done = 1;
+        return 1;
+    }
+    pr->header_done = 1;
+    if (nf != F && nf != F + 1) {
+        fprintf(stderr,
+                "%s: %s:%lld: %d columns; the model reads %lld features (and optionally a "
+                "label)\n",
+                pr->prog, pr->in, (long long)pr->lineno, nf, (long long)F);
+        return -1;
+    }
+    if (pr->labelled < 0) pr->labelled = nf == F + 1;
+    if (pr->labelled != (nf == F + 1)) {
+        fprintf(stderr, "%s: %s:%lld: %d columns, the rows before it %lld\n", pr->prog, pr->in,
+                (long long)pr->lineno, nf, (long long)(pr->labelled ? F + 1 : F));
+        return -1;
+    }
+    if (store_fields(pr, nf)) return -1;
+    pr->rows++;
+    return 0;
+}
+
+/* The model's outputs for the rows of the batch, one line each (the header line before the
+ * first); 0, or -1 after one line. */
+static int write_rows(predictor *pr) {
+    FILE *fout = pr->fout;
+    int64_t C  = pr->C;
+    if (ampx_trainer_predict(pr->t, pr->x, pr->rows, pr->y)) {
+        fprintf(stderr, "%s: %s\n", pr->prog, ampx_trainer_error(pr->t));
+        return -1;
+    }
+    if (pr->is_class < 0) {
+        pr->is_class = ampx_trainer_classifier(pr->t);
+        if (pr->is_class) fprintf(fout, "class");
+        for (int64_t j = 0; j < C; j++)
+            fprintf(fout, "%s%s%lld", j || pr->is_class ? "," : "", pr->is_class ? "p" : "y",
+                    (long long)j);
+        fprintf(fout, "\n");
+    }
+    for (int64_t r = 0; r < pr->rows; r++) {
+        const float *o = pr->y + r * C;
+        int64_t best   = 0;
+        for (int64_t j = 1; j < C; j++)
+            if (o[j] > o[best]) best = j;
+        if (pr->is_class) fprintf(fout, "%lld", (long long)best);
+        for (int64_t j = 0; j < C; j++)
+            fprintf(fout, "%s%.6g", j || pr->is_class ? "," : "", (double)o[j]);
+        fprintf(fout, "\n");
+        if (pr->labelled == 1) pr->correct += best == pr->lb[r];
+    }
+    pr->total += pr->rows;
+    pr->rows = 0;
+    return 0;
+}
+
+/* Every line of the input, a batch at a time; 0, or -1 after one line. */
+static int predict_all(predictor *pr) {
+    for (;;) {
+        ssize_t len = getline(&pr->line, &pr->cap, pr->fin);
+        if (len >= 0) {
+            int rc = read_row(pr);
+            if (rc < 0) return -1;
+            if (rc > 0) continue;
+        }
+        if ((pr->rows == pr->B || (len < 0 && pr->rows > 0)) && write_rows(pr)) return -1;
+        if (len < 0) break;
+    }
+    if (ferror(pr->fin)) {
+        fprintf(stderr, "%s: %s: read error\n", pr->prog, pr->in);
+        return -1;
+    }
+    if (pr->total == 0) {
+        fprintf(stderr, "%s: %s: no rows\n", pr->prog, pr->in);
+        return -1;
+    }
+    if (pr->labelled == 1 && pr->is_class == 1)
+        fprintf(stderr, "accuracy %.2f%% on %lld labelled rows\n",
+                100.0 * (double)pr->correct / (double)pr->total, (long long)pr->total);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+
+typedef struct predict_opts {
+    const char *checkpoint, *input, *output, *backend;
+    cli_backend_opts bopts;
+} predict_opts;
+
+#define OPT(field) offsetof(predict_opts, field)
+static const cli_opt predict_table[] = {
+    CLI_OPT_STRING("checkpoint", 'c', OPT(checkpoint), 0),
+    CLI_OPT_STRING("input", 'i', OPT(input), 0),
+    CLI_OPT_STRING("output", 'o', OPT(output), 0),
+    CLI_OPT_STRING("backend", 'b', OPT(backend), 0),
+    CLI_OPT_BACKEND("backend-opt", 'O', OPT(bopts)),
+    CLI_OPT_HELP,
+    CLI_OPT_END,
+};
+
+int cli_predict(int argc, char **argv) {
+    predict_opts o = {.backend = "cpu"};
+    cli_parser p   = {"o:h", predict_table, 0, NULL};
+    int rc         = cli_parse_opts(&p, argc, argv, &o);
+    if (rc == CLI_HELP_ASKED) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc == CLI_BAD_OPTION) usage(stderr);
+    if (rc) return EXIT_USAGE;
+    if (optind != argc - 1 || !o.checkpoint || !o.input) {
         fprintf(stderr, "%s: expected one MODEL.json, --checkpoint FILE and --input X.csv\n",
                 argv[0]);
         return EXIT_USAGE;
     }
-    char err[1024];
-    int rc           = EXIT_FAILED;
-    ampx_model *m    = NULL;
-    ampx_backend *be = NULL;
-    ampx_trainer *t  = NULL;
-    FILE *fin = NULL, *fout = stdout;
-    char *line = NULL, **fields = NULL;
-    float *x = NULL, *y = NULL;
-    int32_t *lb = NULL;
-    size_t cap  = 0;
-    if (ampx_model_load(argv[optind], NULL, &m, err, sizeof err) ||
-        ampx_backend_open(backend, bopts, n_bopts, &be, err, sizeof err) ||
-        ampx_trainer_create_predictor(m, be, &t, err, sizeof err) ||
-        ampx_trainer_load(t, ckpt, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
-        goto out;
-    }
-    struct stat st;
-    if (!(fin = fopen(in, "r")) || fstat(fileno(fin), &st) || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "%s: %s: %s\n", argv[0], in, fin ? "not a regular file" : strerror(errno));
-        goto out;
-    }
-    if (outp && !(fout = fopen(outp, "w"))) {
-        fprintf(stderr, "%s: %s: %s\n", argv[0], outp, strerror(errno));
-        fout = stdout;
-        goto out;
-    }
-    int64_t F = ampx_trainer_features(t), C = ampx_trainer_outputs(t);
-    int64_t B = ampx_model_train_config(m)->batch;
-    fields    = malloc(sizeof *fields * (size_t)(F + 2));
-    x         = malloc(sizeof *x * (size_t)(B * F + 1));
-    y         = malloc(sizeof *y * (size_t)(B * C + 1));
-    lb        = malloc(sizeof *lb * (size_t)(B + 1));
-    if (!fields || !x || !y || !lb) {
-        fprintf(stderr, "%s: out of memory\n", argv[0]);
-        goto out;
-    }
-    int64_t lineno = 0, rows = 0, total = 0, correct = 0, labelled = -1;
-    ssize_t len;
-    int header_done = 0, is_class = -1;
-    for (;;) {
-        len = getline(&line, &cap, fin);
-        if (len >= 0) {
-            lineno++;
-            int nf = split(line, fields, (int)F + 2);
-            if (nf == 1 && !*fields[0]) continue; /* a blank line */
-            float v;
-            int numeric = 1;
-            for (int k = 0; k < nf && numeric; k++)
-                numeric = !parse_field(fields[k], &v);
-            if (!numeric && !header_done && lineno == 1) {
-                header_done = 1;
-                continue;
-            }
-            header_done = 1;
-            if (nf != F && nf != F + 1) {
-                fprintf(stderr,
-                        "%s: %s:%lld: %d columns; the model reads %lld features (and "
-                        "optionally a label)\n",
-                        argv[0], in, (long long)lineno, nf, (long long)F);
-                goto out;
-            }
-            if (labelled < 0) labelled = nf == F + 1;
-            if (labelled != (nf == F + 1)) {
-                fprintf(stderr, "%s: %s:%lld: %d columns, the rows before it %lld\n", argv[0], in,
-                        (long long)lineno, nf, (long long)(labelled ? F + 1 : F));
-                goto out;
-            }
-            for (int k = 0; k < nf; k++)
-                if (parse_field(fields[k], &v)) {
-                    fprintf(stderr, "%s: %s:%lld: column %d: \"%.40s\" is not a number\n", argv[0],
-                            in, (long long)lineno, k + 1, fields[k]);
-                    goto out;
-                } else if (k < F)
-                    x[rows * F + k] = v;
-                else if (v != floorf(v) || v < 0 || v >= (float)C) {
-                    fprintf(stderr, "%s: %s:%lld: label %g is not a class in [0, %lld)\n", argv[0],
-                            in, (long long)lineno, (double)v, (long long)C);
-                    goto out;
-                } else
-                    lb[rows] = (int32_t)v;
-            rows++;
-        }
-        if (rows == B || (len < 0 && rows > 0)) {
-            if (ampx_trainer_predict(t, x, rows, y)) {
-                fprintf(stderr, "%s: %s\n", argv[0], ampx_trainer_error(t));
-                goto out;
-            }
-            if (is_class < 0) {
-                is_class = ampx_trainer_classifier(t);
-                if (is_class) fprintf(fout, "class");
-                for (int64_t j = 0; j < C; j++)
-                    fprintf(fout, "%s%s%lld", j || is_class ? "," : "", is_class ? "p" : "y",
-                            (long long)j);
-                fprintf(fout, "\n");
-            }
-            for (int64_t r = 0; r < rows; r++) {
-                const float *o = y + r * C;
-                int64_t best   = 0;
-                for (int64_t j = 1; j < C; j++)
-                    if (o[j] > o[best]) best = j;
-                if (is_class) fprintf(fout, "%lld", (long long)best);
-                for (int64_t j = 0; j < C; j++)
-                    fprintf(fout, "%s%.6g", j || is_class ? "," : "", (double)o[j]);
-                fprintf(fout, "\n");
-                if (labelled == 1) correct += best == lb[r];
-            }
-            total += rows;
-            rows = 0;
-        }
-        if (len < 0) break;
-    }
-    if (ferror(fin)) {
-        fprintf(stderr, "%s: %s: read error\n", argv[0], in);
-        goto out;
-    }
-    if (total == 0) {
-        fprintf(stderr, "%s: %s: no rows\n", argv[0], in);
-        goto out;
-    }
-    if (labelled == 1 && is_class == 1)
-        fprintf(stderr, "accuracy %.2f%% on %lld labelled rows\n",
-                100.0 * (double)correct / (double)total, (long long)total);
-    rc = 0;
-out:
-    if (fout != stdout && fclose(fout) != 0 && rc == 0) {
-        fprintf(stderr, "%s: %s: write error: %s\n", argv[0], outp, strerror(errno));
+    predictor pr = {.prog = argv[0], .in = o.input, .outp = o.output, .fout = stdout};
+    pr.labelled  = -1;
+    pr.is_class  = -1;
+    rc           = EXIT_FAILED;
+    if (!predict_open(&pr, argv[optind], o.checkpoint, o.backend, &o.bopts) && !predict_all(&pr))
+        rc = 0;
+    if (pr.fout != stdout && fclose(pr.fout) != 0 && rc == 0) {
+        fprintf(stderr, "%s: %s: write error: %s\n", argv[0], pr.outp, strerror(errno));
         rc = EXIT_FAILED;
     }
-    if (fin) fclose(fin);
-    free(line), free(fields), free(x), free(y), free(lb);
-    ampx_trainer_free(t);
-    ampx_backend_close(be);
-    ampx_model_free(m);
+    if (pr.fin) fclose(pr.fin);
+    free(pr.line), free(pr.fields), free(pr.x), free(pr.y), free(pr.lb);
+    ampx_trainer_free(pr.t);
+    ampx_backend_close(pr.be);
+    ampx_model_free(pr.m);
     return rc;
 }

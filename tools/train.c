@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +25,7 @@
 typedef struct run_opts {
     const char *model, *backend, *policy, *metrics, *checkpoint, *resume, *trace;
     int64_t trace_first, trace_last, monitor;
-    const char *bopts[MAX_BACKEND_OPTS];
-    uint32_t n_bopts;
+    cli_backend_opts bopts;
     const char *init_from; /* --init-from W.safetensors */
     int transpose_linear;
     const char *sets[64]; /* --set PATH=VALUE, in order */
@@ -33,11 +33,6 @@ typedef struct run_opts {
     int64_t steps, batch, seed, log_every, ckpt_every, eval_every, keep;
     int quiet;
 } run_opts;
-
-static int parse_i64(const char *prog, const char *flag, const char *s, int64_t lo, int64_t hi,
-                     int64_t *out) {
-    return cli_parse_int(prog, flag, s, lo, hi, out);
-}
 
 static void usage(const char *cmd, FILE *f) {
     if (!strcmp(cmd, "policy"))
@@ -83,119 +78,113 @@ static void usage(const char *cmd, FILE *f) {
             "                       JSON; also $AMPX_MAX_INPUT_BYTES)\n");
 }
 
+// ---------------------------------------------------------------------------------------
+// The options of train, eval and policy: one table; eval and policy refuse the train-only ones.
+
+enum { TRAIN_ONLY = 1 };
+
+static int opt_set(void *opts, int argc, char **argv, const char *v) {
+    run_opts *o = opts;
+    if (o->n_sets == (int)(sizeof o->sets / sizeof o->sets[0])) {
+        fprintf(stderr, "%s: at most %d --set flags\n", argv[0], o->n_sets);
+        return -1;
+    }
+    if (!strchr(v, '=') || v[0] == '=') {
+        fprintf(stderr, "%s: --set '%s': expected PATH=VALUE\n", argv[0], v);
+        return -1;
+    }
+    o->sets[o->n_sets++] = v;
+    return 0;
+}
+
+/* --monitor, --monitor=N, or --monitor N when the next word is a number */
+static int opt_monitor(void *opts, int argc, char **argv, const char *n) {
+    run_opts *o = opts;
+    if (!n && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9') n = argv[optind++];
+    o->monitor = 10;
+    return n ? cli_parse_int(argv[0], "--monitor", n, 1, 1 << 20, &o->monitor) : 0;
+}
+
+static int opt_trace_steps(void *opts, int argc, char **argv, const char *v) {
+    run_opts *o = opts;
+    long long a, b;
+    char tail;
+    if (sscanf(v, "%lld:%lld%c", &a, &b, &tail) != 2 || a < 1 || b < a) {
+        fprintf(stderr, "%s: --trace-steps '%s': expected A:B with 1 <= A <= B\n", argv[0], v);
+        return -1;
+    }
+    o->trace_first = a, o->trace_last = b;
+    return 0;
+}
+
+static int opt_max_input_bytes(void *opts, int argc, char **argv, const char *v) {
+    int64_t max;
+    if (cli_parse_int(argv[0], "--max-input-bytes", v, 1, INT64_MAX, &max)) return -1;
+    ampx_set_max_input_bytes((uint64_t)max);
+    return 0;
+}
+
+#define RUN(field) offsetof(run_opts, field)
+static const cli_opt run_table[] = {
+    CLI_OPT_STRING("backend", 'b', RUN(backend), 0),
+    CLI_OPT_BACKEND("backend-opt", 'o', RUN(bopts)),
+    CLI_OPT_STRING("policy", 'p', RUN(policy), 0),
+    CLI_OPT_INT("steps", 's', RUN(steps), 1, INT32_MAX, TRAIN_ONLY),
+    CLI_OPT_INT("batch", 'B', RUN(batch), 1, 1 << 20, TRAIN_ONLY),
+    CLI_OPT_INT("seed", 'S', RUN(seed), 0, INT32_MAX, TRAIN_ONLY),
+    CLI_OPT_INT("log-every", 'l', RUN(log_every), 1, 1 << 20, TRAIN_ONLY),
+    CLI_OPT_INT("eval-every", 'E', RUN(eval_every), 0, INT32_MAX, TRAIN_ONLY),
+    CLI_OPT_CALL("set", 'Z', opt_set, 0),
+    CLI_OPT_INT("keep", 'K', RUN(keep), 1, 1000, TRAIN_ONLY),
+    CLI_OPT_STRING("init-from", 'I', RUN(init_from), TRAIN_ONLY),
+    CLI_OPT_FLAG("transpose-linear", 'L', RUN(transpose_linear), TRAIN_ONLY),
+    CLI_OPT_STRING("metrics", 'm', RUN(metrics), TRAIN_ONLY),
+    CLI_OPT_STRING("checkpoint", 'c', RUN(checkpoint), 0),
+    CLI_OPT_INT("checkpoint-every", 'C', RUN(ckpt_every), 1, INT32_MAX, TRAIN_ONLY),
+    CLI_OPT_STRING("resume", 'r', RUN(resume), TRAIN_ONLY),
+    CLI_OPT_FLAG("quiet", 'q', RUN(quiet), TRAIN_ONLY),
+    CLI_OPT_STRING("trace", 'T', RUN(trace), TRAIN_ONLY),
+    CLI_OPT_CALL("trace-steps", 'W', opt_trace_steps, TRAIN_ONLY),
+    CLI_OPT_CALL_OPT("monitor", 'M', opt_monitor, TRAIN_ONLY),
+    CLI_OPT_CALL("max-input-bytes", 'X', opt_max_input_bytes, 0),
+    CLI_OPT_HELP,
+    CLI_OPT_END,
+};
+
+/* The checks across options, once they are all read; 0 or EXIT_USAGE after one line. */
+static int check_run(const char *prog, const char *cmd, const run_opts *o) {
+    const char *msg = NULL;
+    if (o->transpose_linear && !o->init_from)
+        msg = "--transpose-linear applies to --init-from";
+    else if (o->init_from && o->resume)
+        msg = "--init-from starts a run, --resume continues one: give one";
+    else if (o->keep && !o->ckpt_every)
+        msg = "--keep K needs --checkpoint-every N (and --checkpoint F)";
+    else if (o->trace_first && !o->trace)
+        msg = "--trace-steps needs --trace FILE";
+    else if (!strcmp(cmd, "eval") && !o->checkpoint)
+        msg = "--checkpoint FILE is required";
+    else if (!strcmp(cmd, "policy") && (o->backend || o->bopts.n))
+        msg = "the policy is resolved without a backend; drop --backend";
+    if (!msg) return 0;
+    fprintf(stderr, "%s: %s\n", prog, msg);
+    return EXIT_USAGE;
+}
+
 static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
-    static struct option lopts[] = {{"backend", required_argument, 0, 'b'},
-                                    {"backend-opt", required_argument, 0, 'o'},
-                                    {"policy", required_argument, 0, 'p'},
-                                    {"steps", required_argument, 0, 's'},
-                                    {"batch", required_argument, 0, 'B'},
-                                    {"seed", required_argument, 0, 'S'},
-                                    {"log-every", required_argument, 0, 'l'},
-                                    {"eval-every", required_argument, 0, 'E'},
-                                    {"set", required_argument, 0, 'Z'},
-                                    {"keep", required_argument, 0, 'K'},
-                                    {"init-from", required_argument, 0, 'I'},
-                                    {"transpose-linear", no_argument, 0, 'L'},
-                                    {"metrics", required_argument, 0, 'm'},
-                                    {"checkpoint", required_argument, 0, 'c'},
-                                    {"checkpoint-every", required_argument, 0, 'C'},
-                                    {"resume", required_argument, 0, 'r'},
-                                    {"quiet", no_argument, 0, 'q'},
-                                    {"trace", required_argument, 0, 'T'},
-                                    {"trace-steps", required_argument, 0, 'W'},
-                                    {"monitor", optional_argument, 0, 'M'},
-                                    {"max-input-bytes", required_argument, 0, 'X'},
-                                    {"help", no_argument, 0, 'h'},
-                                    {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->steps = o->batch = o->seed = o->log_every = o->eval_every = -1;
-    int c;
-    optind = 1;
-    while ((c = cli_getopt(argc, argv, "h", lopts)) != -1) {
-        int train_only = strchr("sBSlmCrqETWMKIL", c) != NULL;
-        if (train_only && strcmp(cmd, "train")) {
-            fprintf(stderr, "%s: option '%s' is for ampx train\n", argv[0], argv[optind - 1]);
-            return EXIT_USAGE;
-        }
-        switch (c) {
-        case 'b': o->backend = optarg; break;
-        case 'o':
-            if (cli_parse_backend_opt(optarg, o->bopts, &o->n_bopts)) return EXIT_USAGE;
-            break;
-        case 'p': o->policy = optarg; break;
-        case 'Z':
-            if (o->n_sets == (int)(sizeof o->sets / sizeof o->sets[0])) {
-                fprintf(stderr, "%s: at most %d --set flags\n", argv[0], o->n_sets);
-                return EXIT_USAGE;
-            }
-            if (!strchr(optarg, '=') || optarg[0] == '=') {
-                fprintf(stderr, "%s: --set '%s': expected PATH=VALUE\n", argv[0], optarg);
-                return EXIT_USAGE;
-            }
-            o->sets[o->n_sets++] = optarg;
-            break;
-        case 's':
-            if (parse_i64(argv[0], "--steps", optarg, 1, INT32_MAX, &o->steps)) return EXIT_USAGE;
-            break;
-        case 'B':
-            if (parse_i64(argv[0], "--batch", optarg, 1, 1 << 20, &o->batch)) return EXIT_USAGE;
-            break;
-        case 'S':
-            if (parse_i64(argv[0], "--seed", optarg, 0, INT32_MAX, &o->seed)) return EXIT_USAGE;
-            break;
-        case 'l':
-            if (parse_i64(argv[0], "--log-every", optarg, 1, 1 << 20, &o->log_every))
-                return EXIT_USAGE;
-            break;
-        case 'I': o->init_from = optarg; break;
-        case 'L': o->transpose_linear = 1; break;
-        case 'K':
-            if (parse_i64(argv[0], "--keep", optarg, 1, 1000, &o->keep)) return EXIT_USAGE;
-            break;
-        case 'E':
-            if (parse_i64(argv[0], "--eval-every", optarg, 0, INT32_MAX, &o->eval_every))
-                return EXIT_USAGE;
-            break;
-        case 'C':
-            if (parse_i64(argv[0], "--checkpoint-every", optarg, 1, INT32_MAX, &o->ckpt_every))
-                return EXIT_USAGE;
-            break;
-        case 'm': o->metrics = optarg; break;
-        case 'c': o->checkpoint = optarg; break;
-        case 'r': o->resume = optarg; break;
-        case 'q': o->quiet = 1; break;
-        case 'T': o->trace = optarg; break;
-        case 'M': {
-            /* --monitor, --monitor=N, or --monitor N when the next word is a number */
-            const char *n = optarg;
-            if (!n && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
-                n = argv[optind++];
-            o->monitor = 10;
-            if (n && parse_i64(argv[0], "--monitor", n, 1, 1 << 20, &o->monitor)) return EXIT_USAGE;
-            break;
-        }
-        case 'W': {
-            long long a, b;
-            char tail;
-            if (sscanf(optarg, "%lld:%lld%c", &a, &b, &tail) != 2 || a < 1 || b < a) {
-                fprintf(stderr, "%s: --trace-steps '%s': expected A:B with 1 <= A <= B\n", argv[0],
-                        optarg);
-                return EXIT_USAGE;
-            }
-            o->trace_first = a, o->trace_last = b;
-            break;
-        }
-        case 'X': {
-            int64_t max;
-            if (parse_i64(argv[0], "--max-input-bytes", optarg, 1, INT64_MAX, &max))
-                return EXIT_USAGE;
-            ampx_set_max_input_bytes((uint64_t)max);
-            break;
-        }
-        case 'h': usage(cmd, stdout); exit(0);
-        default: usage(cmd, stderr); return EXIT_USAGE;
-        }
+    cli_parser p = {"h", run_table, strcmp(cmd, "train") ? TRAIN_ONLY : 0u, "ampx train"};
+    int rc       = cli_parse_opts(&p, argc, argv, o);
+    if (rc == CLI_HELP_ASKED) {
+        usage(cmd, stdout);
+        exit(0);
     }
+    if (rc == CLI_BAD_OPTION) {
+        usage(cmd, stderr);
+        return EXIT_USAGE;
+    }
+    if (rc) return rc;
     if (optind != argc - 1) {
         fprintf(stderr, "%s: expected one MODEL.json%s\n", argv[0],
                 optind < argc - 1 ? " (extra arguments)" : "");
@@ -203,32 +192,7 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
         return EXIT_USAGE;
     }
     o->model = argv[optind];
-    if (o->transpose_linear && !o->init_from) {
-        fprintf(stderr, "%s: --transpose-linear applies to --init-from\n", argv[0]);
-        return EXIT_USAGE;
-    }
-    if (o->init_from && o->resume) {
-        fprintf(stderr, "%s: --init-from starts a run, --resume continues one: give one\n",
-                argv[0]);
-        return EXIT_USAGE;
-    }
-    if (o->keep && !o->ckpt_every) {
-        fprintf(stderr, "%s: --keep K needs --checkpoint-every N (and --checkpoint F)\n", argv[0]);
-        return EXIT_USAGE;
-    }
-    if (o->trace_first && !o->trace) {
-        fprintf(stderr, "%s: --trace-steps needs --trace FILE\n", argv[0]);
-        return EXIT_USAGE;
-    }
-    if (!strcmp(cmd, "eval") && !o->checkpoint) {
-        fprintf(stderr, "%s: --checkpoint FILE is required\n", argv[0]);
-        return EXIT_USAGE;
-    }
-    if (!strcmp(cmd, "policy") && (o->backend || o->n_bopts)) {
-        fprintf(stderr, "%s: the policy is resolved without a backend; drop --backend\n", argv[0]);
-        return EXIT_USAGE;
-    }
-    return 0;
+    return check_run(argv[0], cmd, o);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -574,7 +538,7 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
     if (o->eval_every >= 0) tc->eval_every = o->eval_every;
     if (o->monitor > 0) tc->monitor_every = o->monitor;
     const char *spec = o->backend ? o->backend : "cpu";
-    if (ampx_backend_open(spec, o->bopts, o->n_bopts, be, err, sizeof err)) {
+    if (ampx_backend_open(spec, o->bopts.v, o->bopts.n, be, err, sizeof err)) {
         report(prog, "%s", err);
         ampx_model_free(*m);
         return 1;
@@ -582,202 +546,273 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
     return 0;
 }
 
-int cli_train(int argc, char **argv) {
+// ---------------------------------------------------------------------------------------
+// ampx train: open, start, the loop of intervals, finish, the summary
+
+/* One run of ampx train: what its parts share. */
+typedef struct train_run {
+    const char *prog;
     run_opts o;
-    int rc = parse_run(argc, argv, "train", &o);
-    if (rc) return rc;
-    char err[1024];
-    if (ampx_dist_init(&g_dist, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err);
-        return 1;
-    }
-    int rank = ampx_dist_rank(g_dist), world = ampx_dist_size(g_dist);
-    if (rank) o.quiet = 1, o.metrics = NULL, o.trace = NULL; /* rank 0 speaks for the job */
+    int rank, world;
     ampx_model *m;
     ampx_backend *be;
-    /* a checkpoint folder that takes no file is found now, not after the run */
-    if (o.checkpoint && ampx_checkpoint_check_path(o.checkpoint, err, sizeof err)) {
-        report(argv[0], "%s", err);
-        return 1;
-    }
-    ckpt_keeper *keeper = calloc(1, sizeof *keeper);
-    if (!keeper) {
-        report(argv[0], "out of memory");
-        return 1;
-    }
-    keeper->keep = o.keep;
-    keeper->best = INFINITY;
-    if (open_all(argv[0], &o, &m, &be)) {
-        free(keeper);
-        return 1;
-    }
-    ampx_trainer *t       = NULL;
-    progress p            = {.tty = isatty(2), .quiet = o.quiet};
-    ampx_train_config *tc = ampx_model_train_config(m);
-    p.total               = tc->steps;
-    rc                    = 1;
-    if (ampx_trainer_create_dist(m, be, g_dist, &t, err, sizeof err)) {
-        report(argv[0], "%s", err);
-        goto out;
-    }
-    /* rank 0 reads the checkpoint or the weights and hands its state to the others */
-    if (rank == 0 && ((o.resume && ampx_trainer_load(t, o.resume, err, sizeof err)) ||
-                      (o.init_from && ampx_trainer_init_from(t, o.init_from, o.transpose_linear,
-                                                             err, sizeof err)))) {
-        report(argv[0], "%s", err);
-        goto out;
-    }
-    if ((o.resume || o.init_from) && ampx_trainer_sync(t)) {
-        report(argv[0], "%s", ampx_trainer_error(t));
-        goto out;
-    }
-    inject_from_env(t, rank);
-    if (o.metrics && !(p.metrics = fopen(o.metrics, o.resume ? "a" : "w"))) {
-        report(argv[0], "%s: %s", o.metrics, strerror(errno));
-        goto out;
-    }
+    ampx_trainer *t;
+    ampx_train_config *tc;
+    ckpt_keeper *keeper;
+    progress p;
     ampx_scalars sc;
-    ampx_trainer_scalars(t, &sc);
-    p.last_scale  = sc.scale;
-    p.min_scale   = sc.min_scale;
-    int64_t start = ampx_trainer_step(t);
-    if (o.trace && ampx_trainer_trace(t, o.trace, o.trace_first ? o.trace_first : start + 1,
-                                      o.trace_first ? o.trace_last : tc->steps, err, sizeof err)) {
-        report(argv[0], "%s", err);
-        goto out;
-    }
-    int32_t applied_start = sc.applied_steps;
-    if (!o.quiet) {
-        uint64_t peak, flat;
-        ampx_trainer_memory(t, &peak, &flat);
-        printf("training %s on %s: steps %lld..%lld, batch %lld x %lld, %d parameter tensors; "
-               "activation memory %.1f KiB planned (%.1f KiB without reuse)\n",
-               ampx_model_name(m), ampx_backend_path(be), (long long)start, (long long)tc->steps,
-               (long long)tc->batch, (long long)tc->accumulate, ampx_trainer_n_params(t),
-               (double)peak / 1024, (double)flat / 1024);
-        if (world > 1) {
-            uint64_t gbytes;
-            int buckets;
-            ampx_trainer_gradient_layout(t, &gbytes, &buckets);
-            printf("data-parallel over %d ranks (%s): batch %lld per rank, global batch %lld; "
-                   "gradients %.2f MiB in %d all-reduce bucket%s (%s)\n",
-                   world, ampx_dist_engine(), (long long)tc->batch,
-                   (long long)(tc->batch * tc->accumulate * world), (double)gbytes / 1048576.0,
-                   buckets, buckets == 1 ? "" : "s", ampx_trainer_dist_path(t));
-        }
-        fflush(stdout);
-    }
-    p.t0           = now_s();
-    int64_t every  = o.ckpt_every > 0 ? o.ckpt_every : tc->log_every;
-    ampx_status st = AMPX_OK;
+    int64_t start;         /* the step the run starts from (a resumed run's checkpoint) */
+    int32_t applied_start; /* applied steps before it */
+    double secs;
     ampx_eval_result ev;
+    char err[1024];
+} train_run;
+
+/* The checkpoint path, the keeper, the model and the backend; 0, or 1 after one line with
+ * nothing left open. */
+static int train_open(train_run *r) {
+    run_opts *o = &r->o;
+    r->rank = ampx_dist_rank(g_dist), r->world = ampx_dist_size(g_dist);
+    if (r->rank) o->quiet = 1, o->metrics = NULL, o->trace = NULL; /* rank 0 speaks for the job */
+    /* a checkpoint folder that takes no file is found now, not after the run */
+    if (o->checkpoint && ampx_checkpoint_check_path(o->checkpoint, r->err, sizeof r->err)) {
+        report(r->prog, "%s", r->err);
+        return 1;
+    }
+    r->keeper = calloc(1, sizeof *r->keeper);
+    if (!r->keeper) {
+        report(r->prog, "out of memory");
+        return 1;
+    }
+    r->keeper->keep = o->keep;
+    r->keeper->best = INFINITY;
+    if (open_all(r->prog, o, &r->m, &r->be)) {
+        free(r->keeper);
+        r->keeper = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+static void print_start(const train_run *r) {
+    const ampx_train_config *tc = r->tc;
+    uint64_t peak, flat;
+    ampx_trainer_memory(r->t, &peak, &flat);
+    printf("training %s on %s: steps %lld..%lld, batch %lld x %lld, %d parameter tensors; "
+           "activation memory %.1f KiB planned (%.1f KiB without reuse)\n",
+           ampx_model_name(r->m), ampx_backend_path(r->be), (long long)r->start,
+           (long long)tc->steps, (long long)tc->batch, (long long)tc->accumulate,
+           ampx_trainer_n_params(r->t), (double)peak / 1024, (double)flat / 1024);
+    if (r->world > 1) {
+        uint64_t gbytes;
+        int buckets;
+        ampx_trainer_gradient_layout(r->t, &gbytes, &buckets);
+        printf("data-parallel over %d ranks (%s): batch %lld per rank, global batch %lld; "
+               "gradients %.2f MiB in %d all-reduce bucket%s (%s)\n",
+               r->world, ampx_dist_engine(), (long long)tc->batch,
+               (long long)(tc->batch * tc->accumulate * r->world), (double)gbytes / 1048576.0,
+               buckets, buckets == 1 ? "" : "s", ampx_trainer_dist_path(r->t));
+    }
+    fflush(stdout);
+}
+
+/* The trainer, its starting weights, the metrics file and the trace; 0, or -1 after one
+ * line. */
+static int train_start(train_run *r) {
+    run_opts *o = &r->o;
+    char *err   = r->err;
+    r->p        = (progress){.tty = isatty(2), .quiet = o->quiet};
+    r->tc       = ampx_model_train_config(r->m);
+    r->p.total  = r->tc->steps;
+    if (ampx_trainer_create_dist(r->m, r->be, g_dist, &r->t, err, sizeof r->err)) {
+        report(r->prog, "%s", err);
+        return -1;
+    }
+    ampx_trainer *t = r->t;
+    /* rank 0 reads the checkpoint or the weights and hands its state to the others */
+    if (r->rank == 0 &&
+        ((o->resume && ampx_trainer_load(t, o->resume, err, sizeof r->err)) ||
+         (o->init_from &&
+          ampx_trainer_init_from(t, o->init_from, o->transpose_linear, err, sizeof r->err)))) {
+        report(r->prog, "%s", err);
+        return -1;
+    }
+    if ((o->resume || o->init_from) && ampx_trainer_sync(t)) {
+        report(r->prog, "%s", ampx_trainer_error(t));
+        return -1;
+    }
+    inject_from_env(t, r->rank);
+    if (o->metrics && !(r->p.metrics = fopen(o->metrics, o->resume ? "a" : "w"))) {
+        report(r->prog, "%s: %s", o->metrics, strerror(errno));
+        return -1;
+    }
+    ampx_trainer_scalars(t, &r->sc);
+    r->p.last_scale = r->sc.scale;
+    r->p.min_scale  = r->sc.min_scale;
+    r->start        = ampx_trainer_step(t);
+    if (o->trace &&
+        ampx_trainer_trace(t, o->trace, o->trace_first ? o->trace_first : r->start + 1,
+                           o->trace_first ? o->trace_last : r->tc->steps, err, sizeof r->err)) {
+        report(r->prog, "%s", err);
+        return -1;
+    }
+    r->applied_start = r->sc.applied_steps;
+    if (!o->quiet) print_start(r);
+    return 0;
+}
+
+/* The validation and the checkpoints due after an interval; 0, or -1 after one line. */
+static int after_interval(train_run *r) {
+    run_opts *o     = &r->o;
+    ampx_trainer *t = r->t;
+    int64_t step = ampx_trainer_step(t), steps = r->tc->steps, eval_every = r->tc->eval_every;
+    if (eval_every > 0 && step % eval_every == 0 && step < steps) {
+        if (validate(&r->p, t, &r->ev)) {
+            report(r->prog, "%s", ampx_trainer_error(t));
+            return -1;
+        }
+        if (r->rank == 0 &&
+            save_best(r->keeper, t, o->checkpoint, r->ev.loss, r->err, sizeof r->err)) {
+            report(r->prog, "%s", r->err);
+            return -1;
+        }
+    }
+    if (o->checkpoint && r->rank == 0 && o->ckpt_every > 0 &&
+        (step % o->ckpt_every == 0 || step == steps) &&
+        save_periodic(r->keeper, t, o->checkpoint, r->err, sizeof r->err)) {
+        if (r->p.tty) fputc('\n', stderr);
+        report(r->prog, "%s", r->err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The steps, in intervals ending at each log, checkpoint and validation point; 0, or -1
+ * after one line. */
+static int train_loop(train_run *r) {
+    run_opts *o                 = &r->o;
+    ampx_trainer *t             = r->t;
+    const ampx_train_config *tc = r->tc;
+    r->p.t0                     = now_s();
+    int64_t every               = o->ckpt_every > 0 ? o->ckpt_every : tc->log_every;
+    ampx_status st              = AMPX_OK;
     while (ampx_trainer_step(t) < tc->steps && !st) {
         int64_t now = ampx_trainer_step(t), next = now + every;
         /* stop at the next validation point too */
         if (tc->eval_every > 0 && next > (now / tc->eval_every + 1) * tc->eval_every)
             next = (now / tc->eval_every + 1) * tc->eval_every;
         if (next > tc->steps) next = tc->steps;
-        st = ampx_trainer_run(t, next, on_record, &p);
-        if (p.metrics && (fflush(p.metrics) != 0 || ferror(p.metrics))) {
-            if (p.tty) fputc('\n', stderr);
-            report(argv[0], "%s: write error: %s", o.metrics, strerror(errno ? errno : EIO));
-            goto out;
+        st = ampx_trainer_run(t, next, on_record, &r->p);
+        if (r->p.metrics && (fflush(r->p.metrics) != 0 || ferror(r->p.metrics))) {
+            if (r->p.tty) fputc('\n', stderr);
+            report(r->prog, "%s: write error: %s", o->metrics, strerror(errno ? errno : EIO));
+            return -1;
         }
-        if (!st) show_progress(&p, ampx_trainer_step(t), start);
+        if (!st) show_progress(&r->p, ampx_trainer_step(t), r->start);
         if (ferror(stdout)) {
-            report(argv[0], "write error on standard output: %s", strerror(errno ? errno : EIO));
-            goto out;
+            report(r->prog, "write error on standard output: %s", strerror(errno ? errno : EIO));
+            return -1;
         }
-        if (!st && tc->eval_every > 0 && ampx_trainer_step(t) % tc->eval_every == 0 &&
-            ampx_trainer_step(t) < tc->steps) {
-            if (validate(&p, t, &ev)) {
-                report(argv[0], "%s", ampx_trainer_error(t));
-                goto out;
-            }
-            if (rank == 0 && save_best(keeper, t, o.checkpoint, ev.loss, err, sizeof err)) {
-                report(argv[0], "%s", err);
-                goto out;
-            }
-        }
-        if (!st && o.checkpoint && rank == 0 && o.ckpt_every > 0 &&
-            (ampx_trainer_step(t) % o.ckpt_every == 0 || ampx_trainer_step(t) == tc->steps) &&
-            save_periodic(keeper, t, o.checkpoint, err, sizeof err)) {
-            if (p.tty) fputc('\n', stderr);
-            report(argv[0], "%s", err);
-            goto out;
-        }
+        if (!st && after_interval(r)) return -1;
     }
-    if (p.tty && !o.quiet) fputc('\n', stderr);
+    if (r->p.tty && !o->quiet) fputc('\n', stderr);
     if (st) {
-        report(argv[0], "%s", ampx_trainer_error(t));
-        goto out;
+        report(r->prog, "%s", ampx_trainer_error(t));
+        return -1;
     }
-    ampx_trainer_scalars(t, &sc);
+    return 0;
+}
+
+/* A run that applied no step, the trace, the final evaluation, the checkpoint and the
+ * metrics file; 0, or -1 after one line. */
+static int train_finish(train_run *r) {
+    run_opts *o     = &r->o;
+    ampx_trainer *t = r->t;
+    ampx_trainer_scalars(t, &r->sc);
     /* a run that trained nothing failed: its weights are the ones it started from */
-    if (ampx_trainer_step(t) > start && sc.applied_steps == applied_start) {
-        report(argv[0],
+    if (ampx_trainer_step(t) > r->start && r->sc.applied_steps == r->applied_start) {
+        report(r->prog,
                "no step of this run was applied: all %lld had non-finite gradients; the weights "
                "are the ones it started from",
-               (long long)(ampx_trainer_step(t) - start));
-        goto out;
+               (long long)(ampx_trainer_step(t) - r->start));
+        return -1;
     }
-    double secs = now_s() - p.t0;
-    if (o.trace) {
-        if (ampx_trainer_trace_close(t, err, sizeof err)) {
-            report(argv[0], "%s", err);
-            goto out;
+    r->secs = now_s() - r->p.t0;
+    if (o->trace) {
+        if (ampx_trainer_trace_close(t, r->err, sizeof r->err)) {
+            report(r->prog, "%s", r->err);
+            return -1;
         }
-        if (!o.quiet) printf("trace written to %s (open it in ui.perfetto.dev)\n", o.trace);
+        if (!o->quiet) printf("trace written to %s (open it in ui.perfetto.dev)\n", o->trace);
     }
-    if (ampx_trainer_window(t) ? validate(&p, t, &ev) != 0
-                               : ampx_trainer_evaluate(t, &ev) != AMPX_OK) {
-        report(argv[0], "%s", ampx_trainer_error(t));
-        goto out;
+    if (ampx_trainer_window(t) ? validate(&r->p, t, &r->ev) != 0
+                               : ampx_trainer_evaluate(t, &r->ev) != AMPX_OK) {
+        report(r->prog, "%s", ampx_trainer_error(t));
+        return -1;
     }
     /* weights that compute no loss are not written over a checkpoint */
-    if (!isfinite(ev.loss)) {
+    if (!isfinite(r->ev.loss)) {
         fprintf(stderr,
                 "%s: the held-out loss is %g: the weights overflowed (lower the learning rate)%s\n",
-                argv[0], ev.loss, o.checkpoint ? "; the checkpoint was not written" : "");
-        goto out;
+                r->prog, r->ev.loss, o->checkpoint ? "; the checkpoint was not written" : "");
+        return -1;
     }
-    if (o.checkpoint && rank == 0 &&
-        (ampx_trainer_save(t, o.checkpoint, err, sizeof err) ||
-         (tc->eval_every > 0 && save_best(keeper, t, o.checkpoint, ev.loss, err, sizeof err)))) {
-        report(argv[0], "%s", err);
-        goto out;
+    if (o->checkpoint && r->rank == 0 &&
+        (ampx_trainer_save(t, o->checkpoint, r->err, sizeof r->err) ||
+         (r->tc->eval_every > 0 &&
+          save_best(r->keeper, t, o->checkpoint, r->ev.loss, r->err, sizeof r->err)))) {
+        report(r->prog, "%s", r->err);
+        return -1;
     }
-    if (p.metrics) {
-        int bad   = fclose(p.metrics) != 0;
-        p.metrics = NULL;
+    if (r->p.metrics) {
+        int bad      = fclose(r->p.metrics) != 0;
+        r->p.metrics = NULL;
         if (bad) {
-            fprintf(stderr, "%s: %s: write error: %s\n", argv[0], o.metrics, strerror(errno));
-            goto out;
+            fprintf(stderr, "%s: %s: write error: %s\n", r->prog, o->metrics, strerror(errno));
+            return -1;
         }
     }
-    ampx_trainer_scalars(t, &sc);
-    rc = 0;
-    if (rank) goto out;
+    ampx_trainer_scalars(t, &r->sc);
+    return 0;
+}
+
+static void print_summary(const train_run *r) {
+    ampx_trainer *t            = r->t;
+    const ampx_scalars *sc     = &r->sc;
+    const ampx_eval_result *ev = &r->ev;
+    double secs                = r->secs;
     printf("done: step %lld, %d applied, %d skipped, %.2f s (%.0f steps/s); final loss scale %g\n",
-           (long long)ampx_trainer_step(t), sc.applied_steps, sc.skipped_steps, secs,
-           secs > 0 ? (double)(ampx_trainer_step(t) - start) / secs : 0.0, (double)sc.scale);
+           (long long)ampx_trainer_step(t), sc->applied_steps, sc->skipped_steps, secs,
+           secs > 0 ? (double)(ampx_trainer_step(t) - r->start) / secs : 0.0, (double)sc->scale);
     if (ampx_trainer_window(t))
         printf("validation loss %.4f nats per token (%.4f bits), next-token accuracy %.2f%% on "
                "%lld positions\n",
-               ev.loss, ev.loss / log(2.0), 100 * ev.accuracy, (long long)ev.examples);
+               ev->loss, ev->loss / log(2.0), 100 * ev->accuracy, (long long)ev->examples);
     else
-        printf("held-out accuracy %.2f%% (loss %.4f) on %lld examples\n", 100 * ev.accuracy,
-               ev.loss, (long long)ev.examples);
-    if (world > 1)
+        printf("held-out accuracy %.2f%% (loss %.4f) on %lld examples\n", 100 * ev->accuracy,
+               ev->loss, (long long)ev->examples);
+    if (r->world > 1)
         printf("gradient all-reduce: %.1f%% of the run's time on rank 0 (%.0f ms, %s)\n",
                secs > 0 ? 100 * ampx_trainer_comm_ms(t) / (secs * 1e3) : 0.0,
                ampx_trainer_comm_ms(t), ampx_trainer_dist_path(t));
-out:
-    if (p.metrics) fclose(p.metrics);
-    ampx_trainer_free(t);
-    ampx_backend_close(be);
-    ampx_model_free(m);
-    free(keeper);
+}
+
+int cli_train(int argc, char **argv) {
+    train_run r = {.prog = argv[0]};
+    int rc      = parse_run(argc, argv, "train", &r.o);
+    if (rc) return rc;
+    if (ampx_dist_init(&g_dist, r.err, sizeof r.err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], r.err);
+        return 1;
+    }
+    if (train_open(&r)) return 1;
+    rc = train_start(&r) || train_loop(&r) || train_finish(&r) ? 1 : 0;
+    if (rc == 0 && r.rank == 0) print_summary(&r);
+    if (r.p.metrics) fclose(r.p.metrics);
+    ampx_trainer_free(r.t);
+    ampx_backend_close(r.be);
+    ampx_model_free(r.m);
+    free(r.keeper);
     if (!rc) ampx_dist_finalize(g_dist);
     g_dist = NULL;
     return rc;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/edit_distance.h"
 #include "base/error.h"
 
 // ---------------------------------------------------------------------------------------
@@ -27,23 +28,6 @@ int jerr(jctx *c, const json_value *v, const char *fmt, ...) {
     err_vadd(e, fmt, ap); /* keys and names come from the file: kept on one line */
     va_end(ap);
     return -1;
-}
-
-static size_t edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    size_t d[64][64];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            size_t sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-    return d[la][lb];
 }
 
 const char *did_you_mean(const char *word, const char *const *choices) {
@@ -169,14 +153,4 @@ int parse_dtype(const char *s, ampx_dtype *out) {
             return 0;
         }
     return -1;
-}
-
-const char *dtype_name(ampx_dtype d) {
-    switch (d) {
-    case AMPX_F32: return "f32";
-    case AMPX_BF16: return "bf16";
-    case AMPX_F16: return "f16";
-    case AMPX_I32: return "i32";
-    default: return "?";
-    }
 }

@@ -43,6 +43,5 @@ int jenum(jctx *c, const json_value *obj, const char *key, int required, const c
 const char *did_you_mean(const char *word, const char *const *choices);
 
 int parse_dtype(const char *s, ampx_dtype *out);
-const char *dtype_name(ampx_dtype d);
 
 #endif

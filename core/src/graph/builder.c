@@ -687,7 +687,7 @@ static int parse_loss(builder *b, const json_value *v) {
         target = b->names[i].value;
         if (g->values[target].dtype != (type == 0 ? AMPX_I32 : AMPX_F32))
             return jerr(c, tv, "\"%s\" is %s; %s are %s", tv->str,
-                        dtype_name(g->values[target].dtype), tk, type == 0 ? "i32" : "f32");
+                        ampx_dtype_name(g->values[target].dtype), tk, type == 0 ? "i32" : "f32");
     } else if (target < 0) {
         return jerr(c, v,
                     type == 0 ? "no i32 labels input declared (\"dtype\": \"i32\", \"classes\": N)"

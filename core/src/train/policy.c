@@ -153,7 +153,7 @@ int policy_resolve(ampx_model *m, char *err, size_t cap) {
                     found = g->nodes[k].out[0];
             if (found < 0) {
                 char cname[G_NAME_MAX];
-                snprintf(cname, sizeof cname, "%.50s->%s", g->values[src].name, dtype_name(d));
+                snprintf(cname, sizeof cname, "%.50s->%s", g->values[src].name, ampx_dtype_name(d));
                 int cv = g_add_value_like(g, cname, ROLE_ACTIVATION, d, src);
                 int id = cv < 0 ? -1 : g_add_node(g, OP_CAST, &src, 1, &cv, 1, NULL, cname);
                 if (id < 0) {
@@ -174,7 +174,7 @@ int policy_resolve(ampx_model *m, char *err, size_t cap) {
             if (w->copy >= 0 && g->values[w->copy].dtype != d) {
                 char msg[256];
                 snprintf(msg, sizeof msg, "weight \"%s\" is read in %s and %s by nodes sharing it",
-                         w->name, dtype_name(g->values[w->copy].dtype), dtype_name(d));
+                         w->name, ampx_dtype_name(g->values[w->copy].dtype), ampx_dtype_name(d));
                 free(old);
                 return fail(err, cap, f, msg);
             }
@@ -262,7 +262,7 @@ static void describe_param(const g_graph *g, int v, ampx_line_fn line, void *use
     }
     if (p->copy >= 0)
         snprintf(extra, sizeof extra, "; %s working copy written by the optimizer",
-                 dtype_name(g->values[p->copy].dtype));
+                 ampx_dtype_name(g->values[p->copy].dtype));
     else if (p->ndim == 1)
         snprintf(extra, sizeof extra, " (read as f32 by the op)");
     linef(line, user, "%-28s %-6s %-9s master weight, gradient f32%s", pn, "f32", shape, extra);
@@ -274,7 +274,7 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
     const g_graph *g       = &m->graph;
     linef(line, user, "model %s (%s)", m->cfg.name, m->cfg.file);
     linef(line, user, "policy %s: params %s, compute %s, output %s", p->spelled,
-          dtype_name(p->params), dtype_name(p->compute), dtype_name(p->output));
+          ampx_dtype_name(p->params), ampx_dtype_name(p->compute), ampx_dtype_name(p->output));
     static const char *const modes[] = {"none", "static", "dynamic"};
     if (s->mode == AMPX_SCALER_DYNAMIC)
         linef(line, user,
@@ -292,7 +292,7 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
     for (int i = 0; i < g->n_inputs; i++) {
         const g_value *v = &g->values[g->inputs[i]];
         features(v, shape, sizeof shape);
-        linef(line, user, "%-28s %-6s %-9s %s", v->name, dtype_name(v->dtype),
+        linef(line, user, "%-28s %-6s %-9s %s", v->name, ampx_dtype_name(v->dtype),
               v->ndim > 1 ? shape : "", g->inputs[i] == g->labels ? "labels" : "input");
     }
     char *shown = calloc((size_t)g->n_values, 1);
@@ -304,14 +304,14 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
         if (n->op == OP_CAST) {
             casts++;
             const g_value *x = &g->values[n->in[0]];
-            snprintf(from, sizeof from, " (%s %s -> %s)", x->name, dtype_name(x->dtype),
-                     dtype_name(y->dtype));
+            snprintf(from, sizeof from, " (%s %s -> %s)", x->name, ampx_dtype_name(x->dtype),
+                     ampx_dtype_name(y->dtype));
         }
         /* a dense layer's matmul and bias print as one line, under the layer's name */
         int hidden = n->op == OP_MATMUL && strcmp(y->name, n->name);
         features(y, shape, sizeof shape);
         if (!hidden)
-            linef(line, user, "%-28s %-6s %-9s %s%s", y->name, dtype_name(y->dtype),
+            linef(line, user, "%-28s %-6s %-9s %s%s", y->name, ampx_dtype_name(y->dtype),
                   n->op == OP_XENT || n->op == OP_MSE ? "1" : shape, policy_why(n->why), from);
         if (hidden) continue;
         /* the parameters this node reads (a bias node: its matmul's too) */
