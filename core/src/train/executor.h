@@ -8,7 +8,7 @@
 #include "backend/call.h"
 #include "graph/exec.h"
 #include "graph/graph.h"
-#include "train/planner.h"
+#include "passes/planner.h"
 
 struct g_exec {
     const g_graph *g;

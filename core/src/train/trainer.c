@@ -25,7 +25,7 @@
 #include "base/error.h"
 #include "graph/ops.h"
 #include "obs/trace.h"
-#include "train/autodiff.h"
+#include "passes/autodiff.h"
 
 #define SLOT_SCALARS 0
 #define SLOT_GSQ 128

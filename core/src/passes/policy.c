@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 #include "graph/ops.h"
-#include "train/model.h"
+#include "passes/model.h"
 
 const char *policy_why(g_why why) {
     switch (why) {
