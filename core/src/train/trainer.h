@@ -51,7 +51,7 @@ struct ampx_trainer {
     call_ctx call;
     g_graph g; /* the model's graph with its backward nodes */
     plan plan;
-    g_exec x;
+    executor x;
     ampx_buffer **own; /* per value (the executor's placement) */
     uint8_t *persistent;
     dataset data;
