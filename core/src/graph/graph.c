@@ -110,11 +110,6 @@ int64_t g_last(const g_value *v) {
     return v->ndim > (v->batched ? 1 : 0) ? v->dims[v->ndim - 1] : 1;
 }
 
-int64_t g_inner_rows(const g_value *v) {
-    int64_t last = g_last(v);
-    return last ? g_elems(v) / last : 0;
-}
-
 void g_shape_str(const g_value *v, char *buf, size_t cap) {
     size_t n = (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < v->ndim && n < cap; i++) {

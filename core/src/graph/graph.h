@@ -140,9 +140,8 @@ int g_add_node(g_graph *g, int op, const int *in, int n_in, const int *out, int 
 int64_t g_elems(const g_value *v);
 /* Elements at `rows` rows of the batch (or the whole value when not batched). */
 uint64_t g_numel(const g_value *v, uint64_t rows);
-/* Elements in the last dimension, and the rest (rows of a row-wise op per batch row). */
+/* Elements in the last dimension (1 for a value with no axis but the batch). */
 int64_t g_last(const g_value *v);
-int64_t g_inner_rows(const g_value *v);
 /* "[B, 28, 28]" */
 void g_shape_str(const g_value *v, char *buf, size_t cap);
 int g_same_shape(const g_value *a, const g_value *b);

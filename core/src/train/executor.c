@@ -1,17 +1,23 @@
-/* executor.c — the g_exec interface the op rules run against (graph/exec.h), and the loop
- * over the nodes. */
+/* executor.c — the executor the op rules run against: its answers to graph/exec.h (the
+ * g_exec_ops table every executor's handle points to), and the loop over the nodes. */
 #include "train/executor.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "ampx/dtype.h"
 #include "graph/ops.h"
 
-ampx_tensor gx_null(ampx_dtype d) {
-    return (ampx_tensor){.buf = NULL, .offset = 0, .dtype = d};
+/* The handle is the executor's first member, so a pointer to it is a pointer to the executor. */
+_Static_assert(offsetof(executor, h) == 0, "the g_exec handle must be the executor's first member");
+static executor *of(g_exec *h) {
+    return (executor *)h;
+}
+static const executor *of_const(const g_exec *h) {
+    return (const executor *)h;
 }
 
-ampx_tensor gx_tensor(g_exec *x, int v) {
+ampx_tensor exec_tensor(const executor *x, int v) {
     const g_value *val = &x->g->values[v];
     if (v == x->g->loss) return x->loss;
     int root = g_root(x->g, v);
@@ -25,27 +31,36 @@ ampx_tensor gx_tensor(g_exec *x, int v) {
     return (ampx_tensor){.buf = x->arena, .offset = x->p->offset[root], .dtype = val->dtype};
 }
 
-uint64_t gx_numel(const g_exec *x, int v) {
+uint64_t exec_numel(const executor *x, int v) {
     return g_numel(&x->g->values[v], x->rows);
 }
 
-int gx_training(const g_exec *x) {
-    return x->training;
+static ampx_tensor x_tensor(g_exec *h, int v) {
+    return exec_tensor(of(h), v);
 }
 
-int gx_accumulate(const g_exec *x, const g_node *n) {
-    return n->a.accumulate || x->micro > 0;
+static uint64_t x_numel(const g_exec *h, int v) {
+    return exec_numel(of_const(h), v);
 }
 
-uint64_t gx_micro_batches(const g_exec *x) {
-    return x->micro_batches;
+static int x_training(const g_exec *h) {
+    return of_const(h)->training;
 }
 
-ampx_tensor gx_scalars(g_exec *x) {
-    return x->scalars;
+static int x_accumulate(const g_exec *h, const g_node *n) {
+    return n->a.accumulate || of_const(h)->micro > 0;
 }
 
-uint64_t gx_dropout_seed(const g_exec *x, const g_node *n) {
+static uint64_t x_micro_batches(const g_exec *h) {
+    return of_const(h)->micro_batches;
+}
+
+static ampx_tensor x_scalars(g_exec *h) {
+    return of(h)->scalars;
+}
+
+static uint64_t x_dropout_seed(const g_exec *h, const g_node *n) {
+    const executor *x = of_const(h);
     /* the forward node's id keys the mask, so its backward finds the same one */
     uint64_t id = n->phase == PHASE_BACKWARD ? (uint64_t)n->of : (uint64_t)(n - x->g->nodes);
     uint64_t mb = (uint64_t)x->micro * (x->replicas ? x->replicas : 1) + x->replica;
@@ -54,25 +69,39 @@ uint64_t gx_dropout_seed(const g_exec *x, const g_node *n) {
     return hi << 32 | lo;
 }
 
-ampx_status gx_zero(g_exec *x, const g_node *n, int v) {
-    ampx_tensor t  = gx_tensor(x, v);
-    uint64_t bytes = gx_numel(x, v) * ampx_dtype_size(t.dtype);
+static ampx_status x_zero(g_exec *h, const g_node *n, int v) {
+    executor *x    = of(h);
+    ampx_tensor t  = exec_tensor(x, v);
+    uint64_t bytes = exec_numel(x, v) * ampx_dtype_size(t.dtype);
     char who[G_NAME_MAX + 8];
     snprintf(who, sizeof who, "%s: fill", n->name);
     return call_check(x->call,
                       x->call->ifc->buffer_fill(x->call->ctx, t.buf, t.offset, bytes, 0, 4), who);
 }
 
-ampx_status gx_call(g_exec *x, const g_node *n, uint32_t op, const void *args) {
+static ampx_status x_call(g_exec *h, const g_node *n, uint32_t op, const void *args) {
+    executor *x    = of(h);
     x->call->phase = n->phase == PHASE_BACKWARD ? CALL_BACKWARD : CALL_FORWARD;
     x->call->dtype = n->dtype;
     return call_op(x->call, n->name, op, args);
 }
 
-ampx_status exec_run(g_exec *x, int first, int last) {
+const struct g_exec_ops exec_ops = {
+    .tensor        = x_tensor,
+    .numel         = x_numel,
+    .training      = x_training,
+    .accumulate    = x_accumulate,
+    .micro_batches = x_micro_batches,
+    .scalars       = x_scalars,
+    .dropout_seed  = x_dropout_seed,
+    .zero          = x_zero,
+    .call          = x_call,
+};
+
+ampx_status exec_run(executor *x, int first, int last) {
     for (int i = first; i < last; i++) {
         const g_node *n = &x->g->nodes[i];
-        ampx_status st  = g_rule_of(n->op)->forward(x, x->g, n);
+        ampx_status st  = g_rule_of(n->op)->forward(&x->h, x->g, n);
         if (!st && x->after_node) st = x->after_node(x, i, x->after_user);
         if (st) return st;
     }

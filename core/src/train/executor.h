@@ -8,9 +8,11 @@
 #include "backend/call.h"
 #include "graph/exec.h"
 #include "graph/graph.h"
-#include "train/planner.h"
+#include "passes/planner.h"
 
-struct g_exec {
+typedef struct executor executor;
+struct executor {
+    g_exec h; /* first: the handle the rules are handed (= EXEC_HANDLE) */
     const g_graph *g;
     const plan *p;
     call_ctx *call;
@@ -25,11 +27,20 @@ struct g_exec {
                                    rank's micro-batch gets its own dropout key */
     ampx_tensor scalars, loss;
     /* (optional) called after each node has issued its ops (the monitor's scan) */
-    ampx_status (*after_node)(g_exec *x, int node, void *user);
+    ampx_status (*after_node)(executor *x, int node, void *user);
     void *after_user;
 };
 
+/* The handle's table: the executor's answers to graph/exec.h; an executor is initialized
+ * with .h = EXEC_HANDLE. */
+extern const struct g_exec_ops exec_ops;
+#define EXEC_HANDLE                                                                                \
+    { .ops = &exec_ops }
+
+/* Where value v lives, and its elements at this batch size (gx_tensor, gx_numel). */
+ampx_tensor exec_tensor(const executor *x, int v);
+uint64_t exec_numel(const executor *x, int v);
 /* Runs nodes [first, last) in order; stops at the first failure (message in the call ctx). */
-ampx_status exec_run(g_exec *x, int first, int last);
+ampx_status exec_run(executor *x, int first, int last);
 
 #endif

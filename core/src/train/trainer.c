@@ -25,7 +25,7 @@
 #include "base/error.h"
 #include "graph/ops.h"
 #include "obs/trace.h"
-#include "train/autodiff.h"
+#include "passes/autodiff.h"
 
 #define SLOT_SCALARS 0
 #define SLOT_GSQ 128
@@ -603,19 +603,20 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
         (st = alloc_zero(t, 64, &t->eval_loss)) || (st = upload(t, &t->scalars, &s, sizeof s)) ||
         (st = upload_test(t)))
         goto fail;
-    t->x            = (g_exec){.g             = &t->g,
-                               .p             = &t->plan,
-                               .call          = &t->call,
-                               .arena         = t->arena,
-                               .own           = t->own,
-                               .own_off       = t->own_off,
-                               .rows          = (uint64_t)t->B,
-                               .training      = 1,
-                               .micro_batches = (uint64_t)t->A,
-                               .seed          = m->cfg.train.seed,
-                               .replica       = (uint32_t)t->rank,
-                               .replicas      = (uint32_t)t->world,
-                               .scalars       = buf_tensor(t->scalars, 0, AMPX_F32)};
+    t->x            = (executor){.h             = EXEC_HANDLE,
+                                 .g             = &t->g,
+                                 .p             = &t->plan,
+                                 .call          = &t->call,
+                                 .arena         = t->arena,
+                                 .own           = t->own,
+                                 .own_off       = t->own_off,
+                                 .rows          = (uint64_t)t->B,
+                                 .training      = 1,
+                                 .micro_batches = (uint64_t)t->A,
+                                 .seed          = m->cfg.train.seed,
+                                 .replica       = (uint32_t)t->rank,
+                                 .replicas      = (uint32_t)t->world,
+                                 .scalars       = buf_tensor(t->scalars, 0, AMPX_F32)};
     t->t_last_flush = now_ms();
     t->mon_every    = m->cfg.train.monitor_every;
     /* a slot past the table of an older minor reads as NULL; the minor is checked too */
@@ -917,15 +918,15 @@ static ampx_status grad_stats(ampx_trainer *t, const char *who, ampx_dtype targe
 }
 
 /* After node `node` of a monitored micro-batch: the statistics of its outputs. */
-static ampx_status scan_node(g_exec *x, int node, void *user) {
+static ampx_status scan_node(executor *x, int node, void *user) {
     ampx_trainer *t = user;
     int c = t->scan_count[node], f = t->scan_first[node];
     if (!c) return AMPX_OK;
     ampx_tensor ts[G_MAX_OUT];
     uint64_t ns[G_MAX_OUT];
     for (int k = 0; k < c; k++) {
-        ts[k] = gx_tensor(x, t->scan_value[f + k]);
-        ns[k] = gx_numel(x, t->scan_value[f + k]);
+        ts[k] = exec_tensor(x, t->scan_value[f + k]);
+        ns[k] = exec_numel(x, t->scan_value[f + k]);
     }
     uint64_t base = t->mon_slot_cur, at = (uint64_t)(x->micro * t->n_scan + f);
     const g_node *n = &t->g.nodes[node];
@@ -1104,7 +1105,7 @@ static const char *nonfinite_param(ampx_trainer *t) {
 }
 
 /* After each node of a step: the monitor's scan, and the all-reduce buckets it completed. */
-static ampx_status after_node(g_exec *x, int node, void *user) {
+static ampx_status after_node(executor *x, int node, void *user) {
     ampx_trainer *t = user;
     ampx_status st  = t->mon_live ? scan_node(x, node, t) : AMPX_OK;
     if (!st && t->dp_live) st = dp_after_node(t, node);
@@ -1372,7 +1373,7 @@ ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
         t->x.row0 = (uint64_t)r0;
         t->x.rows = (uint64_t)(n - r0 < t->B ? n - r0 : t->B);
         if ((st = micro_batch(t))) break;
-        ampx_tensor lt = gx_tensor(&t->x, g->logits);
+        ampx_tensor lt = exec_tensor(&t->x, g->logits);
         float loss;
         if ((classify && (st = check(t,
                                      t->ifc->buffer_read(t->ctx, lt.buf, lt.offset, logits,
@@ -1530,7 +1531,7 @@ ampx_status ampx_trainer_logits(ampx_trainer *t, const int32_t *ids, int64_t row
     t->x.training = 1;
     t->x.rows     = (uint64_t)t->B;
     if (st) return st;
-    ampx_tensor lt = gx_tensor(&t->x, g->logits);
+    ampx_tensor lt = exec_tensor(&t->x, g->logits);
     size_t es      = ampx_dtype_size(ld);
     void *raw      = ld == AMPX_F32 ? (void *)logits : malloc(n * c * es);
     if (!raw) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
@@ -1641,7 +1642,7 @@ ampx_status ampx_trainer_predict(ampx_trainer *t, const float *x, int64_t rows, 
     uint64_t c = (uint64_t)g_elems(&g->values[g->logits]), n = (uint64_t)rows * c;
     ampx_dtype ld  = g->values[g->logits].dtype;
     size_t es      = ampx_dtype_size(ld);
-    ampx_tensor lt = gx_tensor(&t->x, g->logits);
+    ampx_tensor lt = exec_tensor(&t->x, g->logits);
     void *raw      = malloc(n * es + 4);
     if (!raw) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     st = check(t, t->ifc->buffer_read(t->ctx, lt.buf, lt.offset, raw, n * es), "buffer_read");

@@ -6,10 +6,10 @@
 #include "ampx/train.h"
 #include "backend/call.h"
 #include "obs/health.h"
+#include "passes/model.h"
+#include "passes/planner.h"
 #include "train/data.h"
 #include "train/executor.h"
-#include "train/model.h"
-#include "train/planner.h"
 
 #define TR_MAX_PARAMS 512
 #define TR_MAX_BUCKETS 512
@@ -51,7 +51,7 @@ struct ampx_trainer {
     call_ctx call;
     g_graph g; /* the model's graph with its backward nodes */
     plan plan;
-    g_exec x;
+    executor x;
     ampx_buffer **own; /* per value (the executor's placement) */
     uint8_t *persistent;
     dataset data;

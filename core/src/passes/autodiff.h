@@ -1,7 +1,7 @@
 /* autodiff.h — reverse-mode differentiation of the forward graph: walks the forward nodes
  * backwards and lets each op's rule append its backward nodes to the same graph. */
-#ifndef AMPX_TRAIN_AUTODIFF_H
-#define AMPX_TRAIN_AUTODIFF_H
+#ifndef AMPX_PASSES_AUTODIFF_H
+#define AMPX_PASSES_AUTODIFF_H
 
 #include <stddef.h>
 

@@ -1,6 +1,6 @@
 /* planner.c — live intervals over the execution order (forward then backward nodes), then
  * first-fit placement, largest first. A view extends its root's interval. */
-#include "train/planner.h"
+#include "passes/planner.h"
 
 #include <stdlib.h>
 #include <string.h>

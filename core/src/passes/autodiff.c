@@ -2,7 +2,7 @@
  * its rule's backward (graph/). A value read by several nodes gets one gradient, the f32 sum
  * of the contributions; a parameter read by several nodes (a shared weight) gets one
  * persistent f32 gradient that the second writer accumulates into. */
-#include "train/autodiff.h"
+#include "passes/autodiff.h"
 
 #include <stdio.h>
 

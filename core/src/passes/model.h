@@ -1,8 +1,8 @@
 /* model.h — a loaded model: its settings and its forward graph with the precision policy
  * applied (dtypes chosen with their reasons, cast nodes inserted). The trainer copies the
  * graph and runs autodiff and the planner on its copy. */
-#ifndef AMPX_TRAIN_MODEL_H
-#define AMPX_TRAIN_MODEL_H
+#ifndef AMPX_PASSES_MODEL_H
+#define AMPX_PASSES_MODEL_H
 
 #include "config/settings.h"
 #include "graph/graph.h"

@@ -1,7 +1,7 @@
 /* planner.h — arena offsets for the values that live within one micro-batch, by liveness
  * over the node order, first fit, largest first; the peak is the arena's size. */
-#ifndef AMPX_TRAIN_PLANNER_H
-#define AMPX_TRAIN_PLANNER_H
+#ifndef AMPX_PASSES_PLANNER_H
+#define AMPX_PASSES_PLANNER_H
 
 #include <stdint.h>
 

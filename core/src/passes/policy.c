@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 #include "graph/ops.h"
-#include "train/model.h"
+#include "passes/model.h"
 
 const char *policy_why(g_why why) {
     switch (why) {
@@ -114,107 +114,123 @@ static int fail(char *err, size_t cap, const char *file, const char *msg) {
     return -1;
 }
 
-int policy_resolve(ampx_model *m, char *err, size_t cap) {
-    g_graph *g      = &m->graph;
-    const policy *p = &m->cfg.pol;
-    const char *f   = m->cfg.file;
-    /* The output layer: the matmul the loss reads through bias and activations. */
-    int out_node = -1;
+/* Copies msg to the pass's message buffer; returns -1. */
+static int say(char *msg, size_t cap, const char *what) {
+    snprintf(msg, cap, "%s", what);
+    return -1;
+}
+
+/* The output layer: the matmul the loss reads through bias and activations (-1: none). */
+static int output_node(const g_graph *g) {
     for (int v = g->logits; v >= 0 && g->values[v].producer >= 0;) {
         const g_node *n = &g->nodes[g->values[v].producer];
-        if (n->op == OP_MATMUL) {
-            out_node = g->values[v].producer;
-            break;
-        }
+        if (n->op == OP_MATMUL) return g->values[v].producer;
         if (n->op != OP_BIAS && n->op != OP_ACT) break;
         v = n->in[0];
     }
-    g_node *old = malloc(sizeof *old * (size_t)g->n_nodes);
-    if (!old) return fail(err, cap, f, "out of memory");
-    int n_old = g->n_nodes;
-    memcpy(old, g->nodes, sizeof *old * (size_t)n_old);
-    g->n_nodes = 0;
-    for (int i = 0; i < n_old; i++) {
-        g_node n       = old[i];
-        ampx_dtype in0 = g->values[n.in[0]].dtype;
-        ampx_dtype in1 = n.n_in > 1 && n.in[1] >= 0 ? g->values[n.in[1]].dtype : in0;
-        g_why why      = WHY_NONE;
-        ampx_dtype d   = decide(p, &n, i == out_node, in0, in1, &why);
-        if (n.op == OP_BIAS && n.in[0] >= 0 && g->values[n.in[0]].producer >= 0 &&
-            g->nodes[g->values[n.in[0]].producer].op == OP_MATMUL)
-            why = g->nodes[g->values[n.in[0]].producer].why; /* reads as its dense layer */
-        for (int ci = 0; ci < casts_inputs(&n, why); ci++) {
-            if (g->values[n.in[ci]].dtype == d) continue;
-            /* one cast per (value, dtype), shared by every node that needs it */
-            int src = n.in[ci], found = -1;
-            for (int k = 0; k < g->n_nodes && found < 0; k++)
-                if (g->nodes[k].op == OP_CAST && g->nodes[k].in[0] == src &&
-                    g->values[g->nodes[k].out[0]].dtype == d)
-                    found = g->nodes[k].out[0];
-            if (found < 0) {
-                char cname[G_NAME_MAX];
-                snprintf(cname, sizeof cname, "%.50s->%s", g->values[src].name, ampx_dtype_name(d));
-                int cv = g_add_value_like(g, cname, ROLE_ACTIVATION, d, src);
-                int id = cv < 0 ? -1 : g_add_node(g, OP_CAST, &src, 1, &cv, 1, NULL, cname);
-                if (id < 0) {
-                    free(old);
-                    return fail(err, cap, f, "too many nodes after inserting casts");
-                }
-                g->nodes[id].dtype = d;
-                g->nodes[id].why   = WHY_CAST;
-                g->nodes[id].line  = n.line;
-                g->nodes[id].col   = n.col;
-                found              = cv;
-            }
-            n.in[ci] = found;
+    return -1;
+}
+
+/* Points the inputs node n reads in its own dtype d at casts of them, one cast per (value,
+ * dtype), shared by every node that needs it. */
+static int insert_casts(g_graph *g, g_node *n, g_why why, ampx_dtype d, char *msg, size_t cap) {
+    for (int ci = 0; ci < casts_inputs(n, why); ci++) {
+        if (g->values[n->in[ci]].dtype == d) continue;
+        int src = n->in[ci], found = -1;
+        for (int k = 0; k < g->n_nodes && found < 0; k++)
+            if (g->nodes[k].op == OP_CAST && g->nodes[k].in[0] == src &&
+                g->values[g->nodes[k].out[0]].dtype == d)
+                found = g->nodes[k].out[0];
+        if (found < 0) {
+            char cname[G_NAME_MAX];
+            snprintf(cname, sizeof cname, "%.50s->%s", g->values[src].name, ampx_dtype_name(d));
+            int cv = g_add_value_like(g, cname, ROLE_ACTIVATION, d, src);
+            int id = cv < 0 ? -1 : g_add_node(g, OP_CAST, &src, 1, &cv, 1, NULL, cname);
+            if (id < 0) return say(msg, cap, "too many nodes after inserting casts");
+            g->nodes[id].dtype = d;
+            g->nodes[id].why   = WHY_CAST;
+            g->nodes[id].line  = n->line;
+            g->nodes[id].col   = n->col;
+            found              = cv;
         }
-        if (n.op == OP_MATMUL && d != AMPX_F32) {
-            /* the GEMM reads the weight's working copy, which the optimizer writes */
-            g_value *w = &g->values[n.in[1]];
-            if (w->copy >= 0 && g->values[w->copy].dtype != d) {
-                char msg[256];
-                snprintf(msg, sizeof msg, "weight \"%s\" is read in %s and %s by nodes sharing it",
-                         w->name, ampx_dtype_name(g->values[w->copy].dtype), ampx_dtype_name(d));
-                free(old);
-                return fail(err, cap, f, msg);
-            }
-            if (w->copy < 0) {
-                int master = n.in[1], cv = g_add_value_like(g, w->name, ROLE_PARAM, d, master);
-                if (cv < 0) {
-                    free(old);
-                    return fail(err, cap, f, "too many values");
-                }
-                g->values[cv].master   = master;
-                g->values[master].copy = cv;
-            }
-            n.in[1] = g->values[n.in[1]].copy;
-        }
-        n.dtype = d;
-        n.why   = why;
-        int id  = g_add_node(g, n.op, n.in, n.n_in, n.out, n.n_out, &n.a, n.name);
-        if (id < 0) {
-            free(old);
-            return fail(err, cap, f, "too many nodes after inserting casts");
-        }
-        g->nodes[id] = n;
-        for (int k = 0; k < n.n_out; k++)
-            g->values[n.out[k]].producer = id;
-        /* outputs: the node's dtype; statistics stay f32; a loss's gradient output takes the
-         * dtype of the prediction it is the gradient of */
-        g->values[n.out[0]].dtype = d;
-        if (n.op == OP_SPLIT_HEADS)
-            for (int k = 1; k < n.n_out; k++)
-                g->values[n.out[k]].dtype = d;
-        if (n.op == OP_XENT || n.op == OP_MSE) g->values[n.out[1]].dtype = g->values[n.in[0]].dtype;
-        if (n.op == OP_RESHAPE) g->values[n.out[0]].dtype = g->values[n.in[0]].dtype;
-        if (n.op == OP_LAYERNORM || n.op == OP_BATCHNORM) {
-            g->values[n.out[1]].dtype = AMPX_F32;
-            g->values[n.out[2]].dtype = AMPX_F32;
-        }
-        if (n.op == OP_XENT || n.op == OP_MSE) g->loss_node = id;
+        n->in[ci] = found;
     }
-    g->n_forward = g->n_nodes;
+    return 0;
+}
+
+/* A GEMM in dtype d below f32 reads its weight's working copy, which the optimizer writes:
+ * made on first use, refused when nodes sharing the weight read it in different dtypes. */
+static int working_copy(g_graph *g, g_node *n, ampx_dtype d, char *msg, size_t cap) {
+    if (n->op != OP_MATMUL || d == AMPX_F32) return 0;
+    g_value *w = &g->values[n->in[1]];
+    if (w->copy >= 0 && g->values[w->copy].dtype != d) {
+        snprintf(msg, cap, "weight \"%s\" is read in %s and %s by nodes sharing it", w->name,
+                 ampx_dtype_name(g->values[w->copy].dtype), ampx_dtype_name(d));
+        return -1;
+    }
+    if (w->copy < 0) {
+        int master = n->in[1], cv = g_add_value_like(g, w->name, ROLE_PARAM, d, master);
+        if (cv < 0) return say(msg, cap, "too many values");
+        g->values[cv].master   = master;
+        g->values[master].copy = cv;
+    }
+    n->in[1] = g->values[n->in[1]].copy;
+    return 0;
+}
+
+/* The dtypes of node n's outputs (its id: id): the node's dtype; statistics stay f32; a
+ * loss's gradient output takes the dtype of the prediction it is the gradient of. */
+static void output_dtypes(g_graph *g, const g_node *n, int id, ampx_dtype d) {
+    for (int k = 0; k < n->n_out; k++)
+        g->values[n->out[k]].producer = id;
+    g->values[n->out[0]].dtype = d;
+    if (n->op == OP_SPLIT_HEADS)
+        for (int k = 1; k < n->n_out; k++)
+            g->values[n->out[k]].dtype = d;
+    if (n->op == OP_XENT || n->op == OP_MSE) g->values[n->out[1]].dtype = g->values[n->in[0]].dtype;
+    if (n->op == OP_RESHAPE) g->values[n->out[0]].dtype = g->values[n->in[0]].dtype;
+    if (n->op == OP_LAYERNORM || n->op == OP_BATCHNORM) {
+        g->values[n->out[1]].dtype = AMPX_F32;
+        g->values[n->out[2]].dtype = AMPX_F32;
+    }
+    if (n->op == OP_XENT || n->op == OP_MSE) g->loss_node = id;
+}
+
+/* Appends forward node n (from the graph before the pass) with its dtype and reason, after
+ * the casts it needs; returns -1 with msg set. */
+static int resolve_node(g_graph *g, const policy *p, g_node n, int is_output, char *msg,
+                        size_t cap) {
+    ampx_dtype in0 = g->values[n.in[0]].dtype;
+    ampx_dtype in1 = n.n_in > 1 && n.in[1] >= 0 ? g->values[n.in[1]].dtype : in0;
+    g_why why      = WHY_NONE;
+    ampx_dtype d   = decide(p, &n, is_output, in0, in1, &why);
+    if (n.op == OP_BIAS && n.in[0] >= 0 && g->values[n.in[0]].producer >= 0 &&
+        g->nodes[g->values[n.in[0]].producer].op == OP_MATMUL)
+        why = g->nodes[g->values[n.in[0]].producer].why; /* reads as its dense layer */
+    if (insert_casts(g, &n, why, d, msg, cap) || working_copy(g, &n, d, msg, cap)) return -1;
+    n.dtype = d;
+    n.why   = why;
+    int id  = g_add_node(g, n.op, n.in, n.n_in, n.out, n.n_out, &n.a, n.name);
+    if (id < 0) return say(msg, cap, "too many nodes after inserting casts");
+    g->nodes[id] = n;
+    output_dtypes(g, &n, id, d);
+    return 0;
+}
+
+int policy_resolve(ampx_model *m, char *err, size_t cap) {
+    g_graph *g   = &m->graph;
+    int out_node = output_node(g), n_old = g->n_nodes;
+    g_node *old = malloc(sizeof *old * (size_t)n_old);
+    if (!old) return fail(err, cap, m->cfg.file, "out of memory");
+    memcpy(old, g->nodes, sizeof *old * (size_t)n_old);
+    g->n_nodes = 0; /* the nodes are appended again, casts in front of their readers */
+    char msg[256];
+    int rc = 0;
+    for (int i = 0; i < n_old && !rc; i++)
+        rc = resolve_node(g, &m->cfg.pol, old[i], i == out_node, msg, sizeof msg);
     free(old);
+    if (rc) return fail(err, cap, m->cfg.file, msg);
+    g->n_forward = g->n_nodes;
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* model.c — loading a model file: the settings (config/), the graph (graph/builder.c), an
  * optional policy file, then the policy pass. */
-#include "train/model.h"
+#include "passes/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
