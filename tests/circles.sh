@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# circles.sh OBJ_DIR — no two files of core/src call each other. From the object files of
-# libampx (OBJ_DIR: build/core/CMakeFiles/ampx.dir/src), each file's defined and undefined
+# circles.sh SRC_DIR OBJ_DIR — no two files of core/src call each other. From the object
+# files of libampx's sources (SRC_DIR: core/src; OBJ_DIR: build/core/CMakeFiles/ampx.dir/src;
+# objects of sources no longer in SRC_DIR are left out), each file's defined and undefined
 # global symbols give which file calls which; a pair of files that reference each other's
 # symbols is a circle, and fails. (A longer cycle through three files is allowed: the stage
 # order of tests/layering.sh already bounds those to one folder.)
 set -uo pipefail
-dir=$1
+src=$1 dir=$2
 [ -d "$dir" ] || { echo "circles: no object folder $dir"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -14,9 +15,12 @@ while IFS= read -r o; do
   f=${f%.o}
   nm -g --defined-only "$o" | awk -v f="$f" 'NF >= 3 { print $3 "\t" f }' >>"$tmp/def"
   nm -g --undefined-only "$o" | awk -v f="$f" '{ print $NF "\t" f }' >>"$tmp/use"
-done < <(find "$dir" -name '*.o' | sort)
-n_files=$(find "$dir" -name '*.o' | wc -l)
-[ "$n_files" -gt 0 ] || { echo "circles: no object files under $dir"; exit 1; }
+done < <(find "$src" -name '*.c' | sort | while IFS= read -r c; do
+  o=$dir/${c#"$src"/}.o
+  [ -f "$o" ] && echo "$o"
+done)
+n_files=$(cut -f2 "$tmp/def" | sort -u | wc -l)
+[ -s "$tmp/def" ] && [ "$n_files" -gt 0 ] || { echo "circles: no object files under $dir"; exit 1; }
 sort -k1,1 "$tmp/def" >"$tmp/def.s"
 sort -k1,1 "$tmp/use" >"$tmp/use.s"
 # caller -> callee edges between different files

@@ -112,6 +112,13 @@ typedef struct conf_case_ctx {
 void conf_measure(conf_case_ctx *cc, const char *measure, double err, double tol);
 /* 1 while the case has not failed. */
 int conf_ok(const conf_case_ctx *cc);
+/* Starts case `variant` of op with dtypes dts (nd of them): clears cc and seeds its random
+ * numbers from the run's seed, the op, the dtypes and the variant; probe 1 checks that an
+ * unsupported combination is refused (sweep.c). */
+void conf_case_begin(conf_run *r, conf_case_ctx *cc, uint32_t op, const ampx_dtype *dts,
+                     uint32_t nd, int variant, int probe);
+/* Frees every buffer and host allocation of the case, reports it and counts it. */
+void conf_case_end(conf_case_ctx *cc);
 /* Records a failure; the first message is kept (later ones are usually consequences). */
 void conf_fail(conf_case_ctx *cc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Sets the case's shape line (what the report prints after the dtypes). */

@@ -1,0 +1,41 @@
+/* rules.c — the rule table: each op kind of graph/ops.h to its rule (shape, forward,
+ * backward), which lives in the op family's file. The table is apart from graph.c so that
+ * the family files, which call graph.c's bookkeeping, and the table, which names their
+ * rules, never call each other. */
+#include "graph/ops.h"
+
+static const g_rule *const rules[OP_COUNT] = {
+    [OP_MATMUL]        = &g_rule_matmul,
+    [OP_MATMUL_DW]     = &g_rule_matmul_dw,
+    [OP_MATMUL_DX]     = &g_rule_matmul_dx,
+    [OP_BIAS]          = &g_rule_bias,
+    [OP_BIAS_GRAD]     = &g_rule_bias_grad,
+    [OP_ADD]           = &g_rule_add,
+    [OP_MUL]           = &g_rule_mul,
+    [OP_SCALE]         = &g_rule_scale,
+    [OP_CAST]          = &g_rule_cast,
+    [OP_ACT]           = &g_rule_act,
+    [OP_ACT_BWD]       = &g_rule_act_bwd,
+    [OP_DROPOUT]       = &g_rule_dropout,
+    [OP_LAYERNORM]     = &g_rule_layernorm,
+    [OP_LAYERNORM_BWD] = &g_rule_layernorm_bwd,
+    [OP_BATCHNORM]     = &g_rule_batchnorm,
+    [OP_BATCHNORM_BWD] = &g_rule_batchnorm_bwd,
+    [OP_SOFTMAX]       = &g_rule_softmax,
+    [OP_SOFTMAX_BWD]   = &g_rule_softmax_bwd,
+    [OP_RESHAPE]       = &g_rule_reshape,
+    [OP_TRANSPOSE]     = &g_rule_transpose,
+    [OP_REDUCE]        = &g_rule_reduce,
+    [OP_REDUCE_BWD]    = &g_rule_reduce_bwd,
+    [OP_XENT]          = &g_rule_xent,
+    [OP_MSE]           = &g_rule_mse,
+    [OP_EMBED]         = &g_rule_embed,
+    [OP_EMBED_BWD]     = &g_rule_embed_bwd,
+    [OP_BMM]           = &g_rule_bmm,
+    [OP_SPLIT_HEADS]   = &g_rule_split_heads,
+    [OP_MERGE_HEADS]   = &g_rule_merge_heads,
+};
+
+const g_rule *g_rule_of(int op) {
+    return op >= 0 && op < OP_COUNT ? rules[op] : NULL;
+}
