@@ -409,7 +409,7 @@ static void amp_pass_check(conf_case_ctx *cc, const ampx_amp_pass_args *a, const
     uint32_t count = a->grads.count, fb = a->flag_base;
     const conf_tensor *Q = io->Q;
     int any              = 0;
-    double sq            = a->sq_accumulate ? Q->v[0] : 0.0;
+    double sq            = a->sq_accumulate && Q ? Q->v[0] : 0.0;
     for (uint32_t t = 0; t < count; t++)
         if (check_unscaled(cc, io->G[t], t, io->F, fb, s0, &any, &sq) ||
             check_stats(cc, io->G[t], t, a->targets ? a->targets[t] : a->target, io->ST, io->CN,
