@@ -14,12 +14,6 @@
 #include "config/input.h"
 #include "config/json.h"
 
-double data_uniform(uint64_t seed, uint64_t i) {
-    uint32_t hi = ampx_hash32(seed ^ 0x9E3779B97F4A7C15ull, i);
-    uint32_t lo = ampx_hash32(seed + 0x632BE59BD9B4E019ull, i);
-    return ((double)(hi >> 5) * 67108864.0 + (double)(lo >> 6)) / 9007199254740992.0;
-}
-
 static double normal(uint64_t seed, uint64_t i) {
     double u1 = data_uniform(seed, 2 * i), u2 = data_uniform(seed, 2 * i + 1);
     return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
