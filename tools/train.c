@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ampx/inject.h"
 #include "ampx/train.h"
 #include "cli.h"
 

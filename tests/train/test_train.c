@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ampx/ampx.h"
+#include "ampx/inject.h"
 #include "ampx/train.h"
 
 static ampx_backend *open_cpu(void) {
