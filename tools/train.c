@@ -773,6 +773,10 @@ int cli_train(int argc, char **argv) {
         printf("gradient all-reduce: %.1f%% of the run's time on rank 0 (%.0f ms, %s)\n",
                secs > 0 ? 100 * ampx_trainer_comm_ms(t) / (secs * 1e3) : 0.0,
                ampx_trainer_comm_ms(t), ampx_trainer_dist_path(t));
+    if (world > 1)
+        printf("communicator: %.1f ms on rank 0 (the all-reduces, the start's broadcasts, the "
+               "checks at each log interval)\n",
+               ampx_dist_comm_ms(g_dist));
 out:
     if (p.metrics) fclose(p.metrics);
     ampx_trainer_free(t);
