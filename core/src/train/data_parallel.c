@@ -1,7 +1,8 @@
 /* data_parallel.c — the trainer's side of data-parallel training (docs/DISTRIBUTED.md):
- * refusing ranks that run something else than rank 0, making every rank's state rank 0's,
- * the bucketed gradient all-reduce of a step, the mean of the per-rank losses, and the
- * check that the ranks still agree.
+ * refusing ranks that run something else than rank 0, rank 0's bytes to every rank, the
+ * bucketed gradient all-reduce of a step, the mean of the per-rank losses, and the check
+ * that the ranks still agree. It works on a dp_state and what the trainer hands it
+ * (data_parallel.h), never on the trainer itself.
  *
  * Once the backward's last node writing into a bucket has run (in the step's last
  * micro-batch), the bucket's all-reduce starts: MPI_Iallreduce on host memory (the arena
@@ -10,13 +11,13 @@
  * written back; or ncclAllReduce on the backend's CUDA stream. Unscale-and-check then reads
  * gradients that are bitwise the same on every rank, so the non-finite flags and the
  * scaler's decision are too. */
+#include "train/data_parallel.h"
+
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include "train/data_parallel.h"
 
 #include "dist/comm.h"
 #include "graph/ops.h"

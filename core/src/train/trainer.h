@@ -7,11 +7,14 @@
  *   monitor.c        the gradient-health monitor (mon)
  *   timeline.c       the trace window (timeline)
  *   inject.c         fault injection for tests (inject)
- *   data_parallel.c  the all-reduce (dp), handed what it needs: it never sees the trainer
- *   infer.c          evaluate, logits, predict: forward passes outside a step
- *   checkpoint.c     save, resume; export.c: exporting and initializing from a file
- * Files call down this list's dependencies only (no two files call each other): the
- * helpers every one of them needs are the static inline functions at the end. */
+ *   data_parallel.c  the all-reduce (dp): handed what it needs, it never sees the trainer
+ *   infer.c          evaluate, logits, predict, gradients: forward passes outside a step
+ *   checkpoint.c     save and resume; export.c: plain weights out and in; both over
+ *                    safetensors.c
+ * Calls go one way: trainer.c calls inputs, step (ring_setup), monitor, timeline and
+ * data_parallel; step.c calls inputs, monitor, timeline, inject and data_parallel; infer.c
+ * calls inputs; checkpoint.c and export.c call trainer.c. What every file needs (messages,
+ * buffer calls, one micro-batch) is the static inline helpers at the end. */
 #ifndef AMPX_TRAINER_H
 #define AMPX_TRAINER_H
 
