@@ -24,6 +24,8 @@ check "pkg-config file installed" test -f "$libdir/pkgconfig/ampx.pc"
 check "plugin pkg-config file installed" test -f "$libdir/pkgconfig/ampx-plugin.pc"
 check "plugin_kit.h installed" test -f "$prefix/include/ampx/plugin_kit.h"
 check "kernel_math.h installed" test -f "$prefix/include/ampx/kernel_math.h"
+# core/internal (fault injection for the project's tests and tools) is not part of the API
+check "internal headers not installed" test ! -e "$prefix/include/ampx/inject.h"
 check "CMake package installed" test -f "$libdir/cmake/ampx/ampxConfig.cmake"
 
 env -u AMPX_PLUGIN_PATH -u LD_LIBRARY_PATH "$prefix/bin/ampx" backends >"$tmp/out" 2>&1

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ampx/ampx.h"
+#include "ampx/inject.h"
 #include "ampx/train.h"
 
 #define STEPS 40

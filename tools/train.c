@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ampx/inject.h"
 #include "ampx/train.h"
 #include "cli.h"
 
@@ -795,6 +796,10 @@ static void print_summary(const train_run *r) {
         printf("gradient all-reduce: %.1f%% of the run's time on rank 0 (%.0f ms, %s)\n",
                secs > 0 ? 100 * ampx_trainer_comm_ms(t) / (secs * 1e3) : 0.0,
                ampx_trainer_comm_ms(t), ampx_trainer_dist_path(t));
+    if (r->world > 1)
+        printf("communicator: %.1f ms on rank 0 (the all-reduces, the start's broadcasts, the "
+               "checks at each log interval)\n",
+               ampx_dist_comm_ms(g_dist));
 }
 
 int cli_train(int argc, char **argv) {

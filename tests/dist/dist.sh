@@ -36,6 +36,9 @@ mpi2 "$ampx" train "$sgd" --batch 32 --checkpoint "$work/two.st" >"$work/out" 2>
   fail "2 ranks: $(cat "$work/out")"
 compare "$work/one.st" "$work/two.st" --rel 1e-5 || fail "2 ranks x 32 != 1 x 64 after 50 steps"
 grep -q "host memory in place" "$work/out" || fail "the CPU backend's gradients are not all-reduced in place"
+# the communicator's own clock (ampx_dist_comm_ms): every MPI call of the run, so never 0
+grep -qE "^communicator: [0-9.]+ ms on rank 0" "$work/out" && ! grep -q "^communicator: 0.0 ms" "$work/out" ||
+  fail "no communicator time in the summary: $(cat "$work/out")"
 # the host copy (read, MPI, write back: backends without ABI 1.3 handles) sums the same
 AMPX_DIST_PATH=copy mpi2 "$ampx" train "$sgd" --batch 32 --checkpoint "$work/copy.st" >"$work/out" 2>&1 ||
   fail "2 ranks, host copy: $(cat "$work/out")"

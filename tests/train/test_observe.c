@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ampx/ampx.h"
+#include "ampx/inject.h"
 #include "ampx/train.h"
 
 static ampx_backend *open_cpu(void) {

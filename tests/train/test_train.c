@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ampx/ampx.h"
+#include "ampx/inject.h"
 #include "ampx/train.h"
 
 static ampx_backend *open_cpu(void) {
@@ -442,6 +443,34 @@ Test(skip, injected_nonfinite_gradient_is_skipped_and_training_recovers) {
     cr_assert_eq(ampx_trainer_evaluate(t, &ev), AMPX_OK);
     cr_expect_gt(ev.accuracy, 0.9, "accuracy %.3f after recovering", ev.accuracy);
     free(s0), free(s1);
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+}
+
+/* The call layer's counts: every step of a model issues the same ops (its nodes' and the
+ * step's own), ampx_trainer_ops_issued grows by them, and what a run issues outside its steps
+ * (the flush's weights check) does not depend on how many steps it ran. */
+Test(ops, issued_grows_by_each_steps_ops) {
+    ampx_model *m                             = load(mlp_path(), NULL);
+    ampx_model_train_config(m)->log_every     = 100; /* one flush per run below */
+    ampx_model_train_config(m)->monitor_every = 0;
+    ampx_backend *be                          = open_cpu();
+    ampx_trainer *t                           = trainer(m, be);
+    uint64_t created                          = ampx_trainer_ops_issued(t);
+    cr_expect_gt(created, 0, "creating issues ops (the backend's self-check, the copies' casts)");
+    cr_expect_eq(ampx_trainer_last_step_ops(t), 0, "no step ran yet");
+    cr_assert_eq(ampx_trainer_run(t, 1, NULL, NULL), AMPX_OK, "%s", ampx_trainer_error(t));
+    uint64_t one = ampx_trainer_last_step_ops(t), after_one = ampx_trainer_ops_issued(t);
+    /* the forward and backward nodes, unscale_check, sum_squares, the optimizer, the scaler */
+    cr_expect_geq(one, 4 + 2 * 3, "a step issued %llu ops", (unsigned long long)one);
+    cr_expect_geq(after_one - created, one);
+    cr_assert_eq(ampx_trainer_run(t, 5, NULL, NULL), AMPX_OK, "%s", ampx_trainer_error(t));
+    uint64_t last = ampx_trainer_last_step_ops(t), after_five = ampx_trainer_ops_issued(t);
+    cr_expect_eq(last, one, "step 5 issued %llu ops, step 1 %llu", (unsigned long long)last,
+                 (unsigned long long)one);
+    cr_expect_eq(after_five - after_one - 4 * last, after_one - created - one,
+                 "the ops outside the steps of a run depend on its steps' count");
     ampx_trainer_free(t);
     ampx_backend_close(be);
     ampx_model_free(m);

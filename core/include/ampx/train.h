@@ -244,12 +244,8 @@ AMPX_API ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const fl
  * scale as it stands, leaving the scaled gradients in place: no unscale, no optimizer.
  * *loss gets the batch loss. */
 AMPX_API ampx_status ampx_trainer_gradients(ampx_trainer *t, int64_t first, double *loss);
-/* Makes gradient tensor `param` hold a non-finite value after the backward of step `step`
- * (1-based): a fault injection for testing that overflows are skipped. */
-AMPX_API void ampx_trainer_inject_nonfinite(ampx_trainer *t, int64_t step, int param);
-/* Makes the master weight `param` non-finite after the optimizer of step `step`, as an
- * update that overflowed would: a fault injection for the run-health check. */
-AMPX_API void ampx_trainer_inject_nonfinite_update(ampx_trainer *t, int64_t step, int param);
+/* (Fault injection for tests, ampx_trainer_inject_nonfinite*, is declared in the
+ * repository's core/internal/ampx/inject.h: libampx exports it, the headers do not.) */
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "ampx/ampx.h"
+#include "base/error.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -39,7 +40,7 @@ ampx_status ampx_dist_init(ampx_dist **out, char *err, size_t err_cap) {
 #ifdef AMPX_HAVE_MPI
     ampx_dist *d = calloc(1, sizeof *d);
     if (!d) {
-        snprintf(err, err_cap, "out of memory");
+        err_set(ERR(err, err_cap), "out of memory");
         return AMPX_ERR_NO_MEMORY;
     }
     ampx_status st = dist_mpi_init(d, err, err_cap);
@@ -50,10 +51,10 @@ ampx_status ampx_dist_init(ampx_dist **out, char *err, size_t err_cap) {
     *out = d;
     return AMPX_OK;
 #else
-    snprintf(err, err_cap,
-             "started as one of %d ranks, but this ampx was built without MPI (install "
-             "libopenmpi-dev and rebuild): refusing to train %d independent copies",
-             n, n);
+    err_set(ERR(err, err_cap),
+            "started as one of %d ranks, but this ampx was built without MPI (install "
+            "libopenmpi-dev and rebuild): refusing to train %d independent copies",
+            n, n);
     return AMPX_ERR_UNAVAILABLE;
 #endif
 }
@@ -119,17 +120,17 @@ int dist_nccl_built(void) {
 }
 ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, char *err, size_t cap) {
     *out = NULL;
-    snprintf(err, cap, "this ampx was built without NCCL");
+    err_set(ERR(err, cap), "this ampx was built without NCCL");
     return AMPX_ERR_UNAVAILABLE;
 }
 ampx_status dist_nccl_allreduce_f32(dist_nccl *c, void *dev, uint64_t n, int mean, void *stream,
                                     char *err, size_t cap) {
-    snprintf(err, cap, "this ampx was built without NCCL");
+    err_set(ERR(err, cap), "this ampx was built without NCCL");
     return AMPX_ERR_UNAVAILABLE;
 }
 ampx_status dist_nccl_broadcast(dist_nccl *c, void *dev, uint64_t bytes, int root, void *stream,
                                 char *err, size_t cap) {
-    snprintf(err, cap, "this ampx was built without NCCL");
+    err_set(ERR(err, cap), "this ampx was built without NCCL");
     return AMPX_ERR_UNAVAILABLE;
 }
 void dist_nccl_free(dist_nccl *c) {}

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "dist/comm.h"
 
 typedef struct mpi_impl {
@@ -19,8 +20,9 @@ typedef struct mpi_impl {
 static ampx_status mpi_fail(ampx_dist *d, int rc, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
-    snprintf(d->error, sizeof d->error, "%s: %s", what, msg);
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+        err_set(ERR(msg, sizeof msg), "error %d", rc);
+    err_set(ERR(d->error, sizeof d->error), "%s: %s", what, msg);
     return AMPX_ERR_DEVICE;
 }
 
@@ -40,8 +42,8 @@ static ampx_status mpi_iallreduce(ampx_dist *d, float *buf, uint64_t n) {
     mpi_impl *m = d->impl;
     for (uint64_t at = 0; at < n;) {
         if (m->n_pending == DIST_MAX_PENDING) {
-            snprintf(d->error, sizeof d->error, "more than %d all-reduces in flight",
-                     DIST_MAX_PENDING);
+            err_set(ERR(d->error, sizeof d->error), "more than %d all-reduces in flight",
+                    DIST_MAX_PENDING);
             return AMPX_ERR_INVALID;
         }
         int c  = n - at > (uint64_t)1 << 30 ? 1 << 30 : (int)(n - at);
@@ -117,12 +119,12 @@ ampx_status dist_mpi_init(ampx_dist *d, char *err, size_t cap) {
     int provided = 0, inited = 0;
     MPI_Initialized(&inited);
     if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-        snprintf(err, cap, "MPI_Init_thread failed");
+        err_set(ERR(err, cap), "MPI_Init_thread failed");
         return AMPX_ERR_UNAVAILABLE;
     }
     mpi_impl *m = calloc(1, sizeof *m);
     if (!m) {
-        snprintf(err, cap, "out of memory");
+        err_set(ERR(err, cap), "out of memory");
         return AMPX_ERR_NO_MEMORY;
     }
     /* a communicator of our own, so an application's other MPI traffic never interleaves */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "dist/comm.h"
 
 typedef struct nccl_api {
@@ -41,14 +42,14 @@ static void *open_nccl(char *err, size_t cap) {
         void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (h) return h;
     }
-    snprintf(err, cap, "NCCL: cannot load libnccl.so.2 (%s)", dlerror());
+    err_set(ERR(err, cap), "NCCL: cannot load libnccl.so.2 (%s)", dlerror());
     return NULL;
 }
 
 static ampx_status nccl_fail(dist_nccl *c, ncclResult_t r, const char *what, char *err,
                              size_t cap) {
-    snprintf(err, cap, "rank %d: %s: %s", c->rank, what,
-             c->api.error_string ? c->api.error_string(r) : "NCCL error");
+    err_set(ERR(err, cap), "rank %d: %s: %s", c->rank, what,
+            c->api.error_string ? c->api.error_string(r) : "NCCL error");
     return AMPX_ERR_DEVICE;
 }
 
@@ -57,7 +58,7 @@ ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, char *err, size_t cap)
     dist_nccl *c   = calloc(1, sizeof *c);
     ampx_status st = AMPX_ERR_UNAVAILABLE;
     if (!c) {
-        snprintf(err, cap, "out of memory");
+        err_set(ERR(err, cap), "out of memory");
         return AMPX_ERR_NO_MEMORY;
     }
     c->rank = d->rank;
@@ -74,7 +75,7 @@ ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, char *err, size_t cap)
                 {(void **)&c->api.error_string, "ncclGetErrorString"}};
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
         if (!(*syms[i].slot = dlsym(c->lib, syms[i].name))) {
-            snprintf(err, cap, "NCCL: libnccl.so.2 has no %s", syms[i].name);
+            err_set(ERR(err, cap), "NCCL: libnccl.so.2 has no %s", syms[i].name);
             goto fail;
         }
     /* every rank takes part in the broadcast, so a failure on rank 0 does not strand them */
@@ -86,12 +87,12 @@ ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, char *err, size_t cap)
     ncclResult_t r = ncclSuccess;
     if (d->rank == 0) boot.ok = (r = c->api.get_unique_id(&boot.id)) == ncclSuccess;
     if ((st = dist_broadcast(d, &boot, sizeof boot, 0))) {
-        snprintf(err, cap, "%s", d->error);
+        err_set(ERR(err, cap), "%s", d->error);
         goto fail;
     }
     if (!boot.ok) {
         st = d->rank == 0 ? nccl_fail(c, r, "ncclGetUniqueId", err, cap) : AMPX_ERR_UNAVAILABLE;
-        if (d->rank) snprintf(err, cap, "rank %d: rank 0 could not make the NCCL id", d->rank);
+        if (d->rank) err_set(ERR(err, cap), "rank %d: rank 0 could not make the NCCL id", d->rank);
         goto fail;
     }
     if ((r = c->api.comm_init_rank(&c->comm, d->size, boot.id, d->rank)) != ncclSuccess) {

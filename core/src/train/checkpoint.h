@@ -5,10 +5,8 @@
 
 #include <stddef.h>
 
+#include "train/safetensors.h"
 #include "train/trainer.h"
-
-/* The largest safetensors header accepted: far more than TR_MAX_PARAMS tensors need. */
-#define CK_MAX_HEADER_BYTES (16u << 20)
 
 /* Validates a whole checkpoint file held in memory (name: for messages) against the
  * trainer's model and, only when every check passed, writes it to the device. */

@@ -14,12 +14,6 @@
 #include "config/input.h"
 #include "config/json.h"
 
-double data_uniform(uint64_t seed, uint64_t i) {
-    uint32_t hi = ampx_hash32(seed ^ 0x9E3779B97F4A7C15ull, i);
-    uint32_t lo = ampx_hash32(seed + 0x632BE59BD9B4E019ull, i);
-    return ((double)(hi >> 5) * 67108864.0 + (double)(lo >> 6)) / 9007199254740992.0;
-}
-
 static double normal(uint64_t seed, uint64_t i) {
     double u1 = data_uniform(seed, 2 * i), u2 = data_uniform(seed, 2 * i + 1);
     return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
@@ -236,6 +230,81 @@ static int csv_number(const char *s, size_t n, double *v) {
     return 1;
 }
 
+/* Whether blanks alone fill [s, s + n). */
+static int csv_blank(const char *s, size_t n) {
+    size_t b = 0;
+    while (b < n && (s[b] == ' ' || s[b] == '\t'))
+        b++;
+    return b == n;
+}
+
+/* "auto" header detection: a header has no empty field and one that is not a number. */
+static int csv_is_header(const char *line, size_t ll) {
+    int empty = 0, text_field = 0;
+    for (size_t a = 0, k = 0; k <= ll; k++)
+        if (k == ll || line[k] == ',') {
+            double v;
+            if (csv_blank(line + a, k - a))
+                empty = 1;
+            else if (!csv_number(line + a, k - a, &v))
+                text_field = 1;
+            a = k + 1;
+        }
+    return text_field && !empty;
+}
+
+/* Room for twice the rows (at least 64) of f features and a label. */
+static int csv_grow(const char *path, int64_t f, float **x, int32_t **y, int64_t *rows_cap,
+                    char *err, size_t cap) {
+    int64_t nc = *rows_cap ? *rows_cap * 2 : 64;
+    size_t xb;
+    if (__builtin_mul_overflow((size_t)nc, (size_t)f * sizeof(float), &xb))
+        return err_set(ERR(err, cap), "%s: out of memory", path);
+    float *nx   = realloc(*x, xb ? xb : 1);
+    int32_t *ny = nx ? realloc(*y, sizeof(int32_t) * (size_t)nc) : NULL;
+    if (nx) *x = nx;
+    if (ny) *y = ny;
+    if (!nx || !ny)
+        return err_set(ERR(err, cap), "%s: out of memory for %lld rows of %lld features", path,
+                       (long long)nc, (long long)f);
+    *rows_cap = nc;
+    return 0;
+}
+
+/* Line line_no (ll bytes, cols fields) into its features x (f of them) and label *y. */
+static int csv_row(const data_request *m, const char *path, const char *line, size_t ll,
+                   int64_t line_no, int64_t labcol, float *x, int32_t *y, char *err, size_t cap) {
+    int64_t col = 0, fi = 0;
+    for (size_t a = 0, k = 0; k <= ll; k++) {
+        if (k < ll && line[k] != ',') continue;
+        double v;
+        int shown = (int)(k - a < 40 ? k - a : 40);
+        if (!csv_number(line + a, k - a, &v)) {
+            if (csv_blank(line + a, k - a))
+                return err_set(ERR(err, cap), "%s:%lld: column %lld is empty", path,
+                               (long long)line_no, (long long)col + 1);
+            return err_set(ERR(err, cap), "%s:%lld: column %lld: \"%.*s\" is not a number%s", path,
+                           (long long)line_no, (long long)col + 1, shown, line + a,
+                           line_no == 1 ? " (set \"header\": true if this line is a header)" : "");
+        }
+        if (col == labcol) {
+            if (v != floor(v) || v < 0 || v >= (double)m->classes)
+                return err_set(ERR(err, cap), "%s:%lld: label %g is not an integer in [0, %lld)",
+                               path, (long long)line_no, v, (long long)m->classes);
+            *y = (int32_t)v;
+        } else {
+            if (!(fabs(v) <= FLT_MAX))
+                return err_set(ERR(err, cap),
+                               "%s:%lld: column %lld: %.*s is out of the range of f32", path,
+                               (long long)line_no, (long long)col + 1, shown, line + a);
+            x[fi++] = (float)v;
+        }
+        col++;
+        a = k + 1;
+    }
+    return 0;
+}
+
 int data_csv_parse(const data_request *m, const char *path, const char *text, size_t len, float **x,
                    int32_t **y, int64_t *n, char *err, size_t cap) {
     int64_t f = m->features, cols = f + 1;
@@ -244,10 +313,9 @@ int data_csv_parse(const data_request *m, const char *path, const char *text, si
     int rc = -1;
     *x = NULL, *y = NULL;
     if (labcol >= cols) {
-        snprintf(
-            err, cap,
-            "%s: label_column %lld is past the %lld columns (features + label) the model reads",
-            path, (long long)labcol, (long long)cols);
+        err_set(ERR(err, cap),
+                "%s: label_column %lld is past the %lld columns (features + label) the model reads",
+                path, (long long)labcol, (long long)cols);
         goto out;
     }
     if (memchr(text, 0, len)) {
@@ -264,23 +332,7 @@ int data_csv_parse(const data_request *m, const char *path, const char *text, si
         for (size_t k = 0; k < ll; k++)
             fields += line[k] == ',';
         int header = line_no == 1 && m->cfg->data.header == 1;
-        if (line_no == 1 && m->cfg->data.header == -1) {
-            /* auto: a header has no empty field and one that is not a number */
-            int empty = 0, text_field = 0;
-            for (size_t a = 0, k = 0; k <= ll; k++)
-                if (k == ll || line[k] == ',') {
-                    double v;
-                    size_t b = a;
-                    while (b < k && (line[b] == ' ' || line[b] == '\t'))
-                        b++;
-                    if (b == k)
-                        empty = 1;
-                    else if (!csv_number(line + a, k - a, &v))
-                        text_field = 1;
-                    a = k + 1;
-                }
-            header = text_field && !empty;
-        }
+        if (line_no == 1 && m->cfg->data.header == -1) header = csv_is_header(line, ll);
         if (header) continue;
         if (fields != cols) {
             err_set(ERR(err, cap),
@@ -288,61 +340,9 @@ int data_csv_parse(const data_request *m, const char *path, const char *text, si
                     (long long)line_no, (long long)cols, (long long)f, (long long)fields);
             goto out;
         }
-        if (rows == rows_cap) {
-            int64_t nc = rows_cap ? rows_cap * 2 : 64;
-            size_t xb;
-            if (__builtin_mul_overflow((size_t)nc, (size_t)f * sizeof(float), &xb)) {
-                err_set(ERR(err, cap), "%s: out of memory", path);
-                goto out;
-            }
-            float *nx   = realloc(*x, xb ? xb : 1);
-            int32_t *ny = nx ? realloc(*y, sizeof(int32_t) * (size_t)nc) : NULL;
-            if (nx) *x = nx;
-            if (ny) *y = ny;
-            if (!nx || !ny) {
-                err_set(ERR(err, cap), "%s: out of memory for %lld rows of %lld features", path,
-                        (long long)nc, (long long)f);
-                goto out;
-            }
-            rows_cap = nc;
-        }
-        int64_t col = 0, fi = 0;
-        for (size_t a = 0, k = 0; k <= ll; k++) {
-            if (k < ll && line[k] != ',') continue;
-            double v;
-            if (!csv_number(line + a, k - a, &v)) {
-                size_t b = a;
-                while (b < k && (line[b] == ' ' || line[b] == '\t'))
-                    b++;
-                if (b == k)
-                    err_set(ERR(err, cap), "%s:%lld: column %lld is empty", path,
-                            (long long)line_no, (long long)col + 1);
-                else
-                    err_set(ERR(err, cap), "%s:%lld: column %lld: \"%.*s\" is not a number%s", path,
-                            (long long)line_no, (long long)col + 1, (int)(k - a < 40 ? k - a : 40),
-                            line + a,
-                            line_no == 1 ? " (set \"header\": true if this line is a header)" : "");
-                goto out;
-            }
-            if (col == labcol) {
-                if (v != floor(v) || v < 0 || v >= (double)m->classes) {
-                    err_set(ERR(err, cap), "%s:%lld: label %g is not an integer in [0, %lld)", path,
-                            (long long)line_no, v, (long long)m->classes);
-                    goto out;
-                }
-                (*y)[rows] = (int32_t)v;
-            } else {
-                if (!(fabs(v) <= FLT_MAX)) {
-                    err_set(ERR(err, cap), "%s:%lld: column %lld: %.*s is out of the range of f32",
-                            path, (long long)line_no, (long long)col + 1,
-                            (int)(k - a < 40 ? k - a : 40), line + a);
-                    goto out;
-                }
-                (*x)[rows * f + fi++] = (float)v;
-            }
-            col++;
-            a = k + 1;
-        }
+        if (rows == rows_cap && csv_grow(path, f, x, y, &rows_cap, err, cap)) goto out;
+        if (csv_row(m, path, line, ll, line_no, labcol, *x + rows * f, *y + rows, err, cap))
+            goto out;
         rows++;
     }
     if (rows == 0) {

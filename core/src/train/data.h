@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ampx/dtype.h"
 #include "config/settings.h"
 
 typedef struct dataset {
@@ -56,7 +57,15 @@ int data_csv_parse(const data_request *m, const char *path, const char *text, si
 int data_idx_check(const char *path, uint32_t magic, const unsigned char *buf, size_t len,
                    int64_t dims[3], char *err, size_t cap);
 
-/* A uniform double in [0, 1) from a counter: the data and initializers' only randomness. */
-double data_uniform(uint64_t seed, uint64_t i);
+/* A uniform double in [0, 1) from a counter: the data and initializers' only randomness.
+ * 53 random bits (27 of one hash word, 26 of another) over 2^53: every double in [0, 1) on
+ * the 2^-53 grid is equally likely, and 1 is never returned. Inline here so that every
+ * reader (data.c, text.c, the trainer) draws from the same stream without calling into
+ * each other. */
+static inline double data_uniform(uint64_t seed, uint64_t i) {
+    uint32_t hi = ampx_hash32(seed ^ 0x9E3779B97F4A7C15ull, i);
+    uint32_t lo = ampx_hash32(seed + 0x632BE59BD9B4E019ull, i);
+    return ((double)(hi >> 5) * 67108864.0 + (double)(lo >> 6)) / 9007199254740992.0;
+}
 
 #endif

@@ -1,7 +1,8 @@
 /* data_parallel.c — the trainer's side of data-parallel training (docs/DISTRIBUTED.md):
- * refusing ranks that run something else than rank 0, making every rank's state rank 0's,
- * the bucketed gradient all-reduce of a step, the mean of the per-rank losses, and the
- * check that the ranks still agree.
+ * refusing ranks that run something else than rank 0, rank 0's bytes to every rank, the
+ * bucketed gradient all-reduce of a step, the mean of the per-rank losses, and the check
+ * that the ranks still agree. It works on a dp_state and what the trainer hands it
+ * (data_parallel.h), never on the trainer itself.
  *
  * Once the backward's last node writing into a bucket has run (in the step's last
  * micro-batch), the bucket's all-reduce starts: MPI_Iallreduce on host memory (the arena
@@ -10,7 +11,8 @@
  * written back; or ncclAllReduce on the backend's CUDA stream. Unscale-and-check then reads
  * gradients that are bitwise the same on every rank, so the non-finite flags and the
  * scaler's decision are too. */
-#include <math.h>
+#include "train/data_parallel.h"
+
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +22,6 @@
 #include "dist/comm.h"
 #include "graph/ops.h"
 #include "obs/trace.h"
-#include "train/trainer.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -28,8 +29,22 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static ampx_status comm_fail(ampx_trainer *t, ampx_status st) {
-    return tr_fail(t, st, "%s", t->dist->error);
+static ampx_status comm_fail(dp_state *dp, ampx_status st) {
+    err_set(dp->err, "%s", dp->dist->error);
+    return st;
+}
+
+/* Buffer calls go through the trainer's call layer, which words their failures. */
+static ampx_status check(dp_state *dp, ampx_status st, const char *what) {
+    return call_check(dp->call, st, what);
+}
+
+void dp_init(dp_state *dp, ampx_dist *dist, call_ctx *call, char *err, size_t cap) {
+    dp->dist  = dist;
+    dp->rank  = ampx_dist_rank(dist);
+    dp->world = ampx_dist_size(dist);
+    dp->call  = call;
+    dp->err   = ERR(err, cap);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -46,13 +61,14 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 /* The model file's bytes, the settings as parsed (the policy and scaler, also from --policy;
  * command-line overrides), the graph with every value's dtype, the ampx and backend
  * versions, and the environment that shapes the all-reduce (bucket size, path). */
-static uint64_t run_hash(const ampx_trainer *t) {
-    const settings *c = &t->m->cfg;
-    uint64_t h        = 0xCBF29CE484222325ull;
-    h                 = fnv(h, AMPX_VERSION_STRING, sizeof AMPX_VERSION_STRING);
-    h                 = fnv(h, t->ifc->name, strlen(t->ifc->name));
-    h                 = fnv(h, t->ifc->version, strlen(t->ifc->version));
-    FILE *f           = fopen(c->file, "rb");
+static uint64_t run_hash(const dp_state *dp, const settings *c, const g_graph *g,
+                         const ampx_scalars *fresh) {
+    const ampx_backend_iface *ifc = dp->call->ifc;
+    uint64_t h                    = 0xCBF29CE484222325ull;
+    h                             = fnv(h, AMPX_VERSION_STRING, sizeof AMPX_VERSION_STRING);
+    h                             = fnv(h, ifc->name, strlen(ifc->name));
+    h                             = fnv(h, ifc->version, strlen(ifc->version));
+    FILE *f                       = fopen(c->file, "rb");
     if (f) {
         unsigned char buf[4096];
         size_t n;
@@ -65,9 +81,7 @@ static uint64_t run_hash(const ampx_trainer *t) {
     for (int i = 0; i < p->n_overrides; i++)
         h = fnv(h, p->overrides[i].glob, strlen(p->overrides[i].glob)),
         HASH(h, p->overrides[i].dtype);
-    ampx_scalars s; /* the scaler and schedule configuration, as the device gets it */
-    init_scalars(t->m, &s);
-    HASH(h, s);
+    HASH(h, *fresh); /* the scaler and schedule configuration, as the device gets it */
     const optimizer_config *o = &c->opt;
     HASH(h, o->kind), HASH(h, o->lr), HASH(h, o->weight_decay), HASH(h, o->beta1);
     HASH(h, o->beta2), HASH(h, o->eps), HASH(h, o->momentum), HASH(h, o->dampening);
@@ -78,13 +92,13 @@ static uint64_t run_hash(const ampx_trainer *t) {
     const data_config *d = &c->data;
     HASH(h, d->source), HASH(h, d->samples), HASH(h, d->noise), HASH(h, d->test_fraction);
     HASH(h, d->turns), HASH(h, d->val_fraction), HASH(h, d->eval_windows), HASH(h, d->text_bytes);
-    for (int v = 0; v < t->g.n_values; v++) {
-        const g_value *x = &t->g.values[v];
+    for (int v = 0; v < g->n_values; v++) {
+        const g_value *x = &g->values[v];
         h                = fnv(h, x->name, strlen(x->name));
         HASH(h, x->role), HASH(h, x->dtype), HASH(h, x->ndim), HASH(h, x->dims);
     }
-    for (int i = 0; i < t->g.n_nodes; i++)
-        HASH(h, t->g.nodes[i].op), HASH(h, t->g.nodes[i].dtype);
+    for (int i = 0; i < g->n_nodes; i++)
+        HASH(h, g->nodes[i].op), HASH(h, g->nodes[i].dtype);
     /* what decides the buckets and the all-reduce path: ranks must agree on both */
     static const char *const env[] = {"AMPX_BUCKET_KB", "AMPX_DIST_PATH"};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
@@ -96,73 +110,52 @@ static uint64_t run_hash(const ampx_trainer *t) {
 }
 
 /* Counts, on every rank, the ranks for which `differs` is set (an f32 sum: exact). */
-static ampx_status count_ranks(ampx_trainer *t, int differs, int *count) {
+static ampx_status count_ranks(dp_state *dp, int differs, int *count) {
     float n        = differs ? 1.0f : 0.0f;
-    ampx_status st = dist_allreduce(t->dist, &n, 1);
+    ampx_status st = dist_allreduce(dp->dist, &n, 1);
     *count         = (int)n;
-    return st ? comm_fail(t, st) : AMPX_OK;
+    return st ? comm_fail(dp, st) : AMPX_OK;
 }
 
-ampx_status dp_join(ampx_trainer *t) {
-    uint64_t mine = run_hash(t), first = mine;
-    ampx_status st = dist_broadcast(t->dist, &first, sizeof first, 0);
-    if (st) return comm_fail(t, st);
+ampx_status dp_join(dp_state *dp, const settings *cfg, const g_graph *g,
+                    const ampx_scalars *fresh) {
+    uint64_t mine = run_hash(dp, cfg, g, fresh), first = mine;
+    ampx_status st = dist_broadcast(dp->dist, &first, sizeof first, 0);
+    if (st) return comm_fail(dp, st);
     int bad;
-    if ((st = count_ranks(t, mine != first, &bad))) return st;
+    if ((st = count_ranks(dp, mine != first, &bad))) return st;
     if (!bad) return AMPX_OK;
-    if (mine != first)
-        return tr_fail(t, AMPX_ERR_INVALID,
-                       "rank %d runs another model, policy, settings or ampx version than rank 0 "
-                       "(hash %016llx, rank 0: %016llx): every rank must start the same ampx "
-                       "with the same model file, policy, options and AMPX_BUCKET_KB and "
-                       "AMPX_DIST_PATH",
-                       t->rank, (unsigned long long)mine, (unsigned long long)first);
-    return tr_fail(t, AMPX_ERR_INVALID,
-                   "%d of %d ranks run another model, policy, settings or ampx version than rank "
-                   "%d: refused",
-                   bad, t->world, t->rank);
+    if (mine != first) {
+        err_set(dp->err,
+                "rank %d runs another model, policy, settings or ampx version than rank 0 "
+                "(hash %016llx, rank 0: %016llx): every rank must start the same ampx "
+                "with the same model file, policy, options and AMPX_BUCKET_KB and "
+                "AMPX_DIST_PATH",
+                dp->rank, (unsigned long long)mine, (unsigned long long)first);
+        return AMPX_ERR_INVALID;
+    }
+    err_set(dp->err,
+            "%d of %d ranks run another model, policy, settings or ampx version than rank "
+            "%d: refused",
+            bad, dp->world, dp->rank);
+    return AMPX_ERR_INVALID;
 }
 
 // ---------------------------------------------------------------------------------------
 // Rank 0's state to every rank
 
-/* One device buffer range, rank 0's bytes into every rank's. */
-static ampx_status bcast_buffer(ampx_trainer *t, ampx_buffer *b, uint64_t off, uint64_t bytes,
-                                void *host) {
-    ampx_status st =
-        call_check(&t->call, t->ifc->buffer_read(t->ctx, b, off, host, bytes), "buffer_read");
+ampx_status dp_bcast_buffer(dp_state *dp, ampx_buffer *b, uint64_t off, uint64_t bytes,
+                            void *host) {
+    const ampx_backend_iface *ifc = dp->call->ifc;
+    ampx_status st = check(dp, ifc->buffer_read(dp->call->ctx, b, off, host, bytes), "buffer_read");
     if (st) return st;
-    if ((st = dist_broadcast(t->dist, host, bytes, 0))) return comm_fail(t, st);
-    return call_check(&t->call, t->ifc->buffer_write(t->ctx, b, off, host, bytes), "buffer_write");
+    if ((st = dist_broadcast(dp->dist, host, bytes, 0))) return comm_fail(dp, st);
+    return check(dp, ifc->buffer_write(dp->call->ctx, b, off, host, bytes), "buffer_write");
 }
 
-ampx_status ampx_trainer_sync(ampx_trainer *t) {
-    if (t->world < 2) return AMPX_OK;
-    uint64_t most = sizeof(ampx_scalars);
-    for (int i = 0; i < t->n_params; i++)
-        if (t->params[i].n * 4 > most) most = t->params[i].n * 4;
-    for (int i = 0; i < t->n_state; i++)
-        if (t->state[i].n * 4 > most) most = t->state[i].n * 4;
-    void *host = malloc(most);
-    if (!host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
-    ampx_status st = AMPX_OK;
-    for (int i = 0; i < t->n_params && !st; i++) {
-        param *p = &t->params[i];
-        /* the working copy as bytes too: with stochastic rounding it is not a cast of the
-         * master that each rank could redo */
-        if (!(st = bcast_buffer(t, p->master, 0, p->n * 4, host)) && p->copy)
-            st = bcast_buffer(t, p->copy, 0, p->n * 2, host);
-        if (!st && p->s1) st = bcast_buffer(t, p->s1, 0, p->n * 4, host);
-        if (!st && p->s2) st = bcast_buffer(t, p->s2, 0, p->n * 4, host);
-    }
-    for (int i = 0; i < t->n_state && !st; i++)
-        st = bcast_buffer(t, t->state[i].buf, 0, t->state[i].n * 4, host);
-    if (!st) st = bcast_buffer(t, t->scalars, 0, sizeof(ampx_scalars), host);
-    free(host);
-    int64_t step = t->step;
-    if (!st && (st = dist_broadcast(t->dist, &step, sizeof step, 0))) return comm_fail(t, st);
-    if (!st) t->step = t->ring_first = step;
-    return st;
+ampx_status dp_bcast_host(dp_state *dp, void *v, uint64_t bytes) {
+    ampx_status st = dist_broadcast(dp->dist, v, bytes, 0);
+    return st ? comm_fail(dp, st) : AMPX_OK;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -178,183 +171,188 @@ ampx_status ampx_trainer_sync(ampx_trainer *t) {
  * off NCCL. */
 enum { DP_HOST_COPY, DP_HOST_DIRECT, DP_NCCL };
 
-ampx_status dp_setup(ampx_trainer *t) {
-    const char *force = getenv("AMPX_DIST_PATH");
+ampx_status dp_setup(dp_state *dp, const grad_layout *grads) {
+    const ampx_backend_iface *ifc = dp->call->ifc;
+    ampx_context *ctx             = dp->call->ctx;
+    const char *force             = getenv("AMPX_DIST_PATH");
     uint32_t bk = AMPX_NATIVE_NONE, sk = AMPX_NATIVE_NONE;
     void *bh = NULL, *sh = NULL;
-    t->dp_path = DP_HOST_COPY;
-    if (t->ifc->size > offsetof(ampx_backend_iface, stream_native) && t->ifc->buffer_native &&
-        t->ifc->stream_native && !(force && !strcmp(force, "copy"))) {
+    dp->grads = grads;
+    dp->path  = DP_HOST_COPY;
+    if (ifc->size > offsetof(ampx_backend_iface, stream_native) && ifc->buffer_native &&
+        ifc->stream_native && !(force && !strcmp(force, "copy"))) {
         ampx_status st;
-        if ((st = call_check(&t->call, t->ifc->buffer_native(t->ctx, t->grads, &bk, &bh),
-                             "buffer_native")) ||
-            (st = call_check(&t->call, t->ifc->stream_native(t->ctx, &sk, &sh), "stream_native")))
+        if ((st = check(dp, ifc->buffer_native(ctx, grads->buf, &bk, &bh), "buffer_native")) ||
+            (st = check(dp, ifc->stream_native(ctx, &sk, &sh), "stream_native")))
             return st;
         if (bk == AMPX_NATIVE_HOST && sk == AMPX_NATIVE_HOST && bh) {
-            t->dp_path    = DP_HOST_DIRECT;
-            t->grads_host = bh;
+            dp->path       = DP_HOST_DIRECT;
+            dp->grads_host = bh;
             return AMPX_OK;
         }
         if (bk == AMPX_NATIVE_CUDA && sk == AMPX_NATIVE_CUDA && dist_nccl_built() &&
             !(force && !strcmp(force, "host"))) {
             char err[512];
             /* the kernels that wrote the parameters must be done before NCCL's first read */
-            if ((st = call_check(&t->call, t->ifc->synchronize(t->ctx), "synchronize"))) return st;
-            if ((st = dist_nccl_init(t->dist, &t->nccl, err, sizeof err)))
-                return tr_fail(t, st, "%s", err);
-            t->dp_path   = DP_NCCL;
-            t->grads_dev = bh;
-            t->dp_stream = sh;
+            if ((st = check(dp, ifc->synchronize(ctx), "synchronize"))) return st;
+            if ((st = dist_nccl_init(dp->dist, &dp->nccl, err, sizeof err))) {
+                err_set(dp->err, "%s", err);
+                return st;
+            }
+            dp->path      = DP_NCCL;
+            dp->grads_dev = bh;
+            dp->stream    = sh;
             return AMPX_OK;
         }
     }
-    if (!(t->grads_host = malloc(t->grads_bytes + 4)))
-        return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for the gradients' host copy");
+    if (!(dp->grads_host = malloc(grads->bytes + 4))) {
+        err_set(dp->err, "out of memory for the gradients' host copy");
+        return AMPX_ERR_NO_MEMORY;
+    }
     return AMPX_OK;
 }
 
-void dp_free(ampx_trainer *t) {
-    if (t->dp_path == DP_HOST_COPY) free(t->grads_host);
-    dist_nccl_free(t->nccl);
-    t->grads_host = NULL, t->nccl = NULL;
+void dp_free(dp_state *dp) {
+    if (dp->path == DP_HOST_COPY) free(dp->grads_host);
+    dist_nccl_free(dp->nccl);
+    dp->grads_host = NULL, dp->nccl = NULL;
 }
 
-void dp_begin_step(ampx_trainer *t) {
-    for (int b = 0; b < t->n_buckets; b++)
-        t->buckets[b].pending = 0;
-    for (int i = 0; i < t->n_params; i++)
-        if (t->params[i].done_node >= 0) t->buckets[t->params[i].bucket].pending++;
-    t->next_bucket = 0;
+void dp_begin_step(dp_state *dp, uint64_t inject_off, struct trace *traced) {
+    const grad_layout *g = dp->grads;
+    for (int b = 0; b < g->n_buckets; b++)
+        dp->pending[b] = 0;
+    for (int i = 0; i < g->n_params; i++)
+        if (g->done_node[i] >= 0) dp->pending[g->bucket[i]]++;
+    dp->next_bucket = 0;
+    dp->inject_off  = inject_off;
+    dp->traced      = traced;
 }
 
 /* Bucket b's gradients are final on this rank: its all-reduce starts. */
-static ampx_status start_bucket(ampx_trainer *t, int b) {
-    const grad_bucket *k = &t->buckets[b];
+static ampx_status start_bucket(dp_state *dp, int b) {
+    const grad_layout *g          = dp->grads;
+    const grad_bucket *k          = &g->buckets[b];
+    const ampx_backend_iface *ifc = dp->call->ifc;
     ampx_status st;
     /* a fault injection (tests) lands before the all-reduce, on this rank only */
-    if (t->step + 1 == t->inject_step && t->params[t->inject_param].bucket == b &&
-        (st = call_check(&t->call,
-                         t->ifc->buffer_fill(t->ctx, t->grads, t->params[t->inject_param].grad_off,
-                                             4, 0x7F800000u, 4),
-                         "buffer_fill")))
+    if (dp->inject_off != UINT64_MAX && dp->inject_off >= k->off &&
+        dp->inject_off < k->off + k->bytes &&
+        (st = check(dp, ifc->buffer_fill(dp->call->ctx, g->buf, dp->inject_off, 4, 0x7F800000u, 4),
+                    "buffer_fill")))
         return st;
-    if (t->dp_path == DP_NCCL) {
+    if (dp->path == DP_NCCL) {
         char err[512];
-        st = dist_nccl_allreduce_f32(t->nccl, (char *)t->grads_dev + k->off, k->bytes / 4, 1,
-                                     t->dp_stream, err, sizeof err);
-        return st ? tr_fail(t, st, "%s", err) : AMPX_OK;
-    }
-    float *h = t->grads_host + k->off / 4;
-    if (t->dp_path == DP_HOST_COPY &&
-        (st = call_check(&t->call, t->ifc->buffer_read(t->ctx, t->grads, k->off, h, k->bytes),
-                         "buffer_read")))
+        st = dist_nccl_allreduce_f32(dp->nccl, (char *)dp->grads_dev + k->off, k->bytes / 4, 1,
+                                     dp->stream, err, sizeof err);
+        if (st) err_set(dp->err, "%s", err);
         return st;
-    if ((st = dist_iallreduce(t->dist, h, k->bytes / 4))) return comm_fail(t, st);
+    }
+    float *h = dp->grads_host + k->off / 4;
+    if (dp->path == DP_HOST_COPY &&
+        (st = check(dp, ifc->buffer_read(dp->call->ctx, g->buf, k->off, h, k->bytes),
+                    "buffer_read")))
+        return st;
+    if ((st = dist_iallreduce(dp->dist, h, k->bytes / 4))) return comm_fail(dp, st);
     return AMPX_OK;
 }
 
 /* Starts the buckets, in order, whose gradients are all complete. */
-static ampx_status start_ready(ampx_trainer *t) {
+static ampx_status start_ready(dp_state *dp) {
     ampx_status st;
-    while (t->next_bucket < t->n_buckets && t->buckets[t->next_bucket].pending == 0)
-        if ((st = start_bucket(t, t->next_bucket++))) return st;
+    while (dp->next_bucket < dp->grads->n_buckets && dp->pending[dp->next_bucket] == 0)
+        if ((st = start_bucket(dp, dp->next_bucket++))) return st;
     return AMPX_OK;
 }
 
 /* The trace's communication slice, in a traced step. */
-static void comm_slice(ampx_trainer *t, const char *name, int64_t t0, uint64_t bytes) {
-    if (t->trace && trace_wants(t->trace, t->step + 1))
-        trace_comm(t->trace, name, t0, call_now_ns(), bytes);
+static void comm_slice(dp_state *dp, const char *name, int64_t t0, uint64_t bytes) {
+    if (dp->traced) trace_comm(dp->traced, name, t0, call_now_ns(), bytes);
 }
 
-ampx_status dp_after_node(ampx_trainer *t, int node) {
-    double t0   = now_ms();
-    int64_t ns0 = call_now_ns();
-    int before  = t->next_bucket;
-    for (int i = 0; i < t->n_params; i++)
-        if (t->params[i].done_node == node) t->buckets[t->params[i].bucket].pending--;
-    ampx_status st = start_ready(t);
-    if (!st && t->next_bucket > before) {
+ampx_status dp_after_node(dp_state *dp, int node) {
+    const grad_layout *g = dp->grads;
+    double t0            = now_ms();
+    int64_t ns0          = call_now_ns();
+    int before           = dp->next_bucket;
+    for (int i = 0; i < g->n_params; i++)
+        if (g->done_node[i] == node) dp->pending[g->bucket[i]]--;
+    ampx_status st = start_ready(dp);
+    if (!st && dp->next_bucket > before) {
         uint64_t bytes = 0;
-        for (int b = before; b < t->next_bucket; b++)
-            bytes += t->buckets[b].bytes;
-        comm_slice(t, "allreduce.start.f32", ns0, bytes);
+        for (int b = before; b < dp->next_bucket; b++)
+            bytes += g->buckets[b].bytes;
+        comm_slice(dp, "allreduce.start.f32", ns0, bytes);
     }
-    if (!st && t->dp_path != DP_NCCL && (st = dist_progress(t->dist))) st = comm_fail(t, st);
-    t->comm_ms += now_ms() - t0;
+    if (!st && dp->path != DP_NCCL && (st = dist_progress(dp->dist))) st = comm_fail(dp, st);
+    dp->comm_ms += now_ms() - t0;
     return st;
 }
 
-ampx_status dp_finish(ampx_trainer *t) {
-    double t0   = now_ms();
-    int64_t ns0 = call_now_ns();
+ampx_status dp_finish(dp_state *dp) {
+    const grad_layout *g = dp->grads;
+    double t0            = now_ms();
+    int64_t ns0          = call_now_ns();
     /* anything not started by the hooks (parameters no node writes: zeros) starts now */
-    for (int b = t->next_bucket; b < t->n_buckets; b++)
-        t->buckets[b].pending = 0;
-    ampx_status st = start_ready(t);
-    if (st || t->dp_path == DP_NCCL) { /* NCCL: enqueued, averaged, nothing to wait for */
-        t->comm_ms += now_ms() - t0;
+    for (int b = dp->next_bucket; b < g->n_buckets; b++)
+        dp->pending[b] = 0;
+    ampx_status st = start_ready(dp);
+    if (st || dp->path == DP_NCCL) { /* NCCL: enqueued, averaged, nothing to wait for */
+        dp->comm_ms += now_ms() - t0;
         return st;
     }
-    if ((st = dist_wait(t->dist))) return comm_fail(t, st);
+    if ((st = dist_wait(dp->dist))) return comm_fail(dp, st);
     /* the mean: x/N, one rounding, the same on every rank (exact for N a power of two) */
-    float inv  = 1.0f / (float)t->world;
-    uint64_t n = t->grads_bytes / 4;
+    float inv  = 1.0f / (float)dp->world;
+    uint64_t n = g->bytes / 4;
     for (uint64_t i = 0; i < n; i++)
-        t->grads_host[i] *= inv;
-    if (t->dp_path == DP_HOST_COPY)
-        st = call_check(&t->call,
-                        t->ifc->buffer_write(t->ctx, t->grads, 0, t->grads_host, t->grads_bytes),
-                        "buffer_write");
-    comm_slice(t, "allreduce.f32", ns0, t->grads_bytes);
-    t->comm_ms += now_ms() - t0;
+        dp->grads_host[i] *= inv;
+    if (dp->path == DP_HOST_COPY)
+        st = check(dp,
+                   dp->call->ifc->buffer_write(dp->call->ctx, g->buf, 0, dp->grads_host, g->bytes),
+                   "buffer_write");
+    comm_slice(dp, "allreduce.f32", ns0, g->bytes);
+    dp->comm_ms += now_ms() - t0;
     return st;
 }
 
-const char *ampx_trainer_dist_path(const ampx_trainer *t) {
+const char *dp_path_name(const dp_state *dp) {
     static const char *const names[] = {"host copy", "host memory in place", "NCCL"};
-    return t->world > 1 ? names[t->dp_path] : "";
-}
-
-void ampx_trainer_gradient_layout(const ampx_trainer *t, uint64_t *bytes, int *buckets) {
-    *bytes   = t->grads_bytes;
-    *buckets = t->n_buckets;
-}
-
-double ampx_trainer_comm_ms(const ampx_trainer *t) {
-    return t->comm_ms;
+    return dp->world > 1 ? names[dp->path] : "";
 }
 
 // ---------------------------------------------------------------------------------------
 // At each log interval
 
-ampx_status dp_mean_losses(ampx_trainer *t, float *loss, uint64_t n) {
-    ampx_status st = dist_allreduce(t->dist, loss, n);
-    if (st) return comm_fail(t, st);
+ampx_status dp_mean_losses(dp_state *dp, float *loss, uint64_t n) {
+    ampx_status st = dist_allreduce(dp->dist, loss, n);
+    if (st) return comm_fail(dp, st);
     for (uint64_t i = 0; i < n; i++)
-        loss[i] /= (float)t->world;
+        loss[i] /= (float)dp->world;
     return AMPX_OK;
 }
 
-ampx_status dp_check(ampx_trainer *t, const ampx_scalars *s, float weights_sq) {
+ampx_status dp_check(dp_state *dp, const ampx_scalars *s, float weights_sq, int64_t step) {
     uint64_t mine  = fnv(0xCBF29CE484222325ull, s, sizeof *s);
     mine           = fnv(mine, &weights_sq, sizeof weights_sq);
-    mine           = fnv(mine, &t->step, sizeof t->step);
+    mine           = fnv(mine, &step, sizeof step);
     uint64_t first = mine;
-    ampx_status st = dist_broadcast(t->dist, &first, sizeof first, 0);
-    if (st) return comm_fail(t, st);
+    ampx_status st = dist_broadcast(dp->dist, &first, sizeof first, 0);
+    if (st) return comm_fail(dp, st);
     int bad;
-    if ((st = count_ranks(t, mine != first, &bad)) || !bad) return st;
+    if ((st = count_ranks(dp, mine != first, &bad)) || !bad) return st;
     if (mine != first)
-        return tr_fail(t, AMPX_ERR_INVALID,
-                       "step %lld: rank %d's scalars block or weights differ from rank 0's (loss "
-                       "scale %g, %d applied, %d skipped; sum of squared weights %.9g): the ranks "
-                       "diverged",
-                       (long long)t->step, t->rank, (double)s->scale, s->applied_steps,
-                       s->skipped_steps, (double)weights_sq);
-    return tr_fail(t, AMPX_ERR_INVALID,
-                   "step %lld: %d of %d ranks hold another scalars block or weights than rank %d "
-                   "(loss scale %g, %d applied, %d skipped): the ranks diverged",
-                   (long long)t->step, bad, t->world, t->rank, (double)s->scale, s->applied_steps,
-                   s->skipped_steps);
+        err_set(dp->err,
+                "step %lld: rank %d's scalars block or weights differ from rank 0's (loss "
+                "scale %g, %d applied, %d skipped; sum of squared weights %.9g): the ranks "
+                "diverged",
+                (long long)step, dp->rank, (double)s->scale, s->applied_steps, s->skipped_steps,
+                (double)weights_sq);
+    else
+        err_set(dp->err,
+                "step %lld: %d of %d ranks hold another scalars block or weights than rank %d "
+                "(loss scale %g, %d applied, %d skipped): the ranks diverged",
+                (long long)step, bad, dp->world, dp->rank, (double)s->scale, s->applied_steps,
+                s->skipped_steps);
+    return AMPX_ERR_INVALID;
 }

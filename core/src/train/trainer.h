@@ -1,18 +1,37 @@
-/* trainer.h — the trainer's state, shared by the step loop (trainer.c) and the checkpoint
- * code (checkpoint.c). */
+/* trainer.h — the trainer's state and the few helpers its files share. struct ampx_trainer
+ * is the model's graph, plan and executor, the parameters, and one part per job, each
+ * written by the file that owns it:
+ *   trainer.c        creation, freeing, the parameters and their gradient arena (grads)
+ *   inputs.c         the graph's inputs over the data (in)
+ *   step.c           a step, the ring of step records and its flush (ring)
+ *   monitor.c        the gradient-health monitor (mon)
+ *   timeline.c       the trace window (timeline)
+ *   inject.c         fault injection for tests (inject)
+ *   data_parallel.c  the all-reduce (dp): handed what it needs, it never sees the trainer
+ *   infer.c          evaluate, logits, predict, gradients: forward passes outside a step
+ *   checkpoint.c     save and resume; export.c: plain weights out and in; both over
+ *                    safetensors.c
+ * Calls go one way: trainer.c calls inputs, step (ring_setup), monitor, timeline and
+ * data_parallel; step.c calls inputs, monitor, timeline, inject and data_parallel; infer.c
+ * calls inputs; checkpoint.c and export.c call trainer.c. What every file needs (messages,
+ * buffer calls, one micro-batch) is the static inline helpers at the end. */
 #ifndef AMPX_TRAINER_H
 #define AMPX_TRAINER_H
 
+#include <stdarg.h>
+#include <time.h>
+
 #include "ampx/train.h"
 #include "backend/call.h"
+#include "base/error.h"
 #include "obs/health.h"
 #include "passes/model.h"
 #include "passes/planner.h"
 #include "train/data.h"
+#include "train/data_parallel.h"
 #include "train/executor.h"
 
-#define TR_MAX_PARAMS 512
-#define TR_MAX_BUCKETS 512
+#define TR_MAX_PARAMS GRAD_MAX_PARAMS
 
 /* A trainable parameter: f32 master, f32 gradient, optimizer state, working copy. */
 typedef struct param {
@@ -24,17 +43,8 @@ typedef struct param {
     float wd;
     ampx_buffer *master, *grad, *s1, *s2, *copy; /* s1/s2: adam m, v or sgd momentum */
     uint64_t grad_off;     /* bytes: where the gradient sits in grad (the gradient arena) */
-    int done_node;         /* the last backward node that writes the gradient; -1: none */
-    int bucket;            /* the all-reduce bucket holding it (data-parallel runs) */
     ampx_dtype copy_dtype; /* AMPX_F32: no working copy */
 } param;
-
-/* A bucket of the gradient all-reduce: a byte range of the gradient arena, started once the
- * last backward node writing into it has run. */
-typedef struct grad_bucket {
-    uint64_t off, bytes;
-    int n_params, pending; /* pending: parameters not yet complete in this step */
-} grad_bucket;
 
 /* Non-trainable state saved in checkpoints (batch-norm running statistics). */
 typedef struct state_tensor {
@@ -42,6 +52,62 @@ typedef struct state_tensor {
     uint64_t n;
     ampx_buffer *buf;
 } state_tensor;
+
+/* The graph's inputs over the data (inputs.c). */
+typedef struct tr_inputs {
+    dataset data;
+    int tokens; /* the data is a token stream: windows are drawn per micro-batch */
+    int64_t micro_per_epoch, epoch_on_device;
+    float *shuffle_x, *host; /* host: one input's rows as the device gets them */
+    int32_t *shuffle_y;
+    ampx_buffer *train[G_MAX_INPUTS], *test[G_MAX_INPUTS];
+    int64_t offset[G_MAX_INPUTS]; /* f32 inputs: first feature; -1 labels; -2 one-hot;
+                                     -3 token ids */
+} tr_inputs;
+
+/* The ring of step records, read by the host only when it logs (step.c). */
+typedef struct tr_ring {
+    ampx_buffer *buf; /* K slots of slot_bytes */
+    uint64_t slot_bytes;
+    int64_t first;       /* step number of the first unread record */
+    double t_last_flush; /* host clock at the last flush */
+    health_state health; /* the run-health verdicts over the records */
+} tr_ring;
+
+/* The gradient-health monitor, every `every` steps; 0: off (monitor.c). Per ring slot of
+ * buf: the loss scale (f32, padded to 16 bytes), then for the parameters and then for the
+ * scanned node outputs (n_scan per micro-batch): 4 f32 stats each, 3 i32 counts each, an i32
+ * NaN count each. */
+typedef struct tr_monitor {
+    int64_t every;
+    int ready, live; /* live: this micro-batch, the nodes' outputs are scanned */
+    ampx_buffer *buf;
+    uint64_t slot_bytes;
+    ampx_dtype compute[TR_MAX_PARAMS]; /* per parameter: its layer's compute dtype */
+    ampx_dtype target[TR_MAX_PARAMS];  /* its grad_stats target: f16, bf16, else f32 */
+    char layer[TR_MAX_PARAMS][G_NAME_MAX];
+    int *scan_first, *scan_count; /* per node: first scan position and count */
+    int *scan_value, *scan_node;  /* per scan position: the value, its node */
+    int n_scan;
+    uint64_t slot_cur;   /* offset of the monitored step's slot */
+    unsigned char *host; /* host copy of the monitor slots at a flush */
+    ampx_tensor_health health[TR_MAX_PARAMS];
+    char first_nonfinite[320];
+} tr_monitor;
+
+/* (optional) --trace: the timeline being written (timeline.c). */
+typedef struct tr_timeline {
+    struct trace *trace;
+    uint64_t *dev_ns; /* device timestamps of a traced step, 2 per op */
+    uint32_t dev_cap; /* ops dev_ns holds; 0: the backend has no timestamps */
+} tr_timeline;
+
+/* Fault injection (tests, inject.c): +inf into a gradient before the step's unscale and
+ * check, or into a master after the step's update; steps are 1-based, -1: none. */
+typedef struct tr_inject {
+    int64_t grad_step, update_step;
+    int grad_param, update_param;
+} tr_inject;
 
 struct ampx_trainer {
     ampx_model *m;
@@ -53,86 +119,138 @@ struct ampx_trainer {
     plan plan;
     executor x;
     ampx_buffer **own; /* per value (the executor's placement) */
+    uint64_t *own_off; /* per value: offset in its own buffer (the gradients' arena offsets) */
     uint8_t *persistent;
-    dataset data;
-    int tokens;      /* the data is a token stream: windows are drawn per micro-batch */
-    int inference;   /* created for sampling: no data is loaded */
+    int inference;   /* created for sampling (1) or predicting (2): no data is loaded */
     int64_t B, A, K; /* micro-batch rows, micro-batches per step, ring slots */
-    int64_t micro_per_epoch, epoch_on_device;
-    float *shuffle_x, *host_in;
-    int32_t *shuffle_y;
-    ampx_buffer *in_train[G_MAX_INPUTS], *in_test[G_MAX_INPUTS];
-    int64_t in_offset[G_MAX_INPUTS]; /* f32 inputs: first feature; -1 labels; -2 one-hot */
     int n_params, n_state;
     param params[TR_MAX_PARAMS];
     state_tensor state[TR_MAX_PARAMS];
     ampx_buffer *arena;
-    /* the parameter gradients: one f32 arena, parameters in the order the backward completes
-     * them, so an all-reduce bucket is one offset range */
-    ampx_buffer *grads;
-    uint64_t grads_bytes;
-    uint64_t *own_off; /* per value: offset in its own buffer (the gradients' arena offsets) */
-    /* data-parallel runs (world > 1) */
-    ampx_dist *dist;
-    int rank, world;
-    int dp_path;       /* DP_HOST_COPY, DP_HOST_DIRECT, DP_NCCL (data_parallel.c) */
-    float *grads_host; /* the host memory the all-reduce runs on (a copy, or the arena) */
-    void *grads_dev;   /* DP_NCCL: the arena's device pointer, and the backend's stream */
-    void *dp_stream;
-    struct dist_nccl *nccl;
-    int n_buckets, next_bucket;
-    grad_bucket buckets[TR_MAX_BUCKETS];
-    double comm_ms;        /* host time in the gradient all-reduce */
-    int mon_live, dp_live; /* this micro-batch: the monitor scans, the buckets are watched */
-    ampx_buffer *scalars, *ring, *eval_loss;
-    uint64_t slot_bytes;
-    int64_t step;        /* steps done (applied + skipped) */
-    int64_t ring_first;  /* step number of the first unread record */
-    double t_last_flush; /* host clock at the last flush */
-    int64_t inject_step, inject_w_step;
-    int inject_param, inject_w_param;
-    /* gradient-health monitor, every mon_every steps; 0: off. Per ring slot of mon: the
-     * loss scale (f32, padded to 16 bytes), then for the parameters and then for the
-     * scanned node outputs (n_scan per micro-batch): 4 f32 stats each, 3 i32 counts each,
-     * an i32 NaN count each. */
-    int64_t mon_every;
-    int amp_fused; /* the backend has AMP_PASS (ABI 1.4): one op instead of grad_stats,
-                      unscale_check and sum_squares */
-    ampx_buffer *mon;
-    uint64_t mon_slot_bytes;
-    ampx_dtype mon_compute[TR_MAX_PARAMS]; /* per parameter: its layer's compute dtype */
-    ampx_dtype mon_target[TR_MAX_PARAMS];  /* its grad_stats target: f16, bf16, else f32 */
-    char mon_layer[TR_MAX_PARAMS][G_NAME_MAX];
-    int *scan_first, *scan_count; /* per node: first scan position and count */
-    int *scan_value, *scan_node;  /* per scan position: the value, its node */
-    int n_scan, mon_ready;
-    uint64_t mon_slot_cur;   /* offset of the monitored step's slot */
-    unsigned char *mon_host; /* host copy of the monitor slots at a flush */
-    ampx_tensor_health health[TR_MAX_PARAMS];
-    char first_nonfinite[320];
-    health_state health_st;
+    ampx_buffer *scalars, *eval_loss;
+    int64_t step;           /* steps done (applied + skipped) */
     uint64_t last_step_ops; /* ops the last step issued */
-    struct trace *trace;    /* (optional) --trace: the timeline being written */
-    uint64_t *dev_ns;       /* device timestamps of a traced step, 2 per op */
-    uint32_t dev_cap;       /* ops dev_ns holds; 0: the backend has no timestamps */
+    int amp_fused;          /* the backend has AMP_PASS (ABI 1.4): one op instead of grad_stats,
+                               unscale_check and sum_squares */
+    grad_layout grads;
+    tr_inputs in;
+    tr_ring ring;
+    tr_monitor mon;
+    tr_timeline timeline;
+    tr_inject inject;
+    dp_state dp; /* data-parallel runs (dp.world > 1) */
     char error[1024];
 };
 
-/* The scalars block of a fresh run: scaler and schedule configuration, initial state. */
+// ---------------------------------------------------------------------------------------
+// Between the files (each is defined in the file named)
+
+/* trainer.c: the scalars block of a fresh run: scaler and schedule configuration. */
 void init_scalars(const ampx_model *m, ampx_scalars *s);
 
-/* Data-parallel runs (data_parallel.c); every one is collective: all ranks call it. */
-ampx_status dp_join(ampx_trainer *t);  /* refuses ranks running another model than rank 0 */
-ampx_status dp_setup(ampx_trainer *t); /* picks the all-reduce path */
-void dp_free(ampx_trainer *t);
-void dp_begin_step(ampx_trainer *t);
-ampx_status dp_after_node(ampx_trainer *t, int node); /* last micro-batch: starts buckets */
-ampx_status dp_finish(ampx_trainer *t);               /* waits, averages, writes back */
-ampx_status dp_mean_losses(ampx_trainer *t, float *loss, uint64_t n);
-ampx_status dp_check(ampx_trainer *t, const ampx_scalars *s, float weights_sq);
+/* inputs.c */
+ampx_status inputs_map(ampx_trainer *t, data_request *req); /* the inputs onto the data */
+ampx_status inputs_alloc(ampx_trainer *t);                  /* host staging (after loading) */
+ampx_status inputs_upload(ampx_trainer *t);                 /* held-out rows; training buffers */
+void inputs_free(ampx_trainer *t);
+void inputs_bind(ampx_trainer *t, int test); /* the graph's inputs: training or held-out */
+ampx_status inputs_write_rows(ampx_trainer *t, const float *x, const int32_t *y, int64_t n);
+ampx_status inputs_write_windows(ampx_trainer *t, uint64_t key);
+ampx_status inputs_select_micro(ampx_trainer *t, int64_t global_micro);
+
+/* step.c */
+ampx_status ring_setup(ampx_trainer *t);
+
+/* monitor.c */
+ampx_status monitor_setup(ampx_trainer *t);
+void monitor_free(ampx_trainer *t);
+ampx_status monitor_begin_step(ampx_trainer *t, int64_t ring_at);
+ampx_status monitor_scan_node(executor *x, int node, void *trainer);
+ampx_status monitor_param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base);
+void monitor_amp_pass(ampx_trainer *t, ampx_amp_pass_args *f); /* the fused op's outputs */
+/* Fills t->mon.health and first_nonfinite from host slot i (of a flush's read). */
+void monitor_read(ampx_trainer *t, int64_t i, ampx_step_record *r);
+
+/* timeline.c: a traced step (begin, then end with the step's status). */
+ampx_status timeline_begin(ampx_trainer *t);
+ampx_status timeline_end(ampx_trainer *t, ampx_status st, uint64_t ops_before);
+void timeline_free(ampx_trainer *t);
+
+/* inject.c: applied by the step when t->step + 1 is the injection's step. */
+ampx_status inject_grad(ampx_trainer *t);
+ampx_status inject_update(ampx_trainer *t);
+uint64_t inject_grad_off(const ampx_trainer *t); /* data-parallel: UINT64_MAX for none */
+
+// ---------------------------------------------------------------------------------------
+// Shared helpers
 
 /* Writes a message into t->error and returns st. */
-ampx_status tr_fail(ampx_trainer *t, ampx_status st, const char *fmt, ...)
+static inline ampx_status tr_fail(ampx_trainer *t, ampx_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static inline ampx_status tr_fail(ampx_trainer *t, ampx_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    t->error[0] = 0;
+    err_vadd(ERR(t->error, sizeof t->error), fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* Buffer calls and the step's own ops go through the call layer like the nodes' ops. */
+static inline ampx_status tr_check(ampx_trainer *t, ampx_status st, const char *what) {
+    return call_check(&t->call, st, what);
+}
+
+static inline ampx_tensor tr_tensor(ampx_buffer *b, uint64_t off, ampx_dtype d) {
+    return (ampx_tensor){.buf = b, .offset = off, .dtype = d};
+}
+
+static inline ampx_status tr_alloc_zero(ampx_trainer *t, uint64_t bytes, ampx_buffer **out) {
+    ampx_status st =
+        tr_check(t, t->ifc->buffer_alloc(t->ctx, bytes ? bytes : 4, out), "buffer_alloc");
+    if (st) return st;
+    return tr_check(t, t->ifc->buffer_fill(t->ctx, *out, 0, bytes ? bytes : 4, 0, 4),
+                    "buffer_fill");
+}
+
+static inline ampx_status tr_upload(ampx_trainer *t, ampx_buffer **b, const void *src,
+                                    uint64_t bytes) {
+    ampx_status st =
+        tr_check(t, t->ifc->buffer_alloc(t->ctx, bytes ? bytes : 4, b), "buffer_alloc");
+    if (st || !bytes) return st;
+    return tr_check(t, t->ifc->buffer_write(t->ctx, *b, 0, src, bytes), "buffer_write");
+}
+
+/* A step's own op (cast, unscale, optimizer...), in the phase the trace shows it in. */
+static inline ampx_status tr_step_op(ampx_trainer *t, uint32_t op, const void *args) {
+    t->call.phase = op == AMPX_OP_SGD || op == AMPX_OP_ADAMW ? CALL_OPTIMIZER : CALL_AMP;
+    t->call.dtype = op == AMPX_OP_CAST ? ((const ampx_cast_args *)args)->dst.dtype : AMPX_F32;
+    return call_op(&t->call, "step", op, args);
+}
+
+/* One micro-batch: the forward nodes (and, training, the backward ones). */
+static inline ampx_status tr_micro_batch(ampx_trainer *t) {
+    return exec_run(&t->x, 0, t->x.training ? t->g.n_nodes : t->g.n_forward);
+}
+
+/* The parameter gradients as one tensor list (ts, ns: TR_MAX_PARAMS entries). */
+static inline ampx_tensor_list tr_grad_list(ampx_trainer *t, ampx_tensor *ts, uint64_t *ns) {
+    for (int i = 0; i < t->n_params; i++) {
+        ts[i] = tr_tensor(t->params[i].grad, t->params[i].grad_off, AMPX_F32);
+        ns[i] = t->params[i].n;
+    }
+    return (ampx_tensor_list){.count = (uint32_t)t->n_params, .tensors = ts, .n_elems = ns};
+}
+
+/* Whether 1-based step step1 is a monitored one. */
+static inline int tr_monitored(const ampx_trainer *t, int64_t step1) {
+    return t->mon.every > 0 && step1 % t->mon.every == 0;
+}
+
+static inline double tr_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 #endif

@@ -1,0 +1,197 @@
+/* infer.c — forward passes outside a step: the held-out evaluation, a token model's logits,
+ * a feature model's predictions, and the gradients of one batch (for checks against finite
+ * differences). Each runs the executor over rows of the graph's inputs with run_rows() and
+ * reads the logits back with read_logits(); the step's executor settings are put back after,
+ * so a run goes on as if nothing had happened (the training rows on the device are reloaded
+ * on the next step when they were overwritten). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ampx/dtype.h"
+#include "train/trainer.h"
+
+/* Runs the graph over rows [row0, row0 + rows) of the training (test: held-out) input
+ * buffers: the forward nodes, and the backward ones when training. The loss goes to
+ * eval_loss. */
+static ampx_status run_rows(ampx_trainer *t, int test, int training, uint64_t row0, uint64_t rows) {
+    inputs_bind(t, test);
+    t->x.training = training;
+    t->x.micro    = 0;
+    t->x.loss     = tr_tensor(t->eval_loss, 0, AMPX_F32);
+    t->x.row0     = row0;
+    t->x.rows     = rows;
+    return tr_micro_batch(t);
+}
+
+/* The executor as the step uses it. */
+static void run_done(ampx_trainer *t) {
+    inputs_bind(t, 0);
+    t->x.training = 1;
+    t->x.rows     = (uint64_t)t->B;
+}
+
+/* The first n logits of the last run, widened to f32 into out (n f32). Read as stored (f16
+ * and bf16 take the first half of out), then widened in place from the last element down:
+ * element k's 4 bytes overlap only stored elements 2k and 2k+1, already read. Widening is
+ * exact. */
+static ampx_status read_logits(ampx_trainer *t, uint64_t n, float *out) {
+    const g_graph *g = &t->g;
+    ampx_dtype ld    = g->values[g->logits].dtype;
+    ampx_tensor lt   = exec_tensor(&t->x, g->logits);
+    ampx_status st =
+        tr_check(t, t->ifc->buffer_read(t->ctx, lt.buf, lt.offset, out, n * ampx_dtype_size(ld)),
+                 "buffer_read");
+    if (st || ld == AMPX_F32) return st;
+    const uint16_t *raw = (const uint16_t *)out;
+    for (uint64_t k = n; k-- > 0;)
+        out[k] = ld == AMPX_BF16 ? ampx_bf16_to_f32(raw[k]) : ampx_f16_to_f32(raw[k]);
+    return AMPX_OK;
+}
+
+static ampx_status read_loss(ampx_trainer *t, float *loss) {
+    return tr_check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, 0, loss, 4), "buffer_read");
+}
+
+/* The index of the largest of c values (the first of equals). */
+static int64_t argmax(const float *v, uint64_t c) {
+    int64_t best = 0;
+    float bv     = -INFINITY;
+    for (uint64_t j = 0; j < c; j++)
+        if (v[j] > bv) bv = v[j], best = (int64_t)j;
+    return best;
+}
+
+ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
+    const g_graph *g = &t->g;
+    int64_t n = t->in.data.n_test, correct = 0;
+    double loss_sum = 0;
+    int classify    = g->values[g->labels].dtype == AMPX_I32;
+    uint64_t c      = (uint64_t)g_last(&g->values[g->logits]);
+    uint64_t pos    = classify ? (uint64_t)g_elems(&g->values[g->labels]) : 1;
+    float *logits   = malloc((size_t)((uint64_t)t->B * pos * c * 4));
+    if (!logits) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    ampx_status st = AMPX_OK;
+    for (int64_t r0 = 0; r0 < n && !st; r0 += t->B) {
+        uint64_t rows = (uint64_t)(n - r0 < t->B ? n - r0 : t->B);
+        float loss;
+        if ((st = run_rows(t, 1, 0, (uint64_t)r0, rows)) ||
+            (classify && (st = read_logits(t, rows * pos * c, logits))) ||
+            (st = read_loss(t, &loss)))
+            break;
+        loss_sum += (double)loss * (double)rows;
+        for (uint64_t r = 0; classify && r < rows * pos; r++)
+            correct +=
+                argmax(logits + r * c, c) == t->in.data.y_test[r0 * (int64_t)pos + (int64_t)r];
+    }
+    n *= (int64_t)pos; /* accuracy per position */
+    free(logits);
+    run_done(t);
+    if (st) return st;
+    out->examples = n;
+    out->accuracy = !classify ? -1 : n ? (double)correct / (double)n : 0;
+    out->loss     = n ? loss_sum / (double)(n / (int64_t)pos) : 0;
+    return AMPX_OK;
+}
+
+ampx_status ampx_trainer_logits(ampx_trainer *t, const int32_t *ids, int64_t rows, float *logits) {
+    const g_graph *g = &t->g;
+    if (!t->in.tokens)
+        return tr_fail(t, AMPX_ERR_INVALID, "logits of token windows need a token model");
+    if (rows < 1 || rows > t->B)
+        return tr_fail(t, AMPX_ERR_INVALID, "%lld windows; at most the batch, %lld",
+                       (long long)rows, (long long)t->B);
+    uint64_t T = (uint64_t)t->in.data.window, c = (uint64_t)g_last(&g->values[g->logits]);
+    uint64_t n     = (uint64_t)rows * T;
+    ampx_status st = AMPX_OK;
+    memset(t->in.host, 0, n * 4); /* the labels: any class will do, the loss is not read */
+    for (int i = 0; i < g->n_inputs && !st; i++)
+        st = tr_check(t,
+                      t->ifc->buffer_write(t->ctx, t->in.train[i], 0,
+                                           t->in.offset[i] == -3 ? (const void *)ids : t->in.host,
+                                           n * 4),
+                      "buffer_write");
+    if (st) return st;
+    st = run_rows(t, 0, 0, 0, (uint64_t)rows);
+    if (!st) st = read_logits(t, n * c, logits);
+    run_done(t);
+    return st;
+}
+
+ampx_status ampx_trainer_predict(ampx_trainer *t, const float *x, int64_t rows, float *out) {
+    const g_graph *g = &t->g;
+    if (t->in.tokens)
+        return tr_fail(t, AMPX_ERR_INVALID, "predictions of rows need a feature model");
+    if (rows < 1 || rows > t->B)
+        return tr_fail(t, AMPX_ERR_INVALID, "%lld rows; at most the batch, %lld", (long long)rows,
+                       (long long)t->B);
+    int32_t *zeros = calloc((size_t)rows, sizeof *zeros);
+    if (!zeros) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    ampx_status st = inputs_write_rows(t, x, zeros, rows);
+    free(zeros);
+    if (st) return st;
+    t->in.epoch_on_device = -1; /* the training rows there were overwritten */
+    uint64_t c            = (uint64_t)g_elems(&g->values[g->logits]);
+    st                    = run_rows(t, 0, 0, 0, (uint64_t)rows);
+    if (!st) st = read_logits(t, (uint64_t)rows * c, out);
+    run_done(t);
+    /* a classifier's logits become its probabilities (softmax in double) */
+    if (!st && g->values[g->labels].dtype == AMPX_I32)
+        for (int64_t r = 0; r < rows; r++) {
+            float *row = out + (uint64_t)r * c;
+            double mx = -INFINITY, sum = 0;
+            for (uint64_t j = 0; j < c; j++)
+                mx = row[j] > mx ? row[j] : mx;
+            for (uint64_t j = 0; j < c; j++)
+                sum += exp((double)row[j] - mx);
+            for (uint64_t j = 0; j < c; j++)
+                row[j] = (float)(exp((double)row[j] - mx) / sum);
+        }
+    return st;
+}
+
+ampx_status ampx_trainer_gradients(ampx_trainer *t, int64_t first, double *loss) {
+    ampx_status st;
+    if (t->in.tokens) {
+        /* the windows of a draw keyed apart from the steps' */
+        st = first < 0 ? tr_fail(t, AMPX_ERR_INVALID, "no draw %lld", (long long)first)
+                       : inputs_write_windows(t, (uint64_t)first | 1ull << 62);
+    } else {
+        if (first < 0 || first + t->B > t->in.data.n_train)
+            return tr_fail(t, AMPX_ERR_INVALID, "rows %lld..%lld are outside the training set",
+                           (long long)first, (long long)(first + t->B));
+        /* unshuffled rows: written over the epoch's copy, which is reloaded on the next step */
+        int64_t f = t->in.data.features;
+        st = inputs_write_rows(t, t->in.data.x_train + first * f, t->in.data.y_train + first, t->B);
+    }
+    if (st) return st;
+    t->in.epoch_on_device = -1;
+    t->x.step             = (uint64_t)t->step;
+    t->x.micro_batches    = 1;
+    st                    = run_rows(t, 0, 1, 0, (uint64_t)t->B);
+    t->x.micro_batches    = (uint64_t)t->A;
+    float l               = 0;
+    if (!st) st = read_loss(t, &l);
+    *loss = l;
+    return st;
+}
+
+int64_t ampx_trainer_window(const ampx_trainer *t) {
+    return t->in.tokens ? t->in.data.window : 0;
+}
+
+int64_t ampx_trainer_vocab(const ampx_trainer *t) {
+    return t->in.tokens ? (int64_t)g_last(&t->g.values[t->g.logits]) : 0;
+}
+
+int64_t ampx_trainer_features(const ampx_trainer *t) {
+    return t->in.tokens ? 0 : t->in.data.features;
+}
+
+int64_t ampx_trainer_outputs(const ampx_trainer *t) {
+    return t->in.tokens ? 0 : g_elems(&t->g.values[t->g.logits]);
+}
+
+int ampx_trainer_classifier(const ampx_trainer *t) {
+    return t->g.values[t->g.labels].dtype == AMPX_I32;
+}

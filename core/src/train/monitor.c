@@ -1,0 +1,251 @@
+/* monitor.c — the gradient-health monitor: grad_stats over every parameter gradient
+ * (scaled, as the backward left it) and over every node's outputs right after the node ran,
+ * into the monitor slot of the step; read back with the step records, never in between.
+ * A backend with AMP_PASS computes the parameters' part inside that fused op
+ * (monitor_amp_pass says where it writes). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ampx/dtype.h"
+#include "graph/ops.h"
+#include "train/trainer.h"
+
+#define MON_SCALE 0
+
+static uint64_t mon_off(const ampx_trainer *t, int part) {
+    uint64_t P = (uint64_t)t->n_params, S = (uint64_t)t->mon.n_scan * (uint64_t)t->A;
+    uint64_t offs[] = {16,
+                       16 + 16 * P,
+                       16 + 28 * P,
+                       16 + 32 * P,
+                       16 + 32 * P + 16 * S,
+                       16 + 32 * P + 28 * S,
+                       16 + 32 * P + 32 * S};
+    return offs[part];
+}
+enum { MON_PSTATS, MON_PCOUNTS, MON_PNAN, MON_SSTATS, MON_SCOUNTS, MON_SNAN, MON_END };
+
+/* The compute dtype of the layer that reads parameter p (its master or working copy). */
+static ampx_dtype layer_dtype(const ampx_trainer *t, const param *p) {
+    int copy = t->g.values[p->value].copy;
+    for (int i = 0; i < t->g.n_forward; i++) {
+        const g_node *n = &t->g.nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && (n->in[k] == p->value || n->in[k] == copy)) return n->dtype;
+    }
+    return AMPX_F32;
+}
+
+static void layer_of(const char *name, char *out, size_t cap) {
+    const char *dot = strrchr(name, '.');
+    snprintf(out, cap, "%.*s", dot ? (int)(dot - name) : (int)strlen(name), name);
+}
+
+ampx_status monitor_setup(ampx_trainer *t) {
+    if (t->mon.ready) return AMPX_OK;
+    t->mon.ready = 1;
+    for (int i = 0; i < t->n_params; i++) {
+        t->mon.compute[i] = layer_dtype(t, &t->params[i]);
+        t->mon.target[i]  = t->mon.compute[i] == AMPX_F16 || t->mon.compute[i] == AMPX_BF16
+                                ? t->mon.compute[i]
+                                : AMPX_F32;
+        layer_of(t->params[i].name, t->mon.layer[i], sizeof t->mon.layer[i]);
+    }
+    int N             = t->g.n_nodes;
+    t->mon.scan_first = calloc((size_t)N, sizeof *t->mon.scan_first);
+    t->mon.scan_count = calloc((size_t)N, sizeof *t->mon.scan_count);
+    t->mon.scan_value = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.scan_value);
+    t->mon.scan_node  = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.scan_node);
+    if (!t->mon.scan_first || !t->mon.scan_count || !t->mon.scan_value || !t->mon.scan_node)
+        return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < N; i++) {
+        const g_node *n      = &t->g.nodes[i];
+        t->mon.scan_first[i] = t->mon.n_scan;
+        if (n->op == OP_RESHAPE) continue;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0 && ampx_dtype_is_float(t->g.values[n->out[k]].dtype)) {
+                t->mon.scan_value[t->mon.n_scan]  = n->out[k];
+                t->mon.scan_node[t->mon.n_scan++] = i;
+                t->mon.scan_count[i]++;
+            }
+    }
+    t->mon.slot_bytes = (mon_off(t, MON_END) + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+    t->mon.host       = malloc(t->mon.slot_bytes * (uint64_t)t->K);
+    if (!t->mon.host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    return tr_alloc_zero(t, t->mon.slot_bytes * (uint64_t)t->K, &t->mon.buf);
+}
+
+void monitor_free(ampx_trainer *t) {
+    if (t->mon.buf) t->ifc->buffer_free(t->ctx, t->mon.buf);
+    free(t->mon.scan_first);
+    free(t->mon.scan_count);
+    free(t->mon.scan_value);
+    free(t->mon.scan_node);
+    free(t->mon.host);
+}
+
+/* A monitored step's slot (ring slot ring_at): cleared to all ones (a NaN count of -1 reads
+ * as "not written"), the loss scale the gradients carry copied in first. */
+ampx_status monitor_begin_step(ampx_trainer *t, int64_t ring_at) {
+    ampx_status st;
+    t->mon.slot_cur = (uint64_t)ring_at * t->mon.slot_bytes;
+    if ((st = tr_check(t,
+                       t->ifc->buffer_fill(t->ctx, t->mon.buf, t->mon.slot_cur, t->mon.slot_bytes,
+                                           0xFFFFFFFFu, 4),
+                       "buffer_fill")))
+        return st;
+    return tr_check(
+        t, t->ifc->buffer_copy(t->ctx, t->mon.buf, t->mon.slot_cur + MON_SCALE, t->scalars, 0, 4),
+        "buffer_copy");
+}
+
+static ampx_status grad_stats(ampx_trainer *t, const char *who, ampx_dtype target,
+                              ampx_tensor_list list, ampx_buffer *b, uint64_t stats,
+                              uint64_t counts, uint64_t nans) {
+    ampx_grad_stats_args a = {.size       = sizeof a,
+                              .target     = target,
+                              .grads      = list,
+                              .stats      = tr_tensor(b, stats, AMPX_F32),
+                              .counts     = tr_tensor(b, counts, AMPX_I32),
+                              .nan_counts = tr_tensor(b, nans, AMPX_I32)};
+    t->call.dtype          = target;
+    return call_op(&t->call, who, AMPX_OP_GRAD_STATS, &a);
+}
+
+/* After node `node` of a monitored micro-batch: the statistics of its outputs. */
+ampx_status monitor_scan_node(executor *x, int node, void *user) {
+    ampx_trainer *t = user;
+    int c = t->mon.scan_count[node], f = t->mon.scan_first[node];
+    if (!c) return AMPX_OK;
+    ampx_tensor ts[G_MAX_OUT];
+    uint64_t ns[G_MAX_OUT];
+    for (int k = 0; k < c; k++) {
+        ts[k] = exec_tensor(x, t->mon.scan_value[f + k]);
+        ns[k] = exec_numel(x, t->mon.scan_value[f + k]);
+    }
+    uint64_t base = t->mon.slot_cur, at = (uint64_t)(x->micro * t->mon.n_scan + f);
+    const g_node *n = &t->g.nodes[node];
+    return grad_stats(t, n->name, n->dtype,
+                      (ampx_tensor_list){.count = (uint32_t)c, .tensors = ts, .n_elems = ns},
+                      t->mon.buf, base + mon_off(t, MON_SSTATS) + 16 * at,
+                      base + mon_off(t, MON_SCOUNTS) + 12 * at,
+                      base + mon_off(t, MON_SNAN) + 4 * at);
+}
+
+/* The parameter gradients' statistics into buffer b at slot offset base, in parameter order:
+ * one grad_stats per run of parameters whose layers share a compute dtype (its target). */
+ampx_status monitor_param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base) {
+    ampx_tensor ts[TR_MAX_PARAMS];
+    uint64_t ns[TR_MAX_PARAMS];
+    ampx_tensor_list all = tr_grad_list(t, ts, ns);
+    t->call.phase        = CALL_AMP;
+    for (int at = 0, end; at < t->n_params; at = end) {
+        for (end = at + 1; end < t->n_params && t->mon.target[end] == t->mon.target[at]; end++)
+            ;
+        uint64_t k     = (uint64_t)at;
+        ampx_status st = grad_stats(
+            t, "monitor", t->mon.target[at],
+            (ampx_tensor_list){
+                .count = (uint32_t)(end - at), .tensors = all.tensors + at, .n_elems = ns + at},
+            b, base + mon_off(t, MON_PSTATS) + 16 * k, base + mon_off(t, MON_PCOUNTS) + 12 * k,
+            base + mon_off(t, MON_PNAN) + 4 * k);
+        if (st) return st;
+    }
+    return AMPX_OK;
+}
+
+void monitor_amp_pass(ampx_trainer *t, ampx_amp_pass_args *f) {
+    uint64_t mb   = t->mon.slot_cur;
+    f->targets    = t->mon.target;
+    f->stats      = tr_tensor(t->mon.buf, mb + mon_off(t, MON_PSTATS), AMPX_F32);
+    f->counts     = tr_tensor(t->mon.buf, mb + mon_off(t, MON_PCOUNTS), AMPX_I32);
+    f->nan_counts = tr_tensor(t->mon.buf, mb + mon_off(t, MON_PNAN), AMPX_I32);
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading a slot
+
+static void read_one(const unsigned char *slot, uint64_t so, uint64_t co, uint64_t no, int k,
+                     double scale, ampx_tensor_health *h) {
+    float st[4];
+    int32_t cn[3], nan;
+    memcpy(st, slot + so + 16 * (uint64_t)k, 16);
+    memcpy(cn, slot + co + 12 * (uint64_t)k, 12);
+    memcpy(&nan, slot + no + 4 * (uint64_t)k, 4);
+    double n          = h->n ? (double)h->n : 1;
+    h->max_abs        = st[0] / scale;
+    h->rms            = st[2] / scale;
+    h->zero_frac      = cn[0] / n;
+    h->underflow_frac = cn[1] / n;
+    h->nan            = nan >= 0 && nan <= cn[2] ? nan : -1;
+    h->inf            = h->nan >= 0 ? cn[2] - nan : cn[2];
+}
+
+/* Fills t->mon.health (parameter order) from a monitor slot. */
+static void read_health(ampx_trainer *t, const unsigned char *slot, double scale) {
+    if (!(scale > 0)) scale = 1;
+    for (int i = 0; i < t->n_params; i++) {
+        ampx_tensor_health *h = &t->mon.health[i];
+        h->name               = t->params[i].name;
+        h->layer              = t->mon.layer[i];
+        h->compute            = t->mon.compute[i];
+        h->n                  = t->params[i].n;
+        read_one(slot, mon_off(t, MON_PSTATS), mon_off(t, MON_PCOUNTS), mon_off(t, MON_PNAN), i,
+                 scale, h);
+    }
+}
+
+/* The first scanned tensor of a monitored step that held a non-finite value. */
+static void first_nonfinite(ampx_trainer *t, const unsigned char *slot) {
+    t->mon.first_nonfinite[0] = 0;
+    for (int64_t a = 0; a < t->A; a++)
+        for (int s = 0; s < t->mon.n_scan; s++) {
+            int32_t cn[3];
+            memcpy(cn, slot + mon_off(t, MON_SCOUNTS) + 12 * (uint64_t)(a * t->mon.n_scan + s), 12);
+            if (cn[2] > 0) {
+                const g_node *n = &t->g.nodes[t->mon.scan_node[s]];
+                snprintf(t->mon.first_nonfinite, sizeof t->mon.first_nonfinite,
+                         "%s (%s of node %s%s)", t->g.values[t->mon.scan_value[s]].name,
+                         n->phase == PHASE_BACKWARD ? "backward" : "forward", n->name,
+                         t->A > 1 ? ", a micro-batch" : "");
+                return;
+            }
+        }
+    for (int k = 0; k < t->n_params; k++) {
+        int32_t cn[3];
+        memcpy(cn, slot + mon_off(t, MON_PCOUNTS) + 12 * (uint64_t)k, 12);
+        if (cn[2] > 0) {
+            snprintf(t->mon.first_nonfinite, sizeof t->mon.first_nonfinite,
+                     "%s.grad (after the backward)", t->params[k].name);
+            return;
+        }
+    }
+}
+
+void monitor_read(ampx_trainer *t, int64_t i, ampx_step_record *r) {
+    const unsigned char *ms = t->mon.host + (uint64_t)i * t->mon.slot_bytes;
+    float mscale;
+    memcpy(&mscale, ms + MON_SCALE, 4);
+    read_health(t, ms, mscale);
+    first_nonfinite(t, ms);
+    r->health          = t->mon.health;
+    r->n_health        = t->n_params;
+    r->monitor_scale   = mscale;
+    r->first_nonfinite = t->mon.first_nonfinite;
+}
+
+ampx_status ampx_trainer_grad_health(ampx_trainer *t, ampx_tensor_health *out) {
+    ampx_status st = monitor_setup(t);
+    if (st) return st;
+    st = tr_check(t, t->ifc->buffer_fill(t->ctx, t->mon.buf, 0, t->mon.slot_bytes, 0xFFFFFFFFu, 4),
+                  "buffer_fill");
+    if (!st) st = monitor_param_stats(t, t->mon.buf, 0);
+    if (!st)
+        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->mon.buf, 0, t->mon.host, t->mon.slot_bytes),
+                      "buffer_read");
+    if (st) return st;
+    read_health(t, t->mon.host, 1.0);
+    memcpy(out, t->mon.health, sizeof *out * (size_t)t->n_params);
+    return AMPX_OK;
+}

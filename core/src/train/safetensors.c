@@ -1,0 +1,391 @@
+/* safetensors.c — reading and writing the safetensors format (safetensors.h): the header
+ * checked as the reference reader checks it, and the temporary-file discipline of a write:
+ * created with mkstemp in the target's folder (".NAME.tmp.PID.XXXXXX": O_CREAT | O_EXCL, so
+ * a planted file or symlink is never followed), renamed over the target once complete, the
+ * folder fsynced; temporary files that a killed process left behind are removed by the next
+ * write to the same target. */
+#include "train/safetensors.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ampx/dtype.h"
+#include "base/error.h"
+#include "config/input.h"
+#include "graph/graph.h"
+
+// ---------------------------------------------------------------------------------------
+// Writing
+
+void json_escape(const char *s, char *out, size_t cap) {
+    size_t n = 0;
+    for (; *s && n + 7 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            out[n++] = '\\', out[n++] = (char)c;
+        else if (c < 0x20)
+            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
+        else
+            out[n++] = (char)c;
+    }
+    out[n] = 0;
+}
+
+void sb_printf(sbuf *b, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->s && b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t nc = (b->cap + (size_t)k + 1) * 2;
+        char *ns  = realloc(b->s, nc);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->s = ns, b->cap = nc;
+    }
+}
+
+/* Splits path into its folder and file name; -1 if the temporary name would not fit. */
+static int split_path(const char *path, char *dir, char *base, size_t cap) {
+    char a[PATH_MAX], b[PATH_MAX];
+    if (snprintf(a, sizeof a, "%s", path) >= (int)sizeof a) return -1;
+    memcpy(b, a, sizeof b);
+    if (snprintf(dir, cap, "%s", dirname(a)) >= (int)cap) return -1;
+    if (snprintf(base, cap, "%s", basename(b)) >= (int)cap) return -1;
+    /* the folder, "/.", the name, ".tmp.", a pid and ".XXXXXX" must fit PATH_MAX */
+    return strlen(dir) + strlen(base) + 40 < PATH_MAX && strlen(base) + 40 < NAME_MAX ? 0 : -1;
+}
+
+/* Removes ".BASE.tmp.PID.*" files in dir that a process no longer running left behind. */
+static void remove_stale(const char *dir, const char *base) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char prefix[NAME_MAX + 1];
+    int np = snprintf(prefix, sizeof prefix, ".%s.tmp.", base);
+    if (np < 0 || np >= (int)sizeof prefix) {
+        closedir(d);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, (size_t)np)) continue;
+        char *end;
+        long pid = strtol(e->d_name + np, &end, 10);
+        if (pid <= 0 || *end != '.' || strlen(end) != 7) continue;
+        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            st.st_uid == geteuid())
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
+/* Creates the temporary file beside path (O_EXCL, mode 0666 & ~umask); fd or -1 and errno. */
+int st_create_temp(const char *path, char *tmp, size_t cap, char *err, size_t ecap) {
+    char dir[PATH_MAX], base[PATH_MAX];
+    if (split_path(path, dir, base, sizeof dir)) {
+        err_set(ERR(err, ecap), "%.200s...: path too long for a checkpoint", path);
+        return -1;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        err_set(ERR(err, ecap), "%s: not a regular file; a checkpoint would replace it", path);
+        return -1;
+    }
+    remove_stale(dir, base);
+    int len = snprintf(tmp, cap, "%s/.%s.tmp.%ld.XXXXXX", dir, base, (long)getpid());
+    if (len < 0 || (size_t)len >= cap) {
+        err_set(ERR(err, ecap), "%.200s...: path too long for a checkpoint", path);
+        return -1;
+    }
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        err_set(ERR(err, ecap), "%s: %s (cannot create a file in %s)", path, strerror(errno), dir);
+        return -1;
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    return fd;
+}
+
+ampx_status st_sync_folder(const char *path, char *err, size_t cap) {
+    char dir[PATH_MAX], base[PATH_MAX];
+    split_path(path, dir, base, sizeof dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd < 0 || fsync(dfd) != 0) {
+        err_set(ERR(err, cap), "%s: cannot sync folder %s: %s", path, dir, strerror(errno));
+        if (dfd >= 0) close(dfd);
+        return AMPX_ERR_INVALID;
+    }
+    close(dfd);
+    return AMPX_OK;
+}
+
+ampx_status st_bad(ck_reader *r, const char *fmt, ...) {
+    ampx_err e = ERR(r->err, r->cap);
+    err_set(e, "%s: ", r->name);
+    va_list ap;
+    va_start(ap, fmt);
+    err_vadd(e, fmt, ap); /* names come from the file: kept on one line */
+    va_end(ap);
+    return AMPX_ERR_INVALID;
+}
+
+/* A JSON number that is an integer in [0, 2^53]. */
+static int json_uint(const json_value *v, uint64_t *out) {
+    if (!v || v->type != JSON_NUMBER || v->num < 0 || v->num > 9007199254740992.0 ||
+        v->num != floor(v->num))
+        return 0;
+    *out = (uint64_t)v->num;
+    return 1;
+}
+
+/* A decimal integer string in [lo, hi], nothing else (no sign, blanks or leading zeros). */
+int parse_dec(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    int neg       = *s == '-';
+    const char *p = s + neg;
+    if (!*p || (p[0] == '0' && p[1]) || strlen(p) > 19) return 0;
+    uint64_t v = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) return 0;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (v > (uint64_t)INT64_MAX) return 0;
+    int64_t x = neg ? -(int64_t)v : (int64_t)v;
+    if (x < lo || x > hi) return 0;
+    *out = x;
+    return 1;
+}
+
+typedef struct span {
+    uint64_t begin, end;
+    const char *name;
+} span;
+
+static int by_begin(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    return x->begin < y->begin   ? -1
+           : x->begin > y->begin ? 1
+           : x->end < y->end     ? -1
+                                 : x->end > y->end;
+}
+
+static int dtype_size(const char *d) {
+    static const struct {
+        const char *name;
+        int size;
+    } k[] = {{"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+             {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+             {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (!strcmp(d, k[i].name)) return k[i].size;
+    return 0;
+}
+
+/* The header as the safetensors reader checks it: every entry a tensor with a known dtype,
+ * integer shape and offsets whose span is its size, the spans tiling [0, data_len). */
+static ampx_status check_layout(ck_reader *r, const json_value *root, uint64_t data_len) {
+    span *sp = malloc(sizeof *sp * (root->n_items + 1));
+    if (!sp) return st_bad(r, "out of memory");
+    size_t ns      = 0;
+    ampx_status st = AMPX_ERR_INVALID;
+    for (size_t i = 0; i < root->n_items; i++) {
+        const json_value *e = root->items[i];
+        if (!strcmp(e->key, "__metadata__")) {
+            if (e->type != JSON_OBJECT) {
+                st_bad(r, "__metadata__ is %s, expected an object of strings",
+                       json_type_name(e->type));
+                goto out;
+            }
+            for (size_t k = 0; k < e->n_items; k++)
+                if (e->items[k]->type != JSON_STRING) {
+                    st_bad(r, "__metadata__.%s is %s, expected a string", e->items[k]->key,
+                           json_type_name(e->items[k]->type));
+                    goto out;
+                }
+            continue;
+        }
+        if (e->type != JSON_OBJECT) {
+            st_bad(r, "tensor \"%s\" is %s, expected an object", e->key, json_type_name(e->type));
+            goto out;
+        }
+        for (size_t k = 0; k < e->n_items; k++)
+            if (strcmp(e->items[k]->key, "dtype") && strcmp(e->items[k]->key, "shape") &&
+                strcmp(e->items[k]->key, "data_offsets")) {
+                st_bad(r, "tensor \"%s\": unknown field \"%s\"", e->key, e->items[k]->key);
+                goto out;
+            }
+        const json_value *dt = json_get(e, "dtype"), *sh = json_get(e, "shape"),
+                         *of = json_get(e, "data_offsets");
+        int size             = dt && dt->type == JSON_STRING ? dtype_size(dt->str) : 0;
+        if (!size) {
+            st_bad(r, "tensor \"%s\": dtype is missing or not a safetensors dtype", e->key);
+            goto out;
+        }
+        if (!sh || sh->type != JSON_ARRAY || sh->n_items > 8) {
+            st_bad(r, "tensor \"%s\": shape is missing or not an array of at most 8 sizes", e->key);
+            goto out;
+        }
+        uint64_t elems = 1;
+        for (size_t k = 0; k < sh->n_items; k++) {
+            uint64_t d;
+            if (!json_uint(sh->items[k], &d)) {
+                st_bad(r, "tensor \"%s\": shape[%zu] is not a non-negative integer", e->key, k);
+                goto out;
+            }
+            if (__builtin_mul_overflow(elems, d, &elems)) {
+                st_bad(r, "tensor \"%s\": the shape's element count overflows", e->key);
+                goto out;
+            }
+        }
+        uint64_t bytes, b0, b1;
+        if (__builtin_mul_overflow(elems, (uint64_t)size, &bytes)) {
+            st_bad(r, "tensor \"%s\": the shape's byte count overflows", e->key);
+            goto out;
+        }
+        if (!of || of->type != JSON_ARRAY || of->n_items != 2 || !json_uint(of->items[0], &b0) ||
+            !json_uint(of->items[1], &b1) || b1 < b0) {
+            st_bad(
+                r,
+                "tensor \"%s\": data_offsets is not [begin, end] with integers 0 <= begin <= end",
+                e->key);
+            goto out;
+        }
+        if (b1 - b0 != bytes) {
+            st_bad(r,
+                   "tensor \"%s\": data_offsets [%llu, %llu] span %llu bytes; dtype and shape say "
+                   "%llu",
+                   e->key, (unsigned long long)b0, (unsigned long long)b1,
+                   (unsigned long long)(b1 - b0), (unsigned long long)bytes);
+            goto out;
+        }
+        sp[ns++] = (span){b0, b1, e->key};
+    }
+    qsort(sp, ns, sizeof *sp, by_begin);
+    uint64_t at = 0;
+    for (size_t i = 0; i < ns; i++) {
+        if (sp[i].begin != at) {
+            if (sp[i].begin < at)
+                st_bad(r, "tensor \"%s\": data_offsets overlap another tensor's at byte %llu",
+                       sp[i].name, (unsigned long long)sp[i].begin);
+            else
+                st_bad(r, "bytes %llu..%llu of the data section belong to no tensor",
+                       (unsigned long long)at, (unsigned long long)sp[i].begin);
+            goto out;
+        }
+        at = sp[i].end;
+    }
+    if (at != data_len) {
+        st_bad(r, "the tensors cover %llu bytes of a %llu-byte data section",
+               (unsigned long long)at, (unsigned long long)data_len);
+        goto out;
+    }
+    st = AMPX_OK;
+out:
+    free(sp);
+    return st;
+}
+
+const char *meta_str(const json_value *meta, const char *key) {
+    const json_value *v = json_get(meta, key);
+    return v && v->type == JSON_STRING ? v->str : NULL;
+}
+
+/* The header of a safetensors file in memory, parsed and checked as the reference reader
+ * does (check_layout); *root must be json_free'd. */
+ampx_status st_parse(ck_reader *r, const unsigned char *file, size_t len, json_value **root,
+                     const unsigned char **data, uint64_t *data_len) {
+    *root = NULL;
+    if (len < 8) return st_bad(r, "not a safetensors file (shorter than its 8-byte header length)");
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++)
+        hl |= (uint64_t)file[i] << (8 * i);
+    if (hl < 2 || hl > (uint64_t)len - 8 || hl > CK_MAX_HEADER_BYTES)
+        return st_bad(r, "not a safetensors file (header length %llu, file size %zu)",
+                      (unsigned long long)hl, len);
+    if (memchr(file + 8, 0, hl)) return st_bad(r, "bad safetensors header: a NUL byte in the JSON");
+    char *hdr = malloc(hl + 1);
+    if (!hdr) return st_bad(r, "out of memory");
+    memcpy(hdr, file + 8, hl);
+    hdr[hl] = 0;
+    char perr[512];
+    *root = json_parse(hdr, r->name, perr, sizeof perr);
+    free(hdr);
+    if (!*root || (*root)->type != JSON_OBJECT) {
+        if (!*root) {
+            err_set(ERR(r->err, r->cap), "%s (in the safetensors header)", perr);
+            return AMPX_ERR_INVALID;
+        }
+        json_free(*root);
+        *root = NULL;
+        return st_bad(r, "bad safetensors header: not a JSON object");
+    }
+    *data          = file + 8 + hl;
+    *data_len      = (uint64_t)len - 8 - hl;
+    ampx_status st = check_layout(r, *root, *data_len);
+    if (st) {
+        json_free(*root);
+        *root = NULL;
+    }
+    return st;
+}
+
+/* Reads a whole safetensors file and checks its header; *file must be freed. */
+ampx_status st_read(const char *path, unsigned char **file, json_value **root,
+                    const unsigned char **data, uint64_t *data_len, char *err, size_t cap) {
+    size_t len;
+    *root = NULL;
+    *file = (unsigned char *)input_read(path, input_max_bytes(), &len, err, cap);
+    if (!*file) return AMPX_ERR_INVALID;
+    ck_reader r    = {.name = path, .err = err, .cap = cap};
+    ampx_status st = st_parse(&r, *file, len, root, data, data_len);
+    if (st) free(*file), *file = NULL;
+    return st;
+}
+
+/* An entry's dtype, shape and byte span (st_parse checked them). */
+void st_entry(const json_value *e, const char **dtype, uint64_t *dims, int *ndim, uint64_t *begin,
+              uint64_t *end) {
+    const json_value *shape = json_get(e, "shape"), *offs = json_get(e, "data_offsets");
+    *dtype = json_get(e, "dtype")->str;
+    *ndim  = (int)shape->n_items;
+    for (size_t k = 0; k < shape->n_items && k < G_MAX_DIMS; k++)
+        dims[k] = (uint64_t)shape->items[k]->num;
+    *begin = (uint64_t)offs->items[0]->num;
+    *end   = (uint64_t)offs->items[1]->num;
+}
+
+float st_value(const char *dtype, const unsigned char *p, uint64_t i) {
+    if (!strcmp(dtype, "F32")) {
+        float v;
+        memcpy(&v, p + 4 * i, 4);
+        return v;
+    }
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    return !strcmp(dtype, "BF16") ? ampx_bf16_to_f32(h) : ampx_f16_to_f32(h);
+}
