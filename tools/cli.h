@@ -4,6 +4,7 @@
 #define AMPX_TOOLS_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include <stddef.h>
 
@@ -80,6 +81,10 @@ typedef struct cli_parser {
  * 0, CLI_HELP_ASKED, CLI_BAD_OPTION, or EXIT_USAGE after a bad or refused value (one line
  * printed). */
 int cli_parse_opts(const cli_parser *p, int argc, char **argv, void *opts);
+/* cli_parse_opts for a command with a usage(FILE *) text: -1 to go on; 0 after --help (the
+ * usage on stdout); EXIT_USAGE after a bad option (the usage on stderr) or a bad value. */
+int cli_parse_or_usage(const cli_parser *p, int argc, char **argv, void *opts,
+                       void (*usage)(FILE *));
 
 /* Appends a --backend-opt argument to opts after checking it is key=value; prints one line
  * and returns -1 when it is not or when there are too many. */

@@ -50,13 +50,8 @@ static const cli_opt export_table[] = {
 int cli_export(int argc, char **argv) {
     export_opts o = {.dt = AMPX_F32};
     cli_parser p  = {"o:h", export_table, 0, NULL};
-    int rc        = cli_parse_opts(&p, argc, argv, &o);
-    if (rc == CLI_HELP_ASKED) {
-        usage(stdout);
-        return 0;
-    }
-    if (rc == CLI_BAD_OPTION) usage(stderr);
-    if (rc) return EXIT_USAGE;
+    int rc        = cli_parse_or_usage(&p, argc, argv, &o, usage);
+    if (rc >= 0) return rc;
     if (optind != argc || !o.checkpoint || !o.output) {
         fprintf(stderr, "%s: expected --checkpoint FILE and -o W.safetensors\n", argv[0]);
         return EXIT_USAGE;

@@ -170,13 +170,8 @@ int cli_generate(int argc, char **argv) {
                     .top_k       = 40,
                     .seed        = 1};
     cli_parser p = {"h", gen_table, 0, NULL};
-    int rc       = cli_parse_opts(&p, argc, argv, &o);
-    if (rc == CLI_HELP_ASKED) {
-        usage(stdout);
-        return 0;
-    }
-    if (rc == CLI_BAD_OPTION) usage(stderr);
-    if (rc) return EXIT_USAGE;
+    int rc       = cli_parse_or_usage(&p, argc, argv, &o, usage);
+    if (rc >= 0) return rc;
     if (optind != argc - 1 || !o.checkpoint) {
         fprintf(stderr, "ampx generate: expected one MODEL.json and --checkpoint FILE\n");
         usage(stderr);

@@ -111,3 +111,14 @@ int cli_parse_opts(const cli_parser *p, int argc, char **argv, void *opts) {
     }
     return 0;
 }
+
+int cli_parse_or_usage(const cli_parser *p, int argc, char **argv, void *opts,
+                       void (*usage)(FILE *)) {
+    int rc = cli_parse_opts(p, argc, argv, opts);
+    if (rc == CLI_HELP_ASKED) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc == CLI_BAD_OPTION) usage(stderr);
+    return rc ? EXIT_USAGE : -1;
+}

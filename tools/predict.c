@@ -244,13 +244,8 @@ static const cli_opt predict_table[] = {
 int cli_predict(int argc, char **argv) {
     predict_opts o = {.backend = "cpu"};
     cli_parser p   = {"o:h", predict_table, 0, NULL};
-    int rc         = cli_parse_opts(&p, argc, argv, &o);
-    if (rc == CLI_HELP_ASKED) {
-        usage(stdout);
-        return 0;
-    }
-    if (rc == CLI_BAD_OPTION) usage(stderr);
-    if (rc) return EXIT_USAGE;
+    int rc         = cli_parse_or_usage(&p, argc, argv, &o, usage);
+    if (rc >= 0) return rc;
     if (optind != argc - 1 || !o.checkpoint || !o.input) {
         fprintf(stderr, "%s: expected one MODEL.json, --checkpoint FILE and --input X.csv\n",
                 argv[0]);
