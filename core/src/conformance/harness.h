@@ -1,12 +1,13 @@
-/* harness.h — what the conformance case files share with the harness (harness.c).
+/* harness.h — what the conformance case files share with the harness (harness.c) and the
+ * sweep (sweep.c).
  *
  * A case file (cases_<family>.c) holds the cases of one op family: for each op a function
  * conf_case_<op>(run, case, dtypes, variant) that builds its tensors with conf_tensor_new,
  * fills them, calls the op through its slot, finishes the call with conf_finish_call and
  * compares the results with the reference (reference.h) through conf_compare or bit for bit.
  * The harness owns everything around that: the run, the case context and its memory, guard
- * bytes and poison, the tolerance table, the sweep over dtypes and variants (conf_ops in
- * harness.c lists every op with its variant counts) and the entry point.
+ * bytes and poison, the tolerance table, and, in sweep.c, the sweep over dtypes and
+ * variants (conf_ops lists every op with its variant counts) and the entry point.
  */
 #ifndef AMPX_CONFORMANCE_HARNESS_H
 #define AMPX_CONFORMANCE_HARNESS_H
@@ -196,7 +197,7 @@ int conf_scalars_diff(conf_case_ctx *cc, const char *when, const ampx_scalars *g
 // ---------------------------------------------------------------------------------------
 // The cases, one function per op, and what the sweep needs to run them: each case file
 // defines conf_op_<slot> for its ops, with variant counts that match its table of variants.
-// harness.c's list of ops is AMPX_OPS, so an op without its conf_op_<slot> does not link.
+// sweep.c's list of ops is AMPX_OPS, so an op without its conf_op_<slot> does not link.
 
 typedef void (*conf_case_fn)(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 
