@@ -272,11 +272,23 @@ inline void stv_f16(__global uchar *p, ulong i, floatv v) {
     VSTORE(f32v_to_f16(v), 0, (__global ushort *)p + i);
 }
 
-/* F(lane) for every lane of v, for math with no vector form here (the activations) */
+/* v = F(lane) for every lane of v, for math with no vector form here (the activations).
+ * MAP_LANES spells the lanes out, which the compiler's SLP vectorizer turns into vector
+ * code for short branch-free F (relu); MAP_LANES_LOOP runs F in a loop of VW over a private
+ * array, which the loop vectorizer vectorizes after inlining F's library calls (tanh, exp),
+ * lane by lane the same operations, so the same bits. */
 #define LANES4(F, v) ((float4)(F((v).s0), F((v).s1), F((v).s2), F((v).s3)))
 #define LANES8(F, v) ((float8)(LANES4(F, (v).lo), LANES4(F, (v).hi)))
 #define LANES16(F, v) ((float16)(LANES8(F, (v).lo), LANES8(F, (v).hi)))
-#define MAP_LANES(F, v) CAT(LANES, VW)(F, v)
+#define MAP_LANES(F, v) ((v) = CAT(LANES, VW)(F, v))
+#define MAP_LANES_LOOP(F, v)                                                                       \
+    do {                                                                                           \
+        float lanes_[VW];                                                                          \
+        VSTORE((v), 0, lanes_);                                                                    \
+        for (int l_ = 0; l_ < VW; l_++)                                                            \
+            lanes_[l_] = F(lanes_[l_]);                                                            \
+        (v) = VLOAD(0, lanes_);                                                                    \
+    } while (0)
 #endif
 
 /* Bit tests that do not depend on the device's denormal mode. */

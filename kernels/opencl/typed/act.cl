@@ -6,22 +6,22 @@
  * the compiler can vectorize the lanes of the cheap ones.
  * act_fwd is built per (T_x, T_y), act_bwd per (T_x, T_dy, T_dx). */
 
-/* for (each vector j) { v = F(x[j]) lane by lane; BODY } */
-#define ACT_VEC_LOOP(F, BODY)                                                                      \
+/* for (each vector j) { v = F(x[j]) lane by lane (MAP, one of common.cl's); BODY } */
+#define ACT_VEC_LOOP(MAP, F, BODY)                                                                 \
     for (ulong j = GID; j < nv; j += GSIZE) {                                                      \
         floatv v = LDV(x, j * VW);                                                                 \
-        v        = MAP_LANES(F, v);                                                                \
+        MAP(F, v);                                                                                 \
         BODY;                                                                                      \
     }
 
 #define ACT_SWITCH(act, SUFFIX, BODY)                                                              \
     switch (act) {                                                                                 \
-    case AMPX_KM_ACT_RELU: ACT_VEC_LOOP(ampx_km_relu##SUFFIX, BODY) break;                         \
-    case AMPX_KM_ACT_GELU: ACT_VEC_LOOP(ampx_km_gelu##SUFFIX, BODY) break;                         \
-    case AMPX_KM_ACT_TANH: ACT_VEC_LOOP(ACT_TANH##SUFFIX, BODY) break;                             \
-    case AMPX_KM_ACT_SIGMOID: ACT_VEC_LOOP(ampx_km_sigmoid##SUFFIX, BODY) break;                   \
-    case AMPX_KM_ACT_SILU: ACT_VEC_LOOP(ampx_km_silu##SUFFIX, BODY) break;                         \
-    default: ACT_VEC_LOOP(ACT_ZERO, BODY) break;                                                   \
+    case AMPX_KM_ACT_RELU: ACT_VEC_LOOP(MAP_LANES, ampx_km_relu##SUFFIX, BODY) break;              \
+    case AMPX_KM_ACT_GELU: ACT_VEC_LOOP(MAP_LANES_LOOP, ampx_km_gelu##SUFFIX, BODY) break;         \
+    case AMPX_KM_ACT_TANH: ACT_VEC_LOOP(MAP_LANES_LOOP, ACT_TANH##SUFFIX, BODY) break;             \
+    case AMPX_KM_ACT_SIGMOID: ACT_VEC_LOOP(MAP_LANES_LOOP, ampx_km_sigmoid##SUFFIX, BODY) break;   \
+    case AMPX_KM_ACT_SILU: ACT_VEC_LOOP(MAP_LANES_LOOP, ampx_km_silu##SUFFIX, BODY) break;         \
+    default: ACT_VEC_LOOP(MAP_LANES, ACT_ZERO, BODY) break;                                        \
     }
 #define ACT_TANH(x) tanh(x)
 #define ACT_TANH_df(x) ampx_km_tanh_df(x)
