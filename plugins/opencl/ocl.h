@@ -225,9 +225,10 @@ typedef struct ocl_source {
 } ocl_source;
 
 ampx_status ocl_program_load(ampx_context *ctx, const char *build_options);
-/* A built program from src (from the disk cache when it has it); *cache_hit says which. */
+/* A built program from src, from the disk cache when use_cache and it has it (*cache_hit
+ * says so), else compiled (and stored when use_cache). */
 ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char *options,
-                            const char *what, cl_program *out, int *cache_hit);
+                            const char *what, int use_cache, cl_program *out, int *cache_hit);
 extern const char ampx_ocl_source[];      /* kernels/opencl/ sources, embedded at build time */
 extern const size_t ampx_ocl_source_size; /* bytes, without the final NUL */
 extern const char ampx_ocl_prelude[];     /* common.cl and kernel_math.h */

@@ -208,11 +208,11 @@ static ampx_status check_scalars_layout(ampx_context *ctx) {
 }
 
 ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char *options,
-                            const char *what, cl_program *out, int *cache_hit) {
+                            const char *what, int use_cache, cl_program *out, int *cache_hit) {
     char path[600]  = "";
     cl_program prog = NULL;
     *cache_hit      = 0;
-    if (ctx->cache_dir[0]) {
+    if (use_cache && ctx->cache_dir[0]) {
         snprintf(path, sizeof path, "%s/%016llx.bin", ctx->cache_dir,
                  (unsigned long long)cache_key(ctx, options, src));
         prog       = load_from_cache(ctx, path, options);
@@ -238,8 +238,8 @@ ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char
 ampx_status ocl_program_load(ampx_context *ctx, const char *options) {
     double t0      = now_ms();
     ocl_source src = {1, {ampx_ocl_source}, {ampx_ocl_source_size}};
-    OCL_TRY(
-        ocl_program_get(ctx, &src, options, "kernels/opencl/*.cl", &ctx->program, &ctx->cache_hit));
+    OCL_TRY(ocl_program_get(ctx, &src, options, "kernels/opencl/*.cl", 1, &ctx->program,
+                            &ctx->cache_hit));
     for (int k = 0; k < K_COUNT; k++) {
         cl_int err;
         ctx->kernels[k] = clCreateKernel(ctx->program, ocl_kernel_names[k], &err);
