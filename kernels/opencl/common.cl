@@ -9,6 +9,10 @@
  *
  * Build-time macros set by the plugin: WG (the work-group size of the reduction kernels, a
  * power of two) and AMPX_FP64 (the device has cl_khr_fp64; a few scalars use double then).
+ *
+ * The kernels of kernels/opencl/typed/ are built once per dtype combination instead
+ * (AMPX_TYPED, see "Typed access" below): there a tensor is only (buffer, byte offset), its
+ * dtype is the macro T_<name> (f32, bf16 or f16) and VW is the vector width of LDV / STV.
  */
 #pragma OPENCL FP_CONTRACT OFF /* a * b + c rounds twice, as the CPU backend and reference */
 
@@ -23,10 +27,22 @@ typedef float wide_t;
 #define DT_BF16 1
 #define DT_F16 2
 
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+
+#ifndef AMPX_TYPED /* the dtype is a kernel argument, switched on per element */
 #define TENSOR(n) __global uchar *n##_p, ulong n##_o, int n##_dt
 #define CTENSOR(n) __global const uchar *n##_p, ulong n##_o, int n##_dt
 #define LD(n, i) ld_elem(n##_p + n##_o, n##_dt, (i))
 #define ST(n, i, v) st_elem(n##_p + n##_o, n##_dt, (i), (v))
+#else /* the dtype is T_<name>, fixed when the program is built */
+#define TENSOR(n) __global uchar *n##_p, ulong n##_o
+#define CTENSOR(n) __global const uchar *n##_p, ulong n##_o
+#define LD(n, i) CAT(ld1_, T_##n)(n##_p + n##_o, (i))
+#define ST(n, i, v) CAT(st1_, T_##n)(n##_p + n##_o, (i), (v))
+#define LDV(n, i) CAT(ldv_, T_##n)(n##_p + n##_o, (i))       /* elements i .. i + VW - 1 */
+#define STV(n, i, v) CAT(stv_, T_##n)(n##_p + n##_o, (i), (v))
+#endif
 #define F32P(n) ((__global float *)(n##_p + n##_o))
 #define I32P(n) ((__global int *)(n##_p + n##_o))
 
@@ -145,6 +161,135 @@ inline void st_elem_sr(__global uchar *base, int dt, ulong i, float v, uint rnd)
         ((__global ushort *)base)[i] =
             dt == DT_BF16 ? f32_to_bf16_sr(v, rnd) : f32_to_f16_sr(v, rnd);
 }
+
+#ifdef AMPX_TYPED
+// ---------------------------------------------------------------------------------------
+// Typed access: one load and one store per dtype, scalar (ld1_, st1_) and VW elements at a
+// time (ldv_, stv_; vloadn / vstoren need only the element's alignment). The vector
+// conversions are the scalar ones above with each branch computed on every lane and
+// picked by select(), so every lane gets the scalar function's bits; they are integer
+// code, so no device denormal mode or cl_khr_fp16 enters.
+
+typedef CAT(float, VW) floatv;
+typedef CAT(uint, VW) uintv;
+typedef CAT(ushort, VW) ushortv;
+#define VLOAD CAT(vload, VW)
+#define VSTORE CAT(vstore, VW)
+#define AS_FLOATV CAT(as_float, VW)
+#define AS_UINTV CAT(as_uint, VW)
+#define TO_UINTV CAT(convert_uint, VW)
+#define TO_USHORTV CAT(convert_ushort, VW)
+#define UV(c) ((uintv)(c))
+
+inline floatv bf16v_to_f32(ushortv h) {
+    return AS_FLOATV(TO_UINTV(h) << 16);
+}
+
+inline ushortv f32v_to_bf16(floatv f) {
+    uintv x = AS_UINTV(f);
+    uintv r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    r       = select(r, (x >> 16) | 0x0040u, (x & 0x7fffffffu) > 0x7f800000u); /* NaN: quiet */
+    return TO_USHORTV(r);
+}
+
+inline floatv f16v_to_f32(ushortv h16) {
+    uintv h    = TO_UINTV(h16);
+    uintv sign = (h & 0x8000u) << 16;
+    uintv e    = (h >> 10) & 0x1fu;
+    uintv mant = h & 0x3ffu;
+    uintv r    = sign | ((e + 112u) << 23) | (mant << 13);
+    uintv sh   = clz(mant) - 21u; /* subnormal: shift the leading one to bit 10 */
+    uintv sub  = sign | ((113u - sh) << 23) | (((mant << sh) & 0x3ffu) << 13);
+    r          = select(r, sub, e == 0u);
+    r          = select(r, sign, (e == 0u) & (mant == 0u));
+    r          = select(r, sign | 0x7f800000u | (mant << 13), e == 0x1fu);
+    return AS_FLOATV(r);
+}
+
+inline ushortv f32v_to_f16(floatv f) {
+    uintv x    = AS_UINTV(f);
+    uintv sign = (x >> 16) & 0x8000u;
+    uintv ax   = x & 0x7fffffffu;
+    /* normal results */
+    uintv rn  = (ax >> 13) - (112u << 10);
+    uintv rem = ax & 0x1fffu;
+    rn += select(UV(0u), UV(1u), (rem > 0x1000u) | ((rem == 0x1000u) & ((rn & 1u) != 0u)));
+    /* subnormal results (shift 14 .. 24 where they are picked; OpenCL shifts mod 32) */
+    uintv e     = ax >> 23;
+    uintv m     = (ax & 0x7fffffu) | 0x800000u;
+    uintv shift = 126u - e;
+    uintv rs    = m >> shift;
+    uintv rems  = m & ((UV(1u) << shift) - 1u);
+    uintv half_ = UV(1u) << (shift - 1u);
+    rs += select(UV(0u), UV(1u), (rems > half_) | ((rems == half_) & ((rs & 1u) != 0u)));
+    uintv r = select(rn, rs, ax < 0x38800000u);
+    r       = select(r, UV(0u), ax <= 0x33000000u);
+    r       = select(r, UV(0x7c00u), ax >= 0x477ff000u);
+    r       = select(r, 0x7e00u | ((ax >> 13) & 0x3ffu), ax > 0x7f800000u);
+    return TO_USHORTV(sign | r);
+}
+
+#define DT_ID_f32 DT_F32 /* CAT(DT_ID_, T_x): the dtype number of tensor x */
+#define DT_ID_bf16 DT_BF16
+#define DT_ID_f16 DT_F16
+
+#define F32_AT(p) ((__global const float *)(p))
+#define U16_AT(p) ((__global const ushort *)(p))
+inline float ld1_f32(__global const uchar *p, ulong i) {
+    return F32_AT(p)[i];
+}
+inline float ld1_bf16(__global const uchar *p, ulong i) {
+    return bf16_to_f32(U16_AT(p)[i]);
+}
+inline float ld1_f16(__global const uchar *p, ulong i) {
+    return f16_to_f32(U16_AT(p)[i]);
+}
+inline void st1_f32(__global uchar *p, ulong i, float v) {
+    ((__global float *)p)[i] = v;
+}
+inline void st1_bf16(__global uchar *p, ulong i, float v) {
+    ((__global ushort *)p)[i] = f32_to_bf16(v);
+}
+inline void st1_f16(__global uchar *p, ulong i, float v) {
+    ((__global ushort *)p)[i] = f32_to_f16(v);
+}
+inline floatv ldv_f32(__global const uchar *p, ulong i) {
+    return VLOAD(0, F32_AT(p) + i);
+}
+inline floatv ldv_bf16(__global const uchar *p, ulong i) {
+    return bf16v_to_f32(VLOAD(0, U16_AT(p) + i));
+}
+inline floatv ldv_f16(__global const uchar *p, ulong i) {
+    return f16v_to_f32(VLOAD(0, U16_AT(p) + i));
+}
+inline void stv_f32(__global uchar *p, ulong i, floatv v) {
+    VSTORE(v, 0, (__global float *)p + i);
+}
+inline void stv_bf16(__global uchar *p, ulong i, floatv v) {
+    VSTORE(f32v_to_bf16(v), 0, (__global ushort *)p + i);
+}
+inline void stv_f16(__global uchar *p, ulong i, floatv v) {
+    VSTORE(f32v_to_f16(v), 0, (__global ushort *)p + i);
+}
+
+/* v = F(lane) for every lane of v, for math with no vector form here (the activations).
+ * MAP_LANES spells the lanes out, which the compiler's SLP vectorizer turns into vector
+ * code for short branch-free F (relu); MAP_LANES_LOOP runs F in a loop of VW over a private
+ * array, which the loop vectorizer vectorizes after inlining F's library calls (tanh, exp),
+ * lane by lane the same operations, so the same bits. */
+#define LANES4(F, v) ((float4)(F((v).s0), F((v).s1), F((v).s2), F((v).s3)))
+#define LANES8(F, v) ((float8)(LANES4(F, (v).lo), LANES4(F, (v).hi)))
+#define LANES16(F, v) ((float16)(LANES8(F, (v).lo), LANES8(F, (v).hi)))
+#define MAP_LANES(F, v) ((v) = CAT(LANES, VW)(F, v))
+#define MAP_LANES_LOOP(F, v)                                                                       \
+    do {                                                                                           \
+        float lanes_[VW];                                                                          \
+        VSTORE((v), 0, lanes_);                                                                    \
+        for (int l_ = 0; l_ < VW; l_++)                                                            \
+            lanes_[l_] = F(lanes_[l_]);                                                            \
+        (v) = VLOAD(0, lanes_);                                                                    \
+    } while (0)
+#endif
 
 /* Bit tests that do not depend on the device's denormal mode. */
 inline int is_finite_bits(float v) {

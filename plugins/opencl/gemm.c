@@ -177,13 +177,7 @@ static cl_mem widen(ampx_context *ctx, const ampx_tensor *t, uint64_t n, unsigne
     if (!tmp || n == 0) return tmp;
     ampx_buffer tb  = {tmp, n * 4};
     ampx_tensor dst = {&tb, 0, AMPX_F32};
-    ocl_args k      = ocl_args_begin(ctx, K_CAST);
-    ocl_arg_tensor(&k, t);
-    ocl_arg_tensor(&k, &dst);
-    ocl_arg_u64(&k, n);
-    ocl_arg_i32(&k, 0);
-    ocl_arg_u64(&k, 0);
-    return ocl_launch_1d(&k, n) == AMPX_OK ? tmp : NULL;
+    return ocl_cast_run(ctx, t, &dst, n, 0, 0) == AMPX_OK ? tmp : NULL;
 }
 
 ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {

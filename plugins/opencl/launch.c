@@ -11,20 +11,9 @@
 
 const char *const ocl_kernel_names[K_COUNT] = {
     [K_BUFFER_FILL]         = "buffer_fill",
-    [K_CAST]                = "cast",
-    [K_ADD]                 = "add",
-    [K_SCALE]               = "scale",
-    [K_BIAS_GRAD]           = "bias_grad",
-    [K_ACT_FWD]             = "act_fwd",
-    [K_ACT_BWD]             = "act_bwd",
-    [K_SOFTMAX_FWD]         = "softmax_fwd",
-    [K_SOFTMAX_BWD]         = "softmax_bwd",
     [K_XENT_COUNT]          = "xent_count",
     [K_XENT_ROWS]           = "xent_rows",
     [K_XENT_LOSS]           = "xent_loss",
-    [K_LAYERNORM_FWD]       = "layernorm_fwd",
-    [K_LAYERNORM_BWD]       = "layernorm_bwd",
-    [K_LAYERNORM_PARAMS]    = "layernorm_params",
     [K_BATCHNORM_FWD]       = "batchnorm_fwd",
     [K_BATCHNORM_BWD]       = "batchnorm_bwd",
     [K_EMBEDDING_FWD]       = "embedding_fwd",
@@ -56,11 +45,12 @@ const char *const ocl_kernel_names[K_COUNT] = {
 };
 
 ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k) {
-    return (ocl_args){ctx, k, 0, CL_SUCCESS};
+    return (ocl_args){ctx, ctx->kernels[k], ocl_kernel_names[k], 0, CL_SUCCESS, AMPX_OK};
 }
 
 static void set_arg(ocl_args *a, size_t size, const void *value) {
-    cl_int err = clSetKernelArg(a->ctx->kernels[a->k], a->n, size, value);
+    if (!a->kernel) return; /* a typed kernel that failed to build: st says so */
+    cl_int err = clSetKernelArg(a->kernel, a->n, size, value);
     if (err != CL_SUCCESS && a->err == CL_SUCCESS) a->err = err;
     a->n++;
 }
@@ -95,7 +85,8 @@ void ocl_arg_fixed(ocl_args *a, const ampx_tensor *t) {
 }
 
 ampx_status ocl_launch_nd(ocl_args *a, cl_uint dims, const size_t *global, const size_t *local) {
-    const char *name = ocl_kernel_names[a->k];
+    const char *name = a->name;
+    if (a->st != AMPX_OK) return a->st;
     if (a->err != CL_SUCCESS)
         return ocl_fail(a->ctx, ocl_status_of(a->err), "%s: clSetKernelArg(%s, %u): %s", name, name,
                         a->n, ocl_err_name(a->err));
@@ -108,8 +99,8 @@ ampx_status ocl_launch_nd(ocl_args *a, cl_uint dims, const size_t *global, const
         if (e) ctx->prof.events = e, ctx->prof.cap_events = nc;
         keep = e != NULL;
     }
-    cl_int err = clEnqueueNDRangeKernel(ctx->queue, ctx->kernels[a->k], dims, NULL, global, local,
-                                        0, NULL, keep ? &ev : NULL);
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, a->kernel, dims, NULL, global, local, 0, NULL,
+                                        keep ? &ev : NULL);
     if (err == CL_SUCCESS && keep && ev) ctx->prof.events[ctx->prof.n_events++] = ev;
     if (err != CL_SUCCESS)
         return ocl_fail(a->ctx, ocl_status_of(err), "%s: clEnqueueNDRangeKernel(%s): %s", name,

@@ -1,5 +1,5 @@
-/* norm.c — LAYERNORM_FWD/BWD and BATCHNORM_FWD/BWD (kernels/opencl/layernorm.cl and
- * batchnorm.cl): the CPU backend's checks, then one work-group per row (layer norm) or per
+/* norm.c — LAYERNORM_FWD/BWD and BATCHNORM_FWD/BWD (kernels/opencl/typed/layernorm.cl
+ * and batchnorm.cl): the CPU backend's checks, then one work-group per row (layer norm) or per
  * channel (batch norm); layer norm's dgamma/dbeta are column sums in a second kernel.
  */
 #include "ocl.h"
@@ -8,9 +8,9 @@ ampx_status ocl_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *args
     ampx_layernorm_args a;
     OCL_TRY(ampx_kit_take_layernorm_fwd(AMPX_KIT(ctx), args, &a));
     if (a.rows == 0) return AMPX_OK;
-    ocl_args k = ocl_args_begin(ctx, K_LAYERNORM_FWD);
-    ocl_arg_tensor(&k, &a.x);
-    ocl_arg_tensor(&k, &a.y_or_dx);
+    ocl_args k = ocl_args_typed(ctx, TK_LAYERNORM_FWD, &a.x, &a.y_or_dx, NULL);
+    ocl_arg_fixed(&k, &a.x);
+    ocl_arg_fixed(&k, &a.y_or_dx);
     ocl_arg_fixed(&k, &a.gamma);
     ocl_arg_fixed(&k, &a.beta);
     ocl_arg_fixed(&k, &a.mean);
@@ -25,10 +25,10 @@ ampx_status ocl_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *args
     ampx_layernorm_args a;
     OCL_TRY(ampx_kit_take_layernorm_bwd(AMPX_KIT(ctx), args, &a));
     if (a.rows > 0 && a.cols > 0) {
-        ocl_args k = ocl_args_begin(ctx, K_LAYERNORM_BWD);
-        ocl_arg_tensor(&k, &a.x);
-        ocl_arg_tensor(&k, &a.dy);
-        ocl_arg_tensor(&k, &a.y_or_dx);
+        ocl_args k = ocl_args_typed(ctx, TK_LAYERNORM_BWD, &a.x, &a.dy, &a.y_or_dx);
+        ocl_arg_fixed(&k, &a.x);
+        ocl_arg_fixed(&k, &a.dy);
+        ocl_arg_fixed(&k, &a.y_or_dx);
         ocl_arg_fixed(&k, &a.gamma);
         ocl_arg_fixed(&k, &a.mean);
         ocl_arg_fixed(&k, &a.rstd);
@@ -38,9 +38,9 @@ ampx_status ocl_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *args
     }
     /* dgamma/dbeta: with rows == 0 the sums are 0 (or unchanged when accumulating). */
     if ((a.dgamma.buf || a.dbeta.buf) && a.cols > 0) {
-        ocl_args k = ocl_args_begin(ctx, K_LAYERNORM_PARAMS);
-        ocl_arg_tensor(&k, &a.x);
-        ocl_arg_tensor(&k, &a.dy);
+        ocl_args k = ocl_args_typed(ctx, TK_LAYERNORM_PARAMS, &a.x, &a.dy, NULL);
+        ocl_arg_fixed(&k, &a.x);
+        ocl_arg_fixed(&k, &a.dy);
         ocl_arg_fixed(&k, &a.mean);
         ocl_arg_fixed(&k, &a.rstd);
         ocl_arg_fixed(&k, &a.dgamma);

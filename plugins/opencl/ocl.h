@@ -34,20 +34,9 @@ struct ampx_buffer {
 
 typedef enum ocl_kernel {
     K_BUFFER_FILL,
-    K_CAST,
-    K_ADD,
-    K_SCALE,
-    K_BIAS_GRAD,
-    K_ACT_FWD,
-    K_ACT_BWD,
-    K_SOFTMAX_FWD,
-    K_SOFTMAX_BWD,
     K_XENT_COUNT,
     K_XENT_ROWS,
     K_XENT_LOSS,
-    K_LAYERNORM_FWD,
-    K_LAYERNORM_BWD,
-    K_LAYERNORM_PARAMS,
     K_BATCHNORM_FWD,
     K_BATCHNORM_BWD,
     K_EMBEDDING_FWD,
@@ -74,6 +63,30 @@ typedef enum ocl_kernel {
 
 extern const char *const ocl_kernel_names[K_COUNT];
 
+/* Kernels of kernels/opencl/typed/, built per dtype combination of their tensors on first
+ * use (typed.c). */
+typedef enum ocl_typed {
+    TK_CAST,             /* src, dst */
+    TK_ADD,              /* a, b, y */
+    TK_SCALE,            /* x, y */
+    TK_BIAS_GRAD,        /* dy, db */
+    TK_ACT_FWD,          /* x, y */
+    TK_ACT_BWD,          /* x, dy, dx */
+    TK_SOFTMAX_FWD,      /* x, y */
+    TK_SOFTMAX_BWD,      /* y, dy, dx */
+    TK_LAYERNORM_FWD,    /* x, y */
+    TK_LAYERNORM_BWD,    /* x, dy, dx */
+    TK_LAYERNORM_PARAMS, /* x, dy */
+    TK_COUNT
+} ocl_typed;
+
+#define OCL_TYPED_COMBOS 27 /* 3 dtypes of up to 3 tensors */
+
+typedef struct ocl_typed_slot {
+    cl_program program;
+    cl_kernel kernel;
+} ocl_typed_slot;
+
 /* How GEMMs other than f32 x f32 -> f32 run (option gemm=). */
 typedef enum ocl_gemm_path {
     GEMM_AUTO    = 0, /* f32: CLBlast; else rows on CPU devices, tiled on others (gemm.c) */
@@ -99,13 +112,18 @@ struct ampx_context {
     cl_command_queue queue;
     cl_program program;
     cl_kernel kernels[K_COUNT];
-    size_t wg;           /* work-group size of the reduction kernels (WG) */
-    size_t max_items;    /* cap on the global size of grid-stride kernels */
-    uint64_t max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
-    uint64_t global_mem; /* CL_DEVICE_GLOBAL_MEM_SIZE */
-    int fp64;            /* cl_khr_fp64 */
-    int cpu_device;      /* CL_DEVICE_TYPE_CPU: picks the GEMM kernel for gemm=auto */
-    ocl_gemm_path gemm;  /* option gemm= */
+    ocl_typed_slot typed[TK_COUNT][OCL_TYPED_COMBOS]; /* built on first use (typed.c) */
+    char build_opts[256];               /* the main program's options; the typed ones add to them */
+    int vw;                             /* vector width of the typed kernels (VW) */
+    uint32_t typed_built, typed_cached; /* typed programs compiled, and loaded from disk */
+    double typed_ms;                    /* time spent getting them */
+    size_t wg;                          /* work-group size of the reduction kernels (WG) */
+    size_t max_items;                   /* cap on the global size of grid-stride kernels */
+    uint64_t max_alloc;                 /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    uint64_t global_mem;                /* CL_DEVICE_GLOBAL_MEM_SIZE */
+    int fp64;                           /* cl_khr_fp64 */
+    int cpu_device;     /* CL_DEVICE_TYPE_CPU: picks the GEMM kernel for gemm=auto */
+    ocl_gemm_path gemm; /* option gemm= */
     ocl_scratch scratch[OCL_N_SCRATCH];
     char platform_name[128];
     char device_name[128];
@@ -157,12 +175,21 @@ static inline int ocl_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
 /* Arguments are appended in order; the first failure is kept and reported by the launch. */
 typedef struct ocl_args {
     ampx_context *ctx;
-    ocl_kernel k;
+    cl_kernel kernel;
+    const char *name;
     cl_uint n;
     cl_int err;
+    ampx_status st; /* a typed kernel that could not be built (logged already) */
 } ocl_args;
 
 ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k);
+/* Typed kernel k for the dtypes of t0, t1, t2 (as many as it has, the rest NULL), built
+ * now if this context has not yet. Its tensors are passed with ocl_arg_fixed. */
+ocl_args ocl_args_typed(ampx_context *ctx, ocl_typed k, const ampx_tensor *t0,
+                        const ampx_tensor *t1, const ampx_tensor *t2);
+/* Work items for n elements of a typed elementwise kernel (VW per item, the tail 1 each). */
+uint64_t ocl_vec_items(const ampx_context *ctx, uint64_t n);
+void ocl_typed_free(ampx_context *ctx);
 void ocl_arg_mem(ocl_args *a, cl_mem mem); /* mem may be NULL: a NULL pointer */
 void ocl_arg_u64(ocl_args *a, uint64_t v);
 void ocl_arg_u32(ocl_args *a, uint32_t v);
@@ -190,15 +217,35 @@ void ocl_scratch_free(ampx_context *ctx);
 // ---------------------------------------------------------------------------------------
 // The program (program.c): build or load from the disk cache, create the kernels.
 
+/* Up to 2 source strings making one program. */
+typedef struct ocl_source {
+    cl_uint n;
+    const char *text[2];
+    size_t size[2];
+} ocl_source;
+
 ampx_status ocl_program_load(ampx_context *ctx, const char *build_options);
+/* A built program from src, from the disk cache when use_cache and it has it (*cache_hit
+ * says so), else compiled (and stored when use_cache). */
+ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char *options,
+                            const char *what, int use_cache, cl_program *out, int *cache_hit);
 extern const char ampx_ocl_source[];      /* kernels/opencl/ sources, embedded at build time */
 extern const size_t ampx_ocl_source_size; /* bytes, without the final NUL */
+extern const char ampx_ocl_prelude[];     /* common.cl and kernel_math.h */
+extern const size_t ampx_ocl_prelude_size;
+extern const unsigned ampx_ocl_typed_count; /* kernels/opencl/typed/ *.cl, by file name */
+extern const char *const ampx_ocl_typed_names[];
+extern const char *const ampx_ocl_typed_sources[];
+extern const size_t ampx_ocl_typed_sizes[];
 
 // ---------------------------------------------------------------------------------------
 // The ops
 
 ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *a);
 ampx_status ocl_cast(ampx_context *ctx, const ampx_cast_args *a);
+/* CAST of n elements after the checks (gemm.c widens operands with it). */
+ampx_status ocl_cast_run(ampx_context *ctx, const ampx_tensor *src, const ampx_tensor *dst,
+                         uint64_t n, int stochastic, uint64_t seed);
 ampx_status ocl_add(ampx_context *ctx, const ampx_add_args *a);
 ampx_status ocl_mul(ampx_context *ctx, const ampx_mul_args *a);
 ampx_status ocl_scale(ampx_context *ctx, const ampx_scale_args *a);

@@ -348,6 +348,7 @@ static void ocl_destroy(ampx_context *ctx) {
     free(ctx->prof.events), free(ctx->prof.first), free(ctx->prof.last);
     for (int k = 0; k < K_COUNT; k++)
         if (ctx->kernels[k]) clReleaseKernel(ctx->kernels[k]);
+    ocl_typed_free(ctx);
     ocl_scratch_free(ctx);
     if (ctx->program) clReleaseProgram(ctx->program);
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);
@@ -456,12 +457,17 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
 
     cl_device_fp_config fpc = 0;
     clGetDeviceInfo(ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fpc, &fpc, NULL);
-    char opts[256];
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DWG=%zu%s%s", ctx->wg,
+    snprintf(ctx->build_opts, sizeof ctx->build_opts, "-cl-std=CL1.2 -DWG=%zu%s%s", ctx->wg,
              ctx->fp64 ? " -DAMPX_FP64=1" : "",
              (fpc & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt"
                                                          : "");
-    ampx_status st = ocl_program_load(ctx, opts);
+    /* the typed kernels' vector width: the device's preferred float width, 4 to 8. PoCL on
+     * AVX-512 prefers 16, which ran cast and add no faster than 8 (ampx bench op, bf16, 2^24)
+     * and doubled the time PoCL takes to generate each typed kernel's code. */
+    cl_uint pref = 0;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof pref, &pref, NULL);
+    ctx->vw        = pref > 4 ? 8 : 4;
+    ampx_status st = ocl_program_load(ctx, ctx->build_opts);
     if (st != AMPX_OK) {
         ocl_destroy(ctx);
         return st;

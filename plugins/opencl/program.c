@@ -1,9 +1,10 @@
-/* program.c — the OpenCL program: built once per context from the kernels embedded at build
- * time (kernels/opencl/, one .cl file per op group), with the compiled binary cached on disk so
- * that the next process on the same device skips the compiler.
+/* program.c — the OpenCL programs: the main one, built once per context from the kernels
+ * embedded at build time (kernels/opencl/, one .cl file per op group), and the typed ones
+ * (typed.c), each compiled binary cached on disk so that the next process on the same device
+ * skips the compiler.
  *
  * Cache key: FNV-1a 64 over platform name, device name, device version, driver version,
- * build options and the whole source, so a new driver or a changed kernel never loads a
+ * build options and every source string, so a new driver or a changed kernel never loads a
  * stale binary. The file is <cache dir>/<key>.bin, written to a temporary name and renamed,
  * so concurrent processes never see half a file. A cache file that fails to load or build
  * is ignored (and overwritten): the cache can only make creation faster, never fail it.
@@ -37,13 +38,15 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
     return h;
 }
 
-static uint64_t cache_key(const ampx_context *ctx, const char *options) {
+static uint64_t cache_key(const ampx_context *ctx, const char *options, const ocl_source *src) {
     uint64_t h          = 0xcbf29ce484222325ull;
     const char *parts[] = {ctx->platform_name, ctx->device_name, ctx->device_version,
                            ctx->driver_version, options};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         h = fnv1a(h, parts[i], strlen(parts[i]) + 1);
-    return fnv1a(h, ampx_ocl_source, ampx_ocl_source_size);
+    for (unsigned i = 0; i < src->n; i++)
+        h = fnv1a(h, src->text[i], src->size[i]);
+    return h;
 }
 
 /* mkdir -p; returns 0 when the directory exists afterwards. */
@@ -77,15 +80,16 @@ static void *read_file(const char *path, size_t *size) {
     return data;
 }
 
-/* Builds ctx->program; on failure logs the device's build log. */
-static ampx_status build(ampx_context *ctx, const char *options, const char *what) {
-    cl_int err = clBuildProgram(ctx->program, 1, &ctx->device, options, NULL, NULL);
+/* Builds prog; on failure logs the device's build log. */
+static ampx_status build(ampx_context *ctx, cl_program prog, const char *options,
+                         const char *what) {
+    cl_int err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
     size_t len = 0;
-    clGetProgramBuildInfo(ctx->program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
+    clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
     char *log = malloc(len + 1);
     if (log) {
         log[0] = '\0';
-        clGetProgramBuildInfo(ctx->program, ctx->device, CL_PROGRAM_BUILD_LOG, len, log, NULL);
+        clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, len, log, NULL);
         log[len] = '\0';
     }
     if (err == CL_SUCCESS) { /* warnings, if any, are for kernel authors: DEBUG */
@@ -102,46 +106,43 @@ static ampx_status build(ampx_context *ctx, const char *options, const char *wha
     return st;
 }
 
-static ampx_status load_from_cache(ampx_context *ctx, const char *path, const char *options) {
+static cl_program load_from_cache(ampx_context *ctx, const char *path, const char *options) {
     size_t size        = 0;
     unsigned char *bin = read_file(path, &size);
-    if (!bin) return AMPX_ERR_UNAVAILABLE;
+    if (!bin) return NULL;
     const unsigned char *bins[1] = {bin};
     cl_int status                = CL_SUCCESS, err;
-    ctx->program = clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, &size, bins, &status, &err);
+    cl_program prog =
+        clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, &size, bins, &status, &err);
     free(bin);
     if (err != CL_SUCCESS || status != CL_SUCCESS) {
         ocl_log(ctx, AMPX_LOG_WARN, "opencl: cache file %s unusable (%s); rebuilding", path,
                 ocl_err_name(err != CL_SUCCESS ? err : status));
-        if (ctx->program) clReleaseProgram(ctx->program);
-        ctx->program = NULL;
-        return AMPX_ERR_UNAVAILABLE;
+        if (prog) clReleaseProgram(prog);
+        return NULL;
     }
-    if (clBuildProgram(ctx->program, 1, &ctx->device, options, NULL, NULL) != CL_SUCCESS) {
+    if (clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL) != CL_SUCCESS) {
         ocl_log(ctx, AMPX_LOG_WARN, "opencl: cache file %s does not build; rebuilding", path);
-        clReleaseProgram(ctx->program);
-        ctx->program = NULL;
-        return AMPX_ERR_UNAVAILABLE;
+        clReleaseProgram(prog);
+        return NULL;
     }
-    return AMPX_OK;
+    return prog;
 }
 
-static void store_to_cache(ampx_context *ctx, const char *path) {
+static void store_to_cache(ampx_context *ctx, cl_program prog, const char *path) {
     if (make_dirs(ctx->cache_dir) != 0) {
         ocl_log(ctx, AMPX_LOG_WARN, "opencl: cannot create cache directory %s: %s", ctx->cache_dir,
                 strerror(errno));
         return;
     }
     size_t size = 0;
-    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) !=
-            CL_SUCCESS ||
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS ||
         size == 0)
         return;
     unsigned char *bin = malloc(size);
     if (!bin) return;
     unsigned char *bins[1] = {bin};
-    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) ==
-        CL_SUCCESS) {
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS) {
         char tmp[600];
         snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
         FILE *f = fopen(tmp, "wb");
@@ -206,23 +207,39 @@ static ampx_status check_scalars_layout(ampx_context *ctx) {
     return AMPX_OK;
 }
 
-ampx_status ocl_program_load(ampx_context *ctx, const char *options) {
-    double t0      = now_ms();
-    char path[600] = "";
-    if (ctx->cache_dir[0]) {
+ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char *options,
+                            const char *what, int use_cache, cl_program *out, int *cache_hit) {
+    char path[600]  = "";
+    cl_program prog = NULL;
+    *cache_hit      = 0;
+    if (use_cache && ctx->cache_dir[0]) {
         snprintf(path, sizeof path, "%s/%016llx.bin", ctx->cache_dir,
-                 (unsigned long long)cache_key(ctx, options));
-        if (load_from_cache(ctx, path, options) == AMPX_OK) ctx->cache_hit = 1;
+                 (unsigned long long)cache_key(ctx, options, src));
+        prog       = load_from_cache(ctx, path, options);
+        *cache_hit = prog != NULL;
     }
-    if (!ctx->program) {
-        const char *src = ampx_ocl_source;
-        size_t len      = ampx_ocl_source_size;
+    if (!prog) {
         cl_int err;
-        ctx->program = clCreateProgramWithSource(ctx->cl, 1, &src, &len, &err);
+        const char *text[2] = {src->text[0], src->text[1]};
+        prog                = clCreateProgramWithSource(ctx->cl, src->n, text, src->size, &err);
         if (err != CL_SUCCESS)
             return ocl_check(ctx, err, "opencl: create", "clCreateProgramWithSource");
-        OCL_TRY(build(ctx, options, "kernels/opencl/*.cl"));
+        ampx_status st = build(ctx, prog, options, what);
+        if (st != AMPX_OK) {
+            clReleaseProgram(prog);
+            return st;
+        }
+        if (path[0]) store_to_cache(ctx, prog, path);
     }
+    *out = prog;
+    return AMPX_OK;
+}
+
+ampx_status ocl_program_load(ampx_context *ctx, const char *options) {
+    double t0      = now_ms();
+    ocl_source src = {1, {ampx_ocl_source}, {ampx_ocl_source_size}};
+    OCL_TRY(ocl_program_get(ctx, &src, options, "kernels/opencl/*.cl", 1, &ctx->program,
+                            &ctx->cache_hit));
     for (int k = 0; k < K_COUNT; k++) {
         cl_int err;
         ctx->kernels[k] = clCreateKernel(ctx->program, ocl_kernel_names[k], &err);
@@ -232,12 +249,7 @@ ampx_status ocl_program_load(ampx_context *ctx, const char *options) {
     }
     OCL_TRY(check_scalars_layout(ctx));
     ctx->build_ms = now_ms() - t0;
-    if (ctx->cache_hit)
-        ocl_log(ctx, AMPX_LOG_DEBUG, "opencl: program loaded from the disk cache %s in %.0f ms",
-                path, ctx->build_ms);
-    else {
-        ocl_log(ctx, AMPX_LOG_DEBUG, "opencl: program built from source in %.0f ms", ctx->build_ms);
-        if (path[0]) store_to_cache(ctx, path);
-    }
+    ocl_log(ctx, AMPX_LOG_DEBUG, "opencl: program %s in %.0f ms",
+            ctx->cache_hit ? "loaded from the disk cache" : "built from source", ctx->build_ms);
     return AMPX_OK;
 }

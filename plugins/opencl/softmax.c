@@ -1,5 +1,5 @@
-/* softmax.c — SOFTMAX_FWD, SOFTMAX_BWD and SOFTMAX_XENT (kernels/opencl/softmax.cl and
- * softmax_xent.cl), one work-group per row. The cross-entropy's count of valid rows, its
+/* softmax.c — SOFTMAX_FWD, SOFTMAX_BWD and SOFTMAX_XENT (kernels/opencl/typed/softmax.cl
+ * and softmax_xent.cl), one work-group per row. The cross-entropy's count of valid rows, its
  * per-row terms and its mean are three kernels on the stream: the loss scale is read from
  * the scalars block on the device, so nothing waits for the host.
  */
@@ -8,10 +8,11 @@
 /* SOFTMAX_FWD and SOFTMAX_BWD after ampx_kit_take_softmax_fwd / _bwd. */
 static ampx_status softmax_run(ampx_context *ctx, const ampx_softmax_args *a, int bwd) {
     if (a->rows == 0 || a->cols == 0) return AMPX_OK;
-    ocl_args k = ocl_args_begin(ctx, bwd ? K_SOFTMAX_BWD : K_SOFTMAX_FWD);
-    ocl_arg_tensor(&k, &a->x_or_y);
-    if (bwd) ocl_arg_tensor(&k, &a->dy);
-    ocl_arg_tensor(&k, &a->y_or_dx);
+    ocl_args k = bwd ? ocl_args_typed(ctx, TK_SOFTMAX_BWD, &a->x_or_y, &a->dy, &a->y_or_dx)
+                     : ocl_args_typed(ctx, TK_SOFTMAX_FWD, &a->x_or_y, &a->y_or_dx, NULL);
+    ocl_arg_fixed(&k, &a->x_or_y);
+    if (bwd) ocl_arg_fixed(&k, &a->dy);
+    ocl_arg_fixed(&k, &a->y_or_dx);
     ocl_arg_u64(&k, a->rows);
     ocl_arg_u64(&k, a->cols);
     ocl_arg_u64(&k, a->causal ? a->seq_q : 1);

@@ -7,6 +7,7 @@ inline ulong visible_cols(int causal, ulong r, ulong cols, ulong seq_q) {
     return causal ? (r % seq_q) + (cols - seq_q) + 1 : cols;
 }
 
+#ifdef K_softmax_fwd
 __kernel REDUCE_WG void softmax_fwd(CTENSOR(x), TENSOR(y), ulong rows, ulong cols, ulong seq_q,
                                     int causal, int logsm, float scale) {
     __local float red[WG];
@@ -34,9 +35,11 @@ __kernel REDUCE_WG void softmax_fwd(CTENSOR(x), TENSOR(y), ulong rows, ulong col
         }
     }
 }
+#endif
 
 /* softmax:     dx_j = scale * y_j * (dy_j - sum_k dy_k y_k)
  * log_softmax: dx_j = scale * (dy_j - exp(y_j) * sum_k dy_k);  masked j: dx_j = 0. */
+#ifdef K_softmax_bwd
 __kernel REDUCE_WG void softmax_bwd(CTENSOR(y), CTENSOR(dy), TENSOR(dx), ulong rows, ulong cols,
                                     ulong seq_q, int causal, int logsm, float scale) {
     __local float red[WG];
@@ -57,3 +60,4 @@ __kernel REDUCE_WG void softmax_bwd(CTENSOR(y), CTENSOR(dy), TENSOR(dx), ulong r
         }
     }
 }
+#endif

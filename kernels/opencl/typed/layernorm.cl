@@ -2,6 +2,7 @@
  * with the mean subtracted before the variance (two passes, no cancellation).
  * layernorm_params sums dgamma/dbeta over rows, one work item per column, in row order. */
 
+#ifdef K_layernorm_fwd
 __kernel REDUCE_WG void layernorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma), FARG(beta), FARG(mean),
                                       FARG(rstd), ulong rows, ulong cols, float eps) {
     FPTR(gamma);
@@ -35,8 +36,10 @@ __kernel REDUCE_WG void layernorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma), FARG(b
         }
     }
 }
+#endif
 
 /* xhat = (x - mean) rstd, g = dy gamma, dx = rstd (g - mean_j g - xhat mean_j(g xhat)) */
+#ifdef K_layernorm_bwd
 __kernel REDUCE_WG void layernorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx), FARG(gamma), FARG(mean),
                                       FARG(rstd), ulong rows, ulong cols) {
     FPTR(gamma);
@@ -62,7 +65,9 @@ __kernel REDUCE_WG void layernorm_bwd(CTENSOR(x), CTENSOR(dy), TENSOR(dx), FARG(
         }
     }
 }
+#endif
 
+#ifdef K_layernorm_params
 __kernel void layernorm_params(CTENSOR(x), CTENSOR(dy), FARG(mean), FARG(rstd), FARG(dgamma),
                                FARG(dbeta), ulong rows, ulong cols, int accumulate) {
     FPTR(mean);
@@ -80,3 +85,4 @@ __kernel void layernorm_params(CTENSOR(x), CTENSOR(dy), FARG(mean), FARG(rstd), 
         if (dbeta) dbeta[c] = accumulate ? dbeta[c] + sb : sb;
     }
 }
+#endif

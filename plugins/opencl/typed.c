@@ -1,0 +1,135 @@
+/* typed.c — the kernels of kernels/opencl/typed/, each built once per dtype combination of
+ * its tensors, on first use, and kept in the context.
+ *
+ * A kernel of the main program gets each tensor's dtype as an argument and switches on it
+ * per element (common.cl's ld_elem / st_elem), which keeps the compiler from vectorizing
+ * the loads and stores. A typed kernel is compiled with -DT_<tensor>=f32|bf16|f16 instead
+ * (and -DK_<kernel>, which selects it in its file), so each load and store is one fixed
+ * conversion, VW elements at a time where the kernel is a plain elementwise map. The
+ * conversions are the same integer code, so results are bit-identical to the switching
+ * kernels'.
+ *
+ * On GPUs and accelerators each (kernel, dtypes) program goes through the disk cache like
+ * the main program (program.c), so only the first process on a device compiles it. On CPU
+ * devices it does not: there the OpenCL C front end takes ~30 ms per program and PoCL keeps
+ * the generated code in its own cache, while asking PoCL for a program's binary makes it
+ * generate every kernel's code once more (conformance with empty caches: 84 s instead of
+ * 46 s for the same ~100 programs). A context is used by one thread at a time (backend.h),
+ * so the table needs no lock.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "ocl.h"
+
+typedef struct typed_def {
+    const char *kernel;
+    const char *file; /* in kernels/opencl/typed/ */
+    unsigned n_tensors;
+    const char *tensors[3];
+} typed_def;
+
+static const typed_def typed_defs[TK_COUNT] = {
+    [TK_CAST]             = {"cast", "cast.cl", 2, {"src", "dst"}},
+    [TK_ADD]              = {"add", "add.cl", 3, {"a", "b", "y"}},
+    [TK_SCALE]            = {"scale", "scale.cl", 2, {"x", "y"}},
+    [TK_BIAS_GRAD]        = {"bias_grad", "bias_grad.cl", 2, {"dy", "db"}},
+    [TK_ACT_FWD]          = {"act_fwd", "act.cl", 2, {"x", "y"}},
+    [TK_ACT_BWD]          = {"act_bwd", "act.cl", 3, {"x", "dy", "dx"}},
+    [TK_SOFTMAX_FWD]      = {"softmax_fwd", "softmax.cl", 2, {"x", "y"}},
+    [TK_SOFTMAX_BWD]      = {"softmax_bwd", "softmax.cl", 3, {"y", "dy", "dx"}},
+    [TK_LAYERNORM_FWD]    = {"layernorm_fwd", "layernorm.cl", 2, {"x", "y"}},
+    [TK_LAYERNORM_BWD]    = {"layernorm_bwd", "layernorm.cl", 3, {"x", "dy", "dx"}},
+    [TK_LAYERNORM_PARAMS] = {"layernorm_params", "layernorm.cl", 2, {"x", "dy"}},
+};
+
+static const char *const dtype_macro[3] = {"f32", "bf16", "f16"}; /* by ampx_dtype */
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static ampx_status build_slot(ampx_context *ctx, ocl_typed k, const unsigned *dt,
+                              ocl_typed_slot *slot) {
+    const typed_def *d = &typed_defs[k];
+    unsigned file      = 0;
+    while (file < ampx_ocl_typed_count && strcmp(ampx_ocl_typed_names[file], d->file) != 0)
+        file++;
+    if (file == ampx_ocl_typed_count)
+        return ocl_fail(ctx, AMPX_ERR_DEVICE, "opencl: kernels/opencl/typed/%s is not embedded",
+                        d->file);
+    char opts[512], what[128];
+    int len = snprintf(opts, sizeof opts, "%s -DAMPX_TYPED=1 -DVW=%d -DK_%s", ctx->build_opts,
+                       ctx->vw, d->kernel);
+    int wl  = snprintf(what, sizeof what, "typed/%s %s", d->file, d->kernel);
+    for (unsigned i = 0; i < d->n_tensors; i++) {
+        len += snprintf(opts + len, sizeof opts - (size_t)len, " -DT_%s=%s", d->tensors[i],
+                        dtype_macro[dt[i]]);
+        wl += snprintf(what + wl, sizeof what - (size_t)wl, "%s%s=%s", i ? "," : " ", d->tensors[i],
+                       dtype_macro[dt[i]]);
+    }
+    double t0      = now_ms();
+    ocl_source src = {2,
+                      {ampx_ocl_prelude, ampx_ocl_typed_sources[file]},
+                      {ampx_ocl_prelude_size, ampx_ocl_typed_sizes[file]}};
+    int hit        = 0;
+    OCL_TRY(ocl_program_get(ctx, &src, opts, what, !ctx->cpu_device, &slot->program, &hit));
+    cl_int err;
+    slot->kernel = clCreateKernel(slot->program, d->kernel, &err);
+    if (err != CL_SUCCESS) {
+        clReleaseProgram(slot->program);
+        slot->program = NULL;
+        slot->kernel  = NULL;
+        return ocl_fail(ctx, ocl_status_of(err), "opencl: clCreateKernel(%s): %s", what,
+                        ocl_err_name(err));
+    }
+    double ms = now_ms() - t0;
+    ctx->typed_ms += ms;
+    if (hit)
+        ctx->typed_cached++;
+    else
+        ctx->typed_built++;
+    ocl_log(ctx, AMPX_LOG_DEBUG, "opencl: %s %s in %.0f ms", what,
+            hit ? "loaded from the disk cache" : "built", ms);
+    return AMPX_OK;
+}
+
+ocl_args ocl_args_typed(ampx_context *ctx, ocl_typed k, const ampx_tensor *t0,
+                        const ampx_tensor *t1, const ampx_tensor *t2) {
+    const typed_def *d           = &typed_defs[k];
+    ocl_args a                   = {ctx, NULL, d->kernel, 0, CL_SUCCESS, AMPX_OK};
+    const ampx_tensor *const t[] = {t0, t1, t2};
+    unsigned dt[3] = {0, 0, 0}, combo = 0;
+    for (unsigned i = 0; i < d->n_tensors; i++) {
+        /* an absent tensor builds as f32 (its kernel does not touch it) */
+        dt[i] = t[i] && t[i]->buf ? (unsigned)t[i]->dtype : 0u;
+        if (dt[i] > 2) {
+            a.st = ocl_fail(ctx, AMPX_ERR_INVALID, "%s: %s has dtype %u", d->kernel, d->tensors[i],
+                            dt[i]);
+            return a;
+        }
+        combo = combo * 3 + dt[i];
+    }
+    ocl_typed_slot *slot = &ctx->typed[k][combo];
+    if (!slot->kernel) a.st = build_slot(ctx, k, dt, slot);
+    a.kernel = slot->kernel;
+    return a;
+}
+
+uint64_t ocl_vec_items(const ampx_context *ctx, uint64_t n) {
+    uint64_t vecs = n / (uint64_t)ctx->vw, tail = n % (uint64_t)ctx->vw;
+    return vecs > tail ? vecs : tail;
+}
+
+void ocl_typed_free(ampx_context *ctx) {
+    for (int k = 0; k < TK_COUNT; k++)
+        for (int c = 0; c < OCL_TYPED_COMBOS; c++) {
+            if (ctx->typed[k][c].kernel) clReleaseKernel(ctx->typed[k][c].kernel);
+            if (ctx->typed[k][c].program) clReleaseProgram(ctx->typed[k][c].program);
+        }
+    memset(ctx->typed, 0, sizeof ctx->typed);
+}
