@@ -40,7 +40,7 @@ typedef float wide_t;
 #define CTENSOR(n) __global const uchar *n##_p, ulong n##_o
 #define LD(n, i) CAT(ld1_, T_##n)(n##_p + n##_o, (i))
 #define ST(n, i, v) CAT(st1_, T_##n)(n##_p + n##_o, (i), (v))
-#define LDV(n, i) CAT(ldv_, T_##n)(n##_p + n##_o, (i))       /* elements i .. i + VW - 1 */
+#define LDV(n, i) CAT(ldv_, T_##n)(n##_p + n##_o, (i)) /* elements i .. i + VW - 1 */
 #define STV(n, i, v) CAT(stv_, T_##n)(n##_p + n##_o, (i), (v))
 #endif
 #define F32P(n) ((__global float *)(n##_p + n##_o))
