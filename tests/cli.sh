@@ -48,6 +48,24 @@ check "an unknown option far from any: no suggestion" grep -qxF "ampx train: unk
 "$ampx" train x.json --steps 2>"$tmp/err"
 check "an option without its value says so" grep -qF "option '--steps' needs a value" "$tmp/err"
 "$ampx" conformance 2>/dev/null; check "conformance without --backend exits 2" test $? -eq 2
+"$ampx" train x.json --stpes 3 2>"$tmp/err"
+check "a bad option ends with the --help hint, not the whole usage" test "$(tail -n 1 "$tmp/err")" = "Try 'ampx train --help' for more information." -a "$(wc -l <"$tmp/err")" -eq 2
+"$ampx" eval x.json --steps 5 2>"$tmp/err"; rc=$?
+check "a train-only option given to eval: exit 2, named by its flag" test $rc -eq 2 -a "$(cat "$tmp/err")" = "ampx eval: option '--steps' is for ampx train"
+"$ampx" train x.json --help=1 2>"$tmp/err"; rc=$?
+check "--help=1: exit 2, takes no value" test $rc -eq 2 -a "$(head -n 1 "$tmp/err")" = "ampx train: option '--help' takes no value"
+"$ampx" train x.json -s 2>"$tmp/err"
+check "a short option without its value is named as typed" grep -qxF "ampx train: option '-s' needs a value" "$tmp/err"
+"$ampx" generate x.json --checkpoint c --tokens 3.5 2>"$tmp/err"; rc=$?
+check "generate --tokens 3.5: exit 2 with a line" test $rc -eq 2 -a "$(cat "$tmp/err")" = "ampx generate: --tokens '3.5': expected a whole number"
+for c in train eval policy generate backends; do
+  "$ampx" "$c" --help >/dev/full 2>"$tmp/err"; rc=$?
+  check "$c --help to a full disk: exit 1 with the write error" test $rc -eq 1 -a -n "$(grep -F 'write error' "$tmp/err")"
+done
+"$ampx" train "$(dirname "$0")/../models/mlp.json" --steps 1 --backend cpuu 2>"$tmp/err"
+check "a misspelt backend: the nearest named" grep -qF "backend 'cpuu' not found (did you mean 'cpu'?)" "$tmp/err"
+AMPX_DATA_DIR="$tmp/nodata" "$ampx" train "$(dirname "$0")/../models/gpt.json" --steps 1 2>"$tmp/err"
+check "a missing \$DATA corpus: the script that fetches it" grep -qF "nodata/shakespeare/train.txt: No such file or directory (a \$DATA file: fetch \"shakespeare\" with tools/data/shakespeare.sh" "$tmp/err"
 
 "$ampx" backends >"$tmp/out"; rc=$?
 check "backends exits 0" test $rc -eq 0

@@ -82,9 +82,13 @@ typedef struct cli_parser {
  * printed). */
 int cli_parse_opts(const cli_parser *p, int argc, char **argv, void *opts);
 /* cli_parse_opts for a command with a usage(FILE *) text: -1 to go on; 0 after --help (the
- * usage on stdout); EXIT_USAGE after a bad option (the usage on stderr) or a bad value. */
+ * usage on stdout); EXIT_USAGE after a bad option (its line, then cli_try_help's) or a bad
+ * value. */
 int cli_parse_or_usage(const cli_parser *p, int argc, char **argv, void *opts,
                        void (*usage)(FILE *));
+/* "Try 'PROG --help' for more information." on stderr, after a command-line error (as the
+ * GNU tools do, rather than the whole usage). */
+void cli_try_help(const char *prog);
 
 /* Appends a --backend-opt argument to opts after checking it is key=value; prints one line
  * and returns -1 when it is not or when there are too many. */

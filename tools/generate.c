@@ -89,9 +89,14 @@ typedef struct gen_opts {
     double tokens, temperature, top_k, seed;
 } gen_opts;
 
-/* A number in [lo, hi], a whole one when whole is set (a fraction fails without a line) */
+/* A number in [lo, hi], a whole one when whole is set; one line when it is not */
 static int number(const char *flag, const char *s, double lo, double hi, int whole, double *out) {
-    return parse_num(flag, s, lo, hi, out) || (whole && *out != floor(*out)) ? -1 : 0;
+    if (parse_num(flag, s, lo, hi, out)) return -1;
+    if (whole && *out != floor(*out)) {
+        fprintf(stderr, "ampx generate: %s '%s': expected a whole number\n", flag, s);
+        return -1;
+    }
+    return 0;
 }
 
 static int opt_tokens(void *opts, int argc, char **argv, const char *v) {
@@ -174,7 +179,7 @@ int cli_generate(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (optind != argc - 1 || !o.checkpoint) {
         fprintf(stderr, "ampx generate: expected one MODEL.json and --checkpoint FILE\n");
-        usage(stderr);
+        cli_try_help("ampx generate");
         return EXIT_USAGE;
     }
     char err[1024];

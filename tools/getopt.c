@@ -26,18 +26,22 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
     if (c != '?') return c;
     const char *arg = argv[optind - 1 < argc ? optind - 1 : argc - 1];
     if (optopt) { /* a known option without its value, or an unknown short one */
-        const char *known = strchr(shortopts, optopt);
-        if (known && known[1] == ':')
-            fprintf(stderr, "%s: option '-%c' needs a value\n", argv[0], optopt);
-        else {
-            int long_known = 0;
-            for (const struct option *o = lopts; o->name; o++)
-                long_known |= o->val == optopt && o->has_arg == required_argument;
-            if (long_known)
-                fprintf(stderr, "%s: option '%s' needs a value\n", argv[0], arg);
-            else
-                fprintf(stderr, "%s: unknown option '-%c'\n", argv[0], optopt);
+        int long_known = 0, flag = 0;
+        for (const struct option *o = lopts; o->name; o++) {
+            long_known |= o->val == optopt && o->has_arg == required_argument;
+            flag |= o->val == optopt && o->has_arg == no_argument;
         }
+        const char *known = strchr(shortopts, optopt);
+        if (flag && strncmp(arg, "--", 2) == 0) /* --help=1 */
+            fprintf(stderr, "%s: option '%.*s' takes no value\n", argv[0], (int)strcspn(arg, "="),
+                    arg);
+        else if (long_known && strncmp(arg, "--", 2) == 0) /* as the user spelled it */
+            fprintf(stderr, "%s: option '%.*s' needs a value\n", argv[0], (int)strcspn(arg, "="),
+                    arg);
+        else if (long_known || (known && known[1] == ':'))
+            fprintf(stderr, "%s: option '-%c' needs a value\n", argv[0], optopt);
+        else
+            fprintf(stderr, "%s: unknown option '-%c'\n", argv[0], optopt);
         return '?';
     }
     /* an unknown long option: the closest known one */
@@ -102,8 +106,7 @@ int cli_parse_opts(const cli_parser *p, int argc, char **argv, void *opts) {
             o++;
         if (!o->name) return CLI_BAD_OPTION;
         if (o->group & p->refuse) {
-            fprintf(stderr, "%s: option '%s' is for %s\n", argv[0], argv[optind - 1],
-                    p->refused_for);
+            fprintf(stderr, "%s: option '--%s' is for %s\n", argv[0], o->name, p->refused_for);
             return EXIT_USAGE;
         }
         int rc = store(o, argc, argv, opts);
@@ -119,6 +122,10 @@ int cli_parse_or_usage(const cli_parser *p, int argc, char **argv, void *opts,
         usage(stdout);
         return 0;
     }
-    if (rc == CLI_BAD_OPTION) usage(stderr);
+    if (rc == CLI_BAD_OPTION) cli_try_help(argv[0]);
     return rc ? EXIT_USAGE : -1;
+}
+
+void cli_try_help(const char *prog) {
+    fprintf(stderr, "Try '%s --help' for more information.\n", prog);
 }

@@ -46,6 +46,10 @@ static const perf_switch switches[] = {
      "attention runs as GEMM + SOFTMAX ops; no fused attention kernel exists in ABI 1.2"},
     {"env",    "AMPX_BACKEND_OPTS",  "k=v,k=v",                        "unset",
      "backend options for every command, before --backend-opt"},
+    {"env",    "AMPX_BUCKET_KB",     "KiB, >= 1",                      "1024",
+     "data parallel: the gradient all-reduce bucket size (a larger parameter is its own bucket)"},
+    {"env",    "AMPX_DIST_PATH",     "copy|host",                      "unset (auto)",
+     "data parallel: copy forces the host-copy all-reduce; host keeps CUDA buffers off NCCL"},
 };
 // clang-format on
 

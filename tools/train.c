@@ -61,8 +61,8 @@ static void usage(const char *cmd, FILE *f) {
             "  --log-every N        steps between reads of the device's step records\n"
             "  --eval-every N       steps between validation evaluations (0: at the end only)\n"
             "  --metrics F.jsonl    one JSON object per step\n"
-            "  --checkpoint F       write a safetensors checkpoint at the end (and every\n"
-            "                       --checkpoint-every N steps)\n"
+            "  --checkpoint F       write a safetensors checkpoint at the end\n"
+            "  --checkpoint-every N with --checkpoint: also write one every N steps\n"
             "  --keep K             with --checkpoint-every: keep the last K periodic "
             "checkpoints,\n"
             "                       each named by its step (F.step000100.safetensors)\n"
@@ -177,19 +177,19 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
     o->steps = o->batch = o->seed = o->log_every = o->eval_every = -1;
     cli_parser p = {"h", run_table, strcmp(cmd, "train") ? TRAIN_ONLY : 0u, "ampx train"};
     int rc       = cli_parse_opts(&p, argc, argv, o);
-    if (rc == CLI_HELP_ASKED) {
+    if (rc == CLI_HELP_ASKED) { /* the caller exits 0 (or 1 when stdout fails) */
         usage(cmd, stdout);
-        exit(0);
+        return CLI_HELP_ASKED;
     }
     if (rc == CLI_BAD_OPTION) {
-        usage(cmd, stderr);
+        cli_try_help(argv[0]);
         return EXIT_USAGE;
     }
     if (rc) return rc;
     if (optind != argc - 1) {
         fprintf(stderr, "%s: expected one MODEL.json%s\n", argv[0],
                 optind < argc - 1 ? " (extra arguments)" : "");
-        usage(cmd, stderr);
+        cli_try_help(argv[0]);
         return EXIT_USAGE;
     }
     o->model = argv[optind];
@@ -293,13 +293,28 @@ static void monitor_record(progress *p, const ampx_step_record *r) {
     }
 }
 
+/* A loss scale as the user reads it: exact (scales are powers of the growth factor, often
+ * 2^k, and %g would print 2^20 as 1.04858e+06): a whole number in full up to 2^53, else 9
+ * significant digits, which give back the f32 value. */
+typedef struct scale_txt {
+    char s[40];
+} scale_txt;
+static scale_txt scale_text(double v) {
+    scale_txt t;
+    if (v >= 1 && v <= 9007199254740992.0 && v == floor(v))
+        snprintf(t.s, sizeof t.s, "%.0f", v);
+    else
+        snprintf(t.s, sizeof t.s, "%.9g", v);
+    return t;
+}
+
 /* The per-layer table of the latest monitored step: the layer's tensors combined. */
 static void show_health(progress *p) {
     if (p->quiet || !p->n_health) return;
     FILE *f = p->tty ? stderr : stdout;
     if (p->tty) fputs("\r\033[K", f);
-    fprintf(f, "gradient health at step %lld (loss scale %g; max|g| and rms unscaled):\n",
-            (long long)p->health_step, p->health_scale);
+    fprintf(f, "gradient health at step %lld (loss scale %s; max|g| and rms unscaled):\n",
+            (long long)p->health_step, scale_text(p->health_scale).s);
     fprintf(f, "  %-16s %-5s %10s %10s %10s %7s %9s %6s %6s\n", "layer", "dtype", "max|g|", "rms",
             "norm", "zeros", "underflow", "inf", "nan");
     for (int i = 0; i < p->n_health; i++) {
@@ -369,10 +384,10 @@ static int on_record(void *user, const ampx_step_record *r) {
         p->skipped++;
         if (!p->quiet)
             fprintf(stderr,
-                    "%sstep %lld: skipped, non-finite gradients in %s; loss scale %g -> %g%s%s\n",
+                    "%sstep %lld: skipped, non-finite gradients in %s; loss scale %s -> %s%s%s\n",
                     p->tty ? "\r\033[K" : "", (long long)r->step,
-                    r->overflow[0] ? r->overflow : "(unnamed)", (double)p->last_scale,
-                    (double)r->scale,
+                    r->overflow[0] ? r->overflow : "(unnamed)", scale_text(p->last_scale).s,
+                    scale_text(r->scale).s,
                     r->first_nonfinite && r->first_nonfinite[0] ? "; first non-finite: " : "",
                     r->first_nonfinite ? r->first_nonfinite : "");
     }
@@ -405,11 +420,11 @@ static void show_progress(progress *p, int64_t step, int64_t start) {
         snprintf(loss, sizeof loss, "- (no step applied yet)");
     p->applied_in_interval = 0;
     if (p->tty)
-        fprintf(stderr, "\r\033[Kstep %lld/%lld  loss %s  scale %g  %.0f steps/s  ETA %.0fs",
-                (long long)step, (long long)p->total, loss, (double)p->last_scale, rate, eta);
+        fprintf(stderr, "\r\033[Kstep %lld/%lld  loss %s  scale %s  %.0f steps/s  ETA %.0fs",
+                (long long)step, (long long)p->total, loss, scale_text(p->last_scale).s, rate, eta);
     else
-        printf("step %lld/%lld loss %s scale %g steps/s %.1f eta_s %.0f\n", (long long)step,
-               (long long)p->total, loss, (double)p->last_scale, rate, eta);
+        printf("step %lld/%lld loss %s scale %s steps/s %.1f eta_s %.0f\n", (long long)step,
+               (long long)p->total, loss, scale_text(p->last_scale).s, rate, eta);
     fflush(stdout);
 }
 
@@ -638,8 +653,18 @@ static int train_start(train_run *r) {
         report(r->prog, "%s", err);
         return -1;
     }
+    if (r->rank == 0 && o->resume && ampx_trainer_notice(t)[0])
+        fprintf(stderr, "%s: note: %s\n", r->prog, ampx_trainer_notice(t));
     if ((o->resume || o->init_from) && ampx_trainer_sync(t)) {
         report(r->prog, "%s", ampx_trainer_error(t));
+        return -1;
+    }
+    if (o->resume && ampx_trainer_step(t) >= r->tc->steps) { /* before any file is opened */
+        report(r->prog,
+               "%s is at step %lld and the run ends at step %lld: nothing to train (steps "
+               "count from the start of the run; give --steps N with N > %lld)",
+               o->resume, (long long)ampx_trainer_step(t), (long long)r->tc->steps,
+               (long long)ampx_trainer_step(t));
         return -1;
     }
     inject_from_env(t, r->rank);
@@ -782,9 +807,10 @@ static void print_summary(const train_run *r) {
     const ampx_scalars *sc     = &r->sc;
     const ampx_eval_result *ev = &r->ev;
     double secs                = r->secs;
-    printf("done: step %lld, %d applied, %d skipped, %.2f s (%.0f steps/s); final loss scale %g\n",
+    printf("done: step %lld, %d applied, %d skipped, %.2f s (%.0f steps/s); final loss scale %s\n",
            (long long)ampx_trainer_step(t), sc->applied_steps, sc->skipped_steps, secs,
-           secs > 0 ? (double)(ampx_trainer_step(t) - r->start) / secs : 0.0, (double)sc->scale);
+           secs > 0 ? (double)(ampx_trainer_step(t) - r->start) / secs : 0.0,
+           scale_text(sc->scale).s);
     if (ampx_trainer_window(t))
         printf("validation loss %.4f nats per token (%.4f bits), next-token accuracy %.2f%% on "
                "%lld positions\n",
@@ -805,7 +831,7 @@ static void print_summary(const train_run *r) {
 int cli_train(int argc, char **argv) {
     train_run r = {.prog = argv[0]};
     int rc      = parse_run(argc, argv, "train", &r.o);
-    if (rc) return rc;
+    if (rc) return rc == CLI_HELP_ASKED ? 0 : rc;
     if (ampx_dist_init(&g_dist, r.err, sizeof r.err)) {
         fprintf(stderr, "%s: %s\n", argv[0], r.err);
         return 1;
@@ -826,7 +852,7 @@ int cli_train(int argc, char **argv) {
 int cli_eval(int argc, char **argv) {
     run_opts o;
     int rc = parse_run(argc, argv, "eval", &o);
-    if (rc) return rc;
+    if (rc) return rc == CLI_HELP_ASKED ? 0 : rc;
     ampx_model *m;
     ampx_backend *be;
     if (open_all(argv[0], &o, &m, &be)) return 1;
@@ -860,7 +886,7 @@ int cli_eval(int argc, char **argv) {
 int cli_policy(int argc, char **argv) {
     run_opts o;
     int rc = parse_run(argc, argv, "policy", &o);
-    if (rc) return rc;
+    if (rc) return rc == CLI_HELP_ASKED ? 0 : rc;
     ampx_model *m;
     if (open_all(argv[0], &o, &m, NULL)) return 1;
     ampx_model_describe(m, print_line, NULL);

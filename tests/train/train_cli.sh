@@ -370,6 +370,37 @@ amp_pass_same() { # amp_pass_same BACKEND INNER_PLUGIN MODEL
   cmp -s "$work/fused.m" "$work/separate.m" ||
     fail "amp_pass $1 $3: metrics differ: $(diff "$work/fused.m" "$work/separate.m" | head -3)"
 }
+# ---- resume: a run already at its end is refused before any file is written; a checkpoint
+# of another policy resumes with its working copies derived from the masters, exactly what
+# the optimizer writes (the same bits as resuming with the copies the file held)
+"$ampx" train "$mlp" --steps 30 --quiet --checkpoint "$work/r30.ckpt" >/dev/null 2>&1 || fail "resume: first run"
+expect_error resume_past 'is at step 30 and the run ends at step 20: nothing to train' \
+  "$ampx" train "$mlp" --steps 20 --resume "$work/r30.ckpt" --metrics "$work/past.jsonl"
+[ ! -e "$work/past.jsonl" ] || fail "resume_past: the metrics file was created"
+python3 - "$work/r30.ckpt" "$work/r30_nocopy.ckpt" <<'PY' || fail "resume: stripping the working copies"
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h, data = json.loads(b[8:8 + n]), b[8 + n:]
+meta = h.pop("__metadata__")
+keep = {k: v for k, v in h.items() if not k.startswith("ampx.copy.")}
+assert len(keep) < len(h), "the mixed_bf16 checkpoint has no working copies"
+out, blobs, off = {"__metadata__": meta}, [], 0
+for k, v in keep.items():
+    s, e = v["data_offsets"]
+    out[k] = dict(v, data_offsets=[off, off + e - s]); blobs.append(data[s:e]); off += e - s
+hdr = json.dumps(out).encode()
+hdr += b" " * (-len(hdr) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hdr)) + hdr + b"".join(blobs))
+PY
+"$ampx" train "$mlp" --steps 60 --quiet --resume "$work/r30.ckpt" --checkpoint "$work/r60a.ckpt" >/dev/null 2>"$work/err" || fail "resume: $(cat "$work/err")"
+[ ! -s "$work/err" ] || fail "resume with the same policy: unexpected '$(cat "$work/err")'"
+"$ampx" train "$mlp" --steps 60 --quiet --resume "$work/r30_nocopy.ckpt" --checkpoint "$work/r60b.ckpt" >/dev/null 2>"$work/err" || fail "resume without copies: $(cat "$work/err")"
+grep -q "note: .*r30_nocopy.ckpt was written under another precision policy: 2 working copies derived" "$work/err" || fail "resume without copies: no note ($(cat "$work/err"))"
+cmp -s "$work/r60a.ckpt" "$work/r60b.ckpt" || fail "resume: derived working copies train differently from the saved ones"
+"$ampx" train "$mlp" --steps 60 --quiet --resume "$work/r30.ckpt" --set 'policy="mixed_f16"' --checkpoint "$work/r60h.ckpt" >/dev/null 2>"$work/err" || fail "resume bf16 -> f16: $(cat "$work/err")"
+"$ampx" train "$mlp" --steps 90 --quiet --resume "$work/r60h.ckpt" --set 'policy="f32"' >/dev/null 2>"$work/err" || fail "resume f16 -> f32: $(cat "$work/err")"
+
 if [ -n "${AMPX_TEST_MINOR_1_3:-}" ] && [ -f "$AMPX_TEST_MINOR_1_3" ]; then
   for model in mlp mlp_f16; do
     amp_pass_same cpu "$AMPX_TEST_INNER_PLUGIN" "$model"

@@ -209,6 +209,11 @@ AMPX_API ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *
                                        size_t err_cap);
 AMPX_API ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err,
                                        size_t err_cap);
+/* What the last successful ampx_trainer_load changed beyond restoring the state, in one
+ * line for the user, or "": a checkpoint written under another precision policy has working
+ * copies of other dtypes (or none); they are re-derived from its f32 master weights (round to
+ * nearest even, what the optimizer writes after each applied step). */
+AMPX_API const char *ampx_trainer_notice(const ampx_trainer *t);
 /* Whether a checkpoint can be written at path (its folder exists and takes a new file, path
  * is not a folder): checked before training so a bad path is found before the run. */
 AMPX_API ampx_status ampx_checkpoint_check_path(const char *path, char *err, size_t err_cap);

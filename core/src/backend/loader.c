@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "ampx/ampx.h"
+#include "base/edit_distance.h"
 #include "base/error.h"
 
 struct ampx_backend {
@@ -375,6 +376,20 @@ static void free_options(char **list, uint32_t n) {
     free(list);
 }
 
+/* The installed backend whose name is closest to a misspelt one (a third of its letters
+ * at most, as the command's did-you-mean) into best; 0 when there is none. */
+static int nearest_plugin(const char *spec, char *best, size_t cap) {
+    enum { MAX_LISTED = 32 };
+    ampx_plugin_info *found = malloc(MAX_LISTED * sizeof *found);
+    size_t n = found ? ampx_plugin_list(found, MAX_LISTED) : 0, bd = 99, ls = strlen(spec);
+    for (size_t i = 0; i < n && i < MAX_LISTED; i++) {
+        size_t d = edit_distance(spec, found[i].name);
+        if (d < bd) bd = d, fmt(best, cap, "%s", found[i].name);
+    }
+    free(found);
+    return bd <= (ls < 6 ? 2 : ls / 3);
+}
+
 ampx_status ampx_backend_open(const char *spec, const char *const *options, uint32_t n_options,
                               ampx_backend **out, char *err, size_t err_cap) {
     char path[PATH_MAX], searched[4096];
@@ -397,6 +412,11 @@ ampx_status ampx_backend_open(const char *spec, const char *const *options, uint
             spec);
         return AMPX_ERR_INVALID;
     } else if (find_plugin(spec, path, sizeof path, searched, sizeof searched) != 0) {
+        char near[64];
+        if (nearest_plugin(spec, near, sizeof near)) {
+            fmt(err, err_cap, "backend '%s' not found (did you mean '%s'?)", spec, near);
+            return AMPX_ERR_INVALID;
+        }
         fmt(err, err_cap,
             "libampx-%s.so: backend '%s' not found in %s (set AMPX_PLUGIN_PATH, "
             "or give a path like ./libampx-%s.so)",

@@ -365,6 +365,9 @@ static int data_path(jctx *c, settings *m, const json_value *v, const char *key,
     const char *p = NULL;
     if (jstr(c, v, key, required, &p)) return -1;
     if (!p) return 0;
+    if (!strncmp(p, "$DATA/", 6) && !m->data.data_set[0])
+        snprintf(m->data.data_set, sizeof m->data.data_set, "%.*s", (int)strcspn(p + 6, "/"),
+                 p + 6);
     *out = resolve_path(m->file, p);
     return *out ? 0 : jerr(c, v, "out of memory");
 }

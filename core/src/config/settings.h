@@ -89,6 +89,8 @@ typedef struct data_config {
     double val_fraction;
     int64_t eval_windows; /* fixed validation windows */
     int64_t text_bytes;   /* embedded_text: bytes generated */
+    /* the first folder of a "$DATA/<set>/..." path, for the message when a file is missing */
+    char data_set[32];
 } data_config;
 
 /* Everything but the graph. */

@@ -42,6 +42,11 @@ typedef struct ck_tensor {
     int nonneg;       /* values must be >= 0 (Adam's second moment) */
 } ck_tensor;
 
+/* A low-precision working copy ("ampx.copy.<param>"), derived from its master on demand. */
+static int is_copy(const ck_tensor *c) {
+    return !strncmp(c->name, "ampx.copy.", 10);
+}
+
 /* The tensors of a checkpoint, in file order. */
 static int ck_list(ampx_trainer *t, ck_tensor *out) {
     int n                                = 0;
@@ -347,6 +352,83 @@ static ampx_status check_identity(ck_reader *r, const ampx_trainer *t, const jso
     return AMPX_OK;
 }
 
+/* Points src[i] at the data of each of the n tensors of ts, checking every tensor of the
+ * model is there with its dtype and shape, and no other; a working copy of another dtype,
+ * or none (a checkpoint of another policy), gets src NULL and counts in *derived. 0, or -1
+ * after the message. */
+static int ck_match(ck_reader *rp, const ampx_trainer *t, const json_value *root,
+                    const unsigned char *data, const ck_tensor *ts, int n,
+                    const unsigned char **src, int *derived) {
+    for (int i = 0; i < n; i++) {
+        const json_value *e = json_get(root, ts[i].name);
+        if (is_copy(&ts[i]) && (!e || strcmp(json_get(e, "dtype")->str, ts[i].dtype))) {
+            src[i] = NULL;
+            (*derived)++;
+            continue;
+        }
+        if (!e) {
+            st_bad(rp, "tensor \"%s\" is missing", ts[i].name);
+            return -1;
+        }
+        const json_value *dt = json_get(e, "dtype"), *sh = json_get(e, "shape"),
+                         *of = json_get(e, "data_offsets");
+        if (strcmp(dt->str, ts[i].dtype)) {
+            st_bad(rp, "tensor \"%s\" has dtype %s, expected %s", ts[i].name, dt->str, ts[i].dtype);
+            return -1;
+        }
+        int shape_ok = (int)sh->n_items == ts[i].ndim;
+        for (int k = 0; shape_ok && k < ts[i].ndim; k++)
+            shape_ok = sh->items[k]->num == (double)ts[i].dims[k];
+        if (!shape_ok) {
+            char dims[100];
+            shape_json(&ts[i], dims, sizeof dims, ", ");
+            st_bad(rp, "tensor \"%s\" has another shape than the model's [%s]", ts[i].name, dims);
+            return -1;
+        }
+        src[i] = data + (uint64_t)of->items[0]->num;
+    }
+    if (root->n_items != (size_t)n + 1)
+        for (size_t k = 0; k < root->n_items; k++) {
+            const char *key = root->items[k]->key;
+            int known       = !strcmp(key, "__metadata__");
+            for (int i = 0; i < n && !known; i++)
+                known = !strcmp(key, ts[i].name);
+            /* the working copy of a parameter the policy now keeps in f32 */
+            for (int i = 0; i < t->n_params && !known; i++)
+                known = !strncmp(key, "ampx.copy.", 10) && !strcmp(key + 10, t->params[i].name);
+            if (!known) {
+                st_bad(rp, "tensor \"%.100s\" is not part of model \"%s\"", key, t->m->cfg.name);
+                return -1;
+            }
+        }
+    return 0;
+}
+
+/* The working copies the file did not give (src NULL), cast from the masters now on the
+ * device, and the note that says so. */
+static ampx_status derive_copies(ck_reader *rp, ampx_trainer *t, const ck_tensor *ts, int n,
+                                 const unsigned char *const *src, int derived) {
+    for (int i = 0; i < t->n_params && derived; i++) {
+        const param *p = &t->params[i];
+        int from_file  = 0;
+        for (int k = 0; k < n && p->copy && !from_file; k++)
+            from_file = src[k] && is_copy(&ts[k]) && !strcmp(ts[k].name + 10, p->name);
+        if (!p->copy || from_file) continue;
+        ampx_cast_args c = {.size = sizeof c,
+                            .n    = p->n,
+                            .src  = tr_tensor(p->master, 0, AMPX_F32),
+                            .dst  = tr_tensor(p->copy, 0, p->copy_dtype)};
+        ampx_status st   = tr_step_op(t, AMPX_OP_CAST, &c);
+        if (st) return st_bad(rp, "%s", ampx_backend_last_error(t->be)), st;
+    }
+    if (derived)
+        snprintf(t->notice, sizeof t->notice,
+                 "%s was written under another precision policy: %d working cop%s derived "
+                 "from its f32 master weights",
+                 rp->name, derived, derived == 1 ? "y" : "ies");
+    return AMPX_OK;
+}
+
 ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned char *file, size_t len,
                            char *err, size_t cap) {
     ck_reader r               = {.name = name, .err = err, .cap = cap};
@@ -369,45 +451,13 @@ ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned cha
     if (meta_int(&r, meta, "step", 0, INT64_MAX, &step) ||
         meta_int(&r, meta, "seed", 0, INT64_MAX, &seed))
         goto out;
-    int n = ck_list(t, ts);
-    /* Every tensor of the model with its dtype and shape, and no other. */
-    for (int i = 0; i < n; i++) {
-        const json_value *e = json_get(root, ts[i].name);
-        if (!e) {
-            st_bad(&r, "tensor \"%s\" is missing", ts[i].name);
-            goto out;
-        }
-        const json_value *dt = json_get(e, "dtype"), *sh = json_get(e, "shape"),
-                         *of = json_get(e, "data_offsets");
-        if (strcmp(dt->str, ts[i].dtype)) {
-            st_bad(&r, "tensor \"%s\" has dtype %s, expected %s", ts[i].name, dt->str, ts[i].dtype);
-            goto out;
-        }
-        int shape_ok = (int)sh->n_items == ts[i].ndim;
-        for (int k = 0; shape_ok && k < ts[i].ndim; k++)
-            shape_ok = sh->items[k]->num == (double)ts[i].dims[k];
-        if (!shape_ok) {
-            char dims[100];
-            shape_json(&ts[i], dims, sizeof dims, ", ");
-            st_bad(&r, "tensor \"%s\" has another shape than the model's [%s]", ts[i].name, dims);
-            goto out;
-        }
-        src[i] = data + (uint64_t)of->items[0]->num;
-    }
-    if (root->n_items != (size_t)n + 1)
-        for (size_t k = 0; k < root->n_items; k++) {
-            const char *key = root->items[k]->key;
-            int known       = !strcmp(key, "__metadata__");
-            for (int i = 0; i < n && !known; i++)
-                known = !strcmp(key, ts[i].name);
-            if (!known) {
-                st_bad(&r, "tensor \"%.100s\" is not part of model \"%s\"", key, t->m->cfg.name);
-                goto out;
-            }
-        }
+    int n = ck_list(t, ts), derived = 0;
+    t->notice[0] = 0;
+    if (ck_match(&r, t, root, data, ts, n, src, &derived)) goto out;
     /* Every restored value. */
     ampx_scalars saved;
     for (int i = 0; i < n; i++) {
+        if (!src[i]) continue; /* a working copy derived below */
         if (!ts[i].buf) {
             memcpy(&saved, src[i], sizeof saved);
             if ((st = check_scalars(&r, &saved, meta, step))) goto out;
@@ -438,7 +488,7 @@ ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned cha
             sc.stop_reason       = 0;
             sc.lr                = saved.lr;
             st                   = t->ifc->buffer_write(t->ctx, t->scalars, 0, &sc, sizeof sc);
-        } else {
+        } else if (src[i]) {
             st = t->ifc->buffer_write(t->ctx, ts[i].buf, 0, src[i], ts[i].bytes);
         }
         if (st) {
@@ -446,6 +496,8 @@ ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned cha
             goto out;
         }
     }
+    /* the masters are on the device: their working copies for this policy */
+    if ((st = derive_copies(&r, t, ts, n, src, derived))) goto out;
     t->step = step;
     st      = AMPX_OK;
 out:

@@ -420,6 +420,13 @@ int data_load(const data_request *m, dataset *d, char *err, size_t cap) {
              : m->cfg->data.source == DATA_MNIST    ? load_mnist(m, d, err, cap)
                                                     : load_csv(m, d, err, cap);
     if (rc) data_free(d);
+    if (rc && m->cfg->data.data_set[0] && strstr(err, strerror(ENOENT))) {
+        const char *set = m->cfg->data.data_set;
+        err_add(ERR(err, cap),
+                " (a $DATA file: fetch \"%s\" with tools/data/%s.sh, or point "
+                "AMPX_DATA_DIR at the folder that holds %s/)",
+                set, set, set);
+    }
     return rc;
 }
 

@@ -500,6 +500,10 @@ const char *ampx_trainer_error(const ampx_trainer *t) {
     return t->error;
 }
 
+const char *ampx_trainer_notice(const ampx_trainer *t) {
+    return t->notice;
+}
+
 ampx_status ampx_trainer_scalars(ampx_trainer *t, ampx_scalars *out) {
     return tr_check(t, t->ifc->buffer_read(t->ctx, t->scalars, 0, out, sizeof *out), "buffer_read");
 }

@@ -140,6 +140,7 @@ struct ampx_trainer {
     tr_inject inject;
     dp_state dp; /* data-parallel runs (dp.world > 1) */
     char error[1024];
+    char notice[256]; /* what the last load changed, for the user (ampx_trainer_notice) */
 };
 
 // ---------------------------------------------------------------------------------------
