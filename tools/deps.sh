@@ -11,7 +11,8 @@ pkgs+=(libcairo2-dev)
 # Data-parallel training: Open MPI launches the ranks and all-reduces host buffers
 # (mpirun -np N ampx train); without it ampx builds and trains single-process.
 pkgs+=(openmpi-bin libopenmpi-dev)
-if [ "${1:-}" = "--tests" ]; then pkgs+=(libcriterion-dev python3 clinfo); fi
+# poppler-utils: pdftotext reads back the labels ampx plot drew (tests/train/observe_cli.sh).
+if [ "${1:-}" = "--tests" ]; then pkgs+=(libcriterion-dev python3 clinfo poppler-utils); fi
 # The fuzz harnesses (tools/fuzz.sh) need clang and its libFuzzer runtime.
 if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang); fi
 # tools/lint.sh: the formatting check and the static analyser.

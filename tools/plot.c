@@ -134,6 +134,14 @@ typedef struct box {
     int logy;
 } box;
 
+/* How a panel's value axis reads. */
+typedef enum axis_kind {
+    AXIS_LINEAR,    /* round ticks: 1, 2 or 5 times a power of ten */
+    AXIS_FROM_ZERO, /* linear, starting at 0 (a learning rate) */
+    AXIS_LOG10,     /* log, ticks at powers of ten */
+    AXIS_LOG2,      /* log, ticks at powers of two, labelled 2^k (a loss scale) */
+} axis_kind;
+
 static double px(const box *b, double x) {
     return b->x + (x - b->x0) / (b->x1 - b->x0) * b->w;
 }
@@ -150,7 +158,8 @@ static void text(cairo_t *cr, double x, double y, double size, const char *s, do
     cairo_show_text(cr, s);
 }
 
-static void range(const series *s, int n_s, int logy, double *lo, double *hi) {
+static void range(const series *s, int n_s, axis_kind kind, double *lo, double *hi) {
+    int logy = kind == AXIS_LOG10 || kind == AXIS_LOG2;
     *lo = INFINITY, *hi = -INFINITY;
     for (int k = 0; k < n_s; k++)
         for (int i = 0; i < s[k].n; i++) {
@@ -164,60 +173,179 @@ static void range(const series *s, int n_s, int logy, double *lo, double *hi) {
     if (*hi - *lo < 1e-12) *lo -= 0.5, *hi += 0.5;
     double pad = 0.05 * (*hi - *lo);
     *lo -= pad, *hi += pad;
+    if (kind == AXIS_FROM_ZERO && *lo + pad >= 0) *lo = 0;
 }
 
-/* A panel with a frame, a title, axis labels at the ends and its series. */
+// ---------------------------------------------------------------------------------------
+// Ticks
+
+/* A round step for about `want` intervals over span: 1, 2 or 5 times a power of ten. */
+static double nice_step(double span, int want) {
+    double raw = span / want, mag = pow(10, floor(log10(raw))), f = raw / mag;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+}
+
+/* The label of linear tick v on an axis of step `step` (1, 2 or 5 times a power of ten):
+ * whole numbers in full, decimals as many as the step has, exponents for an axis of tiny
+ * values (amax: the largest magnitude on the axis). */
+static void tick_label(double v, double step, double amax, char *out, size_t cap) {
+    if (fabs(v) < step * 1e-9) v = 0;
+    double big = fmax(amax, step); /* one format along the axis */
+    if (step >= 1)
+        snprintf(out, cap, "%.0f", v);
+    else if (big >= 1e-3)
+        snprintf(out, cap, "%.*f", (int)ceil(-log10(step) - 1e-9), v);
+    else
+        snprintf(out, cap, "%.*e", (int)(floor(log10(big)) - floor(log10(step))), v);
+}
+
+/* Ticks of an axis over [lo, hi] (log10 units for the log kinds): positions in axis units
+ * and labels; the count. */
+typedef struct ticks {
+    double at[32];
+    char label[32][24];
+    int n;
+} ticks;
+
+static void log_ticks(double lo, double hi, double base, ticks *t) {
+    double l = log10(base);
+    int e0 = (int)ceil(lo / l), e1 = (int)floor(hi / l), every = 1;
+    while ((e1 - e0) / every + 1 > 7)
+        every *= 2;
+    for (int e = e0 - ((e0 % every) + every) % every; e <= e1 && t->n < 32; e += every) {
+        if (e < e0) continue;
+        t->at[t->n] = e * l;
+        if (base == 2)
+            snprintf(t->label[t->n], sizeof t->label[0], "2^%d", e);
+        else if (e >= -2 && e <= 4)
+            snprintf(t->label[t->n], sizeof t->label[0], "%g", pow(10, e));
+        else
+            snprintf(t->label[t->n], sizeof t->label[0], "1e%d", e);
+        t->n++;
+    }
+}
+
+static void make_ticks(double lo, double hi, axis_kind kind, int want, ticks *t) {
+    t->n = 0;
+    if (kind == AXIS_LOG10 || kind == AXIS_LOG2) {
+        log_ticks(lo, hi, kind == AXIS_LOG2 ? 2 : 10, t);
+        if (t->n >= 2) return;
+        t->n     = 0; /* less than two powers in range: round values of the value itself */
+        double a = pow(10, lo), b = pow(10, hi), step = nice_step(b - a, want);
+        for (double v = ceil(a / step) * step; v <= b && t->n < 32; v += step) {
+            t->at[t->n] = log10(v);
+            tick_label(v, step, b, t->label[t->n++], sizeof t->label[0]);
+        }
+        return;
+    }
+    double step = nice_step(hi - lo, want);
+    for (double v = ceil(lo / step) * step; v <= hi + step * 1e-9 && t->n < 32; v += step) {
+        t->at[t->n] = v;
+        tick_label(v, step, fmax(fabs(lo), fabs(hi)), t->label[t->n++], sizeof t->label[0]);
+    }
+}
+
+/* The step axis under plot area b: round steps, ticks, and its title. */
+static void step_axis(cairo_t *cr, const box *b) {
+    ticks t;
+    make_ticks(b->x0, b->x1, AXIS_LINEAR, 6, &t);
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    cairo_set_line_width(cr, 1);
+    for (int i = 0; i < t.n; i++) {
+        double x = px(b, t.at[i]);
+        if (x < b->x - 0.5 || x > b->x + b->w + 0.5) continue;
+        cairo_move_to(cr, x, b->y + b->h);
+        cairo_line_to(cr, x, b->y + b->h + 4);
+        text(cr, x, b->y + b->h + 16, 11, t.label[i], 0.5);
+    }
+    cairo_stroke(cr);
+    text(cr, b->x + b->w / 2, b->y + b->h + 30, 11, "step", 0.5);
+}
+
+// ---------------------------------------------------------------------------------------
+// Panels
+
+static const double colours[][3] = {{0.12, 0.47, 0.71}, {0.84, 0.15, 0.16}};
+
+/* One series: a line; `dots` marks each point too (sparse series such as validation). */
+static void curve(cairo_t *cr, const box *b, const series *s, const double *rgb, double width,
+                  int dots) {
+    cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+    cairo_set_line_width(cr, width);
+    int pen = 0;
+    cairo_save(cr);
+    cairo_rectangle(cr, b->x, b->y, b->w, b->h);
+    cairo_clip(cr);
+    for (int i = 0; i < s->n; i++) {
+        double v = s->y[i];
+        if (!isfinite(v) || (b->logy && v <= 0)) {
+            pen = 0;
+            continue;
+        }
+        if (pen)
+            cairo_line_to(cr, px(b, s->x[i]), py(b, v));
+        else
+            cairo_move_to(cr, px(b, s->x[i]), py(b, v));
+        pen = 1;
+    }
+    cairo_stroke(cr);
+    for (int i = 0; dots && i < s->n; i++)
+        if (isfinite(s->y[i]) && (!b->logy || s->y[i] > 0)) {
+            cairo_arc(cr, px(b, s->x[i]), py(b, s->y[i]), width + 1.5, 0, 2 * M_PI);
+            cairo_fill(cr);
+        }
+    cairo_restore(cr);
+}
+
+/* A legend in the top right corner of b: a line sample and a name per series. */
+static void legend(cairo_t *cr, const box *b, const char *const *names, int n) {
+    double w = 120, h = 8 + 16.0 * n, x = b->x + b->w - w - 8, y = b->y + 8;
+    cairo_set_source_rgba(cr, 1, 1, 1, 0.9);
+    cairo_rectangle(cr, x, y, w, h);
+    cairo_fill_preserve(cr);
+    cairo_set_source_rgb(cr, 0.7, 0.7, 0.7);
+    cairo_set_line_width(cr, 1);
+    cairo_stroke(cr);
+    for (int k = 0; k < n; k++) {
+        double ly = y + 12 + 16 * k;
+        cairo_set_source_rgb(cr, colours[k % 2][0], colours[k % 2][1], colours[k % 2][2]);
+        cairo_set_line_width(cr, k ? 2.5 : 1.5);
+        cairo_move_to(cr, x + 8, ly - 4);
+        cairo_line_to(cr, x + 32, ly - 4);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+        text(cr, x + 40, ly, 11, names[k], 0);
+    }
+}
+
+/* A panel with a frame, a title, round ticks on both axes and its series. */
 static box panel(cairo_t *cr, double x, double y, double w, double h, const char *title,
-                 const series *s, int n_s, int logy, double x0, double x1) {
-    box b = {x + 70, y + 30, w - 90, h - 60, x0, x1, 0, 1, logy};
-    range(s, n_s, logy, &b.y0, &b.y1);
+                 const series *s, int n_s, axis_kind kind, double x0, double x1) {
+    int logy = kind == AXIS_LOG10 || kind == AXIS_LOG2;
+    box b    = {x + 70, y + 30, w - 90, h - 70, x0, x1, 0, 1, logy};
+    range(s, n_s, kind, &b.y0, &b.y1);
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_rectangle(cr, b.x, b.y, b.w, b.h);
     cairo_fill(cr);
-    cairo_set_source_rgb(cr, 0.85, 0.85, 0.85);
+    ticks t;
+    make_ticks(b.y0, b.y1, kind, 4, &t);
     cairo_set_line_width(cr, 1);
-    for (int i = 1; i < 4; i++) { /* grid */
-        cairo_move_to(cr, b.x, b.y + b.h * i / 4);
-        cairo_line_to(cr, b.x + b.w, b.y + b.h * i / 4);
+    for (int i = 0; i < t.n; i++) { /* grid and labels at the ticks */
+        double yy = b.y + b.h - (t.at[i] - b.y0) / (b.y1 - b.y0) * b.h;
+        cairo_set_source_rgb(cr, 0.85, 0.85, 0.85);
+        cairo_move_to(cr, b.x, yy);
+        cairo_line_to(cr, b.x + b.w, yy);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+        text(cr, b.x - 6, yy + 4, 11, t.label[i], 1);
     }
-    cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
     cairo_rectangle(cr, b.x, b.y, b.w, b.h);
     cairo_stroke(cr);
     text(cr, b.x, y + 20, 15, title, 0);
-    char lab[64];
-    for (int i = 0; i <= 4; i++) {
-        double v = b.y0 + (b.y1 - b.y0) * i / 4;
-        snprintf(lab, sizeof lab, "%.3g", logy ? pow(10, v) : v);
-        text(cr, b.x - 6, b.y + b.h - b.h * i / 4 + 4, 11, lab, 1);
-    }
-    snprintf(lab, sizeof lab, "%.0f", x0);
-    text(cr, b.x, b.y + b.h + 16, 11, lab, 0);
-    snprintf(lab, sizeof lab, "step %.0f", x1);
-    text(cr, b.x + b.w, b.y + b.h + 16, 11, lab, 1);
-    static const double colours[][3] = {{0.12, 0.47, 0.71}, {0.84, 0.15, 0.16}};
-    for (int k = 0; k < n_s; k++) {
-        cairo_set_source_rgb(cr, colours[k % 2][0], colours[k % 2][1], colours[k % 2][2]);
-        cairo_set_line_width(cr, 1.5);
-        int pen = 0;
-        cairo_save(cr);
-        cairo_rectangle(cr, b.x, b.y, b.w, b.h);
-        cairo_clip(cr);
-        for (int i = 0; i < s[k].n; i++) {
-            double v = s[k].y[i];
-            if (!isfinite(v) || (logy && v <= 0)) {
-                pen = 0;
-                continue;
-            }
-            if (pen)
-                cairo_line_to(cr, px(&b, s[k].x[i]), py(&b, v));
-            else
-                cairo_move_to(cr, px(&b, s[k].x[i]), py(&b, v));
-            pen = 1;
-        }
-        cairo_stroke(cr);
-        cairo_restore(cr);
-    }
+    step_axis(cr, &b);
+    for (int k = 0; k < n_s; k++) /* the second series (validation) sparse and bold */
+        curve(cr, &b, &s[k], colours[k % 2], k ? 2.5 : 1.5, k > 0);
     return b;
 }
 
@@ -232,9 +360,40 @@ static void heat_colour(double t, double *rgb) {
         rgb[i] = rgb[i] < 0 ? 0 : rgb[i] > 1 ? 1 : rgb[i];
 }
 
+/* The colour bar right of b for log10 values lo..hi, with ticks at powers of ten. */
+static void colour_bar(cairo_t *cr, const box *b, double lo, double hi) {
+    double bx = b->x + b->w + 30;
+    for (int i = 0; i < 100; i++) {
+        double rgb[3];
+        heat_colour(i / 99.0, rgb);
+        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+        cairo_rectangle(cr, bx, b->y + b->h - (i + 1) * b->h / 100, 20, b->h / 100 + 0.5);
+        cairo_fill(cr);
+    }
+    ticks t;
+    make_ticks(lo, hi, AXIS_LOG10, 4, &t);
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    cairo_set_line_width(cr, 1);
+    for (int i = 0; i < t.n; i++) {
+        double yy = b->y + b->h - (t.at[i] - lo) / (hi - lo) * b->h;
+        cairo_move_to(cr, bx + 20, yy);
+        cairo_line_to(cr, bx + 25, yy);
+        text(cr, bx + 28, yy + 4, 11, t.label[i], 0);
+    }
+    cairo_stroke(cr);
+    text(cr, bx, b->y - 6, 11, "max |g|", 0);
+}
+
 static void heat_map(cairo_t *cr, const run *r, double x, double y, double w, double h, double x0,
                      double x1) {
-    box b     = {x + 70, y + 30, w - 170, h - 60, x0, x1, 0, 1, 0};
+    double names = 40; /* the widest layer name sets the left margin */
+    cairo_set_font_size(cr, 11);
+    for (int l = 0; l < r->n_layers; l++) {
+        cairo_text_extents_t e;
+        cairo_text_extents(cr, r->layers[l], &e);
+        names = fmax(names, e.width + 16);
+    }
+    box b     = {x + names, y + 30, w - names - 120, h - 70, x0, x1, 0, 1, 0};
     double lo = INFINITY, hi = -INFINITY;
     for (int l = 0; l < r->n_layers; l++)
         for (int i = 0; i < r->heat[l].n; i++) {
@@ -247,7 +406,7 @@ static void heat_map(cairo_t *cr, const run *r, double x, double y, double w, do
     if (!isfinite(lo)) lo = -8, hi = 0;
     if (hi - lo < 1e-9) lo -= 1, hi += 1;
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-    text(cr, b.x, y + 20, 15, "max |g| per layer (log10; grey: zero or non-finite)", 0);
+    text(cr, b.x, y + 20, 15, "max |g| per layer (log colour scale; grey: zero or non-finite)", 0);
     double row = b.h / r->n_layers;
     for (int l = 0; l < r->n_layers; l++) {
         const series *s = &r->heat[l];
@@ -264,19 +423,8 @@ static void heat_map(cairo_t *cr, const run *r, double x, double y, double w, do
         cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
         text(cr, b.x - 6, b.y + (l + 0.5) * row + 4, 11, r->layers[l], 1);
     }
-    for (int i = 0; i < 100; i++) { /* the scale bar */
-        double rgb[3];
-        heat_colour(i / 99.0, rgb);
-        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
-        cairo_rectangle(cr, b.x + b.w + 30, b.y + b.h - (i + 1) * b.h / 100, 20, b.h / 100 + 0.5);
-        cairo_fill(cr);
-    }
-    char lab[32];
-    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-    snprintf(lab, sizeof lab, "1e%.1f", hi);
-    text(cr, b.x + b.w + 55, b.y + 10, 11, lab, 0);
-    snprintf(lab, sizeof lab, "1e%.1f", lo);
-    text(cr, b.x + b.w + 55, b.y + b.h, 11, lab, 0);
+    step_axis(cr, &b);
+    colour_bar(cr, &b, lo, hi);
 }
 
 static void draw(cairo_t *cr, const run *r, const char *title) {
@@ -295,10 +443,11 @@ static void draw(cairo_t *cr, const run *r, const char *title) {
     text(cr, 20, 24, 17, title, 0);
     double rows = r->n_layers ? 3 : 2, ph = (H - 30) / rows, pw = W / 2.0;
     series lv[2] = {r->loss, r->val};
-    panel(cr, 0, 30, pw, ph, r->val.n ? "loss (blue: training, red: validation)" : "loss", lv,
-          r->val.n ? 2 : 1, 0, x0, x1);
-    box b = panel(cr, pw, 30, pw, ph, "loss scale (log; red marks: skipped steps)", &r->scale, 1, 1,
-                  x0, x1);
+    box lb       = panel(cr, 0, 30, pw, ph, "loss", lv, r->val.n ? 2 : 1, AXIS_LINEAR, x0, x1);
+    static const char *const names[] = {"training", "validation"};
+    legend(cr, &lb, names, r->val.n ? 2 : 1);
+    box b = panel(cr, pw, 30, pw, ph, "loss scale (log; red marks: skipped steps)", &r->scale, 1,
+                  AXIS_LOG2, x0, x1);
     cairo_set_source_rgb(cr, 0.84, 0.15, 0.16);
     for (int i = 0; i < r->skipped.n; i++) {
         double x = px(&b, r->skipped.x[i]);
@@ -307,8 +456,8 @@ static void draw(cairo_t *cr, const run *r, const char *title) {
     }
     cairo_set_line_width(cr, 1);
     cairo_stroke(cr);
-    panel(cr, 0, 30 + ph, pw, ph, "learning rate", &r->lr, 1, 0, x0, x1);
-    panel(cr, pw, 30 + ph, pw, ph, "gradient norm (log)", &r->gnorm, 1, 1, x0, x1);
+    panel(cr, 0, 30 + ph, pw, ph, "learning rate", &r->lr, 1, AXIS_FROM_ZERO, x0, x1);
+    panel(cr, pw, 30 + ph, pw, ph, "gradient norm (log)", &r->gnorm, 1, AXIS_LOG10, x0, x1);
     if (r->n_layers) heat_map(cr, r, 0, 30 + 2 * ph, W, ph, x0, x1);
 }
 

@@ -159,6 +159,44 @@ PY
   "$ampx" plot "$work/m.jsonl" -o "$work/run.svg" || fail "plot svg"
   python3 -c "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == 'svg'" "$work/run.svg" || fail "plot: svg does not parse"
   "$ampx" plot "$work/m.jsonl" -o "$work/run.pdf" && head -c 5 "$work/run.pdf" | grep -q "%PDF" || fail "plot pdf"
+  # a known run: the labels drawn, read back from the PDF's text (pdftotext, poppler-utils)
+  python3 - "$work/known.jsonl" <<'PY'
+import json, math, sys
+with open(sys.argv[1], "w") as f:
+    for s in range(1, 201):
+        scale = 65536.0 if s < 120 else 32768.0
+        line = {"step": s, "loss": 2.0 - 1.5 * s / 200, "scale": scale,
+                "lr": 1e-3 * min(1.0, s / 50), "grad_norm": 10 ** (-1 + 2 * s / 200)}
+        if s == 120: line["skipped"] = True
+        if s % 50 == 0: line["val_loss"] = 2.1 - 1.5 * s / 200
+        f.write(json.dumps(line) + "\n")
+        if s % 10 == 0:
+            for layer, k in (("fc1", 1), ("fc2", 3)):
+                f.write(json.dumps({"step": s, "layer": layer, "max_abs": 10 ** (-k + s / 200)}) + "\n")
+PY
+  if command -v pdftotext >/dev/null; then
+    "$ampx" plot "$work/known.jsonl" -o "$work/known.pdf" || fail "plot known run"
+    pdftotext "$work/known.pdf" "$work/known.txt" || fail "pdftotext"
+    python3 - "$work/known.txt" <<'PY' || fail "plot: labels ($(tr '\n' ' ' <"$work/known.txt" | head -c 400))"
+import re, sys
+words = open(sys.argv[1]).read().split()
+def has(*w):
+    for x in w:
+        assert x in words, f"no label {x!r}"
+has("training", "validation", "max", "|g|", "fc1", "fc2")
+assert words.count("step") >= 5, "every panel, the heat map included, has a step axis"
+has("2^15", "2^16")                       # the loss scale: powers of two
+has("50", "100", "150", "200")            # round steps
+has("0.0000", "0.0005", "0.0010")         # the learning rate from 0
+has("0.1", "1", "10")                     # the gradient norm: powers of ten
+has("0.01")                               # the colour bar: powers of ten
+bad = [w for w in words if re.fullmatch(r"-?\d+(\.\d+)?e[+-]?0*\.\d+|-\d.*", w)]
+assert not bad, f"fractional exponents or negative labels: {bad}"
+assert not [w for w in words if re.fullmatch(r"\d\.\d{2,}e[+-]\d+", w)], "unround ticks"
+PY
+  else
+    echo "pdftotext not installed: the plot's labels are not checked"
+  fi
   "$ampx" plot "$work/none.jsonl" -o "$work/x.png" 2>"$work/err" && fail "plot of a missing file"
   "$ampx" plot "$work/m.jsonl" -o "$work/x.gif" 2>/dev/null; [ $? -eq 2 ] || fail "plot .gif is a usage error"
 else
