@@ -87,6 +87,7 @@ check "the example plugin builds with make and pkg-config" test -f "$tmp/example
 cmake -S "$tmp/example" -B "$tmp/example/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/excm.log" 2>&1 &&
   cmake --build "$tmp/example/build" >>"$tmp/excm.log" 2>&1
 check "the example plugin builds with find_package(ampx)" test -f "$tmp/example/build/libampx-example.so"
+check "the example plugin's CMake build is optimised by default" grep -qx "CMAKE_BUILD_TYPE:STRING=Release" "$tmp/example/build/CMakeCache.txt"
 ex=$tmp/example/build/libampx-example.so
 needed=$(readelf -d "$ex" 2>/dev/null | awk '/NEEDED/ {print $NF}' | tr '\n' ' ')
 check "the example plugin does not link libampx (NEEDED: $needed)" sh -c "! echo '$needed' | grep -q libampx"
