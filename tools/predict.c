@@ -68,8 +68,11 @@ typedef struct predictor {
     size_t cap;
     float *x, *y;    /* a batch's features [B, F] and outputs [B, C] */
     int32_t *lb;     /* its labels, when the rows have them */
+    float *tg;       /* a regression's targets [B, C], when the rows have them */
     int64_t F, C, B; /* features, outputs, rows per batch */
+    int64_t L;       /* the label columns of a labelled row: 1, or C targets of a regression */
     int64_t lineno, rows, total, correct;
+    double se, ae;    /* a regression's summed squared and absolute errors */
     int64_t labelled; /* -1 until the first row says whether rows carry a label */
     int header_done, is_class;
 } predictor;
@@ -99,11 +102,13 @@ static int predict_open(predictor *pr, const char *model, const char *ckpt, cons
     }
     int64_t F = pr->F = ampx_trainer_features(pr->t), C = pr->C = ampx_trainer_outputs(pr->t);
     int64_t B = pr->B = ampx_model_train_config(pr->m)->batch;
-    pr->fields        = malloc(sizeof *pr->fields * (size_t)(F + 2));
+    pr->L             = ampx_trainer_targets(pr->t) ? C : 1;
+    pr->fields        = malloc(sizeof *pr->fields * (size_t)(F + pr->L + 1));
+    pr->tg            = malloc(sizeof *pr->tg * (size_t)(B * C + 1));
     pr->x             = malloc(sizeof *pr->x * (size_t)(B * F + 1));
     pr->y             = malloc(sizeof *pr->y * (size_t)(B * C + 1));
     pr->lb            = malloc(sizeof *pr->lb * (size_t)(B + 1));
-    if (!pr->fields || !pr->x || !pr->y || !pr->lb) {
+    if (!pr->fields || !pr->x || !pr->y || !pr->lb || !pr->tg) {
         fprintf(stderr, "%s: out of memory\n", pr->prog);
         return -1;
     }
@@ -120,6 +125,8 @@ static int store_fields(predictor *pr, int nf) {
             return -1;
         } else if (k < pr->F)
             pr->x[pr->rows * pr->F + k] = v;
+        else if (pr->L > 1 || ampx_trainer_targets(pr->t))
+            pr->tg[pr->rows * pr->C + (k - pr->F)] = v;
         else if (v != floorf(v) || v < 0 || v >= (float)pr->C) {
             fprintf(stderr, "%s: %s:%lld: label %g is not a class in [0, %lld)\n", pr->prog, pr->in,
                     (long long)pr->lineno, (double)v, (long long)pr->C);
@@ -135,7 +142,8 @@ static int store_fields(predictor *pr, int nf) {
 static int read_row(predictor *pr) {
     int64_t F = pr->F;
     pr->lineno++;
-    int nf = split(pr->line, pr->fields, (int)F + 2);
+    int64_t L = pr->L;
+    int nf    = split(pr->line, pr->fields, (int)(F + L + 1));
     if (nf == 1 && !*pr->fields[0]) return 1; /* a blank line */
     float v;
     int numeric = 1;
@@ -146,17 +154,17 @@ static int read_row(predictor *pr) {
         return 1;
     }
     pr->header_done = 1;
-    if (nf != F && nf != F + 1) {
+    if (nf != F && nf != F + L) {
         fprintf(stderr,
-                "%s: %s:%lld: %d columns; the model reads %lld features (and optionally a "
-                "label)\n",
-                pr->prog, pr->in, (long long)pr->lineno, nf, (long long)F);
+                "%s: %s:%lld: %d columns; the model reads %lld features (and optionally %s)\n",
+                pr->prog, pr->in, (long long)pr->lineno, nf, (long long)F,
+                ampx_trainer_targets(pr->t) ? "its targets" : "a label");
         return -1;
     }
-    if (pr->labelled < 0) pr->labelled = nf == F + 1;
-    if (pr->labelled != (nf == F + 1)) {
+    if (pr->labelled < 0) pr->labelled = nf == F + L;
+    if (pr->labelled != (nf == F + L)) {
         fprintf(stderr, "%s: %s:%lld: %d columns, the rows before it %lld\n", pr->prog, pr->in,
-                (long long)pr->lineno, nf, (long long)(pr->labelled ? F + 1 : F));
+                (long long)pr->lineno, nf, (long long)(pr->labelled ? F + L : F));
         return -1;
     }
     if (store_fields(pr, nf)) return -1;
@@ -191,6 +199,10 @@ static int write_rows(predictor *pr) {
             fprintf(fout, "%s%.6g", j || pr->is_class ? "," : "", (double)o[j]);
         fprintf(fout, "\n");
         if (pr->labelled == 1) pr->correct += best == pr->lb[r];
+        for (int64_t j = 0; pr->labelled == 1 && ampx_trainer_targets(pr->t) && j < C; j++) {
+            double e = (double)o[j] - (double)pr->tg[r * C + j];
+            pr->se += e * e, pr->ae += fabs(e);
+        }
     }
     pr->total += pr->rows;
     pr->rows = 0;
@@ -220,6 +232,11 @@ static int predict_all(predictor *pr) {
     if (pr->labelled == 1 && pr->is_class == 1)
         fprintf(stderr, "accuracy %.2f%% on %lld labelled rows\n",
                 100.0 * (double)pr->correct / (double)pr->total, (long long)pr->total);
+    if (pr->labelled == 1 && ampx_trainer_targets(pr->t)) {
+        double n = (double)pr->total * (double)pr->C;
+        fprintf(stderr, "MSE %.6g, MAE %.6g on %lld rows with targets\n", pr->se / n, pr->ae / n,
+                (long long)pr->total);
+    }
     return 0;
 }
 
@@ -262,7 +279,7 @@ int cli_predict(int argc, char **argv) {
         rc = EXIT_FAILED;
     }
     if (pr.fin) fclose(pr.fin);
-    free(pr.line), free(pr.fields), free(pr.x), free(pr.y), free(pr.lb);
+    free(pr.line), free(pr.fields), free(pr.x), free(pr.y), free(pr.lb), free(pr.tg);
     ampx_trainer_free(pr.t);
     ampx_backend_close(pr.be);
     ampx_model_free(pr.m);

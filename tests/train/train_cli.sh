@@ -401,6 +401,45 @@ cmp -s "$work/r60a.ckpt" "$work/r60b.ckpt" || fail "resume: derived working copi
 "$ampx" train "$mlp" --steps 60 --quiet --resume "$work/r30.ckpt" --set 'policy="mixed_f16"' --checkpoint "$work/r60h.ckpt" >/dev/null 2>"$work/err" || fail "resume bf16 -> f16: $(cat "$work/err")"
 "$ampx" train "$mlp" --steps 90 --quiet --resume "$work/r60h.ckpt" --set 'policy="f32"' >/dev/null 2>"$work/err" || fail "resume f16 -> f32: $(cat "$work/err")"
 
+# ---- regression on real-valued CSV targets: models/regression.json (shipped data), the
+# held-out MSE/MAE/R^2, eval and predict agreeing; two target columns; no accuracy printed
+# for an mse model
+reg=$src/models/regression.json
+"$ampx" train "$reg" --steps 1500 --checkpoint "$work/reg.ckpt" --metrics "$work/reg.jsonl" >"$work/reg.out" 2>&1 || fail "regression: $(tail -1 "$work/reg.out")"
+line=$(grep '^held-out MSE' "$work/reg.out")
+r2=$(echo "$line" | sed -n 's/.*R^2 \([0-9.-]*\) on 250 examples$/\1/p')
+python3 -c "import sys; assert float(sys.argv[1]) > 0.9, sys.argv[1]" "${r2:-0}" || fail "regression: R^2 '$r2' is not above 0.9 ($line)"
+grep -q '"val_r2":' "$work/reg.jsonl" || fail "regression: no val_r2 in the metrics"
+"$ampx" eval "$reg" --checkpoint "$work/reg.ckpt" >"$work/reg_eval.out" 2>&1 || fail "regression eval"
+[ "$(sed 's/^step 1500: //' "$work/reg_eval.out")" = "$line" ] || fail "regression: eval '$(cat "$work/reg_eval.out")' differs from the run's '$line'"
+"$ampx" predict "$reg" --checkpoint "$work/reg.ckpt" --input "$src/models/data/friedman1_test.csv" -o "$work/reg_pred.csv" 2>"$work/err" || fail "regression predict: $(cat "$work/err")"
+[ "$(head -1 "$work/reg_pred.csv")" = "y0" ] && [ "$(wc -l <"$work/reg_pred.csv")" -eq 251 ] || fail "regression predict: header or rows"
+mse_run=$(echo "$line" | sed -n 's/^held-out MSE \([^,]*\),.*/\1/p')
+mse_pred=$(sed -n 's/^MSE \([^,]*\), MAE .* on 250 rows with targets$/\1/p' "$work/err")
+python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert abs(a - b) <= 1e-4 * a, (a, b)" "${mse_run:-1}" "${mse_pred:-2}" || fail "regression predict: MSE '$mse_pred' is not the run's '$mse_run'"
+python3 - "$work" <<'PY'
+import random, sys
+rng = random.Random(5)
+with open(f"{sys.argv[1]}/two.csv", "w") as f:
+    for _ in range(1200):
+        a, b, c = (rng.uniform(-1, 1) for _ in range(3))
+        f.write(f"{a:.5f},{b:.5f},{c:.5f},{a + b:.5f},{2 * c * c:.5f}\n")
+with open(f"{sys.argv[1]}/two.json", "w") as f:
+    f.write("""{"name": "two", "inputs": {"x": {"dtype": "f32", "shape": [3]}, "y": {"dtype": "f32", "shape": [2]}},
+ "layers": [{"name": "h", "type": "dense", "units": 64, "activation": "gelu"}, {"name": "out", "type": "dense", "units": 2}],
+ "loss": {"type": "mse", "predictions": "out", "targets": "y"}, "policy": "f32",
+ "optimizer": {"type": "adamw", "lr": 0.01}, "data": {"source": "csv", "train": "two.csv", "test_fraction": 0.2},
+ "train": {"steps": 800, "batch": 32, "seed": 1}}""")
+PY
+"$ampx" train "$work/two.json" --quiet >"$work/two.out" 2>&1 || fail "two targets: $(tail -1 "$work/two.out")"
+r2=$(sed -n 's/^held-out MSE .* R^2 \([0-9.-]*\) on 240 examples$/\1/p' "$work/two.out")
+python3 -c "import sys; assert float(sys.argv[1]) > 0.95, sys.argv[1]" "${r2:-0}" || fail "two targets: R^2 '$r2' ($(tail -1 "$work/two.out"))"
+echo "0.1,0.2,0.3,0.4" >>"$work/two.csv"
+expect_error two_columns 'two.csv:1201: expected 5 columns \(3 features and 2 targets\), found 4' "$ampx" train "$work/two.json" --quiet
+sed 's/"policy": "f32"/"policy": "f32", "data": {"source": "embedded", "samples": 2000}/; s/"data": {"source": "csv", "train": "two.csv", "test_fraction": 0.2},//; s/"shape": \[3\]/"shape": [2]/; s/"shape": \[2\]}}/"shape": [3]}}/; s/"units": 2}/"units": 3}/' "$work/two.json" >"$work/onehot.json"
+"$ampx" train "$work/onehot.json" --quiet --steps 100 >"$work/onehot.out" 2>&1 || fail "mse on spirals: $(tail -1 "$work/onehot.out")"
+grep -q '^held-out loss [0-9.e+-]* on [0-9]* examples$' "$work/onehot.out" && ! grep -q -- '-100' "$work/onehot.out" || fail "mse on spirals: '$(tail -1 "$work/onehot.out")'"
+
 if [ -n "${AMPX_TEST_MINOR_1_3:-}" ] && [ -f "$AMPX_TEST_MINOR_1_3" ]; then
   for model in mlp mlp_f16; do
     amp_pass_same cpu "$AMPX_TEST_INNER_PLUGIN" "$model"

@@ -110,9 +110,14 @@ typedef struct ampx_step_record {
 } ampx_step_record;
 
 typedef struct ampx_eval_result {
-    double accuracy; /* held-out accuracy in [0, 1] */
-    double loss;     /* held-out mean cross-entropy */
+    double accuracy; /* held-out accuracy in [0, 1]; -1 for a model without classes */
+    double loss;     /* held-out mean loss (cross-entropy, or the mse loss) */
     int64_t examples;
+    /* regression on real-valued targets (CSV): regression = 1 and the held-out mean squared
+     * error, mean absolute error and R^2 (1 - SSE/SST per target column, averaged over the
+     * columns, as scikit-learn's r2_score) of the predictions; else regression = 0 */
+    int regression;
+    double mse, mae, r2;
 } ampx_eval_result;
 
 /* Creates the trainer: opens the data, initializes parameters from the seed, plans buffers
@@ -178,6 +183,9 @@ AMPX_API int64_t ampx_trainer_features(const ampx_trainer *t);
 AMPX_API int64_t ampx_trainer_outputs(const ampx_trainer *t);
 /* 1 for a classifier (softmax cross-entropy over i32 labels), 0 for an mse model. */
 AMPX_API int ampx_trainer_classifier(const ampx_trainer *t);
+/* Real-valued targets per example of a regression on CSV data (the mse loss's target input;
+ * its columns follow the features in the data rows), 0 for any other model. */
+AMPX_API int64_t ampx_trainer_targets(const ampx_trainer *t);
 /* Positions per window and the vocabulary of a token model; 0 otherwise. */
 AMPX_API int64_t ampx_trainer_window(const ampx_trainer *t);
 AMPX_API int64_t ampx_trainer_vocab(const ampx_trainer *t);

@@ -287,7 +287,13 @@ static int csv_row(const data_request *m, const char *path, const char *line, si
                            (long long)line_no, (long long)col + 1, shown, line + a,
                            line_no == 1 ? " (set \"header\": true if this line is a header)" : "");
         }
-        if (col == labcol) {
+        if (m->targets && col >= labcol && col < labcol + m->targets) {
+            if (!(fabs(v) <= FLT_MAX))
+                return err_set(ERR(err, cap), "%s:%lld: target %.*s is out of the range of f32",
+                               path, (long long)line_no, shown, line + a);
+            x[m->features + (col - labcol)] = (float)v;
+            *y                              = 0;
+        } else if (col == labcol) {
             if (v != floor(v) || v < 0 || v >= (double)m->classes)
                 return err_set(ERR(err, cap), "%s:%lld: label %g is not an integer in [0, %lld)",
                                path, (long long)line_no, v, (long long)m->classes);
@@ -307,15 +313,15 @@ static int csv_row(const data_request *m, const char *path, const char *line, si
 
 int data_csv_parse(const data_request *m, const char *path, const char *text, size_t len, float **x,
                    int32_t **y, int64_t *n, char *err, size_t cap) {
-    int64_t f = m->features, cols = f + 1;
-    int64_t labcol   = m->cfg->data.label_column < 0 ? cols - 1 : m->cfg->data.label_column;
+    int64_t nt = m->targets ? m->targets : 1, f = m->features, cols = f + nt;
+    int64_t labcol   = m->cfg->data.label_column < 0 ? cols - nt : m->cfg->data.label_column;
     int64_t rows_cap = 0, rows = 0;
     int rc = -1;
     *x = NULL, *y = NULL;
-    if (labcol >= cols) {
+    if (labcol + nt > cols) {
         err_set(ERR(err, cap),
-                "%s: label_column %lld is past the %lld columns (features + label) the model reads",
-                path, (long long)labcol, (long long)cols);
+                "%s: label_column %lld is past the %lld columns (features + %s) the model reads",
+                path, (long long)labcol, (long long)cols, m->targets ? "targets" : "label");
         goto out;
     }
     if (memchr(text, 0, len)) {
@@ -335,13 +341,16 @@ int data_csv_parse(const data_request *m, const char *path, const char *text, si
         if (line_no == 1 && m->cfg->data.header == -1) header = csv_is_header(line, ll);
         if (header) continue;
         if (fields != cols) {
+            char what[48] = "a label";
+            if (m->targets) snprintf(what, sizeof what, "%lld targets", (long long)nt);
             err_set(ERR(err, cap),
-                    "%s:%lld: expected %lld columns (%lld features and a label), found %lld", path,
-                    (long long)line_no, (long long)cols, (long long)f, (long long)fields);
+                    "%s:%lld: expected %lld columns (%lld features and %s), found %lld", path,
+                    (long long)line_no, (long long)cols, (long long)f, what, (long long)fields);
             goto out;
         }
-        if (rows == rows_cap && csv_grow(path, f, x, y, &rows_cap, err, cap)) goto out;
-        if (csv_row(m, path, line, ll, line_no, labcol, *x + rows * f, *y + rows, err, cap))
+        int64_t stride = f + m->targets;
+        if (rows == rows_cap && csv_grow(path, stride, x, y, &rows_cap, err, cap)) goto out;
+        if (csv_row(m, path, line, ll, line_no, labcol, *x + rows * stride, *y + rows, err, cap))
             goto out;
         rows++;
     }
@@ -372,7 +381,7 @@ static int csv_read(const data_request *m, const char *path, float **x, int32_t 
 
 static int load_csv(const data_request *m, dataset *d, char *err, size_t cap) {
     const data_config *c = &m->cfg->data;
-    d->features          = m->features;
+    d->features          = m->features + m->targets; /* regression targets after the features */
     float *x;
     int32_t *y;
     int64_t n;

@@ -28,6 +28,9 @@ typedef struct data_request {
     int64_t features, classes;
     const char *input_name; /* for messages: the input(s) the features go to */
     int64_t window;         /* token data: positions per example (the token input's size) */
+    /* CSV regression: real-valued target columns per row (from label_column on), stored
+     * after the features in x (rows of features + targets values); 0: one class per row */
+    int64_t targets;
 } data_request;
 
 /* Whether the model's data source is a token stream (text, tokens, embedded_text). */

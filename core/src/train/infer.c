@@ -62,7 +62,74 @@ static int64_t argmax(const float *v, uint64_t c) {
     return best;
 }
 
+/* The offset in the data rows of the real-valued targets (CSV regression), or -1. */
+static int64_t target_offset(const ampx_trainer *t) {
+    for (int i = 0; i < t->g.n_inputs; i++)
+        if (t->g.inputs[i] == t->g.labels && t->g.values[t->g.labels].dtype != AMPX_I32)
+            return t->in.offset[i] >= 0 ? t->in.offset[i] : -1;
+    return -1;
+}
+
+/* Per target column k of c: sums over the held-out rows of the error, its square and
+ * absolute value, and of the target and its square (for R^2), in double. */
+typedef struct reg_sums {
+    double *se, *ae, *y, *y2;
+} reg_sums;
+
+static void reg_add(reg_sums *s, const float *pred, const float *x, int64_t stride, int64_t off,
+                    uint64_t rows, uint64_t c) {
+    for (uint64_t r = 0; r < rows; r++)
+        for (uint64_t k = 0; k < c; k++) {
+            double y = x[(int64_t)r * stride + off + (int64_t)k], e = pred[r * c + k] - y;
+            s->se[k] += e * e, s->ae[k] += fabs(e), s->y[k] += y, s->y2[k] += y * y;
+        }
+}
+
+static void reg_result(const reg_sums *s, uint64_t c, int64_t n, ampx_eval_result *out) {
+    double se = 0, ae = 0, r2 = 0;
+    for (uint64_t k = 0; k < c; k++) {
+        double sst = s->y2[k] - s->y[k] * s->y[k] / (double)n;
+        se += s->se[k], ae += s->ae[k];
+        r2 += sst > 0 ? 1 - s->se[k] / sst : (s->se[k] == 0 ? 1 : 0);
+    }
+    out->regression = 1;
+    out->mse        = se / ((double)n * (double)c);
+    out->mae        = ae / ((double)n * (double)c);
+    out->r2         = r2 / (double)c;
+}
+
+/* The held-out regression figures (CSV targets), one forward per batch of rows. */
+static ampx_status evaluate_regression(ampx_trainer *t, int64_t off, ampx_eval_result *out) {
+    const g_graph *g = &t->g;
+    int64_t n = t->in.data.n_test, stride = t->in.data.features;
+    uint64_t c     = (uint64_t)g_elems(&g->values[g->logits]);
+    float *pred    = malloc((size_t)((uint64_t)t->B * c * 4));
+    double *sums   = calloc(4 * c, sizeof *sums);
+    reg_sums s     = {sums, sums + c, sums + 2 * c, sums + 3 * c};
+    double lsum    = 0;
+    ampx_status st = pred && sums ? AMPX_OK : tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    for (int64_t r0 = 0; r0 < n && !st; r0 += t->B) {
+        uint64_t rows = (uint64_t)(n - r0 < t->B ? n - r0 : t->B);
+        float loss;
+        if ((st = run_rows(t, 1, 0, (uint64_t)r0, rows)) || (st = read_logits(t, rows * c, pred)) ||
+            (st = read_loss(t, &loss)))
+            break;
+        lsum += (double)loss * (double)rows;
+        reg_add(&s, pred, t->in.data.x_test + r0 * stride, stride, off, rows, c);
+    }
+    run_done(t);
+    if (!st) {
+        out->examples = n, out->accuracy = -1, out->loss = n ? lsum / (double)n : 0;
+        reg_result(&s, c, n, out);
+    }
+    free(pred), free(sums);
+    return st;
+}
+
 ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
+    memset(out, 0, sizeof *out);
+    int64_t off = t->in.tokens ? -1 : target_offset(t);
+    if (off >= 0) return evaluate_regression(t, off, out);
     const g_graph *g = &t->g;
     int64_t n = t->in.data.n_test, correct = 0;
     double loss_sum = 0;
@@ -126,9 +193,17 @@ ampx_status ampx_trainer_predict(ampx_trainer *t, const float *x, int64_t rows, 
         return tr_fail(t, AMPX_ERR_INVALID, "%lld rows; at most the batch, %lld", (long long)rows,
                        (long long)t->B);
     int32_t *zeros = calloc((size_t)rows, sizeof *zeros);
-    if (!zeros) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
-    ampx_status st = inputs_write_rows(t, x, zeros, rows);
-    free(zeros);
+    /* a regression's data rows hold the targets after the features: zero ones here */
+    int64_t off = target_offset(t), stride = t->in.data.features;
+    float *wide = off >= 0 ? calloc((size_t)(rows * stride), sizeof *wide) : NULL;
+    if (!zeros || (off >= 0 && !wide)) {
+        free(zeros), free(wide);
+        return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int64_t r = 0; wide && r < rows; r++)
+        memcpy(wide + r * stride, x + r * off, sizeof(float) * (size_t)off);
+    ampx_status st = inputs_write_rows(t, wide ? wide : x, zeros, rows);
+    free(zeros), free(wide);
     if (st) return st;
     t->in.epoch_on_device = -1; /* the training rows there were overwritten */
     uint64_t c            = (uint64_t)g_elems(&g->values[g->logits]);
@@ -185,11 +260,17 @@ int64_t ampx_trainer_vocab(const ampx_trainer *t) {
 }
 
 int64_t ampx_trainer_features(const ampx_trainer *t) {
-    return t->in.tokens ? 0 : t->in.data.features;
+    if (t->in.tokens) return 0;
+    int64_t off = target_offset(t); /* a regression's rows: the features, then the targets */
+    return off >= 0 ? off : t->in.data.features;
 }
 
 int64_t ampx_trainer_outputs(const ampx_trainer *t) {
     return t->in.tokens ? 0 : g_elems(&t->g.values[t->g.logits]);
+}
+
+int64_t ampx_trainer_targets(const ampx_trainer *t) {
+    return !t->in.tokens && target_offset(t) >= 0 ? g_elems(&t->g.values[t->g.labels]) : 0;
 }
 
 int ampx_trainer_classifier(const ampx_trainer *t) {

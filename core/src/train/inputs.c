@@ -70,7 +70,8 @@ static ampx_status map_tokens(ampx_trainer *t, data_request *req) {
 }
 
 /* Maps the inputs onto the data: f32 inputs take consecutive features in declaration order,
- * the labels input the class, an f32 target of the mean squared error its one-hot code. */
+ * the labels input the class, an f32 target of the mean squared error its one-hot code (or,
+ * from CSV, its real-valued target columns, stored after the features). */
 ampx_status inputs_map(ampx_trainer *t, data_request *req) {
     const g_graph *g = &t->g;
     int64_t f        = 0;
@@ -103,6 +104,14 @@ ampx_status inputs_map(ampx_trainer *t, data_request *req) {
     req->cfg        = &t->m->cfg;
     req->features   = f;
     req->input_name = names;
+    if (g->values[g->labels].dtype != AMPX_I32 && t->m->cfg.data.source == DATA_CSV) {
+        /* regression: the targets are CSV columns, after the features in each row */
+        req->targets = g_elems(&g->values[g->labels]);
+        req->classes = 0;
+        for (int i = 0; i < g->n_inputs; i++)
+            if (g->inputs[i] == g->labels) t->in.offset[i] = f;
+        return AMPX_OK;
+    }
     if (g->values[g->labels].dtype == AMPX_I32)
         req->classes = g->classes;
     else

@@ -347,8 +347,8 @@ static ampx_status create_data(ampx_trainer *t) {
                        file);
     if (t->inference) {
         t->in.data.window   = req.window;
-        t->in.data.features = req.features;
-        t->in.data.n_train  = t->B * t->dp.world; /* nothing is loaded: the caller's rows */
+        t->in.data.features = req.features + req.targets; /* rows as data_load lays them */
+        t->in.data.n_train  = t->B * t->dp.world;         /* nothing is loaded: the caller's rows */
     } else if (data_load(&req, &t->in.data, t->error, sizeof t->error)) {
         return AMPX_ERR_INVALID;
     }
