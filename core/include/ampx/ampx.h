@@ -164,7 +164,8 @@ typedef struct ampx_tokenizer_stats {
 
 /* Learns vocab_size - 257 merges (vocab_size in [257, 65536]) from n texts: each pre-split
  * as GPT-2 does, the pairs counted over the distinct chunks weighted by their counts; each
- * merge takes the most frequent pair, ties going to the smallest (left id, right id). Stops
+ * merge takes the most frequent pair, ties going to the smallest (left id, right id), passing
+ * over a pair whose token would be longer than 255 bytes (llm.c's tokenizer file's limit). Stops
  * early when no pair is left (stats->merges says so; the vocabulary is then smaller).
  * 0, or -1 with one line in err. stats may be NULL. */
 AMPX_API int ampx_tokenizer_train(const unsigned char *const *texts, const size_t *lens, size_t n,

@@ -17,6 +17,7 @@
 #include "text/bytemap.h"
 
 #define BPE_MAX_VOCAB 65536            /* token ids travel as uint16 in llm.c's token files */
+#define BPE_MAX_TOKEN_LEN 255          /* the trainer makes no longer token (llm.c's limit) */
 #define BPE_MAX_TOKEN_BYTES (1u << 26) /* the bytes of all tokens of a loaded file together */
 #define BPE_EOT_TEXT "<|endoftext|>"   /* the end-of-text token's bytes when decoded (GPT-2's) */
 

@@ -12,7 +12,9 @@
  *     and an entry that no longer matches its pair's count is dropped when it comes up.
  * A visited word has all its pairs' counts taken out and the rewritten word's put back, so
  * the counts stay exact in every case (runs like "aaaa", a pair next to itself); only pairs
- * whose count differs at the end of the merge are pushed. */
+ * whose count differs at the end of the merge are pushed. A pair whose token would be longer
+ * than 255 bytes (llm.c's tokenizer file holds no longer one) is never merged: it is passed
+ * over and the next pair taken. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +25,7 @@ typedef struct pair_slot {
     uint32_t a, b;
     int64_t count, before; /* before: the count when this merge first touched it */
     uint32_t stamp;        /* the merge (1-based) that last touched it */
+    int too_long;          /* its token would be over BPE_MAX_TOKEN_LEN bytes: never merged */
     uint32_t *words, n_words, cap_words;
 } pair_slot;
 
@@ -291,7 +294,10 @@ AMPX_API int ampx_tokenizer_train(const unsigned char *const *texts, const size_
                        vocab_size, BPE_MAX_VOCAB);
     uint32_t want = vocab_size - 257, m = 0;
     uint32_t(*merges)[2] = malloc(sizeof *merges * (want + 1));
-    if (!merges || count_chunks(&tr, texts, lens, n, &s)) goto oom;
+    uint32_t *tlen       = malloc(sizeof *tlen * (256 + want + 1)); /* each token's bytes */
+    if (!merges || !tlen || count_chunks(&tr, texts, lens, n, &s)) goto oom;
+    for (uint32_t i = 0; i < 256; i++)
+        tlen[i] = 1;
     for (size_t w = 0; w < tr.n_words; w++) {
         const uint32_t *t = tr.tok + tr.w_off[w];
         for (uint32_t j = 0; j + 1 < tr.w_len[w]; j++)
@@ -302,19 +308,26 @@ AMPX_API int ampx_tokenizer_train(const unsigned char *const *texts, const size_
     if (tr.oom) goto oom;
     while (m < want && tr.nh) {
         heap_entry top = heap_pop(&tr);
-        if (top.count != tr.pairs[top.slot].count || top.count <= 0) continue; /* stale */
-        merges[m][0] = tr.pairs[top.slot].a, merges[m][1] = tr.pairs[top.slot].b;
+        pair_slot *p   = &tr.pairs[top.slot];
+        if (top.count != p->count || top.count <= 0 || p->too_long) continue; /* stale */
+        if (tlen[p->a] + tlen[p->b] > BPE_MAX_TOKEN_LEN) {
+            p->too_long = 1;
+            continue;
+        }
+        tlen[256 + m] = tlen[p->a] + tlen[p->b];
+        merges[m][0] = p->a, merges[m][1] = p->b;
         merge(&tr, top.slot, m);
         m++;
         if (tr.oom) goto oom;
     }
     trainer_free(&tr);
+    free(tlen);
     s.merges = m;
     if (stats) *stats = s;
     *out = bpe_from_merges(merges, m, "training", e);
     return *out ? 0 : -1;
 oom:
     trainer_free(&tr);
-    free(merges);
+    free(merges), free(tlen);
     return err_set(e, "training: out of memory");
 }
