@@ -38,7 +38,7 @@ print("\n\n".join(" ".join(random.choice(w) for _ in range(random.randint(3, 30)
 "$ampx" tokenize train --vocab 700 --out "$tmp/tok.json" --llmc-out "$tmp/tok.bin" "$odd" "$tmp/words.txt" 2>"$tmp/err"
 rc=$?
 check "train exits 0 (got $rc)" test $rc -eq 0
-check "train reports its merges" grep -qE "[0-9]+ merges in [0-9.]+ s, vocabulary" "$tmp/err"
+check "train reports its merges" grep -qE "[0-9]+ merges in [0-9.]+ s \([0-9.]+ s of CPU\), vocabulary" "$tmp/err"
 check "the JSON file holds version, vocab_size, eot and the merges" python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))

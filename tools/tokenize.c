@@ -28,6 +28,13 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* This thread's CPU time: what one core spent, whatever else the machine runs. */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* A whole regular file; NULL after one line. */
 static unsigned char *slurp(const char *cmd, const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -128,24 +135,24 @@ static int cmd_train(int argc, char **argv) {
         if (!(texts[i] = slurp("train", argv[optind + (int)i], &lens[i]))) goto out;
         total += lens[i];
     }
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     ampx_tokenizer_stats st;
     if (ampx_tokenizer_train((const unsigned char *const *)texts, lens, n, (uint32_t)o.vocab, &t,
                              &st, err, sizeof err)) {
         fprintf(stderr, "ampx tokenize train: %s\n", err);
         goto out;
     }
-    double dt = now_s() - t0;
+    double dt = now_s() - t0, dc = cpu_s() - c0;
     if (ampx_tokenizer_save(t, o.out, err, sizeof err) ||
         (o.llmc_out && ampx_tokenizer_save_llmc(t, o.llmc_out, err, sizeof err))) {
         fprintf(stderr, "ampx tokenize train: %s\n", err);
         goto out;
     }
     fprintf(stderr,
-            "ampx tokenize train: %zu bytes, %llu chunks (%llu distinct): %u merges in %.2f s, "
-            "vocabulary %u (end-of-text %u) -> %s\n",
+            "ampx tokenize train: %zu bytes, %llu chunks (%llu distinct): %u merges in %.2f s "
+            "(%.2f s of CPU), vocabulary %u (end-of-text %u) -> %s\n",
             total, (unsigned long long)st.chunks, (unsigned long long)st.unique_chunks, st.merges,
-            dt, ampx_tokenizer_vocab(t), ampx_tokenizer_eot(t), o.out);
+            dt, dc, ampx_tokenizer_vocab(t), ampx_tokenizer_eot(t), o.out);
     if (st.merges < (uint32_t)o.vocab - 257)
         fprintf(stderr,
                 "ampx tokenize train: warning: no pair was left after %u merges: the "
@@ -219,16 +226,16 @@ static int cmd_encode(int argc, char **argv) {
     ampx_tokenizer *t  = NULL;
     ampx_token_buf buf = {0};
     size_t bytes = 0, docs = 0;
-    double secs = 0;
-    rc          = 1;
+    double secs = 0, cpu = 0;
+    rc = 1;
     if (ampx_tokenizer_load(o.tokenizer, &t, err, sizeof err)) goto fail;
     for (int i = optind; i < argc; i++) {
         size_t len;
         unsigned char *b = slurp("encode", argv[i], &len);
         if (!b) goto out;
-        double t0 = now_s();
-        int bad   = encode_file(t, b, len, sep, sep_len, &buf, &docs, err, sizeof err);
-        secs += now_s() - t0;
+        double t0 = now_s(), c0 = cpu_s();
+        int bad = encode_file(t, b, len, sep, sep_len, &buf, &docs, err, sizeof err);
+        secs += now_s() - t0, cpu += cpu_s() - c0;
         bytes += len;
         free(b);
         if (bad) goto fail;
@@ -239,9 +246,9 @@ static int cmd_encode(int argc, char **argv) {
         goto fail;
     fprintf(stderr,
             "ampx tokenize encode: %zu bytes, %zu documents -> %zu tokens (%.2f bytes a token) "
-            "in %.3f s (%.1f MB/s): %zu in %s",
-            bytes, docs, buf.n, buf.n ? (double)bytes / (double)buf.n : 0.0, secs,
-            secs > 0 ? (double)bytes / secs / 1e6 : 0.0, n_train, o.out);
+            "in %.3f s, %.3f s of CPU (%.1f MB/s a core): %zu in %s",
+            bytes, docs, buf.n, buf.n ? (double)bytes / (double)buf.n : 0.0, secs, cpu,
+            cpu > 0 ? (double)bytes / cpu / 1e6 : 0.0, n_train, o.out);
     if (o.val_out) fprintf(stderr, ", %zu in %s", n_val, o.val_out);
     fputc('\n', stderr);
     rc = 0;
