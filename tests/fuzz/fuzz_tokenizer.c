@@ -30,9 +30,9 @@ static void round_trip(ampx_tokenizer *t, const uint8_t *s, size_t n) {
 static ampx_tokenizer *fixed(void) {
     static ampx_tokenizer *t;
     if (t) return t;
-    static const char text[] = "It's the cat's hat, isn't it?  We'll see 123 456.\r\n\r\n"
-                               "\xce\x9a\xce\xb1\xce\xbb\xce\xb7 \xe4\xbd\xa0\xe5\xa5\xbd!!! "
-                               "the the the then they them there    \t\n";
+    static const char text[]      = "It's the cat's hat, isn't it?  We'll see 123 456.\r\n\r\n"
+                                    "\xce\x9a\xce\xb1\xce\xbb\xce\xb7 \xe4\xbd\xa0\xe5\xa5\xbd!!! "
+                                    "the the the then they them there    \t\n";
     const unsigned char *texts[1] = {(const unsigned char *)text};
     size_t n                      = sizeof text - 1;
     char err[256];
