@@ -2,12 +2,15 @@
  * time, printing each as it comes.
  *
  *   ampx generate MODEL.json --checkpoint F [--prompt TEXT] [--tokens N] [--temperature T]
- *                 [--top-k K] [--seed S] [--backend B] [--backend-opt k=v]...
+ *                 [--top-k K] [--seed S] [--tokenizer FILE] [--backend B] [--backend-opt k=v]...
  *
  * The model reads a fixed window of T tokens; the prompt and what is sampled are kept in a
  * window cropped from the left once it is full, and the next token is drawn from the logits
  * at the last filled position (a causal model's positions after it do not change them).
- * Byte-level models (vocabulary 256) print bytes; larger vocabularies print token ids.
+ * Byte-level models (vocabulary 256) print bytes; larger vocabularies print token ids, or
+ * with --tokenizer (ampx's JSON file or llm.c's tokenizer file) each token's bytes: the prompt
+ * is then encoded with it (the JSON file; llm.c's decodes only), and without --prompt the
+ * window starts from the end-of-text token, as llm.c does.
  * Temperature 0 is greedy and deterministic; otherwise sampling is keyed by --seed. */
 #include <errno.h>
 #include <getopt.h>
@@ -28,6 +31,8 @@ static void usage(FILE *f) {
                "  --temperature T      0 for greedy; default 0.8\n"
                "  --top-k K            sample among the K most likely tokens (0: all; default 40)\n"
                "  --seed S             sampling seed (default 1)\n"
+               "  --tokenizer FILE     decode tokens (and encode --prompt) with ampx's JSON\n"
+               "                       tokenizer or llm.c's tokenizer file (decodes only)\n"
                "  --backend B          cpu (default), opencl, cuda or a plugin path\n"
                "  --backend-opt k=v    a backend option (repeatable)\n");
 }
@@ -84,7 +89,7 @@ static int32_t sample(const float *logits, int64_t v, double temperature, int64_
 // Options
 
 typedef struct gen_opts {
-    const char *checkpoint, *prompt, *backend;
+    const char *checkpoint, *prompt, *backend, *tokenizer;
     cli_backend_opts bopts;
     double tokens, temperature, top_k, seed;
 } gen_opts;
@@ -124,6 +129,7 @@ static const cli_opt gen_table[] = {
     CLI_OPT_CALL("top-k", 'k', opt_top_k, 0),
     CLI_OPT_CALL("seed", 's', opt_seed, 0),
     CLI_OPT_STRING("backend", 'b', GEN(backend), 0),
+    CLI_OPT_STRING("tokenizer", 'T', GEN(tokenizer), 0),
     CLI_OPT_BACKEND("backend-opt", 'o', GEN(bopts)),
     CLI_OPT_HELP,
     CLI_OPT_END,
@@ -132,19 +138,45 @@ static const cli_opt gen_table[] = {
 // ---------------------------------------------------------------------------------------
 // Sampling
 
+static const char default_prompt[] = "\n";
+
+/* The prompt's tokens with a tokenizer: its encoding, or the end-of-text token alone when no
+ * prompt was given; the window keeps the last T. The count, or -1 after one line. */
+static int64_t prompt_tokens(ampx_tokenizer *tok, const char *prompt, int64_t T, int32_t *ids) {
+    ampx_token_buf buf = {0};
+    char err[512];
+    if (prompt == default_prompt) {
+        ids[0] = (int32_t)ampx_tokenizer_eot(tok);
+        return 1;
+    }
+    if (ampx_tokenizer_encode(tok, (const unsigned char *)prompt, strlen(prompt), &buf, err,
+                              sizeof err)) {
+        fprintf(stderr, "ampx generate: --prompt: %s\n", err);
+        free(buf.ids);
+        return -1;
+    }
+    int64_t n = (int64_t)buf.n, len = 0;
+    for (int64_t i = n > T ? n - T : 0; i < n; i++)
+        ids[len++] = (int32_t)buf.ids[i];
+    free(buf.ids);
+    return len;
+}
+
 /* The prompt into the window, then o->tokens tokens sampled and printed one by one; the
  * exit status. ids holds T tokens, logits T x V, work V. */
-static int generate(ampx_trainer *t, const gen_opts *o, int32_t *ids, float *logits, double *work) {
+static int generate(ampx_trainer *t, const gen_opts *o, ampx_tokenizer *tok, int32_t *ids,
+                    float *logits, double *work) {
     int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
     const char *prompt = o->prompt;
     /* the prompt's bytes are its tokens (byte-level); the window keeps the last T */
     int64_t len = 0, plen = (int64_t)strlen(prompt);
     if (plen == 0) prompt = "\n", plen = 1;
-    for (int64_t i = plen > T ? plen - T : 0; i < plen; i++)
+    if (tok && (len = prompt_tokens(tok, o->prompt, T, ids)) < 0) return 1;
+    for (int64_t i = plen > T ? plen - T : 0; !tok && i < plen; i++)
         ids[len++] = (unsigned char)prompt[i];
     for (int64_t i = 0; i < len; i++)
         if (ids[i] >= V) ids[i] = 0;
-    if (V == 256) fputs(prompt, stdout);
+    if (V == 256 || (tok && o->prompt != default_prompt)) fputs(prompt, stdout);
     for (int64_t k = 0; k < (int64_t)o->tokens; k++) {
         if (ampx_trainer_logits(t, ids, 1, logits)) {
             fprintf(stderr, "\nampx generate: %s\n", ampx_trainer_error(t));
@@ -152,7 +184,11 @@ static int generate(ampx_trainer *t, const gen_opts *o, int32_t *ids, float *log
         }
         int32_t next = sample(logits + (len - 1) * V, V, o->temperature, (int64_t)o->top_k,
                               (uint64_t)o->seed, (uint64_t)k, work);
-        if (V == 256)
+        size_t nb;
+        const unsigned char *b = tok ? ampx_tokenizer_token(tok, (uint32_t)next, &nb) : NULL;
+        if (tok)
+            fwrite(b, 1, b ? nb : 0, stdout); /* ids past the tokenizer's (padding): nothing */
+        else if (V == 256)
             putchar(next);
         else
             printf(" %d", next);
@@ -168,7 +204,7 @@ static int generate(ampx_trainer *t, const gen_opts *o, int32_t *ids, float *log
 }
 
 int cli_generate(int argc, char **argv) {
-    gen_opts o   = {.prompt      = "\n",
+    gen_opts o   = {.prompt      = default_prompt,
                     .backend     = "cpu",
                     .tokens      = 256,
                     .temperature = 0.8,
@@ -190,29 +226,44 @@ int cli_generate(int argc, char **argv) {
     int32_t *ids     = NULL;
     double *work     = NULL;
     rc               = 1;
-    if (ampx_model_load(argv[optind], NULL, &m, err, sizeof err)) {
+
+    ampx_tokenizer *tok = NULL;
+    if (o.tokenizer && ampx_tokenizer_load(o.tokenizer, &tok, err, sizeof err)) {
         fprintf(stderr, "ampx generate: %s\n", err);
         return 1;
     }
+    if (ampx_model_load(argv[optind], NULL, &m, err, sizeof err)) {
+        fprintf(stderr, "ampx generate: %s\n", err);
+        goto out;
+    }
     ampx_model_train_config(m)->batch = 1;
     if (ampx_backend_open(o.backend, o.bopts.v, o.bopts.n, &be, err, sizeof err) ||
-        ampx_trainer_create_sampler(m, be, &t, err, sizeof err) ||
-        ampx_trainer_load(t, o.checkpoint, err, sizeof err)) {
+        ampx_trainer_create_sampler(m, be, &t, err, sizeof err)) {
         fprintf(stderr, "ampx generate: %s\n", err);
         goto out;
     }
     int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
+    if (tok && ampx_tokenizer_vocab(tok) > V) {
+        fprintf(stderr, "ampx generate: %s: %u tokens, more than the model's vocabulary of %lld\n",
+                o.tokenizer, ampx_tokenizer_vocab(tok), (long long)V);
+        goto out;
+    }
+    if (ampx_trainer_load(t, o.checkpoint, err, sizeof err)) {
+        fprintf(stderr, "ampx generate: %s\n", err);
+        goto out;
+    }
     logits = malloc(sizeof *logits * (size_t)(T * V));
     ids    = calloc((size_t)T, sizeof *ids);
     work   = malloc(sizeof *work * (size_t)V);
     if (!logits || !ids || !work)
         fprintf(stderr, "ampx generate: out of memory\n");
     else
-        rc = generate(t, &o, ids, logits, work);
+        rc = generate(t, &o, tok, ids, logits, work);
 out:
     free(logits), free(ids), free(work);
     ampx_trainer_free(t);
     ampx_backend_close(be);
     ampx_model_free(m);
+    ampx_tokenizer_free(tok);
     return rc;
 }

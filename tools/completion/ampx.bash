@@ -5,7 +5,7 @@ _ampx() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
     cmd=${COMP_WORDS[1]}
-    local commands="backends conformance train eval policy generate export predict bench plot trace-summary help"
+    local commands="backends conformance train eval policy generate export predict tokenize bench plot trace-summary help"
     if [ "$COMP_CWORD" -eq 1 ]; then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -13,6 +13,7 @@ _ampx() {
     case $prev in
     --backend) COMPREPLY=($(compgen -W "cpu opencl cuda" -- "$cur") $(compgen -f -X '!*.so' -- "$cur")); return ;;
     --policy | --checkpoint | --resume | --metrics | --trace | --init-from | --input | -o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --tokenizer | --out | --llmc-out | --val-out) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --dtype) COMPREPLY=($(compgen -W "f32 bf16 f16" -- "$cur")); return ;;
     esac
     local opts
@@ -21,7 +22,18 @@ _ampx() {
     eval | policy) opts="--backend --backend-opt --policy --set --checkpoint --help" ;;
     export) opts="--checkpoint -o --dtype --help" ;;
     predict) opts="--checkpoint --input -o --backend --backend-opt --help" ;;
-    generate) opts="--checkpoint --prompt --tokens --temperature --top-k --seed --backend --backend-opt --help" ;;
+    generate) opts="--checkpoint --prompt --tokens --temperature --top-k --seed --tokenizer --backend --backend-opt --help" ;;
+    tokenize)
+        if [ "$COMP_CWORD" -eq 2 ]; then
+            COMPREPLY=($(compgen -W "train encode decode --help" -- "$cur"))
+            return
+        fi
+        case ${COMP_WORDS[2]} in
+        train) opts="--vocab --out --llmc-out --help" ;;
+        encode) opts="--tokenizer --out --val-fraction --val-out --separator --help" ;;
+        *) opts="--tokenizer --out --help" ;;
+        esac
+        [[ $cur == -* ]] || { COMPREPLY=($(compgen -f -- "$cur")); return; } ;;
     conformance) opts="--backend --backend-opt --op --quick --seed --json --all --help" ;;
     backends) opts="--json --options --help" ;;
     bench) opts="gemm op --backend --backend-opt --dtype --m --n --k --trans-a --trans-b --json --help" ;;

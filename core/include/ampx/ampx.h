@@ -142,6 +142,72 @@ AMPX_API ampx_status ampx_conformance_run(ampx_backend *be, const ampx_conf_opti
                                           ampx_conf_report_fn report, void *user,
                                           ampx_conf_summary *summary);
 
+// ---------------------------------------------------------------------------------------
+// Tokenizing text: a byte-level BPE (GPT-2's kind), docs/LANGUAGE_MODELS.md. Token ids are
+// 0..255 for the bytes, 256 + i for merge i, and the end-of-text token last. A tokenizer is
+// not safe to use from two threads at once (the encoder keeps a cache of encoded chunks).
+
+typedef struct ampx_tokenizer ampx_tokenizer;
+
+/* Token ids that grow as they are appended (free(ids) when done). */
+typedef struct ampx_token_buf {
+    uint32_t *ids;
+    size_t n, cap;
+} ampx_token_buf;
+
+/* What training did, for the user. */
+typedef struct ampx_tokenizer_stats {
+    uint64_t chunks;        /* pre-split chunks in the texts */
+    uint64_t unique_chunks; /* distinct ones: the merges are counted over these, by count */
+    uint32_t merges;        /* merges learned: vocab_size - 257, or fewer when no pair is left */
+} ampx_tokenizer_stats;
+
+/* Learns vocab_size - 257 merges (vocab_size in [257, 65536]) from n texts: each pre-split
+ * as GPT-2 does, the pairs counted over the distinct chunks weighted by their counts; each
+ * merge takes the most frequent pair, ties going to the smallest (left id, right id), passing
+ * over a pair whose token would be longer than 255 bytes (llm.c's tokenizer file's limit). Stops
+ * early when no pair is left (stats->merges says so; the vocabulary is then smaller).
+ * 0, or -1 with one line in err. stats may be NULL. */
+AMPX_API int ampx_tokenizer_train(const unsigned char *const *texts, const size_t *lens, size_t n,
+                                  uint32_t vocab_size, ampx_tokenizer **out,
+                                  ampx_tokenizer_stats *stats, char *err, size_t err_cap);
+/* Reads ampx's JSON tokenizer file or llm.c's tokenizer file (magic 20240328: it decodes
+ * only). Every field is checked: "FILE:LINE:COL: $.merges[3][1]: ..." for JSON, "FILE: the
+ * header's FIELD ..." for llm.c's. 0, or -1 with one line in err. */
+AMPX_API int ampx_tokenizer_load(const char *path, ampx_tokenizer **out, char *err, size_t err_cap);
+/* Writes ampx's JSON tokenizer file (ampx_tokenizer_save) or llm.c's tokenizer file
+ * (version 2, for decoding; refused when a token is over 255 bytes). 0, or -1 with one line. */
+AMPX_API int ampx_tokenizer_save(const ampx_tokenizer *t, const char *path, char *err,
+                                 size_t err_cap);
+AMPX_API int ampx_tokenizer_save_llmc(const ampx_tokenizer *t, const char *path, char *err,
+                                      size_t err_cap);
+AMPX_API void ampx_tokenizer_free(ampx_tokenizer *t); /* NULL is a no-op */
+
+AMPX_API uint32_t ampx_tokenizer_vocab(const ampx_tokenizer *t);
+AMPX_API uint32_t ampx_tokenizer_eot(const ampx_tokenizer *t);
+/* Merges (0 for one read from llm.c's file, which cannot encode); merge i's pair into a, b. */
+AMPX_API uint32_t ampx_tokenizer_n_merges(const ampx_tokenizer *t);
+AMPX_API int ampx_tokenizer_can_encode(const ampx_tokenizer *t);
+AMPX_API void ampx_tokenizer_merge(const ampx_tokenizer *t, uint32_t i, uint32_t *a, uint32_t *b);
+/* The bytes of token id (NULL when id is outside the vocabulary). */
+AMPX_API const unsigned char *ampx_tokenizer_token(const ampx_tokenizer *t, uint32_t id,
+                                                   size_t *len);
+/* Appends the ids of text (any bytes: invalid UTF-8 and NUL included) to out; the end-of-text
+ * token is never produced from text. 0, or -1 with one line in err (out of memory, a
+ * decode-only tokenizer). */
+AMPX_API int ampx_tokenizer_encode(ampx_tokenizer *t, const unsigned char *text, size_t len,
+                                   ampx_token_buf *out, char *err, size_t err_cap);
+/* GPT-2's pre-split: the end of the chunk that starts at byte i < n of s. */
+AMPX_API size_t ampx_pretokenize_next(const unsigned char *s, size_t n, size_t i);
+/* Writes ids as llm.c's token file (header of 256 int32: 20240520, 1, count; then uint16
+ * tokens); ids above 65535 are refused. 0, or -1 with one line in err. */
+/* Reads llm.c's token file, every token below vocab (checked as training checks it). 0, or -1
+ * with one line in err; free(*ids) when done. */
+AMPX_API int ampx_token_file_read(const char *path, uint32_t vocab, uint16_t **ids, size_t *n,
+                                  char *err, size_t err_cap);
+AMPX_API int ampx_token_file_write(const char *path, const uint32_t *ids, size_t n, char *err,
+                                   size_t err_cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ampx/ampx.h"
 #include "ampx/dtype.h"
 #include "base/error.h"
 #include "config/input.h"
@@ -282,4 +283,15 @@ void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t key_rows, 
             labels[r * T + t] = d->tokens_train[off + t + 1];
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The public reader (ampx tokenize decode): the same checks as training's
+
+AMPX_API int ampx_token_file_read(const char *path, uint32_t vocab, uint16_t **ids, size_t *n,
+                                  char *err, size_t err_cap) {
+    int64_t count = 0;
+    *ids          = read_token_file(path, vocab, &count, err, err_cap);
+    *n            = *ids ? (size_t)count : 0;
+    return *ids ? 0 : -1;
 }

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# tokenize_cli.sh AMPX SOURCE_DIR — `ampx tokenize` as a user meets it: train, encode (documents,
+# the end-of-text token, the validation split) and decode round trips on shipped and generated
+# text, llm.c's tokenizer file, the token files `ampx train` reads, `ampx generate
+# --tokenizer`, and one line for each bad argument and malformed file.
+set -u
+ampx=$1
+src=$2
+fails=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+check() { # check NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+}
+
+# expect_fail NAME STATUS WANT_SUBSTRING ARGS...: that exit status, one line on stderr
+expect_fail() {
+  local name=$1 status=$2 want=$3; shift 3
+  "$ampx" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  local lines; lines=$(wc -l <"$tmp/err")
+  check "$name: exits $status (got $rc)" test "$rc" -eq "$status"
+  check "$name: one line on stderr (got $lines)" test "$lines" -eq 1
+  check "$name: mentions '$want'" grep -qF -- "$want" "$tmp/err"
+}
+
+odd=$src/tests/text/odd.txt
+# a second document: generated words, so the merges have something to learn
+python3 -c '
+import random
+random.seed(5)
+w = ["the", "king", "queen", "shall", "not", "be", "it", "is", "what", "say", "thou", "art"]
+print("\n\n".join(" ".join(random.choice(w) for _ in range(random.randint(3, 30))) + "." for _ in range(800)))
+' >"$tmp/words.txt"
+
+"$ampx" tokenize train --vocab 700 --out "$tmp/tok.json" --llmc-out "$tmp/tok.bin" "$odd" "$tmp/words.txt" 2>"$tmp/err"
+rc=$?
+check "train exits 0 (got $rc)" test $rc -eq 0
+check "train reports its merges" grep -qE "[0-9]+ merges in [0-9.]+ s \([0-9.]+ s of CPU\), vocabulary" "$tmp/err"
+check "the JSON file holds version, vocab_size, eot and the merges" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "ampx-bpe" and d["version"] == 1 and d["pre_split"] == "gpt2", d
+assert d["eot"] == d["vocab_size"] - 1 and len(d["merges"]) == d["vocab_size"] - 257, d
+assert all(a < 256 + i and b < 256 + i for i, (a, b) in enumerate(d["merges"]))' "$tmp/tok.json"
+vocab=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$tmp/tok.json")
+
+# one document per file, the end-of-text token before each: decode gives them back exactly
+"$ampx" tokenize encode --tokenizer "$tmp/tok.json" --out "$tmp/all.bin" "$odd" "$tmp/words.txt" 2>"$tmp/err"
+check "encode exits 0" test $? -eq 0
+check "encode reports MB/s" grep -qF "MB/s" "$tmp/err"
+{ printf '<|endoftext|>'; cat "$odd"; printf '<|endoftext|>'; cat "$tmp/words.txt"; } >"$tmp/want"
+"$ampx" tokenize decode --tokenizer "$tmp/tok.json" "$tmp/all.bin" >"$tmp/back"
+check "decode gives the text back byte for byte" cmp -s "$tmp/want" "$tmp/back"
+"$ampx" tokenize decode --tokenizer "$tmp/tok.bin" --out "$tmp/back2" "$tmp/all.bin"
+check "llm.c's tokenizer file decodes the same" cmp -s "$tmp/want" "$tmp/back2"
+check "the token file: llm.c's header, one end-of-text per document" python3 -c '
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+h = struct.unpack("<256i", b[:1024])
+assert h[0] == 20240520 and h[1] == 1 and len(b) == 1024 + 2 * h[2], h[:3]
+ids = struct.unpack("<%dH" % h[2], b[1024:])
+eot = int(sys.argv[2]) - 1
+assert ids[0] == eot and ids.count(eot) == 2 and max(ids) < int(sys.argv[2])' "$tmp/all.bin" "$vocab"
+
+# --separator cuts documents; the validation split is the stream's last fraction
+"$ampx" tokenize encode --tokenizer "$tmp/tok.json" --out "$tmp/tr.bin" --val-fraction 0.25 \
+  --val-out "$tmp/va.bin" --separator '\n\n' "$tmp/words.txt" 2>"$tmp/err"
+check "encode --separator reports 800 documents" grep -qF " 800 documents" "$tmp/err"
+"$ampx" tokenize decode --tokenizer "$tmp/tok.json" "$tmp/tr.bin" "$tmp/va.bin" >"$tmp/back"
+python3 -c '
+import sys
+t = open(sys.argv[1], "rb").read().split(b"\n\n")
+sys.stdout.buffer.write(b"".join(b"<|endoftext|>" + d + (b"\n\n" if i < len(t) - 1 else b"") for i, d in enumerate(t)))' \
+  "$tmp/words.txt" >"$tmp/want"
+check "documents cut after each separator, each after an end-of-text" cmp -s "$tmp/want" "$tmp/back"
+check "the validation file holds a quarter of the tokens" python3 -c '
+import os, sys
+tr, va = [(os.path.getsize(p) - 1024) // 2 for p in sys.argv[1:]]
+assert va == int((tr + va) * 0.25), (tr, va)' "$tmp/tr.bin" "$tmp/va.bin"
+
+# the token files train a model, and generate decodes with the tokenizer
+python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+v = int(sys.argv[3])
+m["inputs"]["next"]["classes"] = v
+m["nodes"][0]["vocab"] = v
+m["data"] = {"source": "tokens", "train": sys.argv[4] + "/tr.bin", "val": sys.argv[4] + "/va.bin",
+             "eval_windows": 2}
+m["train"].update(steps=2, batch=2, log_every=1, eval_every=2)
+json.dump(m, open(sys.argv[2], "w"))' "$src/models/gpt_tiny.json" "$tmp/lm.json" "$vocab" "$tmp"
+"$ampx" train "$tmp/lm.json" --checkpoint "$tmp/ck.safetensors" >"$tmp/out" 2>&1
+check "train reads the token files (exit 0)" test $? -eq 0
+"$ampx" generate "$tmp/lm.json" --checkpoint "$tmp/ck.safetensors" --tokenizer "$tmp/tok.json" \
+  --prompt "It's the king" --tokens 8 --temperature 0 >"$tmp/out" 2>"$tmp/err"
+check "generate --tokenizer exits 0" test $? -eq 0
+check "generate --tokenizer prints the prompt, then text" test "$(head -c 13 "$tmp/out")" = "It's the king"
+"$ampx" generate "$tmp/lm.json" --checkpoint "$tmp/ck.safetensors" --tokenizer "$tmp/tok.bin" \
+  --tokens 8 --temperature 0 >"$tmp/out" 2>"$tmp/err"
+check "generate with llm.c's tokenizer file and no prompt starts from end-of-text" test $? -eq 0
+expect_fail "generate: llm.c's file cannot encode a prompt" 1 "decodes only" \
+  generate "$tmp/lm.json" --checkpoint "$tmp/ck.safetensors" --tokenizer "$tmp/tok.bin" --prompt hi
+expect_fail "generate: a tokenizer larger than the model" 1 "more than the model's vocabulary" \
+  generate "$src/models/gpt_tiny.json" --checkpoint "$tmp/ck.safetensors" --tokenizer "$tmp/tok.json"
+
+# usage errors: exit 2
+"$ampx" tokenize 2>"$tmp/err"; rc=$?
+check "tokenize without a subcommand exits 2" test $rc -eq 2
+"$ampx" tokenize encdoe 2>"$tmp/err"; rc=$?
+check "a misspelt subcommand: exit 2, the nearest named" test $rc -eq 2
+check "a misspelt subcommand names encode" grep -qF "did you mean 'encode'" "$tmp/err"
+"$ampx" tokenize train --out "$tmp/x.json" "$odd" 2>/dev/null
+check "train without --vocab exits 2" test $? -eq 2
+"$ampx" tokenize train --vocab 100 --out "$tmp/x.json" "$odd" 2>"$tmp/err"
+check "train --vocab 100 exits 2" test $? -eq 2
+"$ampx" tokenize encode --tokenizer "$tmp/tok.json" --out "$tmp/x.bin" --val-fraction 0.1 "$odd" 2>/dev/null
+check "encode --val-fraction without --val-out exits 2" test $? -eq 2
+"$ampx" tokenize encode --tokenizer "$tmp/tok.json" --out "$tmp/x.bin" --val-fraction 1.5 --val-out "$tmp/y" "$odd" 2>/dev/null
+check "encode --val-fraction 1.5 exits 2" test $? -eq 2
+"$ampx" help tokenize >"$tmp/out"
+check "help tokenize shows the subcommands" grep -q "ampx tokenize encode" "$tmp/out"
+
+# bad files: exit 1, one line that names the file and the field
+expect_fail "a missing corpus" 1 "nope.txt" tokenize train --vocab 300 --out "$tmp/x.json" "$tmp/nope.txt"
+expect_fail "a missing tokenizer" 1 "nope.json" tokenize encode --tokenizer "$tmp/nope.json" --out "$tmp/x.bin" "$odd"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); d["merges"][3][1] = 9999
+open(sys.argv[2], "w").write(json.dumps(d))' "$tmp/tok.json" "$tmp/bad.json"
+expect_fail "a merge naming a later token" 1 "bad.json:1:" tokenize encode --tokenizer "$tmp/bad.json" --out "$tmp/x.bin" "$odd"
+check "... with its JSON path" grep -qF '$.merges[3][1]: expected a token id in [0, 259)' "$tmp/err"
+python3 -c '
+import sys
+b = bytearray(open(sys.argv[1], "rb").read()); b[4] = 7
+open(sys.argv[2], "wb").write(b)' "$tmp/tok.bin" "$tmp/bad.bin"
+expect_fail "llm.c's tokenizer file of version 7" 1 "the header's version is 7" tokenize decode --tokenizer "$tmp/bad.bin" "$tmp/all.bin"
+expect_fail "encoding with llm.c's tokenizer file" 1 "decodes only" tokenize encode --tokenizer "$tmp/tok.bin" --out "$tmp/x.bin" "$odd"
+"$ampx" tokenize train --vocab 300 --out "$tmp/small.json" "$tmp/words.txt" 2>/dev/null
+expect_fail "decoding ids outside the vocabulary" 1 "outside the model's vocabulary of" tokenize decode --tokenizer "$tmp/small.json" "$tmp/all.bin"
+expect_fail "decoding a text file" 1 "not a token file" tokenize decode --tokenizer "$tmp/tok.json" "$odd"
+
+echo "tokenize_cli: $fails failure(s)"
+test $fails -eq 0
