@@ -162,20 +162,21 @@ CPU_AVX512_INLINE __m512 act16_avx512(uint32_t act, int bwd, __m512 x, __m512 dy
  * chunks are the same. */
 CPU_AVX512_INLINE void act_avx512_body(const act_job *j, uint32_t act, int bwd, ampx_dtype xdt,
                                        ampx_dtype dydt, ampx_dtype odt, uint64_t i0, uint64_t n) {
-    uint64_t k = 0;
+    const int ne = cpu_bf16_ne();
+    uint64_t k   = 0;
     for (; k + 32 <= n; k += 32) { /* two independent vectors a step: their chains overlap */
         __m512 x0  = cpu_avx512_ld16(j->x, xdt, i0 + k, 0xffff);
         __m512 x1  = cpu_avx512_ld16(j->x, xdt, i0 + k + 16, 0xffff);
         __m512 dy0 = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k, 0xffff) : x0;
         __m512 dy1 = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k + 16, 0xffff) : x1;
         __m512 r0 = act16_avx512(act, bwd, x0, dy0), r1 = act16_avx512(act, bwd, x1, dy1);
-        cpu_avx512_st16(j->out, odt, i0 + k, r0, 0xffff);
-        cpu_avx512_st16(j->out, odt, i0 + k + 16, r1, 0xffff);
+        cpu_avx512_st16_ne(j->out, odt, i0 + k, r0, 0xffff, ne);
+        cpu_avx512_st16_ne(j->out, odt, i0 + k + 16, r1, 0xffff, ne);
     }
     for (; k + 16 <= n; k += 16) {
         __m512 x  = cpu_avx512_ld16(j->x, xdt, i0 + k, 0xffff);
         __m512 dy = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k, 0xffff) : x;
-        cpu_avx512_st16(j->out, odt, i0 + k, act16_avx512(act, bwd, x, dy), 0xffff);
+        cpu_avx512_st16_ne(j->out, odt, i0 + k, act16_avx512(act, bwd, x, dy), 0xffff, ne);
     }
     if (k < n) {
         float tx[16], tdy[16] = {0}, to[16];

@@ -369,6 +369,51 @@ CPU_AVX512_INLINE void cpu_avx512_st16(void *base, ampx_dtype dt, uint64_t i, __
         _mm256_mask_storeu_epi16(p, m, h);
 }
 
+/* cpu_avx512_ps_to_bf16 by one vcvtneps2bf16, for the AVX512-BF16 table only (the caller
+ * checks the path; the instruction is written as asm so this helper needs no avx512bf16
+ * target and inlines into the AVX-512 kernels). The instruction rounds to nearest even
+ * whatever MXCSR says and quiets a NaN keeping its sign and top payload ((x >> 16) | 0x40),
+ * which are dtype.h's bits, but it reads f32 subnormals as zero where dtype.h rounds them
+ * (to a bf16 subnormal or to the smallest normal): those lanes, found by vfpclassps, take
+ * the integer rounding (rare, so behind a branch). tests/cpu_isa checks every bf16 pattern
+ * and the rounding-relevant f32 ones through CAST on this path. */
+CPU_AVX512_INLINE __m256i cpu_avx512_ps_to_bf16_ne(__m512 v) {
+    __m256i h;
+    __asm__("vcvtneps2bf16 %1, %0" : "=v"(h) : "v"(v));
+    __mmask16 sub = _mm512_fpclass_ps_mask(v, 0x20); /* denormal */
+    if (__builtin_expect(sub != 0, 0))
+        h = _mm256_mask_blend_epi16(sub, h, cpu_avx512_ps_to_bf16(v));
+    return h;
+}
+
+/* cpu_avx512_st16 with bf16 rounded by vcvtneps2bf16 when ne is set (the AVX512-BF16 path):
+ * the same bits. */
+CPU_AVX512_INLINE void cpu_avx512_st16_ne(void *base, ampx_dtype dt, uint64_t i, __m512 v,
+                                          __mmask16 m, int ne) {
+    if (dt != AMPX_BF16 || !ne) {
+        cpu_avx512_st16(base, dt, i, v, m);
+        return;
+    }
+    uint16_t *p = (uint16_t *)base + i;
+    __m256i h   = cpu_avx512_ps_to_bf16_ne(v);
+    if (m == 0xffff)
+        _mm256_storeu_si256((__m256i *)p, h);
+    else
+        _mm256_mask_storeu_epi16(p, m, h);
+}
+
+/* A hint to bring the line of element i of a tensor of dtype dt into L1: the row kernels
+ * fetch the next row during a row's last sweep, so that the next row's first sweep (max,
+ * statistics) does not wait on memory. A prefetch never faults, whatever the address. */
+CPU_AVX512_INLINE void cpu_prefetch_el(const void *base, ampx_dtype dt, uint64_t i) {
+    _mm_prefetch((const char *)base + i * (dt == AMPX_F32 ? 4 : 2), _MM_HINT_T0);
+}
+
+/* Whether the kernel table in use runs vcvtneps2bf16 (cpu_avx512_st16_ne's ne). */
+static inline int cpu_bf16_ne(void) {
+    return cpu_tls_kern->isa >= CPU_ISA_AVX512BF16;
+}
+
 /* The same for eight elements (a row's tail, and the AVX2 path's eight-lane order). */
 CPU_AVX512_INLINE __m256 cpu_avx512_ld8(const void *base, ampx_dtype dt, uint64_t i, __mmask8 m) {
     if (dt == AMPX_F32)
