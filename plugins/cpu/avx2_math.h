@@ -481,35 +481,33 @@ CPU_AVX512_INLINE __m512 cpu_avx512_exp_neg_ps(__m512 x) {
     p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
     p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p         = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    __m512i e = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_castps_si512(kb), _mm512_set1_epi32(127 - 0x4B400000)), 23);
-    __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    /* vscalefps: p 2^k rounded once, the same bits as the product by the power of two */
+    __m512 res = _mm512_scalef_ps(p, k);
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), res, _mm512_setzero_ps());
 }
 
-/* cpu_avx2_sigmoid_neg_ps, sixteen lanes: the same operations, the same bits. */
+/* cpu_avx2_sigmoid_neg_ps, sixteen lanes: the same operations (2^k by vscalefps: the same
+ * rounding of the same product), the same bits. */
 CPU_AVX512_INLINE void cpu_avx512_sigmoid_neg_ps(__m512 v, __m512 *s, __m512 *om) {
     const __m512 hi = _mm512_set1_ps(80.0f), lo = _mm512_set1_ps(-87.33654f);
     const __m512 magic = _mm512_set1_ps(12582912.0f), one = _mm512_set1_ps(1.0f);
-    __m512 vc  = _mm512_max_ps(lo, _mm512_min_ps(hi, v));
-    __m512 kb  = _mm512_fmadd_ps(vc, _mm512_set1_ps(1.44269504088896341f), magic);
-    __m512 k   = _mm512_sub_ps(kb, magic);
-    __m512 r   = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), vc);
-    r          = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p   = _mm512_set1_ps(1.9875691500e-4f);
-    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p          = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p          = _mm512_fmadd_ps(p, r, one);
-    p          = _mm512_fmadd_ps(p, r, one);
-    __m512i eb = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_castps_si512(kb), _mm512_set1_epi32(127 - 0x4B400000)), 23);
-    __m512 e = _mm512_mul_ps(p, _mm512_castsi512_ps(eb));
-    __m512 d = _mm512_add_ps(one, e);
-    __m512 y = _mm512_castsi512_ps(
-        _mm512_sub_epi32(_mm512_set1_epi32(0x7ef311c3), _mm512_castps_si512(d)));
+    __m512 vc = _mm512_max_ps(lo, _mm512_min_ps(hi, v));
+    __m512 kb = _mm512_fmadd_ps(vc, _mm512_set1_ps(1.44269504088896341f), magic);
+    __m512 k  = _mm512_sub_ps(kb, magic);
+    __m512 r  = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), vc);
+    r         = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p  = _mm512_set1_ps(1.9875691500e-4f);
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p         = _mm512_fmadd_ps(p, r, one);
+    p         = _mm512_fmadd_ps(p, r, one);
+    __m512 e  = _mm512_scalef_ps(p, k); /* p 2^k, rounded once as the product p * 2^k */
+    __m512 d  = _mm512_add_ps(one, e);
+    __m512 y  = _mm512_castsi512_ps(
+         _mm512_sub_epi32(_mm512_set1_epi32(0x7ef311c3), _mm512_castps_si512(d)));
     y             = _mm512_fmadd_ps(y, _mm512_fnmadd_ps(d, y, one), y);
     y             = _mm512_fmadd_ps(y, _mm512_fnmadd_ps(d, y, one), y);
     y             = _mm512_fmadd_ps(y, _mm512_fnmadd_ps(d, y, one), y);
