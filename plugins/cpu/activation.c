@@ -4,11 +4,13 @@
  * derivative in double (ampx_km_act_f and ampx_km_act_df of ampx/kernel_math.h, the cuda
  * kernels' and the example plugin's too), then rounds to f32 and once more to the output dtype
  * (both round to nearest even). The AVX2 path evaluates gelu, sigmoid and silu in f32, eight lanes,
- * with a vectorised expf (act8_avx2: the terms are arranged so nothing cancels, and the 0 * inf of
- * an overflowing gelu cubic is 0, as in double). Its error against the double reference,
- * measured in tests/test_cpu_args.c (math/activations_f32): sigmoid and silu within 3.1 f32
- * ulps, gelu within 17 where gelu is tiny (x near -5: the f32 rounding of the cubic's
- * argument, amplified by exp) and a few ulps elsewhere; results below 2^-64 flush to 0. Forward and
+ * with no division and no library call (act8_avx2 on cpu_avx2_sigmoid_neg_ps: exp by Cephes'
+ * polynomial, the reciprocal by three Newton steps; the terms are arranged so nothing cancels, and
+ * the 0 * inf of an overflowing gelu cubic is 0, as in double). Its error against the double
+ * reference, measured in tests/test_cpu_args.c (math/activations_f32): sigmoid within 1.7 / 2.7 f32
+ * ulps (fwd / bwd), silu 1.3 / 1.4, gelu 12.3 / 11.8 where gelu is tiny (x near -5: the f32
+ * rounding of the cubic's argument, amplified by exp) and a few ulps elsewhere; a sigmoid below
+ * 2^-115 (argument past 80) is 0. Forward and
  * backward of each function sit side by side. In place (y = x, dx = dy) is safe: each chunk is read
  * before it is written.
  */
@@ -29,9 +31,9 @@ typedef struct act_job {
 
 #if CPU_HAVE_AVX2_TABLE
 /* Eight elements x (and dy) in f32: the activation, or dy times its derivative.
- * With e = exp(-u) and s = sigmoid(u) = 1 / (1 + e) (u = x for sigmoid and silu, u = 2k(x +
- * c x^3) for gelu), 1 - s = e s is taken as that product, not a difference, so nothing
- * cancels: gelu's 0.5 (1 + tanh) = s and 1 - tanh^2 = 4 s (1 - s). Where s is 0 (e = inf)
+ * With v = -u (u = x for sigmoid and silu, u = 2k(x + c x^3) for gelu), s = sigmoid(u) and
+ * om = 1 - s = exp(-u) s come from cpu_avx2_sigmoid_neg_ps as a product, not a difference,
+ * so nothing cancels: gelu's 0.5 (1 + tanh) = s and 1 - tanh^2 = 4 s (1 - s). Where s is 0
  * 1 - s is 1; where a gelu term would be 0 * inf (|x| so large that x^2 overflows while
  * s (1 - s) is 0) the term is 0, as in ampx_km_gelu_df. */
 CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 act8_avx2(uint32_t act, int bwd,
@@ -39,34 +41,31 @@ CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 act8_avx2(uint32
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     const __m256 gk = _mm256_set1_ps((float)AMPX_KM_GELU_K),
                  gc = _mm256_set1_ps((float)AMPX_KM_GELU_C);
-    __m256 u        = x;
-    if (act == AMPX_ACT_GELU) /* 2u = 2 k (x + c x^3) */
-        u = _mm256_mul_ps(
-            _mm256_set1_ps(2.0f),
-            _mm256_mul_ps(gk, _mm256_fmadd_ps(_mm256_mul_ps(gc, x), _mm256_mul_ps(x, x), x)));
-    __m256 e  = cpu_avx2_exp_ps(_mm256_sub_ps(zero, u));
-    __m256 s  = _mm256_div_ps(one, _mm256_add_ps(one, e));
-    __m256 om = _mm256_blendv_ps(_mm256_mul_ps(e, s), one, _mm256_cmp_ps(s, zero, _CMP_EQ_OQ));
-    __m256 r;
-    if (!bwd) {
-        r = act == AMPX_ACT_SIGMOID ? s : _mm256_mul_ps(x, s);
-    } else {
-        __m256 df;
-        if (act == AMPX_ACT_SIGMOID) {
-            df = _mm256_mul_ps(s, om);
-        } else if (act == AMPX_ACT_SILU) { /* s (1 + x (1 - s)) */
-            df = _mm256_mul_ps(s, _mm256_fmadd_ps(x, om, one));
-        } else { /* s + 0.5 x (4 s (1 - s)) k (1 + 3 c x^2) */
-            __m256 sq = _mm256_mul_ps(_mm256_set1_ps(4.0f), _mm256_mul_ps(s, om));
-            __m256 d  = _mm256_mul_ps(
-                 _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_mul_ps(sq, gk)),
-                 _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(3.0f), gc), _mm256_mul_ps(x, x), one));
-            d  = _mm256_blendv_ps(d, zero, _mm256_cmp_ps(sq, zero, _CMP_EQ_OQ));
-            df = _mm256_add_ps(s, d);
-        }
-        r = _mm256_mul_ps(dy, df);
+    __m256 v; /* -u: -2 k (x + c x^3) = x (-2k + (-2kc) x^2) for gelu, -x otherwise */
+    if (act == AMPX_ACT_GELU)
+        v = _mm256_mul_ps(
+            x, _mm256_fmadd_ps(_mm256_mul_ps(x, x),
+                               _mm256_set1_ps((float)(-2 * AMPX_KM_GELU_K * AMPX_KM_GELU_C)),
+                               _mm256_set1_ps((float)(-2 * AMPX_KM_GELU_K))));
+    else
+        v = _mm256_sub_ps(zero, x);
+    __m256 s, om;
+    cpu_avx2_sigmoid_neg_ps(v, &s, &om);
+    if (!bwd) return act == AMPX_ACT_SIGMOID ? s : _mm256_mul_ps(x, s);
+    __m256 df;
+    if (act == AMPX_ACT_SIGMOID) {
+        df = _mm256_mul_ps(s, om);
+    } else if (act == AMPX_ACT_SILU) { /* s (1 + x (1 - s)) */
+        df = _mm256_mul_ps(s, _mm256_fmadd_ps(x, om, one));
+    } else { /* s + 0.5 x (4 s (1 - s)) k (1 + 3 c x^2) */
+        __m256 sq = _mm256_mul_ps(_mm256_set1_ps(4.0f), _mm256_mul_ps(s, om));
+        __m256 d  = _mm256_mul_ps(
+             _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_mul_ps(sq, gk)),
+             _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(3.0f), gc), _mm256_mul_ps(x, x), one));
+        d  = _mm256_blendv_ps(d, zero, _mm256_cmp_ps(sq, zero, _CMP_EQ_OQ));
+        df = _mm256_add_ps(s, d);
     }
-    return r;
+    return _mm256_mul_ps(dy, df);
 }
 
 /* gelu, sigmoid and silu forward and backward on the AVX2 path in f32, eight lanes, with
@@ -131,15 +130,16 @@ CPU_AVX512_INLINE __m512 act16_avx512(uint32_t act, int bwd, __m512 x, __m512 dy
     const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
     const __m512 gk = _mm512_set1_ps((float)AMPX_KM_GELU_K),
                  gc = _mm512_set1_ps((float)AMPX_KM_GELU_C);
-    __m512 u        = x;
+    __m512 v;
     if (act == AMPX_ACT_GELU)
-        u = _mm512_mul_ps(
-            _mm512_set1_ps(2.0f),
-            _mm512_mul_ps(gk, _mm512_fmadd_ps(_mm512_mul_ps(gc, x), _mm512_mul_ps(x, x), x)));
-    __m512 e = cpu_avx512_exp_ps(_mm512_sub_ps(zero, u));
-    __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
-    __m512 om =
-        _mm512_mask_blend_ps(_mm512_cmp_ps_mask(s, zero, _CMP_EQ_OQ), _mm512_mul_ps(e, s), one);
+        v = _mm512_mul_ps(
+            x, _mm512_fmadd_ps(_mm512_mul_ps(x, x),
+                               _mm512_set1_ps((float)(-2 * AMPX_KM_GELU_K * AMPX_KM_GELU_C)),
+                               _mm512_set1_ps((float)(-2 * AMPX_KM_GELU_K))));
+    else
+        v = _mm512_sub_ps(zero, x);
+    __m512 s, om;
+    cpu_avx512_sigmoid_neg_ps(v, &s, &om);
     if (!bwd) return act == AMPX_ACT_SIGMOID ? s : _mm512_mul_ps(x, s);
     __m512 df;
     if (act == AMPX_ACT_SIGMOID) {
@@ -162,20 +162,21 @@ CPU_AVX512_INLINE __m512 act16_avx512(uint32_t act, int bwd, __m512 x, __m512 dy
  * chunks are the same. */
 CPU_AVX512_INLINE void act_avx512_body(const act_job *j, uint32_t act, int bwd, ampx_dtype xdt,
                                        ampx_dtype dydt, ampx_dtype odt, uint64_t i0, uint64_t n) {
-    uint64_t k = 0;
+    const int ne = cpu_bf16_ne();
+    uint64_t k   = 0;
     for (; k + 32 <= n; k += 32) { /* two independent vectors a step: their chains overlap */
         __m512 x0  = cpu_avx512_ld16(j->x, xdt, i0 + k, 0xffff);
         __m512 x1  = cpu_avx512_ld16(j->x, xdt, i0 + k + 16, 0xffff);
         __m512 dy0 = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k, 0xffff) : x0;
         __m512 dy1 = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k + 16, 0xffff) : x1;
         __m512 r0 = act16_avx512(act, bwd, x0, dy0), r1 = act16_avx512(act, bwd, x1, dy1);
-        cpu_avx512_st16(j->out, odt, i0 + k, r0, 0xffff);
-        cpu_avx512_st16(j->out, odt, i0 + k + 16, r1, 0xffff);
+        cpu_avx512_st16_ne(j->out, odt, i0 + k, r0, 0xffff, ne);
+        cpu_avx512_st16_ne(j->out, odt, i0 + k + 16, r1, 0xffff, ne);
     }
     for (; k + 16 <= n; k += 16) {
         __m512 x  = cpu_avx512_ld16(j->x, xdt, i0 + k, 0xffff);
         __m512 dy = bwd ? cpu_avx512_ld16(j->dy, dydt, i0 + k, 0xffff) : x;
-        cpu_avx512_st16(j->out, odt, i0 + k, act16_avx512(act, bwd, x, dy), 0xffff);
+        cpu_avx512_st16_ne(j->out, odt, i0 + k, act16_avx512(act, bwd, x, dy), 0xffff, ne);
     }
     if (k < n) {
         float tx[16], tdy[16] = {0}, to[16];

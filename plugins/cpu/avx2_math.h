@@ -75,6 +75,46 @@ CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 cpu_avx2_exp_neg
     return _mm256_blendv_ps(res, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
 }
 
+/* The activations' sigmoid of -v (no division, no library call): e = exp(v) for v <= 80
+ * (Cephes' polynomial of cpu_avx2_exp_neg_ps in Horner form, 2^k by one shift since -126 <=
+ * k <= 116 after the clamps), s = 1 / (1 + e) by three Newton steps y += y (1 - d y) from
+ * the integer first guess 0x7ef311c3 - bits(d) (relative error under 1/8, so 2^-24 after
+ * three squarings: within 0.51 f32 ulp of 1 / d over d in [1, e^80], measured over every
+ * 97th float), and om = 1 - s taken as the product e s (nothing cancels). Where v > 80 the
+ * sigmoid is below 2^-115: s = 0 and om = 1 there, as exp(v) = inf would give. Below -87.33
+ * e is 2^-126 (s = 1 exactly). NaN stays NaN in s and om. Every operation is IEEE (no
+ * approximation instruction), so the AVX-512 copy below gives the same bits. */
+CPU_AVX2_FN static inline __attribute__((always_inline)) void
+cpu_avx2_sigmoid_neg_ps(__m256 v, __m256 *s, __m256 *om) {
+    const __m256 hi = _mm256_set1_ps(80.0f), lo = _mm256_set1_ps(-87.33654f);
+    const __m256 magic = _mm256_set1_ps(12582912.0f), one = _mm256_set1_ps(1.0f);
+    __m256 vc  = _mm256_max_ps(lo, _mm256_min_ps(hi, v)); /* NaN passes (second operand) */
+    __m256 kb  = _mm256_fmadd_ps(vc, _mm256_set1_ps(1.44269504088896341f), magic);
+    __m256 k   = _mm256_sub_ps(kb, magic);
+    __m256 r   = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), vc);
+    r          = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p   = _mm256_set1_ps(1.9875691500e-4f);
+    p          = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p          = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p          = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p          = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p          = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p          = _mm256_fmadd_ps(p, r, one);
+    p          = _mm256_fmadd_ps(p, r, one);
+    __m256i eb = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_castps_si256(kb), _mm256_set1_epi32(127 - 0x4B400000)), 23);
+    __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(eb));
+    __m256 d = _mm256_add_ps(one, e);
+    __m256 y = _mm256_castsi256_ps(
+        _mm256_sub_epi32(_mm256_set1_epi32(0x7ef311c3), _mm256_castps_si256(d)));
+    y          = _mm256_fmadd_ps(y, _mm256_fnmadd_ps(d, y, one), y);
+    y          = _mm256_fmadd_ps(y, _mm256_fnmadd_ps(d, y, one), y);
+    y          = _mm256_fmadd_ps(y, _mm256_fnmadd_ps(d, y, one), y);
+    __m256 big = _mm256_cmp_ps(v, hi, _CMP_GT_OQ);
+    *s         = _mm256_andnot_ps(big, y);
+    *om        = _mm256_blendv_ps(_mm256_mul_ps(e, *s), one, big);
+}
+
 /* The first m lanes (0 <= m <= 8) set: the mask of a row's last, partial vector, for
  * _mm256_maskload_ps / _mm256_maskstore_ps (masked lanes are neither read nor written). */
 CPU_AVX2_FN static inline __attribute__((always_inline)) __m256i cpu_avx2_first_lanes(uint64_t m) {
@@ -329,6 +369,51 @@ CPU_AVX512_INLINE void cpu_avx512_st16(void *base, ampx_dtype dt, uint64_t i, __
         _mm256_mask_storeu_epi16(p, m, h);
 }
 
+/* cpu_avx512_ps_to_bf16 by one vcvtneps2bf16, for the AVX512-BF16 table only (the caller
+ * checks the path; the instruction is written as asm so this helper needs no avx512bf16
+ * target and inlines into the AVX-512 kernels). The instruction rounds to nearest even
+ * whatever MXCSR says and quiets a NaN keeping its sign and top payload ((x >> 16) | 0x40),
+ * which are dtype.h's bits, but it reads f32 subnormals as zero where dtype.h rounds them
+ * (to a bf16 subnormal or to the smallest normal): those lanes, found by vfpclassps, take
+ * the integer rounding (rare, so behind a branch). tests/cpu_isa checks every bf16 pattern
+ * and the rounding-relevant f32 ones through CAST on this path. */
+CPU_AVX512_INLINE __m256i cpu_avx512_ps_to_bf16_ne(__m512 v) {
+    __m256i h;
+    __asm__("vcvtneps2bf16 %1, %0" : "=v"(h) : "v"(v));
+    __mmask16 sub = _mm512_fpclass_ps_mask(v, 0x20); /* denormal */
+    if (__builtin_expect(sub != 0, 0))
+        h = _mm256_mask_blend_epi16(sub, h, cpu_avx512_ps_to_bf16(v));
+    return h;
+}
+
+/* cpu_avx512_st16 with bf16 rounded by vcvtneps2bf16 when ne is set (the AVX512-BF16 path):
+ * the same bits. */
+CPU_AVX512_INLINE void cpu_avx512_st16_ne(void *base, ampx_dtype dt, uint64_t i, __m512 v,
+                                          __mmask16 m, int ne) {
+    if (dt != AMPX_BF16 || !ne) {
+        cpu_avx512_st16(base, dt, i, v, m);
+        return;
+    }
+    uint16_t *p = (uint16_t *)base + i;
+    __m256i h   = cpu_avx512_ps_to_bf16_ne(v);
+    if (m == 0xffff)
+        _mm256_storeu_si256((__m256i *)p, h);
+    else
+        _mm256_mask_storeu_epi16(p, m, h);
+}
+
+/* A hint to bring the line of element i of a tensor of dtype dt into L1: the row kernels
+ * fetch the next row during a row's last sweep, so that the next row's first sweep (max,
+ * statistics) does not wait on memory. A prefetch never faults, whatever the address. */
+CPU_AVX512_INLINE void cpu_prefetch_el(const void *base, ampx_dtype dt, uint64_t i) {
+    _mm_prefetch((const char *)base + i * (dt == AMPX_F32 ? 4 : 2), _MM_HINT_T0);
+}
+
+/* Whether the kernel table in use runs vcvtneps2bf16 (cpu_avx512_st16_ne's ne). */
+static inline int cpu_bf16_ne(void) {
+    return cpu_tls_kern->isa >= CPU_ISA_AVX512BF16;
+}
+
 /* The same for eight elements (a row's tail, and the AVX2 path's eight-lane order). */
 CPU_AVX512_INLINE __m256 cpu_avx512_ld8(const void *base, ampx_dtype dt, uint64_t i, __mmask8 m) {
     if (dt == AMPX_F32)
@@ -396,10 +481,39 @@ CPU_AVX512_INLINE __m512 cpu_avx512_exp_neg_ps(__m512 x) {
     p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
     p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p         = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    __m512i e = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_castps_si512(kb), _mm512_set1_epi32(127 - 0x4B400000)), 23);
-    __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    /* vscalefps: p 2^k rounded once, the same bits as the product by the power of two */
+    __m512 res = _mm512_scalef_ps(p, k);
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), res, _mm512_setzero_ps());
+}
+
+/* cpu_avx2_sigmoid_neg_ps, sixteen lanes: the same operations (2^k by vscalefps: the same
+ * rounding of the same product), the same bits. */
+CPU_AVX512_INLINE void cpu_avx512_sigmoid_neg_ps(__m512 v, __m512 *s, __m512 *om) {
+    const __m512 hi = _mm512_set1_ps(80.0f), lo = _mm512_set1_ps(-87.33654f);
+    const __m512 magic = _mm512_set1_ps(12582912.0f), one = _mm512_set1_ps(1.0f);
+    __m512 vc = _mm512_max_ps(lo, _mm512_min_ps(hi, v));
+    __m512 kb = _mm512_fmadd_ps(vc, _mm512_set1_ps(1.44269504088896341f), magic);
+    __m512 k  = _mm512_sub_ps(kb, magic);
+    __m512 r  = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), vc);
+    r         = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p  = _mm512_set1_ps(1.9875691500e-4f);
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p         = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p         = _mm512_fmadd_ps(p, r, one);
+    p         = _mm512_fmadd_ps(p, r, one);
+    __m512 e  = _mm512_scalef_ps(p, k); /* p 2^k, rounded once as the product p * 2^k */
+    __m512 d  = _mm512_add_ps(one, e);
+    __m512 y  = _mm512_castsi512_ps(
+         _mm512_sub_epi32(_mm512_set1_epi32(0x7ef311c3), _mm512_castps_si512(d)));
+    y             = _mm512_fmadd_ps(y, _mm512_fnmadd_ps(d, y, one), y);
+    y             = _mm512_fmadd_ps(y, _mm512_fnmadd_ps(d, y, one), y);
+    y             = _mm512_fmadd_ps(y, _mm512_fnmadd_ps(d, y, one), y);
+    __mmask16 big = _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ);
+    *s            = _mm512_maskz_mov_ps((__mmask16)~big, y);
+    *om           = _mm512_mask_blend_ps(big, _mm512_mul_ps(e, *s), one);
 }
 
 /* The low and high eight lanes (the AVX2 path's two vectors of sixteen elements). */

@@ -92,9 +92,11 @@ CPU_AVX2_FN static void cast_avx2(const cast_job *j, uint64_t i0, uint64_t n) {
 }
 
 CPU_AVX512_FN static void cast_avx512(const cast_job *j, uint64_t i0, uint64_t n) {
+    const int ne = cpu_bf16_ne(); /* f32 -> bf16 by vcvtneps2bf16 on the AVX512-BF16 path */
     for (uint64_t k = 0; k < n; k += 16) {
         __mmask16 m = cpu_avx512_mask16(n - k);
-        cpu_avx512_st16(j->dst, j->ddt, i0 + k, cpu_avx512_ld16(j->src, j->sdt, i0 + k, m), m);
+        cpu_avx512_st16_ne(j->dst, j->ddt, i0 + k, cpu_avx512_ld16(j->src, j->sdt, i0 + k, m), m,
+                           ne);
     }
 }
 #endif

@@ -154,7 +154,8 @@ CPU_AVX512_FN static void ln_stats_avx512(const void *x, ampx_dtype dt, uint64_t
 /* ln_norm_avx2 from x (dtype xdt) to y (dtype ydt), both at element off; y may be x. */
 CPU_AVX512_FN static void ln_norm_avx512(const void *x, ampx_dtype xdt, void *y, ampx_dtype ydt,
                                          uint64_t off, uint64_t n, double mean, double rstd,
-                                         const float *gamma, const float *beta) {
+                                         const float *gamma, const float *beta, uint64_t pf) {
+    const int ne = cpu_bf16_ne();
     float mh = (float)mean, ml = (float)(mean - (double)mh);
     const __m512 vmh = _mm512_set1_ps(mh), vml = _mm512_set1_ps(ml),
                  rs  = _mm512_set1_ps((float)rstd);
@@ -165,13 +166,15 @@ CPU_AVX512_FN static void ln_norm_avx512(const void *x, ampx_dtype xdt, void *y,
         __m512 g    = gamma ? _mm512_maskz_loadu_ps(m, gamma + c) : one;
         __m512 b    = beta ? _mm512_maskz_loadu_ps(m, beta + c) : zero;
         __m512 xh   = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(v, vmh), vml), rs);
-        cpu_avx512_st16(y, ydt, off + c, _mm512_fmadd_ps(xh, g, b), m);
+        if (pf) cpu_prefetch_el(x, xdt, off + pf + c); /* the next row */
+        cpu_avx512_st16_ne(y, ydt, off + c, _mm512_fmadd_ps(xh, g, b), m, ne);
     }
 }
 
 /* ln_bwd_avx2 with x, dy and dx at element off of their tensors; dx may be x or dy. */
 CPU_AVX512_FN static void ln_bwd_avx512(const ln_job *j, uint64_t off, uint64_t n, float mean,
-                                        float rstd) {
+                                        float rstd, uint64_t pf) {
+    const int ne         = cpu_bf16_ne();
     const ampx_dtype xdt = j->a.x.dtype, dydt = j->a.dy.dtype, odt = j->a.y_or_dx.dtype;
     const float *gamma = j->gamma;
     const __m512 vm = _mm512_set1_ps(mean), rs = _mm512_set1_ps(rstd), one = _mm512_set1_ps(1.0f);
@@ -196,8 +199,13 @@ CPU_AVX512_FN static void ln_bwd_avx512(const ln_job *j, uint64_t off, uint64_t 
         __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(cpu_avx512_ld16(j->x, xdt, off + c, m), vm), rs);
         __m512 g    = _mm512_mul_ps(cpu_avx512_ld16(j->dy, dydt, off + c, m),
                                  gamma ? _mm512_maskz_loadu_ps(m, gamma + c) : one);
-        cpu_avx512_st16(j->out, odt, off + c,
-                        _mm512_mul_ps(rs, _mm512_fnmadd_ps(xhat, mgx, _mm512_sub_ps(g, mg))), m);
+        if (pf) { /* the next row's x and dy */
+            cpu_prefetch_el(j->x, xdt, off + pf + c);
+            cpu_prefetch_el(j->dy, dydt, off + pf + c);
+        }
+        cpu_avx512_st16_ne(j->out, odt, off + c,
+                           _mm512_mul_ps(rs, _mm512_fnmadd_ps(xhat, mgx, _mm512_sub_ps(g, mg))), m,
+                           ne);
     }
 }
 
@@ -209,7 +217,7 @@ CPU_AVX512_FN static void ln_fwd_row_avx512(const ln_job *j, uint64_t r) {
     j->mean[r]  = (float)mean;
     j->rstd[r]  = (float)rstd;
     ln_norm_avx512(j->x, j->a.x.dtype, j->out, j->a.y_or_dx.dtype, r * cols, cols, mean, rstd,
-                   j->gamma, j->beta);
+                   j->gamma, j->beta, r + 1 < j->a.rows ? cols : 0);
 }
 #endif
 
@@ -270,7 +278,7 @@ static void ln_bwd_rows(void *arg, uint64_t item, unsigned tid) {
     for (uint64_t r = item * rpi; r < j->a.rows && r < (item + 1) * rpi; r++) {
 #if CPU_HAVE_AVX2_TABLE
         if (cpu_tls_kern->isa >= CPU_ISA_AVX512 && cols > 0) {
-            ln_bwd_avx512(j, r * cols, cols, j->mean[r], j->rstd[r]);
+            ln_bwd_avx512(j, r * cols, cols, j->mean[r], j->rstd[r], r + 1 < j->a.rows ? cols : 0);
             continue;
         }
         if (cpu_tls_kern->isa >= CPU_ISA_AVX2 && cols > 0) { /* as the forward */

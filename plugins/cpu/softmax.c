@@ -343,32 +343,39 @@ CPU_AVX512_FN static float softmax_expsum_avx512(const void *x, ampx_dtype dt, u
 /* Elements off + c of y (dtype dt) = e_c * k for c < cnt, = fill for cnt <= c < cols; e may
  * be y's own f32 elements. */
 CPU_AVX512_FN static void softmax_mul_avx512(const float *e, void *y, ampx_dtype dt, uint64_t off,
-                                             uint64_t cnt, uint64_t cols, float k, float fill) {
+                                             uint64_t cnt, uint64_t cols, float k, float fill,
+                                             const void *pf, ampx_dtype pfdt) {
     const __m512 vk = _mm512_set1_ps(k);
+    const int ne    = cpu_bf16_ne();
     uint64_t c      = 0;
     for (; c < cnt; c += 16) {
         __mmask16 m = cpu_avx512_mask16(cnt - c);
-        cpu_avx512_st16(y, dt, off + c, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + c), vk), m);
+        if (pf) cpu_prefetch_el(pf, pfdt, off + cols + c); /* the next row's x */
+        cpu_avx512_st16_ne(y, dt, off + c, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + c), vk), m,
+                           ne);
     }
     for (c = cnt; c < cols; c += 16)
-        cpu_avx512_st16(y, dt, off + c, _mm512_set1_ps(fill), cpu_avx512_mask16(cols - c));
+        cpu_avx512_st16_ne(y, dt, off + c, _mm512_set1_ps(fill), cpu_avx512_mask16(cols - c), ne);
 }
 
 /* softmax_out_avx2 from x (dtype xdt) to y (dtype ydt), both at element off; y may be x. */
 CPU_AVX512_FN static void softmax_out_avx512(const void *x, ampx_dtype xdt, void *y, ampx_dtype ydt,
                                              uint64_t off, uint64_t cnt, uint64_t cols, float scale,
-                                             float mx, float sum, int log_) {
+                                             float mx, float sum, int log_, int pf) {
     const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(mx);
     const __m512 k = _mm512_set1_ps(log_ ? (float)log((double)sum) : 1.0f / sum);
+    const int ne   = cpu_bf16_ne();
     for (uint64_t c = 0; c < cnt; c += 16) {
         __mmask16 m = cpu_avx512_mask16(cnt - c);
         __m512 z    = _mm512_sub_ps(_mm512_mul_ps(cpu_avx512_ld16(x, xdt, off + c, m), vs), vm);
-        cpu_avx512_st16(y, ydt, off + c,
-                        log_ ? _mm512_sub_ps(z, k) : _mm512_mul_ps(cpu_avx512_exp_neg_ps(z), k), m);
+        if (pf) cpu_prefetch_el(x, xdt, off + cols + c); /* the next row */
+        cpu_avx512_st16_ne(y, ydt, off + c,
+                           log_ ? _mm512_sub_ps(z, k) : _mm512_mul_ps(cpu_avx512_exp_neg_ps(z), k),
+                           m, ne);
     }
     const __m512 fill = _mm512_set1_ps(log_ ? -INFINITY : 0.0f);
     for (uint64_t c = cnt; c < cols; c += 16)
-        cpu_avx512_st16(y, ydt, off + c, fill, cpu_avx512_mask16(cols - c));
+        cpu_avx512_st16_ne(y, ydt, off + c, fill, cpu_avx512_mask16(cols - c), ne);
 }
 
 CPU_AVX512_FN static void softmax_fwd_row_avx512(const softmax_job *j, uint64_t r, float *ws) {
@@ -384,10 +391,12 @@ CPU_AVX512_FN static void softmax_fwd_row_avx512(const softmax_job *j, uint64_t 
     if (!a->log) { /* the exponentials in y itself when it is f32, else in ws */
         float *e  = ydt == AMPX_F32 ? (float *)j->out + off : ws;
         float sum = softmax_expsum_avx512(j->in, xdt, off, e, cnt, a->scale, mx);
-        softmax_mul_avx512(e, j->out, ydt, off, cnt, cols, 1.0f / sum, 0.0f);
+        softmax_mul_avx512(e, j->out, ydt, off, cnt, cols, 1.0f / sum, 0.0f,
+                           r + 1 < a->rows ? j->in : NULL, xdt);
     } else {
         float sum = softmax_expsum_avx512(j->in, xdt, off, NULL, cnt, a->scale, mx);
-        softmax_out_avx512(j->in, xdt, j->out, ydt, off, cnt, cols, a->scale, mx, sum, 1);
+        softmax_out_avx512(j->in, xdt, j->out, ydt, off, cnt, cols, a->scale, mx, sum, 1,
+                           r + 1 < a->rows);
     }
 }
 
@@ -414,6 +423,7 @@ CPU_AVX512_FN static void softmax_bwd_row_avx512(const softmax_job *j, uint64_t 
     });
     const __m512 s  = _mm512_set1_ps((float)cpu_avx512_sets2_pd(acc));
     const __m512 vs = _mm512_set1_ps(a->scale);
+    const int ne = cpu_bf16_ne(), pf = r + 1 < a->rows;
     uint64_t c;
     for (c = 0; c < cnt; c += 16) {
         __mmask16 m = cpu_avx512_mask16(cnt - c);
@@ -421,10 +431,15 @@ CPU_AVX512_FN static void softmax_bwd_row_avx512(const softmax_job *j, uint64_t 
                vy   = cpu_avx512_ld16(j->in, ydt, off + c, m);
         __m512 v    = log_ ? _mm512_mul_ps(vs, _mm512_fnmadd_ps(cpu_avx512_exp_ps(vy), s, vd))
                            : _mm512_mul_ps(_mm512_mul_ps(vs, vy), _mm512_sub_ps(vd, s));
-        cpu_avx512_st16(j->out, odt, off + c, v, m);
+        if (pf) { /* the next row's y and dy */
+            cpu_prefetch_el(j->in, ydt, off + cols + c);
+            cpu_prefetch_el(j->dy, dydt, off + cols + c);
+        }
+        cpu_avx512_st16_ne(j->out, odt, off + c, v, m, ne);
     }
     for (c = cnt; c < cols; c += 16)
-        cpu_avx512_st16(j->out, odt, off + c, _mm512_setzero_ps(), cpu_avx512_mask16(cols - c));
+        cpu_avx512_st16_ne(j->out, odt, off + c, _mm512_setzero_ps(), cpu_avx512_mask16(cols - c),
+                           ne);
 }
 #endif
 
@@ -645,7 +660,8 @@ CPU_AVX512_FN static void xent_row_avx512(const xent_job *j, uint64_t r, int32_t
     j->terms[r] = bad ? NAN : lse - xl;
     if (!e) return;
     double p_at = bad ? 0.0 : exp(xl - (double)mx) / (double)sum;
-    softmax_mul_avx512(e, j->dlogits, ddt, off, cols, cols, (float)(j->g / (double)sum), 0.0f);
+    softmax_mul_avx512(e, j->dlogits, ddt, off, cols, cols, (float)(j->g / (double)sum), 0.0f,
+                       r + 1 < a->rows ? j->logits : NULL, xdt);
     if (!bad) cpu_st(j->dlogits, ddt, off + (uint64_t)label, (float)(j->g * (p_at - 1.0)));
 }
 #endif
