@@ -578,7 +578,9 @@ def steps_section(a, peak):
     L = ["### Training step against PyTorch, JAX and llm.c", "",
          f"Command: `{a.cmd}`. Date: {started}. CPU: {cpu} ({os.cpu_count()} online), each program on "
          f"{a.threads} threads. Load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load0)} at the start, "
-         f"{' '.join(f'{x:.2f}' for x in load1)} at the end.", "",
+         f"{' '.join(f'{x:.2f}' for x in load1)} at the end." +
+         "".join(f" {k}={os.environ[k]} was set." for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "XLA_FLAGS")
+                 if os.environ.get(k)), "",
          f"ms per step, median over {rounds} round(s), the programs alternating (each round starts with another); "
          f"`steps` is warm-up + timed steps per run. Every program trains the same network: pre-layernorm GPT blocks "
          f"(causal attention with biased QKV and output projections, 4x tanh-GELU MLP), learned positions, "
