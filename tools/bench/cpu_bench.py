@@ -588,10 +588,11 @@ def steps_section(a, peak):
          f"no clipping), random or synthetic tokens. "
          f"ampx: `ampx train MODEL --policy P --backend-opt threads={a.threads}`, Release build, `isa` the "
          f"best the CPU has (`auto`) or capped with `--backend-opt isa=avx2`; the median of the per-step host "
-         f"time (`time_ms`) after the warm-up steps; gpt.json at T=1024 through `--set inputs.tokens.shape=[1024] "
-         f"--set inputs.next.shape=[1024] --batch 4` (B reduced from 16 to 4 to keep a step near a second), the "
-         f"124M shape from models/gpt.json grown to 12 blocks by the script (the JSON in the run's temporary "
-         f"folder). PyTorch: tools/bench/step_torch.py, bf16 as torch.autocast, SDPA: attention as one "
+         f"time (`time_ms`) after the warm-up steps" +
+         ("; gpt.json at T=1024 through `--set inputs.tokens.shape=[1024] --set inputs.next.shape=[1024] "
+          "--batch 4` (B reduced from 16 to 4 to keep a step at a few seconds)" if "gpt_t1024" in models else "") +
+         ("; the 124M shape: models/gpt.json grown to 12 blocks by the script (the JSON in the run's temporary "
+          "folder)" if "gpt2_124m" in models else "") + f". PyTorch: tools/bench/step_torch.py, bf16 as torch.autocast, SDPA: attention as one "
          f"`scaled_dot_product_attention(is_causal=True)`. JAX: tools/bench/step_jax.py, jit, bf16 as Flax's "
          f"dtype=bfloat16 with f32 parameters. Both check on their first step that parameters and gradients "
          f"are f32 and the products' outputs bf16 (f32 in the f32 modes), and exit otherwise. "
