@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# cpu.sh [--quick] [--rounds R] [--sections gemm,ops,steps] — the CPU benchmark of
-# docs/BENCHMARKS.md in one run (tools/bench/cpu_bench.py): GEMM against OpenBLAS and oneDNN,
-# the memory-bound ops against a 2-thread copy, and the training steps of mlp_wide and
-# gpt.json against PyTorch and JAX, alternating, medians of R rounds (default 5). A 0.1 s FMA
-# probe runs between rounds; a round with the probe below 90% of the machine's peak on either
-# side ran while another tenant held the cores and is run again (cpu_bench.py, Probe).
+# cpu.sh [--quick] [--rounds R] [--sections gemm,ops,steps] [--steps-models M,...]
+#        [--threads N] [--llmc DIR] [--out FILE|-] — the CPU benchmark of docs/BENCHMARKS.md in
+# one run (tools/bench/cpu_bench.py): GEMM against OpenBLAS and oneDNN, the memory-bound ops
+# against a 2-thread copy, and the training steps of mlp_wide, gpt.json (T=128, and T=1024 at
+# B=4) and the GPT-2 124M shape against PyTorch (plain, SDPA attention), JAX and, with
+# --llmc DIR (a checkout of karpathy/llm.c), llm.c's train_gpt2.c; alternating, medians of R
+# rounds (default 5; 2 for the steps of --quick), peak RSS per process. --steps-models picks
+# among mlp_wide,gpt,gpt2_124m,gpt_t1024 (all by default; leave out gpt_t1024 to skip the long
+# runs). A 0.1 s FMA probe runs between rounds; a round with the probe below 90% of the
+# machine's peak on either side ran while another tenant held the cores and is run again
+# (cpu_bench.py, Probe; not in the steps of --quick). The Markdown is printed and replaces the
+# cpu block of --out (default docs/BENCHMARKS.md; - for none).
 #
 # Installs what it needs and uses it for this benchmark only (ampx never links the peers and
 # the test suite never needs them): the Debian packages libdnnl-dev and libopenblas-dev, the
@@ -13,6 +19,7 @@
 # ampx (build/, and a Release build in build-rel/ for the training steps) and fetches the
 # Shakespeare corpus for gpt.json (tools/data/shakespeare.sh).
 set -euo pipefail
+export AMPX_BENCH_CWD=$PWD # --llmc DIR may be relative to where cpu.sh was started
 cd "$(dirname "$0")/../.."
 pkgs=(libdnnl-dev libopenblas-dev gcc python3 python3-venv)
 missing=()

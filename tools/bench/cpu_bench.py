@@ -9,12 +9,15 @@ different one), the median of the rounds per cell:
          attention (batched), with the machine's FMA peak measured in the same run;
   ops    `ampx bench op` of the memory-bound ops (f32 and bf16) against the copy timed in the
          same process and against a 2-thread memcpy of the machine;
-  steps  the training step of models/mlp_wide.json and models/gpt.json: ampx (f32,
-         mixed_bf16) beside PyTorch (f32, autocast bf16) and JAX jit (f32, bf16), all on the
-         CPU, from tools/bench/step_torch.py and step_jax.py.
-The tables and a goals table go into docs/BENCHMARKS.md between the cpu markers; the rest of
-the file is kept."""
-import argparse, datetime, json, os, statistics, subprocess, sys, tempfile, time
+  steps  the training step of models/mlp_wide.json, models/gpt.json at T=128 and T=1024 and
+         gpt.json grown to the GPT-2 124M shape (--steps-models picks): ampx (f32,
+         mixed_bf16; the best ISA and isa=avx2) beside PyTorch (f32, autocast bf16, each also
+         with scaled_dot_product_attention), JAX jit (f32, bf16) and llm.c's train_gpt2.c
+         (--llmc DIR, 124M shape only), all on the CPU, from tools/bench/step_torch.py,
+         step_jax.py and llmc.py; ms per step, peak RSS of each process and speed ratios.
+The tables are printed, and they and a goals table go into --out (docs/BENCHMARKS.md) between
+the cpu markers; the rest of the file is kept."""
+import argparse, datetime, json, os, re, statistics, subprocess, sys, tempfile, time
 
 BEGIN, END = "<!-- cpu:begin -->", "<!-- cpu:end -->"
 
@@ -69,8 +72,9 @@ class Probe:
     /proc/stat shows (every program, the peers too, runs 25-35% slow in them); a round with a
     probe below PROBE_MIN of the peak on either side ran in such a window."""
 
-    def __init__(self, a, peak):
+    def __init__(self, a, peak, retries=RETRIES):
         self.cmd, self.peak, self.dropped, self.total = [os.path.join(a.peers, "peer_peak"), "probe"], peak, 0, 0
+        self.retries = retries
 
     def top(self):
         return self.peak.get("fma512_gflops") or self.peak.get("fma256_gflops") or 0
@@ -89,7 +93,7 @@ class Probe:
         results of the clean rounds, else of the `want` best-probed ones, in the order run, and
         the lowest probe among them as a fraction of the peak."""
         runs, before = [], self.read()
-        while len(runs) < want * (1 + RETRIES):
+        while len(runs) < want * (1 + self.retries):
             r = one_round(len(runs))
             after = self.read()
             runs.append((min(before, after) / max(self.top(), 1e-9), len(runs), r))
@@ -113,7 +117,7 @@ class Probe:
     def note(self):
         return (f"Rounds run while the FMA probe (`peer_peak probe`, before and after each round) read below "
                 f"{100 * PROBE_MIN:.0f}% of the peak were dropped and run again: {self.dropped} of {self.total} "
-                f"in this section; † marks a row that kept such a round (after {RETRIES} retries per round).")
+                f"in this section; † marks a row that kept such a round (after {self.retries} retries per round).")
 
 
 def mark(q):
@@ -310,74 +314,300 @@ def ops_section(a, peak):
     return L, goals
 
 
+# name: the GPT shape (layers, heads, width, context, batch; None: mlp_wide), timed steps and
+# warm-up steps (normal, --quick), ampx's log interval, and how ampx gets the shape
+STEP_MODELS = {
+    "mlp_wide": dict(shape=None, run=(60, 5), quick=(60, 5), log=5),
+    "gpt": dict(shape=(4, 4, 128, 128, 16), run=(20, 5), quick=(20, 5), log=5),
+    "gpt2_124m": dict(shape=(12, 12, 768, 64, 4), run=(10, 3), quick=(3, 2), log=1),
+    "gpt_t1024": dict(shape=(4, 4, 128, 1024, 4), run=(10, 3), quick=(3, 2), log=1),
+}
+STEP_COLS = ["ampx f32", "ampx mixed_bf16", "ampx f32 avx2", "ampx mixed_bf16 avx2", "PyTorch f32", "PyTorch bf16",
+             "PyTorch SDPA f32", "PyTorch SDPA bf16", "JAX f32", "JAX bf16", "llm.c f32"]
+# (column title, faster program, slower program): a speed ratio, ms of the second over ms of the first
+STEP_RATIOS = [("ampx mixed_bf16 / f32", "ampx mixed_bf16", "ampx f32"),
+               ("ampx mixed_bf16 / f32 (avx2)", "ampx mixed_bf16 avx2", "ampx f32 avx2"),
+               ("ampx f32 / PyTorch f32", "ampx f32", "PyTorch f32"),
+               ("ampx bf16 / PyTorch bf16", "ampx mixed_bf16", "PyTorch bf16"),
+               ("ampx f32 / PyTorch SDPA f32", "ampx f32", "PyTorch SDPA f32"),
+               ("ampx bf16 / PyTorch SDPA bf16", "ampx mixed_bf16", "PyTorch SDPA bf16"),
+               ("ampx f32 / JAX f32", "ampx f32", "JAX f32"),
+               ("ampx bf16 / JAX bf16", "ampx mixed_bf16", "JAX bf16"),
+               ("ampx f32 / llm.c", "ampx f32", "llm.c f32"),
+               ("ampx bf16 / llm.c", "ampx mixed_bf16", "llm.c f32")]
+
+
+def model_label(name):
+    s = STEP_MODELS[name]["shape"]
+    if s is None:
+        return "mlp_wide (16-1024-1024-1024-4, B=256)"
+    L, H, D, T, B = s
+    what = {"gpt": "gpt.json", "gpt2_124m": "GPT-2 124M shape", "gpt_t1024": "gpt.json"}[name]
+    return f"{what}: L={L} H={H} D={D} T={T} B={B} V=256"
+
+
+def run_measured(cmd, threads, env=None, cwd=None, until=None):
+    """Runs cmd to its end (or, with until, until until(lines) is true: then it is stopped) as
+    its own process on `threads` CPUs; returns (stdout lines, error or None, peak RSS in KiB
+    of that process from wait4's ru_maxrss)."""
+    allowed = sorted(os.sched_getaffinity(0))
+
+    def pin():
+        if len(allowed) > threads:
+            os.sched_setaffinity(0, allowed[:threads])
+
+    with tempfile.TemporaryFile(mode="w+") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=cwd, preexec_fn=pin)
+        lines, stopped = [], False
+        for line in p.stdout:
+            lines.append(line.rstrip("\n"))
+            if until and not stopped and until(lines):
+                p.terminate()
+                stopped = True
+        p.stdout.close()
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        msg = err.read().strip()
+    if p.returncode != 0 and not stopped:
+        return lines, ((msg or "\n".join(lines)).splitlines() or [f"exit {p.returncode}"])[-1], ru.ru_maxrss
+    return lines, None, ru.ru_maxrss
+
+
+def gpt2_124m_json(out_dir):
+    """models/gpt.json grown to the GPT-2 124M shape (12 blocks of 12 heads, width 768, T=64):
+    the block h0's nodes repeated with their names and inputs renumbered, widths scaled; the
+    data paths made absolute, since the file lives in the build folder."""
+    base = json.load(open("models/gpt.json"))
+    L, H, D, T, _B = STEP_MODELS["gpt2_124m"]["shape"]
+    d0 = base["nodes"][0]["dim"]
+    blocks = sorted({n["name"].split(".")[0] for n in base["nodes"] if re.match(r"h\d+\.", n["name"])},
+                    key=lambda b: int(b[1:]))
+    first = [n for n in base["nodes"] if n["name"].startswith("h0.")]
+    into = first[0]["inputs"][0]  # what the first block reads
+    last = f"{blocks[-1]}.res2"
+    pre = [n for n in base["nodes"] if not n["name"].split(".")[0] in blocks]
+    head, tail = pre[:[n["name"] for n in pre].index(into) + 1], pre[[n["name"] for n in pre].index(into) + 1:]
+
+    def rename(x, i):
+        return f"h{i}.{x[3:]}" if x.startswith("h0.") else (into if i == 0 else f"h{i - 1}.res2") if x == into else x
+
+    nodes = [dict(n) for n in head]
+    nodes[0]["dim"] = D
+    for i in range(L):
+        for n in first:
+            m = dict(n, name=rename(n["name"], i), inputs=[rename(x, i) for x in n["inputs"]])
+            if "heads" in m:
+                m["heads"] = H
+            if "units" in m:
+                m["units"] = m["units"] * D // d0
+            nodes.append(m)
+    nodes += [dict(n, inputs=[f"h{L - 1}.res2" if x == last else x for x in n["inputs"]]) for n in tail]
+    base["name"], base["nodes"] = "gpt2_124m", nodes
+    for k in ("tokens", "next"):
+        base["inputs"][k]["shape"] = [T]
+    data = os.environ.get("AMPX_DATA_DIR") or os.path.abspath("data")
+    for k in ("train", "val"):
+        base["data"][k] = base["data"][k].replace("$DATA", data)
+    base["data"]["eval_windows"] = 1  # the evaluation at the end of a run is not timed
+    path = os.path.join(out_dir, "gpt2_124m.json")
+    json.dump(base, open(path, "w"), indent=1)
+    return path
+
+
+def ampx_check(a, model_args, policy_file, want):
+    """`ampx policy` of the run's model and policy: every dense product (its `why` column says
+    "dense:") in the dtype want and every master weight f32; None, or what is not so."""
+    out = subprocess.run([a.ampx_rel, "policy"] + model_args + ["--policy", policy_file], capture_output=True, text=True)
+    if out.returncode != 0:
+        return "ampx policy: " + ((out.stderr.strip() or out.stdout.strip()).splitlines() or ["failed"])[-1]
+    rows = [l.split() for l in out.stdout.splitlines() if len(l.split()) >= 4]
+    dense = [r for r in rows if "dense:" in r]
+    master = [r for r in rows if "master" in r and r[0] != "optimizer"]
+    bad = [f"{r[0]} {r[1]}" for r in dense if r[1] != want] + [f"{r[0]} {r[1]}" for r in master if r[1] != "f32"]
+    if len(dense) < 2 or not master or bad:
+        return f"ampx policy: dense products not all {want} with f32 master weights: " + (", ".join(bad[:4]) or "none listed")
+    return None
+
+
+def ampx_step(a, tmp, model, pol, isa, timed, warm):
+    s, spec = STEP_MODELS[model]["shape"], STEP_MODELS[model]
+    if model == "mlp_wide":
+        args = ["models/mlp_wide.json"]
+    elif model == "gpt2_124m":
+        args = [gpt2_124m_json(tmp), "--batch", str(s[4])]
+    else:
+        args = ["models/gpt.json", "--batch", str(s[4]), "--set", "data.eval_windows=1"] + \
+            [x for k in ("tokens", "next") for x in ("--set", f"inputs.{k}.shape=[{s[3]}]")]
+    model_args = [x for i, x in enumerate(args) if "--batch" not in args[max(i - 1, 0):i + 1]]
+    bad = ampx_check(a, model_args, os.path.join(tmp, pol + ".json"), "bf16" if pol == "bf16" else "f32")
+    args += ["--backend-opt", f"threads={a.threads}"] + (["--backend-opt", f"isa={isa}"] if isa else [])
+
+    def go():
+        if bad:
+            return None, None, bad
+        metrics = os.path.join(tmp, "m.jsonl")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        _, err, rss = run_measured([a.ampx_rel, "train"] + args + ["--policy", os.path.join(tmp, pol + ".json"),
+                                   "--steps", str(timed + warm), "--log-every", str(spec["log"]), "--eval-every",
+                                   "0", "--quiet", "--metrics", metrics], a.threads)
+        if err:
+            return None, None, err
+        rows = [json.loads(l) for l in open(metrics) if "time_ms" in l][warm:]
+        return (med([r["time_ms"] for r in rows]), rss, None) if rows else (None, None, "no time_ms in the metrics")
+    return go
+
+
+def py_step(a, script, model, mode, timed, warm):
+    s = STEP_MODELS[model]["shape"]
+    cmd = [a.python, os.path.join("tools/bench", script), model if s is None else "gpt", mode, str(timed),
+           "--warmup", str(warm)] + (["--shape", ",".join(map(str, s))] if s else []) + \
+        (["--threads", str(a.threads)] if script == "step_torch.py" else [])
+
+    def go():
+        lines, err, rss = run_measured(cmd, a.threads)
+        try:
+            return float(lines[-1]), rss, None
+        except (ValueError, IndexError):
+            return None, None, err or "no time printed"
+    return go
+
+
+def llmc_step(a, tmp, timed, warm, notes):
+    """llm.c's train_gpt2 at the GPT-2 124M shape (tools/bench/llmc.py), or None with a note."""
+    import llmc
+    exe, info = llmc.build(a.llmc, os.path.abspath(os.path.join(os.path.dirname(a.peers), "bench-llmc")))
+    if not exe:
+        notes["llm.c f32"] = info
+        return None
+    L, H, D, T, B = STEP_MODELS["gpt2_124m"]["shape"]
+    run_dir = os.path.join(tmp, "llmc")
+    os.makedirs(run_dir, exist_ok=True)
+    _, err, _ = run_measured([a.python, "tools/bench/llmc.py", "write", run_dir, str(L), str(H), str(D), str(T)], 1)
+    if err:
+        notes["llm.c f32"] = "its input files could not be written: " + err
+        return None
+    notes["llm.c build"] = info
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    n = warm + timed  # steps 0 .. n-1; stopped before the sampling at step 20
+    if n > 20:
+        warm, timed = max(1, 20 - timed), min(timed, 19)
+
+    def go():
+        lines, err, rss = run_measured(["stdbuf", "-oL", exe], a.threads, env=env, cwd=run_dir,
+                                       until=lambda ls: len(llmc.parse_steps(ls, warm, timed)) >= timed)
+        t = llmc.parse_steps(lines, warm, timed)
+        return (med(t), rss, None) if len(t) == timed else (None, None, err or "fewer step lines than asked")
+    return go
+
+
+def step_programs(a, tmp, model, notes):
+    timed, warm = STEP_MODELS[model]["quick" if a.quick else "run"]
+    progs = [("ampx f32", ampx_step(a, tmp, model, "f32", None, timed, warm)),
+             ("ampx mixed_bf16", ampx_step(a, tmp, model, "bf16", None, timed, warm)),
+             ("ampx f32 avx2", ampx_step(a, tmp, model, "f32", "avx2", timed, warm)),
+             ("ampx mixed_bf16 avx2", ampx_step(a, tmp, model, "bf16", "avx2", timed, warm)),
+             ("PyTorch f32", py_step(a, "step_torch.py", model, "f32", timed, warm)),
+             ("PyTorch bf16", py_step(a, "step_torch.py", model, "bf16", timed, warm))]
+    if STEP_MODELS[model]["shape"]:
+        progs += [("PyTorch SDPA f32", py_step(a, "step_torch.py", model, "sdpa_f32", timed, warm)),
+                  ("PyTorch SDPA bf16", py_step(a, "step_torch.py", model, "sdpa_bf16", timed, warm))]
+    progs += [("JAX f32", py_step(a, "step_jax.py", model, "f32", timed, warm)),
+              ("JAX bf16", py_step(a, "step_jax.py", model, "bf16", timed, warm))]
+    if model == "gpt2_124m" and a.llmc:
+        go = llmc_step(a, tmp, timed, warm, notes)
+        if go:
+            progs.append(("llm.c f32", go))
+    return progs, timed, warm
+
+
+def steps_tables(a, models, res, quality, counts):
+    """The three Markdown tables of the steps section: ms per step, peak RSS, speed ratios."""
+    cols = [c for c in STEP_COLS if any(res.get(m, {}).get(c) for m in models)]
+    v = {m: {c: med([x[0] for x in res.get(m, {}).get(c, [])]) for c in cols} for m in models}
+    rss = {m: {c: med([x[1] for x in res.get(m, {}).get(c, [])]) for c in cols} for m in models}
+    L = ["| model | steps | " + " | ".join(cols) + " |", "|---" * (len(cols) + 2) + "|"]
+    for m in models:
+        L.append(f"| {model_label(m)}{mark(quality.get(m, 1.0))} | {counts[m][1]}+{counts[m][0]} | " +
+                 " | ".join(fmt(v[m][c], 2) for c in cols) + " |")
+    L += ["", "Peak RSS (MiB, ru_maxrss of each program's own process; the PyTorch and JAX figures include the "
+          "Python interpreter and the framework's libraries):", "",
+          "| model | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for m in models:
+        L.append(f"| {model_label(m)} | " + " | ".join(fmt(rss[m][c] and rss[m][c] / 1024, 0) for c in cols) + " |")
+    rats = [r for r in STEP_RATIOS if r[1] in cols and r[2] in cols]
+    L += ["", "Speed ratios (X / Y = Y's ms per step over X's: above 1, X is faster):", "",
+          "| model | " + " | ".join(r[0] for r in rats) + " |", "|---" * (len(rats) + 1) + "|"]
+    for m in models:
+        L.append(f"| {model_label(m)} | " + " | ".join(ratio(v[m][y], v[m][x]) for _, x, y in rats) + " |")
+    return L, v
+
+
 def steps_section(a, peak):
     tmp = tempfile.mkdtemp()
     for p, body in (("f32", '{"policy": "f32", "scaler": "none"}'),
                     ("bf16", '{"policy": "mixed_bf16", "scaler": "dynamic"}')):
         open(os.path.join(tmp, p + ".json"), "w").write(body)
-    steps = {"mlp_wide": 60, "gpt": 20}
-
-    def ampx(model, pol):
-        def go():
-            metrics = os.path.join(tmp, "m.jsonl")
-            out, err = run([a.ampx_rel, "train", f"models/{model}.json", "--policy", os.path.join(tmp, pol + ".json"),
-                            "--steps", str(steps[model] + 5), "--log-every", "5", "--eval-every", "0", "--quiet",
-                            "--metrics", metrics])
-            if out is None and err:
-                return None, err
-            rows = [json.loads(l) for l in open(metrics) if "time_ms" in l][5:]
-            return (med([r["time_ms"] for r in rows]), None) if rows else (None, "no time_ms in the metrics")
-        return go
-
-    def py(script, model, mode):
-        def go():
-            out, err = run([a.python, os.path.join("tools/bench", script), model, mode, str(steps[model])])
-            return (float(out), None) if out else (None, err)
-        return go
-
-    res, notes, quality = {}, {}, {}
-    load0, ol, pr = os.getloadavg()[0], OtherLoad(), Probe(a, peak)
-    for model in ("mlp_wide", "gpt"):
-        progs = [("ampx f32", ampx(model, "f32")), ("ampx mixed_bf16", ampx(model, "bf16")),
-                 ("PyTorch f32", py("step_torch.py", model, "f32")), ("PyTorch bf16", py("step_torch.py", model, "bf16")),
-                 ("JAX f32", py("step_jax.py", model, "f32")), ("JAX bf16", py("step_jax.py", model, "bf16"))]
+    models = [m for m in STEP_MODELS if m in a.steps_models]
+    res, notes, quality, counts = {}, {}, {}, {}
+    load0, ol, pr = os.getloadavg(), OtherLoad(), Probe(a, peak, 0 if a.quick else RETRIES)
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    rounds = a.steps_rounds
+    for model in models:
+        progs, timed, warm = step_programs(a, tmp, model, notes)
+        counts[model] = (timed, warm)
 
         def one_round(rnd):
             out = {}
             for name, go in rotate(progs, rnd):
-                ms, err = go()
+                ms, kib, err = go()
                 if ms is None:
                     notes[name] = err
                     continue
-                out[name] = ms
+                out[name] = (ms, kib)
+                print(f"  {model} {name}: {ms:.2f} ms, {kib / 1024:.0f} MiB", flush=True)
             return out
 
-        quality[model] = pr.collect(res, model, a.rounds, one_round)
-        print(f"step {model}: " + ", ".join(f"{c} {med(v):.2f} ms" for c, v in res.get(model, {}).items()) +
-              f" (probe {100 * quality[model]:.0f}%)", flush=True)
-    load1 = os.getloadavg()[0]
-    cols = ["ampx f32", "ampx mixed_bf16", "PyTorch f32", "PyTorch bf16", "JAX f32", "JAX bf16"]
-    L = ["### Training step against PyTorch and JAX", "",
-         f"ms per step, median over {a.rounds} rounds, the six programs alternating. ampx: "
-         f"`ampx train models/MODEL.json --policy P`, Release build, the median per-step host time of the run "
-         f"(`time_ms` of 5-step intervals, the first dropped), {steps['mlp_wide']} steps of mlp_wide and "
-         f"{steps['gpt']} of gpt. PyTorch and JAX: tools/bench/step_torch.py and step_jax.py (the same network, "
-         f"optimizer, clipping and batch; PyTorch with 2 threads, bf16 as torch.autocast; JAX jit, bf16 as Flax's "
-         f"dtype=bfloat16 with f32 parameters), the median step after 5 warm-up steps. "
-         f"" + pr.note() + " " + load_note(ol, load0, load1), "",
-         "| model | " + " | ".join(cols) + " | JAX f32 / ampx f32 | JAX f32 / ampx bf16 | PyTorch f32 / ampx f32 "
-         "| ampx f32 / bf16 |", "|---" * (len(cols) + 5) + "|"]
-    for model in ("mlp_wide", "gpt"):
-        v = {c: med(res.get(model, {}).get(c, [])) for c in cols}
-        L.append(f"| {model}{mark(quality.get(model, 1.0))} | " + " | ".join(fmt(v[c], 2) for c in cols) + " | " +
-                 " | ".join([ratio(v["JAX f32"], v["ampx f32"]), ratio(v["JAX f32"], v["ampx mixed_bf16"]),
-                             ratio(v["PyTorch f32"], v["ampx f32"]), ratio(v["ampx f32"], v["ampx mixed_bf16"])]) + " |")
-    L.append("")
-    L += [f"- {n} did not run: `{e}`" for n, e in sorted(notes.items())]
+        quality[model] = pr.collect(res, model, rounds, one_round)
+        print(f"step {model}: " + ", ".join(f"{c} {med([x[0] for x in v]):.2f} ms" for c, v in res.get(model, {}).items())
+              + f" (probe {100 * quality[model]:.0f}%)", flush=True)
+    load1 = os.getloadavg()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    tables, v = steps_tables(a, models, res, quality, counts)
+    L = ["### Training step against PyTorch, JAX and llm.c", "",
+         f"Command: `{a.cmd}`. Date: {started}. CPU: {cpu} ({os.cpu_count()} online), each program on "
+         f"{a.threads} threads. Load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load0)} at the start, "
+         f"{' '.join(f'{x:.2f}' for x in load1)} at the end." +
+         "".join(f" {k}={os.environ[k]} was set." for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "XLA_FLAGS")
+                 if os.environ.get(k)), "",
+         f"ms per step, median over {rounds} round(s), the programs alternating (each round starts with another); "
+         f"`steps` is warm-up + timed steps per run. Every program trains the same network: pre-layernorm GPT blocks "
+         f"(causal attention with biased QKV and output projections, 4x tanh-GELU MLP), learned positions, "
+         f"the head tied to the byte embedding (vocabulary 256), AdamW, clipping at 1.0 (llm.c: its own AdamW, "
+         f"no clipping), random or synthetic tokens. "
+         f"ampx: `ampx train MODEL --policy P --backend-opt threads={a.threads}`, Release build, `isa` the "
+         f"best the CPU has (`auto`) or capped with `--backend-opt isa=avx2`; the median of the per-step host "
+         f"time (`time_ms`) after the warm-up steps" +
+         ("; gpt.json at T=1024 through `--set inputs.tokens.shape=[1024] --set inputs.next.shape=[1024] "
+          "--batch 4` (B reduced from 16 to 4 to keep a step at a few seconds)" if "gpt_t1024" in models else "") +
+         ("; the 124M shape: models/gpt.json grown to 12 blocks by the script (the JSON in the run's temporary "
+          "folder)" if "gpt2_124m" in models else "") + f". PyTorch: tools/bench/step_torch.py, bf16 as torch.autocast, SDPA: attention as one "
+         f"`scaled_dot_product_attention(is_causal=True)`. JAX: tools/bench/step_jax.py, jit, bf16 as Flax's "
+         f"dtype=bfloat16 with f32 parameters. Both check on their first step that parameters and gradients "
+         f"are f32 and the products' outputs bf16 (f32 in the f32 modes), and exit otherwise. "
+         f"llm.c: train_gpt2.c of `--llmc DIR` built by its Makefile, its printed step time (B=4, T=64, fixed in "
+         f"its main) on a synthetic checkpoint of this shape (tools/bench/llmc.py). " + pr.note() + " " +
+         load_note(ol, load0[0], load1[0]), ""] + tables + [""]
+    L += [f"- {n} did not run: `{e}`" for n, e in sorted(notes.items()) if n != "llm.c build"]
+    if "llm.c build" in notes:
+        L.append(f"- llm.c built with `{notes['llm.c build']}`")
+    elif not a.llmc and "gpt2_124m" in models:
+        L.append("- llm.c: not run (no `--llmc DIR`)")
     versions, _ = run([a.python, "-c", "import torch, jax; print('PyTorch', torch.__version__, '/ JAX', jax.__version__)"])
     if versions:
         L.append(f"- {versions} (PyPI, benchmark only)")
-    return L, {m: {c: med(res.get(m, {}).get(c, [])) for c in cols} for m in ("mlp_wide", "gpt")}
+    return L, v
 
 
 def main():
@@ -386,20 +616,42 @@ def main():
     ap.add_argument("--ampx-rel", required=True, help="Release ampx for the training steps")
     ap.add_argument("--peers", required=True, help="folder of peer_openblas, peer_onednn, peer_peak")
     ap.add_argument("--python", required=True, help="python of the venv with torch, jax, optax")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, help="rounds per cell (default 5; the steps of --quick: 2)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sections", default="gemm,ops,steps")
-    ap.add_argument("--out", default="docs/BENCHMARKS.md")
+    ap.add_argument("--steps-models", default=",".join(STEP_MODELS),
+                    help=f"models of the steps section, of {','.join(STEP_MODELS)} (all by default)")
+    ap.add_argument("--threads", type=int, default=2, help="threads of every program of the steps section")
+    ap.add_argument("--llmc", help="a checkout of karpathy/llm.c: its train_gpt2.c at the GPT-2 124M shape")
+    ap.add_argument("--out", default="docs/BENCHMARKS.md", help="the Markdown file to update, or - for none")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
+    if sections - {"gemm", "ops", "steps"}:
+        sys.exit(f"cpu_bench.py: --sections {a.sections}: sections are gemm, ops, steps")
+    a.steps_models = a.steps_models.split(",")
+    unknown = [m for m in a.steps_models if m not in STEP_MODELS]
+    if unknown:
+        sys.exit(f"cpu_bench.py: --steps-models: unknown {','.join(unknown)} (known: {','.join(STEP_MODELS)})")
+    if a.threads < 1:
+        sys.exit("cpu_bench.py: --threads must be 1 or more")
+    if a.llmc:
+        a.llmc = os.path.join(os.environ.get("AMPX_BENCH_CWD", ""), a.llmc)  # cpu.sh runs from the root
+        if not os.path.isfile(os.path.join(a.llmc, "train_gpt2.c")):
+            print(f"cpu_bench.py: --llmc {a.llmc}: no train_gpt2.c there; llm.c is skipped", file=sys.stderr)
+    given = a.rounds
+    a.rounds = given or 5
+    a.steps_rounds = given or (2 if a.quick else 5)
     peak = {}
     measure_peak(a, peak)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     flags = set(next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "").split())
     isa = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
     cmd = "bash tools/bench/cpu.sh" + (" --quick" if a.quick else "") + \
-        (f" --rounds {a.rounds}" if a.rounds != 5 else "") + \
-        (f" --sections {a.sections}" if sections != {"gemm", "ops", "steps"} else "")
+        (f" --rounds {given}" if given else "") + \
+        (f" --sections {a.sections}" if sections != {"gemm", "ops", "steps"} else "") + \
+        (f" --steps-models {','.join(a.steps_models)}" if a.steps_models != list(STEP_MODELS) else "") + \
+        (f" --threads {a.threads}" if a.threads != 2 else "") + (" --llmc DIR" if a.llmc else "")
+    a.cmd = cmd
     L, goals = [], []
     if "gemm" in sections:
         lines, g, kernel = gemm_section(a, peak)
@@ -419,7 +671,7 @@ def main():
     if "steps" in sections:
         lines, st = steps_section(a, peak)
         L += lines + [""]
-        w = st["mlp_wide"]
+        w = st.get("mlp_wide", {c: None for c in STEP_COLS})
         for c in ("ampx f32", "ampx mixed_bf16"):
             if w[c] and w["JAX f32"]:
                 goals.append((f"mlp_wide {c} >= 1.15x faster than JAX f32", f"{w['JAX f32'] / w[c]:.2f}x", w["JAX f32"] / w[c] >= 1.15))
@@ -443,6 +695,9 @@ def main():
         L.append("")
     L.append(END)
     block = "\n".join(L)
+    print("\n" + block + "\n", flush=True)
+    if a.out == "-":
+        return 0
     text = open(a.out).read() if os.path.exists(a.out) else "# Benchmarks\n"
     if BEGIN in text and END in text:
         text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]

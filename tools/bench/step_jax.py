@@ -1,13 +1,18 @@
-"""step_jax.py MODEL MODE STEPS — one training step of an ampx model, written in JAX (jit) and
-run on the CPU, for tools/bench/cpu.sh. The same networks, optimizers and batches as
-step_torch.py (see there). Prints the median milliseconds per step after 5 warm-up steps; a
-step is the jitted update of parameters and AdamW state from one batch, waited for with
-block_until_ready.
+"""step_jax.py MODEL MODE STEPS [--shape L,H,D,T,B] [--warmup W] — one training step of an ampx
+model, written in JAX (jit) and run on the CPU, for tools/bench/cpu.sh. The same networks,
+shapes (--shape as in step_torch.py), optimizers and batches as step_torch.py (see there).
+Prints the median milliseconds per step after W warm-up steps (default 5; the first compiles);
+a step is the jitted update of parameters and AdamW state from one batch, waited for with
+block_until_ready. XLA sizes its thread pool from the CPUs the process may run on
+(cpu_bench.py sets the affinity).
 
 MODE is f32 or bf16. bf16 follows Flax's mixed precision (dtype=bfloat16, param_dtype=float32):
 inputs and weights of every dense layer and attention product are cast to bf16 and its output
 stays bf16; layernorm, softmax and the loss compute in f32; parameters, gradients and the
-optimizer state stay f32. Inputs are random."""
+optimizer state stay f32. The dtypes are asserted while the step is traced (every dense
+output, the attention scores' inputs and the head in the compute dtype) and after the first
+step (parameters and optimizer state f32); a mismatch exits non-zero. Inputs are random."""
+import argparse
 import os
 import statistics
 import sys
@@ -21,8 +26,15 @@ import optax
 T, D, H, L, V, B = 128, 128, 4, 4, 256, 16
 
 
+def want(x, cd, what):
+    """Trace-time check: x is of the compute dtype cd (a Python assert on the static dtype)."""
+    if x.dtype != cd:
+        sys.exit(f"step_jax.py: {what} is {x.dtype}, not {jnp.dtype(cd).name}")
+    return x
+
+
 def dense(p, x, cd):
-    return (x.astype(cd) @ p["w"].astype(cd)) + p["b"].astype(cd)
+    return want((x.astype(cd) @ p["w"].astype(cd)) + p["b"].astype(cd), cd, "a dense output")
 
 
 def layernorm(p, x):
@@ -80,9 +92,9 @@ def gpt():
     def attention(p, x, cd):
         q, k, v = jnp.split(dense(p["qkv"], x, cd), 3, axis=-1)
         q, k, v = (t.reshape(B, T, H, D // H).transpose(0, 2, 1, 3) for t in (q, k, v))
-        s = (q @ k.transpose(0, 1, 3, 2)).astype(jnp.float32) * (1.0 / (D // H) ** 0.5)
+        s = want(q @ k.transpose(0, 1, 3, 2), cd, "Q K^T").astype(jnp.float32) * (1.0 / (D // H) ** 0.5)
         s = jnp.where(mask, s, -jnp.inf)
-        y = jax.nn.softmax(s, axis=-1).astype(cd) @ v
+        y = want(jax.nn.softmax(s, axis=-1).astype(cd) @ v, cd, "P V")
         return dense(p["proj"], y.transpose(0, 2, 1, 3).reshape(B, T, D), cd)
 
     def loss(p, x, y, cd):
@@ -90,7 +102,7 @@ def gpt():
         for b in p["blocks"]:
             h = h + attention(b, layernorm(b["ln1"], h), cd).astype(jnp.float32)
             h = h + dense(b["out"], gelu(dense(b["fc"], layernorm(b["ln2"], h), cd)), cd).astype(jnp.float32)
-        logits = layernorm(p["ln_f"], h).astype(cd) @ p["wte"].astype(cd).T
+        logits = want(layernorm(p["ln_f"], h).astype(cd) @ p["wte"].astype(cd).T, cd, "the head")
         return xent(logits, y)
 
     def batch(key):
@@ -103,12 +115,28 @@ def gpt():
     return params, loss, batch, opt
 
 
+def all_f32(tree, what):
+    bad = [str(x.dtype) for x in jax.tree_util.tree_leaves(tree)
+           if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype != jnp.float32]
+    if bad:
+        sys.exit(f"step_jax.py: {what} not all f32: {sorted(set(bad))}")
+
+
 def main():
-    name, mode, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    if name not in ("mlp_wide", "gpt") or mode not in ("f32", "bf16"):
-        sys.exit("usage: step_jax.py mlp_wide|gpt f32|bf16 STEPS")
+    global L, H, D, T, B
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", choices=["mlp_wide", "gpt"])
+    ap.add_argument("mode", choices=["f32", "bf16"])
+    ap.add_argument("steps", type=int)
+    ap.add_argument("--shape", default="4,4,128,128,16", help="L,H,D,T,B of gpt")
+    ap.add_argument("--warmup", type=int, default=5)
+    a = ap.parse_args()
+    if a.warmup < 1:
+        sys.exit("step_jax.py: --warmup must be 1 or more (the first step compiles)")
+    L, H, D, T, B = (int(x) for x in a.shape.split(","))
+    name, steps = a.model, a.steps
     params, loss, batch, opt = (mlp_wide if name == "mlp_wide" else gpt)()
-    cd = jnp.bfloat16 if mode == "bf16" else jnp.float32
+    cd = jnp.bfloat16 if a.mode == "bf16" else jnp.float32
     state = opt.init(params)
 
     @jax.jit
@@ -118,13 +146,16 @@ def main():
         return optax.apply_updates(params, upd), state, l
 
     key = jax.random.PRNGKey(2)
-    data = [batch(k) for k in jax.random.split(key, steps + 5)]
+    data = [batch(k) for k in jax.random.split(key, steps + a.warmup)]
     times = []
     for i, (x, y) in enumerate(data):
         t0 = time.perf_counter()
         params, state, l = step(params, state, x, y)
         l.block_until_ready()
-        if i >= 5:
+        if i == 0:
+            all_f32(params, "parameters")
+            all_f32(state, "the optimizer state")
+        if i >= a.warmup:
             times.append(1e3 * (time.perf_counter() - t0))
     print("%.3f" % statistics.median(times))
 
