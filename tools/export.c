@@ -65,8 +65,12 @@ static int export_llmc(const export_opts *o, const char *model_path, const char 
     ampx_backend *be = NULL;
     ampx_trainer *t  = NULL;
     int rc           = EXIT_FAILED;
-    if (ampx_model_load(model_path, NULL, &m, err, sizeof err) ||
-        ampx_backend_open(o->backend ? o->backend : "cpu", o->bopts.v, o->bopts.n, &be, err,
+    if (ampx_model_load(model_path, NULL, &m, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return EXIT_FAILED;
+    }
+    ampx_model_train_config(m)->skip_init = 1; /* the checkpoint overwrites every weight */
+    if (ampx_backend_open(o->backend ? o->backend : "cpu", o->bopts.v, o->bopts.n, &be, err,
                           sizeof err) ||
         ampx_trainer_create_sampler(m, be, &t, err, sizeof err) ||
         ampx_trainer_load(t, o->checkpoint, err, sizeof err) ||

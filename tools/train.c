@@ -537,6 +537,7 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
     if (o->steps > 0) tc->steps = o->steps;
     if (o->batch > 0) tc->batch = o->batch;
     if (o->accumulate > 0) tc->accumulate = o->accumulate;
+    tc->skip_init = o->init_from || o->resume;
     if (o->seed >= 0) tc->seed = (uint64_t)o->seed;
     if (o->log_every > 0) tc->log_every = o->log_every;
     if (o->eval_every >= 0) tc->eval_every = o->eval_every;

@@ -85,5 +85,24 @@ want=2 expect_error "export needs a model" "expects MODEL.json" \
 want=2 expect_error "llm.c is f32 or bf16" "--dtype is f32 or bf16" \
   "$ampx" export m.json --checkpoint a.safetensors --format llmc --out x.bin --dtype f16
 
+# ---- llm.c's sequential loader over a glob of shards; resume is bit-identical
+for i in 0 1 2; do gen tokens "shard_00$i.bin" $((300 + 100 * i)); done
+python3 -c 'import json; m=json.load(open("m.json")); m["data"]={"source":"tokens","train":"shard_*.bin","val":"tokens.bin","order":"sequential"}; json.dump(m,open("seq.json","w"))'
+"$ampx" train seq.json --init-from f32.bin --steps 12 --accumulate 2 --checkpoint s12.safetensors \
+  >out 2>err || fail "sequential: $(cat err)"
+grep -q "batch 2 x 2" out || fail "--accumulate 2 not in force: $(head -1 out)"
+"$ampx" train seq.json --init-from f32.bin --steps 5 --accumulate 2 --checkpoint s5.safetensors \
+  --quiet >/dev/null 2>err && "$ampx" train seq.json --resume s5.safetensors --steps 12 \
+  --accumulate 2 --checkpoint r12.safetensors --quiet >/dev/null 2>err || fail "resume: $(cat err)"
+cmp -s s12.safetensors r12.safetensors || fail "sequential: 5 + 7 steps differ from 12"
+"$ampx" train seq.json --init-from f32.bin --steps 12 --accumulate 2 --set data.order=random \
+  --checkpoint x12.safetensors --quiet >/dev/null 2>err || fail "random: $(cat err)"
+cmp -s s12.safetensors x12.safetensors && fail "sequential and random orders read the same"
+expect_error "shard too small" "training shard 1 of 3 holds 300 tokens, fewer than one sequential chunk of 20 x 16 \+ 1" \
+  "$ampx" train seq.json --steps 1 --batch 20
+expect_error "no shard" "nothing_\*.bin: no file matches" \
+  "$ampx" train seq.json --steps 1 --set 'data.train=nothing_*.bin'
+want=2 expect_error "accumulate 0" "accumulate" "$ampx" train seq.json --accumulate 0
+
 echo "llmc_cli: $fails failed"
 [ "$fails" -eq 0 ]

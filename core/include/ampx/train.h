@@ -36,6 +36,8 @@ typedef struct ampx_train_config {
     int64_t log_every;     /* steps between host reads of the record ring */
     int64_t monitor_every; /* gradient-health monitor every N steps ("monitor"); 0: off */
     int64_t eval_every;    /* steps between validation evaluations (0: only at the end) */
+    int skip_init;         /* 1: parameters start at zero, not drawn from the seed: the caller
+                              overwrites every one (ampx_trainer_init_from, ampx_trainer_load) */
 } ampx_train_config;
 
 /* Loads MODEL.json; policy_path (optional) is a JSON file whose "policy" and/or "scaler"
