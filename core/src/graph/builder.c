@@ -458,7 +458,7 @@ static int parse_embedding(builder *b, b_node *n) {
  * "max_positions": P, a [P, D] table of which the first T rows are read (GPT-2's 1024) */
 static int parse_position(builder *b, b_node *n) {
     g_init wi = INIT_NORMAL, bi = INIT_ZEROS;
-    float std = 0.02f;
+    float std    = 0.02f;
     int64_t rows = 0;
     if (b_parse_init(b, n->v, &wi, &bi, &std) ||
         jint(b->c, n->v, "max_positions", 0, 1, 1 << 24, &rows))
