@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ampx/dtype.h"
@@ -280,6 +281,9 @@ static ampx_status read_tensors(ampx_trainer *t, FILE *f, const llmc_dims *d, in
 }
 
 int llmc_is_checkpoint(const char *path) {
+    struct stat sb;
+    /* a FIFO or a device is never opened here (input_open refuses it with its message) */
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     int32_t h[2] = {0, 0};
