@@ -162,6 +162,11 @@ static const llmc_role *kind_role(int k) {
     return k < 2 ? NULL : k < 14 ? &block_roles[k - 2] : &final_roles[k - 14];
 }
 
+static const char *kind_name(int k) {
+    const llmc_role *r = kind_role(k);
+    return r ? r->name : k == 0 ? "wte" : "wpe";
+}
+
 /* Elements of the whole file's tensors as the header declares them (Vp rows of wte). */
 static uint64_t file_elems(const ampx_trainer *t, const llmc_dims *d) {
     uint64_t n = (uint64_t)d->Vp * (uint64_t)d->C;
@@ -253,11 +258,7 @@ static ampx_status read_tensors(ampx_trainer *t, FILE *f, const llmc_dims *d, in
             const param *pr    = &t->params[kind_param(t, k, l)];
             const llmc_role *r = kind_role(k);
             char what[G_NAME_MAX + 64];
-            snprintf(what, sizeof what, "tensor %d (%s) for \"%s\"", k,
-                     k == 0   ? "wte"
-                     : k == 1 ? "wpe"
-                              : r->name,
-                     pr->name);
+            snprintf(what, sizeof what, "tensor %d (%s) for \"%s\"", k, kind_name(k), pr->name);
             if ((st = read_values(f, v, raw, pr->n, bf16, what, path, err, cap))) break;
             /* wte's padding rows past V: llm.c never reads them */
             if (k == 0 && d->Vp > d->V &&

@@ -324,6 +324,11 @@ static void draw_sequential(const dataset *d, uint64_t key, int64_t key_rows, in
     int64_t T = d->window, chunk = key_rows * T, per_epoch = 0;
     for (int s = 0; s < d->n_shards; s++)
         per_epoch += (d->shard_start[s + 1] - d->shard_start[s] - 1) / chunk;
+    if (per_epoch == 0) { /* never: the trainer refuses a shard shorter than one chunk */
+        memset(ids, 0, sizeof *ids * (size_t)(rows * T));
+        memset(labels, 0, sizeof *labels * (size_t)(rows * T));
+        return;
+    }
     int64_t i = (int64_t)(key % (uint64_t)per_epoch), s = 0;
     for (;; s++) {
         int64_t in_shard = (d->shard_start[s + 1] - d->shard_start[s] - 1) / chunk;
