@@ -47,6 +47,10 @@ check "a misspelt option names --steps" grep -qF "unknown option '--stpes' (did 
 check "an unknown option far from any: no suggestion" grep -qxF "ampx train: unknown option '--zzzzzz'" "$tmp/err"
 "$ampx" train x.json --steps 2>"$tmp/err"
 check "an option without its value says so" grep -qF "option '--steps' needs a value" "$tmp/err"
+"$ampx" train x.json --accumulate 0 2>"$tmp/err"; rc=$?
+check "--accumulate 0: exit 2, the range" test $rc -eq 2 -a "$(cat "$tmp/err")" = "ampx train: --accumulate '0': expected an integer in [1, 65536]"
+"$ampx" train "$(dirname "$0")/../models/mlp.json" --steps 2 --batch 8 --accumulate 3 >"$tmp/out" 2>"$tmp/err"
+check "--accumulate 3 sets micro-batches per step" grep -qF "batch 8 x 3" "$tmp/out"
 "$ampx" conformance 2>/dev/null; check "conformance without --backend exits 2" test $? -eq 2
 "$ampx" train x.json --stpes 3 2>"$tmp/err"
 check "a bad option ends with the --help hint, not the whole usage" test "$(tail -n 1 "$tmp/err")" = "Try 'ampx train --help' for more information." -a "$(wc -l <"$tmp/err")" -eq 2

@@ -64,6 +64,23 @@ ck dtype_unknown 'tensor "fc1\.bias": dtype is missing or not a safetensors dtyp
 ck shape_negative 'tensor "fc1\.bias": shape\[0\] is not a non-negative integer'
 expect_error "checkpoint /dev/zero" '/dev/zero: not a regular file' "$ampx" eval "$mlp" --checkpoint /dev/zero
 "$ampx" eval "$mlp" --checkpoint "$work/good" >/dev/null 2>"$work/err" || fail "the good checkpoint: $(cat "$work/err")"
+# llm.c checkpoints (--init-from W.bin): every header field is tests/train/llmc_cli.sh's; here
+# what is no file, what claims sizes it does not hold, what the input cap refuses
+llmc() { python3 "$src/tests/train/llmc_gen.py" "$@"; }
+llmc model "$src/models/gpt2_124m.json" "$work/llmc.json" && llmc tokens "$work/tokens.bin" 2000 &&
+  llmc ckpt "$work/llmc.bin" 3 || fail "llmc_gen.py"
+mkfifo "$work/llmc_fifo.bin"
+expect_error "llm.c FIFO" 'llmc_fifo\.bin: not a regular file \(a pipe\)' \
+  timeout 20 "$ampx" train "$work/llmc.json" --init-from "$work/llmc_fifo.bin"
+expect_error "llm.c /dev/zero" '/dev/zero: not a regular file' "$ampx" train "$work/llmc.json" --init-from /dev/zero
+llmc ckpt "$work/llmc_huge.bin" 3 C=2147483647 L=2147483647
+expect_error "llm.c huge sizes" 'header\[4\] \(num_layers\) is 2147483647, expected 2' \
+  "$ampx" train "$work/llmc.json" --init-from "$work/llmc_huge.bin"
+llmc ckpt "$work/llmc_neg.bin" 3 Vp=-1
+expect_error "llm.c negative Vp" 'header\[7\] \(padded_vocab_size\) is -1' \
+  "$ampx" train "$work/llmc.json" --init-from "$work/llmc_neg.bin"
+expect_error "llm.c over the input cap" 'llmc\.bin: .* is larger than the 100000 bytes input limit' \
+  "$ampx" train "$work/llmc.json" --init-from "$work/llmc.bin" --max-input-bytes 100000
 
 # ---- 1. search paths: no ELF built or installed searches the current directory
 runpath_ok() { # runpath_ok FILE: every RUNPATH/RPATH entry absolute or $ORIGIN-relative

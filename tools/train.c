@@ -32,7 +32,7 @@ typedef struct run_opts {
     int transpose_linear;
     const char *sets[64]; /* --set PATH=VALUE, in order */
     int n_sets;
-    int64_t steps, batch, seed, log_every, ckpt_every, eval_every, keep;
+    int64_t steps, batch, accumulate, seed, log_every, ckpt_every, eval_every, keep;
     int quiet;
 } run_opts;
 
@@ -58,6 +58,7 @@ static void usage(const char *cmd, FILE *f) {
             "                       --set optimizer.lr=3e-4 --set train.batch=128\n"
             "  --steps N            total steps of the run (a resumed run stops at the same step)\n"
             "  --batch N            examples per micro-batch\n"
+            "  --accumulate N       micro-batches per step (gradients summed, one update)\n"
             "  --seed S             initialization, data and shuffling seed\n"
             "  --log-every N        steps between reads of the device's step records\n"
             "  --eval-every N       steps between validation evaluations (0: at the end only)\n"
@@ -133,6 +134,7 @@ static const cli_opt run_table[] = {
     CLI_OPT_STRING("policy", 'p', RUN(policy), 0),
     CLI_OPT_INT("steps", 's', RUN(steps), 1, INT32_MAX, TRAIN_ONLY),
     CLI_OPT_INT("batch", 'B', RUN(batch), 1, 1 << 20, TRAIN_ONLY),
+    CLI_OPT_INT("accumulate", 'A', RUN(accumulate), 1, 1 << 16, TRAIN_ONLY),
     CLI_OPT_INT("seed", 'S', RUN(seed), 0, INT32_MAX, TRAIN_ONLY),
     CLI_OPT_INT("log-every", 'l', RUN(log_every), 1, 1 << 20, TRAIN_ONLY),
     CLI_OPT_INT("eval-every", 'E', RUN(eval_every), 0, INT32_MAX, TRAIN_ONLY),
@@ -175,7 +177,7 @@ static int check_run(const char *prog, const char *cmd, const run_opts *o) {
 
 static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
     memset(o, 0, sizeof *o);
-    o->steps = o->batch = o->seed = o->log_every = o->eval_every = -1;
+    o->steps = o->batch = o->accumulate = o->seed = o->log_every = o->eval_every = -1;
     cli_parser p = {"h", run_table, strcmp(cmd, "train") ? TRAIN_ONLY : 0u, "ampx train"};
     int rc       = cli_parse_opts(&p, argc, argv, o);
     if (rc == CLI_HELP_ASKED) { /* the caller exits 0 (or 1 when stdout fails) */
@@ -295,6 +297,8 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
     ampx_train_config *tc = ampx_model_train_config(*m);
     if (o->steps > 0) tc->steps = o->steps;
     if (o->batch > 0) tc->batch = o->batch;
+    if (o->accumulate > 0) tc->accumulate = o->accumulate;
+    tc->skip_init = o->init_from || o->resume;
     if (o->seed >= 0) tc->seed = (uint64_t)o->seed;
     if (o->log_every > 0) tc->log_every = o->log_every;
     if (o->eval_every >= 0) tc->eval_every = o->eval_every;

@@ -141,6 +141,67 @@ Test(gradients, embedding_attention_tied_head_per_position_loss) {
     fd_check_tokens(gpt_block);
 }
 
+/* a position table longer than the context (row 6 unread: a zero gradient, which the
+ * finite difference at element 49 checks too) and one init per attention projection */
+Test(gradients, position_table_longer_than_the_context) {
+    fd_check_tokens(
+        "{\"name\":\"wte\",\"op\":\"embedding\",\"inputs\":[\"ids\"],\"vocab\":256,\"dim\":8,"
+        "\"init\":{\"std\":0.5}},"
+        "{\"name\":\"pos\",\"op\":\"position_embedding\",\"inputs\":[\"wte\"],"
+        "\"max_positions\":7,\"init\":{\"std\":0.5}},"
+        "{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"pos\"]},"
+        "{\"name\":\"attn\",\"op\":\"attention\",\"inputs\":[\"ln\"],\"heads\":2,"
+        "\"init\":{\"qkv\":{\"std\":0.5},\"proj\":{\"std\":0.5,\"residual_layers\":2}}},"
+        "{\"name\":\"res\",\"op\":\"add\",\"inputs\":[\"pos\",\"attn\"]},"
+        "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"res\"],\"share\":\"wte\"}");
+}
+
+/* The sample standard deviation of parameter `name`'s initial values. */
+static double param_std(ampx_trainer *t, const char *name) {
+    for (int p = 0; p < ampx_trainer_n_params(t); p++) {
+        if (strcmp(ampx_trainer_param_name(t, p), name)) continue;
+        uint64_t n = ampx_trainer_param_size(t, p);
+        float *w   = malloc(n * 4);
+        cr_assert_eq(ampx_trainer_get(t, p, 0, w), AMPX_OK);
+        double s = 0, s2 = 0;
+        for (uint64_t i = 0; i < n; i++)
+            s += w[i], s2 += (double)w[i] * w[i];
+        free(w);
+        return sqrt(s2 / (double)n - (s / (double)n) * (s / (double)n));
+    }
+    cr_assert_fail("no parameter %s", name);
+    return 0;
+}
+
+/* GPT-2's init: qkv at 0.02, the output projections at 0.02 / sqrt(2 L) (L = 8 here) */
+Test(init, per_projection_and_residual_scaling) {
+    char json[8192];
+    snprintf(
+        json, sizeof json, fd_token_fmt,
+        "{\"name\":\"wte\",\"op\":\"embedding\",\"inputs\":[\"ids\"],\"vocab\":256,\"dim\":64},"
+        "{\"name\":\"attn\",\"op\":\"attention\",\"inputs\":[\"wte\"],\"heads\":2,"
+        "\"init\":{\"qkv\":{\"std\":0.02},\"proj\":{\"std\":0.02,\"residual_layers\":8}}},"
+        "{\"name\":\"mlp\",\"op\":\"dense\",\"inputs\":[\"attn\"],\"units\":64,"
+        "\"init\":{\"weight\":\"normal\",\"std\":0.02,\"residual_layers\":8}},"
+        "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"mlp\"],\"share\":\"wte\"}");
+    char *path           = write_model(json);
+    ampx_model *m        = load(path, NULL);
+    ampx_backend *be     = open_cpu();
+    ampx_trainer *t      = trainer(m, be);
+    double want[3]       = {0.02, 0.02 / 4.0, 0.02 / 4.0};
+    const char *names[3] = {"attn.qkv.weight", "attn.proj.weight", "mlp.weight"};
+    for (int i = 0; i < 3; i++) {
+        double s = param_std(t, names[i]);
+        cr_expect(fabs(s - want[i]) < 0.05 * want[i], "%s: std %g, expected %g", names[i], s,
+                  want[i]);
+    }
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+    unlink(path);
+    free(path);
+}
+
 Test(gradients, attention_without_mask_on_features) {
     /* 16 features as 4 positions x 4: attention over them, pooled, classified */
     fd_check_model("\"x\":{\"dtype\":\"f32\",\"shape\":[4,4]},\"y\":{\"dtype\":\"i32\","

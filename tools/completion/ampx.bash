@@ -12,15 +12,15 @@ _ampx() {
     fi
     case $prev in
     --backend) COMPREPLY=($(compgen -W "cpu opencl cuda" -- "$cur") $(compgen -f -X '!*.so' -- "$cur")); return ;;
-    --policy | --checkpoint | --resume | --metrics | --trace | --init-from | --input | -o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-    --tokenizer | --out | --llmc-out | --val-out) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --policy | --checkpoint | --resume | --metrics | --trace | --init-from | --input | -o | --out) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --tokenizer | --llmc-out | --val-out) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --dtype) COMPREPLY=($(compgen -W "f32 bf16 f16" -- "$cur")); return ;;
     esac
     local opts
     case $cmd in
-    train) opts="--backend --backend-opt --policy --set --init-from --transpose-linear --steps --batch --seed --log-every --eval-every --metrics --checkpoint --checkpoint-every --keep --resume --trace --trace-steps --monitor --quiet --max-input-bytes --help" ;;
+    train) opts="--backend --backend-opt --policy --set --init-from --transpose-linear --steps --batch --accumulate --seed --log-every --eval-every --metrics --checkpoint --checkpoint-every --keep --resume --trace --trace-steps --monitor --quiet --max-input-bytes --help" ;;
     eval | policy) opts="--backend --backend-opt --policy --set --checkpoint --help" ;;
-    export) opts="--checkpoint -o --dtype --help" ;;
+    export) opts="--checkpoint -o --out --format --dtype --backend --backend-opt --help" ;;
     predict) opts="--checkpoint --input -o --backend --backend-opt --help" ;;
     generate) opts="--checkpoint --prompt --tokens --temperature --top-k --seed --tokenizer --backend --backend-opt --help" ;;
     tokenize)

@@ -957,12 +957,23 @@ static inline void ampx_kit_fill_host(unsigned char *p, uint64_t bytes, uint32_t
         memcpy(pat, &v16, 2);
     else
         memcpy(pat, &pattern, 4);
-    if (pattern_bytes == 1) {
-        memset(p, (int)(pattern & 0xffu), (size_t)bytes);
+    /* one byte repeated (zeros above all: every buffer a trainer allocates): memset */
+    int same = 1;
+    for (uint32_t i = 1; i < pattern_bytes && same; i++)
+        same = pat[i] == pat[0];
+    if (pattern_bytes == 1 || same) {
+        memset(p, (int)pat[0], (size_t)bytes);
         return;
     }
-    for (uint64_t i = 0; i < bytes; i += pattern_bytes)
-        memcpy(p + i, pat, pattern_bytes);
+    /* one element, then the filled prefix copied after itself (doubling): a few large
+     * copies, not one call per element */
+    uint64_t done = bytes < pattern_bytes ? bytes : pattern_bytes;
+    memcpy(p, pat, (size_t)done);
+    while (done < bytes) {
+        uint64_t n = done < bytes - done ? done : bytes - done;
+        memcpy(p + done, p, (size_t)n);
+        done += n;
+    }
 }
 
 // ---------------------------------------------------------------------------------------

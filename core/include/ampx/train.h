@@ -36,6 +36,8 @@ typedef struct ampx_train_config {
     int64_t log_every;     /* steps between host reads of the record ring */
     int64_t monitor_every; /* gradient-health monitor every N steps ("monitor"); 0: off */
     int64_t eval_every;    /* steps between validation evaluations (0: only at the end) */
+    int skip_init;         /* 1: parameters start at zero, not drawn from the seed: the caller
+                              overwrites every one (ampx_trainer_init_from, ampx_trainer_load) */
 } ampx_train_config;
 
 /* Loads MODEL.json; policy_path (optional) is a JSON file whose "policy" and/or "scaler"
@@ -155,6 +157,13 @@ AMPX_API void ampx_trainer_free(ampx_trainer *t);
  * refused. The optimizer state and the step stay those of a fresh run. */
 AMPX_API ampx_status ampx_trainer_init_from(ampx_trainer *t, const char *path, int transpose_linear,
                                             char *err, size_t err_cap);
+/* Writes the trainer's parameters as an llm.c GPT-2 checkpoint (train_gpt2.c reads it): version
+ * 3 (f32) or 5 (bf16), the vocabulary padded to a multiple of 128 with zero rows, projection
+ * weights as llm.c's [out, in]. A model that is not llm.c's GPT-2 (docs/LANGUAGE_MODELS.md) is
+ * refused naming the parameter that differs. ampx_trainer_init_from reads such a file (told by
+ * its magic), every header field checked against the model. */
+AMPX_API ampx_status ampx_trainer_export_llmc(ampx_trainer *t, const char *path, ampx_dtype dtype,
+                                              char *err, size_t err_cap);
 /* Writes the weights of checkpoint ckpt (parameters and running statistics, no optimizer
  * state) to a plain safetensors file in f32, bf16 or f16, which the safetensors reference
  * reader and PyTorch load. */

@@ -390,9 +390,10 @@ int data_parse(jctx *c, settings *m, const json_value *v) {
                jnum(c, v, "test_fraction", 0, 0.01, 0.9, &d->test_fraction);
     }
     if (d->source == DATA_TEXT || d->source == DATA_TOKENS || d->source == DATA_EMBEDDED_TEXT) {
-        static const char *const keys[] = {"source",       "train", "val", "val_fraction",
-                                           "eval_windows", "bytes", NULL};
-        if (jkeys(c, v, keys)) return -1;
+        static const char *const keys[]   = {"source",       "train", "val",   "val_fraction",
+                                             "eval_windows", "bytes", "order", NULL};
+        static const char *const orders[] = {"random", "sequential", NULL};
+        if (jkeys(c, v, keys) || jenum(c, v, "order", 0, orders, &d->sequential)) return -1;
         int gen = d->source == DATA_EMBEDDED_TEXT;
         if (gen && (json_get(v, "train") || json_get(v, "val")))
             return jerr(c, json_get(v, "train") ? json_get(v, "train") : json_get(v, "val"),

@@ -89,6 +89,7 @@ typedef struct data_config {
     double val_fraction;
     int64_t eval_windows; /* fixed validation windows */
     int64_t text_bytes;   /* embedded_text: bytes generated */
+    int sequential;       /* "order": 0 random windows, 1 llm.c's contiguous B x T + 1 chunks */
     /* the first folder of a "$DATA/<set>/..." path, for the message when a file is missing */
     char data_set[32];
 } data_config;

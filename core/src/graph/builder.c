@@ -110,6 +110,26 @@ static int projection(builder *b, const json_value *at, const json_value *iv, co
     return 0;
 }
 
+/* attention's "init": one init object for both projections, or {"qkv": {...}, "proj":
+ * {...}} each its own (GPT-2: std 0.02 for qkv, 0.02 / sqrt(2 L) for the output projection,
+ * "proj": {"std": 0.02, "residual_layers": L}). */
+static int attention_init(builder *b, const json_value *v, float *qkv_std, float *proj_std) {
+    const json_value *iv = json_get(v, "init");
+    g_init wi = INIT_NORMAL, bi = INIT_ZEROS;
+    if (!iv || !(json_get(iv, "qkv") || json_get(iv, "proj"))) {
+        if (b_parse_init(b, v, &wi, &bi, qkv_std)) return -1;
+        *proj_std = *qkv_std;
+        return 0;
+    }
+    static const char *const keys[] = {"qkv", "proj", NULL};
+    if (jkeys(b->c, iv, keys)) return -1;
+    const json_value *q = json_get(iv, "qkv"), *o = json_get(iv, "proj");
+    return (q && b_parse_init_obj(b, q, &wi, &bi, qkv_std)) ||
+                   (o && b_parse_init_obj(b, o, &wi, &bi, proj_std))
+               ? -1
+               : 0;
+}
+
 static int parse_attention(builder *b, b_node *n) {
     const json_value *v = n->v, *iv = n->iv, *at = n->at;
     const char *name = n->name;
@@ -120,10 +140,10 @@ static int parse_attention(builder *b, b_node *n) {
     int causal = 1, bias = 1;
     double rate = 0;
     g_init wi = INIT_NORMAL, bi = INIT_ZEROS;
-    float std = 0.02f;
+    float std = 0.02f, proj_std = 0.02f;
     if (jint(c, v, "heads", 1, 1, 1 << 12, &heads) || jbool(c, v, "causal", &causal) ||
         jbool(c, v, "bias", &bias) || jnum(c, v, "dropout", 0, 0.0, 0.999, &rate) ||
-        b_parse_init(b, v, &wi, &bi, &std))
+        attention_init(b, v, &std, &proj_std))
         return -1;
     const g_value *xv = &g->values[x];
     if (xv->ndim != 3)
@@ -170,7 +190,7 @@ static int parse_attention(builder *b, b_node *n) {
     if (merged < 0 || b_add_node(b, at, NULL, OP_MERGE_HEADS, &ctx, 1, &merged, 1, &ma, nn))
         return -1;
     (void)wi, (void)bi;
-    return projection(b, at, NULL, name, "proj", merged, d, bias, std, params, n_params, out);
+    return projection(b, at, NULL, name, "proj", merged, d, bias, proj_std, params, n_params, out);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -434,23 +454,31 @@ static int parse_embedding(builder *b, b_node *n) {
     return one_node(b, n, OP_EMBED, ei, 2, &a);
 }
 
-/* a learned [T, D] table added to every example (GPT-2's wpe, Flax's AddPositionEmbs) */
+/* a learned [T, D] table added to every example (GPT-2's wpe, Flax's AddPositionEmbs); with
+ * "max_positions": P, a [P, D] table of which the first T rows are read (GPT-2's 1024) */
 static int parse_position(builder *b, b_node *n) {
     g_init wi = INIT_NORMAL, bi = INIT_ZEROS;
-    float std = 0.02f;
-    if (b_parse_init(b, n->v, &wi, &bi, &std)) return -1;
+    float std    = 0.02f;
+    int64_t rows = 0;
+    if (b_parse_init(b, n->v, &wi, &bi, &std) ||
+        jint(b->c, n->v, "max_positions", 0, 1, 1 << 24, &rows))
+        return -1;
     const g_value *xv = &b->g->values[n->ins[0]];
     if (xv->ndim != 3)
         return jerr(b->c, n->iv ? n->iv->items[0] : n->v,
                     "a position embedding reads [positions, features] per example");
-    int64_t pd[2] = {xv->dims[1], xv->dims[2]};
+    if (rows && rows < xv->dims[1])
+        return jerr(b->c, json_get(n->v, "max_positions"),
+                    "max_positions %lld is fewer than the %lld positions of \"%s\"",
+                    (long long)rows, (long long)xv->dims[1], xv->name);
+    int64_t pd[2] = {rows ? rows : xv->dims[1], xv->dims[2]};
     n->params[0] =
         b_param(b, n->at, n->name, "weight", ROLE_PARAM, 2, pd, wi, std, pd[0], pd[1], 1);
     if (n->params[0] < 0) return -1;
     n->n_params = 1;
     g_attrs a   = {.alpha = 1};
     int pi[2]   = {n->ins[0], n->params[0]};
-    return one_node(b, n, OP_BIAS, pi, 2, &a);
+    return one_node(b, n, rows ? OP_POSITION : OP_BIAS, pi, 2, &a);
 }
 
 /* One entry per layer kind, indexed by K_*. */
@@ -471,7 +499,7 @@ static const char *const rs_keys[]    = {"shape", NULL};
 static const char *const red_keys[]   = {"axis", NULL};
 static const char *const drop_keys[]  = {"rate", NULL};
 static const char *const emb_keys[]   = {"vocab", "dim", "init", NULL};
-static const char *const pos_keys[]   = {"init", NULL};
+static const char *const pos_keys[]   = {"init", "max_positions", NULL};
 static const char *const attn_keys[]  = {"heads", "causal", "dropout", "bias", "init", NULL};
 static const char *const no_keys[]    = {NULL};
 

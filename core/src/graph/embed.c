@@ -69,3 +69,79 @@ static ampx_status embed_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) {
 
 const g_rule g_rule_embed_bwd = {
     "embedding_bwd", {AMPX_OP_EMBEDDING_BWD, AMPX_OP_COUNT}, NULL, embed_bwd_fwd, NULL};
+
+// ---------------------------------------------------------------------------------------
+// position: y = x + table[:T], a learned position table of P >= T rows [P, D] of which an
+// example of T positions reads the first T (GPT-2's wpe of 1024 rows trained at a shorter
+// context). Row-major, the first T rows are the first T*D elements: the add reads them in
+// place, and the backward writes only them; the rows past T keep a zero gradient (the arena
+// starts zeroed and nothing else writes there), as llm.c's encoder_backward leaves them.
+
+static int position_shape(g_graph *g, g_node *n, g_shape_error *e) {
+    const g_value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]];
+    if (x->ndim != 3 || w->ndim != 2 || w->dims[1] != x->dims[2] || w->dims[0] < x->dims[1]) {
+        char sx[64], sw[64];
+        g_shape_str(x, sx, sizeof sx);
+        g_shape_str(w, sw, sizeof sw);
+        snprintf(e->msg, sizeof e->msg,
+                 "a position table %s does not cover \"%s\" of shape %s (rows >= positions, "
+                 "the same features)",
+                 sw, x->name, sx);
+        e->input = 0;
+        return -1;
+    }
+    g_set_shape_like(g, n->out[0], n->in[0]);
+    return 0;
+}
+
+/* T*D: the elements of the table one example reads */
+static uint64_t position_cols(const g_graph *g, const g_node *n) {
+    const g_value *x = &g->values[n->in[0]];
+    return (uint64_t)(x->dims[1] * x->dims[2]);
+}
+
+static ampx_status position_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    uint64_t cols   = position_cols(g, n);
+    ampx_add_args a = {.size        = sizeof a,
+                       .broadcast_b = 1,
+                       .rows        = gx_numel(x, n->in[0]) / cols,
+                       .cols        = cols,
+                       .alpha       = 1,
+                       .beta        = 1,
+                       .a           = gx_tensor(x, n->in[0]),
+                       .b           = gx_tensor(x, n->in[1]),
+                       .y           = gx_tensor(x, n->out[0])};
+    return gx_call(x, n, AMPX_OP_ADD, &a);
+}
+
+static int position_bwd(g_graph *g, int self) {
+    const g_node *n = &g->nodes[self];
+    int in = n->in[0], w = n->in[1], dy = g_grad_of(g, n->out[0]);
+    if (dy < 0) return 0;
+    if (g_needs_grad(g, w)) {
+        g_attrs a = {0};
+        int dw    = g_param_grad(g, w, &a.accumulate);
+        if (dw < 0 || g_emit(g, self, OP_POSITION_GRAD, &dy, 1, &dw, 1, &a) < 0) return -1;
+    }
+    /* dx = dy: the same gradient, no op */
+    return g_needs_grad(g, in) ? g_contribute(g, in, dy, self) : 0;
+}
+
+const g_rule g_rule_position = {
+    "position", {AMPX_OP_ADD, AMPX_OP_COUNT}, position_shape, position_fwd, position_bwd};
+
+/* dtable[:T] (+)= sum over examples of dy: in dy [.., T, D]; out dtable [P, D] (f32) */
+static ampx_status position_grad_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    const g_value *dy     = &g->values[n->in[0]];
+    uint64_t cols         = (uint64_t)(dy->dims[1] * dy->dims[2]);
+    ampx_bias_grad_args a = {.size       = sizeof a,
+                             .accumulate = (uint32_t)gx_accumulate(x, n),
+                             .rows       = gx_numel(x, n->in[0]) / cols,
+                             .cols       = cols,
+                             .dy         = gx_tensor(x, n->in[0]),
+                             .db         = gx_tensor(x, n->out[0])};
+    return gx_call(x, n, AMPX_OP_BIAS_GRAD, &a);
+}
+
+const g_rule g_rule_position_grad = {
+    "position_grad", {AMPX_OP_BIAS_GRAD, AMPX_OP_COUNT}, NULL, position_grad_fwd, NULL};

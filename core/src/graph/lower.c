@@ -2,6 +2,7 @@
  * each positioned at the JSON value it comes from (lower.h). */
 #include "graph/lower.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -117,18 +118,27 @@ int b_param(builder *b, const json_value *at, const char *owner, const char *suf
 // ---------------------------------------------------------------------------------------
 // Keys several layer kinds read
 
-int b_parse_init(builder *b, const json_value *obj, g_init *w, g_init *bias, float *std) {
-    const json_value *v = json_get(obj, "init");
-    if (!v) return 0;
-    static const char *const keys[] = {"weight", "bias", "std", NULL};
+int b_parse_init_obj(builder *b, const json_value *v, g_init *w, g_init *bias, float *std) {
+    static const char *const keys[] = {"weight", "bias", "std", "residual_layers", NULL};
     if (jkeys(b->c, v, keys)) return -1;
     int wi = (int)*w, bi = (int)*bias;
     if (jenum(b->c, v, "weight", 0, init_names, &wi) || jenum(b->c, v, "bias", 0, init_names, &bi))
         return -1;
-    double s = 0.02;
-    if (jnum(b->c, v, "std", 0, 0.0, 1e6, &s)) return -1;
+    double s       = 0.02;
+    int64_t layers = 0;
+    if (jnum(b->c, v, "std", 0, 0.0, 1e6, &s) ||
+        jint(b->c, v, "residual_layers", 0, 1, 1 << 16, &layers))
+        return -1;
+    /* GPT-2's residual scaling: a projection adding into the residual stream of L blocks
+     * (two such adds each) starts at std / sqrt(2 L) */
+    if (layers) s /= sqrt(2.0 * (double)layers);
     *w = (g_init)wi, *bias = (g_init)bi, *std = (float)s;
     return 0;
+}
+
+int b_parse_init(builder *b, const json_value *obj, g_init *w, g_init *bias, float *std) {
+    const json_value *v = json_get(obj, "init");
+    return v ? b_parse_init_obj(b, v, w, bias, std) : 0;
 }
 
 int b_axis_of(builder *b, const json_value *obj, int x, int dflt, int *out) {

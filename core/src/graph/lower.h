@@ -47,6 +47,8 @@ int b_param(builder *b, const json_value *at, const char *owner, const char *suf
 
 /* "init": {"weight": ..., "bias": ..., "std": ...} over the defaults in *w, *bias. */
 int b_parse_init(builder *b, const json_value *obj, g_init *w, g_init *bias, float *std);
+/* The same over an init object itself ({"weight", "bias", "std", "residual_layers"}). */
+int b_parse_init_obj(builder *b, const json_value *v, g_init *w, g_init *bias, float *std);
 /* "axis": an example axis from the file (0-based, negative from the end) to the IR's
  * (batch = 0) for value x. */
 int b_axis_of(builder *b, const json_value *obj, int x, int dflt, int *out);

@@ -8,7 +8,7 @@
  *   layout.c      reshape (a view), transpose of the two last axes
  *   reduce.c      sum / mean over an axis
  *   loss.c        softmax cross-entropy (per position for N-D logits), mean squared error
- *   embed.c       token embedding (gather) and its scatter-add backward
+ *   embed.c       token embedding (gather) and its scatter-add backward, position tables
  *   attention.c   batched products of activations, splitting and merging heads
  * Adding an op: an enum entry here, its rule in the family file, its name in the builder. */
 #ifndef AMPX_GRAPH_OPS_H
@@ -56,6 +56,9 @@ typedef enum g_op {
     OP_BMM,         /* C = alpha op(A) op(B) over the leading axes   in: A, B */
     OP_SPLIT_HEADS, /* x [.., T, P*D] -> P values [.., H, T, D/H]     */
     OP_MERGE_HEADS, /* P values [.., H, T, D/H] -> [.., T, P*D]       */
+    /* embed.c */
+    OP_POSITION,      /* y = x + table[:T] (a table of P >= T rows)  in: x [.., T, D], table */
+    OP_POSITION_GRAD, /* dtable[:T] (+)= sum over examples of dy    in: dy  out: dtable */
     OP_COUNT
 } g_op;
 
@@ -91,7 +94,7 @@ extern const g_rule g_rule_softmax, g_rule_softmax_bwd;
 extern const g_rule g_rule_reshape, g_rule_transpose;
 extern const g_rule g_rule_reduce, g_rule_reduce_bwd;
 extern const g_rule g_rule_xent, g_rule_mse;
-extern const g_rule g_rule_embed, g_rule_embed_bwd;
+extern const g_rule g_rule_embed, g_rule_embed_bwd, g_rule_position, g_rule_position_grad;
 extern const g_rule g_rule_bmm, g_rule_split_heads, g_rule_merge_heads;
 
 #endif

@@ -441,6 +441,6 @@ int data_load(const data_request *m, dataset *d, char *err, size_t cap) {
 
 void data_free(dataset *d) {
     free(d->x_train), free(d->x_test), free(d->y_train), free(d->y_test);
-    free(d->tokens_train), free(d->tokens_val), free(d->ids_test);
+    free(d->tokens_train), free(d->tokens_val), free(d->ids_test), free(d->shard_start);
     memset(d, 0, sizeof *d);
 }

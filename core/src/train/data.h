@@ -18,6 +18,10 @@ typedef struct dataset {
      * tokens and, as labels, the tokens that follow each. Training windows are drawn from
      * tokens_train; the n_test held-out windows are fixed (ids_test, labels in y_test). */
     uint16_t *tokens_train, *tokens_val;
+    /* the training shards (a glob of token files, in the glob's order) concatenated: shard
+     * i starts at shard_start[i]; order "sequential" reads them as llm.c's dataloader */
+    int64_t *shard_start;
+    int n_shards, sequential;
     int64_t n_tokens_train, n_tokens_val, window;
     int32_t *ids_test;
 } dataset;

@@ -1,6 +1,7 @@
 /* export.c — plain weights in safetensors files other tools read: exporting a checkpoint's
  * weights (F32, BF16 or F16, without ampx's own state), and starting a model from such a
- * file (PyTorch's, a Linear weight transposed on request). */
+ * file (PyTorch's, a Linear weight transposed on request), or from an llm.c checkpoint
+ * (llmc.c). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include "ampx/dtype.h"
 #include "base/error.h"
 #include "graph/ops.h"
+#include "train/llmc.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
 
@@ -145,6 +147,8 @@ static int is_linear_weight(const g_graph *g, int v) {
 
 ampx_status ampx_trainer_init_from(ampx_trainer *t, const char *path, int transpose_linear,
                                    char *err, size_t cap) {
+    /* llm.c's checkpoints by their magic: their layout is fixed, transposes included */
+    if (llmc_is_checkpoint(path)) return llmc_init_from(t, path, err, cap);
     unsigned char *file = NULL;
     json_value *root    = NULL;
     const unsigned char *data;

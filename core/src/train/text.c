@@ -3,6 +3,7 @@
  * the tokens as uint16), and a generated text task that needs nothing on disk. Training
  * windows are drawn from the stream with the seed; the held-out windows are fixed, evenly
  * spaced over the validation stream, so every evaluation reads the same positions. */
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,42 @@ static uint16_t *load_stream(const data_request *m, const char *path, int64_t *n
     return t;
 }
 
+/* The training stream: one file, or for llm.c token files a glob of shards (llm.c's
+ * fineweb_train_*.bin) concatenated in the glob's (sorted) order, each shard's start kept. */
+static int load_train(const data_request *m, dataset *d, char *err, size_t cap) {
+    const char *pat = m->cfg->data.text_train;
+    glob_t gl       = {0};
+    int shards      = m->cfg->data.source == DATA_TOKENS && strpbrk(pat, "*?[");
+    if (shards && (glob(pat, 0, NULL, &gl) != 0 || gl.gl_pathc == 0)) {
+        err_set(ERR(err, cap), "%s: no file matches", pat);
+        globfree(&gl);
+        return -1;
+    }
+    int n = shards ? (int)gl.gl_pathc : 1, rc = 0;
+    if (!(d->shard_start = malloc(sizeof(int64_t) * (size_t)(n + 1)))) rc = -1;
+    d->n_tokens_train = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        int64_t k;
+        uint16_t *t = load_stream(m, shards ? gl.gl_pathv[i] : pat, &k, err, cap), *all;
+        if (!t || !(all = realloc(d->tokens_train,
+                                  sizeof(uint16_t) * (size_t)(d->n_tokens_train + k + 1)))) {
+            if (t) err_set(ERR(err, cap), "%s: out of memory", pat);
+            free(t);
+            rc = -1;
+            break;
+        }
+        memcpy(all + d->n_tokens_train, t, sizeof(uint16_t) * (size_t)k);
+        free(t);
+        d->tokens_train   = all;
+        d->shard_start[i] = d->n_tokens_train;
+        d->n_tokens_train += k;
+        d->shard_start[i + 1] = d->n_tokens_train;
+    }
+    d->n_shards = rc ? 0 : n;
+    globfree(&gl);
+    return rc;
+}
+
 int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
     const data_config *c = &m->cfg->data;
     const char *file     = m->cfg->file;
@@ -229,8 +266,7 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
             return -1;
         }
     } else {
-        if (!(d->tokens_train = load_stream(m, c->text_train, &d->n_tokens_train, err, cap)))
-            return -1;
+        if (load_train(m, d, err, cap)) return -1;
         if (c->text_val) {
             if (!(d->tokens_val = load_stream(m, c->text_val, &d->n_tokens_val, err, cap)))
                 return -1;
@@ -267,12 +303,52 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
             d->y_test[w * T + t]   = d->tokens_val[off + t + 1];
         }
     }
-    d->n_train = d->n_tokens_train - T; /* window positions */
+    d->n_train    = d->n_tokens_train - T; /* window positions */
+    d->sequential = c->sequential;
+    if (d->sequential && !d->shard_start) {
+        /* one stream (text, generated text, a validation split): one shard */
+        if (!(d->shard_start = malloc(sizeof(int64_t) * 2))) return -1;
+        d->shard_start[0] = 0, d->shard_start[1] = d->n_tokens_train, d->n_shards = 1;
+    }
     return 0;
+}
+
+/* Sequential order, llm.c's dataloader without shuffling: a step's micro-batch `key` is one
+ * chunk of key_rows x T + 1 contiguous tokens (the +1: the last window's labels), chunk i of
+ * a shard at i * key_rows * T; rank r's windows start r * rows * T into the chunk (rows of
+ * T, each row's labels the next T tokens). A shard of n tokens holds (n - 1) / (key_rows T)
+ * chunks; after its last the next shard starts, after the last shard the first again (a
+ * new epoch). The position is a function of key alone, so a resumed run reads what a
+ * straight one would. */
+static void draw_sequential(const dataset *d, uint64_t key, int64_t key_rows, int64_t first,
+                            int64_t rows, int32_t *ids, int32_t *labels) {
+    int64_t T = d->window, chunk = key_rows * T, per_epoch = 0;
+    for (int s = 0; s < d->n_shards; s++)
+        per_epoch += (d->shard_start[s + 1] - d->shard_start[s] - 1) / chunk;
+    if (per_epoch == 0) { /* never: the trainer refuses a shard shorter than one chunk */
+        memset(ids, 0, sizeof *ids * (size_t)(rows * T));
+        memset(labels, 0, sizeof *labels * (size_t)(rows * T));
+        return;
+    }
+    int64_t i = (int64_t)(key % (uint64_t)per_epoch), s = 0;
+    for (;; s++) {
+        int64_t in_shard = (d->shard_start[s + 1] - d->shard_start[s] - 1) / chunk;
+        if (i < in_shard) break;
+        i -= in_shard;
+    }
+    const uint16_t *c = d->tokens_train + d->shard_start[s] + i * chunk + first * T;
+    for (int64_t k = 0; k < rows * T; k++) {
+        ids[k]    = c[k];
+        labels[k] = c[k + 1];
+    }
 }
 
 void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t key_rows, int64_t first,
                int64_t rows, int32_t *ids, int32_t *labels) {
+    if (d->sequential) {
+        draw_sequential(d, key, key_rows, first, rows, ids, labels);
+        return;
+    }
     int64_t T = d->window, span = d->n_tokens_train - T;
     for (int64_t r = 0; r < rows; r++) {
         uint64_t w  = key * (uint64_t)key_rows + (uint64_t)(first + r);

@@ -79,10 +79,14 @@ static ampx_status add_param(ampx_trainer *t, int v) {
         if ((st = tr_alloc_zero(t, bytes, &p->s1))) return st;
     if (m->cfg.opt.kind == OPT_ADAMW && (st = tr_alloc_zero(t, bytes, &p->s2))) return st;
     if (p->copy_dtype != AMPX_F32 && (st = tr_alloc_zero(t, p->n * 2, &p->copy))) return st;
-    if ((st = write_values(t, p->master, val, p->n,
-                           m->cfg.train.seed * 1000003ull + (uint64_t)t->n_params * 7919ull + 1)))
-        return st;
-    if (p->copy_dtype != AMPX_F32 && (st = cast_copy(t, p))) return st;
+    /* a run that starts from a file draws nothing it would overwrite (the buffers are zero) */
+    if (!m->cfg.train.skip_init) {
+        if ((st = write_values(t, p->master, val, p->n,
+                               m->cfg.train.seed * 1000003ull + (uint64_t)t->n_params * 7919ull +
+                                   1)))
+            return st;
+        if (p->copy_dtype != AMPX_F32 && (st = cast_copy(t, p))) return st;
+    }
     t->own[v] = p->master;
     if (val->copy >= 0) t->own[val->copy] = p->copy;
     t->n_params++;
@@ -363,6 +367,15 @@ static ampx_status create_data(ampx_trainer *t) {
                        "%s: %lld training examples are fewer than one batch of %lld", file,
                        (long long)t->in.data.n_train, (long long)t->B);
     }
+    const dataset *d = &t->in.data;
+    for (int s = 0; d->sequential && s < d->n_shards; s++)
+        if (d->shard_start[s + 1] - d->shard_start[s] < t->B * t->dp.world * d->window + 1)
+            return tr_fail(t, AMPX_ERR_INVALID,
+                           "%s: training shard %d of %d holds %lld tokens, fewer than one "
+                           "sequential chunk of %lld x %lld + 1",
+                           file, s + 1, d->n_shards,
+                           (long long)(d->shard_start[s + 1] - d->shard_start[s]),
+                           (long long)(t->B * t->dp.world), (long long)d->window);
     t->in.micro_per_epoch = t->in.data.n_train / (t->B * t->dp.world);
     if (t->in.tokens) t->in.data.n_train = 0; /* no examples to shuffle: windows are drawn */
     return inputs_alloc(t);
