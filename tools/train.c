@@ -604,6 +604,7 @@ static void print_start(const train_run *r) {
            ampx_model_name(r->m), ampx_backend_path(r->be), (long long)r->start,
            (long long)tc->steps, (long long)tc->batch, (long long)tc->accumulate,
            ampx_trainer_n_params(r->t), (double)peak / 1024, (double)flat / 1024);
+    ampx_model_describe_memory(r->m, print_line, NULL);
     if (r->world > 1) {
         uint64_t gbytes;
         int buckets;
