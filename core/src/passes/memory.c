@@ -126,15 +126,30 @@ static void by_dtype(const uint64_t *b, double u, char *buf, size_t cap) {
             if (!used[d] && b[d] && (best < 0 || b[d] > b[best])) best = d;
         if (best < 0) break;
         used[best] = 1;
-        if (n < cap)
-            n += (size_t)snprintf(buf + n, cap - n, "%s%s %.1f", n ? ", " : "", names[best],
-                                  (double)b[best] / u);
+        double x   = (double)b[best] / u;
+        if (n < cap && x < 0.05) /* held, but less than the last digit shown */
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s <0.1", n ? ", " : "", names[best]);
+        else if (n < cap)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s %.1f", n ? ", " : "", names[best], x);
     }
 }
 
 void ampx_model_describe_memory(const ampx_model *m, ampx_line_fn line, void *user) {
     ampx_memory mp, mf;
     char err[512];
+    if (m->cfg.recompute) {
+        char what[128] = "";
+        size_t n       = 0;
+        for (int k = 0; recompute_names[k]; k++) {
+            unsigned bit = k == 0 ? RECOMPUTE_LAYERNORM : RECOMPUTE_ACT(k - 1);
+            if ((m->cfg.recompute & bit) && n < sizeof what)
+                n += (size_t)snprintf(what + n, sizeof what - n, "%s%s", n ? ", " : "",
+                                      recompute_names[k]);
+        }
+        linef(line, user,
+              "recompute: %s (their outputs run again in the backward instead of being kept)",
+              what);
+    }
     if (ampx_model_memory(m, 0, &mp, err, sizeof err) ||
         ampx_model_memory(m, 1, &mf, err, sizeof err)) {
         linef(line, user, "memory: not planned (%s)", err);
