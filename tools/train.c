@@ -865,6 +865,7 @@ int cli_policy(int argc, char **argv) {
     ampx_model *m;
     if (open_all(argv[0], &o, &m, NULL)) return 1;
     ampx_model_describe(m, print_line, NULL);
+    ampx_model_describe_memory(m, print_line, NULL);
     ampx_model_free(m);
     return 0;
 }

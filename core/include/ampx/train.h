@@ -74,7 +74,9 @@ typedef struct ampx_memory {
 /* The model under its policy (as_f32 0) or the same model under f32 (1). */
 AMPX_API ampx_status ampx_model_memory(const ampx_model *m, int as_f32, ampx_memory *out, char *err,
                                        size_t err_cap);
-/* Two lines "memory ..." of ampx_model_memory: the policy's figures by dtype against f32's. */
+/* Lines "memory ..." of ampx_model_memory, the policy's figures by dtype against f32's (and
+ * what train.recompute recomputes): what `ampx policy` prints after ampx_model_describe and
+ * `ampx train` at its start. */
 AMPX_API void ampx_model_describe_memory(const ampx_model *m, ampx_line_fn line, void *user);
 
 /* Gradient health of one tensor (the grad_stats op), in unscaled units. */

@@ -28,7 +28,7 @@ const char *policy_why(g_why why) {
     case WHY_CAST: return "cast inserted by the policy";
     case WHY_BACKWARD: return "backward of its forward node";
     case WHY_WRITES_READER:
-        return "runs in f32, writes the dtype of the product that reads it (no cast)";
+        return "runs in f32, writes the dtype of the product that reads it, no cast";
     case WHY_RECOMPUTE: return "recomputed in the backward (train.recompute)";
     case WHY_NONE: break;
     }
@@ -394,8 +394,13 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
         /* a dense layer's matmul and bias print as one line, under the layer's name */
         int hidden = n->op == OP_MATMUL && strcmp(y->name, n->name);
         features(y, shape, sizeof shape);
+        /* a norm or softmax writing its reader's dtype: the dtype it runs in, then what it
+         * writes */
+        if (n->why == WHY_WRITES_READER)
+            snprintf(from, sizeof from, " (%s)", ampx_dtype_name(y->dtype));
+        ampx_dtype column = n->why == WHY_WRITES_READER ? n->dtype : y->dtype;
         if (!hidden)
-            linef(line, user, "%-28s %-6s %-9s %s%s", y->name, ampx_dtype_name(y->dtype),
+            linef(line, user, "%-28s %-6s %-9s %s%s", y->name, ampx_dtype_name(column),
                   n->op == OP_XENT || n->op == OP_MSE ? "1" : shape, policy_why(n->why), from);
         if (hidden) continue;
         /* the parameters this node reads (a bias node: its matmul's too) */
@@ -421,5 +426,4 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
     linef(line, user, "optimizer %s: master weights, gradients as accumulated and %s in f32%s",
           o->kind == OPT_ADAMW ? "adamw" : "sgd", o->kind == OPT_ADAMW ? "m and v" : "momentum",
           o->stochastic_rounding ? "; working copies stochastically rounded" : "");
-    ampx_model_describe_memory(m, line, user);
 }
