@@ -369,6 +369,7 @@ static void print_start(const train_run *r) {
            ampx_model_name(r->m), ampx_backend_path(r->be), (long long)r->start,
            (long long)tc->steps, (long long)tc->batch, (long long)tc->accumulate,
            ampx_trainer_n_params(r->t), (double)peak / 1024, (double)flat / 1024);
+    ampx_model_describe_memory(r->m, print_line, NULL);
     if (r->world > 1) {
         uint64_t gbytes;
         int buckets;
@@ -627,6 +628,7 @@ int cli_policy(int argc, char **argv) {
     ampx_model *m;
     if (open_all(argv[0], &o, &m, NULL)) return 1;
     ampx_model_describe(m, print_line, NULL);
+    ampx_model_describe_memory(m, print_line, NULL);
     ampx_model_free(m);
     return 0;
 }

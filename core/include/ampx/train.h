@@ -59,6 +59,28 @@ AMPX_API const char *ampx_model_name(const ampx_model *m);
 typedef void (*ampx_line_fn)(void *user, const char *line);
 AMPX_API void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user);
 
+/* What a training step of the model holds on the device, in bytes by dtype (indexed by
+ * ampx_dtype), as the planner places it at the model's batch (train.batch) with its
+ * train.recompute: the host-side passes alone, no backend. */
+typedef struct ampx_memory {
+    /* activations and their gradients live at the planned peak, and one micro-batch of the
+     * model's inputs */
+    uint64_t activations[AMPX_DTYPE_COUNT], activations_total;
+    uint64_t arena;  /* the planned arena (>= the live activations: placement) */
+    uint64_t inputs; /* one micro-batch of inputs (in activations too) */
+    /* f32 masters, parameter gradients and optimizer state, working copies, running
+     * statistics and constants */
+    uint64_t params[AMPX_DTYPE_COUNT], params_total;
+    uint64_t total; /* arena + inputs + params_total */
+} ampx_memory;
+/* The model under its policy (as_f32 0) or the same model under f32 (1). */
+AMPX_API ampx_status ampx_model_memory(const ampx_model *m, int as_f32, ampx_memory *out, char *err,
+                                       size_t err_cap);
+/* Lines "memory ..." of ampx_model_memory, the policy's figures by dtype against f32's (and
+ * what train.recompute recomputes): what `ampx policy` prints after ampx_model_describe and
+ * `ampx train` at its start. */
+AMPX_API void ampx_model_describe_memory(const ampx_model *m, ampx_line_fn line, void *user);
+
 /* Gradient health of one tensor (the grad_stats op), in unscaled units. */
 typedef struct ampx_tensor_health {
     const char *name;      /* "fc1.weight" (a parameter gradient) or a node's output */

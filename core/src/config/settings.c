@@ -429,11 +429,43 @@ int data_parse(jctx *c, settings *m, const json_value *v) {
     return 0;
 }
 
+const char *const recompute_names[] = {"layernorm", "relu", "gelu", "tanh",
+                                       "sigmoid",   "silu", NULL};
+
+/* "recompute": ["gelu", "layernorm"], each name once. */
+static int parse_recompute(jctx *c, settings *m, const json_value *v) {
+    const json_value *l = json_get(v, "recompute");
+    if (!l) return 0;
+    if (l->type != JSON_ARRAY)
+        return jerr(c, l, "expected an array of what to recompute (\"layernorm\", \"gelu\", ...)");
+    m->recompute = 0;
+    for (size_t i = 0; i < l->n_items; i++) {
+        const json_value *e = l->items[i];
+        int k               = -1;
+        if (e->type == JSON_STRING)
+            for (int j = 0; recompute_names[j]; j++)
+                if (!strcmp(recompute_names[j], e->str)) k = j;
+        if (k < 0) {
+            const char *near =
+                e->type == JSON_STRING ? did_you_mean(e->str, recompute_names) : NULL;
+            if (near)
+                return jerr(c, e, "cannot recompute \"%s\" (did you mean \"%s\"?)", e->str, near);
+            return jerr(c, e,
+                        "expected what to recompute: layernorm, relu, gelu, tanh, sigmoid or silu");
+        }
+        _Static_assert(AMPX_ACT_COUNT == 5, "recompute_names lists every ampx_act");
+        unsigned bit = k == 0 ? RECOMPUTE_LAYERNORM : RECOMPUTE_ACT(k - 1);
+        if (m->recompute & bit) return jerr(c, e, "\"%s\" is listed twice", e->str);
+        m->recompute |= bit;
+    }
+    return 0;
+}
+
 int train_parse(jctx *c, settings *m, const json_value *v) {
-    static const char *const keys[] = {"steps",     "batch",   "accumulate", "seed",
-                                       "log_every", "monitor", "eval_every", NULL};
+    static const char *const keys[] = {"steps",   "batch",      "accumulate", "seed", "log_every",
+                                       "monitor", "eval_every", "recompute",  NULL};
     ampx_train_config *t            = &m->train;
-    if (jkeys(c, v, keys)) return -1;
+    if (jkeys(c, v, keys) || parse_recompute(c, m, v)) return -1;
     int64_t seed = (int64_t)t->seed;
     if (jint(c, v, "steps", 0, 1, INT32_MAX, &t->steps) ||
         jint(c, v, "batch", 0, 1, 1 << 20, &t->batch) ||

@@ -94,6 +94,12 @@ typedef struct data_config {
     char data_set[32];
 } data_config;
 
+/* train.recompute: what the backward recomputes instead of keeping it from the forward, a
+ * bit per name of recompute_names (layer norms, and each activation function by name). */
+#define RECOMPUTE_LAYERNORM 1u
+#define RECOMPUTE_ACT(act) (2u << (act))    /* act: an ampx_act */
+extern const char *const recompute_names[]; /* "layernorm", then the activations by ampx_act */
+
 /* Everything but the graph. */
 typedef struct settings {
     char *file; /* the model file's path, for messages and relative data paths */
@@ -103,6 +109,7 @@ typedef struct settings {
     optimizer_config opt;
     data_config data;
     ampx_train_config train;
+    unsigned recompute; /* RECOMPUTE_* bits */
 } settings;
 
 void settings_defaults(settings *m);

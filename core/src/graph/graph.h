@@ -51,6 +51,9 @@ typedef enum g_why {
     WHY_WIDER,         /* the wider of its inputs */
     WHY_CAST,          /* a cast inserted by the policy */
     WHY_BACKWARD,      /* a backward node: the dtypes of the forward node it differentiates */
+    WHY_WRITES_READER, /* runs in f32 and writes its output in the dtype of its one reader */
+    WHY_RECOMPUTE,     /* a forward node run again in the backward, just before its output
+                          is read (train.recompute) */
 } g_why;
 
 typedef struct g_value {

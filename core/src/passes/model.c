@@ -29,8 +29,8 @@ ampx_status ampx_model_load_with(const char *path, const char *policy_path, cons
                                  int n_sets, ampx_model **out, char *err, size_t err_cap) {
     *out          = NULL;
     ampx_model *m = calloc(1, sizeof *m);
-    if (!m || !(m->cfg.file = strdup(path)) || g_init_graph(&m->graph)) {
-        if (m) free(m->cfg.file);
+    if (!m || !(m->cfg.file = strdup(path)) || g_init_graph(&m->graph) || g_init_graph(&m->raw)) {
+        if (m) free(m->cfg.file), g_free_graph(&m->graph), g_free_graph(&m->raw);
         free(m);
         err_set(ERR(err, err_cap), "%s: out of memory", path);
         return AMPX_ERR_NO_MEMORY;
@@ -88,6 +88,7 @@ void ampx_model_free(ampx_model *m) {
     if (!m) return;
     settings_free(&m->cfg);
     g_free_graph(&m->graph);
+    g_free_graph(&m->raw);
     free(m);
 }
 

@@ -10,12 +10,15 @@
 struct ampx_model {
     settings cfg;
     g_graph graph;
+    g_graph raw; /* the graph as built, before the policy pass */
 };
 
 /* The policy pass: each forward node's dtype with a reason code, working copies of the
  * weights read in low precision, cast nodes in front of nodes that read their input in
  * their own dtype. Errors go to err. */
 int policy_resolve(ampx_model *m, char *err, size_t cap);
+/* The same pass over graph g as built, under policy p; -1 with a message in msg. */
+int policy_apply(g_graph *g, const policy *p, char *msg, size_t cap);
 /* The words for a reason code. */
 const char *policy_why(g_why why);
 

@@ -17,6 +17,24 @@ static int by_size_desc(const void *a, const void *b) {
     return p->bytes < q->bytes ? 1 : p->bytes > q->bytes ? -1 : p->value - q->value;
 }
 
+/* The node at which the most bytes are live, and their split by dtype. */
+static void live_peak(const g_graph *g, const item *items, int k, plan *p) {
+    p->live_peak = 0;
+    p->peak_node = -1;
+    memset(p->live_by_dtype, 0, sizeof p->live_by_dtype);
+    for (int i = 0; i < g->n_nodes; i++) {
+        uint64_t live = 0;
+        for (int a = 0; a < k; a++)
+            if (items[a].first <= i && i <= items[a].last) live += items[a].bytes;
+        if (live <= p->live_peak) continue;
+        p->live_peak = live;
+        p->peak_node = i;
+    }
+    for (int a = 0; a < k && p->peak_node >= 0; a++)
+        if (items[a].first <= p->peak_node && p->peak_node <= items[a].last)
+            p->live_by_dtype[g->values[items[a].value].dtype] += items[a].bytes;
+}
+
 int plan_make(const g_graph *g, uint64_t rows, const uint8_t *persistent, plan *p) {
     int nv      = g->n_values;
     p->offset   = calloc((size_t)nv, sizeof *p->offset);
@@ -77,6 +95,7 @@ int plan_make(const g_graph *g, uint64_t rows, const uint8_t *persistent, plan *
     }
     for (int v = 0; v < nv; v++)
         if (g->values[v].view_of >= 0) p->offset[v] = p->offset[g_root(g, v)];
+    live_peak(g, items, k, p);
     free(first), free(last), free(items);
     return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "ampx/dtype.h"
 #include "graph/graph.h"
 
 #define PLAN_ALIGN 64
@@ -13,6 +14,10 @@ typedef struct plan {
     uint64_t *offset;  /* per value: its byte offset in the arena (views: their root's) */
     uint8_t *in_arena; /* per value: 1 when it lives in the arena */
     uint64_t arena_bytes, unplanned_bytes;
+    /* the most bytes live at once (placement may leave the arena larger), at node peak_node,
+     * and those bytes by dtype */
+    uint64_t live_peak, live_by_dtype[AMPX_DTYPE_COUNT];
+    int peak_node;
 } plan;
 
 /* Values in the arena: activations and gradients within a micro-batch of `rows` rows.

@@ -27,6 +27,9 @@ const char *policy_why(g_why why) {
     case WHY_WIDER: return "follows its inputs";
     case WHY_CAST: return "cast inserted by the policy";
     case WHY_BACKWARD: return "backward of its forward node";
+    case WHY_WRITES_READER:
+        return "runs in f32, writes the dtype of the product that reads it, no cast";
+    case WHY_RECOMPUTE: return "recomputed in the backward (train.recompute)";
     case WHY_NONE: break;
     }
     return "";
@@ -217,20 +220,85 @@ static int resolve_node(g_graph *g, const policy *p, g_node n, int is_output, ch
     return 0;
 }
 
-int policy_resolve(ampx_model *m, char *err, size_t cap) {
-    g_graph *g   = &m->graph;
+// ---------------------------------------------------------------------------------------
+// Norms and softmax writing the dtype of the product that reads them
+
+/* Layer norm, batch norm and softmax compute in f32 and round once to their output's dtype,
+ * so a cast of their f32 output is the same bits as the node writing the cast's dtype itself.
+ * When that cast is the only reader of the output, the node writes it and the cast goes: no
+ * f32 copy beside the low-precision one, and one pass over the data fewer. (The softmax's
+ * backward then reads its output in that dtype too, as llm.c's does.) */
+static int foldable(const g_graph *g, const g_node *c) {
+    int s = c->in[0], p = g->values[s].producer, readers = 0;
+    if (c->why != WHY_CAST || p < 0 || s == g->logits) return 0;
+    const g_node *pn = &g->nodes[p];
+    if (pn->out[0] != s ||
+        (pn->op != OP_LAYERNORM && pn->op != OP_BATCHNORM && pn->op != OP_SOFTMAX))
+        return 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            readers += g->nodes[i].in[k] == s;
+    return readers == 1;
+}
+
+/* Folds every foldable cast into its producer and drops it from the node list. */
+static int fold_casts(g_graph *g) {
+    int *to       = malloc(sizeof *to * (size_t)g->n_values);
+    uint8_t *drop = calloc((size_t)g->n_nodes, 1);
+    if (!to || !drop) {
+        free(to), free(drop);
+        return -1;
+    }
+    for (int v = 0; v < g->n_values; v++)
+        to[v] = v;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const g_node *c = &g->nodes[i];
+        if (c->op != OP_CAST || !foldable(g, c)) continue;
+        int s                               = c->in[0];
+        g->values[s].dtype                  = g->values[c->out[0]].dtype;
+        g->nodes[g->values[s].producer].why = WHY_WRITES_READER;
+        g->values[c->out[0]].producer       = -1; /* read by nothing now */
+        to[c->out[0]]                       = s;
+        drop[i]                             = 1;
+    }
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (drop[i]) continue;
+        g_node *d = &g->nodes[n];
+        *d        = g->nodes[i];
+        for (int k = 0; k < d->n_in; k++)
+            if (d->in[k] >= 0) d->in[k] = to[d->in[k]];
+        for (int k = 0; k < d->n_out; k++)
+            if (d->out[k] >= 0 && g->values[d->out[k]].producer == i)
+                g->values[d->out[k]].producer = n;
+        if (d->op == OP_XENT || d->op == OP_MSE) g->loss_node = n;
+        n++;
+    }
+    g->n_nodes = n;
+    free(to), free(drop);
+    return 0;
+}
+
+int policy_apply(g_graph *g, const policy *p, char *msg, size_t cap) {
     int out_node = output_node(g), n_old = g->n_nodes;
     g_node *old = malloc(sizeof *old * (size_t)n_old);
-    if (!old) return fail(err, cap, m->cfg.file, "out of memory");
+    if (!old) return say(msg, cap, "out of memory");
     memcpy(old, g->nodes, sizeof *old * (size_t)n_old);
     g->n_nodes = 0; /* the nodes are appended again, casts in front of their readers */
-    char msg[256];
-    int rc = 0;
+    int rc     = 0;
     for (int i = 0; i < n_old && !rc; i++)
-        rc = resolve_node(g, &m->cfg.pol, old[i], i == out_node, msg, sizeof msg);
+        rc = resolve_node(g, p, old[i], i == out_node, msg, cap);
     free(old);
-    if (rc) return fail(err, cap, m->cfg.file, msg);
+    if (!rc && fold_casts(g)) rc = say(msg, cap, "out of memory");
     g->n_forward = g->n_nodes;
+    return rc;
+}
+
+int policy_resolve(ampx_model *m, char *err, size_t cap) {
+    char msg[256];
+    g_copy_graph(&m->raw, &m->graph); /* as built: ampx_model_memory's f32 comparison */
+    if (policy_apply(&m->graph, &m->cfg.pol, msg, sizeof msg))
+        return fail(err, cap, m->cfg.file, msg);
     return 0;
 }
 
@@ -326,8 +394,13 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
         /* a dense layer's matmul and bias print as one line, under the layer's name */
         int hidden = n->op == OP_MATMUL && strcmp(y->name, n->name);
         features(y, shape, sizeof shape);
+        /* a norm or softmax writing its reader's dtype: the dtype it runs in, then what it
+         * writes */
+        if (n->why == WHY_WRITES_READER)
+            snprintf(from, sizeof from, " (%s)", ampx_dtype_name(y->dtype));
+        ampx_dtype column = n->why == WHY_WRITES_READER ? n->dtype : y->dtype;
         if (!hidden)
-            linef(line, user, "%-28s %-6s %-9s %s%s", y->name, ampx_dtype_name(y->dtype),
+            linef(line, user, "%-28s %-6s %-9s %s%s", y->name, ampx_dtype_name(column),
                   n->op == OP_XENT || n->op == OP_MSE ? "1" : shape, policy_why(n->why), from);
         if (hidden) continue;
         /* the parameters this node reads (a bias node: its matmul's too) */

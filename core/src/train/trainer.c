@@ -317,7 +317,7 @@ static ampx_status check_memory(ampx_trainer *t, const data_request *req) {
 static ampx_status create_graph(ampx_trainer *t) {
     ampx_status st;
     g_copy_graph(&t->g, &t->m->graph);
-    if (autodiff(&t->g, t->error, sizeof t->error)) return AMPX_ERR_INVALID;
+    if (autodiff(&t->g, t->m->cfg.recompute, t->error, sizeof t->error)) return AMPX_ERR_INVALID;
     t->own        = calloc((size_t)t->g.n_values, sizeof *t->own);
     t->own_off    = calloc((size_t)t->g.n_values, sizeof *t->own_off);
     t->persistent = calloc((size_t)t->g.n_values, 1);

@@ -1,0 +1,179 @@
+/* memory.c — what a training step of a model holds on the device, by dtype: the planned
+ * activations (the planner's arena of activations and their gradients within a micro-batch,
+ * and one micro-batch of inputs) and the parameters (f32 masters, gradients and optimizer
+ * state, low-precision working copies, running statistics). The same passes the trainer
+ * runs on its copy of the graph (autodiff with train.recompute, the planner), host-only; the
+ * f32 comparison runs the policy pass again on the graph as built. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "passes/autodiff.h"
+#include "passes/model.h"
+#include "passes/planner.h"
+
+// ---------------------------------------------------------------------------------------
+// Counting
+
+/* The parameters as the trainer allocates them: per master its f32 values, its gradient in
+ * the gradient arena (each padded to PLAN_ALIGN), Adam's m and v or SGD's momentum; a
+ * working copy in its dtype; state and constants f32. */
+static void count_params(const g_graph *g, const optimizer_config *o, ampx_memory *out) {
+    int states = o->kind == OPT_ADAMW ? 2 : o->momentum != 0 ? 1 : 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const g_value *val = &g->values[v];
+        uint64_t n         = (uint64_t)g_elems(val);
+        if (val->role == ROLE_PARAM && val->master < 0)
+            out->params[AMPX_F32] +=
+                n * 4 * (uint64_t)(1 + states) + (n * 4 + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+        else if (val->role == ROLE_PARAM)
+            out->params[val->dtype] += n * ampx_dtype_size(val->dtype);
+        else if (val->role == ROLE_STATE || val->role == ROLE_CONST)
+            out->params[AMPX_F32] += n * 4;
+    }
+}
+
+/* Autodiff and the plan of the resolved forward graph fwd at `rows` rows. */
+static int measure(const g_graph *fwd, const settings *cfg, ampx_memory *out, char *err,
+                   size_t cap) {
+    memset(out, 0, sizeof *out);
+    g_graph g;
+    if (g_init_graph(&g)) return err_set(ERR(err, cap), "out of memory");
+    g_copy_graph(&g, fwd);
+    uint8_t *persistent = NULL;
+    plan p              = {0};
+    int rc              = autodiff(&g, cfg->recompute, err, cap);
+    if (!rc && !(persistent = calloc((size_t)g.n_values, 1))) rc = -1;
+    for (int v = 0; !rc && v < g.n_values; v++)
+        if (g.values[v].role == ROLE_PARAM && g.values[v].grad >= 0)
+            persistent[g.values[v].grad] = 1;
+    if (!rc && plan_make(&g, (uint64_t)cfg->train.batch, persistent, &p)) rc = -1;
+    if (!rc) {
+        out->arena = p.arena_bytes;
+        for (int d = 0; d < AMPX_DTYPE_COUNT; d++)
+            out->activations[d] = p.live_by_dtype[d];
+        for (int i = 0; i < g.n_inputs; i++) {
+            const g_value *v = &g.values[g.inputs[i]];
+            uint64_t b       = g_numel(v, (uint64_t)cfg->train.batch) * ampx_dtype_size(v->dtype);
+            out->activations[v->dtype] += b;
+            out->inputs += b;
+        }
+        count_params(&g, &cfg->opt, out);
+        for (int d = 0; d < AMPX_DTYPE_COUNT; d++) {
+            out->activations_total += out->activations[d];
+            out->params_total += out->params[d];
+        }
+        out->total = out->arena + out->inputs + out->params_total;
+    } else if (!err[0]) {
+        err_set(ERR(err, cap), "out of memory");
+    }
+    plan_free(&p);
+    free(persistent);
+    g_free_graph(&g);
+    return rc;
+}
+
+ampx_status ampx_model_memory(const ampx_model *m, int as_f32, ampx_memory *out, char *err,
+                              size_t err_cap) {
+    if (err_cap) err[0] = 0;
+    if (!as_f32) return measure(&m->graph, &m->cfg, out, err, err_cap) ? AMPX_ERR_INVALID : AMPX_OK;
+    g_graph g;
+    if (g_init_graph(&g)) return AMPX_ERR_NO_MEMORY;
+    g_copy_graph(&g, &m->raw);
+    policy f32;
+    policy_defaults(&f32, "f32");
+    char msg[256];
+    int rc = policy_apply(&g, &f32, msg, sizeof msg);
+    if (rc)
+        err_set(ERR(err, err_cap), "%s", msg);
+    else
+        rc = measure(&g, &m->cfg, out, err, err_cap);
+    g_free_graph(&g);
+    return rc ? AMPX_ERR_INVALID : AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// Describing
+
+static void linef(ampx_line_fn line, void *user, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void linef(ampx_line_fn line, void *user, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    line(user, buf);
+}
+
+/* MiB from 1 MiB up, KiB below: the unit for figures of about `most` bytes. */
+static double unit_of(uint64_t most, const char **name) {
+    *name = most >= (1u << 20) ? "MiB" : "KiB";
+    return most >= (1u << 20) ? 1048576.0 : 1024.0;
+}
+
+/* "bf16 8.1, f32 4.2" in unit u: the dtypes that hold anything, largest first. */
+static void by_dtype(const uint64_t *b, double u, char *buf, size_t cap) {
+    static const char *const names[AMPX_DTYPE_COUNT] = {"f32", "bf16", "f16", "i32"};
+    int used[AMPX_DTYPE_COUNT]                       = {0};
+    size_t n                                         = 0;
+    buf[0]                                           = 0;
+    for (int k = 0; k < AMPX_DTYPE_COUNT; k++) {
+        int best = -1;
+        for (int d = 0; d < AMPX_DTYPE_COUNT; d++)
+            if (!used[d] && b[d] && (best < 0 || b[d] > b[best])) best = d;
+        if (best < 0) break;
+        used[best] = 1;
+        double x   = (double)b[best] / u;
+        if (n < cap && x < 0.05) /* held, but less than the last digit shown */
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s <0.1", n ? ", " : "", names[best]);
+        else if (n < cap)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s %.1f", n ? ", " : "", names[best], x);
+    }
+}
+
+void ampx_model_describe_memory(const ampx_model *m, ampx_line_fn line, void *user) {
+    ampx_memory mp, mf;
+    char err[512];
+    if (m->cfg.recompute) {
+        char what[128] = "";
+        size_t n       = 0;
+        for (int k = 0; recompute_names[k]; k++) {
+            unsigned bit = k == 0 ? RECOMPUTE_LAYERNORM : RECOMPUTE_ACT(k - 1);
+            if ((m->cfg.recompute & bit) && n < sizeof what)
+                n += (size_t)snprintf(what + n, sizeof what - n, "%s%s", n ? ", " : "",
+                                      recompute_names[k]);
+        }
+        linef(line, user,
+              "recompute: %s (their outputs run again in the backward instead of being kept)",
+              what);
+    }
+    if (ampx_model_memory(m, 0, &mp, err, sizeof err) ||
+        ampx_model_memory(m, 1, &mf, err, sizeof err)) {
+        linef(line, user, "memory: not planned (%s)", err);
+        return;
+    }
+    const char *ua, *up;
+    double a = unit_of(mf.arena > mp.arena ? mf.arena : mp.arena, &ua);
+    double p = unit_of(mf.params_total > mp.params_total ? mf.params_total : mp.params_total, &up);
+    char da[128], dp[128];
+    by_dtype(mp.activations, a, da, sizeof da);
+    by_dtype(mp.params, p, dp, sizeof dp);
+    linef(line, user,
+          "memory at batch %lld: activations %.1f %s live at the peak (%s) vs f32 %.1f %s "
+          "(%.2fx); planned arena %.1f vs f32 %.1f %s",
+          (long long)m->cfg.train.batch, (double)mp.activations_total / a, ua, da,
+          (double)mf.activations_total / a, ua,
+          mf.activations_total ? (double)mp.activations_total / (double)mf.activations_total : 1.0,
+          (double)mp.arena / a, (double)mf.arena / a, ua);
+    const char *ut;
+    double t = unit_of(mf.total > mp.total ? mf.total : mp.total, &ut);
+    linef(line, user,
+          "memory: parameters+state %.1f %s (%s) vs f32 %.1f %s; total %.1f vs f32 %.1f %s "
+          "(%.2fx: arena, inputs, parameters+state)",
+          (double)mp.params_total / p, up, dp, (double)mf.params_total / p, up,
+          (double)mp.total / t, (double)mf.total / t, ut,
+          mf.total ? (double)mp.total / (double)mf.total : 1.0);
+}
