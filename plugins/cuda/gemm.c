@@ -164,6 +164,8 @@ static ampx_status blas_gemm(ampx_context *ctx, const ampx_gemm_args *g, uint64_
 ampx_status cu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     ampx_gemm_args a;
     CU_TAKE(ctx, "gemm", ampx_kit_take_gemm(AMPX_KIT(ctx), args, &a, NULL));
+    if (ampx_kit_gemm_epilogue(&a))
+        return ampx_kit_fail(AMPX_KIT(ctx), AMPX_ERR_UNSUPPORTED, "gemm: no epilogue here");
     const ampx_gemm_args *g = &a;
     if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
 

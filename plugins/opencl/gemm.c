@@ -184,6 +184,8 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     ampx_gemm_args ga;
     uint64_t ext[3] = {0, 0, 0};
     OCL_TRY(ampx_kit_take_gemm(AMPX_KIT(ctx), args, &ga, ext));
+    if (ampx_kit_gemm_epilogue(&ga))
+        return ampx_kit_fail(AMPX_KIT(ctx), AMPX_ERR_UNSUPPORTED, "gemm: no epilogue here");
     const ampx_gemm_args *g = &ga;
     uint64_t ext_a = ext[0], ext_b = ext[1], ext_c = ext[2];
     if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
