@@ -34,6 +34,8 @@ static const g_rule *const rules[OP_COUNT] = {
     [OP_BMM]           = &g_rule_bmm,
     [OP_SPLIT_HEADS]   = &g_rule_split_heads,
     [OP_MERGE_HEADS]   = &g_rule_merge_heads,
+    [OP_DENSE]         = &g_rule_dense,
+    [OP_FUSED]         = &g_rule_fused,
 };
 
 const g_rule *g_rule_of(int op) {
