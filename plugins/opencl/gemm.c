@@ -219,6 +219,29 @@ static cl_mem widen(ampx_context *ctx, const ampx_tensor *t, uint64_t n, unsigne
     return ocl_cast_run(ctx, t, &dst, n, 0, 0) == AMPX_OK ? tmp : NULL;
 }
 
+/* Batches [b0, b0 + nb) of the convert path: the f32 result in s->c (cf32 names it), then
+ * the epilogue, or the rounding into a C that is not f32. */
+static ampx_status convert_batches(ampx_context *ctx, const gemm_call *s, const ampx_tensor *cf32,
+                                   int c_f32, int epi, uint64_t b0, uint64_t nb) {
+    const ampx_gemm_args *g = s->g;
+    /* k == 0 (epilogue only): the f32 result is beta * C */
+    if (g->beta == 0.0f || g->k == 0)
+        OCL_TRY(launch_beta(ctx, g, cf32, b0, nb, g->k == 0 ? g->beta : 0.0f));
+    if (g->k) OCL_TRY(sgemm(ctx, s, b0, nb, g->beta));
+    if (epi) return launch_epilogue(ctx, g, s->c, s->c_off, b0, nb);
+    if (c_f32) return AMPX_OK;
+    ocl_args k = ocl_args_begin(ctx, K_GEMM_STORE_C);
+    ocl_arg_mem(&k, s->c);
+    ocl_arg_tensor(&k, &g->c);
+    ocl_arg_u64(&k, g->m);
+    ocl_arg_u64(&k, g->n);
+    ocl_arg_u64(&k, g->ldc);
+    ocl_arg_u64(&k, g->stride_c);
+    ocl_arg_u64(&k, b0);
+    ocl_arg_u64(&k, nb);
+    return ocl_launch_1d(&k, g->m * g->n * nb);
+}
+
 ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     ampx_gemm_args ga;
     uint64_t ext[3] = {0, 0, 0};
@@ -283,25 +306,7 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     }
     ampx_buffer cb   = {s.c, c_f32 ? g->c.buf->bytes : ext_c * 4};
     ampx_tensor cf32 = {&cb, c_f32 ? g->c.offset : 0, AMPX_F32};
-    for (uint64_t b0 = 0; b0 < g->batch; b0 += step) {
-        /* k == 0 (epilogue only): the f32 result is beta * C */
-        if (g->beta == 0.0f || g->k == 0)
-            OCL_TRY(launch_beta(ctx, g, &cf32, b0, step, g->k == 0 ? g->beta : 0.0f));
-        if (g->k) OCL_TRY(sgemm(ctx, &s, b0, step, g->beta));
-        if (epi) {
-            OCL_TRY(launch_epilogue(ctx, g, s.c, s.c_off, b0, step));
-        } else if (!c_f32) {
-            ocl_args k = ocl_args_begin(ctx, K_GEMM_STORE_C);
-            ocl_arg_mem(&k, s.c);
-            ocl_arg_tensor(&k, &g->c);
-            ocl_arg_u64(&k, g->m);
-            ocl_arg_u64(&k, g->n);
-            ocl_arg_u64(&k, g->ldc);
-            ocl_arg_u64(&k, g->stride_c);
-            ocl_arg_u64(&k, b0);
-            ocl_arg_u64(&k, step);
-            OCL_TRY(ocl_launch_1d(&k, g->m * g->n * step));
-        }
-    }
+    for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
+        OCL_TRY(convert_batches(ctx, &s, &cf32, c_f32, epi, b0, step));
     return AMPX_OK;
 }

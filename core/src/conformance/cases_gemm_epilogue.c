@@ -64,6 +64,58 @@ static void epi_compare(conf_case_ctx *cc, const char *what, const conf_tensor *
     conf_compare(cc, what, g, rf, mg, na, T->dt, k, CMP_NORM | CMP_ELEM);
 }
 
+/* The call's args: C's layout as set up, the epilogue's tensors where the variant has them. */
+static ampx_gemm_args epi_args(const epi_cfg *g, uint64_t lda, uint64_t ldb, uint64_t ldc,
+                               uint64_t sa, uint64_t sb, uint64_t sc, const conf_tensor *A,
+                               const conf_tensor *B, const conf_tensor *C, const conf_tensor *Bs,
+                               const conf_tensor *P, const conf_tensor *D) {
+    ampx_gemm_args a = {.size     = sizeof a,
+                        .trans_a  = (uint32_t)g->ta,
+                        .trans_b  = (uint32_t)g->tb,
+                        .m        = g->m,
+                        .n        = g->n,
+                        .k        = g->k,
+                        .batch    = g->batch,
+                        .lda      = lda,
+                        .ldb      = ldb,
+                        .ldc      = ldc,
+                        .stride_a = sa,
+                        .stride_b = sb,
+                        .stride_c = sc,
+                        .alpha    = g->alpha,
+                        .beta     = g->beta,
+                        .a        = A->t,
+                        .b        = B->t,
+                        .c        = C->t,
+                        .bias     = Bs ? Bs->t : (ampx_tensor){0},
+                        .act      = g->act < 0 ? AMPX_GEMM_ACT_NONE : AMPX_GEMM_ACT(g->act),
+                        .bias_grad_accumulate = g->grad == 2,
+                        .pre_act              = P ? P->t : (ampx_tensor){0},
+                        .bias_grad            = D ? D->t : (ampx_tensor){0}};
+    return a;
+}
+
+/* Inputs in [-1, 1] (bias [-2, 2], an accumulated bias gradient [-4, 4]); C's padding, and its
+ * active part when beta != 0, random; active marks the m x n blocks. */
+static void epi_fill(conf_case_ctx *cc, const epi_cfg *g, conf_tensor *A, conf_tensor *B,
+                     conf_tensor *C, conf_tensor *Bs, conf_tensor *D, uint8_t *active, uint64_t sc,
+                     uint64_t ldc) {
+    for (uint64_t e = 0; e < A->n; e++)
+        conf_tensor_set(A, e, epi_input(cc, A->dt, 1));
+    for (uint64_t e = 0; e < B->n; e++)
+        conf_tensor_set(B, e, epi_input(cc, B->dt, 1));
+    for (uint64_t b = 0; b < g->batch; b++)
+        for (uint64_t i = 0; i < g->m; i++)
+            for (uint64_t j = 0; j < g->n; j++)
+                active[b * sc + i * ldc + j] = 1;
+    for (uint64_t e = 0; e < C->n; e++) /* padding must survive; beta 0 leaves C poisoned */
+        if (!active[e] || g->beta != 0.0f) conf_tensor_set(C, e, epi_input(cc, C->dt, 1));
+    for (uint64_t j = 0; Bs && j < g->n; j++)
+        conf_tensor_set(Bs, j, epi_input(cc, Bs->dt, 2));
+    for (uint64_t j = 0; D && g->grad == 2 && j < g->n; j++)
+        conf_tensor_set(D, j, epi_input(cc, AMPX_F32, 4));
+}
+
 void conf_case_gemm_epilogue(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int v) {
     const epi_cfg *g = &epi_cfgs[v];
     uint64_t rows_a = g->ta ? g->k : g->m, cols_a = g->ta ? g->m : g->k;
@@ -96,45 +148,8 @@ void conf_case_gemm_epilogue(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
     double *pre     = conf_alloc(cc, (nc + 1) * sizeof(double));
     double *dref = conf_alloc(cc, g->n * sizeof(double)), *dmag = conf_alloc(cc, g->n * 8);
     if (!conf_ok(cc)) return;
-    for (uint64_t e = 0; e < na; e++)
-        conf_tensor_set(A, e, epi_input(cc, A->dt, 1));
-    for (uint64_t e = 0; e < nb; e++)
-        conf_tensor_set(B, e, epi_input(cc, B->dt, 1));
-    for (uint64_t b = 0; b < g->batch; b++)
-        for (uint64_t i = 0; i < g->m; i++)
-            for (uint64_t j = 0; j < g->n; j++)
-                active[b * sc + i * ldc + j] = 1;
-    for (uint64_t e = 0; e < nc; e++) /* padding must survive; beta 0 leaves C poisoned */
-        if (!active[e] || g->beta != 0.0f) conf_tensor_set(C, e, epi_input(cc, C->dt, 1));
-    if (Bs)
-        for (uint64_t j = 0; j < g->n; j++)
-            conf_tensor_set(Bs, j, epi_input(cc, bdt, 2));
-    if (D && g->grad == 2)
-        for (uint64_t j = 0; j < g->n; j++)
-            conf_tensor_set(D, j, epi_input(cc, AMPX_F32, 4));
-    ampx_gemm_args a = {.size     = sizeof a,
-                        .trans_a  = (uint32_t)g->ta,
-                        .trans_b  = (uint32_t)g->tb,
-                        .m        = g->m,
-                        .n        = g->n,
-                        .k        = g->k,
-                        .batch    = g->batch,
-                        .lda      = lda,
-                        .ldb      = ldb,
-                        .ldc      = ldc,
-                        .stride_a = sa,
-                        .stride_b = sb,
-                        .stride_c = sc,
-                        .alpha    = g->alpha,
-                        .beta     = g->beta,
-                        .a        = A->t,
-                        .b        = B->t,
-                        .c        = C->t,
-                        .bias     = Bs ? Bs->t : (ampx_tensor){0},
-                        .act      = g->act < 0 ? AMPX_GEMM_ACT_NONE : AMPX_GEMM_ACT(g->act),
-                        .bias_grad_accumulate = g->grad == 2,
-                        .pre_act              = P ? P->t : (ampx_tensor){0},
-                        .bias_grad            = D ? D->t : (ampx_tensor){0}};
+    epi_fill(cc, g, A, B, C, Bs, D, active, sc, ldc);
+    ampx_gemm_args a = epi_args(g, lda, ldb, ldc, sa, sb, sc, A, B, C, Bs, P, D);
     if (!ampx_backend_gemm_epilogue(r->be, dts)) {
         epi_refused(r, cc, &a);
         return;
