@@ -565,7 +565,9 @@ Test(context, supports_says_no_quietly) {
     cr_expect_eq(I->supports(C, AMPX_OP_GEMM, NULL, 3, AMPX_SHAPE_ANY), 0);
     cr_expect_eq(I->supports(C, AMPX_OP_GEMM, f3, 2, AMPX_SHAPE_ANY), 0);
     cr_expect_eq(I->supports(C, AMPX_OP_GEMM, weird, 3, AMPX_SHAPE_ANY), 0);
-    cr_expect_eq(I->supports(C, AMPX_OP_GEMM, f3, 3, 1), 0);
+    cr_expect_eq(I->supports(C, AMPX_OP_GEMM, f3, 3, AMPX_SHAPE_GEMM_EPILOGUE), 1);
+    cr_expect_eq(I->supports(C, AMPX_OP_ADD, f3, 3, AMPX_SHAPE_GEMM_EPILOGUE), 0);
+    cr_expect_eq(I->supports(C, AMPX_OP_GEMM, f3, 3, AMPX_SHAPE_GEMM_EPILOGUE + 1), 0);
     cr_expect_eq(I->supports(C, AMPX_OP_COUNT, f3, 3, AMPX_SHAPE_ANY), 0);
     cr_expect_eq(I->supports(C, 9999, NULL, 0, AMPX_SHAPE_ANY), 0);
     cr_expect_eq(I->supports(C, AMPX_OP_SCALER_UPDATE, NULL, 0, AMPX_SHAPE_ANY), 1);

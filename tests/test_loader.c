@@ -278,6 +278,13 @@ Test(loader, abi_1_3_plugin_has_no_amp_pass) {
                    "slot past the table's size was read");
     cr_assert(!ampx_backend_supports(be, AMPX_OP_AMP_PASS, &f32, 1));
     cr_assert(ampx_backend_supports(be, AMPX_OP_UNSCALE_CHECK, &f32, 1));
+    /* its supports() (the cpu plugin's) claims the 1.5 GEMM epilogue, but the host never asks
+     * a plugin of an older minor, so it never gets one */
+    ampx_dtype f3[3] = {AMPX_F32, AMPX_F32, AMPX_F32};
+    cr_assert_eq(ampx_backend_iface_of(be)->supports(ampx_backend_context(be), AMPX_OP_GEMM, f3, 3,
+                                                     AMPX_SHAPE_GEMM_EPILOGUE),
+                 1);
+    cr_assert(!ampx_backend_gemm_epilogue(be, f3), "a 1.3 plugin was asked for the epilogue");
     ampx_backend_close(be);
     /* the cpu plugin itself speaks 1.4 and has it */
     cr_assert_eq(ampx_backend_open(AMPX_TEST_CPU_PLUGIN, NULL, 0, &be, err, sizeof err), AMPX_OK,
@@ -285,6 +292,7 @@ Test(loader, abi_1_3_plugin_has_no_amp_pass) {
     cr_assert_eq(ampx_backend_iface_of(be)->abi_minor, AMPX_ABI_MINOR);
     cr_assert_not_null(ampx_backend_op_slot(be, AMPX_OP_AMP_PASS));
     cr_assert(ampx_backend_supports(be, AMPX_OP_AMP_PASS, &f32, 1));
+    cr_assert(ampx_backend_gemm_epilogue(be, f3));
     ampx_backend_close(be);
 }
 

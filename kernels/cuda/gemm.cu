@@ -9,7 +9,9 @@
  * 4 x 4 register block, 16-deep k slices of op(A) and op(B) staged in shared memory as f32
  * (bf16/f16 widen exactly; transposes are resolved while staging). Products accumulate in
  * f32 over the whole k range; only then v = alpha acc + beta c (C read only when beta != 0),
- * rounded once to C's dtype. Elements outside the matrices (edge tiles) load as 0 and are
+ * rounded once to C's dtype; with the ABI 1.5 epilogue v + bias[j] in f32 is stored to pre
+ * (when given) and f(v) (kernel_math.h's ampx_km_act_f in double, as ACT_FWD here) is what
+ * is rounded into C. Elements outside the matrices (edge tiles) load as 0 and are
  * never written, so padding between rows is never read as data nor overwritten.
  */
 #include "common.cuh"
@@ -89,6 +91,11 @@ __global__ void __launch_bounds__(256)
                         uint64_t idx = i * g.ldc + j;
                         float v      = g.alpha * acc[r][c];
                         if (g.beta != 0.0f) v += g.beta * cuk_ld(C, g.cdt, idx);
+                        if (g.bias) v = v + cuk_ld(g.bias, g.biasdt, j);
+                        if (g.pre)
+                            cuk_st((char *)g.pre + b * g.stride_c * cuk_dt_size(g.predt), g.predt,
+                                   idx, v);
+                        if (g.act) v = (float)ampx_km_act_f((int)g.act - 1, v);
                         cuk_st(C, g.cdt, idx, v);
                     }
                 }
@@ -112,4 +119,23 @@ extern "C" cudaError_t cuk_gemm_native(cudaStream_t s, const cuk_gemm *g, int se
         if (e != cudaSuccess) return e;
     }
     return cudaSuccess;
+}
+
+__global__ void gemm_bias_grad_kernel(cuk_gemm g, float *db, int accumulate) {
+    for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < g.n;
+         j += (uint64_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (uint64_t b = 0; b < g.batch; b++)
+            for (uint64_t p = 0; p < g.k; p++)
+                s += cuk_ld(g.b, g.bdt,
+                            b * g.stride_b + (g.trans_b ? j * g.ldb + p : p * g.ldb + j));
+        db[j] = accumulate ? db[j] + s : s;
+    }
+}
+
+extern "C" cudaError_t cuk_gemm_bias_grad(cudaStream_t s, const cuk_gemm *g, float *db,
+                                          int accumulate) {
+    if (g->n == 0) return cudaSuccess;
+    gemm_bias_grad_kernel<<<cuk_blocks(g->n, 256, CUK_GRID_CAP), 256, 0, s>>>(*g, db, accumulate);
+    return cudaGetLastError();
 }

@@ -37,10 +37,18 @@ typedef struct cuk_gemm {
     uint64_t lda, ldb, ldc;
     uint64_t stride_a, stride_b, stride_c; /* elements */
     float alpha, beta;
+    /* ABI 1.5 epilogue (each NULL / 0: none): v += bias[j]; pre = v; C = f(v) */
+    const void *bias;
+    void *pre;
+    int32_t biasdt, predt;
+    uint32_t act; /* 1 + ampx_act, 0 none */
 } cuk_gemm;
 /* All batches in one launch, or (sequential != 0) one launch per batch in order, for batches
  * whose C matrices overlap. */
 cudaError_t cuk_gemm_native(cudaStream_t s, const cuk_gemm *g, int sequential);
+/* GEMM's bias gradient: db[j] = (accumulate ? db[j] : 0) + sum over batches and k of op(B)[p, j]
+ * (f32 db), one thread per column. */
+cudaError_t cuk_gemm_bias_grad(cudaStream_t s, const cuk_gemm *g, float *db, int accumulate);
 
 // ---------------------------------------------------------------------------------------
 // CAST, elementwise, activations

@@ -88,6 +88,37 @@ __kernel void gemm_store_c(__global const float *tmp, TENSOR(c), ulong m, ulong 
     }
 }
 
+/* GEMM's epilogue (ABI 1.5) over the f32 result tmp (C's layout; C itself when C is f32,
+ * each element read before it is written): v = tmp + bias[j] in f32 (has_bias),
+ * pre = round(v) (has_pre), C = round(f(v)) with f kernel_math.h's ampx_km_act_f in f32, as
+ * ACT_FWD's (act = 1 + ampx_act; 0: C = round(v)). One rounding per destination. */
+__kernel void gemm_epilogue(__global const float *tmp, ulong tmp_o, TENSOR(c), CTENSOR(bias),
+                            int has_bias, TENSOR(pre), int has_pre, uint act, ulong m, ulong n,
+                            ulong ldc, ulong sc, ulong batch0, ulong batches) {
+    ulong total = m * n * batches;
+    for (ulong e = GID; e < total; e += GSIZE) {
+        ulong bt = batch0 + e / (m * n), r = (e % (m * n)) / n, j = e % n;
+        ulong ci = bt * sc + r * ldc + j;
+        float v  = tmp[tmp_o + ci];
+        if (has_bias) v = v + LD(bias, j);
+        if (has_pre) ST(pre, ci, v);
+        ST(c, ci, act ? (float)ampx_km_act_f((int)act - 1, v) : v);
+    }
+}
+
+/* GEMM's bias gradient: db[j] = (accumulate ? db[j] : 0) + the sum over batches and k of
+ * op(B)[p, j], one work item per column, summed in f32 in that order. */
+__kernel void gemm_bias_grad(CTENSOR(b), TENSOR(db), int accumulate, ulong n, ulong k, ulong ldb,
+                             ulong sb, ulong batch, int tb) {
+    for (ulong j = GID; j < n; j += GSIZE) {
+        float s = 0.0f;
+        for (ulong bt = 0; bt < batch; bt++)
+            for (ulong p = 0; p < k; p++)
+                s += LD(b, bt * sb + (tb ? j * ldb + p : p * ldb + j));
+        ST(db, j, accumulate ? LD(db, j) + s : s);
+    }
+}
+
 /* gemm_rows_<A>_<B>: register-blocked GEMM for CPU-like devices (PoCL), where a work item
  * is a thread and only its own vector code is SIMD: compilers there do not vectorise across
  * work items of a kernel that has loops inside. Each work item computes a 6 x 16 block of C

@@ -207,6 +207,7 @@ struct ampx_context {
     const cpu_kernels *kern;
     cpu_isa isa_cap; /* the cap asked for (option and environment) */
     int amx_denied;  /* Linux refused the AMX tile state */
+    int epilogue;    /* supports() claims GEMM's epilogue (option gemm_epilogue, default 1) */
     cpu_pool pool;
     cpu_scratch *thread_ws; /* n_threads per-thread workspaces, grown on demand */
     cpu_scratch shared_ws;  /* one workspace shared by a call, grown on demand */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "gemm_epilogue.h"
 
 #if CPU_HAVE_AVX2_TABLE
 #include <immintrin.h>
@@ -52,6 +53,7 @@ typedef struct gemm_job {
     uint64_t tiles_m, tiles_n;
     uint64_t batch0; /* first batch of this launch */
     ampx_context *ctx;
+    cpu_gemm_epi epi; /* bias, pre_act, activation (gemm_epilogue.c) */
 } gemm_job;
 
 /* op(X)[r0 .. r0+nr) x [c0 .. c0+nc) -> dst (nr x nc, row-major f32), for X = A or B of one
@@ -106,6 +108,7 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
             for (uint64_t jj = 0; jj < nc; jj++)
                 r[jj] = g->alpha * r[jj];
         }
+        if (j->epi.on) cpu_gemm_epi_row(&j->epi, r, off, j0, nc);
         cpu_store_f32(j->C, g->c.dtype, off, r, nc);
     }
 }
@@ -161,6 +164,7 @@ typedef struct sliver_job {
      * tiles_n of op(B), every k block; one row (column) of tiles: one panel per k block of
      * op(A) (op(B)), all of its slivers */
     _Atomic int *panel;
+    cpu_gemm_epi epi; /* bias, pre_act, activation: applied in tile_epilogue, so c_fused is 0 */
 } sliver_job;
 
 /* Slivers packed per item when the source runs along the sliver (strided in k): each k step
@@ -473,6 +477,7 @@ static void tile_epilogue(const sliver_job *j, uint64_t b, uint64_t i0, uint64_t
                 uint64_t off = cbase + (j0 + c0 + jj) * g->ldc + i0 + i;
                 float v      = g->alpha * r[jj];
                 if (g->beta != 0.0f) v = v + g->beta * cpu_ld(j->C, g->c.dtype, off);
+                if (j->epi.on) v = cpu_gemm_epi_one(&j->epi, v, off, i0 + i);
                 cpu_st(j->C, g->c.dtype, off, v);
             }
             continue;
@@ -486,6 +491,7 @@ static void tile_epilogue(const sliver_job *j, uint64_t b, uint64_t i0, uint64_t
             for (uint64_t jj = 0; jj < nc; jj++)
                 r[jj] = g->alpha * r[jj];
         }
+        if (j->epi.on) cpu_gemm_epi_row(&j->epi, r, off, j0 + c0, nc);
         cpu_store_f32(j->C, g->c.dtype, off, r, nc);
     }
 }
@@ -729,7 +735,7 @@ static void gemm_set_kblock(sliver_job *j, uint64_t max_kc) {
     if (blocks > 1) kc += kc % 2; /* a bf16 pair never straddles two blocks */
     j->kcb           = kc ? kc : max_kc;
     uint64_t kc_last = g->k % j->kcb ? g->k % j->kcb : j->kcb;
-    j->c_fused       = !j->c_trans && kc_last >= GEMM_FUSE_MIN_KC &&
+    j->c_fused       = !j->c_trans && !j->epi.on && kc_last >= GEMM_FUSE_MIN_KC &&
                  (g->c.dtype == AMPX_F32 || j->kern->micro_out_16);
 }
 
@@ -743,6 +749,7 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
     j.B    = B;
     j.C    = C;
     j.ctx  = ctx;
+    cpu_gemm_epi_init(&j.epi, ctx->kern, g);
     if (gemm_narrow(j.kern, g->m, g->n)) { /* compute C^T = op(B)^T op(A)^T */
         ampx_gemm_args *s = &j.a;
         s->m = g->n, s->n = g->m;
@@ -820,7 +827,11 @@ ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     memset(&j, 0, sizeof j);
     CPU_TRY(ampx_kit_take_gemm(AMPX_KIT(ctx), args, &j.a, NULL));
     const ampx_gemm_args *g = &j.a;
+    if (!ctx->epilogue && ampx_kit_gemm_epilogue(g)) /* gemm_epilogue=0: as supports() says */
+        return cpu_fail(ctx, AMPX_ERR_UNSUPPORTED, "gemm: epilogue off (gemm_epilogue=0)");
+    cpu_gemm_bias_grad(ctx, g); /* reads B only: before or after the product alike */
     if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
+    cpu_gemm_epi_init(&j.epi, ctx->kern, g);
 
     uint64_t macs   = mul_sat(mul_sat(mul_sat(g->m, g->n), g->k ? g->k : 1), g->batch);
     uint64_t c_span = (g->m - 1) * g->ldc + g->n;

@@ -34,10 +34,12 @@ static unsigned online_cpus(void) {
 
 #define CPU_ISA_CHOICES "auto, portable, avx2, avx512, avx512bf16, amx"
 
-/* Parses "threads=N" and "isa=auto|portable|avx2|avx512|avx512bf16|amx" (a cap on the ISA
- * path; the last isa= wins). Unknown keys and bad values are errors. */
+/* Parses "threads=N", "isa=auto|portable|avx2|avx512|avx512bf16|amx" (a cap on the ISA
+ * path; the last isa= wins) and "gemm_epilogue=0|1" (0: supports() does not claim GEMM's
+ * epilogue, so the host runs ADD, ACT_FWD and BIAS_GRAD apart). Unknown keys and bad values
+ * are errors. */
 static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, unsigned *threads,
-                                 cpu_isa *isa_cap) {
+                                 cpu_isa *isa_cap, int *epilogue) {
     for (uint32_t i = 0; i < h->n_options; i++) {
         ampx_kit_option o = {NULL, 0, NULL};
         unsigned long v   = 0;
@@ -49,8 +51,11 @@ static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, unsign
             if (cpu_isa_parse(o.value, isa_cap) != 0)
                 return ampx_kit_fail(kit, AMPX_ERR_INVALID, "cpu: isa=%s: expected one of %s",
                                      o.value, CPU_ISA_CHOICES);
+        } else if (ampx_kit_option_is(&o, "gemm_epilogue")) {
+            CPU_TRY(ampx_kit_option_uint(kit, &o, 0, 1, &v));
+            *epilogue = (int)v;
         } else {
-            return ampx_kit_option_unknown(kit, &o, "threads, isa");
+            return ampx_kit_option_unknown(kit, &o, "threads, isa, gemm_epilogue");
         }
     }
     return AMPX_OK;
@@ -75,7 +80,8 @@ static ampx_status cpu_create(const ampx_host *host, ampx_context **out) {
     if (env && *env && cpu_isa_parse(env, &env_cap) != 0)
         return ampx_kit_fail(&kit, AMPX_ERR_INVALID, "cpu: AMPX_CPU_ISA=%s: expected one of %s",
                              env, CPU_ISA_CHOICES);
-    CPU_TRY(parse_options(&kit, &h, &threads, &opt_cap));
+    int epilogue = 1;
+    CPU_TRY(parse_options(&kit, &h, &threads, &opt_cap, &epilogue));
     /* Both caps apply: the environment can only lower what the options allow. */
     cpu_isa cap = env_cap < opt_cap ? env_cap : opt_cap;
     const cpu_kernels *kern;
@@ -89,6 +95,7 @@ static ampx_status cpu_create(const ampx_host *host, ampx_context **out) {
     ctx->kern       = kern;
     ctx->isa_cap    = cap;
     ctx->amx_denied = amx_denied;
+    ctx->epilogue   = epilogue;
     ctx->thread_ws  = calloc(threads, sizeof *ctx->thread_ws);
     if (!ctx->thread_ws) {
         free(ctx);
@@ -156,7 +163,12 @@ static ampx_status cpu_device_info(ampx_context *ctx, ampx_device_info *info) {
 
 static int cpu_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes,
                         uint32_t shape_class) {
-    (void)ctx;
+    /* GEMM's epilogue (gemm_epilogue.c) runs with every dtype GEMM takes, unless
+     * gemm_epilogue=0 */
+    if (op == AMPX_OP_GEMM && shape_class == AMPX_SHAPE_GEMM_EPILOGUE) {
+        if (ctx && !ctx->epilogue) return 0;
+        shape_class = AMPX_SHAPE_ANY;
+    }
     return ampx_kit_supports(op, dtypes, n_dtypes, shape_class);
 }
 

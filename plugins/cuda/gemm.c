@@ -8,6 +8,8 @@
  * no TF32, reduced-precision split-k reductions disallowed): f32 x f32 -> f32, and bf16 x bf16
  * or f16 x f16 -> the same dtype or f32. Everything else (mixed inputs, f32 inputs into a
  * bf16/f16 C, k == 0, arguments past 32 bits) takes the native kernel (kernels/cuda/gemm.cu).
+ * So does every GEMM with the ABI 1.5 epilogue (bias, activation, pre_act), which that kernel
+ * applies as it stores C; the bias gradient is a kernel of its own over op(B).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -165,6 +167,38 @@ ampx_status cu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     ampx_gemm_args a;
     CU_TAKE(ctx, "gemm", ampx_kit_take_gemm(AMPX_KIT(ctx), args, &a, NULL));
     const ampx_gemm_args *g = &a;
+    int epi                 = g->bias.buf || g->act != AMPX_GEMM_ACT_NONE || g->pre_act.buf;
+    cuk_gemm k              = {
+                     .a        = cu_ptr(&g->a),
+                     .b        = cu_ptr(&g->b),
+                     .c        = cu_ptr(&g->c),
+                     .adt      = g->a.dtype,
+                     .bdt      = g->b.dtype,
+                     .cdt      = g->c.dtype,
+                     .trans_a  = g->trans_a != 0,
+                     .trans_b  = g->trans_b != 0,
+                     .m        = g->m,
+                     .n        = g->n,
+                     .k        = g->k,
+                     .batch    = g->batch,
+                     .lda      = g->lda,
+                     .ldb      = g->ldb,
+                     .ldc      = g->ldc,
+                     .stride_a = g->stride_a,
+                     .stride_b = g->stride_b,
+                     .stride_c = g->stride_c,
+                     .alpha    = g->alpha,
+                     .beta     = g->beta,
+                     .bias     = g->bias.buf ? cu_ptr(&g->bias) : NULL,
+                     .pre      = g->pre_act.buf ? cu_ptr(&g->pre_act) : NULL,
+                     .biasdt   = g->bias.dtype,
+                     .predt    = g->pre_act.dtype,
+                     .act      = g->act,
+    };
+    if (g->bias_grad.buf)
+        CU_TRY(cu_check(ctx, "gemm", "bias gradient kernel launch",
+                        cuk_gemm_bias_grad(ctx->stream, &k, (float *)cu_ptr(&g->bias_grad),
+                                           g->bias_grad_accumulate != 0)));
     if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
 
     /* Batches whose C matrices overlap run one after the other, as "for b in [0, batch)"
@@ -172,34 +206,12 @@ ampx_status cu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     uint64_t c_span = (g->m - 1) * g->ldc + g->n;
     int sequential  = g->batch > 1 && g->stride_c < c_span;
 
-    if (ctx->blas && ctx->gemm_path != CU_GEMM_NATIVE && blas_takes(g)) {
+    if (!epi && ctx->blas && ctx->gemm_path != CU_GEMM_NATIVE && blas_takes(g)) {
         if (!sequential) return blas_gemm(ctx, g, 0, g->batch);
         for (uint64_t b = 0; b < g->batch; b++)
             CU_TRY(blas_gemm(ctx, g, b, 1));
         return AMPX_OK;
     }
-    cuk_gemm k = {
-        .a        = cu_ptr(&g->a),
-        .b        = cu_ptr(&g->b),
-        .c        = cu_ptr(&g->c),
-        .adt      = g->a.dtype,
-        .bdt      = g->b.dtype,
-        .cdt      = g->c.dtype,
-        .trans_a  = g->trans_a != 0,
-        .trans_b  = g->trans_b != 0,
-        .m        = g->m,
-        .n        = g->n,
-        .k        = g->k,
-        .batch    = g->batch,
-        .lda      = g->lda,
-        .ldb      = g->ldb,
-        .ldc      = g->ldc,
-        .stride_a = g->stride_a,
-        .stride_b = g->stride_b,
-        .stride_c = g->stride_c,
-        .alpha    = g->alpha,
-        .beta     = g->beta,
-    };
     return cu_check(ctx, "gemm", "native kernel launch",
                     cuk_gemm_native(ctx->stream, &k, sequential));
 }

@@ -11,6 +11,10 @@
  *   - convert: A and B (and C when beta != 0) widened to f32 in scratch, in their own
  *     layout; CLBlast multiplies; gemm_store_c rounds the m x n result into C.
  *   - k == 0: C = beta * C (gemm_beta).
+ *   - the ABI 1.5 epilogue (bias, activation, pre_act): the convert path, with gemm_epilogue
+ *     in place of gemm_store_c reading the f32 result (C itself when C is f32), so nothing is
+ *     rounded to C's dtype before the bias and the activation; the bias gradient (column sums
+ *     of op(B)) is gemm_bias_grad, one work item per column.
  * Every path multiplies and sums in f32, applies alpha and beta in f32 and rounds C once.
  * Batches whose C matrices overlap (stride_c smaller than one C) run one after the other,
  * as the definition's "for b in [0, batch)" orders them.
@@ -171,6 +175,41 @@ static ampx_status launch_rows(ampx_context *ctx, const ampx_gemm_args *g, uint6
     return ocl_launch_nd(&k, 3, global, local);
 }
 
+/* The epilogue over the f32 result tmp (from element tmp_o, C's layout) into C (gemm.cl). */
+static ampx_status launch_epilogue(ampx_context *ctx, const ampx_gemm_args *g, cl_mem tmp,
+                                   uint64_t tmp_o, uint64_t b0, uint64_t nb) {
+    ocl_args k = ocl_args_begin(ctx, K_GEMM_EPILOGUE);
+    ocl_arg_mem(&k, tmp);
+    ocl_arg_u64(&k, tmp_o);
+    ocl_arg_tensor(&k, &g->c);
+    ocl_arg_tensor(&k, &g->bias);
+    ocl_arg_i32(&k, g->bias.buf != NULL);
+    ocl_arg_tensor(&k, &g->pre_act);
+    ocl_arg_i32(&k, g->pre_act.buf != NULL);
+    ocl_arg_u32(&k, g->act);
+    ocl_arg_u64(&k, g->m);
+    ocl_arg_u64(&k, g->n);
+    ocl_arg_u64(&k, g->ldc);
+    ocl_arg_u64(&k, g->stride_c);
+    ocl_arg_u64(&k, b0);
+    ocl_arg_u64(&k, nb);
+    return ocl_launch_1d(&k, g->m * g->n * nb);
+}
+
+static ampx_status launch_bias_grad(ampx_context *ctx, const ampx_gemm_args *g) {
+    ocl_args k = ocl_args_begin(ctx, K_GEMM_BIAS_GRAD);
+    ocl_arg_tensor(&k, &g->b);
+    ocl_arg_tensor(&k, &g->bias_grad);
+    ocl_arg_i32(&k, g->bias_grad_accumulate != 0);
+    ocl_arg_u64(&k, g->n);
+    ocl_arg_u64(&k, g->k);
+    ocl_arg_u64(&k, g->ldb);
+    ocl_arg_u64(&k, g->stride_b);
+    ocl_arg_u64(&k, g->batch);
+    ocl_arg_i32(&k, g->trans_b != 0);
+    return ocl_launch_1d(&k, g->n);
+}
+
 /* Widens `n` elements of t into scratch `slot` as f32 (exact); NULL after logging. */
 static cl_mem widen(ampx_context *ctx, const ampx_tensor *t, uint64_t n, unsigned slot) {
     cl_mem tmp = ocl_scratch_get(ctx, "gemm", slot, (size_t)(n ? n : 1) * 4);
@@ -180,19 +219,46 @@ static cl_mem widen(ampx_context *ctx, const ampx_tensor *t, uint64_t n, unsigne
     return ocl_cast_run(ctx, t, &dst, n, 0, 0) == AMPX_OK ? tmp : NULL;
 }
 
+/* Batches [b0, b0 + nb) of the convert path: the f32 result in s->c (cf32 names it), then
+ * the epilogue, or the rounding into a C that is not f32. */
+static ampx_status convert_batches(ampx_context *ctx, const gemm_call *s, const ampx_tensor *cf32,
+                                   int c_f32, int epi, uint64_t b0, uint64_t nb) {
+    const ampx_gemm_args *g = s->g;
+    /* k == 0 (epilogue only): the f32 result is beta * C */
+    if (g->beta == 0.0f || g->k == 0)
+        OCL_TRY(launch_beta(ctx, g, cf32, b0, nb, g->k == 0 ? g->beta : 0.0f));
+    if (g->k) OCL_TRY(sgemm(ctx, s, b0, nb, g->beta));
+    if (epi) return launch_epilogue(ctx, g, s->c, s->c_off, b0, nb);
+    if (c_f32) return AMPX_OK;
+    ocl_args k = ocl_args_begin(ctx, K_GEMM_STORE_C);
+    ocl_arg_mem(&k, s->c);
+    ocl_arg_tensor(&k, &g->c);
+    ocl_arg_u64(&k, g->m);
+    ocl_arg_u64(&k, g->n);
+    ocl_arg_u64(&k, g->ldc);
+    ocl_arg_u64(&k, g->stride_c);
+    ocl_arg_u64(&k, b0);
+    ocl_arg_u64(&k, nb);
+    return ocl_launch_1d(&k, g->m * g->n * nb);
+}
+
 ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     ampx_gemm_args ga;
     uint64_t ext[3] = {0, 0, 0};
     OCL_TRY(ampx_kit_take_gemm(AMPX_KIT(ctx), args, &ga, ext));
+    if (ctx->no_epilogue && ampx_kit_gemm_epilogue(&ga))
+        return ocl_fail(ctx, AMPX_ERR_UNSUPPORTED, "gemm: epilogue off (gemm_epilogue=0)");
     const ampx_gemm_args *g = &ga;
     uint64_t ext_a = ext[0], ext_b = ext[1], ext_c = ext[2];
+    if (g->bias_grad.buf && g->n) OCL_TRY(launch_bias_grad(ctx, g));
     if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
+    int epi = g->bias.buf || g->act != AMPX_GEMM_ACT_NONE || g->pre_act.buf;
 
     /* Overlapping C matrices: one batch at a time. */
     uint64_t c_span = (g->m - 1) * g->ldc + g->n;
     uint64_t step   = (g->batch == 1 || g->stride_c >= c_span) ? g->batch : 1;
 
-    if (g->k == 0) {
+    if (g->k == 0 && !epi) {
         for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
             OCL_TRY(launch_beta(ctx, g, &g->c, b0, step, g->beta));
         return AMPX_OK;
@@ -202,6 +268,7 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
      * local-memory kernel, on GPUs and accelerators (not measured here). */
     ocl_gemm_path path = ctx->gemm;
     if (path == GEMM_AUTO && !all_f32) path = ctx->cpu_device ? GEMM_ROWS : GEMM_TILED;
+    if (epi) path = GEMM_CONVERT;
     if (path == GEMM_ROWS) {
         for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
             OCL_TRY(launch_rows(ctx, g, b0, step));
@@ -239,21 +306,7 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     }
     ampx_buffer cb   = {s.c, c_f32 ? g->c.buf->bytes : ext_c * 4};
     ampx_tensor cf32 = {&cb, c_f32 ? g->c.offset : 0, AMPX_F32};
-    for (uint64_t b0 = 0; b0 < g->batch; b0 += step) {
-        if (g->beta == 0.0f) OCL_TRY(launch_beta(ctx, g, &cf32, b0, step, 0.0f));
-        OCL_TRY(sgemm(ctx, &s, b0, step, g->beta));
-        if (!c_f32) {
-            ocl_args k = ocl_args_begin(ctx, K_GEMM_STORE_C);
-            ocl_arg_mem(&k, s.c);
-            ocl_arg_tensor(&k, &g->c);
-            ocl_arg_u64(&k, g->m);
-            ocl_arg_u64(&k, g->n);
-            ocl_arg_u64(&k, g->ldc);
-            ocl_arg_u64(&k, g->stride_c);
-            ocl_arg_u64(&k, b0);
-            ocl_arg_u64(&k, step);
-            OCL_TRY(ocl_launch_1d(&k, g->m * g->n * step));
-        }
-    }
+    for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
+        OCL_TRY(convert_batches(ctx, &s, &cf32, c_f32, epi, b0, step));
     return AMPX_OK;
 }

@@ -56,6 +56,8 @@ typedef enum ocl_kernel {
     K_GEMM_TILED,
     K_GEMM_BETA,
     K_GEMM_STORE_C,
+    K_GEMM_EPILOGUE,
+    K_GEMM_BIAS_GRAD,
     K_GEMM_ROWS, /* 9 kernels gemm_rows_<A>_<B>, index K_GEMM_ROWS + 3 * A dtype + B dtype */
     K_GEMM_ROWS_LAST = K_GEMM_ROWS + 8,
     K_COUNT
@@ -124,6 +126,7 @@ struct ampx_context {
     int fp64;                           /* cl_khr_fp64 */
     int cpu_device;     /* CL_DEVICE_TYPE_CPU: picks the GEMM kernel for gemm=auto */
     ocl_gemm_path gemm; /* option gemm= */
+    int no_epilogue;    /* option gemm_epilogue=0 */
     ocl_scratch scratch[OCL_N_SCRATCH];
     char platform_name[128];
     char device_name[128];

@@ -247,6 +247,7 @@ typedef struct ocl_opts {
     char device[128]; /* "" = default; "P:D"; or a name substring */
     char cache[512];  /* "" = default location; "off"; or a directory */
     ocl_gemm_path gemm;
+    int no_epilogue; /* gemm_epilogue=0: supports() does not claim GEMM's epilogue */
 } ocl_opts;
 
 static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, ocl_opts *o) {
@@ -272,8 +273,12 @@ static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, ocl_op
         } else if (ampx_kit_option_is(&opt, "gemm")) {
             OCL_TRY(ampx_kit_option_choice(kit, &opt, gemm_paths, &pick));
             o->gemm = gemm_of[pick];
+        } else if (ampx_kit_option_is(&opt, "gemm_epilogue")) {
+            unsigned long v = 0;
+            OCL_TRY(ampx_kit_option_uint(kit, &opt, 0, 1, &v));
+            o->no_epilogue = v == 0;
         } else {
-            return ampx_kit_option_unknown(kit, &opt, "device, cache, gemm");
+            return ampx_kit_option_unknown(kit, &opt, "device, cache, gemm, gemm_epilogue");
         }
     }
     return AMPX_OK;
@@ -394,12 +399,13 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
     ampx_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return ampx_kit_fail(&tmp.kit, AMPX_ERR_NO_MEMORY, "opencl: out of memory for the context");
-    ctx->kit        = tmp.kit;
-    ctx->platform   = devs[pick].platform;
-    ctx->device     = devs[pick].device;
-    ctx->plat_index = devs[pick].p;
-    ctx->dev_index  = devs[pick].d;
-    ctx->gemm       = o.gemm;
+    ctx->kit         = tmp.kit;
+    ctx->platform    = devs[pick].platform;
+    ctx->device      = devs[pick].device;
+    ctx->plat_index  = devs[pick].p;
+    ctx->dev_index   = devs[pick].d;
+    ctx->gemm        = o.gemm;
+    ctx->no_epilogue = o.no_epilogue;
     snprintf(ctx->platform_name, sizeof ctx->platform_name, "%s", devs[pick].platform_name);
     snprintf(ctx->device_name, sizeof ctx->device_name, "%s", devs[pick].name);
     dev_str(ctx->device, CL_DRIVER_VERSION, ctx->driver_version, sizeof ctx->driver_version);
@@ -506,7 +512,11 @@ static ampx_status ocl_device_info(ampx_context *ctx, ampx_device_info *info) {
 
 static int ocl_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes,
                         uint32_t shape_class) {
-    (void)ctx;
+    /* GEMM's epilogue (gemm.c) with every dtype GEMM takes, unless gemm_epilogue=0 */
+    if (op == AMPX_OP_GEMM && shape_class == AMPX_SHAPE_GEMM_EPILOGUE) {
+        if (ctx && ctx->no_epilogue) return 0;
+        shape_class = AMPX_SHAPE_ANY;
+    }
     return ampx_kit_supports(op, dtypes, n_dtypes, shape_class);
 }
 

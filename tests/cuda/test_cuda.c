@@ -231,7 +231,9 @@ Test(cuda_plugin, supports_every_float_dtype) {
         }
         ampx_dtype f32[3] = {AMPX_F32, AMPX_F32, AMPX_F32};
         if (n > 0) cr_expect_eq(I->supports(NULL, op, f32, n - 1, AMPX_SHAPE_ANY), 0);
-        cr_expect_eq(I->supports(NULL, op, f32, n, AMPX_SHAPE_ANY + 1), 0);
+        /* shape class 1 is GEMM's epilogue (ABI 1.5), which GEMM claims; no other op */
+        cr_expect_eq(I->supports(NULL, op, f32, n, AMPX_SHAPE_GEMM_EPILOGUE), op == AMPX_OP_GEMM);
+        cr_expect_eq(I->supports(NULL, op, f32, n, AMPX_SHAPE_GEMM_EPILOGUE + 1), 0);
     }
     cr_expect_eq(I->supports(NULL, AMPX_OP_COUNT, NULL, 0, AMPX_SHAPE_ANY), 0);
 }

@@ -18,7 +18,9 @@
  *                      the 1.4 amp_pass slot (set past the declared size, so a host that reads
  *                      beyond it would call it), so the host runs unscale_check, grad_stats
  *                      and sum_squares; $AMPX_TEST_AMP_PASS_LOG names a file each amp_pass call
- *                      appends a line to, to show the host never calls it
+ *                      appends a line to, to show the host never calls it; the same file
+ *                      gets a line for every GEMM handed more than the 1.4 args or asking
+ *                      for the ABI 1.5 epilogue (which its supports() would claim)
  */
 #include <dlfcn.h>
 #include <unistd.h>
@@ -160,6 +162,18 @@ static ampx_status logged_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *
     }
     return inner->ops->amp_pass(ctx, a);
 }
+
+static ampx_status logged_gemm(ampx_context *ctx, const ampx_gemm_args *a) {
+    const char *path = getenv("AMPX_TEST_AMP_PASS_LOG");
+    int epi          = a->size > AMPX_GEMM_ARGS_SIZE_V1_4 &&
+              (a->bias.buf || a->act || a->pre_act.buf || a->bias_grad.buf);
+    FILE *f = path && (a->size > AMPX_GEMM_ARGS_SIZE_V1_4 || epi) ? fopen(path, "a") : NULL;
+    if (f) {
+        fprintf(f, "gemm handed %u bytes of args%s\n", a->size, epi ? " with an epilogue" : "");
+        fclose(f);
+    }
+    return inner->ops->gemm(ctx, a);
+}
 #endif
 
 AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, uint32_t minor) {
@@ -214,6 +228,7 @@ AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, 
     table.abi_minor = 3;
     ops.size        = (uint32_t)offsetof(ampx_backend_ops, amp_pass);
     ops.amp_pass    = logged_amp_pass;
+    ops.gemm        = logged_gemm;
 #endif
     return &table;
 }

@@ -348,12 +348,14 @@ fi
 # same checkpoint, the same metrics and monitor figures, through an overflow (injected at
 # step 7) and gradient clipping; the trace shows which path each run took. On cpu, and on
 # opencl when it is available here.
-amp_pass_same() { # amp_pass_same BACKEND INNER_PLUGIN MODEL
+# The 1.3 plugin never gets GEMM's 1.5 epilogue either (its log would say so); the cpu run
+# takes gemm_epilogue=0 (OPTS) so that both run the same dense ops.
+amp_pass_same() { # amp_pass_same BACKEND INNER_PLUGIN MODEL [OPTS]
   local b n
   for b in "$1" "$AMPX_TEST_MINOR_1_3"; do
     n=$([ "$b" = "$1" ] && echo fused || echo separate)
     AMPX_TEST_INNER_PLUGIN="$2" AMPX_INJECT_NONFINITE=7 AMPX_TEST_AMP_PASS_LOG="$work/amp_pass.log" \
-      "$ampx" train "$src/models/$3.json" --backend "$b" --steps 40 --log-every 5 \
+      env ${4:+"AMPX_BACKEND_OPTS=$4"} "$ampx" train "$src/models/$3.json" --backend "$b" --steps 40 --log-every 5 \
       --monitor 3 --metrics "$work/$n.jsonl" --checkpoint "$work/$n.ckpt" \
       --trace "$work/$n.trace" --trace-steps 3:3 --quiet >"$work/out" 2>&1 ||
       fail "amp_pass $1 $3 $n: $(cat "$work/out")"
@@ -442,17 +444,49 @@ grep -q '^held-out loss [0-9.e+-]* on [0-9]* examples$' "$work/onehot.out" && ! 
 
 if [ -n "${AMPX_TEST_MINOR_1_3:-}" ] && [ -f "$AMPX_TEST_MINOR_1_3" ]; then
   for model in mlp mlp_f16; do
-    amp_pass_same cpu "$AMPX_TEST_INNER_PLUGIN" "$model"
+    amp_pass_same cpu "$AMPX_TEST_INNER_PLUGIN" "$model" gemm_epilogue=0
   done
   ocl="$(dirname "$AMPX_TEST_INNER_PLUGIN")/libampx-opencl.so"
   if [ -f "$ocl" ] && "$ampx" backends | grep -A1 -E "^opencl " | grep -q 'available$'; then
-    amp_pass_same opencl "$ocl" mlp
+    amp_pass_same opencl "$ocl" mlp gemm_epilogue=0
   else
     echo "amp_pass on opencl: not available here, skipped"
   fi
 else
   fail "AMPX_TEST_MINOR_1_3 is not set to the test plugin"
 fi
+
+# GEMM's epilogue (ABI 1.5): each dense layer one GEMM that adds the bias and applies the
+# activation as it writes C, and a weight-gradient GEMM that sums the bias gradient. In f32
+# that is what GEMM, ADD, ACT_FWD and BIAS_GRAD give apart, bit for bit, on every ISA path
+# (the same checkpoint); in mixed_bf16 it rounds once where they round after each op, so the
+# losses stay within a tight margin. The trace shows the ADDs and ACT_FWDs gone.
+epilogue_same() { # epilogue_same MODEL POLICY ISA
+  local e
+  for e in 1 0; do
+    "$ampx" train "$src/models/$1.json" --backend cpu --backend-opt gemm_epilogue=$e \
+      --backend-opt isa="$3" --set policy="$2" --steps 12 --log-every 4 --seed 3 \
+      --checkpoint "$work/epi$e.ckpt" --metrics "$work/epi$e.jsonl" --trace "$work/epi$e.trace" \
+      --trace-steps 2:2 --quiet >"$work/out" 2>&1 || fail "epilogue $1 $2 $3 e=$e: $(cat "$work/out")"
+  done
+  grep -q '"act_fwd' "$work/epi1.trace" && fail "epilogue $1 $2 $3: act_fwd ran with the epilogue"
+  grep -q '"act_fwd' "$work/epi0.trace" || fail "epilogue $1 $2 $3: no act_fwd without it"
+  if [ "$2" = f32 ]; then
+    cmp -s "$work/epi1.ckpt" "$work/epi0.ckpt" || fail "epilogue $1 $2 $3: checkpoints differ"
+  else
+    paste <(grep -o '"loss":[-0-9.e]*' "$work/epi1.jsonl" | cut -d: -f2) \
+      <(grep -o '"loss":[-0-9.e]*' "$work/epi0.jsonl" | cut -d: -f2) |
+      awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-3 * $2) bad = 1; n++ }
+           END { exit bad || n < 3 }' || fail "epilogue $1 $2 $3: losses apart: \
+$(paste "$work/epi1.jsonl" "$work/epi0.jsonl" | head -3)"
+  fi
+}
+for isa in auto avx2 portable; do
+  epilogue_same mlp_wide f32 "$isa"
+done
+epilogue_same gpt_tiny f32 auto
+epilogue_same gpt_tiny mixed_bf16 auto
+epilogue_same mlp_wide mixed_bf16 avx2
 
 [ $fails -eq 0 ] && echo "train_cli: all passed"
 exit $((fails > 0))

@@ -58,6 +58,11 @@ AMPX_API const char *ampx_backend_last_error(const ampx_backend *be);
 /* Non-zero if the op slot exists and supports() accepts the dtypes. */
 AMPX_API int ampx_backend_supports(const ampx_backend *be, uint32_t op, const ampx_dtype *dtypes,
                                    uint32_t n_dtypes);
+/* Non-zero if GEMM with dtypes {A, B, C} takes the ABI 1.5 epilogue (bias, act, pre_act,
+ * bias_grad of ampx_gemm_args): the plugin was built for minor >= 5 and answers
+ * supports(GEMM, dtypes, 3, AMPX_SHAPE_GEMM_EPILOGUE). A plugin of an older minor never is
+ * asked (it may answer any shape class as ANY) and is never handed the epilogue. */
+AMPX_API int ampx_backend_gemm_epilogue(const ampx_backend *be, const ampx_dtype *dtypes);
 /* The op slot as a generic pointer (NULL if absent or beyond the plugin's table). */
 AMPX_API void *ampx_backend_op_slot(const ampx_backend *be, uint32_t op);
 

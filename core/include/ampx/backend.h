@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 #define AMPX_ABI_MAJOR 1
-#define AMPX_ABI_MINOR 4
+#define AMPX_ABI_MINOR 5
 
 #if defined(_WIN32)
 #define AMPX_PLUGIN_EXPORT __declspec(dllexport)
@@ -250,8 +250,14 @@ AMPX_STATIC_ASSERT(0 AMPX_OPS(AMPX_OP_PLUS_ONE_) == AMPX_OP_COUNT,
                    "AMPX_OPS has one line per op, AMPX_OP_COUNT of them");
 #undef AMPX_OP_PLUS_ONE_
 
-/* Shape classes for supports(). v1 has one: any shape the op's arguments can describe. */
+/* Shape classes for supports(). AMPX_SHAPE_ANY: any shape the op's arguments can describe.
+ * AMPX_SHAPE_GEMM_EPILOGUE (ABI 1.5, GEMM only): 1 when the plugin applies the epilogue
+ * fields of ampx_gemm_args (bias, act, pre_act, bias_grad) for these {A, B, C} dtypes, with a
+ * bias and pre_act of any float dtype and an f32 bias_grad. The host asks it only of a plugin
+ * whose table says abi_minor >= 5 (an older plugin may answer any class as ANY) and hands the
+ * epilogue to no other: it then issues ADD, ACT_FWD and BIAS_GRAD instead. */
 #define AMPX_SHAPE_ANY 0u
+#define AMPX_SHAPE_GEMM_EPILOGUE 1u
 
 // ---------------------------------------------------------------------------------------
 // Op arguments. Each starts with its size; the host sets size = sizeof(the struct).
@@ -263,7 +269,33 @@ AMPX_STATIC_ASSERT(0 AMPX_OPS(AMPX_OP_PLUS_ONE_) == AMPX_OP_COUNT,
  *   trans_b), C_b m x n; X_b starts stride_x elements after X_{b-1}. Products accumulate in
  *   f32; alpha and beta apply in f32; C is rounded once. beta == 0: C is not read.
  *   Leading dimensions are in elements: lda >= (trans_a ? m : k), ldb >= (trans_b ? k : n),
- *   ldc >= n. k == 0 gives C = beta * C. */
+ *   ldc >= n. k == 0 gives C = beta * C.
+ *
+ * The epilogue (ABI 1.5; only when supports(GEMM, {A, B, C}, AMPX_SHAPE_GEMM_EPILOGUE) says
+ * so; a host that leaves the fields zero, or an args size that ends before them, asks for
+ * none), as cuBLASLt's bias/GELU epilogues and oneDNN's post-ops do it. For each element,
+ * with acc the f32 sum of the k products:
+ *   v   = alpha * acc + beta * C_old     (f32, as without the epilogue; C_old read first)
+ *   v   = v + bias[j]                    (f32; bias given: one row of n, any float dtype,
+ *                                         widened exactly, the same row for every batch)
+ *   pre_act[i, j] = round(v)             (pre_act given: C's layout, ldc and stride_c, its
+ *                                         own dtype; the input ACT_BWD needs later)
+ *   C[i, j] = round(f(v))                (act != AMPX_GEMM_ACT_NONE: f the ACT_FWD function
+ *                                         of ampx_act act - 1, evaluated in f32 as that
+ *                                         backend's ACT_FWD does; else round(v))
+ * round() is the one rounding to the destination's dtype (nearest even): nothing is rounded
+ * to C's dtype before the bias and the activation. pre_act must not overlap A, B or C.
+ * So C equals the separate ops GEMM (f32 C), ADD (broadcast bias), ACT_FWD up to the
+ * activation's own f32 evaluation, and exactly when C is f32 on a backend whose ACT_FWD
+ * evaluates f the same way on every element.
+ *   bias_grad (given: f32 [n]) = (bias_grad_accumulate ? bias_grad : 0) + the sum over b and
+ *   p of op(B_b)[p, j]: the column sums of op(B), in f32 (any order of the sum). In the
+ *   weight-gradient product dW = X^T dY (A = X with trans_a, B = dY) these are the bias's
+ *   gradient sum_r dY[r, j], BIAS_GRAD of dY, read while the product reads dY anyway.
+ *   It is independent of bias and act (a backward GEMM gives it alone). bias_grad must not
+ *   overlap A, B or C. With m == 0 nothing of C is written but bias_grad still is. */
+#define AMPX_GEMM_ACT_NONE 0u
+#define AMPX_GEMM_ACT(a) ((uint32_t)(a) + 1u) /* ampx_gemm_args.act of an ampx_act */
 typedef struct ampx_gemm_args {
     uint32_t size;
     uint32_t trans_a, trans_b;
@@ -272,7 +304,16 @@ typedef struct ampx_gemm_args {
     uint64_t stride_a, stride_b, stride_c;
     float alpha, beta;
     ampx_tensor a, b, c;
+    /* ---- ABI 1.5: the epilogue (all optional: zero / buf NULL is none) ---- */
+    ampx_tensor bias;              /* (optional) [n], any float dtype, added in f32 */
+    uint32_t act;                  /* AMPX_GEMM_ACT_NONE, or AMPX_GEMM_ACT(an ampx_act) */
+    uint32_t bias_grad_accumulate; /* 1: bias_grad += instead of = */
+    ampx_tensor pre_act;           /* (optional) C's shape and strides, any float dtype */
+    ampx_tensor bias_grad;         /* (optional) f32 [n]: column sums of op(B) */
 } ampx_gemm_args;
+
+/* The size of ampx_gemm_args before ABI 1.5 (a plugin or host of 1.4 knows this much). */
+#define AMPX_GEMM_ARGS_SIZE_V1_4 offsetof(ampx_gemm_args, bias)
 
 typedef enum ampx_rounding {
     AMPX_ROUND_NEAREST_EVEN = 0,

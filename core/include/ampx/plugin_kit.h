@@ -286,6 +286,29 @@ static inline ampx_status ampx_kit_check_ld(const ampx_kit *kit, const char *nam
 /* GEMM: dtypes, leading dimensions, and A, B, C within their buffers. extent (may be NULL)
  * receives the elements A, B and C span (A and B count 0 when m, n, k or batch is 0: they
  * are not read then). */
+/* 1 when a GEMM asks for any part of the ABI 1.5 epilogue (bias, act, pre_act, bias_grad).
+ * A plugin that does not answer AMPX_SHAPE_GEMM_EPILOGUE refuses such a GEMM. */
+static inline int ampx_kit_gemm_epilogue(const ampx_gemm_args *g) {
+    return g->bias.buf || g->act != AMPX_GEMM_ACT_NONE || g->pre_act.buf || g->bias_grad.buf;
+}
+
+/* The epilogue's fields: act a known activation, bias [n] and pre_act (C's extent) of a float
+ * dtype, bias_grad f32 [n]. */
+static inline ampx_status ampx_kit_check_gemm_epilogue(const ampx_kit *kit, const ampx_gemm_args *g,
+                                                       uint64_t ext_c) {
+    if (g->act > AMPX_GEMM_ACT(AMPX_ACT_COUNT - 1))
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "gemm: unknown epilogue act %u", g->act);
+    if ((g->bias.buf && !ampx_dtype_is_float(g->bias.dtype)) ||
+        (g->pre_act.buf && !ampx_dtype_is_float(g->pre_act.dtype)))
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "gemm: bias and pre_act must be float");
+    if (g->bias_grad.buf && g->bias_grad.dtype != AMPX_F32)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "gemm: bias_grad must be f32, not %s",
+                             ampx_dtype_name(g->bias_grad.dtype));
+    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, "gemm", "bias", &g->bias, g->n, 1));
+    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, "gemm", "pre_act", &g->pre_act, ext_c, 1));
+    return ampx_kit_check_tensor(kit, "gemm", "bias_grad", &g->bias_grad, g->n, 1);
+}
+
 static inline ampx_status ampx_kit_take_gemm(const ampx_kit *kit, const ampx_gemm_args *args,
                                              ampx_gemm_args *g, uint64_t extent[3]) {
     AMPX_KIT_TRY(ampx_kit_take(kit, "gemm", args, g, sizeof *g));
@@ -306,6 +329,7 @@ static inline ampx_status ampx_kit_take_gemm(const ampx_kit *kit, const ampx_gem
     AMPX_KIT_TRY(ampx_kit_check_tensor(kit, "gemm", "A", &g->a, ext_a, 0));
     AMPX_KIT_TRY(ampx_kit_check_tensor(kit, "gemm", "B", &g->b, ext_b, 0));
     AMPX_KIT_TRY(ampx_kit_check_tensor(kit, "gemm", "C", &g->c, ext_c, 0));
+    AMPX_KIT_TRY(ampx_kit_check_gemm_epilogue(kit, g, ext_c));
     if (extent) extent[0] = ext_a, extent[1] = ext_b, extent[2] = ext_c;
     return AMPX_OK;
 }

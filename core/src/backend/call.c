@@ -93,6 +93,27 @@ ampx_status call_check(call_ctx *c, ampx_status st, const char *what) {
         st = ((ampx_status(*)(ampx_context *, const type *))fn)(c->ctx, (const type *)args);       \
         break;
 
+/* A GEMM that asks for the ABI 1.5 epilogue goes only to a backend that takes it
+ * (ampx_backend_gemm_epilogue); one of an older minor gets the args cut to its size, so it
+ * never sees fields it does not know. 0, or -1 with the error set. */
+static int gemm_gate(call_ctx *c, const char *who, const void **args, ampx_gemm_args *cut) {
+    const ampx_gemm_args *g = *args;
+    if (g->size < sizeof *g) return 0; /* a 1.4-sized caller asks for no epilogue */
+    int epi = g->bias.buf || g->act != AMPX_GEMM_ACT_NONE || g->pre_act.buf || g->bias_grad.buf;
+    ampx_dtype dt[3] = {g->a.dtype, g->b.dtype, g->c.dtype};
+    if (epi && !ampx_backend_gemm_epilogue(c->be, dt)) {
+        err_set(ERR(c->err, c->cap), "%s: backend %s takes no GEMM epilogue (ABI minor %u)", who,
+                c->ifc->name, c->ifc->abi_minor);
+        return -1;
+    }
+    if (c->ifc->abi_minor < 5) {
+        *cut      = *g;
+        cut->size = (uint32_t)AMPX_GEMM_ARGS_SIZE_V1_4;
+        *args     = cut;
+    }
+    return 0;
+}
+
 ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args) {
     void *fn = op < AMPX_OP_COUNT ? ampx_backend_op_slot(c->be, op) : NULL;
     if (!fn || op >= AMPX_OP_COUNT) {
@@ -100,6 +121,8 @@ ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args)
                 ampx_op_name(op) ? ampx_op_name(op) : "?");
         return AMPX_ERR_UNSUPPORTED;
     }
+    ampx_gemm_args cut;
+    if (op == AMPX_OP_GEMM && gemm_gate(c, who, &args, &cut)) return AMPX_ERR_UNSUPPORTED;
     ampx_status st = AMPX_ERR_INTERNAL;
     call_event ev;
     if (c->observe) ev.t0_ns = call_now_ns();

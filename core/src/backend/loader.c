@@ -517,6 +517,11 @@ int ampx_backend_supports(const ampx_backend *be, uint32_t op, const ampx_dtype 
     return be->iface.supports(be->ctx, op, dtypes, n_dtypes, AMPX_SHAPE_ANY) != 0;
 }
 
+int ampx_backend_gemm_epilogue(const ampx_backend *be, const ampx_dtype *dtypes) {
+    if (be->iface.abi_minor < 5 || !ampx_backend_op_slot(be, AMPX_OP_GEMM)) return 0;
+    return be->iface.supports(be->ctx, AMPX_OP_GEMM, dtypes, 3, AMPX_SHAPE_GEMM_EPILOGUE) != 0;
+}
+
 // ---------------------------------------------------------------------------------------
 // Discovery: each plugin is loaded and probed in a child process with a time limit
 // ($AMPX_PROBE_TIMEOUT_S, 10 s by default), so a plugin whose constructor or probe hangs or

@@ -62,7 +62,14 @@ static double gemm_input(conf_case_ctx *cc, ampx_dtype dt) {
     return x != 0.0 ? x : ref_round(dt, (u < 0 ? -0.5 : 0.5) * min_normal);
 }
 
+#define GEMM_PLAIN ((int)(sizeof gemm_cfgs / sizeof gemm_cfgs[0]))
+_Static_assert(GEMM_PLAIN == 13, "conf_op_gemm below counts 13 plain variants");
+
 void conf_case_gemm(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
+    if (variant >= GEMM_PLAIN) { /* the epilogue's variants come after the plain ones */
+        conf_case_gemm_epilogue(r, cc, dts, variant - GEMM_PLAIN);
+        return;
+    }
     const gemm_cfg *g = &gemm_cfgs[variant];
     uint64_t rows_a = g->ta ? g->k : g->m, cols_a = g->ta ? g->m : g->k;
     uint64_t rows_b = g->tb ? g->n : g->k, cols_b = g->tb ? g->k : g->n;
@@ -98,24 +105,24 @@ void conf_case_gemm(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int v
     for (uint64_t e = 0; e < nc; e++) /* padding: random, must survive; active: see above */
         if (!active[e] || g->beta != 0.0f)
             conf_tensor_set(C, e, ref_round(C->dt, conf_uniform(&cc->rng, -1, 1)));
-    ampx_gemm_args a = {sizeof a,
-                        (uint32_t)g->ta,
-                        (uint32_t)g->tb,
-                        g->m,
-                        g->n,
-                        g->k,
-                        g->batch,
-                        lda,
-                        ldb,
-                        ldc,
-                        sa,
-                        sb,
-                        sc,
-                        g->alpha,
-                        g->beta,
-                        A->t,
-                        B->t,
-                        C->t};
+    ampx_gemm_args a = {.size     = sizeof a,
+                        .trans_a  = (uint32_t)g->ta,
+                        .trans_b  = (uint32_t)g->tb,
+                        .m        = g->m,
+                        .n        = g->n,
+                        .k        = g->k,
+                        .batch    = g->batch,
+                        .lda      = lda,
+                        .ldb      = ldb,
+                        .ldc      = ldc,
+                        .stride_a = sa,
+                        .stride_b = sb,
+                        .stride_c = sc,
+                        .alpha    = g->alpha,
+                        .beta     = g->beta,
+                        .a        = A->t,
+                        .b        = B->t,
+                        .c        = C->t};
     if (conf_upload(cc) || conf_finish_call(cc, "gemm", call_gemm(r, AMPX_OP_GEMM, &a))) goto done;
     memcpy(ref, C->v, nc * sizeof(double));
     ref_gemm(g->ta, g->tb, g->m, g->n, g->k, g->batch, A->v, lda, sa, B->v, ldb, sb, g->alpha,
@@ -139,4 +146,5 @@ done:
 }
 
 /* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
-const conf_op_cases conf_op_gemm = {conf_case_gemm, 13, 4, conf_gemm_runs};
+const conf_op_cases conf_op_gemm = {conf_case_gemm, 13 + CONF_GEMM_EPILOGUE_VARIANTS, 4,
+                                    conf_gemm_runs};

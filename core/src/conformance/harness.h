@@ -219,6 +219,10 @@ AMPX_OPS(CONF_OP_CASES)
 /* cases_gemm.c */
 void conf_case_gemm(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 int conf_gemm_runs(const ampx_dtype *dts, int variant);
+/* GEMM's epilogue cases (cases_gemm_epilogue.c): variants 0 .. CONF_GEMM_EPILOGUE_VARIANTS-1,
+ * run as GEMM's variants after the 13 plain ones. */
+#define CONF_GEMM_EPILOGUE_VARIANTS 9
+void conf_case_gemm_epilogue(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 /* cases_cast.c */
 void conf_case_cast(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 /* cases_elementwise.c */

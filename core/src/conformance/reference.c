@@ -226,6 +226,39 @@ void ref_gemm(int trans_a, int trans_b, uint64_t m, uint64_t n, uint64_t k, uint
     }
 }
 
+void ref_gemm_epilogue(uint64_t m, uint64_t n, uint64_t batch, const double *bias, int act,
+                       double *c, uint64_t ldc, uint64_t stride_c, double *pre, double *mag) {
+    for (uint64_t bt = 0; bt < batch; bt++)
+        for (uint64_t i = 0; i < m; i++)
+            for (uint64_t j = 0; j < n; j++) {
+                uint64_t e = bt * stride_c + i * ldc + j;
+                double v   = c[e] + (bias ? bias[j] : 0.0);
+                mag[e] += bias ? fabs(bias[j]) : 0.0;
+                if (pre) pre[e] = v;
+                if (act < 0) {
+                    c[e] = v;
+                    continue;
+                }
+                c[e]   = ref_act((uint32_t)act, v);
+                mag[e] = 1.2 * mag[e] + fabs(c[e]);
+            }
+}
+
+void ref_gemm_bias_grad(int trans_b, uint64_t n, uint64_t k, uint64_t batch, const double *b,
+                        uint64_t ldb, uint64_t stride_b, int accumulate, double *db, double *mag) {
+    for (uint64_t j = 0; j < n; j++) {
+        double s = accumulate ? db[j] : 0.0, sa = fabs(s);
+        for (uint64_t bt = 0; bt < batch; bt++)
+            for (uint64_t p = 0; p < k; p++) {
+                double v = b[bt * stride_b + (trans_b ? j * ldb + p : p * ldb + j)];
+                s += v;
+                sa += fabs(v);
+            }
+        db[j]  = s;
+        mag[j] = sa;
+    }
+}
+
 void ref_add(uint64_t rows, uint64_t cols, int broadcast_b, double alpha, double beta,
              const double *a, const double *b, double *y, double *mag) {
     for (uint64_t r = 0; r < rows; r++)

@@ -70,6 +70,17 @@ void ref_mul(uint64_t rows, uint64_t cols, int broadcast_b, const double *a, con
              double *y);
 void ref_scale(uint64_t n, double alpha, const double *x, double *y);
 /* db = (accumulate ? db : 0) + column sums of dy; mag gets |db0| + sum |dy|. */
+/* GEMM's epilogue (ABI 1.5) over c as ref_gemm left it (alpha acc + beta C_old, its term
+ * sizes in mag), elements [i, j] of each batch: v = c + bias[j] (bias NULL: none), pre = v
+ * (pre NULL: not kept), c = f(v) with act an ampx_act (-1: none); mag grows by |bias| and,
+ * with an activation, becomes the bound of the error of f(v) that an error of v within mag
+ * allows (|f'| <= 1.2 for these functions) plus |f(v)|. */
+void ref_gemm_epilogue(uint64_t m, uint64_t n, uint64_t batch, const double *bias, int act,
+                       double *c, uint64_t ldc, uint64_t stride_c, double *pre, double *mag);
+/* GEMM's bias gradient: db[j] = (accumulate ? db[j] : 0) + sum over b and p of op(B_b)[p, j];
+ * mag[j] the sum of the magnitudes. */
+void ref_gemm_bias_grad(int trans_b, uint64_t n, uint64_t k, uint64_t batch, const double *b,
+                        uint64_t ldb, uint64_t stride_b, int accumulate, double *db, double *mag);
 void ref_bias_grad(uint64_t rows, uint64_t cols, int accumulate, const double *dy, double *db,
                    double *mag);
 

@@ -1,15 +1,17 @@
 /* dense.c — the dense family: matmul against a parameter, bias add, and their backward.
  * A dense layer of the model file lowers to matmul then bias. Every product accumulates in
  * f32 inside the GEMM; weight gradients are f32 and accumulate across micro-batches and
- * across the nodes that share a weight (beta 1). */
+ * across the nodes that share a weight (beta 1). Where the backend takes GEMM's epilogue,
+ * passes/fuse.c makes matmul, bias and activation one dense node: one GEMM that adds the
+ * bias and applies the activation as it writes C, and in the backward a weight-gradient GEMM
+ * that also sums the bias gradient. */
 #include <stdio.h>
 
 #include "graph/ops.h"
 
 /* One row-major product C = op(A) op(B) (+ C), leading dimensions of the stored matrices. */
-static ampx_status gemm2d(g_exec *x, const g_node *n, int trans_a, int trans_b, uint64_t m,
-                          uint64_t cols, uint64_t k, int accumulate, ampx_tensor a, ampx_tensor b,
-                          ampx_tensor c) {
+static ampx_gemm_args gemm2d_args(int trans_a, int trans_b, uint64_t m, uint64_t cols, uint64_t k,
+                                  int accumulate, ampx_tensor a, ampx_tensor b, ampx_tensor c) {
     ampx_gemm_args g = {.size    = sizeof g,
                         .trans_a = (uint32_t)trans_a,
                         .trans_b = (uint32_t)trans_b,
@@ -25,6 +27,13 @@ static ampx_status gemm2d(g_exec *x, const g_node *n, int trans_a, int trans_b, 
                         .a       = a,
                         .b       = b,
                         .c       = c};
+    return g;
+}
+
+static ampx_status gemm2d(g_exec *x, const g_node *n, int trans_a, int trans_b, uint64_t m,
+                          uint64_t cols, uint64_t k, int accumulate, ampx_tensor a, ampx_tensor b,
+                          ampx_tensor c) {
+    ampx_gemm_args g = gemm2d_args(trans_a, trans_b, m, cols, k, accumulate, a, b, c);
     return gx_call(x, n, AMPX_OP_GEMM, &g);
 }
 
@@ -94,13 +103,23 @@ static int matmul_bwd(g_graph *g, int self) {
 const g_rule g_rule_matmul = {
     "matmul", {AMPX_OP_GEMM, AMPX_OP_COUNT}, matmul_shape, matmul_fwd, matmul_bwd};
 
-/* dW (+)= x^T dy (trans_b: dW (+)= dy^T x): in x, dy; out dW (f32) */
+/* dW (+)= x^T dy (trans_b: dW (+)= dy^T x): in x, dy; out dW (f32), and with a second output
+ * db (+)= sum over rows of dy (f32), the column sums of the product's B operand dy (GEMM's
+ * bias_grad; a dense node's backward, never with trans_b) */
 static ampx_status matmul_dw_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     const g_value *dw = &g->values[n->out[0]];
     int a             = n->a.trans_b ? 1 : 0;
-    return gemm2d(x, n, 1, 0, (uint64_t)dw->dims[0], (uint64_t)dw->dims[1],
-                  gemm_rows(x, g, n->in[0]), gx_accumulate(x, n), gx_tensor(x, n->in[a]),
-                  gx_tensor(x, n->in[1 - a]), gx_tensor(x, n->out[0]));
+    ampx_gemm_args ga =
+        gemm2d_args(1, 0, (uint64_t)dw->dims[0], (uint64_t)dw->dims[1], gemm_rows(x, g, n->in[0]),
+                    gx_accumulate(x, n), gx_tensor(x, n->in[a]), gx_tensor(x, n->in[1 - a]),
+                    gx_tensor(x, n->out[0]));
+    if (n->n_out > 1) {
+        g_node as_bias          = *n; /* the bias gradient's own accumulate */
+        as_bias.a.accumulate    = n->a.accumulate_bias;
+        ga.bias_grad            = gx_tensor(x, n->out[1]);
+        ga.bias_grad_accumulate = (uint32_t)gx_accumulate(x, &as_bias);
+    }
+    return gx_call(x, n, AMPX_OP_GEMM, &ga);
 }
 
 const g_rule g_rule_matmul_dw = {
@@ -182,3 +201,81 @@ static ampx_status bias_grad_fwd(g_exec *x, const g_graph *g, const g_node *n) {
 
 const g_rule g_rule_bias_grad = {
     "bias_grad", {AMPX_OP_BIAS_GRAD, AMPX_OP_COUNT}, NULL, bias_grad_fwd, NULL};
+
+// ---------------------------------------------------------------------------------------
+// dense: y = f(x W + b) as one GEMM with an epilogue (passes/fuse.c), pre = x W + b kept for
+// the activation's backward. The GEMM adds the bias in f32 and applies f in f32 before its
+// one rounding to y's dtype (backend.h), so an f32 layer gives what matmul, bias and act give
+// apart; a bf16 one rounds once where those round after each op. The backward is theirs:
+// ACT_BWD from pre, then dW with the bias gradient summed by the same GEMM (the column sums
+// of its B operand, the pre-activation gradient), then dx.
+
+static ampx_status dense_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    const g_value *w  = &g->values[n->in[1]];
+    ampx_gemm_args ga = gemm2d_args(0, n->a.trans_b, gemm_rows(x, g, n->in[0]), (uint64_t)w_n(n, w),
+                                    (uint64_t)w_k(n, w), 0, gx_tensor(x, n->in[0]),
+                                    gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
+    ga.bias           = gx_tensor(x, n->in[2]);
+    ga.act            = (uint32_t)n->a.epi_act; /* 1 + ampx_act: AMPX_GEMM_ACT */
+    if (n->n_out > 1) ga.pre_act = gx_tensor(x, n->out[1]);
+    return gx_call(x, n, AMPX_OP_GEMM, &ga);
+}
+
+/* The gradient of pre (of y itself without an activation): ACT_BWD named for the fused act
+ * node (self + 2), summed with what pre's other readers gave. -1 on a full graph, -2 when
+ * nothing needs it. */
+static int dense_pre_grad(g_graph *g, int self) {
+    const g_node *n = &g->nodes[self];
+    int dy          = g_grad_of(g, n->out[0]);
+    if (dy < 0) return -2;
+    if (!n->a.epi_act) return dy;
+    int pre = n->out[1], ins[2] = {pre, dy};
+    g_attrs a = {.act = n->a.epi_act - 1};
+    int dpre  = g_new_grad(g, pre, g->values[pre].dtype);
+    if (dpre < 0 || g_emit(g, self + 2, OP_ACT_BWD, ins, 2, &dpre, 1, &a) < 0 ||
+        g_contribute(g, pre, dpre, self + 2))
+        return -1;
+    return g_grad_of(g, pre);
+}
+
+static int dense_bwd(g_graph *g, int self) {
+    int dh = dense_pre_grad(g, self);
+    if (dh == -2) return 0;
+    if (dh < 0) return -1;
+    const g_node *n = &g->nodes[self];
+    int in = n->in[0], w = n->in[1], b = n->in[2];
+    int fuse_db = n->a.fuse_bias_grad && g_needs_grad(g, w) && g_needs_grad(g, b);
+    if (g_needs_grad(g, b) && !fuse_db) { /* the bias gradient as the bias node's BIAS_GRAD */
+        g_attrs a = {0};
+        int db    = g_param_grad(g, b, &a.accumulate);
+        if (db < 0 || g_emit(g, self + 1, OP_BIAS_GRAD, &dh, 1, &db, 1, &a) < 0) return -1;
+    }
+    if (g_needs_grad(g, w)) {
+        g_attrs a  = {.trans_b = n->a.trans_b};
+        int out[2] = {-1, -1};
+        if (fuse_db && (out[1] = g_param_grad(g, b, &a.accumulate_bias)) < 0) return -1;
+        int ins[] = {in, dh};
+        if ((out[0] = g_param_grad(g, w, &a.accumulate)) < 0 ||
+            g_emit(g, self, OP_MATMUL_DW, ins, 2, out, fuse_db ? 2 : 1, &a) < 0)
+            return -1;
+    }
+    if (g_needs_grad(g, in)) {
+        int dx    = g_new_grad(g, in, g->values[in].dtype);
+        int ins[] = {dh, w};
+        g_attrs a = {.trans_b = n->a.trans_b};
+        if (dx < 0 || g_emit(g, self, OP_MATMUL_DX, ins, 2, &dx, 1, &a) < 0) return -1;
+        return g_contribute(g, in, dx, self);
+    }
+    return 0;
+}
+
+const g_rule g_rule_dense = {"dense", {AMPX_OP_GEMM, AMPX_OP_COUNT}, NULL, dense_fwd, dense_bwd};
+
+/* The bias and act nodes a dense node took over: they keep their ids (dropout keys and
+ * names stay where they were) and issue nothing. */
+static ampx_status fused_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    (void)x, (void)g, (void)n;
+    return AMPX_OK;
+}
+
+const g_rule g_rule_fused = {"fused", {AMPX_OP_COUNT}, NULL, fused_fwd, NULL};

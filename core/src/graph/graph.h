@@ -94,6 +94,10 @@ typedef struct g_attrs {
     int shape_ndim;
     int trans_a, trans_b; /* matmul (trans_b: y = x W^T, a tied head), bmm */
     int heads, parts;     /* split/merge heads: H heads of P fused parts */
+    /* dense (passes/fuse.c): the fused layer's activation (1 + ampx_act, 0 none) and whether
+     * its weight gradient's GEMM also sums the bias gradient; matmul_dw with a bias gradient:
+     * that gradient adds to what is there (a shared bias) */
+    int epi_act, fuse_bias_grad, accumulate_bias;
 } g_attrs;
 
 typedef enum g_phase { PHASE_FORWARD, PHASE_BACKWARD } g_phase;

@@ -1,7 +1,7 @@
 /* ops.h — the op kinds of the graph and their rules. Each kind has one rule: its name, the
  * backend ops it issues, shape inference, the forward (which backend ops it enqueues) and the
  * backward (which nodes autodiff emits), side by side in one file per op family:
- *   dense.c       matmul, bias and their backward GEMMs
+ *   dense.c       matmul, bias and their backward GEMMs; the fused dense layer
  *   elementwise.c add, mul, scale, cast, activations, dropout
  *   norm.c        layer norm, batch norm
  *   softmax.c     softmax / log-softmax
@@ -59,6 +59,10 @@ typedef enum g_op {
     /* embed.c */
     OP_POSITION,      /* y = x + table[:T] (a table of P >= T rows)  in: x [.., T, D], table */
     OP_POSITION_GRAD, /* dtable[:T] (+)= sum over examples of dy    in: dy  out: dtable */
+    /* dense.c: a matmul, its bias and its activation as one GEMM with an epilogue
+     * (passes/fuse.c makes them where the backend takes it) */
+    OP_DENSE, /* y = f(x W + b), pre = x W + b      in: x, W, b  out: y (, pre) */
+    OP_FUSED, /* a node whose work the dense node before it does: nothing to run */
     OP_COUNT
 } g_op;
 
@@ -86,7 +90,7 @@ const g_rule *g_rule_of(int op);
 
 /* Family tables (each file defines its kinds' rules). */
 extern const g_rule g_rule_matmul, g_rule_matmul_dw, g_rule_matmul_dx, g_rule_bias,
-    g_rule_bias_grad;
+    g_rule_bias_grad, g_rule_dense, g_rule_fused;
 extern const g_rule g_rule_add, g_rule_mul, g_rule_scale, g_rule_cast, g_rule_act, g_rule_act_bwd,
     g_rule_dropout;
 extern const g_rule g_rule_layernorm, g_rule_layernorm_bwd, g_rule_batchnorm, g_rule_batchnorm_bwd;

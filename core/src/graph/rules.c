@@ -36,6 +36,8 @@ static const g_rule *const rules[OP_COUNT] = {
     [OP_MERGE_HEADS]   = &g_rule_merge_heads,
     [OP_POSITION]      = &g_rule_position,
     [OP_POSITION_GRAD] = &g_rule_position_grad,
+    [OP_DENSE]         = &g_rule_dense,
+    [OP_FUSED]         = &g_rule_fused,
 };
 
 const g_rule *g_rule_of(int op) {

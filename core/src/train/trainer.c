@@ -13,6 +13,7 @@
 
 #include "graph/ops.h"
 #include "passes/autodiff.h"
+#include "passes/fuse.h"
 
 // ---------------------------------------------------------------------------------------
 // Parameters, state and constants
@@ -312,11 +313,17 @@ static ampx_status check_memory(ampx_trainer *t, const data_request *req) {
     return AMPX_OK;
 }
 
-/* The graph with its backward nodes, the executor's per-value tables, and the backend's
- * checks (every op there, and computing what it reports). */
+static int gemm_epilogue(void *be, const ampx_dtype *dtypes) {
+    return ampx_backend_gemm_epilogue(be, dtypes);
+}
+
+/* The graph with its backward nodes (each dense layer one GEMM with an epilogue where the
+ * backend takes it), the executor's per-value tables, and the backend's checks (every op
+ * there, and computing what it reports). */
 static ampx_status create_graph(ampx_trainer *t) {
     ampx_status st;
     g_copy_graph(&t->g, &t->m->graph);
+    fuse_dense(&t->g, gemm_epilogue, t->be);
     if (autodiff(&t->g, t->m->cfg.recompute, t->error, sizeof t->error)) return AMPX_ERR_INVALID;
     t->own        = calloc((size_t)t->g.n_values, sizeof *t->own);
     t->own_off    = calloc((size_t)t->g.n_values, sizeof *t->own_off);

@@ -73,6 +73,10 @@ static ampx_scalars *scalars_at(const ampx_tensor *t) {
 static ampx_status ex_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     ampx_gemm_args g;
     AMPX_KIT_TRY(ampx_kit_take_gemm(AMPX_KIT(ctx), args, &g, NULL));
+    /* supports() does not claim AMPX_SHAPE_GEMM_EPILOGUE: the host runs ADD, ACT_FWD and
+     * BIAS_GRAD instead, and a GEMM that asks for the epilogue anyway is refused */
+    if (ampx_kit_gemm_epilogue(&g))
+        return ampx_kit_fail(AMPX_KIT(ctx), AMPX_ERR_UNSUPPORTED, "gemm: no epilogue here");
     if (ctx->verbose)
         ampx_kit_log(&ctx->kit, AMPX_LOG_DEBUG, "gemm m=%llu n=%llu k=%llu batch=%llu",
                      (unsigned long long)g.m, (unsigned long long)g.n, (unsigned long long)g.k,

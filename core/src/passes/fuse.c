@@ -1,0 +1,72 @@
+/* fuse.c — the fusion pass (fuse.h). A dense layer lowers to three consecutive forward nodes:
+ * matmul (h0 = x W), bias (h1 = h0 + b) and, when it has one, act (y = f(h1)). Where h0 is
+ * read by the bias alone, b is one row of h0's last axis, no cast sits between them and the
+ * backend takes GEMM's epilogue for the layer's dtypes, the matmul node becomes a dense node
+ * (in x, W, b; out y and h1, or h1 alone) and the bias and act nodes become fused nodes that
+ * run nothing. Node ids do not move (dropout keys, names and the trace stay put); h0 is no
+ * longer written or placed. h1 stays the activation's saved input, written by the GEMM's
+ * pre_act, so ACT_BWD reads what it read before. The weight-gradient GEMM also sums the bias
+ * gradient (the column sums of its B operand dh) where the backend takes that for its dtypes
+ * and W is not transposed (a tied head's dW = dh^T x has dh as its A operand). */
+#include "passes/fuse.h"
+
+#include "graph/ops.h"
+
+/* Forward nodes that read value v. */
+static int readers(const g_graph *g, int v) {
+    int n = 0;
+    for (int i = 0; i < g->n_forward; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            n += g->nodes[i].in[k] == v;
+    return n;
+}
+
+/* The act node after the bias node i + 1 that reads h1, or NULL. */
+static g_node *act_after(g_graph *g, int i, int h1) {
+    if (i + 2 >= g->n_forward) return NULL;
+    g_node *a = &g->nodes[i + 2];
+    return a->op == OP_ACT && a->n_in == 1 && a->in[0] == h1 ? a : NULL;
+}
+
+static void make_fused(g_node *n) {
+    n->op    = OP_FUSED;
+    n->n_in  = 0;
+    n->n_out = 0;
+}
+
+/* Fuses the layer whose matmul is node i; 1 when it did. */
+static int fuse_at(g_graph *g, int i, fuse_epilogue_fn epilogue, void *user) {
+    g_node *mm = &g->nodes[i], *bs = &g->nodes[i + 1];
+    if (mm->op != OP_MATMUL || bs->op != OP_BIAS || bs->in[0] != mm->out[0]) return 0;
+    int x = mm->in[0], w = mm->in[1], h0 = mm->out[0], b = bs->in[1], h1 = bs->out[0];
+    const g_value *bv = &g->values[b];
+    if (bv->ndim != 1 || bv->dims[0] != g_last(&g->values[h0]) || readers(g, h0) != 1 ||
+        g->values[h0].dtype != g->values[h1].dtype || h0 == g->logits || h0 == g->loss)
+        return 0;
+    g_node *ac        = act_after(g, i, h1);
+    int y             = ac ? ac->out[0] : h1;
+    ampx_dtype fwd[3] = {g->values[x].dtype, g->values[w].dtype, g->values[y].dtype};
+    ampx_dtype bwd[3] = {g->values[x].dtype, g->values[h1].dtype, AMPX_F32};
+    if (!epilogue(user, fwd)) return 0;
+    mm->op                 = OP_DENSE;
+    mm->in[2]              = b;
+    mm->n_in               = 3;
+    mm->out[0]             = y;
+    mm->out[1]             = h1;
+    mm->n_out              = ac ? 2 : 1;
+    mm->a.epi_act          = ac ? ac->a.act + 1 : 0;
+    mm->a.fuse_bias_grad   = !mm->a.trans_b && epilogue(user, bwd);
+    g->values[y].producer  = i;
+    g->values[h1].producer = i;
+    g->values[h0].producer = -1;
+    make_fused(bs);
+    if (ac) make_fused(ac);
+    return 1;
+}
+
+int fuse_dense(g_graph *g, fuse_epilogue_fn epilogue, void *user) {
+    int fused = 0;
+    for (int i = 0; i + 1 < g->n_forward; i++)
+        fused += fuse_at(g, i, epilogue, user);
+    return fused;
+}
