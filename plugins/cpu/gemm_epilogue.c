@@ -55,21 +55,23 @@ static inline float act_one(const cpu_gemm_epi *e, float v) {
 }
 
 #if CPU_HAVE_AVX2_TABLE
-/* activation.c's act8_avx2 forward, operation for operation: u = x (sigmoid, silu) or
- * 2 k (x + c x^3) (gelu), s = 1 / (1 + exp(-u)), f = s (sigmoid) or x s (gelu, silu). */
+/* activation.c's act8_avx2 forward, operation for operation: v = -u with u = x (sigmoid,
+ * silu) or 2 k (x + c x^3) (gelu), s = sigmoid(u) from cpu_avx2_sigmoid_neg_ps (no
+ * division), f = s (sigmoid) or x s (gelu, silu). */
 CPU_AVX2_FN static void act_row_avx2(int act, float *r, uint64_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
-    const __m256 gk = _mm256_set1_ps((float)AMPX_KM_GELU_K),
-                 gc = _mm256_set1_ps((float)AMPX_KM_GELU_C);
-    uint64_t k      = 0;
+    const __m256 zero = _mm256_setzero_ps();
+    uint64_t k        = 0;
     for (; k + 8 <= n; k += 8) {
-        __m256 x = _mm256_loadu_ps(r + k), u = x;
+        __m256 x = _mm256_loadu_ps(r + k), v;
         if (act == AMPX_ACT_GELU)
-            u = _mm256_mul_ps(
-                _mm256_set1_ps(2.0f),
-                _mm256_mul_ps(gk, _mm256_fmadd_ps(_mm256_mul_ps(gc, x), _mm256_mul_ps(x, x), x)));
-        __m256 e = cpu_avx2_exp_ps(_mm256_sub_ps(zero, u));
-        __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+            v = _mm256_mul_ps(
+                x, _mm256_fmadd_ps(_mm256_mul_ps(x, x),
+                                   _mm256_set1_ps((float)(-2 * AMPX_KM_GELU_K * AMPX_KM_GELU_C)),
+                                   _mm256_set1_ps((float)(-2 * AMPX_KM_GELU_K))));
+        else
+            v = _mm256_sub_ps(zero, x);
+        __m256 s, om;
+        cpu_avx2_sigmoid_neg_ps(v, &s, &om);
         _mm256_storeu_ps(r + k, act == AMPX_ACT_SIGMOID ? s : _mm256_mul_ps(x, s));
     }
     for (; k < n; k++)

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "passes/autodiff.h"
+#include "passes/fuse.h"
 #include "passes/model.h"
 #include "passes/planner.h"
 
@@ -35,7 +36,14 @@ static void count_params(const g_graph *g, const optimizer_config *o, ampx_memor
     }
 }
 
-/* Autodiff and the plan of the resolved forward graph fwd at `rows` rows. */
+/* The planned step assumes the in-tree backends: each takes the GEMM epilogue. */
+static int any_epilogue(void *user, const ampx_dtype *dtypes) {
+    (void)user, (void)dtypes;
+    return 1;
+}
+
+/* Fusion, autodiff and the plan of the resolved forward graph fwd at `rows` rows, as the
+ * trainer makes them on a backend with the GEMM epilogue. */
 static int measure(const g_graph *fwd, const settings *cfg, ampx_memory *out, char *err,
                    size_t cap) {
     memset(out, 0, sizeof *out);
@@ -44,7 +52,8 @@ static int measure(const g_graph *fwd, const settings *cfg, ampx_memory *out, ch
     g_copy_graph(&g, fwd);
     uint8_t *persistent = NULL;
     plan p              = {0};
-    int rc              = autodiff(&g, cfg->recompute, err, cap);
+    fuse_dense(&g, any_epilogue, NULL);
+    int rc = autodiff(&g, cfg->recompute, err, cap);
     if (!rc && !(persistent = calloc((size_t)g.n_values, 1))) rc = -1;
     for (int v = 0; !rc && v < g.n_values; v++)
         if (g.values[v].role == ROLE_PARAM && g.values[v].grad >= 0)
