@@ -388,6 +388,8 @@ ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *a);
 ampx_status cpu_dropout(ampx_context *ctx, const ampx_dropout_args *a);
 ampx_status cpu_permute(ampx_context *ctx, const ampx_permute_args *a);
 ampx_status cpu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);
+ampx_status cpu_attn_fwd(ampx_context *ctx, const ampx_attn_args *a);
+ampx_status cpu_attn_bwd(ampx_context *ctx, const ampx_attn_args *a);
 
 /* The pass over a gradient list that UNSCALE_CHECK, GRAD_STATS, SUM_SQUARES and AMP_PASS
  * share (amp.c), so they give the same bits alone and fused. `what` is a set of these: */
