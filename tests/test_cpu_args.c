@@ -2536,3 +2536,79 @@ Test(math, rows_f32) {
     I->buffer_free(C, buf);
     free(x), free(dy), free(y), free(ga), free(be), free(ref);
 }
+
+// ---------------------------------------------------------------------------------------
+// ABI 1.5: attention
+
+/* One batch of 2 positions, 1 head of 4: q, k, v the three parts of one fused [2, 12] f32
+ * tensor, o [2, 4] bf16, lse f32; the backward's gradients fused the same way. */
+static ampx_attn_args attn_base(void) {
+    ampx_attn_args a = {.size          = sizeof a,
+                        .causal        = 1,
+                        .batch         = 1,
+                        .heads         = 1,
+                        .seq           = 2,
+                        .head_dim      = 4,
+                        .scale         = 0.5f,
+                        .dropout_scale = 1.0f,
+                        .ld_q          = 12,
+                        .ld_k          = 12,
+                        .ld_v          = 12,
+                        .ld_o          = 4,
+                        .q             = T(B, F0, AMPX_F32),
+                        .k             = T(B, F0 + 16, AMPX_F32),
+                        .v             = T(B, F0 + 32, AMPX_F32),
+                        .o             = T(B, F1, AMPX_BF16),
+                        .lse           = T(B, ST, AMPX_F32),
+                        .d_o           = T(B, F2, AMPX_BF16),
+                        .dq            = T(B, F3, AMPX_F32),
+                        .dk            = T(B, F3 + 16, AMPX_F32),
+                        .dv            = T(B, F3 + 32, AMPX_F32),
+                        .delta         = T(B, ST + 64, AMPX_F32),
+                        .ld_dq         = 12,
+                        .ld_dk         = 12,
+                        .ld_dv         = 12};
+    return a;
+}
+
+TestSuite(attention, .init = open_context, .fini = close_context);
+
+Test(attention, args_checked) {
+    ampx_attn_args a = attn_base(), x;
+    EXPECT_OK(O->attn_fwd(C, &a));
+    EXPECT_OK(O->attn_bwd(C, &a));
+    x = a, x.batch = 0, x.seq = 0; /* nothing to do, but the tensors are still checked */
+    EXPECT_OK(O->attn_fwd(C, &x));
+    EXPECT_ERR(AMPX_ERR_INVALID, "attn_fwd: args is NULL", O->attn_fwd(C, NULL));
+    x = a, x.k.dtype = AMPX_BF16;
+    EXPECT_ERR(AMPX_ERR_INVALID, "attn_fwd: k must be f32 like its partner, not bf16",
+               O->attn_fwd(C, &x));
+    x = a, x.ld_q = 3;
+    EXPECT_ERR(AMPX_ERR_INVALID, "attn_fwd: ld of q 3 < heads x head_dim 4", O->attn_fwd(C, &x));
+    x = a, x.lse.dtype = AMPX_BF16;
+    EXPECT_ERR(AMPX_ERR_INVALID, "attn_fwd: lse must be f32, not bf16", O->attn_fwd(C, &x));
+    x = a, x.seq = 0;
+    EXPECT_ERR(AMPX_ERR_INVALID, "attn_fwd: seq, heads and head_dim must be >= 1",
+               O->attn_fwd(C, &x));
+    x = a, x.causal = 2;
+    EXPECT_ERR(AMPX_ERR_INVALID, "attn_fwd: causal 2 is not 0 or 1", O->attn_fwd(C, &x));
+    x = a, x.seq = 1000;
+    EXPECT_ERR(AMPX_ERR_INVALID, "attn_fwd: q of 11992 f32 elements at offset 0 overruns",
+               O->attn_fwd(C, &x));
+    x = a, x.batch = 1ull << 40, x.seq = 1ull << 40;
+    EXPECT_ERR(AMPX_ERR_INVALID, "attn_fwd: batch x seq x heads x head_dim overflows",
+               O->attn_fwd(C, &x));
+    x = a, x.q.dtype = AMPX_I32;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "attn_fwd: unsupported dtypes {i32, bf16}",
+               O->attn_fwd(C, &x));
+    x = a, x.delta.buf = NULL;
+    EXPECT_ERR(AMPX_ERR_INVALID, "attn_bwd: delta is a null buffer", O->attn_bwd(C, &x));
+    x = a, x.dv.dtype = AMPX_F16;
+    EXPECT_ERR(AMPX_ERR_INVALID, "attn_bwd: dv must be f32 like its partner, not f16",
+               O->attn_bwd(C, &x));
+    x = a, x.d_o.dtype = AMPX_F32; /* do has a dtype of its own */
+    EXPECT_OK(O->attn_bwd(C, &x));
+    x = a, x.d_o.dtype = AMPX_I32;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "attn_bwd: unsupported dtypes {f32, bf16, i32, f32}",
+               O->attn_bwd(C, &x));
+}

@@ -247,6 +247,8 @@ Test(loader, op_numbers_names_and_slots_are_frozen) {
         FROZEN(DROPOUT, 24, dropout, 2), /* ABI 1.1 */
         FROZEN(PERMUTE, 25, permute, 2),
         FROZEN(AMP_PASS, 26, amp_pass, 1), /* ABI 1.4 */
+        FROZEN(ATTN_FWD, 27, attn_fwd, 2), /* ABI 1.5 */
+        FROZEN(ATTN_BWD, 28, attn_bwd, 4),
 #undef FROZEN
     };
     size_t n = sizeof frozen / sizeof frozen[0];
@@ -254,6 +256,7 @@ Test(loader, op_numbers_names_and_slots_are_frozen) {
     cr_assert_eq(AMPX_OP_COUNT_V1_0, 24);
     cr_assert_eq(AMPX_OP_COUNT_V1_1, 26);
     cr_assert_eq(AMPX_OP_COUNT_V1_4, 27);
+    cr_assert_eq(AMPX_OP_COUNT_V1_5, 29);
     for (size_t i = 0; i < n; i++) {
         cr_assert_eq(frozen[i].op, frozen[i].number, "%s renumbered", frozen[i].name);
         cr_assert_eq(frozen[i].offset, 8 + frozen[i].number * sizeof(void (*)(void)),

@@ -286,15 +286,8 @@ static void inject_from_env(ampx_trainer *t, int rank) {
     }
 }
 
-/* Loads the model and opens the backend; prints one line and returns non-zero on failure. */
-static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend **be) {
-    char err[1024];
-    if (ampx_model_load_with(o->model, o->policy, o->sets, o->n_sets, m, err, sizeof err)) {
-        report(prog, "%s", err);
-        return 1;
-    }
-    if (!be) return 0;
-    ampx_train_config *tc = ampx_model_train_config(*m);
+/* The command line's settings over the model file's. */
+static void apply_overrides(const run_opts *o, ampx_train_config *tc) {
     if (o->steps > 0) tc->steps = o->steps;
     if (o->batch > 0) tc->batch = o->batch;
     if (o->accumulate > 0) tc->accumulate = o->accumulate;
@@ -303,11 +296,35 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
     if (o->log_every > 0) tc->log_every = o->log_every;
     if (o->eval_every >= 0) tc->eval_every = o->eval_every;
     if (o->monitor > 0) tc->monitor_every = o->monitor;
+}
+
+/* Loads the model and opens the backend; prints one line and returns non-zero on failure. */
+static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend **be) {
+    char err[1024];
+    if (ampx_model_load_with(o->model, o->policy, o->sets, o->n_sets, m, err, sizeof err)) {
+        report(prog, "%s", err);
+        return 1;
+    }
+    if (!be) return 0;
+    apply_overrides(o, ampx_model_train_config(*m));
     const char *spec = o->backend ? o->backend : "cpu";
     if (ampx_backend_open(spec, o->bopts.v, o->bopts.n, be, err, sizeof err)) {
         report(prog, "%s", err);
         ampx_model_free(*m);
         return 1;
+    }
+    /* a backend without a fused op (an ABI 1.4 plugin has no ATTN_FWD) gets the model with
+     * those layers as their composites; the overrides above are applied again */
+    uint64_t ops = ampx_backend_op_mask(*be);
+    if (ops != AMPX_ALL_OPS) {
+        ampx_model_free(*m);
+        if (ampx_model_load_for(o->model, o->policy, o->sets, o->n_sets, ops, m, err, sizeof err)) {
+            report(prog, "%s", err);
+            ampx_backend_close(*be);
+            *be = NULL;
+            return 1;
+        }
+        apply_overrides(o, ampx_model_train_config(*m));
     }
     return 0;
 }

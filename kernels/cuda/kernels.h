@@ -287,6 +287,19 @@ typedef struct cuk_permute {
 } cuk_permute;
 cudaError_t cuk_permute_run(cudaStream_t s, const cuk_permute *p);
 
+/* ATTN_FWD / ATTN_BWD (attention.cu): the checked args of backend.h, as pointers. */
+typedef struct cuk_attn {
+    const void *q, *k, *v, *o, *d_o;
+    void *out, *dq, *dk, *dv; /* out: the forward's o */
+    float *lse, *delta;
+    int32_t qdt, odt, ddt, gdt; /* q, k, v; o; do; dq, dk, dv */
+    uint32_t causal, threshold;
+    float scale, dscale;
+    uint64_t batch, heads, seq, hd, ld_q, ld_k, ld_v, ld_o, ld_dq, ld_dk, ld_dv, seed, offset;
+} cuk_attn;
+cudaError_t cuk_attn_fwd_run(cudaStream_t s, const cuk_attn *a);
+cudaError_t cuk_attn_bwd_run(cudaStream_t s, const cuk_attn *a);
+
 // ---------------------------------------------------------------------------------------
 // Buffers
 

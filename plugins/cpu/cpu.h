@@ -208,6 +208,7 @@ struct ampx_context {
     cpu_isa isa_cap; /* the cap asked for (option and environment) */
     int amx_denied;  /* Linux refused the AMX tile state */
     int epilogue;    /* supports() claims GEMM's epilogue (option gemm_epilogue, default 1) */
+    int attention;   /* supports() claims ATTN_FWD/BWD (option attention; auto: AVX-512 paths) */
     cpu_pool pool;
     cpu_scratch *thread_ws; /* n_threads per-thread workspaces, grown on demand */
     cpu_scratch shared_ws;  /* one workspace shared by a call, grown on demand */
@@ -389,6 +390,8 @@ ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *a);
 ampx_status cpu_dropout(ampx_context *ctx, const ampx_dropout_args *a);
 ampx_status cpu_permute(ampx_context *ctx, const ampx_permute_args *a);
 ampx_status cpu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);
+ampx_status cpu_attn_fwd(ampx_context *ctx, const ampx_attn_args *a);
+ampx_status cpu_attn_bwd(ampx_context *ctx, const ampx_attn_args *a);
 
 /* The pass over a gradient list that UNSCALE_CHECK, GRAD_STATS, SUM_SQUARES and AMP_PASS
  * share (amp.c), so they give the same bits alone and fused. `what` is a set of these: */

@@ -35,11 +35,13 @@ static unsigned online_cpus(void) {
 #define CPU_ISA_CHOICES "auto, portable, avx2, avx512, avx512bf16, amx"
 
 /* Parses "threads=N", "isa=auto|portable|avx2|avx512|avx512bf16|amx" (a cap on the ISA
- * path; the last isa= wins) and "gemm_epilogue=0|1" (0: supports() does not claim GEMM's
- * epilogue, so the host runs ADD, ACT_FWD and BIAS_GRAD apart). Unknown keys and bad values
- * are errors. */
+ * path; the last isa= wins), "gemm_epilogue=0|1" (0: supports() does not claim GEMM's
+ * epilogue, so the host runs ADD, ACT_FWD and BIAS_GRAD apart) and "attention=auto|0|1"
+ * (whether supports() claims ATTN_FWD and ATTN_BWD; auto: on the AVX-512 paths only, where
+ * the fused kernel beats the composite; on AVX2 and portable it is correct but slower).
+ * Unknown keys and bad values are errors. */
 static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, unsigned *threads,
-                                 cpu_isa *isa_cap, int *epilogue) {
+                                 cpu_isa *isa_cap, int *epilogue, int *attention) {
     for (uint32_t i = 0; i < h->n_options; i++) {
         ampx_kit_option o = {NULL, 0, NULL};
         unsigned long v   = 0;
@@ -54,8 +56,13 @@ static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, unsign
         } else if (ampx_kit_option_is(&o, "gemm_epilogue")) {
             CPU_TRY(ampx_kit_option_uint(kit, &o, 0, 1, &v));
             *epilogue = (int)v;
+        } else if (ampx_kit_option_is(&o, "attention")) {
+            if (strcmp(o.value, "auto") && strcmp(o.value, "0") && strcmp(o.value, "1"))
+                return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                                     "cpu: attention=%s: expected auto, 0 or 1", o.value);
+            *attention = !strcmp(o.value, "auto") ? -1 : o.value[0] - '0';
         } else {
-            return ampx_kit_option_unknown(kit, &o, "threads, isa, gemm_epilogue");
+            return ampx_kit_option_unknown(kit, &o, "threads, isa, gemm_epilogue, attention");
         }
     }
     return AMPX_OK;
@@ -80,8 +87,8 @@ static ampx_status cpu_create(const ampx_host *host, ampx_context **out) {
     if (env && *env && cpu_isa_parse(env, &env_cap) != 0)
         return ampx_kit_fail(&kit, AMPX_ERR_INVALID, "cpu: AMPX_CPU_ISA=%s: expected one of %s",
                              env, CPU_ISA_CHOICES);
-    int epilogue = 1;
-    CPU_TRY(parse_options(&kit, &h, &threads, &opt_cap, &epilogue));
+    int epilogue = 1, attention = -1;
+    CPU_TRY(parse_options(&kit, &h, &threads, &opt_cap, &epilogue, &attention));
     /* Both caps apply: the environment can only lower what the options allow. */
     cpu_isa cap = env_cap < opt_cap ? env_cap : opt_cap;
     const cpu_kernels *kern;
@@ -96,6 +103,7 @@ static ampx_status cpu_create(const ampx_host *host, ampx_context **out) {
     ctx->isa_cap    = cap;
     ctx->amx_denied = amx_denied;
     ctx->epilogue   = epilogue;
+    ctx->attention  = attention < 0 ? kern->isa >= CPU_ISA_AVX512 : attention;
     ctx->thread_ws  = calloc(threads, sizeof *ctx->thread_ws);
     if (!ctx->thread_ws) {
         free(ctx);
@@ -169,6 +177,8 @@ static int cpu_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes
         if (ctx && !ctx->epilogue) return 0;
         shape_class = AMPX_SHAPE_ANY;
     }
+    /* the fused attention where it pays (option attention; auto: the AVX-512 paths) */
+    if ((op == AMPX_OP_ATTN_FWD || op == AMPX_OP_ATTN_BWD) && ctx && !ctx->attention) return 0;
     return ampx_kit_supports(op, dtypes, n_dtypes, shape_class);
 }
 

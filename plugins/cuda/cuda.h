@@ -141,6 +141,8 @@ ampx_status cu_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status cu_adamw(ampx_context *ctx, const ampx_adamw_args *a);
 ampx_status cu_dropout(ampx_context *ctx, const ampx_dropout_args *a);
 ampx_status cu_permute(ampx_context *ctx, const ampx_permute_args *a);
+ampx_status cu_attn_fwd(ampx_context *ctx, const ampx_attn_args *a);
+ampx_status cu_attn_bwd(ampx_context *ctx, const ampx_attn_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status cu_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

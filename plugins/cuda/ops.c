@@ -599,3 +599,58 @@ ampx_status cu_permute(ampx_context *ctx, const ampx_permute_args *args) {
     CU_LAUNCH(ctx, "permute", cuk_permute_run(ctx->stream, &k));
     return AMPX_OK;
 }
+
+// ---------------------------------------------------------------------------------------
+// ABI 1.5: ATTN_FWD, ATTN_BWD
+
+static cuk_attn cu_attn_of(const ampx_attn_args *a) {
+    cuk_attn k = {.q         = cu_ptr(&a->q),
+                  .k         = cu_ptr(&a->k),
+                  .v         = cu_ptr(&a->v),
+                  .o         = cu_ptr(&a->o),
+                  .d_o       = cu_ptr(&a->d_o),
+                  .out       = cu_ptr(&a->o),
+                  .dq        = cu_ptr(&a->dq),
+                  .dk        = cu_ptr(&a->dk),
+                  .dv        = cu_ptr(&a->dv),
+                  .lse       = (float *)cu_ptr(&a->lse),
+                  .delta     = (float *)cu_ptr(&a->delta),
+                  .qdt       = a->q.dtype,
+                  .odt       = a->o.dtype,
+                  .ddt       = a->d_o.dtype,
+                  .gdt       = a->dq.dtype,
+                  .causal    = a->causal,
+                  .threshold = a->dropout_threshold,
+                  .scale     = a->scale,
+                  .dscale    = a->dropout_scale,
+                  .batch     = a->batch,
+                  .heads     = a->heads,
+                  .seq       = a->seq,
+                  .hd        = a->head_dim,
+                  .ld_q      = a->ld_q,
+                  .ld_k      = a->ld_k,
+                  .ld_v      = a->ld_v,
+                  .ld_o      = a->ld_o,
+                  .ld_dq     = a->ld_dq,
+                  .ld_dk     = a->ld_dk,
+                  .ld_dv     = a->ld_dv,
+                  .seed      = a->seed,
+                  .offset    = a->offset};
+    return k;
+}
+
+ampx_status cu_attn_fwd(ampx_context *ctx, const ampx_attn_args *args) {
+    ampx_attn_args a;
+    CU_TAKE(ctx, "attn_fwd", ampx_kit_take_attn(AMPX_KIT(ctx), args, &a, 0));
+    cuk_attn k = cu_attn_of(&a);
+    CU_LAUNCH(ctx, "attn_fwd", cuk_attn_fwd_run(ctx->stream, &k));
+    return AMPX_OK;
+}
+
+ampx_status cu_attn_bwd(ampx_context *ctx, const ampx_attn_args *args) {
+    ampx_attn_args a;
+    CU_TAKE(ctx, "attn_bwd", ampx_kit_take_attn(AMPX_KIT(ctx), args, &a, 1));
+    cuk_attn k = cu_attn_of(&a);
+    CU_LAUNCH(ctx, "attn_bwd", cuk_attn_bwd_run(ctx->stream, &k));
+    return AMPX_OK;
+}

@@ -53,6 +53,9 @@ typedef enum ocl_kernel {
     K_ADAMW,
     K_DROPOUT,
     K_PERMUTE,
+    K_ATTN_FWD,
+    K_ATTN_BWD_DQ,
+    K_ATTN_BWD_DKV,
     K_GEMM_TILED,
     K_GEMM_BETA,
     K_GEMM_STORE_C,
@@ -269,6 +272,8 @@ ampx_status ocl_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
 ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
 ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
 ampx_status ocl_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);
+ampx_status ocl_attn_fwd(ampx_context *ctx, const ampx_attn_args *a);
+ampx_status ocl_attn_bwd(ampx_context *ctx, const ampx_attn_args *a);
 ampx_status ocl_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
 ampx_status ocl_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status ocl_adamw(ampx_context *ctx, const ampx_adamw_args *a);

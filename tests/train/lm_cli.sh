@@ -63,6 +63,42 @@ grep -q '"dropout": 0.1' "$work/drop.json" || fail "no attention to put dropout 
     --checkpoint "$work/d2.safetensors" >/dev/null 2>&1 || fail "dropout resumed run"
 cmp -s "$work/d1.safetensors" "$work/d2.safetensors" || fail "resumed GPT run with dropout differs"
 
+# ---- fused attention (ATTN_FWD / ATTN_BWD) against its composite: the same masks, the same
+# training within rounding (the composite rounds the probabilities to bf16 for its GEMM)
+sed -e 's/"causal": true/"causal": true, "fused": false/' "$work/drop.json" >"$work/dropc.json"
+grep -q '"fused": false' "$work/dropc.json" || fail "no attention to unfuse in $work/drop.json"
+"$ampx" policy "$work/drop.json" >"$work/pol" 2>&1 || fail "policy: $(cat "$work/pol")"
+grep -q "fused attention (attn_fwd, attn_bwd), lse f32" "$work/pol" ||
+  fail "ampx policy does not show the fused attention"
+"$ampx" policy "$work/dropc.json" >"$work/pol" 2>&1 || fail "policy: $(cat "$work/pol")"
+grep -q "attention as its composite" "$work/pol" ||
+  fail "ampx policy does not show the composite attention"
+"$ampx" train "$work/drop.json" --steps 60 --quiet --metrics "$work/f.jsonl" \
+  --trace "$work/f.trace.json" >/dev/null 2>&1 || fail "fused attention run"
+grep -q '"attn_fwd\.' "$work/f.trace.json" && grep -q '"attn_bwd\.' "$work/f.trace.json" ||
+  fail "the fused run's trace has no attn_fwd / attn_bwd"
+"$ampx" train "$work/dropc.json" --steps 60 --quiet --metrics "$work/c.jsonl" >/dev/null 2>&1 ||
+  fail "composite attention run"
+python3 - "$work/f.jsonl" "$work/c.jsonl" <<'PY' || fail "fused and composite attention train differently"
+import json, sys
+f, c = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:])
+assert len(f) == len(c) > 0, (len(f), len(c))
+worst = max(abs(a - b) for a, b in zip(f, c))
+assert worst < 2e-3, ("largest loss difference", worst)
+assert f[-1] < f[0] - 0.5, ("no training", f[0], f[-1])
+PY
+# a plugin of ABI 1.3 (no attention ops) trains the model as its composite, exactly as cpu does
+if [ -n "${AMPX_TEST_MINOR_1_3:-}" ] && [ -f "$AMPX_TEST_MINOR_1_3" ]; then
+  "$ampx" train "$work/drop.json" --steps 20 --quiet --backend "$AMPX_TEST_MINOR_1_3" \
+    --metrics "$work/o.jsonl" >/dev/null 2>"$work/err" || fail "1.3 plugin: $(cat "$work/err")"
+  "$ampx" train "$work/dropc.json" --steps 20 --quiet --metrics "$work/c20.jsonl" >/dev/null 2>&1 ||
+    fail "composite 20 steps"
+  cmp -s <(grep -o '"loss":[^,]*' "$work/o.jsonl") <(grep -o '"loss":[^,]*' "$work/c20.jsonl") ||
+    fail "the 1.3 plugin's run is not the composite's"
+else
+  fail "AMPX_TEST_MINOR_1_3 is not set to the test plugin"
+fi
+
 # ---- eval of a token model's checkpoint: the final validation loss again
 "$ampx" eval "$tiny" --checkpoint "$work/c.safetensors" >"$work/ev" 2>"$work/err" || fail "eval: $(cat "$work/err")"
 want=$(sed -n 's/^validation loss \([0-9.]*\) nats.*/\1/p' "$work/out")

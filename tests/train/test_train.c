@@ -202,6 +202,30 @@ Test(init, per_projection_and_residual_scaling) {
     free(path);
 }
 
+/* The same block with attention as its composite (GEMMs, softmax, permutes), and the fused
+ * op with dropout on the probabilities (the mask is fixed for a step, so the loss is smooth
+ * around it). */
+Test(gradients, composite_attention) {
+    char nodes[2048];
+    snprintf(nodes, sizeof nodes, "%s", gpt_block);
+    char *at = strstr(nodes, "\"heads\":2,");
+    cr_assert_not_null(at);
+    const char *key = "\"fused\":false,";
+    memmove(at + strlen(key), at, strlen(at) + 1);
+    memcpy(at, key, strlen(key));
+    fd_check_tokens(nodes);
+}
+
+Test(gradients, fused_attention_with_dropout) {
+    fd_check_model("\"x\":{\"dtype\":\"f32\",\"shape\":[5,4]},\"y\":{\"dtype\":\"i32\","
+                   "\"classes\":3}",
+                   "{\"name\":\"a\",\"op\":\"attention\",\"inputs\":[\"x\"],\"heads\":2,"
+                   "\"dropout\":0.3,\"init\":{\"std\":0.5}},"
+                   "{\"name\":\"m\",\"op\":\"mean\",\"inputs\":[\"a\"],\"axis\":0},"
+                   "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"m\"],\"units\":3}",
+                   fd_xent);
+}
+
 Test(gradients, attention_without_mask_on_features) {
     /* 16 features as 4 positions x 4: attention over them, pooled, classified */
     fd_check_model("\"x\":{\"dtype\":\"f32\",\"shape\":[4,4]},\"y\":{\"dtype\":\"i32\","

@@ -65,6 +65,9 @@ AMPX_API int ampx_backend_supports(const ampx_backend *be, uint32_t op, const am
 AMPX_API int ampx_backend_gemm_epilogue(const ampx_backend *be, const ampx_dtype *dtypes);
 /* The op slot as a generic pointer (NULL if absent or beyond the plugin's table). */
 AMPX_API void *ampx_backend_op_slot(const ampx_backend *be, uint32_t op);
+/* Bit i set when op i has a slot and supports() takes it in f32: what the model loader
+ * (ampx_model_load_for) needs to know to choose between a layer's fused and composite form. */
+AMPX_API uint64_t ampx_backend_op_mask(const ampx_backend *be);
 
 /* Discovery: every libampx-*.so on the search path, probed (not created). */
 typedef struct ampx_plugin_info {

@@ -1,4 +1,4 @@
-/* ampx/backend.h — the backend plugin ABI, version 1.4.
+/* ampx/backend.h — the backend plugin ABI, version 1.5.
  *
  * This is the only header a vendor needs (with the header-only dtype.h). A backend is a
  * shared object that exports exactly one symbol, ampx_backend_entry, and keeps everything
@@ -230,20 +230,24 @@ AMPX_STATIC_ASSERT(sizeof(ampx_scalars) == 128, "ampx_scalars layout is part of 
     X(24, dropout,       DROPOUT,       ampx_dropout_args,       2, 0) /* counter-based mask */    \
     X(25, permute,       PERMUTE,       ampx_permute_args,       2, 0) /* strided N-D copy */      \
     /* ABI 1.4 (1.2 and 1.3 added no ops) */                                                       \
-    X(26, amp_pass,      AMP_PASS,      ampx_amp_pass_args,      1, 0) /* the step's AMP pass */
+    X(26, amp_pass,      AMP_PASS,      ampx_amp_pass_args,      1, 0) /* the step's AMP pass */ \
+    /* ABI 1.5 */                                                                                  \
+    X(27, attn_fwd,      ATTN_FWD,      ampx_attn_args,          2, 0) /* fused attention */       \
+    X(28, attn_bwd,      ATTN_BWD,      ampx_attn_args,          4, 0) /* its gradient */
 // clang-format on
 
 #define AMPX_OP_ENUM_(index, slot, OP, args, n_dtypes, f32) AMPX_OP_##OP = index,
 typedef enum ampx_op {
-    AMPX_OPS(AMPX_OP_ENUM_) /* AMPX_OP_GEMM = 0, AMPX_OP_CAST = 1, ..., AMPX_OP_AMP_PASS = 26 */
+    AMPX_OPS(AMPX_OP_ENUM_) /* AMPX_OP_GEMM = 0, AMPX_OP_CAST = 1, ..., AMPX_OP_ATTN_BWD = 28 */
     /* how many ops each minor has: a plugin's table of that minor ends after them */
     AMPX_OP_COUNT_V1_0 = 24,
     AMPX_OP_COUNT_V1_1 = 26,
-    AMPX_OP_COUNT_V1_4 = 27
+    AMPX_OP_COUNT_V1_4 = 27,
+    AMPX_OP_COUNT_V1_5 = 29
 } ampx_op;
 #undef AMPX_OP_ENUM_
 
-#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_4
+#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_5
 
 #define AMPX_OP_PLUS_ONE_(index, slot, OP, args, n_dtypes, f32) +1
 AMPX_STATIC_ASSERT(0 AMPX_OPS(AMPX_OP_PLUS_ONE_) == AMPX_OP_COUNT,
@@ -726,10 +730,58 @@ typedef struct ampx_amp_pass_args {
 } ampx_amp_pass_args;
 
 // ---------------------------------------------------------------------------------------
+// ABI 1.5
+
+/* ATTN_FWD  dtypes {q, o}  (k and v of q's dtype; lse f32)
+ * Multi-head scaled dot-product attention in one op, reading q, k, v where a fused QKV
+ * projection writes them and writing the context where the output projection reads it:
+ * for batch b < batch, head h < heads, positions i, j < seq and feature c < head_dim,
+ *   q(b,h,i,c) = q[(b seq + i) ld_q + h head_dim + c]      (k, v, o alike with ld_k, ld_v,
+ *                                                            ld_o; the [B, T, 3D] layout of a
+ *                                                            fused projection: ld 3D, k and v
+ *                                                            tensors at element offsets D, 2D)
+ *   s_ij  = scale * sum_c q(i,c) k(j,c), masked (-inf) where causal and j > i,
+ *   lse_i = log sum_j exp(s_ij)       (f32 [batch, heads, seq], saved for the backward),
+ *   p_ij  = exp(s_ij - lse_i),
+ *   p'_ij = keep(e) ? p_ij * dropout_scale : 0,  keep(e) = ampx_hash32(seed, offset + e)
+ *           >= dropout_threshold, e = ((b heads + h) seq + i) seq + j: the element index of
+ *           the [batch, heads, seq, seq] probabilities, so the mask is DROPOUT's on the
+ *           probabilities tensor of the unfused composite (threshold 0: no dropout),
+ *   o(i,c) = sum_j p'_ij v(j,c), rounded once to o's dtype.
+ * Products and sums in f32; the softmax is taken online over key tiles in f32 (running max
+ * and sum), so no seq x seq tensor exists. seq, heads, head_dim >= 1 (batch 0 does nothing);
+ * ld_x >= heads head_dim for every tensor. o must not overlap q, k or v.
+ * ATTN_BWD  dtypes {q, o, do, dq}  (k, v of q's dtype; dk, dv of dq's; lse, delta f32)
+ *   Given the forward's q, k, v, o, lse and do (ld_o), with p and p' recomputed tile by tile
+ *   from lse and the same mask:
+ *   delta_i = sum_c do(i,c) o(i,c)       (written to delta, f32 [batch, heads, seq]),
+ *   dv(j,c) = sum_i p'_ij do(i,c),
+ *   dp_ij   = keep ? dropout_scale sum_c do(i,c) v(j,c) : 0,
+ *   ds_ij   = p_ij (dp_ij - delta_i),
+ *   dq(i,c) = scale sum_j ds_ij k(j,c),  dk(j,c) = scale sum_i ds_ij q(i,c),
+ *   each written (not accumulated) with ld_dq, ld_dk, ld_dv: dq, dk, dv may be the three
+ *   parts of one [B, T, 3D] gradient. Outputs must not overlap the inputs or each other. */
+typedef struct ampx_attn_args {
+    uint32_t size;
+    uint32_t causal; /* 1: query i sees keys j <= i */
+    uint64_t batch, heads, seq, head_dim;
+    float scale;                /* of the logits, 1 / sqrt(head_dim) in attention */
+    uint32_t dropout_threshold; /* keep when the hash is >= it; 0: no dropout */
+    float dropout_scale;        /* multiplier of the kept probabilities, 1 / (1 - rate) */
+    uint32_t reserved;
+    uint64_t seed, offset;              /* the mask's key and counter of element 0 */
+    uint64_t ld_q, ld_k, ld_v, ld_o;    /* elements between positions t and t + 1 */
+    ampx_tensor q, k, v, o, lse;        /* fwd: o, lse written; bwd: read */
+    ampx_tensor d_o, dq, dk, dv, delta; /* bwd only: do (ld_o) read; dq, dk, dv, delta written */
+    uint64_t ld_dq, ld_dk, ld_dv;
+} ampx_attn_args;
+
+// ---------------------------------------------------------------------------------------
 // The op table. Slots are in op-number order, one per line of AMPX_OPS; a NULL slot is
 // unsupported. A plugin built for an older minor has a smaller table (its size says so) and
 // the host reads the slots past it as NULL: 1.1 added dropout and permute, 1.4 amp_pass
-// (optional: NULL, and the host runs unscale_check, grad_stats and sum_squares instead).
+// (optional: NULL, and the host runs unscale_check, grad_stats and sum_squares instead), 1.5
+// attn_fwd and attn_bwd (optional: NULL, and a model's attention runs as its composite).
 // Every op is enqueued on the context's stream and may complete later; argument errors are
 // reported at enqueue time, device errors at the latest by the next synchronize().
 

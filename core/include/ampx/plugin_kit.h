@@ -887,6 +887,72 @@ static inline ampx_status ampx_kit_take_permute(const ampx_kit *kit, const ampx_
 }
 
 // ---------------------------------------------------------------------------------------
+// Attention (ABI 1.5)
+
+/* The elements a [batch * seq, ld] view with width used columns spans: (rows - 1) ld + width,
+ * 0 when empty, -1 on overflow. */
+static inline int ampx_kit_attn_span(uint64_t rows, uint64_t ld, uint64_t width, uint64_t *span) {
+    *span = 0;
+    if (rows == 0) return 0;
+    uint64_t x;
+    if (ampx_kit_mul_u64(rows - 1, ld, &x) || __builtin_add_overflow(x, width, span)) return -1;
+    return 0;
+}
+
+/* One [batch, seq, heads * head_dim] operand of ATTN_FWD / ATTN_BWD: its dtype is `dt` (when
+ * dt is not -1), ld >= heads * head_dim, and its span lies in its buffer. */
+static inline ampx_status ampx_kit_attn_tensor(const ampx_kit *kit, const char *op,
+                                               const char *name, const ampx_tensor *t, int dt,
+                                               uint64_t ld, uint64_t rows, uint64_t width) {
+    uint64_t span;
+    if (t->buf && dt >= 0 && t->dtype != (ampx_dtype)dt)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: %s must be %s like its partner, not %s",
+                             op, name, ampx_dtype_name((ampx_dtype)dt), ampx_dtype_name(t->dtype));
+    if (ld < width)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: ld of %s %llu < heads x head_dim %llu", op,
+                             name, (unsigned long long)ld, (unsigned long long)width);
+    if (ampx_kit_attn_span(rows, ld, width, &span))
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: %s spans past 2^64 elements", op, name);
+    return ampx_kit_check_tensor(kit, op, name, t, span, 0);
+}
+
+/* ATTN_FWD (bwd 0) and ATTN_BWD (bwd 1): dtypes, shapes without overflow, every tensor inside
+ * its buffer, k and v of q's dtype (dk and dv of dq's), lse and delta f32. */
+static inline ampx_status ampx_kit_take_attn(const ampx_kit *kit, const ampx_attn_args *args,
+                                             ampx_attn_args *a, int bwd) {
+    const char *op = bwd ? "attn_bwd" : "attn_fwd";
+    AMPX_KIT_TRY(ampx_kit_take(kit, op, args, a, sizeof *a));
+    if (bwd) {
+        ampx_dtype dt[4] = {a->q.dtype, a->o.dtype, a->d_o.dtype, a->dq.dtype};
+        AMPX_KIT_TRY(ampx_kit_check_dtypes(kit, op, AMPX_OP_ATTN_BWD, dt, 4));
+    } else
+        AMPX_KIT_TRY(ampx_kit_check_dtypes2(kit, op, AMPX_OP_ATTN_FWD, a->q.dtype, a->o.dtype));
+    if (a->causal > 1)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: causal %u is not 0 or 1", op, a->causal);
+    if (a->batch && (!a->seq || !a->heads || !a->head_dim))
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: seq, heads and head_dim must be >= 1", op);
+    uint64_t rows, width, n_lse, n_probs; /* n_probs: the mask's element count */
+    if (ampx_kit_mul_u64(a->batch, a->seq, &rows) ||
+        ampx_kit_mul_u64(a->heads, a->head_dim, &width) ||
+        ampx_kit_mul_u64(rows, a->heads, &n_lse) || ampx_kit_mul_u64(n_lse, a->seq, &n_probs))
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: batch x seq x heads x head_dim overflows",
+                             op);
+    int qd = (int)a->q.dtype;
+    AMPX_KIT_TRY(ampx_kit_attn_tensor(kit, op, "q", &a->q, -1, a->ld_q, rows, width));
+    AMPX_KIT_TRY(ampx_kit_attn_tensor(kit, op, "k", &a->k, qd, a->ld_k, rows, width));
+    AMPX_KIT_TRY(ampx_kit_attn_tensor(kit, op, "v", &a->v, qd, a->ld_v, rows, width));
+    AMPX_KIT_TRY(ampx_kit_attn_tensor(kit, op, "o", &a->o, -1, a->ld_o, rows, width));
+    AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, op, "lse", &a->lse, AMPX_F32, n_lse, 0));
+    if (!bwd) return AMPX_OK;
+    int gd = (int)a->dq.dtype;
+    AMPX_KIT_TRY(ampx_kit_attn_tensor(kit, op, "do", &a->d_o, -1, a->ld_o, rows, width));
+    AMPX_KIT_TRY(ampx_kit_attn_tensor(kit, op, "dq", &a->dq, -1, a->ld_dq, rows, width));
+    AMPX_KIT_TRY(ampx_kit_attn_tensor(kit, op, "dk", &a->dk, gd, a->ld_dk, rows, width));
+    AMPX_KIT_TRY(ampx_kit_attn_tensor(kit, op, "dv", &a->dv, gd, a->ld_dv, rows, width));
+    return ampx_kit_check_tensor_dt(kit, op, "delta", &a->delta, AMPX_F32, n_lse, 0);
+}
+
+// ---------------------------------------------------------------------------------------
 // The scaler's arithmetic, as PyTorch's _amp_update_scale kernels do it
 
 /* The growth or backoff factor SCALER_UPDATE applies: the args' double when given (> 0),

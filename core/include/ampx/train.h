@@ -50,6 +50,14 @@ AMPX_API ampx_status ampx_model_load(const char *path, const char *policy_path, 
 AMPX_API ampx_status ampx_model_load_with(const char *path, const char *policy_path,
                                           const char *const *sets, int n_sets, ampx_model **out,
                                           char *err, size_t err_cap);
+/* The same for a backend whose ops are backend_ops (bit i: op i, ampx_backend_op_mask): a
+ * layer with a fused form lowers to its composite when the backend lacks the fused ops (an
+ * attention layer without ATTN_FWD and ATTN_BWD runs as GEMMs, softmax and permutes).
+ * AMPX_ALL_OPS (what ampx_model_load assumes) builds the fused forms. */
+#define AMPX_ALL_OPS (~(uint64_t)0)
+AMPX_API ampx_status ampx_model_load_for(const char *path, const char *policy_path,
+                                         const char *const *sets, int n_sets, uint64_t backend_ops,
+                                         ampx_model **out, char *err, size_t err_cap);
 AMPX_API void ampx_model_free(ampx_model *m);
 AMPX_API ampx_train_config *ampx_model_train_config(ampx_model *m);
 AMPX_API const char *ampx_model_name(const ampx_model *m);

@@ -282,6 +282,38 @@ static void describe_amp_pass(desc *d, const ampx_amp_pass_args *a) {
 }
 
 // ---------------------------------------------------------------------------------------
+// ABI 1.5: ATTN_FWD, ATTN_BWD
+
+/* Flops of the products (q k^T and p v forward; the backward recomputes q k^T and adds
+ * do v^T, p^T do, ds k and ds^T q), halved when causal. */
+static uint64_t attn_flops(const ampx_attn_args *a, int products) {
+    uint64_t f = 2 * a->batch * a->heads * a->seq * a->seq * a->head_dim * (uint64_t)products;
+    return a->causal ? f / 2 : f;
+}
+
+static void describe_attn_fwd(desc *d, const ampx_attn_args *a) {
+    uint64_t n = a->batch * a->seq * a->heads * a->head_dim;
+    shape(d, "b%llu h%llu t%llu d%llu%s", (ull)a->batch, (ull)a->heads, (ull)a->seq,
+          (ull)a->head_dim, a->causal ? " causal" : "");
+    tensor(d, a->q, n);
+    tensor(d, a->k, n);
+    tensor(d, a->v, n);
+    tensor(d, a->o, n);
+    tensor(d, a->lse, a->batch * a->heads * a->seq);
+    d->e->flops = attn_flops(a, 2);
+}
+
+static void describe_attn_bwd(desc *d, const ampx_attn_args *a) {
+    uint64_t n = a->batch * a->seq * a->heads * a->head_dim;
+    describe_attn_fwd(d, a);
+    tensor(d, a->d_o, n);
+    tensor(d, a->dq, n);
+    tensor(d, a->dk, n);
+    tensor(d, a->dv, n);
+    d->e->flops = attn_flops(a, 5);
+}
+
+// ---------------------------------------------------------------------------------------
 
 #define DESCRIBE(index, slot, OP, type, n_dtypes, f32)                                             \
     case AMPX_OP_##OP: describe_##slot(&d, (const type *)args); break;

@@ -522,6 +522,15 @@ int ampx_backend_gemm_epilogue(const ampx_backend *be, const ampx_dtype *dtypes)
     return be->iface.supports(be->ctx, AMPX_OP_GEMM, dtypes, 3, AMPX_SHAPE_GEMM_EPILOGUE) != 0;
 }
 
+uint64_t ampx_backend_op_mask(const ampx_backend *be) {
+    static const ampx_dtype f32[8] = {AMPX_F32, AMPX_F32, AMPX_F32, AMPX_F32,
+                                      AMPX_F32, AMPX_F32, AMPX_F32, AMPX_F32};
+    uint64_t mask                  = 0;
+    for (uint32_t op = 0; op < AMPX_OP_COUNT && op < 64; op++)
+        if (ampx_backend_supports(be, op, f32, ampx_op_n_dtypes(op))) mask |= (uint64_t)1 << op;
+    return mask;
+}
+
 // ---------------------------------------------------------------------------------------
 // Discovery: each plugin is loaded and probed in a child process with a time limit
 // ($AMPX_PROBE_TIMEOUT_S, 10 s by default), so a plugin whose constructor or probe hangs or

@@ -185,4 +185,34 @@ void ref_dropout(uint64_t n, uint32_t threshold, uint64_t seed, uint64_t offset,
 int ref_permute(uint32_t ndim, const uint64_t *dims, const uint64_t *x_strides,
                 const uint64_t *y_strides, const double *x, double *y, int64_t *src);
 
+// ---------------------------------------------------------------------------------------
+// ABI 1.5: attention
+
+/* The shape and options of ATTN_FWD / ATTN_BWD. Arrays are compact [batch, seq, heads *
+ * head_dim] (head h at column h head_dim); lse and delta [batch, heads, seq]. */
+typedef struct ref_attn_shape {
+    uint64_t batch, heads, seq, head_dim;
+    int causal;
+    double scale;
+    uint32_t threshold; /* 0: no dropout */
+    double dropout_scale;
+    uint64_t seed, offset;
+} ref_attn_shape;
+
+/* keep(b, h, i, j) of backend.h's mask: 1 when ref_hash32(seed, offset + e) >= threshold for
+ * e = ((b heads + h) seq + i) seq + j. */
+int ref_attn_keep(const ref_attn_shape *s, uint64_t b, uint64_t h, uint64_t i, uint64_t j);
+/* The full softmax in double, row by row: o, lse; mag (optional, like o) receives
+ * sum_j p'_ij |v_jc| (1 + sum_c |scale q_c k_c| + |lse_i|), the size of o's terms with the
+ * error that exp's argument carries into p. */
+void ref_attn_fwd(const ref_attn_shape *s, const double *q, const double *k, const double *v,
+                  double *o, double *lse, double *mag);
+/* The backward as backend.h states it, from the given o (as stored) and lse: delta, dq, dk,
+ * dv; mag_dq and mag_dk (optional) receive the size of their terms, sum over the other index
+ * of |ds| bounds times |k| or |q|, where ds's bound carries the errors of exp's argument, of
+ * dp and of delta (ds = p (dp - delta) cancels when o is close to the v it averages). */
+void ref_attn_bwd(const ref_attn_shape *s, const double *q, const double *k, const double *v,
+                  const double *o, const double *lse, const double *d_o, double *dq, double *dk,
+                  double *dv, double *delta, double *mag_dq, double *mag_dk);
+
 #endif /* AMPX_REFERENCE_H */

@@ -2,7 +2,9 @@
  * activations (Q K^T, P V and their backward), and the split of a fused [T, P*D] projection
  * into P head-major tensors [H, T, D/H] and its inverse, each one strided PERMUTE per part
  * (llm.c's permute / unpermute). The builder composes them with the dense and softmax rules
- * into an `attention` node; each is the other's backward. */
+ * into an `attention` node's composite; each is the other's backward. The fused `attention`
+ * node (ATTN_FWD / ATTN_BWD) does all of it in one op where the backend has it. */
+#include <math.h>
 #include <stdio.h>
 
 #include "graph/ops.h"
@@ -234,3 +236,104 @@ static int merge_bwd(g_graph *g, int self) {
 
 const g_rule g_rule_merge_heads = {
     "merge_heads", {AMPX_OP_PERMUTE, AMPX_OP_COUNT}, merge_shape, merge_fwd, merge_bwd};
+
+// ---------------------------------------------------------------------------------------
+// attention: the fused op. in qkv [.., T, 3D] (the QKV projection's output, heads a.heads);
+// out context [.., T, D] and lse [.., H, T] (f32, for the backward). a.alpha is the logits'
+// scale 1/sqrt(D/H), a.causal the mask, a.rate the dropout on the probabilities, keyed as
+// the composite's dropout node (g_mask_name), so both paths drop the same elements.
+
+static int attention_shape(g_graph *g, g_node *n, g_shape_error *e) {
+    const g_value *x = &g->values[n->in[0]];
+    int64_t w = g_last(x), h = n->a.heads;
+    if (x->ndim != 3 || !x->batched || w % 3 || (w / 3) % h) {
+        char s[64];
+        g_shape_str(x, s, sizeof s);
+        snprintf(e->msg, sizeof e->msg,
+                 "\"%s\" has shape %s: fused attention reads [B, T, 3D] with D a multiple of %lld",
+                 x->name, s, (long long)h);
+        e->input = 0;
+        return -1;
+    }
+    g_value *y = &g->values[n->out[0]], *l = &g->values[n->out[1]];
+    y->batched = l->batched = 1;
+    y->ndim = l->ndim = 3;
+    y->dims[0] = l->dims[0] = 0;
+    y->dims[1]              = x->dims[1];
+    y->dims[2]              = w / 3;
+    l->dims[1]              = h;
+    l->dims[2]              = x->dims[1];
+    return 0;
+}
+
+/* The args both directions share: q, k, v the three parts of the fused value, the context
+ * [B, T, D], lse; dropout only while training. */
+static ampx_attn_args attention_args(g_exec *x, const g_graph *g, const g_node *n, int fwd_node,
+                                     int qkv, int ctx, int lse) {
+    const g_value *v = &g->values[qkv];
+    uint64_t t = (uint64_t)v->dims[1], d = (uint64_t)(g_last(v) / 3), h = (uint64_t)n->a.heads;
+    ampx_attn_args a = {.size          = sizeof a,
+                        .causal        = (uint32_t)(n->a.causal != 0),
+                        .batch         = gx_numel(x, qkv) / (t * 3 * d),
+                        .heads         = h,
+                        .seq           = t,
+                        .head_dim      = d / h,
+                        .scale         = n->a.alpha,
+                        .dropout_scale = 1.0f,
+                        .ld_q          = 3 * d,
+                        .ld_k          = 3 * d,
+                        .ld_v          = 3 * d,
+                        .ld_o          = d,
+                        .q             = gx_tensor(x, qkv),
+                        .o             = gx_tensor(x, ctx),
+                        .lse           = gx_tensor(x, lse)};
+    a.k = a.v = a.q;
+    a.k.offset += d * ampx_dtype_size(a.q.dtype);
+    a.v.offset += 2 * d * ampx_dtype_size(a.q.dtype);
+    if (gx_training(x) && n->a.rate > 0) {
+        double th           = floor((double)n->a.rate * 4294967296.0);
+        a.dropout_threshold = th > 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)th;
+        a.dropout_scale     = (float)(1.0 / (1.0 - (double)n->a.rate));
+        a.seed              = gx_dropout_seed(x, &g->nodes[fwd_node]);
+    }
+    return a;
+}
+
+static ampx_status attention_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    ampx_attn_args a = attention_args(x, g, n, (int)(n - g->nodes), n->in[0], n->out[0], n->out[1]);
+    return gx_call(x, n, AMPX_OP_ATTN_FWD, &a);
+}
+
+/* One backward node: in qkv, context, lse, d context; out d qkv and delta (f32 [.., H, T],
+ * rowsum(do * o), the op's workspace). */
+static int attention_bwd(g_graph *g, int self) {
+    const g_node n = g->nodes[self];
+    int qkv = n.in[0], dctx = g_grad_of(g, n.out[0]);
+    if (dctx < 0 || !g_needs_grad(g, qkv)) return 0;
+    char name[G_NAME_MAX];
+    snprintf(name, sizeof name, "%.50s.delta", n.name);
+    int delta = g_add_value_like(g, name, ROLE_ACTIVATION, AMPX_F32, n.out[1]);
+    int dqkv  = delta < 0 ? -1 : g_new_grad(g, qkv, g->values[qkv].dtype);
+    int in[4] = {qkv, n.out[0], n.out[1], dctx}, out[2] = {dqkv, delta};
+    if (dqkv < 0 || g_emit(g, self, OP_ATTENTION_BWD, in, 4, out, 2, &n.a) < 0) return -1;
+    return g_contribute(g, qkv, dqkv, self);
+}
+
+const g_rule g_rule_attention = {
+    "attention", {AMPX_OP_ATTN_FWD, AMPX_OP_COUNT}, attention_shape, attention_fwd, attention_bwd};
+
+static ampx_status attention_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    ampx_attn_args a = attention_args(x, g, n, n->of, n->in[0], n->in[1], n->in[2]);
+    uint64_t d       = (uint64_t)(g_last(&g->values[n->in[0]]) / 3);
+    a.d_o            = gx_tensor(x, n->in[3]);
+    a.dq             = gx_tensor(x, n->out[0]);
+    a.dk = a.dv = a.dq;
+    a.dk.offset += d * ampx_dtype_size(a.dq.dtype);
+    a.dv.offset += 2 * d * ampx_dtype_size(a.dq.dtype);
+    a.ld_dq = a.ld_dk = a.ld_dv = 3 * d;
+    a.delta                     = gx_tensor(x, n->out[1]);
+    return gx_call(x, n, AMPX_OP_ATTN_BWD, &a);
+}
+
+const g_rule g_rule_attention_bwd = {
+    "attention_bwd", {AMPX_OP_ATTN_BWD, AMPX_OP_COUNT}, NULL, attention_bwd_fwd, NULL};

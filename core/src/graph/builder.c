@@ -110,51 +110,11 @@ static int projection(builder *b, const json_value *at, const json_value *iv, co
     return 0;
 }
 
-/* attention's "init": one init object for both projections, or {"qkv": {...}, "proj":
- * {...}} each its own (GPT-2: std 0.02 for qkv, 0.02 / sqrt(2 L) for the output projection,
- * "proj": {"std": 0.02, "residual_layers": L}). */
-static int attention_init(builder *b, const json_value *v, float *qkv_std, float *proj_std) {
-    const json_value *iv = json_get(v, "init");
-    g_init wi = INIT_NORMAL, bi = INIT_ZEROS;
-    if (!iv || !(json_get(iv, "qkv") || json_get(iv, "proj"))) {
-        if (b_parse_init(b, v, &wi, &bi, qkv_std)) return -1;
-        *proj_std = *qkv_std;
-        return 0;
-    }
-    static const char *const keys[] = {"qkv", "proj", NULL};
-    if (jkeys(b->c, iv, keys)) return -1;
-    const json_value *q = json_get(iv, "qkv"), *o = json_get(iv, "proj");
-    return (q && b_parse_init_obj(b, q, &wi, &bi, qkv_std)) ||
-                   (o && b_parse_init_obj(b, o, &wi, &bi, proj_std))
-               ? -1
-               : 0;
-}
-
-static int parse_attention(builder *b, b_node *n) {
-    const json_value *v = n->v, *iv = n->iv, *at = n->at;
-    const char *name = n->name;
-    int x = n->ins[0], *params = n->params, *n_params = &n->n_params, *out = &n->out;
-    jctx *c       = b->c;
-    g_graph *g    = b->g;
-    int64_t heads = 0;
-    int causal = 1, bias = 1;
-    double rate = 0;
-    g_init wi = INIT_NORMAL, bi = INIT_ZEROS;
-    float std = 0.02f, proj_std = 0.02f;
-    if (jint(c, v, "heads", 1, 1, 1 << 12, &heads) || jbool(c, v, "causal", &causal) ||
-        jbool(c, v, "bias", &bias) || jnum(c, v, "dropout", 0, 0.0, 0.999, &rate) ||
-        attention_init(b, v, &std, &proj_std))
-        return -1;
-    const g_value *xv = &g->values[x];
-    if (xv->ndim != 3)
-        return jerr(c, iv ? iv->items[0] : v,
-                    "attention reads [positions, features] per example; \"%s\" is not", xv->name);
-    int64_t d = xv->dims[2];
-    if (d % heads)
-        return jerr(c, json_get(v, "heads"), "%lld features do not split into %lld heads",
-                    (long long)d, (long long)heads);
-    int qkv;
-    if (projection(b, at, iv, name, "qkv", x, 3 * d, bias, std, params, n_params, &qkv)) return -1;
+/* The composite: split the fused projection into head-major q, k, v (three PERMUTEs), scores
+ * q k^T, softmax (scale, causal) in f32, dropout on the probabilities, context p v, merge the
+ * heads back (a PERMUTE). */
+static int attention_composite(builder *b, const json_value *at, const char *name, int qkv,
+                               int64_t heads, int causal, double rate, int64_t d, int *out) {
     int qkv3[3] = {part_act(b, at, name, "q"), part_act(b, at, name, "k"),
                    part_act(b, at, name, "v")};
     g_attrs ha  = {.alpha = 1, .heads = (int)heads, .parts = 3};
@@ -189,6 +149,78 @@ static int parse_attention(builder *b, b_node *n) {
     snprintf(nn, sizeof nn, "%s.merge", name);
     if (merged < 0 || b_add_node(b, at, NULL, OP_MERGE_HEADS, &ctx, 1, &merged, 1, &ma, nn))
         return -1;
+    *out = merged;
+    return 0;
+}
+
+/* The fused op: one node reads the projection's [B, T, 3D] and writes the context [B, T, D]
+ * the output projection reads, and the f32 log-sum-exp of each row for its backward. */
+static int attention_fused(builder *b, const json_value *at, const char *name, int qkv,
+                           int64_t heads, int causal, double rate, int64_t d, int *out) {
+    g_attrs a = {.alpha  = (float)(1.0 / sqrt((double)(d / heads))),
+                 .causal = causal,
+                 .rate   = (float)rate,
+                 .heads  = (int)heads};
+    char nn[G_NAME_MAX];
+    snprintf(nn, sizeof nn, "%s.attention", name);
+    int o[2] = {part_act(b, at, name, "merged"), part_act(b, at, name, "lse")};
+    if (o[0] < 0 || o[1] < 0 || b_add_node(b, at, NULL, OP_ATTENTION, &qkv, 1, o, 2, &a, nn))
+        return -1;
+    *out = o[0];
+    return 0;
+}
+
+/* attention's "init": one init object for both projections, or {"qkv": {...}, "proj":
+ * {...}} each its own (GPT-2: std 0.02 for qkv, 0.02 / sqrt(2 L) for the output projection,
+ * "proj": {"std": 0.02, "residual_layers": L}). */
+static int attention_init(builder *b, const json_value *v, float *qkv_std, float *proj_std) {
+    const json_value *iv = json_get(v, "init");
+    g_init wi = INIT_NORMAL, bi = INIT_ZEROS;
+    if (!iv || !(json_get(iv, "qkv") || json_get(iv, "proj"))) {
+        if (b_parse_init(b, v, &wi, &bi, qkv_std)) return -1;
+        *proj_std = *qkv_std;
+        return 0;
+    }
+    static const char *const keys[] = {"qkv", "proj", NULL};
+    if (jkeys(b->c, iv, keys)) return -1;
+    const json_value *q = json_get(iv, "qkv"), *o = json_get(iv, "proj");
+    return (q && b_parse_init_obj(b, q, &wi, &bi, qkv_std)) ||
+                   (o && b_parse_init_obj(b, o, &wi, &bi, proj_std))
+               ? -1
+               : 0;
+}
+
+static int parse_attention(builder *b, b_node *n) {
+    const json_value *v = n->v, *iv = n->iv, *at = n->at;
+    const char *name = n->name;
+    int x = n->ins[0], *params = n->params, *n_params = &n->n_params, *out = &n->out;
+    jctx *c       = b->c;
+    g_graph *g    = b->g;
+    int64_t heads = 0;
+    int causal = 1, bias = 1, fused = 1;
+    double rate = 0;
+    g_init wi = INIT_NORMAL, bi = INIT_ZEROS;
+    float std = 0.02f, proj_std = 0.02f;
+    if (jint(c, v, "heads", 1, 1, 1 << 12, &heads) || jbool(c, v, "causal", &causal) ||
+        jbool(c, v, "bias", &bias) || jnum(c, v, "dropout", 0, 0.0, 0.999, &rate) ||
+        jbool(c, v, "fused", &fused) || attention_init(b, v, &std, &proj_std))
+        return -1;
+    const g_value *xv = &g->values[x];
+    if (xv->ndim != 3)
+        return jerr(c, iv ? iv->items[0] : v,
+                    "attention reads [positions, features] per example; \"%s\" is not", xv->name);
+    int64_t d = xv->dims[2];
+    if (d % heads)
+        return jerr(c, json_get(v, "heads"), "%lld features do not split into %lld heads",
+                    (long long)d, (long long)heads);
+    int qkv;
+    if (projection(b, at, iv, name, "qkv", x, 3 * d, bias, std, params, n_params, &qkv)) return -1;
+    int merged;
+    if (fused && (b->ops >> AMPX_OP_ATTN_FWD & 1) && (b->ops >> AMPX_OP_ATTN_BWD & 1)) {
+        if (attention_fused(b, at, name, qkv, heads, causal, rate, d, &merged)) return -1;
+    } else if (attention_composite(b, at, name, qkv, heads, causal, rate, d, &merged)) {
+        return -1;
+    }
     (void)wi, (void)bi;
     return projection(b, at, NULL, name, "proj", merged, d, bias, proj_std, params, n_params, out);
 }
@@ -500,7 +532,8 @@ static const char *const red_keys[]   = {"axis", NULL};
 static const char *const drop_keys[]  = {"rate", NULL};
 static const char *const emb_keys[]   = {"vocab", "dim", "init", NULL};
 static const char *const pos_keys[]   = {"init", "max_positions", NULL};
-static const char *const attn_keys[]  = {"heads", "causal", "dropout", "bias", "init", NULL};
+static const char *const attn_keys[]  = {"heads", "causal", "dropout", "bias",
+                                         "init",  "fused",  NULL};
 static const char *const no_keys[]    = {NULL};
 
 static const b_kind layer_kinds[K_COUNT] = {
@@ -760,9 +793,10 @@ static int parse_loss(builder *b, const json_value *v) {
     return 0;
 }
 
-int g_build(jctx *c, const json_value *root, g_graph *g) {
+int g_build(jctx *c, const json_value *root, uint64_t backend_ops, g_graph *g) {
     builder *b = calloc(1, sizeof *b);
     if (!b) return jerr(c, root, "out of memory");
+    b->ops                   = backend_ops;
     b->c                     = c;
     b->g                     = g;
     b->last                  = -1;

@@ -7,8 +7,9 @@
 #include "config/schema.h"
 #include "graph/graph.h"
 
-/* Reads root's inputs, layers/nodes and loss into g (initialized, empty). Returns 0, or -1
+/* Reads root's inputs, layers/nodes and loss into g (initialized, empty). backend_ops (bit
+ * i: backend op i) chooses between a layer's fused and composite form. Returns 0, or -1
  * with the error in c. */
-int g_build(jctx *c, const json_value *root, g_graph *g);
+int g_build(jctx *c, const json_value *root, uint64_t backend_ops, g_graph *g);
 
 #endif

@@ -22,7 +22,8 @@ typedef struct builder {
     g_graph *g;
     b_name names[B_MAX_NAMES];
     int n_names;
-    int last; /* the last value a layer produced: the next layer's input */
+    int last;     /* the last value a layer produced: the next layer's input */
+    uint64_t ops; /* the backend's ops (bit i: op i): fused or composite layers */
 } builder;
 
 /* The index of the name in b->names, or -1. */

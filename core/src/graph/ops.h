@@ -9,7 +9,8 @@
  *   reduce.c      sum / mean over an axis
  *   loss.c        softmax cross-entropy (per position for N-D logits), mean squared error
  *   embed.c       token embedding (gather) and its scatter-add backward, position tables
- *   attention.c   batched products of activations, splitting and merging heads
+ *   attention.c   batched products of activations, splitting and merging heads, and the
+ *                 fused attention op
  * Adding an op: an enum entry here, its rule in the family file, its name in the builder. */
 #ifndef AMPX_GRAPH_OPS_H
 #define AMPX_GRAPH_OPS_H
@@ -53,9 +54,11 @@ typedef enum g_op {
     OP_EMBED,     /* y[.., t, :] = table[ids[.., t], :]          in: ids, table */
     OP_EMBED_BWD, /* dtable (+)= scatter-add of dy by ids       in: ids, dy  out: dtable */
     /* attention.c */
-    OP_BMM,         /* C = alpha op(A) op(B) over the leading axes   in: A, B */
-    OP_SPLIT_HEADS, /* x [.., T, P*D] -> P values [.., H, T, D/H]     */
-    OP_MERGE_HEADS, /* P values [.., H, T, D/H] -> [.., T, P*D]       */
+    OP_BMM,           /* C = alpha op(A) op(B) over the leading axes   in: A, B */
+    OP_SPLIT_HEADS,   /* x [.., T, P*D] -> P values [.., H, T, D/H]     */
+    OP_MERGE_HEADS,   /* P values [.., H, T, D/H] -> [.., T, P*D]       */
+    OP_ATTENTION,     /* context, lse = attention(qkv [.., T, 3D]) in one op (ATTN_FWD) */
+    OP_ATTENTION_BWD, /* d qkv, delta                 in: qkv, context, lse, d context */
     /* embed.c */
     OP_POSITION,      /* y = x + table[:T] (a table of P >= T rows)  in: x [.., T, D], table */
     OP_POSITION_GRAD, /* dtable[:T] (+)= sum over examples of dy    in: dy  out: dtable */
@@ -88,6 +91,11 @@ typedef struct g_rule {
 
 const g_rule *g_rule_of(int op);
 
+/* The key of forward node `node`'s dropout mask: a hash of its name, or for a fused attention
+ * node ("L.attention") of the name of the composite's dropout node ("L.dropout"), so the
+ * mask does not depend on node numbering and both forms of a layer drop the same elements. */
+uint32_t g_mask_key(const g_graph *g, int node);
+
 /* Family tables (each file defines its kinds' rules). */
 extern const g_rule g_rule_matmul, g_rule_matmul_dw, g_rule_matmul_dx, g_rule_bias,
     g_rule_bias_grad, g_rule_dense, g_rule_fused;
@@ -99,6 +107,7 @@ extern const g_rule g_rule_reshape, g_rule_transpose;
 extern const g_rule g_rule_reduce, g_rule_reduce_bwd;
 extern const g_rule g_rule_xent, g_rule_mse;
 extern const g_rule g_rule_embed, g_rule_embed_bwd, g_rule_position, g_rule_position_grad;
-extern const g_rule g_rule_bmm, g_rule_split_heads, g_rule_merge_heads;
+extern const g_rule g_rule_bmm, g_rule_split_heads, g_rule_merge_heads, g_rule_attention,
+    g_rule_attention_bwd;
 
 #endif

@@ -4,6 +4,9 @@
  * rules, never call each other. */
 #include "graph/ops.h"
 
+#include <stdio.h>
+#include <string.h>
+
 static const g_rule *const rules[OP_COUNT] = {
     [OP_MATMUL]        = &g_rule_matmul,
     [OP_MATMUL_DW]     = &g_rule_matmul_dw,
@@ -38,8 +41,23 @@ static const g_rule *const rules[OP_COUNT] = {
     [OP_POSITION_GRAD] = &g_rule_position_grad,
     [OP_DENSE]         = &g_rule_dense,
     [OP_FUSED]         = &g_rule_fused,
+    [OP_ATTENTION]     = &g_rule_attention,
+    [OP_ATTENTION_BWD] = &g_rule_attention_bwd,
 };
 
 const g_rule *g_rule_of(int op) {
     return op >= 0 && op < OP_COUNT ? rules[op] : NULL;
+}
+
+uint32_t g_mask_key(const g_graph *g, int node) {
+    const g_node *n = &g->nodes[node];
+    char name[G_NAME_MAX + 16];
+    snprintf(name, sizeof name, "%s", n->name);
+    size_t len = strlen(name), suf = strlen(".attention");
+    if (n->op == OP_ATTENTION && len >= suf && !strcmp(name + len - suf, ".attention"))
+        snprintf(name + len - suf, sizeof name - (len - suf), ".dropout");
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
 }

@@ -27,6 +27,12 @@ ampx_status ampx_model_load(const char *path, const char *policy_path, ampx_mode
 
 ampx_status ampx_model_load_with(const char *path, const char *policy_path, const char *const *sets,
                                  int n_sets, ampx_model **out, char *err, size_t err_cap) {
+    return ampx_model_load_for(path, policy_path, sets, n_sets, AMPX_ALL_OPS, out, err, err_cap);
+}
+
+ampx_status ampx_model_load_for(const char *path, const char *policy_path, const char *const *sets,
+                                int n_sets, uint64_t backend_ops, ampx_model **out, char *err,
+                                size_t err_cap) {
     *out          = NULL;
     ampx_model *m = calloc(1, sizeof *m);
     if (!m || !(m->cfg.file = strdup(path)) || g_init_graph(&m->graph) || g_init_graph(&m->raw)) {
@@ -53,7 +59,7 @@ ampx_status ampx_model_load_with(const char *path, const char *policy_path, cons
         goto fail;
     }
     snprintf(s->name, sizeof s->name, "%s", name);
-    if (g_build(&c, root, &m->graph)) goto fail;
+    if (g_build(&c, root, backend_ops, &m->graph)) goto fail;
     if (parse_policy_and_scaler(&c, s, root)) goto fail;
     if (json_get(root, "optimizer") && optimizer_parse(&c, s, json_get(root, "optimizer")))
         goto fail;

@@ -38,7 +38,8 @@ const char *policy_why(g_why why) {
 static int class_of(int op) {
     switch (op) {
     case OP_MATMUL:
-    case OP_BMM: return CLASS_DENSE;
+    case OP_BMM:
+    case OP_ATTENTION: return CLASS_DENSE;
     case OP_ACT: return CLASS_ACTIVATION;
     case OP_LAYERNORM: return CLASS_LAYERNORM;
     case OP_BATCHNORM: return CLASS_BATCHNORM;
@@ -91,7 +92,8 @@ static ampx_dtype decide(const policy *p, const g_node *n, int is_output, ampx_d
     case OP_MATMUL:
         *why = is_output ? WHY_OUTPUT : WHY_COMPUTE;
         return is_output ? p->output : p->compute;
-    case OP_BMM: *why = WHY_COMPUTE; return p->compute;
+    case OP_BMM:
+    case OP_ATTENTION: *why = WHY_COMPUTE; return p->compute;
     case OP_LAYERNORM:
     case OP_BATCHNORM:
     case OP_SOFTMAX:
@@ -106,7 +108,7 @@ static ampx_dtype decide(const policy *p, const g_node *n, int is_output, ampx_d
  * always (both operands of a product of activations), one-input elementwise ops when their
  * dtype was chosen for them. */
 static int casts_inputs(const g_node *n, g_why why) {
-    if (n->op == OP_MATMUL) return 1;
+    if (n->op == OP_MATMUL || n->op == OP_ATTENTION) return 1;
     if (n->op == OP_BMM) return 2;
     int elementwise = n->op == OP_ACT || n->op == OP_DROPOUT || n->op == OP_SCALE;
     return elementwise && why != WHY_FOLLOWS;
@@ -192,6 +194,7 @@ static void output_dtypes(g_graph *g, const g_node *n, int id, ampx_dtype d) {
             g->values[n->out[k]].dtype = d;
     if (n->op == OP_XENT || n->op == OP_MSE) g->values[n->out[1]].dtype = g->values[n->in[0]].dtype;
     if (n->op == OP_RESHAPE) g->values[n->out[0]].dtype = g->values[n->in[0]].dtype;
+    if (n->op == OP_ATTENTION) g->values[n->out[1]].dtype = AMPX_F32; /* lse */
     if (n->op == OP_LAYERNORM || n->op == OP_BATCHNORM) {
         g->values[n->out[1]].dtype = AMPX_F32;
         g->values[n->out[2]].dtype = AMPX_F32;
@@ -391,6 +394,12 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
             snprintf(from, sizeof from, " (%s %s -> %s)", x->name, ampx_dtype_name(x->dtype),
                      ampx_dtype_name(y->dtype));
         }
+        /* which form an attention layer takes: the backend's fused op or the composite */
+        if (n->op == OP_ATTENTION)
+            snprintf(from, sizeof from, "; fused attention (attn_fwd, attn_bwd), lse %s",
+                     ampx_dtype_name(g->values[n->out[1]].dtype));
+        if (n->op == OP_SPLIT_HEADS && n->a.parts == 3)
+            snprintf(from, sizeof from, "; attention as its composite (gemm, softmax, permute)");
         /* a dense layer's matmul and bias print as one line, under the layer's name */
         int hidden = n->op == OP_MATMUL && strcmp(y->name, n->name);
         features(y, shape, sizeof shape);

@@ -61,8 +61,10 @@ static ampx_tensor x_scalars(g_exec *h) {
 
 static uint64_t x_dropout_seed(const g_exec *h, const g_node *n) {
     const executor *x = of_const(h);
-    /* the forward node's id keys the mask, so its backward finds the same one */
-    uint64_t id = n->phase == PHASE_BACKWARD ? (uint64_t)n->of : (uint64_t)(n - x->g->nodes);
+    /* the forward node's mask name keys the mask, so its backward finds the same one, and a
+     * fused attention node the one of the composite's dropout node */
+    int fwd     = n->phase == PHASE_BACKWARD ? n->of : (int)(n - x->g->nodes);
+    uint64_t id = g_mask_key(x->g, fwd);
     uint64_t mb = (uint64_t)x->micro * (x->replicas ? x->replicas : 1) + x->replica;
     uint64_t hi = ampx_hash32(x->seed ^ 0xD809u, x->step * 65536u + mb);
     uint64_t lo = ampx_hash32(hi, id);
