@@ -336,8 +336,18 @@ static uint64_t attn_hdp(uint64_t hd) {
     return cpu_div_up(hd, ATTN_NB) * ATTN_NB;
 }
 
+/* The op as supports() says: refused where the plugin does not claim it (option attention). */
+static ampx_status attn_claimed(ampx_context *ctx, const char *op) {
+    if (!ctx || ctx->attention) return AMPX_OK;
+    return ampx_kit_fail(AMPX_KIT(ctx), AMPX_ERR_UNSUPPORTED,
+                         "cpu: %s: not claimed on isa=%s (the composite is faster there; "
+                         "attention=1 runs the fused kernel)",
+                         op, ctx->kern->name);
+}
+
 ampx_status cpu_attn_fwd(ampx_context *ctx, const ampx_attn_args *args) {
     attn_job j = {.ctx = ctx};
+    CPU_TRY(attn_claimed(ctx, "attn_fwd"));
     CPU_TRY(ampx_kit_take_attn(AMPX_KIT(ctx), args, &j.a, 0));
     if (j.a.batch == 0) return AMPX_OK;
     j.hdp         = attn_hdp(j.a.head_dim);
@@ -352,6 +362,7 @@ ampx_status cpu_attn_fwd(ampx_context *ctx, const ampx_attn_args *args) {
 
 ampx_status cpu_attn_bwd(ampx_context *ctx, const ampx_attn_args *args) {
     attn_job j = {.ctx = ctx};
+    CPU_TRY(attn_claimed(ctx, "attn_bwd"));
     CPU_TRY(ampx_kit_take_attn(AMPX_KIT(ctx), args, &j.a, 1));
     if (j.a.batch == 0) return AMPX_OK;
     j.hdp      = attn_hdp(j.a.head_dim);

@@ -205,6 +205,7 @@ static unsigned n_dtypes_of(unsigned op) {
     case AMPX_OP_SOFTMAX_BWD:
     case AMPX_OP_LAYERNORM_BWD:
     case AMPX_OP_BATCHNORM_BWD: return 3;
+    case AMPX_OP_ATTN_BWD: return 4;
     case AMPX_OP_SUM_SQUARES:
     case AMPX_OP_UNSCALE_CHECK:
     case AMPX_OP_GRAD_STATS:
@@ -222,14 +223,14 @@ Test(cuda_plugin, supports_every_float_dtype) {
         for (unsigned i = 0; i < n; i++)
             combos *= AMPX_DTYPE_COUNT;
         for (unsigned c = 0; c < combos; c++) {
-            ampx_dtype dt[3];
+            ampx_dtype dt[4];
             unsigned x = c;
             for (unsigned i = 0; i < n; i++, x /= AMPX_DTYPE_COUNT)
                 dt[i] = (ampx_dtype)(x % AMPX_DTYPE_COUNT);
             int got = I->supports(NULL, op, dt, n, AMPX_SHAPE_ANY);
             cr_expect_eq(got, abi_allows(op, dt, n), "supports(op %u, combo %u) = %d", op, c, got);
         }
-        ampx_dtype f32[3] = {AMPX_F32, AMPX_F32, AMPX_F32};
+        ampx_dtype f32[4] = {AMPX_F32, AMPX_F32, AMPX_F32, AMPX_F32};
         if (n > 0) cr_expect_eq(I->supports(NULL, op, f32, n - 1, AMPX_SHAPE_ANY), 0);
         /* shape class 1 is GEMM's epilogue (ABI 1.5), which GEMM claims; no other op */
         cr_expect_eq(I->supports(NULL, op, f32, n, AMPX_SHAPE_GEMM_EPILOGUE), op == AMPX_OP_GEMM);

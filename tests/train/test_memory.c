@@ -136,7 +136,7 @@ static const char *gpt_fmt =
     "{\"name\":\"wte\",\"op\":\"embedding\",\"inputs\":[\"ids\"],\"vocab\":256,\"dim\":32},"
     "{\"name\":\"pos\",\"op\":\"position_embedding\",\"inputs\":[\"wte\"]},"
     "{\"name\":\"ln1\",\"op\":\"layernorm\",\"inputs\":[\"pos\"]},"
-    "{\"name\":\"attn\",\"op\":\"attention\",\"inputs\":[\"ln1\"],\"heads\":2},"
+    "{\"name\":\"attn\",\"op\":\"attention\",\"inputs\":[\"ln1\"],\"heads\":2,\"fused\":false},"
     "{\"name\":\"res1\",\"op\":\"add\",\"inputs\":[\"pos\",\"attn\"]},"
     "{\"name\":\"ln2\",\"op\":\"layernorm\",\"inputs\":[\"res1\"]},"
     "{\"name\":\"fc\",\"op\":\"dense\",\"inputs\":[\"ln2\"],\"units\":128,\"activation\":\"gelu\"},"
@@ -148,6 +148,8 @@ static const char *gpt_fmt =
     "\"data\":{\"source\":\"embedded_text\",\"bytes\":20000},"
     "\"train\":{\"batch\":4,\"seed\":5,\"log_every\":1%s}}";
 
+/* (attention as its composite: the softmax whose output the P V product reads is what the
+ * fold of norms and softmax into their reader's dtype is checked on) */
 static ampx_model *gpt(const char *policy, const char *train_extra) {
     char json[4096], err[1024];
     snprintf(json, sizeof json, gpt_fmt, policy, train_extra);
