@@ -41,15 +41,7 @@ CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 act8_avx2(uint32
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     const __m256 gk = _mm256_set1_ps((float)AMPX_KM_GELU_K),
                  gc = _mm256_set1_ps((float)AMPX_KM_GELU_C);
-    __m256 v; /* -u: -2 k (x + c x^3) = x (-2k + (-2kc) x^2) for gelu, -x otherwise */
-    if (act == AMPX_ACT_GELU)
-        v = _mm256_mul_ps(
-            x, _mm256_fmadd_ps(_mm256_mul_ps(x, x),
-                               _mm256_set1_ps((float)(-2 * AMPX_KM_GELU_K * AMPX_KM_GELU_C)),
-                               _mm256_set1_ps((float)(-2 * AMPX_KM_GELU_K))));
-    else
-        v = _mm256_sub_ps(zero, x);
-    __m256 s, om;
+    __m256 v        = cpu_avx2_act_neg_arg_ps(act, x), s, om;
     cpu_avx2_sigmoid_neg_ps(v, &s, &om);
     if (!bwd) return act == AMPX_ACT_SIGMOID ? s : _mm256_mul_ps(x, s);
     __m256 df;

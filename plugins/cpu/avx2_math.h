@@ -13,6 +13,7 @@
 
 #include <string.h>
 
+#include "ampx/kernel_math.h"
 #include "cpu.h"
 
 #if CPU_HAVE_AVX2_TABLE
@@ -113,6 +114,20 @@ cpu_avx2_sigmoid_neg_ps(__m256 v, __m256 *s, __m256 *om) {
     __m256 big = _mm256_cmp_ps(v, hi, _CMP_GT_OQ);
     *s         = _mm256_andnot_ps(big, y);
     *om        = _mm256_blendv_ps(_mm256_mul_ps(e, *s), one, big);
+}
+
+/* The argument cpu_avx2_sigmoid_neg_ps takes for activation act at x, v = -u: -2 k (x + c
+ * x^3) = x (-2k + (-2kc) x^2) for gelu (whose 0.5 (1 + tanh) is sigmoid(2 k (x + c x^3))),
+ * -x for sigmoid and silu. ACT_FWD, ACT_BWD and the GEMM epilogue share it, so the three
+ * give the same bits. */
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256
+cpu_avx2_act_neg_arg_ps(uint32_t act, __m256 x) {
+    if (act == AMPX_ACT_GELU)
+        return _mm256_mul_ps(
+            x, _mm256_fmadd_ps(_mm256_mul_ps(x, x),
+                               _mm256_set1_ps((float)(-2 * AMPX_KM_GELU_K * AMPX_KM_GELU_C)),
+                               _mm256_set1_ps((float)(-2 * AMPX_KM_GELU_K))));
+    return _mm256_sub_ps(_mm256_setzero_ps(), x);
 }
 
 /* The first m lanes (0 <= m <= 8) set: the mask of a row's last, partial vector, for

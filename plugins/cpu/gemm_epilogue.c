@@ -59,19 +59,10 @@ static inline float act_one(const cpu_gemm_epi *e, float v) {
  * silu) or 2 k (x + c x^3) (gelu), s = sigmoid(u) from cpu_avx2_sigmoid_neg_ps (no
  * division), f = s (sigmoid) or x s (gelu, silu). */
 CPU_AVX2_FN static void act_row_avx2(int act, float *r, uint64_t n) {
-    const __m256 zero = _mm256_setzero_ps();
-    uint64_t k        = 0;
+    uint64_t k = 0;
     for (; k + 8 <= n; k += 8) {
-        __m256 x = _mm256_loadu_ps(r + k), v;
-        if (act == AMPX_ACT_GELU)
-            v = _mm256_mul_ps(
-                x, _mm256_fmadd_ps(_mm256_mul_ps(x, x),
-                                   _mm256_set1_ps((float)(-2 * AMPX_KM_GELU_K * AMPX_KM_GELU_C)),
-                                   _mm256_set1_ps((float)(-2 * AMPX_KM_GELU_K))));
-        else
-            v = _mm256_sub_ps(zero, x);
-        __m256 s, om;
-        cpu_avx2_sigmoid_neg_ps(v, &s, &om);
+        __m256 x = _mm256_loadu_ps(r + k), s, om;
+        cpu_avx2_sigmoid_neg_ps(cpu_avx2_act_neg_arg_ps((uint32_t)act, x), &s, &om);
         _mm256_storeu_ps(r + k, act == AMPX_ACT_SIGMOID ? s : _mm256_mul_ps(x, s));
     }
     for (; k < n; k++)
