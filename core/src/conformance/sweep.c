@@ -86,7 +86,7 @@ static void conf_sweep_op(conf_run *r, const conf_op_desc *d) {
     for (uint32_t i = 0; i < nd; i++)
         combos *= 3;
     for (uint32_t c = 0; c < combos; c++) {
-        ampx_dtype dts[3] = {AMPX_F32, AMPX_F32, AMPX_F32};
+        ampx_dtype dts[4] = {AMPX_F32, AMPX_F32, AMPX_F32, AMPX_F32}; /* ATTN_BWD has 4 */
         for (uint32_t i = 0, q = c; i < nd; i++, q /= 3)
             dts[nd - 1 - i] = (ampx_dtype)(q % 3);
         if (!conf_f32_slots_ok(d, dts)) continue; /* e.g. EMBEDDING_BWD's dtable */
@@ -109,12 +109,12 @@ static void conf_sweep_op(conf_run *r, const conf_op_desc *d) {
         if (r->fatal != AMPX_OK) return;
     }
     if (nd > 0) {
-        ampx_dtype bad[3] = {AMPX_I32, AMPX_F32, AMPX_F32};
+        ampx_dtype bad[4] = {AMPX_I32, AMPX_F32, AMPX_F32, AMPX_F32};
         conf_probe_invalid(r, d, bad);
     }
     for (uint32_t i = 0; i < nd; i++) /* a slot that must be f32 given bf16 */
         if (d->f32 >> i & 1) {
-            ampx_dtype bad[3] = {AMPX_F32, AMPX_F32, AMPX_F32};
+            ampx_dtype bad[4] = {AMPX_F32, AMPX_F32, AMPX_F32, AMPX_F32};
             bad[i]            = AMPX_BF16;
             conf_probe_invalid(r, d, bad);
         }
