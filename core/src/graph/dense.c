@@ -158,8 +158,7 @@ static int bias_shape(g_graph *g, g_node *n, g_shape_error *e) {
     return 0;
 }
 
-static ampx_status bias_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    uint64_t cols   = (uint64_t)g_elems(&g->values[n->in[1]]);
+ampx_status g_row_add_fwd(g_exec *x, const g_node *n, uint64_t cols) {
     ampx_add_args a = {.size        = sizeof a,
                        .broadcast_b = 1,
                        .rows        = gx_numel(x, n->in[0]) / cols,
@@ -172,17 +171,25 @@ static ampx_status bias_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     return gx_call(x, n, AMPX_OP_ADD, &a);
 }
 
-static int bias_bwd(g_graph *g, int self) {
+int g_row_add_bwd(g_graph *g, int self, int grad_op) {
     const g_node *n = &g->nodes[self];
     int in = n->in[0], b = n->in[1], dy = g_grad_of(g, n->out[0]);
     if (dy < 0) return 0;
     if (g_needs_grad(g, b)) {
         g_attrs a = {0};
         int db    = g_param_grad(g, b, &a.accumulate);
-        if (db < 0 || g_emit(g, self, OP_BIAS_GRAD, &dy, 1, &db, 1, &a) < 0) return -1;
+        if (db < 0 || g_emit(g, self, grad_op, &dy, 1, &db, 1, &a) < 0) return -1;
     }
     /* dx = dy: the same gradient, no op */
     return g_needs_grad(g, in) ? g_contribute(g, in, dy, self) : 0;
+}
+
+static ampx_status bias_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    return g_row_add_fwd(x, n, (uint64_t)g_elems(&g->values[n->in[1]]));
+}
+
+static int bias_bwd(g_graph *g, int self) {
+    return g_row_add_bwd(g, self, OP_BIAS_GRAD);
 }
 
 const g_rule g_rule_bias = {"bias", {AMPX_OP_ADD, AMPX_OP_COUNT}, bias_shape, bias_fwd, bias_bwd};

@@ -100,31 +100,13 @@ static uint64_t position_cols(const g_graph *g, const g_node *n) {
     return (uint64_t)(x->dims[1] * x->dims[2]);
 }
 
+/* x + the table's first T rows, broadcast over the examples (the bias add's op) */
 static ampx_status position_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    uint64_t cols   = position_cols(g, n);
-    ampx_add_args a = {.size        = sizeof a,
-                       .broadcast_b = 1,
-                       .rows        = gx_numel(x, n->in[0]) / cols,
-                       .cols        = cols,
-                       .alpha       = 1,
-                       .beta        = 1,
-                       .a           = gx_tensor(x, n->in[0]),
-                       .b           = gx_tensor(x, n->in[1]),
-                       .y           = gx_tensor(x, n->out[0])};
-    return gx_call(x, n, AMPX_OP_ADD, &a);
+    return g_row_add_fwd(x, n, position_cols(g, n));
 }
 
 static int position_bwd(g_graph *g, int self) {
-    const g_node *n = &g->nodes[self];
-    int in = n->in[0], w = n->in[1], dy = g_grad_of(g, n->out[0]);
-    if (dy < 0) return 0;
-    if (g_needs_grad(g, w)) {
-        g_attrs a = {0};
-        int dw    = g_param_grad(g, w, &a.accumulate);
-        if (dw < 0 || g_emit(g, self, OP_POSITION_GRAD, &dy, 1, &dw, 1, &a) < 0) return -1;
-    }
-    /* dx = dy: the same gradient, no op */
-    return g_needs_grad(g, in) ? g_contribute(g, in, dy, self) : 0;
+    return g_row_add_bwd(g, self, OP_POSITION_GRAD);
 }
 
 const g_rule g_rule_position = {
