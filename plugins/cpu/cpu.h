@@ -187,8 +187,13 @@ void cpu_features_str(const cpu_features *f, char *out, size_t cap);
 cpu_isa cpu_isa_select(cpu_isa cap, const cpu_kernels **kern, int *amx_denied);
 
 /* The table of the op running on this thread (set by cpu_run on every thread it uses):
- * cpu_load_f32 and cpu_store_f32 convert with it. */
-extern _Thread_local const cpu_kernels *cpu_tls_kern;
+ * cpu_load_f32 and cpu_store_f32 convert with it. Initial-exec: the plugin is dlopen'd, and
+ * in the default model every read would be a __tls_get_addr call; a pointer fits glibc's
+ * static TLS surplus for dlopen'd modules. It also keeps the variable out of the dynamic TLS
+ * that gcc 12's LeakSanitizer scans at exit, where its tracer crashes on the ranges it
+ * recorded for this module. */
+#define CPU_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+extern CPU_TLS const cpu_kernels *cpu_tls_kern;
 
 // ---------------------------------------------------------------------------------------
 // The context: one "device" (this machine) and one in-order stream. Ops run synchronously

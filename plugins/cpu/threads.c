@@ -32,7 +32,7 @@
 // worker holds from its check until it is inside pthread_cond_wait). The same holds for
 // the caller's `caller_waits` against the last worker's fetch_sub of `active`.
 
-_Thread_local const cpu_kernels *cpu_tls_kern = &cpu_kernels_portable;
+CPU_TLS const cpu_kernels *cpu_tls_kern = &cpu_kernels_portable;
 
 /* How long a worker waits for the next op, and the caller for the workers, before sleeping:
  * long enough to cover the gap between the ops of a training step, short enough that an

@@ -88,7 +88,8 @@ const char *ocl_err_name(cl_int err) {
 #undef E
     case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
     default: {
-        static _Thread_local char buf[32];
+        /* Initial-exec, as in the cpu plugin: no dynamic TLS in a dlopen'd module. */
+        static _Thread_local __attribute__((tls_model("initial-exec"))) char buf[32];
         snprintf(buf, sizeof buf, "OpenCL error %d", (int)err);
         return buf;
     }
