@@ -30,6 +30,7 @@
 #define ATTN_NB 32 /* columns per micro-kernel block: padded head dims are a multiple */
 
 typedef float attn_vec __attribute__((vector_size(64)));
+typedef float attn_vec8 __attribute__((vector_size(32)));
 
 typedef struct attn_job {
     ampx_attn_args a;
@@ -41,41 +42,52 @@ typedef struct attn_job {
 // ---------------------------------------------------------------------------------------
 // The micro-kernel and the row helpers (inlined into each ISA copy)
 
-/* c[i ldc + j] += sum_{p < k} a[i sa + p sp] b[p ldb + j] for i < m, j < n: n a multiple of
- * ATTN_NB, b and c 64-byte aligned with ldb and ldc multiples of 16. Four rows by 32 columns
- * of c stay in registers while p runs; a is broadcast, so a may be read transposed. */
+/* The micro-kernel's body for one vector type V of W floats: c[i ldc + j] += sum_{p < k}
+ * a[i sa + p sp] b[p ldb + j] for i < m, j < n, in blocks of four rows by 2W columns that stay
+ * in registers while p runs (eight accumulators, two rows of b, one broadcast); a is
+ * broadcast, so a may be read transposed. Each element of c sums over p in order, whatever
+ * W, so both widths give the same bits. */
+#define ATTN_MM_BODY(V, W)                                                                         \
+    for (uint64_t j = 0; j < n; j += 2 * (W)) {                                                    \
+        uint64_t i = 0;                                                                            \
+        for (; i + 4 <= m; i += 4) {                                                               \
+            V *c0 = (V *)(c + i * ldc + j), *c1 = (V *)(c + (i + 1) * ldc + j);                    \
+            V *c2 = (V *)(c + (i + 2) * ldc + j), *c3 = (V *)(c + (i + 3) * ldc + j);              \
+            V x00 = c0[0], x01 = c0[1], x10 = c1[0], x11 = c1[1];                                  \
+            V x20 = c2[0], x21 = c2[1], x30 = c3[0], x31 = c3[1];                                  \
+            const float *ap = a + i * sa;                                                          \
+            for (uint64_t p = 0; p < k; p++) {                                                     \
+                const V *bp = (const V *)(b + p * ldb + j);                                        \
+                V b0 = bp[0], b1 = bp[1];                                                          \
+                float a0 = ap[p * sp], a1 = ap[sa + p * sp], a2 = ap[2 * sa + p * sp];             \
+                float a3 = ap[3 * sa + p * sp];                                                    \
+                x00 += a0 * b0, x01 += a0 * b1, x10 += a1 * b0, x11 += a1 * b1;                    \
+                x20 += a2 * b0, x21 += a2 * b1, x30 += a3 * b0, x31 += a3 * b1;                    \
+            }                                                                                      \
+            c0[0] = x00, c0[1] = x01, c1[0] = x10, c1[1] = x11;                                    \
+            c2[0] = x20, c2[1] = x21, c3[0] = x30, c3[1] = x31;                                    \
+        }                                                                                          \
+        for (; i < m; i++) {                                                                       \
+            V *c0 = (V *)(c + i * ldc + j);                                                        \
+            V x0 = c0[0], x1 = c0[1];                                                              \
+            for (uint64_t p = 0; p < k; p++) {                                                     \
+                const V *bp = (const V *)(b + p * ldb + j);                                        \
+                float a0    = a[i * sa + p * sp];                                                  \
+                x0 += a0 * bp[0], x1 += a0 * bp[1];                                                \
+            }                                                                                      \
+            c0[0] = x0, c0[1] = x1;                                                                \
+        }                                                                                          \
+    }
+
+/* c += a b as above, n a multiple of ATTN_NB, b and c 64-byte aligned with ldb and ldc
+ * multiples of 16. 64-byte vectors on the AVX-512 paths; 32-byte ones elsewhere, where GCC
+ * would split each 64-byte vector in two and the sixteen accumulators would spill. */
 CPU_INLINE void attn_mm(uint64_t m, uint64_t n, uint64_t k, const float *a, uint64_t sa,
                         uint64_t sp, const float *b, uint64_t ldb, float *c, uint64_t ldc) {
-    for (uint64_t j = 0; j < n; j += ATTN_NB) {
-        uint64_t i = 0;
-        for (; i + 4 <= m; i += 4) {
-            attn_vec *c0 = (attn_vec *)(c + i * ldc + j), *c1 = (attn_vec *)(c + (i + 1) * ldc + j);
-            attn_vec *c2 = (attn_vec *)(c + (i + 2) * ldc + j);
-            attn_vec *c3 = (attn_vec *)(c + (i + 3) * ldc + j);
-            attn_vec x00 = c0[0], x01 = c0[1], x10 = c1[0], x11 = c1[1];
-            attn_vec x20 = c2[0], x21 = c2[1], x30 = c3[0], x31 = c3[1];
-            const float *ap = a + i * sa;
-            for (uint64_t p = 0; p < k; p++) {
-                const attn_vec *bp = (const attn_vec *)(b + p * ldb + j);
-                attn_vec b0 = bp[0], b1 = bp[1];
-                float a0 = ap[p * sp], a1 = ap[sa + p * sp], a2 = ap[2 * sa + p * sp];
-                float a3 = ap[3 * sa + p * sp];
-                x00 += a0 * b0, x01 += a0 * b1, x10 += a1 * b0, x11 += a1 * b1;
-                x20 += a2 * b0, x21 += a2 * b1, x30 += a3 * b0, x31 += a3 * b1;
-            }
-            c0[0] = x00, c0[1] = x01, c1[0] = x10, c1[1] = x11;
-            c2[0] = x20, c2[1] = x21, c3[0] = x30, c3[1] = x31;
-        }
-        for (; i < m; i++) {
-            attn_vec *c0 = (attn_vec *)(c + i * ldc + j);
-            attn_vec x0 = c0[0], x1 = c0[1];
-            for (uint64_t p = 0; p < k; p++) {
-                const attn_vec *bp = (const attn_vec *)(b + p * ldb + j);
-                float a0           = a[i * sa + p * sp];
-                x0 += a0 * bp[0], x1 += a0 * bp[1];
-            }
-            c0[0] = x0, c0[1] = x1;
-        }
+    if (cpu_tls_kern->isa >= CPU_ISA_AVX512) {
+        ATTN_MM_BODY(attn_vec, 16)
+    } else {
+        ATTN_MM_BODY(attn_vec8, 8)
     }
 }
 

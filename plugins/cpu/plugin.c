@@ -37,8 +37,8 @@ static unsigned online_cpus(void) {
 /* Parses "threads=N", "isa=auto|portable|avx2|avx512|avx512bf16|amx" (a cap on the ISA
  * path; the last isa= wins), "gemm_epilogue=0|1" (0: supports() does not claim GEMM's
  * epilogue, so the host runs ADD, ACT_FWD and BIAS_GRAD apart) and "attention=auto|0|1"
- * (whether supports() claims ATTN_FWD and ATTN_BWD; auto: on the AVX-512 paths only, where
- * the fused kernel beats the composite; on AVX2 and portable it is correct but slower).
+ * (whether supports() claims ATTN_FWD and ATTN_BWD; auto: on the AVX2 and AVX-512 paths,
+ * where the fused kernel beats the composite; on the portable path it is correct but slower).
  * Unknown keys and bad values are errors. */
 static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, unsigned *threads,
                                  cpu_isa *isa_cap, int *epilogue, int *attention) {
@@ -103,7 +103,7 @@ static ampx_status cpu_create(const ampx_host *host, ampx_context **out) {
     ctx->isa_cap    = cap;
     ctx->amx_denied = amx_denied;
     ctx->epilogue   = epilogue;
-    ctx->attention  = attention < 0 ? kern->isa >= CPU_ISA_AVX512 : attention;
+    ctx->attention  = attention < 0 ? kern->isa >= CPU_ISA_AVX2 : attention;
     ctx->thread_ws  = calloc(threads, sizeof *ctx->thread_ws);
     if (!ctx->thread_ws) {
         free(ctx);
@@ -177,7 +177,7 @@ static int cpu_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes
         if (ctx && !ctx->epilogue) return 0;
         shape_class = AMPX_SHAPE_ANY;
     }
-    /* the fused attention where it pays (option attention; auto: the AVX-512 paths) */
+    /* the fused attention where it pays (option attention; auto: the AVX2 and AVX-512 paths) */
     if ((op == AMPX_OP_ATTN_FWD || op == AMPX_OP_ATTN_BWD) && ctx && !ctx->attention) return 0;
     return ampx_kit_supports(op, dtypes, n_dtypes, shape_class);
 }

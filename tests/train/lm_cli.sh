@@ -73,7 +73,8 @@ grep -q "fused attention (attn_fwd, attn_bwd), lse f32" "$work/pol" ||
 "$ampx" policy "$work/dropc.json" >"$work/pol" 2>&1 || fail "policy: $(cat "$work/pol")"
 grep -q "attention as its composite" "$work/pol" ||
   fail "ampx policy does not show the composite attention"
-# attention=1: the cpu plugin claims the fused op on every ISA path (by default on AVX-512)
+# attention=1: the cpu plugin claims the fused op on every ISA path (by default on AVX2 and
+# AVX-512)
 "$ampx" train "$work/drop.json" --steps 60 --quiet --metrics "$work/f.jsonl" \
   --backend-opt attention=1 --trace "$work/f.trace.json" >/dev/null 2>&1 ||
   fail "fused attention run"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# cpu.sh [--quick] [--rounds R] [--sections gemm,ops,steps] [--steps-models M,...]
+# cpu.sh [--quick] [--rounds R] [--sections gemm,ops,steps,attention,memory] [--steps-models M,...]
 #        [--threads N] [--llmc DIR] [--out FILE|-] — the CPU benchmark of docs/BENCHMARKS.md in
-# one run (tools/bench/cpu_bench.py): GEMM against OpenBLAS and oneDNN, the memory-bound ops
-# against a 2-thread copy, and the training steps of mlp_wide, gpt.json (T=128, and T=1024 at
+# one run (tools/bench/cpu_bench.py): GEMM against OpenBLAS and oneDNN (and, on AVX-512 CPUs,
+# both capped to AVX2), the memory-bound ops against a 2-thread copy, the fused attention
+# against its composite (tools/bench/attention.sh), the planned memory of gpt.json at T=1024,
+# and the training steps of mlp_wide, gpt.json (T=128, and T=1024 at
 # B=4) and the GPT-2 124M shape against PyTorch (plain, SDPA attention), JAX and, with
 # --llmc DIR (a checkout of karpathy/llm.c), llm.c's train_gpt2.c; alternating, medians of R
 # rounds (default 5; 2 for the steps of --quick), peak RSS per process. --steps-models picks

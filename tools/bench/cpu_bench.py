@@ -2,7 +2,7 @@
 """cpu_bench.py — the CPU benchmark of docs/BENCHMARKS.md in one run; start it through
 tools/bench/cpu.sh, which installs and builds what it needs.
 
-Three sections, each program alternating with the others (every round starts with a
+Five sections, each program alternating with the others (every round starts with a
 different one), the median of the rounds per cell:
   gemm   `ampx bench gemm` (bf16, f16, f32) beside OpenBLAS sgemm and oneDNN matmul (f32,
          bf16): squares 256-4096 and the training shapes of mlp_wide, gpt.json and its
@@ -14,12 +14,18 @@ different one), the median of the rounds per cell:
          mixed_bf16; the best ISA and isa=avx2) beside PyTorch (f32, autocast bf16, each also
          with scaled_dot_product_attention), JAX jit (f32, bf16) and llm.c's train_gpt2.c
          (--llmc DIR, 124M shape only), all on the CPU, from tools/bench/step_torch.py,
-         step_jax.py and llmc.py; ms per step, peak RSS of each process and speed ratios.
+         step_jax.py and llmc.py; ms per step, peak RSS of each process and speed ratios;
+  attention  tools/bench/attention.sh: fused attention against its composite (best ISA and
+         isa=avx2);
+  memory the planned activation and total memory `ampx train` prints for gpt.json at T=1024,
+         mixed_bf16 against f32, with and without train.recompute.
 The tables are printed, and they and a goals table go into --out (docs/BENCHMARKS.md) between
 the cpu markers; the rest of the file is kept."""
 import argparse, datetime, json, os, re, statistics, subprocess, sys, tempfile, time
 
 BEGIN, END = "<!-- cpu:begin -->", "<!-- cpu:end -->"
+SECTIONS = ("gemm", "ops", "steps", "attention", "memory")
+AVX2_ENV = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")  # oneDNN's AVX2 path on an AVX-512 CPU
 
 # m, n, k, trans_a, trans_b, batch, note
 SHAPES = [
@@ -168,8 +174,8 @@ def run(cmd, env=None):
     return p.stdout.strip().splitlines()[-1], None
 
 
-def run_json(cmd):
-    out, err = run(cmd)
+def run_json(cmd, env=None):
+    out, err = run(cmd, env)
     if out is None:
         return None, err
     try:
@@ -214,6 +220,9 @@ def gemm_section(a, peak):
     progs = [("ampx bf16", ampx("bf16")), ("ampx f16", ampx("f16")), ("ampx f32", ampx("f32")),
              ("oneDNN bf16", peer("peer_onednn", "bf16")), ("oneDNN f32", peer("peer_onednn", "f32")),
              ("OpenBLAS f32", peer("peer_openblas", "f32"))]
+    if a.avx512:  # the AVX2 path of both, capped, beside OpenBLAS (whose Haswell kernel is AVX2)
+        progs += [("ampx f32 avx2", lambda *x: ampx("f32")(*x) + ["--backend-opt", "isa=avx2"]),
+                  ("oneDNN f32 avx2", (peer("peer_onednn", "f32"), AVX2_ENV))]
     res, notes, impls, quality, kernel = {}, {}, {}, {}, "?"
     load0, ol, pr = os.getloadavg()[0], OtherLoad(), Probe(a, peak)
     for s in shapes:
@@ -224,7 +233,8 @@ def gemm_section(a, peak):
             nonlocal kernel
             out = {}
             for name, build in rotate(progs, rnd):
-                d, err = run_json(build(m, n, k, ta, tb, b, reps))
+                build, env = build if isinstance(build, tuple) else (build, None)
+                d, err = run_json(build(m, n, k, ta, tb, b, reps), env)
                 if d is None:
                     notes[name] = err
                     continue
@@ -242,22 +252,30 @@ def gemm_section(a, peak):
     measure_peak(a, peak)  # again after the table: the highest of both is the peak
     top = peak.get("fma512_gflops") or peak.get("fma256_gflops")
     L = ["### GEMM: ampx against OpenBLAS and oneDNN", "",
-         f"GFLOP/s = 2 m n k batch / median time. {a.rounds} rounds per shape, the six programs alternating; "
+         f"GFLOP/s = 2 m n k batch / median time. {a.rounds} rounds per shape, the {len(progs)} programs alternating; "
          f"each cell is the median over rounds. `batch x m x n x k` is a strided batched product "
          f"(OpenBLAS: a loop of sgemm calls; oneDNN: one 3-D matmul). A, B and C all in the column's dtype, "
          f"f32 accumulation. ampx kernel: `{kernel}`. Peak: the machine's measured 2-thread f32 FMA rate "
          f"({fmt(top)} GFLOP/s, widest vectors). " + pr.note() + " " + load_note(ol, load0, load1), "",
          "| shape | " + " | ".join(cols) + " | ampx f32 / OpenBLAS | ampx f32 / oneDNN f32 | ampx bf16 / oneDNN bf16 "
-         "| ampx bf16 / f32 | ampx f16 / f32 | ampx f32 % of peak |",
-         "|---" * (len(cols) + 7) + "|"]
-    goals = {"f32_vs_openblas": [], "peak": [], "bf16_vs_f32": [], "f16_vs_f32": []}
+         "| ampx bf16 / f32 | ampx f16 / f32 | ampx f32 % of peak |" +
+         (" ampx f32 / oneDNN f32 (avx2) | ampx f32 avx2 / OpenBLAS |" if a.avx512 else ""),
+         "|---" * (len(cols) + 7 + (2 if a.avx512 else 0)) + "|"]
+    goals = {"f32_vs_openblas": [], "peak": [], "bf16_vs_f32": [], "f16_vs_f32": [], "f32_vs_onednn": [],
+             "bf16_vs_onednn": [], "avx2_vs_onednn": [], "avx2_vs_openblas": []}
     for s in shapes:
         v = {c: med(res.get(s, {}).get(c, [])) for c in cols}
         f32, bf, hf, ob = v["ampx f32"], v["ampx bf16"], v["ampx f16"], v["OpenBLAS f32"]
         pct = f"{100 * f32 / top:.0f}%" if f32 and top else "n/a"
         L.append(f"| {shape_name(s)} ({s[6]}){mark(quality[s])} | " + " | ".join(fmt(v[c]) for c in cols) + " | " +
                  " | ".join([ratio(f32, ob), ratio(f32, v["oneDNN f32"]), ratio(bf, v["oneDNN bf16"]),
-                             ratio(bf, f32), ratio(hf, f32), pct]) + " |")
+                             ratio(bf, f32), ratio(hf, f32), pct] +
+                            ([ratio(v["ampx f32 avx2"], v["oneDNN f32 avx2"]), ratio(v["ampx f32 avx2"], ob)]
+                             if a.avx512 else [])) + " |")
+        for key, x, y in (("f32_vs_onednn", f32, v["oneDNN f32"]), ("bf16_vs_onednn", bf, v["oneDNN bf16"]),
+                          ("avx2_vs_onednn", v.get("ampx f32 avx2"), v.get("oneDNN f32 avx2")),
+                          ("avx2_vs_openblas", v.get("ampx f32 avx2"), ob)):
+            if x and y: goals[key].append((x / y, shape_name(s)))
         if f32 and ob: goals["f32_vs_openblas"].append((f32 / ob, shape_name(s)))
         if f32 and top and s[0] * s[1] * s[2] >= 512**3 and s[5] == 1 and s[6] == "square":
             goals["peak"].append((f32 / top, shape_name(s)))
@@ -541,7 +559,7 @@ def steps_tables(a, models, res, quality, counts):
           "| model | " + " | ".join(r[0] for r in rats) + " |", "|---" * (len(rats) + 1) + "|"]
     for m in models:
         L.append(f"| {model_label(m)} | " + " | ".join(ratio(v[m][y], v[m][x]) for _, x, y in rats) + " |")
-    return L, v
+    return L, v, rss
 
 
 def steps_section(a, peak):
@@ -574,7 +592,7 @@ def steps_section(a, peak):
               + f" (probe {100 * quality[model]:.0f}%)", flush=True)
     load1 = os.getloadavg()
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    tables, v = steps_tables(a, models, res, quality, counts)
+    tables, v, rss = steps_tables(a, models, res, quality, counts)
     L = ["### Training step against PyTorch, JAX and llm.c", "",
          f"Command: `{a.cmd}`. Date: {started}. CPU: {cpu} ({os.cpu_count()} online), each program on "
          f"{a.threads} threads. Load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load0)} at the start, "
@@ -607,7 +625,108 @@ def steps_section(a, peak):
     versions, _ = run([a.python, "-c", "import torch, jax; print('PyTorch', torch.__version__, '/ JAX', jax.__version__)"])
     if versions:
         L.append(f"- {versions} (PyPI, benchmark only)")
-    return L, v
+    return L, v, rss
+
+
+ACT = re.compile(r"memory at batch (\d+): activations ([0-9.]+) MiB .* vs f32 ([0-9.]+) MiB")
+TOTAL = re.compile(r"^memory: .*total ([0-9.]+) vs f32 ([0-9.]+) MiB")
+
+
+def memory_section(a):
+    """The planned memory `ampx train` prints at start, gpt.json at T=1024 under mixed_bf16 (the
+    model's policy) against f32, with and without train.recompute, with the fused attention and
+    with its composite (one step; the plan does not vary)."""
+    rows, notes = [], []
+    for att in ("fused", "composite"):
+        for rc in (None, '["gelu","layernorm"]'):
+            cmd = [a.ampx_rel, "train", "models/gpt.json", "--steps", "1", "--eval-every", "0",
+                   "--set", "data.eval_windows=1", "--backend-opt", f"attention={int(att == 'fused')}",
+                   "--backend-opt", f"threads={a.threads}"] + \
+                [x for k in ("tokens", "next") for x in ("--set", f"inputs.{k}.shape=[1024]")] + \
+                (["--set", f"train.recompute={rc}"] if rc else [])
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            act = next((m for m in map(ACT.search, p.stdout.splitlines()) if m), None)
+            tot = next((m for m in map(TOTAL.search, p.stdout.splitlines()) if m), None)
+            if p.returncode != 0 or not act or not tot:
+                notes.append(f"- {att}{' recompute' if rc else ''} did not run: `" +
+                             ((p.stderr.strip() or p.stdout.strip()).splitlines() or ["?"])[-1] + "`")
+                continue
+            rows.append((att, rc, int(act[1]), float(act[2]), float(act[3]), float(tot[1]), float(tot[2])))
+    L = ["### Planned memory, gpt.json at T=1024", "",
+         "What `ampx train models/gpt.json --set inputs.tokens.shape=[1024] --set inputs.next.shape=[1024] "
+         "--steps 1 --backend-opt attention=A [--set 'train.recompute=[\"gelu\",\"layernorm\"]']` prints at start: "
+         "activation memory live at the peak of the plan under mixed_bf16 and under f32 for the same graph, "
+         "and the total (arena, inputs, parameters and optimizer state). `attention=1`: the fused attention "
+         "(no T x T scores); `attention=0`: the composite, which keeps the T x T probabilities.", "",
+         "| attention | recompute | batch | activations mixed_bf16 MiB | f32 MiB | ratio | total mixed_bf16 MiB | "
+         "total f32 MiB | ratio |", "|---" * 9 + "|"]
+    for isa, rc, b, bf, f, tb, tf in rows:
+        L.append(f"| {isa} | {'gelu, layernorm' if rc else 'none'} | {b} | {bf:.1f} | {f:.1f} | {bf / f:.3f} | "
+                 f"{tb:.1f} | {tf:.1f} | {tb / tf:.3f} |")
+    return L + notes, rows
+
+
+ATTN_ROW = re.compile(r"^T=(\d+) D=(\d+) H=(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)$")
+
+
+def attention_section(a):
+    """tools/bench/attention.sh on the best path and (on AVX-512 machines) the AVX2 one."""
+    res, notes = {}, []
+    for isa in (["auto", "avx2"] if a.avx512 else ["auto"]):
+        env = dict(os.environ, AMPX_BACKEND_OPTS=f"isa={isa},threads={a.threads},attention=1")
+        p = subprocess.run(["bash", "tools/bench/attention.sh", a.ampx_rel, str(a.steps_rounds)],
+                           capture_output=True, text=True, env=env)
+        got = [m for m in map(ATTN_ROW.match, p.stdout.splitlines()) if m]
+        if p.returncode != 0 or not got:
+            notes.append(f"- isa={isa} did not run: `" + ((p.stderr.strip() or "no rows").splitlines() or ["?"])[-1] + "`")
+        for m in got:
+            res.setdefault((int(m[1]), int(m[2]), int(m[3])), {})[isa] = (float(m[4]), float(m[5]), float(m[6]))
+    paths = ["auto", "avx2"] if a.avx512 else ["auto"]
+    L = ["### Fused attention against its composite", "",
+         f"`bash tools/bench/attention.sh build-rel/bin/ampx {a.steps_rounds}` with "
+         f"`AMPX_BACKEND_OPTS=isa=I,threads={a.threads},attention=1`: a one-block GPT under mixed_bf16 trained 3 steps, fused "
+         "(ATTN_FWD + ATTN_BWD) and composite (permutes, GEMMs, softmax) runs alternated; the device time of the "
+         "attention's ops (forward and backward) over steps 2-3 from the trace, median of the rounds.",
+         "", "| shape | " + " | ".join(f"{p} composite ms | {p} fused ms | {p} composite / fused" for p in paths) + " |",
+         "|---" * (1 + 3 * len(paths)) + "|"]
+    for (t, d, h), v in sorted(res.items(), key=lambda x: (x[0][1], x[0][0])):
+        L.append(f"| T={t}, D={d}, {h} heads | " + " | ".join(
+            " | ".join(f"{x:.2f}" for x in v[p]) if p in v else "n/a | n/a | n/a" for p in paths) + " |")
+    return L + notes, res
+
+
+def step_goals(v, rss):
+    """The step goals of the mixed-precision dividend from the steps section's medians (ms)
+    and peak RSS (KiB)."""
+    out = []
+
+    def best(m, cols):  # the lowest ms among the columns that ran
+        t = [v.get(m, {}).get(c) for c in ((cols,) if isinstance(cols, str) else cols)]
+        return min([x for x in t if x] or [None], key=lambda x: x or 0)
+
+    def r(m, x, y):  # speed of x over y: y's ms / x's ms
+        xs, ys = best(m, x), best(m, y)
+        return ys / xs if xs and ys else None
+
+    def add(what, x, goal):
+        if x is not None:
+            out.append((what, f"{x:.2f}x", x >= goal))
+    add("gpt.json mixed_bf16 >= 1.6x ampx f32", r("gpt", "ampx mixed_bf16", "ampx f32"), 1.6)
+    add("gpt.json mixed_bf16 >= 2x PyTorch autocast bf16 (the faster of plain and SDPA)",
+        r("gpt", "ampx mixed_bf16", ("PyTorch bf16", "PyTorch SDPA bf16")), 2.0)
+    add("gpt.json mixed_bf16 >= 3x JAX bf16", r("gpt", "ampx mixed_bf16", "JAX bf16"), 3.0)
+    for m in ("gpt", "mlp_wide", "gpt2_124m"):
+        add(f"AVX2 path: {m} mixed_bf16 >= 1.0x f32", r(m, "ampx mixed_bf16 avx2", "ampx f32 avx2"), 1.0)
+        add(f"AVX2 path: {m} mixed_bf16 >= 1.5x PyTorch f32 (the faster of plain and SDPA)",
+            r(m, "ampx mixed_bf16 avx2", ("PyTorch f32", "PyTorch SDPA f32")), 1.5)
+    add("124M shape: ampx (faster policy) >= 4x llm.c", r("gpt2_124m", ("ampx f32", "ampx mixed_bf16"), "llm.c f32"), 4.0)
+    m = rss.get("gpt2_124m", {})
+    bf, f, lc = m.get("ampx mixed_bf16"), m.get("ampx f32"), m.get("llm.c f32")
+    if bf and f:
+        out.append(("124M shape: peak RSS mixed_bf16 below f32", f"{bf / 1024:.0f} / {f / 1024:.0f} MiB", bf < f))
+    if bf and lc:
+        out.append(("124M shape: peak RSS mixed_bf16 at most llm.c's", f"{bf / 1024:.0f} / {lc / 1024:.0f} MiB", bf <= lc))
+    return out
 
 
 def main():
@@ -618,7 +737,7 @@ def main():
     ap.add_argument("--python", required=True, help="python of the venv with torch, jax, optax")
     ap.add_argument("--rounds", type=int, help="rounds per cell (default 5; the steps of --quick: 2)")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--sections", default="gemm,ops,steps")
+    ap.add_argument("--sections", default=",".join(SECTIONS))
     ap.add_argument("--steps-models", default=",".join(STEP_MODELS),
                     help=f"models of the steps section, of {','.join(STEP_MODELS)} (all by default)")
     ap.add_argument("--threads", type=int, default=2, help="threads of every program of the steps section")
@@ -626,8 +745,8 @@ def main():
     ap.add_argument("--out", default="docs/BENCHMARKS.md", help="the Markdown file to update, or - for none")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
-    if sections - {"gemm", "ops", "steps"}:
-        sys.exit(f"cpu_bench.py: --sections {a.sections}: sections are gemm, ops, steps")
+    if sections - set(SECTIONS):
+        sys.exit(f"cpu_bench.py: --sections {a.sections}: sections are {', '.join(SECTIONS)}")
     a.steps_models = a.steps_models.split(",")
     unknown = [m for m in a.steps_models if m not in STEP_MODELS]
     if unknown:
@@ -646,15 +765,17 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     flags = set(next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "").split())
     isa = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    a.avx512 = "avx512f" in flags
     cmd = "bash tools/bench/cpu.sh" + (" --quick" if a.quick else "") + \
         (f" --rounds {given}" if given else "") + \
-        (f" --sections {a.sections}" if sections != {"gemm", "ops", "steps"} else "") + \
+        (f" --sections {a.sections}" if sections != set(SECTIONS) else "") + \
         (f" --steps-models {','.join(a.steps_models)}" if a.steps_models != list(STEP_MODELS) else "") + \
         (f" --threads {a.threads}" if a.threads != 2 else "") + (" --llmc DIR" if a.llmc else "")
     a.cmd = cmd
     L, goals = [], []
     if "gemm" in sections:
         lines, g, kernel = gemm_section(a, peak)
+        gemm_goals = g
         L += lines + [""]
         lo = min(g["f32_vs_openblas"]) if g["f32_vs_openblas"] else None
         if lo: goals.append(("f32 GEMM >= 1.0x OpenBLAS at every shape", f"lowest {lo[0]:.2f} ({lo[1]})", lo[0] >= 1.0))
@@ -669,7 +790,7 @@ def main():
         for r, name in sorted(g):
             goals.append((f"{name} >= 0.8x copy", f"{r:.2f}", r >= 0.8))
     if "steps" in sections:
-        lines, st = steps_section(a, peak)
+        lines, st, st_rss = steps_section(a, peak)
         L += lines + [""]
         w = st.get("mlp_wide", {c: None for c in STEP_COLS})
         for c in ("ampx f32", "ampx mixed_bf16"):
@@ -680,6 +801,37 @@ def main():
         if w["ampx f32"] and w["ampx mixed_bf16"]:
             goals.append(("mlp_wide mixed_bf16 at least as fast as f32", f"{w['ampx f32'] / w['ampx mixed_bf16']:.2f}x",
                           w["ampx f32"] / w["ampx mixed_bf16"] >= 1.0))
+    dividend = []
+    if "gemm" in sections:
+        for key, what in (("f32_vs_onednn", "f32 GEMM >= 1.0x oneDNN f32 at every shape"),
+                          ("bf16_vs_onednn", "bf16 GEMM >= 1.0x oneDNN bf16 at every shape"),
+                          ("avx2_vs_onednn", "AVX2 path: f32 GEMM >= 1.0x oneDNN f32 (AVX2) at every shape"),
+                          ("avx2_vs_openblas", "AVX2 path: f32 GEMM >= 1.0x OpenBLAS at every shape")):
+            if gemm_goals[key]:
+                lo = min(gemm_goals[key])
+                dividend.append((what, f"lowest {lo[0]:.2f} ({lo[1]}); {sum(r >= 1.0 for r, _ in gemm_goals[key])} "
+                                 f"of {len(gemm_goals[key])} shapes at 1.0 or more", lo[0] >= 1.0))
+    if "steps" in sections:
+        dividend += step_goals(st, st_rss)
+    if "memory" in sections:
+        mem_lines, mem = memory_section(a)
+        L += mem_lines + [""]
+        for path, rc, b, bf, f, tb, tf in mem:
+            if not rc:
+                dividend.append((f"gpt.json T=1024 planned activations mixed_bf16 <= 0.6x f32 ({path})",
+                                 f"{bf:.1f} / {f:.1f} MiB = {bf / f:.3f}", bf / f <= 0.6))
+            else:
+                base = next((r for r in mem if r[0] == path and not r[1]), None)
+                if base:
+                    dividend.append((f"... with recompute lower still ({path})", f"{bf:.1f} MiB (without: {base[3]:.1f})",
+                                     bf < base[3]))
+    if "attention" in sections:
+        att_lines, att = attention_section(a)
+        L += att_lines + [""]
+        for (t, d, h), v in sorted(att.items()):
+            if t == 1024 and "auto" in v:
+                dividend.append((f"fused attention fwd+bwd >= 3x the composite at T=1024, D={d}",
+                                 f"{v['auto'][2]:.2f}x", v["auto"][2] >= 3.0))
     head = [BEGIN, "## CPU: GEMM, memory-bound ops and training steps against peers", "",
             f"Command: `{cmd}` ({datetime.date.today().isoformat()}). Machine: {cpu}, {os.cpu_count()} cores, "
             f"ISA flags {' '.join(isa) or 'none'}; measured in this run (tools/bench/peer_peak.c, 2 threads, "
@@ -692,6 +844,11 @@ def main():
     if goals:
         L += ["### Goals of issue 15 in this run", "", "| goal | measured | met |", "|---|---|---|"]
         L += [f"| {g} | {m} | {'yes' if ok else 'no'} |" for g, m, ok in goals]
+        L.append("")
+    if dividend:
+        L += ["### Goals of issue 24 (the mixed-precision dividend) in this run", "",
+              "| goal | measured | met |", "|---|---|---|"]
+        L += [f"| {g} | {m} | {'yes' if ok else 'no'} |" for g, m, ok in dividend]
         L.append("")
     L.append(END)
     block = "\n".join(L)
