@@ -340,7 +340,10 @@ static int draw_sequential(const dataset *d, uint64_t key, int64_t key_rows, int
     if (d->shuffle) {
         chunk_order *o = d->shuffle;
         uint32_t seed  = d->shuffle_seed + (uint32_t)(rows ? first / rows : 0);
-        if (!o->chunks || o->seed != seed || o->per_epoch != per_epoch) {
+        int same       = o->chunks && o->seed == seed && o->n_shards == d->n_shards;
+        for (int k = 0; same && k < d->n_shards; k++)
+            same = o->chunks[k] == (d->shard_start[k + 1] - d->shard_start[k] - 1) / chunk;
+        if (!same) { /* the first draw, or another chunk size or rank: a new walk */
             int64_t *n = malloc(sizeof(int64_t) * (size_t)d->n_shards);
             for (int k = 0; n && k < d->n_shards; k++)
                 n[k] = (d->shard_start[k + 1] - d->shard_start[k] - 1) / chunk;
