@@ -7,6 +7,8 @@
 #   - an overflow injected on rank 1 only skips the same step as in one process, on rank 0
 #     too (its metrics say so), and the parameters still agree;
 #   - resume of a 2-rank run is bit-identical to the straight 2-rank run;
+#   - llm.c's chunk orders: sequential 2 x 4 matches 1 x 8, shuffled ranks walk their own
+#     permutations, and a shuffled 2-rank run resumes bit-identically;
 #   - models/mlp.json on 2 ranks reaches the single-process held-out accuracy, and only
 #     rank 0 prints (one progress line per interval, one summary);
 #   - faults end the job within 30 s with a message naming the rank: ranks with different
@@ -65,6 +67,25 @@ compare "$work/g1.st" "$work/g2.st" --rel 1e-5 || fail "gpt: 2 ranks x 4 windows
 "$ampx" train "$work/gpt.json" --steps 5 --batch 4 --quiet --checkpoint "$work/g3.st" \
   >/dev/null 2>&1
 compare "$work/g1.st" "$work/g3.st" --differ 1e-5 || fail "gpt control: batch 4 matches batch 8"
+
+# ---- llm.c's chunk orders: sequential, 2 ranks x 4 read the chunks 1 x 8 reads; shuffled,
+# each rank walks its own permutations (seeded 42 + rank) as llm.c's ranks do, so the two
+# differ; a shuffled 2-rank run resumed at step 3 is bit-identical to the straight one
+for o in sequential shuffled; do
+  "$ampx" train "$work/gpt.json" --steps 6 --batch 8 --set data.order=$o --quiet \
+    --checkpoint "$work/o1_$o.st" >/dev/null 2>"$work/err" || fail "$o 1 process: $(cat "$work/err")"
+  mpi2 "$ampx" train "$work/gpt.json" --steps 6 --batch 4 --set data.order=$o --quiet \
+    --checkpoint "$work/o2_$o.st" >"$work/out" 2>&1 || fail "$o 2 ranks: $(cat "$work/out")"
+done
+compare "$work/o1_sequential.st" "$work/o2_sequential.st" --rel 1e-5 ||
+  fail "sequential: 2 ranks x 4 != 1 x 8"
+compare "$work/o1_shuffled.st" "$work/o2_shuffled.st" --differ 1e-5 ||
+  fail "shuffled: 2 ranks read what 1 process reads, not their own permutations"
+mpi2 "$ampx" train "$work/gpt.json" --steps 3 --batch 4 --set data.order=shuffled --quiet \
+  --checkpoint "$work/o3.st" >"$work/out" 2>&1 && mpi2 "$ampx" train "$work/gpt.json" \
+  --resume "$work/o3.st" --steps 6 --batch 4 --set data.order=shuffled --quiet \
+  --checkpoint "$work/o6.st" >"$work/out" 2>&1 || fail "shuffled 2-rank resume: $(cat "$work/out")"
+compare "$work/o2_shuffled.st" "$work/o6.st" --exact || fail "shuffled 2 ranks: 3 + 3 steps != 6"
 
 # ---- an overflow on rank 1 only: every rank skips step 10
 AMPX_INJECT_NONFINITE=10 "$ampx" train "$sgd" --batch 64 --quiet --checkpoint "$work/one_i.st" \

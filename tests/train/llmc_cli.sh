@@ -98,6 +98,27 @@ cmp -s s12.safetensors r12.safetensors || fail "sequential: 5 + 7 steps differ f
 "$ampx" train seq.json --init-from f32.bin --steps 12 --accumulate 2 --set data.order=random \
   --checkpoint x12.safetensors --quiet >/dev/null 2>err || fail "random: $(cat err)"
 cmp -s s12.safetensors x12.safetensors && fail "sequential and random orders read the same"
+# shuffled as llm.c's train_gpt2.cu: resumed mid-epoch (an epoch is 9 + 12 + 15 chunks of
+# 2 x 16 + 1 tokens; the resume starts at micro-batch 10) it is bit-identical too; it reads
+# another order than sequential, and another with another shuffle_seed
+"$ampx" train seq.json --init-from f32.bin --steps 12 --accumulate 2 --set data.order=shuffled \
+  --checkpoint h12.safetensors --quiet >/dev/null 2>err || fail "shuffled: $(cat err)"
+"$ampx" train seq.json --init-from f32.bin --steps 5 --accumulate 2 --set data.order=shuffled \
+  --checkpoint h5.safetensors --quiet >/dev/null 2>err && "$ampx" train seq.json --resume \
+  h5.safetensors --steps 12 --accumulate 2 --set data.order=shuffled --checkpoint hr12.safetensors \
+  --quiet >/dev/null 2>err || fail "shuffled resume: $(cat err)"
+cmp -s h12.safetensors hr12.safetensors || fail "shuffled: 5 + 7 steps differ from 12"
+cmp -s h12.safetensors s12.safetensors && fail "shuffled and sequential orders read the same"
+"$ampx" train seq.json --init-from f32.bin --steps 12 --accumulate 2 --set data.order=shuffled \
+  --set data.shuffle_seed=7 --checkpoint h7.safetensors --quiet >/dev/null 2>err ||
+  fail "shuffle_seed: $(cat err)"
+cmp -s h12.safetensors h7.safetensors && fail "shuffle seeds 42 and 7 read the same"
+expect_error "bad order" '\$\.data\.order: unknown value "shuffle" \(did you mean "shuffled"\?\)' \
+  "$ampx" train seq.json --steps 1 --set data.order=shuffle
+expect_error "seed without shuffle" '\$\.data\.shuffle_seed: "shuffle_seed" applies to "order": "shuffled"' \
+  "$ampx" train seq.json --steps 1 --set data.shuffle_seed=3
+expect_error "negative seed" '\$\.data\.shuffle_seed: expected an integer in \[0, 2147483647\], found -1' \
+  "$ampx" train seq.json --steps 1 --set data.order=shuffled --set data.shuffle_seed=-1
 expect_error "shard too small" "training shard 1 of 3 holds 300 tokens, fewer than one sequential chunk of 20 x 16 \+ 1" \
   "$ampx" train seq.json --steps 1 --batch 20
 expect_error "no shard" "nothing_\*.bin: no file matches" \

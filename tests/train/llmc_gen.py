@@ -10,6 +10,9 @@
                                          FIELD=VALUE overrides a header field (magic, version,
                                          maxT, V, L, NH, C, Vp), trunc=N drops N bytes,
                                          extra=N appends N, nan=I makes value I a NaN
+  llmc_gen.py ckpt124m OUT.bin           an f32 checkpoint of GPT-2 124M's shape for
+                                         models/gpt2_124m.json as it ships (498 MB; values a
+                                         repeating pattern, for timing, not training)
   llmc_gen.py tokens OUT.bin N           an llm.c token file of N tokens below 200
   llmc_gen.py same A.bin B.bin           exit 0 when B equals A with wte's padding rows zeroed
 """
@@ -85,6 +88,19 @@ def ckpt(out, version, args):
     open(out, "wb").write(blob[: len(blob) - trunc])
 
 
+def ckpt124m(out):
+    maxt, v, l, nh, c, vp = 1024, 50257, 12, 12, 768, 50304
+    n = sum(sizes(maxt, vp, l, c))
+    pattern = struct.pack("<16f", *[(i - 7.5) * 0.002 for i in range(16)])
+    block = pattern * 65536  # 1 Mi values
+    with open(out, "wb") as f:
+        f.write(struct.pack("<256i", *([20240326, 3, maxt, v, l, nh, c, vp] + [0] * 248)))
+        for _ in range(n // (16 * 65536)):
+            f.write(block)
+        rest = n % (16 * 65536)
+        f.write((block * 2)[: 4 * rest])
+
+
 def tokens(out, n):
     rng = random.Random(3)
     # a learnable stream: a repeating phrase with noise
@@ -108,5 +124,6 @@ def same(a, b):
 cmd = sys.argv[1]
 if cmd == "model": model(sys.argv[2], sys.argv[3])
 elif cmd == "ckpt": ckpt(sys.argv[2], int(sys.argv[3]), sys.argv[4:])
+elif cmd == "ckpt124m": ckpt124m(sys.argv[2])
 elif cmd == "tokens": tokens(sys.argv[2], int(sys.argv[3]))
 elif cmd == "same": same(sys.argv[2], sys.argv[3])

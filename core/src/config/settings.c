@@ -390,10 +390,16 @@ int data_parse(jctx *c, settings *m, const json_value *v) {
                jnum(c, v, "test_fraction", 0, 0.01, 0.9, &d->test_fraction);
     }
     if (d->source == DATA_TEXT || d->source == DATA_TOKENS || d->source == DATA_EMBEDDED_TEXT) {
-        static const char *const keys[]   = {"source",       "train", "val",   "val_fraction",
-                                             "eval_windows", "bytes", "order", NULL};
-        static const char *const orders[] = {"random", "sequential", NULL};
-        if (jkeys(c, v, keys) || jenum(c, v, "order", 0, orders, &d->sequential)) return -1;
+        static const char *const keys[]   = {"source",       "train",        "val",
+                                             "val_fraction", "eval_windows", "bytes",
+                                             "order",        "shuffle_seed", NULL};
+        static const char *const orders[] = {"random", "sequential", "shuffled", NULL};
+        if (jkeys(c, v, keys) || jenum(c, v, "order", 0, orders, &d->order) ||
+            jint(c, v, "shuffle_seed", 0, 0, INT32_MAX, &d->shuffle_seed))
+            return -1;
+        if (json_get(v, "shuffle_seed") && d->order != DATA_ORDER_SHUFFLED)
+            return jerr(c, json_get(v, "shuffle_seed"),
+                        "\"shuffle_seed\" applies to \"order\": \"shuffled\"");
         int gen = d->source == DATA_EMBEDDED_TEXT;
         if (gen && (json_get(v, "train") || json_get(v, "val")))
             return jerr(c, json_get(v, "train") ? json_get(v, "train") : json_get(v, "val"),
@@ -497,6 +503,7 @@ void settings_defaults(settings *m) {
                              .header        = -1,
                              .val_fraction  = 0.1,
                              .eval_windows  = 64,
+                             .shuffle_seed  = 42,
                              .text_bytes    = 1 << 20};
     m->train = (ampx_train_config){
         .steps = 1000, .batch = 64, .accumulate = 1, .seed = 1, .log_every = 50};

@@ -1,6 +1,7 @@
 /* data.c — the data a model trains on: the embedded spirals (generated from the seed, so
  * `ampx train models/mlp.json` needs no files), MNIST IDX files and CSV files. */
 #include "train/data.h"
+#include "train/shuffle.h"
 
 #include <errno.h>
 #include <float.h>
@@ -442,5 +443,7 @@ int data_load(const data_request *m, dataset *d, char *err, size_t cap) {
 void data_free(dataset *d) {
     free(d->x_train), free(d->x_test), free(d->y_train), free(d->y_test);
     free(d->tokens_train), free(d->tokens_val), free(d->ids_test), free(d->shard_start);
+    if (d->shuffle) chunk_order_free(d->shuffle);
+    free(d->shuffle);
     memset(d, 0, sizeof *d);
 }

@@ -19,9 +19,16 @@ typedef struct dataset {
      * tokens_train; the n_test held-out windows are fixed (ids_test, labels in y_test). */
     uint16_t *tokens_train, *tokens_val;
     /* the training shards (a glob of token files, in the glob's order) concatenated: shard
-     * i starts at shard_start[i]; order "sequential" reads them as llm.c's dataloader */
+     * i starts at shard_start[i]; orders "sequential" and "shuffled" read them as llm.c's
+     * dataloader (sequential is set for both) */
     int64_t *shard_start;
     int n_shards, sequential;
+    /* order "shuffled": where the walk through the permuted epochs stands (train/shuffle.h),
+     * set up at the first draw for that draw's chunk size and rank; a cache of a function of
+     * the key, so drawing through a const dataset may update it (one trainer draws from one
+     * thread) */
+    struct chunk_order *shuffle;
+    uint32_t shuffle_seed;
     int64_t n_tokens_train, n_tokens_val, window;
     int32_t *ids_test;
 } dataset;
@@ -48,9 +55,13 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap);
 /* Windows [first, first + rows) of the key_rows windows of a draw keyed by `key` (a step's
  * micro-batch): `window` ids and their successors from a position drawn uniformly with the
  * seed. Rank r of N with batch b draws windows [r*b, (r+1)*b) of a key's N*b: together
- * the ranks read exactly the windows one process with batch N*b reads. */
-void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t key_rows, int64_t first,
-               int64_t rows, int32_t *ids, int32_t *labels);
+ * the ranks read exactly the windows one process with batch N*b reads. Order "shuffled"
+ * keeps llm.c's rule instead: rank r = first / rows walks its own permutations (seeded
+ * shuffle_seed + r), reading part r of each chunk of key_rows windows once per epoch, so the
+ * ranks' parts are disjoint and cover every chunk, but one micro-batch's parts come from
+ * different chunks. Returns 0, or -1 when out of memory for the shuffled order. */
+int text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t key_rows, int64_t first,
+              int64_t rows, int32_t *ids, int32_t *labels);
 
 /* Loads what the model's "data" names; features must match the model's inputs and labels
  * its classes. Errors are one line naming the file (and line for CSV). */

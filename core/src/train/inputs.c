@@ -220,8 +220,9 @@ static ampx_status load_epoch(ampx_trainer *t, int64_t e) {
 /* Token data: micro-batch `key`'s windows, drawn with the seed, into the training buffers. */
 ampx_status inputs_write_windows(ampx_trainer *t, uint64_t key) {
     int32_t *ids = (int32_t *)t->in.host, *labels = ids + t->B * t->in.data.window;
-    text_draw(&t->in.data, t->m->cfg.train.seed * 0xD1B54A32D192ED03ull + 5, key,
-              t->B * t->dp.world, t->B * t->dp.rank, t->B, ids, labels);
+    if (text_draw(&t->in.data, t->m->cfg.train.seed * 0xD1B54A32D192ED03ull + 5, key,
+                  t->B * t->dp.world, t->B * t->dp.rank, t->B, ids, labels))
+        return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for the shuffled order");
     ampx_status st = AMPX_OK;
     uint64_t bytes = (uint64_t)(t->B * t->in.data.window) * 4;
     for (int i = 0; i < t->g.n_inputs && !st; i++)

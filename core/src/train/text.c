@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "config/input.h"
 #include "train/data.h"
+#include "train/shuffle.h"
 
 #define TOKENS_MAGIC 20240520
 #define TOKENS_VERSION 1
@@ -303,8 +304,13 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
             d->y_test[w * T + t]   = d->tokens_val[off + t + 1];
         }
     }
-    d->n_train    = d->n_tokens_train - T; /* window positions */
-    d->sequential = c->sequential;
+    d->n_train      = d->n_tokens_train - T; /* window positions */
+    d->sequential   = c->order != DATA_ORDER_RANDOM;
+    d->shuffle_seed = (uint32_t)c->shuffle_seed;
+    if (c->order == DATA_ORDER_SHUFFLED && !(d->shuffle = calloc(1, sizeof *d->shuffle))) {
+        err_set(ERR(err, cap), "%s: out of memory", c->text_train ? c->text_train : file);
+        return -1;
+    }
     if (d->sequential && !d->shard_start) {
         /* one stream (text, generated text, a validation split): one shard */
         if (!(d->shard_start = malloc(sizeof(int64_t) * 2))) return -1;
@@ -313,42 +319,59 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
     return 0;
 }
 
-/* Sequential order, llm.c's dataloader without shuffling: a step's micro-batch `key` is one
- * chunk of key_rows x T + 1 contiguous tokens (the +1: the last window's labels), chunk i of
- * a shard at i * key_rows * T; rank r's windows start r * rows * T into the chunk (rows of
- * T, each row's labels the next T tokens). A shard of n tokens holds (n - 1) / (key_rows T)
- * chunks; after its last the next shard starts, after the last shard the first again (a
- * new epoch). The position is a function of key alone, so a resumed run reads what a
- * straight one would. */
-static void draw_sequential(const dataset *d, uint64_t key, int64_t key_rows, int64_t first,
-                            int64_t rows, int32_t *ids, int32_t *labels) {
-    int64_t T = d->window, chunk = key_rows * T, per_epoch = 0;
-    for (int s = 0; s < d->n_shards; s++)
-        per_epoch += (d->shard_start[s + 1] - d->shard_start[s] - 1) / chunk;
+/* Sequential order, llm.c's dataloader: a step's micro-batch `key` is one chunk of
+ * key_rows x T + 1 contiguous tokens (the +1: the last window's labels), chunk i of a shard
+ * at i * key_rows * T; rank r's windows start r * rows * T into the chunk (rows of T, each
+ * row's labels the next T tokens). A shard of n tokens holds (n - 1) / (key_rows T) chunks;
+ * unshuffled, after its last the next shard starts, after the last shard the first again (a
+ * new epoch); shuffled, the walk of train/shuffle.c picks the shard and the chunk. The
+ * position is a function of key alone, so a resumed run reads what a straight one would. */
+static int draw_sequential(const dataset *d, uint64_t key, int64_t key_rows, int64_t first,
+                           int64_t rows, int32_t *ids, int32_t *labels) {
+    int64_t T = d->window, chunk = key_rows * T, per_epoch = 0, i = 0;
+    int s = 0;
+    for (int k = 0; k < d->n_shards; k++)
+        per_epoch += (d->shard_start[k + 1] - d->shard_start[k] - 1) / chunk;
     if (per_epoch == 0) { /* never: the trainer refuses a shard shorter than one chunk */
         memset(ids, 0, sizeof *ids * (size_t)(rows * T));
         memset(labels, 0, sizeof *labels * (size_t)(rows * T));
-        return;
+        return 0;
     }
-    int64_t i = (int64_t)(key % (uint64_t)per_epoch), s = 0;
-    for (;; s++) {
-        int64_t in_shard = (d->shard_start[s + 1] - d->shard_start[s] - 1) / chunk;
-        if (i < in_shard) break;
-        i -= in_shard;
+    if (d->shuffle) {
+        chunk_order *o = d->shuffle;
+        uint32_t seed  = d->shuffle_seed + (uint32_t)(rows ? first / rows : 0);
+        int same       = o->chunks && o->seed == seed && o->n_shards == d->n_shards;
+        for (int k = 0; same && k < d->n_shards; k++)
+            same = o->chunks[k] == (d->shard_start[k + 1] - d->shard_start[k] - 1) / chunk;
+        if (!same) { /* the first draw, or another chunk size or rank: a new walk */
+            int64_t *n = malloc(sizeof(int64_t) * (size_t)d->n_shards);
+            for (int k = 0; n && k < d->n_shards; k++)
+                n[k] = (d->shard_start[k + 1] - d->shard_start[k] - 1) / chunk;
+            chunk_order_free(o);
+            int rc = n ? chunk_order_init(o, d->n_shards, n, seed) : -1;
+            free(n);
+            if (rc) return -1;
+        }
+        chunk_order_at(o, key, &s, &i);
+    } else {
+        i = (int64_t)(key % (uint64_t)per_epoch);
+        for (;; s++) {
+            int64_t in_shard = (d->shard_start[s + 1] - d->shard_start[s] - 1) / chunk;
+            if (i < in_shard) break;
+            i -= in_shard;
+        }
     }
     const uint16_t *c = d->tokens_train + d->shard_start[s] + i * chunk + first * T;
     for (int64_t k = 0; k < rows * T; k++) {
         ids[k]    = c[k];
         labels[k] = c[k + 1];
     }
+    return 0;
 }
 
-void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t key_rows, int64_t first,
-               int64_t rows, int32_t *ids, int32_t *labels) {
-    if (d->sequential) {
-        draw_sequential(d, key, key_rows, first, rows, ids, labels);
-        return;
-    }
+int text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t key_rows, int64_t first,
+              int64_t rows, int32_t *ids, int32_t *labels) {
+    if (d->sequential) return draw_sequential(d, key, key_rows, first, rows, ids, labels);
     int64_t T = d->window, span = d->n_tokens_train - T;
     for (int64_t r = 0; r < rows; r++) {
         uint64_t w  = key * (uint64_t)key_rows + (uint64_t)(first + r);
@@ -359,6 +382,7 @@ void text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t key_rows, 
             labels[r * T + t] = d->tokens_train[off + t + 1];
         }
     }
+    return 0;
 }
 
 // ---------------------------------------------------------------------------------------
