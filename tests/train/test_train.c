@@ -271,6 +271,81 @@ Test(causality, later_tokens_do_not_change_earlier_logits) {
     free(path);
 }
 
+/* The KV cache: the logits of the last position of every window length, computed through
+ * ampx_trainer_logits_last one new position at a time after the first, bit for bit those of
+ * the whole forward, with attention fused and as its composite, in f32 and mixed bf16; and a
+ * window changed at one position recomputes from there. */
+static void kv_check(const char *policy, int fused) {
+    char json[8192], nodes[2048];
+    snprintf(nodes, sizeof nodes, "%s", gpt_block);
+    if (!fused) { /* the composite: "fused":false on the attention node */
+        char *h = strstr(nodes, "\"heads\":2,");
+        cr_assert_not_null(h);
+        const char *key = "\"fused\":false,";
+        memmove(h + strlen(key), h, strlen(h) + 1);
+        memcpy(h, key, strlen(key));
+    }
+    const char *attention = fused ? "attention=1" : "attention=0";
+    snprintf(json, sizeof json, fd_token_fmt, nodes);
+    char *at = strstr(json, "\"policy\":\"f32\"");
+    cr_assert_not_null(at);
+    char tail[8192];
+    snprintf(tail, sizeof tail, "%s", at + strlen("\"policy\":\"f32\""));
+    snprintf(at, sizeof json - (size_t)(at - json), "\"policy\":\"%s\"%s", policy, tail);
+    char *path       = write_model(json);
+    ampx_model *m    = load(path, NULL);
+    ampx_backend *be = NULL;
+    char err[512];
+    const char *opts[2] = {"threads=2", attention};
+    cr_assert_eq(ampx_backend_open(AMPX_TEST_CPU_PLUGIN, opts, 2, &be, err, sizeof err), AMPX_OK,
+                 "%s", err);
+    ampx_trainer *t = trainer(m, be);
+    const char *why = NULL;
+    cr_assert(ampx_trainer_cache(t, &why), "no cache: %s", why);
+    int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
+    float *all     = malloc(sizeof(float) * (size_t)(T * V));
+    int32_t ids[6] = {104, 101, 108, 108, 111, 32}, full[6] = {0};
+    float *chain = malloc(sizeof(float) * (size_t)(T * V));
+    for (int round = 0; round < 3; round++) {
+        /* round 1 differs from position 2 on; round 2 runs positions 3.. at once */
+        if (round == 1) ids[2] = 122;
+        for (int64_t len = round == 2 ? 3 : 1; len <= T; len += round == 2 ? T - 3 : 1)
+            cr_assert_eq(ampx_trainer_logits_last(t, ids, len, chain + (len - 1) * V), AMPX_OK,
+                         "%s", ampx_trainer_error(t));
+        for (int64_t len = round == 2 ? T : 1; len <= T; len++) {
+            memcpy(full, ids, sizeof(int32_t) * (size_t)len);
+            memset(full + len, 0, sizeof(int32_t) * (size_t)(T - len));
+            cr_assert_eq(ampx_trainer_logits(t, full, 1, all), AMPX_OK, "%s",
+                         ampx_trainer_error(t));
+            cr_expect(
+                !memcmp(chain + (len - 1) * V, all + (len - 1) * V, sizeof(float) * (size_t)V),
+                "%s, %s, round %d: the cached logits at position %lld differ (%g vs %g)", policy,
+                attention, round, (long long)len - 1, (double)chain[(len - 1) * V],
+                (double)all[(len - 1) * V]);
+        }
+    }
+    free(chain);
+    free(all);
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+    unlink(path);
+    free(path);
+}
+
+Test(kvcache, f32_fused) {
+    kv_check("f32", 1);
+}
+Test(kvcache, f32_composite) {
+    kv_check("f32", 0);
+}
+Test(kvcache, bf16_fused) {
+    kv_check("mixed_bf16", 1);
+}
+Test(kvcache, bf16_composite) {
+    kv_check("mixed_bf16", 0);
+}
+
 Test(gradients, dense_tanh) {
     fd_check("{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":8,\"init\":{\"bias\":"
              "\"he_uniform\"}},"
