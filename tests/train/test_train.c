@@ -275,18 +275,33 @@ Test(causality, later_tokens_do_not_change_earlier_logits) {
  * ampx_trainer_logits_last one new position at a time after the first, bit for bit those of
  * the whole forward, with attention fused and as its composite, in f32 and mixed bf16; and a
  * window changed at one position recomputes from there. */
-static void kv_check(const char *policy, int fused) {
+static void kv_check(const char *policy, int fused, int window) {
     char json[8192], nodes[2048];
+    /* two blocks: the second's keys and values come from the first's attention */
     snprintf(nodes, sizeof nodes, "%s", gpt_block);
-    if (!fused) { /* the composite: "fused":false on the attention node */
-        char *h = strstr(nodes, "\"heads\":2,");
-        cr_assert_not_null(h);
+    char *head = strstr(nodes, "{\"name\":\"out\"");
+    cr_assert_not_null(head);
+    snprintf(head, sizeof nodes - (size_t)(head - nodes),
+             "{\"name\":\"ln2\",\"op\":\"layernorm\",\"inputs\":[\"res\"]},"
+             "{\"name\":\"attn2\",\"op\":\"attention\",\"inputs\":[\"ln2\"],\"heads\":2,"
+             "\"init\":{\"std\":0.5}},"
+             "{\"name\":\"res2\",\"op\":\"add\",\"inputs\":[\"res\",\"attn2\"]},"
+             "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"res2\"],\"share\":\"wte\"}");
+    for (char *h = nodes; !fused && (h = strstr(h, "\"heads\":2,"));) {
+        /* the composite: "fused":false on the attention nodes */
         const char *key = "\"fused\":false,";
         memmove(h + strlen(key), h, strlen(h) + 1);
         memcpy(h, key, strlen(key));
+        h += strlen(key) + 1;
     }
     const char *attention = fused ? "attention=1" : "attention=0";
     snprintf(json, sizeof json, fd_token_fmt, nodes);
+    for (char *sh = json; (sh = strstr(sh, "\"shape\":[6]"));) { /* the window */
+        char rest[8192];
+        snprintf(rest, sizeof rest, "%s", sh + strlen("\"shape\":[6]"));
+        sh += snprintf(sh, sizeof json - (size_t)(sh - json), "\"shape\":[%d]", window);
+        snprintf(sh, sizeof json - (size_t)(sh - json), "%s", rest);
+    }
     char *at = strstr(json, "\"policy\":\"f32\"");
     cr_assert_not_null(at);
     char tail[8192];
@@ -303,12 +318,15 @@ static void kv_check(const char *policy, int fused) {
     const char *why = NULL;
     cr_assert(ampx_trainer_cache(t, &why), "no cache: %s", why);
     int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
-    float *all     = malloc(sizeof(float) * (size_t)(T * V));
-    int32_t ids[6] = {104, 101, 108, 108, 111, 32}, full[6] = {0};
+    float *all = malloc(sizeof(float) * (size_t)(T * V));
+    cr_assert_eq(T, window);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)T), *full = malloc(sizeof(int32_t) * (size_t)T);
+    for (int64_t i = 0; i < T; i++)
+        ids[i] = (int32_t)("hello there, general kenobi. "[i % 29]);
     float *chain = malloc(sizeof(float) * (size_t)(T * V));
     for (int round = 0; round < 3; round++) {
-        /* round 1 differs from position 2 on; round 2 runs positions 3.. at once */
-        if (round == 1) ids[2] = 122;
+        /* rounds 1 and 2 differ from position 2 on; round 2 runs positions 3.. at once */
+        if (round) ids[2] = round == 1 ? 122 : 120;
         for (int64_t len = round == 2 ? 3 : 1; len <= T; len += round == 2 ? T - 3 : 1)
             cr_assert_eq(ampx_trainer_logits_last(t, ids, len, chain + (len - 1) * V), AMPX_OK,
                          "%s", ampx_trainer_error(t));
@@ -324,7 +342,7 @@ static void kv_check(const char *policy, int fused) {
                 (double)all[(len - 1) * V]);
         }
     }
-    free(chain);
+    free(chain), free(ids), free(full);
     free(all);
     ampx_trainer_free(t);
     ampx_backend_close(be);
@@ -334,16 +352,23 @@ static void kv_check(const char *policy, int fused) {
 }
 
 Test(kvcache, f32_fused) {
-    kv_check("f32", 1);
+    kv_check("f32", 1, 6);
 }
 Test(kvcache, f32_composite) {
-    kv_check("f32", 0);
+    kv_check("f32", 0, 6);
 }
 Test(kvcache, bf16_fused) {
-    kv_check("mixed_bf16", 1);
+    kv_check("mixed_bf16", 1, 6);
 }
 Test(kvcache, bf16_composite) {
-    kv_check("mixed_bf16", 0);
+    kv_check("mixed_bf16", 0, 6);
+}
+/* three query tiles of the cpu kernel: the new rows' tile alone is computed */
+Test(kvcache, bf16_fused_long) {
+    kv_check("mixed_bf16", 1, 70);
+}
+Test(kvcache, f32_composite_long) {
+    kv_check("f32", 0, 70);
 }
 
 Test(gradients, dense_tanh) {

@@ -306,12 +306,16 @@ static ampx_attn_args attention_args(g_exec *x, const g_graph *g, const g_node *
     return a;
 }
 
-/* A run on some positions of one window (an incremental forward) stops at the last of
- * them: a causal query row reads nothing past itself, so rows before it come out the same. */
+/* A run on some positions of one window (an incremental forward) computes the query rows
+ * of those positions alone: a causal row reads nothing past itself, so the earlier rows
+ * and the later ones (never read) may stay as the earlier runs left them. */
 static ampx_status attention_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     ampx_attn_args a = attention_args(x, g, n, (int)(n - g->nodes), n->in[0], n->out[0], n->out[1]);
     uint64_t first, count = gx_positions(x, &first);
-    if (count && a.causal && a.batch == 1 && first + count <= a.seq) a.seq = first + count;
+    if (count && a.causal && a.batch == 1 && first + count <= a.seq) {
+        a.seq     = first + count;
+        a.q_first = (uint32_t)first; /* the earlier rows are there from the earlier runs */
+    }
     return gx_call(x, n, AMPX_OP_ATTN_FWD, &a);
 }
 
