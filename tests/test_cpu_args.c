@@ -2592,6 +2592,10 @@ Test(attention, args_checked) {
                O->attn_fwd(C, &x));
     x = a, x.causal = 2;
     EXPECT_ERR(AMPX_ERR_INVALID, "attn_fwd: causal 2 is not 0 or 1", O->attn_fwd(C, &x));
+    x = a, x.q_first = 2; /* every row may be left as it is */
+    EXPECT_OK(O->attn_fwd(C, &x));
+    x = a, x.q_first = 3;
+    EXPECT_ERR(AMPX_ERR_INVALID, "attn_fwd: q_first 3 is past seq 2", O->attn_fwd(C, &x));
     x = a, x.seq = 1000;
     EXPECT_ERR(AMPX_ERR_INVALID, "attn_fwd: q of 11992 f32 elements at offset 0 overruns",
                O->attn_fwd(C, &x));

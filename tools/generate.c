@@ -2,16 +2,23 @@
  * time, printing each as it comes.
  *
  *   ampx generate MODEL.json --checkpoint F [--prompt TEXT] [--tokens N] [--temperature T]
- *                 [--top-k K] [--seed S] [--tokenizer FILE] [--backend B] [--backend-opt k=v]...
+ *                 [--top-k K] [--seed S] [--samples N] [--shift N] [--no-cache]
+ *                 [--tokenizer FILE] [--backend B] [--backend-opt k=v]...
  *
  * The model reads a fixed window of T tokens; the prompt and what is sampled are kept in a
- * window cropped from the left once it is full, and the next token is drawn from the logits
- * at the last filled position (a causal model's positions after it do not change them).
+ * window, and the next token is drawn from the logits at the last filled position (a causal
+ * model's positions after it do not change them). Once the window is full, its oldest
+ * --shift tokens (default T/2) are dropped. Each token is one position's forward through the
+ * KV cache (ampx_trainer_logits_last: the earlier positions' rows stay on the device); a
+ * shifted window is computed whole once (learned positions move every row), and --no-cache
+ * computes the whole window for every token: the same logits, the same text.
  * Byte-level models (vocabulary 256) print bytes; larger vocabularies print token ids, or
- * with --tokenizer (ampx's JSON file or llm.c's tokenizer file) each token's bytes: the prompt
- * is then encoded with it (the JSON file; llm.c's decodes only), and without --prompt the
- * window starts from the end-of-text token, as llm.c does.
- * Temperature 0 is greedy and deterministic; otherwise sampling is keyed by --seed. */
+ * with --tokenizer (ampx's JSON file or llm.c's tokenizer file) each token's bytes as it
+ * arrives: the prompt is then encoded with it (the JSON file; llm.c's decodes only), without
+ * --prompt the window starts from the end-of-text token, as llm.c does, and a sampled
+ * end-of-text token ends the sample. --samples N draws N samples, each from the prompt, the
+ * second and later keyed apart, separated by a line "---". The speed (tokens per second) goes
+ * to stderr. Temperature 0 is greedy and deterministic; otherwise sampling is keyed by --seed. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -19,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ampx/dtype.h"
 #include "ampx/train.h"
@@ -31,8 +39,14 @@ static void usage(FILE *f) {
                "  --temperature T      0 for greedy; default 0.8\n"
                "  --top-k K            sample among the K most likely tokens (0: all; default 40)\n"
                "  --seed S             sampling seed (default 1)\n"
+               "  --samples N          samples to draw, each from the prompt (default 1)\n"
+               "  --shift N            tokens dropped from a full window (default: half of it)\n"
+               "  --no-cache           compute the whole window for every token (no KV cache;\n"
+               "                       the same text, slower)\n"
+               "  --quiet              no speed line on stderr\n"
                "  --tokenizer FILE     decode tokens (and encode --prompt) with ampx's JSON\n"
-               "                       tokenizer or llm.c's tokenizer file (decodes only)\n"
+               "                       tokenizer or llm.c's tokenizer file (decodes only); a\n"
+               "                       sampled end-of-text token ends the sample\n"
                "  --backend B          cpu (default), opencl, cuda or a plugin path\n"
                "  --backend-opt k=v    a backend option (repeatable)\n");
 }
@@ -47,6 +61,12 @@ static int parse_num(const char *flag, const char *s, double lo, double hi, doub
     }
     *out = v;
     return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* The next token from one position's logits. */
@@ -91,7 +111,8 @@ static int32_t sample(const float *logits, int64_t v, double temperature, int64_
 typedef struct gen_opts {
     const char *checkpoint, *prompt, *backend, *tokenizer;
     cli_backend_opts bopts;
-    double tokens, temperature, top_k, seed;
+    double tokens, temperature, top_k, seed, samples, shift;
+    int no_cache, quiet;
 } gen_opts;
 
 /* A number in [lo, hi], a whole one when whole is set; one line when it is not */
@@ -120,6 +141,15 @@ static int opt_seed(void *opts, int argc, char **argv, const char *v) {
     return number("--seed", v, 0, 4294967295.0, 1, &((gen_opts *)opts)->seed);
 }
 
+static int opt_samples(void *opts, int argc, char **argv, const char *v) {
+    return number("--samples", v, 1, 1e6, 1, &((gen_opts *)opts)->samples);
+}
+
+/* the window's size bounds it: checked once the model is read */
+static int opt_shift(void *opts, int argc, char **argv, const char *v) {
+    return number("--shift", v, 1, 1e9, 1, &((gen_opts *)opts)->shift);
+}
+
 #define GEN(field) offsetof(gen_opts, field)
 static const cli_opt gen_table[] = {
     CLI_OPT_STRING("checkpoint", 'c', GEN(checkpoint), 0),
@@ -128,6 +158,10 @@ static const cli_opt gen_table[] = {
     CLI_OPT_CALL("temperature", 't', opt_temperature, 0),
     CLI_OPT_CALL("top-k", 'k', opt_top_k, 0),
     CLI_OPT_CALL("seed", 's', opt_seed, 0),
+    CLI_OPT_CALL("samples", 'S', opt_samples, 0),
+    CLI_OPT_CALL("shift", 'w', opt_shift, 0),
+    CLI_OPT_FLAG("no-cache", 'N', GEN(no_cache), 0),
+    CLI_OPT_FLAG("quiet", 'q', GEN(quiet), 0),
     CLI_OPT_STRING("backend", 'b', GEN(backend), 0),
     CLI_OPT_STRING("tokenizer", 'T', GEN(tokenizer), 0),
     CLI_OPT_BACKEND("backend-opt", 'o', GEN(bopts)),
@@ -162,44 +196,88 @@ static int64_t prompt_tokens(ampx_tokenizer *tok, const char *prompt, int64_t T,
     return len;
 }
 
-/* The prompt into the window, then o->tokens tokens sampled and printed one by one; the
- * exit status. ids holds T tokens, logits T x V, work V. */
-static int generate(ampx_trainer *t, const gen_opts *o, ampx_tokenizer *tok, int32_t *ids,
-                    float *logits, double *work) {
-    int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
+/* The prompt's tokens into ids (T of them), its text printed when it is text; the count, or
+ * -1 after one line. */
+static int64_t prompt_window(const gen_opts *o, ampx_tokenizer *tok, int64_t T, int64_t V,
+                             int32_t *ids) {
     const char *prompt = o->prompt;
     /* the prompt's bytes are its tokens (byte-level); the window keeps the last T */
     int64_t len = 0, plen = (int64_t)strlen(prompt);
     if (plen == 0) prompt = "\n", plen = 1;
-    if (tok && (len = prompt_tokens(tok, o->prompt, T, ids)) < 0) return 1;
+    if (tok && (len = prompt_tokens(tok, o->prompt, T, ids)) < 0) return -1;
     for (int64_t i = plen > T ? plen - T : 0; !tok && i < plen; i++)
         ids[len++] = (unsigned char)prompt[i];
     for (int64_t i = 0; i < len; i++)
         if (ids[i] >= V) ids[i] = 0;
     if (V == 256 || (tok && o->prompt != default_prompt)) fputs(prompt, stdout);
-    for (int64_t k = 0; k < (int64_t)o->tokens; k++) {
-        if (ampx_trainer_logits(t, ids, 1, logits)) {
+    return len;
+}
+
+/* Prints token next as it arrives. */
+static void put_token(ampx_tokenizer *tok, int64_t V, int32_t next) {
+    size_t nb;
+    const unsigned char *b = tok ? ampx_tokenizer_token(tok, (uint32_t)next, &nb) : NULL;
+    if (tok)
+        fwrite(b, 1, b ? nb : 0, stdout); /* ids past the tokenizer's (padding): nothing */
+    else if (V == 256)
+        putchar(next);
+    else
+        printf(" %d", next);
+    fflush(stdout);
+}
+
+/* One sample: the prompt into the window, then up to o->tokens tokens sampled (keyed by
+ * seed) and printed one by one; the tokens sampled, or -1 after one line. ids holds T
+ * tokens, logits T x V (V with the cache), work V. */
+static int64_t generate(ampx_trainer *t, const gen_opts *o, ampx_tokenizer *tok, uint64_t seed,
+                        int32_t *ids, float *logits, double *work) {
+    int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
+    int64_t shift = (int64_t)o->shift, len = prompt_window(o, tok, T, V, ids), k = 0;
+    int64_t eot = tok ? (int64_t)ampx_tokenizer_eot(tok) : -1;
+    if (len < 0) return -1;
+    for (; k < (int64_t)o->tokens; k++) {
+        const float *row = logits + (o->no_cache ? (len - 1) * V : 0);
+        if (o->no_cache ? ampx_trainer_logits(t, ids, 1, logits)
+                        : ampx_trainer_logits_last(t, ids, len, logits)) {
             fprintf(stderr, "\nampx generate: %s\n", ampx_trainer_error(t));
-            return 1;
+            return -1;
         }
-        int32_t next = sample(logits + (len - 1) * V, V, o->temperature, (int64_t)o->top_k,
-                              (uint64_t)o->seed, (uint64_t)k, work);
-        size_t nb;
-        const unsigned char *b = tok ? ampx_tokenizer_token(tok, (uint32_t)next, &nb) : NULL;
-        if (tok)
-            fwrite(b, 1, b ? nb : 0, stdout); /* ids past the tokenizer's (padding): nothing */
-        else if (V == 256)
-            putchar(next);
-        else
-            printf(" %d", next);
-        fflush(stdout);
-        if (len == T) {
-            memmove(ids, ids + 1, sizeof *ids * (size_t)(T - 1));
-            len--;
+        int32_t next = sample(row, V, o->temperature, (int64_t)o->top_k, seed, (uint64_t)k, work);
+        if (next == eot) break; /* the end of a text: not printed */
+        put_token(tok, V, next);
+        if (len == T) { /* full: the oldest shift tokens go */
+            memmove(ids, ids + shift, sizeof *ids * (size_t)(T - shift));
+            len -= shift;
         }
         ids[len++] = next;
     }
     putchar('\n');
+    return k;
+}
+
+/* The samples, then their speed on stderr; the exit status. */
+static int generate_all(ampx_trainer *t, const gen_opts *o, ampx_tokenizer *tok, int32_t *ids,
+                        float *logits, double *work) {
+    const char *why = "";
+    int cached      = !o->no_cache && ampx_trainer_cache(t, &why);
+    if (!o->no_cache && !cached && !o->quiet)
+        fprintf(stderr,
+                "ampx generate: no KV cache for this model (%s): every token computes "
+                "the whole window\n",
+                why);
+    double t0 = now_s(), n = 0;
+    for (int64_t s = 0; s < (int64_t)o->samples; s++) {
+        if (s > 0) fputs("---\n", stdout);
+        /* the first sample keyed by --seed itself, the others apart from it */
+        uint64_t seed = s == 0 ? (uint64_t)o->seed : ampx_hash32((uint32_t)o->seed, (uint64_t)s);
+        int64_t k     = generate(t, o, tok, seed, ids, logits, work);
+        if (k < 0) return 1;
+        n += (double)k;
+    }
+    double dt = now_s() - t0;
+    if (!o->quiet)
+        fprintf(stderr, "ampx generate: %.0f tokens in %.3f s: %.1f tokens/s (%s)\n", n, dt,
+                dt > 0 ? n / dt : 0.0, cached ? "KV cache" : "whole window per token");
     return fflush(stdout) ? 1 : 0;
 }
 
@@ -209,7 +287,8 @@ int cli_generate(int argc, char **argv) {
                     .tokens      = 256,
                     .temperature = 0.8,
                     .top_k       = 40,
-                    .seed        = 1};
+                    .seed        = 1,
+                    .samples     = 1};
     cli_parser p = {"h", gen_table, 0, NULL};
     int rc       = cli_parse_or_usage(&p, argc, argv, &o, usage);
     if (rc >= 0) return rc;
@@ -248,6 +327,13 @@ int cli_generate(int argc, char **argv) {
                 o.tokenizer, ampx_tokenizer_vocab(tok), (long long)V);
         goto out;
     }
+    if (o.shift == 0) o.shift = T / 2 > 0 ? (double)(T / 2) : 1;
+    if (o.shift > (double)T) {
+        fprintf(stderr, "ampx generate: --shift %.0f: the window holds %lld tokens\n", o.shift,
+                (long long)T);
+        rc = EXIT_USAGE;
+        goto out;
+    }
     if (ampx_trainer_load(t, o.checkpoint, err, sizeof err)) {
         fprintf(stderr, "ampx generate: %s\n", err);
         goto out;
@@ -258,7 +344,7 @@ int cli_generate(int argc, char **argv) {
     if (!logits || !ids || !work)
         fprintf(stderr, "ampx generate: out of memory\n");
     else
-        rc = generate(t, &o, tok, ids, logits, work);
+        rc = generate_all(t, &o, tok, ids, logits, work);
 out:
     free(logits), free(ids), free(work);
     ampx_trainer_free(t);

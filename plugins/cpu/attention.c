@@ -36,6 +36,7 @@ typedef struct attn_job {
     ampx_attn_args a;
     uint64_t hdp;  /* head_dim rounded up to ATTN_NB */
     uint64_t n_qt; /* query tiles per (batch, head) */
+    uint64_t qt0;  /* the first computed: the one holding row q_first */
     ampx_context *ctx;
 } attn_job;
 
@@ -187,7 +188,8 @@ CPU_INLINE void attn_fwd_row(const attn_job *j, uint64_t row, uint64_t i, uint64
 CPU_INLINE void attn_fwd_body(void *arg, uint64_t item, unsigned tid) {
     const attn_job *j       = arg;
     const ampx_attn_args *a = &j->a;
-    uint64_t hdp = j->hdp, bh = item / j->n_qt, qt = item % j->n_qt;
+    uint64_t hdp = j->hdp, tiles = j->n_qt - j->qt0, bh = item / tiles;
+    uint64_t qt = j->qt0 + item % tiles;
     uint64_t b = bh / a->heads, h = bh % a->heads, i0 = qt * ATTN_BQ;
     uint64_t nq = a->seq - i0 < ATTN_BQ ? a->seq - i0 : ATTN_BQ;
     float *q = j->ctx->thread_ws[tid].p, *kt = q + ATTN_BQ * hdp, *v = kt + hdp * ATTN_BK;
@@ -367,7 +369,9 @@ ampx_status cpu_attn_fwd(ampx_context *ctx, const ampx_attn_args *args) {
     size_t floats = 2 * ATTN_BQ * j.hdp + 2 * j.hdp * ATTN_BK + ATTN_BQ * ATTN_BK + 2 * ATTN_BQ +
                     2 * (j.hdp + ATTN_BK);
     CPU_TRY(cpu_reserve_thread_ws(ctx, "attn_fwd", floats * sizeof(float)));
-    uint64_t items = j.a.batch * j.a.heads * j.n_qt;
+    /* the tiles from the one holding row q_first (its rows before it come out the same) */
+    j.qt0          = j.a.q_first / ATTN_BQ < j.n_qt ? j.a.q_first / ATTN_BQ : j.n_qt - 1;
+    uint64_t items = j.a.batch * j.a.heads * (j.n_qt - j.qt0);
     cpu_run(ctx, items * ATTN_BQ * j.a.seq * j.a.head_dim, items, attn_fwd_task, &j);
     return AMPX_OK;
 }

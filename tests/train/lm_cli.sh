@@ -123,14 +123,63 @@ grep -q "validation loss $best nats" "$work/ev" || fail "best checkpoint: '$(cat
 # ---- generate
 g() { "$ampx" generate "$tiny" --checkpoint "$work/c.safetensors" "$@"; }
 g --prompt "count: one" --tokens 40 --temperature 0 >"$work/g1" 2>"$work/err" || fail "generate: $(cat "$work/err")"
-g --prompt "count: one" --tokens 40 --temperature 0 >"$work/g2" 2>&1
+g --prompt "count: one" --tokens 40 --temperature 0 >"$work/g2" 2>/dev/null
 cmp -s "$work/g1" "$work/g2" || fail "greedy generation is not deterministic"
 [ "$(head -c 10 "$work/g1")" = "count: one" ] || fail "generate does not echo the prompt: $(cat "$work/g1")"
 [ "$(wc -c <"$work/g1")" -eq $((10 + 40 + 1)) ] || fail "generate printed $(wc -c <"$work/g1") bytes, expected 51"
-g --tokens 30 --seed 7 >"$work/s1" 2>&1 && g --tokens 30 --seed 7 >"$work/s2" 2>&1 || fail "sampling"
+g --tokens 30 --seed 7 >"$work/s1" 2>/dev/null && g --tokens 30 --seed 7 >"$work/s2" 2>/dev/null ||
+  fail "sampling"
 cmp -s "$work/s1" "$work/s2" || fail "sampling with one seed is not reproducible"
 long=$(printf 'ada has a red ball. %.0s' $(seq 1 20))
 g --prompt "$long" --tokens 5 --temperature 0 >"$work/g3" 2>"$work/err" || fail "a prompt longer than the context: $(cat "$work/err")"
+# the KV cache: the same greedy text as the whole window per token, past the window of 32
+# (dropping half of it, or one token as nanoGPT does), from a prompt longer than it, with
+# attention fused on each ISA path and as its composite, in mixed bf16 and f32
+grep -q "tokens/s (KV cache)" "$work/err" || fail "no speed line with the KV cache: $(cat "$work/err")"
+sed -e 's/"causal": true/"causal": true, "fused": false/' "$tiny" >"$work/comp.json"
+sed -e 's/"policy": "mixed_bf16"/"policy": "f32"/' "$tiny" >"$work/f32.json"
+grep -q '"policy": "f32"' "$work/f32.json" || fail "no policy to change in $tiny"
+same() { # MODEL ARGS...: greedy text with and without the cache, compared
+  local m=$1
+  shift
+  "$ampx" generate "$m" --checkpoint "$work/c.safetensors" --temperature 0 "$@" \
+    >"$work/kc" 2>"$work/kerr" || fail "generate $*: $(cat "$work/kerr")"
+  grep -q "tokens/s (KV cache)" "$work/kerr" || fail "generate $*: no KV cache: $(cat "$work/kerr")"
+  "$ampx" generate "$m" --checkpoint "$work/c.safetensors" --temperature 0 --no-cache "$@" \
+    >"$work/kn" 2>"$work/kerr" || fail "generate --no-cache $*: $(cat "$work/kerr")"
+  grep -q "tokens/s (whole window per token)" "$work/kerr" || fail "generate --no-cache $*: $(cat "$work/kerr")"
+  cmp -s "$work/kc" "$work/kn" || fail "generate $*: the KV cache changes the text: $(cat "$work/kc") / $(cat "$work/kn")"
+}
+same "$tiny" --prompt "count: one" --tokens 90
+same "$tiny" --prompt "count: one" --tokens 40 --shift 1
+same "$tiny" --prompt "$long" --tokens 40 --shift 5
+same "$work/f32.json" --prompt "count: one" --tokens 70
+same "$work/comp.json" --prompt "count: one" --tokens 70
+for isa in portable avx2; do
+  same "$work/comp.json" --prompt "count: one" --tokens 40 --backend-opt isa=$isa
+  same "$tiny" --prompt "count: one" --tokens 40 --backend-opt isa=$isa --backend-opt attention=1
+done
+# several samples: greedy ones repeat, sampled ones differ; --quiet drops the speed line
+g --prompt "a" --tokens 20 --temperature 0 --samples 2 --quiet >"$work/m2" 2>"$work/err" || fail "--samples 2: $(cat "$work/err")"
+[ ! -s "$work/err" ] || fail "--quiet still prints: $(cat "$work/err")"
+python3 - "$work/m2" <<'PY' || fail "two greedy samples: $(cat "$work/m2")"
+import sys
+parts = open(sys.argv[1], "rb").read().split(b"\n---\n")
+assert len(parts) == 2 and parts[0] + b"\n" == parts[1] and len(parts[0]) == 21, parts
+PY
+g --prompt "a" --tokens 40 --samples 2 --quiet >"$work/m3" 2>/dev/null || fail "--samples 2 sampled"
+python3 - "$work/m3" <<'PY' || fail "two sampled samples are the same: $(cat "$work/m3")"
+import sys
+a, b = open(sys.argv[1], "rb").read().split(b"\n---\n")
+assert a + b"\n" != b
+PY
+for bad in "--shift 0" "--shift 33" "--samples 0" "--samples x"; do
+  # shellcheck disable=SC2086
+  g $bad >"$work/out" 2>"$work/err"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q -- "${bad%% *}" "$work/err" ||
+    fail "generate $bad: exit $rc, $(cat "$work/err")"
+done
 expect_error "generate without a checkpoint file" "no-such.safetensors" \
   "$ampx" generate "$tiny" --checkpoint "$work/no-such.safetensors"
 expect_error "generate from a classifier" "token model" \

@@ -271,6 +271,106 @@ Test(causality, later_tokens_do_not_change_earlier_logits) {
     free(path);
 }
 
+/* The KV cache: the logits of the last position of every window length, computed through
+ * ampx_trainer_logits_last one new position at a time after the first, bit for bit those of
+ * the whole forward, with attention fused and as its composite, in f32 and mixed bf16; and a
+ * window changed at one position recomputes from there. */
+static void kv_check(const char *policy, int fused, int window) {
+    char json[8192], nodes[2048];
+    /* two blocks: the second's keys and values come from the first's attention */
+    snprintf(nodes, sizeof nodes, "%s", gpt_block);
+    char *head = strstr(nodes, "{\"name\":\"out\"");
+    cr_assert_not_null(head);
+    snprintf(head, sizeof nodes - (size_t)(head - nodes),
+             "{\"name\":\"ln2\",\"op\":\"layernorm\",\"inputs\":[\"res\"]},"
+             "{\"name\":\"attn2\",\"op\":\"attention\",\"inputs\":[\"ln2\"],\"heads\":2,"
+             "\"init\":{\"std\":0.5}},"
+             "{\"name\":\"res2\",\"op\":\"add\",\"inputs\":[\"res\",\"attn2\"]},"
+             "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"res2\"],\"share\":\"wte\"}");
+    for (char *h = nodes; !fused && (h = strstr(h, "\"heads\":2,"));) {
+        /* the composite: "fused":false on the attention nodes */
+        const char *key = "\"fused\":false,";
+        memmove(h + strlen(key), h, strlen(h) + 1);
+        memcpy(h, key, strlen(key));
+        h += strlen(key) + 1;
+    }
+    const char *attention = fused ? "attention=1" : "attention=0";
+    snprintf(json, sizeof json, fd_token_fmt, nodes);
+    for (char *sh = json; (sh = strstr(sh, "\"shape\":[6]"));) { /* the window */
+        char rest[8192];
+        snprintf(rest, sizeof rest, "%s", sh + strlen("\"shape\":[6]"));
+        sh += snprintf(sh, sizeof json - (size_t)(sh - json), "\"shape\":[%d]", window);
+        snprintf(sh, sizeof json - (size_t)(sh - json), "%s", rest);
+    }
+    char *at = strstr(json, "\"policy\":\"f32\"");
+    cr_assert_not_null(at);
+    char tail[8192];
+    snprintf(tail, sizeof tail, "%s", at + strlen("\"policy\":\"f32\""));
+    snprintf(at, sizeof json - (size_t)(at - json), "\"policy\":\"%s\"%s", policy, tail);
+    char *path       = write_model(json);
+    ampx_model *m    = load(path, NULL);
+    ampx_backend *be = NULL;
+    char err[512];
+    const char *opts[2] = {"threads=2", attention};
+    cr_assert_eq(ampx_backend_open(AMPX_TEST_CPU_PLUGIN, opts, 2, &be, err, sizeof err), AMPX_OK,
+                 "%s", err);
+    ampx_trainer *t = trainer(m, be);
+    const char *why = NULL;
+    cr_assert(ampx_trainer_cache(t, &why), "no cache: %s", why);
+    int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
+    float *all = malloc(sizeof(float) * (size_t)(T * V));
+    cr_assert_eq(T, window);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)T), *full = malloc(sizeof(int32_t) * (size_t)T);
+    for (int64_t i = 0; i < T; i++)
+        ids[i] = (int32_t)("hello there, general kenobi. "[i % 29]);
+    float *chain = malloc(sizeof(float) * (size_t)(T * V));
+    for (int round = 0; round < 3; round++) {
+        /* rounds 1 and 2 differ from position 2 on; round 2 runs positions 3.. at once */
+        if (round) ids[2] = round == 1 ? 122 : 120;
+        for (int64_t len = round == 2 ? 3 : 1; len <= T; len += round == 2 ? T - 3 : 1)
+            cr_assert_eq(ampx_trainer_logits_last(t, ids, len, chain + (len - 1) * V), AMPX_OK,
+                         "%s", ampx_trainer_error(t));
+        for (int64_t len = round == 2 ? T : 1; len <= T; len++) {
+            memcpy(full, ids, sizeof(int32_t) * (size_t)len);
+            memset(full + len, 0, sizeof(int32_t) * (size_t)(T - len));
+            cr_assert_eq(ampx_trainer_logits(t, full, 1, all), AMPX_OK, "%s",
+                         ampx_trainer_error(t));
+            cr_expect(
+                !memcmp(chain + (len - 1) * V, all + (len - 1) * V, sizeof(float) * (size_t)V),
+                "%s, %s, round %d: the cached logits at position %lld differ (%g vs %g)", policy,
+                attention, round, (long long)len - 1, (double)chain[(len - 1) * V],
+                (double)all[(len - 1) * V]);
+        }
+    }
+    free(chain), free(ids), free(full);
+    free(all);
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+    unlink(path);
+    free(path);
+}
+
+Test(kvcache, f32_fused) {
+    kv_check("f32", 1, 6);
+}
+Test(kvcache, f32_composite) {
+    kv_check("f32", 0, 6);
+}
+Test(kvcache, bf16_fused) {
+    kv_check("mixed_bf16", 1, 6);
+}
+Test(kvcache, bf16_composite) {
+    kv_check("mixed_bf16", 0, 6);
+}
+/* three query tiles of the cpu kernel: the new rows' tile alone is computed */
+Test(kvcache, bf16_fused_long) {
+    kv_check("mixed_bf16", 1, 70);
+}
+Test(kvcache, f32_composite_long) {
+    kv_check("f32", 0, 70);
+}
+
 Test(gradients, dense_tanh) {
     fd_check("{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":8,\"init\":{\"bias\":"
              "\"he_uniform\"}},"

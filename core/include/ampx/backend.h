@@ -751,6 +751,11 @@ typedef struct ampx_amp_pass_args {
  * Products and sums in f32; the softmax is taken online over key tiles in f32 (running max
  * and sum), so no seq x seq tensor exists. seq, heads, head_dim >= 1 (batch 0 does nothing);
  * ld_x >= heads head_dim for every tensor. o must not overlap q, k or v.
+ *   q_first <= seq (the field was reserved, 0, before): the rows i < q_first of o and lse
+ *   may be left as they are, an incremental forward's earlier positions, which an earlier
+ *   call over the same rows of q, k and v wrote (with causal, rows i read only keys j <= i,
+ *   so a call that ends at a shorter seq computes them alike). A plugin that ignores the
+ *   field computes those rows again and writes the same values. ATTN_BWD ignores it.
  * ATTN_BWD  dtypes {q, o, do, dq}  (k, v of q's dtype; dk, dv of dq's; lse, delta f32)
  *   Given the forward's q, k, v, o, lse and do (ld_o), with p and p' recomputed tile by tile
  *   from lse and the same mask:
@@ -765,10 +770,10 @@ typedef struct ampx_attn_args {
     uint32_t size;
     uint32_t causal; /* 1: query i sees keys j <= i */
     uint64_t batch, heads, seq, head_dim;
-    float scale;                /* of the logits, 1 / sqrt(head_dim) in attention */
-    uint32_t dropout_threshold; /* keep when the hash is >= it; 0: no dropout */
-    float dropout_scale;        /* multiplier of the kept probabilities, 1 / (1 - rate) */
-    uint32_t reserved;
+    float scale;                        /* of the logits, 1 / sqrt(head_dim) in attention */
+    uint32_t dropout_threshold;         /* keep when the hash is >= it; 0: no dropout */
+    float dropout_scale;                /* multiplier of the kept probabilities, 1 / (1 - rate) */
+    uint32_t q_first;                   /* fwd: rows before it may be left as they are (0: none) */
     uint64_t seed, offset;              /* the mask's key and counter of element 0 */
     uint64_t ld_q, ld_k, ld_v, ld_o;    /* elements between positions t and t + 1 */
     ampx_tensor q, k, v, o, lse;        /* fwd: o, lse written; bwd: read */

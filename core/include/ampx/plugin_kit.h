@@ -931,6 +931,9 @@ static inline ampx_status ampx_kit_take_attn(const ampx_kit *kit, const ampx_att
         return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: causal %u is not 0 or 1", op, a->causal);
     if (a->batch && (!a->seq || !a->heads || !a->head_dim))
         return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: seq, heads and head_dim must be >= 1", op);
+    if (!bwd && a->q_first > a->seq)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: q_first %u is past seq %llu", op,
+                             a->q_first, (unsigned long long)a->seq);
     uint64_t rows, width, n_lse, n_probs; /* n_probs: the mask's element count */
     if (ampx_kit_mul_u64(a->batch, a->seq, &rows) ||
         ampx_kit_mul_u64(a->heads, a->head_dim, &width) ||

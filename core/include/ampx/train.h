@@ -208,6 +208,17 @@ AMPX_API ampx_status ampx_trainer_create_sampler(ampx_model *m, ampx_backend *be
  * f32. Position t's logits depend on ids [0, t] only in a causal model. */
 AMPX_API ampx_status ampx_trainer_logits(ampx_trainer *t, const int32_t *ids, int64_t rows,
                                          float *logits);
+/* The f32 logits (ampx_trainer_vocab() of them) of the last position of the window ids[0,
+ * len), len <= ampx_trainer_window(): what ampx_trainer_logits gives at position len - 1,
+ * computed for the positions past those whose ids match the window of the last call alone
+ * (a KV cache: sampling that appends one token computes one position). The whole forward
+ * runs when none match, or always when ampx_trainer_cache() says no. Any other run of the
+ * trainer (a step, an evaluation) empties the cache. */
+AMPX_API ampx_status ampx_trainer_logits_last(ampx_trainer *t, const int32_t *ids, int64_t len,
+                                              float *logits);
+/* 1 when ampx_trainer_logits_last computes only new positions for this model; else 0 and
+ * *why (when why is not NULL) says why in a phrase (the trainer owns it). */
+AMPX_API int ampx_trainer_cache(ampx_trainer *t, const char **why);
 /* A trainer for predictions of a feature model: no data is read (load a checkpoint, then call
  * ampx_trainer_predict). */
 AMPX_API ampx_status ampx_trainer_create_predictor(ampx_model *m, ampx_backend *be,

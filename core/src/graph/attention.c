@@ -113,15 +113,16 @@ const g_rule g_rule_bmm = {"bmm", {AMPX_OP_GEMM, AMPX_OP_COUNT}, bmm_shape, bmm_
 // ---------------------------------------------------------------------------------------
 // heads: x [.., T, P*D] <-> P values [.., H, T, D/H] (a.heads = H, parts = P)
 
-/* The PERMUTE between part p of the fused layout and one head-major tensor; `to_heads`
- * picks the direction. dims walk [B, H, T, hd]. */
+/* The PERMUTE between part p of the fused layout and one head-major tensor, of `rows` of
+ * the T positions from where both tensors start; `to_heads` picks the direction. dims walk
+ * [B, H, rows, hd]. */
 static ampx_status heads_permute(g_exec *x, const g_node *n, ampx_tensor fused, int p,
-                                 ampx_tensor heads, uint64_t batch, uint64_t t, uint64_t d,
-                                 int to_heads) {
+                                 ampx_tensor heads, uint64_t batch, uint64_t t, uint64_t rows,
+                                 uint64_t d, int to_heads) {
     uint64_t h = (uint64_t)n->a.heads, hd = d / h, parts = (uint64_t)n->a.parts;
     uint64_t fs[4] = {t * parts * d, hd, parts * d, 1}, hs[4] = {h * t * hd, t * hd, hd, 1};
     fused.offset += (uint64_t)p * d * ampx_dtype_size(fused.dtype);
-    ampx_permute_args a = {.size = sizeof a, .ndim = 4, .dims = {batch, h, t, hd}};
+    ampx_permute_args a = {.size = sizeof a, .ndim = 4, .dims = {batch, h, rows, hd}};
     for (int i = 0; i < 4; i++) {
         a.x_strides[i] = to_heads ? fs[i] : hs[i];
         a.y_strides[i] = to_heads ? hs[i] : fs[i];
@@ -166,13 +167,19 @@ static void heads_sizes(const g_exec *x, const g_graph *g, int f, int64_t parts,
     *batch           = gx_numel(x, f) / (*t * *d * (uint64_t)parts);
 }
 
+/* A run on some positions alone (an incremental forward) writes their rows of each head:
+ * the fused input's tensor starts at the first of them already. */
 static ampx_status split_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    uint64_t batch, t, d;
+    uint64_t batch, t, d, first, count = gx_positions(x, &first);
     heads_sizes(x, g, n->in[0], n->a.parts, &batch, &t, &d);
+    if (count) batch = gx_numel(x, n->in[0]) / (count * d * (uint64_t)n->a.parts);
     ampx_status st = AMPX_OK;
-    for (int p = 0; p < n->n_out && !st; p++)
-        st =
-            heads_permute(x, n, gx_tensor(x, n->in[0]), p, gx_tensor(x, n->out[p]), batch, t, d, 1);
+    for (int p = 0; p < n->n_out && !st; p++) {
+        ampx_tensor heads = gx_tensor(x, n->out[p]);
+        heads.offset += first * (d / (uint64_t)n->a.heads) * ampx_dtype_size(heads.dtype);
+        st = heads_permute(x, n, gx_tensor(x, n->in[0]), p, heads, batch, t, count ? count : t, d,
+                           1);
+    }
     return st;
 }
 
@@ -213,8 +220,8 @@ static ampx_status merge_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     heads_sizes(x, g, n->out[0], n->a.parts, &batch, &t, &d);
     ampx_status st = AMPX_OK;
     for (int p = 0; p < n->n_in && !st; p++)
-        st =
-            heads_permute(x, n, gx_tensor(x, n->out[0]), p, gx_tensor(x, n->in[p]), batch, t, d, 0);
+        st = heads_permute(x, n, gx_tensor(x, n->out[0]), p, gx_tensor(x, n->in[p]), batch, t, t, d,
+                           0);
     return st;
 }
 
@@ -299,8 +306,16 @@ static ampx_attn_args attention_args(g_exec *x, const g_graph *g, const g_node *
     return a;
 }
 
+/* A run on some positions of one window (an incremental forward) computes the query rows
+ * of those positions alone: a causal row reads nothing past itself, so the earlier rows
+ * and the later ones (never read) may stay as the earlier runs left them. */
 static ampx_status attention_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     ampx_attn_args a = attention_args(x, g, n, (int)(n - g->nodes), n->in[0], n->out[0], n->out[1]);
+    uint64_t first, count = gx_positions(x, &first);
+    if (count && a.causal && a.batch == 1 && first + count <= a.seq) {
+        a.seq     = first + count;
+        a.q_first = (uint32_t)first; /* the earlier rows are there from the earlier runs */
+    }
     return gx_call(x, n, AMPX_OP_ATTN_FWD, &a);
 }
 

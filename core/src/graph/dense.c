@@ -158,7 +158,13 @@ static int bias_shape(g_graph *g, g_node *n, g_shape_error *e) {
     return 0;
 }
 
-ampx_status g_row_add_fwd(g_exec *x, const g_node *n, uint64_t cols) {
+ampx_status g_row_add_fwd(g_exec *x, const g_graph *g, const g_node *n, uint64_t cols) {
+    const g_value *v = &g->values[n->in[0]];
+    uint64_t first, count = gx_positions(x, &first), at = 0;
+    if (count && v->ndim >= 3 && cols > (uint64_t)g_last(v)) {
+        uint64_t per = cols / (uint64_t)v->dims[1]; /* b's elements per position */
+        at = first * per, cols = count * per;
+    }
     ampx_add_args a = {.size        = sizeof a,
                        .broadcast_b = 1,
                        .rows        = gx_numel(x, n->in[0]) / cols,
@@ -168,6 +174,7 @@ ampx_status g_row_add_fwd(g_exec *x, const g_node *n, uint64_t cols) {
                        .a           = gx_tensor(x, n->in[0]),
                        .b           = gx_tensor(x, n->in[1]),
                        .y           = gx_tensor(x, n->out[0])};
+    a.b.offset += at * ampx_dtype_size(a.b.dtype);
     return gx_call(x, n, AMPX_OP_ADD, &a);
 }
 
@@ -185,7 +192,7 @@ int g_row_add_bwd(g_graph *g, int self, int grad_op) {
 }
 
 static ampx_status bias_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    return g_row_add_fwd(x, n, (uint64_t)g_elems(&g->values[n->in[1]]));
+    return g_row_add_fwd(x, g, n, (uint64_t)g_elems(&g->values[n->in[1]]));
 }
 
 static int bias_bwd(g_graph *g, int self) {

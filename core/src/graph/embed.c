@@ -102,7 +102,7 @@ static uint64_t position_cols(const g_graph *g, const g_node *n) {
 
 /* x + the table's first T rows, broadcast over the examples (the bias add's op) */
 static ampx_status position_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    return g_row_add_fwd(x, n, position_cols(g, n));
+    return g_row_add_fwd(x, g, n, position_cols(g, n));
 }
 
 static int position_bwd(g_graph *g, int self) {

@@ -20,6 +20,11 @@ struct g_exec_ops {
     ampx_tensor (*tensor)(g_exec *x, int v);
     /* Elements of value v at this batch size. */
     uint64_t (*numel)(const g_exec *x, int v);
+    /* The positions of the token window this node runs on, when only some: their count, the
+     * first in *first (a row-per-position value's tensor then starts at its rows; an
+     * attention's tensors stay whole, and only its query rows up to the last of them are
+     * read); 0: the whole window. */
+    uint64_t (*positions)(const g_exec *x, uint64_t *first);
     /* 1 while training (backward follows, batch norm uses batch statistics, dropout drops). */
     int (*training)(const g_exec *x);
     /* 1 when a parameter-gradient write of node n adds to what is there (a later micro-batch
@@ -49,6 +54,9 @@ static inline ampx_tensor gx_tensor(g_exec *x, int v) {
 }
 static inline uint64_t gx_numel(const g_exec *x, int v) {
     return x->ops->numel(x, v);
+}
+static inline uint64_t gx_positions(const g_exec *x, uint64_t *first) {
+    return x->ops->positions(x, first);
 }
 static inline int gx_training(const g_exec *x) {
     return x->ops->training(x);

@@ -107,8 +107,10 @@ extern const g_rule g_rule_reshape, g_rule_transpose;
 extern const g_rule g_rule_reduce, g_rule_reduce_bwd;
 extern const g_rule g_rule_xent, g_rule_mse;
 /* dense.c: y = x + b broadcast over rows of `cols` (the bias add and the position table's
- * add), and its backward: dx = dy, and db from grad_op (OP_BIAS_GRAD, OP_POSITION_GRAD). */
-ampx_status g_row_add_fwd(g_exec *x, const g_node *n, uint64_t cols);
+ * add), and its backward: dx = dy, and db from grad_op (OP_BIAS_GRAD, OP_POSITION_GRAD).
+ * A b over more than x's last axis spans positions: a run on some positions alone reads
+ * their part of it. */
+ampx_status g_row_add_fwd(g_exec *x, const g_graph *g, const g_node *n, uint64_t cols);
 int g_row_add_bwd(g_graph *g, int self, int grad_op);
 extern const g_rule g_rule_embed, g_rule_embed_bwd, g_rule_position, g_rule_position_grad;
 extern const g_rule g_rule_bmm, g_rule_split_heads, g_rule_merge_heads, g_rule_attention,

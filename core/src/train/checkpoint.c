@@ -507,6 +507,7 @@ out:
 }
 
 ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size_t cap) {
+    t->kv.len = 0; /* new weights: nothing cached holds */
     /* No checkpoint of this model is larger than its header cap and its state. */
     ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
     if (!ts) {

@@ -17,22 +17,41 @@ static const executor *of_const(const g_exec *h) {
     return (const executor *)h;
 }
 
+/* Whether value v is offset to the rows of positions [pos0, pos0 + pos_n) in this node's
+ * run (an incremental one's KV_ROWS node, and v laid out a row a position), and the bytes
+ * from its start to them. */
+static int pos_rows(const executor *x, int v) {
+    return x->rows_only && x->kv_rows[v];
+}
+
+static uint64_t pos_offset(const executor *x, int v, const g_value *val) {
+    if (!pos_rows(x, v)) return 0;
+    return x->pos0 * ((uint64_t)g_elems(val) / x->seq) * ampx_dtype_size(val->dtype);
+}
+
 ampx_tensor exec_tensor(const executor *x, int v) {
     const g_value *val = &x->g->values[v];
     if (v == x->g->loss) return x->loss;
     int root = g_root(x->g, v);
+    ampx_tensor t;
     if (x->own[root]) {
         uint64_t off = val->role == ROLE_INPUT
                            ? x->row0 * (uint64_t)g_elems(val) * ampx_dtype_size(val->dtype)
                        : x->own_off ? x->own_off[root]
                                     : 0;
-        return (ampx_tensor){.buf = x->own[root], .offset = off, .dtype = val->dtype};
+        t            = (ampx_tensor){.buf = x->own[root], .offset = off, .dtype = val->dtype};
+    } else {
+        t = (ampx_tensor){.buf = x->arena, .offset = x->p->offset[root], .dtype = val->dtype};
     }
-    return (ampx_tensor){.buf = x->arena, .offset = x->p->offset[root], .dtype = val->dtype};
+    t.offset += pos_offset(x, v, val);
+    return t;
 }
 
 uint64_t exec_numel(const executor *x, int v) {
-    return g_numel(&x->g->values[v], x->rows);
+    const g_value *val = &x->g->values[v];
+    uint64_t n         = g_numel(val, x->rows);
+    if (pos_rows(x, v)) n = n / x->seq * x->pos_n;
+    return n;
 }
 
 static ampx_tensor x_tensor(g_exec *h, int v) {
@@ -41,6 +60,12 @@ static ampx_tensor x_tensor(g_exec *h, int v) {
 
 static uint64_t x_numel(const g_exec *h, int v) {
     return exec_numel(of_const(h), v);
+}
+
+static uint64_t x_positions(const g_exec *h, uint64_t *first) {
+    const executor *x = of_const(h);
+    *first            = x->rows_only || x->upto ? x->pos0 : 0;
+    return x->rows_only || x->upto ? x->pos_n : 0;
 }
 
 static int x_training(const g_exec *h) {
@@ -91,6 +116,7 @@ static ampx_status x_call(g_exec *h, const g_node *n, uint32_t op, const void *a
 const struct g_exec_ops exec_ops = {
     .tensor        = x_tensor,
     .numel         = x_numel,
+    .positions     = x_positions,
     .training      = x_training,
     .accumulate    = x_accumulate,
     .micro_batches = x_micro_batches,
@@ -103,7 +129,12 @@ const struct g_exec_ops exec_ops = {
 ampx_status exec_run(executor *x, int first, int last) {
     for (int i = first; i < last; i++) {
         const g_node *n = &x->g->nodes[i];
-        ampx_status st  = g_rule_of(n->op)->forward(&x->h, x->g, n);
+        int mode        = x->kv_mode ? x->kv_mode[i] : KV_FULL;
+        if (mode == KV_SKIP) continue;
+        x->rows_only   = mode == KV_ROWS;
+        x->upto        = mode == KV_UPTO;
+        ampx_status st = g_rule_of(n->op)->forward(&x->h, x->g, n);
+        x->rows_only = x->upto = 0;
         if (!st && x->after_node) st = x->after_node(x, i, x->after_user);
         if (st) return st;
     }

@@ -26,10 +26,24 @@ struct executor {
     uint32_t replica, replicas; /* data-parallel: this rank of how many (0: one process); each
                                    rank's micro-batch gets its own dropout key */
     ampx_tensor scalars, loss;
+    /* (optional) an incremental run (train/kvcache.c): per forward node, KV_FULL (over the
+     * whole window), KV_ROWS (on the rows of positions [pos0, pos0 + pos_n) of the window of
+     * seq positions alone: its inputs' and activations' tensors start there and hold pos_n
+     * positions: those of kv_rows, which the executor offsets; a rule that reads others asks
+     * gx_positions), KV_UPTO (over the window's tensors, where the rule may stop at the last
+     * new position: gx_positions says them, an attention's query rows) or KV_SKIP (the loss);
+     * NULL: every node over the whole window */
+    const uint8_t *kv_mode;
+    const uint8_t *kv_rows; /* per value: 1 for those laid out [B, T, ..] (a row a position) */
+    uint64_t pos0, pos_n, seq;
+    int rows_only; /* the node being run is KV_ROWS */
+    int upto;      /* the node being run is KV_UPTO */
     /* (optional) called after each node has issued its ops (the monitor's scan) */
     ampx_status (*after_node)(executor *x, int node, void *user);
     void *after_user;
 };
+
+enum { KV_FULL, KV_ROWS, KV_SKIP, KV_UPTO };
 
 /* The handle's table: the executor's answers to graph/exec.h; an executor is initialized
  * with .h = EXEC_HANDLE. */

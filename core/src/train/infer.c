@@ -31,22 +31,28 @@ static void run_done(ampx_trainer *t) {
     t->x.rows     = (uint64_t)t->B;
 }
 
-/* The first n logits of the last run, widened to f32 into out (n f32). Read as stored (f16
+/* n logits of the last run from element first, widened to f32 into out (n f32). Read as stored (f16
  * and bf16 take the first half of out), then widened in place from the last element down:
  * element k's 4 bytes overlap only stored elements 2k and 2k+1, already read. Widening is
  * exact. */
-static ampx_status read_logits(ampx_trainer *t, uint64_t n, float *out) {
+ampx_status tr_read_logits(ampx_trainer *t, uint64_t first, uint64_t n, float *out) {
     const g_graph *g = &t->g;
     ampx_dtype ld    = g->values[g->logits].dtype;
     ampx_tensor lt   = exec_tensor(&t->x, g->logits);
     ampx_status st =
-        tr_check(t, t->ifc->buffer_read(t->ctx, lt.buf, lt.offset, out, n * ampx_dtype_size(ld)),
+        tr_check(t,
+                 t->ifc->buffer_read(t->ctx, lt.buf, lt.offset + first * ampx_dtype_size(ld), out,
+                                     n * ampx_dtype_size(ld)),
                  "buffer_read");
     if (st || ld == AMPX_F32) return st;
     const uint16_t *raw = (const uint16_t *)out;
     for (uint64_t k = n; k-- > 0;)
         out[k] = ld == AMPX_BF16 ? ampx_bf16_to_f32(raw[k]) : ampx_f16_to_f32(raw[k]);
     return AMPX_OK;
+}
+
+static ampx_status read_logits(ampx_trainer *t, uint64_t n, float *out) {
+    return tr_read_logits(t, 0, n, out);
 }
 
 static ampx_status read_loss(ampx_trainer *t, float *loss) {
@@ -182,6 +188,7 @@ ampx_status ampx_trainer_logits(ampx_trainer *t, const int32_t *ids, int64_t row
     st = run_rows(t, 0, 0, 0, (uint64_t)rows);
     if (!st) st = read_logits(t, n * c, logits);
     run_done(t);
+    if (!st) kv_filled(t, ids, rows);
     return st;
 }
 

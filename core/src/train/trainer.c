@@ -500,6 +500,7 @@ void ampx_trainer_free(ampx_trainer *t) {
                 (t->g.values[v].role == ROLE_STATE || t->g.values[v].role == ROLE_CONST))
                 t->ifc->buffer_free(t->ctx, t->own[v]);
     inputs_free(t);
+    kv_free(t);
     plan_free(&t->plan);
     g_free_graph(&t->g);
     free(t->own);
@@ -566,7 +567,8 @@ ampx_status ampx_trainer_get(ampx_trainer *t, int i, int what, float *host) {
 ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const float *host) {
     ampx_buffer *b = param_buf(t, i, what);
     if (!b) return tr_fail(t, AMPX_ERR_INVALID, "no tensor %d/%d", i, what);
-    param *p = &t->params[i];
+    t->kv.len = 0; /* new weights: nothing cached holds */
+    param *p  = &t->params[i];
     ampx_status st =
         tr_check(t, t->ifc->buffer_write(t->ctx, b, what == 1 ? p->grad_off : 0, host, p->n * 4),
                  "buffer_write");

@@ -109,6 +109,17 @@ typedef struct tr_inject {
     int grad_param, update_param;
 } tr_inject;
 
+/* The KV cache of incremental sampling (kvcache.c): per forward node its mode (KV_ROWS,
+ * KV_FULL, KV_SKIP), whether that plan is usable (else why), and the token ids of the
+ * positions [0, len) whose rows the device holds. */
+typedef struct tr_kvcache {
+    uint8_t *mode, *rows; /* rows: per value, laid out a row a position (executor.kv_rows) */
+    int32_t *ids;
+    int64_t len;
+    int planned, ok;
+    char why[256];
+} tr_kvcache;
+
 struct ampx_trainer {
     ampx_model *m;
     ampx_backend *be;
@@ -139,6 +150,7 @@ struct ampx_trainer {
     tr_timeline timeline;
     tr_inject inject;
     dp_state dp; /* data-parallel runs (dp.world > 1) */
+    tr_kvcache kv;
     char error[1024];
     char notice[256]; /* what the last load changed, for the user (ampx_trainer_notice) */
 };
@@ -158,6 +170,13 @@ void inputs_bind(ampx_trainer *t, int test); /* the graph's inputs: training or 
 ampx_status inputs_write_rows(ampx_trainer *t, const float *x, const int32_t *y, int64_t n);
 ampx_status inputs_write_windows(ampx_trainer *t, uint64_t key);
 ampx_status inputs_select_micro(ampx_trainer *t, int64_t global_micro);
+
+/* infer.c: n logits of the last run from element first, widened to f32 */
+ampx_status tr_read_logits(ampx_trainer *t, uint64_t first, uint64_t n, float *out);
+
+/* kvcache.c: the cache after a whole forward of rows windows ids; its memory */
+void kv_filled(ampx_trainer *t, const int32_t *ids, int64_t rows);
+void kv_free(ampx_trainer *t);
 
 /* step.c */
 ampx_status ring_setup(ampx_trainer *t);
@@ -231,6 +250,7 @@ static inline ampx_status tr_step_op(ampx_trainer *t, uint32_t op, const void *a
 
 /* One micro-batch: the forward nodes (and, training, the backward ones). */
 static inline ampx_status tr_micro_batch(ampx_trainer *t) {
+    t->kv.len = 0; /* the cache's rows are overwritten */
     return exec_run(&t->x, 0, t->x.training ? t->g.n_nodes : t->g.n_forward);
 }
 
