@@ -275,10 +275,11 @@ static int generate_all(ampx_trainer *t, const gen_opts *o, ampx_tokenizer *tok,
         n += (double)k;
     }
     double dt = now_s() - t0;
+    if (fflush(stdout)) return 1; /* the text before the speed line, on a terminal too */
     if (!o->quiet)
         fprintf(stderr, "ampx generate: %.0f tokens in %.3f s: %.1f tokens/s (%s)\n", n, dt,
                 dt > 0 ? n / dt : 0.0, cached ? "KV cache" : "whole window per token");
-    return fflush(stdout) ? 1 : 0;
+    return 0;
 }
 
 int cli_generate(int argc, char **argv) {
@@ -311,13 +312,15 @@ int cli_generate(int argc, char **argv) {
         fprintf(stderr, "ampx generate: %s\n", err);
         return 1;
     }
-    if (ampx_model_load(argv[optind], NULL, &m, err, sizeof err)) {
+    /* the backend first: a layer it has no fused op for is built as its composite */
+    if (ampx_backend_open(o.backend, o.bopts.v, o.bopts.n, &be, err, sizeof err) ||
+        ampx_model_load_for(argv[optind], NULL, NULL, 0, ampx_backend_op_mask(be), &m, err,
+                            sizeof err)) {
         fprintf(stderr, "ampx generate: %s\n", err);
         goto out;
     }
     ampx_model_train_config(m)->batch = 1;
-    if (ampx_backend_open(o.backend, o.bopts.v, o.bopts.n, &be, err, sizeof err) ||
-        ampx_trainer_create_sampler(m, be, &t, err, sizeof err)) {
+    if (ampx_trainer_create_sampler(m, be, &t, err, sizeof err)) {
         fprintf(stderr, "ampx generate: %s\n", err);
         goto out;
     }

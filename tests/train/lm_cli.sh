@@ -159,6 +159,12 @@ for isa in portable avx2; do
   same "$work/comp.json" --prompt "count: one" --tokens 40 --backend-opt isa=$isa
   same "$tiny" --prompt "count: one" --tokens 40 --backend-opt isa=$isa --backend-opt attention=1
 done
+# the portable path does not claim the fused ops: the fused model file generates (and
+# predicts) as its composite there, and the text is the composite's
+same "$tiny" --prompt "count: one" --tokens 40 --backend-opt isa=portable
+cp "$work/kc" "$work/k_auto"
+same "$tiny" --prompt "count: one" --tokens 40 --backend-opt isa=portable --backend-opt attention=0
+cmp -s "$work/k_auto" "$work/kc" || fail "generate on isa=portable is not the composite's text"
 # several samples: greedy ones repeat, sampled ones differ; --quiet drops the speed line
 g --prompt "a" --tokens 20 --temperature 0 --samples 2 --quiet >"$work/m2" 2>"$work/err" || fail "--samples 2: $(cat "$work/err")"
 [ ! -s "$work/err" ] || fail "--quiet still prints: $(cat "$work/err")"
