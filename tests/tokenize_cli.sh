@@ -106,6 +106,36 @@ expect_fail "generate: llm.c's file cannot encode a prompt" 1 "decodes only" \
 expect_fail "generate: a tokenizer larger than the model" 1 "more than the model's vocabulary" \
   generate "$src/models/gpt_tiny.json" --checkpoint "$tmp/ck.safetensors" --tokenizer "$tmp/tok.json"
 
+# generation stops at a sampled end-of-text: a model trained on one short document repeated,
+# each after an end-of-text token, ends its text where the document ends
+for i in $(seq 400); do printf 'the king is dead.\n\n'; done >"$tmp/docs.txt"
+"$ampx" tokenize train --vocab 300 --out "$tmp/dtok.json" "$tmp/docs.txt" 2>/dev/null
+"$ampx" tokenize encode --tokenizer "$tmp/dtok.json" --separator '\n\n' --out "$tmp/dtr.bin" \
+  --val-fraction 0.1 --val-out "$tmp/dva.bin" "$tmp/docs.txt" 2>/dev/null
+python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["inputs"]["next"]["classes"] = 300
+m["nodes"][0]["vocab"] = 300
+m["data"] = {"source": "tokens", "train": sys.argv[3] + "/dtr.bin", "val": sys.argv[3] + "/dva.bin",
+             "eval_windows": 2}
+m["train"].update(steps=60, batch=4, log_every=20, eval_every=0)
+json.dump(m, open(sys.argv[2], "w"))' "$src/models/gpt_tiny.json" "$tmp/dlm.json" "$tmp"
+"$ampx" train "$tmp/dlm.json" --checkpoint "$tmp/dck.safetensors" >"$tmp/out" 2>&1
+check "train on the repeated document (exit 0)" test $? -eq 0
+"$ampx" generate "$tmp/dlm.json" --checkpoint "$tmp/dck.safetensors" --tokenizer "$tmp/dtok.json" \
+  --prompt "the king" --tokens 30 --temperature 0 --samples 2 >"$tmp/out" 2>"$tmp/err"
+check "generate stops at end-of-text (exit 0)" test $? -eq 0
+check "each sample ends with its document, fewer tokens than asked" python3 -c '
+import re, sys
+out, err = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+parts = out.split("\n---\n")
+assert len(parts) == 2, out
+for p in parts:
+    assert p.startswith("the king is dead.") and p.count("the king") == 1, out
+n = int(re.search(r"(\d+) tokens in", err).group(1))
+assert 0 < n < 60, err' "$tmp/out" "$tmp/err"
+
 # usage errors: exit 2
 "$ampx" tokenize 2>"$tmp/err"; rc=$?
 check "tokenize without a subcommand exits 2" test $rc -eq 2
