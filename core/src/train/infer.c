@@ -35,7 +35,7 @@ static void run_done(ampx_trainer *t) {
  * and bf16 take the first half of out), then widened in place from the last element down:
  * element k's 4 bytes overlap only stored elements 2k and 2k+1, already read. Widening is
  * exact. */
-ampx_status tr_read_logits(ampx_trainer *t, uint64_t first, uint64_t n, float *out) {
+static ampx_status tr_read_logits(ampx_trainer *t, uint64_t first, uint64_t n, float *out) {
     const g_graph *g = &t->g;
     ampx_dtype ld    = g->values[g->logits].dtype;
     ampx_tensor lt   = exec_tensor(&t->x, g->logits);
@@ -189,6 +189,32 @@ ampx_status ampx_trainer_logits(ampx_trainer *t, const int32_t *ids, int64_t row
     if (!st) st = read_logits(t, n * c, logits);
     run_done(t);
     if (!st) kv_filled(t, ids, rows);
+    return st;
+}
+
+/* The logits at position len - 1 of the window ids[0 .. len): through the KV cache where the
+ * window shares a prefix with the last one (kvcache.c), else the whole forward. */
+ampx_status ampx_trainer_logits_last(ampx_trainer *t, const int32_t *ids, int64_t len,
+                                     float *logits) {
+    int64_t T = ampx_trainer_window(t), same = 0;
+    if (!t->in.tokens)
+        return tr_fail(t, AMPX_ERR_INVALID, "logits of token windows need a token model");
+    if (len < 1 || len > T)
+        return tr_fail(t, AMPX_ERR_INVALID, "a window of %lld tokens; the model reads 1..%lld",
+                       (long long)len, (long long)T);
+    uint64_t V     = (uint64_t)ampx_trainer_vocab(t);
+    ampx_status st = kv_advance(t, ids, len, &same);
+    if (st || same > 0) return st ? st : tr_read_logits(t, (uint64_t)(len - 1) * V, V, logits);
+    /* the whole forward (over the window padded with zeros), then its row len - 1 */
+    int32_t *padded = calloc((size_t)T, sizeof *padded);
+    float *all      = malloc(sizeof *all * (size_t)T * V);
+    st              = padded && all ? AMPX_OK : tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    if (!st) {
+        memcpy(padded, ids, sizeof *ids * (size_t)len);
+        st = ampx_trainer_logits(t, padded, 1, all);
+    }
+    if (!st) memcpy(logits, all + (uint64_t)(len - 1) * V, sizeof *logits * V);
+    free(padded), free(all);
     return st;
 }
 

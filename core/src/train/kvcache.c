@@ -220,38 +220,24 @@ int ampx_trainer_cache(ampx_trainer *t, const char **why) {
     return t->kv.ok;
 }
 
-ampx_status ampx_trainer_logits_last(ampx_trainer *t, const int32_t *ids, int64_t len,
-                                     float *logits) {
-    int64_t T = ampx_trainer_window(t);
-    if (!t->in.tokens)
-        return tr_fail(t, AMPX_ERR_INVALID, "logits of token windows need a token model");
-    if (len < 1 || len > T)
-        return tr_fail(t, AMPX_ERR_INVALID, "a window of %lld tokens; the model reads 1..%lld",
-                       (long long)len, (long long)T);
+/* The cache brought to the window ids[0 .. len): the positions after the prefix it shares
+ * with the last window computed alone. *same: that prefix's length, or 0 when nothing is
+ * shared (or the model has no cache), where the caller runs the whole forward instead
+ * (which kv_filled records). */
+ampx_status kv_advance(ampx_trainer *t, const int32_t *ids, int64_t len, int64_t *same) {
+    *same = 0;
     if (!t->kv.planned && kv_plan(t)) return AMPX_ERR_NO_MEMORY;
-    uint64_t V   = (uint64_t)ampx_trainer_vocab(t);
-    int64_t same = 0;
-    while (t->kv.ok && same < t->kv.len && same < len - 1 && ids[same] == t->kv.ids[same])
-        same++;
-    ampx_status st;
-    if (same == 0) {
-        /* the whole forward (over the window padded with zeros), then its row len - 1 */
-        int32_t *padded = calloc((size_t)T, sizeof *padded);
-        float *all      = malloc(sizeof *all * (size_t)T * V);
-        st              = padded && all ? AMPX_OK : tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
-        if (!st) {
-            memcpy(padded, ids, sizeof *ids * (size_t)len);
-            st = ampx_trainer_logits(t, padded, 1, all);
-        }
-        if (!st) memcpy(logits, all + (uint64_t)(len - 1) * V, sizeof *logits * V);
-        free(padded), free(all);
-        return st;
-    }
-    t->kv.len = 0;
-    if ((st = run_positions(t, ids, same, len))) return st;
-    memcpy(t->kv.ids + same, ids + same, sizeof *ids * (size_t)(len - same));
+    int64_t n = 0;
+    while (t->kv.ok && n < t->kv.len && n < len - 1 && ids[n] == t->kv.ids[n])
+        n++;
+    if (n == 0) return AMPX_OK;
+    t->kv.len      = 0;
+    ampx_status st = run_positions(t, ids, n, len);
+    if (st) return st;
+    memcpy(t->kv.ids + n, ids + n, sizeof *ids * (size_t)(len - n));
     t->kv.len = len;
-    return tr_read_logits(t, (uint64_t)(len - 1) * V, V, logits);
+    *same     = n;
+    return AMPX_OK;
 }
 
 /* After a whole forward of one window: it is what the cache holds. */

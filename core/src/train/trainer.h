@@ -171,11 +171,10 @@ ampx_status inputs_write_rows(ampx_trainer *t, const float *x, const int32_t *y,
 ampx_status inputs_write_windows(ampx_trainer *t, uint64_t key);
 ampx_status inputs_select_micro(ampx_trainer *t, int64_t global_micro);
 
-/* infer.c: n logits of the last run from element first, widened to f32 */
-ampx_status tr_read_logits(ampx_trainer *t, uint64_t first, uint64_t n, float *out);
-
-/* kvcache.c: the cache after a whole forward of rows windows ids; its memory */
+/* kvcache.c: the cache after a whole forward of rows windows ids; the cache brought to a
+ * window (kv_advance, for ampx_trainer_logits_last in infer.c); its memory */
 void kv_filled(ampx_trainer *t, const int32_t *ids, int64_t rows);
+ampx_status kv_advance(ampx_trainer *t, const int32_t *ids, int64_t len, int64_t *same);
 void kv_free(ampx_trainer *t);
 
 /* step.c */
