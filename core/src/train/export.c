@@ -149,14 +149,15 @@ ampx_status ampx_trainer_init_from(ampx_trainer *t, const char *path, int transp
                                    char *err, size_t cap) {
     /* llm.c's checkpoints by their magic: their layout is fixed, transposes included */
     if (llmc_is_checkpoint(path)) return llmc_init_from(t, path, err, cap);
-    unsigned char *file = NULL;
-    json_value *root    = NULL;
-    const unsigned char *data;
-    uint64_t data_len;
-    ampx_status st = st_read(path, &file, &root, &data, &data_len, err, cap);
+    /* the header alone in memory; each tensor read from the file when it is set */
+    FILE *f          = NULL;
+    json_value *root = NULL;
+    uint64_t data_at, data_len;
+    ampx_status st = st_open(path, &f, &root, &data_at, &data_len, err, cap);
     if (st) return st;
-    ck_reader r = {.name = path, .err = err, .cap = cap};
-    float *vals = NULL;
+    ck_reader r         = {.name = path, .err = err, .cap = cap};
+    float *vals         = NULL;
+    unsigned char *data = NULL;
     /* every tensor of the file is a parameter of the model, and every parameter is there */
     for (size_t i = 0; i < root->n_items; i++) {
         const char *k = root->items[i]->key;
@@ -204,14 +205,19 @@ ampx_status ampx_trainer_init_from(ampx_trainer *t, const char *path, int transp
                         hint ? " (a PyTorch Linear weight is [out, in]: --transpose-linear)" : "");
             goto out;
         }
-        free(vals);
-        if (!(vals = malloc(pr->n * 4 + 4))) {
+        free(vals), free(data);
+        data = NULL;
+        if (!(vals = malloc(pr->n * 4 + 4)) || !(data = malloc(end - b + 1))) {
             st = st_bad(&r, "out of memory");
+            goto out;
+        }
+        if (st_read_span(f, data_at, b, end, data)) {
+            st = st_bad(&r, "tensor \"%s\": read error", pr->name);
             goto out;
         }
         uint64_t rows = tr ? dims[0] : 1, cols = tr ? dims[1] : pr->n;
         for (uint64_t i = 0; i < pr->n; i++) {
-            float v = st_value(dt, data + b, i);
+            float v = st_value(dt, data, i);
             if (!isfinite(v)) {
                 st = st_bad(&r, "tensor \"%s\" element %llu is %g", pr->name, (unsigned long long)i,
                             (double)v);
@@ -226,8 +232,8 @@ ampx_status ampx_trainer_init_from(ampx_trainer *t, const char *path, int transp
         }
     }
 out:
-    free(vals);
+    free(vals), free(data);
     json_free(root);
-    free(file);
+    fclose(f);
     return st;
 }

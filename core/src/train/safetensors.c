@@ -315,18 +315,70 @@ const char *meta_str(const json_value *meta, const char *key) {
     return v && v->type == JSON_STRING ? v->str : NULL;
 }
 
-/* The header of a safetensors file in memory, parsed and checked as the reference reader
- * does (check_layout); *root must be json_free'd. */
+/* The header length of a safetensors file of len bytes from its first 8, checked. */
+static ampx_status header_len(ck_reader *r, const unsigned char *first8, uint64_t len,
+                              uint64_t *hl) {
+    if (len < 8) return st_bad(r, "not a safetensors file (shorter than its 8-byte header length)");
+    *hl = 0;
+    for (int i = 0; i < 8; i++)
+        *hl |= (uint64_t)first8[i] << (8 * i);
+    if (*hl < 2 || *hl > len - 8 || *hl > CK_MAX_HEADER_BYTES)
+        return st_bad(r, "not a safetensors file (header length %llu, file size %llu)",
+                      (unsigned long long)*hl, (unsigned long long)len);
+    return AMPX_OK;
+}
+
+/* The JSON of a header of hl bytes at file + 8, of a file of len bytes, parsed and checked as
+ * the reference reader does (check_layout); *root must be json_free'd. */
+static ampx_status parse_header(ck_reader *r, const unsigned char *file, uint64_t hl, uint64_t len,
+                                json_value **root, uint64_t *data_len);
+
 ampx_status st_parse(ck_reader *r, const unsigned char *file, size_t len, json_value **root,
                      const unsigned char **data, uint64_t *data_len) {
+    *root          = NULL;
+    uint64_t hl    = 0;
+    ampx_status st = header_len(r, file, len, &hl);
+    if (st) return st;
+    if ((st = parse_header(r, file, hl, len, root, data_len))) return st;
+    *data = file + 8 + hl;
+    return AMPX_OK;
+}
+
+/* Opens a safetensors file and reads and checks its header alone: the tensors stay on disk,
+ * *data_at is the data section's offset in the file. *f must be fclose'd, *root
+ * json_free'd. */
+ampx_status st_open(const char *path, FILE **f, json_value **root, uint64_t *data_at,
+                    uint64_t *data_len, char *err, size_t cap) {
+    ck_reader r = {.name = path, .err = err, .cap = cap};
+    uint64_t len, hl               = 0;
+    unsigned char first8[8], *head = NULL;
     *root = NULL;
-    if (len < 8) return st_bad(r, "not a safetensors file (shorter than its 8-byte header length)");
-    uint64_t hl = 0;
-    for (int i = 0; i < 8; i++)
-        hl |= (uint64_t)file[i] << (8 * i);
-    if (hl < 2 || hl > (uint64_t)len - 8 || hl > CK_MAX_HEADER_BYTES)
-        return st_bad(r, "not a safetensors file (header length %llu, file size %zu)",
-                      (unsigned long long)hl, len);
+    if (!(*f = input_open(path, input_max_bytes(), &len, err, cap))) return AMPX_ERR_INVALID;
+    ampx_status st = AMPX_OK;
+    if (len >= 8 && fread(first8, 1, 8, *f) != 8) st = st_bad(&r, "read error");
+    if (!st) st = header_len(&r, first8, len, &hl);
+    if (!st && !(head = malloc(8 + hl))) st = st_bad(&r, "out of memory");
+    if (!st) {
+        memcpy(head, first8, 8);
+        if (fread(head + 8, 1, hl, *f) != hl) st = st_bad(&r, "read error");
+    }
+    if (!st) st = parse_header(&r, head, hl, len, root, data_len);
+    free(head);
+    *data_at = 8 + hl;
+    if (st) fclose(*f), *f = NULL;
+    return st;
+}
+
+/* Bytes [begin, end) of the data section of an st_open'd file into buf. */
+int st_read_span(FILE *f, uint64_t data_at, uint64_t begin, uint64_t end, void *buf) {
+    if (end - begin > (uint64_t)SIZE_MAX || data_at + begin > (uint64_t)INT64_MAX ||
+        fseeko(f, (off_t)(data_at + begin), SEEK_SET) != 0)
+        return -1;
+    return fread(buf, 1, (size_t)(end - begin), f) == end - begin ? 0 : -1;
+}
+
+static ampx_status parse_header(ck_reader *r, const unsigned char *file, uint64_t hl, uint64_t len,
+                                json_value **root, uint64_t *data_len) {
     if (memchr(file + 8, 0, hl)) return st_bad(r, "bad safetensors header: a NUL byte in the JSON");
     char *hdr = malloc(hl + 1);
     if (!hdr) return st_bad(r, "out of memory");
@@ -344,8 +396,7 @@ ampx_status st_parse(ck_reader *r, const unsigned char *file, size_t len, json_v
         *root = NULL;
         return st_bad(r, "bad safetensors header: not a JSON object");
     }
-    *data          = file + 8 + hl;
-    *data_len      = (uint64_t)len - 8 - hl;
+    *data_len      = len - 8 - hl;
     ampx_status st = check_layout(r, *root, *data_len);
     if (st) {
         json_free(*root);

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ampx/ampx.h"
 #include "config/json.h"
@@ -38,6 +39,12 @@ ampx_status st_parse(ck_reader *r, const unsigned char *file, size_t len, json_v
 /* Reads a whole safetensors file and checks its header; *file must be freed. */
 ampx_status st_read(const char *path, unsigned char **file, json_value **root,
                     const unsigned char **data, uint64_t *data_len, char *err, size_t cap);
+/* Opens a safetensors file and checks its header alone (the tensors stay on disk: read each
+ * with st_read_span at *data_at); *f must be fclose'd, *root json_free'd. */
+ampx_status st_open(const char *path, FILE **f, json_value **root, uint64_t *data_at,
+                    uint64_t *data_len, char *err, size_t cap);
+/* Bytes [begin, end) of the data section into buf; 0, or -1 on a read error. */
+int st_read_span(FILE *f, uint64_t data_at, uint64_t begin, uint64_t end, void *buf);
 /* An entry's dtype, shape and byte span (st_parse checked them). */
 void st_entry(const json_value *e, const char **dtype, uint64_t *dims, int *ndim, uint64_t *begin,
               uint64_t *end);
