@@ -310,3 +310,101 @@ Test(recompute, malformed_values_get_one_clear_message) {
     expect_error("train.recompute=\"gelu\"", "$.train.recompute: expected an array");
     expect_error("train.recompute=[\"gelu\", \"gelu\"]", "\"gelu\" is listed twice");
 }
+
+// ---------------------------------------------------------------------------------------
+// train.weight_copies: working copies cast from their masters on use instead of kept. The
+// casts round to nearest as the optimizer's copy writes do, so the losses and the weights are
+// the same bits; the copies leave the parameters and take a layer's worth of the arena.
+
+Test(copies, cast_on_use_bit_identical_and_smaller) {
+    run_out k = train("mixed_bf16", ",\"weight_copies\":\"keep\"", 6);
+    run_out c = train("mixed_bf16", ",\"weight_copies\":\"cast\"", 6);
+    cr_assert_eq(k.n, 6);
+    cr_assert_eq(c.n, 6);
+    for (int i = 0; i < 6; i++)
+        cr_expect(!memcmp(&k.loss[i], &c.loss[i], sizeof(double)), "step %d: loss %.17g vs %.17g",
+                  i + 1, k.loss[i], c.loss[i]);
+    cr_expect(k.loss[5] != k.loss[0], "the loss did not move");
+    cr_assert_eq(k.n_weights, c.n_weights);
+    cr_expect(!memcmp(k.weights, c.weights, k.n_weights * 4), "weights differ with cast copies");
+    /* fc (32x128), proj (128x32) and the attention's qkv (32x96) and projection (32x32) */
+    uint64_t copies = (32 * 128 + 128 * 32 + 32 * 96 + 32 * 32) * 2;
+    cr_expect_eq(k.mem.params[AMPX_BF16], copies, "kept copies %llu",
+                 (unsigned long long)k.mem.params[AMPX_BF16]);
+    cr_expect_eq(c.mem.params[AMPX_BF16], 0);
+    cr_expect_eq(c.mem.params[AMPX_F32], k.mem.params[AMPX_F32]);
+    cr_expect_lt(c.mem.total, k.mem.total);
+    cr_expect_eq(c.mem.arena, c.peak, "the trainer's arena is the one reported");
+    free(k.weights), free(c.weights);
+}
+
+/* The GPT-2 124M shape at T=64, B=4 with a byte vocabulary: the activations are small, so
+ * the bf16 copies of the weights (162 MiB) cost more than bf16 activations save, and "auto"
+ * casts them; gpt.json at its own T=128, B=16, saves more in activations, and keeps them. */
+static ampx_model *shipped(const char *file, const char *copies, int small) {
+    char path[1024], err[1024], set[64];
+    snprintf(path, sizeof path, "%s/models/%s", AMPX_SOURCE_DIR, file);
+    snprintf(set, sizeof set, "train.weight_copies=\"%s\"", copies);
+    const char *sets[] = {set,
+                          "inputs.tokens.shape=[64]",
+                          "inputs.next.shape=[64]",
+                          "train.batch=4",
+                          "nodes[0].vocab=256",
+                          "inputs.next.classes=256"};
+    ampx_model *m      = NULL;
+    cr_assert_eq(ampx_model_load_with(path, NULL, sets, small ? 6 : 1, &m, err, sizeof err),
+                 AMPX_OK, "%s", err);
+    return m;
+}
+
+static ampx_memory planned(ampx_model *m, int as_f32) {
+    ampx_memory mem;
+    char err[1024];
+    cr_assert_eq(ampx_model_memory(m, as_f32, &mem, err, sizeof err), AMPX_OK, "%s", err);
+    return mem;
+}
+
+Test(copies, auto_casts_where_kept_copies_cost_more_than_f32) {
+    ampx_model *keep = shipped("gpt2_124m.json", "keep", 1),
+               *cast = shipped("gpt2_124m.json", "cast", 1),
+               *au   = shipped("gpt2_124m.json", "auto", 1);
+    ampx_memory k = planned(keep, 0), c = planned(cast, 0), a = planned(au, 0),
+                f = planned(keep, 1);
+    cr_expect_gt(k.params[AMPX_BF16], 150u << 20, "kept copies %llu",
+                 (unsigned long long)k.params[AMPX_BF16]);
+    cr_expect_gt(k.total, f.total, "keeping the copies should cost more than f32 here");
+    cr_expect_eq(c.params[AMPX_BF16], 0);
+    cr_expect_lt(c.total, f.total, "cast copies: %llu against f32's %llu",
+                 (unsigned long long)c.total, (unsigned long long)f.total);
+    cr_expect_eq(a.total, c.total, "auto should cast");
+    char *all = calloc(65536, 1);
+    ampx_model_describe_memory(au, collect, all);
+    cr_expect(strstr(all, "weight copies: cast from the f32 masters where read"), "%s", all);
+    all[0] = 0;
+    ampx_model_describe_memory(keep, collect, all);
+    cr_expect(!strstr(all, "weight copies"), "%s", all);
+    free(all);
+    ampx_model_free(keep), ampx_model_free(cast), ampx_model_free(au);
+
+    ampx_model *gk = shipped("gpt.json", "keep", 0), *ga = shipped("gpt.json", "auto", 0);
+    ampx_memory gkm = planned(gk, 0), gam = planned(ga, 0), gf = planned(gk, 1);
+    cr_expect_lt(gkm.total, gf.total, "gpt.json keeps its copies and stays below f32");
+    cr_expect_gt(gam.params[AMPX_BF16], 0, "auto should keep gpt.json's copies");
+    cr_expect_eq(gam.total, gkm.total);
+    ampx_model_free(gk), ampx_model_free(ga);
+}
+
+Test(copies, malformed_values_get_one_clear_message) {
+    expect_error(
+        "train.weight_copies=\"kept\"",
+        "$.train.weight_copies: unknown value \"kept\" (expected one of: auto, keep, cast)");
+    expect_error("train.weight_copies=1", "$.train.weight_copies");
+    char json[1024], err[1024];
+    snprintf(json, sizeof json, mlp_fmt, "mixed_bf16");
+    const char *sets[] = {"train.weight_copies=\"cast\"", "optimizer.stochastic_rounding=true"};
+    ampx_model *m      = load_json(json, sets, 2, err, sizeof err);
+    cr_expect_null(m, "cast copies with stochastic rounding were accepted");
+    cr_expect(strstr(err, "$.train.weight_copies: working copies cast on use round to nearest"),
+              "%s", err);
+    ampx_model_free(m);
+}

@@ -468,10 +468,14 @@ static int parse_recompute(jctx *c, settings *m, const json_value *v) {
 }
 
 int train_parse(jctx *c, settings *m, const json_value *v) {
-    static const char *const keys[] = {"steps",   "batch",      "accumulate", "seed", "log_every",
-                                       "monitor", "eval_every", "recompute",  NULL};
-    ampx_train_config *t            = &m->train;
-    if (jkeys(c, v, keys) || parse_recompute(c, m, v)) return -1;
+    static const char *const keys[]   = {"steps",         "batch",   "accumulate", "seed",
+                                         "log_every",     "monitor", "eval_every", "recompute",
+                                         "weight_copies", NULL};
+    static const char *const copies[] = {"auto", "keep", "cast", NULL};
+    ampx_train_config *t              = &m->train;
+    if (jkeys(c, v, keys) || parse_recompute(c, m, v) ||
+        jenum(c, v, "weight_copies", 0, copies, &m->weight_copies))
+        return -1;
     int64_t seed = (int64_t)t->seed;
     if (jint(c, v, "steps", 0, 1, INT32_MAX, &t->steps) ||
         jint(c, v, "batch", 0, 1, 1 << 20, &t->batch) ||

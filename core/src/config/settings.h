@@ -107,6 +107,15 @@ typedef struct data_config {
 #define RECOMPUTE_LAYERNORM 1u
 #define RECOMPUTE_ACT(act) (2u << (act))    /* act: an ampx_act */
 extern const char *const recompute_names[]; /* "layernorm", then the activations by ampx_act */
+/* Not a name of train.recompute: set when train.weight_copies casts the working copies of
+ * the weights on use, so that the backward casts them again instead of keeping them. */
+#define RECOMPUTE_COPIES (1u << 30)
+
+/* train.weight_copies: where a GEMM reads a weight below f32, its working copy is kept
+ * beside the f32 master (written by the optimizer) or cast from the master on use (in the
+ * forward, and again in the backward); "auto" casts when keeping the copies would make the
+ * planned total larger than the same model's under f32. */
+enum { COPIES_AUTO, COPIES_KEEP, COPIES_CAST };
 
 /* Everything but the graph. */
 typedef struct settings {
@@ -118,6 +127,7 @@ typedef struct settings {
     data_config data;
     ampx_train_config train;
     unsigned recompute; /* RECOMPUTE_* bits */
+    int weight_copies;  /* COPIES_* */
 } settings;
 
 void settings_defaults(settings *m);

@@ -54,6 +54,8 @@ typedef enum g_why {
     WHY_WRITES_READER, /* runs in f32 and writes its output in the dtype of its one reader */
     WHY_RECOMPUTE,     /* a forward node run again in the backward, just before its output
                           is read (train.recompute) */
+    WHY_COPY,          /* a weight's working copy cast from its master on use
+                          (train.weight_copies) */
 } g_why;
 
 typedef struct g_value {

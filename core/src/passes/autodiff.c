@@ -19,12 +19,15 @@
 // is bit-identical to one that keeps the value. Layer norms and activations qualify: their
 // inputs stay alive for their own backward anyway (the norm's x, the activation's x), and
 // they read no state that the forward changes (batch norm's running statistics would be
-// updated twice; dropout's mask is keyed by the node, so it is left out too).
+// updated twice; dropout's mask is keyed by the node, so it is left out too). So do the
+// casts of working copies from their masters (copies.h): the optimizer writes a master after
+// the backward, never between a cast and its second run.
 
 static int recomputable(const g_node *n, unsigned mask) {
-    unsigned bit = n->op == OP_LAYERNORM ? RECOMPUTE_LAYERNORM
-                   : n->op == OP_ACT     ? RECOMPUTE_ACT(n->a.act)
-                                         : 0u;
+    unsigned bit = n->op == OP_LAYERNORM                    ? RECOMPUTE_LAYERNORM
+                   : n->op == OP_ACT                        ? RECOMPUTE_ACT(n->a.act)
+                   : n->op == OP_CAST && n->why == WHY_COPY ? RECOMPUTE_COPIES
+                                                            : 0u;
     return (mask & bit) != 0;
 }
 

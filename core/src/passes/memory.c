@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "passes/autodiff.h"
+#include "passes/copies.h"
 #include "passes/fuse.h"
 #include "passes/model.h"
 #include "passes/planner.h"
@@ -43,8 +44,9 @@ static int any_epilogue(void *user, const ampx_dtype *dtypes) {
 }
 
 /* Fusion, autodiff and the plan of the resolved forward graph fwd at `rows` rows, as the
- * trainer makes them on a backend with the GEMM epilogue. */
-static int measure(const g_graph *fwd, const settings *cfg, ampx_memory *out, char *err,
+ * trainer makes them on a backend with the GEMM epilogue; with cast, the working copies cast
+ * on use (copies.h). */
+static int measure(const g_graph *fwd, const settings *cfg, int cast, ampx_memory *out, char *err,
                    size_t cap) {
     memset(out, 0, sizeof *out);
     g_graph g;
@@ -52,8 +54,11 @@ static int measure(const g_graph *fwd, const settings *cfg, ampx_memory *out, ch
     g_copy_graph(&g, fwd);
     uint8_t *persistent = NULL;
     plan p              = {0};
+    int rc              = cast && copies_cast_on_use(&g) < 0
+                              ? err_set(ERR(err, cap), "the graph is too large for its copies' casts")
+                              : 0;
     fuse_dense(&g, any_epilogue, NULL);
-    int rc = autodiff(&g, cfg->recompute, err, cap);
+    if (!rc) rc = autodiff(&g, cfg->recompute | (cast ? RECOMPUTE_COPIES : 0u), err, cap);
     if (!rc && !(persistent = calloc((size_t)g.n_values, 1))) rc = -1;
     for (int v = 0; !rc && v < g.n_values; v++)
         if (g.values[v].role == ROLE_PARAM && g.values[v].grad >= 0)
@@ -84,10 +89,14 @@ static int measure(const g_graph *fwd, const settings *cfg, ampx_memory *out, ch
     return rc;
 }
 
-ampx_status ampx_model_memory(const ampx_model *m, int as_f32, ampx_memory *out, char *err,
-                              size_t err_cap) {
-    if (err_cap) err[0] = 0;
-    if (!as_f32) return measure(&m->graph, &m->cfg, out, err, err_cap) ? AMPX_ERR_INVALID : AMPX_OK;
+static int has_copies(const g_graph *g) {
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].role == ROLE_PARAM && g->values[v].master >= 0) return 1;
+    return 0;
+}
+
+/* The model under f32: the policy pass again on the graph as built. */
+static int measure_f32(const ampx_model *m, ampx_memory *out, char *err, size_t err_cap) {
     g_graph g;
     if (g_init_graph(&g)) return AMPX_ERR_NO_MEMORY;
     g_copy_graph(&g, &m->raw);
@@ -98,8 +107,29 @@ ampx_status ampx_model_memory(const ampx_model *m, int as_f32, ampx_memory *out,
     if (rc)
         err_set(ERR(err, err_cap), "%s", msg);
     else
-        rc = measure(&g, &m->cfg, out, err, err_cap);
+        rc = measure(&g, &m->cfg, 0, out, err, err_cap);
     g_free_graph(&g);
+    return rc;
+}
+
+int model_casts_copies(const ampx_model *m) {
+    if (m->cfg.weight_copies == COPIES_KEEP || m->cfg.opt.stochastic_rounding ||
+        !has_copies(&m->graph))
+        return 0;
+    if (m->cfg.weight_copies == COPIES_CAST) return 1;
+    ampx_memory keep, f32;
+    char err[256];
+    if (measure(&m->graph, &m->cfg, 0, &keep, err, sizeof err) ||
+        measure_f32(m, &f32, err, sizeof err))
+        return 0; /* the trainer's own passes will say what is wrong */
+    return keep.total > f32.total;
+}
+
+ampx_status ampx_model_memory(const ampx_model *m, int as_f32, ampx_memory *out, char *err,
+                              size_t err_cap) {
+    if (err_cap) err[0] = 0;
+    int rc = as_f32 ? measure_f32(m, out, err, err_cap)
+                    : measure(&m->graph, &m->cfg, model_casts_copies(m), out, err, err_cap);
     return rc ? AMPX_ERR_INVALID : AMPX_OK;
 }
 
@@ -159,6 +189,13 @@ void ampx_model_describe_memory(const ampx_model *m, ampx_line_fn line, void *us
               "recompute: %s (their outputs run again in the backward instead of being kept)",
               what);
     }
+    if (model_casts_copies(m))
+        linef(line, user,
+              "weight copies: cast from the f32 masters where read, in the forward and again in "
+              "the backward (train.weight_copies %s)",
+              m->cfg.weight_copies == COPIES_CAST ? "\"cast\""
+                                                  : "\"auto\": keeping them would cost more "
+                                                    "than f32's total");
     if (ampx_model_memory(m, 0, &mp, err, sizeof err) ||
         ampx_model_memory(m, 1, &mf, err, sizeof err)) {
         linef(line, user, "memory: not planned (%s)", err);

@@ -76,6 +76,12 @@ ampx_status ampx_model_load_for(const char *path, const char *policy_path, const
             goto fail;
         }
     }
+    if (s->weight_copies == COPIES_CAST && s->opt.stochastic_rounding) {
+        jerr(&c, json_get(json_get(root, "train"), "weight_copies"),
+             "working copies cast on use round to nearest; optimizer.stochastic_rounding needs "
+             "them kept (\"keep\" or \"auto\")");
+        goto fail;
+    }
     if (!s->scaler.given) scaler_defaults(&s->scaler, s->pol.compute);
     s->opt.file_steps = (int32_t)s->train.steps;
     if (policy_resolve(m, err, err_cap)) goto fail;

@@ -19,6 +19,10 @@ struct ampx_model {
 int policy_resolve(ampx_model *m, char *err, size_t cap);
 /* The same pass over graph g as built, under policy p; -1 with a message in msg. */
 int policy_apply(g_graph *g, const policy *p, char *msg, size_t cap);
+/* 1 when the trainer casts m's working copies on use (copies.h): train.weight_copies "cast",
+ * or "auto" when keeping them would make the planned total larger than under f32 (never with
+ * stochastic rounding, whose copies are not casts of their masters). */
+int model_casts_copies(const ampx_model *m);
 /* The words for a reason code. */
 const char *policy_why(g_why why);
 

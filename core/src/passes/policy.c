@@ -30,6 +30,7 @@ const char *policy_why(g_why why) {
     case WHY_WRITES_READER:
         return "runs in f32, writes the dtype of the product that reads it, no cast";
     case WHY_RECOMPUTE: return "recomputed in the backward (train.recompute)";
+    case WHY_COPY: return "working copy cast from its master on use (train.weight_copies)";
     case WHY_NONE: break;
     }
     return "";

@@ -13,6 +13,7 @@
 
 #include "graph/ops.h"
 #include "passes/autodiff.h"
+#include "passes/copies.h"
 #include "passes/fuse.h"
 
 // ---------------------------------------------------------------------------------------
@@ -323,8 +324,16 @@ static int gemm_epilogue(void *be, const ampx_dtype *dtypes) {
 static ampx_status create_graph(ampx_trainer *t) {
     ampx_status st;
     g_copy_graph(&t->g, &t->m->graph);
+    /* a sampler or predictor keeps its copies: no optimizer state beside them, and each
+     * token's forward would cast every weight again */
+    unsigned recompute = t->m->cfg.recompute;
+    if (!t->inference && model_casts_copies(t->m)) {
+        if (copies_cast_on_use(&t->g) < 0)
+            return tr_fail(t, AMPX_ERR_INVALID, "the graph is too large for its copies' casts");
+        recompute |= RECOMPUTE_COPIES;
+    }
     fuse_dense(&t->g, gemm_epilogue, t->be);
-    if (autodiff(&t->g, t->m->cfg.recompute, t->error, sizeof t->error)) return AMPX_ERR_INVALID;
+    if (autodiff(&t->g, recompute, t->error, sizeof t->error)) return AMPX_ERR_INVALID;
     t->own        = calloc((size_t)t->g.n_values, sizeof *t->own);
     t->own_off    = calloc((size_t)t->g.n_values, sizeof *t->own_off);
     t->persistent = calloc((size_t)t->g.n_values, 1);
