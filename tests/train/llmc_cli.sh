@@ -125,5 +125,27 @@ expect_error "no shard" "nothing_\*.bin: no file matches" \
   "$ampx" train seq.json --steps 1 --set 'data.train=nothing_*.bin'
 want=2 expect_error "accumulate 0" "accumulate" "$ampx" train seq.json --accumulate 0
 
+# ---- The GPT-2 family (tools/gpt2_models.py writes one file a size): the shipped files are
+# what the script writes; each loads and plans; weight decay is on exactly the 2-D weights
+# (wte, wpe, and per block the QKV, attention output, MLP up and down weights); 124M at
+# T = 1024, B = 4 plans under 24 GB, and the larger sizes plan more.
+python3 "$src/tools/gpt2_models.py" --check || fail "models/gpt2_*.json differ from tools/gpt2_models.py"
+prev=0
+for size in 124m 350m 774m 1558m; do
+  "$ampx" policy "$src/models/gpt2_$size.json" --set train.batch=4 >"$work/pol" 2>&1 ||
+    fail "gpt2_$size: ampx policy: $(tail -1 "$work/pol")"
+  total=$(sed -n 's/^memory: .*; total \([0-9.]*\) vs f32 .*/\1/p' "$work/pol")
+  [ -n "$total" ] || fail "gpt2_$size: no planned total in: $(grep memory "$work/pol")"
+  awk -v t="${total:-0}" -v p="$prev" 'BEGIN { exit !(t > p) }' || fail "gpt2_$size: total $total MiB, not above the smaller size's $prev"
+  prev=${total:-0}
+  blocks=$(grep -c '^h[0-9]*\.attn\.qkv ' "$work/pol")
+  decayed=$(grep -c '; weight decay 0\.1$' "$work/pol")
+  [ "$decayed" -eq $((2 + 4 * blocks)) ] || fail "gpt2_$size: $decayed tensors decayed, expected $((2 + 4 * blocks)) for $blocks blocks"
+  grep '; weight decay 0\.1$' "$work/pol" | grep -v '\.weight ' && fail "gpt2_$size: decay on a tensor that is not a weight"
+  grep -E '\.(bias|gamma|beta) ' "$work/pol" | grep -v '; no weight decay$' && fail "gpt2_$size: a bias or norm parameter decays"
+  [ "$size" = 124m ] && { awk -v t="${total:-0}" 'BEGIN { exit !(t > 0 && t < 24 * 1024) }' ||
+    fail "gpt2_124m at T=1024, B=4 plans $total MiB, not under 24 GB"; }
+done
+
 echo "llmc_cli: $fails failed"
 [ "$fails" -eq 0 ]

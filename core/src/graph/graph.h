@@ -15,8 +15,8 @@
 #define G_MAX_IN 5
 #define G_MAX_OUT 3
 #define G_NAME_MAX 96
-#define G_MAX_VALUES 2048
-#define G_MAX_NODES 2048
+#define G_MAX_VALUES 8192
+#define G_MAX_NODES 8192
 #define G_MAX_INPUTS 16
 
 typedef enum g_role {

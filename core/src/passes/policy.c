@@ -336,7 +336,8 @@ static void features(const g_value *v, char *buf, size_t cap) {
     if (v->batched && n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-static void describe_param(const g_graph *g, int v, ampx_line_fn line, void *user) {
+/* Parameter v's line; wd: the optimizer's weight decay, said per weight when it is not 0. */
+static void describe_param(const g_graph *g, int v, float wd, ampx_line_fn line, void *user) {
     const g_value *p = &g->values[v];
     char pn[G_NAME_MAX + 4], shape[64], extra[128] = "";
     snprintf(pn, sizeof pn, "  %s", p->name);
@@ -348,11 +349,15 @@ static void describe_param(const g_graph *g, int v, ampx_line_fn line, void *use
               pn, "f32", shape);
         return;
     }
+    size_t n = 0;
     if (p->copy >= 0)
-        snprintf(extra, sizeof extra, "; %s working copy written by the optimizer",
-                 ampx_dtype_name(g->values[p->copy].dtype));
+        n = (size_t)snprintf(extra, sizeof extra, "; %s working copy written by the optimizer",
+                             ampx_dtype_name(g->values[p->copy].dtype));
     else if (p->ndim == 1)
-        snprintf(extra, sizeof extra, " (read as f32 by the op)");
+        n = (size_t)snprintf(extra, sizeof extra, " (read as f32 by the op)");
+    if (wd != 0 && n < sizeof extra)
+        snprintf(extra + n, sizeof extra - n, p->decay ? "; weight decay %g" : "; no weight decay",
+                 (double)wd);
     linef(line, user, "%-28s %-6s %-9s master weight, gradient f32%s", pn, "f32", shape, extra);
 }
 
@@ -427,7 +432,7 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
                 if ((pv->role != ROLE_PARAM && pv->role != ROLE_STATE) || (shown && shown[v]))
                     continue;
                 if (shown) shown[v] = 1;
-                describe_param(g, v, line, user);
+                describe_param(g, v, m->cfg.opt.weight_decay, line, user);
             }
     }
     free(shown);

@@ -17,7 +17,7 @@
 #include "config/settings.h"
 #include "graph/graph.h"
 
-#define GRAD_MAX_PARAMS 512
+#define GRAD_MAX_PARAMS 1024
 #define GRAD_MAX_BUCKETS 512
 
 /* A bucket of the gradient all-reduce: a byte range of the gradient arena, started once the
