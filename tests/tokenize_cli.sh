@@ -94,6 +94,21 @@ m["train"].update(steps=2, batch=2, log_every=1, eval_every=2)
 json.dump(m, open(sys.argv[2], "w"))' "$src/models/gpt_tiny.json" "$tmp/lm.json" "$vocab" "$tmp"
 "$ampx" train "$tmp/lm.json" --checkpoint "$tmp/ck.safetensors" >"$tmp/out" 2>&1
 check "train reads the token files (exit 0)" test $? -eq 0
+check "without bytes_per_token, bits per token only" grep -Eq "^step 2: val_loss [0-9.]+ \([0-9.]+ bits per token\)" "$tmp/out"
+# with the bytes a token, validation in bits per byte too: nats / ln 2 / bytes_per_token
+"$ampx" train "$tmp/lm.json" --set data.bytes_per_token=2.5 --metrics "$tmp/bpb.jsonl" >"$tmp/out" 2>&1
+check "train with data.bytes_per_token (exit 0)" test $? -eq 0
+check "bits per byte = bits per token / bytes_per_token" python3 -c '
+import json, math, re, sys
+out = open(sys.argv[1]).read()
+m = re.search(r"^step 2: val_loss ([0-9.]+) \(([0-9.]+) bits per token, ([0-9.]+) bits per byte\)", out, re.M)
+assert m, out
+nats, bpt, bpb = map(float, m.groups())
+assert abs(bpb - nats / math.log(2) / 2.5) < 1e-3 and abs(bpt - 2.5 * bpb) < 2e-3, m.groups()
+row = [json.loads(l) for l in open(sys.argv[2]) if "val_loss" in l][-1]
+assert abs(row["val_bits_per_byte"] - row["val_loss"] / math.log(2) / 2.5) < 1e-6, row' "$tmp/out" "$tmp/bpb.jsonl"
+expect_fail "bytes_per_token on byte-level text" 1 "applies to token files" \
+  train "$src/models/gpt_tiny.json" --set data.bytes_per_token=2
 "$ampx" generate "$tmp/lm.json" --checkpoint "$tmp/ck.safetensors" --tokenizer "$tmp/tok.json" \
   --prompt "It's the king" --tokens 8 --temperature 0 >"$tmp/out" 2>"$tmp/err"
 check "generate --tokenizer exits 0" test $? -eq 0

@@ -222,7 +222,13 @@ void progress_show(progress *p, int64_t step, int64_t start) {
 /* The held-out figures in one line: a token model's loss and next-token accuracy, a
  * regression's MSE, MAE and R^2, a classifier's accuracy, else the loss alone. */
 void progress_print_eval(ampx_trainer *t, const ampx_eval_result *ev) {
-    if (ampx_trainer_window(t))
+    double bpt = ampx_trainer_bytes_per_token(t);
+    if (ampx_trainer_window(t) && bpt > 0)
+        printf("validation loss %.4f nats per token (%.4f bits; %.4f bits per byte), next-token "
+               "accuracy %.2f%% on %lld positions\n",
+               ev->loss, ev->loss / log(2.0), ev->loss / log(2.0) / bpt, 100 * ev->accuracy,
+               (long long)ev->examples);
+    else if (ampx_trainer_window(t))
         printf("validation loss %.4f nats per token (%.4f bits), next-token accuracy %.2f%% on "
                "%lld positions\n",
                ev->loss, ev->loss / log(2.0), 100 * ev->accuracy, (long long)ev->examples);
@@ -237,7 +243,8 @@ void progress_print_eval(ampx_trainer *t, const ampx_eval_result *ev) {
 }
 
 /* A validation evaluation: a metrics line and a progress line. Token models also get the
- * loss in bits per token (bits per byte for byte-level text). */
+ * loss in bits per token and, where the bytes a token are known (byte-level text, token
+ * files with "bytes_per_token"), in bits per byte, which compares across tokenizers. */
 int progress_validate(progress *p, ampx_trainer *t, ampx_eval_result *ev) {
     if (ampx_trainer_evaluate(t, ev)) return -1;
     int64_t step = ampx_trainer_step(t);
@@ -245,6 +252,9 @@ int progress_validate(progress *p, ampx_trainer *t, ampx_eval_result *ev) {
         fprintf(p->metrics, "{\"step\":%lld", (long long)step);
         json_num(p->metrics, "val_loss", ev->loss);
         if (ev->accuracy >= 0) json_num(p->metrics, "val_accuracy", ev->accuracy);
+        if (ampx_trainer_bytes_per_token(t) > 0)
+            json_num(p->metrics, "val_bits_per_byte",
+                     ev->loss / log(2.0) / ampx_trainer_bytes_per_token(t));
         if (ev->regression) {
             json_num(p->metrics, "val_mse", ev->mse);
             json_num(p->metrics, "val_mae", ev->mae);
@@ -255,7 +265,13 @@ int progress_validate(progress *p, ampx_trainer *t, ampx_eval_result *ev) {
     if (!p->quiet) {
         if (p->tty) fprintf(stderr, "\r\033[K");
         printf("step %lld: val_loss %.4f", (long long)step, ev->loss);
-        if (ampx_trainer_window(t)) printf(" (%.4f bits per token)", ev->loss / log(2.0));
+        double bpt = ampx_trainer_bytes_per_token(t);
+        if (ampx_trainer_window(t) && bpt != 1)
+            printf(" (%.4f bits per token", ev->loss / log(2.0));
+        if (ampx_trainer_window(t) && bpt > 0)
+            printf("%s%.4f bits per byte)", bpt != 1 ? ", " : " (", ev->loss / log(2.0) / bpt);
+        else if (ampx_trainer_window(t))
+            printf(")");
         if (ev->accuracy >= 0) printf(" val_accuracy %.2f%%", 100 * ev->accuracy);
         if (ev->regression) printf(" val_mae %.6g val_r2 %.4f", ev->mae, ev->r2);
         printf("\n");

@@ -32,7 +32,7 @@ tiny=$work/gpt_small.json
 # ---- training with validation every 100 steps
 "$ampx" train "$tiny" --steps 300 --eval-every 100 --metrics "$work/m.jsonl" \
   --checkpoint "$work/c.safetensors" >"$work/out" 2>"$work/err" || fail "train: $(cat "$work/err")"
-grep -q "^step 100: val_loss" "$work/out" || fail "no validation at step 100: $(cat "$work/out")"
+grep -Eq "^step 100: val_loss [0-9.]+ \([0-9.]+ bits per byte\)" "$work/out" || fail "no validation in bits per byte at step 100: $(cat "$work/out")"
 grep -Eq "^validation loss [0-9.]+ nats per token" "$work/out" || fail "no final validation line"
 python3 - "$work/m.jsonl" <<'PY' || fail "metrics: no falling val_loss"
 import json, math, sys

@@ -239,6 +239,10 @@ AMPX_API int64_t ampx_trainer_targets(const ampx_trainer *t);
 /* Positions per window and the vocabulary of a token model; 0 otherwise. */
 AMPX_API int64_t ampx_trainer_window(const ampx_trainer *t);
 AMPX_API int64_t ampx_trainer_vocab(const ampx_trainer *t);
+/* Bytes of text per token of a token model's validation data: 1 for byte-level text, the
+ * data's "bytes_per_token" for token files (0 when not given, and for other models), so that
+ * losses per byte compare across tokenizers. */
+AMPX_API double ampx_trainer_bytes_per_token(const ampx_trainer *t);
 
 /* Runs steps until the step count reaches `until` (total, as in --steps). record() is called
  * for every step when the host reads the ring; a non-zero return stops the run. A scaler

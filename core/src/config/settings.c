@@ -390,9 +390,9 @@ int data_parse(jctx *c, settings *m, const json_value *v) {
                jnum(c, v, "test_fraction", 0, 0.01, 0.9, &d->test_fraction);
     }
     if (d->source == DATA_TEXT || d->source == DATA_TOKENS || d->source == DATA_EMBEDDED_TEXT) {
-        static const char *const keys[]   = {"source",       "train",        "val",
-                                             "val_fraction", "eval_windows", "bytes",
-                                             "order",        "shuffle_seed", NULL};
+        static const char *const keys[]   = {"source",          "train", "val",   "val_fraction",
+                                             "eval_windows",    "bytes", "order", "shuffle_seed",
+                                             "bytes_per_token", NULL};
         static const char *const orders[] = {"random", "sequential", "shuffled", NULL};
         if (jkeys(c, v, keys) || jenum(c, v, "order", 0, orders, &d->order) ||
             jint(c, v, "shuffle_seed", 0, 0, INT32_MAX, &d->shuffle_seed))
@@ -406,11 +406,15 @@ int data_parse(jctx *c, settings *m, const json_value *v) {
                         "embedded_text is generated; it reads no files");
         if (!gen && json_get(v, "bytes"))
             return jerr(c, json_get(v, "bytes"), "\"bytes\" applies to embedded_text");
+        if (d->source != DATA_TOKENS && json_get(v, "bytes_per_token"))
+            return jerr(c, json_get(v, "bytes_per_token"),
+                        "\"bytes_per_token\" applies to token files (a byte-level source has 1)");
         return data_path(c, m, v, "train", !gen, &d->text_train) ||
                data_path(c, m, v, "val", 0, &d->text_val) ||
                jnum(c, v, "val_fraction", 0, 0.001, 0.9, &d->val_fraction) ||
                jint(c, v, "eval_windows", 0, 1, 1 << 20, &d->eval_windows) ||
-               jint(c, v, "bytes", 0, 10000, 1 << 30, &d->text_bytes);
+               jint(c, v, "bytes", 0, 10000, 1 << 30, &d->text_bytes) ||
+               jnum(c, v, "bytes_per_token", 0, 0.01, 1e6, &d->bytes_per_token);
     }
     if (d->source == DATA_MNIST) {
         static const char *const keys[] = {"source",      "train_images", "train_labels",

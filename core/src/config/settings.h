@@ -94,10 +94,11 @@ typedef struct data_config {
     /* token streams (text, tokens, embedded_text) */
     char *text_train, *text_val; /* text_val NULL: the last val_fraction of text_train */
     double val_fraction;
-    int64_t eval_windows; /* fixed validation windows */
-    int64_t text_bytes;   /* embedded_text: bytes generated */
-    int order;            /* "order": a data_order */
-    int64_t shuffle_seed; /* "order": "shuffled": rank r's generator is seeded shuffle_seed + r */
+    int64_t eval_windows;   /* fixed validation windows */
+    double bytes_per_token; /* "bytes_per_token" of token files (0: not given) */
+    int64_t text_bytes;     /* embedded_text: bytes generated */
+    int order;              /* "order": a data_order */
+    int64_t shuffle_seed;   /* "order": "shuffled": rank r's generator is seeded shuffle_seed + r */
     /* the first folder of a "$DATA/<set>/..." path, for the message when a file is missing */
     char data_set[32];
 } data_config;

@@ -288,6 +288,12 @@ int64_t ampx_trainer_window(const ampx_trainer *t) {
     return t->in.tokens ? t->in.data.window : 0;
 }
 
+double ampx_trainer_bytes_per_token(const ampx_trainer *t) {
+    if (!t->in.tokens) return 0;
+    const data_config *d = &t->m->cfg.data;
+    return d->source == DATA_TOKENS ? d->bytes_per_token : 1;
+}
+
 int64_t ampx_trainer_vocab(const ampx_trainer *t) {
     return t->in.tokens ? (int64_t)g_last(&t->g.values[t->g.logits]) : 0;
 }
