@@ -319,7 +319,8 @@ int cli_generate(int argc, char **argv) {
         fprintf(stderr, "ampx generate: %s\n", err);
         goto out;
     }
-    ampx_model_train_config(m)->batch = 1;
+    ampx_model_train_config(m)->batch     = 1;
+    ampx_model_train_config(m)->skip_init = 1; /* the checkpoint overwrites every weight */
     if (ampx_trainer_create_sampler(m, be, &t, err, sizeof err)) {
         fprintf(stderr, "ampx generate: %s\n", err);
         goto out;

@@ -83,10 +83,11 @@ static int predict_open(predictor *pr, const char *model, const char *ckpt, cons
                         const cli_backend_opts *bopts) {
     char err[1024];
     /* the backend first: a layer it has no fused op for is built as its composite */
-    if (ampx_backend_open(backend, bopts->v, bopts->n, &pr->be, err, sizeof err) ||
-        ampx_model_load_for(model, NULL, NULL, 0, ampx_backend_op_mask(pr->be), &pr->m, err,
-                            sizeof err) ||
-        ampx_trainer_create_predictor(pr->m, pr->be, &pr->t, err, sizeof err) ||
+    int bad = ampx_backend_open(backend, bopts->v, bopts->n, &pr->be, err, sizeof err) ||
+              ampx_model_load_for(model, NULL, NULL, 0, ampx_backend_op_mask(pr->be), &pr->m, err,
+                                  sizeof err);
+    if (!bad) ampx_model_train_config(pr->m)->skip_init = 1; /* the checkpoint overwrites all */
+    if (bad || ampx_trainer_create_predictor(pr->m, pr->be, &pr->t, err, sizeof err) ||
         ampx_trainer_load(pr->t, ckpt, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", pr->prog, err);
         return -1;

@@ -621,7 +621,8 @@ int cli_eval(int argc, char **argv) {
     char err[1024];
     ampx_trainer *t = NULL;
     ampx_eval_result ev;
-    rc = 1;
+    rc                                    = 1;
+    ampx_model_train_config(m)->skip_init = 1; /* the checkpoint overwrites every weight */
     if (ampx_trainer_create(m, be, &t, err, sizeof err) ||
         ampx_trainer_load(t, o.checkpoint, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", argv[0], err);
