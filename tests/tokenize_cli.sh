@@ -151,6 +151,23 @@ for p in parts:
 n = int(re.search(r"(\d+) tokens in", err).group(1))
 assert 0 < n < 60, err' "$tmp/out" "$tmp/err"
 
+# without a tokenizer the ids are printed and nothing ends a sample, unless --eot names the id
+"$ampx" generate "$tmp/dlm.json" --checkpoint "$tmp/dck.safetensors" --tokens 30 --temperature 0 \
+  >"$tmp/ids" 2>"$tmp/err"
+check "generate prints ids without a tokenizer (exit 0)" test $? -eq 0
+eot=$(awk '{ print $2; exit }' "$tmp/ids") # the second id sampled
+"$ampx" generate "$tmp/dlm.json" --checkpoint "$tmp/dck.safetensors" --tokens 30 --temperature 0 \
+  --eot "${eot:-0}" >"$tmp/ids_eot" 2>"$tmp/err_eot"
+check "generate --eot (exit 0)" test $? -eq 0
+check "--eot ID ends the sample where ID was first sampled" python3 -c '
+import re, sys
+full, cut, eot = open(sys.argv[1]).read().split(), open(sys.argv[2]).read().split(), sys.argv[4]
+assert eot in full[1:] and eot not in cut[1:] and cut == full[:full.index(eot, 1)], (eot, full, cut)
+n = int(re.search(r"(\d+) tokens in", open(sys.argv[3]).read()).group(1))
+assert n == len(cut) < 30, (n, cut)' "$tmp/ids" "$tmp/ids_eot" "$tmp/err_eot" "$eot"
+expect_fail "generate: --eot outside the vocabulary" 1 "--eot 300: outside the model's vocabulary of 300" \
+  generate "$tmp/dlm.json" --checkpoint "$tmp/dck.safetensors" --eot 300
+
 # usage errors: exit 2
 "$ampx" tokenize 2>"$tmp/err"; rc=$?
 check "tokenize without a subcommand exits 2" test $rc -eq 2

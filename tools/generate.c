@@ -3,7 +3,7 @@
  *
  *   ampx generate MODEL.json --checkpoint F [--prompt TEXT] [--tokens N] [--temperature T]
  *                 [--top-k K] [--seed S] [--samples N] [--shift N] [--no-cache]
- *                 [--tokenizer FILE] [--backend B] [--backend-opt k=v]...
+ *                 [--tokenizer FILE] [--eot ID] [--backend B] [--backend-opt k=v]...
  *
  * The model reads a fixed window of T tokens; the prompt and what is sampled are kept in a
  * window, and the next token is drawn from the logits at the last filled position (a causal
@@ -16,7 +16,8 @@
  * with --tokenizer (ampx's JSON file or llm.c's tokenizer file) each token's bytes as it
  * arrives: the prompt is then encoded with it (the JSON file; llm.c's decodes only), without
  * --prompt the window starts from the end-of-text token, as llm.c does, and a sampled
- * end-of-text token ends the sample. --samples N draws N samples, each from the prompt, the
+ * end-of-text token ends the sample (--eot ID names that token without a tokenizer, for raw
+ * GPT-2 ids 50256, or another one with it). --samples N draws N samples, each from the prompt, the
  * second and later keyed apart, separated by a line "---". The speed (tokens per second) goes
  * to stderr. Temperature 0 is greedy and deterministic; otherwise sampling is keyed by --seed. */
 #include <errno.h>
@@ -47,6 +48,8 @@ static void usage(FILE *f) {
                "  --tokenizer FILE     decode tokens (and encode --prompt) with ampx's JSON\n"
                "                       tokenizer or llm.c's tokenizer file (decodes only); a\n"
                "                       sampled end-of-text token ends the sample\n"
+               "  --eot ID             the token id that ends a sample (default: the\n"
+               "                       tokenizer's end-of-text; none without one)\n"
                "  --backend B          cpu (default), opencl, cuda or a plugin path\n"
                "  --backend-opt k=v    a backend option (repeatable)\n");
 }
@@ -111,7 +114,7 @@ static int32_t sample(const float *logits, int64_t v, double temperature, int64_
 typedef struct gen_opts {
     const char *checkpoint, *prompt, *backend, *tokenizer;
     cli_backend_opts bopts;
-    double tokens, temperature, top_k, seed, samples, shift;
+    double tokens, temperature, top_k, seed, samples, shift, eot; /* eot -1: the tokenizer's */
     int no_cache, quiet;
 } gen_opts;
 
@@ -150,6 +153,11 @@ static int opt_shift(void *opts, int argc, char **argv, const char *v) {
     return number("--shift", v, 1, 1e9, 1, &((gen_opts *)opts)->shift);
 }
 
+/* the vocabulary bounds it: checked once the model is read */
+static int opt_eot(void *opts, int argc, char **argv, const char *v) {
+    return number("--eot", v, 0, 1 << 24, 1, &((gen_opts *)opts)->eot);
+}
+
 #define GEN(field) offsetof(gen_opts, field)
 static const cli_opt gen_table[] = {
     CLI_OPT_STRING("checkpoint", 'c', GEN(checkpoint), 0),
@@ -164,6 +172,7 @@ static const cli_opt gen_table[] = {
     CLI_OPT_FLAG("quiet", 'q', GEN(quiet), 0),
     CLI_OPT_STRING("backend", 'b', GEN(backend), 0),
     CLI_OPT_STRING("tokenizer", 'T', GEN(tokenizer), 0),
+    CLI_OPT_CALL("eot", 'e', opt_eot, 0),
     CLI_OPT_BACKEND("backend-opt", 'o', GEN(bopts)),
     CLI_OPT_HELP,
     CLI_OPT_END,
@@ -233,7 +242,7 @@ static int64_t generate(ampx_trainer *t, const gen_opts *o, ampx_tokenizer *tok,
                         int32_t *ids, float *logits, double *work) {
     int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
     int64_t shift = (int64_t)o->shift, len = prompt_window(o, tok, T, V, ids), k = 0;
-    int64_t eot = tok ? (int64_t)ampx_tokenizer_eot(tok) : -1;
+    int64_t eot = o->eot >= 0 ? (int64_t)o->eot : tok ? (int64_t)ampx_tokenizer_eot(tok) : -1;
     if (len < 0) return -1;
     for (; k < (int64_t)o->tokens; k++) {
         const float *row = logits + (o->no_cache ? (len - 1) * V : 0);
@@ -289,7 +298,8 @@ int cli_generate(int argc, char **argv) {
                     .temperature = 0.8,
                     .top_k       = 40,
                     .seed        = 1,
-                    .samples     = 1};
+                    .samples     = 1,
+                    .eot         = -1};
     cli_parser p = {"h", gen_table, 0, NULL};
     int rc       = cli_parse_or_usage(&p, argc, argv, &o, usage);
     if (rc >= 0) return rc;
@@ -326,6 +336,11 @@ int cli_generate(int argc, char **argv) {
         goto out;
     }
     int64_t T = ampx_trainer_window(t), V = ampx_trainer_vocab(t);
+    if (o.eot >= (double)V) {
+        fprintf(stderr, "ampx generate: --eot %.0f: outside the model's vocabulary of %lld\n",
+                o.eot, (long long)V);
+        goto out;
+    }
     if (tok && ampx_tokenizer_vocab(tok) > V) {
         fprintf(stderr, "ampx generate: %s: %u tokens, more than the model's vocabulary of %lld\n",
                 o.tokenizer, ampx_tokenizer_vocab(tok), (long long)V);

@@ -22,7 +22,7 @@ _ampx() {
     eval | policy) opts="--backend --backend-opt --policy --set --checkpoint --help" ;;
     export) opts="--checkpoint -o --out --format --dtype --backend --backend-opt --help" ;;
     predict) opts="--checkpoint --input -o --backend --backend-opt --help" ;;
-    generate) opts="--checkpoint --prompt --tokens --temperature --top-k --seed --samples --shift --no-cache --quiet --tokenizer --backend --backend-opt --help" ;;
+    generate) opts="--checkpoint --prompt --tokens --temperature --top-k --seed --samples --shift --no-cache --quiet --tokenizer --eot --backend --backend-opt --help" ;;
     tokenize)
         if [ "$COMP_CWORD" -eq 2 ]; then
             COMPREPLY=($(compgen -W "train encode decode --help" -- "$cur"))
