@@ -2,8 +2,9 @@
 # sanitize.sh — builds ampx with AddressSanitizer and UndefinedBehaviorSanitizer into
 # build-asan/ and runs the suite there (all but the exhaustive dtype sweep, which is pure
 # arithmetic and slow under instrumentation; the training accuracy parity, which trains the
-# same code paths as the other training tests three times over; and the install test, whose
-# uninstrumented consumer programs cannot load an instrumented libampx); then every fuzz
+# same code paths as the other training tests three times over; the install test, whose
+# uninstrumented consumer programs cannot load an instrumented libampx; and pretok_regex, whose
+# Python process cannot either); then every fuzz
 # harness for 10 s (tools/fuzz.sh: clang, ASan + UBSan), failing on any finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ fi
 cmake --build build-asan -j "$(nproc)" >/dev/null
 # The argument tests ask for 2^62-byte buffers on purpose: the plugin must get NULL back.
 ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E 'test_dtype|install|train_parity|dist_mpi' "$@"
+  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E 'test_dtype|install|train_parity|dist_mpi|pretok_regex' "$@"
 # The MPI ranks run with leak checking off (ASan's and UBSan's other checks stay on): Open MPI
 # keeps process-lifetime allocations in components it dlcloses at MPI_Finalize, whose frames
 # LeakSanitizer cannot name, so no suppression can match them (with leak checking on, no
