@@ -10,8 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh --tests
 if [ ! -f build-asan/CMakeCache.txt ]; then
+  # -O1, as AddressSanitizer's authors advise: the checks are the same, and the training and
+  # conformance tests run several times faster than at -O0 (CI's time)
   cmake -S . -B build-asan -DAMPX_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_C_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+    -DCMAKE_C_FLAGS="-O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
     >/dev/null
 fi
 cmake --build build-asan -j "$(nproc)" >/dev/null

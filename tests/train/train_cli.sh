@@ -372,6 +372,33 @@ amp_pass_same() { # amp_pass_same BACKEND INNER_PLUGIN MODEL [OPTS]
   cmp -s "$work/fused.m" "$work/separate.m" ||
     fail "amp_pass $1 $3: metrics differ: $(diff "$work/fused.m" "$work/separate.m" | head -3)"
 }
+# ---- a checkpoint read in chunks: tensors past one 16 MiB read (fc2: 2048 x 4096 f32, 32 MiB,
+# and its Adam moments) resume bit for bit, and a value past the first chunk is named by its
+# index in the whole tensor
+cat >"$work/big.json" <<'JSON'
+{"name": "big", "inputs": {"x": {"dtype": "f32", "shape": [2]}, "label": {"dtype": "i32", "classes": 3}},
+ "layers": [{"name": "fc1", "type": "dense", "units": 2048, "activation": "relu"},
+            {"name": "fc2", "type": "dense", "units": 4096, "activation": "relu"},
+            {"name": "logits", "type": "dense", "units": 3}],
+ "policy": "mixed_bf16", "data": {"samples": 256}, "train": {"batch": 8, "log_every": 1}}
+JSON
+"$ampx" train "$work/big.json" --steps 2 --quiet --checkpoint "$work/big2" >/dev/null 2>&1 || fail "big: 2 steps"
+"$ampx" train "$work/big.json" --steps 4 --quiet --checkpoint "$work/big4" >/dev/null 2>&1 || fail "big: 4 steps"
+"$ampx" train "$work/big.json" --steps 4 --quiet --resume "$work/big2" --checkpoint "$work/bigr4" >/dev/null 2>&1 ||
+  fail "big: resume"
+cmp -s "$work/big4" "$work/bigr4" || fail "big: a resume from a checkpoint read in chunks differs"
+python3 - "$work/big2" "$work/bigbad" <<'PY' || fail "big: poking a NaN"
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+begin = json.loads(b[8:8 + n])["ampx.adam_m.fc2.weight"]["data_offsets"][0]
+at = 8 + n + begin + 4 * 5000000  # past the first 16 MiB (4 194 304 values)
+b[at:at + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(b)
+PY
+expect_error big_nan 'tensor "ampx\.adam_m\.fc2\.weight" element 5000000 is nan, expected a finite number' \
+  "$ampx" train "$work/big.json" --steps 4 --resume "$work/bigbad"
+
 # ---- resume: a run already at its end is refused before any file is written; a checkpoint
 # of another policy resumes with its working copies derived from the masters, exactly what
 # the optimizer writes (the same bits as resuming with the copies the file held)

@@ -92,9 +92,13 @@ static void shape_json(const ck_tensor *c, char *buf, size_t cap, const char *se
                               (unsigned long long)c->dims[k]);
 }
 
-/* Index of the first element that is not finite (or negative, with nonneg), else -1. */
-static int64_t first_bad(const ck_tensor *c, const unsigned char *data) {
-    uint64_t n = c->bytes / (c->dtype[0] == 'F' && c->dtype[1] == '3' ? 4 : 2);
+static uint64_t elem_size(const ck_tensor *c) {
+    return c->dtype[1] == '3' ? 4 : 2; /* F32; BF16, F16 */
+}
+
+/* Index of the first of n elements of tensor c at data that is not finite (or negative,
+ * with nonneg), else -1; -1 for the scalars block (checked field by field). */
+static int64_t first_bad(const ck_tensor *c, const unsigned char *data, uint64_t n) {
     if (!c->buf) return -1;
     for (uint64_t i = 0; i < n; i++) {
         if (c->dtype[1] == '3') { /* F32 */
@@ -221,7 +225,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
             st = t->ifc->buffer_read(t->ctx, ts[i].buf, 0, data, ts[i].bytes);
         else
             memcpy(data, &sc, sizeof sc);
-        int64_t at = st ? -1 : first_bad(&ts[i], data);
+        int64_t at = st ? -1 : first_bad(&ts[i], data, ts[i].bytes / elem_size(&ts[i]));
         if (st)
             snprintf(why, sizeof why, "%s", ampx_backend_last_error(t->be));
         else if (at >= 0)
@@ -352,17 +356,16 @@ static ampx_status check_identity(ck_reader *r, const ampx_trainer *t, const jso
     return AMPX_OK;
 }
 
-/* Points src[i] at the data of each of the n tensors of ts, checking every tensor of the
- * model is there with its dtype and shape, and no other; a working copy of another dtype,
- * or none (a checkpoint of another policy), gets src NULL and counts in *derived. 0, or -1
- * after the message. */
+/* Sets at[i] to the offset in the data section of each of the n tensors of ts, checking
+ * every tensor of the model is there with its dtype and shape, and no other; a working copy
+ * of another dtype, or none (a checkpoint of another policy), gets -1 and counts in
+ * *derived. 0, or -1 after the message. */
 static int ck_match(ck_reader *rp, const ampx_trainer *t, const json_value *root,
-                    const unsigned char *data, const ck_tensor *ts, int n,
-                    const unsigned char **src, int *derived) {
+                    const ck_tensor *ts, int n, int64_t *at, int *derived) {
     for (int i = 0; i < n; i++) {
         const json_value *e = json_get(root, ts[i].name);
         if (is_copy(&ts[i]) && (!e || strcmp(json_get(e, "dtype")->str, ts[i].dtype))) {
-            src[i] = NULL;
+            at[i] = -1;
             (*derived)++;
             continue;
         }
@@ -385,7 +388,7 @@ static int ck_match(ck_reader *rp, const ampx_trainer *t, const json_value *root
             st_bad(rp, "tensor \"%s\" has another shape than the model's [%s]", ts[i].name, dims);
             return -1;
         }
-        src[i] = data + (uint64_t)of->items[0]->num;
+        at[i] = (int64_t)of->items[0]->num; /* check_layout: within the data section */
     }
     if (root->n_items != (size_t)n + 1)
         for (size_t k = 0; k < root->n_items; k++) {
@@ -404,15 +407,15 @@ static int ck_match(ck_reader *rp, const ampx_trainer *t, const json_value *root
     return 0;
 }
 
-/* The working copies the file did not give (src NULL), cast from the masters now on the
+/* The working copies the file did not give (at -1), cast from the masters now on the
  * device, and the note that says so. */
 static ampx_status derive_copies(ck_reader *rp, ampx_trainer *t, const ck_tensor *ts, int n,
-                                 const unsigned char *const *src, int derived) {
+                                 const int64_t *at, int derived) {
     for (int i = 0; i < t->n_params && derived; i++) {
         const param *p = &t->params[i];
         int from_file  = 0;
         for (int k = 0; k < n && p->copy && !from_file; k++)
-            from_file = src[k] && is_copy(&ts[k]) && !strcmp(ts[k].name + 10, p->name);
+            from_file = at[k] >= 0 && is_copy(&ts[k]) && !strcmp(ts[k].name + 10, p->name);
         if (!p->copy || from_file) continue;
         ampx_cast_args c = {.size = sizeof c,
                             .n    = p->n,
@@ -429,80 +432,125 @@ static ampx_status derive_copies(ck_reader *rp, ampx_trainer *t, const ck_tensor
     return AMPX_OK;
 }
 
-ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned char *file, size_t len,
-                           char *err, size_t cap) {
-    ck_reader r               = {.name = name, .err = err, .cap = cap};
-    ck_tensor *ts             = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
-    const unsigned char **src = malloc(sizeof *src * (TR_MAX_PARAMS * 5 + 1));
-    char *hdr                 = NULL;
-    json_value *root          = NULL;
-    ampx_status st            = AMPX_ERR_INVALID;
-    if (!ts || !src) {
-        st = st_bad(&r, "out of memory");
+// ---------------------------------------------------------------------------------------
+// Reading the data: from memory (the fuzz harness) or from the file a chunk at a time, so a
+// resume holds no second copy of the checkpoint (the optimizer state makes it 4x the
+// weights). Every value is checked in a first pass and reaches the device in a second.
+
+#define CK_CHUNK ((uint64_t)16 << 20) /* bytes read at a time: a multiple of 4 */
+
+typedef struct ck_source {
+    const unsigned char *mem; /* the data section in memory; NULL: read from f */
+    FILE *f;
+    uint64_t data_at;     /* the data section's offset in f */
+    unsigned char *chunk; /* CK_CHUNK bytes, when reading from f */
+} ck_source;
+
+/* Bytes [begin, begin + n) of the data section, n <= CK_CHUNK; NULL on a read error. */
+static const unsigned char *ck_span(const ck_source *s, uint64_t begin, uint64_t n) {
+    if (s->mem) return s->mem + begin;
+    return st_read_span(s->f, s->data_at, begin, begin + n, s->chunk) ? NULL : s->chunk;
+}
+
+/* The first pass over tensor c at offset at: its values, chunk by chunk, or the scalars
+ * block (read into *saved and checked). */
+static ampx_status check_tensor(ck_reader *r, const ck_source *s, const ck_tensor *c, uint64_t at,
+                                const json_value *meta, int64_t step, ampx_scalars *saved) {
+    if (!c->buf) {
+        const unsigned char *p = ck_span(s, at, sizeof *saved);
+        if (!p) return st_bad(r, "read error");
+        memcpy(saved, p, sizeof *saved);
+        return check_scalars(r, saved, meta, step);
+    }
+    uint64_t es = elem_size(c);
+    for (uint64_t off = 0; off < c->bytes; off += CK_CHUNK) {
+        uint64_t len           = c->bytes - off < CK_CHUNK ? c->bytes - off : CK_CHUNK;
+        const unsigned char *p = ck_span(s, at + off, len);
+        if (!p) return st_bad(r, "read error");
+        int64_t i = first_bad(c, p, len / es);
+        if (i >= 0)
+            return st_bad(r, "tensor \"%s\" element %lld is %g, expected a finite number%s",
+                          c->name, (long long)(off / es + (uint64_t)i), element(c, p, i),
+                          c->nonneg ? " >= 0" : "");
+    }
+    return AMPX_OK;
+}
+
+/* The second pass: tensor c at offset at onto the device, or the scalars block: state from
+ * the checkpoint, configuration (scaler settings, schedule) from the model as it is now. */
+static ampx_status write_tensor(ck_reader *r, ampx_trainer *t, const ck_source *s,
+                                const ck_tensor *c, uint64_t at, const ampx_scalars *saved) {
+    ampx_status st = AMPX_OK;
+    if (!c->buf) {
+        ampx_scalars sc;
+        init_scalars(t->m, &sc);
+        sc.scale             = saved->scale;
+        sc.found_inf         = saved->found_inf;
+        sc.growth_tracker    = saved->growth_tracker;
+        sc.hysteresis_left   = saved->hysteresis_left;
+        sc.applied_steps     = saved->applied_steps;
+        sc.skipped_steps     = saved->skipped_steps;
+        sc.consecutive_skips = saved->consecutive_skips;
+        sc.last_found_inf    = saved->last_found_inf;
+        sc.stop_reason       = 0;
+        sc.lr                = saved->lr;
+        st                   = t->ifc->buffer_write(t->ctx, t->scalars, 0, &sc, sizeof sc);
+    }
+    for (uint64_t off = 0; c->buf && off < c->bytes && !st; off += CK_CHUNK) {
+        uint64_t len           = c->bytes - off < CK_CHUNK ? c->bytes - off : CK_CHUNK;
+        const unsigned char *p = ck_span(s, at + off, len);
+        if (!p) return st_bad(r, "read error");
+        st = t->ifc->buffer_write(t->ctx, c->buf, off, p, len);
+    }
+    return st ? st_bad(r, "%s", ampx_backend_last_error(t->be)) : AMPX_OK;
+}
+
+/* A checkpoint whose header (root) st_parse or st_open checked, its data in s. */
+static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root,
+                           const ck_source *s) {
+    ck_tensor *ts  = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
+    int64_t *at    = malloc(sizeof *at * (TR_MAX_PARAMS * 5 + 1));
+    ampx_status st = AMPX_ERR_INVALID;
+    if (!ts || !at) {
+        st = st_bad(r, "out of memory");
         goto out;
     }
-    const unsigned char *data = NULL;
-    uint64_t data_len         = 0;
-    if ((st = st_parse(&r, file, len, &root, &data, &data_len))) goto out;
     const json_value *meta = json_get(root, "__metadata__");
-    if ((st = check_identity(&r, t, meta))) goto out;
+    if ((st = check_identity(r, t, meta))) goto out;
     st = AMPX_ERR_INVALID;
     int64_t step, seed;
-    if (meta_int(&r, meta, "step", 0, INT64_MAX, &step) ||
-        meta_int(&r, meta, "seed", 0, INT64_MAX, &seed))
+    if (meta_int(r, meta, "step", 0, INT64_MAX, &step) ||
+        meta_int(r, meta, "seed", 0, INT64_MAX, &seed))
         goto out;
     int n = ck_list(t, ts), derived = 0;
     t->notice[0] = 0;
-    if (ck_match(&r, t, root, data, ts, n, src, &derived)) goto out;
-    /* Every restored value. */
+    if (ck_match(r, t, root, ts, n, at, &derived)) goto out;
     ampx_scalars saved;
-    for (int i = 0; i < n; i++) {
-        if (!src[i]) continue; /* a working copy derived below */
-        if (!ts[i].buf) {
-            memcpy(&saved, src[i], sizeof saved);
-            if ((st = check_scalars(&r, &saved, meta, step))) goto out;
-            st = AMPX_ERR_INVALID;
-            continue;
-        }
-        int64_t at = first_bad(&ts[i], src[i]);
-        if (at >= 0) {
-            st_bad(&r, "tensor \"%s\" element %lld is %g, expected a finite number%s", ts[i].name,
-                   (long long)at, element(&ts[i], src[i], at), ts[i].nonneg ? " >= 0" : "");
+    memset(&saved, 0, sizeof saved);
+    for (int i = 0; i < n; i++) /* every restored value, before anything reaches the device */
+        if (at[i] >= 0 && (st = check_tensor(r, s, &ts[i], (uint64_t)at[i], meta, step, &saved)))
             goto out;
-        }
-    }
-    /* All checked: now the device. State from the checkpoint; configuration (scaler
-     * settings, schedule) from the model as it is now. */
-    for (int i = 0; i < n; i++) {
-        if (!ts[i].buf) {
-            ampx_scalars sc;
-            init_scalars(t->m, &sc);
-            sc.scale             = saved.scale;
-            sc.found_inf         = saved.found_inf;
-            sc.growth_tracker    = saved.growth_tracker;
-            sc.hysteresis_left   = saved.hysteresis_left;
-            sc.applied_steps     = saved.applied_steps;
-            sc.skipped_steps     = saved.skipped_steps;
-            sc.consecutive_skips = saved.consecutive_skips;
-            sc.last_found_inf    = saved.last_found_inf;
-            sc.stop_reason       = 0;
-            sc.lr                = saved.lr;
-            st                   = t->ifc->buffer_write(t->ctx, t->scalars, 0, &sc, sizeof sc);
-        } else if (src[i]) {
-            st = t->ifc->buffer_write(t->ctx, ts[i].buf, 0, src[i], ts[i].bytes);
-        }
-        if (st) {
-            st_bad(&r, "%s", ampx_backend_last_error(t->be));
-            goto out;
-        }
-    }
+    for (int i = 0; i < n; i++)
+        if (at[i] >= 0 && (st = write_tensor(r, t, s, &ts[i], (uint64_t)at[i], &saved))) goto out;
     /* the masters are on the device: their working copies for this policy */
-    if ((st = derive_copies(&r, t, ts, n, src, derived))) goto out;
+    if ((st = derive_copies(r, t, ts, n, at, derived))) goto out;
     t->step = step;
     st      = AMPX_OK;
 out:
+    free(ts), free(at);
+    return st;
+}
+
+ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned char *file, size_t len,
+                           char *err, size_t cap) {
+    ck_reader r               = {.name = name, .err = err, .cap = cap};
+    json_value *root          = NULL;
+    const unsigned char *data = NULL;
+    uint64_t data_len         = 0;
+    ampx_status st            = st_parse(&r, file, len, &root, &data, &data_len);
+    ck_source s               = {.mem = data};
+    if (!st) st = ck_load(t, &r, root, &s);
     json_free(root);
-    free(hdr), free(ts), free((void *)src);
     return st;
 }
 
@@ -522,24 +570,24 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
     uint64_t size;
     FILE *f = input_open(path, UINT64_MAX, &size, err, cap);
     if (!f) return AMPX_ERR_INVALID;
+    fclose(f);
     if (size > 8 + (uint64_t)CK_MAX_HEADER_BYTES + state) {
         err_set(ERR(err, cap),
                 "%s: %llu bytes, more than any checkpoint of model \"%s\" holds (its state is "
                 "%llu bytes)",
                 path, (unsigned long long)size, t->m->cfg.name, (unsigned long long)state);
-        fclose(f);
         return AMPX_ERR_INVALID;
     }
-    unsigned char *buf = malloc((size_t)size + 1);
-    size_t got         = buf ? fread(buf, 1, (size_t)size, f) : 0;
-    int rerr           = ferror(f);
-    fclose(f);
-    if (!buf || rerr) {
-        err_set(ERR(err, cap), "%s: %s", path, buf ? "read error" : "out of memory");
-        free(buf);
-        return AMPX_ERR_INVALID;
-    }
-    ampx_status st = ck_load_memory(t, path, buf, got, err, cap);
-    free(buf);
+    ck_reader r      = {.name = path, .err = err, .cap = cap};
+    json_value *root = NULL;
+    ck_source s      = {0};
+    uint64_t data_len;
+    ampx_status st = st_open_max(path, 8 + (uint64_t)CK_MAX_HEADER_BYTES + state, &s.f, &root,
+                                 &s.data_at, &data_len, err, cap);
+    if (!st && !(s.chunk = malloc(CK_CHUNK))) st = st_bad(&r, "out of memory");
+    if (!st) st = ck_load(t, &r, root, &s);
+    if (s.f) fclose(s.f);
+    free(s.chunk);
+    json_free(root);
     return st;
 }

@@ -1,5 +1,5 @@
 /* checkpoint.h — the checkpoint reader's in-memory entry point (checkpoint.c), for the
- * fuzz harness: ampx_trainer_load() reads the file and calls it. */
+ * fuzz harness: ampx_trainer_load() runs the same checks on the file, read in chunks. */
 #ifndef AMPX_CHECKPOINT_H
 #define AMPX_CHECKPOINT_H
 

@@ -349,11 +349,16 @@ ampx_status st_parse(ck_reader *r, const unsigned char *file, size_t len, json_v
  * json_free'd. */
 ampx_status st_open(const char *path, FILE **f, json_value **root, uint64_t *data_at,
                     uint64_t *data_len, char *err, size_t cap) {
+    return st_open_max(path, input_max_bytes(), f, root, data_at, data_len, err, cap);
+}
+
+ampx_status st_open_max(const char *path, uint64_t max_bytes, FILE **f, json_value **root,
+                        uint64_t *data_at, uint64_t *data_len, char *err, size_t cap) {
     ck_reader r = {.name = path, .err = err, .cap = cap};
     uint64_t len, hl               = 0;
     unsigned char first8[8], *head = NULL;
     *root = NULL;
-    if (!(*f = input_open(path, input_max_bytes(), &len, err, cap))) return AMPX_ERR_INVALID;
+    if (!(*f = input_open(path, max_bytes, &len, err, cap))) return AMPX_ERR_INVALID;
     ampx_status st = AMPX_OK;
     if (len >= 8 && fread(first8, 1, 8, *f) != 8) st = st_bad(&r, "read error");
     if (!st) st = header_len(&r, first8, len, &hl);

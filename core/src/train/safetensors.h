@@ -43,6 +43,10 @@ ampx_status st_read(const char *path, unsigned char **file, json_value **root,
  * with st_read_span at *data_at); *f must be fclose'd, *root json_free'd. */
 ampx_status st_open(const char *path, FILE **f, json_value **root, uint64_t *data_at,
                     uint64_t *data_len, char *err, size_t cap);
+/* st_open with a size limit of its own instead of input_max_bytes() (a checkpoint: the
+ * model's state and a header bound it). */
+ampx_status st_open_max(const char *path, uint64_t max_bytes, FILE **f, json_value **root,
+                        uint64_t *data_at, uint64_t *data_len, char *err, size_t cap);
 /* Bytes [begin, end) of the data section into buf; 0, or -1 on a read error. */
 int st_read_span(FILE *f, uint64_t data_at, uint64_t begin, uint64_t end, void *buf);
 /* An entry's dtype, shape and byte span (st_parse checked them). */
