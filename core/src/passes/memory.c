@@ -63,7 +63,7 @@ static int measure(const g_graph *fwd, const settings *cfg, int cast, ampx_memor
     for (int v = 0; !rc && v < g.n_values; v++)
         if (g.values[v].role == ROLE_PARAM && g.values[v].grad >= 0)
             persistent[g.values[v].grad] = 1;
-    if (!rc && plan_make(&g, (uint64_t)cfg->train.batch, persistent, &p)) rc = -1;
+    if (!rc && plan_make(&g, (uint64_t)cfg->train.batch, persistent, 0, &p)) rc = -1;
     if (!rc) {
         out->arena = p.arena_bytes;
         for (int d = 0; d < AMPX_DTYPE_COUNT; d++)

@@ -35,7 +35,7 @@ static void live_peak(const g_graph *g, const item *items, int k, plan *p) {
             p->live_by_dtype[g->values[items[a].value].dtype] += items[a].bytes;
 }
 
-int plan_make(const g_graph *g, uint64_t rows, const uint8_t *persistent, plan *p) {
+int plan_make(const g_graph *g, uint64_t rows, const uint8_t *persistent, int keep, plan *p) {
     int nv      = g->n_values;
     p->offset   = calloc((size_t)nv, sizeof *p->offset);
     p->in_arena = calloc((size_t)nv, 1);
@@ -60,7 +60,7 @@ int plan_make(const g_graph *g, uint64_t rows, const uint8_t *persistent, plan *
             v = g_root(g, v);
             if (!p->in_arena[v]) continue;
             if (first[v] < 0) first[v] = i;
-            last[v] = i;
+            last[v] = keep ? g->n_nodes : i;
         }
     }
     int k = 0;

@@ -21,8 +21,9 @@ typedef struct plan {
 } plan;
 
 /* Values in the arena: activations and gradients within a micro-batch of `rows` rows.
- * is_persistent(v) says which gradients live outside it (parameter gradients). */
-int plan_make(const g_graph *g, uint64_t rows, const uint8_t *persistent, plan *p);
+ * persistent[v] says which gradients live outside it (parameter gradients). With keep, no
+ * two values share a place (a sampler's KV cache reads values of earlier calls). */
+int plan_make(const g_graph *g, uint64_t rows, const uint8_t *persistent, int keep, plan *p);
 void plan_free(plan *p);
 
 #endif

@@ -40,6 +40,7 @@ typedef struct ck_tensor {
     uint64_t bytes;
     ampx_buffer *buf; /* NULL: the scalars block */
     int nonneg;       /* values must be >= 0 (Adam's second moment) */
+    int skip;         /* optimizer state a sampler does not hold: in the file, not read */
 } ck_tensor;
 
 /* A low-precision working copy ("ampx.copy.<param>"), derived from its master on demand. */
@@ -64,9 +65,12 @@ static int ck_list(ampx_trainer *t, ck_tensor *out) {
             snprintf(out[n++].name, sizeof b.name, "ampx.copy.%s", p->name);
         }
         ampx_buffer *sb[2] = {p->s1, p->s2};
+        int has[2]         = {t->m->cfg.opt.kind == OPT_ADAMW || t->m->cfg.opt.momentum != 0,
+                              t->m->cfg.opt.kind == OPT_ADAMW};
         for (int k = 0; k < 2; k++)
-            if (sb[k] && state[adam][k]) {
+            if ((sb[k] || (t->inference && has[k])) && state[adam][k]) {
                 out[n] = b, out[n].buf = sb[k], out[n].nonneg = adam && k == 1;
+                out[n].skip = !sb[k];
                 snprintf(out[n++].name, sizeof b.name, "ampx.%s.%s", state[adam][k], p->name);
             }
     }
@@ -147,6 +151,10 @@ ampx_status ampx_checkpoint_check_path(const char *path, char *err, size_t cap) 
 }
 
 ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
+    if (t->inference) {
+        err_set(ERR(err, cap), "%s: a sampler or predictor holds no optimizer state to save", path);
+        return AMPX_ERR_INVALID;
+    }
     ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
     if (!ts) {
         err_set(ERR(err, cap), "%s: out of memory", path);
@@ -528,10 +536,13 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
     ampx_scalars saved;
     memset(&saved, 0, sizeof saved);
     for (int i = 0; i < n; i++) /* every restored value, before anything reaches the device */
-        if (at[i] >= 0 && (st = check_tensor(r, s, &ts[i], (uint64_t)at[i], meta, step, &saved)))
+        if (at[i] >= 0 && !ts[i].skip &&
+            (st = check_tensor(r, s, &ts[i], (uint64_t)at[i], meta, step, &saved)))
             goto out;
     for (int i = 0; i < n; i++)
-        if (at[i] >= 0 && (st = write_tensor(r, t, s, &ts[i], (uint64_t)at[i], &saved))) goto out;
+        if (at[i] >= 0 && !ts[i].skip &&
+            (st = write_tensor(r, t, s, &ts[i], (uint64_t)at[i], &saved)))
+            goto out;
     /* the masters are on the device: their working copies for this policy */
     if ((st = derive_copies(r, t, ts, n, at, derived))) goto out;
     t->step = step;

@@ -77,9 +77,11 @@ static ampx_status add_param(ampx_trainer *t, int v) {
     uint64_t bytes = p->n * 4;
     ampx_status st;
     if ((st = tr_alloc_zero(t, bytes, &p->master))) return st; /* the gradient: grad_arena() */
-    if (m->cfg.opt.kind == OPT_ADAMW || m->cfg.opt.momentum != 0)
+    /* a sampler or predictor holds no optimizer state (nor gradients) */
+    if (!t->inference && (m->cfg.opt.kind == OPT_ADAMW || m->cfg.opt.momentum != 0))
         if ((st = tr_alloc_zero(t, bytes, &p->s1))) return st;
-    if (m->cfg.opt.kind == OPT_ADAMW && (st = tr_alloc_zero(t, bytes, &p->s2))) return st;
+    if (!t->inference && m->cfg.opt.kind == OPT_ADAMW && (st = tr_alloc_zero(t, bytes, &p->s2)))
+        return st;
     if (p->copy_dtype != AMPX_F32 && (st = tr_alloc_zero(t, p->n * 2, &p->copy))) return st;
     /* a run that starts from a file draws nothing it would overwrite (the buffers are zero) */
     if (!m->cfg.train.skip_init) {
@@ -201,6 +203,7 @@ static ampx_status grad_arena(ampx_trainer *t) {
     grad_layout *gl = &t->grads;
     int order[TR_MAX_PARAMS];
     gl->n_params = t->n_params;
+    if (t->inference) return AMPX_OK; /* no backward: no gradients */
     for (int i = 0; i < t->n_params; i++) {
         int gv           = t->g.values[t->params[i].value].grad;
         gl->done_node[i] = -1;
@@ -333,7 +336,9 @@ static ampx_status create_graph(ampx_trainer *t) {
         recompute |= RECOMPUTE_COPIES;
     }
     fuse_dense(&t->g, gemm_epilogue, t->be);
-    if (autodiff(&t->g, recompute, t->error, sizeof t->error)) return AMPX_ERR_INVALID;
+    /* a sampler or predictor runs the forward alone: its plan, and the ops it needs, too */
+    if (!t->inference && autodiff(&t->g, recompute, t->error, sizeof t->error))
+        return AMPX_ERR_INVALID;
     t->own        = calloc((size_t)t->g.n_values, sizeof *t->own);
     t->own_off    = calloc((size_t)t->g.n_values, sizeof *t->own_off);
     t->persistent = calloc((size_t)t->g.n_values, 1);
@@ -403,7 +408,9 @@ static ampx_status create_device(ampx_trainer *t) {
     const ampx_model *m = t->m;
     ampx_status st;
     if ((st = create_values(t)) || (st = grad_arena(t))) return st;
-    if (plan_make(&t->g, (uint64_t)t->B, t->persistent, &t->plan))
+    /* a sampler's values each keep their place: the KV cache reads the keys and values (and
+     * every row before the new ones) of earlier calls */
+    if (plan_make(&t->g, (uint64_t)t->B, t->persistent, t->inference != 0, &t->plan))
         return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     ampx_scalars s;
     init_scalars(m, &s);
