@@ -11,8 +11,10 @@ cd "$(dirname "$0")/.."
 bash tools/deps.sh --tests
 if [ ! -f build-asan/CMakeCache.txt ]; then
   # -O1, as AddressSanitizer's authors advise: the checks are the same, and the training and
-  # conformance tests run several times faster than at -O0 (CI's time)
-  cmake -S . -B build-asan -DAMPX_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
+  # conformance tests run several times faster than at -O0 (CI's time). Warnings are errors
+  # in build/ (tools/build.sh); here GCC's flow analysis at -O1 raises false positives of its
+  # own (-Wrestrict, -Wformat-truncation on fields it cannot tell apart), so not here.
+  cmake -S . -B build-asan -DAMPX_WERROR=OFF -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_FLAGS="-O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
     >/dev/null
 fi
