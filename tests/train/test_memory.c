@@ -381,6 +381,13 @@ Test(copies, auto_casts_where_kept_copies_cost_more_than_f32) {
     ampx_model_describe_memory(au, collect, all);
     cr_expect(strstr(all, "weight copies: cast from the f32 masters where read"), "%s", all);
     all[0] = 0;
+    ampx_model_describe(au, collect, all);
+    cr_expect(strstr(all, "bf16 working copy cast from it where read"), "%s", all);
+    cr_expect(!strstr(all, "written by the optimizer"), "%s", all);
+    all[0] = 0;
+    ampx_model_describe(keep, collect, all);
+    cr_expect(strstr(all, "bf16 working copy written by the optimizer"), "%s", all);
+    all[0] = 0;
     ampx_model_describe_memory(keep, collect, all);
     cr_expect(!strstr(all, "weight copies"), "%s", all);
     free(all);

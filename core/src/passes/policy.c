@@ -336,8 +336,10 @@ static void features(const g_value *v, char *buf, size_t cap) {
     if (v->batched && n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-/* Parameter v's line; wd: the optimizer's weight decay, said per weight when it is not 0. */
-static void describe_param(const g_graph *g, int v, float wd, ampx_line_fn line, void *user) {
+/* Parameter v's line; wd: the optimizer's weight decay, said per weight when it is not 0;
+ * cast: the working copies are cast on use (train.weight_copies), not kept. */
+static void describe_param(const g_graph *g, int v, float wd, int cast, ampx_line_fn line,
+                           void *user) {
     const g_value *p = &g->values[v];
     char pn[G_NAME_MAX + 4], shape[64], extra[128] = "";
     snprintf(pn, sizeof pn, "  %s", p->name);
@@ -351,8 +353,9 @@ static void describe_param(const g_graph *g, int v, float wd, ampx_line_fn line,
     }
     size_t n = 0;
     if (p->copy >= 0)
-        n = (size_t)snprintf(extra, sizeof extra, "; %s working copy written by the optimizer",
-                             ampx_dtype_name(g->values[p->copy].dtype));
+        n = (size_t)snprintf(extra, sizeof extra, "; %s working copy %s",
+                             ampx_dtype_name(g->values[p->copy].dtype),
+                             cast ? "cast from it where read" : "written by the optimizer");
     else if (p->ndim == 1)
         n = (size_t)snprintf(extra, sizeof extra, " (read as f32 by the op)");
     if (wd != 0 && n < sizeof extra)
@@ -365,6 +368,7 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
     const policy *p        = &m->cfg.pol;
     const scaler_config *s = &m->cfg.scaler;
     const g_graph *g       = &m->graph;
+    int cast               = m->casts_copies;
     linef(line, user, "model %s (%s)", m->cfg.name, m->cfg.file);
     linef(line, user, "policy %s: params %s, compute %s, output %s", p->spelled,
           ampx_dtype_name(p->params), ampx_dtype_name(p->compute), ampx_dtype_name(p->output));
@@ -432,7 +436,7 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
                 if ((pv->role != ROLE_PARAM && pv->role != ROLE_STATE) || (shown && shown[v]))
                     continue;
                 if (shown) shown[v] = 1;
-                describe_param(g, v, m->cfg.opt.weight_decay, line, user);
+                describe_param(g, v, m->cfg.opt.weight_decay, cast, line, user);
             }
     }
     free(shown);
