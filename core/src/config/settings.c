@@ -372,6 +372,36 @@ static int data_path(jctx *c, settings *m, const json_value *v, const char *key,
     return *out ? 0 : jerr(c, v, "out of memory");
 }
 
+/* The keys of a text, token or embedded_text source. */
+static int text_source_parse(jctx *c, settings *m, const json_value *v) {
+    data_config *d                    = &m->data;
+    static const char *const keys[]   = {"source",          "train", "val",   "val_fraction",
+                                         "eval_windows",    "bytes", "order", "shuffle_seed",
+                                         "bytes_per_token", NULL};
+    static const char *const orders[] = {"random", "sequential", "shuffled", NULL};
+    if (jkeys(c, v, keys) || jenum(c, v, "order", 0, orders, &d->order) ||
+        jint(c, v, "shuffle_seed", 0, 0, INT32_MAX, &d->shuffle_seed))
+        return -1;
+    if (json_get(v, "shuffle_seed") && d->order != DATA_ORDER_SHUFFLED)
+        return jerr(c, json_get(v, "shuffle_seed"),
+                    "\"shuffle_seed\" applies to \"order\": \"shuffled\"");
+    int gen = d->source == DATA_EMBEDDED_TEXT;
+    if (gen && (json_get(v, "train") || json_get(v, "val")))
+        return jerr(c, json_get(v, "train") ? json_get(v, "train") : json_get(v, "val"),
+                    "embedded_text is generated; it reads no files");
+    if (!gen && json_get(v, "bytes"))
+        return jerr(c, json_get(v, "bytes"), "\"bytes\" applies to embedded_text");
+    if (d->source != DATA_TOKENS && json_get(v, "bytes_per_token"))
+        return jerr(c, json_get(v, "bytes_per_token"),
+                    "\"bytes_per_token\" applies to token files (a byte-level source has 1)");
+    return data_path(c, m, v, "train", !gen, &d->text_train) ||
+           data_path(c, m, v, "val", 0, &d->text_val) ||
+           jnum(c, v, "val_fraction", 0, 0.001, 0.9, &d->val_fraction) ||
+           jint(c, v, "eval_windows", 0, 1, 1 << 20, &d->eval_windows) ||
+           jint(c, v, "bytes", 0, 10000, 1 << 30, &d->text_bytes) ||
+           jnum(c, v, "bytes_per_token", 0, 0.01, 1e6, &d->bytes_per_token);
+}
+
 int data_parse(jctx *c, settings *m, const json_value *v) {
     static const char *const sources[] = {"embedded", "mnist",         "csv", "text",
                                           "tokens",   "embedded_text", NULL};
@@ -389,33 +419,8 @@ int data_parse(jctx *c, settings *m, const json_value *v) {
                jnum(c, v, "turns", 0, 0.1, 10, &d->turns) ||
                jnum(c, v, "test_fraction", 0, 0.01, 0.9, &d->test_fraction);
     }
-    if (d->source == DATA_TEXT || d->source == DATA_TOKENS || d->source == DATA_EMBEDDED_TEXT) {
-        static const char *const keys[]   = {"source",          "train", "val",   "val_fraction",
-                                             "eval_windows",    "bytes", "order", "shuffle_seed",
-                                             "bytes_per_token", NULL};
-        static const char *const orders[] = {"random", "sequential", "shuffled", NULL};
-        if (jkeys(c, v, keys) || jenum(c, v, "order", 0, orders, &d->order) ||
-            jint(c, v, "shuffle_seed", 0, 0, INT32_MAX, &d->shuffle_seed))
-            return -1;
-        if (json_get(v, "shuffle_seed") && d->order != DATA_ORDER_SHUFFLED)
-            return jerr(c, json_get(v, "shuffle_seed"),
-                        "\"shuffle_seed\" applies to \"order\": \"shuffled\"");
-        int gen = d->source == DATA_EMBEDDED_TEXT;
-        if (gen && (json_get(v, "train") || json_get(v, "val")))
-            return jerr(c, json_get(v, "train") ? json_get(v, "train") : json_get(v, "val"),
-                        "embedded_text is generated; it reads no files");
-        if (!gen && json_get(v, "bytes"))
-            return jerr(c, json_get(v, "bytes"), "\"bytes\" applies to embedded_text");
-        if (d->source != DATA_TOKENS && json_get(v, "bytes_per_token"))
-            return jerr(c, json_get(v, "bytes_per_token"),
-                        "\"bytes_per_token\" applies to token files (a byte-level source has 1)");
-        return data_path(c, m, v, "train", !gen, &d->text_train) ||
-               data_path(c, m, v, "val", 0, &d->text_val) ||
-               jnum(c, v, "val_fraction", 0, 0.001, 0.9, &d->val_fraction) ||
-               jint(c, v, "eval_windows", 0, 1, 1 << 20, &d->eval_windows) ||
-               jint(c, v, "bytes", 0, 10000, 1 << 30, &d->text_bytes) ||
-               jnum(c, v, "bytes_per_token", 0, 0.01, 1e6, &d->bytes_per_token);
-    }
+    if (d->source == DATA_TEXT || d->source == DATA_TOKENS || d->source == DATA_EMBEDDED_TEXT)
+        return text_source_parse(c, m, v);
     if (d->source == DATA_MNIST) {
         static const char *const keys[] = {"source",      "train_images", "train_labels",
                                            "test_images", "test_labels",  NULL};
