@@ -112,24 +112,49 @@ static int measure_f32(const ampx_model *m, ampx_memory *out, char *err, size_t 
     return rc;
 }
 
-int model_casts_copies(const ampx_model *m) {
+/* model_casts_copies(m); where "auto" had to plan the model with its copies kept and under
+ * f32 to decide, those figures too (*planned 1), so that no caller plans them again. */
+static int decide(const ampx_model *m, ampx_memory *keep, ampx_memory *f32, int *planned) {
+    *planned = 0;
     if (m->cfg.weight_copies == COPIES_KEEP || m->cfg.opt.stochastic_rounding ||
         !has_copies(&m->graph))
         return 0;
     if (m->cfg.weight_copies == COPIES_CAST) return 1;
-    ampx_memory keep, f32;
     char err[256];
-    if (measure(&m->graph, &m->cfg, 0, &keep, err, sizeof err) ||
-        measure_f32(m, &f32, err, sizeof err))
+    if (measure(&m->graph, &m->cfg, 0, keep, err, sizeof err) ||
+        measure_f32(m, f32, err, sizeof err))
         return 0; /* the trainer's own passes will say what is wrong */
-    return keep.total > f32.total;
+    *planned = 1;
+    return keep->total > f32->total;
+}
+
+int model_casts_copies(const ampx_model *m) {
+    ampx_memory keep, f32;
+    int planned;
+    return decide(m, &keep, &f32, &planned);
+}
+
+/* The model under its policy (*pol, with *cast: the copies cast on use) and, when f32 is not
+ * NULL, under f32; each planned once. */
+static int plan_both(const ampx_model *m, ampx_memory *pol, ampx_memory *f32, int *cast, char *err,
+                     size_t cap) {
+    int planned;
+    ampx_memory keep, as_f32;
+    *cast = decide(m, &keep, &as_f32, &planned);
+    if (planned && !*cast)
+        *pol = keep;
+    else if (measure(&m->graph, &m->cfg, *cast, pol, err, cap))
+        return -1;
+    if (f32 && planned) *f32 = as_f32;
+    return f32 && !planned ? measure_f32(m, f32, err, cap) : 0;
 }
 
 ampx_status ampx_model_memory(const ampx_model *m, int as_f32, ampx_memory *out, char *err,
                               size_t err_cap) {
     if (err_cap) err[0] = 0;
-    int rc = as_f32 ? measure_f32(m, out, err, err_cap)
-                    : measure(&m->graph, &m->cfg, model_casts_copies(m), out, err, err_cap);
+    int cast;
+    int rc =
+        as_f32 ? measure_f32(m, out, err, err_cap) : plan_both(m, out, NULL, &cast, err, err_cap);
     return rc ? AMPX_ERR_INVALID : AMPX_OK;
 }
 
@@ -189,18 +214,18 @@ void ampx_model_describe_memory(const ampx_model *m, ampx_line_fn line, void *us
               "recompute: %s (their outputs run again in the backward instead of being kept)",
               what);
     }
-    if (model_casts_copies(m))
+    int cast;
+    if (plan_both(m, &mp, &mf, &cast, err, sizeof err)) {
+        linef(line, user, "memory: not planned (%s)", err);
+        return;
+    }
+    if (cast)
         linef(line, user,
               "weight copies: cast from the f32 masters where read, in the forward and again in "
               "the backward (train.weight_copies %s)",
               m->cfg.weight_copies == COPIES_CAST ? "\"cast\""
                                                   : "\"auto\": keeping them would cost more "
                                                     "than f32's total");
-    if (ampx_model_memory(m, 0, &mp, err, sizeof err) ||
-        ampx_model_memory(m, 1, &mf, err, sizeof err)) {
-        linef(line, user, "memory: not planned (%s)", err);
-        return;
-    }
     const char *ua, *up;
     double a = unit_of(mf.arena > mp.arena ? mf.arena : mp.arena, &ua);
     double p = unit_of(mf.params_total > mp.params_total ? mf.params_total : mp.params_total, &up);

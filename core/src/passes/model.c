@@ -85,7 +85,6 @@ ampx_status ampx_model_load_for(const char *path, const char *policy_path, const
     if (!s->scaler.given) scaler_defaults(&s->scaler, s->pol.compute);
     s->opt.file_steps = (int32_t)s->train.steps;
     if (policy_resolve(m, err, err_cap)) goto fail;
-    m->casts_copies = model_casts_copies(m);
     json_free(root);
     json_free(pol);
     *out = m;

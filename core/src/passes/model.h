@@ -10,8 +10,7 @@
 struct ampx_model {
     settings cfg;
     g_graph graph;
-    g_graph raw;      /* the graph as built, before the policy pass */
-    int casts_copies; /* model_casts_copies() of the model as loaded, for ampx policy */
+    g_graph raw; /* the graph as built, before the policy pass */
 };
 
 /* The policy pass: each forward node's dtype with a reason code, working copies of the

@@ -1,0 +1,152 @@
+/* describe.c — `ampx policy`'s description of a loaded model (ampx_model_describe): every
+ * tensor with its dtype and the policy's reason, every cast inserted, each weight's working
+ * copy (kept, or cast on use as train.weight_copies decides: memory.c) and weight decay, the
+ * scaler and the optimizer state dtypes. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ops.h"
+#include "passes/model.h"
+
+// ---------------------------------------------------------------------------------------
+// Describe
+
+static void linef(ampx_line_fn line, void *user, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void linef(ampx_line_fn line, void *user, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    line(user, buf);
+}
+
+/* "128" for one axis per example, "[28, 28]" otherwise; a parameter's full shape "2x128". */
+static void features(const g_value *v, char *buf, size_t cap) {
+    int first = v->batched ? 1 : 0;
+    if (v->ndim - first == 1) {
+        snprintf(buf, cap, "%lld", (long long)v->dims[first]);
+        return;
+    }
+    size_t n = 0;
+    buf[0]   = 0;
+    for (int i = first; i < v->ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld",
+                              i == first ? (v->batched ? "[" : "") : (v->batched ? ", " : "x"),
+                              (long long)v->dims[i]);
+    if (v->batched && n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+/* Parameter v's line; wd: the optimizer's weight decay, said per weight when it is not 0;
+ * cast: the working copies are cast on use (train.weight_copies), not kept. */
+static void describe_param(const g_graph *g, int v, float wd, int cast, ampx_line_fn line,
+                           void *user) {
+    const g_value *p = &g->values[v];
+    char pn[G_NAME_MAX + 4], shape[64], extra[128] = "";
+    snprintf(pn, sizeof pn, "  %s", p->name);
+    features(p, shape, sizeof shape);
+    if (p->role == ROLE_STATE) {
+        linef(line, user,
+              "%-28s %-6s %-9s running statistic, f32 (updated in training, saved in "
+              "checkpoints)",
+              pn, "f32", shape);
+        return;
+    }
+    size_t n = 0;
+    if (p->copy >= 0)
+        n = (size_t)snprintf(extra, sizeof extra, "; %s working copy %s",
+                             ampx_dtype_name(g->values[p->copy].dtype),
+                             cast ? "cast from it where read" : "written by the optimizer");
+    else if (p->ndim == 1)
+        n = (size_t)snprintf(extra, sizeof extra, " (read as f32 by the op)");
+    if (wd != 0 && n < sizeof extra)
+        snprintf(extra + n, sizeof extra - n, p->decay ? "; weight decay %g" : "; no weight decay",
+                 (double)wd);
+    linef(line, user, "%-28s %-6s %-9s master weight, gradient f32%s", pn, "f32", shape, extra);
+}
+
+void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
+    const policy *p        = &m->cfg.pol;
+    const scaler_config *s = &m->cfg.scaler;
+    const g_graph *g       = &m->graph;
+    int cast               = model_casts_copies(m);
+    linef(line, user, "model %s (%s)", m->cfg.name, m->cfg.file);
+    linef(line, user, "policy %s: params %s, compute %s, output %s", p->spelled,
+          ampx_dtype_name(p->params), ampx_dtype_name(p->compute), ampx_dtype_name(p->output));
+    static const char *const modes[] = {"none", "static", "dynamic"};
+    if (s->mode == AMPX_SCALER_DYNAMIC)
+        linef(line, user,
+              "scaler dynamic: init_scale %g, growth_factor %g every %d applied steps, "
+              "backoff_factor %g, hysteresis %d%s, min_scale %g, max_scale %g, on_min_scale %s, "
+              "max_consecutive_skips %d",
+              s->init_scale, s->growth_factor, s->growth_interval, s->backoff_factor, s->hysteresis,
+              s->consecutive_hysteresis ? " (consecutive)" : "", s->min_scale, s->max_scale,
+              s->on_min_scale_error ? "error" : "skip", s->max_consecutive_skips);
+    else
+        linef(line, user, "scaler %s: scale %g; steps with non-finite gradients are skipped",
+              modes[s->mode], s->init_scale);
+    linef(line, user, "%-28s %-6s %-9s %s", "tensor", "dtype", "features", "why");
+    char shape[64];
+    for (int i = 0; i < g->n_inputs; i++) {
+        const g_value *v = &g->values[g->inputs[i]];
+        features(v, shape, sizeof shape);
+        linef(line, user, "%-28s %-6s %-9s %s", v->name, ampx_dtype_name(v->dtype),
+              v->ndim > 1 ? shape : "", g->inputs[i] == g->labels ? "labels" : "input");
+    }
+    char *shown = calloc((size_t)g->n_values, 1);
+    int casts   = 0;
+    for (int i = 0; i < g->n_forward; i++) {
+        const g_node *n  = &g->nodes[i];
+        const g_value *y = &g->values[n->out[0]];
+        char from[160]   = "";
+        if (n->op == OP_CAST) {
+            casts++;
+            const g_value *x = &g->values[n->in[0]];
+            snprintf(from, sizeof from, " (%s %s -> %s)", x->name, ampx_dtype_name(x->dtype),
+                     ampx_dtype_name(y->dtype));
+        }
+        /* which form an attention layer takes: the backend's fused op or the composite */
+        if (n->op == OP_ATTENTION)
+            snprintf(from, sizeof from, "; fused attention (attn_fwd, attn_bwd), lse %s",
+                     ampx_dtype_name(g->values[n->out[1]].dtype));
+        if (n->op == OP_SPLIT_HEADS && n->a.parts == 3)
+            snprintf(from, sizeof from, "; attention as its composite (gemm, softmax, permute)");
+        /* a dense layer's matmul and bias print as one line, under the layer's name */
+        int hidden = n->op == OP_MATMUL && strcmp(y->name, n->name);
+        features(y, shape, sizeof shape);
+        /* a norm or softmax writing its reader's dtype: the dtype it runs in, then what it
+         * writes */
+        if (n->why == WHY_WRITES_READER)
+            snprintf(from, sizeof from, " (%s)", ampx_dtype_name(y->dtype));
+        ampx_dtype column = n->why == WHY_WRITES_READER ? n->dtype : y->dtype;
+        if (!hidden)
+            linef(line, user, "%-28s %-6s %-9s %s%s", y->name, ampx_dtype_name(column),
+                  n->op == OP_XENT || n->op == OP_MSE ? "1" : shape, policy_why(n->why), from);
+        if (hidden) continue;
+        /* the parameters this node reads (a bias node: its matmul's too) */
+        const g_node *owners[2] = {n, NULL};
+        if (n->op == OP_BIAS && g->values[n->in[0]].producer >= 0 &&
+            g->nodes[g->values[n->in[0]].producer].op == OP_MATMUL)
+            owners[0] = &g->nodes[g->values[n->in[0]].producer], owners[1] = n;
+        for (int o = 0; o < 2 && owners[o]; o++)
+            for (int k = 0; k < owners[o]->n_in; k++) {
+                int v = owners[o]->in[k];
+                if (v < 0) continue;
+                if (g->values[v].master >= 0) v = g->values[v].master;
+                const g_value *pv = &g->values[v];
+                if ((pv->role != ROLE_PARAM && pv->role != ROLE_STATE) || (shown && shown[v]))
+                    continue;
+                if (shown) shown[v] = 1;
+                describe_param(g, v, m->cfg.opt.weight_decay, cast, line, user);
+            }
+    }
+    free(shown);
+    linef(line, user, "casts inserted: %d", casts);
+    const optimizer_config *o = &m->cfg.opt;
+    linef(line, user, "optimizer %s: master weights, gradients as accumulated and %s in f32%s",
+          o->kind == OPT_ADAMW ? "adamw" : "sgd", o->kind == OPT_ADAMW ? "m and v" : "momentum",
+          o->stochastic_rounding ? "; working copies stochastically rounded" : "");
+}
