@@ -19,7 +19,8 @@
  * Operands are widened to f32 into per-thread tiles; every product runs through one
  * register-blocked micro-kernel (attn_mm) written with GCC vector types and compiled three
  * times: portable, AVX2+FMA and AVX-512 (the vector copies contract multiply-adds into FMA,
- * so their bits differ from the portable copy's within the conformance tolerance). */
+ * so their bits differ from the portable copy's within the conformance tolerance). On the
+ * AVX512-BF16 path with bf16 operands, attention_bf16.c runs the op on bf16 dot products. */
 #include <math.h>
 #include <string.h>
 
@@ -364,6 +365,7 @@ ampx_status cpu_attn_fwd(ampx_context *ctx, const ampx_attn_args *args) {
     CPU_TRY(attn_claimed(ctx, "attn_fwd"));
     CPU_TRY(ampx_kit_take_attn(AMPX_KIT(ctx), args, &j.a, 0));
     if (j.a.batch == 0) return AMPX_OK;
+    if (cpu_attn_bf16_applies(ctx, &j.a, 0)) return cpu_attn_bf16_fwd(ctx, &j.a);
     j.hdp         = attn_hdp(j.a.head_dim);
     j.n_qt        = cpu_div_up(j.a.seq, ATTN_BQ);
     size_t floats = 2 * ATTN_BQ * j.hdp + 2 * j.hdp * ATTN_BK + ATTN_BQ * ATTN_BK + 2 * ATTN_BQ +
@@ -381,6 +383,7 @@ ampx_status cpu_attn_bwd(ampx_context *ctx, const ampx_attn_args *args) {
     CPU_TRY(attn_claimed(ctx, "attn_bwd"));
     CPU_TRY(ampx_kit_take_attn(AMPX_KIT(ctx), args, &j.a, 1));
     if (j.a.batch == 0) return AMPX_OK;
+    if (cpu_attn_bf16_applies(ctx, &j.a, 1)) return cpu_attn_bf16_bwd(ctx, &j.a);
     j.hdp      = attn_hdp(j.a.head_dim);
     uint64_t T = j.a.seq;
     uint64_t floats;

@@ -397,6 +397,11 @@ ampx_status cpu_permute(ampx_context *ctx, const ampx_permute_args *a);
 ampx_status cpu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);
 ampx_status cpu_attn_fwd(ampx_context *ctx, const ampx_attn_args *a);
 ampx_status cpu_attn_bwd(ampx_context *ctx, const ampx_attn_args *a);
+/* attention_bf16.c: whether its path runs these arguments (AVX512-BF16, bf16 operands), and
+ * the two ops on it, for arguments already taken and checked. */
+int cpu_attn_bf16_applies(const ampx_context *ctx, const ampx_attn_args *a, int bwd);
+ampx_status cpu_attn_bf16_fwd(ampx_context *ctx, const ampx_attn_args *a);
+ampx_status cpu_attn_bf16_bwd(ampx_context *ctx, const ampx_attn_args *a);
 
 /* The pass over a gradient list that UNSCALE_CHECK, GRAD_STATS, SUM_SQUARES and AMP_PASS
  * share (amp.c), so they give the same bits alone and fused. `what` is a set of these: */

@@ -749,7 +749,11 @@ typedef struct ampx_amp_pass_args {
  *           probabilities tensor of the unfused composite (threshold 0: no dropout),
  *   o(i,c) = sum_j p'_ij v(j,c), rounded once to o's dtype.
  * Products and sums in f32; the softmax is taken online over key tiles in f32 (running max
- * and sum), so no seq x seq tensor exists. seq, heads, head_dim >= 1 (batch 0 does nothing);
+ * and sum), so no seq x seq tensor exists. With bf16 q, k, v (and do) a plugin may round
+ * p'_ij to bf16 before the product with v, and p'_ij and ds_ij to bf16 before theirs in
+ * ATTN_BWD, as a composite attention of bf16 tensors rounds its probabilities and score
+ * gradients (lse, the sums and the accumulators stay f32); conformance allows u(bf16) of
+ * each such term. seq, heads, head_dim >= 1 (batch 0 does nothing);
  * ld_x >= heads head_dim for every tensor. o must not overlap q, k or v.
  *   q_first <= seq (the field was reserved, 0, before): the rows i < q_first of o and lse
  *   may be left as they are, an incremental forward's earlier positions, which an earlier

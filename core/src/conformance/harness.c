@@ -320,6 +320,7 @@ void conf_compare(conf_case_ctx *cc, const char *what, const double *got, const 
     double d2 = 0.0, r2 = 0.0, worst_ratio = 0.0, worst_abs = -1.0;
     uint64_t worst_i = 0, far_i = 0;
     double floor_abs = k * 0x1p-126 + ref_min_subnormal(dt);
+    double inner     = flags & CMP_INNER_BF16 ? ref_unit_roundoff(AMPX_BF16) : 0.0;
     for (uint64_t i = 0; i < n; i++) {
         double g = got[i], e = ref[i];
         if (!isfinite(e) || !isfinite(g)) {
@@ -343,9 +344,9 @@ void conf_compare(conf_case_ctx *cc, const char *what, const double *got, const 
         r2 += e * e;
         if (fabs(g - e) > worst_abs) worst_abs = fabs(g - e), far_i = i;
         if (flags & CMP_ELEM) {
-            double m = mag ? mag[i] : fabs(e);
-            double bound =
-                2.0 * ref_unit_roundoff(dt) * fabs(e) + 4.0 * k * CONF_F32_UNIT * m + floor_abs;
+            double m     = mag ? mag[i] : fabs(e);
+            double bound = 2.0 * ref_unit_roundoff(dt) * fabs(e) +
+                           (4.0 * k * CONF_F32_UNIT + inner) * m + floor_abs;
             double ratio = fabs(g - e) / bound;
             if (ratio > worst_ratio) {
                 worst_ratio = ratio;
@@ -370,7 +371,8 @@ void conf_compare(conf_case_ctx *cc, const char *what, const double *got, const 
         if (r2 == 0.0 && d2 == 0.0) err = 0.0;
         /* the table's relative bound, plus the absolute floor per element (outputs that are
          * mostly subnormal in the output dtype round to its subnormal grid) */
-        double tol = conf_tol(dt, k) + floor_abs * sqrt((double)n) / fmax(sqrt(r2), DBL_MIN);
+        double tol =
+            conf_tol(dt, k) + 2.0 * inner + floor_abs * sqrt((double)n) / fmax(sqrt(r2), DBL_MIN);
         if (err / tol >= cc->worst) {
             cc->worst = err / tol;
             conf_measure(cc, "normwise relative", err, tol);

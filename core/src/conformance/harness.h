@@ -156,6 +156,9 @@ int conf_finish_call(conf_case_ctx *cc, const char *what, ampx_status st);
 #define CMP_NORM 1  /* normwise relative error against conf_tol */
 #define CMP_ELEM 2  /* elementwise bound against |ref| or mag */
 #define CMP_EXACT 4 /* values equal (NaN matches NaN) */
+/* an op allowed to round inner values (products' operands) to bf16 once each: the
+ * elementwise bound grows by u(bf16) mag, the normwise tolerance by 2 u(bf16) */
+#define CMP_INNER_BF16 8
 
 /* Compares got with ref over n values; dt is the output dtype, k the reduction length of
  * the tolerance table, mag (optional) the size of the terms per element. */
