@@ -73,6 +73,9 @@ grep -q "fused attention (attn_fwd, attn_bwd), lse f32" "$work/pol" ||
 "$ampx" policy "$work/dropc.json" >"$work/pol" 2>&1 || fail "policy: $(cat "$work/pol")"
 grep -q "attention as its composite" "$work/pol" ||
   fail "ampx policy does not show the composite attention"
+for t in q k v scores probs context merged; do
+  grep -q "^h0\.attn\.$t " "$work/pol" || fail "ampx policy does not list h0.attn.$t"
+done
 # attention=1: the cpu plugin claims the fused op on every ISA path (by default on AVX2 and
 # AVX-512)
 "$ampx" train "$work/drop.json" --steps 60 --quiet --metrics "$work/f.jsonl" \
@@ -234,6 +237,24 @@ expect_error "missing text" "missing.txt: No such file" "$ampx" train "$work/mod
 model text "\$DATA/none/train.txt"
 AMPX_DATA_DIR=$work/datadir expect_error "\$DATA under AMPX_DATA_DIR" "$work/datadir/none/train.txt" \
   "$ampx" train "$work/model.json" --steps 1
+
+# ---- policy overrides match the names `ampx policy` lists (and the model's node names); one
+# that sets nothing is an error naming the nearest tensor
+pol() { printf -- '--set\npolicy={"preset": "mixed_bf16", "overrides": {"%s": "%s"}}\n' "$1" "$2"; }
+mapfile -t o <<<"$(pol 'h0.attn.context' f32)"
+"$ampx" policy "$work/dropc.json" "${o[@]}" >"$work/pol" 2>&1 || fail "override: $(cat "$work/pol")"
+grep -q "^h0\.attn\.context  *f32 .*per-layer override" "$work/pol" ||
+  fail "an override of a listed name did not apply: $(grep context "$work/pol")"
+mapfile -t o <<<"$(pol 'h*.attn.[kv]' f32)"
+"$ampx" policy "$work/dropc.json" "${o[@]}" >"$work/pol" 2>&1 || fail "override: $(cat "$work/pol")"
+grep -q "^h0\.attn\.q  *f32 .*per-layer override" "$work/pol" ||
+  fail "an override of k and v did not set their node's dtype"
+mapfile -t o <<<"$(pol 'h0.atn.probs' f32)"
+expect_error "misspelt override" 'overrides."h0.atn.probs": matches no tensor; did you mean "h0.attn.probs"' \
+  "$ampx" policy "$work/dropc.json" "${o[@]}"
+mapfile -t o <<<"$(pol 'wte' bf16)"
+expect_error "override of a fixed dtype" 'overrides."wte": matches only tensors whose dtype is fixed' \
+  "$ampx" train "$work/dropc.json" --steps 1 "${o[@]}"
 
 echo "$fails failure(s)"
 exit $((fails > 0))

@@ -126,6 +126,13 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
             linef(line, user, "%-28s %-6s %-9s %s%s", y->name, ampx_dtype_name(column),
                   n->op == OP_XENT || n->op == OP_MSE ? "1" : shape, policy_why(n->why), from);
         if (hidden) continue;
+        /* the other outputs of the head split (k and v): the same dtype, the same reason */
+        for (int k = 1; n->op == OP_SPLIT_HEADS && k < n->n_out; k++) {
+            const g_value *o = &g->values[n->out[k]];
+            features(o, shape, sizeof shape);
+            linef(line, user, "%-28s %-6s %-9s %s", o->name, ampx_dtype_name(o->dtype), shape,
+                  policy_why(n->why));
+        }
         /* the parameters this node reads (a bias node: its matmul's too) */
         const g_node *owners[2] = {n, NULL};
         if (n->op == OP_BIAS && g->values[n->in[0]].producer >= 0 &&

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/edit_distance.h"
 #include "base/error.h"
 #include "graph/ops.h"
 #include "passes/model.h"
@@ -58,8 +59,21 @@ static ampx_dtype wider(ampx_dtype a, ampx_dtype b) {
     return a == b ? a : AMPX_F32;
 }
 
-/* The dtype node n runs in, and why; in0/in1 are its inputs' dtypes (after the pass). */
-static ampx_dtype decide(const policy *p, const g_node *n, int is_output, ampx_dtype in0,
+/* The first override whose glob matches node n: its name as the model writes it, or the name
+ * of one of its outputs, as `ampx policy` lists them (h0.attn.probs, h0.attn.k); -1: none. */
+static int override_of(const g_graph *g, const policy *p, const g_node *n) {
+    for (int i = 0; i < p->n_overrides; i++) {
+        if (!fnmatch(p->overrides[i].glob, n->name, 0)) return i;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0 && !fnmatch(p->overrides[i].glob, g->values[n->out[k]].name, 0))
+                return i;
+    }
+    return -1;
+}
+
+/* The dtype node n runs in, and why; in0/in1 are its inputs' dtypes (after the pass), ov the
+ * override that matches it (-1: none). */
+static ampx_dtype decide(const policy *p, const g_node *n, int ov, int is_output, ampx_dtype in0,
                          ampx_dtype in1, g_why *why) {
     int op = n->op;
     if (op == OP_XENT || op == OP_MSE) {
@@ -74,11 +88,10 @@ static ampx_dtype decide(const policy *p, const g_node *n, int is_output, ampx_d
         *why = WHY_FOLLOWS; /* views and the bias add keep their input's dtype */
         return in0;
     }
-    for (int i = 0; i < p->n_overrides; i++)
-        if (!fnmatch(p->overrides[i].glob, n->name, 0)) {
-            *why = WHY_OVERRIDE;
-            return p->overrides[i].dtype;
-        }
+    if (ov >= 0) {
+        *why = WHY_OVERRIDE;
+        return p->overrides[ov].dtype;
+    }
     int k = class_of(op), cd = k >= 0 ? p->class_dtype[k] : CLASS_DEFAULT;
     if (cd == CLASS_COMPUTE) {
         *why = WHY_CLASS_COMPUTE;
@@ -203,13 +216,16 @@ static void output_dtypes(g_graph *g, const g_node *n, int id, ampx_dtype d) {
 }
 
 /* Appends forward node n (from the graph before the pass) with its dtype and reason, after
- * the casts it needs; returns -1 with msg set. */
-static int resolve_node(g_graph *g, const policy *p, g_node n, int is_output, char *msg,
-                        size_t cap) {
+ * the casts it needs; used[i] is set for each override that set a dtype. Returns -1 with msg
+ * set. */
+static int resolve_node(g_graph *g, const policy *p, g_node n, int is_output, uint8_t *used,
+                        char *msg, size_t cap) {
     ampx_dtype in0 = g->values[n.in[0]].dtype;
     ampx_dtype in1 = n.n_in > 1 && n.in[1] >= 0 ? g->values[n.in[1]].dtype : in0;
     g_why why      = WHY_NONE;
-    ampx_dtype d   = decide(p, &n, is_output, in0, in1, &why);
+    int ov         = override_of(g, p, &n);
+    ampx_dtype d   = decide(p, &n, ov, is_output, in0, in1, &why);
+    if (why == WHY_OVERRIDE) used[ov] = 1;
     if (n.op == OP_BIAS && n.in[0] >= 0 && g->values[n.in[0]].producer >= 0 &&
         g->nodes[g->values[n.in[0]].producer].op == OP_MATMUL)
         why = g->nodes[g->values[n.in[0]].producer].why; /* reads as its dense layer */
@@ -282,16 +298,57 @@ static int fold_casts(g_graph *g) {
     return 0;
 }
 
+/* The name of a tensor or node of g nearest to glob (for a did-you-mean), or NULL. */
+static const char *nearest_name(const g_graph *g, const g_node *nodes, int n_nodes,
+                                const char *glob) {
+    const char *best = NULL;
+    size_t bd        = 99;
+    for (int i = 0; i < n_nodes; i++)
+        for (int k = -1; k < nodes[i].n_out; k++) {
+            if (k >= 0 && nodes[i].out[k] < 0) continue;
+            const char *name = k < 0 ? nodes[i].name : g->values[nodes[i].out[k]].name;
+            size_t d         = edit_distance(glob, name);
+            if (d < bd) bd = d, best = name;
+        }
+    return bd <= 3 + strlen(glob) / 3 ? best : NULL;
+}
+
+/* An override that set no dtype is a mistake the user should hear of: one that matched
+ * nothing (a misspelt name), or only nodes whose dtype is fixed (embeddings, losses, views). */
+static int check_overrides(const g_graph *g, const g_node *old, int n_old, const policy *p,
+                           const uint8_t *used, char *msg, size_t cap) {
+    for (int i = 0; i < p->n_overrides; i++) {
+        if (used[i]) continue;
+        const char *glob = p->overrides[i].glob;
+        int matched      = 0;
+        for (int k = 0; k < n_old && !matched; k++)
+            matched = override_of(g, p, &old[k]) == i;
+        const char *near = matched ? NULL : nearest_name(g, old, n_old, glob);
+        snprintf(msg, cap,
+                 "$.policy.overrides.\"%s\": %s%s%s%s (`ampx policy MODEL` lists the names)", glob,
+                 matched ? "matches only tensors whose dtype is fixed (embeddings, losses, views)"
+                         : "matches no tensor",
+                 near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+        return -1;
+    }
+    return 0;
+}
+
 int policy_apply(g_graph *g, const policy *p, char *msg, size_t cap) {
     int out_node = output_node(g), n_old = g->n_nodes;
-    g_node *old = malloc(sizeof *old * (size_t)n_old);
-    if (!old) return say(msg, cap, "out of memory");
+    g_node *old   = malloc(sizeof *old * (size_t)n_old);
+    uint8_t *used = calloc((size_t)p->n_overrides + 1, 1);
+    if (!old || !used) {
+        free(old), free(used);
+        return say(msg, cap, "out of memory");
+    }
     memcpy(old, g->nodes, sizeof *old * (size_t)n_old);
     g->n_nodes = 0; /* the nodes are appended again, casts in front of their readers */
     int rc     = 0;
     for (int i = 0; i < n_old && !rc; i++)
-        rc = resolve_node(g, p, old[i], i == out_node, msg, cap);
-    free(old);
+        rc = resolve_node(g, p, old[i], i == out_node, used, msg, cap);
+    if (!rc) rc = check_overrides(g, old, n_old, p, used, msg, cap);
+    free(old), free(used);
     if (!rc && fold_casts(g)) rc = say(msg, cap, "out of memory");
     g->n_forward = g->n_nodes;
     return rc;
