@@ -56,6 +56,10 @@ static const perf_switch switches[] = {
      "data parallel: the gradient all-reduce bucket size (a larger parameter is its own bucket)"},
     {"env",    "AMPX_DIST_PATH",     "copy|host",                      "unset (auto)",
      "data parallel: copy forces the host-copy all-reduce; host keeps CUDA buffers off NCCL"},
+    {"env",    "AMPX_DIST_TIMEOUT",  "seconds, > 0",                   "30",
+     "data parallel: the watchdog's deadline per collective (at least twice the step time; 10x before the first step)"},
+    {"env",    "AMPX_DIST_CHECK",    "0|1",                            "0",
+     "data parallel: 1 compares every collective's signature (kind, size, step) across ranks before it starts"},
 };
 // clang-format on
 

@@ -12,8 +12,12 @@
 #   - models/mlp.json on 2 ranks reaches the single-process held-out accuracy, and only
 #     rank 0 prints (one progress line per interval, one summary);
 #   - faults end the job within 30 s with a message naming the rank: ranks with different
-#     models are refused at start, a rank killed with kill -9, ranks that diverge (a weight
-#     made non-finite on one rank only).
+#     models, data paths, data contents (one relative path in two working folders), or
+#     --resume on one rank only are refused at start naming what differs; a rank killed with
+#     kill -9; a rank stopped with SIGSTOP (the watchdog, AMPX_DIST_TIMEOUT=3, names it);
+#     ranks that diverge (a weight made non-finite on one rank only);
+#   - AMPX_DIST_CHECK=1 (signatures before every collective) raises no false alarm and gives
+#     the same bits.
 set -uo pipefail
 ampx=$1
 src=$2
@@ -137,21 +141,55 @@ timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet : 
   -np 1 "$ampx" train "$src/models/mlp.json" --quiet >"$work/out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "different models: exit $rc"
-grep -q "rank 1 runs another model" "$work/out" || fail "different models: $(cat "$work/out")"
+grep -q "rank 1's model file (its bytes) differs from rank 0's" "$work/out" ||
+  fail "different models: $(cat "$work/out")"
 
+# ---- agreement at start: data paths and contents, --resume on one rank only
+head -c 30000 "$src/README.md" >"$work/a.txt"
+tr 'a-z' 'b-za' <"$work/a.txt" >"$work/b.txt"
+mkdir -p "$work/ra" "$work/rb"
+sed -e 's|"data": {[^}]*}|"data": {"source": "text", "train": "train.txt"}|' "$work/gpt.json" >"$work/ra/m.json"
+grep -q '"train": "train.txt"' "$work/ra/m.json" || fail "no data object to replace in $work/gpt.json"
+cp "$work/ra/m.json" "$work/rb/m.json"
+cp "$work/a.txt" "$work/ra/train.txt" && cp "$work/b.txt" "$work/rb/train.txt"
+timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$work/ra/m.json" --steps 2 --quiet : \
+  -np 1 "$ampx" train "$work/ra/m.json" --steps 2 --quiet --set data.train=../rb/train.txt >"$work/out" 2>&1
+[ $? -ne 0 ] || fail "other data paths: exit 0"
+grep -q "rank 1 reads other data files than rank 0: .*rb/train.txt here, .*ra/train.txt on rank 0" \
+  "$work/out" || fail "other data paths: $(cat "$work/out")"
+# the same relative path in two working folders: other bytes under one name
+timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 -wdir "$work/ra" "$ampx" train m.json --steps 2 --quiet : \
+  -np 1 -wdir "$work/rb" "$ampx" train m.json --steps 2 --quiet >"$work/out" 2>&1
+[ $? -ne 0 ] || fail "other data contents: exit 0"
+grep -q "rank 1's data files' contents (the same paths, other bytes) differs" "$work/out" ||
+  fail "other data contents: $(cat "$work/out")"
+"$ampx" train "$sgd" --steps 5 --quiet --checkpoint "$work/r5.st" >/dev/null 2>&1 || fail "resume source run"
+timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet --resume "$work/r5.st" : \
+  -np 1 "$ampx" train "$sgd" --quiet >"$work/out" 2>&1
+[ $? -ne 0 ] || fail "--resume on rank 0 only: exit 0"
+grep -q "rank 1's start: --resume or --init-from on some ranks only differs" "$work/out" ||
+  fail "--resume on rank 0 only: $(cat "$work/out")"
+# every collective's signature compared (AMPX_DIST_CHECK=1): no false alarm, the same bits
+AMPX_DIST_CHECK=1 mpi2 -x AMPX_DIST_CHECK "$ampx" train "$sgd" --batch 32 --checkpoint "$work/chk.st" \
+  >"$work/out" 2>&1 || fail "AMPX_DIST_CHECK=1: $(cat "$work/out")"
+compare "$work/two.st" "$work/chk.st" --exact || fail "AMPX_DIST_CHECK=1 changes the result"
+
+find_rank1() { # JOB: rank 1's pid among mpirun's children (from /proc: procps may be missing)
+  local v=
+  for _ in $(seq 100); do
+    for stat in /proc/[0-9]*/stat; do
+      { read -r p _ _ ppid _ <"$stat"; } 2>/dev/null || continue
+      [ "$ppid" = "$1" ] || continue
+      tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -x OMPI_COMM_WORLD_RANK=1 >/dev/null && v=$p
+    done
+    [ -n "$v" ] && break
+    sleep 0.1
+  done
+  echo "$v"
+}
 "$mpiexec" --oversubscribe -np 2 "$ampx" train "$sgd" --steps 100000000 --quiet >"$work/out" 2>&1 &
 job=$!
-victim=
-for _ in $(seq 100); do
-  # mpirun's children, from /proc (procps may be missing on a clean machine)
-  for stat in /proc/[0-9]*/stat; do
-    read -r p _ _ ppid _ <"$stat" 2>/dev/null || continue
-    [ "$ppid" = "$job" ] || continue
-    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -x OMPI_COMM_WORLD_RANK=1 >/dev/null && victim=$p
-  done
-  [ -n "$victim" ] && break
-  sleep 0.1
-done
+victim=$(find_rank1 $job)
 sleep 1
 t1=$SECONDS
 [ -n "$victim" ] || fail "kill -9: rank 1's process not found among mpirun's children"
@@ -166,6 +204,30 @@ rc=$?
 [ $rc -ne 0 ] || fail "kill -9 of rank 1: exit 0"
 grep -q "rank 1 .*signal 9" "$work/out" || fail "kill -9 of rank 1: $(cat "$work/out")"
 [ $((SECONDS - t1)) -le 30 ] || fail "kill -9: the job ended after $((SECONDS - t1)) s"
+
+# a rank stopped (SIGSTOP) without dying: the others name it within the deadline
+AMPX_DIST_TIMEOUT=3 "$mpiexec" --oversubscribe -np 2 -x AMPX_DIST_TIMEOUT "$ampx" train "$sgd" \
+  --steps 100000000 --quiet >"$work/out" 2>&1 &
+job=$!
+victim=$(find_rank1 $job)
+sleep 2
+t1=$SECONDS
+[ -n "$victim" ] || fail "SIGSTOP: rank 1's process not found among mpirun's children"
+[ -n "$victim" ] && kill -STOP "$victim"
+for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then
+  fail "SIGSTOP of rank 1: the job still runs after 30 s"
+  kill -9 $job
+  [ -n "$victim" ] && kill -9 "$victim"
+fi
+wait $job
+rc=$?
+[ $rc -ne 0 ] || fail "SIGSTOP of rank 1: exit 0"
+grep -Eq "rank 0 of 2: step [0-9]+: .* waited [0-9.]+ s for rank 1, which (has not reached it|reached it and fell silent): stalled or hung" \
+  "$work/out" || fail "SIGSTOP of rank 1: $(cat "$work/out")"
+[ $((SECONDS - t1)) -le 15 ] || fail "SIGSTOP: the job ended after $((SECONDS - t1)) s (deadline 3 s)"
+echo "watchdog: a stopped rank named after $((SECONDS - t1)) s"
+[ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
 
 AMPX_INJECT_NONFINITE_UPDATE=15@1 timeout -k 5 30 "$mpiexec" --oversubscribe -np 2 \
   -x AMPX_INJECT_NONFINITE_UPDATE "$ampx" train "$sgd" --quiet >"$work/out" 2>&1

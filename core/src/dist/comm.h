@@ -44,6 +44,8 @@ struct ampx_dist {
     const dist_ops *ops;
     void *impl;
     double comm_ms; /* host time spent inside the communicator's calls */
+    int64_t step;   /* the training step under way (0: none yet), for the watchdog's words */
+    double step_s;  /* the last step's host time: the watchdog waits at least twice that */
     char error[512];
 };
 

@@ -1,21 +1,39 @@
 /* comm_mpi.c — the communicator over Open MPI (any MPI-3 library): MPI_COMM_WORLD, host
- * buffers, MPI_Allreduce/MPI_Iallreduce with MPI_SUM on MPI_FLOAT in place. MPI is told to
- * return errors (MPI_ERRORS_RETURN) so each one becomes a status with MPI's words and the
- * rank; the caller prints it and aborts the job. Only the main thread calls MPI
- * (MPI_THREAD_FUNNELED): the CPU backend's worker threads never do. */
+ * buffers, non-blocking MPI_Iallreduce (MPI_SUM on MPI_FLOAT in place), MPI_Ibcast and
+ * MPI_Ibarrier, each waited for under a watchdog. MPI is told to return errors
+ * (MPI_ERRORS_RETURN) so each one becomes a status with MPI's words and the rank; the caller
+ * prints it and aborts the job. Only the main thread calls MPI (MPI_THREAD_FUNNELED): the CPU
+ * backend's worker threads never do. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/error.h"
 #include "dist/comm.h"
 
+#define HB_TAG 17 /* the heartbeats' tag, on a communicator of their own */
+
 typedef struct mpi_impl {
-    MPI_Comm comm;
+    MPI_Comm comm, hb; /* the collectives', the heartbeats' */
     MPI_Request pending[DIST_MAX_PENDING];
     int n_pending;
+    /* the watchdog: per peer, the heartbeat being received and sent, the last wait point it
+     * reported and when it was last heard from; seq counts this rank's wait points (the same
+     * sequence on every rank) */
+    int64_t *hb_in, *hb_out, *seen, seq;
+    double *heard;
+    MPI_Request *hb_rreq, *hb_sreq;
+    double deadline_s;
+    int check; /* AMPX_DIST_CHECK=1: signatures compared before each collective */
 } mpi_impl;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static ampx_status mpi_fail(ampx_dist *d, int rc, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -26,20 +44,142 @@ static ampx_status mpi_fail(ampx_dist *d, int rc, const char *what) {
     return AMPX_ERR_DEVICE;
 }
 
-static ampx_status mpi_allreduce(ampx_dist *d, float *buf, uint64_t n) {
-    mpi_impl *m = d->impl;
-    /* MPI counts are int: sums of more than 2^31-1 values go in pieces */
-    for (uint64_t at = 0; at < n;) {
-        int c  = n - at > (uint64_t)1 << 30 ? 1 << 30 : (int)(n - at);
-        int rc = MPI_Allreduce(MPI_IN_PLACE, buf + at, c, MPI_FLOAT, MPI_SUM, m->comm);
-        if (rc != MPI_SUCCESS) return mpi_fail(d, rc, "MPI_Allreduce");
-        at += (uint64_t)c;
+// ---------------------------------------------------------------------------------------
+// The watchdog. Every blocking wait (a collective, or the wait for the started all-reduces)
+// is a numbered wait point, the same sequence on every rank. A rank arriving at one tells
+// every peer its number (a heartbeat: one small non-blocking send each), polls its requests
+// and reads the peers' heartbeats as they come; it beats again every quarter deadline while
+// it waits. Past the deadline it names the ranks that never arrived (their last number is
+// older) and those that arrived but fell silent for half the deadline (stopped or hung
+// inside the collective).
+
+static void hb_poll(mpi_impl *m, int rank, int size, double now) {
+    for (int p = 0; p < size; p++) {
+        int done = 0;
+        if (p == rank || MPI_Test(&m->hb_rreq[p], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)
+            continue;
+        if (m->hb_in[p] > m->seen[p]) m->seen[p] = m->hb_in[p];
+        m->heard[p] = now;
+        MPI_Irecv(&m->hb_in[p], 1, MPI_INT64_T, p, HB_TAG, m->hb, &m->hb_rreq[p]);
     }
-    return AMPX_OK;
 }
 
-static ampx_status mpi_iallreduce(ampx_dist *d, float *buf, uint64_t n) {
+static void hb_send(mpi_impl *m, int rank, int size) {
+    for (int p = 0; p < size; p++) {
+        int done = 1;
+        if (p == rank) continue;
+        if (m->hb_sreq[p] != MPI_REQUEST_NULL) MPI_Test(&m->hb_sreq[p], &done, MPI_STATUS_IGNORE);
+        if (!done) continue; /* the last one is still on its way: that peer is not reading */
+        m->hb_out[p] = m->seq;
+        MPI_Isend(&m->hb_out[p], 1, MPI_INT64_T, p, HB_TAG, m->hb, &m->hb_sreq[p]);
+    }
+}
+
+/* The deadline of this wait: AMPX_DIST_TIMEOUT, or twice the last step's time when that is
+ * longer; ten times that before the first step (loading and the first broadcasts). */
+static double deadline_of(const ampx_dist *d, const mpi_impl *m) {
+    double t = m->deadline_s > 2.0 * d->step_s ? m->deadline_s : 2.0 * d->step_s;
+    return d->step > 0 ? t : 10.0 * t;
+}
+
+/* "1, 3" into out: the peers that never reached wait point seq (absent: 1), or that reached
+ * it and were not heard from since time `quiet` (absent: 0). */
+static int peers(const ampx_dist *d, const mpi_impl *m, int absent, double quiet, char *out,
+                 size_t cap) {
+    size_t at = 0;
+    int n     = 0;
+    out[0]    = 0;
+    for (int p = 0; p < d->size && at + 16 < cap; p++) {
+        int away = m->seen[p] < m->seq;
+        if (p == d->rank || (absent ? !away : away || m->heard[p] > quiet)) continue;
+        at += (size_t)snprintf(out + at, cap - at, "%s%d", n ? ", " : "", p);
+        n++;
+    }
+    return n;
+}
+
+static ampx_status stalled(ampx_dist *d, mpi_impl *m, const char *what, double waited,
+                           double limit) {
+    char away[96], mute[96], head[192];
+    int na = peers(d, m, 1, 0, away, sizeof away);
+    int nm = peers(d, m, 0, now_s() - limit / 2, mute, sizeof mute);
+    snprintf(head, sizeof head, "step %lld: %s (wait point %lld) waited %.1f s", (long long)d->step,
+             what, (long long)m->seq, waited);
+    if (!na && !nm) {
+        err_set(ERR(d->error, sizeof d->error),
+                "%s although every rank reached it and answers: the transport is stuck "
+                "(deadline AMPX_DIST_TIMEOUT=%g s); stopping the job",
+                head, m->deadline_s);
+        return AMPX_ERR_DEVICE;
+    }
+    err_set(ERR(d->error, sizeof d->error),
+            "%s for rank%s %s%s%s%s%s: stalled or hung (deadline AMPX_DIST_TIMEOUT=%g s, or "
+            "twice the step time); stopping the job",
+            head, na + nm > 1 ? "s" : "", away,
+            na ? (na > 1 ? ", which have not reached it" : ", which has not reached it") : "",
+            na && nm ? "; and " : "", mute, nm ? ", which reached it and fell silent" : "",
+            m->deadline_s);
+    return AMPX_ERR_DEVICE;
+}
+
+/* Waits for n requests under the watchdog: spins for a millisecond, then polls every 50 us
+ * (an oversubscribed job gets its cores back). */
+static ampx_status watch(ampx_dist *d, int n, MPI_Request *req, const char *what) {
     mpi_impl *m = d->impl;
+    m->seq++;
+    hb_send(m, d->rank, d->size);
+    double t0 = now_s(), limit = deadline_of(d, m), beat = t0;
+    for (;;) {
+        int done = 0, rc = MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_fail(d, rc, what);
+        if (done) return AMPX_OK;
+        double now = now_s(), waited = now - t0;
+        hb_poll(m, d->rank, d->size, now);
+        if (now - beat > limit / 4) beat = now, hb_send(m, d->rank, d->size);
+        if (waited > limit) return stalled(d, m, what, waited, limit);
+        if (waited > 1e-3) nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
+
+/* AMPX_DIST_CHECK=1: every rank's signature of the collective it is about to start (kind,
+ * count, step) against every other's, so ranks that call different collectives stop with
+ * both sides named instead of waiting on each other. */
+static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
+    static const char *const kinds[] = {"an all-reduce", "a broadcast", "a barrier"};
+    mpi_impl *m                      = d->impl;
+    if (!m->check) return AMPX_OK;
+    int64_t mine[3] = {kind, (int64_t)count, d->step};
+    int64_t *all    = malloc(sizeof mine * (size_t)d->size);
+    if (!all) {
+        err_set(ERR(d->error, sizeof d->error), "out of memory");
+        return AMPX_ERR_NO_MEMORY;
+    }
+    MPI_Request r;
+    int rc         = MPI_Iallgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, m->comm, &r);
+    ampx_status st = rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Iallgather")
+                                       : watch(d, 1, &r, "the collectives' signature check");
+    for (int p = 0; !st && p < d->size; p++) {
+        const int64_t *o = all + 3 * p;
+        if (o[0] == mine[0] && o[1] == mine[1] && o[2] == mine[2]) continue;
+        int ok = o[0] >= 0 && o[0] < 3;
+        err_set(ERR(d->error, sizeof d->error),
+                "the ranks call different collectives: rank %d %s of %lld at step %lld, rank %d "
+                "%s of %lld at step %lld",
+                d->rank, kinds[kind], (long long)count, (long long)d->step, p,
+                ok ? kinds[o[0]] : "?", (long long)o[1], (long long)o[2]);
+        st = AMPX_ERR_INVALID;
+    }
+    free(all);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------
+// The collectives. MPI counts are int: more than 2^30 values go in pieces.
+
+static ampx_status mpi_iallreduce(ampx_dist *d, float *buf, uint64_t n) {
+    mpi_impl *m    = d->impl;
+    ampx_status st = check_signature(d, 0, n);
+    if (st) return st;
     for (uint64_t at = 0; at < n;) {
         if (m->n_pending == DIST_MAX_PENDING) {
             err_set(ERR(d->error, sizeof d->error), "more than %d all-reduces in flight",
@@ -68,25 +208,45 @@ static ampx_status mpi_progress(ampx_dist *d) {
 static ampx_status mpi_wait(ampx_dist *d) {
     mpi_impl *m = d->impl;
     if (!m->n_pending) return AMPX_OK;
-    int rc       = MPI_Waitall(m->n_pending, m->pending, MPI_STATUSES_IGNORE);
-    m->n_pending = 0;
-    return rc == MPI_SUCCESS ? AMPX_OK : mpi_fail(d, rc, "MPI_Waitall");
+    ampx_status st = watch(d, m->n_pending, m->pending, "the gradient all-reduce");
+    m->n_pending   = 0;
+    return st;
+}
+
+static ampx_status mpi_allreduce(ampx_dist *d, float *buf, uint64_t n) {
+    mpi_impl *m    = d->impl;
+    ampx_status st = check_signature(d, 0, n);
+    for (uint64_t at = 0; !st && at < n;) {
+        int c = n - at > (uint64_t)1 << 30 ? 1 << 30 : (int)(n - at);
+        MPI_Request r;
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + at, c, MPI_FLOAT, MPI_SUM, m->comm, &r);
+        st     = rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Iallreduce")
+                                   : watch(d, 1, &r, "an all-reduce");
+        at += (uint64_t)c;
+    }
+    return st;
 }
 
 static ampx_status mpi_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int root) {
-    mpi_impl *m = d->impl;
-    for (uint64_t at = 0; at < bytes;) {
-        int c  = bytes - at > (uint64_t)1 << 30 ? 1 << 30 : (int)(bytes - at);
-        int rc = MPI_Bcast((char *)buf + at, c, MPI_BYTE, root, m->comm);
-        if (rc != MPI_SUCCESS) return mpi_fail(d, rc, "MPI_Bcast");
+    mpi_impl *m    = d->impl;
+    ampx_status st = check_signature(d, 1, bytes);
+    for (uint64_t at = 0; !st && at < bytes;) {
+        int c = bytes - at > (uint64_t)1 << 30 ? 1 << 30 : (int)(bytes - at);
+        MPI_Request r;
+        int rc = MPI_Ibcast((char *)buf + at, c, MPI_BYTE, root, m->comm, &r);
+        st     = rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Ibcast") : watch(d, 1, &r, "a broadcast");
         at += (uint64_t)c;
     }
-    return AMPX_OK;
+    return st;
 }
 
 static ampx_status mpi_barrier(ampx_dist *d) {
-    int rc = MPI_Barrier(((mpi_impl *)d->impl)->comm);
-    return rc == MPI_SUCCESS ? AMPX_OK : mpi_fail(d, rc, "MPI_Barrier");
+    mpi_impl *m    = d->impl;
+    ampx_status st = check_signature(d, 2, 0);
+    if (st) return st;
+    MPI_Request r;
+    int rc = MPI_Ibarrier(m->comm, &r);
+    return rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Ibarrier") : watch(d, 1, &r, "a barrier");
 }
 
 static void mpi_abort(ampx_dist *d, int code) {
@@ -96,10 +256,27 @@ static void mpi_abort(ampx_dist *d, int code) {
     exit(code); /* MPI_Abort does not return; this only keeps the contract visible */
 }
 
+static void hb_free(mpi_impl *m, int rank, int size) {
+    if (m->hb != MPI_COMM_NULL) { /* the requests exist once the communicator does */
+        for (int p = 0; p < size; p++) {
+            if (p == rank) continue;
+            if (m->hb_rreq[p] != MPI_REQUEST_NULL) {
+                MPI_Cancel(&m->hb_rreq[p]);
+                MPI_Wait(&m->hb_rreq[p], MPI_STATUS_IGNORE);
+            }
+            if (m->hb_sreq[p] != MPI_REQUEST_NULL) MPI_Request_free(&m->hb_sreq[p]);
+        }
+        MPI_Comm_free(&m->hb);
+    }
+    free(m->hb_in), free(m->hb_out), free(m->seen), free(m->heard), free(m->hb_rreq);
+    free(m->hb_sreq);
+}
+
 static void mpi_finalize(ampx_dist *d) {
     mpi_impl *m = d->impl;
     mpi_wait(d);
-    MPI_Barrier(m->comm);
+    mpi_barrier(d); /* every heartbeat sent before it has been read or is buffered */
+    hb_free(m, d->rank, d->size);
     MPI_Comm_free(&m->comm);
     MPI_Finalize();
     free(m);
@@ -114,6 +291,37 @@ static const dist_ops mpi_ops = {.allreduce_sum_f32  = mpi_allreduce,
                                  .barrier            = mpi_barrier,
                                  .abort              = mpi_abort,
                                  .finalize           = mpi_finalize};
+
+/* The watchdog's state: AMPX_DIST_TIMEOUT (seconds, default 30), AMPX_DIST_CHECK, the
+ * heartbeats' communicator and one receive posted per peer. */
+static int watchdog_init(mpi_impl *m, int rank, int size, char *err, size_t cap) {
+    const char *t = getenv("AMPX_DIST_TIMEOUT"), *c = getenv("AMPX_DIST_CHECK");
+    char *end     = NULL;
+    m->deadline_s = t && *t ? strtod(t, &end) : 30.0;
+    m->hb         = MPI_COMM_NULL;
+    if (t && *t && (*end || !(m->deadline_s > 0.0) || m->deadline_s > 1e6)) {
+        err_set(ERR(err, cap), "AMPX_DIST_TIMEOUT=%.40s: expected seconds, more than 0", t);
+        return -1;
+    }
+    m->check   = c && !strcmp(c, "1");
+    m->hb_in   = calloc((size_t)size, sizeof *m->hb_in);
+    m->hb_out  = calloc((size_t)size, sizeof *m->hb_out);
+    m->seen    = calloc((size_t)size, sizeof *m->seen);
+    m->heard   = calloc((size_t)size, sizeof *m->heard);
+    m->hb_rreq = malloc((size_t)size * sizeof *m->hb_rreq);
+    m->hb_sreq = malloc((size_t)size * sizeof *m->hb_sreq);
+    if (!m->hb_in || !m->hb_out || !m->seen || !m->heard || !m->hb_rreq || !m->hb_sreq) {
+        err_set(ERR(err, cap), "out of memory");
+        return -1;
+    }
+    MPI_Comm_dup(m->comm, &m->hb);
+    for (int p = 0; p < size; p++) {
+        m->heard[p]   = now_s();
+        m->hb_rreq[p] = m->hb_sreq[p] = MPI_REQUEST_NULL;
+        if (p != rank) MPI_Irecv(&m->hb_in[p], 1, MPI_INT64_T, p, HB_TAG, m->hb, &m->hb_rreq[p]);
+    }
+    return 0;
+}
 
 ampx_status dist_mpi_init(ampx_dist *d, char *err, size_t cap) {
     int provided = 0, inited = 0;
@@ -132,6 +340,12 @@ ampx_status dist_mpi_init(ampx_dist *d, char *err, size_t cap) {
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->comm, &d->rank);
     MPI_Comm_size(m->comm, &d->size);
+    if (watchdog_init(m, d->rank, d->size, err, cap)) {
+        hb_free(m, d->rank, d->size);
+        MPI_Comm_free(&m->comm);
+        free(m);
+        return AMPX_ERR_INVALID;
+    }
     d->name = "mpi";
     d->ops  = &mpi_ops;
     d->impl = m;

@@ -13,6 +13,7 @@
  * scaler's decision are too. */
 #include "train/data_parallel.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,55 +59,124 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 }
 #define HASH(h, x) ((h) = fnv((h), &(x), sizeof(x)))
 
-/* The model file's bytes, the settings as parsed (the policy and scaler, also from --policy;
- * command-line overrides), the graph with every value's dtype, the ampx and backend
- * versions, and the environment that shapes the all-reduce (bucket size, path). */
-static uint64_t run_hash(const dp_state *dp, const settings *c, const g_graph *g,
-                         const ampx_scalars *fresh) {
-    const ampx_backend_iface *ifc = dp->call->ifc;
-    uint64_t h                    = 0xCBF29CE484222325ull;
-    h                             = fnv(h, AMPX_VERSION_STRING, sizeof AMPX_VERSION_STRING);
-    h                             = fnv(h, ifc->name, strlen(ifc->name));
-    h                             = fnv(h, ifc->version, strlen(ifc->version));
-    FILE *f                       = fopen(c->file, "rb");
-    if (f) {
-        unsigned char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-            h = fnv(h, buf, n);
-        fclose(f);
+/* What every rank must agree on, hashed part by part so that a refusal can say which part
+ * differs. */
+enum {
+    H_VERSION,
+    H_MODEL,
+    H_POLICY,
+    H_SCALER,
+    H_OPTIMIZER,
+    H_TRAIN,
+    H_START,
+    H_DATA,
+    H_PATHS,
+    H_CONTENTS,
+    H_GRAPH,
+    H_ENV,
+    H_COUNT
+};
+static const char *const part_names[H_COUNT] = {
+    "ampx or backend version",
+    "model file (its bytes)",
+    "policy",
+    "loss scaler and schedule",
+    "optimizer settings",
+    "training settings (steps, batch, accumulation, seed, intervals)",
+    "start: --resume or --init-from on some ranks only",
+    "data settings",
+    "data file paths",
+    "data files' contents (the same paths, other bytes)",
+    "graph (values, dtypes, shapes)",
+    "AMPX_BUCKET_KB or AMPX_DIST_PATH"};
+
+/* A file's bytes, eight at a time (a digest to compare ranks by, not a cryptographic one);
+ * a file that cannot be read hashes as its errno. */
+static uint64_t file_digest(uint64_t h, const char *path) {
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) return fnv(h, &errno, sizeof errno);
+    static uint64_t buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (n % 8) memset((char *)buf + n, 0, 8 - n % 8);
+        for (size_t i = 0; i < (n + 7) / 8; i++) {
+            h = (h ^ buf[i]) * 0x9E3779B97F4A7C15ull;
+            h ^= h >> 29;
+        }
+        h = fnv(h, &n, sizeof n);
     }
+    fclose(f);
+    return h;
+}
+
+static uint64_t str_hash(uint64_t h, const char *s) {
+    return s ? fnv(h, s, strlen(s) + 1) : fnv(h, "", 1);
+}
+
+/* The data files a run reads, as the model resolves them. */
+static void data_paths(const data_config *d, const char *out[8]) {
+    const char *p[8] = {d->train_images, d->train_labels, d->test_images, d->test_labels,
+                        d->train_csv,    d->test_csv,     d->text_train,  d->text_val};
+    memcpy(out, p, sizeof p);
+}
+
+static void hash_settings(uint64_t *h, const settings *c, const ampx_scalars *fresh) {
     const policy *p = &c->pol;
-    HASH(h, p->params), HASH(h, p->compute), HASH(h, p->output), HASH(h, p->class_dtype);
+    HASH(h[H_POLICY], p->params), HASH(h[H_POLICY], p->compute), HASH(h[H_POLICY], p->output);
+    HASH(h[H_POLICY], p->class_dtype);
     for (int i = 0; i < p->n_overrides; i++)
-        h = fnv(h, p->overrides[i].glob, strlen(p->overrides[i].glob)),
-        HASH(h, p->overrides[i].dtype);
-    HASH(h, *fresh); /* the scaler and schedule configuration, as the device gets it */
+        h[H_POLICY] = str_hash(h[H_POLICY], p->overrides[i].glob),
+        HASH(h[H_POLICY], p->overrides[i].dtype);
+    HASH(h[H_SCALER], *fresh); /* the scaler and schedule configuration, as the device gets it */
     const optimizer_config *o = &c->opt;
-    HASH(h, o->kind), HASH(h, o->lr), HASH(h, o->weight_decay), HASH(h, o->beta1);
-    HASH(h, o->beta2), HASH(h, o->eps), HASH(h, o->momentum), HASH(h, o->dampening);
-    HASH(h, o->clip_grad_norm), HASH(h, o->nesterov), HASH(h, o->stochastic_rounding);
+    uint64_t *ho              = &h[H_OPTIMIZER];
+    HASH(*ho, o->kind), HASH(*ho, o->lr), HASH(*ho, o->weight_decay), HASH(*ho, o->beta1);
+    HASH(*ho, o->beta2), HASH(*ho, o->eps), HASH(*ho, o->momentum), HASH(*ho, o->dampening);
+    HASH(*ho, o->clip_grad_norm), HASH(*ho, o->nesterov), HASH(*ho, o->stochastic_rounding);
     const ampx_train_config *r = &c->train;
-    HASH(h, r->steps), HASH(h, r->batch), HASH(h, r->accumulate), HASH(h, r->seed);
-    HASH(h, r->log_every), HASH(h, r->monitor_every), HASH(h, r->eval_every);
+    uint64_t *ht               = &h[H_TRAIN];
+    HASH(*ht, r->steps), HASH(*ht, r->batch), HASH(*ht, r->accumulate), HASH(*ht, r->seed);
+    HASH(*ht, r->log_every), HASH(*ht, r->monitor_every), HASH(*ht, r->eval_every);
+    HASH(h[H_START], r->skip_init);
     const data_config *d = &c->data;
-    HASH(h, d->source), HASH(h, d->samples), HASH(h, d->noise), HASH(h, d->test_fraction);
-    HASH(h, d->turns), HASH(h, d->val_fraction), HASH(h, d->eval_windows), HASH(h, d->text_bytes);
+    uint64_t *hd         = &h[H_DATA];
+    HASH(*hd, d->source), HASH(*hd, d->samples), HASH(*hd, d->noise), HASH(*hd, d->test_fraction);
+    HASH(*hd, d->turns), HASH(*hd, d->val_fraction), HASH(*hd, d->eval_windows);
+    HASH(*hd, d->text_bytes), HASH(*hd, d->label_column), HASH(*hd, d->header);
+    HASH(*hd, d->order), HASH(*hd, d->shuffle_seed);
+    const char *paths[8];
+    data_paths(d, paths);
+    for (int i = 0; i < 8; i++) {
+        h[H_PATHS] = str_hash(h[H_PATHS], paths[i]);
+        if (paths[i]) h[H_CONTENTS] = file_digest(h[H_CONTENTS], paths[i]);
+    }
+}
+
+/* The parts: the model file's bytes, the settings as parsed (the policy and scaler, also from
+ * --policy; command-line overrides), the data files' paths and contents, the graph with every
+ * value's dtype, the ampx and backend versions, and the environment that shapes the
+ * all-reduce (bucket size, path). */
+static void run_hash(const dp_state *dp, const settings *c, const g_graph *g,
+                     const ampx_scalars *fresh, uint64_t *h) {
+    const ampx_backend_iface *ifc = dp->call->ifc;
+    for (int i = 0; i < H_COUNT; i++)
+        h[i] = 0xCBF29CE484222325ull;
+    h[H_VERSION] = str_hash(h[H_VERSION], AMPX_VERSION_STRING);
+    h[H_VERSION] = str_hash(str_hash(h[H_VERSION], ifc->name), ifc->version);
+    h[H_MODEL]   = file_digest(h[H_MODEL], c->file);
+    hash_settings(h, c, fresh);
     for (int v = 0; v < g->n_values; v++) {
         const g_value *x = &g->values[v];
-        h                = fnv(h, x->name, strlen(x->name));
-        HASH(h, x->role), HASH(h, x->dtype), HASH(h, x->ndim), HASH(h, x->dims);
+        h[H_GRAPH]       = str_hash(h[H_GRAPH], x->name);
+        HASH(h[H_GRAPH], x->role), HASH(h[H_GRAPH], x->dtype), HASH(h[H_GRAPH], x->ndim);
+        HASH(h[H_GRAPH], x->dims);
     }
     for (int i = 0; i < g->n_nodes; i++)
-        HASH(h, g->nodes[i].op), HASH(h, g->nodes[i].dtype);
+        HASH(h[H_GRAPH], g->nodes[i].op), HASH(h[H_GRAPH], g->nodes[i].dtype);
     /* what decides the buckets and the all-reduce path: ranks must agree on both */
     static const char *const env[] = {"AMPX_BUCKET_KB", "AMPX_DIST_PATH"};
-    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
-        const char *v = getenv(env[i]);
-        h             = fnv(h, env[i], strlen(env[i]));
-        if (v) h = fnv(h, v, strlen(v) + 1);
-    }
-    return h;
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+        h[H_ENV] = str_hash(str_hash(h[H_ENV], env[i]), getenv(env[i]));
 }
 
 /* Counts, on every rank, the ranks for which `differs` is set (an f32 sum: exact). */
@@ -117,25 +187,52 @@ static ampx_status count_ranks(dp_state *dp, int differs, int *count) {
     return st ? comm_fail(dp, st) : AMPX_OK;
 }
 
+/* The refusal of a rank whose part `part` differs from rank 0's: paths are shown both ways
+ * (rank 0's come in `first_paths`). */
+static ampx_status refuse(dp_state *dp, const settings *cfg, int part, const char *first_paths) {
+    char mine[512] = "";
+    const char *paths[8];
+    data_paths(&cfg->data, paths);
+    for (int i = 0, at = 0; i < 8; i++)
+        if (paths[i] && at < (int)sizeof mine)
+            at += snprintf(mine + at, sizeof mine - (size_t)at, "%s%s", at ? " " : "", paths[i]);
+    if (part == H_PATHS)
+        err_set(dp->err, "rank %d reads other data files than rank 0: %s here, %s on rank 0",
+                dp->rank, mine, first_paths);
+    else
+        err_set(dp->err,
+                "rank %d's %s differs from rank 0's: every rank must start the same ampx with "
+                "the same model file, policy, data, options and AMPX_BUCKET_KB and "
+                "AMPX_DIST_PATH",
+                dp->rank, part_names[part]);
+    return AMPX_ERR_INVALID;
+}
+
 ampx_status dp_join(dp_state *dp, const settings *cfg, const g_graph *g,
                     const ampx_scalars *fresh) {
-    uint64_t mine = run_hash(dp, cfg, g, fresh), first = mine;
-    ampx_status st = dist_broadcast(dp->dist, &first, sizeof first, 0);
-    if (st) return comm_fail(dp, st);
-    int bad;
-    if ((st = count_ranks(dp, mine != first, &bad))) return st;
-    if (!bad) return AMPX_OK;
-    if (mine != first) {
-        err_set(dp->err,
-                "rank %d runs another model, policy, settings or ampx version than rank 0 "
-                "(hash %016llx, rank 0: %016llx): every rank must start the same ampx "
-                "with the same model file, policy, options and AMPX_BUCKET_KB and "
-                "AMPX_DIST_PATH",
-                dp->rank, (unsigned long long)mine, (unsigned long long)first);
-        return AMPX_ERR_INVALID;
+    uint64_t mine[H_COUNT], first[H_COUNT];
+    char paths[512] = "";
+    run_hash(dp, cfg, g, fresh, mine);
+    memcpy(first, mine, sizeof mine);
+    if (dp->rank == 0) {
+        const char *p[8];
+        data_paths(&cfg->data, p);
+        for (int i = 0, at = 0; i < 8; i++)
+            if (p[i] && at < (int)sizeof paths)
+                at += snprintf(paths + at, sizeof paths - (size_t)at, "%s%s", at ? " " : "", p[i]);
     }
+    ampx_status st = dist_broadcast(dp->dist, first, sizeof first, 0);
+    if (!st) st = dist_broadcast(dp->dist, paths, sizeof paths, 0);
+    if (st) return comm_fail(dp, st);
+    paths[sizeof paths - 1] = 0;
+    int part                = -1, bad;
+    for (int i = 0; i < H_COUNT && part < 0; i++)
+        if (mine[i] != first[i]) part = i;
+    if ((st = count_ranks(dp, part >= 0, &bad))) return st;
+    if (!bad) return AMPX_OK;
+    if (part >= 0) return refuse(dp, cfg, part, paths);
     err_set(dp->err,
-            "%d of %d ranks run another model, policy, settings or ampx version than rank "
+            "%d of %d ranks run another model, policy, data, settings or ampx version than rank "
             "%d: refused",
             bad, dp->world, dp->rank);
     return AMPX_ERR_INVALID;
@@ -218,8 +315,14 @@ void dp_free(dp_state *dp) {
     dp->grads_host = NULL, dp->nccl = NULL;
 }
 
-void dp_begin_step(dp_state *dp, uint64_t inject_off, struct trace *traced) {
+void dp_begin_step(dp_state *dp, int64_t step, uint64_t inject_off, struct trace *traced) {
     const grad_layout *g = dp->grads;
+    double now           = now_ms();
+    /* the watchdog's words and its floor: twice the last step's time */
+    if (dp->dist->step > 0 && step == dp->dist->step + 1)
+        dp->dist->step_s = (now - dp->step_t0) / 1e3;
+    dp->dist->step = step;
+    dp->step_t0    = now;
     for (int b = 0; b < g->n_buckets; b++)
         dp->pending[b] = 0;
     for (int i = 0; i < g->n_params; i++)

@@ -61,6 +61,7 @@ typedef struct dp_state {
     struct trace *traced; /* this step is traced: the timeline of its comm slices */
     int live;             /* this micro-batch: the buckets are watched after each node */
     double comm_ms;       /* host time in the gradient all-reduce */
+    double step_t0;       /* when the step under way began (ms, monotonic) */
 } dp_state;
 
 void dp_init(dp_state *dp, ampx_dist *dist, call_ctx *call, char *err, size_t cap);
@@ -75,8 +76,8 @@ ampx_status dp_bcast_buffer(dp_state *dp, ampx_buffer *b, uint64_t off, uint64_t
 /* Rank 0's value of *v (bytes of it) into every rank's. */
 ampx_status dp_bcast_host(dp_state *dp, void *v, uint64_t bytes);
 
-/* A step: inject_off and traced as in dp_state. */
-void dp_begin_step(dp_state *dp, uint64_t inject_off, struct trace *traced);
+/* Step `step` (counted from 1) begins: inject_off and traced as in dp_state. */
+void dp_begin_step(dp_state *dp, int64_t step, uint64_t inject_off, struct trace *traced);
 ampx_status dp_after_node(dp_state *dp, int node); /* last micro-batch: starts buckets */
 ampx_status dp_finish(dp_state *dp);               /* waits, averages, writes back */
 

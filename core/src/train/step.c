@@ -164,7 +164,7 @@ static ampx_status step_ops(ampx_trainer *t) {
     t->x.step       = (uint64_t)t->step;
     if (mon && (st = monitor_begin_step(t, ring_at))) return st;
     if (dp)
-        dp_begin_step(&t->dp, inject_grad_off(t),
+        dp_begin_step(&t->dp, t->step + 1, inject_grad_off(t),
                       trace_wants(t->timeline.trace, t->step + 1) ? t->timeline.trace : NULL);
     if ((st = micro_batches(t, slot, mon, dp))) return st;
     /* the mean gradient of all ranks, before anything reads the gradients */
