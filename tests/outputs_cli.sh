@@ -109,6 +109,53 @@ unchanged predict_bad_row "$work/pred.csv"
 [ "$(wc -l <"$work/pred.csv")" -eq 65 ] || fail "predict: $(wc -l <"$work/pred.csv") lines, expected 65"
 "${pr[@]}" --input "$work/in.csv" -o /dev/null 2>"$work/err" || fail "predict -o /dev/null: $(cat "$work/err")"
 
+# ---- 8. readers under the input rules: FIFOs and devices refused at once, sizes capped
+"$ampx" train "$work/m.json" --steps 5 --quiet --metrics "$work/run.jsonl" --trace "$work/t.json" >/dev/null 2>&1 ||
+  fail "readers: train"
+expect_error trace_summary_fifo 'fifo: not a regular file \(a pipe\)' "$ampx" trace-summary "$work/fifo"
+expect_error trace_summary_zero '/dev/zero: not a regular file \(a device\)' "$ampx" trace-summary /dev/zero
+expect_error trace_summary_cap 't.json: .* is larger than the 100 bytes input limit' \
+  env AMPX_MAX_INPUT_BYTES=100 "$ampx" trace-summary "$work/t.json"
+"$ampx" trace-summary "$work/t.json" >/dev/null 2>"$work/err" || fail "trace-summary: $(cat "$work/err")"
+if "$ampx" plot --help >/dev/null 2>&1; then
+  expect_error plot_fifo 'fifo: not a regular file \(a pipe\)' "$ampx" plot "$work/fifo" -o "$work/p.png"
+  expect_error plot_zero '/dev/zero: not a regular file \(a device\)' "$ampx" plot /dev/zero -o "$work/p.png"
+  expect_error plot_cap 'run.jsonl: .* is larger than the 100 bytes input limit' \
+    env AMPX_MAX_INPUT_BYTES=100 "$ampx" plot "$work/run.jsonl" -o "$work/p.png"
+  cp "$work/run.jsonl" "$work/run.svg"
+  keep "$work/run.svg"
+  expect_error plot_over_input "run.svg \(-o\) $same .*\(the metrics file\)" "$ampx" plot "$work/run.svg" -o "$work/run.svg"
+  unchanged plot_over_input "$work/run.svg"
+  echo "earlier plot" >"$work/p.svg"
+  keep "$work/p.svg"
+  printf '{"step": 1, "loss": 1}\n{"step": 2, "lo\n' >"$work/torn.jsonl"
+  expect_error plot_torn 'torn.jsonl:2: not a metrics line' "$ampx" plot "$work/torn.jsonl" -o "$work/p.svg"
+  unchanged plot_torn "$work/p.svg"
+  "$ampx" plot "$work/run.jsonl" -o "$work/p.svg" 2>"$work/err" || fail "plot: $(cat "$work/err")"
+  grep -q "<svg" "$work/p.svg" || fail "plot: no svg written"
+fi
+# a model file of many small values is refused by a count before it is parsed: fast and small
+python3 - "$work" <<'PY'
+import sys
+w = sys.argv[1]
+limit = 1 << 20
+for name, k in (("at.json", limit - 3), ("over.json", limit - 2)):
+    # the root, "name", "junk" and k elements of junk
+    open(f"{w}/{name}", "w").write('{"name": "x", "junk": [' + ",".join(["0"] * k) + "]}")
+n = (16 << 20) // 2 - 64
+open(f"{w}/big.json", "w").write('{"name": "x", "junk": [' + ",".join(["0"] * n) + "]}")
+PY
+expect_error json_at_limit 'unknown key "junk"' "$ampx" policy "$work/at.json"
+expect_error json_over_limit '1048577 JSON values, more than the 1048576' "$ampx" policy "$work/over.json"
+python3 - "$ampx" "$work/big.json" <<'PY' || fail "json_16mib: refused too late or too dear"
+import resource, subprocess, sys, time
+t = time.time()
+p = subprocess.run([sys.argv[1], "policy", sys.argv[2]], capture_output=True, text=True)
+secs, mib = time.time() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(f"16 MiB model: {p.stderr.strip()[:80]}... {secs:.2f} s, {mib:.0f} MiB")
+sys.exit(0 if p.returncode == 1 and "JSON values" in p.stderr and secs < 3 and mib < 300 else 1)
+PY
+
 # ---- 9. ampx train: no output is an input of the run, or another output
 tr=("$ampx" train "$work/m.json" --steps 5 --quiet)
 echo '{ "policy": { "preset": "mixed_bf16" } }' >"$work/pol.json"
