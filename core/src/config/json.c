@@ -539,8 +539,9 @@ json_value *json_parse(const char *text, const char *file, char *err, size_t err
  * parses; the parser reports what is wrong with one that does not): the root, an array's
  * elements (its first, and one per ',') and an object's members (one per ':'). */
 static uint64_t count_values(const char *s) {
-    uint64_t n = 1, objects = 0; /* bit d: the container at depth d is an object */
-    int depth = 0;
+    uint64_t n                               = 1;
+    unsigned char object[JSON_MAX_DEPTH + 2] = {0}; /* [d]: the container at depth d is one */
+    int depth                                = 0;
     for (; *s; s++) {
         char c = *s;
         if (c == '"') {
@@ -548,13 +549,13 @@ static uint64_t count_values(const char *s) {
                 if (*s == '\\' && s[1]) s++;
             if (!*s) break;
         } else if (c == '[' || c == '{') {
-            if (++depth > JSON_MAX_DEPTH) break; /* refused by the parser */
-            objects       = c == '{' ? objects | (1ull << depth) : objects & ~(1ull << depth);
+            if (++depth > JSON_MAX_DEPTH + 1) break; /* refused by the parser */
+            object[depth] = c == '{';
             const char *t = s + 1 + strspn(s + 1, " \t\r\n");
             n += c == '[' && *t != ']';
         } else if (c == ']' || c == '}') {
             depth -= depth > 0;
-        } else if ((c == ',' && !(objects >> depth & 1)) || (c == ':' && objects >> depth & 1)) {
+        } else if ((c == ',' && !object[depth]) || (c == ':' && object[depth])) {
             n++;
         }
     }
