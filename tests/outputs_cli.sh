@@ -182,5 +182,32 @@ cp "$work/c.safetensors" "$work/r.safetensors"
 "$ampx" train "$work/m.json" --steps 9 --quiet --resume "$work/r.safetensors" --checkpoint "$work/r.safetensors" \
   >/dev/null 2>"$work/err" || fail "resume into the same checkpoint: $(cat "$work/err")"
 
+# ---- tokenize: no output is an input, and a failed encode leaves --out as it was
+python3 -c 'import sys; open(sys.argv[1], "w").write("the cat sat on the mat. " * 200)' "$work/words.txt"
+"$ampx" tokenize train --vocab 300 --out "$work/tok.json" "$work/words.txt" 2>"$work/err" ||
+  fail "tokenize train: $(cat "$work/err")"
+keep "$work/words.txt"
+keep "$work/tok.json"
+expect_error tokenize_train_over_corpus "words.txt \(--out\) $same .*\(an input file\)" \
+  "$ampx" tokenize train --vocab 300 --out "$work/words.txt" "$work/words.txt"
+expect_error tokenize_encode_over_text "words.txt \(--out\) $same .*\(an input file\)" \
+  "$ampx" tokenize encode --tokenizer "$work/tok.json" --out "$work/words.txt" "$work/words.txt"
+expect_error tokenize_encode_val_over_tokenizer "tok.json \(--val-out\) $same .*\(--tokenizer\)" \
+  "$ampx" tokenize encode --tokenizer "$work/tok.json" --out "$work/a.bin" --val-fraction 0.5 --val-out "$work/tok.json" "$work/words.txt"
+"$ampx" tokenize encode --tokenizer "$work/tok.json" --out "$work/a.bin" "$work/words.txt" 2>"$work/err" ||
+  fail "tokenize encode: $(cat "$work/err")"
+keep "$work/a.bin"
+expect_error tokenize_decode_over_tokens "a.bin \(--out\) $same .*\(an input file\)" \
+  "$ampx" tokenize decode --tokenizer "$work/tok.json" --out "$work/a.bin" "$work/a.bin"
+expect_error tokenize_encode_fifo 'fifo: not a regular file \(a pipe\)' \
+  "$ampx" tokenize encode --tokenizer "$work/tok.json" --out "$work/a.bin" "$work/fifo"
+unchanged tokenize "$work/words.txt"
+unchanged tokenize "$work/tok.json"
+unchanged tokenize "$work/a.bin"
+"$ampx" tokenize decode --tokenizer "$work/tok.json" --out "$work/back.txt" "$work/a.bin" 2>"$work/err" ||
+  fail "tokenize decode: $(cat "$work/err")"
+grep -q "the cat sat" "$work/back.txt" || fail "tokenize decode: the text did not come back"
+ls -a "$work" | grep -q '\.tmp\.' && fail "a temporary file was left behind"
+
 echo "outputs_cli: $fails failure(s)"
 [ $fails -eq 0 ]
