@@ -157,6 +157,17 @@ sys.exit(0 if p.returncode == 1 and "JSON values" in p.stderr and secs < 3 and m
 PY
 
 # ---- 9. ampx train: no output is an input of the run, or another output
+# a token model's shards, named by a pattern (llm.c's fineweb_train_*.bin)
+cp "$src/models/gpt.json" "$work/gpt.json"
+python3 - "$work/gpt.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["data"] = {"source": "tokens", "train": "sh_*.bin"}
+json.dump(m, open(sys.argv[1], "w"))
+PY
+echo shard >"$work/sh_000.bin"
+echo shard >"$work/sh_001.bin"
+keep "$work/sh_001.bin"
 tr=("$ampx" train "$work/m.json" --steps 5 --quiet)
 echo '{ "policy": { "preset": "mixed_bf16" } }' >"$work/pol.json"
 keep "$work/pol.json"
@@ -172,11 +183,14 @@ expect_error train_metrics_checkpoint "\(--metrics\) $same .*\(--checkpoint\)" \
   "$ampx" train "$work/m.json" --steps 9 --quiet --resume "$work/c.safetensors" --checkpoint "$work/c.safetensors" --metrics "$work/c.safetensors"
 expect_error train_metrics_data "\(--metrics\) $same .*data.train" \
   "$ampx" train "$work/csv.json" --quiet --metrics "$work/in.csv"
+expect_error train_metrics_shard "sh_001.bin \(--metrics\) $same .*sh_001.bin \(the model's data.train\)" \
+  "$ampx" train "$work/gpt.json" --steps 1 --quiet --metrics "$work/sh_001.bin"
 expect_error train_two_outputs "\(--trace\) $same .*\(--metrics\)" "${tr[@]}" --metrics "$work/o.jsonl" --trace "$work/o.jsonl"
 unchanged train "$work/m.json"
 unchanged train "$work/pol.json"
 unchanged train "$work/in.csv"
 unchanged train "$work/c.safetensors"
+unchanged train "$work/sh_001.bin"
 # continuing a checkpoint is writing it again: allowed
 cp "$work/c.safetensors" "$work/r.safetensors"
 "$ampx" train "$work/m.json" --steps 9 --quiet --resume "$work/r.safetensors" --checkpoint "$work/r.safetensors" \

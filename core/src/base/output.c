@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -221,17 +222,35 @@ int out_same_file(const char *a, const char *b) {
     return same_id(&x, &y);
 }
 
+/* The input path the output clashes with: in itself, or for a pattern of shards that is not
+ * a file (llm.c's "fineweb_train_*.bin") one of the files it matches, into hit; 0 if none. */
+static int clashes(const char *out, const char *in, char *hit, size_t cap) {
+    snprintf(hit, cap, "%s", in);
+    if (out_same_file(out, in)) return 1;
+    struct stat st;
+    if (stat(in, &st) == 0 || !strpbrk(in, "*?[")) return 0;
+    glob_t gl = {0};
+    int found = 0;
+    if (glob(in, 0, NULL, &gl) == 0)
+        for (size_t i = 0; i < gl.gl_pathc && !found; i++)
+            if ((found = out_same_file(out, gl.gl_pathv[i])))
+                snprintf(hit, cap, "%s", gl.gl_pathv[i]);
+    globfree(&gl);
+    return found;
+}
+
 ampx_status ampx_check_outputs(const ampx_file_role *outputs, int n_outputs,
                                const ampx_file_role *inputs, int n_inputs, char *err, size_t cap) {
+    char hit[PATH_MAX];
     for (int i = 0; i < n_outputs; i++) {
         const ampx_file_role *o = &outputs[i];
         if (!o->path) continue;
         for (int k = 0; k < n_inputs; k++)
-            if (out_same_file(o->path, inputs[k].path)) {
+            if (inputs[k].path && clashes(o->path, inputs[k].path, hit, sizeof hit)) {
                 err_set(ERR(err, cap),
                         "%s (%s) is the same file as %s (%s): writing it would destroy an input; "
                         "give another path",
-                        o->path, o->what, inputs[k].path, inputs[k].what);
+                        o->path, o->what, hit, inputs[k].what);
                 return AMPX_ERR_INVALID;
             }
         for (int k = 0; k < i; k++)
