@@ -84,6 +84,16 @@ static int export_llmc(const export_opts *o, const char *model_path, const char 
     return rc;
 }
 
+/* The output is not one of the inputs; 0, or EXIT_FAILED after one line. */
+static int check_files(const export_opts *o, const char *model, const char *prog) {
+    ampx_file_role out   = {o->output, "-o"};
+    ampx_file_role in[2] = {{o->checkpoint, "--checkpoint"}, {model, "the model file"}};
+    char err[1024];
+    if (!ampx_check_outputs(&out, 1, in, 2, err, sizeof err)) return 0;
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return EXIT_FAILED;
+}
+
 int cli_export(int argc, char **argv) {
     export_opts o = {.dt = AMPX_F32};
     cli_parser p  = {"o:h", export_table, 0, NULL};
@@ -105,7 +115,8 @@ int cli_export(int argc, char **argv) {
             fprintf(stderr, "%s: --format llmc: --dtype is f32 or bf16\n", argv[0]);
             return EXIT_USAGE;
         }
-        return export_llmc(&o, argv[optind], argv[0]);
+        return check_files(&o, argv[optind], argv[0]) ? EXIT_FAILED
+                                                      : export_llmc(&o, argv[optind], argv[0]);
     }
     if (o.backend || o.bopts.n) {
         fprintf(stderr, "%s: --backend applies to --format llmc\n", argv[0]);
@@ -115,6 +126,7 @@ int cli_export(int argc, char **argv) {
         fprintf(stderr, "%s: expected --checkpoint FILE and -o W.safetensors\n", argv[0]);
         return EXIT_USAGE;
     }
+    if (check_files(&o, NULL, argv[0])) return EXIT_FAILED;
     char err[1024];
     if (ampx_checkpoint_export(o.checkpoint, o.output, o.dt, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", argv[0], err);

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ampx/ampx.h"
 #include "cli.h"
+#include "metrics_file.h"
 
 #ifndef AMPX_HAVE_CAIRO
 int cmd_plot(int argc, char **argv) {
@@ -26,105 +28,6 @@ int cmd_plot(int argc, char **argv) {
 
 #define W 1200
 #define H 900
-#define MAX_LAYERS 64
-
-typedef struct series {
-    double *x, *y;
-    int n, cap;
-} series;
-
-typedef struct run {
-    series loss, val, scale, lr, gnorm, skipped;
-    char layers[MAX_LAYERS][64];
-    int n_layers;
-    series heat[MAX_LAYERS]; /* per layer: (step, max |g|) */
-} run;
-
-static int push(series *s, double x, double y) {
-    if (s->n == s->cap) {
-        int cap   = s->cap ? 2 * s->cap : 256;
-        double *a = realloc(s->x, (size_t)cap * sizeof *a);
-        if (!a) return -1;
-        s->x      = a;
-        double *b = realloc(s->y, (size_t)cap * sizeof *b);
-        if (!b) return -1;
-        s->y = b, s->cap = cap;
-    }
-    s->x[s->n] = x, s->y[s->n++] = y;
-    return 0;
-}
-
-static void drop(series *s) {
-    free(s->x), s->x = NULL;
-    free(s->y), s->y = NULL;
-}
-
-static int num(const cJSON *o, const char *k, double *v) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!cJSON_IsNumber(x)) return 0;
-    *v = x->valuedouble;
-    return 1;
-}
-
-/* Reads the metrics; returns 0, or -1 with a message naming the file and line. */
-static int read_run(const char *path, run *r, char *err, size_t cap) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, cap, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    char *line  = NULL;
-    size_t lcap = 0;
-    long lineno = 0;
-    int rc = 0, oom = 0;
-    while (getline(&line, &lcap, f) > 0) {
-        lineno++;
-        if (line[strspn(line, " \t\r\n")] == 0) continue;
-        cJSON *o = cJSON_Parse(line);
-        double step, v;
-        if (!cJSON_IsObject(o) || !num(o, "step", &step)) {
-            snprintf(err, cap, "%s:%ld: not a metrics line (a JSON object with \"step\")", path,
-                     lineno);
-            cJSON_Delete(o);
-            rc = -1;
-            break;
-        }
-        const cJSON *layer = cJSON_GetObjectItemCaseSensitive(o, "layer");
-        if (cJSON_IsString(layer)) { /* a monitor line: the layer's max |g| at this step */
-            int i = 0;
-            while (i < r->n_layers && strcmp(r->layers[i], layer->valuestring))
-                i++;
-            if (i == r->n_layers && i < MAX_LAYERS)
-                snprintf(r->layers[r->n_layers++], sizeof r->layers[0], "%s", layer->valuestring);
-            if (i < r->n_layers) {
-                const cJSON *mx = cJSON_GetObjectItemCaseSensitive(o, "max_abs");
-                double m        = cJSON_IsNumber(mx) ? mx->valuedouble : NAN;
-                series *s       = &r->heat[i];
-                if (s->n && s->x[s->n - 1] == step) {
-                    if (m > s->y[s->n - 1] || isnan(m)) s->y[s->n - 1] = m;
-                } else {
-                    oom |= push(s, step, m);
-                }
-            }
-        } else {
-            if (num(o, "loss", &v)) oom |= push(&r->loss, step, v);
-            if (num(o, "val_loss", &v)) oom |= push(&r->val, step, v);
-            if (num(o, "scale", &v)) oom |= push(&r->scale, step, v);
-            if (num(o, "lr", &v)) oom |= push(&r->lr, step, v);
-            if (num(o, "grad_norm", &v)) oom |= push(&r->gnorm, step, v);
-            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "skipped")))
-                oom |= push(&r->skipped, step, 0);
-        }
-        cJSON_Delete(o);
-    }
-    free(line);
-    fclose(f);
-    if (!rc && oom) snprintf(err, cap, "%s: out of memory", path), rc = -1;
-    if (!rc && !r->loss.n && !r->scale.n)
-        snprintf(err, cap, "%s: no step lines (written by ampx train --metrics)", path), rc = -1;
-    return rc;
-}
-
 // ---------------------------------------------------------------------------------------
 // Drawing
 
@@ -384,8 +287,8 @@ static void colour_bar(cairo_t *cr, const box *b, double lo, double hi) {
     text(cr, bx, b->y - 6, 11, "max |g|", 0);
 }
 
-static void heat_map(cairo_t *cr, const run *r, double x, double y, double w, double h, double x0,
-                     double x1) {
+static void heat_map(cairo_t *cr, const metrics_run *r, double x, double y, double w, double h,
+                     double x0, double x1) {
     double names = 40; /* the widest layer name sets the left margin */
     cairo_set_font_size(cr, 11);
     for (int l = 0; l < r->n_layers; l++) {
@@ -427,7 +330,7 @@ static void heat_map(cairo_t *cr, const run *r, double x, double y, double w, do
     colour_bar(cr, &b, lo, hi);
 }
 
-static void draw(cairo_t *cr, const run *r, const char *title) {
+static void draw(cairo_t *cr, const metrics_run *r, const char *title) {
     cairo_set_source_rgb(cr, 0.96, 0.96, 0.96);
     cairo_paint(cr);
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
@@ -459,6 +362,11 @@ static void draw(cairo_t *cr, const run *r, const char *title) {
     panel(cr, 0, 30 + ph, pw, ph, "learning rate", &r->lr, 1, AXIS_FROM_ZERO, x0, x1);
     panel(cr, pw, 30 + ph, pw, ph, "gradient norm (log)", &r->gnorm, 1, AXIS_LOG10, x0, x1);
     if (r->n_layers) heat_map(cr, r, 0, 30 + 2 * ph, W, ph, x0, x1);
+}
+
+/* cairo's writer: the bytes to the output's stream. */
+static cairo_status_t write_out(void *f, const unsigned char *data, unsigned int n) {
+    return fwrite(data, 1, n, f) == n ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
 }
 
 static const char *ext_of(const char *path) {
@@ -500,20 +408,31 @@ int cmd_plot(int argc, char **argv) {
         fprintf(stderr, "%s: %s: the output must end in .png, .svg or .pdf\n", argv[0], out);
         return EXIT_USAGE;
     }
-    static run r;
+    static metrics_run r;
     char err[1200];
     int rc = 1;
-    if (read_run(in, &r, err, sizeof err)) {
+    size_t len;
+    ampx_output *o          = NULL;
+    ampx_file_role out_role = {out, "-o"}, in_role = {in, "the metrics file"};
+    /* the metrics under the input rules (a FIFO or a device refused without blocking, the
+     * size capped); the plot to a temporary file, renamed over FILE once complete */
+    char *text = ampx_check_outputs(&out_role, 1, &in_role, 1, err, sizeof err)
+                     ? NULL
+                     : ampx_input_read(in, 0, &len, err, sizeof err);
+    if (!text || metrics_parse(&r, text, len, in, err, sizeof err) ||
+        ampx_output_open(out, &o, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", argv[0], err);
         goto done;
     }
+    FILE *f            = ampx_output_stream(o);
     cairo_surface_t *s = png   ? cairo_image_surface_create(CAIRO_FORMAT_ARGB32, W, H)
-                         : svg ? cairo_svg_surface_create(out, W, H)
-                               : cairo_pdf_surface_create(out, W, H);
+                         : svg ? cairo_svg_surface_create_for_stream(write_out, f, W, H)
+                               : cairo_pdf_surface_create_for_stream(write_out, f, W, H);
     cairo_t *cr        = cairo_create(s);
     draw(cr, &r, in);
     cairo_destroy(cr);
-    cairo_status_t cs = png ? cairo_surface_write_to_png(s, out) : CAIRO_STATUS_SUCCESS;
+    cairo_status_t cs =
+        png ? cairo_surface_write_to_png_stream(s, write_out, f) : CAIRO_STATUS_SUCCESS;
     cairo_surface_finish(s);
     if (cs == CAIRO_STATUS_SUCCESS) cs = cairo_surface_status(s);
     cairo_surface_destroy(s);
@@ -521,11 +440,13 @@ int cmd_plot(int argc, char **argv) {
         fprintf(stderr, "%s: %s: %s\n", argv[0], out, cairo_status_to_string(cs));
         goto done;
     }
-    rc = 0;
+    rc = ampx_output_commit(o, err, sizeof err) ? 1 : 0;
+    o  = NULL;
+    if (rc) fprintf(stderr, "%s: %s\n", argv[0], err);
 done:
-    drop(&r.loss), drop(&r.val), drop(&r.scale), drop(&r.lr), drop(&r.gnorm), drop(&r.skipped);
-    for (int l = 0; l < MAX_LAYERS; l++)
-        drop(&r.heat[l]);
+    ampx_output_discard(o);
+    free(text);
+    metrics_free(&r);
     return rc;
 }
 #endif

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "ampx/train.h"
 #include "cli.h"
@@ -64,6 +63,7 @@ typedef struct predictor {
     ampx_backend *be;
     ampx_trainer *t;
     FILE *fin, *fout;
+    ampx_output *out; /* -o, written whole or not at all */
     char *line, **fields;
     size_t cap;
     float *x, *y;    /* a batch's features [B, F] and outputs [B, C] */
@@ -92,17 +92,14 @@ static int predict_open(predictor *pr, const char *model, const char *ckpt, cons
         fprintf(stderr, "%s: %s\n", pr->prog, err);
         return -1;
     }
-    struct stat st;
-    if (!(pr->fin = fopen(pr->in, "r")) || fstat(fileno(pr->fin), &st) || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "%s: %s: %s\n", pr->prog, pr->in,
-                pr->fin ? "not a regular file" : strerror(errno));
+    /* the input under the input rules (a FIFO or a device is refused without blocking); the
+     * output to a temporary file, renamed over -o only once every row is written */
+    if (!(pr->fin = ampx_input_open(pr->in, 0, NULL, err, sizeof err)) ||
+        (pr->outp && ampx_output_open(pr->outp, &pr->out, err, sizeof err))) {
+        fprintf(stderr, "%s: %s\n", pr->prog, err);
         return -1;
     }
-    if (pr->outp && !(pr->fout = fopen(pr->outp, "w"))) {
-        fprintf(stderr, "%s: %s: %s\n", pr->prog, pr->outp, strerror(errno));
-        pr->fout = stdout;
-        return -1;
-    }
+    if (pr->out) pr->fout = ampx_output_stream(pr->out);
     int64_t F = pr->F = ampx_trainer_features(pr->t), C = pr->C = ampx_trainer_outputs(pr->t);
     int64_t B = pr->B = ampx_model_train_config(pr->m)->batch;
     pr->L             = ampx_trainer_targets(pr->t) ? C : 1;
@@ -271,15 +268,25 @@ int cli_predict(int argc, char **argv) {
                 argv[0]);
         return EXIT_USAGE;
     }
+    ampx_file_role out   = {o.output, "-o"};
+    ampx_file_role in[3] = {
+        {o.input, "--input"}, {o.checkpoint, "--checkpoint"}, {argv[optind], "the model file"}};
+    char err[1024];
+    if (ampx_check_outputs(&out, 1, in, 3, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], err);
+        return EXIT_FAILED;
+    }
     predictor pr = {.prog = argv[0], .in = o.input, .outp = o.output, .fout = stdout};
     pr.labelled  = -1;
     pr.is_class  = -1;
     rc           = EXIT_FAILED;
     if (!predict_open(&pr, argv[optind], o.checkpoint, o.backend, &o.bopts) && !predict_all(&pr))
         rc = 0;
-    if (pr.fout != stdout && fclose(pr.fout) != 0 && rc == 0) {
-        fprintf(stderr, "%s: %s: write error: %s\n", argv[0], pr.outp, strerror(errno));
+    if (rc == 0 && pr.out && ampx_output_commit(pr.out, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", argv[0], err);
         rc = EXIT_FAILED;
+    } else if (rc != 0) {
+        ampx_output_discard(pr.out);
     }
     if (pr.fin) fclose(pr.fin);
     free(pr.line), free(pr.fields), free(pr.x), free(pr.y), free(pr.lb), free(pr.tg);

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "ampx/ampx.h"
@@ -35,27 +34,13 @@ static double cpu_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A whole regular file; NULL after one line. */
+/* A whole file under the input rules (a regular file, within the input cap); NULL after one
+ * line. */
 static unsigned char *slurp(const char *cmd, const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    struct stat st;
-    if (!f || fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "ampx tokenize %s: %s: %s\n", cmd, path,
-                f ? "not a regular file" : strerror(errno));
-        if (f) fclose(f);
-        return NULL;
-    }
-    unsigned char *b = malloc((size_t)st.st_size + 1);
-    *len             = b ? fread(b, 1, (size_t)st.st_size, f) : 0;
-    int bad          = !b || ferror(f) || *len != (size_t)st.st_size;
-    fclose(f);
-    if (bad) {
-        fprintf(stderr, "ampx tokenize %s: %s: %s\n", cmd, path,
-                b ? "read error" : "out of memory");
-        free(b);
-        return NULL;
-    }
-    return b;
+    char err[1200];
+    char *b = ampx_input_read(path, 0, len, err, sizeof err);
+    if (!b) fprintf(stderr, "ampx tokenize %s: %s\n", cmd, err);
+    return (unsigned char *)b;
 }
 
 typedef struct tok_opts {
@@ -113,6 +98,26 @@ static int parse(int argc, char **argv, tok_opts *o) {
     return cli_parse_or_usage(&p, argc, argv, o, usage);
 }
 
+/* No output is an input (--tokenizer, the files named after the options) or another output;
+ * 0, or 1 after one line. */
+static int check_files(const char *cmd, const tok_opts *o, int argc, char **argv) {
+    int n                 = argc - optind;
+    ampx_file_role out[3] = {
+        {o->out, "--out"}, {o->llmc_out, "--llmc-out"}, {o->val_out, "--val-out"}};
+    ampx_file_role *in = calloc((size_t)n + 1, sizeof *in);
+    char err[1200]     = "out of memory";
+    int bad            = !in;
+    if (in) {
+        in[0] = (ampx_file_role){o->tokenizer, "--tokenizer"};
+        for (int i = 0; i < n; i++)
+            in[i + 1] = (ampx_file_role){argv[optind + i], "an input file"};
+        bad = ampx_check_outputs(out, 3, in, n + 1, err, sizeof err) != AMPX_OK;
+    }
+    if (bad) fprintf(stderr, "ampx tokenize %s: %s\n", cmd, err);
+    free(in);
+    return bad;
+}
+
 // ---------------------------------------------------------------------------------------
 // train
 
@@ -125,6 +130,7 @@ static int cmd_train(int argc, char **argv) {
                         "(and none of --tokenizer, --val-out, --separator)\n");
         return EXIT_USAGE;
     }
+    if (check_files("train", &o, argc, argv)) return 1;
     size_t n              = (size_t)(argc - optind);
     unsigned char **texts = calloc(n, sizeof *texts);
     size_t *lens = calloc(n, sizeof *lens), total = 0;
@@ -220,6 +226,7 @@ static int cmd_encode(int argc, char **argv) {
                         "files; --val-fraction F > 0 with --val-out FILE\n");
         return EXIT_USAGE;
     }
+    if (check_files("encode", &o, argc, argv)) return 1;
     char *sep      = o.separator ? strdup(o.separator) : NULL;
     size_t sep_len = sep ? unescape(sep) : 0;
     char err[1024];
@@ -273,18 +280,21 @@ static int cmd_decode(int argc, char **argv) {
         fprintf(stderr, "ampx tokenize decode: expected --tokenizer FILE and token files\n");
         return EXIT_USAGE;
     }
-    char err[1024];
+    if (check_files("decode", &o, argc, argv)) return 1;
+    char err[1200];
     ampx_tokenizer *t = NULL;
+    ampx_output *w    = NULL; /* --out, renamed into place once every file is decoded */
     FILE *f           = stdout;
     rc                = 1;
     if (ampx_tokenizer_load(o.tokenizer, &t, err, sizeof err)) {
         fprintf(stderr, "ampx tokenize decode: %s\n", err);
         return 1;
     }
-    if (o.out && !(f = fopen(o.out, "wb"))) {
-        fprintf(stderr, "ampx tokenize decode: %s: %s\n", o.out, strerror(errno));
+    if (o.out && ampx_output_open(o.out, &w, err, sizeof err)) {
+        fprintf(stderr, "ampx tokenize decode: %s\n", err);
         goto out;
     }
+    if (w) f = ampx_output_stream(w);
     for (int i = optind; i < argc; i++) {
         uint16_t *ids;
         size_t n;
@@ -303,11 +313,13 @@ static int cmd_decode(int argc, char **argv) {
         free(ids);
     }
     rc = 0;
-out:
-    if (f != stdout && f && fclose(f) && rc == 0) {
-        fprintf(stderr, "ampx tokenize decode: %s: write error\n", o.out);
+    if (w && ampx_output_commit(w, err, sizeof err)) {
+        fprintf(stderr, "ampx tokenize decode: %s\n", err);
         rc = 1;
     }
+    w = NULL;
+out:
+    ampx_output_discard(w);
     ampx_tokenizer_free(t);
     return rc;
 }

@@ -351,6 +351,24 @@ typedef struct train_run {
     char err[1024];
 } train_run;
 
+/* No output of the run is one of its inputs (the model, its data, the policy, the weights it
+ * starts from) or another output; a checkpoint resumed and written again is the one run
+ * continued. 0, or 1 after one line. */
+static int check_files(train_run *r) {
+    const run_opts *o     = &r->o;
+    ampx_file_role out[3] = {
+        {o->checkpoint, "--checkpoint"}, {o->metrics, "--metrics"}, {o->trace, "--trace"}};
+    ampx_file_role in[16] = {
+        {o->resume, "--resume"}, {o->policy, "--policy"}, {o->init_from, "--init-from"}};
+    /* --resume F --checkpoint F continues the run F holds: the one input an output may be
+     * (--metrics or --trace naming F is still refused, as the same file as --checkpoint) */
+    if (ampx_check_outputs(out, 1, in, 1, NULL, 0)) in[0].path = NULL;
+    int n_in = 3 + ampx_model_inputs(r->m, in + 3, 13);
+    if (!ampx_check_outputs(out, 3, in, n_in, r->err, sizeof r->err)) return 0;
+    report(r->prog, "%s", r->err);
+    return 1;
+}
+
 /* The checkpoint path, the keeper, the model and the backend; 0, or 1 after one line with
  * nothing left open. */
 static int train_open(train_run *r) {
@@ -372,6 +390,12 @@ static int train_open(train_run *r) {
     if (open_all(r->prog, o, &r->m, &r->be)) {
         free(r->keeper);
         r->keeper = NULL;
+        return 1;
+    }
+    if (check_files(r)) {
+        ampx_backend_close(r->be), r->be = NULL;
+        ampx_model_free(r->m), r->m      = NULL;
+        free(r->keeper), r->keeper       = NULL;
         return 1;
     }
     return 0;

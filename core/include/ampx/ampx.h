@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "backend.h"
 #include "dtype.h"
@@ -94,6 +95,44 @@ AMPX_API ampx_status ampx_backend_device_info(const ampx_backend *be, ampx_devic
  * default (1 GiB, 16 MiB for JSON files; $AMPX_MAX_INPUT_BYTES when set). Larger files are refused
  * with a message that names this limit. */
 AMPX_API void ampx_set_max_input_bytes(uint64_t bytes);
+
+/* Opens path for reading under the input rules: a regular file only (a FIFO, a device such as
+ * /dev/zero or a folder is refused without blocking), of at most max_bytes (0: the input cap in
+ * force, as ampx_set_max_input_bytes says); its size in *size. NULL and "PATH: reason" in err
+ * on failure. */
+AMPX_API FILE *ampx_input_open(const char *path, uint64_t max_bytes, uint64_t *size, char *err,
+                               size_t err_cap);
+/* The whole of such a file, NUL-terminated (free() it); its length in *len. */
+AMPX_API char *ampx_input_read(const char *path, uint64_t max_bytes, size_t *len, char *err,
+                               size_t err_cap);
+
+// ---------------------------------------------------------------------------------------
+// Outputs: written whole or not at all, never over an input (docs/RELIABILITY.md).
+
+/* A file being written: a temporary file beside the target, renamed over it by
+ * ampx_output_commit once complete (fsynced, and the folder fsynced after the rename). A
+ * target that is a pipe or a device (/dev/stdout, /dev/null) is written in place. */
+typedef struct ampx_output ampx_output;
+AMPX_API ampx_status ampx_output_open(const char *path, ampx_output **out, char *err,
+                                      size_t err_cap);
+AMPX_API FILE *ampx_output_stream(ampx_output *o);
+/* Flushes, fsyncs and renames into place; frees o. On failure the target is as it was and
+ * the temporary file is gone. */
+AMPX_API ampx_status ampx_output_commit(ampx_output *o, char *err, size_t err_cap);
+/* Drops the temporary file, leaving the target as it was; frees o (NULL: nothing). */
+AMPX_API void ampx_output_discard(ampx_output *o);
+
+/* One file of a command and its role in messages ("-o", "--checkpoint", "the model file"). */
+typedef struct ampx_file_role {
+    const char *path; /* NULL: not given, skipped */
+    const char *what;
+} ampx_file_role;
+/* Refuses, with one line naming both, an output that is the same file as an input or as
+ * another output: the same device and inode after resolving links, or for a file not there
+ * yet the same folder and name. */
+AMPX_API ampx_status ampx_check_outputs(const ampx_file_role *outputs, int n_outputs,
+                                        const ampx_file_role *inputs, int n_inputs, char *err,
+                                        size_t err_cap);
 
 // ---------------------------------------------------------------------------------------
 // Conformance: every supported (op, dtypes) against the double-precision reference.

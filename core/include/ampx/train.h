@@ -61,6 +61,9 @@ AMPX_API ampx_status ampx_model_load_for(const char *path, const char *policy_pa
 AMPX_API void ampx_model_free(ampx_model *m);
 AMPX_API ampx_train_config *ampx_model_train_config(ampx_model *m);
 AMPX_API const char *ampx_model_name(const ampx_model *m);
+/* The files the model reads (its file, its data files, resolved as the run opens them), at
+ * most cap of them into out with their roles in words: the inputs of ampx_check_outputs. */
+AMPX_API int ampx_model_inputs(const ampx_model *m, ampx_file_role *out, int cap);
 
 /* Writes the resolved precision plan, one line per call of `line`: every tensor with its
  * dtype and why, every cast inserted, the scaler and the optimizer state dtypes. */

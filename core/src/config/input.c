@@ -105,3 +105,16 @@ char *input_read(const char *path, uint64_t max, size_t *len, char *err, size_t 
     *len   = n;
     return buf;
 }
+
+FILE *ampx_input_open(const char *path, uint64_t max_bytes, uint64_t *size, char *err,
+                      size_t err_cap) {
+    uint64_t n;
+    FILE *f = input_open(path, max_bytes ? max_bytes : input_max_bytes(), &n, err, err_cap);
+    if (f && size) *size = n;
+    return f;
+}
+
+char *ampx_input_read(const char *path, uint64_t max_bytes, size_t *len, char *err,
+                      size_t err_cap) {
+    return input_read(path, max_bytes ? max_bytes : input_max_bytes(), len, err, err_cap);
+}

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,10 @@
 
 #define JSON_MAX_DEPTH 64
 #define JSON_MAX_FILE_BYTES (16ull << 20)
+/* A value takes ~110 bytes in memory for as little as 2 bytes of text: a model or policy file
+ * holds a few thousand, and one of more than this many is refused before any is allocated
+ * (unless the input cap was raised), so the parser's memory stays within ~115 MB. */
+#define JSON_MAX_FILE_VALUES (1ull << 20)
 
 typedef struct reader {
     const char *s, *file;
@@ -393,6 +398,10 @@ static json_value *parse_container(reader *r, int depth, int is_object) {
         if (c == close) {
             advance(r);
             free(keys.slot);
+            /* no spare slots kept: memory stays proportional to the values */
+            json_value **fit =
+                cap > v->n_items ? realloc(v->items, v->n_items * sizeof *fit) : NULL;
+            if (fit) v->items = fit;
             return v;
         }
         if (c == 0)
@@ -526,6 +535,33 @@ json_value *json_parse(const char *text, const char *file, char *err, size_t err
     return v;
 }
 
+/* The values of text, counted in one pass that allocates nothing (exact for a document that
+ * parses; the parser reports what is wrong with one that does not): the root, an array's
+ * elements (its first, and one per ',') and an object's members (one per ':'). */
+static uint64_t count_values(const char *s) {
+    uint64_t n                               = 1;
+    unsigned char object[JSON_MAX_DEPTH + 2] = {0}; /* [d]: the container at depth d is one */
+    int depth                                = 0;
+    for (; *s; s++) {
+        char c = *s;
+        if (c == '"') {
+            for (s++; *s && *s != '"'; s++)
+                if (*s == '\\' && s[1]) s++;
+            if (!*s) break;
+        } else if (c == '[' || c == '{') {
+            if (++depth > JSON_MAX_DEPTH + 1) break; /* refused by the parser */
+            object[depth] = c == '{';
+            const char *t = s + 1 + strspn(s + 1, " \t\r\n");
+            n += c == '[' && *t != ']';
+        } else if (c == ']' || c == '}') {
+            depth -= depth > 0;
+        } else if ((c == ',' && !object[depth]) || (c == ':' && object[depth])) {
+            n++;
+        }
+    }
+    return n;
+}
+
 json_value *json_parse_file(const char *path, char *err, size_t err_cap) {
     /* A value takes ~100 bytes in memory for as little as 2 bytes of text, so unless the
      * input cap was set, JSON files have a lower one, far above any model or policy. */
@@ -544,6 +580,15 @@ json_value *json_parse_file(const char *path, char *err, size_t err_cap) {
                 col++;
         }
         err_set(ERR(err, err_cap), "%s:%d:%d: NUL byte in a JSON file", path, line, col);
+        free(buf);
+        return NULL;
+    }
+    uint64_t n = input_max_is_set() ? 0 : count_values(buf);
+    if (n > JSON_MAX_FILE_VALUES) {
+        err_set(ERR(err, err_cap),
+                "%s: %llu JSON values, more than the %llu a model or policy file may hold (raise "
+                "the input limit with --max-input-bytes or AMPX_MAX_INPUT_BYTES)",
+                path, (unsigned long long)n, (unsigned long long)JSON_MAX_FILE_VALUES);
         free(buf);
         return NULL;
     }

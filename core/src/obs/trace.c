@@ -1,5 +1,6 @@
 /* trace.c — Chrome trace-event JSON (see trace.h). Events of a step are kept until the step
- * ends, then written; the file is one JSON object {"traceEvents":[...],"otherData":{...}}. */
+ * ends, then written; the file is one JSON object {"traceEvents":[...],"otherData":{...}},
+ * written to a temporary file and renamed over the path when it is closed (base/output.h). */
 #include "obs/trace.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/output.h"
 
 #define PID 1
 #define TID_HOST 1
@@ -20,7 +22,8 @@ typedef struct op_rec {
 } op_rec;
 
 struct trace {
-    FILE *f;
+    ampx_output *out; /* a temporary file renamed over the path at trace_close */
+    FILE *f;          /* its stream */
     char path[1024];
     int64_t first, last;
     int64_t origin_ns; /* ts 0 of the file */
@@ -74,12 +77,11 @@ trace *trace_open(const char *path, int64_t first, int64_t last, char *err, size
         err_set(ERR(err, cap), "out of memory");
         return NULL;
     }
-    t->f = fopen(path, "w");
-    if (!t->f) {
-        err_set(ERR(err, cap), "%s: %s", path, strerror(errno));
+    if (ampx_output_open(path, &t->out, err, cap)) {
         free(t);
         return NULL;
     }
+    t->f = ampx_output_stream(t->out);
     snprintf(t->path, sizeof t->path, "%s", path);
     t->first     = first;
     t->last      = last;
@@ -88,7 +90,7 @@ trace *trace_open(const char *path, int64_t first, int64_t last, char *err, size
     size_t n     = (size_t)(last - first + 1);
     t->step_end  = calloc(n ? n : 1, sizeof *t->step_end);
     if (!t->step_end) {
-        fclose(t->f);
+        ampx_output_discard(t->out);
         free(t);
         err_set(ERR(err, cap), "out of memory for a trace of %zu steps", n);
         return NULL;
@@ -253,9 +255,7 @@ int trace_close(trace *t, char *err, size_t cap) {
         json_str(t->f, t->meta_val[i]);
     }
     fputs("}}\n", t->f);
-    int bad = ferror(t->f) != 0;
-    if (fclose(t->f) != 0) bad = 1;
-    if (bad) err_set(ERR(err, cap), "%s: write error: %s", t->path, strerror(errno));
+    int bad = ampx_output_commit(t->out, err, cap) != AMPX_OK; /* complete: renamed into place */
     if (t->oom && !bad) {
         err_set(ERR(err, cap), "%s: out of memory: ops were left out of the trace", t->path);
         bad = 1;

@@ -98,8 +98,9 @@ AMPX_API int ampx_tokenizer_save(const ampx_tokenizer *t, const char *path, char
     ampx_err e = ERR(err, err_cap);
     if (t->decode_only)
         return err_set(e, "%s: this tokenizer (from llm.c's file) has no merges to write", path);
-    FILE *f = fopen(path, "w");
-    if (!f) return err_set(e, "%s: cannot write: %m", path);
+    ampx_output *o;
+    if (ampx_output_open(path, &o, err, err_cap)) return -1;
+    FILE *f = ampx_output_stream(o);
     fprintf(f,
             "{\n  \"format\": \"ampx-bpe\",\n  \"version\": 1,\n  \"pre_split\": \"gpt2\",\n"
             "  \"vocab_size\": %u,\n  \"eot\": %u,\n  \"merges\": [",
@@ -107,9 +108,7 @@ AMPX_API int ampx_tokenizer_save(const ampx_tokenizer *t, const char *path, char
     for (uint32_t i = 0; i < t->n_merges; i++)
         fprintf(f, "%s\n    [%u, %u]", i ? "," : "", t->merges[i][0], t->merges[i][1]);
     fprintf(f, "%s]\n}\n", t->n_merges ? "\n  " : "");
-    int bad = ferror(f);
-    if (fclose(f) || bad) return err_set(e, "%s: write error", path);
-    return 0;
+    return ampx_output_commit(o, err, err_cap) ? -1 : 0; /* renamed into place when whole */
 }
 
 // ---------------------------------------------------------------------------------------
@@ -211,16 +210,15 @@ AMPX_API int ampx_tokenizer_save_llmc(const ampx_tokenizer *t, const char *path,
                            "255 bytes a token",
                            path, i, t->tok_len[i]);
     uint32_t h[256] = {LLMC_TOKENIZER_MAGIC, 2, t->vocab, t->eot};
-    FILE *f         = fopen(path, "wb");
-    if (!f) return err_set(e, "%s: cannot write: %m", path);
+    ampx_output *o;
+    if (ampx_output_open(path, &o, err, err_cap)) return -1;
+    FILE *f = ampx_output_stream(o);
     fwrite(h, sizeof h, 1, f);
     for (uint32_t i = 0; i < t->vocab; i++) {
         fputc((int)t->tok_len[i], f);
         fwrite(t->bytes + t->tok_off[i], 1, t->tok_len[i], f);
     }
-    int bad = ferror(f);
-    if (fclose(f) || bad) return err_set(e, "%s: write error", path);
-    return 0;
+    return ampx_output_commit(o, err, err_cap) ? -1 : 0; /* renamed into place when whole */
 }
 
 // ---------------------------------------------------------------------------------------
@@ -263,15 +261,16 @@ AMPX_API int ampx_token_file_write(const char *path, const uint32_t *ids, size_t
     if (n > 0x7FFFFFFF)
         return err_set(e, "%s: %zu tokens; a token file holds at most 2^31 - 1", path, n);
     int32_t h[256] = {LLMC_TOKENS_MAGIC, 1, (int32_t)n};
-    FILE *f        = fopen(path, "wb");
-    if (!f) return err_set(e, "%s: cannot write: %m", path);
+    ampx_output *o;
+    if (ampx_output_open(path, &o, err, err_cap)) return -1;
+    FILE *f = ampx_output_stream(o);
     fwrite(h, sizeof h, 1, f);
     uint16_t buf[4096];
     for (size_t i = 0; i < n;) {
         size_t k = 0;
         for (; k < 4096 && i < n; k++, i++) {
             if (ids[i] > 0xFFFF) {
-                fclose(f);
+                ampx_output_discard(o);
                 return err_set(e, "%s: token %zu is %u: token files hold ids below 65536", path, i,
                                ids[i]);
             }
@@ -279,7 +278,5 @@ AMPX_API int ampx_token_file_write(const char *path, const uint32_t *ids, size_t
         }
         fwrite(buf, sizeof *buf, k, f);
     }
-    int bad = ferror(f);
-    if (fclose(f) || bad) return err_set(e, "%s: write error", path);
-    return 0;
+    return ampx_output_commit(o, err, err_cap) ? -1 : 0; /* renamed into place when whole */
 }

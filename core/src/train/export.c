@@ -12,6 +12,7 @@
 
 #include "ampx/dtype.h"
 #include "base/error.h"
+#include "base/output.h"
 #include "graph/ops.h"
 #include "train/llmc.h"
 #include "train/safetensors.h"
@@ -98,33 +99,31 @@ ampx_status ampx_checkpoint_export(const char *ckpt, const char *path, ampx_dtyp
     const char *fmt = meta_str(json_get(root, "__metadata__"), "format");
     const char *dn  = dtype == AMPX_F32 ? "F32" : dtype == AMPX_BF16 ? "BF16" : "F16";
     sbuf h          = {0};
-    char tmp[PATH_MAX + 64];
-    int fd = -1, n = 0;
-    FILE *f = NULL;
+    int n           = 0;
+    ampx_output *o  = NULL;
     if (!fmt || strcmp(fmt, "ampx")) {
         st = st_bad(&r, "not an ampx checkpoint (no __metadata__ format \"ampx\")");
         goto out;
     }
     if ((st = export_header(&r, root, dn, ampx_dtype_size(dtype), &h, &n))) goto out;
-    if ((fd = st_create_temp(path, tmp, sizeof tmp, err, cap)) < 0 || !(f = fdopen(fd, "wb"))) {
-        if (fd >= 0) err_set(ERR(err, cap), "%s: %s", path, strerror(errno)), close(fd);
-        if (fd >= 0) unlink(tmp);
+    /* refused before anything is written: an existing file at path stays as it was */
+    if (n == 0) {
+        st = st_bad(&r, "no weights to export");
+        goto out;
+    }
+    if (out_same_file(ckpt, path)) {
+        err_set(ERR(err, cap), "%s: the export would overwrite the checkpoint it reads", path);
         st = AMPX_ERR_INVALID;
         goto out;
     }
-    int badw  = export_write(f, &h, root, data, dtype);
-    int saved = errno;
-    if (!badw && (fflush(f) != 0 || fsync(fileno(f)) != 0)) badw = 1, saved = errno;
-    if (fclose(f) != 0 && !badw) badw = 1, saved = errno;
-    if (!badw && rename(tmp, path) != 0) badw = 1, saved = errno;
-    if (badw) {
-        err_set(ERR(err, cap), "%s: %s", path, strerror(saved));
-        unlink(tmp);
+    if ((st = ampx_output_open(path, &o, err, cap))) goto out;
+    if (export_write(ampx_output_stream(o), &h, root, data, dtype)) {
+        err_set(ERR(err, cap), "%s: write error: %s", path, strerror(errno ? errno : EIO));
+        ampx_output_discard(o);
         st = AMPX_ERR_INVALID;
-    } else if (n == 0) {
-        st = st_bad(&r, "no weights to export");
-        unlink(path);
+        goto out;
     }
+    st = ampx_output_commit(o, err, cap);
 out:
     free(h.s);
     json_free(root);

@@ -1,18 +1,15 @@
 /* safetensors.c — reading and writing the safetensors format (safetensors.h): the header
- * checked as the reference reader checks it, and the temporary-file discipline of a write:
- * created with mkstemp in the target's folder (".NAME.tmp.PID.XXXXXX": O_CREAT | O_EXCL, so
- * a planted file or symlink is never followed), renamed over the target once complete, the
- * folder fsynced; temporary files that a killed process left behind are removed by the next
- * write to the same target. */
+ * checked as the reference reader checks it, and the temporary-file discipline of a write
+ * (base/output.h): created with mkstemp in the target's folder (".NAME.tmp.PID.XXXXXX":
+ * O_CREAT | O_EXCL, so a planted file or symlink is never followed), renamed over the target
+ * once complete, the folder fsynced; temporary files that a killed process left behind are
+ * removed by the next write to the same target. */
 #include "train/safetensors.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +19,7 @@
 
 #include "ampx/dtype.h"
 #include "base/error.h"
+#include "base/output.h"
 #include "config/input.h"
 #include "graph/graph.h"
 
@@ -66,82 +64,13 @@ void sb_printf(sbuf *b, const char *fmt, ...) {
     }
 }
 
-/* Splits path into its folder and file name; -1 if the temporary name would not fit. */
-static int split_path(const char *path, char *dir, char *base, size_t cap) {
-    char a[PATH_MAX], b[PATH_MAX];
-    if (snprintf(a, sizeof a, "%s", path) >= (int)sizeof a) return -1;
-    memcpy(b, a, sizeof b);
-    if (snprintf(dir, cap, "%s", dirname(a)) >= (int)cap) return -1;
-    if (snprintf(base, cap, "%s", basename(b)) >= (int)cap) return -1;
-    /* the folder, "/.", the name, ".tmp.", a pid and ".XXXXXX" must fit PATH_MAX */
-    return strlen(dir) + strlen(base) + 40 < PATH_MAX && strlen(base) + 40 < NAME_MAX ? 0 : -1;
-}
-
-/* Removes ".BASE.tmp.PID.*" files in dir that a process no longer running left behind. */
-static void remove_stale(const char *dir, const char *base) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    char prefix[NAME_MAX + 1];
-    int np = snprintf(prefix, sizeof prefix, ".%s.tmp.", base);
-    if (np < 0 || np >= (int)sizeof prefix) {
-        closedir(d);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, prefix, (size_t)np)) continue;
-        char *end;
-        long pid = strtol(e->d_name + np, &end, 10);
-        if (pid <= 0 || *end != '.' || strlen(end) != 7) continue;
-        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-            st.st_uid == geteuid())
-            unlinkat(dirfd(d), e->d_name, 0);
-    }
-    closedir(d);
-}
-
-/* Creates the temporary file beside path (O_EXCL, mode 0666 & ~umask); fd or -1 and errno. */
+/* The temporary-file discipline is the core's output helper's (base/output.c). */
 int st_create_temp(const char *path, char *tmp, size_t cap, char *err, size_t ecap) {
-    char dir[PATH_MAX], base[PATH_MAX];
-    if (split_path(path, dir, base, sizeof dir)) {
-        err_set(ERR(err, ecap), "%.200s...: path too long for a checkpoint", path);
-        return -1;
-    }
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        err_set(ERR(err, ecap), "%s: not a regular file; a checkpoint would replace it", path);
-        return -1;
-    }
-    remove_stale(dir, base);
-    int len = snprintf(tmp, cap, "%s/.%s.tmp.%ld.XXXXXX", dir, base, (long)getpid());
-    if (len < 0 || (size_t)len >= cap) {
-        err_set(ERR(err, ecap), "%.200s...: path too long for a checkpoint", path);
-        return -1;
-    }
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        err_set(ERR(err, ecap), "%s: %s (cannot create a file in %s)", path, strerror(errno), dir);
-        return -1;
-    }
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    return fd;
+    return out_temp(path, "a checkpoint", tmp, cap, err, ecap);
 }
 
 ampx_status st_sync_folder(const char *path, char *err, size_t cap) {
-    char dir[PATH_MAX], base[PATH_MAX];
-    split_path(path, dir, base, sizeof dir);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd < 0 || fsync(dfd) != 0) {
-        err_set(ERR(err, cap), "%s: cannot sync folder %s: %s", path, dir, strerror(errno));
-        if (dfd >= 0) close(dfd);
-        return AMPX_ERR_INVALID;
-    }
-    close(dfd);
-    return AMPX_OK;
+    return out_sync_folder(path, err, cap);
 }
 
 ampx_status st_bad(ck_reader *r, const char *fmt, ...) {
