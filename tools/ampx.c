@@ -200,19 +200,21 @@ static void entry_in_child(void *arg) {
     ampx_backend_close(be);
 }
 
-/* Why a child's entry came to nothing: its last line on stderr (the host's line naming the
- * plugin call it died in), or how it ended. */
+/* Why a child's entry came to nothing: the host's line naming the plugin call it died in
+ * (the last stderr line starting "ampx: "; a sanitizer's report may follow it), else its
+ * last line, else how it ended. */
 static void entry_failure(const ampx_plugin_info *p, const cli_child *r, int timeout_s, char *why,
                           size_t cap) {
-    char last[600] = "";
-    if (r->err) {
-        char *e = r->err + strlen(r->err);
-        while (e > r->err && e[-1] == '\n')
-            *--e = 0;
-        char *nl = strrchr(r->err, '\n');
-        snprintf(last, sizeof last, "%s", nl ? nl + 1 : r->err);
-        if (!strncmp(last, "ampx: ", 6)) memmove(last, last + 6, strlen(last + 6) + 1);
+    char ours[600] = "", last[600] = "";
+    for (const char *line = r->err, *next; line && *line; line = next) {
+        next  = strchr(line, '\n');
+        int n = next ? (int)(next - line) : (int)strlen(line);
+        if (next) next++;
+        if (n == 0) continue;
+        if (!strncmp(line, "ampx: ", 6)) snprintf(ours, sizeof ours, "%.*s", n - 6, line + 6);
+        snprintf(last, sizeof last, "%.*s", n, line);
     }
+    if (ours[0]) snprintf(last, sizeof last, "%s", ours);
     if (r->timed_out)
         snprintf(why, cap,
                  "%s: opening and describing did not finish within %d s (AMPX_PROBE_TIMEOUT_S)",
