@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -51,12 +52,14 @@ static void usage_main(FILE *f) {
                "  1  the work failed: a file was refused, a plugin failed, a conformance case\n"
                "     failed, a run diverged or applied no step, output could not be written\n"
                "  2  usage: an unknown command or option, a bad option value, closed stdout\n"
+               "  70 a backend plugin called exit() inside a call (the line before names it)\n"
                "\n"
                "'ampx help COMMAND' (or 'ampx COMMAND --help') shows a command's options.\n"
                "\n"
                "A backend is a name (cpu, opencl, cuda: libampx-NAME.so on $AMPX_PLUGIN_PATH or\n"
                "beside ampx) or a path to a plugin (./libvendor.so). Backend options come from\n"
-               "--backend-opt key=value and from $AMPX_BACKEND_OPTS (comma-separated).\n");
+               "--backend-opt key=value and from $AMPX_BACKEND_OPTS (comma-separated). A plugin's\n"
+               "create() must return within $AMPX_CREATE_TIMEOUT_S seconds (120; 0: no limit).\n");
 }
 
 /* Prints the JSON document to stdout and frees it. */
@@ -168,6 +171,94 @@ static void plugin_print(const ampx_plugin_info *p, ampx_backend *be, const ampx
     }
 }
 
+/* One plugin's entry, as a child process writes it: opened (create()), described, closed. */
+typedef struct entry_job {
+    const ampx_plugin_info *p;
+    int json;
+} entry_job;
+
+static void entry_in_child(void *arg) {
+    const entry_job *j    = arg;
+    ampx_backend *be      = NULL;
+    char err[1024]        = "";
+    ampx_device_info info = {.size = sizeof info};
+    if (j->p->available && ampx_backend_open(j->p->path, NULL, 0, &be, err, sizeof err) == AMPX_OK)
+        ampx_backend_device_info(be, &info);
+    const char *state  = !j->p->loadable         ? "not loadable"
+                         : j->p->available && be ? "available"
+                                                 : "unavailable";
+    const char *reason = j->p->reason[0] ? j->p->reason : err;
+    if (j->json) {
+        cJSON *o = plugin_json(j->p, be, &info, reason);
+        char *t  = cJSON_PrintUnformatted(o);
+        if (t) fputs(t, stdout);
+        free(t);
+        cJSON_Delete(o);
+    } else {
+        plugin_print(j->p, be, &info, state, reason);
+    }
+    ampx_backend_close(be);
+}
+
+/* Why a child's entry came to nothing: the host's line naming the plugin call it died in
+ * (the last stderr line starting "ampx: "; a sanitizer's report may follow it), else its
+ * last line, else how it ended. */
+static void entry_failure(const ampx_plugin_info *p, const cli_child *r, int timeout_s, char *why,
+                          size_t cap) {
+    char ours[600] = "", last[600] = "";
+    for (const char *line = r->err, *next; line && *line; line = next) {
+        next  = strchr(line, '\n');
+        int n = next ? (int)(next - line) : (int)strlen(line);
+        if (next) next++;
+        if (n == 0) continue;
+        if (!strncmp(line, "ampx: ", 6)) snprintf(ours, sizeof ours, "%.*s", n - 6, line + 6);
+        snprintf(last, sizeof last, "%.*s", n, line);
+    }
+    if (ours[0]) snprintf(last, sizeof last, "%s", ours);
+    if (r->timed_out)
+        snprintf(why, cap,
+                 "%s: opening and describing did not finish within %d s (AMPX_PROBE_TIMEOUT_S)",
+                 p->path, timeout_s);
+    else if (last[0])
+        snprintf(why, cap, "%s", last);
+    else if (r->status != -1 && WIFSIGNALED(r->status))
+        snprintf(why, cap, "%s: crashed while opening or describing (signal %d, %s)", p->path,
+                 WTERMSIG(r->status), strsignal(WTERMSIG(r->status)));
+    else
+        snprintf(why, cap, "%s: exited while opening or describing (status %d)", p->path,
+                 WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1);
+}
+
+/* One plugin's entry: made in a child process with a deadline, so a plugin whose create(),
+ * device_info or supports crashes, aborts, exits or hangs is listed as failing, with the
+ * reason, and the others are still listed. */
+static void backend_entry(const ampx_plugin_info *p, int json, cJSON *arr) {
+    const char *env = getenv("AMPX_PROBE_TIMEOUT_S");
+    int timeout_s   = env && atoi(env) > 0 ? atoi(env) : 10;
+    entry_job job   = {p, json};
+    cli_child r;
+    if (cli_run_child(entry_in_child, &job, timeout_s, &r) != 0) {
+        r.status = -1; /* no child (fork or pipe failed): listed as failing, with why */
+        r.err    = strdup("ampx: cannot start a process to open the plugin in");
+    }
+    int ok   = !r.timed_out && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && r.out;
+    cJSON *o = ok && json ? cJSON_Parse(r.out) : NULL;
+    if (ok && !json) fwrite(r.out, 1, r.n_out, stdout);
+    if (o) cJSON_AddItemToArray(arr, o);
+    if (!ok || (json && !o)) {
+        char why[1200];
+        entry_failure(p, &r, timeout_s, why, sizeof why);
+        ampx_device_info info = {.size = sizeof info};
+        ampx_plugin_info q    = *p;
+        q.available           = 0;
+        if (json)
+            cJSON_AddItemToArray(arr, plugin_json(&q, NULL, &info, why));
+        else
+            plugin_print(&q, NULL, &info, "failing", why);
+    }
+    cli_child_free(&r);
+}
+
 typedef struct backends_opts {
     int json, options;
 } backends_opts;
@@ -212,23 +303,8 @@ static int cmd_backends(int argc, char **argv) {
         printf("search path: %s\n", search[0] ? search : "(none)");
         if (n == 0) printf("no backends found\n");
     }
-    for (size_t i = 0; i < n; i++) {
-        ampx_plugin_info *p   = &plugins[i];
-        ampx_backend *be      = NULL;
-        char err[1024]        = "";
-        ampx_device_info info = {.size = sizeof info};
-        if (p->available && ampx_backend_open(p->path, NULL, 0, &be, err, sizeof err) == AMPX_OK)
-            ampx_backend_device_info(be, &info);
-        const char *state  = !p->loadable         ? "not loadable"
-                             : p->available && be ? "available"
-                                                  : "unavailable";
-        const char *reason = p->reason[0] ? p->reason : err;
-        if (json)
-            cJSON_AddItemToArray(arr, plugin_json(p, be, &info, reason));
-        else
-            plugin_print(p, be, &info, state, reason);
-        ampx_backend_close(be);
-    }
+    for (size_t i = 0; i < n; i++)
+        backend_entry(&plugins[i], json, arr);
     if (json) print_json(doc);
     return 0;
 }

@@ -118,6 +118,18 @@ int cmd_bench(int argc, char **argv);
 int cmd_trace_summary(int argc, char **argv);
 /* ampx backends --options: the table of performance switches (tools/options.c). */
 int cli_print_options(void);
+
+/* What a function run by cli_run_child wrote, and how its process ended. */
+typedef struct cli_child {
+    char *out, *err; /* its stdout and stderr (NUL-terminated, or NULL when empty) */
+    size_t n_out;
+    int status;    /* waitpid's status */
+    int timed_out; /* killed at the deadline */
+} cli_child;
+/* Runs fn(arg) in a child process, killed after timeout_s seconds; -1 when there is no child
+ * (fork or pipe failed: the caller may run fn itself). Free r with cli_child_free. */
+int cli_run_child(void (*fn)(void *), void *arg, int timeout_s, cli_child *r);
+void cli_child_free(cli_child *r);
 /* ampx plot (tools/plot.c). */
 int cmd_plot(int argc, char **argv);
 

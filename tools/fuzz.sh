@@ -27,7 +27,7 @@ export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 mkdir -p build-fuzz/artifacts
 failed=()
-for h in json model policy checkpoint csv idx tokens tokenizer metrics trace; do
+for h in json model policy checkpoint csv idx tokens tokenizer metrics trace set weights roundtrip windows; do
   bin=build-fuzz/bin/fuzz_$h
   reg=tests/fuzz/regressions/$h
   if [ -d "$reg" ] && [ -n "$(ls -A "$reg")" ]; then
@@ -40,7 +40,7 @@ for h in json model policy checkpoint csv idx tokens tokenizer metrics trace; do
   corpus=build-fuzz/corpus/$h
   mkdir -p "$corpus"
   seeds=(tests/fuzz/corpus/$h)
-  case $h in json | model) seeds+=(models) ;; esac
+  case $h in json | model | roundtrip) seeds+=(models) ;; esac
   if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -artifact_prefix="build-fuzz/artifacts/$h-" "$corpus" "${seeds[@]}" \
     >"build-fuzz/fuzz_$h.log" 2>&1; then

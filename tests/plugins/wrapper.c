@@ -14,6 +14,10 @@
  *   WRAP_NOOP          every op returns OK and computes nothing (training must refuse it)
  *   WRAP_NO_NORMS      no layernorm, batchnorm, embedding, dropout or permute ops (a backend
  *                      that still trains every model that needs none of them)
+ *   WRAP_MISBEHAVE     $AMPX_TEST_MISBEHAVE="CALL:HOW" makes one call misbehave: CALL is create,
+ *                      buffer_alloc, buffer_write, buffer_read or gemm; HOW is crash (a store
+ *                      through a wild pointer), hang, exit (exit(0), as if all were well) or
+ *                      abort; every other call is the inner plugin's
  *   WRAP_MINOR_1_3     the inner plugin as if built for ABI 1.3: an op table that ends before
  *                      the 1.4 amp_pass slot (set past the declared size, so a host that reads
  *                      beyond it would call it), so the host runs unscale_check, grad_stats
@@ -48,6 +52,26 @@ static ampx_status old_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap
 }
 #endif
 
+#ifdef WRAP_MISBEHAVE
+static int *volatile wild_pointer = (int *)16;
+/* Misbehaves as $AMPX_TEST_MISBEHAVE says when it names this call. */
+static void misbehave(const char *call) {
+    const char *spec = getenv("AMPX_TEST_MISBEHAVE");
+    size_t n         = strlen(call);
+    if (!spec || strncmp(spec, call, n) || spec[n] != ':') return;
+    const char *how = spec + n + 1;
+    if (!strcmp(how, "crash")) *wild_pointer = 1;
+    if (!strcmp(how, "exit")) exit(0);
+    if (!strcmp(how, "abort")) abort();
+    if (!strcmp(how, "hang"))
+        for (;;)
+            pause();
+}
+#define MISBEHAVE(call) misbehave(call)
+#else
+#define MISBEHAVE(call) (void)0
+#endif
+
 static const ampx_backend_iface *load_inner(void) {
     if (inner) return inner;
     const char *path = getenv("AMPX_TEST_INNER_PLUGIN");
@@ -80,6 +104,7 @@ static ampx_status create(const ampx_host *host, ampx_context **out) {
     host_log      = host->log;
     host_log_user = host->log_user;
     live_buffers = op_calls = alloc_calls = 0;
+    MISBEHAVE("create");
     return inner->create(host, out);
 }
 
@@ -91,6 +116,7 @@ static ampx_status alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out) {
         return AMPX_ERR_NO_MEMORY;
     }
 #endif
+    MISBEHAVE("buffer_alloc");
     ampx_status st = inner->buffer_alloc(ctx, bytes, out);
     if (st == AMPX_OK) live_buffers++;
     return st;
@@ -121,6 +147,23 @@ static ampx_status crash_gemm(ampx_context *ctx, const ampx_gemm_args *a) {
     (void)ctx, (void)a;
     *bad_pointer = 1;
     return AMPX_OK;
+}
+#endif
+
+#ifdef WRAP_MISBEHAVE
+static ampx_status bad_write(ampx_context *ctx, ampx_buffer *dst, uint64_t offset, const void *src,
+                             uint64_t bytes) {
+    MISBEHAVE("buffer_write");
+    return inner->buffer_write(ctx, dst, offset, src, bytes);
+}
+static ampx_status bad_read(ampx_context *ctx, const ampx_buffer *src, uint64_t offset, void *dst,
+                            uint64_t bytes) {
+    MISBEHAVE("buffer_read");
+    return inner->buffer_read(ctx, src, offset, dst, bytes);
+}
+static ampx_status bad_gemm(ampx_context *ctx, const ampx_gemm_args *a) {
+    MISBEHAVE("gemm");
+    return inner->ops->gemm(ctx, a);
 }
 #endif
 
@@ -218,6 +261,11 @@ AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, 
 #endif
 #ifdef WRAP_CRASH
     ops.gemm = crash_gemm;
+#endif
+#ifdef WRAP_MISBEHAVE
+    table.buffer_write = bad_write;
+    table.buffer_read  = bad_read;
+    ops.gemm           = bad_gemm;
 #endif
 #if defined(WRAP_FAILING) || defined(WRAP_NOOP)
 #define SET(index, slot, ...) ops.slot = wrap_##slot;

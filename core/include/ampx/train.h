@@ -60,6 +60,7 @@ AMPX_API ampx_status ampx_model_load_for(const char *path, const char *policy_pa
                                          ampx_model **out, char *err, size_t err_cap);
 AMPX_API void ampx_model_free(ampx_model *m);
 AMPX_API ampx_train_config *ampx_model_train_config(ampx_model *m);
+/* The model's name as a terminal may show it: control bytes and '\\' written as \xNN. */
 AMPX_API const char *ampx_model_name(const ampx_model *m);
 /* The files the model reads (its file, its data files, resolved as the run opens them), at
  * most cap of them into out with their roles in words: the inputs of ampx_check_outputs. */

@@ -2,70 +2,24 @@
 #include "backend/call.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/guard.h"
 #include "base/error.h"
 
 // ---------------------------------------------------------------------------------------
-// A crash inside a plugin: the op in flight is recorded around every call, and a handler for
-// SIGSEGV, SIGBUS, SIGFPE and SIGILL names the plugin and the op on stderr, then puts back
-// the handler that was there before (the default, or a sanitizer's) and lets the signal
-// take its course: a fault re-executes and meets that handler, a sent signal is re-raised.
+// A crash inside a plugin: each op is marked in flight (backend/guard.h), so a fault, abort()
+// or exit() inside it ends the process with a line naming the plugin, the op and its issuer.
 
-static struct {
-    const char *volatile plugin, *volatile path, *volatile who, *volatile op;
-    volatile sig_atomic_t active;
-} in_flight;
+static char op_calls[AMPX_OP_COUNT][48]; /* "op gemm", ... */
 
-static const int fault_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
-static struct sigaction previous[4];
-
-static size_t put(char *buf, size_t n, size_t cap, const char *s) {
-    while (s && *s && n + 1 < cap)
-        buf[n++] = *s++;
-    return n;
-}
-
-static void on_fault(int sig, siginfo_t *si, void *uc) {
-    (void)uc;
-    int k = 0;
-    while (k < 3 && fault_signals[k] != sig)
-        k++;
-    if (in_flight.active) { /* only async-signal-safe calls from here */
-        static const char *const names[] = {"SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL"};
-        char msg[1024];
-        size_t n  = 0;
-        n         = put(msg, n, sizeof msg, "ampx: ");
-        n         = put(msg, n, sizeof msg, names[k]);
-        n         = put(msg, n, sizeof msg, " inside backend '");
-        n         = put(msg, n, sizeof msg, in_flight.plugin);
-        n         = put(msg, n, sizeof msg, "' (");
-        n         = put(msg, n, sizeof msg, in_flight.path);
-        n         = put(msg, n, sizeof msg, ") during op ");
-        n         = put(msg, n, sizeof msg, in_flight.op);
-        n         = put(msg, n, sizeof msg, " issued by ");
-        n         = put(msg, n, sizeof msg, in_flight.who);
-        n         = put(msg, n, sizeof msg, "\n");
-        ssize_t w = write(2, msg, n);
-        (void)w;
-    }
-    sigaction(sig, &previous[k], NULL);
-    if (si->si_code <= 0) raise(sig); /* sent with kill(): no fault to re-execute */
-}
-
-static void install_handlers(void) {
-    for (int k = 0; k < 4; k++) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = on_fault;
-        sa.sa_flags     = SA_SIGINFO | SA_NODEFER;
-        sigemptyset(&sa.sa_mask);
-        sigaction(fault_signals[k], &sa, &previous[k]);
-    }
+static void name_ops(void) {
+    for (uint32_t op = 0; op < AMPX_OP_COUNT; op++)
+        snprintf(op_calls[op], sizeof op_calls[op], "op %s", ampx_op_name(op));
+    guard_install();
 }
 
 void call_init(call_ctx *c, ampx_backend *be, char *err, size_t cap) {
@@ -76,7 +30,7 @@ void call_init(call_ctx *c, ampx_backend *be, char *err, size_t cap) {
     c->err                     = err;
     c->cap                     = cap;
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, install_handlers);
+    pthread_once(&once, name_ops);
 }
 
 ampx_status call_check(call_ctx *c, ampx_status st, const char *what) {
@@ -126,16 +80,13 @@ ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args)
     ampx_status st = AMPX_ERR_INTERNAL;
     call_event ev;
     if (c->observe) ev.t0_ns = call_now_ns();
-    in_flight.plugin = c->ifc->name;
-    in_flight.path   = ampx_backend_path(c->be);
-    in_flight.who    = who;
-    in_flight.op     = ampx_op_name(op);
-    in_flight.active = 1;
+    guard_call saved;
+    guard_enter(&saved, c->ifc->name, ampx_backend_path(c->be), op_calls[op], who);
     switch (op) {
         AMPX_OPS(SLOT)
     default: break;
     }
-    in_flight.active = 0;
+    guard_leave(&saved);
     c->counts[op]++;
     if (c->observe) {
         if (c->sync_each && st == AMPX_OK) st = c->ifc->synchronize(c->ctx);

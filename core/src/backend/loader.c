@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,12 +26,15 @@
 #include <unistd.h>
 
 #include "ampx/ampx.h"
+#include "backend/guard.h"
 #include "base/edit_distance.h"
 #include "base/error.h"
 
 struct ampx_backend {
     void *dl;
-    ampx_backend_iface iface; /* host-sized copy of the plugin's table */
+    ampx_backend_iface iface; /* host-sized copy of the plugin's table; once created, its
+                                 context and buffer slots are the guarded ones below */
+    ampx_backend_iface real;  /* the plugin's own slots */
     ampx_backend_ops ops;     /* host-sized copy of the op table */
     ampx_context *ctx;
     char path[PATH_MAX];
@@ -334,6 +338,193 @@ static ampx_status probe(ampx_backend *be, char *err, size_t cap) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Guarded slots: once a context is created, the host's table calls the plugin through
+// these, each marked in flight (backend/guard.h), so a plugin that crashes, aborts or exits
+// in a buffer call, device_info, supports, synchronize or destroy is named with the call.
+// A context leads to its backend through the list of open ones.
+
+enum { MAX_OPEN = 64 };
+static ampx_backend *open_list[MAX_OPEN];
+static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int open_add(ampx_backend *be) {
+    int ok = 0;
+    pthread_mutex_lock(&open_mu);
+    for (int i = 0; i < MAX_OPEN && !ok; i++)
+        if (!open_list[i]) open_list[i] = be, ok = 1;
+    pthread_mutex_unlock(&open_mu);
+    return ok;
+}
+
+static void open_remove(const ampx_backend *be) {
+    pthread_mutex_lock(&open_mu);
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (open_list[i] == be) open_list[i] = NULL;
+    pthread_mutex_unlock(&open_mu);
+}
+
+static ampx_backend *owner(const ampx_context *ctx) {
+    ampx_backend *be = NULL;
+    pthread_mutex_lock(&open_mu);
+    for (int i = 0; i < MAX_OPEN && !be; i++)
+        if (open_list[i] && open_list[i]->ctx == ctx) be = open_list[i];
+    pthread_mutex_unlock(&open_mu);
+    return be;
+}
+
+/* The body of a guarded slot: the owner, the call marked, the plugin's slot. */
+#define GUARDED(slot, fail, ...)                                                                   \
+    ampx_backend *be = owner(ctx);                                                                 \
+    if (!be) return fail;                                                                          \
+    guard_call saved;                                                                              \
+    guard_enter(&saved, be->iface.name, be->path, #slot, NULL);                                    \
+    __typeof__(be->real.slot(ctx, __VA_ARGS__)) r = be->real.slot(ctx, __VA_ARGS__);               \
+    guard_leave(&saved);                                                                           \
+    return r;
+
+static ampx_status g_device_info(ampx_context *ctx, ampx_device_info *info) {
+    GUARDED(device_info, AMPX_ERR_INVALID, info)
+}
+static int g_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dt, uint32_t n,
+                      uint32_t shape_class) {
+    GUARDED(supports, 0, op, dt, n, shape_class)
+}
+static ampx_status g_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out) {
+    GUARDED(buffer_alloc, AMPX_ERR_INVALID, bytes, out)
+}
+static ampx_status g_buffer_write(ampx_context *ctx, ampx_buffer *dst, uint64_t offset,
+                                  const void *src, uint64_t bytes) {
+    GUARDED(buffer_write, AMPX_ERR_INVALID, dst, offset, src, bytes)
+}
+static ampx_status g_buffer_read(ampx_context *ctx, const ampx_buffer *src, uint64_t offset,
+                                 void *dst, uint64_t bytes) {
+    GUARDED(buffer_read, AMPX_ERR_INVALID, src, offset, dst, bytes)
+}
+static ampx_status g_buffer_copy(ampx_context *ctx, ampx_buffer *dst, uint64_t dst_offset,
+                                 const ampx_buffer *src, uint64_t src_offset, uint64_t bytes) {
+    GUARDED(buffer_copy, AMPX_ERR_INVALID, dst, dst_offset, src, src_offset, bytes)
+}
+static ampx_status g_buffer_fill(ampx_context *ctx, ampx_buffer *dst, uint64_t offset,
+                                 uint64_t bytes, uint32_t pattern, uint32_t pattern_bytes) {
+    GUARDED(buffer_fill, AMPX_ERR_INVALID, dst, offset, bytes, pattern, pattern_bytes)
+}
+#undef GUARDED
+
+/* The slots without a result, and synchronize (no arguments past the context). */
+static void g_buffer_free(ampx_context *ctx, ampx_buffer *buf) {
+    ampx_backend *be = owner(ctx);
+    if (!be) return;
+    guard_call saved;
+    guard_enter(&saved, be->iface.name, be->path, "buffer_free", NULL);
+    be->real.buffer_free(ctx, buf);
+    guard_leave(&saved);
+}
+static ampx_status g_synchronize(ampx_context *ctx) {
+    ampx_backend *be = owner(ctx);
+    if (!be) return AMPX_ERR_INVALID;
+    guard_call saved;
+    guard_enter(&saved, be->iface.name, be->path, "synchronize", NULL);
+    ampx_status st = be->real.synchronize(ctx);
+    guard_leave(&saved);
+    return st;
+}
+
+/* From here on the host's table calls the plugin through the guarded slots. */
+static void guard_slots(ampx_backend *be) {
+    be->real = be->iface;
+    if (!open_add(be)) return; /* more than MAX_OPEN at once: unguarded, still working */
+    be->iface.device_info  = g_device_info;
+    be->iface.supports     = g_supports;
+    be->iface.buffer_alloc = g_buffer_alloc;
+    be->iface.buffer_free  = g_buffer_free;
+    be->iface.buffer_write = g_buffer_write;
+    be->iface.buffer_read  = g_buffer_read;
+    be->iface.buffer_copy  = g_buffer_copy;
+    be->iface.buffer_fill  = g_buffer_fill;
+    be->iface.synchronize  = g_synchronize;
+}
+
+// ---------------------------------------------------------------------------------------
+// create() with a deadline: it runs on a thread of its own while the caller waits up to
+// $AMPX_CREATE_TIMEOUT_S seconds (120 by default, 0: no limit, create runs on the caller's
+// thread). A create that does not return in time is abandoned: the open fails with a line
+// naming the plugin, and what it may still touch (its host struct, options, the backend) is
+// kept, reachable, for the rest of the process, which is expected to exit.
+
+typedef struct creating {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    ampx_status st;
+    ampx_context *ctx;
+    ampx_host host;
+    ampx_backend *be;
+    char **opts;
+    uint32_t n_opts;
+} creating;
+
+static creating *abandoned[8]; /* what an abandoned create may still touch */
+
+static void *create_thread(void *arg) {
+    creating *c       = arg;
+    ampx_context *ctx = NULL;
+    ampx_status st    = c->be->real.create(&c->host, &ctx);
+    pthread_mutex_lock(&c->mu);
+    c->st = st, c->ctx = ctx, c->done = 1;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+static int create_timeout_s(void) {
+    const char *env = getenv("AMPX_CREATE_TIMEOUT_S");
+    char *end;
+    long v = env && *env ? strtol(env, &end, 10) : 120;
+    return env && *env && (*end || v < 0 || v > 86400) ? 120 : (int)v;
+}
+
+/* create() guarded and under the deadline; 1 when it was abandoned (c is then kept). */
+static int create_in_time(creating *c, int timeout_s) {
+    guard_call saved;
+    guard_enter(&saved, c->be->iface.name, c->be->path, "create", NULL);
+    if (timeout_s == 0) {
+        c->st = c->be->real.create(&c->host, &c->ctx);
+        guard_leave(&saved);
+        return 0;
+    }
+    pthread_t th;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    if (pthread_create(&th, NULL, create_thread, c) != 0) {
+        c->st = c->be->real.create(&c->host, &c->ctx);
+        guard_leave(&saved);
+        return 0;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_s;
+    pthread_mutex_lock(&c->mu);
+    while (!c->done)
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) break;
+    int late = !c->done;
+    pthread_mutex_unlock(&c->mu);
+    guard_leave(&saved);
+    if (late) {
+        pthread_detach(th);
+        for (int i = 0; i < 8; i++)
+            if (!abandoned[i]) {
+                abandoned[i] = c;
+                break;
+            }
+        return 1;
+    }
+    pthread_join(th, NULL);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
 // Public API
 
 /* The options create() gets: AMPX_BACKEND_OPTS (comma-separated) first, then the caller's.
@@ -432,23 +623,41 @@ ampx_status ampx_backend_open(const char *spec, const char *const *options, uint
     if ((st = load_file(path, be, err, err_cap)) != AMPX_OK) goto fail;
     if ((st = probe(be, err, err_cap)) != AMPX_OK) goto fail;
 
-    opts = merge_options(be->iface.name, options, n_options, &n_opts);
-    if (!opts) {
+    opts        = merge_options(be->iface.name, options, n_options, &n_opts);
+    creating *c = calloc(1, sizeof *c);
+    if (!opts || !c) {
+        free(c);
         st = AMPX_ERR_NO_MEMORY;
         fmt(err, err_cap, "%s: out of host memory", path);
         goto fail;
     }
-    ampx_host host = {
-        .size      = sizeof host,
-        .abi_major = AMPX_ABI_MAJOR,
-        .abi_minor = AMPX_ABI_MINOR,
-        .log       = backend_log,
-        .log_user  = be,
-        .options   = (const char *const *)opts,
-        .n_options = n_opts,
+    c->be     = be;
+    c->opts   = opts;
+    c->n_opts = n_opts;
+    c->host   = (ampx_host){
+          .size      = sizeof c->host,
+          .abi_major = AMPX_ABI_MAJOR,
+          .abi_minor = AMPX_ABI_MINOR,
+          .log       = backend_log,
+          .log_user  = be,
+          .options   = (const char *const *)opts,
+          .n_options = n_opts,
     };
-    st = be->iface.create(&host, &be->ctx);
+    be->real = be->iface;
+    guard_install();
+    int timeout_s = create_timeout_s();
+    if (create_in_time(c, timeout_s)) {
+        fmt(err, err_cap,
+            "%s: backend '%s' failed to start: create() did not return within %d s "
+            "(AMPX_CREATE_TIMEOUT_S)",
+            path, be->iface.name, timeout_s);
+        return AMPX_ERR_UNAVAILABLE; /* be, c and opts stay with the abandoned create */
+    }
+    st      = c->st;
+    be->ctx = c->ctx;
+    free(c);
     free_options(opts, n_opts);
+    opts = NULL;
     if (st != AMPX_OK || !be->ctx) {
         fmt(err, err_cap, "%s: backend '%s' failed to start: %s", path, be->iface.name,
             be->last_error[0] ? be->last_error : ampx_status_name(st));
@@ -456,9 +665,11 @@ ampx_status ampx_backend_open(const char *spec, const char *const *options, uint
         if (st == AMPX_OK) st = AMPX_ERR_INTERNAL;
         goto fail;
     }
+    guard_slots(be);
     *out = be;
     return AMPX_OK;
 fail:
+    free_options(opts, n_opts);
     if (be->dl) dlclose(be->dl);
     free(be);
     return st;
@@ -468,7 +679,11 @@ void ampx_backend_close(ampx_backend *be) {
     if (!be) return;
     if (be->ctx) {
         be->iface.synchronize(be->ctx);
-        be->iface.destroy(be->ctx); /* joins the plugin's threads before we unload it */
+        guard_call saved;
+        guard_enter(&saved, be->iface.name, be->path, "destroy", NULL);
+        be->real.destroy(be->ctx); /* joins the plugin's threads before we unload it */
+        guard_leave(&saved);
+        open_remove(be);
     }
     if (be->dl) dlclose(be->dl);
     free(be);

@@ -46,6 +46,16 @@ static int put_member(json_value *obj, const char *key, json_value *v) {
     return 0;
 }
 
+/* Whether text is meant as JSON: it opens an array, object or string, or it is made of
+ * number characters alone ("1e", "0.5.1"); "2024.csv" and "adamw" are strings. */
+static int looks_like_json(const char *s) {
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (*s && strchr("[{\"", *s)) return 1;
+    size_t n = strspn(s, "0123456789+-.eE");
+    return n > 0 && strspn(s + n, " \t") == strlen(s + n);
+}
+
 int json_apply_set(json_value *root, const char *set, int index, char *err, size_t cap) {
     ampx_err e     = ERR(err, cap);
     const char *eq = strchr(set, '=');
@@ -53,9 +63,18 @@ int json_apply_set(json_value *root, const char *set, int index, char *err, size
     char path[256];
     if ((size_t)(eq - set) >= sizeof path) return err_set(e, "--set %s: the path is too long", set);
     snprintf(path, sizeof path, "%.*s", (int)(eq - set), set);
-    /* the value: JSON, or else the text as a string */
+    /* every key of the path named: "a..b", ".a" and "a." would otherwise read as "a.b", "a" */
+    size_t plen = strlen(path);
+    if (path[0] == '.' || path[plen - 1] == '.' || strstr(path, ".."))
+        return err_set(e,
+                       "--set %s: the path '%s' has an empty key (keys are separated by one '.')",
+                       set, path);
+    /* the value: JSON, or else the text as a string; text meant as JSON ('1e', '[1,',
+     * '{"a"', '"x') that does not parse is refused with the parse error */
     char perr[256];
     json_value *v = json_parse(eq + 1, "--set", perr, sizeof perr);
+    if (!v && looks_like_json(eq + 1))
+        return err_set(e, "--set %s: the value is not valid JSON: %s", set, perr);
     if (!v) {
         if (!(v = new_value(JSON_STRING)) || !(v->str = strdup(eq + 1))) {
             free(v);

@@ -30,6 +30,14 @@ int jerr(jctx *c, const json_value *v, const char *fmt, ...) {
     return -1;
 }
 
+const char *jwhere(const jctx *c, int line, char *buf, size_t cap) {
+    if (line < 0 && -1 - line < c->n_sets)
+        snprintf(buf, cap, "--set %s", c->sets[-1 - line]);
+    else
+        snprintf(buf, cap, "line %d", line);
+    return buf;
+}
+
 const char *did_you_mean(const char *word, const char *const *choices) {
     const char *best = NULL;
     size_t best_d    = 99;

@@ -25,6 +25,9 @@ typedef struct jctx {
 int json_apply_set(json_value *root, const char *set, int index, char *err, size_t cap);
 
 int jerr(jctx *c, const json_value *v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Where a value's line points, for a message naming a second place: "line N", or "--set
+ * PATH=VALUE" for a value from the command line (which carries line -1 - index). */
+const char *jwhere(const jctx *c, int line, char *buf, size_t cap);
 int jmissing(jctx *c, const json_value *obj, const char *key);
 /* Every key of obj must be in allowed (NULL-terminated); an unknown key is an error at the
  * key with a did-you-mean. Also checks obj is an object. */

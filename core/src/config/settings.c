@@ -530,3 +530,13 @@ void settings_free(settings *m) {
     free(m->file);
     m->file = NULL;
 }
+
+void settings_shown(const char *name, char *out, size_t cap) {
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p && n + 5 <= cap; p++)
+        if (*p < 0x20 || *p == 0x7F || *p == '\\')
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", *p);
+        else
+            out[n++] = (char)*p;
+    if (cap) out[n < cap ? n : cap - 1] = 0;
+}

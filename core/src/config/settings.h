@@ -122,6 +122,7 @@ enum { COPIES_AUTO, COPIES_KEEP, COPIES_CAST };
 typedef struct settings {
     char *file; /* the model file's path, for messages and relative data paths */
     char name[NAME_MAX_LEN];
+    char name_shown[4 * NAME_MAX_LEN]; /* name for a terminal: control bytes as \xNN */
     policy pol;
     scaler_config scaler;
     optimizer_config opt;
@@ -133,6 +134,9 @@ typedef struct settings {
 
 void settings_defaults(settings *m);
 void settings_free(settings *m);
+/* name as a terminal may show it: control bytes (escape sequences, bells, newlines) and '\\'
+ * written as \xNN, into out (4 bytes an input byte at most). */
+void settings_shown(const char *name, char *out, size_t cap);
 
 int policy_parse(jctx *c, const json_value *v, policy *p);
 int scaler_parse(jctx *c, const json_value *v, scaler_config *s);

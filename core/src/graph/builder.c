@@ -760,12 +760,13 @@ static int parse_loss(builder *b, const json_value *v) {
         int64_t ig = -100;
         if (jint(c, v, "ignore_index", 0, INT32_MIN, INT32_MAX, &ig)) return -1;
         if (!g->classes) return jerr(c, v, "the labels input \"%s\" needs \"classes\"", lv->name);
+        char wp[300], wl[300];
         if (g_last(pv) != g->classes && pv->ndim == 2)
             return jerr(c, at,
-                        "shape mismatch: logits \"%s\" has %lld features (line %d) but labels "
-                        "\"%s\" has %lld classes (line %d)",
-                        pv->name, (long long)g_last(pv), pv->line, lv->name, (long long)g->classes,
-                        lv->line);
+                        "shape mismatch: logits \"%s\" has %lld features (%s) but labels "
+                        "\"%s\" has %lld classes (%s)",
+                        pv->name, (long long)g_last(pv), jwhere(c, pv->line, wp, sizeof wp),
+                        lv->name, (long long)g->classes, jwhere(c, lv->line, wl, sizeof wl));
         if (g_last(pv) != g->classes)
             return jerr(c, at,
                         "logits \"%s\" have %lld classes on the last axis, labels \"%s\" %lld",

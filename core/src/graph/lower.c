@@ -31,7 +31,9 @@ b_name *b_add_name(builder *b, const json_value *at, const char *name, int value
     }
     int prev = b_find_name(b, name);
     if (prev >= 0) {
-        jerr(b->c, at, "name \"%s\" is already used (line %d)", name, b->names[prev].line);
+        char w[300];
+        jerr(b->c, at, "name \"%s\" is already used (%s)", name,
+             jwhere(b->c, b->names[prev].line, w, sizeof w));
         return NULL;
     }
     b_name *n = &b->names[b->n_names++];

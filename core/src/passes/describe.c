@@ -73,7 +73,7 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
     const scaler_config *s = &m->cfg.scaler;
     const g_graph *g       = &m->graph;
     int cast               = model_casts_copies(m);
-    linef(line, user, "model %s (%s)", m->cfg.name, m->cfg.file);
+    linef(line, user, "model %s (%s)", m->cfg.name_shown, m->cfg.file);
     linef(line, user, "policy %s: params %s, compute %s, output %s", p->spelled,
           ampx_dtype_name(p->params), ampx_dtype_name(p->compute), ampx_dtype_name(p->output));
     static const char *const modes[] = {"none", "static", "dynamic"};

@@ -59,6 +59,7 @@ ampx_status ampx_model_load_for(const char *path, const char *policy_path, const
         goto fail;
     }
     snprintf(s->name, sizeof s->name, "%s", name);
+    settings_shown(s->name, s->name_shown, sizeof s->name_shown);
     if (g_build(&c, root, backend_ops, &m->graph)) goto fail;
     if (parse_policy_and_scaler(&c, s, root)) goto fail;
     if (json_get(root, "optimizer") && optimizer_parse(&c, s, json_get(root, "optimizer")))
@@ -108,5 +109,5 @@ ampx_train_config *ampx_model_train_config(ampx_model *m) {
     return &m->cfg.train;
 }
 const char *ampx_model_name(const ampx_model *m) {
-    return m->cfg.name;
+    return m->cfg.name_shown;
 }

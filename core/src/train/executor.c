@@ -102,8 +102,11 @@ static ampx_status x_zero(g_exec *h, const g_node *n, int v) {
     uint64_t bytes = exec_numel(x, v) * ampx_dtype_size(t.dtype);
     char who[G_NAME_MAX + 8];
     snprintf(who, sizeof who, "%s: fill", n->name);
+    /* buffer_fill takes whole patterns (backend.h): a zero pattern as wide as the length and
+     * the offset allow, so an odd-sized bf16 value (3 x 5 weights: 30 bytes) is zeroed too */
+    uint32_t w = (bytes | t.offset) % 4 == 0 ? 4 : (bytes | t.offset) % 2 == 0 ? 2 : 1;
     return call_check(x->call,
-                      x->call->ifc->buffer_fill(x->call->ctx, t.buf, t.offset, bytes, 0, 4), who);
+                      x->call->ifc->buffer_fill(x->call->ctx, t.buf, t.offset, bytes, 0, w), who);
 }
 
 static ampx_status x_call(g_exec *h, const g_node *n, uint32_t op, const void *args) {

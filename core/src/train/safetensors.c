@@ -175,8 +175,15 @@ static ampx_status check_layout(ck_reader *r, const json_value *root, uint64_t d
             st_bad(r, "tensor \"%s\": dtype is missing or not a safetensors dtype", e->key);
             goto out;
         }
-        if (!sh || sh->type != JSON_ARRAY || sh->n_items > 8) {
-            st_bad(r, "tensor \"%s\": shape is missing or not an array of at most 8 sizes", e->key);
+        if (!sh || sh->type != JSON_ARRAY) {
+            st_bad(r, "tensor \"%s\": shape is missing or not an array of sizes", e->key);
+            goto out;
+        }
+        /* ampx's values have at most G_MAX_DIMS dims, and every reader of an entry
+         * (st_entry) fills an array of that many: a longer shape is refused here, once. */
+        if (sh->n_items > G_MAX_DIMS) {
+            st_bad(r, "tensor \"%s\": shape has %zu dimensions; ampx supports at most %d", e->key,
+                   sh->n_items, G_MAX_DIMS);
             goto out;
         }
         uint64_t elems = 1;

@@ -224,12 +224,13 @@ static inline ampx_tensor tr_tensor(ampx_buffer *b, uint64_t off, ampx_dtype d) 
     return (ampx_tensor){.buf = b, .offset = off, .dtype = d};
 }
 
+/* A zeroed buffer of at least bytes, rounded up to whole 4-byte patterns (buffer_fill takes
+ * whole patterns: an odd-sized bf16 working copy, 3 x 5 weights, is 30 bytes). */
 static inline ampx_status tr_alloc_zero(ampx_trainer *t, uint64_t bytes, ampx_buffer **out) {
-    ampx_status st =
-        tr_check(t, t->ifc->buffer_alloc(t->ctx, bytes ? bytes : 4, out), "buffer_alloc");
+    uint64_t n     = bytes ? (bytes + 3) / 4 * 4 : 4;
+    ampx_status st = tr_check(t, t->ifc->buffer_alloc(t->ctx, n, out), "buffer_alloc");
     if (st) return st;
-    return tr_check(t, t->ifc->buffer_fill(t->ctx, *out, 0, bytes ? bytes : 4, 0, 4),
-                    "buffer_fill");
+    return tr_check(t, t->ifc->buffer_fill(t->ctx, *out, 0, n, 0, 4), "buffer_fill");
 }
 
 static inline ampx_status tr_upload(ampx_trainer *t, ampx_buffer **b, const void *src,
