@@ -8,9 +8,7 @@
  *   ampx eval MODEL.json --checkpoint F [--backend B] [--policy F]
  *   ampx policy MODEL.json [--policy F]
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -19,7 +17,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,11 +65,13 @@ static void usage(const char *cmd, FILE *f) {
             "  --log-every N        steps between reads of the device's step records\n"
             "  --eval-every N       steps between validation evaluations (0: at the end only)\n"
             "  --metrics F.jsonl    one JSON object per step\n"
-            "  --checkpoint F       write a safetensors checkpoint at the end\n"
+            "  --checkpoint F       write a safetensors checkpoint at the end (and on SIGINT or\n"
+            "                       SIGTERM); one run at a time per F (a lock on F.lock)\n"
             "  --checkpoint-every N with --checkpoint: also write one every N steps\n"
             "  --keep K             with --checkpoint-every: keep the last K periodic "
             "checkpoints,\n"
-            "                       each named by its step (F.step000100.safetensors)\n"
+            "                       each named by its step (F.step000100.safetensors); a run\n"
+            "                       resumed from F's files goes on rotating them\n"
             "  --resume F           continue from a checkpoint\n"
             "  --init-from W        start from plain safetensors weights (names and shapes\n"
             "                       checked; a dense weight is [in, out])\n"

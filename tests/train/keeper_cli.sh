@@ -71,7 +71,8 @@ expect_error "lock: second run" 1 "F.safetensors: in use by another ampx train \
 grep -q "training" "$work/out" && fail "lock: the second run trained"
 
 # ---- item 9: SIGTERM (and SIGINT) finish the step, save a checkpoint, exit 128 + signal
-sleep 0.3
+# (once the first periodic checkpoint is there, the run is past its start)
+for _ in $(seq 600); do [ -f "$d/F.step000050.safetensors" ] && break; sleep 0.05; done
 signal_wait "$a" TERM
 [ $rc -eq 143 ] || fail "SIGTERM: exit $rc, expected 143 ($(cat "$d/a.err"))"
 [ "$(wc -l <"$d/a.err")" -eq 1 ] || fail "SIGTERM: expected one line, got: $(cat "$d/a.err")"
@@ -83,11 +84,11 @@ stopped=$(sed -n 's/.*at step \([0-9]*\).*/\1/p' "$d/a.err")
 # the lock went with the process: the path is free again
 train --steps $((stopped + 10)) --resume "$d/F.safetensors" --checkpoint "$d/F.safetensors" \
   >/dev/null 2>"$work/err" || fail "after SIGTERM: resume refused: $(cat "$work/err")"
-bg "$ampx" train "$mlp" --quiet --steps 2000000 --checkpoint "$d/I.safetensors" >/dev/null 2>"$d/i.err"
+bg "$ampx" train "$mlp" --quiet --steps 2000000 --checkpoint "$d/I.safetensors" \
+  --checkpoint-every 50 >/dev/null 2>"$d/i.err"
 i=$!
-for _ in $(seq 200); do [ -s "$d/I.safetensors.lock" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -f "$d/I.safetensors" ] && break; sleep 0.05; done
 [ -s "$d/I.safetensors.lock" ] || fail "SIGINT: the run took no lock"
-sleep 0.3
 signal_wait "$i" INT
 [ $rc -eq 130 ] || fail "SIGINT: exit $rc, expected 130 ($(cat "$d/i.err"))"
 grep -q "stopped by SIGINT" "$d/i.err" && [ -f "$d/I.safetensors" ] || fail "SIGINT: $(cat "$d/i.err")"
