@@ -294,8 +294,6 @@ static ampx_status check_memory(ampx_trainer *t, const data_request *req) {
         else if (val->role == ROLE_STATE || val->role == ROLE_CONST)
             device += n * 4;
     }
-    double arena = (double)t->plan.arena_bytes; /* activations and their gradients */
-    device += arena;
     if (m->cfg.data.source == DATA_EMBEDDED) { /* the files' sizes bound the other sources */
         double bytes = (double)m->cfg.data.samples * (double)(req->features + 1) * 4;
         host += 2 * bytes; /* the set and its shuffled copy */
@@ -303,14 +301,21 @@ static ampx_status check_memory(ampx_trainer *t, const data_request *req) {
     }
     ampx_device_info info = {.size = sizeof info};
     ampx_backend_device_info(t->be, &info);
-    if (info.memory_bytes && device > (double)info.memory_bytes)
+    double have = (double)info.memory_bytes, gib = (double)(1u << 30);
+    if (info.memory_bytes && device > have)
         return tr_fail(t, AMPX_ERR_NO_MEMORY,
-                       "%s (model \"%s\"): the parameters, optimizer state, data and activation "
-                       "arena (%.1f GiB planned for batch %lld) need %.1f GiB (at least) but the "
-                       "device (%s) has %.1f GiB: lower train.batch or the window",
-                       m->cfg.file, m->cfg.name, arena / (double)(1u << 30), (long long)t->B,
-                       device / (double)(1u << 30), info.name,
-                       (double)info.memory_bytes / (double)(1u << 30));
+                       "%s: the parameters, optimizer state and data need %.1f GiB (at least) but "
+                       "the device (%s) has %.1f GiB",
+                       m->cfg.file, device / gib, info.name, have / gib);
+    /* the activations and their gradients: the planned arena */
+    double arena = (double)t->plan.arena_bytes;
+    if (info.memory_bytes && device + arena > have)
+        return tr_fail(t, AMPX_ERR_NO_MEMORY,
+                       "%s (model \"%s\"): the activation arena (%.1f GiB planned for batch %lld) "
+                       "and the parameters, optimizer state and data (%.1f GiB) need %.1f GiB (at "
+                       "least) but the device (%s) has %.1f GiB: lower train.batch or the window",
+                       m->cfg.file, m->cfg.name, arena / gib, (long long)t->B, device / gib,
+                       (device + arena) / gib, info.name, have / gib);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0 && host > (double)pages * (double)page)
         return tr_fail(t, AMPX_ERR_NO_MEMORY,
