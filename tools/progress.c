@@ -1,12 +1,106 @@
 /* progress.c — what `ampx train` shows while it runs: a progress line that rewrites itself
  * on a terminal (plain lines elsewhere), one JSON metrics line per step, a line per skipped
  * step, the gradient monitor's per-layer table and warnings, and the held-out figures. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "progress.h"
+
+// ---------------------------------------------------------------------------------------
+// The metrics file: lines are formatted into memory and appended whole at each flush (one
+// write per flush, retried only for what the kernel did not take), so a run killed at any
+// moment leaves whole lines but perhaps the last; a resumed run cuts the file back to its
+// checkpoint's step, which drops that torn line too.
+
+/* The offset just past the last line of f to keep: whole lines `{"step":N...` with
+ * N <= step, up to the first that is not. */
+static off_t metrics_keep(FILE *f, int64_t step) {
+    off_t keep = 0, at = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        long long s;
+        char *end;
+        if (line[n - 1] != '\n' || strncmp(line, "{\"step\":", 8)) break;
+        errno = 0;
+        s     = strtoll(line + 8, &end, 10);
+        if (end == line + 8 || errno || s > step || s < 0) break;
+        at += n;
+        keep = at;
+    }
+    free(line);
+    return keep;
+}
+
+int progress_metrics_open(progress *p, const char *path, int64_t resume_step, char *err,
+                          size_t cap) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (resume_step < 0 ? O_TRUNC : 0), 0666);
+    if (fd < 0) {
+        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (resume_step >= 0) {
+        FILE *f   = fopen(path, "r");
+        off_t end = f ? metrics_keep(f, resume_step) : -1;
+        if (f) fclose(f);
+        if (end < 0 || ftruncate(fd, end) != 0 || lseek(fd, 0, SEEK_END) < 0) {
+            snprintf(err, cap, "%s: cannot cut it back to step %lld: %s", path,
+                     (long long)resume_step, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    p->metrics_fd = fd;
+    p->metrics    = open_memstream(&p->metrics_buf, &p->metrics_len);
+    if (!p->metrics) {
+        snprintf(err, cap, "%s: out of memory", path);
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
+
+int progress_metrics_flush(progress *p) {
+    if (!p->metrics) return 0;
+    if (fflush(p->metrics) != 0 || ferror(p->metrics)) return errno = ENOMEM, -1;
+    const char *s = p->metrics_buf;
+    size_t n      = p->metrics_len;
+    while (n > 0) {
+        ssize_t w = write(p->metrics_fd, s, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) { /* reported once: the file takes no more lines */
+            int saved = w < 0 ? errno : EIO;
+            fclose(p->metrics), free(p->metrics_buf), close(p->metrics_fd);
+            p->metrics = NULL, p->metrics_buf = NULL;
+            return errno = saved, -1;
+        }
+        s += w, n -= (size_t)w;
+    }
+    /* a new buffer for the next interval's lines */
+    fclose(p->metrics);
+    free(p->metrics_buf);
+    p->metrics_buf = NULL, p->metrics_len = 0;
+    p->metrics = open_memstream(&p->metrics_buf, &p->metrics_len);
+    return p->metrics ? 0 : (errno = ENOMEM, -1);
+}
+
+int progress_metrics_close(progress *p) {
+    if (!p->metrics) return 0;
+    int rc = progress_metrics_flush(p), saved = errno;
+    if (p->metrics) fclose(p->metrics);
+    free(p->metrics_buf);
+    p->metrics = NULL, p->metrics_buf = NULL;
+    if (close(p->metrics_fd) != 0 && !rc) rc = -1, saved = errno;
+    errno = saved;
+    return rc;
+}
 
 double progress_now(void) {
     struct timespec ts;

@@ -10,7 +10,10 @@
 #include "ampx/train.h"
 
 typedef struct progress {
-    FILE *metrics;
+    FILE *metrics; /* the lines of the interval, in memory (progress_metrics_flush) */
+    char *metrics_buf;
+    size_t metrics_len;
+    int metrics_fd; /* the metrics file */
     int tty, quiet;
     int64_t total, skipped;
     double t0;
@@ -26,6 +29,17 @@ typedef struct progress {
     char warned[64][96]; /* warnings already shown (by tensor and kind) */
     int n_warned;
 } progress;
+
+/* Opens the metrics file path for p->metrics: a new run's starts empty; a resumed one
+ * (resume_step >= 0) keeps the lines of steps up to resume_step and drops what follows (the
+ * steps the checkpoint does not hold, a torn last line), so the steps are not written twice.
+ * 0, or -1 after a message in err. */
+int progress_metrics_open(progress *p, const char *path, int64_t resume_step, char *err,
+                          size_t cap);
+/* Appends the lines written since the last flush, whole lines only; 0, or -1 with errno. */
+int progress_metrics_flush(progress *p);
+/* Flushes and closes the metrics file; 0, or -1 with errno. */
+int progress_metrics_close(progress *p);
 
 /* Seconds on the monotonic clock. */
 double progress_now(void);

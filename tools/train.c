@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +23,7 @@
 #include "ampx/inject.h"
 #include "ampx/train.h"
 #include "cli.h"
+#include "keeper.h"
 #include "progress.h"
 
 typedef struct run_opts {
@@ -63,11 +65,13 @@ static void usage(const char *cmd, FILE *f) {
             "  --log-every N        steps between reads of the device's step records\n"
             "  --eval-every N       steps between validation evaluations (0: at the end only)\n"
             "  --metrics F.jsonl    one JSON object per step\n"
-            "  --checkpoint F       write a safetensors checkpoint at the end\n"
+            "  --checkpoint F       write a safetensors checkpoint at the end (and on SIGINT or\n"
+            "                       SIGTERM); one run at a time per F (a lock on F.lock)\n"
             "  --checkpoint-every N with --checkpoint: also write one every N steps\n"
             "  --keep K             with --checkpoint-every: keep the last K periodic "
             "checkpoints,\n"
-            "                       each named by its step (F.step000100.safetensors)\n"
+            "                       each named by its step (F.step000100.safetensors); a run\n"
+            "                       resumed from F's files goes on rotating them\n"
             "  --resume F           continue from a checkpoint\n"
             "  --init-from W        start from plain safetensors weights (names and shapes\n"
             "                       checked; a dense weight is [in, out])\n"
@@ -199,49 +203,6 @@ static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
     return check_run(argv[0], cmd, o);
 }
 
-static void ckpt_name(const char *base, const char *tag, char *out, size_t cap) {
-    size_t n = strlen(base), ext = strlen(".safetensors");
-    if (n > ext && !strcmp(base + n - ext, ".safetensors"))
-        snprintf(out, cap, "%.*s.%s.safetensors", (int)(n - ext), base, tag);
-    else
-        snprintf(out, cap, "%s.%s", base, tag);
-}
-
-/* The checkpoints of a run: the last K periodic ones named by step, and the best by
- * validation loss. Only files this run wrote are removed. */
-typedef struct ckpt_keeper {
-    char kept[1001][4096];
-    int64_t n, keep;
-    double best;
-} ckpt_keeper;
-
-static int save_periodic(ckpt_keeper *k, ampx_trainer *t, const char *base, char *err, size_t cap) {
-    if (!k->keep) return ampx_trainer_save(t, base, err, cap) ? -1 : 0;
-    char tag[32], path[4096];
-    snprintf(tag, sizeof tag, "step%06lld", (long long)ampx_trainer_step(t));
-    ckpt_name(base, tag, path, sizeof path);
-    if (k->n > 0 && !strcmp(k->kept[k->n - 1], path)) return 0; /* this step's is there */
-    if (ampx_trainer_save(t, path, err, cap)) return -1;
-    snprintf(k->kept[k->n++], sizeof k->kept[0], "%s", path);
-    if (k->n > k->keep) {
-        unlink(k->kept[0]);
-        memmove(k->kept[0], k->kept[1], sizeof k->kept[0] * (size_t)(k->n - 1));
-        k->n--;
-    }
-    return 0;
-}
-
-/* After a validation: the best checkpoint so far, when this one is better. */
-static int save_best(ckpt_keeper *k, ampx_trainer *t, const char *base, double loss, char *err,
-                     size_t cap) {
-    if (!base || !(loss < k->best)) return 0;
-    char path[4096];
-    ckpt_name(base, "best", path, sizeof path);
-    if (ampx_trainer_save(t, path, err, cap)) return -1;
-    k->best = loss;
-    return 0;
-}
-
 static void print_line(void *user, const char *line) {
     (void)user;
     puts(line);
@@ -341,7 +302,8 @@ typedef struct train_run {
     ampx_backend *be;
     ampx_trainer *t;
     ampx_train_config *tc;
-    ckpt_keeper *keeper;
+    ckpt_keeper keeper;
+    int lock_fd; /* the checkpoint's lock, held for the run's life; -1: none */
     progress p;
     ampx_scalars sc;
     int64_t start;         /* the step the run starts from (a resumed run's checkpoint) */
@@ -369,35 +331,102 @@ static int check_files(train_run *r) {
     return 1;
 }
 
-/* The checkpoint path, the keeper, the model and the backend; 0, or 1 after one line with
- * nothing left open. */
+// ---------------------------------------------------------------------------------------
+// The files a run writes: its checkpoint path locked for the run's life, every name checked
+// before the first step, SIGINT and SIGTERM ending it with a checkpoint.
+
+/* The checkpoint path's lock (keeper.c), held until the process ends; 0, or -1 after one
+ * line. */
+static int lock_checkpoint(train_run *r) {
+    if (!keeper_lock(r->o.checkpoint, &r->lock_fd, r->err, sizeof r->err)) return 0;
+    report(r->prog, "%s", r->err);
+    return -1;
+}
+
+/* Every name the run will write, before its first step: the checkpoint, its periodic files
+ * up to the last step's, the best checkpoint, and the temporary name of each (a name that
+ * is too long is found now, not at the first periodic checkpoint). 0, or -1 after one line. */
+static int check_names(train_run *r) {
+    const run_opts *o = &r->o;
+    char path[4096];
+    if (!o->checkpoint) return 0;
+    if (ampx_checkpoint_check_path(o->checkpoint, r->err, sizeof r->err)) goto bad;
+    if (o->keep) {
+        ckpt_step_name(o->checkpoint, r->tc->steps, path, sizeof path);
+        if (ampx_checkpoint_check_path(path, r->err, sizeof r->err)) goto bad;
+    }
+    if (r->tc->eval_every > 0) {
+        ckpt_name(o->checkpoint, "best", path, sizeof path);
+        if (ampx_checkpoint_check_path(path, r->err, sizeof r->err)) goto bad;
+    }
+    return 0;
+bad:
+    report(r->prog, "%s", r->err);
+    return -1;
+}
+
+/* SIGINT and SIGTERM: the step in progress finishes, a checkpoint is saved, the run exits
+ * with 128 + the signal. A second signal ends the process at once. */
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) {
+    if (g_signal) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+    g_signal = sig;
+}
+
+static void catch_signals(ampx_trainer *t) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags   = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    g_signal = 0;
+    for (int i = 0; i < 2; i++) { /* a signal ignored when the run started stays ignored */
+        struct sigaction was;
+        int sig = i ? SIGTERM : SIGINT;
+        if (sigaction(sig, NULL, &was) == 0 && was.sa_handler != SIG_IGN) sigaction(sig, &sa, NULL);
+    }
+    ampx_trainer_stop_on(t, &g_signal);
+}
+
+/* The run after a signal: its checkpoint, one line; -1. */
+static int interrupted(train_run *r) {
+    ampx_trainer *t = r->t;
+    const char *ck  = r->o.checkpoint;
+    if (r->p.tty && !r->o.quiet) fputc('\n', stderr);
+    if (ck && ampx_trainer_save(t, ck, r->err, sizeof r->err)) {
+        report(r->prog, "stopped by %s at step %lld; the checkpoint was not written: %s",
+               g_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)ampx_trainer_step(t), r->err);
+        return -1;
+    }
+    report(r->prog, "stopped by %s at step %lld%s%s%s", g_signal == SIGINT ? "SIGINT" : "SIGTERM",
+           (long long)ampx_trainer_step(t), ck ? ": checkpoint written to " : " (no --checkpoint)",
+           ck ? ck : "", ck ? "; continue with --resume" : "");
+    return -1;
+}
+
+/* The checkpoint path checked and locked, the model and the backend; 0, or 1 after one line
+ * with nothing left open. */
 static int train_open(train_run *r) {
     run_opts *o = &r->o;
     r->rank = ampx_dist_rank(g_dist), r->world = ampx_dist_size(g_dist);
+    r->lock_fd = -1;
     if (r->rank) o->quiet = 1, o->metrics = NULL, o->trace = NULL; /* rank 0 speaks for the job */
     /* a checkpoint folder that takes no file is found now, not after the run */
     if (o->checkpoint && ampx_checkpoint_check_path(o->checkpoint, r->err, sizeof r->err)) {
         report(r->prog, "%s", r->err);
         return 1;
     }
-    r->keeper = calloc(1, sizeof *r->keeper);
-    if (!r->keeper) {
-        report(r->prog, "out of memory");
-        return 1;
-    }
-    r->keeper->keep = o->keep;
-    r->keeper->best = INFINITY;
     if (open_all(r->prog, o, &r->m, &r->be)) {
-        free(r->keeper);
-        r->keeper = NULL;
+        r->m = NULL, r->be = NULL; /* open_all closed what it opened */
         return 1;
     }
-    if (check_files(r)) {
-        ampx_backend_close(r->be), r->be = NULL;
-        ampx_model_free(r->m), r->m      = NULL;
-        free(r->keeper), r->keeper       = NULL;
-        return 1;
-    }
+    r->tc = ampx_model_train_config(r->m);
+    if (check_files(r) || check_names(r)) return 1;
+    if (o->checkpoint && r->rank == 0 && lock_checkpoint(r)) return 1;
     return 0;
 }
 
@@ -460,8 +489,11 @@ static int train_start(train_run *r) {
         return -1;
     }
     inject_from_env(t, r->rank);
-    if (o->metrics && !(r->p.metrics = fopen(o->metrics, o->resume ? "a" : "w"))) {
-        report(r->prog, "%s: %s", o->metrics, strerror(errno));
+    if (o->checkpoint) keeper_start(&r->keeper, t, o->checkpoint, o->resume, o->keep);
+    if (o->metrics &&
+        progress_metrics_open(&r->p, o->metrics, o->resume ? ampx_trainer_step(t) : -1, err,
+                              sizeof r->err)) {
+        report(r->prog, "%s", err);
         return -1;
     }
     ampx_trainer_scalars(t, &r->sc);
@@ -475,8 +507,17 @@ static int train_start(train_run *r) {
         return -1;
     }
     r->applied_start = r->sc.applied_steps;
+    if (r->world == 1) catch_signals(t); /* data-parallel ranks would stop at different steps */
     if (!o->quiet) print_start(r);
     return 0;
+}
+
+/* The metrics lines written so far appended to the file; 0, or -1 after one line. */
+static int flush_metrics(train_run *r) {
+    if (!r->p.metrics || progress_metrics_flush(&r->p) == 0) return 0;
+    if (r->p.tty) fputc('\n', stderr);
+    report(r->prog, "%s: write error: %s", r->o.metrics, strerror(errno ? errno : EIO));
+    return -1;
 }
 
 /* The validation and the checkpoints due after an interval; 0, or -1 after one line. */
@@ -489,15 +530,16 @@ static int after_interval(train_run *r) {
             report(r->prog, "%s", ampx_trainer_error(t));
             return -1;
         }
-        if (r->rank == 0 &&
-            save_best(r->keeper, t, o->checkpoint, r->ev.loss, r->err, sizeof r->err)) {
+        if (flush_metrics(r)) return -1; /* the checkpoint's lines are on disk before it */
+        if (r->rank == 0 && o->checkpoint &&
+            keeper_save_best(&r->keeper, t, r->ev.loss, r->err, sizeof r->err)) {
             report(r->prog, "%s", r->err);
             return -1;
         }
     }
     if (o->checkpoint && r->rank == 0 && o->ckpt_every > 0 &&
         (step % o->ckpt_every == 0 || step == steps) &&
-        save_periodic(r->keeper, t, o->checkpoint, r->err, sizeof r->err)) {
+        keeper_save_periodic(&r->keeper, t, r->err, sizeof r->err)) {
         if (r->p.tty) fputc('\n', stderr);
         report(r->prog, "%s", r->err);
         return -1;
@@ -521,11 +563,8 @@ static int train_loop(train_run *r) {
             next = (now / tc->eval_every + 1) * tc->eval_every;
         if (next > tc->steps) next = tc->steps;
         st = ampx_trainer_run(t, next, progress_record, &r->p);
-        if (r->p.metrics && (fflush(r->p.metrics) != 0 || ferror(r->p.metrics))) {
-            if (r->p.tty) fputc('\n', stderr);
-            report(r->prog, "%s: write error: %s", o->metrics, strerror(errno ? errno : EIO));
-            return -1;
-        }
+        if (flush_metrics(r)) return -1;
+        if (!st && g_signal) return interrupted(r);
         if (!st) progress_show(&r->p, ampx_trainer_step(t), r->start);
         if (ferror(stdout)) {
             report(r->prog, "write error on standard output: %s", strerror(errno ? errno : EIO));
@@ -575,20 +614,17 @@ static int train_finish(train_run *r) {
                 r->prog, r->ev.loss, o->checkpoint ? "; the checkpoint was not written" : "");
         return -1;
     }
+    /* the best first: the checkpoint then holds the keeper's state after it */
     if (o->checkpoint && r->rank == 0 &&
-        (ampx_trainer_save(t, o->checkpoint, r->err, sizeof r->err) ||
-         (r->tc->eval_every > 0 &&
-          save_best(r->keeper, t, o->checkpoint, r->ev.loss, r->err, sizeof r->err)))) {
+        ((r->tc->eval_every > 0 &&
+          keeper_save_best(&r->keeper, t, r->ev.loss, r->err, sizeof r->err)) ||
+         ampx_trainer_save(t, o->checkpoint, r->err, sizeof r->err))) {
         report(r->prog, "%s", r->err);
         return -1;
     }
-    if (r->p.metrics) {
-        int bad      = fclose(r->p.metrics) != 0;
-        r->p.metrics = NULL;
-        if (bad) {
-            fprintf(stderr, "%s: %s: write error: %s\n", r->prog, o->metrics, strerror(errno));
-            return -1;
-        }
+    if (r->p.metrics && progress_metrics_close(&r->p)) {
+        fprintf(stderr, "%s: %s: write error: %s\n", r->prog, o->metrics, strerror(errno));
+        return -1;
     }
     ampx_trainer_scalars(t, &r->sc);
     return 0;
@@ -622,14 +658,16 @@ int cli_train(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", argv[0], r.err);
         return 1;
     }
-    if (train_open(&r)) return 1;
-    rc = train_start(&r) || train_loop(&r) || train_finish(&r) ? 1 : 0;
+    /* a file size limit fails the write (EFBIG, reported) instead of killing the process */
+    signal(SIGXFSZ, SIG_IGN);
+    rc = train_open(&r) || train_start(&r) || train_loop(&r) || train_finish(&r) ? 1 : 0;
+    if (rc && g_signal) rc = 128 + g_signal;
     if (rc == 0 && r.rank == 0) print_summary(&r);
-    if (r.p.metrics) fclose(r.p.metrics);
+    progress_metrics_close(&r.p); /* a failed run's lines so far */
     ampx_trainer_free(r.t);
-    ampx_backend_close(r.be);
+    if (r.be) ampx_backend_close(r.be);
     ampx_model_free(r.m);
-    free(r.keeper);
+    keeper_unlock(r.o.checkpoint, r.lock_fd);
     if (!rc) ampx_dist_finalize(g_dist);
     g_dist = NULL;
     return rc;

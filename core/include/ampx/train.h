@@ -13,6 +13,7 @@
 #ifndef AMPX_TRAIN_H
 #define AMPX_TRAIN_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -280,6 +281,25 @@ AMPX_API ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *
  * copies of other dtypes (or none); they are re-derived from its f32 master weights (round to
  * nearest even, what the optimizer writes after each applied step). */
 AMPX_API const char *ampx_trainer_notice(const ampx_trainer *t);
+/* The checkpoint keeper's state (ampx train's --keep rotation and best checkpoint), saved in
+ * every checkpoint's __metadata__ ("keeper_*") so a resumed run continues it: the best
+ * validation loss so far and its step, and the steps of the periodic checkpoints the run (and
+ * the runs it resumes) wrote. A load sets loaded to 1 when the checkpoint held the state;
+ * one written before it existed leaves the state empty (best +inf) with loaded 0. */
+#define AMPX_KEEP_MAX 1001
+typedef struct ampx_keeper {
+    double best_loss;            /* the best validation loss so far; +inf: none or unknown */
+    int64_t best_step;           /* its step; -1: none */
+    int n_kept;                  /* periodic checkpoints in kept */
+    int64_t kept[AMPX_KEEP_MAX]; /* their steps, oldest first */
+    int loaded;                  /* the last load found this state in its checkpoint */
+} ampx_keeper;
+/* The trainer's keeper state: what the next ampx_trainer_save writes, what a load read. */
+AMPX_API ampx_keeper *ampx_trainer_keeper(ampx_trainer *t);
+/* Stops ampx_trainer_run after the step in progress once *flag is non-zero (a signal handler
+ * sets it): the run returns AMPX_OK before its target step, with the records flushed. NULL:
+ * never. */
+AMPX_API void ampx_trainer_stop_on(ampx_trainer *t, const volatile sig_atomic_t *flag);
 /* Whether a checkpoint can be written at path (its folder exists and takes a new file, path
  * is not a folder): checked before training so a bad path is found before the run. */
 AMPX_API ampx_status ampx_checkpoint_check_path(const char *path, char *err, size_t err_cap);

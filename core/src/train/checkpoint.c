@@ -150,6 +150,20 @@ ampx_status ampx_checkpoint_check_path(const char *path, char *err, size_t cap) 
     return AMPX_OK;
 }
 
+/* The keeper's state as __metadata__ fields (their values strings, as safetensors wants):
+ * "keeper_kept" the periodic checkpoints' steps ("100,200"; "" for none), "keeper_best_loss"
+ * and "keeper_best_step" once a validation ran. Nothing names a file: a straight run and a
+ * resumed one write the same bytes. */
+static void keeper_json(const ampx_keeper *k, sbuf *h) {
+    sb_printf(h, ",\"keeper_kept\":\"");
+    for (int i = 0; i < k->n_kept; i++)
+        sb_printf(h, "%s%lld", i ? "," : "", (long long)k->kept[i]);
+    sb_printf(h, "\"");
+    if (k->best_step >= 0 && isfinite(k->best_loss))
+        sb_printf(h, ",\"keeper_best_loss\":\"%.17g\",\"keeper_best_step\":\"%lld\"", k->best_loss,
+                  (long long)k->best_step);
+}
+
 ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
     if (t->inference) {
         err_set(ERR(err, cap), "%s: a sampler or predictor holds no optimizer state to save", path);
@@ -181,11 +195,13 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
               "{\"__metadata__\":{\"format\":\"ampx\",\"ampx_version\":\"%s\",\"model\":\"%s\","
               "\"step\":\"%lld\",\"applied_steps\":\"%d\",\"skipped_steps\":\"%d\","
               "\"scale\":\"%.9g\",\"growth_tracker\":\"%d\",\"hysteresis_left\":\"%d\","
-              "\"lr\":\"%.9g\",\"optimizer\":\"%s\",\"seed\":\"%llu\"}",
+              "\"lr\":\"%.9g\",\"optimizer\":\"%s\",\"seed\":\"%llu\"",
               AMPX_VERSION_STRING, esc, (long long)t->step, sc.applied_steps, sc.skipped_steps,
               (double)sc.scale, sc.growth_tracker, sc.hysteresis_left, (double)sc.lr,
               t->m->cfg.opt.kind == OPT_ADAMW ? "adamw" : "sgd",
               (unsigned long long)t->m->cfg.train.seed);
+    keeper_json(&t->keeper, &h);
+    sb_printf(&h, "}");
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         json_escape(ts[i].name, esc, sizeof esc);
@@ -284,6 +300,39 @@ static ampx_status meta_float(ck_reader *r, const json_value *meta, const char *
     if (!*s || *end || errno || !isfinite(v) || (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')))
         return st_bad(r, "__metadata__.%s \"%.40s\" is not a finite number", key, s);
     *out = (float)v;
+    return AMPX_OK;
+}
+
+/* The keeper's state of a checkpoint at step into *k: none (a checkpoint written before it
+ * existed) leaves *k empty with loaded 0; every field present is checked. */
+static ampx_status meta_keeper(ck_reader *r, const json_value *meta, int64_t step, ampx_keeper *k) {
+    *k               = (ampx_keeper){.best_loss = INFINITY, .best_step = -1};
+    const char *kept = meta_str(meta, "keeper_kept");
+    if (!kept) return AMPX_OK;
+    for (const char *p = kept; *p;) {
+        char num[24];
+        size_t n = strcspn(p, ",");
+        int64_t v;
+        snprintf(num, sizeof num, "%.*s", (int)(n < sizeof num ? n : sizeof num - 1), p);
+        if (k->n_kept == AMPX_KEEP_MAX || n >= sizeof num || !parse_dec(num, 1, step, &v) ||
+            (k->n_kept && v <= k->kept[k->n_kept - 1]))
+            return st_bad(r,
+                          "__metadata__.keeper_kept \"%.60s\" is not a rising list of at most %d "
+                          "steps in [1, %lld]",
+                          kept, AMPX_KEEP_MAX, (long long)step);
+        k->kept[k->n_kept++] = v;
+        p += n + (p[n] == ',');
+        if (p[-1] == ',' && !*p) return st_bad(r, "__metadata__.keeper_kept ends with a comma");
+    }
+    if (meta_str(meta, "keeper_best_step")) {
+        float unused;
+        ampx_status st;
+        if ((st = meta_int(r, meta, "keeper_best_step", 0, step, &k->best_step)) ||
+            (st = meta_float(r, meta, "keeper_best_loss", &unused)))
+            return st;
+        k->best_loss = strtod(meta_str(meta, "keeper_best_loss"), NULL); /* kept in double */
+    }
+    k->loaded = 1;
     return AMPX_OK;
 }
 
@@ -516,10 +565,11 @@ static ampx_status write_tensor(ck_reader *r, ampx_trainer *t, const ck_source *
 /* A checkpoint whose header (root) st_parse or st_open checked, its data in s. */
 static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root,
                            const ck_source *s) {
-    ck_tensor *ts  = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
-    int64_t *at    = malloc(sizeof *at * (TR_MAX_PARAMS * 5 + 1));
-    ampx_status st = AMPX_ERR_INVALID;
-    if (!ts || !at) {
+    ck_tensor *ts       = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
+    int64_t *at         = malloc(sizeof *at * (TR_MAX_PARAMS * 5 + 1));
+    ampx_keeper *keeper = malloc(sizeof *keeper);
+    ampx_status st      = AMPX_ERR_INVALID;
+    if (!ts || !at || !keeper) {
         st = st_bad(r, "out of memory");
         goto out;
     }
@@ -528,7 +578,7 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
     st = AMPX_ERR_INVALID;
     int64_t step, seed;
     if (meta_int(r, meta, "step", 0, INT64_MAX, &step) ||
-        meta_int(r, meta, "seed", 0, INT64_MAX, &seed))
+        meta_int(r, meta, "seed", 0, INT64_MAX, &seed) || meta_keeper(r, meta, step, keeper))
         goto out;
     int n = ck_list(t, ts), derived = 0;
     t->notice[0] = 0;
@@ -545,10 +595,11 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
             goto out;
     /* the masters are on the device: their working copies for this policy */
     if ((st = derive_copies(r, t, ts, n, at, derived))) goto out;
-    t->step = step;
-    st      = AMPX_OK;
+    t->keeper = *keeper;
+    t->step   = step;
+    st        = AMPX_OK;
 out:
-    free(ts), free(at);
+    free(ts), free(at), free(keeper);
     return st;
 }
 

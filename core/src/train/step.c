@@ -386,8 +386,10 @@ ampx_status ampx_trainer_run(ampx_trainer *t, int64_t until, ampx_record_fn reco
     t->ring.t_last_flush = tr_now_ms();
     while (t->step < until && !stop) {
         if ((st = one_step(t))) return st;
-        if (t->step - t->ring.first == t->K || t->step == until)
+        int halt = t->stop && *t->stop; /* a signal: this step is done, its records out */
+        if (t->step - t->ring.first == t->K || t->step == until || halt)
             if ((st = flush(t, record, user, &stop))) return st;
+        if (halt) break;
     }
     return st;
 }

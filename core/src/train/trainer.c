@@ -301,12 +301,21 @@ static ampx_status check_memory(ampx_trainer *t, const data_request *req) {
     }
     ampx_device_info info = {.size = sizeof info};
     ampx_backend_device_info(t->be, &info);
-    if (info.memory_bytes && device > (double)info.memory_bytes)
+    double have = (double)info.memory_bytes, gib = (double)(1u << 30);
+    if (info.memory_bytes && device > have)
         return tr_fail(t, AMPX_ERR_NO_MEMORY,
                        "%s: the parameters, optimizer state and data need %.1f GiB (at least) but "
                        "the device (%s) has %.1f GiB",
-                       m->cfg.file, device / (double)(1u << 30), info.name,
-                       (double)info.memory_bytes / (double)(1u << 30));
+                       m->cfg.file, device / gib, info.name, have / gib);
+    /* the activations and their gradients: the planned arena */
+    double arena = (double)t->plan.arena_bytes;
+    if (info.memory_bytes && device + arena > have)
+        return tr_fail(t, AMPX_ERR_NO_MEMORY,
+                       "%s (model \"%s\"): the activation arena (%.1f GiB planned for batch %lld) "
+                       "and the parameters, optimizer state and data (%.1f GiB) need %.1f GiB (at "
+                       "least) but the device (%s) has %.1f GiB: lower train.batch or the window",
+                       m->cfg.file, m->cfg.name, arena / gib, (long long)t->B, device / gib,
+                       (device + arena) / gib, info.name, have / gib);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0 && host > (double)pages * (double)page)
         return tr_fail(t, AMPX_ERR_NO_MEMORY,
@@ -362,7 +371,12 @@ static ampx_status create_data(ampx_trainer *t) {
     const char *file = t->m->cfg.file;
     data_request req;
     ampx_status st;
-    if ((st = inputs_map(t, &req)) || (st = check_memory(t, &req))) return st;
+    if ((st = inputs_map(t, &req))) return st;
+    /* the plan first: its arena counts in the memory check (a sampler's values each keep
+     * their place: the KV cache reads the keys and values of earlier calls) */
+    if (plan_make(&t->g, (uint64_t)t->B, t->persistent, t->inference != 0, &t->plan))
+        return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    if ((st = check_memory(t, &req))) return st;
     if (t->inference == 1 && !t->in.tokens)
         return tr_fail(t, AMPX_ERR_INVALID,
                        "%s: sampling reads a token model (an i32 token input and its labels)",
@@ -408,10 +422,6 @@ static ampx_status create_device(ampx_trainer *t) {
     const ampx_model *m = t->m;
     ampx_status st;
     if ((st = create_values(t)) || (st = grad_arena(t))) return st;
-    /* a sampler's values each keep their place: the KV cache reads the keys and values (and
-     * every row before the new ones) of earlier calls */
-    if (plan_make(&t->g, (uint64_t)t->B, t->persistent, t->inference != 0, &t->plan))
-        return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     ampx_scalars s;
     init_scalars(m, &s);
     if ((st = tr_alloc_zero(t, t->plan.arena_bytes, &t->arena)) || (st = ring_setup(t)) ||
@@ -459,6 +469,8 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
     t->inject.grad_step   = -1;
     t->inject.update_step = -1;
     t->in.epoch_on_device = -1;
+    t->keeper.best_loss   = INFINITY;
+    t->keeper.best_step   = -1;
     t->inference          = inference;
     call_init(&t->call, be, t->error, sizeof t->error);
     dp_init(&t->dp, dist, &t->call, t->error, sizeof t->error);
@@ -535,6 +547,14 @@ int64_t ampx_trainer_step(const ampx_trainer *t) {
 
 const char *ampx_trainer_error(const ampx_trainer *t) {
     return t->error;
+}
+
+ampx_keeper *ampx_trainer_keeper(ampx_trainer *t) {
+    return &t->keeper;
+}
+
+void ampx_trainer_stop_on(ampx_trainer *t, const volatile sig_atomic_t *flag) {
+    t->stop = flag;
 }
 
 const char *ampx_trainer_notice(const ampx_trainer *t) {
