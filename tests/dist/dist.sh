@@ -17,7 +17,9 @@
 #     kill -9; a rank stopped with SIGSTOP (the watchdog, AMPX_DIST_TIMEOUT=3, names it);
 #     ranks that diverge (a weight made non-finite on one rank only);
 #   - AMPX_DIST_CHECK=1 (signatures before every collective) raises no false alarm and gives
-#     the same bits.
+#     the same bits;
+#   - 4 ranks (oversubscribed): 4 x 16 reaches 1 x 64's parameters within 1e-5, and a rank
+#     stopped among 4 is named by the others' watchdog.
 set -uo pipefail
 ampx=$1
 src=$2
@@ -174,13 +176,13 @@ AMPX_DIST_CHECK=1 mpi2 -x AMPX_DIST_CHECK "$ampx" train "$sgd" --batch 32 --chec
   >"$work/out" 2>&1 || fail "AMPX_DIST_CHECK=1: $(cat "$work/out")"
 compare "$work/two.st" "$work/chk.st" --exact || fail "AMPX_DIST_CHECK=1 changes the result"
 
-find_rank1() { # JOB: rank 1's pid among mpirun's children (from /proc: procps may be missing)
-  local v=
+find_rank1() { # JOB [RANK]: rank RANK's (default 1) pid among mpirun's children (from /proc:
+  local v=    # procps may be missing)
   for _ in $(seq 100); do
     for stat in /proc/[0-9]*/stat; do
       { read -r p _ _ ppid _ <"$stat"; } 2>/dev/null || continue
       [ "$ppid" = "$1" ] || continue
-      tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -x OMPI_COMM_WORLD_RANK=1 >/dev/null && v=$p
+      tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -x "OMPI_COMM_WORLD_RANK=${2:-1}" >/dev/null && v=$p
     done
     [ -n "$v" ] && break
     sleep 0.1
@@ -228,6 +230,29 @@ grep -Eq "rank 0 of 2: step [0-9]+: .* waited [0-9.]+ s for rank 1, which (has n
 [ $((SECONDS - t1)) -le 15 ] || fail "SIGSTOP: the job ended after $((SECONDS - t1)) s (deadline 3 s)"
 echo "watchdog: a stopped rank named after $((SECONDS - t1)) s"
 [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
+
+# ---- 4 ranks (oversubscribed): 4 x 16 reaches 1 x 64's parameters; a stopped rank 2 is named
+timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$sgd" --batch 16 \
+  --checkpoint "$work/four.st" >"$work/out" 2>&1 || fail "4 ranks: $(cat "$work/out")"
+compare "$work/one.st" "$work/four.st" --rel 1e-5 || fail "4 ranks x 16 != 1 x 64 after 50 steps"
+AMPX_DIST_TIMEOUT=3 "$mpiexec" --oversubscribe -np 4 -x AMPX_DIST_TIMEOUT "$ampx" train "$sgd" \
+  --steps 100000000 --quiet >"$work/out" 2>&1 &
+job=$!
+victim=$(find_rank1 $job 2)
+sleep 2
+t1=$SECONDS
+[ -n "$victim" ] || fail "SIGSTOP, 4 ranks: rank 2's process not found among mpirun's children"
+[ -n "$victim" ] && kill -STOP "$victim"
+for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then
+  fail "SIGSTOP of rank 2 of 4: the job still runs after 30 s"
+  kill -9 $job
+fi
+[ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
+wait $job
+grep -Eq "rank [013] of 4: step [0-9]+: .* for rank 2, which (has not reached it|reached it and fell silent)" \
+  "$work/out" || fail "SIGSTOP of rank 2 of 4: $(cat "$work/out")"
+echo "watchdog, 4 ranks: rank 2 stopped, the job ended after $((SECONDS - t1)) s"
 
 AMPX_INJECT_NONFINITE_UPDATE=15@1 timeout -k 5 30 "$mpiexec" --oversubscribe -np 2 \
   -x AMPX_INJECT_NONFINITE_UPDATE "$ampx" train "$sgd" --quiet >"$work/out" 2>&1
