@@ -48,11 +48,14 @@ typedef struct ab_job {
 // ---------------------------------------------------------------------------------------
 // The micro-kernel and the packing
 
+/* A bf16 pair read as one 32-bit word from tiles written as bf16 elements. */
+typedef uint32_t ab_pair __attribute__((may_alias));
+
 /* c[i ldc + j] += sum_{p < kp} a[i sa + p sp] . b[p ldb + j] for i < m, j < n (n a multiple
  * of 32), where a and b hold bf16 pairs (the lower half first in the sum's order) and . is
  * the dot product of two pairs. Blocks of eight rows by 32 columns stay in sixteen
  * registers while p runs: two loads of b, eight broadcasts of a, sixteen vdpbf16ps. */
-AB_INLINE void ab_mm(uint64_t m, uint64_t n, uint64_t kp, const uint32_t *a, uint64_t sa,
+AB_INLINE void ab_mm(uint64_t m, uint64_t n, uint64_t kp, const ab_pair *a, uint64_t sa,
                      uint64_t sp, const uint32_t *b, uint64_t ldb, float *c, uint64_t ldc) {
     for (uint64_t j = 0; j < n; j += 32) {
         uint64_t i = 0;
@@ -63,7 +66,7 @@ AB_INLINE void ab_mm(uint64_t m, uint64_t n, uint64_t kp, const uint32_t *a, uin
                 x[r][0] = _mm512_loadu_ps(c + (i + r) * ldc + j);
                 x[r][1] = _mm512_loadu_ps(c + (i + r) * ldc + j + 16);
             }
-            const uint32_t *ap = a + i * sa;
+            const ab_pair *ap = a + i * sa;
             for (uint64_t p = 0; p < kp; p++) {
                 __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * ldb + j);
                 __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * ldb + j + 16);
