@@ -61,13 +61,16 @@ static ampx_dtype wider(ampx_dtype a, ampx_dtype b) {
 
 /* The first override whose glob matches node n: its name as the model writes it, or the name
  * of one of its outputs, as `ampx policy` lists them (h0.attn.probs, h0.attn.k); -1: none. */
+static int matches(const g_graph *g, const char *glob, const g_node *n) {
+    if (!fnmatch(glob, n->name, 0)) return 1;
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && !fnmatch(glob, g->values[n->out[k]].name, 0)) return 1;
+    return 0;
+}
+
 static int override_of(const g_graph *g, const policy *p, const g_node *n) {
-    for (int i = 0; i < p->n_overrides; i++) {
-        if (!fnmatch(p->overrides[i].glob, n->name, 0)) return i;
-        for (int k = 0; k < n->n_out; k++)
-            if (n->out[k] >= 0 && !fnmatch(p->overrides[i].glob, g->values[n->out[k]].name, 0))
-                return i;
-    }
+    for (int i = 0; i < p->n_overrides; i++)
+        if (matches(g, p->overrides[i].glob, n)) return i;
     return -1;
 }
 
@@ -320,15 +323,17 @@ static int check_overrides(const g_graph *g, const g_node *old, int n_old, const
     for (int i = 0; i < p->n_overrides; i++) {
         if (used[i]) continue;
         const char *glob = p->overrides[i].glob;
-        int matched      = 0;
-        for (int k = 0; k < n_old && !matched; k++)
-            matched = override_of(g, p, &old[k]) == i;
+        int matched = 0, shadowed = 0; /* shadowed: an earlier override decides a match */
+        for (int k = 0; k < n_old; k++)
+            if (matches(g, glob, &old[k])) matched = 1, shadowed |= override_of(g, p, &old[k]) < i;
         const char *near = matched ? NULL : nearest_name(g, old, n_old, glob);
+        const char *why =
+            !matched   ? "matches no tensor"
+            : shadowed ? "matches only tensors an earlier override or a fixed dtype decides"
+                       : "matches only tensors whose dtype is fixed (embeddings, losses, views)";
         snprintf(msg, cap,
                  "$.policy.overrides.\"%s\": %s%s%s%s (`ampx policy MODEL` lists the names)", glob,
-                 matched ? "matches only tensors whose dtype is fixed (embeddings, losses, views)"
-                         : "matches no tensor",
-                 near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+                 why, near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
         return -1;
     }
     return 0;
