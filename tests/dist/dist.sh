@@ -176,7 +176,7 @@ AMPX_DIST_CHECK=1 mpi2 -x AMPX_DIST_CHECK "$ampx" train "$sgd" --batch 32 --chec
   >"$work/out" 2>&1 || fail "AMPX_DIST_CHECK=1: $(cat "$work/out")"
 compare "$work/two.st" "$work/chk.st" --exact || fail "AMPX_DIST_CHECK=1 changes the result"
 
-find_rank1() { # JOB [RANK]: rank RANK's (default 1) pid among mpirun's children (from /proc:
+find_rank() { # JOB [RANK]: rank RANK's (default 1) pid among mpirun's children (from /proc:
   local v=    # procps may be missing)
   for _ in $(seq 100); do
     for stat in /proc/[0-9]*/stat; do
@@ -191,7 +191,7 @@ find_rank1() { # JOB [RANK]: rank RANK's (default 1) pid among mpirun's children
 }
 "$mpiexec" --oversubscribe -np 2 "$ampx" train "$sgd" --steps 100000000 --quiet >"$work/out" 2>&1 &
 job=$!
-victim=$(find_rank1 $job)
+victim=$(find_rank $job)
 sleep 1
 t1=$SECONDS
 [ -n "$victim" ] || fail "kill -9: rank 1's process not found among mpirun's children"
@@ -208,51 +208,36 @@ grep -q "rank 1 .*signal 9" "$work/out" || fail "kill -9 of rank 1: $(cat "$work
 [ $((SECONDS - t1)) -le 30 ] || fail "kill -9: the job ended after $((SECONDS - t1)) s"
 
 # a rank stopped (SIGSTOP) without dying: the others name it within the deadline
-AMPX_DIST_TIMEOUT=3 "$mpiexec" --oversubscribe -np 2 -x AMPX_DIST_TIMEOUT "$ampx" train "$sgd" \
-  --steps 100000000 --quiet >"$work/out" 2>&1 &
-job=$!
-victim=$(find_rank1 $job)
-sleep 2
-t1=$SECONDS
-[ -n "$victim" ] || fail "SIGSTOP: rank 1's process not found among mpirun's children"
-[ -n "$victim" ] && kill -STOP "$victim"
-for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
-if kill -0 $job 2>/dev/null; then
-  fail "SIGSTOP of rank 1: the job still runs after 30 s"
-  kill -9 $job
-  [ -n "$victim" ] && kill -9 "$victim"
-fi
-wait $job
-rc=$?
-[ $rc -ne 0 ] || fail "SIGSTOP of rank 1: exit 0"
-grep -Eq "rank 0 of 2: step [0-9]+: .* waited [0-9.]+ s for rank 1, which (has not reached it|reached it and fell silent): stalled or hung" \
-  "$work/out" || fail "SIGSTOP of rank 1: $(cat "$work/out")"
-[ $((SECONDS - t1)) -le 15 ] || fail "SIGSTOP: the job ended after $((SECONDS - t1)) s (deadline 3 s)"
-echo "watchdog: a stopped rank named after $((SECONDS - t1)) s"
-[ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
+stop_rank() { # NP RANK PATTERN: rank RANK of NP stopped under AMPX_DIST_TIMEOUT=3
+  local np=$1 rank=$2 pattern=$3 job victim t1 rc
+  AMPX_DIST_TIMEOUT=3 "$mpiexec" --oversubscribe -np "$np" -x AMPX_DIST_TIMEOUT "$ampx" train \
+    "$sgd" --steps 100000000 --quiet >"$work/out" 2>&1 &
+  job=$!
+  victim=$(find_rank $job "$rank")
+  sleep 2
+  t1=$SECONDS
+  [ -n "$victim" ] || fail "SIGSTOP: rank $rank of $np not found among mpirun's children"
+  [ -n "$victim" ] && kill -STOP "$victim"
+  for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $job 2>/dev/null; then
+    fail "SIGSTOP of rank $rank of $np: the job still runs after 30 s"
+    kill -9 $job
+  fi
+  [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
+  wait $job
+  rc=$?
+  [ $rc -ne 0 ] || fail "SIGSTOP of rank $rank of $np: exit 0"
+  grep -Eq "$pattern" "$work/out" || fail "SIGSTOP of rank $rank of $np: $(cat "$work/out")"
+  [ $((SECONDS - t1)) -le 15 ] || fail "SIGSTOP: the job ended after $((SECONDS - t1)) s (deadline 3 s)"
+  echo "watchdog: rank $rank of $np stopped, the job ended after $((SECONDS - t1)) s"
+}
+stop_rank 2 1 "rank 0 of 2: step [0-9]+: .* waited [0-9.]+ s for rank 1, which (has not reached it|reached it and fell silent): stalled or hung"
 
 # ---- 4 ranks (oversubscribed): 4 x 16 reaches 1 x 64's parameters; a stopped rank 2 is named
 timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$sgd" --batch 16 \
   --checkpoint "$work/four.st" >"$work/out" 2>&1 || fail "4 ranks: $(cat "$work/out")"
 compare "$work/one.st" "$work/four.st" --rel 1e-5 || fail "4 ranks x 16 != 1 x 64 after 50 steps"
-AMPX_DIST_TIMEOUT=3 "$mpiexec" --oversubscribe -np 4 -x AMPX_DIST_TIMEOUT "$ampx" train "$sgd" \
-  --steps 100000000 --quiet >"$work/out" 2>&1 &
-job=$!
-victim=$(find_rank1 $job 2)
-sleep 2
-t1=$SECONDS
-[ -n "$victim" ] || fail "SIGSTOP, 4 ranks: rank 2's process not found among mpirun's children"
-[ -n "$victim" ] && kill -STOP "$victim"
-for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
-if kill -0 $job 2>/dev/null; then
-  fail "SIGSTOP of rank 2 of 4: the job still runs after 30 s"
-  kill -9 $job
-fi
-[ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
-wait $job
-grep -Eq "rank [013] of 4: step [0-9]+: .* for rank 2, which (has not reached it|reached it and fell silent)" \
-  "$work/out" || fail "SIGSTOP of rank 2 of 4: $(cat "$work/out")"
-echo "watchdog, 4 ranks: rank 2 stopped, the job ended after $((SECONDS - t1)) s"
+stop_rank 4 2 "rank [013] of 4: step [0-9]+: .* for rank 2, which (has not reached it|reached it and fell silent)"
 
 AMPX_INJECT_NONFINITE_UPDATE=15@1 timeout -k 5 30 "$mpiexec" --oversubscribe -np 2 \
   -x AMPX_INJECT_NONFINITE_UPDATE "$ampx" train "$sgd" --quiet >"$work/out" 2>&1

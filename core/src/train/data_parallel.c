@@ -189,13 +189,19 @@ static ampx_status count_ranks(dp_state *dp, int differs, int *count) {
 
 /* The refusal of a rank whose part `part` differs from rank 0's: paths are shown both ways
  * (rank 0's come in `first_paths`). */
-static ampx_status refuse(dp_state *dp, const settings *cfg, int part, const char *first_paths) {
-    char mine[512] = "";
+/* The data files' paths, space-separated (cut at cap), for the refusal's words. */
+static void joined_paths(const data_config *d, char *out, size_t cap) {
     const char *paths[8];
-    data_paths(&cfg->data, paths);
+    data_paths(d, paths);
+    out[0] = 0;
     for (int i = 0, at = 0; i < 8; i++)
-        if (paths[i] && at < (int)sizeof mine)
-            at += snprintf(mine + at, sizeof mine - (size_t)at, "%s%s", at ? " " : "", paths[i]);
+        if (paths[i] && at < (int)cap)
+            at += snprintf(out + at, cap - (size_t)at, "%s%s", at ? " " : "", paths[i]);
+}
+
+static ampx_status refuse(dp_state *dp, const settings *cfg, int part, const char *first_paths) {
+    char mine[512];
+    joined_paths(&cfg->data, mine, sizeof mine);
     if (part == H_PATHS)
         err_set(dp->err, "rank %d reads other data files than rank 0: %s here, %s on rank 0",
                 dp->rank, mine, first_paths);
@@ -214,13 +220,7 @@ ampx_status dp_join(dp_state *dp, const settings *cfg, const g_graph *g,
     char paths[512] = "";
     run_hash(dp, cfg, g, fresh, mine);
     memcpy(first, mine, sizeof mine);
-    if (dp->rank == 0) {
-        const char *p[8];
-        data_paths(&cfg->data, p);
-        for (int i = 0, at = 0; i < 8; i++)
-            if (p[i] && at < (int)sizeof paths)
-                at += snprintf(paths + at, sizeof paths - (size_t)at, "%s%s", at ? " " : "", p[i]);
-    }
+    if (dp->rank == 0) joined_paths(&cfg->data, paths, sizeof paths);
     ampx_status st = dist_broadcast(dp->dist, first, sizeof first, 0);
     if (!st) st = dist_broadcast(dp->dist, paths, sizeof paths, 0);
     if (st) return comm_fail(dp, st);
