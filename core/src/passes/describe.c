@@ -13,17 +13,6 @@
 // ---------------------------------------------------------------------------------------
 // Describe
 
-static void linef(ampx_line_fn line, void *user, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void linef(ampx_line_fn line, void *user, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    line(user, buf);
-}
-
 /* "128" for one axis per example, "[28, 28]" otherwise; a parameter's full shape "2x128". */
 static void features(const g_value *v, char *buf, size_t cap) {
     int first = v->batched ? 1 : 0;

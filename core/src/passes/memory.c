@@ -161,17 +161,6 @@ ampx_status ampx_model_memory(const ampx_model *m, int as_f32, ampx_memory *out,
 // ---------------------------------------------------------------------------------------
 // Describing
 
-static void linef(ampx_line_fn line, void *user, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void linef(ampx_line_fn line, void *user, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    line(user, buf);
-}
-
 /* MiB from 1 MiB up, KiB below: the unit for figures of about `most` bytes. */
 static double unit_of(uint64_t most, const char **name) {
     *name = most >= (1u << 20) ? "MiB" : "KiB";

@@ -4,6 +4,10 @@
 #ifndef AMPX_PASSES_MODEL_H
 #define AMPX_PASSES_MODEL_H
 
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "ampx/train.h"
 #include "config/settings.h"
 #include "graph/graph.h"
 
@@ -25,5 +29,18 @@ int policy_apply(g_graph *g, const policy *p, char *msg, size_t cap);
 int model_casts_copies(const ampx_model *m);
 /* The words for a reason code. */
 const char *policy_why(g_why why);
+
+/* One printf-formatted line (at most 511 bytes) to a describing callback (describe.c and
+ * memory.c print through it). */
+static inline void linef(ampx_line_fn line, void *user, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline void linef(ampx_line_fn line, void *user, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    line(user, buf);
+}
 
 #endif
