@@ -83,6 +83,20 @@ done
   fail "fused attention run"
 grep -q '"attn_fwd\.' "$work/f.trace.json" && grep -q '"attn_bwd\.' "$work/f.trace.json" ||
   fail "the fused run's trace has no attn_fwd / attn_bwd"
+# a product computed in bf16 gets its output's gradient in bf16 (one cast where the f32
+# residual stream hands it down), so both of its backward GEMMs read bf16 operands
+python3 - "$work/f.trace.json" <<'PY' || fail "bf16 products' backward GEMMs"
+import json, sys
+ops = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "op"]
+gemm = [e for e in ops if e["name"].startswith("gemm.")]
+low = {e["args"]["node"] for e in gemm if e["args"]["phase"] == "forward" and e["name"] == "gemm.bf16"}
+bwd = [e for e in gemm if e["args"]["phase"] == "backward" and e["args"]["node"] in low]
+assert len(low) >= 4 and len(bwd) >= 2 * len(low), (low, len(bwd))
+for e in bwd:
+    assert e["args"]["dtypes"].split(",")[:2] == ["bf16", "bf16"], e["args"]
+casts = {e["args"]["node"] for e in ops if e["name"] == "cast.bf16" and e["args"]["phase"] == "backward"}
+assert any(n.endswith(".proj") for n in casts), casts
+PY
 "$ampx" train "$work/dropc.json" --steps 60 --quiet --metrics "$work/c.jsonl" >/dev/null 2>&1 ||
   fail "composite attention run"
 python3 - "$work/f.jsonl" "$work/c.jsonl" <<'PY' || fail "fused and composite attention train differently"

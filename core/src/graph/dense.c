@@ -80,10 +80,25 @@ static ampx_status matmul_fwd(g_exec *x, const g_graph *g, const g_node *n) {
                   gx_tensor(x, n->out[0]));
 }
 
+/* The gradient of a product's output y as the product reads it: y's own dtype. A bf16 or
+ * f16 output whose gradient arrives in f32 (an add into the f32 residual stream hands its f32
+ * dy to both inputs) gets one CAST named for the product, so both backward GEMMs run on
+ * operands of the compute dtype, as a bf16 autocast framework rounds the gradient of a bf16
+ * output. The parameter gradients stay f32: the GEMMs accumulate in f32. */
+static int grad_as_output(g_graph *g, int self, int y, int dy) {
+    ampx_dtype t = g->values[y].dtype;
+    if (dy < 0 || g->values[dy].dtype != AMPX_F32 || (t != AMPX_BF16 && t != AMPX_F16)) return dy;
+    int low = g_new_grad(g, y, t);
+    if (low < 0 || g_emit(g, self, OP_CAST, &dy, 1, &low, 1, NULL) < 0) return -1;
+    return low;
+}
+
 static int matmul_bwd(g_graph *g, int self) {
     const g_node *n = &g->nodes[self];
     int in = n->in[0], w = n->in[1], dy = g_grad_of(g, n->out[0]);
     if (dy < 0) return 0;
+    if ((dy = grad_as_output(g, self, n->out[0], dy)) < 0) return -1;
+    n = &g->nodes[self];
     if (g_needs_grad(g, w)) {
         g_attrs a = {.trans_b = n->a.trans_b};
         int dw    = g_param_grad(g, w, &a.accumulate);
@@ -242,7 +257,7 @@ static int dense_pre_grad(g_graph *g, int self) {
     const g_node *n = &g->nodes[self];
     int dy          = g_grad_of(g, n->out[0]);
     if (dy < 0) return -2;
-    if (!n->a.epi_act) return dy;
+    if (!n->a.epi_act) return grad_as_output(g, self, n->out[0], dy);
     int pre = n->out[1], ins[2] = {pre, dy};
     g_attrs a = {.act = n->a.epi_act - 1};
     int dpre  = g_new_grad(g, pre, g->values[pre].dtype);
