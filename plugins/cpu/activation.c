@@ -122,17 +122,9 @@ CPU_AVX512_INLINE __m512 act16_avx512(uint32_t act, int bwd, __m512 x, __m512 dy
     const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
     const __m512 gk = _mm512_set1_ps((float)AMPX_KM_GELU_K),
                  gc = _mm512_set1_ps((float)AMPX_KM_GELU_C);
-    __m512 v;
-    if (act == AMPX_ACT_GELU)
-        v = _mm512_mul_ps(
-            x, _mm512_fmadd_ps(_mm512_mul_ps(x, x),
-                               _mm512_set1_ps((float)(-2 * AMPX_KM_GELU_K * AMPX_KM_GELU_C)),
-                               _mm512_set1_ps((float)(-2 * AMPX_KM_GELU_K))));
-    else
-        v = _mm512_sub_ps(zero, x);
+    if (!bwd) return cpu_avx512_act_fwd_ps(act, x);
     __m512 s, om;
-    cpu_avx512_sigmoid_neg_ps(v, &s, &om);
-    if (!bwd) return act == AMPX_ACT_SIGMOID ? s : _mm512_mul_ps(x, s);
+    cpu_avx512_sigmoid_neg_ps(cpu_avx512_act_neg_arg_ps(act, x), &s, &om);
     __m512 df;
     if (act == AMPX_ACT_SIGMOID) {
         df = _mm512_mul_ps(s, om);

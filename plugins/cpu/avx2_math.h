@@ -531,6 +531,24 @@ CPU_AVX512_INLINE void cpu_avx512_sigmoid_neg_ps(__m512 v, __m512 *s, __m512 *om
     *om           = _mm512_mask_blend_ps(big, _mm512_mul_ps(e, *s), one);
 }
 
+/* cpu_avx2_act_neg_arg_ps, sixteen lanes (the same operations, the same bits). */
+CPU_AVX512_INLINE __m512 cpu_avx512_act_neg_arg_ps(uint32_t act, __m512 x) {
+    if (act == AMPX_ACT_GELU)
+        return _mm512_mul_ps(
+            x, _mm512_fmadd_ps(_mm512_mul_ps(x, x),
+                               _mm512_set1_ps((float)(-2 * AMPX_KM_GELU_K * AMPX_KM_GELU_C)),
+                               _mm512_set1_ps((float)(-2 * AMPX_KM_GELU_K))));
+    return _mm512_sub_ps(_mm512_setzero_ps(), x);
+}
+
+/* gelu, sigmoid or silu of sixteen floats, forward: s = sigmoid(u) from the argument above,
+ * f = s (sigmoid) or x s (gelu, silu); ACT_FWD's and the GEMM epilogue's bits. */
+CPU_AVX512_INLINE __m512 cpu_avx512_act_fwd_ps(uint32_t act, __m512 x) {
+    __m512 s, om;
+    cpu_avx512_sigmoid_neg_ps(cpu_avx512_act_neg_arg_ps(act, x), &s, &om);
+    return act == AMPX_ACT_SIGMOID ? s : _mm512_mul_ps(x, s);
+}
+
 /* The low and high eight lanes (the AVX2 path's two vectors of sixteen elements). */
 CPU_AVX512_INLINE __m256 cpu_avx512_lo8(__m512 v) {
     return _mm512_castps512_ps256(v);

@@ -105,8 +105,8 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
             for (uint64_t jj = 0; jj < nc; jj++)
                 r[jj] = g->alpha * r[jj] + g->beta * crow[jj];
         } else {
-            for (uint64_t jj = 0; jj < nc; jj++)
-                r[jj] = g->alpha * r[jj];
+            cpu_gemm_epi_store(&j->epi, r, g->alpha, j->C, g->c.dtype, off, j0, nc);
+            continue;
         }
         if (j->epi.on) cpu_gemm_epi_row(&j->epi, r, off, j0, nc);
         cpu_store_f32(j->C, g->c.dtype, off, r, nc);
@@ -488,8 +488,8 @@ static void tile_epilogue(const sliver_job *j, uint64_t b, uint64_t i0, uint64_t
             for (uint64_t jj = 0; jj < nc; jj++)
                 r[jj] = g->alpha * r[jj] + g->beta * crow[jj];
         } else {
-            for (uint64_t jj = 0; jj < nc; jj++)
-                r[jj] = g->alpha * r[jj];
+            cpu_gemm_epi_store(&j->epi, r, g->alpha, j->C, g->c.dtype, off, j0 + c0, nc);
+            continue;
         }
         if (j->epi.on) cpu_gemm_epi_row(&j->epi, r, off, j0 + c0, nc);
         cpu_store_f32(j->C, g->c.dtype, off, r, nc);

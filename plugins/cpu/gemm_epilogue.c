@@ -41,6 +41,7 @@ void cpu_gemm_epi_init(cpu_gemm_epi *e, const cpu_kernels *kern, const ampx_gemm
     e->relu    = e->act == AMPX_ACT_RELU;
     e->vec     = kern->isa >= CPU_ISA_AVX2 &&
              (e->act == AMPX_ACT_GELU || e->act == AMPX_ACT_SIGMOID || e->act == AMPX_ACT_SILU);
+    e->wide = kern->isa >= CPU_ISA_AVX512 && (e->act < 0 || e->vec);
 }
 
 /* relu as activation.c computes it: x for x > 0, x + x for NaN (quieted), +0 otherwise. */
@@ -93,6 +94,40 @@ void cpu_gemm_epi_row(const cpu_gemm_epi *e, float *r, uint64_t off, uint64_t co
         for (uint64_t j = 0; j < nc; j++)
             v[j] = act_one(e, v[j]);
     }
+}
+
+#if CPU_HAVE_AVX2_TABLE
+/* cpu_gemm_epi_store's whole sixteen-lane groups on the AVX-512 tables, in one pass: C =
+ * f(alpha r + bias) with pre_act stored, the operations of the row path above (the AVX2
+ * path's bits). Returns the elements done. */
+CPU_AVX512_FN static uint64_t epi_store_avx512(const cpu_gemm_epi *e, const float *r, float alpha,
+                                               void *C, ampx_dtype cdt, uint64_t off, uint64_t col0,
+                                               uint64_t n) {
+    const int ne   = cpu_bf16_ne();
+    const __m512 a = _mm512_set1_ps(alpha);
+    uint64_t k     = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m512 v = _mm512_mul_ps(a, _mm512_loadu_ps(r + k));
+        if (e->bias) v = _mm512_add_ps(v, cpu_avx512_ld16(e->bias, e->bias_dt, col0 + k, 0xffff));
+        if (e->pre) cpu_avx512_st16_ne(e->pre, e->pre_dt, off + k, v, 0xffff, ne);
+        if (e->act >= 0) v = cpu_avx512_act_fwd_ps((uint32_t)e->act, v);
+        cpu_avx512_st16_ne(C, cdt, off + k, v, 0xffff, ne);
+    }
+    return k;
+}
+#endif
+
+void cpu_gemm_epi_store(const cpu_gemm_epi *e, float *r, float alpha, void *C, ampx_dtype cdt,
+                        uint64_t off, uint64_t col0, uint64_t n) {
+    uint64_t k = 0;
+#if CPU_HAVE_AVX2_TABLE
+    if (e->wide) k = epi_store_avx512(e, r, alpha, C, cdt, off, col0, n);
+#endif
+    if (k == n) return;
+    for (uint64_t j = k; j < n; j++)
+        r[j] = alpha * r[j];
+    if (e->on) cpu_gemm_epi_row(e, r + k, off + k, col0 + k, n - k);
+    cpu_store_f32(C, cdt, off + k, r + k, n - k);
 }
 
 float cpu_gemm_epi_one(const cpu_gemm_epi *e, float v, uint64_t off, uint64_t col) {

@@ -13,6 +13,7 @@ typedef struct cpu_gemm_epi {
     int act;  /* ampx_act, or -1 */
     int vec;  /* gelu/sigmoid/silu in f32, eight lanes, as the AVX2 and AVX-512 ACT_FWD */
     int relu; /* the relu of activation.c: exact, NaN quieted */
+    int wide; /* cpu_gemm_epi_store runs sixteen lanes (AVX-512 tables; no activation or vec) */
     const void *bias;
     ampx_dtype bias_dt;
     void *pre; /* pre_act, C's layout */
@@ -25,6 +26,11 @@ void cpu_gemm_epi_init(cpu_gemm_epi *e, const cpu_kernels *kern, const ampx_gemm
  * col0 + n - 1 of one row): adds the bias, stores pre_act there, applies the activation in
  * place. */
 void cpu_gemm_epi_row(const cpu_gemm_epi *e, float *r, uint64_t off, uint64_t col0, uint64_t n);
+/* C's elements off .. off + n - 1 (columns col0 .. of one row) = the row path above applied
+ * to alpha * r[0 .. n), rounded once to cdt: a tile row's whole epilogue when beta is 0 (r is
+ * overwritten). */
+void cpu_gemm_epi_store(const cpu_gemm_epi *e, float *r, float alpha, void *C, ampx_dtype cdt,
+                        uint64_t off, uint64_t col0, uint64_t n);
 /* The same for one element v of C's element off, column col. */
 float cpu_gemm_epi_one(const cpu_gemm_epi *e, float v, uint64_t off, uint64_t col);
 /* bias_grad (+)= column sums of op(B) over every batch, when g asks for it. */
