@@ -103,14 +103,17 @@ void cpu_gemm_epi_row(const cpu_gemm_epi *e, float *r, uint64_t off, uint64_t co
 CPU_AVX512_FN static uint64_t epi_store_avx512(const cpu_gemm_epi *e, const float *r, float alpha,
                                                void *C, ampx_dtype cdt, uint64_t off, uint64_t col0,
                                                uint64_t n) {
-    const int ne   = cpu_bf16_ne();
-    const __m512 a = _mm512_set1_ps(alpha);
-    uint64_t k     = 0;
+    const int ne = cpu_bf16_ne(), act = e->act;
+    const __m512 a   = _mm512_set1_ps(alpha);
+    const void *bias = e->bias;
+    void *pre        = e->pre;
+    ampx_dtype bdt = e->bias_dt, pdt = e->pre_dt;
+    uint64_t k = 0;
     for (; k + 16 <= n; k += 16) {
         __m512 v = _mm512_mul_ps(a, _mm512_loadu_ps(r + k));
-        if (e->bias) v = _mm512_add_ps(v, cpu_avx512_ld16(e->bias, e->bias_dt, col0 + k, 0xffff));
-        if (e->pre) cpu_avx512_st16_ne(e->pre, e->pre_dt, off + k, v, 0xffff, ne);
-        if (e->act >= 0) v = cpu_avx512_act_fwd_ps((uint32_t)e->act, v);
+        if (bias) v = _mm512_add_ps(v, cpu_avx512_ld16(bias, bdt, col0 + k, 0xffff));
+        if (pre) cpu_avx512_st16_ne(pre, pdt, off + k, v, 0xffff, ne);
+        if (act >= 0) v = cpu_avx512_act_fwd_ps((uint32_t)act, v);
         cpu_avx512_st16_ne(C, cdt, off + k, v, 0xffff, ne);
     }
     return k;
@@ -145,7 +148,7 @@ typedef struct bias_grad_job {
     float *db;
 } bias_grad_job;
 
-static void bias_grad_block(void *arg, uint64_t item, unsigned tid) {
+CPU_INLINE void bias_grad_body(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const bias_grad_job *j  = arg;
     const ampx_gemm_args *g = j->g;
@@ -172,6 +175,10 @@ static void bias_grad_block(void *arg, uint64_t item, unsigned tid) {
         j->db[c0 + c] = (float)sum[c];
     }
 }
+
+/* The column sums vectorise across columns (each column's order is unchanged: the same
+ * bits on every path). */
+CPU_ISA_CHUNK(bias_grad_block, bias_grad_body)
 
 void cpu_gemm_bias_grad(ampx_context *ctx, const ampx_gemm_args *g) {
     if (!g->bias_grad.buf || g->n == 0) return;
