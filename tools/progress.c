@@ -262,6 +262,7 @@ int progress_record(void *user, const ampx_step_record *r) {
         json_num(p->metrics, "lr", r->lr);
         json_num(p->metrics, "grad_norm", r->grad_norm);
         json_num(p->metrics, "time_ms", r->time_ms);
+        if (r->created_by && r->created_by[0]) json_str(p->metrics, "created_by", r->created_by);
         fprintf(p->metrics, "}\n");
     }
     if (r->skipped) {
@@ -274,6 +275,8 @@ int progress_record(void *user, const ampx_step_record *r) {
                     progress_scale_text(p->last_scale).s, progress_scale_text(r->scale).s,
                     r->first_nonfinite && r->first_nonfinite[0] ? "; first non-finite: " : "",
                     r->first_nonfinite ? r->first_nonfinite : "");
+        if (!p->quiet && r->overflow_origin && r->overflow_origin[0])
+            fprintf(stderr, "  non-finite values %s\n", r->overflow_origin);
     }
     if (r->warning && r->warning[0])
         fprintf(stderr, "%s%s\n", p->tty ? "\r\033[K" : "", r->warning);

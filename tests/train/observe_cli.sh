@@ -95,6 +95,38 @@ grep -q "not valid JSON" "$work/err" || fail "cut trace message: $(cat "$work/er
 grep -q "^gradient health at step 20" "$work/out" || fail "no health table: $(head "$work/out")"
 grep -Eq "^  fc1 +f16 " "$work/out" && grep -Eq "^  logits +f32 " "$work/out" || fail "table rows"
 grep -q "first non-finite: " "$work/err" || fail "skipped step without its first non-finite tensor: $(cat "$work/err")"
+# overflow forensics: each skipped monitored step names the node that created the first
+# non-finite value (a backward node at mlp_f16's 2^24 scale) and the scale it carried, and
+# its metrics line says created_by; the first non-finite tensor is that node's output
+python3 - "$work/err" "$work/m.jsonl" <<'PY' || fail "overflow origin of mlp_f16's skipped steps"
+import json, re, sys
+err = open(sys.argv[1]).read().splitlines()
+rows = [json.loads(l) for l in open(sys.argv[2]) if '"tensor"' not in l]
+skipped = [r for r in rows if r["skipped"]]
+assert skipped, "no skipped step"
+for r in skipped:
+    i = next(k for k, l in enumerate(err) if l.startswith("step %d: skipped" % r["step"]))
+    node = re.search(r"first non-finite: \S+ \(backward of node (\S+)\)", err[i]).group(1)
+    origin = err[i + 1]
+    assert origin.startswith("  non-finite values created by node %s (" % node), (err[i], origin)
+    assert ", backward, f16: " in origin and "from finite inputs (largest |x|: " in origin, origin
+    assert "f16 holds magnitudes up to 65504" in origin, origin
+    assert re.search(r"the gradients carried loss scale [0-9]+", origin), origin
+    assert r.get("created_by") == node, (r, node)
+assert all("created_by" not in r for r in rows if not r["skipped"])
+PY
+# a planted forward overflow: a scale node of factor 1e6 after fc1 under f16 makes inf from
+# finite inputs; the nodes after it pass the value on
+python3 - "$src/models/mlp_f16.json" "$work/boost.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["layers"].insert(1, {"name": "boost", "type": "scale", "factor": 1e6})
+json.dump(m, open(sys.argv[2], "w"))
+PY
+"$ampx" train "$work/boost.json" --steps 2 --monitor 1 --metrics "$work/b.jsonl" >/dev/null 2>"$work/err"
+grep -q "^  non-finite values created by node boost (scale, forward, f16: [0-9]* inf, 0 NaN in boost; f16 holds magnitudes up to 65504) from finite inputs (largest |x|: fc1.relu [0-9.e+-]*).*; passed on by fc2" "$work/err" ||
+  fail "planted forward overflow: $(cat "$work/err")"
+grep -q '"created_by":"boost"' "$work/b.jsonl" || fail "planted overflow: no created_by in the metrics"
 python3 - "$work/m.jsonl" <<'PY' || fail "monitor metrics lines"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

@@ -144,6 +144,13 @@ typedef struct ampx_step_record {
     const char *first_nonfinite;
     int64_t applied_steps; /* applied steps of the run so far (resumed runs included) */
     const char *warning;   /* a run-health warning that fired at this step, else "" */
+    /* monitored steps with non-finite values: the node that created the first one from
+     * finite inputs ("" when an input it does not scan handed it in, or none), and a
+     * sentence on it: the op, phase and dtype, its inputs' largest finite magnitudes, the
+     * dtype's range, the loss scale a backward node's values carried, and the nodes that
+     * passed the value on; "" when none or not monitored */
+    const char *created_by;
+    const char *overflow_origin;
 } ampx_step_record;
 
 typedef struct ampx_eval_result {

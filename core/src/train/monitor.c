@@ -57,14 +57,23 @@ ampx_status monitor_setup(ampx_trainer *t) {
     t->mon.scan_count = calloc((size_t)N, sizeof *t->mon.scan_count);
     t->mon.scan_value = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.scan_value);
     t->mon.scan_node  = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.scan_node);
-    if (!t->mon.scan_first || !t->mon.scan_count || !t->mon.scan_value || !t->mon.scan_node)
+    t->mon.value_scan = malloc((size_t)t->g.n_values * sizeof *t->mon.value_scan + 1);
+    if (!t->mon.scan_first || !t->mon.scan_count || !t->mon.scan_value || !t->mon.scan_node ||
+        !t->mon.value_scan)
         return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    for (int v = 0; v < t->g.n_values; v++)
+        t->mon.value_scan[v] = -1;
     for (int i = 0; i < N; i++) {
         const g_node *n      = &t->g.nodes[i];
         t->mon.scan_first[i] = t->mon.n_scan;
-        if (n->op == OP_RESHAPE) continue;
+        if (n->op == OP_RESHAPE) { /* a view: its input's statistics stand for it */
+            if (n->in[0] >= 0 && n->out[0] >= 0)
+                t->mon.value_scan[n->out[0]] = t->mon.value_scan[n->in[0]];
+            continue;
+        }
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0 && ampx_dtype_is_float(t->g.values[n->out[k]].dtype)) {
+                t->mon.value_scan[n->out[k]]      = t->mon.n_scan;
                 t->mon.scan_value[t->mon.n_scan]  = n->out[k];
                 t->mon.scan_node[t->mon.n_scan++] = i;
                 t->mon.scan_count[i]++;
@@ -82,6 +91,7 @@ void monitor_free(ampx_trainer *t) {
     free(t->mon.scan_count);
     free(t->mon.scan_value);
     free(t->mon.scan_node);
+    free(t->mon.value_scan);
     free(t->mon.host);
 }
 
@@ -196,19 +206,132 @@ static void read_health(ampx_trainer *t, const unsigned char *slot, double scale
     }
 }
 
+/* Scan position s of micro-batch a in a slot: its statistics and counts (GRAD_STATS). */
+static void scan_read(const ampx_trainer *t, const unsigned char *slot, int64_t a, int s,
+                      float st[4], int32_t cn[3]) {
+    uint64_t at = (uint64_t)(a * t->mon.n_scan + s);
+    memcpy(st, slot + mon_off(t, MON_SSTATS) + 16 * at, 16);
+    memcpy(cn, slot + mon_off(t, MON_SCOUNTS) + 12 * at, 12);
+}
+
+static double dtype_max(ampx_dtype dt) {
+    return dt == AMPX_F16    ? 65504.0
+           : dt == AMPX_BF16 ? 3.3895313892515355e38
+                             : 3.4028234663852886e38;
+}
+
+/* The inputs of node n in micro-batch a: their largest finite magnitudes into buf. Returns
+ * 1 when every float input is finite as far as the monitor knows (scanned and finite, or a
+ * weight, state or constant, which the run-health check keeps finite), 0 when one held a
+ * non-finite value or is not scanned (a data input: *other names it). */
+static int inputs_finite(const ampx_trainer *t, const unsigned char *slot, int64_t a,
+                         const g_node *n, char *buf, size_t cap, const char **other) {
+    size_t len = 0;
+    int ok     = 1;
+    buf[0]     = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        if (v < 0 || !ampx_dtype_is_float(t->g.values[v].dtype)) continue;
+        const g_value *val = &t->g.values[v];
+        int sp             = t->mon.value_scan[v];
+        float st[4];
+        int32_t cn[3];
+        if (sp < 0) {
+            if (val->role != ROLE_PARAM && val->role != ROLE_STATE && val->role != ROLE_CONST)
+                ok = 0, *other = val->name;
+            continue;
+        }
+        scan_read(t, slot, a, sp, st, cn);
+        if (cn[2] != 0) ok = 0, *other = val->name;
+        if (len < cap)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s %.3g", len ? ", " : "", val->name,
+                                    (double)st[0]);
+    }
+    return ok;
+}
+
+/* How the first non-finite value (scan position s of micro-batch a) came to be: the node
+ * that created it from finite inputs, and the nodes after it that passed one on. */
+static void describe_origin(ampx_trainer *t, const unsigned char *slot, int64_t a, int s) {
+    const g_node *n  = &t->g.nodes[t->mon.scan_node[s]];
+    const g_value *y = &t->g.values[t->mon.scan_value[s]];
+    char ins[320], *o = t->mon.origin;
+    const char *other = "";
+    size_t cap        = sizeof t->mon.origin, len;
+    float st[4], scale;
+    int32_t cn[3], nan;
+    scan_read(t, slot, a, s, st, cn);
+    memcpy(&nan, slot + mon_off(t, MON_SNAN) + 4 * (uint64_t)(a * t->mon.n_scan + s), 4);
+    memcpy(&scale, slot + MON_SCALE, 4);
+    int created = inputs_finite(t, slot, a, n, ins, sizeof ins, &other);
+    snprintf(t->mon.created_by, sizeof t->mon.created_by, "%s", created ? n->name : "");
+    const char *phase  = n->phase == PHASE_BACKWARD ? "backward" : "forward";
+    const g_rule *rule = g_rule_of(n->op);
+    const char *op     = rule ? rule->name : "op";
+    char counts[64];
+    if (nan >= 0 && nan <= cn[2]) /* a backend without NaN counts leaves -1 */
+        snprintf(counts, sizeof counts, "%d inf, %d NaN", cn[2] - nan, nan);
+    else
+        snprintf(counts, sizeof counts, "%d non-finite", cn[2]);
+    if (created)
+        len = (size_t)snprintf(o, cap,
+                               "created by node %s (%s, %s, %s: %s in %s; %s holds magnitudes up "
+                               "to %.5g) from finite inputs%s%s",
+                               n->name, op, phase, ampx_dtype_name(y->dtype), counts, y->name,
+                               ampx_dtype_name(y->dtype), dtype_max(y->dtype),
+                               ins[0] ? " (largest |x|: " : "", ins);
+    else
+        len = (size_t)snprintf(o, cap,
+                               "reached node %s (%s, %s) through %s, an input the "
+                               "monitor does not scan or that held one already",
+                               n->name, op, phase, other);
+    if (created && ins[0] && len < cap) len += (size_t)snprintf(o + len, cap - len, ")");
+    if (len < cap)
+        len += n->phase == PHASE_BACKWARD
+                   ? (size_t)snprintf(o + len, cap - len, "; the gradients carried loss scale %.9g",
+                                      (double)scale)
+                   : (size_t)snprintf(o + len, cap - len,
+                                      "; a forward value: no loss scale avoids it");
+    /* the nodes after it whose outputs held non-finite values: they passed it on */
+    /* by name: a node's backward nodes carry its name */
+    const char *seen[5] = {n->name};
+    int shown = 0, more = 0;
+    for (int q = s + 1; q < t->mon.n_scan; q++) {
+        scan_read(t, slot, a, q, st, cn);
+        const char *name = t->g.nodes[t->mon.scan_node[q]].name;
+        int dup          = 0;
+        for (int k = 0; k <= shown && !dup; k++)
+            dup = !strcmp(seen[k], name);
+        if (cn[2] <= 0 || dup) continue;
+        if (shown == 4) {
+            more++; /* counted per node, not per name, past the fourth */
+            continue;
+        }
+        seen[++shown] = name;
+        if (len < cap)
+            len += (size_t)snprintf(o + len, cap - len, "%s%s",
+                                    shown > 1 ? ", " : "; passed on by ", name);
+    }
+    if (more && len < cap) snprintf(o + len, cap - len, " and %d more", more);
+}
+
 /* The first scanned tensor of a monitored step that held a non-finite value. */
 static void first_nonfinite(ampx_trainer *t, const unsigned char *slot) {
     t->mon.first_nonfinite[0] = 0;
+    t->mon.origin[0]          = 0;
+    t->mon.created_by[0]      = 0;
     for (int64_t a = 0; a < t->A; a++)
         for (int s = 0; s < t->mon.n_scan; s++) {
+            float st[4];
             int32_t cn[3];
-            memcpy(cn, slot + mon_off(t, MON_SCOUNTS) + 12 * (uint64_t)(a * t->mon.n_scan + s), 12);
+            scan_read(t, slot, a, s, st, cn);
             if (cn[2] > 0) {
                 const g_node *n = &t->g.nodes[t->mon.scan_node[s]];
                 snprintf(t->mon.first_nonfinite, sizeof t->mon.first_nonfinite,
                          "%s (%s of node %s%s)", t->g.values[t->mon.scan_value[s]].name,
                          n->phase == PHASE_BACKWARD ? "backward" : "forward", n->name,
                          t->A > 1 ? ", a micro-batch" : "");
+                describe_origin(t, slot, a, s);
                 return;
             }
         }
@@ -233,6 +356,8 @@ void monitor_read(ampx_trainer *t, int64_t i, ampx_step_record *r) {
     r->n_health        = t->n_params;
     r->monitor_scale   = mscale;
     r->first_nonfinite = t->mon.first_nonfinite;
+    r->created_by      = t->mon.created_by;
+    r->overflow_origin = t->mon.origin;
 }
 
 ampx_status ampx_trainer_grad_health(ampx_trainer *t, ampx_tensor_health *out) {

@@ -308,7 +308,7 @@ static ampx_status slot_record(ampx_trainer *t, const unsigned char *s, int64_t 
     if (tr_monitored(t, r.step))
         monitor_read(t, i, &r);
     else
-        r.first_nonfinite = "";
+        r.first_nonfinite = r.created_by = r.overflow_origin = "";
     if (t->timeline.trace)
         trace_counters(t->timeline.trace, r.step, r.loss, r.scale, r.grad_norm, r.lr,
                        sc.skipped_steps);

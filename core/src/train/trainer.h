@@ -88,11 +88,14 @@ typedef struct tr_monitor {
     char layer[TR_MAX_PARAMS][G_NAME_MAX];
     int *scan_first, *scan_count; /* per node: first scan position and count */
     int *scan_value, *scan_node;  /* per scan position: the value, its node */
+    int *value_scan;              /* per value: its scan position, -1: not scanned */
     int n_scan;
     uint64_t slot_cur;   /* offset of the monitored step's slot */
     unsigned char *host; /* host copy of the monitor slots at a flush */
     ampx_tensor_health health[TR_MAX_PARAMS];
     char first_nonfinite[320];
+    char origin[768];            /* how the first non-finite value came to be */
+    char created_by[G_NAME_MAX]; /* the node that created it from finite inputs, or "" */
 } tr_monitor;
 
 /* (optional) --trace: the timeline being written (timeline.c). */
