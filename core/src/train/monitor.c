@@ -221,14 +221,17 @@ static double dtype_max(ampx_dtype dt) {
 }
 
 /* The inputs of node n in micro-batch a: their largest finite magnitudes into buf. Returns
- * 1 when every float input is finite as far as the monitor knows (scanned and finite, or a
- * weight, state or constant, which the run-health check keeps finite), 0 when one held a
- * non-finite value or is not scanned (a data input: *other names it). */
+ * 1 when every float input is finite as far as the monitor knows (scanned and finite; a
+ * weight or running statistic, which the run-health check keeps finite; a constant; a data
+ * input, checked finite when read), 0 when one held a non-finite value or is an activation
+ * the monitor did not scan (*other names it). */
 static int inputs_finite(const ampx_trainer *t, const unsigned char *slot, int64_t a,
-                         const g_node *n, char *buf, size_t cap, const char **other) {
+                         const g_node *n, char *buf, size_t cap, const char **other,
+                         double *in_max) {
     size_t len = 0;
     int ok     = 1;
     buf[0]     = 0;
+    *in_max    = 0;
     for (int k = 0; k < n->n_in; k++) {
         int v = n->in[k];
         if (v < 0 || !ampx_dtype_is_float(t->g.values[v].dtype)) continue;
@@ -237,12 +240,13 @@ static int inputs_finite(const ampx_trainer *t, const unsigned char *slot, int64
         float st[4];
         int32_t cn[3];
         if (sp < 0) {
-            if (val->role != ROLE_PARAM && val->role != ROLE_STATE && val->role != ROLE_CONST)
+            if (val->role == ROLE_ACTIVATION || val->role == ROLE_GRADIENT)
                 ok = 0, *other = val->name;
             continue;
         }
         scan_read(t, slot, a, sp, st, cn);
         if (cn[2] != 0) ok = 0, *other = val->name;
+        if (st[0] > *in_max) *in_max = st[0];
         if (len < cap)
             len += (size_t)snprintf(buf + len, cap - len, "%s%s %.3g", len ? ", " : "", val->name,
                                     (double)st[0]);
@@ -263,7 +267,8 @@ static void describe_origin(ampx_trainer *t, const unsigned char *slot, int64_t 
     scan_read(t, slot, a, s, st, cn);
     memcpy(&nan, slot + mon_off(t, MON_SNAN) + 4 * (uint64_t)(a * t->mon.n_scan + s), 4);
     memcpy(&scale, slot + MON_SCALE, 4);
-    int created = inputs_finite(t, slot, a, n, ins, sizeof ins, &other);
+    double in_max;
+    int created = inputs_finite(t, slot, a, n, ins, sizeof ins, &other, &in_max);
     snprintf(t->mon.created_by, sizeof t->mon.created_by, "%s", created ? n->name : "");
     const char *phase  = n->phase == PHASE_BACKWARD ? "backward" : "forward";
     const g_rule *rule = g_rule_of(n->op);
@@ -292,6 +297,10 @@ static void describe_origin(ampx_trainer *t, const unsigned char *slot, int64_t 
                                       (double)scale)
                    : (size_t)snprintf(o + len, cap - len,
                                       "; a forward value: no loss scale avoids it");
+    /* a cast scales with the loss scale one for one: the largest scale its values fit */
+    if (created && n->phase == PHASE_BACKWARD && n->op == OP_CAST && in_max > 0 && len < cap)
+        len += (size_t)snprintf(o + len, cap - len, ", at most %.4g would have kept them finite",
+                                (double)scale * dtype_max(y->dtype) / in_max);
     /* the nodes after it whose outputs held non-finite values: they passed it on */
     /* by name: a node's backward nodes carry its name */
     const char *seen[5] = {n->name};
