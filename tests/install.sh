@@ -68,6 +68,16 @@ check "find_package(ampx) builds a program" test $? -eq 0
 "$tmp/cm/build/consumer" >"$tmp/out" 2>&1
 check "that program opens the cpu backend" grep -qF "cpu $abi" "$tmp/out"
 
+# docs/examples/memory: a program that trains a model on rows it makes in memory, built out of
+# tree against the installed package (the C API of docs/C_API.md)
+cc -std=c11 -Wall -Werror "$src/docs/examples/memory/train_memory.c" $(pkg-config --cflags --libs ampx) \
+  -o "$tmp/train_memory" 2>"$tmp/cc.log"
+check "the in-memory training example builds against the installed package" test $? -eq 0
+env -u AMPX_PLUGIN_PATH LD_LIBRARY_PATH=$libdir "$tmp/train_memory" "$src/docs/examples/memory/xor.json" \
+  >"$tmp/out" 2>&1
+check "it trains on its own rows ($(tail -n1 "$tmp/out"))" \
+  awk '/^held-out accuracy/ { ok = $3 > 0.9 && $5 == 1000 } END { exit !ok }' "$tmp/out"
+
 # A vendor plugin from the installed headers only: the test plugin without an entry symbol
 # is enough to prove the headers stand alone; a full one is the CPU plugin's own sources.
 cc -std=c11 -O1 -fPIC -shared -fvisibility=hidden -I"$prefix/include" \

@@ -852,3 +852,101 @@ Test(fuzz, mutated_model_files_fail_cleanly) {
     free(path);
     free(orig);
 }
+
+// ---------------------------------------------------------------------------------------
+// In-memory data (ampx_model_set_data): a program's own rows train the model, and its bad
+// rows are refused with the row and column.
+
+static const char *xor_json =
+    "{\"name\":\"xor\",\"inputs\":{\"x\":{\"dtype\":\"f32\",\"shape\":[2]},"
+    "\"y\":{\"dtype\":\"i32\",\"classes\":2}},\"layers\":[{\"name\":\"h\",\"type\":\"dense\","
+    "\"units\":32,\"activation\":\"relu\"},{\"name\":\"out\",\"type\":\"dense\",\"units\":2}],"
+    "\"loss\":{\"type\":\"softmax_cross_entropy\",\"logits\":\"out\",\"labels\":\"y\"},"
+    "\"policy\":\"mixed_bf16\",\"scaler\":\"dynamic\",\"optimizer\":{\"type\":\"adamw\","
+    "\"lr\":0.01},\"train\":{\"steps\":400,\"batch\":32,\"seed\":1,\"log_every\":50}}";
+
+/* n rows of the quadrant task: class 1 where x0 x1 > 0 (flip: the other class). */
+static void xor_rows(float *x, int32_t *y, int64_t n, uint32_t seed, int flip) {
+    for (int64_t i = 0; i < n; i++) {
+        for (int c = 0; c < 2; c++) {
+            seed         = seed * 1664525u + 1013904223u;
+            x[2 * i + c] = (float)(seed >> 8) / 8388608.0f - 1.0f;
+        }
+        y[i] = (x[2 * i] * x[2 * i + 1] > 0) != flip;
+    }
+}
+
+static double xor_accuracy(const ampx_memory_data *d) {
+    char *path       = write_model(xor_json);
+    ampx_model *m    = load(path, NULL);
+    ampx_backend *be = open_cpu();
+    cr_assert_eq(ampx_model_set_data(m, d), AMPX_OK);
+    ampx_trainer *t = trainer(m, be);
+    cr_assert_eq(ampx_trainer_run(t, 400, NULL, NULL), AMPX_OK, "%s", ampx_trainer_error(t));
+    ampx_eval_result ev;
+    cr_assert_eq(ampx_trainer_evaluate(t, &ev), AMPX_OK);
+    cr_expect_eq(ev.examples, d->n_test);
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+    unlink(path), free(path);
+    return ev.accuracy;
+}
+
+Test(memory_data, trains_on_the_callers_rows) {
+    enum { NTR = 2000, NTE = 500 };
+    static float xtr[2 * NTR], xte[2 * NTE];
+    static int32_t ytr[NTR], yte[NTE], yflip[NTE];
+    xor_rows(xtr, ytr, NTR, 7, 0);
+    xor_rows(xte, yte, NTE, 99, 0);
+    xor_rows(xte, yflip, NTE, 99, 1);
+    ampx_memory_data d = {NTR, NTE, 2, xtr, xte, ytr, yte};
+    double acc         = xor_accuracy(&d);
+    cr_expect_gt(acc, 0.9, "accuracy %.3f on the caller's held-out rows", acc);
+    /* the same training, held-out labels flipped: the evaluation reads the caller's rows */
+    d.y_test       = yflip;
+    double flipped = xor_accuracy(&d);
+    cr_expect_lt(flipped, 0.1, "accuracy %.3f against flipped held-out labels", flipped);
+}
+
+static void expect_refused(const ampx_memory_data *d, const char *want) {
+    char *path       = write_model(xor_json);
+    ampx_model *m    = load(path, NULL);
+    ampx_backend *be = open_cpu();
+    cr_assert_eq(ampx_model_set_data(m, d), AMPX_OK);
+    ampx_trainer *t = NULL;
+    char err[512]   = "";
+    cr_expect_neq(ampx_trainer_create(m, be, &t, err, sizeof err), AMPX_OK, "%s was accepted",
+                  want);
+    cr_expect(strstr(err, want) != NULL, "'%s' does not say '%s'", err, want);
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+    unlink(path), free(path);
+}
+
+Test(memory_data, bad_rows_are_named) {
+    float x[2 * 64];
+    int32_t y[64];
+    xor_rows(x, y, 64, 3, 0);
+    ampx_memory_data d = {64, 16, 2, x, x + 2 * 48, y, y + 48};
+    x[2 * 5 + 1]       = NAN;
+    expect_refused(&d, "x_train row 5 column 1 is nan, expected a finite number");
+    x[2 * 5 + 1] = 0.5f;
+    d.n_train    = 48;
+    y[3]         = 7;
+    expect_refused(&d, "y_train row 3 is 7, expected a class in [0, 2)");
+    y[3]  = 1;
+    d.row = 3;
+    expect_refused(&d, "rows of 3 values, but the model reads 2");
+    d.row    = 2;
+    d.y_test = NULL;
+    expect_refused(&d, "a classifier needs y_train and y_test");
+    d.y_test = y + 48;
+    d.n_test = 0;
+    expect_refused(&d, "both need at least one");
+    /* a token model reads windows of a stream, not rows */
+    ampx_model *m = load(AMPX_SOURCE_DIR "/models/gpt_tiny.json", NULL);
+    cr_expect_eq(ampx_model_set_data(m, &d), AMPX_ERR_UNSUPPORTED);
+    ampx_model_free(m);
+}

@@ -27,6 +27,19 @@ extern "C" {
 typedef struct ampx_model ampx_model;
 typedef struct ampx_trainer ampx_trainer;
 
+/* Examples from the caller's memory, in place of the model file's "data" (ampx_model_set_data).
+ * A row is the model's f32 inputs in declaration order, each its number of values (the
+ * features), followed, for a regression model (an mse or mae loss on real-valued targets),
+ * by its target values; `row` says how many values that is and must match. y holds one class
+ * per row, in [0, classes), for a classifier; NULL for a regression model. Every value must be
+ * finite. n_train >= 1 and n_test >= 1 (the held-out evaluation reads the test rows). */
+typedef struct ampx_memory_data {
+    int64_t n_train, n_test;
+    int64_t row; /* f32 values per row */
+    const float *x_train, *x_test;
+    const int32_t *y_train, *y_test;
+} ampx_memory_data;
+
 /* The run settings of a model ("train" in the JSON); the command line may change them
  * between ampx_model_load and ampx_trainer_create. */
 typedef struct ampx_train_config {
@@ -60,6 +73,11 @@ AMPX_API ampx_status ampx_model_load_for(const char *path, const char *policy_pa
                                          const char *const *sets, int n_sets, uint64_t backend_ops,
                                          ampx_model **out, char *err, size_t err_cap);
 AMPX_API void ampx_model_free(ampx_model *m);
+/* Trains m on the caller's arrays (above) instead of its "data": the pointers are kept, and
+ * the trainer created from m copies and checks the rows (ampx_trainer_create fails with one
+ * line naming the first bad value, row and column); they must stay valid until then. Not
+ * for token models (AMPX_ERR_UNSUPPORTED); NULL d returns to the model's own data. */
+AMPX_API ampx_status ampx_model_set_data(ampx_model *m, const ampx_memory_data *d);
 AMPX_API ampx_train_config *ampx_model_train_config(ampx_model *m);
 /* The model's name as a terminal may show it: control bytes and '\\' written as \xNN. */
 AMPX_API const char *ampx_model_name(const ampx_model *m);

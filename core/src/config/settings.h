@@ -101,6 +101,8 @@ typedef struct data_config {
     int64_t shuffle_seed;   /* "order": "shuffled": rank r's generator is seeded shuffle_seed + r */
     /* the first folder of a "$DATA/<set>/..." path, for the message when a file is missing */
     char data_set[32];
+    /* examples from the caller's memory (ampx_model_set_data), in place of the source above */
+    const struct ampx_memory_data *memory;
 } data_config;
 
 /* train.recompute: what the backward recomputes instead of keeping it from the forward, a

@@ -105,6 +105,14 @@ void ampx_model_free(ampx_model *m) {
     free(m);
 }
 
+ampx_status ampx_model_set_data(ampx_model *m, const ampx_memory_data *d) {
+    data_source src = m->cfg.data.source;
+    if (d && (src == DATA_TEXT || src == DATA_TOKENS || src == DATA_EMBEDDED_TEXT))
+        return AMPX_ERR_UNSUPPORTED; /* token streams are read as windows, not rows */
+    m->cfg.data.memory = d;
+    return AMPX_OK;
+}
+
 ampx_train_config *ampx_model_train_config(ampx_model *m) {
     return &m->cfg.train;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ampx/dtype.h"
+#include "ampx/train.h"
 #include "base/error.h"
 #include "config/input.h"
 #include "config/json.h"
@@ -423,8 +424,66 @@ static int load_csv(const data_request *m, dataset *d, char *err, size_t cap) {
     return 0;
 }
 
+// ---------------------------------------------------------------------------------------
+// The caller's arrays (ampx_model_set_data): copied, every value and class checked.
+
+static int memory_rows(const data_request *m, const char *which, const float *x, const int32_t *y,
+                       int64_t n, float *dx, int32_t *dy, char *err, size_t cap) {
+    const ampx_memory_data *md = m->cfg->data.memory;
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t c = 0; c < md->row; c++) {
+            float v = x[r * md->row + c];
+            if (!isfinite(v))
+                return err_set(ERR(err, cap),
+                               "in-memory data: x_%s row %lld column %lld is %g, "
+                               "expected a finite number",
+                               which, (long long)r, (long long)c, (double)v);
+            dx[r * md->row + c] = v;
+        }
+        dy[r] = 0;
+        if (m->targets) continue;
+        if (y[r] < 0 || y[r] >= m->classes)
+            return err_set(ERR(err, cap),
+                           "in-memory data: y_%s row %lld is %d, expected a "
+                           "class in [0, %lld)",
+                           which, (long long)r, y[r], (long long)m->classes);
+        dy[r] = y[r];
+    }
+    return 0;
+}
+
+static int load_memory(const data_request *m, dataset *d, char *err, size_t cap) {
+    const ampx_memory_data *md = m->cfg->data.memory;
+    int64_t want               = m->features + m->targets;
+    if (md->row != want)
+        return err_set(ERR(err, cap),
+                       "in-memory data: rows of %lld values, but the model reads "
+                       "%lld (%lld features of %s%s)",
+                       (long long)md->row, (long long)want, (long long)m->features, m->input_name,
+                       m->targets ? " and its regression targets" : "");
+    if (md->n_train < 1 || md->n_test < 1 || !md->x_train || !md->x_test)
+        return err_set(ERR(err, cap),
+                       "in-memory data: %lld training and %lld held-out rows; "
+                       "both need at least one, with their x arrays",
+                       (long long)md->n_train, (long long)md->n_test);
+    if (!m->targets && (!md->y_train || !md->y_test))
+        return err_set(ERR(err, cap), "in-memory data: a classifier needs y_train and y_test");
+    if (alloc_split(d, md->n_train, md->n_test, want))
+        return err_set(ERR(err, cap), "out of memory");
+    if (memory_rows(m, "train", md->x_train, md->y_train, md->n_train, d->x_train, d->y_train, err,
+                    cap))
+        return -1;
+    return memory_rows(m, "test", md->x_test, md->y_test, md->n_test, d->x_test, d->y_test, err,
+                       cap);
+}
+
 int data_load(const data_request *m, dataset *d, char *err, size_t cap) {
     memset(d, 0, sizeof *d);
+    if (m->cfg->data.memory) {
+        int rc = load_memory(m, d, err, cap);
+        if (rc) data_free(d);
+        return rc;
+    }
     int rc = data_is_tokens(m->cfg)                 ? text_load(m, d, err, cap)
              : m->cfg->data.source == DATA_EMBEDDED ? load_spirals(m, d, err, cap)
              : m->cfg->data.source == DATA_MNIST    ? load_mnist(m, d, err, cap)
