@@ -3,8 +3,8 @@
 # build-asan/ and runs the suite there (all but the exhaustive dtype sweep, which is pure
 # arithmetic and slow under instrumentation; the training accuracy parity, which trains the
 # same code paths as the other training tests three times over; the install test, whose
-# uninstrumented consumer programs cannot load an instrumented libampx; and pretok_regex, whose
-# Python process cannot either); then every fuzz
+# uninstrumented consumer programs cannot load an instrumented libampx; and pretok_regex and
+# python_binding, whose Python processes cannot either); then every fuzz
 # harness for 10 s (tools/fuzz.sh: clang, ASan + UBSan), failing on any finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ cmake --build build-asan -j "$(nproc)" >/dev/null
 # test, and tests/lsan.supp names what is then reported that TLS alone held (dlerror's text).
 export LSAN_OPTIONS="use_tls=0:print_suppressions=0:suppressions=$PWD/tests/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E 'test_dtype|install|train_parity|dist_mpi|pretok_regex' "$@"
+  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E 'test_dtype|install|train_parity|dist_mpi|pretok_regex|python_binding' "$@"
 # The MPI ranks run with leak checking off (ASan's and UBSan's other checks stay on): Open MPI
 # keeps process-lifetime allocations in components it dlcloses at MPI_Finalize, whose frames
 # LeakSanitizer cannot name, so no suppression can match them (with leak checking on, no
