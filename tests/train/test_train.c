@@ -945,6 +945,10 @@ Test(memory_data, bad_rows_are_named) {
     d.y_test = y + 48;
     d.n_test = 0;
     expect_refused(&d, "both need at least one");
+    d.n_test  = 16;
+    d.n_train = INT64_MAX / 4;
+    expect_refused(&d, "more than memory holds");
+    d.n_train = 48;
     /* a token model reads windows of a stream, not rows */
     ampx_model *m = load(AMPX_SOURCE_DIR "/models/gpt_tiny.json", NULL);
     cr_expect_eq(ampx_model_set_data(m, &d), AMPX_ERR_UNSUPPORTED);

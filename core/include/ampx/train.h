@@ -74,9 +74,11 @@ AMPX_API ampx_status ampx_model_load_for(const char *path, const char *policy_pa
                                          ampx_model **out, char *err, size_t err_cap);
 AMPX_API void ampx_model_free(ampx_model *m);
 /* Trains m on the caller's arrays (above) instead of its "data": the pointers are kept, and
- * the trainer created from m copies and checks the rows (ampx_trainer_create fails with one
- * line naming the first bad value, row and column); they must stay valid until then. Not
- * for token models (AMPX_ERR_UNSUPPORTED); NULL d returns to the model's own data. */
+ * each trainer created from m copies and checks the rows at its creation (ampx_trainer_create
+ * fails with one line naming the first bad value, row and column); they must stay valid while
+ * trainers are created from m. Not for token models (AMPX_ERR_UNSUPPORTED); NULL d returns to
+ * the model's own data. The rows are not part of a data-parallel job's agreement check: each
+ * rank trains on the arrays its own program gives. */
 AMPX_API ampx_status ampx_model_set_data(ampx_model *m, const ampx_memory_data *d);
 AMPX_API ampx_train_config *ampx_model_train_config(ampx_model *m);
 /* The model's name as a terminal may show it: control bytes and '\\' written as \xNN. */

@@ -455,7 +455,7 @@ static int memory_rows(const data_request *m, const char *which, const float *x,
 static int load_memory(const data_request *m, dataset *d, char *err, size_t cap) {
     const ampx_memory_data *md = m->cfg->data.memory;
     int64_t want               = m->features + m->targets;
-    if (md->row != want)
+    if (md->row != want || want < 1)
         return err_set(ERR(err, cap),
                        "in-memory data: rows of %lld values, but the model reads "
                        "%lld (%lld features of %s%s)",
@@ -466,6 +466,11 @@ static int load_memory(const data_request *m, dataset *d, char *err, size_t cap)
                        "in-memory data: %lld training and %lld held-out rows; "
                        "both need at least one, with their x arrays",
                        (long long)md->n_train, (long long)md->n_test);
+    if (md->n_train > INT64_MAX / 8 / want || md->n_test > INT64_MAX / 8 / want)
+        return err_set(ERR(err, cap),
+                       "in-memory data: %lld and %lld rows of %lld values are "
+                       "more than memory holds",
+                       (long long)md->n_train, (long long)md->n_test, (long long)want);
     if (!m->targets && (!md->y_train || !md->y_test))
         return err_set(ERR(err, cap), "in-memory data: a classifier needs y_train and y_test");
     if (alloc_split(d, md->n_train, md->n_test, want))
