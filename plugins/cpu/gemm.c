@@ -73,6 +73,18 @@ static void pack_panel(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld,
     }
 }
 
+/* One row of C's tile where beta is not 0: r = alpha * r + beta * C (C's n elements at off,
+ * through buf) in f32; returns the factor left for cpu_gemm_epi_store to apply to r: alpha
+ * when beta is 0 (r untouched), else 1, whose product is exact (the same bits). */
+static float gemm_row_alpha(const ampx_gemm_args *g, float *r, float *buf, const void *C,
+                            uint64_t off, uint64_t n) {
+    if (g->beta == 0.0f) return g->alpha;
+    cpu_load_f32(buf, C, g->c.dtype, off, n);
+    for (uint64_t jj = 0; jj < n; jj++)
+        r[jj] = g->alpha * r[jj] + g->beta * buf[jj];
+    return 1.0f;
+}
+
 static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
     const gemm_job *j       = arg;
     const ampx_gemm_args *g = &j->a;
@@ -100,16 +112,8 @@ static void gemm_tile_task(void *arg, uint64_t item, unsigned tid) {
     for (uint64_t i = 0; i < mc; i++) {
         float *r     = acc + i * GEMM_NC;
         uint64_t off = cbase + (i0 + i) * g->ldc + j0;
-        if (g->beta != 0.0f) {
-            cpu_load_f32(crow, j->C, g->c.dtype, off, nc);
-            for (uint64_t jj = 0; jj < nc; jj++)
-                r[jj] = g->alpha * r[jj] + g->beta * crow[jj];
-        } else {
-            cpu_gemm_epi_store(&j->epi, r, g->alpha, j->C, g->c.dtype, off, j0, nc);
-            continue;
-        }
-        if (j->epi.on) cpu_gemm_epi_row(&j->epi, r, off, j0, nc);
-        cpu_store_f32(j->C, g->c.dtype, off, r, nc);
+        cpu_gemm_epi_store(&j->epi, r, gemm_row_alpha(g, r, crow, j->C, off, nc), j->C, g->c.dtype,
+                           off, j0, nc);
     }
 }
 
@@ -483,16 +487,8 @@ static void tile_epilogue(const sliver_job *j, uint64_t b, uint64_t i0, uint64_t
             continue;
         }
         uint64_t off = cbase + (i0 + i) * g->ldc + j0 + c0;
-        if (g->beta != 0.0f) {
-            cpu_load_f32(crow, j->C, g->c.dtype, off, nc);
-            for (uint64_t jj = 0; jj < nc; jj++)
-                r[jj] = g->alpha * r[jj] + g->beta * crow[jj];
-        } else {
-            cpu_gemm_epi_store(&j->epi, r, g->alpha, j->C, g->c.dtype, off, j0 + c0, nc);
-            continue;
-        }
-        if (j->epi.on) cpu_gemm_epi_row(&j->epi, r, off, j0 + c0, nc);
-        cpu_store_f32(j->C, g->c.dtype, off, r, nc);
+        cpu_gemm_epi_store(&j->epi, r, gemm_row_alpha(g, r, crow, j->C, off, nc), j->C, g->c.dtype,
+                           off, j0 + c0, nc);
     }
 }
 

@@ -27,8 +27,8 @@ void cpu_gemm_epi_init(cpu_gemm_epi *e, const cpu_kernels *kern, const ampx_gemm
  * place. */
 void cpu_gemm_epi_row(const cpu_gemm_epi *e, float *r, uint64_t off, uint64_t col0, uint64_t n);
 /* C's elements off .. off + n - 1 (columns col0 .. of one row) = the row path above applied
- * to alpha * r[0 .. n), rounded once to cdt: a tile row's whole epilogue when beta is 0 (r is
- * overwritten). */
+ * to alpha * r[0 .. n), rounded once to cdt: a tile row's whole epilogue (with beta, the
+ * driver folds beta * C into r first and passes alpha 1; r is overwritten). */
 void cpu_gemm_epi_store(const cpu_gemm_epi *e, float *r, float alpha, void *C, ampx_dtype cdt,
                         uint64_t off, uint64_t col0, uint64_t n);
 /* The same for one element v of C's element off, column col. */
