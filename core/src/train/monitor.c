@@ -206,12 +206,14 @@ static void read_health(ampx_trainer *t, const unsigned char *slot, double scale
     }
 }
 
-/* Scan position s of micro-batch a in a slot: its statistics and counts (GRAD_STATS). */
+/* Scan position s of micro-batch a in a slot: its statistics and counts (GRAD_STATS), and
+ * its NaN count when nan is not NULL (-1: the backend does not count them). */
 static void scan_read(const ampx_trainer *t, const unsigned char *slot, int64_t a, int s,
-                      float st[4], int32_t cn[3]) {
+                      float st[4], int32_t cn[3], int32_t *nan) {
     uint64_t at = (uint64_t)(a * t->mon.n_scan + s);
     memcpy(st, slot + mon_off(t, MON_SSTATS) + 16 * at, 16);
     memcpy(cn, slot + mon_off(t, MON_SCOUNTS) + 12 * at, 12);
+    if (nan) memcpy(nan, slot + mon_off(t, MON_SNAN) + 4 * at, 4);
 }
 
 static double dtype_max(ampx_dtype dt) {
@@ -244,7 +246,7 @@ static int inputs_finite(const ampx_trainer *t, const unsigned char *slot, int64
                 ok = 0, *other = val->name;
             continue;
         }
-        scan_read(t, slot, a, sp, st, cn);
+        scan_read(t, slot, a, sp, st, cn, NULL);
         if (cn[2] != 0) ok = 0, *other = val->name;
         if (st[0] > *in_max) *in_max = st[0];
         if (len < cap)
@@ -264,8 +266,7 @@ static void describe_origin(ampx_trainer *t, const unsigned char *slot, int64_t 
     size_t cap        = sizeof t->mon.origin, len;
     float st[4], scale;
     int32_t cn[3], nan;
-    scan_read(t, slot, a, s, st, cn);
-    memcpy(&nan, slot + mon_off(t, MON_SNAN) + 4 * (uint64_t)(a * t->mon.n_scan + s), 4);
+    scan_read(t, slot, a, s, st, cn, &nan);
     memcpy(&scale, slot + MON_SCALE, 4);
     double in_max;
     int created = inputs_finite(t, slot, a, n, ins, sizeof ins, &other, &in_max);
@@ -301,12 +302,12 @@ static void describe_origin(ampx_trainer *t, const unsigned char *slot, int64_t 
     if (created && n->phase == PHASE_BACKWARD && n->op == OP_CAST && in_max > 0 && len < cap)
         len += (size_t)snprintf(o + len, cap - len, ", at most %.4g would have kept them finite",
                                 (double)scale * dtype_max(y->dtype) / in_max);
-    /* the nodes after it whose outputs held non-finite values: they passed it on */
-    /* by name: a node's backward nodes carry its name */
+    /* the nodes after it whose outputs held non-finite values passed it on, listed by name
+     * (a node's backward nodes carry its name) */
     const char *seen[5] = {n->name};
     int shown = 0, more = 0;
     for (int q = s + 1; q < t->mon.n_scan; q++) {
-        scan_read(t, slot, a, q, st, cn);
+        scan_read(t, slot, a, q, st, cn, NULL);
         const char *name = t->g.nodes[t->mon.scan_node[q]].name;
         int dup          = 0;
         for (int k = 0; k <= shown && !dup; k++)
@@ -333,7 +334,7 @@ static void first_nonfinite(ampx_trainer *t, const unsigned char *slot) {
         for (int s = 0; s < t->mon.n_scan; s++) {
             float st[4];
             int32_t cn[3];
-            scan_read(t, slot, a, s, st, cn);
+            scan_read(t, slot, a, s, st, cn, NULL);
             if (cn[2] > 0) {
                 const g_node *n = &t->g.nodes[t->mon.scan_node[s]];
                 snprintf(t->mon.first_nonfinite, sizeof t->mon.first_nonfinite,
