@@ -11,18 +11,8 @@ src=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+source "$src/tests/cli_lib.sh"
 gen() { python3 "$src/tests/train/llmc_gen.py" "$@"; }
-
-expect_error() { # NAME PATTERN CMD...: exit $want (1), one line on stderr matching PATTERN
-  local name=$1 pattern=$2
-  shift 2
-  "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  [ $rc -eq "${want:-1}" ] || fail "$name: exit $rc, expected ${want:-1} ($(cat "$work/err"))"
-  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$name: expected one line, got: $(cat "$work/err")"
-  grep -Eq -- "$pattern" "$work/err" || fail "$name: '$(cat "$work/err")' does not match '$pattern'"
-}
 
 cd "$work" || exit 1
 gen model "$src/models/gpt2_124m.json" m.json || fail "llmc_gen.py model"
@@ -71,18 +61,18 @@ for c in "magic=1:header\[0\] \(magic\) is 1, expected 20240326" \
   "trunc=139000:776 bytes, shorter than llm.c's header of 1024" \
   "nan=5:tensor 0 \(wte\) for \"wte.weight\" element 5 is nan"; do
   gen ckpt bad.bin 3 "${c%%:*}"
-  expect_error "llm.c ${c%%:*}" "^ampx train: bad.bin: ${c#*:}" "$ampx" train m.json --init-from bad.bin
+  expect_error "llm.c ${c%%:*}" 1 "^ampx train: bad.bin: ${c#*:}" "$ampx" train m.json --init-from bad.bin
 done
 # a model that is not llm.c's GPT-2
-expect_error "not GPT-2" "is not an embedding|parameter tensors" \
+expect_error "not GPT-2" 1 "is not an embedding|parameter tensors" \
   "$ampx" train "$src/models/mlp.json" --steps 1 --init-from f32.bin
 # GPT-2's table of 32 rows read by a model of 16 positions needs max_positions
 python3 -c 'import json,sys; m=json.load(open("m.json")); [n.pop("max_positions") for n in m["nodes"] if n["op"]=="position_embedding"]; json.dump(m,open("m16.json","w"))'
-expect_error "no max_positions" "header\[2\] \(maxT\) is 32, expected 16 .*max_positions" \
+expect_error "no max_positions" 1 "header\[2\] \(maxT\) is 32, expected 16 .*max_positions" \
   "$ampx" train m16.json --init-from f32.bin
-want=2 expect_error "export needs a model" "expects MODEL.json" \
+expect_error "export needs a model" 2 "expects MODEL.json" \
   "$ampx" export --checkpoint a.safetensors --format llmc --out x.bin
-want=2 expect_error "llm.c is f32 or bf16" "--dtype is f32 or bf16" \
+expect_error "llm.c is f32 or bf16" 2 "--dtype is f32 or bf16" \
   "$ampx" export m.json --checkpoint a.safetensors --format llmc --out x.bin --dtype f16
 
 # ---- llm.c's sequential loader over a glob of shards; resume is bit-identical
@@ -113,17 +103,17 @@ cmp -s h12.safetensors s12.safetensors && fail "shuffled and sequential orders r
   --set data.shuffle_seed=7 --checkpoint h7.safetensors --quiet >/dev/null 2>err ||
   fail "shuffle_seed: $(cat err)"
 cmp -s h12.safetensors h7.safetensors && fail "shuffle seeds 42 and 7 read the same"
-expect_error "bad order" '\$\.data\.order: unknown value "shuffle" \(did you mean "shuffled"\?\)' \
+expect_error "bad order" 1 '\$\.data\.order: unknown value "shuffle" \(did you mean "shuffled"\?\)' \
   "$ampx" train seq.json --steps 1 --set data.order=shuffle
-expect_error "seed without shuffle" '\$\.data\.shuffle_seed: "shuffle_seed" applies to "order": "shuffled"' \
+expect_error "seed without shuffle" 1 '\$\.data\.shuffle_seed: "shuffle_seed" applies to "order": "shuffled"' \
   "$ampx" train seq.json --steps 1 --set data.shuffle_seed=3
-expect_error "negative seed" '\$\.data\.shuffle_seed: expected an integer in \[0, 2147483647\], found -1' \
+expect_error "negative seed" 1 '\$\.data\.shuffle_seed: expected an integer in \[0, 2147483647\], found -1' \
   "$ampx" train seq.json --steps 1 --set data.order=shuffled --set data.shuffle_seed=-1
-expect_error "shard too small" "training shard 1 of 3 holds 300 tokens, fewer than one sequential chunk of 20 x 16 \+ 1" \
+expect_error "shard too small" 1 "training shard 1 of 3 holds 300 tokens, fewer than one sequential chunk of 20 x 16 \+ 1" \
   "$ampx" train seq.json --steps 1 --batch 20
-expect_error "no shard" "nothing_\*.bin: no file matches" \
+expect_error "no shard" 1 "nothing_\*.bin: no file matches" \
   "$ampx" train seq.json --steps 1 --set 'data.train=nothing_*.bin'
-want=2 expect_error "accumulate 0" "accumulate" "$ampx" train seq.json --accumulate 0
+expect_error "accumulate 0" 2 "accumulate" "$ampx" train seq.json --accumulate 0
 
 # ---- The GPT-2 family (tools/gpt2_models.py writes one file a size): the shipped files are
 # what the script writes; each loads and plans; weight decay is on exactly the 2-D weights
