@@ -2616,3 +2616,79 @@ Test(attention, args_checked) {
     EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "attn_bwd: unsupported dtypes {f32, bf16, i32, f32}",
                O->attn_bwd(C, &x));
 }
+
+// ---------------------------------------------------------------------------------------
+// Windows (ABI 1.6): one image of 2 channels of 3x3, a 2x2 kernel: 2x2 windows
+
+static ampx_window_args window_base(void) {
+    ampx_window_args a = {.size     = sizeof a,
+                          .n        = 1,
+                          .channels = 2,
+                          .height   = 3,
+                          .width    = 3,
+                          .x_batch  = 18,
+                          .kh       = 2,
+                          .kw       = 2,
+                          .stride_h = 1,
+                          .stride_w = 1,
+                          .dil_h    = 1,
+                          .dil_w    = 1,
+                          .x        = T(B, F0, AMPX_F32),
+                          .y        = T(B, F1, AMPX_BF16),
+                          .indices  = T(B, I0, AMPX_I32)};
+    return a;
+}
+
+TestSuite(window, .init = open_context, .fini = close_context);
+
+Test(window, args_checked) {
+    ampx_window_args a = window_base(), x;
+    EXPECT_OK(O->im2col(C, &a));
+    EXPECT_OK(O->col2im(C, &a));
+    EXPECT_OK(O->pool2d_fwd(C, &a));
+    EXPECT_OK(O->pool2d_bwd(C, &a));
+    x = a, x.indices.buf = NULL; /* optional in the forward only */
+    EXPECT_OK(O->pool2d_fwd(C, &x));
+    EXPECT_ERR(AMPX_ERR_INVALID, "pool2d_bwd: indices is a null buffer", O->pool2d_bwd(C, &x));
+    x.mode = AMPX_POOL_AVG; /* not read */
+    EXPECT_OK(O->pool2d_bwd(C, &x));
+    x = a, x.n = 0, x.x.offset = B_BYTES; /* nothing to do, the tensors still checked */
+    EXPECT_OK(O->im2col(C, &x));
+    EXPECT_ERR(AMPX_ERR_INVALID, "im2col: args is NULL", O->im2col(C, NULL));
+    x = a, x.stride_w = 0;
+    EXPECT_ERR(AMPX_ERR_INVALID,
+               "col2im: channels, height, width, kernel, stride and dilation must be >= 1",
+               O->col2im(C, &x));
+    x = a, x.kh = 4;
+    EXPECT_ERR(AMPX_ERR_INVALID,
+               "im2col: a 3x3 plane padded by 0x0 holds no 4x2 window of dilation 1x1",
+               O->im2col(C, &x));
+    x = a, x.pad_h = 1, x.kh = 4; /* padded to 5: one window */
+    EXPECT_OK(O->im2col(C, &x));
+    x = a, x.x_batch = 17;
+    EXPECT_ERR(AMPX_ERR_INVALID, "im2col: x_batch 17 < channels x height x width 18",
+               O->im2col(C, &x));
+    x = a, x.n = 100; /* 1800 f32 of x overrun the buffer */
+    EXPECT_ERR(AMPX_ERR_INVALID, "pool2d_fwd: x of 1800 f32 elements at offset 0 overruns",
+               O->pool2d_fwd(C, &x));
+    x = a, x.n = 1ull << 62;
+    EXPECT_ERR(AMPX_ERR_INVALID, "im2col: the element counts overflow", O->im2col(C, &x));
+    x = a, x.pad_w = 2;
+    EXPECT_ERR(AMPX_ERR_INVALID,
+               "pool2d_fwd: pooling takes dilation 1 and padding below the kernel (pad 0x2, "
+               "kernel 2x2)",
+               O->pool2d_fwd(C, &x));
+    x = a, x.dil_h = 2;
+    EXPECT_ERR(AMPX_ERR_INVALID, "pool2d_bwd: pooling takes dilation 1", O->pool2d_bwd(C, &x));
+    EXPECT_OK(O->im2col(C, &x)); /* a convolution may dilate */
+    x = a, x.mode = 2;
+    EXPECT_ERR(AMPX_ERR_INVALID, "pool2d_fwd: mode 2 or count_pad 0 is not 0 or 1",
+               O->pool2d_fwd(C, &x));
+    x = a, x.accumulate = 3;
+    EXPECT_ERR(AMPX_ERR_INVALID, "col2im: accumulate 3 is not 0 or 1", O->col2im(C, &x));
+    x = a, x.indices.dtype = AMPX_F32;
+    EXPECT_ERR(AMPX_ERR_INVALID, "pool2d_fwd: indices must be i32, not f32", O->pool2d_fwd(C, &x));
+    x = a, x.x.dtype = AMPX_I32;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "im2col: unsupported dtypes {i32, bf16}", O->im2col(C, &x));
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "col2im: unsupported dtypes {bf16, i32}", O->col2im(C, &x));
+}

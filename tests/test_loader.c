@@ -249,6 +249,10 @@ Test(loader, op_numbers_names_and_slots_are_frozen) {
         FROZEN(AMP_PASS, 26, amp_pass, 1), /* ABI 1.4 */
         FROZEN(ATTN_FWD, 27, attn_fwd, 2), /* ABI 1.5 */
         FROZEN(ATTN_BWD, 28, attn_bwd, 4),
+        FROZEN(IM2COL, 29, im2col, 2), /* ABI 1.6 */
+        FROZEN(COL2IM, 30, col2im, 2),
+        FROZEN(POOL2D_FWD, 31, pool2d_fwd, 2),
+        FROZEN(POOL2D_BWD, 32, pool2d_bwd, 2),
 #undef FROZEN
     };
     size_t n = sizeof frozen / sizeof frozen[0];
@@ -257,6 +261,7 @@ Test(loader, op_numbers_names_and_slots_are_frozen) {
     cr_assert_eq(AMPX_OP_COUNT_V1_1, 26);
     cr_assert_eq(AMPX_OP_COUNT_V1_4, 27);
     cr_assert_eq(AMPX_OP_COUNT_V1_5, 29);
+    cr_assert_eq(AMPX_OP_COUNT_V1_6, 33);
     for (size_t i = 0; i < n; i++) {
         cr_assert_eq(frozen[i].op, frozen[i].number, "%s renumbered", frozen[i].name);
         cr_assert_eq(frozen[i].offset, 8 + frozen[i].number * sizeof(void (*)(void)),

@@ -301,6 +301,24 @@ cudaError_t cuk_attn_fwd_run(cudaStream_t s, const cuk_attn *a);
 cudaError_t cuk_attn_bwd_run(cudaStream_t s, const cuk_attn *a);
 
 // ---------------------------------------------------------------------------------------
+// ABI 1.6: IM2COL, COL2IM, POOL2D_FWD, POOL2D_BWD (window.cu)
+
+/* The checked ampx_window_args as pointers, with the window counts out_h x out_w; x is x or
+ * dx, y is cols, y or dy. n > 0. */
+typedef struct cuk_window {
+    void *x, *y;
+    int32_t *idx; /* POOL2D MAX indices; NULL: not written (forward) */
+    int32_t xdt, ydt;
+    uint32_t mode, count_pad, accumulate;
+    uint32_t kh, kw, sh, sw, ph, pw, dh, dw;
+    uint64_t n, channels, height, width, x_batch, out_h, out_w;
+} cuk_window;
+cudaError_t cuk_im2col_run(cudaStream_t s, const cuk_window *w);
+cudaError_t cuk_col2im_run(cudaStream_t s, const cuk_window *w);
+cudaError_t cuk_pool2d_fwd_run(cudaStream_t s, const cuk_window *w);
+cudaError_t cuk_pool2d_bwd_run(cudaStream_t s, const cuk_window *w);
+
+// ---------------------------------------------------------------------------------------
 // Buffers
 
 /* Fills `bytes` bytes at dst with the low pattern_bytes bytes of pattern, repeated

@@ -397,6 +397,11 @@ ampx_status cpu_permute(ampx_context *ctx, const ampx_permute_args *a);
 ampx_status cpu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);
 ampx_status cpu_attn_fwd(ampx_context *ctx, const ampx_attn_args *a);
 ampx_status cpu_attn_bwd(ampx_context *ctx, const ampx_attn_args *a);
+/* window.c (ABI 1.6) */
+ampx_status cpu_im2col(ampx_context *ctx, const ampx_window_args *a);
+ampx_status cpu_col2im(ampx_context *ctx, const ampx_window_args *a);
+ampx_status cpu_pool2d_fwd(ampx_context *ctx, const ampx_window_args *a);
+ampx_status cpu_pool2d_bwd(ampx_context *ctx, const ampx_window_args *a);
 /* attention_bf16.c: whether its path runs these arguments (AVX512-BF16, bf16 operands), and
  * the two ops on it, for arguments already taken and checked. */
 int cpu_attn_bf16_applies(const ampx_context *ctx, const ampx_attn_args *a, int bwd);

@@ -143,6 +143,10 @@ ampx_status cu_dropout(ampx_context *ctx, const ampx_dropout_args *a);
 ampx_status cu_permute(ampx_context *ctx, const ampx_permute_args *a);
 ampx_status cu_attn_fwd(ampx_context *ctx, const ampx_attn_args *a);
 ampx_status cu_attn_bwd(ampx_context *ctx, const ampx_attn_args *a);
+ampx_status cu_im2col(ampx_context *ctx, const ampx_window_args *a);
+ampx_status cu_col2im(ampx_context *ctx, const ampx_window_args *a);
+ampx_status cu_pool2d_fwd(ampx_context *ctx, const ampx_window_args *a);
+ampx_status cu_pool2d_bwd(ampx_context *ctx, const ampx_window_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status cu_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

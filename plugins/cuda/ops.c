@@ -654,3 +654,76 @@ ampx_status cu_attn_bwd(ampx_context *ctx, const ampx_attn_args *args) {
     CU_LAUNCH(ctx, "attn_bwd", cuk_attn_bwd_run(ctx->stream, &k));
     return AMPX_OK;
 }
+
+// ---------------------------------------------------------------------------------------
+// ABI 1.6: IM2COL, COL2IM, POOL2D_FWD, POOL2D_BWD
+
+/* The window op's descriptor after ampx_kit_take_window; 0 when n == 0 (nothing to do). */
+static int cu_window_of(const ampx_window_args *a, uint64_t out_h, uint64_t out_w, cuk_window *k) {
+    *k = (cuk_window){.x          = cu_ptr(&a->x),
+                      .y          = cu_ptr(&a->y),
+                      .idx        = a->mode == AMPX_POOL_MAX ? cu_ptr(&a->indices) : NULL,
+                      .xdt        = a->x.dtype,
+                      .ydt        = a->y.dtype,
+                      .mode       = a->mode,
+                      .count_pad  = a->count_pad,
+                      .accumulate = a->accumulate,
+                      .kh         = a->kh,
+                      .kw         = a->kw,
+                      .sh         = a->stride_h,
+                      .sw         = a->stride_w,
+                      .ph         = a->pad_h,
+                      .pw         = a->pad_w,
+                      .dh         = a->dil_h,
+                      .dw         = a->dil_w,
+                      .n          = a->n,
+                      .channels   = a->channels,
+                      .height     = a->height,
+                      .width      = a->width,
+                      .x_batch    = a->x_batch,
+                      .out_h      = out_h,
+                      .out_w      = out_w};
+    return a->n != 0;
+}
+
+ampx_status cu_im2col(ampx_context *ctx, const ampx_window_args *args) {
+    ampx_window_args a;
+    uint64_t oh, ow;
+    cuk_window k;
+    CU_TAKE(ctx, "im2col", ampx_kit_take_window(AMPX_KIT(ctx), AMPX_OP_IM2COL, args, &a, &oh, &ow));
+    if (!cu_window_of(&a, oh, ow, &k)) return AMPX_OK;
+    CU_LAUNCH(ctx, "im2col", cuk_im2col_run(ctx->stream, &k));
+    return AMPX_OK;
+}
+
+ampx_status cu_col2im(ampx_context *ctx, const ampx_window_args *args) {
+    ampx_window_args a;
+    uint64_t oh, ow;
+    cuk_window k;
+    CU_TAKE(ctx, "col2im", ampx_kit_take_window(AMPX_KIT(ctx), AMPX_OP_COL2IM, args, &a, &oh, &ow));
+    if (!cu_window_of(&a, oh, ow, &k)) return AMPX_OK;
+    CU_LAUNCH(ctx, "col2im", cuk_col2im_run(ctx->stream, &k));
+    return AMPX_OK;
+}
+
+ampx_status cu_pool2d_fwd(ampx_context *ctx, const ampx_window_args *args) {
+    ampx_window_args a;
+    uint64_t oh, ow;
+    cuk_window k;
+    CU_TAKE(ctx, "pool2d_fwd",
+            ampx_kit_take_window(AMPX_KIT(ctx), AMPX_OP_POOL2D_FWD, args, &a, &oh, &ow));
+    if (!cu_window_of(&a, oh, ow, &k)) return AMPX_OK;
+    CU_LAUNCH(ctx, "pool2d_fwd", cuk_pool2d_fwd_run(ctx->stream, &k));
+    return AMPX_OK;
+}
+
+ampx_status cu_pool2d_bwd(ampx_context *ctx, const ampx_window_args *args) {
+    ampx_window_args a;
+    uint64_t oh, ow;
+    cuk_window k;
+    CU_TAKE(ctx, "pool2d_bwd",
+            ampx_kit_take_window(AMPX_KIT(ctx), AMPX_OP_POOL2D_BWD, args, &a, &oh, &ow));
+    if (!cu_window_of(&a, oh, ow, &k)) return AMPX_OK;
+    CU_LAUNCH(ctx, "pool2d_bwd", cuk_pool2d_bwd_run(ctx->stream, &k));
+    return AMPX_OK;
+}

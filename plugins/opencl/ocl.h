@@ -56,6 +56,10 @@ typedef enum ocl_kernel {
     K_ATTN_FWD,
     K_ATTN_BWD_DQ,
     K_ATTN_BWD_DKV,
+    K_IM2COL,
+    K_COL2IM,
+    K_POOL2D_FWD,
+    K_POOL2D_BWD,
     K_GEMM_TILED,
     K_GEMM_BETA,
     K_GEMM_STORE_C,
@@ -279,6 +283,10 @@ ampx_status ocl_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status ocl_adamw(ampx_context *ctx, const ampx_adamw_args *a);
 ampx_status ocl_dropout(ampx_context *ctx, const ampx_dropout_args *a);
 ampx_status ocl_permute(ampx_context *ctx, const ampx_permute_args *a);
+ampx_status ocl_im2col(ampx_context *ctx, const ampx_window_args *a);
+ampx_status ocl_col2im(ampx_context *ctx, const ampx_window_args *a);
+ampx_status ocl_pool2d_fwd(ampx_context *ctx, const ampx_window_args *a);
+ampx_status ocl_pool2d_bwd(ampx_context *ctx, const ampx_window_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status ocl_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

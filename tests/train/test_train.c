@@ -57,6 +57,9 @@ static const char *fd_inputs =
     "\"x\":{\"dtype\":\"f32\",\"shape\":[4]},\"y\":{\"dtype\":\"i32\",\"classes\":3}";
 static const char *fd_xent = "{\"logits\":\"out\",\"labels\":\"y\"}";
 
+/* The step of the central differences, relative to max(1, |w|). */
+static double fd_step = 1e-2;
+
 static void fd_check_json(const char *json, const char *nodes) {
     char *path       = write_model(json);
     ampx_model *m    = load(path, NULL);
@@ -75,7 +78,7 @@ static void fd_check_json(const char *json, const char *nodes) {
         cr_assert_eq(ampx_trainer_get(t, p, 1, g), AMPX_OK);
         for (int k = 0; k < 8; k++) {
             uint64_t i = ((uint64_t)k * 7919u + 13u) % n;
-            double h   = 1e-2 * fmax(1.0, fabs(w[i])), lp, lm;
+            double h   = fd_step * fmax(1.0, fabs(w[i])), lp, lm;
             memcpy(w2, w, n * 4);
             w2[i]     = (float)(w[i] + h);
             double hp = (double)w2[i] - w[i];
@@ -455,6 +458,43 @@ Test(gradients, nd_reshape_transpose_reduce) {
              "{\"name\":\"c\",\"op\":\"add\",\"inputs\":[\"m\",\"ms\"]},"
              "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"c\"],\"units\":3}");
 }
+/* Convolutions lower to im2col, a (grouped) matmul and a transpose; their backward is
+ * col2im and the grouped weight-gradient GEMM. [4] -> dense 48 -> [3, 4, 4] -> conv 3x2,
+ * stride 2x1, padding 1x0, dilation 1x2 -> [4, 2, 2] -> conv 2x2 in 2 groups, padded, tanh ->
+ * [4, 3, 3] -> average pool 2x2 stride 1, padded, the padding not counted -> [4, 4, 4]. */
+Test(gradients, conv2d_strides_dilation_groups_avgpool) {
+    fd_check("{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":48},"
+             "{\"name\":\"r\",\"op\":\"reshape\",\"inputs\":[\"h\"],\"shape\":[3,4,4]},"
+             "{\"name\":\"c1\",\"op\":\"conv2d\",\"inputs\":[\"r\"],\"filters\":4,"
+             "\"kernel\":[3,2],\"stride\":[2,1],\"padding\":[1,0],\"dilation\":[1,2],"
+             "\"init\":{\"bias\":\"he_uniform\"}},"
+             "{\"name\":\"c2\",\"op\":\"conv2d\",\"inputs\":[\"c1\"],\"filters\":4,\"kernel\":2,"
+             "\"padding\":1,\"groups\":2,\"activation\":\"tanh\",\"init\":{\"bias\":"
+             "\"he_uniform\"}},"
+             "{\"name\":\"p\",\"op\":\"avgpool2d\",\"inputs\":[\"c2\"],\"kernel\":2,\"stride\":1,"
+             "\"padding\":1,\"count_padding\":false},"
+             "{\"name\":\"f\",\"op\":\"flatten\",\"inputs\":[\"p\"]},"
+             "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"f\"],\"units\":3}");
+}
+
+/* Max pooling routes each window's gradient to its largest pixel; concat along the channels
+ * and along the width (one value twice, so its gradients add), then the mean of each
+ * channel. The step is small enough that no window's largest pixel changes (at 1e-2, three
+ * of h.bias's eight differences cross a tie). */
+Test(gradients, maxpool_concat_global_avgpool) {
+    fd_step = 1e-3;
+    fd_check("{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":32},"
+             "{\"name\":\"r\",\"op\":\"reshape\",\"inputs\":[\"h\"],\"shape\":[2,4,4]},"
+             "{\"name\":\"t\",\"op\":\"tanh\",\"inputs\":[\"r\"]},"
+             "{\"name\":\"p\",\"op\":\"maxpool2d\",\"inputs\":[\"t\"],\"kernel\":2},"
+             "{\"name\":\"c\",\"op\":\"conv2d\",\"inputs\":[\"t\"],\"filters\":3,\"kernel\":3,"
+             "\"stride\":2,\"padding\":1,\"bias\":false},"
+             "{\"name\":\"k\",\"op\":\"concat\",\"inputs\":[\"p\",\"c\"]},"
+             "{\"name\":\"w\",\"op\":\"concat\",\"inputs\":[\"k\",\"k\"],\"axis\":-1},"
+             "{\"name\":\"g\",\"op\":\"global_avgpool\",\"inputs\":[\"w\"]},"
+             "{\"name\":\"out\",\"op\":\"dense\",\"inputs\":[\"g\"],\"units\":3}");
+}
+
 Test(gradients, dropout_in_training) {
     /* the mask is fixed for a step, so the loss is smooth in the weights around it */
     fd_check("{\"name\":\"h\",\"op\":\"dense\",\"inputs\":[\"x\"],\"units\":16},"

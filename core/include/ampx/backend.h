@@ -1,4 +1,4 @@
-/* ampx/backend.h — the backend plugin ABI, version 1.5.
+/* ampx/backend.h — the backend plugin ABI, version 1.6.
  *
  * This is the only header a vendor needs (with the header-only dtype.h). A backend is a
  * shared object that exports exactly one symbol, ampx_backend_entry, and keeps everything
@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 #define AMPX_ABI_MAJOR 1
-#define AMPX_ABI_MINOR 5
+#define AMPX_ABI_MINOR 6
 
 #if defined(_WIN32)
 #define AMPX_PLUGIN_EXPORT __declspec(dllexport)
@@ -233,7 +233,12 @@ AMPX_STATIC_ASSERT(sizeof(ampx_scalars) == 128, "ampx_scalars layout is part of 
     X(26, amp_pass,      AMP_PASS,      ampx_amp_pass_args,      1, 0) /* the step's AMP pass */ \
     /* ABI 1.5 */                                                                                  \
     X(27, attn_fwd,      ATTN_FWD,      ampx_attn_args,          2, 0) /* fused attention */       \
-    X(28, attn_bwd,      ATTN_BWD,      ampx_attn_args,          4, 0) /* its gradient */
+    X(28, attn_bwd,      ATTN_BWD,      ampx_attn_args,          4, 0) /* its gradient */      \
+    /* ABI 1.6 */                                                                                  \
+    X(29, im2col,        IM2COL,        ampx_window_args,        2, 0) /* patches as rows */      \
+    X(30, col2im,        COL2IM,        ampx_window_args,        2, 0) /* its adjoint, summed */  \
+    X(31, pool2d_fwd,    POOL2D_FWD,    ampx_window_args,        2, 0) /* max/avg pooling */      \
+    X(32, pool2d_bwd,    POOL2D_BWD,    ampx_window_args,        2, 0) /* its gradient */
 // clang-format on
 
 #define AMPX_OP_ENUM_(index, slot, OP, args, n_dtypes, f32) AMPX_OP_##OP = index,
@@ -243,11 +248,12 @@ typedef enum ampx_op {
     AMPX_OP_COUNT_V1_0 = 24,
     AMPX_OP_COUNT_V1_1 = 26,
     AMPX_OP_COUNT_V1_4 = 27,
-    AMPX_OP_COUNT_V1_5 = 29
+    AMPX_OP_COUNT_V1_5 = 29,
+    AMPX_OP_COUNT_V1_6 = 33
 } ampx_op;
 #undef AMPX_OP_ENUM_
 
-#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_5
+#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_6
 
 #define AMPX_OP_PLUS_ONE_(index, slot, OP, args, n_dtypes, f32) +1
 AMPX_STATIC_ASSERT(0 AMPX_OPS(AMPX_OP_PLUS_ONE_) == AMPX_OP_COUNT,
@@ -786,11 +792,67 @@ typedef struct ampx_attn_args {
 } ampx_attn_args;
 
 // ---------------------------------------------------------------------------------------
+// ABI 1.6
+
+/* The window geometry of IM2COL, COL2IM, POOL2D_FWD and POOL2D_BWD. x holds n images of
+ * `channels` row-major planes of height x width, an image's planes contiguous and images
+ * x_batch elements apart (x_batch >= channels height width: a larger one reads a group of
+ * the channels of wider images). Windows of kh x kw taps, dilation dil_h, dil_w, are placed
+ * every stride_h, stride_w rows and columns starting at -pad_h, -pad_w:
+ *   out_h = (height + 2 pad_h - dil_h (kh - 1) - 1) / stride_h + 1, likewise out_w;
+ *   tap (p, q) of window (i, j) lies at row h = i stride_h - pad_h + p dil_h and column
+ *   w = j stride_w - pad_w + q dil_w of its plane; a tap outside the plane is padding.
+ * channels, height, width, kh, kw, stride_h, stride_w, dil_h, dil_w >= 1; out_h, out_w >= 1
+ * (the padded plane holds one window); n == 0 does nothing. The outputs must not overlap
+ * the inputs. Element (b, c, h, w) of x (or dx) is x[b x_batch + (c height + h) width + w].
+ *
+ * IM2COL  dtypes {x, cols}
+ *   cols is row-major [n, out_h, out_w, channels, kh, kw]: one row per window, so that a
+ *   convolution is the GEMM cols W (W [channels kh kw, filters]; with G groups, group g's
+ *   channels are columns [g channels kh kw / G, (g + 1) channels kh kw / G) of each row):
+ *     cols[((b out_h + i) out_w + j) channels kh kw + (c kh + p) kw + q] = x(b, c, h, w)
+ *   converted as CAST (a copy when the dtypes match), 0 for a padding tap.
+ * COL2IM  dtypes {cols, dx}
+ *   The adjoint of IM2COL, for its backward: dx(b, c, h, w) = (accumulate ? dx(b, c, h, w) :
+ *   0) + the sum, in f32, of the cols elements IM2COL fills from (b, c, h, w) (none: 0),
+ *   rounded once to dx's dtype. Every dx element of the n images' channels x height x width
+ *   is written; elements between them (x_batch larger) are not touched.
+ * POOL2D_FWD  dtypes {x, y}
+ *   y row-major [n, channels, out_h, out_w]; dil_h = dil_w = 1, pad_h < kh, pad_w < kw (so
+ *   every window has a tap in its plane). mode AMPX_POOL_MAX: y is the largest tap in the
+ *   plane (padding never wins), NaN when a tap is NaN; indices (i32, y's layout; optional,
+ *   buf NULL: not written) is h width + w of that tap: the first NaN tap, else the first
+ *   largest in row-major (p, q) order. mode AMPX_POOL_AVG: the sum in f32 of the taps in the
+ *   plane divided by kh kw (count_pad 1) or by the number of those taps (count_pad 0),
+ *   rounded once to y's dtype; indices is not read.
+ * POOL2D_BWD  dtypes {dy, dx}
+ *   dy as y. dx(b, c, h, w) = (accumulate ? dx(b, c, h, w) : 0) + the sum in f32 over the
+ *   windows (i, j) of plane (b, c) of: MAX, dy(b, c, i, j) where indices(b, c, i, j) ==
+ *   h width + w (indices as the forward wrote them); AVG, dy(b, c, i, j) / the forward's
+ *   divisor where (h, w) is a tap of window (i, j); rounded once to dx's dtype. Every dx
+ *   element of the planes is written, as in COL2IM. */
+typedef enum ampx_pool_mode { AMPX_POOL_MAX = 0, AMPX_POOL_AVG = 1 } ampx_pool_mode;
+
+typedef struct ampx_window_args {
+    uint32_t size;
+    uint32_t mode; /* POOL2D: ampx_pool_mode */
+    uint64_t n, channels, height, width;
+    uint64_t x_batch; /* elements between images of x (dx) */
+    uint32_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    uint32_t count_pad;  /* POOL2D AVG: 1 divide by kh kw, 0 by the taps inside the plane */
+    uint32_t accumulate; /* COL2IM, POOL2D_BWD: 1 add to dx */
+    ampx_tensor x;       /* IM2COL, POOL2D_FWD: read; COL2IM, POOL2D_BWD: dx, written */
+    ampx_tensor y;       /* IM2COL: cols, written; COL2IM: cols, read; POOL2D: y or dy */
+    ampx_tensor indices; /* POOL2D MAX: i32 [n, channels, out_h, out_w] */
+} ampx_window_args;
+
+// ---------------------------------------------------------------------------------------
 // The op table. Slots are in op-number order, one per line of AMPX_OPS; a NULL slot is
 // unsupported. A plugin built for an older minor has a smaller table (its size says so) and
 // the host reads the slots past it as NULL: 1.1 added dropout and permute, 1.4 amp_pass
 // (optional: NULL, and the host runs unscale_check, grad_stats and sum_squares instead), 1.5
-// attn_fwd and attn_bwd (optional: NULL, and a model's attention runs as its composite).
+// attn_fwd and attn_bwd (optional: NULL, and a model's attention runs as its composite), 1.6
+// im2col, col2im, pool2d_fwd and pool2d_bwd (a model with convolutions or pooling needs them).
 // Every op is enqueued on the context's stream and may complete later; argument errors are
 // reported at enqueue time, device errors at the latest by the next synchronize().
 

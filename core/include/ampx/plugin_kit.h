@@ -956,6 +956,85 @@ static inline ampx_status ampx_kit_take_attn(const ampx_kit *kit, const ampx_att
 }
 
 // ---------------------------------------------------------------------------------------
+// Windows: IM2COL, COL2IM, POOL2D_FWD, POOL2D_BWD (ABI 1.6)
+
+/* The window counts of one axis: (size + 2 pad - dil (k - 1) - 1) / stride + 1, or 0 when
+ * the padded axis holds no window (or a term overflows). */
+static inline uint64_t ampx_kit_window_out(uint64_t size, uint32_t k, uint32_t stride, uint32_t pad,
+                                           uint32_t dil) {
+    uint64_t span = (uint64_t)dil * (k - 1) + 1, padded;
+    if (__builtin_add_overflow(size, 2 * (uint64_t)pad, &padded) || padded < span) return 0;
+    return (padded - span) / stride + 1;
+}
+
+/* The geometry of ampx_window_args for op (AMPX_OP_IM2COL ... AMPX_OP_POOL2D_BWD): dtypes,
+ * sizes and strides >= 1, at least one window per axis, the pooling limits (dilation 1,
+ * padding < kernel, a known mode), x_batch >= channels height width, every count without
+ * overflow, and each tensor inside its buffer: x (or dx) over (n - 1) x_batch + channels
+ * height width elements, the window side over n out_h out_w (channels kh kw for the
+ * columns, channels for pooling), indices i32 of y's size (MAX: optional in the forward,
+ * required in the backward). On success *out_h and *out_w are the window counts. */
+static inline ampx_status ampx_kit_take_window(const ampx_kit *kit, uint32_t op,
+                                               const ampx_window_args *args, ampx_window_args *a,
+                                               uint64_t *out_h, uint64_t *out_w) {
+    static const char *const names[4] = {"im2col", "col2im", "pool2d_fwd", "pool2d_bwd"};
+    const char *on =
+        op >= AMPX_OP_IM2COL && op <= AMPX_OP_POOL2D_BWD ? names[op - AMPX_OP_IM2COL] : "window";
+    int pool = op == AMPX_OP_POOL2D_FWD || op == AMPX_OP_POOL2D_BWD,
+        fwd  = op == AMPX_OP_IM2COL || op == AMPX_OP_POOL2D_FWD;
+    *out_h = *out_w = 0;
+    AMPX_KIT_TRY(ampx_kit_take(kit, on, args, a, sizeof *a));
+    AMPX_KIT_TRY(fwd ? ampx_kit_check_dtypes2(kit, on, op, a->x.dtype, a->y.dtype)
+                     : ampx_kit_check_dtypes2(kit, on, op, a->y.dtype, a->x.dtype));
+    if (!a->channels || !a->height || !a->width || !a->kh || !a->kw || !a->stride_h ||
+        !a->stride_w || !a->dil_h || !a->dil_w)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                             "%s: channels, height, width, kernel, stride and dilation must be "
+                             ">= 1",
+                             on);
+    if (pool && (a->mode > AMPX_POOL_AVG || a->count_pad > 1))
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: mode %u or count_pad %u is not 0 or 1", on,
+                             a->mode, a->count_pad);
+    if (pool && (a->dil_h != 1 || a->dil_w != 1 || a->pad_h >= a->kh || a->pad_w >= a->kw))
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                             "%s: pooling takes dilation 1 and padding below the kernel (pad "
+                             "%ux%u, kernel %ux%u)",
+                             on, a->pad_h, a->pad_w, a->kh, a->kw);
+    if (a->accumulate > 1)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: accumulate %u is not 0 or 1", on,
+                             a->accumulate);
+    uint64_t oh = ampx_kit_window_out(a->height, a->kh, a->stride_h, a->pad_h, a->dil_h);
+    uint64_t ow = ampx_kit_window_out(a->width, a->kw, a->stride_w, a->pad_w, a->dil_w);
+    if (!oh || !ow)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                             "%s: a %llux%llu plane padded by %ux%u holds no %ux%u window of "
+                             "dilation %ux%u",
+                             on, (unsigned long long)a->height, (unsigned long long)a->width,
+                             a->pad_h, a->pad_w, a->kh, a->kw, a->dil_h, a->dil_w);
+    uint64_t plane, image, x_span = 0, rows, width, y_n;
+    if (ampx_kit_mul_u64(a->height, a->width, &plane) ||
+        ampx_kit_mul_u64(plane, a->channels, &image) || ampx_kit_mul_u64(a->n, oh, &rows) ||
+        ampx_kit_mul_u64(rows, ow, &rows) ||
+        ampx_kit_mul_u64(a->channels, pool ? 1 : (uint64_t)a->kh * a->kw, &width) ||
+        ampx_kit_mul_u64(rows, width, &y_n) ||
+        (a->n && (ampx_kit_mul_u64(a->n - 1, a->x_batch, &x_span) ||
+                  __builtin_add_overflow(x_span, image, &x_span))))
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: the element counts overflow", on);
+    if (a->x_batch < image)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                             "%s: x_batch %llu < channels x height x width %llu", on,
+                             (unsigned long long)a->x_batch, (unsigned long long)image);
+    const char *xn = fwd ? "x" : "dx", *yn = pool ? (fwd ? "y" : "dy") : "cols";
+    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, on, xn, &a->x, x_span, 0));
+    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, on, yn, &a->y, y_n, 0));
+    if (pool && a->mode == AMPX_POOL_MAX)
+        AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, on, "indices", &a->indices, AMPX_I32, y_n,
+                                              op == AMPX_OP_POOL2D_FWD));
+    *out_h = oh, *out_w = ow;
+    return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
 // The scaler's arithmetic, as PyTorch's _amp_update_scale kernels do it
 
 /* The growth or backoff factor SCALER_UPDATE applies: the args' double when given (> 0),

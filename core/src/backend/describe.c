@@ -314,6 +314,45 @@ static void describe_attn_bwd(desc *d, const ampx_attn_args *a) {
 }
 
 // ---------------------------------------------------------------------------------------
+// ABI 1.6: IM2COL, COL2IM, POOL2D_FWD, POOL2D_BWD
+
+/* Windows along an axis (0 when none fits), as backend.h defines them. */
+static uint64_t window_out(uint64_t size, uint32_t k, uint32_t stride, uint32_t pad, uint32_t dil) {
+    uint64_t span = (uint64_t)dil * (k - 1) + 1, padded = size + 2 * (uint64_t)pad;
+    return padded < span || !stride ? 0 : (padded - span) / stride + 1;
+}
+
+/* "n2 c3 7x9 k3x3 s1 p1": the images and the window; x's and the window side's tensors. */
+static void describe_window(desc *d, const ampx_window_args *a, int cols) {
+    uint64_t oh = window_out(a->height, a->kh, a->stride_h, a->pad_h, a->dil_h);
+    uint64_t ow = window_out(a->width, a->kw, a->stride_w, a->pad_w, a->dil_w);
+    uint64_t nx = a->n * a->channels * a->height * a->width;
+    uint64_t ny = a->n * a->channels * oh * ow * (cols ? (uint64_t)a->kh * a->kw : 1);
+    shape(d, "n%llu c%llu %llux%llu k%ux%u s%ux%u p%ux%u", (ull)a->n, (ull)a->channels,
+          (ull)a->height, (ull)a->width, a->kh, a->kw, a->stride_h, a->stride_w, a->pad_h,
+          a->pad_w);
+    tensor(d, a->x, nx);
+    tensor(d, a->y, ny);
+    d->e->flops = cols ? 0 : ny * a->kh * a->kw;
+}
+
+static void describe_im2col(desc *d, const ampx_window_args *a) {
+    describe_window(d, a, 1);
+}
+
+static void describe_col2im(desc *d, const ampx_window_args *a) {
+    describe_window(d, a, 1);
+}
+
+static void describe_pool2d_fwd(desc *d, const ampx_window_args *a) {
+    describe_window(d, a, 0);
+}
+
+static void describe_pool2d_bwd(desc *d, const ampx_window_args *a) {
+    describe_window(d, a, 0);
+}
+
+// ---------------------------------------------------------------------------------------
 
 #define DESCRIBE(index, slot, OP, type, n_dtypes, f32)                                             \
     case AMPX_OP_##OP: describe_##slot(&d, (const type *)args); break;

@@ -13,9 +13,9 @@
 // ---------------------------------------------------------------------------------------
 // Policy
 
-const char *const op_class_names[] = {"dense",  "activation", "layernorm", "add",
-                                      "loss",   "batchnorm",  "softmax",   "mul",
-                                      "reduce", "dropout",    NULL};
+const char *const op_class_names[] = {"dense",     "activation", "layernorm", "add",    "loss",
+                                      "batchnorm", "softmax",    "mul",       "reduce", "dropout",
+                                      "conv",      "pool",       NULL};
 
 void policy_defaults(policy *p, const char *preset) {
     memset(p, 0, sizeof *p);

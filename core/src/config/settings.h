@@ -25,6 +25,8 @@ typedef enum op_class {
     CLASS_MUL,
     CLASS_REDUCE,
     CLASS_DROPOUT,
+    CLASS_CONV, /* a convolution's product */
+    CLASS_POOL, /* max and average pooling */
     CLASS_COUNT,
 } op_class;
 extern const char *const op_class_names[]; /* by op_class, NULL-terminated */

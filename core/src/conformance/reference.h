@@ -215,4 +215,31 @@ void ref_attn_bwd(const ref_attn_shape *s, const double *q, const double *k, con
                   const double *o, const double *lse, const double *d_o, double *dq, double *dk,
                   double *dv, double *delta, double *mag_dq, double *mag_dk);
 
+// ---------------------------------------------------------------------------------------
+// ABI 1.6: windows (reference_window.c)
+
+/* The geometry of ampx_window_args, out_h and out_w computed again from backend.h's formula
+ * by ref_window_init (0 when no window fits). */
+typedef struct ref_window {
+    uint64_t n, channels, height, width, x_batch, out_h, out_w;
+    int64_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int max, count_pad;
+} ref_window;
+
+void ref_window_init(ref_window *w, const ampx_window_args *a);
+/* IM2COL: cols[] (n out_h out_w channels kh kw) = the x value of each tap, 0 for padding;
+ * src (optional) the x index or -1. */
+void ref_im2col(const ref_window *w, const double *x, double *cols, int64_t *src);
+/* COL2IM, scattering every cols element onto its x element: dx (x's layout) += the sum;
+ * mag (optional, dx's layout) += the sum of the magnitudes. dx and mag hold the starting
+ * values (0, or dx's own for accumulate). */
+void ref_col2im(const ref_window *w, const double *cols, double *dx, double *mag);
+/* POOL2D_FWD: y and idx (the winning tap's h width + w for max; may be NULL) per window,
+ * mag (optional) the sum of |taps| / divisor for avg. */
+void ref_pool_fwd(const ref_window *w, const double *x, double *y, int32_t *idx, double *mag);
+/* POOL2D_BWD by scattering each dy onto its taps: max onto the tap idx names, avg onto every
+ * tap in the plane, divided by the forward's divisor; dx and mag as in ref_col2im. */
+void ref_pool_bwd(const ref_window *w, const double *dy, const int32_t *idx, double *dx,
+                  double *mag);
+
 #endif /* AMPX_REFERENCE_H */

@@ -38,21 +38,14 @@ enum {
     K_EMBEDDING,
     K_POSITION,
     K_ATTENTION,
+    K_CONV2D,
+    K_MAXPOOL2D,
+    K_AVGPOOL2D,
+    K_GLOBAL_AVGPOOL,
+    K_FLATTEN,
+    K_CONCAT,
     K_COUNT
 };
-static const char *const act_names[] = {"relu", "gelu", "tanh", "sigmoid", "silu", NULL};
-
-/* The node being parsed: what parse_node read for it, and what its kind's parse adds. */
-typedef struct b_node {
-    const json_value *v;  /* the node's object */
-    const json_value *iv; /* its "inputs" array, NULL for a layer's implied input */
-    const json_value *at; /* where its errors point: its "name", else the object */
-    const char *name;
-    const char *kind_name;
-    int kind;
-    int ins[2];                   /* the input values */
-    int params[4], n_params, out; /* its parameters (for "share") and its output value */
-} b_node;
 
 /* "share": "other" — the parameters of an earlier node of the same kind. */
 static int shared(builder *b, const b_node *n, const b_name **out) {
@@ -228,14 +221,6 @@ static int parse_attention(builder *b, b_node *n) {
 // ---------------------------------------------------------------------------------------
 // The layer kinds: each reads its own keys and adds its parameters and primitive nodes
 
-/* The node's one primitive node: op over ins, its output named for the node. */
-static int one_node(builder *b, b_node *n, int op, const int *ins, int n_in, const g_attrs *a) {
-    if ((n->out = b_new_act(b, n->at, n->name, AMPX_F32)) < 0 ||
-        b_add_node(b, n->at, n->iv, op, ins, n_in, &n->out, 1, a, n->name))
-        return -1;
-    return 0;
-}
-
 /* dense's parameters: its own, an earlier dense node's, or (a dense node sharing an
  * embedding) the embedding's [vocab, dim] table read transposed, logits = x E^T: the output
  * head tied to it, with no bias unless asked for. */
@@ -310,10 +295,10 @@ static int parse_dense(builder *b, b_node *n) {
 /* "activation": a node "<name>.<act>" after the dense one, the layer's output. */
 static int dense_activation(builder *b, b_node *n) {
     int act = -1;
-    if (jenum(b->c, n->v, "activation", 0, act_names, &act)) return -1;
+    if (jenum(b->c, n->v, "activation", 0, b_act_names, &act)) return -1;
     if (act < 0) return 0;
     char an[G_NAME_MAX];
-    snprintf(an, sizeof an, "%s.%s", n->name, act_names[act]);
+    snprintf(an, sizeof an, "%s.%s", n->name, b_act_names[act]);
     const json_value *aat = json_get(n->v, "activation");
     int ya                = b_new_act(b, aat, an, AMPX_F32);
     g_attrs aa            = {.act = act, .alpha = 1};
@@ -385,19 +370,19 @@ static int parse_norm(builder *b, b_node *n) {
 
 static int parse_act(builder *b, b_node *n) {
     g_attrs a = {.alpha = 1, .act = n->kind - K_RELU};
-    return one_node(b, n, OP_ACT, n->ins, 1, &a);
+    return b_one_node(b, n, OP_ACT, n->ins, 1, &a);
 }
 
 static int parse_binary(builder *b, b_node *n) {
     g_attrs a = {.alpha = 1};
-    return one_node(b, n, n->kind == K_ADD ? OP_ADD : OP_MUL, n->ins, 2, &a);
+    return b_one_node(b, n, n->kind == K_ADD ? OP_ADD : OP_MUL, n->ins, 2, &a);
 }
 
 static int parse_scale(builder *b, b_node *n) {
     double f = 1;
     if (jnum(b->c, n->v, "factor", 1, -1e30, 1e30, &f)) return -1;
     g_attrs a = {.alpha = (float)f};
-    return one_node(b, n, OP_SCALE, n->ins, 1, &a);
+    return b_one_node(b, n, OP_SCALE, n->ins, 1, &a);
 }
 
 static int parse_softmax(builder *b, b_node *n) {
@@ -414,7 +399,7 @@ static int parse_softmax(builder *b, b_node *n) {
                         "a causal softmax needs scores [.., queries, keys] with keys >= "
                         "queries");
     }
-    return one_node(b, n, OP_SOFTMAX, n->ins, 1, &a);
+    return b_one_node(b, n, OP_SOFTMAX, n->ins, 1, &a);
 }
 
 static int parse_reshape(builder *b, b_node *n) {
@@ -431,12 +416,12 @@ static int parse_reshape(builder *b, b_node *n) {
             return jerr(b->c, d, "expected a positive size or -1");
         a.shape[i] = (int64_t)d->num;
     }
-    return one_node(b, n, OP_RESHAPE, n->ins, 1, &a);
+    return b_one_node(b, n, OP_RESHAPE, n->ins, 1, &a);
 }
 
 static int parse_transpose(builder *b, b_node *n) {
     g_attrs a = {.alpha = 1};
-    return one_node(b, n, OP_TRANSPOSE, n->ins, 1, &a);
+    return b_one_node(b, n, OP_TRANSPOSE, n->ins, 1, &a);
 }
 
 /* mean and sum over an axis: a reduce against a constant of ones. */
@@ -454,14 +439,14 @@ static int parse_reduce(builder *b, b_node *n) {
     if (ones < 0) return b_full(b, n->at);
     g->values[ones].const_fill = 1.0f;
     int rin[2]                 = {x, ones};
-    return one_node(b, n, OP_REDUCE, rin, 2, &a);
+    return b_one_node(b, n, OP_REDUCE, rin, 2, &a);
 }
 
 static int parse_dropout(builder *b, b_node *n) {
     double r = 0.1;
     if (jnum(b->c, n->v, "rate", 0, 0.0, 0.999, &r)) return -1;
     g_attrs a = {.alpha = 1, .rate = (float)r};
-    return one_node(b, n, OP_DROPOUT, n->ins, 1, &a);
+    return b_one_node(b, n, OP_DROPOUT, n->ins, 1, &a);
 }
 
 static int parse_embedding(builder *b, b_node *n) {
@@ -483,7 +468,7 @@ static int parse_embedding(builder *b, b_node *n) {
     n->n_params = 1;
     g_attrs a   = {.alpha = 1};
     int ei[2]   = {n->ins[0], n->params[0]};
-    return one_node(b, n, OP_EMBED, ei, 2, &a);
+    return b_one_node(b, n, OP_EMBED, ei, 2, &a);
 }
 
 /* a learned [T, D] table added to every example (GPT-2's wpe, Flax's AddPositionEmbs); with
@@ -510,7 +495,7 @@ static int parse_position(builder *b, b_node *n) {
     n->n_params = 1;
     g_attrs a   = {.alpha = 1};
     int pi[2]   = {n->ins[0], n->params[0]};
-    return one_node(b, n, rows ? OP_POSITION : OP_BIAS, pi, 2, &a);
+    return b_one_node(b, n, rows ? OP_POSITION : OP_BIAS, pi, 2, &a);
 }
 
 /* One entry per layer kind, indexed by K_*. */
@@ -534,29 +519,39 @@ static const char *const emb_keys[]   = {"vocab", "dim", "init", NULL};
 static const char *const pos_keys[]   = {"init", "max_positions", NULL};
 static const char *const attn_keys[]  = {"heads", "causal", "dropout", "bias",
                                          "init",  "fused",  NULL};
+static const char *const conv_keys[]  = {"filters", "kernel",     "stride", "padding", "dilation",
+                                         "groups",  "activation", "bias",   "init",    NULL};
+static const char *const pool_keys[]  = {"kernel", "stride", "padding", "count_padding", NULL};
+static const char *const cat_keys[]   = {"axis", NULL};
 static const char *const no_keys[]    = {NULL};
 
 static const b_kind layer_kinds[K_COUNT] = {
-    [K_DENSE]     = {"dense", 1, dense_keys, parse_dense, dense_activation},
-    [K_RELU]      = {"relu", 1, no_keys, parse_act, NULL},
-    [K_GELU]      = {"gelu", 1, no_keys, parse_act, NULL},
-    [K_TANH]      = {"tanh", 1, no_keys, parse_act, NULL},
-    [K_SIGMOID]   = {"sigmoid", 1, no_keys, parse_act, NULL},
-    [K_SILU]      = {"silu", 1, no_keys, parse_act, NULL},
-    [K_LAYERNORM] = {"layernorm", 1, ln_keys, parse_norm, NULL},
-    [K_BATCHNORM] = {"batchnorm", 1, bn_keys, parse_norm, NULL},
-    [K_ADD]       = {"add", 2, no_keys, parse_binary, NULL},
-    [K_MUL]       = {"mul", 2, no_keys, parse_binary, NULL},
-    [K_SCALE]     = {"scale", 1, scale_keys, parse_scale, NULL},
-    [K_SOFTMAX]   = {"softmax", 1, sm_keys, parse_softmax, NULL},
-    [K_RESHAPE]   = {"reshape", 1, rs_keys, parse_reshape, NULL},
-    [K_TRANSPOSE] = {"transpose", 1, no_keys, parse_transpose, NULL},
-    [K_MEAN]      = {"mean", 1, red_keys, parse_reduce, NULL},
-    [K_SUM]       = {"sum", 1, red_keys, parse_reduce, NULL},
-    [K_DROPOUT]   = {"dropout", 1, drop_keys, parse_dropout, NULL},
-    [K_EMBEDDING] = {"embedding", 1, emb_keys, parse_embedding, NULL},
-    [K_POSITION]  = {"position_embedding", 1, pos_keys, parse_position, NULL},
-    [K_ATTENTION] = {"attention", 1, attn_keys, parse_attention, NULL},
+    [K_DENSE]          = {"dense", 1, dense_keys, parse_dense, dense_activation},
+    [K_RELU]           = {"relu", 1, no_keys, parse_act, NULL},
+    [K_GELU]           = {"gelu", 1, no_keys, parse_act, NULL},
+    [K_TANH]           = {"tanh", 1, no_keys, parse_act, NULL},
+    [K_SIGMOID]        = {"sigmoid", 1, no_keys, parse_act, NULL},
+    [K_SILU]           = {"silu", 1, no_keys, parse_act, NULL},
+    [K_LAYERNORM]      = {"layernorm", 1, ln_keys, parse_norm, NULL},
+    [K_BATCHNORM]      = {"batchnorm", 1, bn_keys, parse_norm, NULL},
+    [K_ADD]            = {"add", 2, no_keys, parse_binary, NULL},
+    [K_MUL]            = {"mul", 2, no_keys, parse_binary, NULL},
+    [K_SCALE]          = {"scale", 1, scale_keys, parse_scale, NULL},
+    [K_SOFTMAX]        = {"softmax", 1, sm_keys, parse_softmax, NULL},
+    [K_RESHAPE]        = {"reshape", 1, rs_keys, parse_reshape, NULL},
+    [K_TRANSPOSE]      = {"transpose", 1, no_keys, parse_transpose, NULL},
+    [K_MEAN]           = {"mean", 1, red_keys, parse_reduce, NULL},
+    [K_SUM]            = {"sum", 1, red_keys, parse_reduce, NULL},
+    [K_DROPOUT]        = {"dropout", 1, drop_keys, parse_dropout, NULL},
+    [K_EMBEDDING]      = {"embedding", 1, emb_keys, parse_embedding, NULL},
+    [K_POSITION]       = {"position_embedding", 1, pos_keys, parse_position, NULL},
+    [K_ATTENTION]      = {"attention", 1, attn_keys, parse_attention, NULL},
+    [K_CONV2D]         = {"conv2d", 1, conv_keys, b_parse_conv2d, NULL},
+    [K_MAXPOOL2D]      = {"maxpool2d", 1, pool_keys, b_parse_maxpool2d, NULL},
+    [K_AVGPOOL2D]      = {"avgpool2d", 1, pool_keys, b_parse_avgpool2d, NULL},
+    [K_GLOBAL_AVGPOOL] = {"global_avgpool", 1, no_keys, b_parse_global_avgpool, NULL},
+    [K_FLATTEN]        = {"flatten", 1, no_keys, b_parse_flatten, NULL},
+    [K_CONCAT]         = {"concat", -1, cat_keys, b_parse_concat, NULL},
 };
 
 // ---------------------------------------------------------------------------------------
@@ -588,23 +583,27 @@ static int check_keys(builder *b, const json_value *v, int is_layer, int kind) {
 static int node_inputs(builder *b, b_node *n, int is_layer) {
     jctx *c             = b->c;
     const json_value *v = n->v;
-    int want = layer_kinds[n->kind].n_inputs, n_in = 1;
+    int want = layer_kinds[n->kind].n_inputs, n_in = 1; /* want -1: 2 to G_MAX_IN */
     const json_value *iv = json_get(v, "inputs");
     n->ins[0] = b->last, n->ins[1] = -1;
     n->iv = iv;
     if (iv) {
         if (iv->type != JSON_ARRAY) return jerr(c, iv, "expected an array of names");
         n_in = (int)iv->n_items;
-        for (int i = 0; i < n_in && i < 2; i++)
+        for (int i = 0; i < n_in && i < G_MAX_IN; i++)
             if (b_resolve(b, iv->items[i], &n->ins[i])) return -1;
     } else if (!is_layer) {
         return jmissing(c, v, "inputs");
     } else if (b->last < 0) {
         return jerr(c, v, "the first layer has no input");
     }
-    if (n_in != want)
+    if (want < 0 && (n_in < 2 || n_in > G_MAX_IN))
+        return jerr(c, iv ? iv : v, "\"%s\" takes 2 to %d inputs, found %d", n->kind_name, G_MAX_IN,
+                    n_in);
+    if (want > 0 && n_in != want)
         return jerr(c, iv ? iv : v, "\"%s\" takes %d input%s, found %d", n->kind_name, want,
                     want == 1 ? "" : "s", n_in);
+    n->n_ins = n_in;
     for (int i = 0; i < n_in; i++) {
         const g_value *x = &b->g->values[n->ins[i]];
         int is_i32       = x->dtype == AMPX_I32;

@@ -30,13 +30,6 @@ static ampx_gemm_args gemm2d_args(int trans_a, int trans_b, uint64_t m, uint64_t
     return g;
 }
 
-static ampx_status gemm2d(g_exec *x, const g_node *n, int trans_a, int trans_b, uint64_t m,
-                          uint64_t cols, uint64_t k, int accumulate, ampx_tensor a, ampx_tensor b,
-                          ampx_tensor c) {
-    ampx_gemm_args g = gemm2d_args(trans_a, trans_b, m, cols, k, accumulate, a, b, c);
-    return gx_call(x, n, AMPX_OP_GEMM, &g);
-}
-
 /* Rows of the GEMM: every leading index of x, the batch included. */
 static uint64_t gemm_rows(const g_exec *x, const g_graph *g, int v) {
     return gx_numel(x, v) / (uint64_t)g_last(&g->values[v]);
@@ -54,14 +47,34 @@ static int64_t w_n(const g_node *n, const g_value *w) {
     return w->dims[n->a.trans_b ? 0 : 1];
 }
 
+/* A grouped product (a grouped convolution) splits x's last axis and W's columns into G
+ * groups: y's group g = x's group g times W's group g, one GEMM batched over the groups with
+ * the groups' column offsets as the batch strides. */
+static int64_t groups_of(const g_node *n) {
+    return n->a.groups > 1 ? n->a.groups : 1;
+}
+
+/* Turns one group's GEMM args into the batched product over G groups: each operand's
+ * leading dimension is its whole row of G groups of a_cols (b_cols, c_cols) columns, its
+ * batch stride one group's columns. */
+static void group_gemm(ampx_gemm_args *ga, uint64_t G, uint64_t a_cols, uint64_t b_cols,
+                       uint64_t c_cols) {
+    if (G < 2) return;
+    ga->batch = G;
+    ga->lda = a_cols * G, ga->stride_a = a_cols;
+    ga->ldb = b_cols * G, ga->stride_b = b_cols;
+    ga->ldc = c_cols * G, ga->stride_c = c_cols;
+}
+
 static int matmul_shape(g_graph *g, g_node *n, g_shape_error *e) {
     const g_value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]];
-    g_value *y = &g->values[n->out[0]];
-    if (w->ndim != 2 || g_last(x) != w_k(n, w)) {
+    g_value *y     = &g->values[n->out[0]];
+    int64_t groups = groups_of(n);
+    if (w->ndim != 2 || g_last(x) != w_k(n, w) * groups || w_n(n, w) % groups) {
         char s[64];
         g_shape_str(x, s, sizeof s);
         snprintf(e->msg, sizeof e->msg, "\"%s\" has shape %s but \"%s\" needs [.., %lld]", x->name,
-                 s, n->name, (long long)w_k(n, w));
+                 s, n->name, (long long)(w_k(n, w) * groups));
         e->input = 0;
         return -1;
     }
@@ -75,9 +88,12 @@ static int matmul_shape(g_graph *g, g_node *n, g_shape_error *e) {
 
 static ampx_status matmul_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     const g_value *w = &g->values[n->in[1]];
-    return gemm2d(x, n, 0, n->a.trans_b, gemm_rows(x, g, n->in[0]), (uint64_t)w_n(n, w),
-                  (uint64_t)w_k(n, w), 0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]),
-                  gx_tensor(x, n->out[0]));
+    uint64_t G = (uint64_t)groups_of(n), nn = (uint64_t)w_n(n, w) / G, k = (uint64_t)w_k(n, w);
+    ampx_gemm_args ga =
+        gemm2d_args(0, n->a.trans_b, gemm_rows(x, g, n->in[0]), nn, k, 0, gx_tensor(x, n->in[0]),
+                    gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
+    group_gemm(&ga, G, k, nn, nn);
+    return gx_call(x, n, AMPX_OP_GEMM, &ga);
 }
 
 /* The gradient of a product's output y as the product reads it: y's own dtype. A bf16 or
@@ -100,7 +116,7 @@ static int matmul_bwd(g_graph *g, int self) {
     if ((dy = grad_as_output(g, self, n->out[0], dy)) < 0) return -1;
     n = &g->nodes[self];
     if (g_needs_grad(g, w)) {
-        g_attrs a = {.trans_b = n->a.trans_b};
+        g_attrs a = {.trans_b = n->a.trans_b, .groups = n->a.groups};
         int dw    = g_param_grad(g, w, &a.accumulate);
         int ins[] = {in, dy};
         if (dw < 0 || g_emit(g, self, OP_MATMUL_DW, ins, 2, &dw, 1, &a) < 0) return -1;
@@ -108,7 +124,7 @@ static int matmul_bwd(g_graph *g, int self) {
     if (g_needs_grad(g, in)) {
         int dx    = g_new_grad(g, in, g->values[in].dtype);
         int ins[] = {dy, w};
-        g_attrs a = {.trans_b = n->a.trans_b};
+        g_attrs a = {.trans_b = n->a.trans_b, .groups = n->a.groups};
         if (dx < 0 || g_emit(g, self, OP_MATMUL_DX, ins, 2, &dx, 1, &a) < 0) return -1;
         return g_contribute(g, in, dx, self);
     }
@@ -124,10 +140,11 @@ const g_rule g_rule_matmul = {
 static ampx_status matmul_dw_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     const g_value *dw = &g->values[n->out[0]];
     int a             = n->a.trans_b ? 1 : 0;
-    ampx_gemm_args ga =
-        gemm2d_args(1, 0, (uint64_t)dw->dims[0], (uint64_t)dw->dims[1], gemm_rows(x, g, n->in[0]),
-                    gx_accumulate(x, n), gx_tensor(x, n->in[a]), gx_tensor(x, n->in[1 - a]),
-                    gx_tensor(x, n->out[0]));
+    uint64_t G = (uint64_t)groups_of(n), cols = (uint64_t)dw->dims[1] / G;
+    ampx_gemm_args ga = gemm2d_args(1, 0, (uint64_t)dw->dims[0], cols, gemm_rows(x, g, n->in[0]),
+                                    gx_accumulate(x, n), gx_tensor(x, n->in[a]),
+                                    gx_tensor(x, n->in[1 - a]), gx_tensor(x, n->out[0]));
+    group_gemm(&ga, G, (uint64_t)dw->dims[0], cols, cols);
     if (n->n_out > 1) {
         g_node as_bias          = *n; /* the bias gradient's own accumulate */
         as_bias.a.accumulate    = n->a.accumulate_bias;
@@ -143,9 +160,12 @@ const g_rule g_rule_matmul_dw = {
 /* dx = dy W^T (trans_b: dx = dy W): in dy, W; out dx */
 static ampx_status matmul_dx_fwd(g_exec *x, const g_graph *g, const g_node *n) {
     const g_value *w = &g->values[n->in[1]];
-    return gemm2d(x, n, 0, !n->a.trans_b, gemm_rows(x, g, n->in[0]), (uint64_t)w_k(n, w),
-                  (uint64_t)w_n(n, w), 0, gx_tensor(x, n->in[0]), gx_tensor(x, n->in[1]),
-                  gx_tensor(x, n->out[0]));
+    uint64_t G = (uint64_t)groups_of(n), nn = (uint64_t)w_n(n, w) / G, k = (uint64_t)w_k(n, w);
+    ampx_gemm_args ga =
+        gemm2d_args(0, !n->a.trans_b, gemm_rows(x, g, n->in[0]), k, nn, 0, gx_tensor(x, n->in[0]),
+                    gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
+    group_gemm(&ga, G, nn, nn, k);
+    return gx_call(x, n, AMPX_OP_GEMM, &ga);
 }
 
 const g_rule g_rule_matmul_dx = {

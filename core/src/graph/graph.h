@@ -100,6 +100,12 @@ typedef struct g_attrs {
      * its weight gradient's GEMM also sums the bias gradient; matmul_dw with a bias gradient:
      * that gradient adds to what is there (a shared bias) */
     int epi_act, fuse_bias_grad, accumulate_bias;
+    /* im2col, col2im, pool, pool_bwd (conv.c): the window over [C, H, W] images; pool_avg 1:
+     * average (count_pad: the padding counts in the divisor), 0: max */
+    int kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, pool_avg, count_pad;
+    int groups; /* matmul: G column groups of x and of W (a grouped convolution); 0 or 1: none */
+    int conv;   /* matmul: a convolution's product (the policy's class "conv") */
+    int64_t at; /* slice: the first index taken along `axis` */
 } g_attrs;
 
 typedef enum g_phase { PHASE_FORWARD, PHASE_BACKWARD } g_phase;

@@ -150,3 +150,15 @@ int b_axis_of(builder *b, const json_value *obj, int x, int dflt, int *out) {
     *out = (int)(a < 0 ? a + ex : a) + 1;
     return 0;
 }
+
+// ---------------------------------------------------------------------------------------
+// Shared by the layer kinds of builder.c and build_conv.c
+
+const char *const b_act_names[] = {"relu", "gelu", "tanh", "sigmoid", "silu", NULL};
+
+int b_one_node(builder *b, b_node *n, int op, const int *ins, int n_in, const g_attrs *a) {
+    if ((n->out = b_new_act(b, n->at, n->name, AMPX_F32)) < 0 ||
+        b_add_node(b, n->at, n->iv, op, ins, n_in, &n->out, 1, a, n->name))
+        return -1;
+    return 0;
+}

@@ -26,6 +26,21 @@ typedef struct builder {
     uint64_t ops; /* the backend's ops (bit i: op i): fused or composite layers */
 } builder;
 
+/* The node being parsed: what parse_node read for it, and what its kind's parse adds. */
+typedef struct b_node {
+    const json_value *v;  /* the node's object */
+    const json_value *iv; /* its "inputs" array, NULL for a layer's implied input */
+    const json_value *at; /* where its errors point: its "name", else the object */
+    const char *name;
+    const char *kind_name;
+    int kind;
+    int ins[G_MAX_IN], n_ins;     /* the input values */
+    int params[4], n_params, out; /* its parameters (for "share") and its output value */
+} b_node;
+
+/* The activations a layer names ("activation": "relu"), in ampx_act order, NULL-terminated. */
+extern const char *const b_act_names[];
+
 /* The index of the name in b->names, or -1. */
 int b_find_name(const builder *b, const char *name);
 /* Defines a name (1 to 63 characters, not used before); NULL with the error in b->c. */
@@ -53,5 +68,16 @@ int b_parse_init_obj(builder *b, const json_value *v, g_init *w, g_init *bias, f
 /* "axis": an example axis from the file (0-based, negative from the end) to the IR's
  * (batch = 0) for value x. */
 int b_axis_of(builder *b, const json_value *obj, int x, int dflt, int *out);
+
+/* The node's one primitive node: op over ins, its output value named for the node. */
+int b_one_node(builder *b, b_node *n, int op, const int *ins, int n_in, const g_attrs *a);
+
+/* build_conv.c: the image layers; each reads its keys and adds its parameters and nodes. */
+int b_parse_conv2d(builder *b, b_node *n);
+int b_parse_maxpool2d(builder *b, b_node *n);
+int b_parse_avgpool2d(builder *b, b_node *n);
+int b_parse_global_avgpool(builder *b, b_node *n);
+int b_parse_flatten(builder *b, b_node *n);
+int b_parse_concat(builder *b, b_node *n);
 
 #endif

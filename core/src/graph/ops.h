@@ -11,6 +11,8 @@
  *   embed.c       token embedding (gather) and its scatter-add backward, position tables
  *   attention.c   batched products of activations, splitting and merging heads, and the
  *                 fused attention op
+ *   conv.c        im2col and its adjoint (a convolution is im2col, then a matmul), pooling,
+ *                 concatenation and its slices
  * Adding an op: an enum entry here, its rule in the family file, its name in the builder. */
 #ifndef AMPX_GRAPH_OPS_H
 #define AMPX_GRAPH_OPS_H
@@ -66,6 +68,13 @@ typedef enum g_op {
      * (passes/fuse.c makes them where the backend takes it) */
     OP_DENSE, /* y = f(x W + b), pre = x W + b      in: x, W, b  out: y (, pre) */
     OP_FUSED, /* a node whose work the dense node before it does: nothing to run */
+    /* conv.c */
+    OP_IM2COL,   /* cols [.., OH OW, C KH KW] = the windows of x [.., C, H, W]    in: x    */
+    OP_COL2IM,   /* dx = the sum of the window elements of dcols at each pixel in: dcols */
+    OP_POOL,     /* y [.., C, OH, OW] = max or mean of each window   out: y (, indices i32) */
+    OP_POOL_BWD, /* dx from dy (and a max pool's indices)          in: dy (, indices)   */
+    OP_CONCAT,   /* y = the inputs side by side along a.axis                            */
+    OP_SLICE,    /* y = x[.., at : at + len, ..] along a.axis (concat's backward)      */
     OP_COUNT
 } g_op;
 
@@ -115,5 +124,7 @@ int g_row_add_bwd(g_graph *g, int self, int grad_op);
 extern const g_rule g_rule_embed, g_rule_embed_bwd, g_rule_position, g_rule_position_grad;
 extern const g_rule g_rule_bmm, g_rule_split_heads, g_rule_merge_heads, g_rule_attention,
     g_rule_attention_bwd;
+extern const g_rule g_rule_im2col, g_rule_col2im, g_rule_pool, g_rule_pool_bwd, g_rule_concat,
+    g_rule_slice;
 
 #endif

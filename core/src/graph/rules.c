@@ -43,6 +43,12 @@ static const g_rule *const rules[OP_COUNT] = {
     [OP_FUSED]         = &g_rule_fused,
     [OP_ATTENTION]     = &g_rule_attention,
     [OP_ATTENTION_BWD] = &g_rule_attention_bwd,
+    [OP_IM2COL]        = &g_rule_im2col,
+    [OP_COL2IM]        = &g_rule_col2im,
+    [OP_POOL]          = &g_rule_pool,
+    [OP_POOL_BWD]      = &g_rule_pool_bwd,
+    [OP_CONCAT]        = &g_rule_concat,
+    [OP_SLICE]         = &g_rule_slice,
 };
 
 const g_rule *g_rule_of(int op) {

@@ -103,8 +103,9 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
                      ampx_dtype_name(g->values[n->out[1]].dtype));
         if (n->op == OP_SPLIT_HEADS && n->a.parts == 3)
             snprintf(from, sizeof from, "; attention as its composite (gemm, softmax, permute)");
-        /* a dense layer's matmul and bias print as one line, under the layer's name */
-        int hidden = n->op == OP_MATMUL && strcmp(y->name, n->name);
+        /* a dense layer's matmul and bias print as one line, under the layer's name (a
+         * convolution's product prints as its rows, with its weight) */
+        int hidden = n->op == OP_MATMUL && !n->a.conv && strcmp(y->name, n->name);
         features(y, shape, sizeof shape);
         /* a norm or softmax writing its reader's dtype: the dtype it runs in, then what it
          * writes */
@@ -125,7 +126,8 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
         /* the parameters this node reads (a bias node: its matmul's too) */
         const g_node *owners[2] = {n, NULL};
         if (n->op == OP_BIAS && g->values[n->in[0]].producer >= 0 &&
-            g->nodes[g->values[n->in[0]].producer].op == OP_MATMUL)
+            g->nodes[g->values[n->in[0]].producer].op == OP_MATMUL &&
+            !g->nodes[g->values[n->in[0]].producer].a.conv)
             owners[0] = &g->nodes[g->values[n->in[0]].producer], owners[1] = n;
         for (int o = 0; o < 2 && owners[o]; o++)
             for (int k = 0; k < owners[o]->n_in; k++) {

@@ -37,7 +37,8 @@ static void make_fused(g_node *n) {
 /* Fuses the layer whose matmul is node i; 1 when it did. */
 static int fuse_at(g_graph *g, int i, fuse_epilogue_fn epilogue, void *user) {
     g_node *mm = &g->nodes[i], *bs = &g->nodes[i + 1];
-    if (mm->op != OP_MATMUL || bs->op != OP_BIAS || bs->in[0] != mm->out[0]) return 0;
+    if (mm->op != OP_MATMUL || bs->op != OP_BIAS || bs->in[0] != mm->out[0] || mm->a.groups > 1)
+        return 0; /* a grouped product's bias is not one row per GEMM of the batch */
     int x = mm->in[0], w = mm->in[1], h0 = mm->out[0], b = bs->in[1], h1 = bs->out[0];
     const g_value *bv = &g->values[b];
     if (bv->ndim != 1 || bv->dims[0] != g_last(&g->values[h0]) || readers(g, h0) != 1 ||

@@ -36,8 +36,10 @@ const char *policy_why(g_why why) {
     return "";
 }
 
-static int class_of(int op) {
-    switch (op) {
+static int class_of(const g_node *n) {
+    if (n->op == OP_MATMUL && n->a.conv) return CLASS_CONV;
+    switch (n->op) {
+    case OP_POOL: return CLASS_POOL;
     case OP_MATMUL:
     case OP_BMM:
     case OP_ATTENTION: return CLASS_DENSE;
@@ -95,7 +97,7 @@ static ampx_dtype decide(const policy *p, const g_node *n, int ov, int is_output
         *why = WHY_OVERRIDE;
         return p->overrides[ov].dtype;
     }
-    int k = class_of(op), cd = k >= 0 ? p->class_dtype[k] : CLASS_DEFAULT;
+    int k = class_of(n), cd = k >= 0 ? p->class_dtype[k] : CLASS_DEFAULT;
     if (cd == CLASS_COMPUTE) {
         *why = WHY_CLASS_COMPUTE;
         return p->compute;
@@ -115,7 +117,8 @@ static ampx_dtype decide(const policy *p, const g_node *n, int ov, int is_output
     case OP_SOFTMAX:
     case OP_REDUCE: *why = WHY_F32_OP; return AMPX_F32;
     case OP_ADD:
-    case OP_MUL: *why = WHY_WIDER; return wider(in0, in1);
+    case OP_MUL:
+    case OP_CONCAT: *why = WHY_WIDER; return wider(in0, in1);
     default: *why = WHY_FOLLOWS; return in0;
     }
 }
@@ -225,9 +228,11 @@ static int resolve_node(g_graph *g, const policy *p, g_node n, int is_output, ui
                         char *msg, size_t cap) {
     ampx_dtype in0 = g->values[n.in[0]].dtype;
     ampx_dtype in1 = n.n_in > 1 && n.in[1] >= 0 ? g->values[n.in[1]].dtype : in0;
-    g_why why      = WHY_NONE;
-    int ov         = override_of(g, p, &n);
-    ampx_dtype d   = decide(p, &n, ov, is_output, in0, in1, &why);
+    for (int k = 2; n.op == OP_CONCAT && k < n.n_in; k++)
+        in1 = wider(in1, g->values[n.in[k]].dtype);
+    g_why why    = WHY_NONE;
+    int ov       = override_of(g, p, &n);
+    ampx_dtype d = decide(p, &n, ov, is_output, in0, in1, &why);
     if (why == WHY_OVERRIDE) used[ov] = 1;
     if (n.op == OP_BIAS && n.in[0] >= 0 && g->values[n.in[0]].producer >= 0 &&
         g->nodes[g->values[n.in[0]].producer].op == OP_MATMUL)
@@ -245,8 +250,9 @@ static int resolve_node(g_graph *g, const policy *p, g_node n, int is_output, ui
 // ---------------------------------------------------------------------------------------
 // Norms and softmax writing the dtype of the product that reads them
 
-/* Layer norm, batch norm and softmax compute in f32 and round once to their output's dtype,
- * so a cast of their f32 output is the same bits as the node writing the cast's dtype itself.
+/* Layer norm, batch norm, softmax and im2col (a copy that converts) compute in f32 and round
+ * once to their output's dtype, so a cast of their f32 output is the same bits as the node
+ * writing the cast's dtype itself.
  * When that cast is the only reader of the output, the node writes it and the cast goes: no
  * f32 copy beside the low-precision one, and one pass over the data fewer. (The softmax's
  * backward then reads its output in that dtype too, as llm.c's does.) */
@@ -254,8 +260,8 @@ static int foldable(const g_graph *g, const g_node *c) {
     int s = c->in[0], p = g->values[s].producer, readers = 0;
     if (c->why != WHY_CAST || p < 0 || s == g->logits) return 0;
     const g_node *pn = &g->nodes[p];
-    if (pn->out[0] != s ||
-        (pn->op != OP_LAYERNORM && pn->op != OP_BATCHNORM && pn->op != OP_SOFTMAX))
+    if (pn->out[0] != s || (pn->op != OP_LAYERNORM && pn->op != OP_BATCHNORM &&
+                            pn->op != OP_SOFTMAX && pn->op != OP_IM2COL))
         return 0;
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_in; k++)
