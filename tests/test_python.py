@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_python.py SRC — the ctypes binding (python/ampx) trains docs/examples/memory/xor.json on
-rows made here, stops early from its record callback, and raises ampx.Error with the
+rows made here and on batches from a source, stops early from its record callback, and raises ampx.Error with the
 library's message for a missing model, bad rows and non-float32 arrays. Needs AMPX_LIBRARY
 (libampx.so) and AMPX_PLUGIN_PATH (the cpu plugin's folder) from ctest."""
 import array
@@ -71,6 +71,34 @@ for what, call, want in [
         raise AssertionError("%s was accepted" % what)
     except ampx.Error as e:
         assert want in str(e), (what, str(e))
+
+# a batch source: the model's own training rows all say class 0, so only the source's
+# batches (a fresh draw per micro-batch) teach the task; its exception ends the run
+def sourced(source):
+    m = ampx.Model(model_path)
+    m.set_data(xtr[:64], array.array("i", [0] * 32), xte, yte, row=2)
+    with ampx.Backend("cpu", ["threads=2"]) as be, ampx.Trainer(m, be) as t:
+        t.set_batches(source)
+        t.run()
+        return t.step, t.evaluate()
+
+
+micros = []
+
+
+def batch(micro, n):
+    micros.append(micro)
+    return rows(n, 1000 + micro)
+
+
+step, ev = sourced(batch)
+assert step == 400 and micros == list(range(400)), (step, micros[:5])
+assert ev["accuracy"] > 0.9, ev
+try:
+    sourced(lambda micro, n: rows(n + 1, micro))
+    raise AssertionError("a batch of the wrong size was accepted")
+except ampx.Error as e:
+    assert "expected 32 rows of 2" in str(e), str(e)
 
 # numpy arrays, when numpy is there: 2-D rows give their width, float64 is converted
 try:

@@ -55,6 +55,8 @@ class _Eval(ctypes.Structure):
 
 
 _RECORD_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Record))
+_BATCH_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, _i64, _i64,
+                             ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_int32))
 _lib = None
 
 
@@ -92,6 +94,8 @@ def library():
         "ampx_trainer_create": (ctypes.c_int, [vp, vp, ctypes.POINTER(vp), cp, sz]),
         "ampx_trainer_run": (ctypes.c_int, [vp, _i64, _RECORD_FN, vp]),
         "ampx_trainer_evaluate": (ctypes.c_int, [vp, ctypes.POINTER(_Eval)]),
+        "ampx_trainer_set_batches": (ctypes.c_int, [vp, _BATCH_FN, vp]),
+        "ampx_trainer_row_values": (_i64, [vp]),
         "ampx_trainer_error": (cp, [vp]),
         "ampx_trainer_step": (_i64, [vp]),
         "ampx_trainer_save": (ctypes.c_int, [vp, cp, cp, sz]),
@@ -211,6 +215,7 @@ class Trainer:
         lib, err = library(), ctypes.create_string_buffer(1024)
         self._h = ctypes.c_void_p()
         self._model, self._backend = model, backend
+        self._source, self._failure = None, []
         if lib.ampx_trainer_create(model._h, backend._h, ctypes.byref(self._h), err, len(err)):
             raise Error(err.value.decode(errors="replace"))
 
@@ -218,11 +223,42 @@ class Trainer:
         if st:
             raise Error(library().ampx_trainer_error(self._h).decode(errors="replace"))
 
+    def set_batches(self, source):
+        """Trains on the batches source(micro, rows) returns (ampx_trainer_set_batches): a pair
+        (x, y) of `rows` rows of float32 values (ampx_trainer_row_values each: the inputs, then
+        a regression model's targets) and their int32 classes (None for a regression model), as
+        any buffer-protocol object or numpy array. micro counts the micro-batches from 0. The
+        held-out rows stay the model's. None returns to the model's training rows."""
+        lib, row = library(), library().ampx_trainer_row_values(self._h)
+
+        def cb(_user, micro, rows, xp, yp):
+            try:
+                x, y = source(micro, rows)
+                xa = _array(x, "f", "batch x")[0]
+                if len(xa) != rows * row:
+                    raise Error("batch %d: x holds %d values, expected %d rows of %d"
+                                % (micro, len(xa), rows, row))
+                ctypes.memmove(xp, xa, rows * row * 4)
+                if yp:
+                    ya = _array(y, "i", "batch y")[0]
+                    if len(ya) != rows:
+                        raise Error("batch %d: y holds %d classes, expected %d"
+                                    % (micro, len(ya), rows))
+                    ctypes.memmove(yp, ya, rows * 4)
+                return 0
+            except Exception as e:  # raised again by run, never across the C frames
+                self._failure.append(e)
+                return 1
+
+        self._source = _BATCH_FN(cb) if source else None
+        self._check(lib.ampx_trainer_set_batches(self._h, self._source or _BATCH_FN(), None))
+
     def run(self, until=None, on_record=None):
         """Trains up to step `until` (default: the model's steps). on_record(dict) is called for
         each step as the trainer reads the records back; a true return value stops the run at
         the end of that log interval."""
-        failure = []
+        failure = self._failure
+        del failure[:]
 
         def cb(_user, rp):
             r = rp.contents
@@ -235,9 +271,10 @@ class Trainer:
                 return 1
 
         fn = _RECORD_FN(cb)
-        self._check(library().ampx_trainer_run(self._h, until or self._model.steps, fn, None))
+        st = library().ampx_trainer_run(self._h, until or self._model.steps, fn, None)
         if failure:
             raise failure[0]
+        self._check(st)
 
     @property
     def step(self):

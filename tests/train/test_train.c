@@ -994,3 +994,92 @@ Test(memory_data, bad_rows_are_named) {
     cr_expect_eq(ampx_model_set_data(m, &d), AMPX_ERR_UNSUPPORTED);
     ampx_model_free(m);
 }
+
+// ---------------------------------------------------------------------------------------
+// A batch source (ampx_trainer_set_batches): the caller makes each micro-batch; a bad row or
+// a stop from the source ends the run with its message.
+
+typedef struct xor_source {
+    int64_t calls, last_micro;
+    int bad; /* 1: a NaN in micro-batch 3; 2: class 9 in micro-batch 2; 3: stop at 4 */
+} xor_source;
+
+static int xor_batch(void *user, int64_t micro, int64_t rows, float *x, int32_t *y) {
+    xor_source *s = user;
+    s->calls++, s->last_micro = micro;
+    xor_rows(x, y, rows, (uint32_t)(micro * 2654435761u + 17u), 0);
+    if (s->bad == 1 && micro == 3) x[2 * 4 + 1] = NAN;
+    if (s->bad == 2 && micro == 2) y[6] = 9;
+    return s->bad == 3 && micro == 4;
+}
+
+/* A trainer of xor.json on held-out rows d, fed by a source of kind bad. */
+static ampx_trainer *source_trainer(ampx_memory_data *d, xor_source *s, ampx_model **m,
+                                    ampx_backend **be, char **path) {
+    *path = write_model(xor_json);
+    *m    = load(*path, NULL);
+    *be   = open_cpu();
+    cr_assert_eq(ampx_model_set_data(*m, d), AMPX_OK);
+    ampx_trainer *t = trainer(*m, *be);
+    cr_assert_eq(ampx_trainer_row_values(t), 2);
+    cr_assert_eq(ampx_trainer_set_batches(t, xor_batch, s), AMPX_OK);
+    return t;
+}
+
+Test(batch_source, trains_on_the_callers_batches) {
+    enum { NTE = 500 };
+    static float xte[2 * NTE], xtr[2 * 32];
+    static int32_t yte[NTE], ytr[32];
+    xor_rows(xte, yte, NTE, 99, 0);
+    /* the data's own training rows all say class 0: only the source's batches teach xor */
+    xor_rows(xtr, ytr, 32, 5, 0);
+    memset(ytr, 0, sizeof ytr);
+    ampx_memory_data d = {32, NTE, 2, xtr, xte, ytr, yte};
+    xor_source s       = {0, -1, 0};
+    ampx_model *m;
+    ampx_backend *be;
+    char *path;
+    ampx_trainer *t = source_trainer(&d, &s, &m, &be, &path);
+    cr_assert_eq(ampx_trainer_run(t, 400, NULL, NULL), AMPX_OK, "%s", ampx_trainer_error(t));
+    cr_expect_eq(s.calls, 400);
+    cr_expect_eq(s.last_micro, 399);
+    ampx_eval_result ev;
+    cr_assert_eq(ampx_trainer_evaluate(t, &ev), AMPX_OK);
+    cr_expect_gt(ev.accuracy, 0.9, "accuracy %.3f from the source's batches", ev.accuracy);
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+    unlink(path), free(path);
+}
+
+Test(batch_source, bad_rows_and_stops_end_the_run) {
+    static const char *const want[] = {
+        "batch source, micro-batch 3: row 4 column 1 is not finite",
+        "batch source, micro-batch 2: row 6 has class 9, not in [0, 2)",
+        "the batch source stopped at micro-batch 4"};
+    float x[2 * 64];
+    int32_t y[64];
+    xor_rows(x, y, 64, 3, 0);
+    ampx_memory_data d = {48, 16, 2, x, x + 2 * 48, y, y + 48};
+    for (int bad = 1; bad <= 3; bad++) {
+        xor_source s = {0, -1, bad};
+        ampx_model *m;
+        ampx_backend *be;
+        char *path;
+        ampx_trainer *t = source_trainer(&d, &s, &m, &be, &path);
+        cr_expect_eq(ampx_trainer_run(t, 20, NULL, NULL), AMPX_ERR_INVALID, "%s", want[bad - 1]);
+        cr_expect(strstr(ampx_trainer_error(t), want[bad - 1]) != NULL, "'%s' does not say '%s'",
+                  ampx_trainer_error(t), want[bad - 1]);
+        ampx_trainer_free(t);
+        ampx_backend_close(be);
+        ampx_model_free(m);
+        unlink(path), free(path);
+    }
+    ampx_model *m    = load(AMPX_SOURCE_DIR "/models/gpt_tiny.json", NULL);
+    ampx_backend *be = open_cpu();
+    ampx_trainer *t  = trainer(m, be);
+    cr_expect_eq(ampx_trainer_set_batches(t, xor_batch, NULL), AMPX_ERR_UNSUPPORTED);
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+}

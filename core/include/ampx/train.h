@@ -285,6 +285,24 @@ AMPX_API double ampx_trainer_bytes_per_token(const ampx_trainer *t);
 typedef int (*ampx_record_fn)(void *user, const ampx_step_record *r);
 AMPX_API ampx_status ampx_trainer_run(ampx_trainer *t, int64_t until, ampx_record_fn record,
                                       void *user);
+/* A source of training batches (ampx_trainer_set_batches): writes the `rows` rows of
+ * micro-batch `micro` into x (rows x ampx_trainer_row_values values, each row laid out as an
+ * ampx_memory_data row: the inputs, then a regression model's targets) and, for a classifier,
+ * their classes into y (NULL for a regression model). micro counts the micro-batches of the
+ * trainer from 0 (step s has micro-batches s x accumulate ...; a resumed run continues the
+ * count), so a source that derives its rows from micro makes a resumed run the straight one.
+ * In a data-parallel job every rank is asked for the same micro and gives its own rows.
+ * Returns 0, or non-zero to stop the run. Called on the thread of ampx_trainer_run. */
+typedef int (*ampx_batch_fn)(void *user, int64_t micro, int64_t rows, float *x, int32_t *y);
+/* Trains on the batches of fn instead of the data's shuffled training rows; the held-out
+ * evaluation still reads the data's (or ampx_model_set_data's) test rows. NULL fn returns to
+ * the data's rows. Each batch is checked as in-memory rows are: a non-finite value or a class
+ * out of range stops the run with AMPX_ERR_INVALID and a message naming the micro-batch, row
+ * and column, as does a source that returns non-zero. Not for token models
+ * (AMPX_ERR_UNSUPPORTED). */
+AMPX_API ampx_status ampx_trainer_set_batches(ampx_trainer *t, ampx_batch_fn fn, void *user);
+/* f32 values per row of a batch source (or an in-memory data row). */
+AMPX_API int64_t ampx_trainer_row_values(const ampx_trainer *t);
 AMPX_API ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out);
 AMPX_API int64_t ampx_trainer_step(const ampx_trainer *t);
 AMPX_API const char *ampx_trainer_error(const ampx_trainer *t);

@@ -2,6 +2,7 @@
  * labels, their one-hot code, the token ids), the held-out rows uploaded once, each epoch's
  * shuffle of the training set written once per epoch, and token windows drawn per
  * micro-batch. A micro-batch then only moves the executor's first row (x.row0). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,8 @@ void inputs_free(ampx_trainer *t) {
     free(t->in.shuffle_x);
     free(t->in.shuffle_y);
     free(t->in.host);
+    free(t->in.batch_x);
+    free(t->in.batch_y);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -233,7 +236,58 @@ ampx_status inputs_write_windows(ampx_trainer *t, uint64_t key) {
     return st;
 }
 
+// ---------------------------------------------------------------------------------------
+// The caller's batches (ampx_trainer_set_batches)
+
+int64_t ampx_trainer_row_values(const ampx_trainer *t) {
+    return t->in.tokens ? 0 : t->in.data.features;
+}
+
+ampx_status ampx_trainer_set_batches(ampx_trainer *t, ampx_batch_fn fn, void *user) {
+    if (t->in.tokens)
+        return tr_fail(t, AMPX_ERR_UNSUPPORTED,
+                       "a batch source gives rows of values: token models draw their windows");
+    if (fn && !t->in.batch_x) {
+        t->in.batch_x = calloc((size_t)(t->B * t->in.data.features) + 1, sizeof(float));
+        t->in.batch_y = calloc((size_t)t->B + 1, sizeof(int32_t));
+        if (!t->in.batch_x || !t->in.batch_y)
+            return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for a batch");
+    }
+    t->in.batch_fn        = fn;
+    t->in.batch_user      = user;
+    t->in.epoch_on_device = -1; /* the training buffers now hold other rows */
+    return AMPX_OK;
+}
+
+/* Micro-batch `micro` from the caller's source, checked, into the training buffers. */
+static ampx_status source_batch(ampx_trainer *t, int64_t micro) {
+    int64_t f = t->in.data.features, classes = t->g.classes;
+    int classify = t->g.values[t->g.labels].dtype == AMPX_I32;
+    if (t->in.batch_fn(t->in.batch_user, micro, t->B, t->in.batch_x,
+                       classify ? t->in.batch_y : NULL))
+        return tr_fail(t, AMPX_ERR_INVALID, "the batch source stopped at micro-batch %lld",
+                       (long long)micro);
+    for (int64_t r = 0; r < t->B; r++) {
+        for (int64_t c = 0; c < f; c++)
+            if (!isfinite(t->in.batch_x[r * f + c]))
+                return tr_fail(t, AMPX_ERR_INVALID,
+                               "batch source, micro-batch %lld: row %lld column %lld is not "
+                               "finite",
+                               (long long)micro, (long long)r, (long long)c);
+        if (classify && (t->in.batch_y[r] < 0 || t->in.batch_y[r] >= classes))
+            return tr_fail(t, AMPX_ERR_INVALID,
+                           "batch source, micro-batch %lld: row %lld has class %d, not in [0, "
+                           "%lld)",
+                           (long long)micro, (long long)r, t->in.batch_y[r], (long long)classes);
+    }
+    inputs_bind(t, 0);
+    t->x.row0 = 0;
+    t->x.rows = (uint64_t)t->B;
+    return inputs_write_rows(t, t->in.batch_x, t->in.batch_y, t->B);
+}
+
 ampx_status inputs_select_micro(ampx_trainer *t, int64_t global_micro) {
+    if (t->in.batch_fn) return source_batch(t, global_micro);
     if (t->in.tokens) {
         inputs_bind(t, 0);
         t->x.row0 = 0;

@@ -63,6 +63,10 @@ typedef struct tr_inputs {
     ampx_buffer *train[G_MAX_INPUTS], *test[G_MAX_INPUTS];
     int64_t offset[G_MAX_INPUTS]; /* f32 inputs: first feature; -1 labels; -2 one-hot;
                                      -3 token ids */
+    ampx_batch_fn batch_fn;       /* the caller's training batches (ampx_trainer_set_batches) */
+    void *batch_user;
+    float *batch_x; /* one micro-batch of rows from batch_fn, and its classes */
+    int32_t *batch_y;
 } tr_inputs;
 
 /* The ring of step records, read by the host only when it logs (step.c). */
