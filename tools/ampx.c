@@ -38,6 +38,7 @@ static void usage_main(FILE *f) {
                "  generate      sample text from a trained token model\n"
                "  export        a checkpoint's weights as a plain safetensors file\n"
                "  predict       a trained model's classes and probabilities for CSV rows\n"
+               "  diff          two backends on the same training step, op by op\n"
                "  tokenize      learn a byte-level BPE; text to token files and back\n"
                "  bench         time GEMM (GFLOP/s) or a memory-bound op (GB/s) on a backend\n"
                "  trace-summary time per op, dtype and phase of a trace from train --trace\n"

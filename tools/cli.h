@@ -106,6 +106,7 @@ int cli_generate(int argc, char **argv); /* tools/generate.c */
 int cli_export(int argc, char **argv);   /* tools/export.c */
 int cli_predict(int argc, char **argv);  /* tools/predict.c */
 int cli_tokenize(int argc, char **argv); /* tools/tokenize.c */
+int cli_diff(int argc, char **argv);     /* tools/diff.c */
 
 typedef struct cli_command {
     const char *name;

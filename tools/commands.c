@@ -11,6 +11,7 @@ const cli_command cli_commands[] = {
     {"generate", cli_generate}, /* tools/generate.c */
     {"export", cli_export},     /* tools/export.c */
     {"predict", cli_predict},   /* tools/predict.c */
+    {"diff", cli_diff},         /* tools/diff.c */
     {"tokenize", cli_tokenize}, /* tools/tokenize.c */
     {"bench",  cmd_bench},  /* tools/bench.c */
     {"trace-summary", cmd_trace_summary}, /* tools/trace_summary.c */

@@ -25,6 +25,9 @@
  *                      appends a line to, to show the host never calls it; the same file
  *                      gets a line for every GEMM handed more than the 1.4 args or asking
  *                      for the ABI 1.5 epilogue (which its supports() would claim)
+ *   WRAP_PERTURB       layernorm_fwd's output moved by 1000 units in its last place (every
+ *                      element's bits plus 1000), so `ampx diff` against the plain plugin
+ *                      must name the first layer norm and nothing before it
  */
 #include <dlfcn.h>
 #include <unistd.h>
@@ -219,6 +222,33 @@ static ampx_status logged_gemm(ampx_context *ctx, const ampx_gemm_args *a) {
 }
 #endif
 
+#ifdef WRAP_PERTURB
+static ampx_status perturbed_layernorm(ampx_context *ctx, const ampx_layernorm_args *a) {
+    ampx_status st = inner->ops->layernorm_fwd(ctx, a);
+    size_t es      = a->y_or_dx.dtype == AMPX_F32 ? 4 : 2;
+    uint64_t n = a->rows * a->cols, bytes = n * es;
+    unsigned char *y = st ? NULL : malloc(bytes + 1);
+    if (st || !y) return st ? st : AMPX_ERR_NO_MEMORY;
+    st = inner->buffer_read(ctx, a->y_or_dx.buf, a->y_or_dx.offset, y, bytes);
+    for (uint64_t i = 0; i < n && !st; i++) {
+        if (es == 4) {
+            uint32_t u;
+            memcpy(&u, y + 4 * i, 4);
+            u += 1000;
+            memcpy(y + 4 * i, &u, 4);
+        } else {
+            uint16_t u;
+            memcpy(&u, y + 2 * i, 2);
+            u += 1000;
+            memcpy(y + 2 * i, &u, 2);
+        }
+    }
+    if (!st) st = inner->buffer_write(ctx, a->y_or_dx.buf, a->y_or_dx.offset, y, bytes);
+    free(y);
+    return st;
+}
+#endif
+
 AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, uint32_t minor) {
     (void)minor;
     if (major != AMPX_ABI_MAJOR) return NULL;
@@ -271,6 +301,9 @@ AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, 
 #define SET(index, slot, ...) ops.slot = wrap_##slot;
     AMPX_OPS(SET)
 #undef SET
+#endif
+#ifdef WRAP_PERTURB
+    ops.layernorm_fwd = perturbed_layernorm;
 #endif
 #ifdef WRAP_MINOR_1_3
     table.abi_minor = 3;

@@ -10,6 +10,10 @@ MODEL is
             tied embedding and head, AdamW (betas 0.9/0.95, weight decay 0.1 on 2-D weights),
             clipping at 1.0, batch B; --shape L,H,D,T,B (default 4,4,128,128,16, gpt.json;
             12,12,768,64,4 is the GPT-2 124M shape at a byte vocabulary)
+  cnn       models/cnn_mnist.json: [1, 28, 28] images, 3x3 convolutions of 32 and 64 filters
+            ("same" padding, no bias), each with batch norm, relu and 2x2 max pooling, 3136-128
+            relu, dropout 0.25, 10 logits; batch 64, AdamW (lr 0.002, weight decay 1e-4), no
+            clipping
 MODE is f32, bf16 (torch.autocast on the CPU: matrix products in bf16, the rest f32), or
 sdpa_f32 / sdpa_bf16: the same with attention as one
 torch.nn.functional.scaled_dot_product_attention call (is_causal) instead of the written-out
@@ -88,6 +92,20 @@ class MLPWide(nn.Module):
         return F.cross_entropy(seen("head", self.logits(x)).float(), label)
 
 
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32)
+        self.conv2, self.bn2 = nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64)
+        self.fc1, self.logits, self.drop = nn.Linear(3136, 128), nn.Linear(128, 10), nn.Dropout(0.25)
+
+    def forward(self, x, label):
+        x = F.max_pool2d(F.relu(self.bn1(seen("conv1", self.conv1(x)))), 2)
+        x = F.max_pool2d(F.relu(self.bn2(seen("conv2", self.conv2(x)))), 2)
+        x = self.drop(F.relu(self.fc1(x.flatten(1))))
+        return F.cross_entropy(seen("head", self.logits(x)).float(), label)
+
+
 def check_dtypes(model, low, names):
     """Exits when a parameter, a gradient or a recorded activation is not the dtype the mode
     claims: f32 master weights and gradients always, bf16 products under autocast."""
@@ -104,7 +122,7 @@ def check_dtypes(model, low, names):
 def main():
     global L, H, D, T, B
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["mlp_wide", "gpt"])
+    ap.add_argument("model", choices=["mlp_wide", "gpt", "cnn"])
     ap.add_argument("mode", choices=["f32", "bf16", "sdpa_f32", "sdpa_bf16"])
     ap.add_argument("steps", type=int)
     ap.add_argument("--shape", default="4,4,128,128,16", help="L,H,D,T,B of gpt")
@@ -123,9 +141,13 @@ def main():
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                                  {"params": rest, "weight_decay": 0.0}], lr=1e-3, betas=(0.9, 0.95))
         batch = lambda: (lambda d: (d[:, :-1], d[:, 1:]))(torch.randint(0, V, (B, T + 1)))
+    elif sdpa:
+        sys.exit("step_torch.py: %s has no attention (modes f32, bf16)" % a.model)
+    elif a.model == "cnn":
+        model = CNN()
+        opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
+        batch = lambda: (torch.rand(64, 1, 28, 28), torch.randint(0, 10, (64,)))
     else:
-        if sdpa:
-            sys.exit("step_torch.py: mlp_wide has no attention (modes f32, bf16)")
         model = MLPWide()
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
         batch = lambda: (torch.randn(256, 16), torch.randint(0, 4, (256,)))
@@ -138,9 +160,12 @@ def main():
             loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if a.model != "cnn":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         if step == 0:
-            check_dtypes(model, low, ("qkv", "attention", "fc", "head") if a.model == "gpt" else ("fc2", "head"))
+            names = {"gpt": ("qkv", "attention", "fc", "head"), "cnn": ("conv1", "conv2"),
+                     "mlp_wide": ("fc2", "head")}[a.model]
+            check_dtypes(model, low, names)
         opt.step()
         if step >= a.warmup:
             times.append(1e3 * (time.perf_counter() - t0))

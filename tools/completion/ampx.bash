@@ -5,7 +5,7 @@ _ampx() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD - 1]}
     cmd=${COMP_WORDS[1]}
-    local commands="backends conformance train eval policy generate export predict tokenize bench plot trace-summary help"
+    local commands="backends conformance train eval policy generate export predict diff tokenize bench plot trace-summary help"
     if [ "$COMP_CWORD" -eq 1 ]; then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -22,6 +22,7 @@ _ampx() {
     eval | policy) opts="--backend --backend-opt --policy --set --checkpoint --help" ;;
     export) opts="--checkpoint -o --out --format --dtype --backend --backend-opt --help" ;;
     predict) opts="--checkpoint --input -o --backend --backend-opt --help" ;;
+    diff) opts="--backend --backend-opt --steps --policy --set --all --help" ;;
     generate) opts="--checkpoint --prompt --tokens --temperature --top-k --seed --samples --shift --no-cache --quiet --tokenizer --eot --backend --backend-opt --help" ;;
     tokenize)
         if [ "$COMP_CWORD" -eq 2 ]; then

@@ -154,6 +154,34 @@ static ampx_status micro_batches(ampx_trainer *t, uint64_t slot, int mon, int dp
     return st;
 }
 
+/* What follows the gradients: the AMP pass, the optimizer and the scaler's update. */
+static ampx_status update_ops(ampx_trainer *t, uint64_t slot, int mon) {
+    ampx_tensor gsq           = tr_tensor(t->ring.buf, slot + SLOT_GSQ, AMPX_F32);
+    ampx_scaler_update_args v = {.size               = sizeof v,
+                                 .scalars            = tr_tensor(t->scalars, 0, AMPX_F32),
+                                 .growth_factor_f64  = t->m->cfg.scaler.growth_factor,
+                                 .backoff_factor_f64 = t->m->cfg.scaler.backoff_factor};
+    ampx_status st;
+    if ((st = amp_ops(t, slot, mon, gsq)) || (st = optimizer_step(t, gsq))) return st;
+    return tr_step_op(t, AMPX_OP_SCALER_UPDATE, &v);
+}
+
+static uint64_t next_slot(const ampx_trainer *t) {
+    return (uint64_t)((t->step - t->ring.first) % t->K) * t->ring.slot_bytes;
+}
+
+ampx_status tr_step_begin(ampx_trainer *t) {
+    t->x.training = 1;
+    t->x.step     = (uint64_t)t->step;
+    t->x.micro    = 0;
+    t->x.loss     = tr_tensor(t->ring.buf, next_slot(t) + SLOT_LOSS, AMPX_F32);
+    return inputs_select_micro(t, t->step * t->A);
+}
+
+ampx_status tr_step_update(ampx_trainer *t) {
+    return update_ops(t, next_slot(t), 0);
+}
+
 static ampx_status step_ops(ampx_trainer *t) {
     ampx_status st;
     int64_t ring_at = (t->step - t->ring.first) % t->K;
@@ -170,14 +198,7 @@ static ampx_status step_ops(ampx_trainer *t) {
     /* the mean gradient of all ranks, before anything reads the gradients */
     if (dp && (st = dp_finish(&t->dp))) return st;
     if (!dp && t->step + 1 == t->inject.grad_step && (st = inject_grad(t))) return st;
-    ampx_tensor gsq           = tr_tensor(t->ring.buf, slot + SLOT_GSQ, AMPX_F32);
-    ampx_scaler_update_args v = {.size               = sizeof v,
-                                 .scalars            = tr_tensor(t->scalars, 0, AMPX_F32),
-                                 .growth_factor_f64  = t->m->cfg.scaler.growth_factor,
-                                 .backoff_factor_f64 = t->m->cfg.scaler.backoff_factor};
-    if ((st = amp_ops(t, slot, mon, gsq)) || (st = optimizer_step(t, gsq)) ||
-        (st = tr_step_op(t, AMPX_OP_SCALER_UPDATE, &v)))
-        return st;
+    if ((st = update_ops(t, slot, mon))) return st;
     if (t->step + 1 == t->inject.update_step && (st = inject_update(t))) return st;
     st = tr_check(t,
                   t->ifc->buffer_copy(t->ctx, t->ring.buf, slot + SLOT_SCALARS, t->scalars, 0,

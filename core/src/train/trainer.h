@@ -179,6 +179,13 @@ void inputs_bind(ampx_trainer *t, int test); /* the graph's inputs: training or 
 ampx_status inputs_write_rows(ampx_trainer *t, const float *x, const int32_t *y, int64_t n);
 ampx_status inputs_write_windows(ampx_trainer *t, uint64_t key);
 ampx_status inputs_select_micro(ampx_trainer *t, int64_t global_micro);
+/* step.c: the start of the next step's first micro-batch (its rows bound, its loss in the
+ * ring slot) without running a node; exec_run then runs what the caller picks. */
+ampx_status tr_step_begin(ampx_trainer *t);
+/* step.c: the part of a step after the gradients (the AMP pass, the optimizer, the scaler's
+ * update) on the gradients as they are, in the ring slot of the step to come; the step count
+ * does not move (ampx diff compares it op by op). */
+ampx_status tr_step_update(ampx_trainer *t);
 
 /* kvcache.c: the cache after a whole forward of rows windows ids; the cache brought to a
  * window (kv_advance, for ampx_trainer_logits_last in infer.c); its memory */
