@@ -99,14 +99,15 @@ int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n);
 int cli_parse_int(const char *prog, const char *flag, const char *s, int64_t lo, int64_t hi,
                   int64_t *out);
 
-int cli_train(int argc, char **argv);    /* tools/train.c */
-int cli_eval(int argc, char **argv);     /* tools/train.c */
-int cli_policy(int argc, char **argv);   /* tools/train.c */
-int cli_generate(int argc, char **argv); /* tools/generate.c */
-int cli_export(int argc, char **argv);   /* tools/export.c */
-int cli_predict(int argc, char **argv);  /* tools/predict.c */
-int cli_tokenize(int argc, char **argv); /* tools/tokenize.c */
-int cli_diff(int argc, char **argv);     /* tools/diff.c */
+int cli_train(int argc, char **argv);         /* tools/train.c */
+int cli_eval(int argc, char **argv);          /* tools/train.c */
+int cli_policy(int argc, char **argv);        /* tools/train.c */
+int cli_generate(int argc, char **argv);      /* tools/generate.c */
+int cli_export(int argc, char **argv);        /* tools/export.c */
+int cli_predict(int argc, char **argv);       /* tools/predict.c */
+int cli_tokenize(int argc, char **argv);      /* tools/tokenize.c */
+int cli_diff(int argc, char **argv);          /* tools/diff.c */
+int cli_policy_search(int argc, char **argv); /* tools/policy_search.c: ampx policy --search */
 
 typedef struct cli_command {
     const char *name;

@@ -42,7 +42,9 @@ static void usage(const char *cmd, FILE *f) {
     if (!strcmp(cmd, "policy"))
         fprintf(f, "usage: ampx policy MODEL.json [--policy FILE] [--set PATH=VALUE]...\n"
                    "Prints every tensor's resolved dtype and why, every cast inserted, the scaler\n"
-                   "and the optimizer state dtypes.\n");
+                   "and the optimizer state dtypes.\n"
+                   "ampx policy --search MODEL.json finds the cheapest policy whose short run\n"
+                   "stays within a tolerance of f32 ('ampx policy --search --help').\n");
     else if (!strcmp(cmd, "eval"))
         fprintf(
             f,
@@ -702,6 +704,8 @@ int cli_eval(int argc, char **argv) {
 }
 
 int cli_policy(int argc, char **argv) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--search")) return cli_policy_search(argc, argv);
     run_opts o;
     int rc = parse_run(argc, argv, "policy", &o);
     if (rc) return rc == CLI_HELP_ASKED ? 0 : rc;

@@ -19,7 +19,8 @@ _ampx() {
     local opts
     case $cmd in
     train) opts="--backend --backend-opt --policy --set --init-from --transpose-linear --steps --batch --accumulate --seed --log-every --eval-every --metrics --checkpoint --checkpoint-every --keep --resume --trace --trace-steps --monitor --quiet --max-input-bytes --help" ;;
-    eval | policy) opts="--backend --backend-opt --policy --set --checkpoint --help" ;;
+    eval) opts="--backend --backend-opt --policy --set --checkpoint --help" ;;
+    policy) opts="--policy --set --search --budget --tolerance -o --backend --backend-opt --help" ;;
     export) opts="--checkpoint -o --out --format --dtype --backend --backend-opt --help" ;;
     predict) opts="--checkpoint --input -o --backend --backend-opt --help" ;;
     diff) opts="--backend --backend-opt --steps --policy --set --all --help" ;;

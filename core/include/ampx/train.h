@@ -91,6 +91,13 @@ AMPX_API int ampx_model_inputs(const ampx_model *m, ampx_file_role *out, int cap
  * dtype and why, every cast inserted, the scaler and the optimizer state dtypes. */
 typedef void (*ampx_line_fn)(void *user, const char *line);
 AMPX_API void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user);
+/* The model's products (dense and convolution layers' matmuls, batched products, fused
+ * attention) in execution order, each node name once, with the dtype the policy gave it:
+ * the names a policy override sets a product's dtype by (`"overrides": {"fc1": "f32"}`).
+ * Returns how many there are; names and dtypes get the first cap. The names live as long
+ * as m. */
+AMPX_API int ampx_model_products(const ampx_model *m, const char **names, ampx_dtype *dtypes,
+                                 int cap);
 
 /* What a training step of the model holds on the device, in bytes by dtype (indexed by
  * ampx_dtype), as the planner places it at the model's batch (train.batch) with its

@@ -148,3 +148,19 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
           o->kind == OPT_ADAMW ? "adamw" : "sgd", o->kind == OPT_ADAMW ? "m and v" : "momentum",
           o->stochastic_rounding ? "; working copies stochastically rounded" : "");
 }
+
+int ampx_model_products(const ampx_model *m, const char **names, ampx_dtype *dtypes, int cap) {
+    const g_graph *g = &m->graph;
+    int n            = 0;
+    for (int i = 0; i < g->n_forward; i++) {
+        const g_node *nd = &g->nodes[i];
+        if (nd->op != OP_MATMUL && nd->op != OP_BMM && nd->op != OP_ATTENTION) continue;
+        int seen = 0;
+        for (int k = 0; k < n && k < cap && !seen; k++)
+            seen = !strcmp(names[k], nd->name);
+        if (seen) continue;
+        if (n < cap) names[n] = nd->name, dtypes[n] = nd->dtype;
+        n++;
+    }
+    return n;
+}
