@@ -159,7 +159,7 @@ int b_parse_conv2d(builder *b, b_node *n) {
 }
 
 static int parse_pool(builder *b, b_node *n, int avg) {
-    int64_t ch;
+    int64_t ch = 0;
     g_attrs a            = {.alpha = 1, .pool_avg = avg, .count_pad = 1};
     const json_value *cp = json_get(n->v, "count_padding");
     if (images(b, n, &ch) || window_keys(b, n, 1, &a) ||
@@ -186,7 +186,7 @@ int b_parse_avgpool2d(builder *b, b_node *n) {
 /* The mean of each channel: a view [channels, height width], then a mean over its last axis
  * (against a constant of ones, as the mean layer). */
 int b_parse_global_avgpool(builder *b, b_node *n) {
-    int64_t ch;
+    int64_t ch = 0;
     if (images(b, n, &ch)) return -1;
     const g_value *x = &b->g->values[n->ins[0]];
     int64_t hw[1]    = {x->dims[2] * x->dims[3]};
