@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cnn_mnist.sh [--python PY] [--rounds N] [--steps S] [--no-accuracy] — models/cnn_mnist.json
+# cnn_mnist.sh [--python PY] [--rounds N] [--steps S] [--isa I] [--no-accuracy] — models/cnn_mnist.json
 # on MNIST (tools/data/mnist.sh fetches it): the full run's held-out accuracy and time, then
 # the training step against the same network in PyTorch (tools/bench/step_torch.py cnn,
 # torch.autocast for bf16), f32 and mixed bf16, rounds alternated between ampx and PyTorch.
@@ -7,10 +7,11 @@
 # 5-step intervals (the first dropped) over S steps, PyTorch's per-step times over S steps
 # after 5 warm-up steps. PY is a python with torch (default build/bench-venv/bin/python;
 # without it only the ampx columns are measured). Run from a Release build (AMPX, default
-# build-rel/bin/ampx).
+# build-rel/bin/ampx). --isa caps ampx's CPU path (--backend-opt isa=I, e.g. avx2); PyTorch
+# keeps its own.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-py=build/bench-venv/bin/python rounds=5 steps=40 accuracy=1
+py=build/bench-venv/bin/python rounds=5 steps=40 accuracy=1 isa=
 ampx=${AMPX:-build-rel/bin/ampx}
 while [ $# -gt 0 ]; do
   case $1 in
@@ -18,6 +19,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --no-accuracy) accuracy=0; shift ;;
+    --isa) isa=$2; shift 2 ;;
     *) echo "cnn_mnist.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -35,10 +37,11 @@ if [ $accuracy = 1 ]; then
 fi
 ampx_ms() { # POLICY -> median time_ms
   "$ampx" train models/cnn_mnist.json --policy "$tmp/$1.json" --steps "$steps" --log-every 5 \
-    --eval-every 0 --backend-opt threads=2 --quiet --metrics "$tmp/m.jsonl" >/dev/null
+    --eval-every 0 --backend-opt threads=2 ${isa:+--backend-opt isa=$isa} --quiet \
+    --metrics "$tmp/m.jsonl" >/dev/null
   python3 -c 'import json,statistics,sys
 r=[json.loads(l)["time_ms"] for l in open(sys.argv[1]) if "time_ms" in l][1:]
-print(statistics.median(r) / 5)' "$tmp/m.jsonl"
+print(statistics.median(r))' "$tmp/m.jsonl"
 }
 has_torch=0
 "$py" -c 'import torch' 2>/dev/null && has_torch=1
