@@ -159,7 +159,7 @@ int b_parse_conv2d(builder *b, b_node *n) {
 }
 
 static int parse_pool(builder *b, b_node *n, int avg) {
-    int64_t ch = 0;
+    int64_t ch           = 0;
     g_attrs a            = {.alpha = 1, .pool_avg = avg, .count_pad = 1};
     const json_value *cp = json_get(n->v, "count_padding");
     if (images(b, n, &ch) || window_keys(b, n, 1, &a) ||
