@@ -41,33 +41,36 @@ static int64_t tap(const ref_window *w, uint64_t b, uint64_t c, uint64_t i, uint
     return (int64_t)(b * w->x_batch + (c * w->height + (uint64_t)h) * w->width + (uint64_t)x);
 }
 
+/* The taps of every window of every image, in cols order: e = ((b out_h + i) out_w + j)
+ * channels kh kw + (c kh + p) kw + q, and the x index of tap e (-1: padding). */
+static uint64_t n_taps(const ref_window *w) {
+    return w->n * w->out_h * w->out_w * w->channels * (uint64_t)(w->kh * w->kw);
+}
+
+static int64_t tap_at(const ref_window *w, uint64_t e) {
+    int64_t q  = (int64_t)(e % (uint64_t)w->kw),
+            p  = (int64_t)(e / (uint64_t)w->kw % (uint64_t)w->kh);
+    uint64_t r = e / (uint64_t)(w->kh * w->kw), c = r % w->channels;
+    r /= w->channels;
+    uint64_t j = r % w->out_w, i = r / w->out_w % w->out_h, b = r / w->out_w / w->out_h;
+    return tap(w, b, c, i, j, p, q);
+}
+
 void ref_im2col(const ref_window *w, const double *x, double *cols, int64_t *src) {
-    uint64_t e = 0;
-    for (uint64_t b = 0; b < w->n; b++)
-        for (uint64_t i = 0; i < w->out_h; i++)
-            for (uint64_t j = 0; j < w->out_w; j++)
-                for (uint64_t c = 0; c < w->channels; c++)
-                    for (int64_t p = 0; p < w->kh; p++)
-                        for (int64_t q = 0; q < w->kw; q++, e++) {
-                            int64_t s = tap(w, b, c, i, j, p, q);
-                            if (cols) cols[e] = s < 0 ? 0.0 : x[s];
-                            if (src) src[e] = s;
-                        }
+    for (uint64_t e = 0; e < n_taps(w); e++) {
+        int64_t s = tap_at(w, e);
+        if (cols) cols[e] = s < 0 ? 0.0 : x[s];
+        if (src) src[e] = s;
+    }
 }
 
 void ref_col2im(const ref_window *w, const double *cols, double *dx, double *mag) {
-    uint64_t e = 0;
-    for (uint64_t b = 0; b < w->n; b++)
-        for (uint64_t i = 0; i < w->out_h; i++)
-            for (uint64_t j = 0; j < w->out_w; j++)
-                for (uint64_t c = 0; c < w->channels; c++)
-                    for (int64_t p = 0; p < w->kh; p++)
-                        for (int64_t q = 0; q < w->kw; q++, e++) {
-                            int64_t s = tap(w, b, c, i, j, p, q);
-                            if (s < 0) continue;
-                            dx[s] += cols[e];
-                            if (mag) mag[s] += fabs(cols[e]);
-                        }
+    for (uint64_t e = 0; e < n_taps(w); e++) {
+        int64_t s = tap_at(w, e);
+        if (s < 0) continue;
+        dx[s] += cols[e];
+        if (mag) mag[s] += fabs(cols[e]);
+    }
 }
 
 /* The divisor of window (i, j) of an average: kh kw, or its taps inside the plane. */

@@ -64,6 +64,17 @@ static ampx_window_args window_args(g_exec *x, const g_graph *g, const g_node *n
                               .count_pad = (uint32_t)a->count_pad};
 }
 
+/* Issues window op `op` over the images of value img (x, or dx in a backward): x = img,
+ * y = win (cols, y or dy), the indices value idx (-1: none). */
+static ampx_status window_call(g_exec *x, const g_graph *g, const g_node *n, uint32_t op, int img,
+                               int win, int idx) {
+    ampx_window_args a = window_args(x, g, n, img);
+    a.x                = gx_tensor(x, img);
+    a.y                = gx_tensor(x, win);
+    a.indices          = idx >= 0 ? gx_tensor(x, idx) : gx_null(AMPX_I32);
+    return gx_call(x, n, op, &a);
+}
+
 /* Emits backward node `op` (ins from dy) writing a gradient of x in x's dtype. */
 static int window_bwd(g_graph *g, int self, int op, int n_in) {
     const g_node *n = &g->nodes[self];
@@ -92,10 +103,7 @@ static int im2col_shape(g_graph *g, g_node *n, g_shape_error *e) {
 }
 
 static ampx_status im2col_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    ampx_window_args a = window_args(x, g, n, n->in[0]);
-    a.x                = gx_tensor(x, n->in[0]);
-    a.y                = gx_tensor(x, n->out[0]);
-    return gx_call(x, n, AMPX_OP_IM2COL, &a);
+    return window_call(x, g, n, AMPX_OP_IM2COL, n->in[0], n->out[0], -1);
 }
 
 static int im2col_bwd(g_graph *g, int self) {
@@ -107,10 +115,7 @@ const g_rule g_rule_im2col = {
 
 /* dx = col2im(dcols): in dcols; out dx */
 static ampx_status col2im_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    ampx_window_args a = window_args(x, g, n, n->out[0]);
-    a.x                = gx_tensor(x, n->out[0]);
-    a.y                = gx_tensor(x, n->in[0]);
-    return gx_call(x, n, AMPX_OP_COL2IM, &a);
+    return window_call(x, g, n, AMPX_OP_COL2IM, n->out[0], n->in[0], -1);
 }
 
 const g_rule g_rule_col2im = {"col2im", {AMPX_OP_COL2IM, AMPX_OP_COUNT}, NULL, col2im_fwd, NULL};
@@ -130,11 +135,8 @@ static int pool_shape(g_graph *g, g_node *n, g_shape_error *e) {
 }
 
 static ampx_status pool_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    ampx_window_args a = window_args(x, g, n, n->in[0]);
-    a.x                = gx_tensor(x, n->in[0]);
-    a.y                = gx_tensor(x, n->out[0]);
-    a.indices          = n->n_out > 1 ? gx_tensor(x, n->out[1]) : gx_null(AMPX_I32);
-    return gx_call(x, n, AMPX_OP_POOL2D_FWD, &a);
+    return window_call(x, g, n, AMPX_OP_POOL2D_FWD, n->in[0], n->out[0],
+                       n->n_out > 1 ? n->out[1] : -1);
 }
 
 static int pool_bwd(g_graph *g, int self) {
@@ -146,11 +148,8 @@ const g_rule g_rule_pool = {
 
 /* dx from dy: in dy (, indices); out dx */
 static ampx_status pool_bwd_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    ampx_window_args a = window_args(x, g, n, n->out[0]);
-    a.x                = gx_tensor(x, n->out[0]);
-    a.y                = gx_tensor(x, n->in[0]);
-    a.indices          = n->n_in > 1 ? gx_tensor(x, n->in[1]) : gx_null(AMPX_I32);
-    return gx_call(x, n, AMPX_OP_POOL2D_BWD, &a);
+    return window_call(x, g, n, AMPX_OP_POOL2D_BWD, n->out[0], n->in[0],
+                       n->n_in > 1 ? n->in[1] : -1);
 }
 
 const g_rule g_rule_pool_bwd = {
