@@ -263,6 +263,13 @@ int progress_record(void *user, const ampx_step_record *r) {
         json_num(p->metrics, "grad_norm", r->grad_norm);
         json_num(p->metrics, "time_ms", r->time_ms);
         if (r->created_by && r->created_by[0]) json_str(p->metrics, "created_by", r->created_by);
+        if (r->headroom_tensor && r->headroom_tensor[0]) {
+            json_str(p->metrics, "headroom_tensor", r->headroom_tensor);
+            json_num(p->metrics, "headroom_bits", r->headroom_bits);
+            json_num(p->metrics, "headroom_underflow", r->headroom_underflow);
+        }
+        if (r->headroom_warning && r->headroom_warning[0])
+            json_str(p->metrics, "headroom_warning", r->headroom_warning);
         fprintf(p->metrics, "}\n");
     }
     if (r->skipped) {
@@ -280,6 +287,8 @@ int progress_record(void *user, const ampx_step_record *r) {
     }
     if (r->warning && r->warning[0])
         fprintf(stderr, "%s%s\n", p->tty ? "\r\033[K" : "", r->warning);
+    if (r->headroom_warning && r->headroom_warning[0])
+        fprintf(stderr, "%s%s\n", p->tty ? "\r\033[K" : "", r->headroom_warning);
     if (r->health) monitor_record(p, r);
     p->last_scale = r->scale;
     if (!r->skipped) {

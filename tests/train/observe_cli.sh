@@ -251,5 +251,42 @@ for b in cpu opencl cuda; do
   done
 done
 
+# ---- headroom: a planted growing activation is warned of before it overflows; the shipped
+# models' normal runs draw no headroom warning, and every monitored step names the tensor
+# closest to its range. The planted model regresses onto a target of 1e8 in mixed_f16 with
+# no weight decay: its f16 hidden activations grow until the forward pass overflows.
+awk 'BEGIN { srand(3); print "x1,x2,x3,x4,y"; for (i = 0; i < 2000; i++)
+  printf "%.6f,%.6f,%.6f,%.6f,%d\n", 2*rand()-1, 2*rand()-1, 2*rand()-1, 2*rand()-1, 100000000 }' \
+  >"$work/grow.csv"
+cat >"$work/grow.json" <<'JSON'
+{ "name": "grow",
+  "inputs": { "x": { "dtype": "f32", "shape": [4] }, "y": { "dtype": "f32", "shape": [1] } },
+  "layers": [
+    { "name": "fc1", "type": "dense", "units": 32, "activation": "relu" },
+    { "name": "fc2", "type": "dense", "units": 32, "activation": "relu" },
+    { "name": "out", "type": "dense", "units": 1 } ],
+  "loss": { "type": "mse", "predictions": "out", "targets": "y" },
+  "policy": "mixed_f16", "scaler": "dynamic",
+  "optimizer": { "type": "adamw", "lr": 0.05, "weight_decay": 0 },
+  "data": { "source": "csv", "train": "grow.csv", "test_fraction": 0.1 },
+  "train": { "steps": 600, "batch": 32, "seed": 1 } }
+JSON
+"$ampx" train "$work/grow.json" --monitor 5 --quiet --metrics "$work/grow.jsonl" >/dev/null 2>"$work/err"
+warned=$(grep -m1 -o '"step":[0-9]*,[^}]*"headroom_warning"' "$work/grow.jsonl" | sed 's/"step":\([0-9]*\).*/\1/')
+inf=$(grep -m1 -o '"step":[0-9]*,"loss":\(null\|inf\)' "$work/grow.jsonl" | sed 's/"step":\([0-9]*\).*/\1/')
+[ -n "$warned" ] || fail "headroom: no warning before the planted overflow: $(grep -c headroom_bits "$work/grow.jsonl") monitored steps"
+[ -n "$inf" ] || fail "headroom: the planted model did not overflow"
+[ -n "$warned" ] && [ -n "$inf" ] && [ "$warned" -lt "$inf" ] ||
+  fail "headroom: warned at step '$warned', the loss overflowed at step '$inf'"
+grep -q 'fc2.* binary orders below f16.s largest value, and grows' "$work/err" ||
+  fail "headroom: the warning is not on the terminal: $(head -n 3 "$work/err")"
+echo "headroom: warned at step $warned, the forward pass overflowed at step $inf"
+for m in mlp mlp_f16 residual_bn gpt_tiny; do
+  "$ampx" train "$src/models/$m.json" --monitor 10 --steps 300 --quiet --metrics "$work/h.jsonl" \
+    >/dev/null 2>"$work/err" || fail "headroom: $m: $(cat "$work/err")"
+  ! grep -q 'orders below' "$work/err" || fail "headroom: $m warned: $(grep 'orders below' "$work/err")"
+  grep -q '"headroom_tensor":"[^"]' "$work/h.jsonl" || fail "headroom: $m: no headroom_tensor"
+done
+
 [ $fails -eq 0 ] && echo "observe_cli: all passed"
 exit $((fails > 0))

@@ -178,6 +178,16 @@ typedef struct ampx_step_record {
      * passed the value on; "" when none or not monitored */
     const char *created_by;
     const char *overflow_origin;
+    /* monitored steps: headroom, the forward activation closest to its dtype's largest
+     * value ("" when none scanned): its name, the binary orders of magnitude left between
+     * its max |x| and that value (log2(max of dtype / max |x|)), and the fraction of its
+     * values below the dtype's smallest normal; and a warning the first time a tensor within
+     * 8 binary orders of its dtype's largest value would reach it, its max |x| fitted over
+     * its last monitored steps, within 50 monitor intervals, else "" */
+    const char *headroom_tensor;
+    double headroom_bits;
+    double headroom_underflow;
+    const char *headroom_warning;
 } ampx_step_record;
 
 typedef struct ampx_eval_result {

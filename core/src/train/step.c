@@ -328,8 +328,11 @@ static ampx_status slot_record(ampx_trainer *t, const unsigned char *s, int64_t 
     r.warning            = verdict == 1 ? health_msg : "";
     if (tr_monitored(t, r.step))
         monitor_read(t, i, &r);
-    else
+    else {
         r.first_nonfinite = r.created_by = r.overflow_origin = "";
+        r.headroom_tensor = r.headroom_warning = "";
+        r.headroom_bits = r.headroom_underflow = NAN;
+    }
     if (t->timeline.trace)
         trace_counters(t->timeline.trace, r.step, r.loss, r.scale, r.grad_norm, r.lr,
                        sc.skipped_steps);
