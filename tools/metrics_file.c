@@ -30,7 +30,7 @@ static void drop(series *s) {
 
 void metrics_free(metrics_run *r) {
     drop(&r->loss), drop(&r->val), drop(&r->scale), drop(&r->lr), drop(&r->gnorm);
-    drop(&r->skipped);
+    drop(&r->skipped), drop(&r->headroom);
     for (int l = 0; l < METRICS_MAX_LAYERS; l++)
         drop(&r->heat[l]);
 }
@@ -78,6 +78,7 @@ static int parse_line(metrics_run *r, const char *line, size_t n) {
         if (num(o, "scale", &v)) oom |= push(&r->scale, step, v);
         if (num(o, "lr", &v)) oom |= push(&r->lr, step, v);
         if (num(o, "grad_norm", &v)) oom |= push(&r->gnorm, step, v);
+        if (num(o, "headroom_bits", &v)) oom |= push(&r->headroom, step, v);
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "skipped")))
             oom |= push(&r->skipped, step, 0);
     }

@@ -18,6 +18,7 @@ typedef struct series {
 /* The curves of a run. */
 typedef struct metrics_run {
     series loss, val, scale, lr, gnorm, skipped;
+    series headroom; /* monitored steps: the least headroom of an activation (binary orders) */
     char layers[METRICS_MAX_LAYERS][64];
     int n_layers;
     series heat[METRICS_MAX_LAYERS]; /* per layer: (step, max |g|) */

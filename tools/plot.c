@@ -73,7 +73,10 @@ static void range(const series *s, int n_s, axis_kind kind, double *lo, double *
             if (v > *hi) *hi = v;
         }
     if (!isfinite(*lo)) *lo = 0, *hi = 1;
-    if (*hi - *lo < 1e-12) *lo -= 0.5, *hi += 0.5;
+    if (*hi - *lo < 1e-12 && kind == AXIS_FROM_ZERO && *lo >= 0)
+        *hi = *lo > 0 ? 2 * *lo : 1, *lo = 0; /* a constant learning rate, from 0 */
+    else if (*hi - *lo < 1e-12)
+        *lo -= 0.5, *hi += 0.5;
     double pad = 0.05 * (*hi - *lo);
     *lo -= pad, *hi += pad;
     if (kind == AXIS_FROM_ZERO && *lo + pad >= 0) *lo = 0;
@@ -344,7 +347,8 @@ static void draw(cairo_t *cr, const metrics_run *r, const char *title) {
     if (!(x1 > x0)) x1 = x0 + 1;
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     text(cr, 20, 24, 17, title, 0);
-    double rows = r->n_layers ? 3 : 2, ph = (H - 30) / rows, pw = W / 2.0;
+    double rows = 2 + (r->n_layers ? 1 : 0) + (r->headroom.n ? 1 : 0), ph = (H - 30) / rows,
+           pw    = W / 2.0;
     series lv[2] = {r->loss, r->val};
     box lb       = panel(cr, 0, 30, pw, ph, "loss", lv, r->val.n ? 2 : 1, AXIS_LINEAR, x0, x1);
     static const char *const names[] = {"training", "validation"};
@@ -362,6 +366,10 @@ static void draw(cairo_t *cr, const metrics_run *r, const char *title) {
     panel(cr, 0, 30 + ph, pw, ph, "learning rate", &r->lr, 1, AXIS_FROM_ZERO, x0, x1);
     panel(cr, pw, 30 + ph, pw, ph, "gradient norm (log)", &r->gnorm, 1, AXIS_LOG10, x0, x1);
     if (r->n_layers) heat_map(cr, r, 0, 30 + 2 * ph, W, ph, x0, x1);
+    if (r->headroom.n)
+        panel(cr, 0, 30 + (rows - 1) * ph, pw, ph,
+              "headroom of the closest activation (binary orders below its dtype's largest)",
+              &r->headroom, 1, AXIS_FROM_ZERO, x0, x1);
 }
 
 /* cairo's writer: the bytes to the output's stream. */
@@ -381,7 +389,7 @@ int cmd_plot(int argc, char **argv) {
             printf("usage: ampx plot METRICS.jsonl -o FILE.png|.svg|.pdf\n"
                    "Draws loss (and val_loss), the loss scale (log, skipped steps marked), the\n"
                    "learning rate, the gradient norm and, with --monitor data, a per-layer heat\n"
-                   "map of max |g| over time. PNG is %dx%d pixels.\n",
+                   "map of max |g| over time and the activations' headroom. PNG is %dx%d pixels.\n",
                    W, H);
             return 0;
         }

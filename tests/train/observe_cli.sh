@@ -205,6 +205,7 @@ with open(sys.argv[1], "w") as f:
                 "lr": 1e-3 * min(1.0, s / 50), "grad_norm": 10 ** (-1 + 2 * s / 200)}
         if s == 120: line["skipped"] = True
         if s % 50 == 0: line["val_loss"] = 2.1 - 1.5 * s / 200
+        if s % 10 == 0: line["headroom_bits"] = 12 - s / 20
         f.write(json.dumps(line) + "\n")
         if s % 10 == 0:
             for layer, k in (("fc1", 1), ("fc2", 3)):
@@ -219,8 +220,8 @@ words = open(sys.argv[1]).read().split()
 def has(*w):
     for x in w:
         assert x in words, f"no label {x!r}"
-has("training", "validation", "max", "|g|", "fc1", "fc2")
-assert words.count("step") >= 5, "every panel, the heat map included, has a step axis"
+has("training", "validation", "max", "|g|", "fc1", "fc2", "headroom", "orders")
+assert words.count("step") >= 6, "every panel, the heat map and headroom included, has a step axis"
 has("2^15", "2^16")                       # the loss scale: powers of two
 has("50", "100", "150", "200")            # round steps
 has("0.0000", "0.0005", "0.0010")         # the learning rate from 0
