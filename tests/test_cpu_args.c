@@ -2673,6 +2673,11 @@ Test(window, args_checked) {
                O->pool2d_fwd(C, &x));
     x = a, x.n = 1ull << 62;
     EXPECT_ERR(AMPX_ERR_INVALID, "im2col: the element counts overflow", O->im2col(C, &x));
+    x = a, x.n = 0, x.height = x.width = 1u << 16, x.x_batch = 1ull << 34; /* 2^32 per plane */
+    EXPECT_ERR(AMPX_ERR_INVALID, "pool2d_fwd: a plane of 4294967296 elements is past what an i32",
+               O->pool2d_fwd(C, &x));
+    x.mode = AMPX_POOL_AVG; /* no indices */
+    EXPECT_OK(O->pool2d_fwd(C, &x));
     x = a, x.pad_w = 2;
     EXPECT_ERR(AMPX_ERR_INVALID,
                "pool2d_fwd: pooling takes dilation 1 and padding below the kernel (pad 0x2, "

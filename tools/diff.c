@@ -82,7 +82,7 @@ static int opt_set(void *opts, int argc, char **argv, const char *v) {
 static const cli_opt diff_table[] = {
     CLI_OPT_CALL("backend", 'b', opt_backend, 0),
     CLI_OPT_CALL("backend-opt", 'O', opt_backend_opt, 0),
-    CLI_OPT_INT("steps", 'n', DOPT(steps), 0, 1000000, 0),
+    CLI_OPT_INT("steps", 'n', DOPT(steps), 1, 1000000, 0),
     CLI_OPT_STRING("policy", 'p', DOPT(policy), 0),
     CLI_OPT_CALL("set", 'Z', opt_set, 0),
     CLI_OPT_FLAG("all", 'a', DOPT(all), 0),
@@ -93,8 +93,10 @@ static const cli_opt diff_table[] = {
 /* "cpu (isa=avx2)" */
 static void backend_label(const diff_opts *o, int k, char *buf, size_t cap) {
     size_t n = (size_t)snprintf(buf, cap, "%s", o->backend[k]);
-    for (uint32_t i = 0; i < o->bopts[k].n && n < cap; i++)
+    for (uint32_t i = 0; i < o->bopts[k].n && n < cap; i++) {
         n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : " (", o->bopts[k].v[i]);
+        if (n > cap) n = cap;
+    }
     if (o->bopts[k].n && n < cap) snprintf(buf + n, cap - n, ")");
 }
 
@@ -124,7 +126,7 @@ static int pair_make(const char *prog, const diff_opts *o, pair *p) {
         fprintf(stderr, "%s: %s\n", prog, err);
         return -1;
     }
-    if (o->steps > 0) ampx_model_train_config(p->m)->steps = o->steps;
+    ampx_model_train_config(p->m)->steps = o->steps;
     for (int k = 0; k < 2; k++)
         if (ampx_trainer_create(p->m, p->be[k], &p->t[k], err, sizeof err)) {
             fprintf(stderr, "%s: %s: %s\n", prog, o->backend[k], err);
@@ -214,6 +216,7 @@ static int run_steps(const char *prog, const diff_opts *o, pair *p) {
     }
     double worst_loss = 0;
     for (int64_t i = 0; i < l[0].n && i < l[1].n; i++) {
+        if (isnan(l[0].v[i]) && isnan(l[1].v[i])) continue; /* a step both skipped */
         double d = fabs(l[0].v[i] - l[1].v[i]) / fmax(fabs(l[0].v[i]), 1e-30);
         if (d > worst_loss || isnan(d)) worst_loss = d;
     }

@@ -137,24 +137,30 @@ static void run_seed(search *s, const char *policy, const char *scaler, outcome 
                      int seed_plus) {
     const search_opts *o = s->o;
     const char *sets[64];
-    char pset[4096], sset[512], seed[64];
-    int n = 0;
+    char sset[512], seed[64];
+    size_t plen = strlen(policy) + 8;
+    char *pset  = malloc(plen);
+    int n       = 0;
+    memset(c, 0, sizeof *c);
+    c->tail = c->eval = NAN;
+    if (!pset) {
+        snprintf(c->error, sizeof c->error, "out of memory");
+        return;
+    }
     for (int i = 0; i < o->n_sets; i++)
         sets[n++] = o->sets[i];
-    snprintf(pset, sizeof pset, "policy=%s", policy);
+    snprintf(pset, plen, "policy=%s", policy);
     sets[n++] = pset;
     if (scaler) snprintf(sset, sizeof sset, "scaler=%s", scaler), sets[n++] = sset;
     if (seed_plus)
         snprintf(seed, sizeof seed, "train.seed=%llu", (unsigned long long)(s->seed + 1)),
             sets[n++] = seed;
-    memset(c, 0, sizeof *c);
-    c->tail = c->eval = NAN;
     s->runs++;
     ampx_model *m   = NULL;
     ampx_trainer *t = NULL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (ampx_model_load_with(o->model, NULL, sets, n, &m, c->error, sizeof c->error)) return;
+    if (ampx_model_load_with(o->model, NULL, sets, n, &m, c->error, sizeof c->error)) goto done;
     ampx_train_config *tc = ampx_model_train_config(m);
     tc->steps             = o->budget;
     tc->eval_every        = 0;
@@ -191,6 +197,7 @@ done:
     s->seconds += c->seconds;
     ampx_trainer_free(t);
     ampx_model_free(m);
+    free(pset);
 }
 
 static void run(search *s, const char *policy, const char *scaler, outcome *c, float ***w0) {
@@ -238,13 +245,24 @@ static void print_run(const search *s, const char *what, const outcome *c) {
 // ---------------------------------------------------------------------------------------
 // The search
 
-/* {"preset": "mixed_bf16", "overrides": {P0: "f32", ...}} for products [0, k) of keep. */
+/* {"preset": "mixed_bf16", "overrides": {P0: "f32", ...}} for products [0, k) of keep; a
+ * policy that does not fit in cap is cut to the products that do (and said so). */
 static void keep_policy(const search *s, const int *keep, int n_keep, char *buf, size_t cap) {
-    size_t n = (size_t)snprintf(buf, cap, "{\"preset\": \"mixed_bf16\"");
-    for (int i = 0; i < n_keep && n < cap; i++)
+    size_t n = (size_t)snprintf(buf, cap, "{\"preset\": \"mixed_bf16\""), tail = 4;
+    int i = 0;
+    for (; i < n_keep; i++) {
+        size_t want = strlen(s->products[keep[i]]) + 24;
+        if (n + want + tail >= cap) {
+            fprintf(stderr,
+                    "ampx policy --search: %d products kept in f32 make too long a "
+                    "policy; the first %d are written\n",
+                    n_keep, i);
+            break;
+        }
         n += (size_t)snprintf(buf + n, cap - n, "%s\"%s\": \"f32\"",
                               i ? ", " : ", \"overrides\": {", s->products[keep[i]]);
-    snprintf(buf + n, cap > n ? cap - n : 0, "%s}", n_keep ? "}" : "");
+    }
+    snprintf(buf + n, cap - n, "%s}", i ? "}" : "");
 }
 
 /* The products that must stay f32 under mixed_bf16, one at a time: the shortest prefix of
@@ -316,9 +334,10 @@ static int find_f32_products(search *s, char *best, size_t cap, outcome *chosen)
  * move from the initial weights. */
 static void print_drift(const search *s, const outcome *c) {
     printf("weight drift against the f32 run (||W - W_f32|| / ||W_f32 - W_0||):\n");
-    for (int i = 0; i < s->n_params && c->w && s->ref.w && s->w0; i++) {
+    for (int i = 0; i < s->n_params && c->w && s->ref.w && s->w0 && s->param_names; i++) {
         const char *name = s->param_names[i];
-        size_t len       = strlen(name);
+        if (!name || !c->w[i] || !s->ref.w[i] || !s->w0[i]) continue;
+        size_t len = strlen(name);
         if (len < 8 || strcmp(name + len - 7, ".weight")) continue;
         double d2 = 0, m2 = 0;
         for (uint64_t k = 0; k < s->param_sizes[i]; k++) {
@@ -447,17 +466,24 @@ int cli_policy_search(int argc, char **argv) {
         } else
             outcome_free(&s, &c);
     }
+    int found = 1;
     if (!*chosen) {
         printf("no whole-model policy is within the tolerance: the products that must stay f32\n");
-        if (find_f32_products(&s, chosen, sizeof chosen, &best))
-            printf("still beyond the tolerance with those in f32\n");
+        if (find_f32_products(&s, chosen, sizeof chosen, &best)) {
+            printf("still beyond the tolerance with those in f32: no policy is written\n");
+            found = 0;
+        }
     }
     if (best.w) print_drift(&s, &best);
-    printf("%d runs, %.1f s: %.2f times the f32 run\nchosen: {\"policy\": %s%s%s}\n", s.runs,
-           s.seconds, s.seconds / s.ref.seconds, chosen, scaler ? ", \"scaler\": " : "",
-           scaler ? scaler : "");
+    printf("%d runs, %.1f s: %.2f times the f32 run\n%s: {\"policy\": %s%s%s}\n", s.runs, s.seconds,
+           s.seconds / s.ref.seconds, found ? "chosen" : "last tried", chosen,
+           scaler ? ", \"scaler\": " : "", scaler ? scaler : "");
     outcome_free(&s, &best);
-    rc = o.out && write_policy(argv[0], o.out, chosen, scaler) ? EXIT_FAILED : 0;
+    if (!found) {
+        fprintf(stderr, "%s: no policy within the tolerance of the f32 run\n", argv[0]);
+        rc = EXIT_FAILED;
+    } else
+        rc = o.out && write_policy(argv[0], o.out, chosen, scaler) ? EXIT_FAILED : 0;
 done:
     search_free(&s);
     return rc;

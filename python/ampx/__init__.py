@@ -226,7 +226,7 @@ class Trainer:
     def set_batches(self, source):
         """Trains on the batches source(micro, rows) returns (ampx_trainer_set_batches): a pair
         (x, y) of `rows` rows of float32 values (ampx_trainer_row_values each: the inputs, then
-        a regression model's targets) and their int32 classes (None for a regression model), as
+        a regression model's targets) and their int32 classes (None for real-valued targets), as
         any buffer-protocol object or numpy array. micro counts the micro-batches from 0. The
         held-out rows stay the model's. None returns to the model's training rows."""
         lib, row = library(), library().ampx_trainer_row_values(self._h)

@@ -1052,6 +1052,38 @@ Test(batch_source, trains_on_the_callers_batches) {
     unlink(path), free(path);
 }
 
+/* An mse model on the one-hot codes of the classes asks its source for the classes too. */
+Test(batch_source, one_hot_targets_take_the_sources_classes) {
+    char *path = write_model(
+        "{\"name\":\"xor_mse\",\"inputs\":{\"x\":{\"dtype\":\"f32\",\"shape\":[2]},"
+        "\"y\":{\"dtype\":\"f32\",\"shape\":[2]}},\"layers\":[{\"name\":\"h\",\"type\":"
+        "\"dense\",\"units\":32,\"activation\":\"relu\"},{\"name\":\"out\",\"type\":\"dense\","
+        "\"units\":2}],\"loss\":{\"type\":\"mse\",\"predictions\":\"out\",\"targets\":\"y\"},"
+        "\"optimizer\":{\"type\":\"adamw\",\"lr\":0.01},\"train\":{\"steps\":400,\"batch\":32,"
+        "\"seed\":1}}");
+    enum { NTE = 500 };
+    static float xte[2 * NTE], xtr[2 * 32];
+    static int32_t yte[NTE], ytr[32];
+    xor_rows(xte, yte, NTE, 99, 0);
+    xor_rows(xtr, ytr, 32, 5, 0);
+    memset(ytr, 0, sizeof ytr);
+    ampx_memory_data d = {32, NTE, 2, xtr, xte, ytr, yte};
+    ampx_model *m      = load(path, NULL);
+    ampx_backend *be   = open_cpu();
+    cr_assert_eq(ampx_model_set_data(m, &d), AMPX_OK);
+    ampx_trainer *t = trainer(m, be);
+    xor_source s    = {0, -1, 0};
+    cr_assert_eq(ampx_trainer_set_batches(t, xor_batch, &s), AMPX_OK);
+    cr_assert_eq(ampx_trainer_run(t, 400, NULL, NULL), AMPX_OK, "%s", ampx_trainer_error(t));
+    ampx_eval_result ev;
+    cr_assert_eq(ampx_trainer_evaluate(t, &ev), AMPX_OK);
+    cr_expect_lt(ev.loss, 0.15, "held-out mse %.3f: the source's classes were not read", ev.loss);
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+    unlink(path), free(path);
+}
+
 Test(batch_source, bad_rows_and_stops_end_the_run) {
     static const char *const want[] = {
         "batch source, micro-batch 3: row 4 column 1 is not finite",

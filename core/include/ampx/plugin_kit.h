@@ -1024,6 +1024,10 @@ static inline ampx_status ampx_kit_take_window(const ampx_kit *kit, uint32_t op,
         return ampx_kit_fail(kit, AMPX_ERR_INVALID,
                              "%s: x_batch %llu < channels x height x width %llu", on,
                              (unsigned long long)a->x_batch, (unsigned long long)image);
+    if (pool && a->mode == AMPX_POOL_MAX && plane > (uint64_t)INT32_MAX)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                             "%s: a plane of %llu elements is past what an i32 index reaches", on,
+                             (unsigned long long)plane);
     const char *xn = fwd ? "x" : "dx", *yn = pool ? (fwd ? "y" : "dy") : "cols";
     AMPX_KIT_TRY(ampx_kit_check_tensor(kit, on, xn, &a->x, x_span, 0));
     AMPX_KIT_TRY(ampx_kit_check_tensor(kit, on, yn, &a->y, y_n, 0));

@@ -181,7 +181,8 @@ typedef struct ampx_step_record {
     /* monitored steps: headroom, the forward activation closest to its dtype's largest
      * value ("" when none scanned): its name, the binary orders of magnitude left between
      * its max |x| and that value (log2(max of dtype / max |x|)), and the fraction of its
-     * values below the dtype's smallest normal; and a warning the first time a tensor within
+     * values below the smallest normal of the dtype its node computes in; and a warning the
+     * first time a tensor within
      * 8 binary orders of its dtype's largest value would reach it, its max |x| fitted over
      * its last monitored steps, within 50 monitor intervals, else "" */
     const char *headroom_tensor;
@@ -304,8 +305,9 @@ AMPX_API ampx_status ampx_trainer_run(ampx_trainer *t, int64_t until, ampx_recor
                                       void *user);
 /* A source of training batches (ampx_trainer_set_batches): writes the `rows` rows of
  * micro-batch `micro` into x (rows x ampx_trainer_row_values values, each row laid out as an
- * ampx_memory_data row: the inputs, then a regression model's targets) and, for a classifier,
- * their classes into y (NULL for a regression model). micro counts the micro-batches of the
+ * ampx_memory_data row: the inputs, then a regression model's targets) and, when the model's
+ * labels are classes (a classifier, or an mse model on their one-hot codes), their classes
+ * into y (NULL for real-valued targets). micro counts the micro-batches of the
  * trainer from 0 (step s has micro-batches s x accumulate ...; a resumed run continues the
  * count), so a source that derives its rows from micro makes a resumed run the straight one.
  * In a data-parallel job every rank is asked for the same micro and gives its own rows.

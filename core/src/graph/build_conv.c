@@ -59,13 +59,13 @@ static int window_keys(builder *b, const b_node *n, int pool, g_attrs *a) {
     if (pv && pv->type == JSON_STRING) {
         if (!strcmp(pv->str, "same") && !pool) {
             for (int i = 0; i < 2; i++) {
-                int span = d[i] * (k[i] - 1);
+                int64_t span = (int64_t)d[i] * (k[i] - 1);
                 if (s[i] != 1 || span % 2)
                     return jerr(b->c, pv,
                                 "\"same\" padding needs stride 1 and an odd kernel span (kernel "
                                 "%dx%d, dilation %dx%d)",
                                 k[0], k[1], d[0], d[1]);
-                p[i] = span / 2;
+                p[i] = (int)(span / 2 < 65536 ? span / 2 : 65536);
             }
         } else if (strcmp(pv->str, "valid"))
             return jerr(b->c, pv, "expected a size, [height, width]%s or \"valid\"",
@@ -153,8 +153,10 @@ int b_parse_conv2d(builder *b, b_node *n) {
         b_add_node(b, n->at, NULL, OP_TRANSPOSE, &rows, 1, &chw, 1, &ta, n->name))
         return -1;
     const g_value *x = &b->g->values[n->ins[0]];
-    int64_t oh       = (x->dims[2] + 2 * wa.pad_h - wa.dil_h * (wa.kh - 1) - 1) / wa.stride_h + 1;
-    g_attrs ra       = {.alpha = 1, .shape_ndim = 3, .shape = {filters, oh, -1}};
+    int64_t oh =
+        (x->dims[2] + 2 * (int64_t)wa.pad_h - (int64_t)wa.dil_h * (wa.kh - 1) - 1) / wa.stride_h +
+        1;
+    g_attrs ra = {.alpha = 1, .shape_ndim = 3, .shape = {filters, oh, -1}};
     return b_one_node(b, n, OP_RESHAPE, &chw, 1, &ra);
 }
 

@@ -231,7 +231,7 @@ static int concat_bwd(g_graph *g, int self) {
     for (int i = 0; i < g->nodes[self].n_in; i++) {
         const g_node *n = &g->nodes[self];
         int in          = n->in[i];
-        g_attrs a       = {.axis = n->a.axis, .at = at};
+        g_attrs a       = {.alpha = 1, .axis = n->a.axis, .at = at};
         at += g->values[in].dims[n->a.axis];
         if (!g_needs_grad(g, in)) continue;
         int dx = g_new_grad(g, in, g->values[dy].dtype);

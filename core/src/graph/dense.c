@@ -70,6 +70,11 @@ static int matmul_shape(g_graph *g, g_node *n, g_shape_error *e) {
     const g_value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]];
     g_value *y     = &g->values[n->out[0]];
     int64_t groups = groups_of(n);
+    if (groups > 1 && n->a.trans_b) {
+        snprintf(e->msg, sizeof e->msg, "\"%s\": a grouped product reads W untransposed", n->name);
+        e->input = -1;
+        return -1;
+    }
     if (w->ndim != 2 || g_last(x) != w_k(n, w) * groups || w_n(n, w) % groups) {
         char s[64];
         g_shape_str(x, s, sizeof s);

@@ -83,7 +83,10 @@ static void compare(const unsigned char *ra, const unsigned char *rb, ampx_dtype
             e->beyond = 1;
             continue;
         }
-        if (!isfinite(x)) continue; /* the same infinity or NaN, another payload */
+        if (!isfinite(x)) { /* two NaNs (another payload) agree; opposite infinities do not */
+            if (!(isnan(x) && isnan(y)) && x != y) e->beyond = 1;
+            continue;
+        }
         double d = fabs(x - y);
         if (d > e->max_abs) e->max_abs = d;
         d2 += d * d;
@@ -109,7 +112,7 @@ static double node_k(const ampx_trainer *t, const g_node *n) {
     switch (n->op) {
     case OP_MATMUL:
     case OP_DENSE:
-    case OP_MATMUL_DX: return last;
+    case OP_MATMUL_DX: return last / (n->a.groups > 1 ? n->a.groups : 1);
     case OP_MATMUL_DW:
     case OP_BIAS_GRAD:
     case OP_POSITION_GRAD:

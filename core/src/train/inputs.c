@@ -259,10 +259,19 @@ ampx_status ampx_trainer_set_batches(ampx_trainer *t, ampx_batch_fn fn, void *us
     return AMPX_OK;
 }
 
+/* The classes a row's label takes when the data gives one (the labels input reads a class,
+ * or an mse model's one-hot code of it); 0 for real-valued targets. */
+static int64_t source_classes(const ampx_trainer *t) {
+    for (int i = 0; i < t->g.n_inputs; i++)
+        if (t->in.offset[i] == -1 || t->in.offset[i] == -2)
+            return t->in.offset[i] == -1 ? t->g.classes : g_elems(&t->g.values[t->g.labels]);
+    return 0;
+}
+
 /* Micro-batch `micro` from the caller's source, checked, into the training buffers. */
 static ampx_status source_batch(ampx_trainer *t, int64_t micro) {
-    int64_t f = t->in.data.features, classes = t->g.classes;
-    int classify = t->g.values[t->g.labels].dtype == AMPX_I32;
+    int64_t f = t->in.data.features, classes = source_classes(t);
+    int classify = classes > 0;
     if (t->in.batch_fn(t->in.batch_user, micro, t->B, t->in.batch_x,
                        classify ? t->in.batch_y : NULL))
         return tr_fail(t, AMPX_ERR_INVALID, "the batch source stopped at micro-batch %lld",

@@ -406,7 +406,10 @@ void headroom_read(ampx_trainer *t, const unsigned char *ms, ampx_step_record *r
         m->hr_log2   = calloc(n * HR_HIST, sizeof *m->hr_log2);
         m->hr_count  = calloc(n, sizeof *m->hr_count);
         m->hr_warned = calloc(n, 1);
-        if (!m->hr_step || !m->hr_log2 || !m->hr_count || !m->hr_warned) return headroom_free(t);
+        if (!m->hr_step || !m->hr_log2 || !m->hr_count || !m->hr_warned) {
+            headroom_free(t);
+            return;
+        }
     }
     m->hr_warning[0] = 0;
     double least     = INFINITY;
@@ -423,9 +426,8 @@ void headroom_read(ampx_trainer *t, const unsigned char *ms, ampx_step_record *r
         if (bits < least) {
             least = bits;
             snprintf(m->hr_tensor, sizeof m->hr_tensor, "%s", t->g.values[v].name);
-            uint64_t n            = exec_numel(&t->x, v);
             r->headroom_bits      = bits;
-            r->headroom_underflow = n ? (double)cn[1] / (double)n : 0;
+            r->headroom_underflow = st[3] > 0 ? (double)cn[1] / (double)st[3] : 0;
         }
         double horizon = 50.0 * (double)(m->every > 0 ? m->every : 1);
         if (slope > 0 && bits < HR_NEAR && bits / slope < horizon && !m->hr_warned[s] &&

@@ -100,7 +100,7 @@ typedef struct tr_monitor {
     char first_nonfinite[320];
     char origin[768];            /* how the first non-finite value came to be */
     char created_by[G_NAME_MAX]; /* the node that created it from finite inputs, or "" */
-    /* headroom (headroom.c): per scan position, its last HR_HIST monitored (step, log2 max
+    /* headroom (monitor.c): per scan position, its last HR_HIST monitored (step, log2 max
      * |x|), how many there are and whether it has been warned of */
     float *hr_step, *hr_log2;
     int *hr_count;
@@ -185,7 +185,7 @@ void inputs_bind(ampx_trainer *t, int test); /* the graph's inputs: training or 
 ampx_status inputs_write_rows(ampx_trainer *t, const float *x, const int32_t *y, int64_t n);
 ampx_status inputs_write_windows(ampx_trainer *t, uint64_t key);
 ampx_status inputs_select_micro(ampx_trainer *t, int64_t global_micro);
-/* headroom.c: the headroom figures and warning of a monitored step's record, from monitor
+/* monitor.c: the headroom figures and warning of a monitored step's record, from monitor
  * slot bytes ms; headroom_free releases the history. */
 void headroom_read(ampx_trainer *t, const unsigned char *ms, ampx_step_record *r);
 void headroom_free(ampx_trainer *t);
