@@ -41,6 +41,14 @@ step, ev = train(xtr, ytr, xte, yte, on_record=lambda r: seen.append(r), row=2)
 assert step == 400 and [r["step"] for r in seen] == list(range(1, 401)), (step, len(seen))
 assert all(r["loss"] > 0 and r["scale"] > 0 for r in seen if not r["skipped"])
 assert ev["examples"] == 500 and ev["accuracy"] > 0.9, ev
+# a monitored run's records carry the headroom of the closest activation
+mon = []
+m = ampx.Model(model_path, sets=["train.monitor=50"])
+m.set_data(xtr, ytr, xte, yte, row=2)
+with ampx.Backend("cpu", ["threads=2"]) as be, ampx.Trainer(m, be) as t:
+    t.run(200, lambda r: mon.append(r) if "headroom_tensor" in r else None)
+assert [r["step"] for r in mon] == [50, 100, 150, 200], [r["step"] for r in mon]
+assert all(r["headroom_tensor"] and r["headroom_bits"] > 0 and not r["headroom_warning"] for r in mon), mon[0]
 # the held-out rows are these: flipped labels score the complement
 _, flipped = train(xtr, ytr, xte, rows(500, 99, flip=True)[1], row=2)
 assert flipped["accuracy"] < 0.1, flipped

@@ -45,7 +45,13 @@ class _Record(ctypes.Structure):
                 ("health", ctypes.c_void_p), ("n_health", ctypes.c_int),
                 ("monitor_scale", ctypes.c_double), ("first_nonfinite", ctypes.c_char_p),
                 ("applied_steps", _i64), ("warning", ctypes.c_char_p),
-                ("created_by", ctypes.c_char_p), ("overflow_origin", ctypes.c_char_p)]
+                ("created_by", ctypes.c_char_p), ("overflow_origin", ctypes.c_char_p),
+                ("headroom_tensor", ctypes.c_char_p), ("headroom_bits", ctypes.c_double),
+                ("headroom_underflow", ctypes.c_double), ("headroom_warning", ctypes.c_char_p)]
+
+
+def _text(p):
+    return p.decode(errors="replace") if p else ""
 
 
 class _Eval(ctypes.Structure):
@@ -263,7 +269,11 @@ class Trainer:
         def cb(_user, rp):
             r = rp.contents
             rec = {"step": r.step, "loss": r.loss, "scale": r.scale, "skipped": bool(r.skipped),
-                   "lr": r.lr, "grad_norm": r.grad_norm, "time_ms": r.time_ms}
+                   "lr": r.lr, "grad_norm": r.grad_norm, "time_ms": r.time_ms,
+                   "warning": _text(r.warning)}
+            if r.health:  # a monitored step
+                rec.update(created_by=_text(r.created_by), headroom_tensor=_text(r.headroom_tensor),
+                           headroom_bits=r.headroom_bits, headroom_warning=_text(r.headroom_warning))
             try:
                 return 1 if on_record and on_record(rec) else 0
             except Exception as e:  # raised again after the run, never across the C frames
