@@ -1013,10 +1013,10 @@ static int xor_batch(void *user, int64_t micro, int64_t rows, float *x, int32_t 
     return s->bad == 3 && micro == 4;
 }
 
-/* A trainer of xor.json on held-out rows d, fed by a source of kind bad. */
-static ampx_trainer *source_trainer(ampx_memory_data *d, xor_source *s, ampx_model **m,
-                                    ampx_backend **be, char **path) {
-    *path = write_model(xor_json);
+/* A trainer of model json on held-out rows d, fed by a source of kind bad. */
+static ampx_trainer *source_trainer(const char *json, ampx_memory_data *d, xor_source *s,
+                                    ampx_model **m, ampx_backend **be, char **path) {
+    *path = write_model(json);
     *m    = load(*path, NULL);
     *be   = open_cpu();
     cr_assert_eq(ampx_model_set_data(*m, d), AMPX_OK);
@@ -1039,7 +1039,7 @@ Test(batch_source, trains_on_the_callers_batches) {
     ampx_model *m;
     ampx_backend *be;
     char *path;
-    ampx_trainer *t = source_trainer(&d, &s, &m, &be, &path);
+    ampx_trainer *t = source_trainer(xor_json, &d, &s, &m, &be, &path);
     cr_assert_eq(ampx_trainer_run(t, 400, NULL, NULL), AMPX_OK, "%s", ampx_trainer_error(t));
     cr_expect_eq(s.calls, 400);
     cr_expect_eq(s.last_micro, 399);
@@ -1054,13 +1054,13 @@ Test(batch_source, trains_on_the_callers_batches) {
 
 /* An mse model on the one-hot codes of the classes asks its source for the classes too. */
 Test(batch_source, one_hot_targets_take_the_sources_classes) {
-    char *path = write_model(
+    static const char *xor_mse_json =
         "{\"name\":\"xor_mse\",\"inputs\":{\"x\":{\"dtype\":\"f32\",\"shape\":[2]},"
         "\"y\":{\"dtype\":\"f32\",\"shape\":[2]}},\"layers\":[{\"name\":\"h\",\"type\":"
         "\"dense\",\"units\":32,\"activation\":\"relu\"},{\"name\":\"out\",\"type\":\"dense\","
         "\"units\":2}],\"loss\":{\"type\":\"mse\",\"predictions\":\"out\",\"targets\":\"y\"},"
         "\"optimizer\":{\"type\":\"adamw\",\"lr\":0.01},\"train\":{\"steps\":400,\"batch\":32,"
-        "\"seed\":1}}");
+        "\"seed\":1}}";
     enum { NTE = 500 };
     static float xte[2 * NTE], xtr[2 * 32];
     static int32_t yte[NTE], ytr[32];
@@ -1068,12 +1068,11 @@ Test(batch_source, one_hot_targets_take_the_sources_classes) {
     xor_rows(xtr, ytr, 32, 5, 0);
     memset(ytr, 0, sizeof ytr);
     ampx_memory_data d = {32, NTE, 2, xtr, xte, ytr, yte};
-    ampx_model *m      = load(path, NULL);
-    ampx_backend *be   = open_cpu();
-    cr_assert_eq(ampx_model_set_data(m, &d), AMPX_OK);
-    ampx_trainer *t = trainer(m, be);
-    xor_source s    = {0, -1, 0};
-    cr_assert_eq(ampx_trainer_set_batches(t, xor_batch, &s), AMPX_OK);
+    xor_source s       = {0, -1, 0};
+    ampx_model *m;
+    ampx_backend *be;
+    char *path;
+    ampx_trainer *t = source_trainer(xor_mse_json, &d, &s, &m, &be, &path);
     cr_assert_eq(ampx_trainer_run(t, 400, NULL, NULL), AMPX_OK, "%s", ampx_trainer_error(t));
     ampx_eval_result ev;
     cr_assert_eq(ampx_trainer_evaluate(t, &ev), AMPX_OK);
@@ -1098,7 +1097,7 @@ Test(batch_source, bad_rows_and_stops_end_the_run) {
         ampx_model *m;
         ampx_backend *be;
         char *path;
-        ampx_trainer *t = source_trainer(&d, &s, &m, &be, &path);
+        ampx_trainer *t = source_trainer(xor_json, &d, &s, &m, &be, &path);
         cr_expect_eq(ampx_trainer_run(t, 20, NULL, NULL), AMPX_ERR_INVALID, "%s", want[bad - 1]);
         cr_expect(strstr(ampx_trainer_error(t), want[bad - 1]) != NULL, "'%s' does not say '%s'",
                   ampx_trainer_error(t), want[bad - 1]);

@@ -207,7 +207,8 @@ typedef struct state_ref {
     ampx_buffer *ba, *bb;
     uint64_t off, n;
     ampx_dtype dt;
-    const char *what; /* "" (the master), "grad", "m", "v", "momentum", "copy" */
+    const char *what;  /* "" (the master), "grad", "m", "v", "momentum", "copy" */
+    const char *owner; /* the parameter's name, "ampx" for the scalars block */
 } state_ref;
 
 /* The tensors of the update: each parameter's master, gradient, working copy and optimizer
@@ -216,13 +217,16 @@ static int update_refs(ampx_trainer *a, ampx_trainer *b, state_ref *r, int cap) 
     int n = 0, adam = a->m->cfg.opt.kind == OPT_ADAMW;
     for (int i = 0; i < a->n_params && n + 5 < cap; i++) {
         const param *p = &a->params[i], *q = &b->params[i];
-        r[n++] = (state_ref){p->master, q->master, 0, p->n, AMPX_F32, ""};
-        r[n++] = (state_ref){p->grad, q->grad, p->grad_off, p->n, AMPX_F32, "grad"};
-        if (p->copy) r[n++] = (state_ref){p->copy, q->copy, 0, p->n, p->copy_dtype, "copy"};
-        if (p->s1) r[n++] = (state_ref){p->s1, q->s1, 0, p->n, AMPX_F32, adam ? "m" : "momentum"};
-        if (p->s2) r[n++] = (state_ref){p->s2, q->s2, 0, p->n, AMPX_F32, "v"};
+        r[n++] = (state_ref){p->master, q->master, 0, p->n, AMPX_F32, "", p->name};
+        r[n++] = (state_ref){p->grad, q->grad, p->grad_off, p->n, AMPX_F32, "grad", p->name};
+        if (p->copy)
+            r[n++] = (state_ref){p->copy, q->copy, 0, p->n, p->copy_dtype, "copy", p->name};
+        if (p->s1)
+            r[n++] = (state_ref){p->s1, q->s1, 0, p->n, AMPX_F32, adam ? "m" : "momentum", p->name};
+        if (p->s2) r[n++] = (state_ref){p->s2, q->s2, 0, p->n, AMPX_F32, "v", p->name};
     }
-    r[n++] = (state_ref){a->scalars, b->scalars, 0, sizeof(ampx_scalars) / 4, AMPX_I32, "scalars"};
+    r[n++] = (state_ref){a->scalars, b->scalars, 0,     sizeof(ampx_scalars) / 4,
+                         AMPX_I32,   "scalars",  "ampx"};
     return n;
 }
 
@@ -258,13 +262,7 @@ static ampx_status diff_update(ampx_trainer *a, ampx_trainer *b, ampx_diff_fn fn
         if (!ra || !rb) st = tr_fail(a, AMPX_ERR_NO_MEMORY, "out of memory");
         if (!st && !(st = read_ref(a, r[k].ba, &r[k], ra)) &&
             !(st = read_ref(b, r[k].bb, &r[k], rb))) {
-            const char *owner = "ampx";
-            for (int i = 0; i < a->n_params; i++)
-                if (r[k].ba == a->params[i].master || r[k].ba == a->params[i].s1 ||
-                    r[k].ba == a->params[i].s2 || r[k].ba == a->params[i].copy ||
-                    (r[k].ba == a->params[i].grad && r[k].off == a->params[i].grad_off))
-                    owner = a->params[i].name;
-            snprintf(name, sizeof name, "%s%s%s%s", owner, *r[k].what ? " (" : "", r[k].what,
+            snprintf(name, sizeof name, "%s%s%s%s", r[k].owner, *r[k].what ? " (" : "", r[k].what,
                      *r[k].what ? ")" : "");
             int scalars       = r[k].dt == AMPX_I32;
             ampx_diff_entry e = {.index = index + k,
