@@ -2697,3 +2697,116 @@ Test(window, args_checked) {
     EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "im2col: unsupported dtypes {i32, bf16}", O->im2col(C, &x));
     EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "col2im: unsupported dtypes {bf16, i32}", O->col2im(C, &x));
 }
+
+// ---------------------------------------------------------------------------------------
+// fp8 (ABI 1.7): a 4x4x4 GEMM of e4m3 into f32, a cast of 64, a state of 4 tensors x 8 rows
+
+TestSuite(fp8, .init = open_context, .fini = close_context);
+
+Test(fp8, quantize_args_checked) {
+    ampx_fp8_quantize_args a = {.size   = sizeof a,
+                                .n      = 64,
+                                .src    = T(B, F0, AMPX_F32),
+                                .dst    = T(B, F1, AMPX_E4M3),
+                                .scale  = T(B, ST, AMPX_F32),
+                                .amax   = T(B, ST + 4, AMPX_F32),
+                                .counts = T(B, I0, AMPX_I32)},
+                           x;
+    EXPECT_OK(O->fp8_quantize(C, &a));
+    x = a, x.src = T(B, F1, AMPX_E5M2), x.dst = T(B, F2, AMPX_BF16), x.amax.buf = NULL,
+    x.counts.buf = NULL;
+    EXPECT_OK(O->fp8_quantize(C, &x)); /* from fp8 */
+    x.amax = a.amax;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_quantize: amax and counts are for quantizing to fp8",
+               O->fp8_quantize(C, &x));
+    x = a, x.dst.dtype = AMPX_F16;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "fp8_quantize: unsupported dtypes {f32, f16}",
+               O->fp8_quantize(C, &x));
+    x = a, x.src.dtype = AMPX_E5M2;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "fp8_quantize: unsupported dtypes {e5m2, e4m3}",
+               O->fp8_quantize(C, &x));
+    x = a, x.saturate = 2;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_quantize: saturate 2 is not 0 or 1", O->fp8_quantize(C, &x));
+    x = a, x.scale.buf = NULL;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_quantize: scale is a null buffer", O->fp8_quantize(C, &x));
+    x = a, x.counts.dtype = AMPX_F32;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_quantize: counts must be i32, not f32",
+               O->fp8_quantize(C, &x));
+    x = a, x.n = 5000; /* 20000 bytes of f32 */
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_quantize: src of 5000 f32 elements at offset 0 overruns",
+               O->fp8_quantize(C, &x));
+}
+
+Test(fp8, gemm_args_checked) {
+    ampx_gemm_fp8_args a = {.size        = sizeof a,
+                            .a_scale_inv = T(B, ST, AMPX_F32),
+                            .b_scale_inv = T(B, ST + 4, AMPX_F32)},
+                       x;
+    a.gemm = (ampx_gemm_args){.size  = sizeof(ampx_gemm_args),
+                              .m     = 4,
+                              .n     = 4,
+                              .k     = 4,
+                              .batch = 1,
+                              .lda   = 4,
+                              .ldb   = 4,
+                              .ldc   = 4,
+                              .alpha = 1.0f,
+                              .a     = T(B, F0, AMPX_E4M3),
+                              .b     = T(B, F1, AMPX_E5M2),
+                              .c     = T(B, F2, AMPX_F32)};
+    EXPECT_OK(O->gemm_fp8(C, &a));
+    x = a, x.gemm.a.dtype = AMPX_BF16;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "gemm_fp8: unsupported dtypes {bf16, e5m2, f32}",
+               O->gemm_fp8(C, &x));
+    x = a, x.gemm.c.dtype = AMPX_E4M3;
+    EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "gemm_fp8: unsupported dtypes {e4m3, e5m2, e4m3}",
+               O->gemm_fp8(C, &x));
+    x = a, x.gemm.lda = 3;
+    EXPECT_ERR(AMPX_ERR_INVALID, "gemm_fp8: lda 3 < k 4", O->gemm_fp8(C, &x));
+    x = a, x.b_scale_inv.dtype = AMPX_BF16;
+    EXPECT_ERR(AMPX_ERR_INVALID, "gemm_fp8: b_scale_inv must be f32, not bf16", O->gemm_fp8(C, &x));
+    x = a, x.gemm.bias_grad = T(B, F3, AMPX_F32);
+    EXPECT_ERR(AMPX_ERR_INVALID, "gemm_fp8: bias_grad must be null", O->gemm_fp8(C, &x));
+    x = a, x.size = 24;
+    EXPECT_ERR(AMPX_ERR_INVALID, "gemm_fp8: args size 24 ends inside the gemm", O->gemm_fp8(C, &x));
+    x = a, x.gemm.bias = T(B, F3, AMPX_F32), x.gemm.act = AMPX_GEMM_ACT(AMPX_ACT_GELU);
+    EXPECT_OK(O->gemm_fp8(C, &x)); /* the epilogue's bias and act */
+}
+
+Test(fp8, scale_update_args_checked) {
+    ampx_fp8_scale_update_args a = {.size    = sizeof a,
+                                    .n       = 4,
+                                    .history = 8,
+                                    .state   = T(B, F0, AMPX_F32),
+                                    .fp8_max = T(B, F1, AMPX_F32),
+                                    .scalars = T(B, SC, AMPX_F32)},
+                               x;
+    float maxes[4] = {448, 448, 57344, 57344};
+    EXPECT_OK(I->buffer_write(C, B, F1, maxes, sizeof maxes));
+    EXPECT_OK(O->fp8_scale_update(C, &a));
+    x = a, x.skip_on_found_inf = 1;
+    EXPECT_OK(O->fp8_scale_update(C, &x));
+    x.scalars.buf = NULL;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_scale_update: scalars is a null buffer",
+               O->fp8_scale_update(C, &x));
+    x = a, x.history = 0;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_scale_update: history must be >= 1",
+               O->fp8_scale_update(C, &x));
+    x = a, x.algo = 2;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_scale_update: unknown amax algo 2",
+               O->fp8_scale_update(C, &x));
+    x = a, x.margin = 65;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_scale_update: margin 65 is outside [-64, 64]",
+               O->fp8_scale_update(C, &x));
+    x = a, x.history = 100; /* 408 f32 of state in 1024 bytes from F0: past F0's 64 */
+    EXPECT_OK(O->fp8_scale_update(C, &x));
+    x = a, x.history = 1000;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_scale_update: state of 4008 f32 elements at offset 0",
+               O->fp8_scale_update(C, &x));
+    x = a, x.n = 1ull << 62, x.history = 7;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_scale_update: (2 + history) x n overflows",
+               O->fp8_scale_update(C, &x));
+    x = a, x.fp8_max.dtype = AMPX_I32;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_scale_update: fp8_max must be f32, not i32",
+               O->fp8_scale_update(C, &x));
+}

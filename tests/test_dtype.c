@@ -241,3 +241,149 @@ Test(dtype, names_and_sizes) {
     cr_assert_eq(ampx_dtype_size(AMPX_I32), 4);
     cr_assert_str_eq(ampx_dtype_name(AMPX_F16), "f16");
 }
+
+// ---------------------------------------------------------------------------------------
+// fp8 (e4m3, e5m2): all 2^32 f32 patterns narrowed both ways, all 256 codes widened
+
+typedef struct fp8_format {
+    const char *name;
+    ampx_dtype dt;
+    int exp_bits, mant, emin;
+    double max;
+} fp8_format;
+
+static const fp8_format fp8_formats[] = {
+    {"e4m3", AMPX_E4M3, 4, 3, -6, 448.0},
+    {"e5m2", AMPX_E5M2, 5, 2, -14, 57344.0},
+};
+
+/* The code of a value r already on the format's grid (0 <= r <= max), from its double's
+ * fields. */
+static uint8_t fp8_encode_exact(double r, const fp8_format *f) {
+    if (r == 0) return 0;
+    if (r < pow2(f->emin)) return (uint8_t)(r * pow2(f->mant - f->emin)); /* subnormal units */
+    uint64_t b = dbits(r);
+    int exp    = (int)((b >> 52) & 0x7ff) - 1023;
+    int bias   = (1 << (f->exp_bits - 1)) - 1;
+    return (uint8_t)(((exp + bias) << f->mant) |
+                     (int)((b >> (52 - f->mant)) & ((1u << f->mant) - 1)));
+}
+
+/* The reference narrowing of the finite or infinite f32 x; *overflow set when it lies past
+ * the largest finite. */
+static uint8_t ref_f32_to_fp8(uint32_t x, const fp8_format *f, int *overflow) {
+    float fv;
+    memcpy(&fv, &x, sizeof fv);
+    double v  = fabs((double)fv);
+    *overflow = isinf(v) || round_to_format(v, x, f->mant, f->emin) > f->max;
+    if (*overflow) return 0;
+    return (uint8_t)(((x >> 31) << 7) |
+                     fp8_encode_exact(round_to_format(v, x, f->mant, f->emin), f));
+}
+
+static void fp8_narrowing_exhaustive(const fp8_format *f) {
+    uint64_t mismatches = 0;
+    uint8_t maxcode     = fp8_encode_exact(f->max, f);
+    for (uint64_t i = 0; i <= 0xffffffffull; i++) {
+        uint32_t x   = (uint32_t)i;
+        float fv     = ampx_f32_from_bits(x);
+        uint8_t sat  = ampx_f32_to_fp8(fv, f->dt, 1);
+        uint8_t ovf  = ampx_f32_to_fp8(fv, f->dt, 0);
+        uint8_t sign = (uint8_t)((x >> 31) << 7);
+        uint8_t want_sat, want_ovf;
+        if ((x & 0x7fffffffu) > 0x7f800000u) { /* NaN: the format's NaN, sign kept */
+            want_sat = want_ovf = f->dt == AMPX_E4M3 ? (uint8_t)(sign | 0x7f)
+                                                     : (uint8_t)(sign | 0x7e | ((x >> 21) & 1));
+        } else {
+            int overflow;
+            uint8_t r = ref_f32_to_fp8(x, f, &overflow);
+            want_sat  = overflow ? (uint8_t)(sign | maxcode) : r;
+            want_ovf  = overflow ? (uint8_t)(sign | (f->dt == AMPX_E4M3 ? 0x7f : 0x7c)) : r;
+        }
+        if ((sat != want_sat || ovf != want_ovf) && mismatches++ < 5)
+            cr_log_error("f32_to_%s(%08x) = %02x saturating, %02x not; reference %02x, %02x",
+                         f->name, x, sat, ovf, want_sat, want_ovf);
+    }
+    cr_assert_eq(mismatches, 0, "%llu f32 patterns narrow to the wrong %s",
+                 (unsigned long long)mismatches, f->name);
+}
+
+Test(dtype, f32_to_e4m3_exhaustive, .timeout = 600) {
+    fp8_narrowing_exhaustive(&fp8_formats[0]);
+}
+
+Test(dtype, f32_to_e5m2_exhaustive, .timeout = 600) {
+    fp8_narrowing_exhaustive(&fp8_formats[1]);
+}
+
+/* Every code: widened to the value its fields give, and back to itself (NaNs to the
+ * format's NaN with the sign); widening to bf16 is exact too. */
+Test(dtype, fp8_widening_and_round_trip_exhaustive) {
+    for (size_t k = 0; k < 2; k++) {
+        const fp8_format *f = &fp8_formats[k];
+        int bias            = (1 << (f->exp_bits - 1)) - 1;
+        for (uint32_t c = 0; c < 256; c++) {
+            int sign   = c >> 7;
+            int e      = (int)(c >> f->mant) & ((1 << f->exp_bits) - 1);
+            uint32_t m = c & ((1u << f->mant) - 1);
+            double v;
+            if (f->dt == AMPX_E4M3 && e == 15 && m == 7)
+                v = NAN;
+            else if (f->dt == AMPX_E5M2 && e == 31)
+                v = m ? NAN : INFINITY;
+            else if (e == 0)
+                v = ldexp((double)m, 1 - bias - f->mant);
+            else
+                v = ldexp(1.0 + ldexp((double)m, -f->mant), e - bias);
+            if (sign) v = -v;
+            float got = ampx_fp8_to_f32((uint8_t)c, f->dt);
+            cr_assert_eq(ampx_bf16_to_f32(ampx_f32_to_bf16(got)) == got || isnan(got), 1,
+                         "%s %02x is not exact in bf16", f->name, c);
+            if (isnan(v)) {
+                cr_assert(isnan(got) && !!signbit(got) == sign, "%s %02x -> %a, want NaN", f->name,
+                          c, got);
+                uint8_t back = ampx_f32_to_fp8(got, f->dt, 1);
+                cr_assert(isnan(ampx_fp8_to_f32(back, f->dt)) && (back >> 7) == sign,
+                          "%s NaN %02x came back as %02x", f->name, c, back);
+                continue;
+            }
+            cr_assert((double)got == v && !!signbit(got) == sign, "%s %02x -> %a, want %a", f->name,
+                      c, got, v);
+            cr_assert_eq(ampx_f32_to_fp8(got, f->dt, 0), c, "%s %02x does not round-trip", f->name,
+                         c);
+            if (!isinf(v))
+                cr_assert_eq(ampx_f32_to_fp8(got, f->dt, 1), c, "%s %02x saturating", f->name, c);
+        }
+    }
+}
+
+/* The rules a reader looks for, each f32 class once. */
+Test(dtype, fp8_landmarks) {
+    cr_assert_eq(ampx_f32_to_e4m3(448.0f, 0), 0x7e);
+    cr_assert_eq(ampx_f32_to_e4m3(464.0f, 0), 0x7e); /* the tie goes to even 448 */
+    cr_assert_eq(ampx_f32_to_e4m3(464.1f, 0), 0x7f); /* past it: NaN, there is no inf */
+    cr_assert_eq(ampx_f32_to_e4m3(464.1f, 1), 0x7e); /* saturated */
+    cr_assert_eq(ampx_f32_to_e4m3(-INFINITY, 1), 0xfe);
+    cr_assert_eq(ampx_f32_to_e4m3(-INFINITY, 0), 0xff);
+    cr_assert_eq(ampx_f32_to_e4m3(0x1p-9f, 0), 0x01);   /* smallest subnormal */
+    cr_assert_eq(ampx_f32_to_e4m3(0x1p-10f, 0), 0x00);  /* its half: tie to even zero */
+    cr_assert_eq(ampx_f32_to_e4m3(0x1.8p-9f, 0), 0x02); /* 1.5 units: tie to even 2 */
+    cr_assert_eq(ampx_f32_to_e4m3(-0.0f, 0), 0x80);
+    cr_assert_eq(ampx_f32_to_e4m3(ampx_f32_from_bits(0x00000001u), 0), 0x00); /* f32 subnormal */
+    cr_assert_eq(ampx_f32_to_e5m2(57344.0f, 0), 0x7b);
+    cr_assert_eq(ampx_f32_to_e5m2(61439.0f, 0), 0x7b);
+    cr_assert_eq(ampx_f32_to_e5m2(61440.0f, 0), 0x7c); /* the tie goes to even: inf */
+    cr_assert_eq(ampx_f32_to_e5m2(61440.0f, 1), 0x7b);
+    cr_assert_eq(ampx_f32_to_e5m2(INFINITY, 0), 0x7c);
+    cr_assert_eq(ampx_f32_to_e5m2(0x1p-16f, 0), 0x01);
+    cr_assert_eq(ampx_f32_to_e5m2(ampx_f32_from_bits(0xffc00000u), 1), 0xfe); /* quiet NaN */
+    cr_assert_eq(ampx_f32_to_e5m2(ampx_f32_from_bits(0x7fa00000u), 1), 0x7f); /* payload bit */
+    cr_assert_eq(ampx_f32_to_e4m3(ampx_f32_from_bits(0x7f800001u), 1), 0x7f); /* signalling */
+    cr_assert(ampx_fp8_is_max(0xfe, AMPX_E4M3) && !ampx_fp8_is_max(0x7f, AMPX_E4M3));
+    cr_assert_eq(ampx_fp8_max(AMPX_E5M2), 57344.0f);
+    ampx_dtype dt;
+    cr_assert_eq(ampx_dtype_parse("float8_e4m3fn", &dt), 0);
+    cr_assert_eq(dt, AMPX_E4M3);
+    cr_assert_eq(ampx_dtype_size(AMPX_E5M2), 1);
+    cr_assert(!ampx_dtype_is_float(AMPX_E4M3) && ampx_dtype_is_fp8(AMPX_E5M2));
+}

@@ -253,6 +253,9 @@ Test(loader, op_numbers_names_and_slots_are_frozen) {
         FROZEN(COL2IM, 30, col2im, 2),
         FROZEN(POOL2D_FWD, 31, pool2d_fwd, 2),
         FROZEN(POOL2D_BWD, 32, pool2d_bwd, 2),
+        FROZEN(FP8_QUANTIZE, 33, fp8_quantize, 2), /* ABI 1.7 */
+        FROZEN(GEMM_FP8, 34, gemm_fp8, 3),
+        FROZEN(FP8_SCALE_UPDATE, 35, fp8_scale_update, 0),
 #undef FROZEN
     };
     size_t n = sizeof frozen / sizeof frozen[0];
@@ -262,6 +265,7 @@ Test(loader, op_numbers_names_and_slots_are_frozen) {
     cr_assert_eq(AMPX_OP_COUNT_V1_4, 27);
     cr_assert_eq(AMPX_OP_COUNT_V1_5, 29);
     cr_assert_eq(AMPX_OP_COUNT_V1_6, 33);
+    cr_assert_eq(AMPX_OP_COUNT_V1_7, 36);
     for (size_t i = 0; i < n; i++) {
         cr_assert_eq(frozen[i].op, frozen[i].number, "%s renumbered", frozen[i].name);
         cr_assert_eq(frozen[i].offset, 8 + frozen[i].number * sizeof(void (*)(void)),

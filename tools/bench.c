@@ -98,6 +98,8 @@ static int bench_tensor(bench *b, ampx_dtype dt, uint64_t n, int zero, uint64_t 
                 ((uint16_t *)host)[i] = ampx_f32_to_bf16(v);
             else if (dt == AMPX_F16)
                 ((uint16_t *)host)[i] = ampx_f32_to_f16(v);
+            else if (ampx_dtype_is_fp8(dt))
+                ((uint8_t *)host)[i] = ampx_f32_to_fp8(v, dt, 1);
             else
                 ((int32_t *)host)[i] = 0;
         }
@@ -184,12 +186,15 @@ typedef struct bench_opts {
     ampx_dtype dt;
     int64_t m, n, k, batch, cols, warmup, reps; /* reps 0: at least 5, for 1 s */
     int trans_a, trans_b, json;
+    int fp8_ok; /* bench gemm: --dtype e4m3|e5m2 (fp8 operands, a bf16 C, GEMM_FP8) */
 } bench_opts;
 
 static int opt_dtype(void *opts, int argc, char **argv, const char *v) {
     bench_opts *o = opts;
-    if (ampx_dtype_parse(v, &o->dt) != 0 || !ampx_dtype_is_float(o->dt)) {
-        fprintf(stderr, "%s: --dtype '%s': expected bf16, f16 or f32\n", argv[0], v);
+    if (ampx_dtype_parse(v, &o->dt) != 0 ||
+        !(ampx_dtype_is_float(o->dt) || (ampx_dtype_is_fp8(o->dt) && o->fp8_ok))) {
+        fprintf(stderr, "%s: --dtype '%s': expected bf16, f16 or f32%s\n", argv[0], v,
+                o->fp8_ok ? ", e4m3 or e5m2" : "");
         return -1;
     }
     return 0;
@@ -262,8 +267,13 @@ static ampx_status run_gemm(bench *b, void *arg) {
     return b->t->ops->gemm(b->ctx, arg);
 }
 
+static ampx_status run_gemm_fp8(bench *b, void *arg) {
+    return b->t->ops->gemm_fp8(b->ctx, arg);
+}
+
 static float host_elem(const void *p, ampx_dtype dt, uint64_t i) {
     if (dt == AMPX_F32) return ((const float *)p)[i];
+    if (ampx_dtype_is_fp8(dt)) return ampx_fp8_to_f32(((const uint8_t *)p)[i], dt);
     if (dt == AMPX_BF16) return ampx_bf16_to_f32(((const uint16_t *)p)[i]);
     return ampx_f16_to_f32(((const uint16_t *)p)[i]);
 }
@@ -302,10 +312,12 @@ static int gemm_check(bench *b, const ampx_gemm_args *g, double *max_err) {
 }
 
 static void gemm_usage(void) {
-    printf("usage: ampx bench gemm --backend B [--backend-opt k=v]... --dtype bf16|f16|f32\n"
+    printf("usage: ampx bench gemm --backend B [--backend-opt k=v]... --dtype D\n"
            "                       --m M --n N --k K [--trans-a] [--trans-b] [--batch N]\n"
            "                       [--warmup W] [--reps R] [--json]\n\n"
-           "Times C = op(A) op(B) with A, B and C in the dtype (f32 accumulation), after W\n"
+           "D is bf16, f16 or f32 (A, B and C in it, GEMM), or e4m3 or e5m2 (A and B in it,\n"
+           "C bf16, GEMM_FP8 with both factors 1).\n"
+           "Times C = op(A) op(B) (f32 accumulation), after W\n"
            "warm-up runs (default 2), R timed runs (default: at least 5, for 1 s), and\n"
            "prints the median time and GFLOP/s (2 m n k batch / median). 16 entries of C\n"
            "are checked against a double-precision product. --json: the last line is\n"
@@ -343,7 +355,7 @@ static int gemm_report(bench *b, const bench_opts *o, const timing *tm, double m
     double gflops = flops / tm->median_s * 1e-9;
     /* f32 accumulation over k terms: a correct kernel stays within a small multiple of
      * k * u(f32) of the magnitude, and within u(dtype) when C is rounded to bf16/f16. */
-    double u_c   = dt == AMPX_F32 ? 0x1p-24 : dt == AMPX_BF16 ? 0x1p-8 : 0x1p-11;
+    double u_c   = dt == AMPX_F32 ? 0x1p-24 : dt == AMPX_F16 ? 0x1p-11 : 0x1p-8; /* fp8: C bf16 */
     double bound = 2.0 * ((double)o->k * 0x1p-24 + u_c) + 1e-6;
     int ok       = max_err <= bound;
     printf("gemm %s %llux%llux%llu%s%s batch %llu on %s (%s), kernel %s\n", ampx_dtype_name(dt),
@@ -382,7 +394,7 @@ static int gemm_report(bench *b, const bench_opts *o, const timing *tm, double m
 }
 
 static int cmd_bench_gemm(int argc, char **argv) {
-    bench_opts o = {.dt = AMPX_F32, .batch = 1, .warmup = 2};
+    bench_opts o = {.dt = AMPX_F32, .batch = 1, .warmup = 2, .fp8_ok = 1};
     cli_parser p = {"b:o:d:m:n:k:B:ATw:r:jh", gemm_table, 0, NULL};
     int rc       = cli_parse_opts(&p, argc, argv, &o);
     if (rc == CLI_HELP_ASKED) {
@@ -406,20 +418,32 @@ static int cmd_bench_gemm(int argc, char **argv) {
         return bench_fail(NULL, o.json, "gemm", msg);
     }
     ampx_dtype dt     = o.dt;
-    ampx_dtype dts[3] = {dt, dt, dt};
-    if (!ampx_backend_supports(b.be, AMPX_OP_GEMM, dts, 3)) {
+    int fp8           = ampx_dtype_is_fp8(dt);
+    ampx_dtype dts[3] = {dt, dt, fp8 ? AMPX_BF16 : dt};
+    if (!ampx_backend_supports(b.be, fp8 ? AMPX_OP_GEMM_FP8 : AMPX_OP_GEMM, dts, 3)) {
         char msg[256];
-        snprintf(msg, sizeof msg, "backend %s does not support gemm in %s", b.t->name,
-                 ampx_dtype_name(dt));
+        snprintf(msg, sizeof msg, "backend %s does not support %s in %s", b.t->name,
+                 fp8 ? "gemm_fp8" : "gemm", ampx_dtype_name(dt));
         return bench_fail(&b, o.json, "gemm", msg);
     }
-    ampx_gemm_args g = gemm_args(&o);
+    ampx_gemm_fp8_args g8 = {.size = sizeof g8};
+    ampx_gemm_args g      = gemm_args(&o);
     if (bench_tensor(&b, dt, g.m * g.k * g.batch, 0, 1, &g.a) ||
         bench_tensor(&b, dt, g.k * g.n * g.batch, 0, 2, &g.b) ||
-        bench_tensor(&b, dt, g.m * g.n * g.batch, 1, 3, &g.c))
+        bench_tensor(&b, dts[2], g.m * g.n * g.batch, 1, 3, &g.c) ||
+        (fp8 && (bench_tensor(&b, AMPX_F32, 1, 0, 4, &g8.a_scale_inv) ||
+                 bench_tensor(&b, AMPX_F32, 1, 0, 5, &g8.b_scale_inv))))
         return bench_fail(&b, o.json, "gemm", b.err);
+    if (fp8) { /* both factors 1 */
+        float one = 1.0f;
+        if (b.t->buffer_write(b.ctx, g8.a_scale_inv.buf, 0, &one, 4) ||
+            b.t->buffer_write(b.ctx, g8.b_scale_inv.buf, 0, &one, 4))
+            return bench_fail(&b, o.json, "gemm", "buffer_write failed");
+        g8.gemm = g;
+    }
     timing tm;
-    if (bench_time(&b, run_gemm, &g, (int)o.warmup, (int)o.reps, &tm))
+    if (bench_time(&b, fp8 ? run_gemm_fp8 : run_gemm, fp8 ? (void *)&g8 : (void *)&g, (int)o.warmup,
+                   (int)o.reps, &tm))
         return bench_fail(&b, o.json, "gemm", b.err);
     double max_err;
     if (gemm_check(&b, &g, &max_err)) return bench_fail(&b, o.json, "gemm", "reading C failed");

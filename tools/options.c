@@ -46,6 +46,8 @@ static const perf_switch switches[] = {
      "the AMP pass: which nodes run in bf16/f16 and where casts go (f32: no AMP pass)"},
     {"model",  "policy.overrides",   "layer glob -> dtype",            "none",
      "keeps chosen layers in another dtype (e.g. f32) than the pass would pick"},
+    {"model",  "policy.fp8",         "format, amax_history, amax_algo, margin, ops|layers", "none",
+     "products of weights with fp8 operands and per-tensor delayed scaling (docs/FP8.md)"},
     {"model",  "loss softmax_cross_entropy", "(always fused)",         "fused",
      "the loss and its logit gradient are one SOFTMAX_XENT op (no separate softmax)"},
     {"model",  "attention fused",    "true|false",                     "true",
@@ -60,6 +62,8 @@ static const perf_switch switches[] = {
      "data parallel: the watchdog's deadline per collective (at least twice the step time; 10x before the first step)"},
     {"env",    "AMPX_DIST_CHECK",    "0|1",                            "0",
      "data parallel: 1 compares every collective's signature (kind, size, step) across ranks before it starts"},
+    {"env",    "AMPX_FP8_LOCAL_AMAX", "0|1",                           "0",
+     "data parallel, tests only: 1 skips the fp8 amaxes' MAX all-reduce, so the ranks' scales part"},
 };
 // clang-format on
 

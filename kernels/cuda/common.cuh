@@ -1,13 +1,15 @@
 /* common.cuh — what every CUDA kernel file of libampx-cuda.so shares: dtype.h and backend.h
- * compiled for the device, element loads and stores in any float dtype, and warp and block
- * reductions.
+ * compiled for the device, element loads and stores in any float dtype (and fp8 loads), and
+ * warp and block reductions.
  *
  * dtype.h and backend.h are plain C headers of static inline functions. Rather than
  * re-deriving the bit-exact rounding, they are included here with `inline` widened to
  * `__host__ __device__ inline`, so the kernels call the very functions the CPU backend and
  * the core call (ampx_f32_to_bf16, ampx_f32_to_f16_sr, ampx_hash32, ampx_scheduled_lr, ...).
  * The standard headers they include are included first so that the macro does not reach
- * into them.
+ * into them. The fp8 conversions (ampx_f32_to_e4m3, ampx_e5m2_to_f32, ...) are dtype.h's too,
+ * so a code written or read on the device has the bits the host's has, NaNs included; the
+ * toolkit's cuda_fp8.h is not used.
  */
 #ifndef AMPX_KERNELS_CUDA_COMMON_CUH
 #define AMPX_KERNELS_CUDA_COMMON_CUH
@@ -29,13 +31,17 @@
 #include "kernels.h"
 
 // ---------------------------------------------------------------------------------------
-// Element access: any float dtype as f32 (exact), stores rounded to nearest even
+// Element access: any float dtype as f32 (exact), stores rounded to nearest even. Loads also
+// widen the fp8 dtypes exactly (the GEMM's fp8 operands); stores never produce them (the fp8
+// kernels encode with dtype.h themselves).
 
 __device__ __forceinline__ float cuk_ld(const void *base, int32_t dt, uint64_t i) {
     switch (dt) {
     case AMPX_F32: return ((const float *)base)[i];
     case AMPX_BF16: return ampx_bf16_to_f32(((const uint16_t *)base)[i]);
     case AMPX_F16: return ampx_f16_to_f32(((const uint16_t *)base)[i]);
+    case AMPX_E4M3: return ampx_e4m3_to_f32(((const uint8_t *)base)[i]);
+    case AMPX_E5M2: return ampx_e5m2_to_f32(((const uint8_t *)base)[i]);
     default: return 0.0f;
     }
 }
@@ -70,7 +76,7 @@ __device__ __forceinline__ float cuk_round_to(int32_t dt, float v) {
 }
 
 __host__ __device__ __forceinline__ uint32_t cuk_dt_size(int32_t dt) {
-    return dt == AMPX_BF16 || dt == AMPX_F16 ? 2u : 4u;
+    return dt == AMPX_BF16 || dt == AMPX_F16 ? 2u : dt == AMPX_E4M3 || dt == AMPX_E5M2 ? 1u : 4u;
 }
 
 /* Vectorised access to 4 consecutive elements starting at i (i a multiple of 4, base aligned

@@ -1,5 +1,6 @@
 /* gemm.cu — the native GEMM of the CUDA backend: C_b = alpha op(A_b) op(B_b) + beta C_b for
- * any combination of f32/bf16/f16 A, B and C.
+ * any combination of f32/bf16/f16 A, B and C, and (ABI 1.7 GEMM_FP8) of e4m3/e5m2 A and B
+ * with an f32/bf16/f16 C.
  *
  * cuBLAS takes the dtype combinations it supports (plugins/cuda/gemm.c); this kernel takes
  * the rest (mixed A/B dtypes, f32 inputs with a bf16/f16 C, ...), k == 0, shapes beyond
@@ -13,6 +14,11 @@
  * (when given) and f(v) (kernel_math.h's ampx_km_act_f in double, as ACT_FWD here) is what
  * is rounded into C. Elements outside the matrices (edge tiles) load as 0 and are
  * never written, so padding between rows is never read as data nor overwritten.
+ *
+ * GEMM_FP8 runs the same kernel: fp8 codes widen exactly to f32 as they are staged (their
+ * products are exact in f32, so acc is the f32 sum of the codes' products), and alpha is
+ * replaced by alpha * (scale_a[0] * scale_b[0]), the two dequantization factors read from
+ * device memory by the kernel, so nothing waits for them on the host.
  */
 #include "common.cuh"
 
@@ -38,6 +44,8 @@ __global__ void __launch_bounds__(256)
     __shared__ float bs[BK][BN + 1];
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16; /* 16 x 16 threads, 4 x 4 each */
     const size_t ea = cuk_dt_size(g.adt), eb = cuk_dt_size(g.bdt), ec = cuk_dt_size(g.cdt);
+    /* GEMM_FP8: (alpha * (a_scale_inv * b_scale_inv)), in that order (backend.h) */
+    const float alpha = g.scale_a ? g.alpha * (g.scale_a[0] * g.scale_b[0]) : g.alpha;
 
     for (uint64_t bz = blockIdx.z; bz < nbatch; bz += gridDim.z) {
         uint64_t b    = batch0 + bz;
@@ -89,7 +97,7 @@ __global__ void __launch_bounds__(256)
                         uint64_t j = j0 + tx + 16 * c;
                         if (j >= g.n) continue;
                         uint64_t idx = i * g.ldc + j;
-                        float v      = g.alpha * acc[r][c];
+                        float v      = alpha * acc[r][c];
                         if (g.beta != 0.0f) v += g.beta * cuk_ld(C, g.cdt, idx);
                         if (g.bias) v = v + cuk_ld(g.bias, g.biasdt, j);
                         if (g.pre)

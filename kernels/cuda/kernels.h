@@ -10,7 +10,8 @@
  * needs is allocated by the caller (stream-ordered) and passed in.
  *
  * Dtypes are ampx_dtype values; every kernel loads any float dtype to f32 exactly and stores
- * with dtype.h's rounding (the same functions, compiled for the device).
+ * with dtype.h's rounding (the same functions, compiled for the device). The fp8 dtypes
+ * (e4m3, e5m2) reach only the GEMM (A and B) and the fp8 kernels.
  */
 #ifndef AMPX_KERNELS_CUDA_H
 #define AMPX_KERNELS_CUDA_H
@@ -42,6 +43,10 @@ typedef struct cuk_gemm {
     void *pre;
     int32_t biasdt, predt;
     uint32_t act; /* 1 + ampx_act, 0 none */
+    /* ABI 1.7 GEMM_FP8 (A and B e4m3/e5m2, widened exactly on load): f32 [1] each on the
+     * device, read by the kernel; alpha becomes alpha * (scale_a[0] * scale_b[0]). NULL for
+     * GEMM. */
+    const float *scale_a, *scale_b;
 } cuk_gemm;
 /* All batches in one launch, or (sequential != 0) one launch per batch in order, for batches
  * whose C matrices overlap. */
@@ -317,6 +322,39 @@ cudaError_t cuk_im2col_run(cudaStream_t s, const cuk_window *w);
 cudaError_t cuk_col2im_run(cudaStream_t s, const cuk_window *w);
 cudaError_t cuk_pool2d_fwd_run(cudaStream_t s, const cuk_window *w);
 cudaError_t cuk_pool2d_bwd_run(cudaStream_t s, const cuk_window *w);
+
+// ---------------------------------------------------------------------------------------
+// ABI 1.7: FP8_QUANTIZE, FP8_SCALE_UPDATE (fp8.cu); GEMM_FP8 is cuk_gemm_native with the
+// scale pointers of cuk_gemm
+
+/* FP8_QUANTIZE, checked: exactly one of sdt and ddt e4m3/e5m2, the other f32/bf16/f16; scale
+ * f32 [1]; amax (f32 [1], max-accumulated) and counts (i32 [2], added to) optional and only
+ * with an fp8 ddt. n > 0. */
+typedef struct cuk_fp8_quantize {
+    const void *src;
+    void *dst;
+    const float *scale;
+    float *amax;     /* NULL: not raised */
+    int32_t *counts; /* NULL: not counted */
+    int32_t sdt, ddt;
+    int32_t saturate;
+    uint64_t n;
+} cuk_fp8_quantize;
+cudaError_t cuk_fp8_quantize_run(cudaStream_t s, const cuk_fp8_quantize *q);
+
+/* FP8_SCALE_UPDATE, checked: state the f32 FP8 STATE block (2 + history) n, fp8_max f32 [n],
+ * scalars the scalars block or NULL (then found_inf is not read). n > 0, history >= 1. */
+typedef struct cuk_fp8_scale_update {
+    float *state;
+    const float *fp8_max;
+    const void *scalars;
+    uint32_t algo; /* ampx_fp8_amax_algo */
+    uint32_t history;
+    int32_t margin;
+    uint32_t skip_on_found_inf;
+    uint64_t n;
+} cuk_fp8_scale_update;
+cudaError_t cuk_fp8_scale_update_run(cudaStream_t s, const cuk_fp8_scale_update *u);
 
 // ---------------------------------------------------------------------------------------
 // Buffers

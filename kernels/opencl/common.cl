@@ -2,7 +2,8 @@
  * program it builds from kernels/opencl/.
  *
  * Tensors travel as three kernel arguments: the buffer (bytes), the byte offset of the first
- * element, and the dtype (AMPX_F32 0, AMPX_BF16 1, AMPX_F16 2 as in dtype.h). Every element
+ * element, and the dtype (AMPX_F32 0, AMPX_BF16 1, AMPX_F16 2 as in dtype.h; the fp8 ones,
+ * AMPX_E4M3 4 and AMPX_E5M2 5, only where a kernel says so: see "fp8" below). Every element
  * is widened to f32 exactly when loaded and rounded once to nearest even when stored. The
  * conversions are integer ports of dtype.h, so they are bit-exact on every device and need
  * no cl_khr_fp16: f16 is a storage format here, the arithmetic is f32 as the ABI asks.
@@ -161,6 +162,108 @@ inline void st_elem_sr(__global uchar *base, int dt, ulong i, float v, uint rnd)
         ((__global ushort *)base)[i] =
             dt == DT_BF16 ? f32_to_bf16_sr(v, rnd) : f32_to_f16_sr(v, rnd);
 }
+
+// ---------------------------------------------------------------------------------------
+// fp8 (ABI 1.7): e4m3 and e5m2 codes <-> f32, bit-exact ports of dtype.h's
+// ampx_e4m3_to_f32, ampx_e5m2_to_f32 and ampx_f32_to_e4m3 / e5m2 (integer code, so the
+// device's denormal mode never enters). They are not tensors of ld_elem / st_elem: only the
+// fp8 ops (fp8.cl, the fp8 GEMM kernels) read and write them, through these.
+
+#define DT_E4M3 4
+#define DT_E5M2 5
+
+inline float e4m3_to_f32(uchar c) {
+    uint sign = (uint)(c & 0x80u) << 24;
+    uint e    = (c >> 3) & 0xfu;
+    uint mant = c & 0x7u;
+    if (e == 0xfu && mant == 0x7u) return as_float(sign | 0x7fc00000u);
+    if (e == 0u) return as_float(sign | as_uint((float)mant * (1.0f / 512.0f))); /* exact */
+    return as_float(sign | ((e + 120u) << 23) | (mant << 20));
+}
+
+inline float e5m2_to_f32(uchar c) {
+    return f16_to_f32((ushort)((ushort)c << 8));
+}
+
+inline float fp8_to_f32(uchar c, int dt) {
+    return dt == DT_E4M3 ? e4m3_to_f32(c) : e5m2_to_f32(c);
+}
+
+/* Eight codes at once, lane for lane the scalar functions' bits (the GEMM's row loads). */
+inline float8 e4m3v8_to_f32(uchar8 c8) {
+    uint8 c    = convert_uint8(c8);
+    uint8 sign = (c & 0x80u) << 24;
+    uint8 e    = (c >> 3) & 0xfu;
+    uint8 mant = c & 0x7u;
+    uint8 r    = sign | ((e + 120u) << 23) | (mant << 20);
+    r          = select(r, sign | as_uint8(convert_float8(mant) * (1.0f / 512.0f)), e == 0u);
+    r          = select(r, sign | 0x7fc00000u, (e == 0xfu) & (mant == 0x7u));
+    return as_float8(r);
+}
+
+inline float8 e5m2v8_to_f32(uchar8 c8) {
+    uint8 c    = convert_uint8(c8);
+    uint8 sign = (c & 0x80u) << 24;
+    uint8 e    = (c >> 2) & 0x1fu;
+    uint8 mant = c & 0x3u;
+    uint8 r    = sign | ((e + 112u) << 23) | (mant << 21);
+    r          = select(r, sign | as_uint8(convert_float8(mant) * (1.0f / 65536.0f)), e == 0u);
+    r          = select(r, sign | 0x7f800000u | (mant << 21), e == 0x1fu);
+    return as_float8(r);
+}
+
+/* dtype.h's ampx_fp8_round_: the non-negative finite f32 with bits ax on the grid of a
+ * format of mbits mantissa bits and exponent bias `bias`, nearest even; the code without
+ * its sign, possibly past the largest finite. */
+inline uint fp8_round(uint ax, uint mbits, int bias) {
+    if (ax < 0x00800000u) return 0u; /* f32 zeros and subnormals lie far below half an fp8 ulp */
+    int e    = (int)(ax >> 23) - 127;
+    int emin = 1 - bias;
+    uint m   = (ax & 0x7fffffu) | 0x800000u;
+    uint shift, base;
+    if (e >= emin) {
+        shift = 23u - mbits;
+        base  = ((uint)(e + bias) << mbits) | ((m & 0x7fffffu) >> shift);
+    } else {
+        shift = (uint)(emin - e) + 23u - mbits;
+        if (shift > 24u) return 0u;
+        base = m >> shift;
+    }
+    uint rem = m & ((1u << shift) - 1u), half_ = 1u << (shift - 1u);
+    if (rem > half_ || (rem == half_ && (base & 1u))) base++;
+    return base;
+}
+
+/* The code of f in fp8 dtype dt (ampx_f32_to_fp8); *overflow = 1 when f is not a NaN and
+ * its rounding lies past the largest finite (an infinity included), else 0. */
+inline uchar f32_to_fp8(float f, int dt, int saturate, int *overflow) {
+    uint x     = as_uint(f);
+    uchar sign = (uchar)((x >> 24) & 0x80u);
+    uint ax    = x & 0x7fffffffu;
+    *overflow  = 0;
+    if (dt == DT_E4M3) {
+        if (ax > 0x7f800000u) return (uchar)(sign | 0x7fu);
+        uint r = ax == 0x7f800000u ? 0x7fu : fp8_round(ax, 3u, 7);
+        if (r <= 0x7eu) return (uchar)(sign | r);
+        *overflow = 1;
+        return (uchar)(sign | (saturate ? 0x7eu : 0x7fu));
+    }
+    if (ax > 0x7f800000u) return (uchar)(sign | 0x7eu | ((ax >> 21) & 1u));
+    uint r = ax == 0x7f800000u ? 0x7cu : fp8_round(ax, 2u, 15);
+    if (r <= 0x7bu) return (uchar)(sign | r);
+    *overflow = 1;
+    return (uchar)(sign | (saturate ? 0x7bu : 0x7cu));
+}
+
+/* ld_elem for any dtype a GEMM operand may have: f32, bf16, f16, e4m3 or e5m2. */
+inline float ld_operand(__global const uchar *base, int dt, ulong i) {
+    if (dt == DT_E4M3) return e4m3_to_f32(base[i]);
+    if (dt == DT_E5M2) return e5m2_to_f32(base[i]);
+    return ld_elem(base, dt, i);
+}
+#ifndef AMPX_TYPED
+#define LDO(n, i) ld_operand(n##_p + n##_o, n##_dt, (i))
+#endif
 
 #ifdef AMPX_TYPED
 // ---------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-/* gemm.cl — GEMM helpers and the tiled kernel for any mix of A/B/C dtypes.
+/* gemm.cl — GEMM helpers and the tiled kernel for any mix of A/B/C dtypes, and the fp8
+ * operands of GEMM_FP8 (ABI 1.7).
  *
  * f32 x f32 -> f32 goes to CLBlast SGEMM. Other dtype mixes either run gemm_tiled here, or
  * are widened to f32 (cast), multiplied by CLBlast and rounded back (gemm_store_c); the
@@ -8,20 +9,29 @@
  * gemm_tiled: a work-group of 16 x 16 items computes a 64 x 64 tile of C, each item a 4 x 4
  * block held in registers (rows ty + 16 w, columns tx + 16 v). Each 16-deep slice of k
  * stages op(A) and op(B) in local memory as f32, converted once per element on load;
- * elements outside the matrix load as 0 and padding between rows is never read. */
+ * elements outside the matrix load as 0 and padding between rows is never read.
+ *
+ * GEMM_FP8 runs gemm_tiled or gemm_rows_<A>_<B> with A and B e4m3 or e5m2 (widened exactly)
+ * and the two dequantization factors dq_a, dq_b (f32 [1] each, read on the device): the
+ * factor of the sum is alpha * (dq_a[0] * dq_b[0]) in f32, backend.h's order. Both kernels
+ * read C_old from c and write the result to out: C itself, or (the epilogue's) an f32 copy
+ * of C's layout that gemm_epilogue then finishes. */
 #define GT_TS 64
 #define GT_TK 16
 
 __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void
-gemm_tiled(CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n, ulong k, ulong lda, ulong ldb,
-           ulong ldc, ulong sa, ulong sb, ulong sc, int ta, int tb, float alpha, float beta,
-           ulong batch0) {
+gemm_tiled(CTENSOR(a), CTENSOR(b), CTENSOR(c), TENSOR(out), ulong m, ulong n, ulong k, ulong lda,
+           ulong ldb, ulong ldc, ulong sa, ulong sb, ulong sc, int ta, int tb, float alpha,
+           float beta, ulong batch0, FARG(dq_a), FARG(dq_b)) {
     __local float As[GT_TK][GT_TS + 1];
     __local float Bs[GT_TK][GT_TS + 1];
     const uint tx = get_local_id(0), ty = get_local_id(1), tid = ty * 16 + tx;
     const ulong bt   = batch0 + get_global_id(2);
     const ulong row0 = (ulong)get_group_id(1) * GT_TS, col0 = (ulong)get_group_id(0) * GT_TS;
     const ulong abase = bt * sa, bbase = bt * sb, cbase = bt * sc;
+    const float al = dq_a_p ? alpha * (((__global const float *)(dq_a_p + dq_a_o))[0] *
+                                       ((__global const float *)(dq_b_p + dq_b_o))[0])
+                            : alpha;
     float acc[4][4];
     for (int w = 0; w < 4; w++)
         for (int v = 0; v < 4; v++)
@@ -32,9 +42,9 @@ gemm_tiled(CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n, ulong k, ulong l
             uint p = idx / GT_TS, i = idx % GT_TS;
             ulong gi = row0 + i, gj = col0 + i, gp = k0 + p;
             As[p][i] =
-                (gi < m && gp < k) ? LD(a, abase + (ta ? gp * lda + gi : gi * lda + gp)) : 0.0f;
+                (gi < m && gp < k) ? LDO(a, abase + (ta ? gp * lda + gi : gi * lda + gp)) : 0.0f;
             Bs[p][i] =
-                (gj < n && gp < k) ? LD(b, bbase + (tb ? gj * ldb + gp : gp * ldb + gj)) : 0.0f;
+                (gj < n && gp < k) ? LDO(b, bbase + (tb ? gj * ldb + gp : gp * ldb + gj)) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint p = 0; p < GT_TK; p++) {
@@ -56,9 +66,9 @@ gemm_tiled(CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n, ulong k, ulong l
             ulong j = col0 + tx + 16 * v;
             if (j >= n) continue;
             ulong ci = cbase + i * ldc + j;
-            float r  = alpha * acc[w][v];
+            float r  = al * acc[w][v];
             if (beta != 0.0f) r = r + beta * LD(c, ci);
-            ST(c, ci, r);
+            ST(out, ci, r);
         }
     }
 }
@@ -124,12 +134,12 @@ __kernel void gemm_bias_grad(CTENSOR(b), TENSOR(db), int accumulate, ulong n, ul
  * work items of a kernel that has loops inside. Each work item computes a 6 x 16 block of C
  * (rows i0.., columns j0..) in twelve float8 accumulators (12 AVX registers): per k step it
  * loads sixteen consecutive elements of a row of op(B) as two float8 (widening bf16 with a
- * shift, f16 with vload_half8, both exact), broadcasts six elements of op(A), and does six
- * vector multiply-adds. One kernel per A/B dtype pair, so the loop has no dtype branch.
- * Dimension 0 walks the row blocks, so consecutive work-groups reuse the same columns of B
- * from cache. Rows past m and columns past n re-read the last row or column and are not
- * stored. Products and sums are f32; alpha and beta apply once at the end, C is rounded
- * once. */
+ * shift, f16 with vload_half8, fp8 with common.cl's lane-wise integer code, all exact),
+ * broadcasts six elements of op(A), and does six vector multiply-adds. One kernel per A/B
+ * dtype pair, so the loop has no dtype branch. Dimension 0 walks the row blocks, so
+ * consecutive work-groups reuse the same columns of B from cache. Rows past m and columns
+ * past n re-read the last row or column and are not stored. Products and sums are f32;
+ * alpha and beta apply once at the end, C is rounded once. */
 #define GR_ROWS 6
 #define GR_COLS 16
 
@@ -152,59 +162,75 @@ inline float8 ldv_f16(__global const uchar *p, ulong i) {
     return vload_half8(0, (__global const half *)p + i);
 }
 
+/* The body of gemm_rows_<A>_<B> (AN, BN: the load helpers' suffixes): C_old is read from c,
+ * the sum times ALPHA plus beta * C_old is stored to OUT. */
+#define GEMM_ROWS_BODY(AN, BN, OUT, ALPHA)                                                         \
+    const ulong i0 = get_global_id(0) * GR_ROWS, j0 = get_global_id(1) * GR_COLS;                  \
+    const ulong bt          = batch0 + get_global_id(2);                                           \
+    __global const uchar *A = a_p + a_o, *B = b_p + b_o;                                           \
+    ulong arow[GR_ROWS], bcol[GR_COLS];                                                            \
+    for (int r = 0; r < GR_ROWS; r++)                                                              \
+        arow[r] = bt * sa + (i0 + r < m ? i0 + r : m - 1) * (ta ? 1 : lda);                        \
+    for (int v = 0; v < GR_COLS; v++)                                                              \
+        bcol[v] = bt * sb + (j0 + v < n ? j0 + v : n - 1) * (tb ? ldb : 1);                        \
+    const ulong astep = ta ? lda : 1, bstep = tb ? 1 : ldb;                                        \
+    float8 acc0[GR_ROWS], acc1[GR_ROWS]; /* columns j0..j0+7 and j0+8..j0+15 */                    \
+    for (int r = 0; r < GR_ROWS; r++)                                                              \
+        acc0[r] = acc1[r] = (float8)(0.0f);                                                        \
+    if (!tb && j0 + GR_COLS <= n) { /* a whole row segment of op(B) in one load */                 \
+        for (ulong p = 0; p < k; p++) {                                                            \
+            float8 b0 = ldv_##BN(B, bcol[0] + p * bstep);                                          \
+            float8 b1 = ldv_##BN(B, bcol[0] + p * bstep + 8);                                      \
+            for (int r = 0; r < GR_ROWS; r++) {                                                    \
+                float8 av = (float8)(lds_##AN(A, arow[r] + p * astep));                            \
+                acc0[r]   = mad(av, b0, acc0[r]);                                                  \
+                acc1[r]   = mad(av, b1, acc1[r]);                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    } else {                                                                                       \
+        for (ulong p = 0; p < k; p++) {                                                            \
+            float bs[GR_COLS];                                                                     \
+            for (int v = 0; v < GR_COLS; v++)                                                      \
+                bs[v] = lds_##BN(B, bcol[v] + p * bstep);                                          \
+            float8 b0 = vload8(0, bs), b1 = vload8(1, bs);                                         \
+            for (int r = 0; r < GR_ROWS; r++) {                                                    \
+                float8 av = (float8)(lds_##AN(A, arow[r] + p * astep));                            \
+                acc0[r]   = mad(av, b0, acc0[r]);                                                  \
+                acc1[r]   = mad(av, b1, acc1[r]);                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    for (int r = 0; r < GR_ROWS; r++) {                                                            \
+        if (i0 + r >= m) break;                                                                    \
+        float vals[GR_COLS];                                                                       \
+        vstore8(acc0[r], 0, vals);                                                                 \
+        vstore8(acc1[r], 1, vals);                                                                 \
+        for (int v = 0; v < GR_COLS; v++) {                                                        \
+            if (j0 + v >= n) break;                                                                \
+            ulong ci = bt * sc + (i0 + r) * ldc + j0 + v;                                          \
+            float x  = ALPHA * vals[v];                                                            \
+            if (beta != 0.0f) x = x + beta * LD(c, ci);                                            \
+            ST(OUT, ci, x);                                                                        \
+        }                                                                                          \
+    }
+
 #define GEMM_ROWS_KERNEL(AN, BN)                                                                   \
     __kernel void gemm_rows_##AN##_##BN(CTENSOR(a), CTENSOR(b), TENSOR(c), ulong m, ulong n,       \
                                         ulong k, ulong lda, ulong ldb, ulong ldc, ulong sa,        \
                                         ulong sb, ulong sc, int ta, int tb, float alpha,           \
                                         float beta, ulong batch0) {                                \
-        const ulong i0 = get_global_id(0) * GR_ROWS, j0 = get_global_id(1) * GR_COLS;              \
-        const ulong bt          = batch0 + get_global_id(2);                                       \
-        __global const uchar *A = a_p + a_o, *B = b_p + b_o;                                       \
-        ulong arow[GR_ROWS], bcol[GR_COLS];                                                        \
-        for (int r = 0; r < GR_ROWS; r++)                                                          \
-            arow[r] = bt * sa + (i0 + r < m ? i0 + r : m - 1) * (ta ? 1 : lda);                    \
-        for (int v = 0; v < GR_COLS; v++)                                                          \
-            bcol[v] = bt * sb + (j0 + v < n ? j0 + v : n - 1) * (tb ? ldb : 1);                    \
-        const ulong astep = ta ? lda : 1, bstep = tb ? 1 : ldb;                                    \
-        float8 acc0[GR_ROWS], acc1[GR_ROWS]; /* columns j0..j0+7 and j0+8..j0+15 */                \
-        for (int r = 0; r < GR_ROWS; r++)                                                          \
-            acc0[r] = acc1[r] = (float8)(0.0f);                                                    \
-        if (!tb && j0 + GR_COLS <= n) { /* a whole row segment of op(B) in one load */             \
-            for (ulong p = 0; p < k; p++) {                                                        \
-                float8 b0 = ldv_##BN(B, bcol[0] + p * bstep);                                      \
-                float8 b1 = ldv_##BN(B, bcol[0] + p * bstep + 8);                                  \
-                for (int r = 0; r < GR_ROWS; r++) {                                                \
-                    float8 av = (float8)(lds_##AN(A, arow[r] + p * astep));                        \
-                    acc0[r]   = mad(av, b0, acc0[r]);                                              \
-                    acc1[r]   = mad(av, b1, acc1[r]);                                              \
-                }                                                                                  \
-            }                                                                                      \
-        } else {                                                                                   \
-            for (ulong p = 0; p < k; p++) {                                                        \
-                float bs[GR_COLS];                                                                 \
-                for (int v = 0; v < GR_COLS; v++)                                                  \
-                    bs[v] = lds_##BN(B, bcol[v] + p * bstep);                                      \
-                float8 b0 = vload8(0, bs), b1 = vload8(1, bs);                                     \
-                for (int r = 0; r < GR_ROWS; r++) {                                                \
-                    float8 av = (float8)(lds_##AN(A, arow[r] + p * astep));                        \
-                    acc0[r]   = mad(av, b0, acc0[r]);                                              \
-                    acc1[r]   = mad(av, b1, acc1[r]);                                              \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-        for (int r = 0; r < GR_ROWS; r++) {                                                        \
-            if (i0 + r >= m) break;                                                                \
-            float vals[GR_COLS];                                                                   \
-            vstore8(acc0[r], 0, vals);                                                             \
-            vstore8(acc1[r], 1, vals);                                                             \
-            for (int v = 0; v < GR_COLS; v++) {                                                    \
-                if (j0 + v >= n) break;                                                            \
-                ulong ci = bt * sc + (i0 + r) * ldc + j0 + v;                                      \
-                float x  = alpha * vals[v];                                                        \
-                if (beta != 0.0f) x = x + beta * LD(c, ci);                                        \
-                ST(c, ci, x);                                                                      \
-            }                                                                                      \
-        }                                                                                          \
+        GEMM_ROWS_BODY(AN, BN, c, alpha)                                                           \
+    }
+
+/* GEMM_FP8's: C_old from c, the result to out, alpha times the dequantization factors. */
+#define GEMM_ROWS_FP8_KERNEL(AN, BN)                                                               \
+    __kernel void gemm_rows_##AN##_##BN(CTENSOR(a), CTENSOR(b), CTENSOR(c), TENSOR(out), ulong m,  \
+                                        ulong n, ulong k, ulong lda, ulong ldb, ulong ldc,         \
+                                        ulong sa, ulong sb, ulong sc, int ta, int tb, float alpha, \
+                                        float beta, ulong batch0, FARG(dq_a), FARG(dq_b)) {        \
+        const float al = alpha * (((__global const float *)(dq_a_p + dq_a_o))[0] *                 \
+                                  ((__global const float *)(dq_b_p + dq_b_o))[0]);                 \
+        GEMM_ROWS_BODY(AN, BN, out, al)                                                            \
     }
 
 GEMM_ROWS_KERNEL(f32, f32)
@@ -216,3 +242,21 @@ GEMM_ROWS_KERNEL(bf16, f16)
 GEMM_ROWS_KERNEL(f16, f32)
 GEMM_ROWS_KERNEL(f16, bf16)
 GEMM_ROWS_KERNEL(f16, f16)
+
+inline float lds_e4m3(__global const uchar *p, ulong i) {
+    return e4m3_to_f32(p[i]);
+}
+inline float lds_e5m2(__global const uchar *p, ulong i) {
+    return e5m2_to_f32(p[i]);
+}
+inline float8 ldv_e4m3(__global const uchar *p, ulong i) {
+    return e4m3v8_to_f32(vload8(0, p + i));
+}
+inline float8 ldv_e5m2(__global const uchar *p, ulong i) {
+    return e5m2v8_to_f32(vload8(0, p + i));
+}
+
+GEMM_ROWS_FP8_KERNEL(e4m3, e4m3)
+GEMM_ROWS_FP8_KERNEL(e4m3, e5m2)
+GEMM_ROWS_FP8_KERNEL(e5m2, e4m3)
+GEMM_ROWS_FP8_KERNEL(e5m2, e5m2)

@@ -130,6 +130,23 @@ cpu_avx2_act_neg_arg_ps(uint32_t act, __m256 x) {
     return _mm256_sub_ps(_mm256_setzero_ps(), x);
 }
 
+/* Eight fp8 codes (the low 8 bytes of c8) widened exactly to f32. e5m2 is the top byte of an
+ * f16. e4m3's seven magnitude bits shifted left by 7 form the f16 of the same mantissa with
+ * an exponent 8 lower (its subnormals land on f16 subnormals), so times 256 it is exact;
+ * its NaN code S.1111.111 is set apart. A signalling e5m2 NaN comes back quiet (vcvtph2ps). */
+CPU_AVX2_FN static inline __attribute__((always_inline)) __m256 cpu_avx2_fp8_to_ps(__m128i c8,
+                                                                                   ampx_dtype dt) {
+    __m128i c = _mm_cvtepu8_epi16(c8);
+    if (dt == AMPX_E5M2) return _mm256_cvtph_ps(_mm_slli_epi16(c, 8));
+    __m128i mag  = _mm_and_si128(c, _mm_set1_epi16(0x7f));
+    __m128i sign = _mm_slli_epi16(_mm_xor_si128(c, mag), 8);
+    __m256 v     = _mm256_mul_ps(_mm256_cvtph_ps(_mm_or_si128(sign, _mm_slli_epi16(mag, 7))),
+                                 _mm256_set1_ps(256.0f));
+    __m256 nan =
+        _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f))));
+    return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), nan);
+}
+
 /* The first m lanes (0 <= m <= 8) set: the mask of a row's last, partial vector, for
  * _mm256_maskload_ps / _mm256_maskstore_ps (masked lanes are neither read nor written). */
 CPU_AVX2_FN static inline __attribute__((always_inline)) __m256i cpu_avx2_first_lanes(uint64_t m) {

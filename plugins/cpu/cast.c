@@ -17,6 +17,9 @@
 void cpu_load_f32(float *dst, const void *base, ampx_dtype dt, uint64_t i0, uint64_t n) {
     if (dt == AMPX_F32)
         memcpy(dst, (const float *)base + i0, (size_t)n * sizeof(float));
+    else if (ampx_dtype_is_fp8(dt))
+        for (uint64_t j = 0; j < n; j++)
+            dst[j] = ampx_fp8_to_f32(((const uint8_t *)base)[i0 + j], dt);
     else
         cpu_tls_kern->load_f32(dst, (const char *)base + i0 * 2, dt, n);
 }

@@ -313,6 +313,8 @@ static inline float cpu_ld(const void *base, ampx_dtype dt, uint64_t i) {
     case AMPX_F32: return ((const float *)base)[i];
     case AMPX_BF16: return ampx_bf16_to_f32(((const uint16_t *)base)[i]);
     case AMPX_F16: return ampx_f16_to_f32(((const uint16_t *)base)[i]);
+    case AMPX_E4M3: return ampx_e4m3_to_f32(((const uint8_t *)base)[i]);
+    case AMPX_E5M2: return ampx_e5m2_to_f32(((const uint8_t *)base)[i]);
     default: return 0.0f;
     }
 }
@@ -369,6 +371,11 @@ void cpu_store_f32_portable(void *dst, ampx_dtype dt, const float *src, uint64_t
 // The ops, one file each (named after the op in backend.h).
 
 ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *a);
+/* The GEMM of checked arguments (GEMM's, or GEMM_FP8's with its factors folded into alpha). */
+ampx_status cpu_gemm_checked(ampx_context *ctx, const ampx_gemm_args *g);
+ampx_status cpu_fp8_quantize(ampx_context *ctx, const ampx_fp8_quantize_args *a);
+ampx_status cpu_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *a);
+ampx_status cpu_fp8_scale_update(ampx_context *ctx, const ampx_fp8_scale_update_args *a);
 ampx_status cpu_cast(ampx_context *ctx, const ampx_cast_args *a);
 ampx_status cpu_add(ampx_context *ctx, const ampx_add_args *a);
 ampx_status cpu_mul(ampx_context *ctx, const ampx_mul_args *a);

@@ -171,64 +171,7 @@ typedef struct sliver_job {
     cpu_gemm_epi epi; /* bias, pre_act, activation: applied in tile_epilogue, so c_fused is 0 */
 } sliver_job;
 
-/* Slivers packed per item when the source runs along the sliver (strided in k): each k step
- * then reads GEMM_STRIP * w contiguous elements instead of w elements a row apart, which is
- * what the hardware prefetcher and the TLB need. */
-#define GEMM_STRIP 16
-/* Rows of a strip prefetched ahead of the one being packed. */
-#define GEMM_PREFETCH_ROWS 8
-/* The widest sliver of any table (the strip buffer's width). */
-#define GEMM_NR_MAX 32
-
-/* The packers run for the sliver tables only (AVX2 and up), so they may use AVX2 (compiled
- * at -O3, the scalar tails vectorise too). */
-#if CPU_HAVE_AVX2_TABLE
-#define GEMM_PAIRS_FN __attribute__((target("avx2,fma,f16c"), optimize("O3")))
-#else
-#define GEMM_PAIRS_FN
-#endif
-
-#if CPU_HAVE_AVX2_TABLE
-
-/* Four elements of X from i (the 12-wide slivers' tail), widened as gemm_ld8 does. */
-GEMM_PAIRS_FN static inline __attribute__((always_inline)) __m128
-gemm_ld4(const void *X, ampx_dtype dt, uint64_t i) {
-    if (dt == AMPX_F32) return _mm_loadu_ps((const float *)X + i);
-    __m128i h = _mm_loadl_epi64((const __m128i *)((const uint16_t *)X + i));
-    return dt == AMPX_BF16 ? _mm256_castps256_ps128(cpu_avx2_bf16_to_ps(h)) : _mm_cvtph_ps(h);
-}
-
-/* Eight elements of X from i widened to f32 for the packs: as avx2_math.h's cpu_avx2_ld8,
- * except that an f16 NaN is left as vcvtph2ps gives it, quiet, where dtype.h keeps a
- * signalling NaN signalling. Packed values are only ever multiplicands of the micro-kernels'
- * fused multiply-adds, whose NaN result is Q(x), else Q(y), else Q(z) (the first NaN
- * operand, quieted): a signalling NaN and its quiet form give the same bits. Skipping the
- * rebuild makes f16 packs as cheap as f32 ones (one thread, 64 x 128x32x128: 161 -> 174
- * GFLOP/s, f32 166). */
-GEMM_PAIRS_FN static inline __attribute__((always_inline)) __m256
-gemm_ld8(const void *X, ampx_dtype dt, uint64_t i) {
-    if (dt == AMPX_F16)
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)X + i)));
-    return cpu_avx2_ld8(X, dt, i);
-}
-
-/* Four rows of eight 32-bit values -> eight columns of four, column t stored at d + t*w. */
-GEMM_PAIRS_FN static inline __attribute__((always_inline)) void
-gemm_t4x8(__m256 r0, __m256 r1, __m256 r2, __m256 r3, float *d, unsigned w) {
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-    __m256 k04 = _mm256_shuffle_ps(t0, t2, 0x44), k15 = _mm256_shuffle_ps(t0, t2, 0xee);
-    __m256 k26 = _mm256_shuffle_ps(t1, t3, 0x44), k37 = _mm256_shuffle_ps(t1, t3, 0xee);
-    _mm_storeu_ps(d + 0 * w, _mm256_castps256_ps128(k04));
-    _mm_storeu_ps(d + 1 * w, _mm256_castps256_ps128(k15));
-    _mm_storeu_ps(d + 2 * w, _mm256_castps256_ps128(k26));
-    _mm_storeu_ps(d + 3 * w, _mm256_castps256_ps128(k37));
-    _mm_storeu_ps(d + 4 * w, _mm256_extractf128_ps(k04, 1));
-    _mm_storeu_ps(d + 5 * w, _mm256_extractf128_ps(k15, 1));
-    _mm_storeu_ps(d + 6 * w, _mm256_extractf128_ps(k26, 1));
-    _mm_storeu_ps(d + 7 * w, _mm256_extractf128_ps(k37, 1));
-}
-#endif
+#include "gemm_pack.h"
 
 /* op(X)[i][p] = X[base + i*ld + p] (contiguous along k): packs one sliver, index rows
  * r0 .. r0+w (the first `rows` real, the rest zero), of the k block [p0, p0+kc) into dst,
@@ -421,7 +364,10 @@ static void pack_slivers(const sliver_job *j, const pack_src *o, uint64_t p0, ui
             uint64_t n1 = ns - t0 < GEMM_STRIP ? ns - t0 : GEMM_STRIP;
             uint64_t i0 = (s0 + t0) * w, len = o->count - i0 < n1 * w ? o->count - i0 : n1 * w;
             float *d = dst + t0 * w * kc;
-            if (j->pairs)
+            if (j->pairs && ampx_dtype_is_fp8(o->dt))
+                cpu_pack_imajor_pairs8(o->X, o->dt, o->base, o->ld, o->k, p0, kc, i0, len, n1, w,
+                                       (uint32_t *)d);
+            else if (j->pairs)
                 pack_imajor_pairs(o->X, o->base, o->ld, o->k, p0, kc, i0, len, n1, w,
                                   (uint32_t *)d);
             else
@@ -431,7 +377,10 @@ static void pack_slivers(const sliver_job *j, const pack_src *o, uint64_t p0, ui
         for (uint64_t t = 0; t < ns; t++) {
             uint64_t r0 = (s0 + t) * w, rows = o->count - r0 < w ? o->count - r0 : w;
             float *d = dst + t * w * kc;
-            if (j->pairs)
+            if (j->pairs && ampx_dtype_is_fp8(o->dt))
+                cpu_pack_kmajor_pairs8(o->X, o->dt, o->base, o->ld, p0, kc, r0, rows, w,
+                                       (uint32_t *)d);
+            else if (j->pairs)
                 pack_kmajor_pairs(o->X, o->base, o->ld, p0, kc, r0, rows, w, (uint32_t *)d);
             else
                 pack_kmajor(o->X, o->dt, o->base, o->ld, p0, kc, r0, rows, w, d);
@@ -757,7 +706,9 @@ static ampx_status gemm_sliver(ampx_context *ctx, const ampx_gemm_args *g, const
         j.c_trans = 1;
     }
     g       = &j.a;
-    j.pairs = j.kern->gemm_micro_bf16 && g->a.dtype == AMPX_BF16 && g->b.dtype == AMPX_BF16;
+    j.pairs = j.kern->gemm_micro_bf16 &&
+              ((g->a.dtype == AMPX_BF16 && g->b.dtype == AMPX_BF16) ||
+               (ampx_dtype_is_fp8(g->a.dtype) && ampx_dtype_is_fp8(g->b.dtype)));
     j.mpad  = cpu_div_up(g->m, j.kern->mr) * j.kern->mr;
     j.npad  = cpu_div_up(g->n, j.kern->nr) * j.kern->nr;
     j.slv_a = j.mpad / j.kern->mr;
@@ -819,12 +770,18 @@ static uint64_t mul_sat(uint64_t a, uint64_t b) {
 }
 
 ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
+    ampx_gemm_args g;
+    CPU_TRY(ampx_kit_take_gemm(AMPX_KIT(ctx), args, &g, NULL));
+    if (!ctx->epilogue && ampx_kit_gemm_epilogue(&g)) /* gemm_epilogue=0: as supports() says */
+        return cpu_fail(ctx, AMPX_ERR_UNSUPPORTED, "gemm: epilogue off (gemm_epilogue=0)");
+    return cpu_gemm_checked(ctx, &g);
+}
+
+ampx_status cpu_gemm_checked(ampx_context *ctx, const ampx_gemm_args *ga) {
     gemm_job j;
     memset(&j, 0, sizeof j);
-    CPU_TRY(ampx_kit_take_gemm(AMPX_KIT(ctx), args, &j.a, NULL));
+    j.a                     = *ga;
     const ampx_gemm_args *g = &j.a;
-    if (!ctx->epilogue && ampx_kit_gemm_epilogue(g)) /* gemm_epilogue=0: as supports() says */
-        return cpu_fail(ctx, AMPX_ERR_UNSUPPORTED, "gemm: epilogue off (gemm_epilogue=0)");
     cpu_gemm_bias_grad(ctx, g); /* reads B only: before or after the product alike */
     if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
     cpu_gemm_epi_init(&j.epi, ctx->kern, g);

@@ -173,7 +173,7 @@ static int cpu_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes
                         uint32_t shape_class) {
     /* GEMM's epilogue (gemm_epilogue.c) runs with every dtype GEMM takes, unless
      * gemm_epilogue=0 */
-    if (op == AMPX_OP_GEMM && shape_class == AMPX_SHAPE_GEMM_EPILOGUE) {
+    if ((op == AMPX_OP_GEMM || op == AMPX_OP_GEMM_FP8) && shape_class == AMPX_SHAPE_GEMM_EPILOGUE) {
         if (ctx && !ctx->epilogue) return 0;
         shape_class = AMPX_SHAPE_ANY;
     }

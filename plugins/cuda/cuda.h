@@ -147,6 +147,10 @@ ampx_status cu_im2col(ampx_context *ctx, const ampx_window_args *a);
 ampx_status cu_col2im(ampx_context *ctx, const ampx_window_args *a);
 ampx_status cu_pool2d_fwd(ampx_context *ctx, const ampx_window_args *a);
 ampx_status cu_pool2d_bwd(ampx_context *ctx, const ampx_window_args *a);
+/* ABI 1.7 */
+ampx_status cu_fp8_quantize(ampx_context *ctx, const ampx_fp8_quantize_args *a);
+ampx_status cu_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *a);
+ampx_status cu_fp8_scale_update(ampx_context *ctx, const ampx_fp8_scale_update_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status cu_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

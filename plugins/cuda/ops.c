@@ -727,3 +727,43 @@ ampx_status cu_pool2d_bwd(ampx_context *ctx, const ampx_window_args *args) {
     CU_LAUNCH(ctx, "pool2d_bwd", cuk_pool2d_bwd_run(ctx->stream, &k));
     return AMPX_OK;
 }
+
+// ---------------------------------------------------------------------------------------
+// ABI 1.7: FP8_QUANTIZE, FP8_SCALE_UPDATE (GEMM_FP8 is in gemm.c)
+
+ampx_status cu_fp8_quantize(ampx_context *ctx, const ampx_fp8_quantize_args *args) {
+    ampx_fp8_quantize_args a;
+    CU_TAKE(ctx, "fp8_quantize", ampx_kit_take_fp8_quantize(AMPX_KIT(ctx), args, &a));
+    if (a.n == 0) return AMPX_OK;
+    cuk_fp8_quantize k = {
+        .src      = cu_ptr(&a.src),
+        .dst      = cu_ptr(&a.dst),
+        .scale    = (const float *)cu_ptr(&a.scale),
+        .amax     = (float *)cu_ptr(&a.amax),
+        .counts   = (int32_t *)cu_ptr(&a.counts),
+        .sdt      = a.src.dtype,
+        .ddt      = a.dst.dtype,
+        .saturate = a.saturate != 0,
+        .n        = a.n,
+    };
+    CU_LAUNCH(ctx, "fp8_quantize", cuk_fp8_quantize_run(ctx->stream, &k));
+    return AMPX_OK;
+}
+
+ampx_status cu_fp8_scale_update(ampx_context *ctx, const ampx_fp8_scale_update_args *args) {
+    ampx_fp8_scale_update_args a;
+    CU_TAKE(ctx, "fp8_scale_update", ampx_kit_take_fp8_scale_update(AMPX_KIT(ctx), args, &a));
+    if (a.n == 0) return AMPX_OK;
+    cuk_fp8_scale_update k = {
+        .state             = (float *)cu_ptr(&a.state),
+        .fp8_max           = (const float *)cu_ptr(&a.fp8_max),
+        .scalars           = cu_ptr(&a.scalars),
+        .algo              = a.algo,
+        .history           = a.history,
+        .margin            = a.margin,
+        .skip_on_found_inf = a.skip_on_found_inf,
+        .n                 = a.n,
+    };
+    CU_LAUNCH(ctx, "fp8_scale_update", cuk_fp8_scale_update_run(ctx->stream, &k));
+    return AMPX_OK;
+}

@@ -292,8 +292,10 @@ static ampx_status cuda_device_info(ampx_context *ctx, ampx_device_info *info) {
 static int cuda_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes,
                          uint32_t n_dtypes, uint32_t shape_class) {
     (void)ctx;
-    /* GEMM's epilogue runs in the native kernel (gemm.c) with every dtype GEMM takes */
-    if (op == AMPX_OP_GEMM && shape_class == AMPX_SHAPE_GEMM_EPILOGUE) shape_class = AMPX_SHAPE_ANY;
+    /* GEMM's epilogue runs in the native kernel (gemm.c) with every dtype GEMM takes, and
+     * GEMM_FP8's in the same kernel with every fp8 pair and C it takes */
+    if ((op == AMPX_OP_GEMM || op == AMPX_OP_GEMM_FP8) && shape_class == AMPX_SHAPE_GEMM_EPILOGUE)
+        shape_class = AMPX_SHAPE_ANY;
     return ampx_kit_supports(op, dtypes, n_dtypes, shape_class);
 }
 

@@ -15,6 +15,9 @@
  *     in place of gemm_store_c reading the f32 result (C itself when C is f32), so nothing is
  *     rounded to C's dtype before the bias and the activation; the bias gradient (column sums
  *     of op(B)) is gemm_bias_grad, one work item per column.
+ * GEMM_FP8 (ABI 1.7, ocl_gemm_fp8 at the end): rows or tiled with e4m3/e5m2 loads and the
+ * device's dequantization factors; with the epilogue, the kernel's f32 result goes through
+ * gemm_epilogue as the convert path's does.
  * Every path multiplies and sums in f32, applies alpha and beta in f32 and rounds C once.
  * Batches whose C matrices overlap (stride_c smaller than one C) run one after the other,
  * as the definition's "for b in [0, batch)" orders them.
@@ -122,30 +125,50 @@ static ampx_status launch_beta(ampx_context *ctx, const ampx_gemm_args *g, const
     return ocl_launch_1d(&k, g->m * g->n * nb);
 }
 
-static ampx_status launch_tiled(ampx_context *ctx, const ampx_gemm_args *g, uint64_t b0,
+/* The arguments gemm_tiled and gemm_rows_<A>_<B> share, from m to batch0. */
+static void gemm_shape_args(ocl_args *k, const ampx_gemm_args *g, uint64_t b0) {
+    ocl_arg_u64(k, g->m);
+    ocl_arg_u64(k, g->n);
+    ocl_arg_u64(k, g->k);
+    ocl_arg_u64(k, g->lda);
+    ocl_arg_u64(k, g->ldb);
+    ocl_arg_u64(k, g->ldc);
+    ocl_arg_u64(k, g->stride_a);
+    ocl_arg_u64(k, g->stride_b);
+    ocl_arg_u64(k, g->stride_c);
+    ocl_arg_i32(k, g->trans_a != 0);
+    ocl_arg_i32(k, g->trans_b != 0);
+    ocl_arg_f32(k, g->alpha);
+    ocl_arg_f32(k, g->beta);
+    ocl_arg_u64(k, b0);
+}
+
+/* gemm_tiled over batches [b0, b0 + nb): C_old read from C, the result stored to out (C, or
+ * GEMM_FP8's f32 copy for the epilogue); dq_a and dq_b GEMM_FP8's factors (NULL for GEMM). */
+static ampx_status launch_tiled(ampx_context *ctx, const ampx_gemm_args *g, const ampx_tensor *out,
+                                const ampx_tensor *dq_a, const ampx_tensor *dq_b, uint64_t b0,
                                 uint64_t nb) {
     ocl_args k = ocl_args_begin(ctx, K_GEMM_TILED);
     ocl_arg_tensor(&k, &g->a);
     ocl_arg_tensor(&k, &g->b);
     ocl_arg_tensor(&k, &g->c);
-    ocl_arg_u64(&k, g->m);
-    ocl_arg_u64(&k, g->n);
-    ocl_arg_u64(&k, g->k);
-    ocl_arg_u64(&k, g->lda);
-    ocl_arg_u64(&k, g->ldb);
-    ocl_arg_u64(&k, g->ldc);
-    ocl_arg_u64(&k, g->stride_a);
-    ocl_arg_u64(&k, g->stride_b);
-    ocl_arg_u64(&k, g->stride_c);
-    ocl_arg_i32(&k, g->trans_a != 0);
-    ocl_arg_i32(&k, g->trans_b != 0);
-    ocl_arg_f32(&k, g->alpha);
-    ocl_arg_f32(&k, g->beta);
-    ocl_arg_u64(&k, b0);
+    ocl_arg_tensor(&k, out);
+    gemm_shape_args(&k, g, b0);
+    ocl_arg_fixed(&k, dq_a);
+    ocl_arg_fixed(&k, dq_b);
     size_t global[3] = {(size_t)((g->n + 63) / 64 * 16), (size_t)((g->m + 63) / 64 * 16),
                         (size_t)nb};
     size_t local[3]  = {16, 16, 1};
     return ocl_launch_nd(&k, 3, global, local);
+}
+
+/* The ND range of gemm_rows_<A>_<B>: dimension 0 blocks of 6 rows, 4 per group; dimension
+ * 1 blocks of 16 columns. */
+static ampx_status launch_rows_range(ocl_args *k, const ampx_gemm_args *g, uint64_t nb) {
+    size_t rows = (size_t)((g->m + 5) / 6), lx = 4;
+    size_t global[3] = {(rows + lx - 1) / lx * lx, (size_t)((g->n + 15) / 16), (size_t)nb};
+    size_t local[3]  = {lx, 1, 1};
+    return ocl_launch_nd(k, 3, global, local);
 }
 
 static ampx_status launch_rows(ampx_context *ctx, const ampx_gemm_args *g, uint64_t b0,
@@ -154,25 +177,24 @@ static ampx_status launch_rows(ampx_context *ctx, const ampx_gemm_args *g, uint6
     ocl_arg_tensor(&k, &g->a);
     ocl_arg_tensor(&k, &g->b);
     ocl_arg_tensor(&k, &g->c);
-    ocl_arg_u64(&k, g->m);
-    ocl_arg_u64(&k, g->n);
-    ocl_arg_u64(&k, g->k);
-    ocl_arg_u64(&k, g->lda);
-    ocl_arg_u64(&k, g->ldb);
-    ocl_arg_u64(&k, g->ldc);
-    ocl_arg_u64(&k, g->stride_a);
-    ocl_arg_u64(&k, g->stride_b);
-    ocl_arg_u64(&k, g->stride_c);
-    ocl_arg_i32(&k, g->trans_a != 0);
-    ocl_arg_i32(&k, g->trans_b != 0);
-    ocl_arg_f32(&k, g->alpha);
-    ocl_arg_f32(&k, g->beta);
-    ocl_arg_u64(&k, b0);
-    /* dimension 0: blocks of 6 rows, 4 per group; dimension 1: blocks of 16 columns */
-    size_t rows = (size_t)((g->m + 5) / 6), lx = 4;
-    size_t global[3] = {(rows + lx - 1) / lx * lx, (size_t)((g->n + 15) / 16), (size_t)nb};
-    size_t local[3]  = {lx, 1, 1};
-    return ocl_launch_nd(&k, 3, global, local);
+    gemm_shape_args(&k, g, b0);
+    return launch_rows_range(&k, g, nb);
+}
+
+/* GEMM_FP8's gemm_rows_<A>_<B> (A and B fp8), arguments as launch_tiled's. */
+static ampx_status launch_rows_fp8(ampx_context *ctx, const ampx_gemm_args *g,
+                                   const ampx_tensor *out, const ampx_tensor *dq_a,
+                                   const ampx_tensor *dq_b, uint64_t b0, uint64_t nb) {
+    ocl_args k = ocl_args_begin(ctx, K_GEMM_ROWS_FP8 + 2 * (g->a.dtype == AMPX_E5M2) +
+                                         (g->b.dtype == AMPX_E5M2));
+    ocl_arg_tensor(&k, &g->a);
+    ocl_arg_tensor(&k, &g->b);
+    ocl_arg_tensor(&k, &g->c);
+    ocl_arg_tensor(&k, out);
+    gemm_shape_args(&k, g, b0);
+    ocl_arg_fixed(&k, dq_a);
+    ocl_arg_fixed(&k, dq_b);
+    return launch_rows_range(&k, g, nb);
 }
 
 /* The epilogue over the f32 result tmp (from element tmp_o, C's layout) into C (gemm.cl). */
@@ -276,7 +298,7 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     }
     if (path == GEMM_TILED) {
         for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
-            OCL_TRY(launch_tiled(ctx, g, b0, step));
+            OCL_TRY(launch_tiled(ctx, g, &g->c, NULL, NULL, b0, step));
         return AMPX_OK;
     }
 
@@ -308,5 +330,44 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     ampx_tensor cf32 = {&cb, c_f32 ? g->c.offset : 0, AMPX_F32};
     for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
         OCL_TRY(convert_batches(ctx, &s, &cf32, c_f32, epi, b0, step));
+    return AMPX_OK;
+}
+
+/* GEMM_FP8: gemm_rows_<A>_<B> (CPU devices, or gemm=rows) or gemm_tiled (other devices, or
+ * gemm=tiled; gemm=convert has no fp8 form and picks as auto does) with fp8 loads and the
+ * device's dequantization factors. k == 0 runs the kernel too: v = (alpha * (a_scale_inv *
+ * b_scale_inv)) * 0 + beta * C_old, backend.h's formula as written. The epilogue: the kernel
+ * stores v to an f32 copy of C's layout (C itself when C is f32, each element read before it
+ * is written) and gemm_epilogue finishes from it, as GEMM's convert path does. */
+ampx_status ocl_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *args) {
+    ampx_gemm_fp8_args fa;
+    uint64_t ext[3] = {0, 0, 0};
+    OCL_TRY(ampx_kit_take_gemm_fp8(AMPX_KIT(ctx), args, &fa, ext));
+    const ampx_gemm_args *g = &fa.gemm;
+    if (ctx->no_epilogue && ampx_kit_gemm_epilogue(g))
+        return ocl_fail(ctx, AMPX_ERR_UNSUPPORTED, "gemm_fp8: epilogue off (gemm_epilogue=0)");
+    if (g->m == 0 || g->n == 0 || g->batch == 0) return AMPX_OK;
+    int epi = g->bias.buf || g->act != AMPX_GEMM_ACT_NONE || g->pre_act.buf;
+
+    uint64_t c_span = (g->m - 1) * g->ldc + g->n;
+    uint64_t step   = (g->batch == 1 || g->stride_c >= c_span) ? g->batch : 1;
+    int rows        = ctx->gemm == GEMM_ROWS || (ctx->gemm != GEMM_TILED && ctx->cpu_device);
+
+    ampx_tensor out = g->c;
+    cl_mem tmp      = g->c.buf->mem;
+    uint64_t tmp_o  = g->c.offset / 4;
+    ampx_buffer tb;
+    if (epi && g->c.dtype != AMPX_F32) {
+        if (!(tmp = ocl_scratch_get(ctx, "gemm_fp8", 2, (size_t)ext[2] * 4)))
+            return AMPX_ERR_NO_MEMORY;
+        tb    = (ampx_buffer){tmp, ext[2] * 4};
+        out   = (ampx_tensor){&tb, 0, AMPX_F32};
+        tmp_o = 0;
+    }
+    for (uint64_t b0 = 0; b0 < g->batch; b0 += step) {
+        OCL_TRY(rows ? launch_rows_fp8(ctx, g, &out, &fa.a_scale_inv, &fa.b_scale_inv, b0, step)
+                     : launch_tiled(ctx, g, &out, &fa.a_scale_inv, &fa.b_scale_inv, b0, step));
+        if (epi) OCL_TRY(launch_epilogue(ctx, g, tmp, tmp_o, b0, step));
+    }
     return AMPX_OK;
 }

@@ -51,6 +51,13 @@ const char *const ocl_kernel_names[K_COUNT] = {
     [K_GEMM_ROWS + 6]       = "gemm_rows_f16_f32",
     [K_GEMM_ROWS + 7]       = "gemm_rows_f16_bf16",
     [K_GEMM_ROWS + 8]       = "gemm_rows_f16_f16",
+    [K_GEMM_ROWS_FP8 + 0]   = "gemm_rows_e4m3_e4m3",
+    [K_GEMM_ROWS_FP8 + 1]   = "gemm_rows_e4m3_e5m2",
+    [K_GEMM_ROWS_FP8 + 2]   = "gemm_rows_e5m2_e4m3",
+    [K_GEMM_ROWS_FP8 + 3]   = "gemm_rows_e5m2_e5m2",
+    [K_FP8_QUANTIZE]        = "fp8_quantize",
+    [K_FP8_DEQUANTIZE]      = "fp8_dequantize",
+    [K_FP8_SCALE_UPDATE]    = "fp8_scale_update",
 };
 
 ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k) {

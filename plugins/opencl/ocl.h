@@ -67,6 +67,11 @@ typedef enum ocl_kernel {
     K_GEMM_BIAS_GRAD,
     K_GEMM_ROWS, /* 9 kernels gemm_rows_<A>_<B>, index K_GEMM_ROWS + 3 * A dtype + B dtype */
     K_GEMM_ROWS_LAST = K_GEMM_ROWS + 8,
+    K_GEMM_ROWS_FP8, /* 4 kernels gemm_rows_<A>_<B> of fp8 A and B, + 2 * (A e5m2) + (B e5m2) */
+    K_GEMM_ROWS_FP8_LAST = K_GEMM_ROWS_FP8 + 3,
+    K_FP8_QUANTIZE,
+    K_FP8_DEQUANTIZE,
+    K_FP8_SCALE_UPDATE,
     K_COUNT
 } ocl_kernel;
 
@@ -287,6 +292,9 @@ ampx_status ocl_im2col(ampx_context *ctx, const ampx_window_args *a);
 ampx_status ocl_col2im(ampx_context *ctx, const ampx_window_args *a);
 ampx_status ocl_pool2d_fwd(ampx_context *ctx, const ampx_window_args *a);
 ampx_status ocl_pool2d_bwd(ampx_context *ctx, const ampx_window_args *a);
+ampx_status ocl_fp8_quantize(ampx_context *ctx, const ampx_fp8_quantize_args *a);
+ampx_status ocl_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *a);
+ampx_status ocl_fp8_scale_update(ampx_context *ctx, const ampx_fp8_scale_update_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status ocl_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

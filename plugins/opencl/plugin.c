@@ -513,8 +513,9 @@ static ampx_status ocl_device_info(ampx_context *ctx, ampx_device_info *info) {
 
 static int ocl_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes,
                         uint32_t shape_class) {
-    /* GEMM's epilogue (gemm.c) with every dtype GEMM takes, unless gemm_epilogue=0 */
-    if (op == AMPX_OP_GEMM && shape_class == AMPX_SHAPE_GEMM_EPILOGUE) {
+    /* GEMM's and GEMM_FP8's epilogue (gemm.c) with every dtype they take, unless
+     * gemm_epilogue=0 */
+    if ((op == AMPX_OP_GEMM || op == AMPX_OP_GEMM_FP8) && shape_class == AMPX_SHAPE_GEMM_EPILOGUE) {
         if (ctx && ctx->no_epilogue) return 0;
         shape_class = AMPX_SHAPE_ANY;
     }

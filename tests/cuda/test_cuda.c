@@ -190,6 +190,13 @@ Test(cuda_plugin, create_null_arguments) {
 
 /* The ABI's dtype rules per op heading, independently of the plugin's own table. */
 static int abi_allows(unsigned op, const ampx_dtype *dt, unsigned n) {
+    if (op == AMPX_OP_FP8_QUANTIZE) /* ABI 1.7: exactly one side fp8 */
+        return n == 2 &&
+               (ampx_dtype_is_fp8(dt[0]) ? ampx_dtype_is_float(dt[1])
+                                         : ampx_dtype_is_float(dt[0]) && ampx_dtype_is_fp8(dt[1]));
+    if (op == AMPX_OP_GEMM_FP8) /* fp8 A and B, a float C */
+        return n == 3 && ampx_dtype_is_fp8(dt[0]) && ampx_dtype_is_fp8(dt[1]) &&
+               ampx_dtype_is_float(dt[2]);
     for (unsigned i = 0; i < n; i++)
         if (!ampx_dtype_is_float(dt[i])) return 0;
     if (op == AMPX_OP_EMBEDDING_BWD) return dt[1] == AMPX_F32;
@@ -199,6 +206,7 @@ static int abi_allows(unsigned op, const ampx_dtype *dt, unsigned n) {
 static unsigned n_dtypes_of(unsigned op) {
     switch (op) {
     case AMPX_OP_GEMM:
+    case AMPX_OP_GEMM_FP8:
     case AMPX_OP_ADD:
     case AMPX_OP_MUL:
     case AMPX_OP_ACT_BWD:
@@ -212,7 +220,8 @@ static unsigned n_dtypes_of(unsigned op) {
     case AMPX_OP_AMP_PASS:
     case AMPX_OP_SGD:
     case AMPX_OP_ADAMW: return 1;
-    case AMPX_OP_SCALER_UPDATE: return 0;
+    case AMPX_OP_SCALER_UPDATE:
+    case AMPX_OP_FP8_SCALE_UPDATE: return 0;
     default: return 2;
     }
 }
@@ -232,8 +241,13 @@ Test(cuda_plugin, supports_every_float_dtype) {
         }
         ampx_dtype f32[4] = {AMPX_F32, AMPX_F32, AMPX_F32, AMPX_F32};
         if (n > 0) cr_expect_eq(I->supports(NULL, op, f32, n - 1, AMPX_SHAPE_ANY), 0);
-        /* shape class 1 is GEMM's epilogue (ABI 1.5), which GEMM claims; no other op */
+        /* shape class 1 is GEMM's epilogue (ABI 1.5), which GEMM claims (and GEMM_FP8, for
+         * fp8 operands); no other op */
         cr_expect_eq(I->supports(NULL, op, f32, n, AMPX_SHAPE_GEMM_EPILOGUE), op == AMPX_OP_GEMM);
+        ampx_dtype fp8[3] = {AMPX_E4M3, AMPX_E5M2, AMPX_BF16};
+        if (n == 3)
+            cr_expect_eq(I->supports(NULL, op, fp8, n, AMPX_SHAPE_GEMM_EPILOGUE),
+                         op == AMPX_OP_GEMM_FP8);
         cr_expect_eq(I->supports(NULL, op, f32, n, AMPX_SHAPE_GEMM_EPILOGUE + 1), 0);
     }
     cr_expect_eq(I->supports(NULL, AMPX_OP_COUNT, NULL, 0, AMPX_SHAPE_ANY), 0);

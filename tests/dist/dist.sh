@@ -7,6 +7,8 @@
 #   - an overflow injected on rank 1 only skips the same step as in one process, on rank 0
 #     too (its metrics say so), and the parameters still agree;
 #   - resume of a 2-rank run is bit-identical to the straight 2-rank run;
+#   - fp8 (policy.fp8): every rank keeps the same scales (a control without the amax
+#     all-reduce diverges at step 1), and a 2-rank fp8 run resumes bit-identically;
 #   - llm.c's chunk orders: sequential 2 x 4 matches 1 x 8, shuffled ranks walk their own
 #     permutations, and a shuffled 2-rank run resumes bit-identically;
 #   - models/mlp.json on 2 ranks reaches the single-process held-out accuracy, and only
@@ -111,6 +113,25 @@ mpi2 "$ampx" train "$sgd" --batch 32 --steps 25 --quiet --checkpoint "$work/r.st
 mpi2 "$ampx" train "$sgd" --batch 32 --resume "$work/r.st" --quiet --checkpoint "$work/r.st" \
   >"$work/out" 2>&1 || fail "2 ranks, resumed: $(cat "$work/out")"
 compare "$work/two.st" "$work/r.st" --exact || fail "resumed 2-rank run differs from the straight one"
+
+# ---- fp8 (policy.fp8): the ranks' amaxes are MAX all-reduced before each scale update, so
+# every rank holds the same scales; the agreement check at each interval (here every step)
+# hashes them with the scalars block. Without the all-reduce (AMPX_FP8_LOCAL_AMAX=1, the
+# control) the ranks' data give other amaxes and the check stops the run at step 1. A resume
+# carries the scaling state: 25 + 25 steps equal 50, bit for bit.
+fp8=$work/mlp_fp8.json
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["policy"]={"preset":"mixed_bf16","fp8":{"amax_history":8}}; json.dump(m,open(sys.argv[2],"w"))' "$sgd" "$fp8"
+mpi2 "$ampx" train "$fp8" --batch 32 --log-every 1 --quiet --checkpoint "$work/f8.st" >"$work/out" 2>&1 ||
+  fail "fp8, 2 ranks: $(cat "$work/out")"
+AMPX_FP8_LOCAL_AMAX=1 mpi2 -x AMPX_FP8_LOCAL_AMAX "$ampx" train "$fp8" --batch 32 --log-every 1 --quiet \
+  >"$work/out" 2>&1 && fail "fp8 without the amax all-reduce: the ranks' scales did not part"
+grep -q "step 1: .*fp8 scales or weights differ" "$work/out" ||
+  fail "fp8 control: no divergence named at step 1: $(cat "$work/out")"
+mpi2 "$ampx" train "$fp8" --batch 32 --steps 25 --quiet --checkpoint "$work/f8r.st" >"$work/out" 2>&1 ||
+  fail "fp8, 2 ranks, 25 steps: $(cat "$work/out")"
+mpi2 "$ampx" train "$fp8" --batch 32 --resume "$work/f8r.st" --quiet --checkpoint "$work/f8r.st" \
+  >"$work/out" 2>&1 || fail "fp8, 2 ranks, resumed: $(cat "$work/out")"
+compare "$work/f8.st" "$work/f8r.st" --exact || fail "fp8: the resumed 2-rank run differs from the straight one"
 
 # ---- models/mlp.json: the single-process accuracy; rank 0 alone prints
 acc() { sed -n 's/^held-out accuracy \([0-9.]*\)%.*/\1/p' "$1"; }
@@ -243,7 +264,7 @@ AMPX_INJECT_NONFINITE_UPDATE=15@1 timeout -k 5 30 "$mpiexec" --oversubscribe -np
   -x AMPX_INJECT_NONFINITE_UPDATE "$ampx" train "$sgd" --quiet >"$work/out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "diverged ranks: exit $rc"
-grep -q "rank 1's scalars block or weights differ from rank 0's" "$work/out" ||
+grep -q "rank 1's scalars block, fp8 scales or weights differ from rank 0's" "$work/out" ||
   fail "diverged ranks: $(cat "$work/out")"
 
 [ $fails -eq 0 ] && echo "dist: all checks passed"

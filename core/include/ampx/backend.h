@@ -1,4 +1,4 @@
-/* ampx/backend.h — the backend plugin ABI, version 1.6.
+/* ampx/backend.h — the backend plugin ABI, version 1.7.
  *
  * This is the only header a vendor needs (with the header-only dtype.h). A backend is a
  * shared object that exports exactly one symbol, ampx_backend_entry, and keeps everything
@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 #define AMPX_ABI_MAJOR 1
-#define AMPX_ABI_MINOR 6
+#define AMPX_ABI_MINOR 7
 
 #if defined(_WIN32)
 #define AMPX_PLUGIN_EXPORT __declspec(dllexport)
@@ -194,7 +194,9 @@ AMPX_STATIC_ASSERT(sizeof(ampx_scalars) == 128, "ampx_scalars layout is part of 
 //               const args *args)
 //     n_dtypes  how many dtypes supports() takes, in the order of the op's heading below
 //     f32       bit i set: dtype i must be f32 (EMBEDDING_BWD's dtable); the others may be
-//               any float dtype
+//               any float dtype, except the fp8 positions of the ABI 1.7 ops, which their
+//               headings state (FP8_QUANTIZE: exactly one of src and dst fp8; GEMM_FP8: A
+//               and B fp8) and plugin_kit.h's ampx_kit_dtypes_ok knows
 // A new op is a new last line with the next index (and a new AMPX_OP_COUNT_V1_x), its args
 // struct, its kit take in plugin_kit.h and its conformance cases; docs/ARCHITECTURE.md
 // ("Adding a backend op") lists every place.
@@ -238,7 +240,11 @@ AMPX_STATIC_ASSERT(sizeof(ampx_scalars) == 128, "ampx_scalars layout is part of 
     X(29, im2col,        IM2COL,        ampx_window_args,        2, 0) /* patches as rows */      \
     X(30, col2im,        COL2IM,        ampx_window_args,        2, 0) /* its adjoint, summed */  \
     X(31, pool2d_fwd,    POOL2D_FWD,    ampx_window_args,        2, 0) /* max/avg pooling */      \
-    X(32, pool2d_bwd,    POOL2D_BWD,    ampx_window_args,        2, 0) /* its gradient */
+    X(32, pool2d_bwd,    POOL2D_BWD,    ampx_window_args,        2, 0) /* its gradient */         \
+    /* ABI 1.7 */                                                                                  \
+    X(33, fp8_quantize,  FP8_QUANTIZE,  ampx_fp8_quantize_args,  2, 0) /* scaled fp8 cast */       \
+    X(34, gemm_fp8,      GEMM_FP8,      ampx_gemm_fp8_args,      3, 0) /* fp8 operands */          \
+    X(35, fp8_scale_update, FP8_SCALE_UPDATE, ampx_fp8_scale_update_args, 0, 0) /* the scales */
 // clang-format on
 
 #define AMPX_OP_ENUM_(index, slot, OP, args, n_dtypes, f32) AMPX_OP_##OP = index,
@@ -249,11 +255,12 @@ typedef enum ampx_op {
     AMPX_OP_COUNT_V1_1 = 26,
     AMPX_OP_COUNT_V1_4 = 27,
     AMPX_OP_COUNT_V1_5 = 29,
-    AMPX_OP_COUNT_V1_6 = 33
+    AMPX_OP_COUNT_V1_6 = 33,
+    AMPX_OP_COUNT_V1_7 = 36
 } ampx_op;
 #undef AMPX_OP_ENUM_
 
-#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_6
+#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_7
 
 #define AMPX_OP_PLUS_ONE_(index, slot, OP, args, n_dtypes, f32) +1
 AMPX_STATIC_ASSERT(0 AMPX_OPS(AMPX_OP_PLUS_ONE_) == AMPX_OP_COUNT,
@@ -847,12 +854,100 @@ typedef struct ampx_window_args {
 } ampx_window_args;
 
 // ---------------------------------------------------------------------------------------
+// ABI 1.7: fp8 with per-tensor delayed scaling
+//
+// An fp8 tensor (e4m3 or e5m2, dtype.h) holds q = fp8(x * scale): its values times scale_inv
+// = 1 / scale are the real ones. Each such tensor has a scale, a scale_inv and an amax
+// history on the device, in an FP8 STATE block of f32 for n tensors and a history of H:
+//   scale[n], scale_inv[n], history[H][n]    (element i of row h at (2 + h) n + i)
+// Row 0 of the history is the current step's: FP8_QUANTIZE raises it to the amax of each
+// tensor it quantizes, and FP8_SCALE_UPDATE turns the history into new scales, rolls it and
+// clears row 0, as Transformer Engine's DelayedScaling recipe does.
+
+/* FP8_QUANTIZE  dtypes {src, dst}; exactly one of them e4m3 or e5m2, the other f32, bf16 or f16
+ * To fp8 (dst fp8): for i in [0, n), with s = scale[0] (f32):
+ *   dst[i] = fp8(f32(src[i] * s)), rounded to nearest even and saturating or not (dtype.h's
+ *            ampx_f32_to_fp8; the product rounded to f32 first);
+ *   amax (optional, f32 [1]) = max(amax, max_i |src[i]|): of the input before scaling,
+ *            NaNs ignored (fmaxf), infinities kept; accumulating, so a tensor quantized in
+ *            parts (micro-batches) or several tensors share one slot;
+ *   counts (optional, i32 [2]) += {elements that overflowed (finite or infinite, not NaN:
+ *            their rounding lay past the largest finite), elements flushed to zero (src
+ *            non-zero and finite, dst a zero)}.
+ * From fp8 (src fp8): dst[i] = round(f32(fp8 value of src[i]) * s), to dst's dtype (nearest
+ *   even); amax and counts must be null; saturate is ignored.
+ * scale: f32 [1] (a slot of an FP8 STATE block: scale[i] to fp8, scale_inv[i] from it).
+ * n == 0 does nothing. dst must not overlap src, scale, amax or counts. */
+typedef struct ampx_fp8_quantize_args {
+    uint32_t size;
+    uint32_t saturate; /* 1: overflow becomes the largest finite; 0: NaN (e4m3) or inf (e5m2) */
+    uint64_t n;
+    ampx_tensor src, dst;
+    ampx_tensor scale;  /* f32 [1] */
+    ampx_tensor amax;   /* (optional) f32 [1], max-accumulated; to fp8 only */
+    ampx_tensor counts; /* (optional) i32 [2], accumulated; to fp8 only */
+} ampx_fp8_quantize_args;
+
+/* GEMM_FP8  dtypes {A, B, C}; A and B e4m3 or e5m2 (any mix), C f32, bf16 or f16
+ * The GEMM of ampx_gemm_args `gemm` (every field as GEMM says, the epilogue's bias, act and
+ * pre_act included when supports(GEMM_FP8, {A, B, C}, AMPX_SHAPE_GEMM_EPILOGUE) says so; its
+ * bias_grad must be null: a bias's gradient is summed from the unquantized gradient), with the fp8
+ * operands' values widened exactly and their dequantization factors: with acc the f32 sum of the k
+ * products of the codes' values,
+ *   v = (alpha * (a_scale_inv[0] * b_scale_inv[0])) * acc + beta * C_old      (f32)
+ * then the epilogue and the one rounding to C as GEMM. a_scale_inv and b_scale_inv are f32
+ * [1] on the device (scale_inv slots of an FP8 STATE block), read when the op runs. */
+typedef struct ampx_gemm_fp8_args {
+    uint32_t size;
+    uint32_t reserved;                    /* 0 */
+    ampx_tensor a_scale_inv, b_scale_inv; /* f32 [1] each */
+    ampx_gemm_args gemm; /* last, so that it may grow: A, B fp8; its own size field is not
+                            read (the outer size bounds it) */
+} ampx_gemm_fp8_args;
+
+typedef enum ampx_fp8_amax_algo {
+    AMPX_FP8_AMAX_MAX         = 0, /* the largest of the H history rows */
+    AMPX_FP8_AMAX_MOST_RECENT = 1, /* row 0, this step's */
+} ampx_fp8_amax_algo;
+
+/* FP8_SCALE_UPDATE  (no dtypes: pass n_dtypes 0)
+ * Once per step, for each tensor i in [0, n) of the FP8 STATE block `state` (f32, (2 + H) n):
+ *   amax  = algo MAX: the largest of history[h][i], h in [0, H), NaN if one is NaN (as
+ *           torch.max); MOST_RECENT: history[0][i];
+ *   sf    = (fp8_max[i] / amax) / 2^margin          (f32 divisions, in that order)
+ *   s     = amax > 0 and amax finite ? sf : scale[i]
+ *   scale[i] = s == inf ? FLT_MAX : s;  scale_inv[i] = 1 / scale[i]   (f32 division)
+ *   the history rolled: history'[h] = history[h + 1] for h < H - 1, history'[H - 1] =
+ *   history[0], then history'[0] = 0; this is Transformer Engine's _default_sf_compute and
+ *   _update_amax_history, bit for bit.
+ * skip_on_found_inf 1 (scalars given): when scalars.found_inf is non-zero (the step
+ *   overflowed and its optimizer update was skipped; SCALER_UPDATE has not yet consumed the
+ *   flag) row 0 is cleared and nothing else changes: a skipped step's amaxes, often
+ *   infinite, neither enter the history nor move a scale. (Transformer Engine has no loss
+ *   scaler and records every step.)
+ * fp8_max: f32 [n], the largest finite value of each tensor's format (448 or 57344).
+ * H >= 1; n == 0 does nothing; margin any integer with |margin| <= 64. */
+typedef struct ampx_fp8_scale_update_args {
+    uint32_t size;
+    uint32_t algo;    /* ampx_fp8_amax_algo */
+    uint64_t n;       /* tensors */
+    uint32_t history; /* H, rows of the amax history */
+    int32_t margin;
+    uint32_t skip_on_found_inf; /* 1: a step with scalars.found_inf set only clears row 0 */
+    uint32_t reserved;          /* 0 */
+    ampx_tensor state;          /* f32 FP8 STATE block, (2 + H) n, updated in place */
+    ampx_tensor fp8_max;        /* f32 [n] */
+    ampx_tensor scalars;        /* (optional unless skip_on_found_inf) the scalars block */
+} ampx_fp8_scale_update_args;
+
+// ---------------------------------------------------------------------------------------
 // The op table. Slots are in op-number order, one per line of AMPX_OPS; a NULL slot is
 // unsupported. A plugin built for an older minor has a smaller table (its size says so) and
 // the host reads the slots past it as NULL: 1.1 added dropout and permute, 1.4 amp_pass
 // (optional: NULL, and the host runs unscale_check, grad_stats and sum_squares instead), 1.5
 // attn_fwd and attn_bwd (optional: NULL, and a model's attention runs as its composite), 1.6
-// im2col, col2im, pool2d_fwd and pool2d_bwd (a model with convolutions or pooling needs them).
+// im2col, col2im, pool2d_fwd and pool2d_bwd (a model with convolutions or pooling needs them),
+// 1.7 fp8_quantize, gemm_fp8 and fp8_scale_update (a policy with fp8 GEMMs needs them).
 // Every op is enqueued on the context's stream and may complete later; argument errors are
 // reported at enqueue time, device errors at the latest by the next synchronize().
 

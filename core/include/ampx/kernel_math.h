@@ -280,4 +280,29 @@ AMPX_KM_FN void ampx_km_scaler_step(AMPX_KM_GLOBAL ampx_scalars *s, float grown,
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// FP8_SCALE_UPDATE's scale (backend.h): Transformer Engine's _default_sf_compute in f32.
+// Every operation is one correctly rounded f32 operation (the OpenCL plugin builds with
+// -cl-fp32-correctly-rounded-divide-sqrt), so every backend gets the same bits.
+
+#if defined(__OPENCL_VERSION__)
+#define AMPX_KM_LDEXPF ldexp
+#else
+#define AMPX_KM_LDEXPF ldexpf
+#endif
+#define AMPX_KM_FLT_MAX 3.40282347e+38f
+
+/* The new scale of one tensor from its amax (the history's, by the algo), its scale now, the
+ * largest finite of its format and the margin. */
+AMPX_KM_FN float ampx_km_fp8_scale(float amax, float scale, float fp8_max, int margin) {
+    float sf = (fp8_max / amax) / AMPX_KM_LDEXPF(1.0f, margin);
+    float s  = (amax > 0.0f && isfinite(amax)) ? sf : scale;
+    return isinf(s) ? AMPX_KM_FLT_MAX : s;
+}
+
+/* The amax of one tensor's history under the MAX algo: its largest, NaN if one is NaN. */
+AMPX_KM_FN float ampx_km_fp8_max_step(float acc, float h) {
+    return (isnan(acc) || isnan(h)) ? acc + h : (h > acc ? h : acc);
+}
+
 #endif

@@ -135,6 +135,11 @@ static inline int ampx_kit_dtypes_ok(uint32_t op, const ampx_dtype *dt, uint32_t
     static const struct { uint8_t n, f32; } heading[AMPX_OP_COUNT] = {AMPX_OPS(AMPX_KIT_HEADING_)};
 #undef AMPX_KIT_HEADING_
     if ((n > 0 && !dt) || op >= AMPX_OP_COUNT || n != heading[op].n) return 0;
+    if (op == AMPX_OP_FP8_QUANTIZE) /* one side fp8, the other a float dtype */
+        return (ampx_dtype_is_fp8(dt[0]) && ampx_dtype_is_float(dt[1])) ||
+               (ampx_dtype_is_float(dt[0]) && ampx_dtype_is_fp8(dt[1]));
+    if (op == AMPX_OP_GEMM_FP8) /* fp8 operands, a float C */
+        return ampx_dtype_is_fp8(dt[0]) && ampx_dtype_is_fp8(dt[1]) && ampx_dtype_is_float(dt[2]);
     for (uint32_t i = 0; i < n; i++)
         if ((heading[op].f32 >> i & 1) ? dt[i] != AMPX_F32 : !ampx_dtype_is_float(dt[i])) return 0;
     return 1;
@@ -276,10 +281,10 @@ static inline int ampx_kit_gemm_extent(uint64_t batch, uint64_t stride, uint64_t
     return 0;
 }
 
-static inline ampx_status ampx_kit_check_ld(const ampx_kit *kit, const char *name, uint64_t ld,
-                                            const char *dim, uint64_t need) {
+static inline ampx_status ampx_kit_check_ld(const ampx_kit *kit, const char *on, const char *name,
+                                            uint64_t ld, const char *dim, uint64_t need) {
     if (ld >= need) return AMPX_OK;
-    return ampx_kit_fail(kit, AMPX_ERR_INVALID, "gemm: %s %llu < %s %llu", name,
+    return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: %s %llu < %s %llu", on, name,
                          (unsigned long long)ld, dim, (unsigned long long)need);
 }
 
@@ -294,30 +299,29 @@ static inline int ampx_kit_gemm_epilogue(const ampx_gemm_args *g) {
 
 /* The epilogue's fields: act a known activation, bias [n] and pre_act (C's extent) of a float
  * dtype, bias_grad f32 [n]. */
-static inline ampx_status ampx_kit_check_gemm_epilogue(const ampx_kit *kit, const ampx_gemm_args *g,
-                                                       uint64_t ext_c) {
+static inline ampx_status ampx_kit_check_gemm_epilogue(const ampx_kit *kit, const char *on,
+                                                       const ampx_gemm_args *g, uint64_t ext_c) {
     if (g->act > AMPX_GEMM_ACT(AMPX_ACT_COUNT - 1))
-        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "gemm: unknown epilogue act %u", g->act);
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: unknown epilogue act %u", on, g->act);
     if ((g->bias.buf && !ampx_dtype_is_float(g->bias.dtype)) ||
         (g->pre_act.buf && !ampx_dtype_is_float(g->pre_act.dtype)))
-        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "gemm: bias and pre_act must be float");
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: bias and pre_act must be float", on);
     if (g->bias_grad.buf && g->bias_grad.dtype != AMPX_F32)
-        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "gemm: bias_grad must be f32, not %s",
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: bias_grad must be f32, not %s", on,
                              ampx_dtype_name(g->bias_grad.dtype));
-    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, "gemm", "bias", &g->bias, g->n, 1));
-    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, "gemm", "pre_act", &g->pre_act, ext_c, 1));
-    return ampx_kit_check_tensor(kit, "gemm", "bias_grad", &g->bias_grad, g->n, 1);
+    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, on, "bias", &g->bias, g->n, 1));
+    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, on, "pre_act", &g->pre_act, ext_c, 1));
+    return ampx_kit_check_tensor(kit, on, "bias_grad", &g->bias_grad, g->n, 1);
 }
 
-static inline ampx_status ampx_kit_take_gemm(const ampx_kit *kit, const ampx_gemm_args *args,
-                                             ampx_gemm_args *g, uint64_t extent[3]) {
-    AMPX_KIT_TRY(ampx_kit_take(kit, "gemm", args, g, sizeof *g));
-    AMPX_KIT_TRY(
-        ampx_kit_check_dtypes3(kit, "gemm", AMPX_OP_GEMM, g->a.dtype, g->b.dtype, g->c.dtype));
+/* The checks of a GEMM's fields once taken, for GEMM and GEMM_FP8 (op, named on). */
+static inline ampx_status ampx_kit_check_gemm_(const ampx_kit *kit, const char *on, uint32_t op,
+                                               const ampx_gemm_args *g, uint64_t extent[3]) {
+    AMPX_KIT_TRY(ampx_kit_check_dtypes3(kit, on, op, g->a.dtype, g->b.dtype, g->c.dtype));
     uint64_t need_lda = g->trans_a ? g->m : g->k, need_ldb = g->trans_b ? g->k : g->n;
-    AMPX_KIT_TRY(ampx_kit_check_ld(kit, "lda", g->lda, g->trans_a ? "m" : "k", need_lda));
-    AMPX_KIT_TRY(ampx_kit_check_ld(kit, "ldb", g->ldb, g->trans_b ? "k" : "n", need_ldb));
-    AMPX_KIT_TRY(ampx_kit_check_ld(kit, "ldc", g->ldc, "n", g->n));
+    AMPX_KIT_TRY(ampx_kit_check_ld(kit, on, "lda", g->lda, g->trans_a ? "m" : "k", need_lda));
+    AMPX_KIT_TRY(ampx_kit_check_ld(kit, on, "ldb", g->ldb, g->trans_b ? "k" : "n", need_ldb));
+    AMPX_KIT_TRY(ampx_kit_check_ld(kit, on, "ldc", g->ldc, "n", g->n));
     int reads_ab   = g->m && g->n && g->k && g->batch;
     uint64_t ext_a = 0, ext_b = 0, ext_c = 0;
     if ((reads_ab && (ampx_kit_gemm_extent(g->batch, g->stride_a, g->trans_a ? g->k : g->m,
@@ -325,13 +329,19 @@ static inline ampx_status ampx_kit_take_gemm(const ampx_kit *kit, const ampx_gem
                       ampx_kit_gemm_extent(g->batch, g->stride_b, g->trans_b ? g->n : g->k,
                                            g->trans_b ? g->k : g->n, g->ldb, &ext_b))) ||
         ampx_kit_gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, &ext_c))
-        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "gemm: shape and strides overflow 64 bits");
-    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, "gemm", "A", &g->a, ext_a, 0));
-    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, "gemm", "B", &g->b, ext_b, 0));
-    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, "gemm", "C", &g->c, ext_c, 0));
-    AMPX_KIT_TRY(ampx_kit_check_gemm_epilogue(kit, g, ext_c));
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: shape and strides overflow 64 bits", on);
+    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, on, "A", &g->a, ext_a, 0));
+    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, on, "B", &g->b, ext_b, 0));
+    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, on, "C", &g->c, ext_c, 0));
+    AMPX_KIT_TRY(ampx_kit_check_gemm_epilogue(kit, on, g, ext_c));
     if (extent) extent[0] = ext_a, extent[1] = ext_b, extent[2] = ext_c;
     return AMPX_OK;
+}
+
+static inline ampx_status ampx_kit_take_gemm(const ampx_kit *kit, const ampx_gemm_args *args,
+                                             ampx_gemm_args *g, uint64_t extent[3]) {
+    AMPX_KIT_TRY(ampx_kit_take(kit, "gemm", args, g, sizeof *g));
+    return ampx_kit_check_gemm_(kit, "gemm", AMPX_OP_GEMM, g, extent);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1036,6 +1046,74 @@ static inline ampx_status ampx_kit_take_window(const ampx_kit *kit, uint32_t op,
                                               op == AMPX_OP_POOL2D_FWD));
     *out_h = oh, *out_w = ow;
     return AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// FP8_QUANTIZE, GEMM_FP8, FP8_SCALE_UPDATE (ABI 1.7)
+
+/* FP8_QUANTIZE: one side fp8 and the other float, saturate 0 or 1, src and dst of n
+ * elements, scale f32 [1]; amax f32 [1] and counts i32 [2] optional, quantizing only. */
+static inline ampx_status ampx_kit_take_fp8_quantize(const ampx_kit *kit,
+                                                     const ampx_fp8_quantize_args *args,
+                                                     ampx_fp8_quantize_args *a) {
+    const char *on = "fp8_quantize";
+    AMPX_KIT_TRY(ampx_kit_take(kit, on, args, a, sizeof *a));
+    AMPX_KIT_TRY(ampx_kit_check_dtypes2(kit, on, AMPX_OP_FP8_QUANTIZE, a->src.dtype, a->dst.dtype));
+    if (a->saturate > 1)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: saturate %u is not 0 or 1", on,
+                             a->saturate);
+    if (ampx_dtype_is_fp8(a->src.dtype) && (a->amax.buf || a->counts.buf))
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                             "%s: amax and counts are for quantizing to fp8, not from it", on);
+    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, on, "src", &a->src, a->n, 0));
+    AMPX_KIT_TRY(ampx_kit_check_tensor(kit, on, "dst", &a->dst, a->n, 0));
+    AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, on, "scale", &a->scale, AMPX_F32, 1, 0));
+    AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, on, "amax", &a->amax, AMPX_F32, 1, 1));
+    return ampx_kit_check_tensor_dt(kit, on, "counts", &a->counts, AMPX_I32, 2, 1);
+}
+
+/* GEMM_FP8: the gemm as GEMM checks it (fp8 A and B, a float C), and the two f32 [1]
+ * dequantization factors. */
+static inline ampx_status ampx_kit_take_gemm_fp8(const ampx_kit *kit,
+                                                 const ampx_gemm_fp8_args *args,
+                                                 ampx_gemm_fp8_args *g, uint64_t extent[3]) {
+    const char *on = "gemm_fp8";
+    AMPX_KIT_TRY(ampx_kit_take(kit, on, args, g, sizeof *g));
+    if (g->size < offsetof(ampx_gemm_fp8_args, gemm) + AMPX_GEMM_ARGS_SIZE_V1_4)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: args size %u ends inside the gemm", on,
+                             g->size);
+    g->gemm.size = (uint32_t)(g->size - offsetof(ampx_gemm_fp8_args, gemm) < sizeof g->gemm
+                                  ? g->size - offsetof(ampx_gemm_fp8_args, gemm)
+                                  : sizeof g->gemm);
+    AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, on, "a_scale_inv", &g->a_scale_inv, AMPX_F32, 1, 0));
+    AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, on, "b_scale_inv", &g->b_scale_inv, AMPX_F32, 1, 0));
+    if (g->gemm.bias_grad.buf)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: bias_grad must be null", on);
+    return ampx_kit_check_gemm_(kit, on, AMPX_OP_GEMM_FP8, &g->gemm, extent);
+}
+
+/* FP8_SCALE_UPDATE: a known algo, H >= 1, |margin| <= 64, skip_on_found_inf 0 or 1 (1 needs
+ * the scalars block), the state f32 (2 + H) n and fp8_max f32 [n] in their buffers. */
+static inline ampx_status ampx_kit_take_fp8_scale_update(const ampx_kit *kit,
+                                                         const ampx_fp8_scale_update_args *args,
+                                                         ampx_fp8_scale_update_args *a) {
+    const char *on = "fp8_scale_update";
+    AMPX_KIT_TRY(ampx_kit_take(kit, on, args, a, sizeof *a));
+    if (a->algo > AMPX_FP8_AMAX_MOST_RECENT)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: unknown amax algo %u", on, a->algo);
+    if (a->history < 1) return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: history must be >= 1", on);
+    if (a->margin < -64 || a->margin > 64)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: margin %d is outside [-64, 64]", on,
+                             (int)a->margin);
+    if (a->skip_on_found_inf > 1)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: skip_on_found_inf %u is not 0 or 1", on,
+                             a->skip_on_found_inf);
+    uint64_t rows = 2 + (uint64_t)a->history, n_state;
+    if (ampx_kit_mul_u64(rows, a->n, &n_state))
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: (2 + history) x n overflows", on);
+    AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, on, "state", &a->state, AMPX_F32, n_state, 0));
+    AMPX_KIT_TRY(ampx_kit_check_tensor_dt(kit, on, "fp8_max", &a->fp8_max, AMPX_F32, a->n, 0));
+    return ampx_kit_check_scalars(kit, on, &a->scalars, !a->skip_on_found_inf);
 }
 
 // ---------------------------------------------------------------------------------------

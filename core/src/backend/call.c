@@ -68,6 +68,19 @@ static int gemm_gate(call_ctx *c, const char *who, const void **args, ampx_gemm_
     return 0;
 }
 
+/* GEMM_FP8's epilogue goes only to a backend that claims it for these dtypes. */
+static int gemm_fp8_gate(call_ctx *c, const char *who, const ampx_gemm_fp8_args *a) {
+    const ampx_gemm_args *g = &a->gemm;
+    int epi = g->bias.buf || g->act != AMPX_GEMM_ACT_NONE || g->pre_act.buf || g->bias_grad.buf;
+    ampx_dtype dt[3] = {g->a.dtype, g->b.dtype, g->c.dtype};
+    if (epi && !c->ifc->supports(c->ctx, AMPX_OP_GEMM_FP8, dt, 3, AMPX_SHAPE_GEMM_EPILOGUE)) {
+        err_set(ERR(c->err, c->cap), "%s: backend %s takes no epilogue for gemm_fp8", who,
+                c->ifc->name);
+        return -1;
+    }
+    return 0;
+}
+
 ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args) {
     void *fn = op < AMPX_OP_COUNT ? ampx_backend_op_slot(c->be, op) : NULL;
     if (!fn || op >= AMPX_OP_COUNT) {
@@ -77,6 +90,7 @@ ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args)
     }
     ampx_gemm_args cut;
     if (op == AMPX_OP_GEMM && gemm_gate(c, who, &args, &cut)) return AMPX_ERR_UNSUPPORTED;
+    if (op == AMPX_OP_GEMM_FP8 && gemm_fp8_gate(c, who, args)) return AMPX_ERR_UNSUPPORTED;
     ampx_status st = AMPX_ERR_INTERNAL;
     call_event ev;
     if (c->observe) ev.t0_ns = call_now_ns();
@@ -97,7 +111,9 @@ ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args)
         ev.status = st;
         call_describe(op, args, &ev);
         /* a GEMM runs in its operands' precision; every other op in its node's */
-        ev.dtype = op == AMPX_OP_GEMM ? ((const ampx_gemm_args *)args)->a.dtype : c->dtype;
+        ev.dtype = op == AMPX_OP_GEMM       ? ((const ampx_gemm_args *)args)->a.dtype
+                   : op == AMPX_OP_GEMM_FP8 ? ((const ampx_gemm_fp8_args *)args)->gemm.a.dtype
+                                            : c->dtype;
         c->observe(c->observe_user, &ev);
     }
     if (st == AMPX_OK) return st;

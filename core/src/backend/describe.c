@@ -353,6 +353,26 @@ static void describe_pool2d_bwd(desc *d, const ampx_window_args *a) {
 }
 
 // ---------------------------------------------------------------------------------------
+// ABI 1.7: FP8_QUANTIZE, GEMM_FP8, FP8_SCALE_UPDATE
+
+static void describe_fp8_quantize(desc *d, const ampx_fp8_quantize_args *a) {
+    shape(d, "%llu", (ull)a->n);
+    tensor(d, a->src, a->n);
+    tensor(d, a->dst, a->n);
+    d->e->flops = a->n;
+}
+
+static void describe_gemm_fp8(desc *d, const ampx_gemm_fp8_args *a) {
+    describe_gemm(d, &a->gemm);
+}
+
+static void describe_fp8_scale_update(desc *d, const ampx_fp8_scale_update_args *a) {
+    shape(d, "%llu tensors, history %u", (ull)a->n, a->history);
+    tensor(d, a->state, (2 + (uint64_t)a->history) * a->n);
+    d->e->flops = (uint64_t)a->history * a->n;
+}
+
+// ---------------------------------------------------------------------------------------
 
 #define DESCRIBE(index, slot, OP, type, n_dtypes, f32)                                             \
     case AMPX_OP_##OP: describe_##slot(&d, (const type *)args); break;

@@ -741,8 +741,12 @@ uint64_t ampx_backend_op_mask(const ampx_backend *be) {
     static const ampx_dtype f32[8] = {AMPX_F32, AMPX_F32, AMPX_F32, AMPX_F32,
                                       AMPX_F32, AMPX_F32, AMPX_F32, AMPX_F32};
     uint64_t mask                  = 0;
-    for (uint32_t op = 0; op < AMPX_OP_COUNT && op < 64; op++)
-        if (ampx_backend_supports(be, op, f32, ampx_op_n_dtypes(op))) mask |= (uint64_t)1 << op;
+    /* the fp8 ops (ABI 1.7) in their usual form: e4m3 operands, an f32 side */
+    static const ampx_dtype q8[2] = {AMPX_F32, AMPX_E4M3}, g8[3] = {AMPX_E4M3, AMPX_E4M3, AMPX_F32};
+    for (uint32_t op = 0; op < AMPX_OP_COUNT && op < 64; op++) {
+        const ampx_dtype *dt = op == AMPX_OP_FP8_QUANTIZE ? q8 : op == AMPX_OP_GEMM_FP8 ? g8 : f32;
+        if (ampx_backend_supports(be, op, dt, ampx_op_n_dtypes(op))) mask |= (uint64_t)1 << op;
+    }
     return mask;
 }
 

@@ -99,6 +99,50 @@ static int parse_class_list(jctx *c, const json_value *obj, const char *key, int
     return 0;
 }
 
+/* policy.fp8: {"format": "hybrid" | "e4m3", "amax_history": N, "amax_algo": "max" |
+ * "most_recent", "margin": M, "ops": ["dense", "conv"] or "layers": ["glob", ...]}. */
+static int fp8_parse(jctx *c, const json_value *v, fp8_config *f) {
+    static const char *const keys[]    = {"format", "amax_history", "amax_algo", "margin",
+                                          "ops",    "layers",       NULL};
+    static const char *const formats[] = {"e4m3", "hybrid", NULL};
+    static const char *const algos[]   = {"max", "most_recent", NULL};
+    if (jkeys(c, v, keys)) return -1;
+    *f        = (fp8_config){.on = 1, .hybrid = 1, .history = 1024, .algo = AMPX_FP8_AMAX_MAX};
+    int64_t h = f->history, margin = 0;
+    if (jenum(c, v, "format", 0, formats, &f->hybrid) ||
+        jint(c, v, "amax_history", 0, 1, 1 << 16, &h) ||
+        jenum(c, v, "amax_algo", 0, algos, &f->algo) || jint(c, v, "margin", 0, -64, 64, &margin))
+        return -1;
+    f->history            = (int)h;
+    f->margin             = (int)margin;
+    const json_value *ops = json_get(v, "ops"), *layers = json_get(v, "layers");
+    if (ops && ops->type != JSON_ARRAY) return jerr(c, ops, "expected an array of op classes");
+    for (size_t i = 0; ops && i < ops->n_items; i++) {
+        const json_value *e = ops->items[i];
+        if (e->type != JSON_STRING || (strcmp(e->str, "dense") && strcmp(e->str, "conv")))
+            return jerr(c, e,
+                        "expected \"dense\" or \"conv\": the products of weights run in fp8 "
+                        "(attention's products of activations, norms and softmax do not)");
+        f->classes |= 1u << (!strcmp(e->str, "dense") ? CLASS_DENSE : CLASS_CONV);
+    }
+    if (layers) {
+        if (layers->type != JSON_ARRAY || layers->n_items == 0)
+            return jerr(c, layers, "expected a non-empty array of layer name globs");
+        if (layers->n_items > FP8_MAX_LAYERS)
+            return jerr(c, layers, "at most %d globs", FP8_MAX_LAYERS);
+        for (size_t i = 0; i < layers->n_items; i++) {
+            const json_value *e = layers->items[i];
+            if (e->type != JSON_STRING || !e->str[0] || strlen(e->str) >= NAME_MAX_LEN)
+                return jerr(c, e, "expected a layer name glob of 1 to %d characters",
+                            NAME_MAX_LEN - 1);
+            snprintf(f->layers[i], NAME_MAX_LEN, "%s", e->str);
+        }
+        f->n_layers = (int)layers->n_items;
+    }
+    if (!ops && !layers) f->classes = 1u << CLASS_DENSE;
+    return 0;
+}
+
 int policy_parse(jctx *c, const json_value *v, policy *p) {
     if (v->type == JSON_STRING) {
         static const char *const presets[] = {"f32", "mixed_bf16", "mixed_f16", NULL};
@@ -118,8 +162,9 @@ int policy_parse(jctx *c, const json_value *v, policy *p) {
         }
         if (parse_jmp(c, v, p)) return -1;
     } else {
-        static const char *const keys[] = {"preset",      "params",  "compute",   "output",
-                                           "compute_ops", "f32_ops", "overrides", NULL};
+        static const char *const keys[] = {"preset",    "params",      "compute",
+                                           "output",    "compute_ops", "f32_ops",
+                                           "overrides", "fp8",         NULL};
         if (jkeys(c, v, keys)) return -1;
         const json_value *pre = json_get(v, "preset");
         policy_defaults(p, "f32");
@@ -149,6 +194,8 @@ int policy_parse(jctx *c, const json_value *v, policy *p) {
         }
         snprintf(p->spelled, sizeof p->spelled, "%s",
                  pre && pre->type == JSON_STRING ? pre->str : "custom");
+        const json_value *f8 = json_get(v, "fp8");
+        if (f8 && fp8_parse(c, f8, &p->fp8)) return -1;
     }
     if (p->params != AMPX_F32) {
         const json_value *at =

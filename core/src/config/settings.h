@@ -34,6 +34,20 @@ extern const char *const op_class_names[]; /* by op_class, NULL-terminated */
 #define CLASS_DEFAULT (-1)
 #define CLASS_COMPUTE (-2)
 
+/* policy.fp8: which weight GEMMs run with fp8 operands and per-tensor delayed scaling
+ * (Transformer Engine's DelayedScaling recipe; docs/FP8.md). */
+#define FP8_MAX_LAYERS 16
+typedef struct fp8_config {
+    int on;
+    int hybrid;  /* 1: e4m3 forward, e5m2 gradients ("hybrid"); 0: e4m3 for both ("e4m3") */
+    int history; /* amax_history: rows of each tensor's amax history */
+    int algo;    /* amax_algo: an ampx_fp8_amax_algo */
+    int margin;
+    unsigned classes; /* ops: bit per op_class (CLASS_DENSE, CLASS_CONV); 0 with layers given */
+    int n_layers;     /* layers: name globs of the products (the output layer only if named) */
+    char layers[FP8_MAX_LAYERS][NAME_MAX_LEN];
+} fp8_config;
+
 typedef struct policy {
     ampx_dtype params, compute, output;
     int class_dtype[CLASS_COUNT]; /* CLASS_DEFAULT, CLASS_COMPUTE, or an ampx_dtype */
@@ -43,6 +57,7 @@ typedef struct policy {
         ampx_dtype dtype;
     } overrides[MAX_OVERRIDES];
     char spelled[96]; /* how it was given: preset or "custom" */
+    fp8_config fp8;
 } policy;
 
 typedef struct scaler_config {

@@ -137,6 +137,8 @@ static uint32_t conf_poison(ampx_dtype dt) {
     case AMPX_F32: return 0x7fc5a5a5u;
     case AMPX_BF16: return 0x7fc5u;
     case AMPX_F16: return 0x7e5au;
+    case AMPX_E4M3: return 0x7fu;
+    case AMPX_E5M2: return 0x7fu;
     default: return 0x5a5a5a5au;
     }
 }
@@ -145,6 +147,8 @@ static void conf_tensor_put_bits(conf_tensor *ct, uint8_t *img, uint64_t i, uint
     uint8_t *p = img + ct->lead + i * ct->esz;
     if (ct->esz == 4)
         memcpy(p, &bits, 4);
+    else if (ct->esz == 1)
+        *p = (uint8_t)bits;
     else {
         uint16_t h = (uint16_t)bits;
         memcpy(p, &h, 2);
@@ -158,6 +162,7 @@ uint32_t conf_tensor_bits(const conf_tensor *ct, const uint8_t *img, uint64_t i)
         memcpy(&u, p, 4);
         return u;
     }
+    if (ct->esz == 1) return *p;
     uint16_t h;
     memcpy(&h, p, 2);
     return h;

@@ -31,6 +31,8 @@ static int ref_format_of(ampx_dtype dt, ref_format *f) {
     case AMPX_F32: *f = (ref_format){24, -126, ldexp(2.0 - ldexp(1.0, -23), 127)}; return 1;
     case AMPX_BF16: *f = (ref_format){8, -126, ldexp(2.0 - ldexp(1.0, -7), 127)}; return 1;
     case AMPX_F16: *f = (ref_format){11, -14, 65504.0}; return 1;
+    case AMPX_E4M3: *f = (ref_format){4, -6, 448.0}; return 1;
+    case AMPX_E5M2: *f = (ref_format){3, -14, 57344.0}; return 1;
     default: return 0;
     }
 }
@@ -121,6 +123,8 @@ uint32_t ref_encode(ampx_dtype dt, double x) {
         int32_t i = (int32_t)ref_round(AMPX_I32, x);
         return (uint32_t)i;
     }
+    case AMPX_E4M3:
+    case AMPX_E5M2: return ref_fp8_encode(dt, x);
     default: return 0;
     }
 }
@@ -147,6 +151,8 @@ double ref_decode(ampx_dtype dt, uint32_t bits) {
         return s * ldexp((double)(1024u + mant), (int)exp - 25);
     }
     case AMPX_I32: return (double)(int32_t)bits;
+    case AMPX_E4M3:
+    case AMPX_E5M2: return ref_fp8_decode(dt, bits & 0xffu);
     default: return NAN;
     }
 }

@@ -36,6 +36,13 @@ void ref_neighbours(ampx_dtype dt, double x, double *lo, double *hi);
  * dtypes); decode bits to the exact value. */
 uint32_t ref_encode(ampx_dtype dt, double x);
 double ref_decode(ampx_dtype dt, uint32_t bits);
+/* The bits of an exactly representable x (or inf / NaN) in e4m3 or e5m2, and back. */
+uint32_t ref_fp8_encode(ampx_dtype dt, double x);
+double ref_fp8_decode(ampx_dtype dt, uint32_t code);
+/* x (an f32 value, inf or NaN) rounded to e4m3 or e5m2, nearest even (ref_round); a
+ * rounding past the largest finite, or an infinity, is an overflow (*overflow 1): the
+ * largest finite with x's sign when saturating, else NaN (e4m3) or inf (e5m2). */
+double ref_fp8_round(ampx_dtype dt, double x, int saturate, int *overflow);
 
 // ---------------------------------------------------------------------------------------
 // Stochastic rounding, exactly as backend.h and dtype.h specify it
@@ -227,6 +234,21 @@ typedef struct ref_window {
 } ref_window;
 
 void ref_window_init(ref_window *w, const ampx_window_args *a);
+
+// ---------------------------------------------------------------------------------------
+// ABI 1.7: fp8
+
+/* FP8_QUANTIZE over n values x of src dtype sdt into ddt with factor s (backend.h): to fp8,
+ * y = ref_fp8_round(f32(x s)), amax raised to the largest |x| (NaNs ignored), counts[0] +=
+ * overflows, counts[1] += non-zero finite x that became zero; from fp8, y = round(f32(x s))
+ * to ddt (amax and counts untouched). */
+void ref_fp8_quantize(ampx_dtype sdt, ampx_dtype ddt, uint64_t n, const double *x, double s,
+                      int saturate, double *y, double *amax, int64_t counts[2]);
+/* FP8_SCALE_UPDATE on an FP8 STATE block of n tensors and h_len history rows held as
+ * doubles (f32 values), in place: backend.h's formula with every f32 division correctly
+ * rounded; skip: only row 0 cleared (a step with found_inf under skip_on_found_inf). */
+void ref_fp8_scale_update(uint64_t n, uint32_t h_len, int algo, int margin, int skip,
+                          const double *fp8_max, double *state);
 /* IM2COL: cols[] (n out_h out_w channels kh kw) = the x value of each tap, 0 for padding;
  * src (optional) the x index or -1. */
 void ref_im2col(const ref_window *w, const double *x, double *cols, int64_t *src);

@@ -78,18 +78,34 @@ static int conf_f32_slots_ok(const conf_op_desc *d, const ampx_dtype *dts) {
     return 1;
 }
 
+/* The fp8 ops (ABI 1.7) take e4m3 and e5m2 where their headings say: FP8_QUANTIZE exactly
+ * one side, GEMM_FP8 A and B. 1 when dts (over all five float and fp8 dtypes) is such a
+ * combination; every other op's combinations are the three float dtypes'. */
+static int conf_fp8_op(uint32_t op) {
+    return op == AMPX_OP_FP8_QUANTIZE || op == AMPX_OP_GEMM_FP8;
+}
+
+static int conf_fp8_combo_ok(uint32_t op, const ampx_dtype *dts) {
+    int f0 = dts[0] >= AMPX_E4M3, f1 = dts[1] >= AMPX_E4M3;
+    if (op == AMPX_OP_FP8_QUANTIZE) return f0 != f1;
+    return f0 && f1 && dts[2] < AMPX_I32;
+}
+
 static void conf_sweep_op(conf_run *r, const conf_op_desc *d) {
-    uint32_t nd = d->n_dtypes, combos = 1;
+    uint32_t nd = d->n_dtypes, combos = 1, radix = conf_fp8_op(d->op) ? 5 : 3;
     /* the op counts as run when a supported combination ran: a backend that supports nothing
      * of it passes only the probes, which is not passing the op */
     uint32_t run_cases = 0, failed0 = r->sum->failed;
     for (uint32_t i = 0; i < nd; i++)
-        combos *= 3;
+        combos *= radix;
     for (uint32_t c = 0; c < combos; c++) {
         ampx_dtype dts[4] = {AMPX_F32, AMPX_F32, AMPX_F32, AMPX_F32}; /* ATTN_BWD has 4 */
-        for (uint32_t i = 0, q = c; i < nd; i++, q /= 3)
-            dts[nd - 1 - i] = (ampx_dtype)(q % 3);
+        for (uint32_t i = 0, q = c; i < nd; i++, q /= radix) {
+            uint32_t k      = q % radix; /* f32, bf16, f16, then e4m3, e5m2 */
+            dts[nd - 1 - i] = (ampx_dtype)(k < 3 ? k : AMPX_E4M3 + (k - 3));
+        }
         if (!conf_f32_slots_ok(d, dts)) continue; /* e.g. EMBEDDING_BWD's dtable */
+        if (radix == 5 && !conf_fp8_combo_ok(d->op, dts)) continue;
         conf_case_ctx cc;
         if (!ampx_backend_supports(r->be, d->op, dts, nd)) {
             /* not a failure, but calling it anyway must fail cleanly */
@@ -110,6 +126,10 @@ static void conf_sweep_op(conf_run *r, const conf_op_desc *d) {
     }
     if (nd > 0) {
         ampx_dtype bad[4] = {AMPX_I32, AMPX_F32, AMPX_F32, AMPX_F32};
+        conf_probe_invalid(r, d, bad);
+    }
+    if (radix == 5) { /* the fp8 ops without an fp8 operand */
+        ampx_dtype bad[4] = {AMPX_F32, AMPX_F32, AMPX_F32, AMPX_F32};
         conf_probe_invalid(r, d, bad);
     }
     for (uint32_t i = 0; i < nd; i++) /* a slot that must be f32 given bf16 */

@@ -100,6 +100,9 @@ void ampx_dist_finalize(ampx_dist *d) {
 ampx_status dist_allreduce(ampx_dist *d, float *buf, uint64_t n) {
     TIMED(d->ops->allreduce_sum_f32(d, buf, n));
 }
+ampx_status dist_allreduce_max(ampx_dist *d, float *buf, uint64_t n) {
+    TIMED(d->ops->allreduce_max_f32(d, buf, n));
+}
 ampx_status dist_iallreduce(ampx_dist *d, float *buf, uint64_t n) {
     TIMED(d->ops->iallreduce_sum_f32(d, buf, n));
 }

@@ -35,6 +35,8 @@ typedef struct dist_ops {
     /* Ends every rank of the job with exit status code; does not return. */
     void        (*abort)            (ampx_dist *d, int code);
     void        (*finalize)         (ampx_dist *d);
+    /* In-place largest of n f32 values of buf over all ranks (blocking): the fp8 amaxes. */
+    ampx_status (*allreduce_max_f32)(ampx_dist *d, float *buf, uint64_t n);
 } dist_ops;
 // clang-format on
 
@@ -57,6 +59,7 @@ int dist_launched(int *size);
 
 /* Helpers over ops: each times itself into d->comm_ms and names the rank in d->error. */
 ampx_status dist_allreduce(ampx_dist *d, float *buf, uint64_t n);
+ampx_status dist_allreduce_max(ampx_dist *d, float *buf, uint64_t n);
 ampx_status dist_iallreduce(ampx_dist *d, float *buf, uint64_t n);
 ampx_status dist_progress(ampx_dist *d);
 ampx_status dist_wait(ampx_dist *d);

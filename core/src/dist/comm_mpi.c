@@ -145,7 +145,8 @@ static ampx_status watch(ampx_dist *d, int n, MPI_Request *req, const char *what
  * count, step) against every other's, so ranks that call different collectives stop with
  * both sides named instead of waiting on each other. */
 static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
-    static const char *const kinds[] = {"an all-reduce", "a broadcast", "a barrier"};
+    static const char *const kinds[] = {"an all-reduce", "a broadcast", "a barrier",
+                                        "a MAX all-reduce"};
     mpi_impl *m                      = d->impl;
     if (!m->check) return AMPX_OK;
     int64_t mine[3] = {kind, (int64_t)count, d->step};
@@ -161,7 +162,7 @@ static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
     for (int p = 0; !st && p < d->size; p++) {
         const int64_t *o = all + 3 * p;
         if (o[0] == mine[0] && o[1] == mine[1] && o[2] == mine[2]) continue;
-        int ok = o[0] >= 0 && o[0] < 3;
+        int ok = o[0] >= 0 && o[0] < 4;
         err_set(ERR(d->error, sizeof d->error),
                 "the ranks call different collectives: rank %d %s of %lld at step %lld, rank %d "
                 "%s of %lld at step %lld",
@@ -213,18 +214,28 @@ static ampx_status mpi_wait(ampx_dist *d) {
     return st;
 }
 
-static ampx_status mpi_allreduce(ampx_dist *d, float *buf, uint64_t n) {
+/* A blocking all-reduce (op MPI_SUM or MPI_MAX) under the watchdog. */
+static ampx_status mpi_allreduce_op(ampx_dist *d, float *buf, uint64_t n, MPI_Op op) {
     mpi_impl *m    = d->impl;
-    ampx_status st = check_signature(d, 0, n);
+    ampx_status st = check_signature(d, op == MPI_MAX ? 3 : 0, n);
     for (uint64_t at = 0; !st && at < n;) {
         int c = n - at > (uint64_t)1 << 30 ? 1 << 30 : (int)(n - at);
         MPI_Request r;
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + at, c, MPI_FLOAT, MPI_SUM, m->comm, &r);
-        st     = rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Iallreduce")
-                                   : watch(d, 1, &r, "an all-reduce");
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + at, c, MPI_FLOAT, op, m->comm, &r);
+        st     = rc != MPI_SUCCESS
+                     ? mpi_fail(d, rc, "MPI_Iallreduce")
+                     : watch(d, 1, &r, op == MPI_MAX ? "a MAX all-reduce" : "an all-reduce");
         at += (uint64_t)c;
     }
     return st;
+}
+
+static ampx_status mpi_allreduce(ampx_dist *d, float *buf, uint64_t n) {
+    return mpi_allreduce_op(d, buf, n, MPI_SUM);
+}
+
+static ampx_status mpi_allreduce_max(ampx_dist *d, float *buf, uint64_t n) {
+    return mpi_allreduce_op(d, buf, n, MPI_MAX);
 }
 
 static ampx_status mpi_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int root) {
@@ -290,7 +301,8 @@ static const dist_ops mpi_ops = {.allreduce_sum_f32  = mpi_allreduce,
                                  .broadcast          = mpi_broadcast,
                                  .barrier            = mpi_barrier,
                                  .abort              = mpi_abort,
-                                 .finalize           = mpi_finalize};
+                                 .finalize           = mpi_finalize,
+                                 .allreduce_max_f32  = mpi_allreduce_max};
 
 /* The watchdog's state: AMPX_DIST_TIMEOUT (seconds, default 30), AMPX_DIST_CHECK, the
  * heartbeats' communicator and one receive posted per peer. */

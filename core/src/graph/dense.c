@@ -91,14 +91,30 @@ static int matmul_shape(g_graph *g, g_node *n, g_shape_error *e) {
     return 0;
 }
 
-static ampx_status matmul_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    const g_value *w = &g->values[n->in[1]];
+/* Issues GEMM ga whose A and B are values va and vb: GEMM_FP8, with their slots' factors,
+ * when they are fp8 values (the fp8 products), else GEMM. */
+static ampx_status gemm_issue(g_exec *x, const g_graph *g, const g_node *n,
+                              const ampx_gemm_args *ga, int va, int vb) {
+    if (g->values[va].fp8_slot < 0) return gx_call(x, n, AMPX_OP_GEMM, ga);
+    ampx_gemm_fp8_args f = {.size        = sizeof f,
+                            .a_scale_inv = gx_fp8(x, g->values[va].fp8_slot, GX_FP8_SCALE_INV),
+                            .b_scale_inv = gx_fp8(x, g->values[vb].fp8_slot, GX_FP8_SCALE_INV),
+                            .gemm        = *ga};
+    return gx_call(x, n, AMPX_OP_GEMM_FP8, &f);
+}
+
+/* y = x W of node n with x and W read from values vx and vw. */
+static ampx_status matmul_product(g_exec *x, const g_graph *g, const g_node *n, int vx, int vw) {
+    const g_value *w = &g->values[vw];
     uint64_t G = (uint64_t)groups_of(n), nn = (uint64_t)w_n(n, w) / G, k = (uint64_t)w_k(n, w);
-    ampx_gemm_args ga =
-        gemm2d_args(0, n->a.trans_b, gemm_rows(x, g, n->in[0]), nn, k, 0, gx_tensor(x, n->in[0]),
-                    gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
+    ampx_gemm_args ga = gemm2d_args(0, n->a.trans_b, gemm_rows(x, g, vx), nn, k, 0,
+                                    gx_tensor(x, vx), gx_tensor(x, vw), gx_tensor(x, n->out[0]));
     group_gemm(&ga, G, k, nn, nn);
-    return gx_call(x, n, AMPX_OP_GEMM, &ga);
+    return gemm_issue(x, g, n, &ga, vx, vw);
+}
+
+static ampx_status matmul_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    return matmul_product(x, g, n, n->in[0], n->in[1]);
 }
 
 /* The gradient of a product's output y as the product reads it: y's own dtype. A bf16 or
@@ -156,7 +172,7 @@ static ampx_status matmul_dw_fwd(g_exec *x, const g_graph *g, const g_node *n) {
         ga.bias_grad            = gx_tensor(x, n->out[1]);
         ga.bias_grad_accumulate = (uint32_t)gx_accumulate(x, &as_bias);
     }
-    return gx_call(x, n, AMPX_OP_GEMM, &ga);
+    return gemm_issue(x, g, n, &ga, n->in[a], n->in[1 - a]);
 }
 
 const g_rule g_rule_matmul_dw = {
@@ -170,7 +186,7 @@ static ampx_status matmul_dx_fwd(g_exec *x, const g_graph *g, const g_node *n) {
         gemm2d_args(0, !n->a.trans_b, gemm_rows(x, g, n->in[0]), k, nn, 0, gx_tensor(x, n->in[0]),
                     gx_tensor(x, n->in[1]), gx_tensor(x, n->out[0]));
     group_gemm(&ga, G, nn, nn, k);
-    return gx_call(x, n, AMPX_OP_GEMM, &ga);
+    return gemm_issue(x, g, n, &ga, n->in[0], n->in[1]);
 }
 
 const g_rule g_rule_matmul_dx = {
@@ -333,3 +349,78 @@ static ampx_status fused_fwd(g_exec *x, const g_graph *g, const g_node *n) {
 }
 
 const g_rule g_rule_fused = {"fused", {AMPX_OP_COUNT}, NULL, fused_fwd, NULL};
+
+// ---------------------------------------------------------------------------------------
+// fp8 products (policy.fp8; passes/fp8.c turns the matmuls it names into matmul_fp8): the
+// forward quantizes x and W to e4m3 with their slots' scales (raising the slots' amaxes as
+// it goes) and multiplies the codes with GEMM_FP8; x_q and W_q stay for the backward, which
+// quantizes dy once (e5m2 under "hybrid") and runs both of its products on fp8 operands:
+// dW = x_q^T dy_q and dx = dy_q W_q^T, in f32 and in x's dtype. The quantizing casts
+// saturate, as Transformer Engine's do.
+
+/* Value in into fp8 value out, with out's slot. */
+static ampx_status quantize_value(g_exec *x, const g_graph *g, const g_node *n, int in, int out) {
+    int slot                 = g->values[out].fp8_slot;
+    ampx_fp8_quantize_args q = {.size     = sizeof q,
+                                .saturate = 1,
+                                .n        = gx_numel(x, in),
+                                .src      = gx_tensor(x, in),
+                                .dst      = gx_tensor(x, out),
+                                .scale    = gx_fp8(x, slot, GX_FP8_SCALE),
+                                .amax     = gx_fp8(x, slot, GX_FP8_AMAX),
+                                .counts   = gx_null(AMPX_I32)};
+    return gx_call(x, n, AMPX_OP_FP8_QUANTIZE, &q);
+}
+
+static ampx_status matmul_fp8_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    ampx_status st;
+    if ((st = quantize_value(x, g, n, n->in[0], n->out[1])) ||
+        (st = quantize_value(x, g, n, n->in[1], n->out[2])))
+        return st;
+    return matmul_product(x, g, n, n->out[1], n->out[2]);
+}
+
+static int matmul_fp8_bwd(g_graph *g, int self) {
+    const g_node *n = &g->nodes[self];
+    int in = n->in[0], w = n->in[1], dy = g_grad_of(g, n->out[0]);
+    if (dy < 0) return 0;
+    char name[G_NAME_MAX];
+    snprintf(name, sizeof name, "%.80s.grad_q", g->values[n->out[0]].name);
+    g_attrs qa = {.fp8_slot = n->a.fp8_slot + 2};
+    int dq     = g_add_value_like(g, name, ROLE_GRADIENT, (ampx_dtype)n->a.fp8_grad, dy);
+    if (dq < 0 || g_emit(g, self, OP_QUANTIZE, &dy, 1, &dq, 1, &qa) < 0) return -1;
+    g->values[dq].fp8_slot = qa.fp8_slot;
+    n                      = &g->nodes[self];
+    if (g_needs_grad(g, w)) {
+        g_attrs a = {.trans_b = n->a.trans_b, .groups = n->a.groups};
+        int dw    = g_param_grad(g, w, &a.accumulate);
+        int ins[] = {n->out[1], dq};
+        if (dw < 0 || g_emit(g, self, OP_MATMUL_DW_FP8, ins, 2, &dw, 1, &a) < 0) return -1;
+        n = &g->nodes[self];
+    }
+    if (g_needs_grad(g, in)) {
+        int dx    = g_new_grad(g, in, g->values[in].dtype);
+        int ins[] = {dq, n->out[2]};
+        g_attrs a = {.trans_b = n->a.trans_b, .groups = n->a.groups};
+        if (dx < 0 || g_emit(g, self, OP_MATMUL_DX_FP8, ins, 2, &dx, 1, &a) < 0) return -1;
+        return g_contribute(g, in, dx, self);
+    }
+    return 0;
+}
+
+const g_rule g_rule_matmul_fp8    = {"matmul_fp8",
+                                     {AMPX_OP_FP8_QUANTIZE, AMPX_OP_GEMM_FP8, AMPX_OP_COUNT},
+                                     NULL,
+                                     matmul_fp8_fwd,
+                                     matmul_fp8_bwd};
+const g_rule g_rule_matmul_dw_fp8 = {
+    "matmul_dw_fp8", {AMPX_OP_GEMM_FP8, AMPX_OP_COUNT}, NULL, matmul_dw_fwd, NULL};
+const g_rule g_rule_matmul_dx_fp8 = {
+    "matmul_dx_fp8", {AMPX_OP_GEMM_FP8, AMPX_OP_COUNT}, NULL, matmul_dx_fwd, NULL};
+
+static ampx_status quantize_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    return quantize_value(x, g, n, n->in[0], n->out[0]);
+}
+
+const g_rule g_rule_quantize = {
+    "quantize", {AMPX_OP_FP8_QUANTIZE, AMPX_OP_COUNT}, NULL, quantize_fwd, NULL};

@@ -41,7 +41,13 @@ struct g_exec_ops {
     ampx_status (*zero)(g_exec *x, const struct g_node *n, int v);
     /* Enqueues backend op `op` for node n through the call layer. */
     ampx_status (*call)(g_exec *x, const struct g_node *n, uint32_t op, const void *args);
+    /* The fp8 scaling state of slot s (an f32 [1] tensor): what GX_FP8_SCALE, _SCALE_INV or
+     * _AMAX (the current step's row of its amax history; a null tensor when not training, so
+     * evaluation does not move the scales) asks for. */
+    ampx_tensor (*fp8)(g_exec *x, int slot, int what);
 };
+
+enum { GX_FP8_SCALE, GX_FP8_SCALE_INV, GX_FP8_AMAX };
 
 /* The handle a rule is handed: the first member of the executor's state. */
 struct g_exec {
@@ -79,6 +85,9 @@ static inline ampx_status gx_zero(g_exec *x, const struct g_node *n, int v) {
 static inline ampx_status gx_call(g_exec *x, const struct g_node *n, uint32_t op,
                                   const void *args) {
     return x->ops->call(x, n, op, args);
+}
+static inline ampx_tensor gx_fp8(g_exec *x, int slot, int what) {
+    return x->ops->fp8(x, slot, what);
 }
 /* A null tensor (an optional argument left out) of dtype d. */
 static inline ampx_tensor gx_null(ampx_dtype d) {

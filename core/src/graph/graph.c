@@ -51,6 +51,7 @@ int g_add_value(g_graph *g, const char *name, g_role role, ampx_dtype dtype, int
     v->grad     = -1;
     v->master   = -1;
     v->copy     = -1;
+    v->fp8_slot = -1;
     for (int i = 0; i < ndim; i++)
         v->dims[i] = dims ? dims[i] : 0;
     if (batched && ndim > 0) v->dims[0] = 0;

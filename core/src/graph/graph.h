@@ -56,6 +56,7 @@ typedef enum g_why {
                           is read (train.recompute) */
     WHY_COPY,          /* a weight's working copy cast from its master on use
                           (train.weight_copies) */
+    WHY_FP8,           /* a product of weights with fp8 operands (policy.fp8) */
 } g_why;
 
 typedef struct g_value {
@@ -78,6 +79,7 @@ typedef struct g_value {
     int decay;        /* weight decay applies (weights, not biases or norm parameters) */
     float const_fill; /* ROLE_CONST */
     int line, col;    /* where the model file declared what made it */
+    int fp8_slot;     /* an e4m3 or e5m2 value: its slot of the fp8 scaling state; else -1 */
 } g_value;
 
 /* Node attributes: one struct for all kinds, each kind reads the fields it documents. */
@@ -106,6 +108,10 @@ typedef struct g_attrs {
     int groups; /* matmul: G column groups of x and of W (a grouped convolution); 0 or 1: none */
     int conv;   /* matmul: a convolution's product (the policy's class "conv") */
     int64_t at; /* slice: the first index taken along `axis` */
+    /* matmul_fp8: the first of its three fp8 slots (x, W, then dy in the backward);
+     * quantize: its slot */
+    int fp8_slot;
+    int fp8_grad; /* matmul_fp8: the ampx_dtype its output's gradient is quantized to */
 } g_attrs;
 
 typedef enum g_phase { PHASE_FORWARD, PHASE_BACKWARD } g_phase;
@@ -134,6 +140,7 @@ typedef struct g_graph {
     int loss_node;   /* the node computing the loss */
     int inputs[G_MAX_INPUTS], n_inputs; /* the model's inputs in declaration order */
     int64_t classes; /* classes of the labels input (softmax cross-entropy), else 0 */
+    int n_fp8;       /* slots of the fp8 scaling state (passes/fp8.c) */
 } g_graph;
 
 int g_init_graph(g_graph *g);

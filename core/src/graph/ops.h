@@ -1,7 +1,8 @@
 /* ops.h — the op kinds of the graph and their rules. Each kind has one rule: its name, the
  * backend ops it issues, shape inference, the forward (which backend ops it enqueues) and the
  * backward (which nodes autodiff emits), side by side in one file per op family:
- *   dense.c       matmul, bias and their backward GEMMs; the fused dense layer
+ *   dense.c       matmul, bias and their backward GEMMs; the fused dense layer; the fp8
+ *                 products and the quantizing cast
  *   elementwise.c add, mul, scale, cast, activations, dropout
  *   norm.c        layer norm, batch norm
  *   softmax.c     softmax / log-softmax
@@ -75,6 +76,12 @@ typedef enum g_op {
     OP_POOL_BWD, /* dx from dy (and a max pool's indices)          in: dy (, indices)   */
     OP_CONCAT,   /* y = the inputs side by side along a.axis                            */
     OP_SLICE,    /* y = x[.., at : at + len, ..] along a.axis (concat's backward)      */
+    /* dense.c: a product of weights with fp8 operands (passes/fp8.c makes them from matmuls
+     * that policy.fp8 names), per-tensor scaled by the fp8 state's slots */
+    OP_MATMUL_FP8,    /* y = q(x) q(W), x_q and W_q kept   in: x, W  out: y, x_q, W_q */
+    OP_MATMUL_DW_FP8, /* dW (+)= x_q^T dy_q                 in: x_q, dy_q  out: dW     */
+    OP_MATMUL_DX_FP8, /* dx = dy_q W_q^T                    in: dy_q, W_q  out: dx     */
+    OP_QUANTIZE,      /* y = q(x) in fp8 with its slot's scale, raising its amax        */
     OP_COUNT
 } g_op;
 
@@ -107,7 +114,8 @@ uint32_t g_mask_key(const g_graph *g, int node);
 
 /* Family tables (each file defines its kinds' rules). */
 extern const g_rule g_rule_matmul, g_rule_matmul_dw, g_rule_matmul_dx, g_rule_bias,
-    g_rule_bias_grad, g_rule_dense, g_rule_fused;
+    g_rule_bias_grad, g_rule_dense, g_rule_fused, g_rule_matmul_fp8, g_rule_matmul_dw_fp8,
+    g_rule_matmul_dx_fp8, g_rule_quantize;
 extern const g_rule g_rule_add, g_rule_mul, g_rule_scale, g_rule_cast, g_rule_act, g_rule_act_bwd,
     g_rule_dropout;
 extern const g_rule g_rule_layernorm, g_rule_layernorm_bwd, g_rule_batchnorm, g_rule_batchnorm_bwd;

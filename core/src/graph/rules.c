@@ -49,6 +49,10 @@ static const g_rule *const rules[OP_COUNT] = {
     [OP_POOL_BWD]      = &g_rule_pool_bwd,
     [OP_CONCAT]        = &g_rule_concat,
     [OP_SLICE]         = &g_rule_slice,
+    [OP_MATMUL_FP8]    = &g_rule_matmul_fp8,
+    [OP_MATMUL_DW_FP8] = &g_rule_matmul_dw_fp8,
+    [OP_MATMUL_DX_FP8] = &g_rule_matmul_dx_fp8,
+    [OP_QUANTIZE]      = &g_rule_quantize,
 };
 
 const g_rule *g_rule_of(int op) {

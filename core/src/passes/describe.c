@@ -2,6 +2,7 @@
  * tensor with its dtype and the policy's reason, every cast inserted, each weight's working
  * copy (kept, or cast on use as train.weight_copies decides: memory.c) and weight decay, the
  * scaler and the optimizer state dtypes. */
+#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,55 @@ static void describe_param(const g_graph *g, int v, float wd, int cast, ampx_lin
     linef(line, user, "%-28s %-6s %-9s master weight, gradient f32%s", pn, "f32", shape, extra);
 }
 
+/* The three fp8 tensors of a matmul_fp8 node: its operands' codes and its output's
+ * gradient's, each with its slot of the scaling state and why policy.fp8 chose the node. */
+static void fp8_lines(const ampx_model *m, const g_node *n, ampx_line_fn line, void *user) {
+    const g_graph *g    = &m->graph;
+    const fp8_config *f = &m->cfg.pol.fp8;
+    char why[128];
+    snprintf(why, sizeof why, "policy.fp8.ops \"%s\"", n->a.conv ? "conv" : "dense");
+    for (int k = 0; k < f->n_layers; k++)
+        if (!fnmatch(f->layers[k], n->name, 0) ||
+            !fnmatch(f->layers[k], g->values[n->out[0]].name, 0)) {
+            snprintf(why, sizeof why, "policy.fp8.layers \"%s\"", f->layers[k]);
+            break;
+        }
+    const char *what[3] = {"input", "weight", "output's gradient, quantized by the backward"};
+    for (int k = 0; k < 3; k++) {
+        char name[G_NAME_MAX + 8], shape[64];
+        const g_value *v = &g->values[k < 2 ? n->out[1 + k] : n->out[0]];
+        snprintf(name, sizeof name, "%s", k < 2 ? v->name : "");
+        if (k == 2) snprintf(name, sizeof name, "%.80s.grad_q", v->name);
+        features(v, shape, sizeof shape);
+        ampx_dtype dt = k < 2 ? v->dtype : (ampx_dtype)n->a.fp8_grad;
+        linef(line, user, "  %-26s %-6s %-9s fp8 slot %d: %s's %s (%s)", name, ampx_dtype_name(dt),
+              shape, n->a.fp8_slot + k, n->name, what[k], why);
+    }
+}
+
+/* The parameters node n reads (a bias node: its matmul's too), each once (shown). */
+static void node_params(const ampx_model *m, const g_node *n, char *shown, int cast,
+                        ampx_line_fn line, void *user) {
+    const g_graph *g = &m->graph;
+    /* the parameters this node reads (a bias node: its matmul's too) */
+    const g_node *owners[2] = {n, NULL};
+    int prod                = g->values[n->in[0]].producer;
+    if (n->op == OP_BIAS && prod >= 0 &&
+        (g->nodes[prod].op == OP_MATMUL || g->nodes[prod].op == OP_MATMUL_FP8) &&
+        !g->nodes[prod].a.conv)
+        owners[0] = &g->nodes[g->values[n->in[0]].producer], owners[1] = n;
+    for (int o = 0; o < 2 && owners[o]; o++)
+        for (int k = 0; k < owners[o]->n_in; k++) {
+            int v = owners[o]->in[k];
+            if (v < 0) continue;
+            if (g->values[v].master >= 0) v = g->values[v].master;
+            const g_value *pv = &g->values[v];
+            if ((pv->role != ROLE_PARAM && pv->role != ROLE_STATE) || (shown && shown[v])) continue;
+            if (shown) shown[v] = 1;
+            describe_param(g, v, m->cfg.opt.weight_decay, cast, line, user);
+        }
+}
+
 void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
     const policy *p        = &m->cfg.pol;
     const scaler_config *s = &m->cfg.scaler;
@@ -105,7 +155,9 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
             snprintf(from, sizeof from, "; attention as its composite (gemm, softmax, permute)");
         /* a dense layer's matmul and bias print as one line, under the layer's name (a
          * convolution's product prints as its rows, with its weight) */
-        int hidden = n->op == OP_MATMUL && !n->a.conv && strcmp(y->name, n->name);
+        int mm     = n->op == OP_MATMUL || n->op == OP_MATMUL_FP8;
+        int hidden = mm && !n->a.conv && strcmp(y->name, n->name);
+        if (n->op == OP_MATMUL_FP8) fp8_lines(m, n, line, user);
         features(y, shape, sizeof shape);
         /* a norm or softmax writing its reader's dtype: the dtype it runs in, then what it
          * writes */
@@ -123,26 +175,19 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
             linef(line, user, "%-28s %-6s %-9s %s", o->name, ampx_dtype_name(o->dtype), shape,
                   policy_why(n->why));
         }
-        /* the parameters this node reads (a bias node: its matmul's too) */
-        const g_node *owners[2] = {n, NULL};
-        if (n->op == OP_BIAS && g->values[n->in[0]].producer >= 0 &&
-            g->nodes[g->values[n->in[0]].producer].op == OP_MATMUL &&
-            !g->nodes[g->values[n->in[0]].producer].a.conv)
-            owners[0] = &g->nodes[g->values[n->in[0]].producer], owners[1] = n;
-        for (int o = 0; o < 2 && owners[o]; o++)
-            for (int k = 0; k < owners[o]->n_in; k++) {
-                int v = owners[o]->in[k];
-                if (v < 0) continue;
-                if (g->values[v].master >= 0) v = g->values[v].master;
-                const g_value *pv = &g->values[v];
-                if ((pv->role != ROLE_PARAM && pv->role != ROLE_STATE) || (shown && shown[v]))
-                    continue;
-                if (shown) shown[v] = 1;
-                describe_param(g, v, m->cfg.opt.weight_decay, cast, line, user);
-            }
+        node_params(m, n, shown, cast, line, user);
     }
     free(shown);
     linef(line, user, "casts inserted: %d", casts);
+    const fp8_config *f8 = &m->cfg.pol.fp8;
+    if (g->n_fp8)
+        linef(line, user,
+              "fp8: %d products of weights, %d tensors with their own scales (%s), amax history "
+              "%d, amax %s, margin %d; the output layer, norms, softmax and attention keep the "
+              "policy's dtypes",
+              g->n_fp8 / 3, g->n_fp8,
+              f8->hybrid ? "hybrid: e4m3 forward, e5m2 gradients" : "e4m3 forward and backward",
+              f8->history, f8->algo == AMPX_FP8_AMAX_MAX ? "max" : "most_recent", f8->margin);
     const optimizer_config *o = &m->cfg.opt;
     linef(line, user, "optimizer %s: master weights, gradients as accumulated and %s in f32%s",
           o->kind == OPT_ADAMW ? "adamw" : "sgd", o->kind == OPT_ADAMW ? "m and v" : "momentum",

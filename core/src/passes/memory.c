@@ -169,7 +169,8 @@ static double unit_of(uint64_t most, const char **name) {
 
 /* "bf16 8.1, f32 4.2" in unit u: the dtypes that hold anything, largest first. */
 static void by_dtype(const uint64_t *b, double u, char *buf, size_t cap) {
-    static const char *const names[AMPX_DTYPE_COUNT] = {"f32", "bf16", "f16", "i32"};
+    static const char *const names[AMPX_DTYPE_COUNT] = {"f32", "bf16", "f16",
+                                                        "i32", "e4m3", "e5m2"};
     int used[AMPX_DTYPE_COUNT]                       = {0};
     size_t n                                         = 0;
     buf[0]                                           = 0;

@@ -31,6 +31,7 @@ const char *policy_why(g_why why) {
         return "runs in f32, writes the dtype of the product that reads it, no cast";
     case WHY_RECOMPUTE: return "recomputed in the backward (train.recompute)";
     case WHY_COPY: return "working copy cast from its master on use (train.weight_copies)";
+    case WHY_FP8: return "operands in fp8 (policy.fp8), output in the compute dtype";
     case WHY_NONE: break;
     }
     return "";
@@ -365,10 +366,74 @@ int policy_apply(g_graph *g, const policy *p, char *msg, size_t cap) {
     return rc;
 }
 
+// ---------------------------------------------------------------------------------------
+// policy.fp8: products of weights with fp8 operands
+
+/* 1 when policy.fp8 names matmul node n (index i): a layer glob matches it, or its op class
+ * is listed and it is not the output layer (which runs in fp8 only when named). */
+static int fp8_wants(const g_graph *g, const fp8_config *f, const g_node *n, int is_output,
+                     uint8_t *glob_used) {
+    int named = 0;
+    for (int k = 0; k < f->n_layers; k++)
+        if (matches(g, f->layers[k], n)) named = 1, glob_used[k] = 1;
+    int k = n->a.conv ? CLASS_CONV : CLASS_DENSE;
+    return named || ((f->classes >> k & 1u) && !is_output);
+}
+
+/* Turns matmul node id into a matmul_fp8 node: outputs x_q and W_q (e4m3, kept for the
+ * backward), three slots (x, W, and the output's gradient, quantized by the backward). */
+static int fp8_node(g_graph *g, const fp8_config *f, int id, char *msg, size_t cap) {
+    g_node *n = &g->nodes[id];
+    char name[G_NAME_MAX];
+    int q[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(name, sizeof name, "%.80s.%s_q", n->name, k ? "w" : "x");
+        q[k] = g_add_value_like(g, name, ROLE_ACTIVATION, AMPX_E4M3, n->in[k]);
+        if (q[k] < 0) return say(msg, cap, "too many values after policy.fp8");
+        g->values[q[k]].fp8_slot = g->n_fp8 + k;
+        g->values[q[k]].producer = id;
+        g->values[q[k]].line = n->line, g->values[q[k]].col = n->col;
+    }
+    n->op         = OP_MATMUL_FP8;
+    n->out[1]     = q[0];
+    n->out[2]     = q[1];
+    n->n_out      = 3;
+    n->a.fp8_slot = g->n_fp8;
+    n->a.fp8_grad = f->hybrid ? AMPX_E5M2 : AMPX_E4M3;
+    n->why        = WHY_FP8;
+    g->n_fp8 += 3;
+    return 0;
+}
+
+static int fp8_apply(g_graph *g, const fp8_config *f, char *msg, size_t cap) {
+    if (!f->on) return 0;
+    uint8_t used[FP8_MAX_LAYERS] = {0};
+    int out = output_node(g), turned = 0;
+    for (int i = 0; i < g->n_forward; i++) {
+        if (g->nodes[i].op != OP_MATMUL || !fp8_wants(g, f, &g->nodes[i], i == out, used)) continue;
+        if (fp8_node(g, f, i, msg, cap)) return -1;
+        turned++;
+    }
+    for (int k = 0; k < f->n_layers; k++)
+        if (!used[k]) {
+            snprintf(msg, cap,
+                     "$.policy.fp8.layers[%d] \"%s\": matches no product of weights (`ampx "
+                     "policy MODEL` lists the names)",
+                     k, f->layers[k]);
+            return -1;
+        }
+    if (!turned)
+        return say(msg, cap,
+                   "$.policy.fp8: no product of weights runs in fp8 (the output layer does only "
+                   "when \"layers\" names it)");
+    return 0;
+}
+
 int policy_resolve(ampx_model *m, char *err, size_t cap) {
-    char msg[256];
+    char msg[320];
     g_copy_graph(&m->raw, &m->graph); /* as built: ampx_model_memory's f32 comparison */
-    if (policy_apply(&m->graph, &m->cfg.pol, msg, sizeof msg))
+    if (policy_apply(&m->graph, &m->cfg.pol, msg, sizeof msg) ||
+        fp8_apply(&m->graph, &m->cfg.pol.fp8, msg, sizeof msg))
         return fail(err, cap, m->cfg.file, msg);
     return 0;
 }

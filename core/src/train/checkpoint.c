@@ -38,10 +38,13 @@ typedef struct ck_tensor {
     uint64_t dims[G_MAX_DIMS];
     int ndim;
     uint64_t bytes;
-    ampx_buffer *buf; /* NULL: the scalars block */
-    int nonneg;       /* values must be >= 0 (Adam's second moment) */
-    int skip;         /* optimizer state a sampler does not hold: in the file, not read */
+    ampx_buffer *buf;  /* NULL: the scalars block */
+    int nonneg;        /* values must be >= 0 (Adam's second moment) */
+    uint64_t positive; /* the first `positive` values must be > 0 (the fp8 scales) */
+    int skip;          /* optimizer state a sampler does not hold: in the file, not read */
 } ck_tensor;
+
+#define CK_FP8_STATE "ampx.fp8.state"
 
 /* A low-precision working copy ("ampx.copy.<param>"), derived from its master on demand. */
 static int is_copy(const ck_tensor *c) {
@@ -81,6 +84,17 @@ static int ck_list(ampx_trainer *t, ck_tensor *out) {
                            .dtype = "F32", .dims = {s->n}, .ndim = 1, .bytes = s->n * 4, .buf = s->buf};
         snprintf(out[n++].name, sizeof out[0].name, "%s", t->g.values[s->value].name);
     }
+    if (t->fp8) { /* policy.fp8's scaling state: scales, their inverses, the amax history */
+        uint64_t slots = (uint64_t)t->g.n_fp8;
+        out[n]         = (ck_tensor){.dtype    = "F32",
+                                     .dims     = {2 + (uint64_t)t->fp8_history, slots},
+                                     .ndim     = 2,
+                                     .bytes    = fp8_state_floats(t) * 4,
+                                     .buf      = t->fp8,
+                                     .nonneg   = 1,
+                                     .positive = 2 * slots};
+        snprintf(out[n++].name, sizeof out[0].name, "%s", CK_FP8_STATE);
+    }
     out[n] = (ck_tensor){
         .dtype = "U8", .dims = {sizeof(ampx_scalars)}, .ndim = 1, .bytes = sizeof(ampx_scalars)};
     snprintf(out[n++].name, sizeof out[0].name, "ampx.scalars");
@@ -110,6 +124,7 @@ static int64_t first_bad(const ck_tensor *c, const unsigned char *data, uint64_t
             memcpy(&u, data + 4 * i, 4);
             if ((u & 0x7F800000u) == 0x7F800000u) return (int64_t)i;
             if (c->nonneg && (u >> 31) && u != 0x80000000u) return (int64_t)i;
+            if (i < c->positive && (u & 0x7FFFFFFFu) == 0) return (int64_t)i;
         } else {
             uint16_t u;
             memcpy(&u, data + 2 * i, 2);
@@ -169,7 +184,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
         err_set(ERR(err, cap), "%s: a sampler or predictor holds no optimizer state to save", path);
         return AMPX_ERR_INVALID;
     }
-    ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
+    ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 2));
     if (!ts) {
         err_set(ERR(err, cap), "%s: out of memory", path);
         return AMPX_ERR_NO_MEMORY;
@@ -417,10 +432,16 @@ static ampx_status check_identity(ck_reader *r, const ampx_trainer *t, const jso
  * every tensor of the model is there with its dtype and shape, and no other; a working copy
  * of another dtype, or none (a checkpoint of another policy), gets -1 and counts in
  * *derived. 0, or -1 after the message. */
-static int ck_match(ck_reader *rp, const ampx_trainer *t, const json_value *root,
-                    const ck_tensor *ts, int n, int64_t *at, int *derived) {
+static int ck_match(ck_reader *rp, ampx_trainer *t, const json_value *root, const ck_tensor *ts,
+                    int n, int64_t *at, int *derived) {
     for (int i = 0; i < n; i++) {
         const json_value *e = json_get(root, ts[i].name);
+        if (!e && !strcmp(ts[i].name, CK_FP8_STATE)) { /* a run without fp8: scales start at 1 */
+            at[i] = -1;
+            snprintf(t->notice, sizeof t->notice,
+                     "%s has no fp8 scaling state: every fp8 tensor's scale starts at 1", rp->name);
+            continue;
+        }
         if (is_copy(&ts[i]) && (!e || strcmp(json_get(e, "dtype")->str, ts[i].dtype))) {
             at[i] = -1;
             (*derived)++;
@@ -450,7 +471,8 @@ static int ck_match(ck_reader *rp, const ampx_trainer *t, const json_value *root
     if (root->n_items != (size_t)n + 1)
         for (size_t k = 0; k < root->n_items; k++) {
             const char *key = root->items[k]->key;
-            int known       = !strcmp(key, "__metadata__");
+            /* the metadata, and the fp8 state of a run whose policy had fp8 products */
+            int known = !strcmp(key, "__metadata__") || !strcmp(key, CK_FP8_STATE);
             for (int i = 0; i < n && !known; i++)
                 known = !strcmp(key, ts[i].name);
             /* the working copy of a parameter the policy now keeps in f32 */
@@ -528,7 +550,9 @@ static ampx_status check_tensor(ck_reader *r, const ck_source *s, const ck_tenso
         if (i >= 0)
             return st_bad(r, "tensor \"%s\" element %lld is %g, expected a finite number%s",
                           c->name, (long long)(off / es + (uint64_t)i), element(c, p, i),
-                          c->nonneg ? " >= 0" : "");
+                          off / es + (uint64_t)i < c->positive ? " > 0"
+                          : c->nonneg                          ? " >= 0"
+                                                               : "");
     }
     return AMPX_OK;
 }
@@ -565,8 +589,8 @@ static ampx_status write_tensor(ck_reader *r, ampx_trainer *t, const ck_source *
 /* A checkpoint whose header (root) st_parse or st_open checked, its data in s. */
 static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root,
                            const ck_source *s) {
-    ck_tensor *ts       = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
-    int64_t *at         = malloc(sizeof *at * (TR_MAX_PARAMS * 5 + 1));
+    ck_tensor *ts       = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 2));
+    int64_t *at         = malloc(sizeof *at * (TR_MAX_PARAMS * 5 + 2));
     ampx_keeper *keeper = malloc(sizeof *keeper);
     ampx_status st      = AMPX_ERR_INVALID;
     if (!ts || !at || !keeper) {
@@ -619,7 +643,7 @@ ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned cha
 ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size_t cap) {
     t->kv.len = 0; /* new weights: nothing cached holds */
     /* No checkpoint of this model is larger than its header cap and its state. */
-    ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 1));
+    ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 2));
     if (!ts) {
         err_set(ERR(err, cap), "%s: out of memory", path);
         return AMPX_ERR_NO_MEMORY;

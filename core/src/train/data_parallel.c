@@ -435,9 +435,11 @@ ampx_status dp_mean_losses(dp_state *dp, float *loss, uint64_t n) {
     return AMPX_OK;
 }
 
-ampx_status dp_check(dp_state *dp, const ampx_scalars *s, float weights_sq, int64_t step) {
+ampx_status dp_check(dp_state *dp, const ampx_scalars *s, float weights_sq, int64_t step,
+                     const void *fp8, uint64_t fp8_bytes) {
     uint64_t mine  = fnv(0xCBF29CE484222325ull, s, sizeof *s);
     mine           = fnv(mine, &weights_sq, sizeof weights_sq);
+    mine           = fp8_bytes ? fnv(mine, fp8, fp8_bytes) : mine;
     mine           = fnv(mine, &step, sizeof step);
     uint64_t first = mine;
     ampx_status st = dist_broadcast(dp->dist, &first, sizeof first, 0);
@@ -445,15 +447,17 @@ ampx_status dp_check(dp_state *dp, const ampx_scalars *s, float weights_sq, int6
     int bad;
     if ((st = count_ranks(dp, mine != first, &bad)) || !bad) return st;
     if (mine != first)
-        err_set(dp->err,
-                "step %lld: rank %d's scalars block or weights differ from rank 0's (loss "
-                "scale %g, %d applied, %d skipped; sum of squared weights %.9g): the ranks "
-                "diverged",
-                (long long)step, dp->rank, (double)s->scale, s->applied_steps, s->skipped_steps,
-                (double)weights_sq);
+        err_set(
+            dp->err,
+            "step %lld: rank %d's scalars block, fp8 scales or weights differ from rank 0's (loss "
+            "scale %g, %d applied, %d skipped; sum of squared weights %.9g): the ranks "
+            "diverged",
+            (long long)step, dp->rank, (double)s->scale, s->applied_steps, s->skipped_steps,
+            (double)weights_sq);
     else
         err_set(dp->err,
-                "step %lld: %d of %d ranks hold another scalars block or weights than rank %d "
+                "step %lld: %d of %d ranks hold another scalars block, fp8 scales or weights than "
+                "rank %d "
                 "(loss scale %g, %d applied, %d skipped): the ranks diverged",
                 (long long)step, bad, dp->world, dp->rank, (double)s->scale, s->applied_steps,
                 s->skipped_steps);

@@ -84,7 +84,8 @@ ampx_status dp_finish(dp_state *dp);               /* waits, averages, writes ba
 /* At each log interval: the mean over ranks of n losses; the check that every rank holds
  * rank 0's scalars block and sum of squared weights after step `step`. */
 ampx_status dp_mean_losses(dp_state *dp, float *loss, uint64_t n);
-ampx_status dp_check(dp_state *dp, const ampx_scalars *s, float weights_sq, int64_t step);
+ampx_status dp_check(dp_state *dp, const ampx_scalars *s, float weights_sq, int64_t step,
+                     const void *fp8, uint64_t fp8_bytes);
 
 /* "host copy", "host memory in place", "NCCL"; "" for one process. */
 const char *dp_path_name(const dp_state *dp);

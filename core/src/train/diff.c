@@ -111,9 +111,12 @@ static double node_k(const ampx_trainer *t, const g_node *n) {
     double rows = all / (last > 0 ? last : 1);
     switch (n->op) {
     case OP_MATMUL:
+    case OP_MATMUL_FP8:
     case OP_DENSE:
-    case OP_MATMUL_DX: return last / (n->a.groups > 1 ? n->a.groups : 1);
+    case OP_MATMUL_DX:
+    case OP_MATMUL_DX_FP8: return last / (n->a.groups > 1 ? n->a.groups : 1);
     case OP_MATMUL_DW:
+    case OP_MATMUL_DW_FP8:
     case OP_BIAS_GRAD:
     case OP_POSITION_GRAD:
     case OP_EMBED_BWD: return rows;

@@ -116,6 +116,17 @@ static ampx_status x_call(g_exec *h, const g_node *n, uint32_t op, const void *a
     return call_op(x->call, n->name, op, args);
 }
 
+/* Slot s of the fp8 state block (backend.h: scale[n], scale_inv[n], history[H][n]). */
+static ampx_tensor x_fp8(g_exec *h, int slot, int what) {
+    const executor *x = of_const(h);
+    if (!x->fp8_state.buf || slot < 0 || (uint64_t)slot >= x->fp8_n ||
+        (what == GX_FP8_AMAX && !x->training))
+        return gx_null(AMPX_F32);
+    ampx_tensor t = x->fp8_state;
+    t.offset += 4 * ((uint64_t)what * x->fp8_n + (uint64_t)slot);
+    return t;
+}
+
 const struct g_exec_ops exec_ops = {
     .tensor        = x_tensor,
     .numel         = x_numel,
@@ -127,6 +138,7 @@ const struct g_exec_ops exec_ops = {
     .dropout_seed  = x_dropout_seed,
     .zero          = x_zero,
     .call          = x_call,
+    .fp8           = x_fp8,
 };
 
 ampx_status exec_run(executor *x, int first, int last) {

@@ -163,6 +163,8 @@ static ampx_status update_ops(ampx_trainer *t, uint64_t slot, int mon) {
                                  .backoff_factor_f64 = t->m->cfg.scaler.backoff_factor};
     ampx_status st;
     if ((st = amp_ops(t, slot, mon, gsq)) || (st = optimizer_step(t, gsq))) return st;
+    /* the fp8 scales, before the scaler consumes found_inf (a skipped step moves none) */
+    if (t->g.n_fp8 && (st = fp8_step_update(t))) return st;
     return tr_step_op(t, AMPX_OP_SCALER_UPDATE, &v);
 }
 
@@ -270,7 +272,15 @@ static ampx_status dp_records(ampx_trainer *t, unsigned char *buf, int64_t n, fl
     free(losses);
     ampx_scalars last;
     memcpy(&last, buf + (uint64_t)(n - 1) * t->ring.slot_bytes + SLOT_SCALARS, sizeof last);
-    return st ? st : dp_check(&t->dp, &last, wsq, t->step);
+    /* the fp8 scales and their inverses, which every rank must hold alike */
+    uint64_t fp8_bytes = 8 * (uint64_t)t->g.n_fp8;
+    float *fp8         = fp8_bytes ? malloc(fp8_bytes) : NULL;
+    if (!st && fp8_bytes && !fp8) st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    if (!st && fp8)
+        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->fp8, 0, fp8, fp8_bytes), "buffer_read");
+    if (!st) st = dp_check(&t->dp, &last, wsq, t->step, fp8, fp8_bytes);
+    free(fp8);
+    return st;
 }
 
 /* The names of the gradients a skipped step flagged, "a.grad, b.grad" (what fits). */

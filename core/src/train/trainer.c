@@ -131,9 +131,12 @@ static ampx_status check_ops(ampx_trainer *t) {
     int copies = 0;
     for (int v = 0; v < t->g.n_values; v++)
         copies |= t->g.values[v].master >= 0;
-    uint32_t step[] = {AMPX_OP_UNSCALE_CHECK, AMPX_OP_SUM_SQUARES, AMPX_OP_SCALER_UPDATE,
+    uint32_t step[] = {AMPX_OP_UNSCALE_CHECK,
+                       AMPX_OP_SUM_SQUARES,
+                       AMPX_OP_SCALER_UPDATE,
                        t->m->cfg.opt.kind == OPT_ADAMW ? AMPX_OP_ADAMW : AMPX_OP_SGD,
-                       copies ? AMPX_OP_CAST : AMPX_OP_SCALER_UPDATE};
+                       copies ? AMPX_OP_CAST : AMPX_OP_SCALER_UPDATE,
+                       t->g.n_fp8 ? AMPX_OP_FP8_SCALE_UPDATE : AMPX_OP_SCALER_UPDATE};
     for (size_t i = 0; i < sizeof step / sizeof step[0]; i++)
         if (!ampx_backend_op_slot(t->be, step[i]))
             return tr_fail(t, AMPX_ERR_UNSUPPORTED, "backend %s has no %s, which training needs",
@@ -428,20 +431,21 @@ static ampx_status create_device(ampx_trainer *t) {
         (st = tr_alloc_zero(t, 64, &t->eval_loss)) ||
         (st = tr_upload(t, &t->scalars, &s, sizeof s)) || (st = inputs_upload(t)))
         return st;
-    t->x                 = (executor){.h             = EXEC_HANDLE,
-                                      .g             = &t->g,
-                                      .p             = &t->plan,
-                                      .call          = &t->call,
-                                      .arena         = t->arena,
-                                      .own           = t->own,
-                                      .own_off       = t->own_off,
-                                      .rows          = (uint64_t)t->B,
-                                      .training      = 1,
-                                      .micro_batches = (uint64_t)t->A,
-                                      .seed          = m->cfg.train.seed,
-                                      .replica       = (uint32_t)t->dp.rank,
-                                      .replicas      = (uint32_t)t->dp.world,
-                                      .scalars       = tr_tensor(t->scalars, 0, AMPX_F32)};
+    t->x = (executor){.h             = EXEC_HANDLE,
+                      .g             = &t->g,
+                      .p             = &t->plan,
+                      .call          = &t->call,
+                      .arena         = t->arena,
+                      .own           = t->own,
+                      .own_off       = t->own_off,
+                      .rows          = (uint64_t)t->B,
+                      .training      = 1,
+                      .micro_batches = (uint64_t)t->A,
+                      .seed          = m->cfg.train.seed,
+                      .replica       = (uint32_t)t->dp.rank,
+                      .replicas      = (uint32_t)t->dp.world,
+                      .scalars       = tr_tensor(t->scalars, 0, AMPX_F32)};
+    if ((st = fp8_setup(t))) return st;
     t->ring.t_last_flush = tr_now_ms();
     t->mon.every         = m->cfg.train.monitor_every;
     /* a slot past the table of an older minor reads as NULL; the minor is checked too */
@@ -512,7 +516,8 @@ void ampx_trainer_free(ampx_trainer *t) {
     if (t->ctx) t->ifc->synchronize(t->ctx);
     timeline_free(t);
     monitor_free(t);
-    ampx_buffer **bufs[] = {&t->arena, &t->ring.buf, &t->eval_loss, &t->scalars, &t->grads.buf};
+    ampx_buffer **bufs[] = {&t->arena,     &t->ring.buf, &t->eval_loss, &t->scalars,
+                            &t->grads.buf, &t->fp8,      &t->fp8_max};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) t->ifc->buffer_free(t->ctx, *bufs[i]);
     /* params[n_params] is the one whose add_param failed half-way, if any (else all NULL) */
@@ -622,6 +627,7 @@ ampx_status ampx_trainer_sync(ampx_trainer *t) {
         if (t->params[i].n * 4 > most) most = t->params[i].n * 4;
     for (int i = 0; i < t->n_state; i++)
         if (t->state[i].n * 4 > most) most = t->state[i].n * 4;
+    if (t->fp8 && fp8_state_floats(t) * 4 > most) most = fp8_state_floats(t) * 4;
     void *host = malloc(most);
     if (!host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     dp_state *dp   = &t->dp;
@@ -638,6 +644,7 @@ ampx_status ampx_trainer_sync(ampx_trainer *t) {
     for (int i = 0; i < t->n_state && !st; i++)
         st = dp_bcast_buffer(dp, t->state[i].buf, 0, t->state[i].n * 4, host);
     if (!st) st = dp_bcast_buffer(dp, t->scalars, 0, sizeof(ampx_scalars), host);
+    if (!st && t->fp8) st = dp_bcast_buffer(dp, t->fp8, 0, fp8_state_floats(t) * 4, host);
     free(host);
     int64_t step = t->step;
     if (!st && (st = dp_bcast_host(dp, &step, sizeof step))) return st;

@@ -152,6 +152,10 @@ struct ampx_trainer {
     state_tensor state[TR_MAX_PARAMS];
     ampx_buffer *arena;
     ampx_buffer *scalars, *eval_loss;
+    /* policy.fp8 (train/fp8.c): the scaling state of g.n_fp8 slots (backend.h's FP8 STATE
+     * block: scale, scale_inv, the amax history) and each slot's format's largest value */
+    ampx_buffer *fp8, *fp8_max;
+    int fp8_history;
     int64_t step;           /* steps done (applied + skipped) */
     uint64_t last_step_ops; /* ops the last step issued */
     int amp_fused;          /* the backend has AMP_PASS (ABI 1.4): one op instead of grad_stats,
@@ -172,6 +176,14 @@ struct ampx_trainer {
 
 // ---------------------------------------------------------------------------------------
 // Between the files (each is defined in the file named)
+
+/* fp8.c: the fp8 scaling state of a graph with fp8 products (none: nothing), fresh (every
+ * scale 1, the history 0); the step's update of it (the ranks' amaxes combined first); the
+ * format of each slot. */
+ampx_status fp8_setup(ampx_trainer *t);
+ampx_status fp8_step_update(ampx_trainer *t);
+ampx_dtype fp8_slot_dtype(const g_graph *g, int slot);
+uint64_t fp8_state_floats(const ampx_trainer *t);
 
 /* trainer.c: the scalars block of a fresh run: scaler and schedule configuration. */
 void init_scalars(const ampx_model *m, ampx_scalars *s);

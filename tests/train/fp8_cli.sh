@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# fp8_cli.sh AMPX SRC — policy.fp8 end to end: `ampx policy` lists each fp8 tensor with its
+# slot, format and reason, and keeps the output layer out; gpt_tiny trains with fp8 products
+# (hybrid) to within 3% of its mixed_bf16 validation loss; the e4m3 format, layer globs and
+# the most_recent algorithm train; a resumed run is bit-identical (the scaling state is in
+# the checkpoint); checkpoints of runs with and without fp8 cross over with a notice; a
+# checkpoint whose scales are not positive is refused; malformed fp8 blocks and a plugin
+# without the fp8 ops each get one clear line.
+set -uo pipefail
+ampx=$1
+src=$(cd "$2" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+. "$src/tests/cli_lib.sh"
+
+# with_policy IN OUT NAME POLICY-JSON: a copy of model IN under another policy and name
+with_policy() {
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["policy"]=json.loads(sys.argv[4]); m["name"]=sys.argv[3]; json.dump(m, open(sys.argv[2], "w"))' "$@"
+}
+mlp=$src/models/mlp.json
+with_policy "$mlp" "$work/mlp8.json" mlp8 '{"preset": "mixed_bf16", "fp8": {"amax_history": 16}}'
+
+# ---- ampx policy: three tensors per product, each with its slot; the output layer not
+"$ampx" policy "$work/mlp8.json" >"$work/pol" 2>"$work/err" || fail "policy: $(cat "$work/err")"
+grep -Eq '^  fc1\.x_q +e4m3 .*fp8 slot 0: fc1.s input \(policy\.fp8\.ops "dense"\)' "$work/pol" ||
+  fail "policy: no fc1.x_q line: $(cat "$work/pol")"
+grep -Eq '^  fc2\.matmul\.grad_q +e5m2 .*fp8 slot 5' "$work/pol" || fail "policy: no fc2 gradient slot"
+grep -q '^fp8: 2 products of weights, 6 tensors with their own scales (hybrid' "$work/pol" ||
+  fail "policy: no fp8 summary line"
+grep -q 'logits.x_q' "$work/pol" && fail "policy: the output layer runs in fp8 without being named"
+grep -Eq '^memory at batch .* e4m3 ' "$work/pol" || fail "policy: no e4m3 activations in the memory line"
+
+# ---- gpt_tiny: fp8 (hybrid) within 3% of mixed_bf16's validation loss after 300 steps (the
+# first hundred, with scales from a short history, cost fp8 the most: 3.5% behind at 200)
+tiny=$src/models/gpt_tiny.json
+with_policy "$tiny" "$work/tiny8.json" gpt_tiny '{"preset": "mixed_bf16", "fp8": {}}'
+val() { sed -n 's/^validation loss \([0-9.]*\) nats.*/\1/p' "$1"; }
+"$ampx" train "$tiny" --steps 300 --quiet >"$work/bf" 2>"$work/err" || fail "gpt_tiny bf16: $(cat "$work/err")"
+"$ampx" train "$work/tiny8.json" --steps 300 --quiet >"$work/f8" 2>"$work/err" ||
+  fail "gpt_tiny fp8: $(cat "$work/err")"
+vb=$(val "$work/bf") v8=$(val "$work/f8")
+echo "gpt_tiny 300 steps: validation loss mixed_bf16 ${vb:-?}, fp8 hybrid ${v8:-?}"
+awk -v a="${vb:-0}" -v b="${v8:-99}" 'BEGIN { exit !(a > 0 && b <= a * 1.03) }' ||
+  fail "gpt_tiny: fp8 validation loss ${v8:-?} is not within 3% of mixed_bf16's ${vb:-?}"
+
+# ---- the e4m3 format on named layers with the most_recent amax, and the convolution class
+with_policy "$tiny" "$work/tinyE.json" gpt_tiny \
+  '{"preset": "mixed_bf16", "fp8": {"format": "e4m3", "amax_algo": "most_recent", "margin": 1, "layers": ["h*.fc", "head"]}}'
+"$ampx" policy "$work/tinyE.json" >"$work/pol" 2>"$work/err" || fail "e4m3 policy: $(cat "$work/err")"
+grep -q '^fp8: 3 products of weights, 9 tensors with their own scales (e4m3 forward and backward), amax history 1024, amax most_recent, margin 1' "$work/pol" ||
+  fail "e4m3 policy: $(grep '^fp8' "$work/pol")"
+grep -Eq '^  head\.x_q +e4m3 .*\(policy\.fp8\.layers "head"\)' "$work/pol" ||
+  fail "e4m3 policy: the named output layer is not in fp8"
+"$ampx" train "$work/tinyE.json" --steps 60 --quiet >"$work/out" 2>"$work/err" ||
+  fail "e4m3 training: $(cat "$work/err")"
+"$ampx" train "$tiny" --steps 60 --quiet >"$work/bf60" 2>"$work/err" || fail "bf16 60: $(cat "$work/err")"
+e=$(val "$work/out") b=$(val "$work/bf60")
+awk -v a="${e:-99}" -v b="${b:-0}" 'BEGIN { exit !(b > 0 && a <= b * 1.03) }' ||
+  fail "e4m3 training: validation loss ${e:-?} after 60 steps, mixed_bf16 ${b:-?}"
+
+# ---- resume: 30 + 30 steps give the bits of 60, scaling state included
+"$ampx" train "$work/mlp8.json" --steps 60 --quiet --checkpoint "$work/straight.st" \
+  >/dev/null 2>"$work/err" || fail "straight: $(cat "$work/err")"
+"$ampx" train "$work/mlp8.json" --steps 30 --quiet --checkpoint "$work/half.st" \
+  >/dev/null 2>"$work/err" || fail "half: $(cat "$work/err")"
+"$ampx" train "$work/mlp8.json" --steps 60 --quiet --resume "$work/half.st" \
+  --checkpoint "$work/resumed.st" >/dev/null 2>"$work/err" || fail "resumed: $(cat "$work/err")"
+cmp -s "$work/straight.st" "$work/resumed.st" || fail "the resumed fp8 run's checkpoint differs"
+python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb"); n=struct.unpack("<Q",f.read(8))[0]; h=json.loads(f.read(n)); sys.exit(h["ampx.fp8.state"]["shape"] != [18, 6])' \
+  "$work/straight.st" || fail "the checkpoint's ampx.fp8.state is not [2 + 16, 6]"
+
+# ---- crossing over: a run without fp8 resumes under fp8 (scales start at 1), and back
+with_policy "$mlp" "$work/mlp16.json" mlp8 '"mixed_bf16"'
+"$ampx" train "$work/mlp16.json" --steps 20 --quiet --checkpoint "$work/bf.st" >/dev/null 2>&1
+"$ampx" train "$work/mlp8.json" --steps 30 --resume "$work/bf.st" >"$work/out" 2>"$work/err" ||
+  fail "bf16 -> fp8 resume: $(cat "$work/err")"
+grep -q "has no fp8 scaling state: every fp8 tensor's scale starts at 1" "$work/out" "$work/err" ||
+  fail "bf16 -> fp8 resume: no notice"
+"$ampx" train "$work/mlp16.json" --steps 40 --quiet --resume "$work/half.st" >/dev/null 2>"$work/err" ||
+  fail "fp8 -> bf16 resume: $(cat "$work/err")"
+
+# ---- a scale of 0 in the checkpoint is refused (every fp8 code would be 0)
+python3 - "$work/half.st" "$work/zero.st" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+at = 8 + n + h["ampx.fp8.state"]["data_offsets"][0] + 4 * 2  # scale of slot 2
+open(sys.argv[2], "wb").write(raw[:at] + struct.pack("<f", 0.0) + raw[at + 4:])
+PY
+expect_error zero_scale 1 'ampx.fp8.state" element 2 is 0, expected a finite number > 0' \
+  "$ampx" train "$work/mlp8.json" --steps 40 --resume "$work/zero.st"
+
+# ---- malformed fp8 blocks: one line each, with the JSON path
+bad() { # NAME PATTERN FP8-JSON
+  with_policy "$mlp" "$work/$1.json" mlp8 "{\"preset\": \"mixed_bf16\", \"fp8\": $3}"
+  expect_error "$1" 1 "$2" "$ampx" policy "$work/$1.json"
+}
+bad format 'unknown value "hybird" \(did you mean "hybrid"\?\)' '{"format": "hybird"}'
+bad history 'amax_history' '{"amax_history": 0}'
+bad margin 'margin' '{"margin": 65}'
+bad algo 'unknown value "maximum"' '{"amax_algo": "maximum"}'
+bad ops 'expected "dense" or "conv"' '{"ops": ["softmax"]}'
+bad glob 'policy.fp8.layers\[0\] "fc9": matches no product of weights' '{"layers": ["fc9"]}'
+bad key 'unknown key' '{"fromat": "e4m3"}'
+bad none 'no product of weights runs in fp8' '{"ops": ["conv"]}'
+
+# ---- a plugin of ABI 1.3 has no fp8 ops: refused before the first step, naming the node
+if [ -n "${AMPX_TEST_MINOR_1_3:-}" ] && [ -f "$AMPX_TEST_MINOR_1_3" ]; then
+  expect_error old_plugin 1 'has no fp8_quantize, which node "fc1" needs' \
+    "$ampx" train "$work/mlp8.json" --steps 1 --backend "$AMPX_TEST_MINOR_1_3"
+else
+  fail "AMPX_TEST_MINOR_1_3 is not set to the test plugin"
+fi
+
+[ $fails -eq 0 ] && echo "fp8_cli: all checks passed"
+exit $((fails > 0))
