@@ -5,10 +5,10 @@
  * f32(x * scale) to the fp8 code and keeps the largest |x| it saw (as the bits of a
  * non-negative float, NaNs skipped) and its overflow and flush-to-zero counts; the group
  * reduces them and item 0 folds them into amax and counts, one atomic each. Non-negative
- * floats order as their bits do as ints, so atomic_max on the bits is the float max (a
- * negative amax, its sign bit set, is below any; infinity's bits are kept, and a NaN already
- * in amax stays, as the reference's max does); the amax is a
- * max and the counts sums, so the result does not depend on the order the groups run in.
+ * floats order as their bits do as ints, so atomic_max on the bits is the float max: a
+ * negative amax (sign bit set) is below any, infinity is kept, and a NaN already in amax
+ * stays (no |x| is larger). The amax is a max and the counts are sums, so the result does
+ * not depend on the order the groups run in.
  * fp8_dequantize: grid-stride, y = round(f32(fp8 value) * scale).
  * fp8_scale_update: one work item per tensor of the FP8 STATE block. */
 

@@ -14,19 +14,48 @@ static inline uint32_t fp8_slot(const void *X, ampx_dtype dt, uint64_t hi, int h
 }
 
 #if CPU_HAVE_AVX2_TABLE
-/* Eight pair slots from sixteen consecutive fp8 elements of X from i. */
+/* Sixteen fp8 codes from p as the bf16 bits of their values, one per 16-bit lane, computed in
+ * the lanes: a normal code's exponent and mantissa move into bf16's (rebiased by an add), a
+ * subnormal's value comes from an 8-entry table (pshufb on the byte pairs), e5m2's inf and
+ * the NaNs are set apart (a NaN becomes the quiet bf16 NaN; products of it are NaN either way). */
+GEMM_PAIRS_FN static inline __attribute__((always_inline)) __m256i fp8_bf16x16(const uint8_t *p,
+                                                                               ampx_dtype dt) {
+    __m256i x    = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
+    __m256i mag  = _mm256_and_si256(x, _mm256_set1_epi16(0x7f));
+    __m256i sign = _mm256_slli_epi16(_mm256_xor_si256(x, mag), 8);
+    int e4       = dt == AMPX_E4M3;
+    /* normal: e4m3 (mag << 4) + (120 << 7), e5m2 (mag << 5) + (112 << 7) */
+    __m256i norm = e4 ? _mm256_add_epi16(_mm256_slli_epi16(mag, 4), _mm256_set1_epi16(0x3c00))
+                      : _mm256_add_epi16(_mm256_slli_epi16(mag, 5), _mm256_set1_epi16(0x3800));
+    /* subnormal m: m 2^-9 (e4m3, m < 8) or m 2^-16 (e5m2, m < 4), by byte pairs 2m, 2m + 1 */
+    const __m256i tab =
+        e4 ? _mm256_setr_epi16(0, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60, 0, 0x3b00,
+                               0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60)
+           : _mm256_setr_epi16(0, 0x3780, 0x3800, 0x3840, 0, 0, 0, 0, 0, 0x3780, 0x3800, 0x3840, 0,
+                               0, 0, 0);
+    __m256i idx = _mm256_add_epi16(_mm256_mullo_epi16(mag, _mm256_set1_epi16(0x0202)),
+                                   _mm256_set1_epi16(0x0100));
+    __m256i sub = _mm256_shuffle_epi8(tab, idx);
+    __m256i v =
+        _mm256_blendv_epi8(norm, sub, _mm256_cmpgt_epi16(_mm256_set1_epi16(e4 ? 8 : 4), mag));
+    if (e4) /* S.1111.111 */
+        v = _mm256_blendv_epi8(v, _mm256_set1_epi16(0x7fc0),
+                               _mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x7f)));
+    else { /* exponent 11111: inf (mantissa 0), NaN */
+        v = _mm256_blendv_epi8(v, _mm256_set1_epi16(0x7f80),
+                               _mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x7c)));
+        v = _mm256_blendv_epi8(v, _mm256_set1_epi16(0x7fc0),
+                               _mm256_cmpgt_epi16(mag, _mm256_set1_epi16(0x7c)));
+    }
+    return _mm256_or_si256(v, sign);
+}
+
+/* Eight pair slots from sixteen consecutive fp8 elements of X from i: the 32-bit words of
+ * their bf16 bits with the halves swapped (element 2q high), as pack_kmajor_pairs reads bf16. */
 GEMM_PAIRS_FN static inline __attribute__((always_inline)) __m256
 fp8_pairs8(const void *X, ampx_dtype dt, uint64_t i) {
-    const __m256i keep = _mm256_set1_epi64x(0xffff0000),
-                  idx  = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
-    __m256i a          = _mm256_castps_si256(gemm_ld8(X, dt, i)),
-            b          = _mm256_castps_si256(gemm_ld8(X, dt, i + 8));
-    /* each 64-bit lane holds elements 2q (low half) and 2q + 1: its slot in the low 32 bits */
-    a = _mm256_permutevar8x32_epi32(
-        _mm256_or_si256(_mm256_and_si256(a, keep), _mm256_srli_epi64(a, 48)), idx);
-    b = _mm256_permutevar8x32_epi32(
-        _mm256_or_si256(_mm256_and_si256(b, keep), _mm256_srli_epi64(b, 48)), idx);
-    return _mm256_castsi256_ps(_mm256_permute2x128_si256(a, b, 0x20));
+    __m256i x = fp8_bf16x16((const uint8_t *)X + i, dt);
+    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32(x, 16), _mm256_srli_epi32(x, 16)));
 }
 #endif
 
@@ -84,13 +113,14 @@ GEMM_PAIRS_FN void cpu_pack_imajor_pairs8(const void *X, ampx_dtype dt, uint64_t
         uint64_t hi = base + (p0 + p) * ld + i0, lo = hi + ld, i = 0;
         int has_lo = p + 1 < kc;
 #if CPU_HAVE_AVX2_TABLE
-        const __m256i keep = _mm256_set1_epi32((int)0xffff0000u);
-        for (; i + 8 <= len; i += 8) {
-            __m256i h = _mm256_and_si256(_mm256_castps_si256(gemm_ld8(X, dt, hi + i)), keep);
-            if (has_lo)
-                h = _mm256_or_si256(
-                    h, _mm256_srli_epi32(_mm256_castps_si256(gemm_ld8(X, dt, lo + i)), 16));
-            _mm256_storeu_si256((__m256i *)(tmp + i), h);
+        /* sixteen slots at a time: element hi's bf16 bits high, lo's low (or zero) */
+        for (; i + 16 <= len; i += 16) {
+            __m256i h = fp8_bf16x16((const uint8_t *)X + hi + i, dt);
+            __m256i l =
+                has_lo ? fp8_bf16x16((const uint8_t *)X + lo + i, dt) : _mm256_setzero_si256();
+            __m256i a = _mm256_unpacklo_epi16(l, h), b = _mm256_unpackhi_epi16(l, h);
+            _mm256_storeu_si256((__m256i *)(tmp + i), _mm256_permute2x128_si256(a, b, 0x20));
+            _mm256_storeu_si256((__m256i *)(tmp + i + 8), _mm256_permute2x128_si256(a, b, 0x31));
         }
 #endif
         for (; i < len; i++)
