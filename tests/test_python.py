@@ -49,6 +49,28 @@ with ampx.Backend("cpu", ["threads=2"]) as be, ampx.Trainer(m, be) as t:
     t.run(200, lambda r: mon.append(r) if "headroom_tensor" in r else None)
 assert [r["step"] for r in mon] == [50, 100, 150, 200], [r["step"] for r in mon]
 assert all(r["headroom_tensor"] and r["headroom_bits"] > 0 and not r["headroom_warning"] for r in mon), mon[0]
+# policy.fp8: the records at the end of each log interval carry every fp8 tensor's state
+import json  # noqa: E402
+import tempfile  # noqa: E402
+spec = json.load(open(model_path))
+spec["policy"] = {"preset": "mixed_bf16", "fp8": {"amax_history": 4}}
+fp8_dir = tempfile.mkdtemp()
+fp8_path = os.path.join(fp8_dir, "xor_fp8.json")
+with open(fp8_path, "w") as f:
+    json.dump(spec, f)
+f8 = []
+m = ampx.Model(fp8_path)
+m.set_data(xtr, ytr, xte, yte, row=2)
+with ampx.Backend("cpu", ["threads=2"]) as be, ampx.Trainer(m, be) as t:
+    t.run(200, lambda r: f8.append(r) if "fp8" in r else None)
+    f8_eval = t.evaluate()
+assert [r["step"] for r in f8] == [100, 200], [r["step"] for r in f8]
+q = f8[-1]["fp8"]
+assert len(q) % 3 == 0 and q and q[0]["tensor"].endswith(".x_q") and q[0]["format"] == "e4m3", q
+assert all(e["scale"] > 0 and 0 <= e["saturated"] <= 1 and 0 <= e["flushed"] <= 1 for e in q), q
+assert f8_eval["accuracy"] > 0.9, f8_eval
+os.remove(fp8_path)
+os.rmdir(fp8_dir)
 # the held-out rows are these: flipped labels score the complement
 _, flipped = train(xtr, ytr, xte, rows(500, 99, flip=True)[1], row=2)
 assert flipped["accuracy"] < 0.1, flipped

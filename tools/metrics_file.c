@@ -32,7 +32,7 @@ void metrics_free(metrics_run *r) {
     drop(&r->loss), drop(&r->val), drop(&r->scale), drop(&r->lr), drop(&r->gnorm);
     drop(&r->skipped), drop(&r->headroom);
     for (int l = 0; l < METRICS_MAX_LAYERS; l++)
-        drop(&r->heat[l]);
+        drop(&r->heat[l]), drop(&r->fp8_scale[l]), drop(&r->fp8_amax[l]);
 }
 
 static int num(const cJSON *o, const char *k, double *v) {
@@ -60,6 +60,19 @@ static int add_monitor(metrics_run *r, const cJSON *o, const char *layer, double
     return push(s, step, m);
 }
 
+/* An fp8 line: the tensor's scale and amax at this step (a missing or null one: NaN). */
+static int add_fp8(metrics_run *r, const cJSON *o, const char *tensor, double step) {
+    int i = 0;
+    while (i < r->n_fp8 && strcmp(r->fp8[i], tensor))
+        i++;
+    if (i == r->n_fp8 && i < METRICS_MAX_LAYERS)
+        snprintf(r->fp8[r->n_fp8++], sizeof r->fp8[0], "%s", tensor);
+    if (i == r->n_fp8) return 0; /* past the tensors a map shows */
+    double sc = NAN, am = NAN;
+    num(o, "scale", &sc), num(o, "amax", &am);
+    return push(&r->fp8_scale[i], step, sc) || push(&r->fp8_amax[i], step, am) ? -1 : 0;
+}
+
 /* One line (NUL-terminated, n bytes): 0, 1 when it is not a metrics line, -1 out of memory. */
 static int parse_line(metrics_run *r, const char *line, size_t n) {
     cJSON *o = cJSON_ParseWithLength(line, n);
@@ -70,8 +83,11 @@ static int parse_line(metrics_run *r, const char *line, size_t n) {
     }
     int oom            = 0;
     const cJSON *layer = cJSON_GetObjectItemCaseSensitive(o, "layer");
+    const cJSON *fp8   = cJSON_GetObjectItemCaseSensitive(o, "fp8_tensor");
     if (cJSON_IsString(layer)) {
         oom = add_monitor(r, o, layer->valuestring, step);
+    } else if (cJSON_IsString(fp8)) {
+        oom = add_fp8(r, o, fp8->valuestring, step);
     } else {
         if (num(o, "loss", &v)) oom |= push(&r->loss, step, v);
         if (num(o, "val_loss", &v)) oom |= push(&r->val, step, v);

@@ -266,8 +266,9 @@ static void heat_colour(double t, double *rgb) {
         rgb[i] = rgb[i] < 0 ? 0 : rgb[i] > 1 ? 1 : rgb[i];
 }
 
-/* The colour bar right of b for log10 values lo..hi, with ticks at powers of ten. */
-static void colour_bar(cairo_t *cr, const box *b, double lo, double hi) {
+/* The colour bar right of b for log10 values lo..hi, with ticks at powers of ten, under
+ * the label `unit`. */
+static void colour_bar(cairo_t *cr, const box *b, double lo, double hi, const char *unit) {
     double bx = b->x + b->w + 30;
     for (int i = 0; i < 100; i++) {
         double rgb[3];
@@ -287,23 +288,32 @@ static void colour_bar(cairo_t *cr, const box *b, double lo, double hi) {
         text(cr, bx + 28, yy + 4, 11, t.label[i], 0);
     }
     cairo_stroke(cr);
-    text(cr, bx, b->y - 6, 11, "max |g|", 0);
+    text(cr, bx, b->y - 6, 11, unit, 0);
 }
 
-static void heat_map(cairo_t *cr, const metrics_run *r, double x, double y, double w, double h,
+/* One row per named series, coloured by log10 of its values over steps x0..x1 (grey: zero
+ * or non-finite), with its title above and a colour bar labelled unit. */
+typedef struct heat_rows {
+    const char (*names)[64];
+    const series *rows;
+    int n;
+    const char *title, *unit;
+} heat_rows;
+
+static void heat_map(cairo_t *cr, const heat_rows *hr, double x, double y, double w, double h,
                      double x0, double x1) {
-    double names = 40; /* the widest layer name sets the left margin */
+    double names = 40; /* the widest row name sets the left margin */
     cairo_set_font_size(cr, 11);
-    for (int l = 0; l < r->n_layers; l++) {
+    for (int l = 0; l < hr->n; l++) {
         cairo_text_extents_t e;
-        cairo_text_extents(cr, r->layers[l], &e);
+        cairo_text_extents(cr, hr->names[l], &e);
         names = fmax(names, e.width + 16);
     }
     box b     = {x + names, y + 30, w - names - 120, h - 70, x0, x1, 0, 1, 0};
     double lo = INFINITY, hi = -INFINITY;
-    for (int l = 0; l < r->n_layers; l++)
-        for (int i = 0; i < r->heat[l].n; i++) {
-            double v = r->heat[l].y[i];
+    for (int l = 0; l < hr->n; l++)
+        for (int i = 0; i < hr->rows[l].n; i++) {
+            double v = hr->rows[l].y[i];
             if (isfinite(v) && v > 0) {
                 if (log10(v) < lo) lo = log10(v);
                 if (log10(v) > hi) hi = log10(v);
@@ -312,10 +322,10 @@ static void heat_map(cairo_t *cr, const metrics_run *r, double x, double y, doub
     if (!isfinite(lo)) lo = -8, hi = 0;
     if (hi - lo < 1e-9) lo -= 1, hi += 1;
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-    text(cr, b.x, y + 20, 15, "max |g| per layer (log colour scale; grey: zero or non-finite)", 0);
-    double row = b.h / r->n_layers;
-    for (int l = 0; l < r->n_layers; l++) {
-        const series *s = &r->heat[l];
+    text(cr, b.x, y + 20, 15, hr->title, 0);
+    double row = b.h / hr->n;
+    for (int l = 0; l < hr->n; l++) {
+        const series *s = &hr->rows[l];
         for (int i = 0; i < s->n; i++) {
             double xa     = px(&b, s->x[i] - 0.5),
                    xb     = px(&b, (i + 1 < s->n ? s->x[i + 1] : s->x[i] + 1) - 0.5);
@@ -327,10 +337,10 @@ static void heat_map(cairo_t *cr, const metrics_run *r, double x, double y, doub
             cairo_fill(cr);
         }
         cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-        text(cr, b.x - 6, b.y + (l + 0.5) * row + 4, 11, r->layers[l], 1);
+        text(cr, b.x - 6, b.y + (l + 0.5) * row + 4, row >= 9 ? 11 : 8, hr->names[l], 1);
     }
     step_axis(cr, &b);
-    colour_bar(cr, &b, lo, hi);
+    colour_bar(cr, &b, lo, hi, hr->unit);
 }
 
 static void draw(cairo_t *cr, const metrics_run *r, const char *title) {
@@ -347,8 +357,8 @@ static void draw(cairo_t *cr, const metrics_run *r, const char *title) {
     if (!(x1 > x0)) x1 = x0 + 1;
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     text(cr, 20, 24, 17, title, 0);
-    double rows = 2 + (r->n_layers ? 1 : 0) + (r->headroom.n ? 1 : 0), ph = (H - 30) / rows,
-           pw    = W / 2.0;
+    double rows = 2 + (r->n_layers ? 1 : 0) + (r->headroom.n ? 1 : 0) + (r->n_fp8 ? 1 : 0),
+           ph = (H - 30) / rows, pw = W / 2.0;
     series lv[2] = {r->loss, r->val};
     box lb       = panel(cr, 0, 30, pw, ph, "loss", lv, r->val.n ? 2 : 1, AXIS_LINEAR, x0, x1);
     static const char *const names[] = {"training", "validation"};
@@ -365,9 +375,24 @@ static void draw(cairo_t *cr, const metrics_run *r, const char *title) {
     cairo_stroke(cr);
     panel(cr, 0, 30 + ph, pw, ph, "learning rate", &r->lr, 1, AXIS_FROM_ZERO, x0, x1);
     panel(cr, pw, 30 + ph, pw, ph, "gradient norm (log)", &r->gnorm, 1, AXIS_LOG10, x0, x1);
-    if (r->n_layers) heat_map(cr, r, 0, 30 + 2 * ph, W, ph, x0, x1);
+    double at = 30 + 2 * ph;
+    if (r->n_layers) {
+        heat_rows hr = {r->layers, r->heat, r->n_layers,
+                        "max |g| per layer (log colour scale; grey: zero or non-finite)",
+                        "max |g|"};
+        heat_map(cr, &hr, 0, at, W, ph, x0, x1);
+        at += ph;
+    }
+    if (r->n_fp8) { /* policy.fp8: each tensor's scale and amax, side by side */
+        heat_rows sc = {r->fp8, r->fp8_scale, r->n_fp8, "fp8 scale per tensor (log colour)",
+                        "scale"};
+        heat_rows am = {r->fp8, r->fp8_amax, r->n_fp8, "fp8 amax per tensor (log colour)", "amax"};
+        heat_map(cr, &sc, 0, at, pw, ph, x0, x1);
+        heat_map(cr, &am, pw, at, pw, ph, x0, x1);
+        at += ph;
+    }
     if (r->headroom.n)
-        panel(cr, 0, 30 + (rows - 1) * ph, pw, ph,
+        panel(cr, 0, at, pw, ph,
               "headroom of the closest activation (binary orders below its dtype's largest)",
               &r->headroom, 1, AXIS_FROM_ZERO, x0, x1);
 }
@@ -389,7 +414,8 @@ int cmd_plot(int argc, char **argv) {
             printf("usage: ampx plot METRICS.jsonl -o FILE.png|.svg|.pdf\n"
                    "Draws loss (and val_loss), the loss scale (log, skipped steps marked), the\n"
                    "learning rate, the gradient norm and, with --monitor data, a per-layer heat\n"
-                   "map of max |g| over time and the activations' headroom. PNG is %dx%d pixels.\n",
+                   "map of max |g| over time and the activations' headroom, and under policy.fp8\n"
+                   "maps of each fp8 tensor's scale and amax. PNG is %dx%d pixels.\n",
                    W, H);
             return 0;
         }

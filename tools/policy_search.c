@@ -5,15 +5,15 @@
  *               [--backend B] [--backend-opt k=v]... [--set PATH=VALUE]...
  *
  * Runs, each of STEPS steps from the same weights and rows: f32 (the reference), then from
- * the cheapest up: every product and the output layer in bf16 with the elementwise classes
- * (activation, add, mul, dropout) in bf16 too; mixed_bf16 (the output layer and the
- * elementwise ops as torch.autocast leaves them); mixed_f16 with dynamic loss scaling. The
- * first within the tolerance is chosen. When none is, the products that must stay f32 are
- * found one at a time under mixed_bf16 by bisection over the products in execution order
- * (the shortest prefix kept in f32 that passes ends at one that must stay), each costing
- * about log2(products) runs. A second f32 run from the next seed is the yardstick of how
- * much a run's figures move anyway: a run is within the tolerance when its mean loss over
- * the last fifth of the run and its held-out loss are at most (1 + T + v) times the
+ * the cheapest up: (with --fp8) the products of weights in fp8 under mixed_bf16; every product and
+ * the output layer in bf16 with the elementwise classes (activation, add, mul, dropout) in bf16
+ * too; mixed_bf16 (the output layer and the elementwise ops as torch.autocast leaves them);
+ * mixed_f16 with dynamic loss scaling. The first within the tolerance is chosen. When none is, the
+ * products that must stay f32 are found one at a time under mixed_bf16 by bisection over the
+ * products in execution order (the shortest prefix kept in f32 that passes ends at one that must
+ * stay), each costing about log2(products) runs. A second f32 run from the next seed is the
+ * yardstick of how much a run's figures move anyway: a run is within the tolerance when its mean
+ * loss over the last fifth of the run and its held-out loss are at most (1 + T + v) times the
  * reference's, v twice the yardstick's relative distance from the reference on that figure
  * (two runs may sit on either side of a third), and
  * it skipped no more than 5% of its steps (at least 2). Each product's weight drift,
@@ -37,7 +37,7 @@ typedef struct search_opts {
     int64_t budget;
     double tol;
     const char *sets[60];
-    int n_sets, search;
+    int n_sets, search, fp8;
 } search_opts;
 
 typedef struct outcome {
@@ -67,10 +67,11 @@ typedef struct search {
 static void usage(FILE *f) {
     fprintf(f, "usage: ampx policy --search MODEL.json [--budget STEPS] [--tolerance T]\n"
                "                   [-o POLICY.json] [--backend B] [--backend-opt k=v]...\n"
-               "                   [--set PATH=VALUE]...\n"
+               "                   [--set PATH=VALUE]... [--fp8]\n"
                "Trains STEPS steps (default: the model's, at most 400) in f32, then under cheaper\n"
                "policies from the same seed, and writes the cheapest whose loss stays within T\n"
-               "(default 0.02: 2%%) of the f32 run's, with a report of every run.\n");
+               "(default 0.02: 2%%) of the f32 run's, with a report of every run. --fp8 tries\n"
+               "the products of weights in fp8 (policy.fp8, hybrid) under mixed_bf16 first.\n");
 }
 
 static int opt_set(void *opts, int argc, char **argv, const char *v) {
@@ -99,6 +100,7 @@ static int opt_tol(void *opts, int argc, char **argv, const char *v) {
 #define SOPT(f) offsetof(search_opts, f)
 static const cli_opt search_table[] = {
     CLI_OPT_FLAG("search", 'S', SOPT(search), 0),
+    CLI_OPT_FLAG("fp8", 'F', SOPT(fp8), 0),
     CLI_OPT_INT("budget", 'n', SOPT(budget), 10, 1000000, 0),
     CLI_OPT_CALL("tolerance", 't', opt_tol, 0),
     CLI_OPT_STRING("out", 'o', SOPT(out), 0),
@@ -456,6 +458,16 @@ int cli_policy_search(int argc, char **argv) {
            100 * (o.tol + s.var_tail), 100 * (o.tol + s.var_eval), 100 * o.tol);
     outcome best = {0};
     char why[400];
+    if (o.fp8) { /* the products of weights in fp8 first: cheaper than any bf16 policy */
+        static const char fp8[] = "{\"preset\": \"mixed_bf16\", \"fp8\": {\"format\": \"hybrid\"}}";
+        outcome c;
+        run(&s, fp8, NULL, &c, NULL);
+        print_run(&s, "fp8 products (hybrid) under mixed_bf16", &c);
+        if (within(&s, &c, why, sizeof why))
+            snprintf(chosen, sizeof chosen, "%s", fp8), best = c;
+        else
+            outcome_free(&s, &c);
+    }
     for (size_t k = 0; k < sizeof candidates / sizeof candidates[0] && !*chosen; k++) {
         outcome c;
         run(&s, candidates[k].policy, candidates[k].scaler, &c, NULL);

@@ -271,6 +271,18 @@ int progress_record(void *user, const ampx_step_record *r) {
         if (r->headroom_warning && r->headroom_warning[0])
             json_str(p->metrics, "headroom_warning", r->headroom_warning);
         fprintf(p->metrics, "}\n");
+        /* policy.fp8: a line per fp8 tensor at the end of each log interval */
+        for (int i = 0; i < r->n_fp8; i++) {
+            const ampx_fp8_record *q = &r->fp8[i];
+            fprintf(p->metrics, "{\"step\":%lld", (long long)r->step);
+            json_str(p->metrics, "fp8_tensor", q->name);
+            json_str(p->metrics, "format", q->format);
+            json_f32_exact(p->metrics, "scale", q->scale);
+            json_num(p->metrics, "amax", q->amax);
+            json_num(p->metrics, "saturated", q->saturated);
+            json_num(p->metrics, "flushed", q->flushed);
+            fprintf(p->metrics, "}\n");
+        }
     }
     if (r->skipped) {
         p->skipped++;

@@ -38,6 +38,12 @@ class _TrainConfig(ctypes.Structure):
                 ("skip_init", ctypes.c_int)]
 
 
+class _Fp8Record(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("format", ctypes.c_char_p), ("scale", ctypes.c_float),
+                ("amax", ctypes.c_float), ("saturated", ctypes.c_double),
+                ("flushed", ctypes.c_double)]
+
+
 class _Record(ctypes.Structure):
     _fields_ = [("step", _i64), ("loss", ctypes.c_double), ("grad_norm", ctypes.c_double),
                 ("scale", ctypes.c_float), ("lr", ctypes.c_float), ("skipped", ctypes.c_int),
@@ -47,7 +53,8 @@ class _Record(ctypes.Structure):
                 ("applied_steps", _i64), ("warning", ctypes.c_char_p),
                 ("created_by", ctypes.c_char_p), ("overflow_origin", ctypes.c_char_p),
                 ("headroom_tensor", ctypes.c_char_p), ("headroom_bits", ctypes.c_double),
-                ("headroom_underflow", ctypes.c_double), ("headroom_warning", ctypes.c_char_p)]
+                ("headroom_underflow", ctypes.c_double), ("headroom_warning", ctypes.c_char_p),
+                ("fp8", ctypes.POINTER(_Fp8Record)), ("n_fp8", ctypes.c_int)]
 
 
 def _text(p):
@@ -274,6 +281,10 @@ class Trainer:
             if r.health:  # a monitored step
                 rec.update(created_by=_text(r.created_by), headroom_tensor=_text(r.headroom_tensor),
                            headroom_bits=r.headroom_bits, headroom_warning=_text(r.headroom_warning))
+            if r.n_fp8:  # policy.fp8, at the end of a log interval
+                rec["fp8"] = [{"tensor": _text(q.name), "format": _text(q.format), "scale": q.scale,
+                               "amax": q.amax, "saturated": q.saturated, "flushed": q.flushed}
+                              for q in r.fp8[:r.n_fp8]]
             try:
                 return 1 if on_record and on_record(rec) else 0
             except Exception as e:  # raised again after the run, never across the C frames

@@ -44,6 +44,44 @@ echo "gpt_tiny 300 steps: validation loss mixed_bf16 ${vb:-?}, fp8 hybrid ${v8:-
 awk -v a="${vb:-0}" -v b="${v8:-99}" 'BEGIN { exit !(a > 0 && b <= a * 1.03) }' ||
   fail "gpt_tiny: fp8 validation loss ${v8:-?} is not within 3% of mixed_bf16's ${vb:-?}"
 
+# ---- what a run reports: a metrics line per fp8 tensor at each log interval (scale, amax,
+# saturated and flushed fractions), maps of them in `ampx plot`, counters in the trace
+"$ampx" train "$work/mlp8.json" --steps 40 --set train.log_every=20 --quiet --metrics "$work/m.jsonl" \
+  --trace "$work/t.json" >/dev/null 2>"$work/err" || fail "metrics run: $(cat "$work/err")"
+python3 - "$work/m.jsonl" <<'PY' || fail "fp8 metrics lines: $(grep -m2 fp8_tensor "$work/m.jsonl")"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if "fp8_tensor" in l]
+assert sorted({l["step"] for l in lines}) == [20, 40], lines[:2]
+last = [l for l in lines if l["step"] == 40]
+assert [l["fp8_tensor"] for l in last] == ["fc1.x_q", "fc1.w_q", "fc1.matmul.grad_q", "fc2.x_q",
+                                          "fc2.w_q", "fc2.matmul.grad_q"], last
+assert all(l["scale"] > 0 and l["amax"] > 0 and 0 <= l["saturated"] <= 1 and 0 <= l["flushed"] <= 1
+           for l in last), last
+assert last[2]["format"] == "e5m2" and last[0]["format"] == "e4m3"
+PY
+"$ampx" plot "$work/m.jsonl" -o "$work/m.png" >/dev/null 2>"$work/err" || fail "plot: $(cat "$work/err")"
+grep -q '"name":"fp8 scale fc1.x_q"' "$work/t.json" || fail "no fp8 scale counter in the trace"
+
+# the fractions count: a negative margin scales past the format (values saturate), a large
+# one below it (values flush to zero); margin 0 does neither to more than 1% of the inputs (a
+# delayed scale saturates the few values larger than any of its history)
+for mg in -8 20; do
+  with_policy "$mlp" "$work/mg.json" mlp8 "{\"preset\": \"mixed_bf16\", \"fp8\": {\"margin\": $mg}}"
+  "$ampx" train "$work/mg.json" --steps 20 --set train.log_every=10 --quiet --metrics "$work/mg.jsonl" \
+    >/dev/null 2>"$work/err" || fail "margin $mg: $(cat "$work/err")"
+  python3 - "$work/mg.jsonl" "$mg" <<'PY' || fail "margin $mg: $(grep -m1 '"fc2.x_q"' "$work/mg.jsonl")"
+import json, sys
+l = [json.loads(x) for x in open(sys.argv[1]) if '"fc2.x_q"' in x][-1]
+key = "saturated" if int(sys.argv[2]) < 0 else "flushed"
+assert l[key] > 0.1, l
+PY
+done
+python3 - "$work/m.jsonl" <<'PY' || fail "margin 0: inputs saturated or flushed: $(grep -m1 '"fc2.x_q"' "$work/m.jsonl")"
+import json, sys
+l = [json.loads(x) for x in open(sys.argv[1]) if '"fc2.x_q"' in x][-1]
+assert l["saturated"] < 0.01 and l["flushed"] < 0.05, l
+PY
+
 # ---- the e4m3 format on named layers with the most_recent amax, and the convolution class
 with_policy "$tiny" "$work/tinyE.json" gpt_tiny \
   '{"preset": "mixed_bf16", "fp8": {"format": "e4m3", "amax_algo": "most_recent", "margin": 1, "layers": ["h*.fc", "head"]}}'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# policy_search_cli.sh AMPX SRC — `ampx policy --search`: on mlp.json, residual_bn.json (batch
+# policy_search_cli.sh AMPX SRC — `ampx policy --search` (and --fp8): on mlp.json, residual_bn.json (batch
 # norm) and a small gpt_tiny.json it returns a policy within its tolerance of the f32 run in
 # at most three runs (the f32 reference, the next seed's f32 run as the yardstick, and the
 # cheapest candidate), written as a --policy file that loads; on a model whose first layer reads features of a tiny spread around 1 (which bf16
@@ -30,6 +30,23 @@ search() { # NAME MODEL BUDGET MAX_RUNS
 search mlp "$src/models/mlp.json" 300 3
 search residual_bn "$src/models/residual_bn.json" 200 3
 search gpt_small "$work/gpt_small.json" 60 3
+
+# ---- --fp8: the products of weights in fp8 are tried first: chosen on the small GPT (its
+# written policy carries the fp8 block), refused on mlp.json (its held-out loss after 300
+# steps is 57% above f32's, beyond the 41% allowed) for the next candidate
+"$ampx" policy --search "$work/gpt_small.json" --budget 60 --fp8 -o "$work/fp8.policy.json" \
+  >"$work/fp8.out" 2>"$work/err" || fail "--fp8: $(cat "$work/err") $(tail -n 3 "$work/fp8.out")"
+grep -Eq '^  fp8 products \(hybrid\) under mixed_bf16 .* within$' "$work/fp8.out" ||
+  fail "--fp8: no fp8 run within the tolerance: $(grep fp8 "$work/fp8.out")"
+grep -q '^chosen: {"policy": {"preset": "mixed_bf16", "fp8": {"format": "hybrid"}}}' "$work/fp8.out" ||
+  fail "--fp8: fp8 not chosen: $(grep chosen "$work/fp8.out")"
+"$ampx" policy "$work/gpt_small.json" --policy "$work/fp8.policy.json" 2>&1 | grep -q '^fp8: 8 products' ||
+  fail "--fp8: the written policy has no fp8 products"
+"$ampx" policy --search "$src/models/mlp.json" --budget 300 --fp8 >"$work/fp8.out" 2>"$work/err" ||
+  fail "--fp8 mlp: $(cat "$work/err")"
+grep -Eq '^  fp8 products .*above f32' "$work/fp8.out" || fail "--fp8 mlp: fp8 not refused"
+grep -q '^chosen: {"policy": {"preset": "mixed_bf16", "output": "bf16"' "$work/fp8.out" ||
+  fail "--fp8 mlp: $(grep chosen "$work/fp8.out")"
 
 # ---- a fragile first layer: x = 1 + 0.003 u, whose u bf16 rounds away (its spacing at 1 is
 # 2^-7); batch norm after it takes the constant out. The learning rate decays to 0, so the

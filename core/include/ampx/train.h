@@ -152,6 +152,17 @@ AMPX_API int ampx_health_warnings(const ampx_tensor_health *h, int n, const ampx
                                   double scale, double min_scale, ampx_line_fn line, void *user);
 
 /* One training step as the device recorded it. */
+/* policy.fp8: one fp8 tensor's scaling state, on the last step of each log interval. */
+typedef struct ampx_fp8_record {
+    const char *name;   /* the tensor: "fc1.x_q", "fc1.w_q", "fc1.matmul.grad_q" */
+    const char *format; /* "e4m3" or "e5m2" */
+    float scale;        /* its scale after this step's update */
+    float amax;         /* this step's amax (the history's newest row); NaN with a history of 1 */
+    /* of the values it quantized since the last record: the fraction whose rounding lay past
+     * the format's largest value (saturated), and of the non-zero ones that became zero */
+    double saturated, flushed;
+} ampx_fp8_record;
+
 typedef struct ampx_step_record {
     int64_t step;         /* 1-based step number */
     double loss;          /* mean loss over the step's micro-batches (unscaled) */
@@ -189,6 +200,10 @@ typedef struct ampx_step_record {
     double headroom_bits;
     double headroom_underflow;
     const char *headroom_warning;
+    /* policy.fp8: every fp8 tensor's state on the last step of each log interval (NULL, 0 on
+     * other steps and without fp8) */
+    const ampx_fp8_record *fp8;
+    int n_fp8;
 } ampx_step_record;
 
 typedef struct ampx_eval_result {

@@ -368,7 +368,7 @@ static ampx_status quantize_value(g_exec *x, const g_graph *g, const g_node *n, 
                                 .dst      = gx_tensor(x, out),
                                 .scale    = gx_fp8(x, slot, GX_FP8_SCALE),
                                 .amax     = gx_fp8(x, slot, GX_FP8_AMAX),
-                                .counts   = gx_null(AMPX_I32)};
+                                .counts   = gx_fp8(x, slot, GX_FP8_COUNTS)};
     return gx_call(x, n, AMPX_OP_FP8_QUANTIZE, &q);
 }
 

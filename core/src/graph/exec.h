@@ -43,11 +43,12 @@ struct g_exec_ops {
     ampx_status (*call)(g_exec *x, const struct g_node *n, uint32_t op, const void *args);
     /* The fp8 scaling state of slot s (an f32 [1] tensor): what GX_FP8_SCALE, _SCALE_INV or
      * _AMAX (the current step's row of its amax history; a null tensor when not training, so
-     * evaluation does not move the scales) asks for. */
+     * evaluation does not move the scales) asks for; GX_FP8_COUNTS: the slot's i32 [2]
+     * saturated and flushed counts (null when not training). */
     ampx_tensor (*fp8)(g_exec *x, int slot, int what);
 };
 
-enum { GX_FP8_SCALE, GX_FP8_SCALE_INV, GX_FP8_AMAX };
+enum { GX_FP8_SCALE, GX_FP8_SCALE_INV, GX_FP8_AMAX, GX_FP8_COUNTS };
 
 /* The handle a rule is handed: the first member of the executor's state. */
 struct g_exec {

@@ -245,6 +245,23 @@ void trace_counters(trace *t, int64_t step, double loss, double scale, double gr
     counter(t, ts, "loss", loss);
 }
 
+void trace_fp8(trace *t, int64_t step, const char *name, double scale, double amax) {
+    if (!trace_wants(t, step) || !t->step_end[step - t->first]) return;
+    int64_t ts = t->step_end[step - t->first];
+    for (int k = 0; k < 2; k++) {
+        double v = k ? amax : scale;
+        if (v != v || v > 1e300) continue;
+        char full[160];
+        snprintf(full, sizeof full, "fp8 %s %s", k ? "amax" : "scale", name);
+        sep(t);
+        fprintf(t->f, "{\"ph\":\"C\",\"pid\":%d,\"name\":", PID);
+        json_str(t->f, full);
+        fputs(",\"ts\":", t->f);
+        json_us(t->f, ts - t->origin_ns);
+        fprintf(t->f, ",\"args\":{\"value\":%.9g}}", v);
+    }
+}
+
 int trace_close(trace *t, char *err, size_t cap) {
     if (!t) return 0;
     fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{", t->f);

@@ -42,6 +42,10 @@ void trace_comm(trace *t, const char *name, int64_t t0_ns, int64_t t1_ns, uint64
 void trace_counters(trace *t, int64_t step, double loss, double scale, double grad_norm, double lr,
                     int64_t skipped_total);
 
+/* policy.fp8: counter tracks "fp8 scale NAME" and "fp8 amax NAME" of one fp8 tensor at the
+ * end of step (a traced step at the end of a log interval). */
+void trace_fp8(trace *t, int64_t step, const char *name, double scale, double amax);
+
 /* Writes the tail (otherData) and closes the file; 0 on success, else -1 with a message. */
 int trace_close(trace *t, char *err, size_t cap);
 

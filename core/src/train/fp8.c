@@ -24,9 +24,69 @@ uint64_t fp8_state_floats(const ampx_trainer *t) {
     return (2 + (uint64_t)t->fp8_history) * (uint64_t)t->g.n_fp8;
 }
 
+/* Each slot's name (its fp8 value's, the gradient's as the backward names it) and the
+ * elements one step quantizes into it (every micro-batch). */
+static ampx_status slot_table(ampx_trainer *t) {
+    int n        = t->g.n_fp8;
+    t->fp8_rec   = calloc((size_t)n, sizeof *t->fp8_rec);
+    t->fp8_names = calloc((size_t)n, sizeof *t->fp8_names);
+    t->fp8_elems = calloc((size_t)n, sizeof *t->fp8_elems);
+    if (!t->fp8_rec || !t->fp8_names || !t->fp8_elems)
+        return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    const g_graph *g = &t->g;
+    for (int i = 0; i < g->n_forward; i++) {
+        const g_node *nd = &g->nodes[i];
+        if (nd->op != OP_MATMUL_FP8) continue;
+        int vals[3] = {nd->out[1], nd->out[2], nd->out[0]};
+        for (int k = 0; k < 3; k++) {
+            int s            = nd->a.fp8_slot + k;
+            const g_value *v = &g->values[vals[k]];
+            snprintf(t->fp8_names[s], sizeof t->fp8_names[s], "%.80s%s", v->name,
+                     k == 2 ? ".grad_q" : "");
+            t->fp8_elems[s] = g_numel(v, (uint64_t)t->B) * (uint64_t)t->A;
+            t->fp8_rec[s]   = (ampx_fp8_record){
+                  .name   = t->fp8_names[s],
+                  .format = ampx_dtype_name(k == 2 ? (ampx_dtype)nd->a.fp8_grad : AMPX_E4M3)};
+        }
+    }
+    return AMPX_OK;
+}
+
+void fp8_free(ampx_trainer *t) {
+    free(t->fp8_rec), free(t->fp8_names), free(t->fp8_elems);
+    t->fp8_rec = NULL, t->fp8_names = NULL, t->fp8_elems = NULL;
+}
+
+ampx_status fp8_read_records(ampx_trainer *t, int64_t steps) {
+    uint64_t n = (uint64_t)t->g.n_fp8, H = (uint64_t)t->fp8_history;
+    float *f       = malloc(2 * n * sizeof *f);
+    int32_t *c     = malloc(2 * n * sizeof *c);
+    ampx_status st = f && c ? AMPX_OK : tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    if (!st) st = tr_check(t, t->ifc->buffer_read(t->ctx, t->fp8, 0, f, n * 4), "buffer_read");
+    if (!st && H > 1) /* the newest amaxes: rolled into the last row */
+        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->fp8, (2 + H - 1) * n * 4, f + n, n * 4),
+                      "buffer_read");
+    if (!st)
+        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->fp8_counts, 0, c, n * 8), "buffer_read");
+    if (!st)
+        st = tr_check(t, t->ifc->buffer_fill(t->ctx, t->fp8_counts, 0, n * 8, 0, 4), "buffer_fill");
+    for (uint64_t i = 0; !st && i < n; i++) {
+        double all              = (double)t->fp8_elems[i] * (double)(steps > 0 ? steps : 1);
+        t->fp8_rec[i].scale     = f[i];
+        t->fp8_rec[i].amax      = H > 1 ? f[n + i] : NAN;
+        t->fp8_rec[i].saturated = all > 0 ? (double)(uint32_t)c[2 * i] / all : 0;
+        t->fp8_rec[i].flushed   = all > 0 ? (double)(uint32_t)c[2 * i + 1] / all : 0;
+    }
+    free(f), free(c);
+    return st;
+}
+
 ampx_status fp8_setup(ampx_trainer *t) {
     int n = t->g.n_fp8;
     if (n == 0) return AMPX_OK;
+    ampx_status st0;
+    if ((st0 = slot_table(t)) || (st0 = tr_alloc_zero(t, (uint64_t)n * 8, &t->fp8_counts)))
+        return st0;
     t->fp8_history  = t->m->cfg.pol.fp8.history;
     uint64_t floats = fp8_state_floats(t);
     float *host     = calloc(floats, sizeof *host);
@@ -41,8 +101,9 @@ ampx_status fp8_setup(ampx_trainer *t) {
     if (!st) st = tr_upload(t, &t->fp8_max, fmax, (uint64_t)n * sizeof *fmax);
     free(host), free(fmax);
     if (st) return st;
-    t->x.fp8_state = tr_tensor(t->fp8, 0, AMPX_F32);
-    t->x.fp8_n     = (uint64_t)n;
+    t->x.fp8_state  = tr_tensor(t->fp8, 0, AMPX_F32);
+    t->x.fp8_counts = tr_tensor(t->fp8_counts, 0, AMPX_I32);
+    t->x.fp8_n      = (uint64_t)n;
     return AMPX_OK;
 }
 

@@ -343,9 +343,16 @@ static ampx_status slot_record(ampx_trainer *t, const unsigned char *s, int64_t 
         r.headroom_tensor = r.headroom_warning = "";
         r.headroom_bits = r.headroom_underflow = NAN;
     }
-    if (t->timeline.trace)
+    if (t->g.n_fp8 && i == t->step - t->ring.first - 1) { /* the interval's last step */
+        r.fp8   = t->fp8_rec;
+        r.n_fp8 = t->g.n_fp8;
+    }
+    if (t->timeline.trace) {
         trace_counters(t->timeline.trace, r.step, r.loss, r.scale, r.grad_norm, r.lr,
                        sc.skipped_steps);
+        for (int k = 0; k < r.n_fp8; k++)
+            trace_fp8(t->timeline.trace, r.step, r.fp8[k].name, r.fp8[k].scale, r.fp8[k].amax);
+    }
     if (record && record(user, &r)) *stop = 1;
     if (verdict == 2 && !*stop && isfinite(wsq)) {
         *stop = 2;
@@ -391,6 +398,7 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
         st = tr_check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, WEIGHTS_SQ_OFFSET, &wsq, 4),
                       "buffer_read");
     if (!st && t->dp.world > 1) st = dp_records(t, buf, n, wsq);
+    if (!st && t->g.n_fp8) st = fp8_read_records(t, n);
     int any_mon = 0;
     for (int64_t i = 0; i < n; i++)
         any_mon |= tr_monitored(t, t->ring.first + i + 1);

@@ -516,8 +516,9 @@ void ampx_trainer_free(ampx_trainer *t) {
     if (t->ctx) t->ifc->synchronize(t->ctx);
     timeline_free(t);
     monitor_free(t);
+    fp8_free(t);
     ampx_buffer **bufs[] = {&t->arena,     &t->ring.buf, &t->eval_loss, &t->scalars,
-                            &t->grads.buf, &t->fp8,      &t->fp8_max};
+                            &t->grads.buf, &t->fp8,      &t->fp8_max,   &t->fp8_counts};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) t->ifc->buffer_free(t->ctx, *bufs[i]);
     /* params[n_params] is the one whose add_param failed half-way, if any (else all NULL) */

@@ -156,6 +156,12 @@ struct ampx_trainer {
      * block: scale, scale_inv, the amax history) and each slot's format's largest value */
     ampx_buffer *fp8, *fp8_max;
     int fp8_history;
+    /* the quantizing casts' counts (i32 [slots][2]: saturated, flushed), read and cleared at
+     * each log interval into the records (names and elements quantized per step by slot) */
+    ampx_buffer *fp8_counts;
+    ampx_fp8_record *fp8_rec;
+    char (*fp8_names)[96];
+    uint64_t *fp8_elems;
     int64_t step;           /* steps done (applied + skipped) */
     uint64_t last_step_ops; /* ops the last step issued */
     int amp_fused;          /* the backend has AMP_PASS (ABI 1.4): one op instead of grad_stats,
@@ -182,6 +188,9 @@ struct ampx_trainer {
  * format of each slot. */
 ampx_status fp8_setup(ampx_trainer *t);
 ampx_status fp8_step_update(ampx_trainer *t);
+/* The records of every fp8 tensor after `steps` steps since the last read (counts cleared). */
+ampx_status fp8_read_records(ampx_trainer *t, int64_t steps);
+void fp8_free(ampx_trainer *t);
 ampx_dtype fp8_slot_dtype(const g_graph *g, int slot);
 uint64_t fp8_state_floats(const ampx_trainer *t);
 
