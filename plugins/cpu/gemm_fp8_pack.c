@@ -14,55 +14,53 @@ static inline uint32_t fp8_slot(const void *X, ampx_dtype dt, uint64_t hi, int h
 }
 
 #if CPU_HAVE_AVX2_TABLE
-/* Sixteen fp8 codes from p as the bf16 bits of their values, one per 16-bit lane, computed in
- * the lanes: a normal code's exponent and mantissa move into bf16's (rebiased by an add), a
- * subnormal's value comes from an 8-entry table (pshufb on the byte pairs), e5m2's inf and
- * the NaNs are set apart (a NaN becomes the quiet bf16 NaN; products of it are NaN either way). */
-GEMM_PAIRS_FN static inline __attribute__((always_inline)) __m256i fp8_bf16x16(const uint8_t *p,
-                                                                               ampx_dtype dt) {
-    __m256i x    = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
-    __m256i mag  = _mm256_and_si256(x, _mm256_set1_epi16(0x7f));
-    __m256i sign = _mm256_slli_epi16(_mm256_xor_si256(x, mag), 8);
-    int e4       = dt == AMPX_E4M3;
-    /* normal: e4m3 (mag << 4) + (120 << 7), e5m2 (mag << 5) + (112 << 7) */
-    __m256i norm = e4 ? _mm256_add_epi16(_mm256_slli_epi16(mag, 4), _mm256_set1_epi16(0x3c00))
-                      : _mm256_add_epi16(_mm256_slli_epi16(mag, 5), _mm256_set1_epi16(0x3800));
-    /* subnormal m: m 2^-9 (e4m3, m < 8) or m 2^-16 (e5m2, m < 4), by byte pairs 2m, 2m + 1 */
-    const __m256i tab =
-        e4 ? _mm256_setr_epi16(0, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60, 0, 0x3b00,
-                               0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60)
-           : _mm256_setr_epi16(0, 0x3780, 0x3800, 0x3840, 0, 0, 0, 0, 0, 0x3780, 0x3800, 0x3840, 0,
-                               0, 0, 0);
-    __m256i idx = _mm256_add_epi16(_mm256_mullo_epi16(mag, _mm256_set1_epi16(0x0202)),
-                                   _mm256_set1_epi16(0x0100));
-    __m256i sub = _mm256_shuffle_epi8(tab, idx);
-    __m256i v =
-        _mm256_blendv_epi8(norm, sub, _mm256_cmpgt_epi16(_mm256_set1_epi16(e4 ? 8 : 4), mag));
-    if (e4) /* S.1111.111 */
-        v = _mm256_blendv_epi8(v, _mm256_set1_epi16(0x7fc0),
-                               _mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x7f)));
-    else { /* exponent 11111: inf (mantissa 0), NaN */
-        v = _mm256_blendv_epi8(v, _mm256_set1_epi16(0x7f80),
-                               _mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x7c)));
-        v = _mm256_blendv_epi8(v, _mm256_set1_epi16(0x7fc0),
-                               _mm256_cmpgt_epi16(mag, _mm256_set1_epi16(0x7c)));
-    }
-    return _mm256_or_si256(v, sign);
+/* The pair packs run only with the AVX512-BF16 table's pair micro-kernel (gemm.c's
+ * j->pairs), so these packers may use AVX-512 (BW and VL: 16-bit permutes and masks). */
+#define FP8_PACK_FN                                                                                \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"), optimize("O3")))
+
+/* The bf16 bits of the 128 magnitudes of each format (NaNs as the quiet bf16 NaN), from
+ * dtype.h's widening, made when the plugin loads. */
+static uint16_t fp8_bf16_lut[2][128] __attribute__((aligned(64)));
+__attribute__((constructor)) static void fp8_lut_init(void) {
+    for (int f = 0; f < 2; f++)
+        for (uint32_t c = 0; c < 128; c++) {
+            float v            = ampx_fp8_to_f32((uint8_t)c, f ? AMPX_E5M2 : AMPX_E4M3);
+            fp8_bf16_lut[f][c] = v != v ? 0x7fc0u : (uint16_t)(ampx_f32_bits(v) >> 16);
+        }
+}
+
+/* Sixteen fp8 codes from p as the bf16 bits of their values, one per 16-bit lane: the
+ * magnitude's entry of the table (two 64-entry permutes, picked by bit 6), the sign ORed in. */
+FP8_PACK_FN static inline __attribute__((always_inline)) __m256i fp8_bf16x16(const uint8_t *p,
+                                                                             ampx_dtype dt) {
+    const uint16_t *t = fp8_bf16_lut[dt == AMPX_E5M2];
+    __m256i x         = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
+    __m256i mag       = _mm256_and_si256(x, _mm256_set1_epi16(0x7f));
+    __m512i idx       = _mm512_castsi256_si512(mag);
+    __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), idx, _mm512_load_si512(t + 32));
+    __m512i hi =
+        _mm512_permutex2var_epi16(_mm512_load_si512(t + 64), idx, _mm512_load_si512(t + 96));
+    __m256i v = _mm256_mask_blend_epi16(_mm256_test_epi16_mask(mag, _mm256_set1_epi16(0x40)),
+                                        _mm512_castsi512_si256(lo), _mm512_castsi512_si256(hi));
+    return _mm256_or_si256(v, _mm256_slli_epi16(_mm256_xor_si256(x, mag), 8));
 }
 
 /* Eight pair slots from sixteen consecutive fp8 elements of X from i: the 32-bit words of
  * their bf16 bits with the halves swapped (element 2q high), as pack_kmajor_pairs reads bf16. */
-GEMM_PAIRS_FN static inline __attribute__((always_inline)) __m256
+FP8_PACK_FN static inline __attribute__((always_inline)) __m256
 fp8_pairs8(const void *X, ampx_dtype dt, uint64_t i) {
     __m256i x = fp8_bf16x16((const uint8_t *)X + i, dt);
     return _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32(x, 16), _mm256_srli_epi32(x, 16)));
 }
+#else
+#define FP8_PACK_FN
 #endif
 
 /* pack_kmajor_pairs for fp8 X. */
-GEMM_PAIRS_FN void cpu_pack_kmajor_pairs8(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld,
-                                          uint64_t p0, uint64_t kc, uint64_t r0, uint64_t rows,
-                                          unsigned w, uint32_t *dst) {
+FP8_PACK_FN void cpu_pack_kmajor_pairs8(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld,
+                                        uint64_t p0, uint64_t kc, uint64_t r0, uint64_t rows,
+                                        unsigned w, uint32_t *dst) {
     uint64_t q2 = kc / 2;
     unsigned r  = 0;
 #if CPU_HAVE_AVX2_TABLE
@@ -97,9 +95,9 @@ GEMM_PAIRS_FN void cpu_pack_kmajor_pairs8(const void *X, ampx_dtype dt, uint64_t
 }
 
 /* pack_imajor_pairs for fp8 X. */
-GEMM_PAIRS_FN void cpu_pack_imajor_pairs8(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld,
-                                          uint64_t k, uint64_t p0, uint64_t kc, uint64_t i0,
-                                          uint64_t len, uint64_t ns, unsigned w, uint32_t *dst) {
+FP8_PACK_FN void cpu_pack_imajor_pairs8(const void *X, ampx_dtype dt, uint64_t base, uint64_t ld,
+                                        uint64_t k, uint64_t p0, uint64_t kc, uint64_t i0,
+                                        uint64_t len, uint64_t ns, unsigned w, uint32_t *dst) {
     uint32_t tmp[GEMM_STRIP * GEMM_NR_MAX];
     for (uint64_t p = 0; p < kc; p += 2) {
         if (p0 + p + GEMM_PREFETCH_ROWS + 1 < k) {
