@@ -25,7 +25,7 @@ with_policy "$mlp" "$work/mlp8.json" mlp8 '{"preset": "mixed_bf16", "fp8": {"ama
 "$ampx" policy "$work/mlp8.json" >"$work/pol" 2>"$work/err" || fail "policy: $(cat "$work/err")"
 grep -Eq '^  fc1\.x_q +e4m3 .*fp8 slot 0: fc1.s input \(policy\.fp8\.ops "dense"\)' "$work/pol" ||
   fail "policy: no fc1.x_q line: $(cat "$work/pol")"
-grep -Eq '^  fc2\.matmul\.grad_q +e5m2 .*fp8 slot 5' "$work/pol" || fail "policy: no fc2 gradient slot"
+grep -Eq '^  fc2\.grad_q +e5m2 .*fp8 slot 5' "$work/pol" || fail "policy: no fc2 gradient slot"
 grep -q '^fp8: 2 products of weights, 6 tensors with their own scales (hybrid' "$work/pol" ||
   fail "policy: no fp8 summary line"
 grep -q 'logits.x_q' "$work/pol" && fail "policy: the output layer runs in fp8 without being named"
@@ -53,8 +53,8 @@ import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if "fp8_tensor" in l]
 assert sorted({l["step"] for l in lines}) == [20, 40], lines[:2]
 last = [l for l in lines if l["step"] == 40]
-assert [l["fp8_tensor"] for l in last] == ["fc1.x_q", "fc1.w_q", "fc1.matmul.grad_q", "fc2.x_q",
-                                          "fc2.w_q", "fc2.matmul.grad_q"], last
+assert [l["fp8_tensor"] for l in last] == ["fc1.x_q", "fc1.w_q", "fc1.grad_q", "fc2.x_q",
+                                          "fc2.w_q", "fc2.grad_q"], last
 assert all(l["scale"] > 0 and l["amax"] > 0 and 0 <= l["saturated"] <= 1 and 0 <= l["flushed"] <= 1
            for l in last), last
 assert last[2]["format"] == "e5m2" and last[0]["format"] == "e4m3"

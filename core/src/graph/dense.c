@@ -380,12 +380,14 @@ static ampx_status matmul_fp8_fwd(g_exec *x, const g_graph *g, const g_node *n) 
     return matmul_product(x, g, n, n->out[1], n->out[2]);
 }
 
-static int matmul_fp8_bwd(g_graph *g, int self) {
+/* The backward products of fp8 node self from dy, the gradient of its product's output
+ * (h0, or a dense node's pre-activation): dy quantized once into the node's third slot, then
+ * dW = x_q^T dy_q and dx = dy_q W_q^T on fp8 operands. */
+static int fp8_products_bwd(g_graph *g, int self, int dy) {
     const g_node *n = &g->nodes[self];
-    int in = n->in[0], w = n->in[1], dy = g_grad_of(g, n->out[0]);
-    if (dy < 0) return 0;
+    int in = n->in[0], w = n->in[1];
     char name[G_NAME_MAX];
-    snprintf(name, sizeof name, "%.80s.grad_q", g->values[n->out[0]].name);
+    snprintf(name, sizeof name, "%.80s.grad_q", n->name);
     g_attrs qa = {.fp8_slot = n->a.fp8_slot + 2};
     int dq     = g_add_value_like(g, name, ROLE_GRADIENT, (ampx_dtype)n->a.fp8_grad, dy);
     if (dq < 0 || g_emit(g, self, OP_QUANTIZE, &dy, 1, &dq, 1, &qa) < 0) return -1;
@@ -408,6 +410,11 @@ static int matmul_fp8_bwd(g_graph *g, int self) {
     return 0;
 }
 
+static int matmul_fp8_bwd(g_graph *g, int self) {
+    int dy = g_grad_of(g, g->nodes[self].out[0]);
+    return dy < 0 ? 0 : fp8_products_bwd(g, self, dy);
+}
+
 const g_rule g_rule_matmul_fp8    = {"matmul_fp8",
                                      {AMPX_OP_FP8_QUANTIZE, AMPX_OP_GEMM_FP8, AMPX_OP_COUNT},
                                      NULL,
@@ -424,3 +431,55 @@ static ampx_status quantize_fwd(g_exec *x, const g_graph *g, const g_node *n) {
 
 const g_rule g_rule_quantize = {
     "quantize", {AMPX_OP_FP8_QUANTIZE, AMPX_OP_COUNT}, NULL, quantize_fwd, NULL};
+
+// ---------------------------------------------------------------------------------------
+// dense_fp8: matmul_fp8, bias and act as one GEMM_FP8 whose epilogue adds the bias and
+// applies the activation (passes/fuse.c, where the backend claims GEMM_FP8's epilogue); out
+// y, x_q, W_q and, with an activation, pre = q(x) q(W) + b for its backward. The bias's
+// gradient is BIAS_GRAD of the unquantized pre-activation gradient (GEMM_FP8 takes no
+// bias_grad), as Transformer Engine sums it before the cast.
+
+static ampx_status dense_fp8_fwd(g_exec *x, const g_graph *g, const g_node *n) {
+    ampx_status st;
+    if ((st = quantize_value(x, g, n, n->in[0], n->out[1])) ||
+        (st = quantize_value(x, g, n, n->in[1], n->out[2])))
+        return st;
+    const g_value *w  = &g->values[n->out[2]];
+    ampx_gemm_args ga = gemm2d_args(
+        0, n->a.trans_b, gemm_rows(x, g, n->out[1]), (uint64_t)w_n(n, w), (uint64_t)w_k(n, w), 0,
+        gx_tensor(x, n->out[1]), gx_tensor(x, n->out[2]), gx_tensor(x, n->out[0]));
+    ga.bias = gx_tensor(x, n->in[2]);
+    ga.act  = (uint32_t)n->a.epi_act;
+    if (n->n_out > 3) ga.pre_act = gx_tensor(x, n->out[3]);
+    return gemm_issue(x, g, n, &ga, n->out[1], n->out[2]);
+}
+
+static int dense_fp8_bwd(g_graph *g, int self) {
+    const g_node *n = &g->nodes[self];
+    int dy          = g_grad_of(g, n->out[0]);
+    if (dy < 0) return 0;
+    int dh = dy;
+    if (n->a.epi_act) { /* ACT_BWD from pre, named for the fused act node (self + 2) */
+        int pre = n->out[3], ins[2] = {pre, dy};
+        g_attrs a = {.act = n->a.epi_act - 1};
+        int dpre  = g_new_grad(g, pre, g->values[pre].dtype);
+        if (dpre < 0 || g_emit(g, self + 2, OP_ACT_BWD, ins, 2, &dpre, 1, &a) < 0 ||
+            g_contribute(g, pre, dpre, self + 2))
+            return -1;
+        dh = g_grad_of(g, pre);
+    }
+    n     = &g->nodes[self];
+    int b = n->in[2];
+    if (g_needs_grad(g, b)) { /* the bias node's BIAS_GRAD */
+        g_attrs a = {0};
+        int db    = g_param_grad(g, b, &a.accumulate);
+        if (db < 0 || g_emit(g, self + 1, OP_BIAS_GRAD, &dh, 1, &db, 1, &a) < 0) return -1;
+    }
+    return fp8_products_bwd(g, self, dh);
+}
+
+const g_rule g_rule_dense_fp8 = {"dense_fp8",
+                                 {AMPX_OP_FP8_QUANTIZE, AMPX_OP_GEMM_FP8, AMPX_OP_COUNT},
+                                 NULL,
+                                 dense_fp8_fwd,
+                                 dense_fp8_bwd};

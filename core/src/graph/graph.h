@@ -13,7 +13,7 @@
 
 #define G_MAX_DIMS 4 /* dims of a value, the implied batch dimension included */
 #define G_MAX_IN 5
-#define G_MAX_OUT 3
+#define G_MAX_OUT 4
 #define G_NAME_MAX 96
 #define G_MAX_VALUES 8192
 #define G_MAX_NODES 8192

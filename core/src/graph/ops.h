@@ -82,6 +82,8 @@ typedef enum g_op {
     OP_MATMUL_DW_FP8, /* dW (+)= x_q^T dy_q                 in: x_q, dy_q  out: dW     */
     OP_MATMUL_DX_FP8, /* dx = dy_q W_q^T                    in: dy_q, W_q  out: dx     */
     OP_QUANTIZE,      /* y = q(x) in fp8 with its slot's scale, raising its amax        */
+    OP_DENSE_FP8,     /* matmul_fp8, bias and act as one GEMM_FP8 with the epilogue
+                         (passes/fuse.c)          in: x, W, b  out: y, x_q, W_q (, pre) */
     OP_COUNT
 } g_op;
 
@@ -115,7 +117,7 @@ uint32_t g_mask_key(const g_graph *g, int node);
 /* Family tables (each file defines its kinds' rules). */
 extern const g_rule g_rule_matmul, g_rule_matmul_dw, g_rule_matmul_dx, g_rule_bias,
     g_rule_bias_grad, g_rule_dense, g_rule_fused, g_rule_matmul_fp8, g_rule_matmul_dw_fp8,
-    g_rule_matmul_dx_fp8, g_rule_quantize;
+    g_rule_matmul_dx_fp8, g_rule_quantize, g_rule_dense_fp8;
 extern const g_rule g_rule_add, g_rule_mul, g_rule_scale, g_rule_cast, g_rule_act, g_rule_act_bwd,
     g_rule_dropout;
 extern const g_rule g_rule_layernorm, g_rule_layernorm_bwd, g_rule_batchnorm, g_rule_batchnorm_bwd;

@@ -53,6 +53,7 @@ static const g_rule *const rules[OP_COUNT] = {
     [OP_MATMUL_DW_FP8] = &g_rule_matmul_dw_fp8,
     [OP_MATMUL_DX_FP8] = &g_rule_matmul_dx_fp8,
     [OP_QUANTIZE]      = &g_rule_quantize,
+    [OP_DENSE_FP8]     = &g_rule_dense_fp8,
 };
 
 const g_rule *g_rule_of(int op) {

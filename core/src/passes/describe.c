@@ -76,7 +76,7 @@ static void fp8_lines(const ampx_model *m, const g_node *n, ampx_line_fn line, v
         char name[G_NAME_MAX + 8], shape[64];
         const g_value *v = &g->values[k < 2 ? n->out[1 + k] : n->out[0]];
         snprintf(name, sizeof name, "%s", k < 2 ? v->name : "");
-        if (k == 2) snprintf(name, sizeof name, "%.80s.grad_q", v->name);
+        if (k == 2) snprintf(name, sizeof name, "%.80s.grad_q", n->name);
         features(v, shape, sizeof shape);
         ampx_dtype dt = k < 2 ? v->dtype : (ampx_dtype)n->a.fp8_grad;
         linef(line, user, "  %-26s %-6s %-9s fp8 slot %d: %s's %s (%s)", name, ampx_dtype_name(dt),

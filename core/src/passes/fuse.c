@@ -7,7 +7,9 @@
  * longer written or placed. h1 stays the activation's saved input, written by the GEMM's
  * pre_act, so ACT_BWD reads what it read before. The weight-gradient GEMM also sums the bias
  * gradient (the column sums of its B operand dh) where the backend takes that for its dtypes
- * and W is not transposed (a tied head's dW = dh^T x has dh as its A operand). */
+ * and W is not transposed (a tied head's dW = dh^T x has dh as its A operand). An fp8
+ * product (matmul_fp8) fuses alike into a dense_fp8 node when the backend takes GEMM_FP8's
+ * epilogue: out y, x_q, W_q and the pre-activation; its bias gradient stays BIAS_GRAD. */
 #include "passes/fuse.h"
 
 #include "graph/ops.h"
@@ -34,10 +36,12 @@ static void make_fused(g_node *n) {
     n->n_out = 0;
 }
 
-/* Fuses the layer whose matmul is node i; 1 when it did. */
+/* Fuses the layer whose matmul (or matmul_fp8) is node i; 1 when it did. */
 static int fuse_at(g_graph *g, int i, fuse_epilogue_fn epilogue, void *user) {
     g_node *mm = &g->nodes[i], *bs = &g->nodes[i + 1];
-    if (mm->op != OP_MATMUL || bs->op != OP_BIAS || bs->in[0] != mm->out[0] || mm->a.groups > 1)
+    int fp8 = mm->op == OP_MATMUL_FP8;
+    if ((mm->op != OP_MATMUL && !fp8) || bs->op != OP_BIAS || bs->in[0] != mm->out[0] ||
+        mm->a.groups > 1)
         return 0; /* a grouped product's bias is not one row per GEMM of the batch */
     int x = mm->in[0], w = mm->in[1], h0 = mm->out[0], b = bs->in[1], h1 = bs->out[0];
     const g_value *bv = &g->values[b];
@@ -48,7 +52,22 @@ static int fuse_at(g_graph *g, int i, fuse_epilogue_fn epilogue, void *user) {
     int y             = ac ? ac->out[0] : h1;
     ampx_dtype fwd[3] = {g->values[x].dtype, g->values[w].dtype, g->values[y].dtype};
     ampx_dtype bwd[3] = {g->values[x].dtype, g->values[h1].dtype, AMPX_F32};
+    if (fp8) fwd[0] = fwd[1] = AMPX_E4M3; /* GEMM_FP8's epilogue on the codes */
     if (!epilogue(user, fwd)) return 0;
+    if (fp8) { /* out y, x_q, W_q (as matmul_fp8's), then pre */
+        mm->op                = OP_DENSE_FP8;
+        mm->in[2]             = b;
+        mm->n_in              = 3;
+        mm->out[0]            = y;
+        mm->out[3]            = h1;
+        mm->n_out             = ac ? 4 : 3;
+        mm->a.epi_act         = ac ? ac->a.act + 1 : 0;
+        g->values[y].producer = g->values[h1].producer = i;
+        g->values[h0].producer                         = -1;
+        make_fused(bs);
+        if (ac) make_fused(ac);
+        return 1;
+    }
     mm->op                 = OP_DENSE;
     mm->in[2]              = b;
     mm->n_in               = 3;

@@ -112,6 +112,7 @@ static double node_k(const ampx_trainer *t, const g_node *n) {
     switch (n->op) {
     case OP_MATMUL:
     case OP_MATMUL_FP8:
+    case OP_DENSE_FP8:
     case OP_DENSE:
     case OP_MATMUL_DX:
     case OP_MATMUL_DX_FP8: return last / (n->a.groups > 1 ? n->a.groups : 1);

@@ -136,7 +136,9 @@ out:
 static int is_linear_weight(const g_graph *g, int v) {
     for (int i = 0; i < g->n_forward; i++) {
         const g_node *n = &g->nodes[i];
-        if ((n->op != OP_MATMUL && n->op != OP_DENSE && n->op != OP_MATMUL_FP8) || n->a.trans_b)
+        if ((n->op != OP_MATMUL && n->op != OP_DENSE && n->op != OP_MATMUL_FP8 &&
+             n->op != OP_DENSE_FP8) ||
+            n->a.trans_b)
             continue; /* fused and fp8 too */
         int w = n->in[1];
         if (g->values[w].master >= 0) w = g->values[w].master;

@@ -14,7 +14,9 @@
 ampx_dtype fp8_slot_dtype(const g_graph *g, int slot) {
     for (int i = 0; i < g->n_forward; i++) {
         const g_node *n = &g->nodes[i];
-        if (n->op != OP_MATMUL_FP8 || slot < n->a.fp8_slot || slot > n->a.fp8_slot + 2) continue;
+        if ((n->op != OP_MATMUL_FP8 && n->op != OP_DENSE_FP8) || slot < n->a.fp8_slot ||
+            slot > n->a.fp8_slot + 2)
+            continue;
         return slot == n->a.fp8_slot + 2 ? (ampx_dtype)n->a.fp8_grad : AMPX_E4M3;
     }
     return AMPX_E4M3;
@@ -36,13 +38,15 @@ static ampx_status slot_table(ampx_trainer *t) {
     const g_graph *g = &t->g;
     for (int i = 0; i < g->n_forward; i++) {
         const g_node *nd = &g->nodes[i];
-        if (nd->op != OP_MATMUL_FP8) continue;
+        if (nd->op != OP_MATMUL_FP8 && nd->op != OP_DENSE_FP8) continue;
         int vals[3] = {nd->out[1], nd->out[2], nd->out[0]};
         for (int k = 0; k < 3; k++) {
             int s            = nd->a.fp8_slot + k;
             const g_value *v = &g->values[vals[k]];
-            snprintf(t->fp8_names[s], sizeof t->fp8_names[s], "%.80s%s", v->name,
-                     k == 2 ? ".grad_q" : "");
+            if (k < 2)
+                snprintf(t->fp8_names[s], sizeof t->fp8_names[s], "%.90s", v->name);
+            else /* as the backward names it */
+                snprintf(t->fp8_names[s], sizeof t->fp8_names[s], "%.80s.grad_q", nd->name);
             t->fp8_elems[s] = g_numel(v, (uint64_t)t->B) * (uint64_t)t->A;
             t->fp8_rec[s]   = (ampx_fp8_record){
                   .name   = t->fp8_names[s],

@@ -34,6 +34,7 @@ static int per_position(const g_node *n) {
     switch (n->op) {
     case OP_MATMUL:
     case OP_MATMUL_FP8:
+    case OP_DENSE_FP8:
     case OP_BIAS:
     case OP_ADD:
     case OP_MUL:

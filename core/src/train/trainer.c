@@ -329,8 +329,13 @@ static ampx_status check_memory(ampx_trainer *t, const data_request *req) {
     return AMPX_OK;
 }
 
+/* GEMM's epilogue for these dtypes; with fp8 operands, GEMM_FP8's (ABI 1.7). */
 static int gemm_epilogue(void *be, const ampx_dtype *dtypes) {
-    return ampx_backend_gemm_epilogue(be, dtypes);
+    if (!ampx_dtype_is_fp8(dtypes[0])) return ampx_backend_gemm_epilogue(be, dtypes);
+    const ampx_backend_iface *ifc = ampx_backend_iface_of(be);
+    return ifc->abi_minor >= 7 && ampx_backend_op_slot(be, AMPX_OP_GEMM_FP8) &&
+           ifc->supports(ampx_backend_context(be), AMPX_OP_GEMM_FP8, dtypes, 3,
+                         AMPX_SHAPE_GEMM_EPILOGUE);
 }
 
 /* The graph with its backward nodes (each dense layer one GEMM with an epilogue where the
