@@ -298,8 +298,9 @@ static int dense_pre_grad(g_graph *g, int self) {
     const g_node *n = &g->nodes[self];
     int dy          = g_grad_of(g, n->out[0]);
     if (dy < 0) return -2;
-    if (!n->a.epi_act) return grad_as_output(g, self, n->out[0], dy);
-    int pre = n->out[1], ins[2] = {pre, dy};
+    if (!n->a.epi_act) /* dense_fp8 quantizes the gradient as it comes */
+        return n->op == OP_DENSE_FP8 ? dy : grad_as_output(g, self, n->out[0], dy);
+    int pre = n->out[n->op == OP_DENSE_FP8 ? 3 : 1], ins[2] = {pre, dy};
     g_attrs a = {.act = n->a.epi_act - 1};
     int dpre  = g_new_grad(g, pre, g->values[pre].dtype);
     if (dpre < 0 || g_emit(g, self + 2, OP_ACT_BWD, ins, 2, &dpre, 1, &a) < 0 ||
@@ -455,21 +456,10 @@ static ampx_status dense_fp8_fwd(g_exec *x, const g_graph *g, const g_node *n) {
 }
 
 static int dense_fp8_bwd(g_graph *g, int self) {
-    const g_node *n = &g->nodes[self];
-    int dy          = g_grad_of(g, n->out[0]);
-    if (dy < 0) return 0;
-    int dh = dy;
-    if (n->a.epi_act) { /* ACT_BWD from pre, named for the fused act node (self + 2) */
-        int pre = n->out[3], ins[2] = {pre, dy};
-        g_attrs a = {.act = n->a.epi_act - 1};
-        int dpre  = g_new_grad(g, pre, g->values[pre].dtype);
-        if (dpre < 0 || g_emit(g, self + 2, OP_ACT_BWD, ins, 2, &dpre, 1, &a) < 0 ||
-            g_contribute(g, pre, dpre, self + 2))
-            return -1;
-        dh = g_grad_of(g, pre);
-    }
-    n     = &g->nodes[self];
-    int b = n->in[2];
+    int dh = dense_pre_grad(g, self);
+    if (dh == -2) return 0;
+    if (dh < 0) return -1;
+    int b = g->nodes[self].in[2];
     if (g_needs_grad(g, b)) { /* the bias node's BIAS_GRAD */
         g_attrs a = {0};
         int db    = g_param_grad(g, b, &a.accumulate);

@@ -54,28 +54,16 @@ static int fuse_at(g_graph *g, int i, fuse_epilogue_fn epilogue, void *user) {
     ampx_dtype bwd[3] = {g->values[x].dtype, g->values[h1].dtype, AMPX_F32};
     if (fp8) fwd[0] = fwd[1] = AMPX_E4M3; /* GEMM_FP8's epilogue on the codes */
     if (!epilogue(user, fwd)) return 0;
-    if (fp8) { /* out y, x_q, W_q (as matmul_fp8's), then pre */
-        mm->op                = OP_DENSE_FP8;
-        mm->in[2]             = b;
-        mm->n_in              = 3;
-        mm->out[0]            = y;
-        mm->out[3]            = h1;
-        mm->n_out             = ac ? 4 : 3;
-        mm->a.epi_act         = ac ? ac->a.act + 1 : 0;
-        g->values[y].producer = g->values[h1].producer = i;
-        g->values[h0].producer                         = -1;
-        make_fused(bs);
-        if (ac) make_fused(ac);
-        return 1;
-    }
-    mm->op                 = OP_DENSE;
+    /* dense: out y (, pre); dense_fp8: out y, x_q, W_q (as matmul_fp8's) (, pre) */
+    int at_pre             = fp8 ? 3 : 1;
+    mm->op                 = fp8 ? OP_DENSE_FP8 : OP_DENSE;
     mm->in[2]              = b;
     mm->n_in               = 3;
     mm->out[0]             = y;
-    mm->out[1]             = h1;
-    mm->n_out              = ac ? 2 : 1;
+    mm->out[at_pre]        = h1;
+    mm->n_out              = at_pre + (ac ? 1 : 0);
     mm->a.epi_act          = ac ? ac->a.act + 1 : 0;
-    mm->a.fuse_bias_grad   = !mm->a.trans_b && epilogue(user, bwd);
+    mm->a.fuse_bias_grad   = !fp8 && !mm->a.trans_b && epilogue(user, bwd);
     g->values[y].producer  = i;
     g->values[h1].producer = i;
     g->values[h0].producer = -1;
