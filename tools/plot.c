@@ -336,8 +336,11 @@ static void heat_map(cairo_t *cr, const heat_rows *hr, double x, double y, doubl
             cairo_rectangle(cr, xa, b.y + l * row, xb - xa + 0.5, row);
             cairo_fill(cr);
         }
+        /* rows thinner than a line of text label every k-th row */
+        int every = row >= 9 ? 1 : (int)ceil(9 / row);
         cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-        text(cr, b.x - 6, b.y + (l + 0.5) * row + 4, row >= 9 ? 11 : 8, hr->names[l], 1);
+        if (l % every == 0)
+            text(cr, b.x - 6, b.y + (l + 0.5) * row + 4, row >= 9 ? 11 : 9, hr->names[l], 1);
     }
     step_axis(cr, &b);
     colour_bar(cr, &b, lo, hi, hr->unit);
