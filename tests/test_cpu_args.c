@@ -2725,8 +2725,11 @@ Test(fp8, quantize_args_checked) {
     x = a, x.src.dtype = AMPX_E5M2;
     EXPECT_ERR(AMPX_ERR_UNSUPPORTED, "fp8_quantize: unsupported dtypes {e5m2, e4m3}",
                O->fp8_quantize(C, &x));
-    x = a, x.saturate = 2;
-    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_quantize: saturate 2 is not 0 or 1", O->fp8_quantize(C, &x));
+    x = a, x.saturate = 2; /* saturating, infinities kept */
+    EXPECT_OK(O->fp8_quantize(C, &x));
+    x = a, x.saturate = 3;
+    EXPECT_ERR(AMPX_ERR_INVALID, "fp8_quantize: saturate 3 is not 0, 1 or 2",
+               O->fp8_quantize(C, &x));
     x = a, x.scale.buf = NULL;
     EXPECT_ERR(AMPX_ERR_INVALID, "fp8_quantize: scale is a null buffer", O->fp8_quantize(C, &x));
     x = a, x.counts.dtype = AMPX_F32;

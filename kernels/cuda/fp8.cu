@@ -75,7 +75,9 @@ __global__ void fp8_quantize_to_kernel(cuk_fp8_quantize q, int vec) {
         for (int j = 0; j < cnt; j++) {
             int of;
             uint32_t c = fp8_encode(x[j] * s, q.ddt, q.saturate, &of);
-            amax       = fmaxf(amax, fabsf(x[j]));
+            if (q.saturate == 2 && isinf(x[j])) /* an infinite input stays non-finite */
+                c = (c & 0x80u) | (q.ddt == AMPX_E4M3 ? 0x7fu : 0x7cu);
+            amax = fmaxf(amax, fabsf(x[j]));
             n_over += (unsigned)of;
             n_flush += (unsigned)(isfinite(x[j]) && x[j] != 0.0f && (c & 0x7fu) == 0);
             packed |= c << (8 * j);

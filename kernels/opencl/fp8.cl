@@ -37,6 +37,8 @@ __kernel REDUCE_WG void fp8_quantize(CTENSOR(src), FARG(dst), int dst_dt, int sa
         float x = LD(src, i);
         int ovf;
         uchar q = f32_to_fp8(x * s, dst_dt, saturate, &ovf);
+        if (saturate == 2 && isinf(x)) /* an infinite input stays non-finite */
+            q = (uchar)((q & 0x80u) | (dst_dt == DT_E4M3 ? 0x7fu : 0x7cu));
         y[i]    = q;
         uint ax = as_uint(x) & 0x7fffffffu;
         if (ax <= 0x7f800000u) mx = max(mx, (int)ax);

@@ -50,6 +50,12 @@ CPU_INLINE void quant_chunk_body(void *arg, uint64_t item, unsigned tid) {
     else
         for (uint64_t e = 0; e < n; e++)
             d[e] = ampx_f32_to_e5m2(buf[e] * scale, sat);
+    if (sat == 2) { /* an infinite input stays non-finite: e4m3 NaN, e5m2 inf */
+        const uint32_t *ib = (const uint32_t *)(const void *)buf;
+        uint8_t nf         = j->ddt == AMPX_E4M3 ? 0x7fu : 0x7cu;
+        for (uint64_t e = 0; e < n; e++)
+            if ((ib[e] & 0x7fffffffu) == 0x7f800000u) d[e] = (uint8_t)((d[e] & 0x80u) | nf);
+    }
     if (!j->stats) return;
     /* an overflow: a product past the largest rounding to a finite code (e4m3 464, the tie
      * there going to 448; e5m2 from 61440) or infinite; a flush: a non-zero finite input

@@ -743,7 +743,7 @@ ampx_status cu_fp8_quantize(ampx_context *ctx, const ampx_fp8_quantize_args *arg
         .counts   = (int32_t *)cu_ptr(&a.counts),
         .sdt      = a.src.dtype,
         .ddt      = a.dst.dtype,
-        .saturate = a.saturate != 0,
+        .saturate = (int32_t)a.saturate,
         .n        = a.n,
     };
     CU_LAUNCH(ctx, "fp8_quantize", cuk_fp8_quantize_run(ctx->stream, &k));

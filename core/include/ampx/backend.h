@@ -867,7 +867,10 @@ typedef struct ampx_window_args {
 /* FP8_QUANTIZE  dtypes {src, dst}; exactly one of them e4m3 or e5m2, the other f32, bf16 or f16
  * To fp8 (dst fp8): for i in [0, n), with s = scale[0] (f32):
  *   dst[i] = fp8(f32(src[i] * s)), rounded to nearest even and saturating or not (dtype.h's
- *            ampx_f32_to_fp8; the product rounded to f32 first);
+ *            ampx_f32_to_fp8; the product rounded to f32 first); saturate 2 saturates as 1
+ *            except where src[i] itself is infinite: that stays non-finite (e5m2 inf with
+ *            its sign, e4m3 NaN), so an overflow upstream still reaches the loss scaler's
+ *            check through the products that read the codes;
  *   amax (optional, f32 [1]) = max(amax, max_i |src[i]|): of the input before scaling,
  *            NaNs ignored (fmaxf), infinities kept; accumulating, so a tensor quantized in
  *            parts (micro-batches) or several tensors share one slot;
@@ -880,7 +883,8 @@ typedef struct ampx_window_args {
  * n == 0 does nothing. dst must not overlap src, scale, amax or counts. */
 typedef struct ampx_fp8_quantize_args {
     uint32_t size;
-    uint32_t saturate; /* 1: overflow becomes the largest finite; 0: NaN (e4m3) or inf (e5m2) */
+    uint32_t saturate; /* 1: overflow becomes the largest finite; 0: NaN (e4m3) or inf (e5m2);
+                          2: as 1, an infinite src as 0 */
     uint64_t n;
     ampx_tensor src, dst;
     ampx_tensor scale;  /* f32 [1] */

@@ -1051,7 +1051,7 @@ static inline ampx_status ampx_kit_take_window(const ampx_kit *kit, uint32_t op,
 // ---------------------------------------------------------------------------------------
 // FP8_QUANTIZE, GEMM_FP8, FP8_SCALE_UPDATE (ABI 1.7)
 
-/* FP8_QUANTIZE: one side fp8 and the other float, saturate 0 or 1, src and dst of n
+/* FP8_QUANTIZE: one side fp8 and the other float, saturate 0, 1 or 2, src and dst of n
  * elements, scale f32 [1]; amax f32 [1] and counts i32 [2] optional, quantizing only. */
 static inline ampx_status ampx_kit_take_fp8_quantize(const ampx_kit *kit,
                                                      const ampx_fp8_quantize_args *args,
@@ -1059,8 +1059,8 @@ static inline ampx_status ampx_kit_take_fp8_quantize(const ampx_kit *kit,
     const char *on = "fp8_quantize";
     AMPX_KIT_TRY(ampx_kit_take(kit, on, args, a, sizeof *a));
     AMPX_KIT_TRY(ampx_kit_check_dtypes2(kit, on, AMPX_OP_FP8_QUANTIZE, a->src.dtype, a->dst.dtype));
-    if (a->saturate > 1)
-        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: saturate %u is not 0 or 1", on,
+    if (a->saturate > 2)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID, "%s: saturate %u is not 0, 1 or 2", on,
                              a->saturate);
     if (ampx_dtype_is_fp8(a->src.dtype) && (a->amax.buf || a->counts.buf))
         return ampx_kit_fail(kit, AMPX_ERR_INVALID,

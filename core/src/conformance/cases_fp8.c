@@ -39,7 +39,7 @@ typedef struct quant_cfg {
     int mode;        /* 0 specials (from fp8: all 256 codes), 1 random over many binades */
     uint64_t n;      /* elements (specials: repeated) */
     double scale;    /* the factor */
-    int saturate;    /* to fp8 */
+    int saturate;    /* to fp8: 0, 1, or 2 (saturating, an infinite input kept) */
     int amax_counts; /* to fp8: pass amax and counts */
 } quant_cfg;
 
@@ -50,7 +50,8 @@ static const quant_cfg quant_cfgs[] = {
     {1, 1, 1.0, 0, 0},
     {1, 4099, 300.75, 1, 1}, /* many overflow and some flush at once */
     {0, 2 * N_Q_SPECIALS, 0x1p-12, 0, 1},
-    {1, 70001, 12.5, 0, 1}, /* large tier */
+    {0, N_Q_SPECIALS, 3.0, 2, 1}, /* saturating, an infinite input kept non-finite */
+    {1, 70001, 12.5, 0, 1},       /* large tier */
 };
 #define N_QUANT (sizeof quant_cfgs / sizeof quant_cfgs[0])
 
@@ -78,7 +79,10 @@ static void case_fp8_quantize(conf_run *r, conf_case_ctx *cc, const ampx_dtype *
     uint64_t n         = c->mode == 0 && is_fp8(dts[0]) ? 512 : c->n;
     int acc            = to8 && c->amax_counts;
     conf_shape(cc, "n=%" PRIu64 " scale %a%s%s", n, c->scale,
-               to8 ? (c->saturate ? " saturating" : " not saturating") : "",
+               to8 ? (c->saturate == 2 ? " saturating finite"
+                      : c->saturate    ? " saturating"
+                                       : " not saturating")
+                   : "",
                acc ? " amax counts" : "");
     conf_tensor *S  = conf_tensor_new(cc, "src", dts[0], n, CT_IN);
     conf_tensor *D  = conf_tensor_new(cc, "dst", dts[1], n, CT_OUT);

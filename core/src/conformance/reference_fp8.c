@@ -31,6 +31,8 @@ void ref_fp8_quantize(ampx_dtype sdt, ampx_dtype ddt, uint64_t n, const double *
         if (ddt == AMPX_E4M3 || ddt == AMPX_E5M2) {
             int overflow;
             y[i] = ref_fp8_round(ddt, ref_f32_product(x[i], s), saturate, &overflow);
+            if (saturate == 2 && isinf(x[i])) /* an infinite input stays non-finite */
+                y[i] = ddt == AMPX_E4M3 ? copysign(NAN, x[i]) : x[i];
             if (!isnan(x[i]) && fabs(x[i]) > *amax) *amax = fabs(x[i]);
             counts[0] += overflow;
             counts[1] += isfinite(x[i]) && x[i] != 0.0 && y[i] == 0.0;

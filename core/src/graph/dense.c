@@ -361,9 +361,10 @@ const g_rule g_rule_fused = {"fused", {AMPX_OP_COUNT}, NULL, fused_fwd, NULL};
 
 /* Value in into fp8 value out, with out's slot. */
 static ampx_status quantize_value(g_exec *x, const g_graph *g, const g_node *n, int in, int out) {
-    int slot                 = g->values[out].fp8_slot;
+    int slot = g->values[out].fp8_slot;
+    /* saturating, an infinite input kept: an overflow upstream still reaches the scaler */
     ampx_fp8_quantize_args q = {.size     = sizeof q,
-                                .saturate = 1,
+                                .saturate = 2,
                                 .n        = gx_numel(x, in),
                                 .src      = gx_tensor(x, in),
                                 .dst      = gx_tensor(x, out),

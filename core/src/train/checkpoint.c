@@ -116,7 +116,7 @@ static uint64_t elem_size(const ck_tensor *c) {
 
 /* Index of the first of n elements of tensor c at data that is not finite (or negative,
  * with nonneg), else -1; -1 for the scalars block (checked field by field). */
-static int64_t first_bad(const ck_tensor *c, const unsigned char *data, uint64_t n) {
+static int64_t first_bad(const ck_tensor *c, const unsigned char *data, uint64_t n, uint64_t base) {
     if (!c->buf) return -1;
     for (uint64_t i = 0; i < n; i++) {
         if (c->dtype[1] == '3') { /* F32 */
@@ -124,7 +124,7 @@ static int64_t first_bad(const ck_tensor *c, const unsigned char *data, uint64_t
             memcpy(&u, data + 4 * i, 4);
             if ((u & 0x7F800000u) == 0x7F800000u) return (int64_t)i;
             if (c->nonneg && (u >> 31) && u != 0x80000000u) return (int64_t)i;
-            if (i < c->positive && (u & 0x7FFFFFFFu) == 0) return (int64_t)i;
+            if (base + i < c->positive && (u & 0x7FFFFFFFu) == 0) return (int64_t)i;
         } else {
             uint16_t u;
             memcpy(&u, data + 2 * i, 2);
@@ -264,7 +264,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
             st = t->ifc->buffer_read(t->ctx, ts[i].buf, 0, data, ts[i].bytes);
         else
             memcpy(data, &sc, sizeof sc);
-        int64_t at = st ? -1 : first_bad(&ts[i], data, ts[i].bytes / elem_size(&ts[i]));
+        int64_t at = st ? -1 : first_bad(&ts[i], data, ts[i].bytes / elem_size(&ts[i]), 0);
         if (st)
             snprintf(why, sizeof why, "%s", ampx_backend_last_error(t->be));
         else if (at >= 0)
@@ -546,7 +546,7 @@ static ampx_status check_tensor(ck_reader *r, const ck_source *s, const ck_tenso
         uint64_t len           = c->bytes - off < CK_CHUNK ? c->bytes - off : CK_CHUNK;
         const unsigned char *p = ck_span(s, at + off, len);
         if (!p) return st_bad(r, "read error");
-        int64_t i = first_bad(c, p, len / es);
+        int64_t i = first_bad(c, p, len / es, off / es);
         if (i >= 0)
             return st_bad(r, "tensor \"%s\" element %lld is %g, expected a finite number%s",
                           c->name, (long long)(off / es + (uint64_t)i), element(c, p, i),

@@ -50,6 +50,8 @@ static double element(const unsigned char *raw, ampx_dtype dt, uint64_t i) {
     case AMPX_F32: memcpy(&f, raw + 4 * i, 4); return f;
     case AMPX_BF16: memcpy(&h, raw + 2 * i, 2); return ampx_bf16_to_f32(h);
     case AMPX_F16: memcpy(&h, raw + 2 * i, 2); return ampx_f16_to_f32(h);
+    case AMPX_E4M3:
+    case AMPX_E5M2: return ampx_fp8_to_f32(raw[i], dt);
     default: memcpy(&k, raw + 4 * i, 4); return k;
     }
 }

@@ -127,6 +127,8 @@ static int node_mode(ampx_trainer *t, int i, uint8_t *pos, uint8_t *made, uint8_
                                 n->name);
         for (int k = 0; k < n->n_out; k++) {
             if (n->out[k] < 0) continue;
+            /* an fp8 product's weight codes (W_q): quantized whole again at every call */
+            if ((n->op == OP_MATMUL_FP8 || n->op == OP_DENSE_FP8) && k == 2) continue;
             if (!heads && !positional(g, n->out[k], T))
                 return fail_why(t, "\"%s\" is not one row per position", n->name);
             pos[n->out[k]] = (uint8_t)!heads, made[n->out[k]] = 1;

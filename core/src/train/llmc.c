@@ -68,9 +68,11 @@ static int read_by(const g_graph *g, int v, int op, int slot) {
     for (int i = 0; i < g->n_forward; i++) {
         const g_node *n = &g->nodes[i];
         /* a dense node (passes/fuse.c) is the matmul and its bias: in x, W, b */
-        int dense = n->op == OP_DENSE && (op == OP_MATMUL || op == OP_BIAS);
+        /* (and a matmul_fp8 or dense_fp8 node: the same inputs, fp8 products) */
+        int nop   = n->op == OP_MATMUL_FP8 ? OP_MATMUL : n->op == OP_DENSE_FP8 ? OP_DENSE : n->op;
+        int dense = nop == OP_DENSE && (op == OP_MATMUL || op == OP_BIAS);
         int s     = dense && op == OP_BIAS ? slot + 1 : slot;
-        if ((n->op != op && !dense) || s >= n->n_in || n->in[s] < 0) continue;
+        if ((nop != op && !dense) || s >= n->n_in || n->in[s] < 0) continue;
         if (op == OP_MATMUL && n->a.trans_b) continue;
         int w = n->in[s];
         if (g->values[w].master >= 0) w = g->values[w].master;
@@ -141,7 +143,10 @@ static ampx_status llmc_shape(const ampx_trainer *t, llmc_dims *d, const char *p
     int tied = 0;
     for (int i = 0; i < g->n_forward && !tied; i++) {
         const g_node *n = &g->nodes[i];
-        if ((n->op != OP_MATMUL && n->op != OP_DENSE) || !n->a.trans_b) continue;
+        if ((n->op != OP_MATMUL && n->op != OP_DENSE && n->op != OP_MATMUL_FP8 &&
+             n->op != OP_DENSE_FP8) ||
+            !n->a.trans_b)
+            continue;
         int w = n->in[1];
         if (g->values[w].master >= 0) w = g->values[w].master;
         tied = w == wte->value;
