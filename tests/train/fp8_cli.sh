@@ -151,6 +151,15 @@ grep -q "has no fp8 scaling state: every fp8 tensor's scale starts at 1" "$work/
 "$ampx" train "$work/mlp16.json" --steps 40 --quiet --resume "$work/half.st" >/dev/null 2>"$work/err" ||
   fail "fp8 -> bf16 resume: $(cat "$work/err")"
 
+# a checkpoint of other fp8 tensors (fc1's slots) does not hand its scales to fc2's
+with_policy "$mlp" "$work/only1.json" mlp8 '{"preset": "mixed_bf16", "fp8": {"amax_history": 16, "layers": ["fc1"]}}'
+with_policy "$mlp" "$work/only2.json" mlp8 '{"preset": "mixed_bf16", "fp8": {"amax_history": 16, "layers": ["fc2"]}}'
+"$ampx" train "$work/only1.json" --steps 20 --quiet --checkpoint "$work/only1.st" >/dev/null 2>&1
+"$ampx" train "$work/only2.json" --steps 30 --resume "$work/only1.st" >"$work/out" 2>"$work/err" ||
+  fail "fc1 -> fc2 resume: $(cat "$work/err")"
+grep -q "the fp8 scaling state of other fp8 tensors (another policy.fp8)" "$work/out" "$work/err" ||
+  fail "fc1 -> fc2 resume: no notice"
+
 # ---- a scale of 0 in the checkpoint is refused (every fp8 code would be 0)
 python3 - "$work/half.st" "$work/zero.st" <<'PY'
 import json, struct, sys

@@ -46,6 +46,16 @@ typedef struct ck_tensor {
 
 #define CK_FP8_STATE "ampx.fp8.state"
 
+/* Whether the checkpoint's fp8 state (header entry e) is this model's: its __metadata__
+ * fp8_layout is the model's digest of its fp8 tensors and history (fp8_layout). */
+static int fp8_state_matches(const ampx_trainer *t, const json_value *root, const json_value *e) {
+    const json_value *meta = json_get(root, "__metadata__"),
+                     *lay  = meta ? json_get(meta, "fp8_layout") : NULL;
+    char want[24];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)fp8_layout(t));
+    return e && lay && lay->type == JSON_STRING && !strcmp(lay->str, want);
+}
+
 /* A low-precision working copy ("ampx.copy.<param>"), derived from its master on demand. */
 static int is_copy(const ck_tensor *c) {
     return !strncmp(c->name, "ampx.copy.", 10);
@@ -216,6 +226,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
               t->m->cfg.opt.kind == OPT_ADAMW ? "adamw" : "sgd",
               (unsigned long long)t->m->cfg.train.seed);
     keeper_json(&t->keeper, &h);
+    if (t->fp8) sb_printf(&h, ",\"fp8_layout\":\"%016llx\"", (unsigned long long)fp8_layout(t));
     sb_printf(&h, "}");
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -436,10 +447,13 @@ static int ck_match(ck_reader *rp, ampx_trainer *t, const json_value *root, cons
                     int n, int64_t *at, int *derived) {
     for (int i = 0; i < n; i++) {
         const json_value *e = json_get(root, ts[i].name);
-        if (!e && !strcmp(ts[i].name, CK_FP8_STATE)) { /* a run without fp8: scales start at 1 */
+        if (!strcmp(ts[i].name, CK_FP8_STATE) && !fp8_state_matches(t, root, e)) {
+            /* a run without fp8, or with other fp8 tensors: this one's scales start at 1 */
             at[i] = -1;
-            snprintf(t->notice, sizeof t->notice,
-                     "%s has no fp8 scaling state: every fp8 tensor's scale starts at 1", rp->name);
+            snprintf(t->notice, sizeof t->notice, "%s has %s: every fp8 tensor's scale starts at 1",
+                     rp->name,
+                     e ? "the fp8 scaling state of other fp8 tensors (another policy.fp8)"
+                       : "no fp8 scaling state");
             continue;
         }
         if (is_copy(&ts[i]) && (!e || strcmp(json_get(e, "dtype")->str, ts[i].dtype))) {

@@ -120,7 +120,7 @@ static ampx_status x_call(g_exec *h, const g_node *n, uint32_t op, const void *a
 static ampx_tensor x_fp8(g_exec *h, int slot, int what) {
     const executor *x = of_const(h);
     if (!x->fp8_state.buf || slot < 0 || (uint64_t)slot >= x->fp8_n ||
-        (what == GX_FP8_AMAX && !x->training))
+        ((what == GX_FP8_AMAX || what == GX_FP8_COUNTS) && (!x->training || x->fp8_frozen)))
         return gx_null(AMPX_F32);
     if (what == GX_FP8_COUNTS) {
         ampx_tensor c = x->fp8_counts;

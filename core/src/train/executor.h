@@ -28,6 +28,7 @@ struct executor {
     ampx_tensor scalars, loss;
     ampx_tensor fp8_state;  /* the fp8 scaling state of fp8_n slots (f32), when the graph has any */
     ampx_tensor fp8_counts; /* the quantizing casts' counts, i32 [fp8_n][2] */
+    int fp8_frozen;         /* 1: training-mode runs outside a step raise no amax, count nothing */
     uint64_t fp8_n;
     /* (optional) an incremental run (train/kvcache.c): per forward node, KV_FULL (over the
      * whole window), KV_ROWS (on the rows of positions [pos0, pos0 + pos_n) of the window of

@@ -56,6 +56,17 @@ static ampx_status slot_table(ampx_trainer *t) {
     return AMPX_OK;
 }
 
+uint64_t fp8_layout(const ampx_trainer *t) {
+    uint64_t h = 0xCBF29CE484222325ull; /* FNV-1a over "name:format;" per slot, and H */
+    for (int s = 0; s < t->g.n_fp8; s++) {
+        char one[128];
+        int k = snprintf(one, sizeof one, "%s:%s;", t->fp8_names[s], t->fp8_rec[s].format);
+        for (int i = 0; i < k && i < (int)sizeof one; i++)
+            h = (h ^ (unsigned char)one[i]) * 0x100000001B3ull;
+    }
+    return (h ^ (uint64_t)t->fp8_history) * 0x100000001B3ull;
+}
+
 void fp8_free(ampx_trainer *t) {
     free(t->fp8_rec), free(t->fp8_names), free(t->fp8_elems);
     t->fp8_rec = NULL, t->fp8_names = NULL, t->fp8_elems = NULL;

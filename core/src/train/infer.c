@@ -276,7 +276,9 @@ ampx_status ampx_trainer_gradients(ampx_trainer *t, int64_t first, double *loss)
     t->in.epoch_on_device = -1;
     t->x.step             = (uint64_t)t->step;
     t->x.micro_batches    = 1;
+    t->x.fp8_frozen       = 1; /* outside a step: the fp8 amaxes and counts stay the steps' */
     st                    = run_rows(t, 0, 1, 0, (uint64_t)t->B);
+    t->x.fp8_frozen       = 0;
     t->x.micro_batches    = (uint64_t)t->A;
     float l               = 0;
     if (!st) st = read_loss(t, &l);

@@ -191,6 +191,9 @@ ampx_status fp8_step_update(ampx_trainer *t);
 /* The records of every fp8 tensor after `steps` steps since the last read (counts cleared). */
 ampx_status fp8_read_records(ampx_trainer *t, int64_t steps);
 void fp8_free(ampx_trainer *t);
+/* A digest of the slots (each tensor's name and format) and the history length: a checkpoint's
+ * state is this model's only when its digest is the same. */
+uint64_t fp8_layout(const ampx_trainer *t);
 ampx_dtype fp8_slot_dtype(const g_graph *g, int slot);
 uint64_t fp8_state_floats(const ampx_trainer *t);
 
