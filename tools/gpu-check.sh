@@ -7,8 +7,9 @@
 #   - `ampx backends` (cuda must be available, with its compute capability and memory);
 #   - `ampx conformance --backend cuda` (the full sweep) and the GEMM op again with
 #     gemm=native, so the native kernel is judged on every dtype combination too;
-#   - the CUDA test suites (ctest -R cuda) when the tests were built;
-#   - `ampx train models/mlp.json --backend cuda`, and the same on
+#   - the CUDA test suites (ctest -R cuda) when the tests were built, GEMM_FP8 on the native
+#     kernel, and the fp8 golden test (Transformer Engine's update) on cuda;
+#   - `ampx train models/mlp.json --backend cuda`, gpt_tiny under policy.fp8, and mlp.json on
 #     2 ranks with mpirun (gradients over NCCL) when Open MPI is installed;
 #   - `ampx bench gemm` for bf16 and f32 at 4096 and 8192;
 #   - tools/bench/cuda_peer.cu: the plugin's GEMM (cuBLAS path and native kernel) against
@@ -85,13 +86,22 @@ TAIL=60 step "conformance (full sweep)" "$ampx" conformance --backend cuda
 "$ampx" conformance --backend cuda --json >"$out/conformance.json" 2>/dev/null
 TAIL=20 step "conformance, GEMM on the native kernel" \
   "$ampx" conformance --backend cuda --op gemm --backend-opt gemm=native
+# fp8 (ABI 1.7): GEMM_FP8 on the native kernel too (the default hands aligned TN layouts to
+# cuBLASLt on sm_89+), and Transformer Engine's update replayed bit for bit
+TAIL=20 step "conformance, GEMM_FP8 on the native kernel" \
+  "$ampx" conformance --backend cuda --op gemm_fp8 --backend-opt gemm=native
 if [ "$have_criterion" = ON ]; then
   TAIL=30 step "ctest -R cuda" ctest --test-dir "$build" -R cuda --output-on-failure
+  TAIL=10 step "fp8 golden (Transformer Engine's update)" env AMPX_CONFORMANCE_BACKENDS=cuda \
+    "$build/bin/test_fp8_golden"
 fi
 
 # ---- training
 if "$ampx" train --help >/dev/null 2>&1; then
   TAIL=30 step "train models/mlp.json" "$ampx" train models/mlp.json --backend cuda
+  echo '{"policy": {"preset": "mixed_bf16", "fp8": {}}}' >"$out/fp8_policy.json"
+  TAIL=12 step "train models/gpt_tiny.json under policy.fp8" "$ampx" train models/gpt_tiny.json \
+    --backend cuda --steps 300 --policy "$out/fp8_policy.json"
   # data-parallel: 2 ranks on the one GPU (or two), gradients over NCCL (docs/DISTRIBUTED.md);
   # the summary must say "NCCL" and reach the single-process accuracy
   if command -v mpirun >/dev/null; then
