@@ -374,12 +374,15 @@ static ampx_status quantize_value(g_exec *x, const g_graph *g, const g_node *n, 
     return gx_call(x, n, AMPX_OP_FP8_QUANTIZE, &q);
 }
 
+/* x and W of an fp8 node (in[0], in[1]) into its codes x_q and W_q (out[1], out[2]). */
+static ampx_status quantize_operands(g_exec *x, const g_graph *g, const g_node *n) {
+    ampx_status st = quantize_value(x, g, n, n->in[0], n->out[1]);
+    return st ? st : quantize_value(x, g, n, n->in[1], n->out[2]);
+}
+
 static ampx_status matmul_fp8_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    ampx_status st;
-    if ((st = quantize_value(x, g, n, n->in[0], n->out[1])) ||
-        (st = quantize_value(x, g, n, n->in[1], n->out[2])))
-        return st;
-    return matmul_product(x, g, n, n->out[1], n->out[2]);
+    ampx_status st = quantize_operands(x, g, n);
+    return st ? st : matmul_product(x, g, n, n->out[1], n->out[2]);
 }
 
 /* The backward products of fp8 node self from dy, the gradient of its product's output
@@ -442,10 +445,8 @@ const g_rule g_rule_quantize = {
 // bias_grad), as Transformer Engine sums it before the cast.
 
 static ampx_status dense_fp8_fwd(g_exec *x, const g_graph *g, const g_node *n) {
-    ampx_status st;
-    if ((st = quantize_value(x, g, n, n->in[0], n->out[1])) ||
-        (st = quantize_value(x, g, n, n->in[1], n->out[2])))
-        return st;
+    ampx_status st = quantize_operands(x, g, n);
+    if (st) return st;
     const g_value *w  = &g->values[n->out[2]];
     ampx_gemm_args ga = gemm2d_args(
         0, n->a.trans_b, gemm_rows(x, g, n->out[1]), (uint64_t)w_n(n, w), (uint64_t)w_k(n, w), 0,

@@ -125,7 +125,7 @@ static ampx_tensor x_fp8(g_exec *h, int slot, int what) {
     if (what == GX_FP8_COUNTS) {
         ampx_tensor c = x->fp8_counts;
         c.offset += 8 * (uint64_t)slot;
-        return x->training && c.buf ? c : gx_null(AMPX_I32);
+        return c.buf ? c : gx_null(AMPX_I32);
     }
     ampx_tensor t = x->fp8_state;
     t.offset += 4 * ((uint64_t)what * x->fp8_n + (uint64_t)slot);

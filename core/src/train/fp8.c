@@ -11,24 +11,14 @@
 #include "graph/ops.h"
 #include "train/trainer.h"
 
-ampx_dtype fp8_slot_dtype(const g_graph *g, int slot) {
-    for (int i = 0; i < g->n_forward; i++) {
-        const g_node *n = &g->nodes[i];
-        if ((n->op != OP_MATMUL_FP8 && n->op != OP_DENSE_FP8) || slot < n->a.fp8_slot ||
-            slot > n->a.fp8_slot + 2)
-            continue;
-        return slot == n->a.fp8_slot + 2 ? (ampx_dtype)n->a.fp8_grad : AMPX_E4M3;
-    }
-    return AMPX_E4M3;
-}
-
 uint64_t fp8_state_floats(const ampx_trainer *t) {
     return (2 + (uint64_t)t->fp8_history) * (uint64_t)t->g.n_fp8;
 }
 
-/* Each slot's name (its fp8 value's, the gradient's as the backward names it) and the
- * elements one step quantizes into it (every micro-batch). */
-static ampx_status slot_table(ampx_trainer *t) {
+/* Each slot's name (its fp8 value's, the gradient's as the backward names it), format, the
+ * largest value of that format (into fmax) and the elements one step quantizes into it
+ * (every micro-batch). */
+static ampx_status slot_table(ampx_trainer *t, float *fmax) {
     int n        = t->g.n_fp8;
     t->fp8_rec   = calloc((size_t)n, sizeof *t->fp8_rec);
     t->fp8_names = calloc((size_t)n, sizeof *t->fp8_names);
@@ -47,10 +37,11 @@ static ampx_status slot_table(ampx_trainer *t) {
                 snprintf(t->fp8_names[s], sizeof t->fp8_names[s], "%.90s", v->name);
             else /* as the backward names it */
                 snprintf(t->fp8_names[s], sizeof t->fp8_names[s], "%.80s.grad_q", nd->name);
+            ampx_dtype dt   = k == 2 ? (ampx_dtype)nd->a.fp8_grad : AMPX_E4M3;
             t->fp8_elems[s] = g_numel(v, (uint64_t)t->B) * (uint64_t)t->A;
-            t->fp8_rec[s]   = (ampx_fp8_record){
-                  .name   = t->fp8_names[s],
-                  .format = ampx_dtype_name(k == 2 ? (ampx_dtype)nd->a.fp8_grad : AMPX_E4M3)};
+            t->fp8_rec[s] =
+                (ampx_fp8_record){.name = t->fp8_names[s], .format = ampx_dtype_name(dt)};
+            fmax[s] = ampx_fp8_max(dt);
         }
     }
     return AMPX_OK;
@@ -99,19 +90,15 @@ ampx_status fp8_read_records(ampx_trainer *t, int64_t steps) {
 ampx_status fp8_setup(ampx_trainer *t) {
     int n = t->g.n_fp8;
     if (n == 0) return AMPX_OK;
-    ampx_status st0;
-    if ((st0 = slot_table(t)) || (st0 = tr_alloc_zero(t, (uint64_t)n * 8, &t->fp8_counts)))
-        return st0;
     t->fp8_history  = t->m->cfg.pol.fp8.history;
     uint64_t floats = fp8_state_floats(t);
     float *host     = calloc(floats, sizeof *host);
     float *fmax     = calloc((size_t)n, sizeof *fmax);
-    ampx_status st  = AMPX_OK;
-    if (!host || !fmax) st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
-    for (int i = 0; !st && i < n; i++) {
+    ampx_status st  = host && fmax ? AMPX_OK : tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    if (!st) st = slot_table(t, fmax);
+    if (!st) st = tr_alloc_zero(t, (uint64_t)n * 8, &t->fp8_counts);
+    for (int i = 0; !st && i < n; i++)
         host[i] = host[n + i] = 1.0f; /* scale and scale_inv; the history starts at 0 */
-        fmax[i]               = ampx_fp8_max(fp8_slot_dtype(&t->g, i));
-    }
     if (!st) st = tr_upload(t, &t->fp8, host, floats * sizeof *host);
     if (!st) st = tr_upload(t, &t->fp8_max, fmax, (uint64_t)n * sizeof *fmax);
     free(host), free(fmax);

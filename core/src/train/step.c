@@ -272,12 +272,12 @@ static ampx_status dp_records(ampx_trainer *t, unsigned char *buf, int64_t n, fl
     free(losses);
     ampx_scalars last;
     memcpy(&last, buf + (uint64_t)(n - 1) * t->ring.slot_bytes + SLOT_SCALARS, sizeof last);
-    /* the fp8 scales and their inverses, which every rank must hold alike */
-    uint64_t fp8_bytes = 8 * (uint64_t)t->g.n_fp8;
+    /* the fp8 scales, which every rank must hold alike: the records flush just read */
+    uint64_t fp8_bytes = 4 * (uint64_t)t->g.n_fp8;
     float *fp8         = fp8_bytes ? malloc(fp8_bytes) : NULL;
     if (!st && fp8_bytes && !fp8) st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
-    if (!st && fp8)
-        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->fp8, 0, fp8, fp8_bytes), "buffer_read");
+    for (int s = 0; fp8 && s < t->g.n_fp8; s++)
+        fp8[s] = t->fp8_rec[s].scale;
     if (!st) st = dp_check(&t->dp, &last, wsq, t->step, fp8, fp8_bytes);
     free(fp8);
     return st;
@@ -397,8 +397,8 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
     if (!st)
         st = tr_check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, WEIGHTS_SQ_OFFSET, &wsq, 4),
                       "buffer_read");
-    if (!st && t->dp.world > 1) st = dp_records(t, buf, n, wsq);
     if (!st && t->g.n_fp8) st = fp8_read_records(t, n);
+    if (!st && t->dp.world > 1) st = dp_records(t, buf, n, wsq);
     int any_mon = 0;
     for (int64_t i = 0; i < n; i++)
         any_mon |= tr_monitored(t, t->ring.first + i + 1);

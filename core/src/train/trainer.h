@@ -194,7 +194,6 @@ void fp8_free(ampx_trainer *t);
 /* A digest of the slots (each tensor's name and format) and the history length: a checkpoint's
  * state is this model's only when its digest is the same. */
 uint64_t fp8_layout(const ampx_trainer *t);
-ampx_dtype fp8_slot_dtype(const g_graph *g, int slot);
 uint64_t fp8_state_floats(const ampx_trainer *t);
 
 /* trainer.c: the scalars block of a fresh run: scaler and schedule configuration. */
