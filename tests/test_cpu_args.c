@@ -1477,6 +1477,27 @@ Test(lists, sum_squares) {
     EXPECT_ERR(AMPX_ERR_INVALID, "sum_squares: out of 1", O->sum_squares(C, &x));
 }
 
+Test(lists, abs_max) {
+    ampx_abs_max_args a = {.size = sizeof a, .x = grads_list(), .out = T(B, ST, AMPX_F32)}, x;
+    EXPECT_OK(O->abs_max(C, &a));
+    x           = a;
+    x.x.count   = 0;
+    x.x.tensors = NULL;
+    x.x.n_elems = NULL;
+    EXPECT_OK(O->abs_max(C, &x)); /* an empty list needs no arrays */
+    x           = a;
+    x.x.tensors = NULL;
+    EXPECT_ERR(AMPX_ERR_INVALID, "abs_max: x has 2 tensors but a NULL tensors array",
+               O->abs_max(C, &x));
+    x           = a;
+    x.out.dtype = AMPX_BF16;
+    EXPECT_ERR(AMPX_ERR_INVALID, "abs_max: out must be f32, not bf16", O->abs_max(C, &x));
+    x            = a;
+    x.out.offset = B_BYTES - 4; /* room for one f32, not the two the list needs */
+    EXPECT_ERR(AMPX_ERR_INVALID, "abs_max: out of 2", O->abs_max(C, &x));
+    EXPECT_ERR(AMPX_ERR_INVALID, "abs_max: args is NULL", O->abs_max(C, NULL));
+}
+
 Test(lists, unscale_check) {
     ampx_unscale_check_args a = unscale_base(), x;
     EXPECT_OK(O->unscale_check(C, &a));

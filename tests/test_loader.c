@@ -256,6 +256,7 @@ Test(loader, op_numbers_names_and_slots_are_frozen) {
         FROZEN(FP8_QUANTIZE, 33, fp8_quantize, 2), /* ABI 1.7 */
         FROZEN(GEMM_FP8, 34, gemm_fp8, 3),
         FROZEN(FP8_SCALE_UPDATE, 35, fp8_scale_update, 0),
+        FROZEN(ABS_MAX, 36, abs_max, 1), /* ABI 1.8 */
 #undef FROZEN
     };
     size_t n = sizeof frozen / sizeof frozen[0];

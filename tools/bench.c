@@ -555,6 +555,13 @@ static ampx_status run_sum_squares(bench *b, void *arg) {
     return b->t->ops->sum_squares(b->ctx, &a);
 }
 
+static ampx_status run_abs_max(bench *b, void *arg) { /* the armed forensics' scan */
+    op_bench *o          = arg;
+    ampx_tensor_list one = {1, &o->x, o->n_elems};
+    ampx_abs_max_args a  = {.size = sizeof a, .x = one, .out = o->sq};
+    return b->t->ops->abs_max ? b->t->ops->abs_max(b->ctx, &a) : AMPX_ERR_UNSUPPORTED;
+}
+
 static ampx_status run_amp_pass(bench *b, void *arg) { /* a monitored step's: every output */
     op_bench *o          = arg;
     ampx_tensor_list one = {1, &o->x, o->n_elems};
@@ -633,6 +640,7 @@ static const struct {
     {"unscale_check", run_unscale_check},
     {"grad_stats", run_grad_stats},
     {"sum_squares", run_sum_squares},
+    {"abs_max", run_abs_max},
     {"amp_pass", run_amp_pass},
     {"amp_separate", run_amp_separate},
     {"sgd", run_sgd},
@@ -645,7 +653,8 @@ static double op_bytes(const char *name, uint64_t n, size_t es, ampx_dtype dt) {
     size_t copy = dt != AMPX_F32 ? es : 0;
     if (!strcmp(name, "cast")) return N * (E + 4.0); /* dtype -> f32 (f32 -> bf16) */
     if (!strcmp(name, "add")) return 3.0 * N * E;
-    if (!strcmp(name, "grad_stats") || !strcmp(name, "sum_squares")) return N * E;
+    if (!strcmp(name, "grad_stats") || !strcmp(name, "sum_squares") || !strcmp(name, "abs_max"))
+        return N * E;
     if (!strcmp(name, "sgd")) return N * (E + 16.0 + (double)copy);
     if (!strcmp(name, "adamw")) return N * (E + 24.0 + (double)copy);
     return 2.0 * N * E; /* copy, scale, activations, softmax, layernorm, unscale_check, amp_pass
@@ -659,7 +668,7 @@ static void op_usage(void) {
            "add, softmax, layernorm) and reports GB/s of the bytes it must move, beside\n"
            "a buffer copy of N elements timed in the same run. NAME is one of:\n"
            "  copy cast add scale relu gelu softmax layernorm unscale_check grad_stats\n"
-           "  sum_squares amp_pass amp_separate sgd adamw\n"
+           "  sum_squares abs_max amp_pass amp_separate sgd adamw\n"
            "(cast: D -> f32, or f32 -> bf16; sgd/adamw: f32 state, gradients in D, and a\n"
            "D working copy when D is not f32; amp_pass: unscale, check, sum of squares\n"
            "and statistics in one op (ABI 1.4); amp_separate: the same work as\n"

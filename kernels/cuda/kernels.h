@@ -206,6 +206,10 @@ cudaError_t cuk_sum_squares_part(cudaStream_t s, const cuk_mt_group *g, uint32_t
 cudaError_t cuk_sum_squares_finish(cudaStream_t s, const double *partial, uint64_t n_partial,
                                    float *out, int accumulate);
 
+/* ABS_MAX on one group: out[first + t] (cleared to 0 by the caller) gets tensor t's largest
+ * |x| (NaN above inf, as the quiet NaN). */
+cudaError_t cuk_abs_max_run(cudaStream_t s, const cuk_mt_group *g, uint32_t bx, float *out);
+
 /* UNSCALE_CHECK on one group; flags (already zeroed by the caller) + first is the group's
  * first flag. */
 cudaError_t cuk_unscale_check_run(cudaStream_t s, const cuk_mt_group *g, int32_t *flags,

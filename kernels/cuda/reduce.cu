@@ -4,7 +4,9 @@
  * SUM_SQUARES: each tensor of the list is cut among bx blocks (grid-stride), each block
  * leaves one double partial, and a final one-block kernel adds all partials in a fixed
  * order, so the result does not depend on timing and no atomics are needed. Non-finite
- * inputs propagate: inf^2 = inf, NaN stays NaN.
+ * inputs propagate: inf^2 = inf, NaN stays NaN. ABS_MAX: the same geometry, each warp
+ * folding the magnitudes' f32 bits (NaN mapped to the quiet NaN, above +inf) into out with
+ * atomicMax on those bits, out cleared first: a maximum, so the order does not matter.
  */
 #include "common.cuh"
 
@@ -75,5 +77,28 @@ extern "C" cudaError_t cuk_sum_squares_part(cudaStream_t s, const cuk_mt_group *
 extern "C" cudaError_t cuk_sum_squares_finish(cudaStream_t s, const double *partial,
                                               uint64_t n_partial, float *out, int accumulate) {
     sumsq_finish_kernel<<<1, CUK_THREADS, 0, s>>>(partial, n_partial, out, accumulate);
+    return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------------------------------
+// ABS_MAX
+
+__global__ void abs_max_kernel(cuk_mt_group g, uint32_t bx, unsigned int *out) {
+    const cuk_mt_tensor t = g.t[blockIdx.y];
+    unsigned int m        = 0;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.n;
+         i += (uint64_t)bx * blockDim.x) {
+        unsigned int v = __float_as_uint(cuk_ld(t.p, t.dt, i)) & 0x7fffffffu;
+        m              = max(m, v > 0x7f800000u ? 0x7fc00000u : v);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0 && m) atomicMax(out + g.first + blockIdx.y, m);
+}
+
+extern "C" cudaError_t cuk_abs_max_run(cudaStream_t s, const cuk_mt_group *g, uint32_t bx,
+                                       float *out) {
+    if (g->count == 0) return cudaSuccess;
+    abs_max_kernel<<<dim3(bx, g->count), CUK_THREADS, 0, s>>>(*g, bx, (unsigned int *)out);
     return cudaGetLastError();
 }

@@ -396,6 +396,7 @@ ampx_status cpu_reduce(ampx_context *ctx, const ampx_reduce_args *a);
 ampx_status cpu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
 ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
 ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
+ampx_status cpu_abs_max(ampx_context *ctx, const ampx_abs_max_args *a);
 ampx_status cpu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
 ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *a);
 ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *a);

@@ -133,6 +133,7 @@ ampx_status cu_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *a);
 ampx_status cu_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *a);
 ampx_status cu_reduce(ampx_context *ctx, const ampx_reduce_args *a);
 ampx_status cu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
+ampx_status cu_abs_max(ampx_context *ctx, const ampx_abs_max_args *args);
 ampx_status cu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
 ampx_status cu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
 ampx_status cu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);

@@ -395,6 +395,27 @@ ampx_status cu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *args)
 }
 
 // ---------------------------------------------------------------------------------------
+// ABS_MAX
+
+ampx_status cu_abs_max(ampx_context *ctx, const ampx_abs_max_args *args) {
+    static const char *op = "abs_max";
+    ampx_abs_max_args a;
+    CU_TAKE(ctx, op, ampx_kit_take_abs_max(AMPX_KIT(ctx), args, &a));
+    if (a.x.count == 0) return AMPX_OK;
+    ampx_status st =
+        cu_check(ctx, op, "cudaMemsetAsync",
+                 cudaMemsetAsync(cu_ptr(&a.out), 0, 4 * (size_t)a.x.count, ctx->stream));
+    uint32_t bx = cuk_mt_blocks(list_max_n(&a.x));
+    cuk_mt_group g;
+    for (uint32_t first = 0; first < a.x.count && st == AMPX_OK; first += CUK_MT_MAX) {
+        mt_group(&a.x, first, &g);
+        st = cu_check(ctx, op, "kernel launch",
+                      cuk_abs_max_run(ctx->stream, &g, bx, (float *)cu_ptr(&a.out)));
+    }
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------
 // UNSCALE_CHECK, GRAD_STATS, SCALER_UPDATE
 
 ampx_status cu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *args) {

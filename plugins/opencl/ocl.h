@@ -43,6 +43,7 @@ typedef enum ocl_kernel {
     K_EMBEDDING_BWD,
     K_REDUCE,
     K_SUM_SQUARES,
+    K_ABS_MAX,
     K_UNSCALE_CLEAR_FLAGS,
     K_UNSCALE_CHECK,
     K_GRAD_STATS,
@@ -278,6 +279,7 @@ ampx_status ocl_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *a);
 ampx_status ocl_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *a);
 ampx_status ocl_reduce(ampx_context *ctx, const ampx_reduce_args *a);
 ampx_status ocl_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
+ampx_status ocl_abs_max(ampx_context *ctx, const ampx_abs_max_args *args);
 ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
 ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
 ampx_status ocl_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);

@@ -1,5 +1,6 @@
-/* reduce.c — REDUCE (one work-group per row) and SUM_SQUARES (one launch per tensor of the
- * list, accumulating into out on the stream), kernels/opencl/reduce.cl and sum_squares.cl. */
+/* reduce.c — REDUCE (one work-group per row), SUM_SQUARES (one launch per tensor of the
+ * list, accumulating into out on the stream) and ABS_MAX (one launch per tensor, each writing
+ * its own out), kernels/opencl/reduce.cl, sum_squares.cl and abs_max.cl. */
 #include "ocl.h"
 
 ampx_status ocl_reduce(ampx_context *ctx, const ampx_reduce_args *args) {
@@ -33,6 +34,21 @@ ampx_status ocl_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *args
         ocl_arg_u64(&k, a.x.n_elems[t]);
         ocl_arg_fixed(&k, &a.out);
         ocl_arg_i32(&k, t == 0 && !a.accumulate);
+        OCL_TRY(ocl_launch_groups(&k, 1));
+    }
+    return AMPX_OK;
+}
+
+ampx_status ocl_abs_max(ampx_context *ctx, const ampx_abs_max_args *args) {
+    ampx_abs_max_args a;
+    OCL_TRY(ampx_kit_take_abs_max(AMPX_KIT(ctx), args, &a));
+    for (uint32_t t = 0; t < a.x.count; t++) {
+        ampx_tensor out = a.out;
+        out.offset += 4 * (uint64_t)t;
+        ocl_args k = ocl_args_begin(ctx, K_ABS_MAX);
+        ocl_arg_tensor(&k, &a.x.tensors[t]);
+        ocl_arg_u64(&k, a.x.n_elems[t]);
+        ocl_arg_fixed(&k, &out);
         OCL_TRY(ocl_launch_groups(&k, 1));
     }
     return AMPX_OK;

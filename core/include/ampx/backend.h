@@ -1,4 +1,4 @@
-/* ampx/backend.h — the backend plugin ABI, version 1.7.
+/* ampx/backend.h — the backend plugin ABI, version 1.8.
  *
  * This is the only header a vendor needs (with the header-only dtype.h). A backend is a
  * shared object that exports exactly one symbol, ampx_backend_entry, and keeps everything
@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 #define AMPX_ABI_MAJOR 1
-#define AMPX_ABI_MINOR 7
+#define AMPX_ABI_MINOR 8
 
 #if defined(_WIN32)
 #define AMPX_PLUGIN_EXPORT __declspec(dllexport)
@@ -244,7 +244,9 @@ AMPX_STATIC_ASSERT(sizeof(ampx_scalars) == 128, "ampx_scalars layout is part of 
     /* ABI 1.7 */                                                                                  \
     X(33, fp8_quantize,  FP8_QUANTIZE,  ampx_fp8_quantize_args,  2, 0) /* scaled fp8 cast */       \
     X(34, gemm_fp8,      GEMM_FP8,      ampx_gemm_fp8_args,      3, 0) /* fp8 operands */          \
-    X(35, fp8_scale_update, FP8_SCALE_UPDATE, ampx_fp8_scale_update_args, 0, 0) /* the scales */
+    X(35, fp8_scale_update, FP8_SCALE_UPDATE, ampx_fp8_scale_update_args, 0, 0) /* the scales */ \
+    /* ABI 1.8 */                                                                                  \
+    X(36, abs_max,       ABS_MAX,       ampx_abs_max_args,       1, 0) /* max |x| of a list */
 // clang-format on
 
 #define AMPX_OP_ENUM_(index, slot, OP, args, n_dtypes, f32) AMPX_OP_##OP = index,
@@ -256,11 +258,12 @@ typedef enum ampx_op {
     AMPX_OP_COUNT_V1_4 = 27,
     AMPX_OP_COUNT_V1_5 = 29,
     AMPX_OP_COUNT_V1_6 = 33,
-    AMPX_OP_COUNT_V1_7 = 36
+    AMPX_OP_COUNT_V1_7 = 36,
+    AMPX_OP_COUNT_V1_8 = 37
 } ampx_op;
 #undef AMPX_OP_ENUM_
 
-#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_7
+#define AMPX_OP_COUNT AMPX_OP_COUNT_V1_8
 
 #define AMPX_OP_PLUS_ONE_(index, slot, OP, args, n_dtypes, f32) +1
 AMPX_STATIC_ASSERT(0 AMPX_OPS(AMPX_OP_PLUS_ONE_) == AMPX_OP_COUNT,
@@ -945,13 +948,30 @@ typedef struct ampx_fp8_scale_update_args {
 } ampx_fp8_scale_update_args;
 
 // ---------------------------------------------------------------------------------------
+// ABI 1.8
+
+/* ABS_MAX  dtypes {x} (each distinct dtype in the list is checked)
+ * Per tensor t of the list, its largest magnitude as an f32 (bf16 and f16 widen exactly):
+ *   out[t] = max over i of |x_t[i]|, with NaN ordered above +inf:
+ *            a quiet NaN when any element is NaN, else +inf when any is +inf or -inf,
+ *            else the largest |x| exactly; 0 for a tensor of no elements.
+ * It is the cheapest per-tensor check there is (one read, no sums), so a training step can
+ * run it over every op's outputs: the trainer's armed overflow forensics do. */
+typedef struct ampx_abs_max_args {
+    uint32_t size;
+    ampx_tensor_list x;
+    ampx_tensor out; /* f32, at least x.count elements */
+} ampx_abs_max_args;
+
+// ---------------------------------------------------------------------------------------
 // The op table. Slots are in op-number order, one per line of AMPX_OPS; a NULL slot is
 // unsupported. A plugin built for an older minor has a smaller table (its size says so) and
 // the host reads the slots past it as NULL: 1.1 added dropout and permute, 1.4 amp_pass
 // (optional: NULL, and the host runs unscale_check, grad_stats and sum_squares instead), 1.5
 // attn_fwd and attn_bwd (optional: NULL, and a model's attention runs as its composite), 1.6
 // im2col, col2im, pool2d_fwd and pool2d_bwd (a model with convolutions or pooling needs them),
-// 1.7 fp8_quantize, gemm_fp8 and fp8_scale_update (a policy with fp8 GEMMs needs them).
+// 1.7 fp8_quantize, gemm_fp8 and fp8_scale_update (a policy with fp8 GEMMs needs them), 1.8
+// abs_max (the trainer's armed overflow forensics need it).
 // Every op is enqueued on the context's stream and may complete later; argument errors are
 // reported at enqueue time, device errors at the latest by the next synchronize().
 

@@ -628,6 +628,14 @@ static inline ampx_status ampx_kit_take_sum_squares(const ampx_kit *kit,
     return ampx_kit_check_tensor_dt(kit, "sum_squares", "out", &a->out, AMPX_F32, 1, 0);
 }
 
+/* ABS_MAX (ABI 1.8): a list of float tensors and one f32 out per tensor. */
+static inline ampx_status ampx_kit_take_abs_max(const ampx_kit *kit, const ampx_abs_max_args *args,
+                                                ampx_abs_max_args *a) {
+    AMPX_KIT_TRY(ampx_kit_take(kit, "abs_max", args, a, sizeof *a));
+    AMPX_KIT_TRY(ampx_kit_check_list(kit, "abs_max", "x", &a->x));
+    return ampx_kit_check_tensor_dt(kit, "abs_max", "out", &a->out, AMPX_F32, a->x.count, 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // UNSCALE_CHECK, GRAD_STATS, SCALER_UPDATE
 

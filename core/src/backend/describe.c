@@ -235,6 +235,12 @@ static void describe_grad_stats(desc *d, const ampx_grad_stats_args *a) {
     d->e->flops = 4 * n;
 }
 
+static void describe_abs_max(desc *d, const ampx_abs_max_args *a) {
+    uint64_t n = list(d, a->x, NULL);
+    tensors(d, a->x.count, n);
+    d->e->flops = n;
+}
+
 static void describe_scaler_update(desc *d, const ampx_scaler_update_args *a) {
     (void)a;
     shape(d, "scalars");

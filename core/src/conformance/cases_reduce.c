@@ -1,4 +1,4 @@
-/* cases_reduce.c — conformance cases of REDUCE and SUM_SQUARES. */
+/* cases_reduce.c — conformance cases of REDUCE, SUM_SQUARES and ABS_MAX. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 
 CONF_DEFINE_CALL(call_reduce, ampx_reduce_args)
 CONF_DEFINE_CALL(call_sum_squares, ampx_sum_squares_args)
+CONF_DEFINE_CALL(call_abs_max, ampx_abs_max_args)
 
 // ---------------------------------------------------------------------------------------
 // Reductions
@@ -131,6 +132,93 @@ done:
     return;
 }
 
+/* A signalling NaN's bits in dtype dt (quiet bit clear, payload 1). */
+static uint32_t snan_bits(ampx_dtype dt) {
+    return dt == AMPX_F32 ? 0x7f800001u : dt == AMPX_BF16 ? 0x7f81u : 0x7c01u;
+}
+
+/* ABS_MAX: each tensor's out exactly its reference (the largest |x| as stored), a NaN out
+ * quiet; the largest placed first, in the middle or in the last (tail) element, negative
+ * or positive, and tensors of zeros and of subnormals. */
+void conf_case_abs_max(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
+    enum { AM_PLAIN, AM_INF, AM_NAN_INF, AM_SNAN, AM_TINY };
+    static const struct {
+        uint32_t count;
+        uint64_t sizes[4];
+        int special, mixed;
+    } cfgs[] = {
+        {1, {1}, AM_PLAIN, 0},
+        {3, {7, 13, 31}, AM_PLAIN, 0},
+        {3, {1031, 4099, 33}, AM_INF, 0},
+        {2, {127, 64}, AM_NAN_INF, 0},
+        {4, {5, 6, 7, 8}, AM_TINY, 1},
+        {2, {65, 3}, AM_SNAN, 0},
+        /* large tier */
+        {3, {100003, 1, 65537}, AM_PLAIN, 0},
+        {3, {70001, 100003, 5}, AM_NAN_INF, 1},
+    };
+    uint32_t count = cfgs[variant].count;
+    int special    = cfgs[variant].special,
+        mixed      = cfgs[variant].mixed && conf_all_floats_supported(r, AMPX_OP_ABS_MAX);
+    static const char *const what[] = {"", " with inf", " with NaN and inf", " with a sNaN",
+                                       " zeros and subnormals"};
+    conf_tensor *X[4]               = {0};
+    ampx_tensor tl[4];
+    uint64_t ne[4];
+    char sizes[64] = "";
+    for (uint32_t t = 0; t < count; t++) {
+        size_t l = strlen(sizes);
+        snprintf(sizes + l, sizeof sizes - l, "%s%" PRIu64, t ? "," : "", cfgs[variant].sizes[t]);
+    }
+    conf_shape(cc, "tensors=[%s]%s%s", sizes, what[special], mixed ? " mixed dtypes" : "");
+    for (uint32_t t = 0; t < count; t++) {
+        X[t] = conf_tensor_new(cc, "x[t]", mixed ? (ampx_dtype)(t % 3) : dts[0],
+                               cfgs[variant].sizes[t], CT_IN);
+        if (!X[t]) goto done;
+        tl[t] = X[t]->t;
+        ne[t] = X[t]->n;
+    }
+    conf_tensor *OUT = conf_tensor_new(cc, "out", AMPX_F32, count, CT_OUT);
+    if (!conf_ok(cc)) goto done;
+    for (uint32_t t = 0; t < count; t++) {
+        uint64_t n = X[t]->n;
+        conf_tensor_fill(cc, X[t], -2, 2);
+        /* the largest magnitude: last (the tail), first or in the middle, either sign */
+        conf_tensor_set(X[t], t % 3 == 0 ? n - 1 : t % 3 == 1 ? 0 : n / 2, t % 2 ? -3.5 : 3.25);
+    }
+    if (special == AM_INF)
+        conf_tensor_set(X[1], 17, -INFINITY), conf_tensor_set(X[2], 32, INFINITY);
+    if (special == AM_NAN_INF) {
+        conf_tensor_set(X[0], 5, INFINITY);
+        conf_tensor_set(X[1], X[1]->n - 1, NAN); /* the last element: the tail loop */
+        conf_tensor_set(X[1], 3, -INFINITY);
+    }
+    if (special == AM_SNAN) conf_tensor_set_bits(X[0], 40, snan_bits(X[0]->dt));
+    if (special == AM_TINY) {
+        for (uint64_t i = 0; i < X[0]->n; i++)
+            conf_tensor_set(X[0], i, i % 2 ? -0.0 : 0.0);
+        int e = X[1]->dt == AMPX_F16 ? -24 : -130; /* subnormals of the tensor's dtype */
+        for (uint64_t i = 0; i < X[1]->n; i++)
+            conf_tensor_set(X[1], i, ldexp(i % 2 ? -(double)(i + 1) : (double)(i + 1), e));
+    }
+    ampx_abs_max_args a = {sizeof a, {count, tl, ne}, OUT->t};
+    if (conf_upload(cc) || conf_finish_call(cc, "abs_max", call_abs_max(r, AMPX_OP_ABS_MAX, &a)))
+        goto done;
+    for (uint32_t t = 0; t < count; t++) {
+        double ref = ref_abs_max(X[t]->n, X[t]->v), got = conf_tensor_get(OUT, t);
+        uint32_t bits = conf_tensor_bits(OUT, OUT->back, t);
+        if (special == AM_SNAN && t == 0) ref = NAN;
+        if (isnan(ref) ? (bits & 0x7fc00000u) != 0x7fc00000u : got != ref) {
+            conf_fail(cc, "out[%u] = %.9g (bits 0x%08x), expected %.9g%s", t, got, bits, ref,
+                      isnan(ref) ? " (a quiet NaN)" : "");
+            break;
+        }
+    }
+done:
+    return;
+}
+
 /* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
 const conf_op_cases conf_op_reduce      = {conf_case_reduce, 7, 3, NULL};
 const conf_op_cases conf_op_sum_squares = {conf_case_sum_squares, 7, 5, NULL};
+const conf_op_cases conf_op_abs_max     = {conf_case_abs_max, 8, 6, NULL};

@@ -251,6 +251,7 @@ void conf_case_embedding_bwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype *d
 /* cases_reduce.c */
 void conf_case_reduce(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 void conf_case_sum_squares(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
+void conf_case_abs_max(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);
 /* cases_amp.c; SCALER_UPDATE runs each of its scenarios once */
 #define CONF_SCALER_SCENARIOS 14
 void conf_case_unscale_check(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant);

@@ -574,6 +574,16 @@ double ref_sum_squares(uint64_t n, const double *x) {
     return s;
 }
 
+/* ABS_MAX's value of one tensor: the largest |x|, NaN above inf, 0 for none. */
+double ref_abs_max(uint64_t n, const double *x) {
+    double m = 0.0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (isnan(x[i])) return NAN;
+        if (fabs(x[i]) > m) m = fabs(x[i]);
+    }
+    return m;
+}
+
 // ---------------------------------------------------------------------------------------
 // AMP
 

@@ -139,6 +139,7 @@ void ref_embedding_bwd(uint64_t n, uint64_t vocab, uint64_t dim, const double *d
                        const int32_t *ids, double *dtable, double *mag);
 void ref_reduce(uint64_t rows, uint64_t cols, int mean, const double *x, double *y, double *mag);
 double ref_sum_squares(uint64_t n, const double *x);
+double ref_abs_max(uint64_t n, const double *x);
 
 // ---------------------------------------------------------------------------------------
 // AMP
