@@ -3,7 +3,7 @@
  *   ampx train MODEL.json [--backend B] [--backend-opt k=v]... [--policy F] [--steps N]
  *              [--batch N] [--seed S] [--log-every N] [--metrics F.jsonl]
  *              [--checkpoint F] [--checkpoint-every N] [--resume F] [--quiet]
- *              [--trace F.json [--trace-steps A:B]] [--monitor [N]]
+ *              [--trace F.json [--trace-steps A:B]] [--monitor [N]] [--forensics]
  *   mpirun -np N ampx train MODEL.json ...  (data-parallel: docs/DISTRIBUTED.md)
  *   ampx eval MODEL.json --checkpoint F [--backend B] [--policy F]
  *   ampx policy MODEL.json [--policy F]
@@ -35,7 +35,7 @@ typedef struct run_opts {
     const char *sets[64]; /* --set PATH=VALUE, in order */
     int n_sets;
     int64_t steps, batch, accumulate, seed, log_every, ckpt_every, eval_every, keep;
-    int quiet;
+    int quiet, forensics;
 } run_opts;
 
 static void usage(const char *cmd, FILE *f) {
@@ -82,6 +82,8 @@ static void usage(const char *cmd, FILE *f) {
             "  --trace-steps A:B    trace steps A..B only (1-based, inclusive; default: all)\n"
             "  --monitor [N]        gradient health every N steps (default 10): per-layer table,\n"
             "                       per-tensor metrics lines, warnings naming the layer\n"
+            "  --forensics          on every step, where the first non-finite value of a\n"
+            "                       skipped step came from (a largest-|x| scan of each output)\n"
             "  --quiet              only the summary\n"
             "  --max-input-bytes N  read files of up to N bytes (default 1 GiB, 16 MiB for\n"
             "                       JSON; also $AMPX_MAX_INPUT_BYTES)\n");
@@ -156,6 +158,7 @@ static const cli_opt run_table[] = {
     CLI_OPT_STRING("trace", 'T', RUN(trace), TRAIN_ONLY),
     CLI_OPT_CALL("trace-steps", 'W', opt_trace_steps, TRAIN_ONLY),
     CLI_OPT_CALL_OPT("monitor", 'M', opt_monitor, TRAIN_ONLY),
+    CLI_OPT_FLAG("forensics", 'F', RUN(forensics), TRAIN_ONLY),
     CLI_OPT_CALL("max-input-bytes", 'X', opt_max_input_bytes, 0),
     CLI_OPT_HELP,
     CLI_OPT_END,
@@ -259,6 +262,7 @@ static void apply_overrides(const run_opts *o, ampx_train_config *tc) {
     if (o->log_every > 0) tc->log_every = o->log_every;
     if (o->eval_every >= 0) tc->eval_every = o->eval_every;
     if (o->monitor > 0) tc->monitor_every = o->monitor;
+    if (o->forensics) tc->forensics = 1;
 }
 
 /* Loads the model and opens the backend; prints one line and returns non-zero on failure. */

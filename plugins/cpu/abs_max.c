@@ -4,12 +4,17 @@
  * so the largest |x| with NaN on top is the largest (bits & ~sign) as an unsigned integer: no
  * float compare, no conversion in the loop. bf16 and f16 are reduced on their 16-bit codes
  * (32 lanes per AVX-512 register) and widened once at the end; the widening keeps the order.
- * Items are CPU_CHUNK elements of one tensor, each item's code kept apart and the tensor's
- * taken as their maximum, so the result does not depend on the threads or the ISA path. */
+ * Items are AM_ITEM elements of one tensor, each item's code kept apart and the tensor's
+ * taken as their maximum, so the result does not depend on the threads or the ISA path.
+ * An item is 16 of the elementwise ops' chunks: the scan runs at memory speed, so below
+ * about 2 items waking the pool costs more than the second thread saves (the trainer's
+ * forensics call it on every op's outputs, most of them a few hundred KiB). */
 #include <string.h>
 
 #include "avx2_math.h"
 #include "cpu.h"
+
+#define AM_ITEM (16 * (uint64_t)CPU_CHUNK)
 
 typedef struct abs_max_job {
     const ampx_tensor *tensors;
@@ -132,8 +137,8 @@ static void abs_max_item(void *arg, uint64_t item, unsigned tid) {
         else
             hi = mid;
     }
-    uint64_t i0 = (item - j->first[t]) * CPU_CHUNK, nt = j->n_elems[t];
-    uint64_t n    = nt - i0 < CPU_CHUNK ? nt - i0 : CPU_CHUNK;
+    uint64_t i0 = (item - j->first[t]) * AM_ITEM, nt = j->n_elems[t];
+    uint64_t n    = nt - i0 < AM_ITEM ? nt - i0 : AM_ITEM;
     ampx_dtype dt = j->tensors[t].dtype;
     const unsigned char *x =
         (const unsigned char *)cpu_ptr(&j->tensors[t]) + i0 * ampx_dtype_size(dt);
@@ -147,7 +152,7 @@ ampx_status cpu_abs_max(ampx_context *ctx, const ampx_abs_max_args *args) {
     head           = (head + 63) & ~(size_t)63;
     uint64_t items = 0, n_total = 0;
     for (uint32_t t = 0; t < a.x.count; t++) {
-        items += cpu_div_up(a.x.n_elems[t], CPU_CHUNK);
+        items += cpu_div_up(a.x.n_elems[t], AM_ITEM);
         n_total += a.x.n_elems[t];
     }
     unsigned char *ws = cpu_reserve_shared_ws(
@@ -161,7 +166,7 @@ ampx_status cpu_abs_max(ampx_context *ctx, const ampx_abs_max_args *args) {
     uint64_t *first = (uint64_t *)ws;
     first[0]        = 0;
     for (uint32_t t = 0; t < a.x.count; t++)
-        first[t + 1] = first[t] + cpu_div_up(a.x.n_elems[t], CPU_CHUNK);
+        first[t + 1] = first[t] + cpu_div_up(a.x.n_elems[t], AM_ITEM);
     cpu_run(ctx, n_total, items, abs_max_item, &j);
     float *out = cpu_ptr(&a.out);
     for (uint32_t t = 0; t < a.x.count; t++) {

@@ -131,6 +131,73 @@ PY
 grep -q "^  non-finite values created by node boost (scale, forward, f16: [0-9]* inf, 0 NaN in boost; f16 holds magnitudes up to 65504) from finite inputs (largest |x|: fc1.relu [0-9.e+-]*).*; passed on by fc2" "$work/err" ||
   fail "planted forward overflow: $(cat "$work/err")"
 grep -q '"created_by":"boost"' "$work/b.jsonl" || fail "planted overflow: no created_by in the metrics"
+# ---- armed forensics (--forensics, the monitor off): every skipped step is diagnosed from
+# ABS_MAX of each output; the scans change no value, so the run and its creators are the
+# monitored run's above
+"$ampx" train "$src/models/mlp_f16.json" --steps 20 --log-every 10 --set train.monitor=0 \
+  --forensics --metrics "$work/f.jsonl" >/dev/null 2>"$work/err" || fail "forensics run: $(cat "$work/err")"
+python3 - "$work/m.jsonl" "$work/f.jsonl" "$work/err" <<'PY' || fail "armed forensics on mlp_f16"
+import json, sys
+mon = [json.loads(l) for l in open(sys.argv[1]) if '"tensor"' not in l]
+arm = [json.loads(l) for l in open(sys.argv[2])]
+err = open(sys.argv[3]).read()
+assert [r["loss"] for r in mon] == [r["loss"] for r in arm], "the scan changed the run"
+sk = [r for r in arm if r["skipped"]]
+assert sk and [r["step"] for r in sk] == [r["step"] for r in mon if r["skipped"]]
+for a, m in zip(sk, [r for r in mon if r["skipped"]]):
+    assert a.get("created_by") == m.get("created_by") and a["created_by"], (a, m)
+assert err.count("  non-finite values created by node ") == len(sk), err
+assert not any("tensor" in r for r in arm), "the armed scan wrote monitor lines"
+PY
+"$ampx" train "$work/boost.json" --steps 2 --set train.monitor=0 --forensics 2>"$work/err" >/dev/null
+grep -q "^  non-finite values created by node boost (scale, forward, f16: inf in boost; f16 holds magnitudes up to 65504) from finite inputs (largest |x|: fc1.relu [0-9.e+-]*).*; passed on by fc2" "$work/err" ||
+  fail "armed forensics, planted forward overflow: $(cat "$work/err")"
+# a planted backward overflow in a node that is not a cast: a scale of 2000 before fc2's
+# activation under a scaler that grows every 4 steps overflows in boost's backward again and
+# again; once a step got through, the next overflow estimates the largest safe scale from it
+python3 - "$src/models/mlp_f16.json" "$work/boost2.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["layers"].insert(2, {"name": "boost", "type": "scale", "factor": 2000})
+m["scaler"]["growth_interval"] = 4
+json.dump(m, open(sys.argv[2], "w"))
+PY
+"$ampx" train "$work/boost2.json" --steps 30 --log-every 10 --set train.monitor=0 --forensics \
+  --metrics "$work/b2.jsonl" >/dev/null 2>"$work/err" || fail "boost2 run: $(cat "$work/err")"
+python3 - "$work/b2.jsonl" "$work/err" <<'PY' || fail "safe-scale estimate of a backward scale node"
+import json, re, sys
+rows = {r["step"]: r for r in map(json.loads, open(sys.argv[1]))}
+err = open(sys.argv[2]).read().splitlines()
+seen = 0
+for i, l in enumerate(err):
+    m = re.match(r"step (\d+): skipped", l)
+    if not m:
+        continue
+    step, origin = int(m.group(1)), err[i + 1]
+    if "created by node boost (scale, backward, f16: inf in " not in origin:
+        continue
+    carried = float(re.search(r"carried loss scale ([0-9.]+)", origin).group(1))
+    e = re.search(r"about ([0-9.e+]+) would have kept them finite \(at step (\d+) its values "
+                  r"reached ([0-9.e+]+) under loss scale ([0-9.]+);", origin)
+    if not e:
+        continue
+    est, at, reached, s = float(e.group(1)), int(e.group(2)), float(e.group(3)), float(e.group(4))
+    assert at < step and not rows[at]["skipped"], (at, step)
+    assert abs(est - s * 65504 / reached) <= 1e-3 * est, origin
+    assert s < carried and carried / 2 < est < carried, origin
+    seen += 1
+assert seen >= 2, "\n".join(err)
+PY
+# a plugin without ABS_MAX (ABI 1.3) cannot arm them: one line, before the first step
+if [ -n "${AMPX_TEST_MINOR_1_3:-}" ] && [ -f "$AMPX_TEST_MINOR_1_3" ]; then
+  "$ampx" train "$src/models/mlp.json" --steps 1 --forensics --backend "$AMPX_TEST_MINOR_1_3" \
+    >/dev/null 2>"$work/err" && fail "forensics armed on an ABI 1.3 plugin"
+  grep -q "train.forensics needs the backend op abs_max (ABI 1.8), which backend 'wrapper' (ABI 1.3) does not have" "$work/err" ||
+    fail "forensics on ABI 1.3: $(cat "$work/err")"
+else
+  fail "AMPX_TEST_MINOR_1_3 is not set to the test plugin"
+fi
+
 python3 - "$work/m.jsonl" <<'PY' || fail "monitor metrics lines"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

@@ -52,6 +52,8 @@ typedef struct ampx_train_config {
     int64_t eval_every;    /* steps between validation evaluations (0: only at the end) */
     int skip_init;         /* 1: parameters start at zero, not drawn from the seed: the caller
                               overwrites every one (ampx_trainer_init_from, ampx_trainer_load) */
+    int forensics;         /* 1: overflow forensics armed on every step ("forensics"; the
+                              steps the monitor scans are diagnosed in any case) */
 } ampx_train_config;
 
 /* Loads MODEL.json; policy_path (optional) is a JSON file whose "policy" and/or "scaler"

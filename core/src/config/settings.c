@@ -524,9 +524,9 @@ static int parse_recompute(jctx *c, settings *m, const json_value *v) {
 }
 
 int train_parse(jctx *c, settings *m, const json_value *v) {
-    static const char *const keys[]   = {"steps",         "batch",   "accumulate", "seed",
-                                         "log_every",     "monitor", "eval_every", "recompute",
-                                         "weight_copies", NULL};
+    static const char *const keys[]   = {"steps",         "batch",     "accumulate", "seed",
+                                         "log_every",     "monitor",   "eval_every", "recompute",
+                                         "weight_copies", "forensics", NULL};
     static const char *const copies[] = {"auto", "keep", "cast", NULL};
     ampx_train_config *t              = &m->train;
     if (jkeys(c, v, keys) || parse_recompute(c, m, v) ||
@@ -539,7 +539,8 @@ int train_parse(jctx *c, settings *m, const json_value *v) {
         jint(c, v, "seed", 0, 0, INT32_MAX, &seed) ||
         jint(c, v, "log_every", 0, 1, 1 << 20, &t->log_every) ||
         jint(c, v, "monitor", 0, 0, 1 << 20, &t->monitor_every) ||
-        jint(c, v, "eval_every", 0, 0, INT32_MAX, &t->eval_every))
+        jint(c, v, "eval_every", 0, 0, INT32_MAX, &t->eval_every) ||
+        jbool(c, v, "forensics", &t->forensics))
         return -1;
     t->seed = (uint64_t)seed;
     return 0;

@@ -59,9 +59,14 @@ ampx_status monitor_setup(ampx_trainer *t) {
     t->mon.scan_value = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.scan_value);
     t->mon.scan_node  = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.scan_node);
     t->mon.value_scan = malloc((size_t)t->g.n_values * sizeof *t->mon.value_scan + 1);
+    t->mon.fr_max     = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.fr_max);
+    t->mon.fr_scale   = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.fr_scale);
+    t->mon.fr_step    = malloc(((size_t)N * G_MAX_OUT + 1) * sizeof *t->mon.fr_step);
     if (!t->mon.scan_first || !t->mon.scan_count || !t->mon.scan_value || !t->mon.scan_node ||
-        !t->mon.value_scan)
+        !t->mon.value_scan || !t->mon.fr_max || !t->mon.fr_scale || !t->mon.fr_step)
         return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < N * G_MAX_OUT + 1; i++)
+        t->mon.fr_step[i] = -1;
     for (int v = 0; v < t->g.n_values; v++)
         t->mon.value_scan[v] = -1;
     for (int i = 0; i < N; i++) {
@@ -94,6 +99,7 @@ void monitor_free(ampx_trainer *t) {
     free(t->mon.scan_node);
     free(t->mon.value_scan);
     free(t->mon.host);
+    free(t->mon.fr_max), free(t->mon.fr_scale), free(t->mon.fr_step);
     headroom_free(t);
 }
 
@@ -208,14 +214,34 @@ static void read_health(ampx_trainer *t, const unsigned char *slot, double scale
     }
 }
 
-/* Scan position s of micro-batch a in a slot: its statistics and counts (GRAD_STATS), and
- * its NaN count when nan is not NULL (-1: the backend does not count them). */
+/* Scan position s of micro-batch a in a monitor slot: its statistics and counts
+ * (GRAD_STATS), and its NaN count when nan is not NULL (-1: the backend does not count them). */
 static void scan_read(const ampx_trainer *t, const unsigned char *slot, int64_t a, int s,
                       float st[4], int32_t cn[3], int32_t *nan) {
     uint64_t at = (uint64_t)(a * t->mon.n_scan + s);
     memcpy(st, slot + mon_off(t, MON_SSTATS) + 16 * at, 16);
     memcpy(cn, slot + mon_off(t, MON_SCOUNTS) + 12 * at, 12);
     if (nan) memcpy(nan, slot + mon_off(t, MON_SNAN) + 4 * at, 4);
+}
+
+/* Scan position s of micro-batch a as either kind of slot shows it: the largest finite |x|
+ * (an armed slot knows it only when every value is finite, else 0), how many values are
+ * non-finite (an armed slot: 1 when any) and of them NaN (-1: not counted). */
+static void view_get(const ampx_trainer *t, const scan_view *v, int64_t a, int s, scan_value *out) {
+    if (v->lean) {
+        float m;
+        memcpy(&m, v->slot + FR_HEAD + 4 * (uint64_t)(a * t->mon.n_scan + s), 4);
+        out->max_abs   = isfinite(m) ? m : 0;
+        out->nonfinite = !isfinite(m);
+        out->nan       = isnan(m);
+        return;
+    }
+    float st[4];
+    int32_t cn[3];
+    scan_read(t, v->slot, a, s, st, cn, &out->nan);
+    out->max_abs   = st[0];
+    out->nonfinite = cn[2];
+    if (!(out->nan >= 0 && out->nan <= cn[2])) out->nan = -1;
 }
 
 static double dtype_max(ampx_dtype dt) {
@@ -229,9 +255,8 @@ static double dtype_max(ampx_dtype dt) {
  * weight or running statistic, which the run-health check keeps finite; a constant; a data
  * input, checked finite when read), 0 when one held a non-finite value or is an activation
  * the monitor did not scan (*other names it). */
-static int inputs_finite(const ampx_trainer *t, const unsigned char *slot, int64_t a,
-                         const g_node *n, char *buf, size_t cap, const char **other,
-                         double *in_max) {
+static int inputs_finite(const ampx_trainer *t, const scan_view *view, int64_t a, const g_node *n,
+                         char *buf, size_t cap, const char **other, double *in_max) {
     size_t len = 0;
     int ok     = 1;
     buf[0]     = 0;
@@ -241,46 +266,67 @@ static int inputs_finite(const ampx_trainer *t, const unsigned char *slot, int64
         if (v < 0 || !ampx_dtype_is_float(t->g.values[v].dtype)) continue;
         const g_value *val = &t->g.values[v];
         int sp             = t->mon.value_scan[v];
-        float st[4];
-        int32_t cn[3];
+        scan_value sv;
         if (sp < 0) {
             if (val->role == ROLE_ACTIVATION || val->role == ROLE_GRADIENT)
                 ok = 0, *other = val->name;
             continue;
         }
-        scan_read(t, slot, a, sp, st, cn, NULL);
-        if (cn[2] != 0) ok = 0, *other = val->name;
-        if (st[0] > *in_max) *in_max = st[0];
+        view_get(t, view, a, sp, &sv);
+        if (sv.nonfinite != 0) ok = 0, *other = val->name;
+        if (sv.max_abs > *in_max) *in_max = sv.max_abs;
         if (len < cap)
             len += (size_t)snprintf(buf + len, cap - len, "%s%s %.3g", len ? ", " : "", val->name,
-                                    (double)st[0]);
+                                    (double)sv.max_abs);
     }
     return ok;
 }
 
+/* The largest loss scale under which backward node n's output (scan position s, dtype
+ * limit lim) stays finite, "" when there is no basis. A cast scales with the loss scale one
+ * for one, so its inputs' largest magnitude in_max gives it exactly; any other backward
+ * value is linear in the incoming gradient too, so the last step whose values at s were all
+ * finite gives it for that step's data (an estimate for this one's). */
+static size_t safe_scale(const ampx_trainer *t, const g_node *n, int s, double scale, double lim,
+                         double in_max, char *o, size_t cap) {
+    if (n->op == OP_CAST && in_max > 0)
+        return (size_t)snprintf(o, cap, ", at most %.4g would have kept them finite",
+                                scale * lim / in_max);
+    const tr_monitor *m = &t->mon;
+    if (!m->fr_step || m->fr_step[s] < 0 || !(m->fr_max[s] > 0) || !(m->fr_scale[s] > 0)) return 0;
+    return (size_t)snprintf(o, cap,
+                            ", and about %.4g would have kept them finite (at step %lld its "
+                            "values reached %.4g under loss scale %.9g; backward values scale "
+                            "with it)",
+                            (double)m->fr_scale[s] * lim / (double)m->fr_max[s],
+                            (long long)m->fr_step[s], (double)m->fr_max[s], (double)m->fr_scale[s]);
+}
+
 /* How the first non-finite value (scan position s of micro-batch a) came to be: the node
  * that created it from finite inputs, and the nodes after it that passed one on. */
-static void describe_origin(ampx_trainer *t, const unsigned char *slot, int64_t a, int s) {
+static void describe_origin(ampx_trainer *t, const scan_view *v, int64_t a, int s) {
     const g_node *n  = &t->g.nodes[t->mon.scan_node[s]];
     const g_value *y = &t->g.values[t->mon.scan_value[s]];
     char ins[320], *o = t->mon.origin;
     const char *other = "";
     size_t cap        = sizeof t->mon.origin, len;
-    float st[4], scale;
-    int32_t cn[3], nan;
-    scan_read(t, slot, a, s, st, cn, &nan);
-    memcpy(&scale, slot + MON_SCALE, 4);
+    float scale;
+    scan_value sv;
+    view_get(t, v, a, s, &sv);
+    memcpy(&scale, v->slot + MON_SCALE, 4);
     double in_max;
-    int created = inputs_finite(t, slot, a, n, ins, sizeof ins, &other, &in_max);
+    int created = inputs_finite(t, v, a, n, ins, sizeof ins, &other, &in_max);
     snprintf(t->mon.created_by, sizeof t->mon.created_by, "%s", created ? n->name : "");
     const char *phase  = n->phase == PHASE_BACKWARD ? "backward" : "forward";
     const g_rule *rule = g_rule_of(n->op);
     const char *op     = rule ? rule->name : "op";
     char counts[64];
-    if (nan >= 0 && nan <= cn[2]) /* a backend without NaN counts leaves -1 */
-        snprintf(counts, sizeof counts, "%d inf, %d NaN", cn[2] - nan, nan);
+    if (v->lean) /* an armed slot knows the kind, not the counts */
+        snprintf(counts, sizeof counts, "%s", sv.nan ? "NaN" : "inf");
+    else if (sv.nan >= 0) /* a backend without NaN counts leaves -1 */
+        snprintf(counts, sizeof counts, "%d inf, %d NaN", sv.nonfinite - sv.nan, sv.nan);
     else
-        snprintf(counts, sizeof counts, "%d non-finite", cn[2]);
+        snprintf(counts, sizeof counts, "%d non-finite", sv.nonfinite);
     if (created)
         len = (size_t)snprintf(o, cap,
                                "created by node %s (%s, %s, %s: %s in %s; %s holds magnitudes up "
@@ -300,21 +346,19 @@ static void describe_origin(ampx_trainer *t, const unsigned char *slot, int64_t 
                                       (double)scale)
                    : (size_t)snprintf(o + len, cap - len,
                                       "; a forward value: no loss scale avoids it");
-    /* a cast scales with the loss scale one for one: the largest scale its values fit */
-    if (created && n->phase == PHASE_BACKWARD && n->op == OP_CAST && in_max > 0 && len < cap)
-        len += (size_t)snprintf(o + len, cap - len, ", at most %.4g would have kept them finite",
-                                (double)scale * dtype_max(y->dtype) / in_max);
+    if (created && n->phase == PHASE_BACKWARD && len < cap)
+        len += safe_scale(t, n, s, scale, dtype_max(y->dtype), in_max, o + len, cap - len);
     /* the nodes after it whose outputs held non-finite values passed it on, listed by name
      * (a node's backward nodes carry its name) */
     const char *seen[5] = {n->name};
     int shown = 0, more = 0;
     for (int q = s + 1; q < t->mon.n_scan; q++) {
-        scan_read(t, slot, a, q, st, cn, NULL);
+        view_get(t, v, a, q, &sv);
         const char *name = t->g.nodes[t->mon.scan_node[q]].name;
         int dup          = 0;
         for (int k = 0; k <= shown && !dup; k++)
             dup = !strcmp(seen[k], name);
-        if (cn[2] <= 0 || dup) continue;
+        if (sv.nonfinite <= 0 || dup) continue;
         if (shown == 4) {
             more++; /* counted per node, not per name, past the fourth */
             continue;
@@ -327,34 +371,54 @@ static void describe_origin(ampx_trainer *t, const unsigned char *slot, int64_t 
     if (more && len < cap) snprintf(o + len, cap - len, " and %d more", more);
 }
 
-/* The first scanned tensor of a monitored step that held a non-finite value. */
-static void first_nonfinite(ampx_trainer *t, const unsigned char *slot) {
+/* The first scanned tensor of a step that held a non-finite value, and how it came to be;
+ * then the parameters' gradients (a monitor slot has their statistics). */
+void monitor_diagnose(ampx_trainer *t, const scan_view *v) {
     t->mon.first_nonfinite[0] = 0;
     t->mon.origin[0]          = 0;
     t->mon.created_by[0]      = 0;
     for (int64_t a = 0; a < t->A; a++)
         for (int s = 0; s < t->mon.n_scan; s++) {
-            float st[4];
-            int32_t cn[3];
-            scan_read(t, slot, a, s, st, cn, NULL);
-            if (cn[2] > 0) {
+            scan_value sv;
+            view_get(t, v, a, s, &sv);
+            if (sv.nonfinite > 0) {
                 const g_node *n = &t->g.nodes[t->mon.scan_node[s]];
                 snprintf(t->mon.first_nonfinite, sizeof t->mon.first_nonfinite,
                          "%s (%s of node %s%s)", t->g.values[t->mon.scan_value[s]].name,
                          n->phase == PHASE_BACKWARD ? "backward" : "forward", n->name,
                          t->A > 1 ? ", a micro-batch" : "");
-                describe_origin(t, slot, a, s);
+                describe_origin(t, v, a, s);
                 return;
             }
         }
-    for (int k = 0; k < t->n_params; k++) {
+    for (int k = 0; !v->lean && k < t->n_params; k++) {
         int32_t cn[3];
-        memcpy(cn, slot + mon_off(t, MON_PCOUNTS) + 12 * (uint64_t)k, 12);
+        memcpy(cn, v->slot + mon_off(t, MON_PCOUNTS) + 12 * (uint64_t)k, 12);
         if (cn[2] > 0) {
             snprintf(t->mon.first_nonfinite, sizeof t->mon.first_nonfinite,
                      "%s.grad (after the backward)", t->params[k].name);
             return;
         }
+    }
+}
+
+/* After a step's slot is read: each scan position whose values were all finite (in every
+ * micro-batch) keeps their largest |x|, the loss scale and the step, for safe_scale. */
+void monitor_note_finite(ampx_trainer *t, const scan_view *v, int64_t step) {
+    tr_monitor *m = &t->mon;
+    if (!m->fr_step) return;
+    float scale;
+    memcpy(&scale, v->slot + MON_SCALE, 4);
+    for (int s = 0; s < m->n_scan; s++) {
+        double mx = 0;
+        int ok    = 1;
+        for (int64_t a = 0; a < t->A && ok; a++) {
+            scan_value sv;
+            view_get(t, v, a, s, &sv);
+            ok = sv.nonfinite == 0;
+            if (sv.max_abs > mx) mx = sv.max_abs;
+        }
+        if (ok && mx > 0) m->fr_max[s] = (float)mx, m->fr_scale[s] = scale, m->fr_step[s] = step;
     }
 }
 
@@ -451,7 +515,9 @@ void monitor_read(ampx_trainer *t, int64_t i, ampx_step_record *r) {
     float mscale;
     memcpy(&mscale, ms + MON_SCALE, 4);
     read_health(t, ms, mscale);
-    first_nonfinite(t, ms);
+    scan_view v = {ms, 0};
+    monitor_diagnose(t, &v);
+    monitor_note_finite(t, &v, r->step);
     r->health          = t->mon.health;
     r->n_health        = t->n_params;
     r->monitor_scale   = mscale;

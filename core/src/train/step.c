@@ -99,7 +99,9 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
 /* After each node of a step: the monitor's scan, and the all-reduce buckets it completed. */
 static ampx_status after_node(executor *x, int node, void *user) {
     ampx_trainer *t = user;
-    ampx_status st  = t->mon.live ? monitor_scan_node(x, node, t) : AMPX_OK;
+    ampx_status st  = t->mon.live        ? monitor_scan_node(x, node, t)
+                      : t->mon.lean_live ? forensics_scan_node(x, node, t)
+                                         : AMPX_OK;
     if (!st && t->dp.live) st = dp_after_node(&t->dp, node);
     return st;
 }
@@ -138,19 +140,21 @@ static ampx_status amp_ops(ampx_trainer *t, uint64_t slot, int mon, ampx_tensor 
 
 /* The micro-batches of a step, with the monitor's scan and the all-reduce's buckets after
  * each node when they are on. */
-static ampx_status micro_batches(ampx_trainer *t, uint64_t slot, int mon, int dp) {
-    ampx_status st  = AMPX_OK;
-    t->mon.live     = mon;
-    t->x.after_node = mon || dp ? after_node : NULL;
-    t->x.after_user = t;
+static ampx_status micro_batches(ampx_trainer *t, uint64_t slot, int mon, int lean, int dp) {
+    ampx_status st   = AMPX_OK;
+    t->mon.live      = mon;
+    t->mon.lean_live = lean;
+    t->x.after_node  = mon || lean || dp ? after_node : NULL;
+    t->x.after_user  = t;
     for (int64_t a = 0; a < t->A; a++) {
         t->x.micro = (int)a;
         t->x.loss  = tr_tensor(t->ring.buf, slot + SLOT_LOSS + 4 * (uint64_t)a, AMPX_F32);
         t->dp.live = dp && a == t->A - 1; /* gradients are final in the last micro-batch */
         if ((st = inputs_select_micro(t, t->step * t->A + a)) || (st = tr_micro_batch(t))) break;
     }
-    t->x.after_node = NULL;
-    t->dp.live      = 0;
+    t->x.after_node  = NULL;
+    t->dp.live       = 0;
+    t->mon.lean_live = 0;
     return st;
 }
 
@@ -189,14 +193,16 @@ static ampx_status step_ops(ampx_trainer *t) {
     int64_t ring_at = (t->step - t->ring.first) % t->K;
     uint64_t slot   = (uint64_t)ring_at * t->ring.slot_bytes;
     int mon         = tr_monitored(t, t->step + 1);
+    int lean        = !mon && t->mon.armed; /* the armed forensics' scan */
     int dp          = t->dp.world > 1;
     t->x.training   = 1;
     t->x.step       = (uint64_t)t->step;
     if (mon && (st = monitor_begin_step(t, ring_at))) return st;
+    if (lean && (st = forensics_begin_step(t, ring_at))) return st;
     if (dp)
         dp_begin_step(&t->dp, t->step + 1, inject_grad_off(t),
                       trace_wants(t->timeline.trace, t->step + 1) ? t->timeline.trace : NULL);
-    if ((st = micro_batches(t, slot, mon, dp))) return st;
+    if ((st = micro_batches(t, slot, mon, lean, dp))) return st;
     /* the mean gradient of all ranks, before anything reads the gradients */
     if (dp && (st = dp_finish(&t->dp))) return st;
     if (!dp && t->step + 1 == t->inject.grad_step && (st = inject_grad(t))) return st;
@@ -342,6 +348,7 @@ static ampx_status slot_record(ampx_trainer *t, const unsigned char *s, int64_t 
         r.first_nonfinite = r.created_by = r.overflow_origin = "";
         r.headroom_tensor = r.headroom_warning = "";
         r.headroom_bits = r.headroom_underflow = NAN;
+        if (t->mon.armed) forensics_record(t, i, &r);
     }
     if (t->g.n_fp8 && i == t->step - t->ring.first - 1) { /* the interval's last step */
         r.fp8   = t->fp8_rec;
@@ -407,6 +414,7 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
                       t->ifc->buffer_read(t->ctx, t->mon.buf, 0, t->mon.host,
                                           t->mon.slot_bytes * (uint64_t)n),
                       "buffer_read");
+    if (!st && t->mon.armed) st = forensics_read_slots(t, n);
     double now = tr_now_ms(), per = (now - t->ring.t_last_flush) / (double)n;
     t->ring.t_last_flush = now;
     for (int64_t i = 0; !st && i < n; i++)

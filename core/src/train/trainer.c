@@ -455,8 +455,9 @@ static ampx_status create_device(ampx_trainer *t) {
     t->mon.every         = m->cfg.train.monitor_every;
     /* a slot past the table of an older minor reads as NULL; the minor is checked too */
     t->amp_fused = t->ifc->abi_minor >= 4 && ampx_backend_op_slot(t->be, AMPX_OP_AMP_PASS) != NULL;
+    t->mon.armed = m->cfg.train.forensics;
     if (t->mon.every > 0 && (st = monitor_setup(t))) return st;
-    return AMPX_OK;
+    return forensics_setup(t);
 }
 
 static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx_trainer **out,
@@ -520,6 +521,7 @@ void ampx_trainer_free(ampx_trainer *t) {
     if (!t) return;
     if (t->ctx) t->ifc->synchronize(t->ctx);
     timeline_free(t);
+    forensics_free(t);
     monitor_free(t);
     fp8_free(t);
     ampx_buffer **bufs[] = {&t->arena,     &t->ring.buf, &t->eval_loss, &t->scalars,

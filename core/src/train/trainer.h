@@ -106,6 +106,16 @@ typedef struct tr_monitor {
     int *hr_count;
     unsigned char *hr_warned;
     char hr_tensor[G_NAME_MAX], hr_warning[512];
+    /* armed forensics (monitor.c, train.forensics): on the steps the monitor does not scan,
+     * ABS_MAX of every scanned output into a slot of fbuf (the loss scale first); lean_live:
+     * this micro-batch is scanned so. Per scan position, the last step whose values were all
+     * finite: their max |x| and the loss scale they carried (the safe-scale estimate). */
+    int armed, lean_live;
+    ampx_buffer *fbuf;
+    uint64_t fslot_bytes, fslot_cur;
+    unsigned char *fhost;
+    float *fr_max, *fr_scale;
+    int64_t *fr_step;
 } tr_monitor;
 
 /* (optional) --trace: the timeline being written (timeline.c). */
@@ -230,6 +240,23 @@ void kv_free(ampx_trainer *t);
 ampx_status ring_setup(ampx_trainer *t);
 
 /* monitor.c */
+/* A step's slot as the forensics read it: a monitor slot (GRAD_STATS of every scanned
+ * output) or an armed one (FR_HEAD bytes, the loss scale first, then ABS_MAX's f32 per scan
+ * position per micro-batch). */
+#define FR_HEAD 16
+typedef struct scan_view {
+    const unsigned char *slot;
+    int lean; /* 1: an armed slot */
+} scan_view;
+typedef struct scan_value {
+    float max_abs;     /* the largest finite |x| (armed: when every value is finite, else 0) */
+    int32_t nonfinite; /* how many values are non-finite (armed: 1 when any) */
+    int32_t nan;       /* of them NaN (armed: 1 when the largest is NaN); -1: not counted */
+} scan_value;
+/* The first non-finite output of a step and how it came to be, into t->mon's first_nonfinite,
+ * origin and created_by; then (monitor_note_finite) each position's last all-finite step. */
+void monitor_diagnose(ampx_trainer *t, const scan_view *v);
+void monitor_note_finite(ampx_trainer *t, const scan_view *v, int64_t step);
 ampx_status monitor_setup(ampx_trainer *t);
 void monitor_free(ampx_trainer *t);
 ampx_status monitor_begin_step(ampx_trainer *t, int64_t ring_at);
@@ -238,6 +265,14 @@ ampx_status monitor_param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base);
 void monitor_amp_pass(ampx_trainer *t, ampx_amp_pass_args *f); /* the fused op's outputs */
 /* Fills t->mon.health and first_nonfinite from host slot i (of a flush's read). */
 void monitor_read(ampx_trainer *t, int64_t i, ampx_step_record *r);
+
+/* forensics.c: overflow forensics armed on every step (train.forensics) */
+ampx_status forensics_setup(ampx_trainer *t);
+void forensics_free(ampx_trainer *t);
+ampx_status forensics_begin_step(ampx_trainer *t, int64_t ring_at);
+ampx_status forensics_scan_node(executor *x, int node, void *trainer);
+ampx_status forensics_read_slots(ampx_trainer *t, int64_t n);
+void forensics_record(ampx_trainer *t, int64_t i, ampx_step_record *r);
 
 /* timeline.c: a traced step (begin, then end with the step's status). */
 ampx_status timeline_begin(ampx_trainer *t);
