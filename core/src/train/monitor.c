@@ -283,15 +283,16 @@ static int inputs_finite(const ampx_trainer *t, const scan_view *view, int64_t a
 }
 
 /* The largest loss scale under which backward node n's output (scan position s, dtype
- * limit lim) stays finite, "" when there is no basis. A cast scales with the loss scale one
- * for one, so its inputs' largest magnitude in_max gives it exactly; any other backward
- * value is linear in the incoming gradient too, so the last step whose values at s were all
- * finite gives it for that step's data (an estimate for this one's). */
+ * limit lim) stays finite, "" when there is no basis. A cast or a scale by alpha is its
+ * input times 1 or |alpha|, so its inputs' largest magnitude in_max gives it exactly; any
+ * other backward value is linear in the incoming gradient too, so the last step whose values
+ * at s were all finite gives it for that step's data (an estimate for this one's). */
 static size_t safe_scale(const ampx_trainer *t, const g_node *n, int s, double scale, double lim,
                          double in_max, char *o, size_t cap) {
-    if (n->op == OP_CAST && in_max > 0)
+    double k = n->op == OP_CAST ? 1.0 : n->op == OP_SCALE ? fabs((double)n->a.alpha) : 0.0;
+    if (k > 0 && in_max > 0)
         return (size_t)snprintf(o, cap, ", at most %.4g would have kept them finite",
-                                scale * lim / in_max);
+                                scale * lim / (k * in_max));
     const tr_monitor *m = &t->mon;
     if (!m->fr_step || m->fr_step[s] < 0 || !(m->fr_max[s] > 0) || !(m->fr_scale[s] > 0)) return 0;
     return (size_t)snprintf(o, cap,
