@@ -215,6 +215,7 @@ static unsigned n_dtypes_of(unsigned op) {
     case AMPX_OP_BATCHNORM_BWD: return 3;
     case AMPX_OP_ATTN_BWD: return 4;
     case AMPX_OP_SUM_SQUARES:
+    case AMPX_OP_ABS_MAX:
     case AMPX_OP_UNSCALE_CHECK:
     case AMPX_OP_GRAD_STATS:
     case AMPX_OP_AMP_PASS:
