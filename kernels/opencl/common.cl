@@ -434,6 +434,20 @@ inline float wg_max(float v, __local float *red) {
     return r;
 }
 
+/* The largest of the group's v (every item calls it; the result is returned to all). */
+inline int wg_max_i(int v, __local int *red) {
+    uint lid = get_local_id(0);
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) red[lid] = max(red[lid], red[lid + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    int r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
 inline uint wg_sum_u(uint v, __local uint *red) {
     uint lid = get_local_id(0);
     red[lid] = v;

@@ -12,20 +12,6 @@
  * fp8_dequantize: grid-stride, y = round(f32(fp8 value) * scale).
  * fp8_scale_update: one work item per tensor of the FP8 STATE block. */
 
-/* The largest of the group's v (every item calls it; the result is returned to all). */
-inline int wg_max_i(int v, __local int *red) {
-    uint lid = get_local_id(0);
-    red[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (lid < s) red[lid] = max(red[lid], red[lid + s]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    int r = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
-
 __kernel REDUCE_WG void fp8_quantize(CTENSOR(src), FARG(dst), int dst_dt, int saturate, ulong n,
                                      FARG(scale), FARG(amax), FARG(counts)) {
     __local int red[WG];

@@ -1,6 +1,7 @@
 /* reduce.c — REDUCE (one work-group per row), SUM_SQUARES (one launch per tensor of the
- * list, accumulating into out on the stream) and ABS_MAX (one launch per tensor, each writing
- * its own out), kernels/opencl/reduce.cl, sum_squares.cl and abs_max.cl. */
+ * list, accumulating into out on the stream) and ABS_MAX (out cleared, then one launch of a
+ * grid of work-groups per tensor, each group folding its maximum into out with atomic_max):
+ * kernels/opencl/reduce.cl, sum_squares.cl and abs_max.cl. */
 #include "ocl.h"
 
 ampx_status ocl_reduce(ampx_context *ctx, const ampx_reduce_args *args) {
@@ -42,14 +43,19 @@ ampx_status ocl_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *args
 ampx_status ocl_abs_max(ampx_context *ctx, const ampx_abs_max_args *args) {
     ampx_abs_max_args a;
     OCL_TRY(ampx_kit_take_abs_max(AMPX_KIT(ctx), args, &a));
+    if (a.x.count == 0) return AMPX_OK;
+    OCL_TRY(ocl_buffer_fill(ctx, a.out.buf, a.out.offset, 4 * (uint64_t)a.x.count, 0, 4));
     for (uint32_t t = 0; t < a.x.count; t++) {
+        if (a.x.n_elems[t] == 0) continue;
+        uint64_t groups = (a.x.n_elems[t] + ctx->wg - 1) / ctx->wg, cap = ctx->max_items / ctx->wg;
+        if (groups > cap) groups = cap ? cap : 1;
         ampx_tensor out = a.out;
         out.offset += 4 * (uint64_t)t;
         ocl_args k = ocl_args_begin(ctx, K_ABS_MAX);
         ocl_arg_tensor(&k, &a.x.tensors[t]);
         ocl_arg_u64(&k, a.x.n_elems[t]);
         ocl_arg_fixed(&k, &out);
-        OCL_TRY(ocl_launch_groups(&k, 1));
+        OCL_TRY(ocl_launch_groups(&k, groups));
     }
     return AMPX_OK;
 }

@@ -204,6 +204,11 @@ for rows, step, origin, carried in skipped("wide2"):
     est += 1
 assert est >= 2, est
 PY
+# a non-finite gradient that no op made (injected after the backward) is said to be so
+AMPX_INJECT_NONFINITE=3 "$ampx" train "$src/models/mlp.json" --steps 5 --log-every 5 \
+  --set train.monitor=0 --forensics >/dev/null 2>"$work/err" || fail "injected run: $(cat "$work/err")"
+grep -q "^step 3: skipped, .*first non-finite: none in the ops' outputs: it appeared after the backward, in fc1.weight.grad" "$work/err" ||
+  fail "armed forensics, injected gradient: $(cat "$work/err")"
 # a plugin without ABS_MAX (ABI 1.3) cannot arm them: one line, before the first step
 if [ -n "${AMPX_TEST_MINOR_1_3:-}" ] && [ -f "$AMPX_TEST_MINOR_1_3" ]; then
   "$ampx" train "$src/models/mlp.json" --steps 1 --forensics --backend "$AMPX_TEST_MINOR_1_3" \

@@ -953,8 +953,8 @@ typedef struct ampx_fp8_scale_update_args {
 /* ABS_MAX  dtypes {x} (each distinct dtype in the list is checked)
  * Per tensor t of the list, its largest magnitude as an f32 (bf16 and f16 widen exactly):
  *   out[t] = max over i of |x_t[i]|, with NaN ordered above +inf:
- *            a quiet NaN when any element is NaN, else +inf when any is +inf or -inf,
- *            else the largest |x| exactly; 0 for a tensor of no elements.
+ *            the quiet NaN 0x7FC00000 when any element is NaN, else +inf when any is +inf
+ *            or -inf, else the largest |x| exactly; 0 for a tensor of no elements.
  * It is the cheapest per-tensor check there is (one read, no sums), so a training step can
  * run it over every op's outputs: the trainer's armed overflow forensics do. */
 typedef struct ampx_abs_max_args {

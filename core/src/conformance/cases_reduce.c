@@ -137,11 +137,14 @@ static uint32_t snan_bits(ampx_dtype dt) {
     return dt == AMPX_F32 ? 0x7f800001u : dt == AMPX_BF16 ? 0x7f81u : 0x7c01u;
 }
 
-/* ABS_MAX: each tensor's out exactly its reference (the largest |x| as stored), a NaN out
- * quiet; the largest placed first, in the middle or in the last (tail) element, negative
- * or positive, and tensors of zeros and of subnormals. */
+/* ABS_MAX: each tensor's out exactly its reference (the largest |x| as stored; a NaN out
+ * the quiet 0x7FC00000, which the poisoned out is not); the largest placed first, in the
+ * middle or in the last element, negative or positive, and tensors of zeros and of
+ * subnormals, a NaN in a vector loop's scalar tail, a tensor of no elements and a list of
+ * 40 tensors (more than one launch's worth on the cuda backend). */
 void conf_case_abs_max(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, int variant) {
-    enum { AM_PLAIN, AM_INF, AM_NAN_INF, AM_SNAN, AM_TINY };
+    enum { AM_PLAIN, AM_INF, AM_NAN_INF, AM_SNAN, AM_TINY, AM_TAIL, AM_MANY };
+    enum { MAX_T = 40 };
     static const struct {
         uint32_t count;
         uint64_t sizes[4];
@@ -153,6 +156,8 @@ void conf_case_abs_max(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, in
         {2, {127, 64}, AM_NAN_INF, 0},
         {4, {5, 6, 7, 8}, AM_TINY, 1},
         {2, {65, 3}, AM_SNAN, 0},
+        {3, {67, 9, 11}, AM_TAIL, 0},
+        {MAX_T, {0}, AM_MANY, 1},
         /* large tier */
         {3, {100003, 1, 65537}, AM_PLAIN, 0},
         {3, {70001, 100003, 5}, AM_NAN_INF, 1},
@@ -160,20 +165,26 @@ void conf_case_abs_max(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, in
     uint32_t count = cfgs[variant].count;
     int special    = cfgs[variant].special,
         mixed      = cfgs[variant].mixed && conf_all_floats_supported(r, AMPX_OP_ABS_MAX);
-    static const char *const what[] = {"", " with inf", " with NaN and inf", " with a sNaN",
-                                       " zeros and subnormals"};
-    conf_tensor *X[4]               = {0};
-    ampx_tensor tl[4];
-    uint64_t ne[4];
+    static const char *const what[] = {"",
+                                       " with inf",
+                                       " with NaN and inf",
+                                       " with a sNaN",
+                                       " zeros and subnormals",
+                                       " a NaN last, an empty tensor",
+                                       ""};
+    conf_tensor *X[MAX_T]           = {0};
+    ampx_tensor tl[MAX_T];
+    uint64_t ne[MAX_T];
     char sizes[64] = "";
-    for (uint32_t t = 0; t < count; t++) {
+    for (uint32_t t = 0; t < count && special != AM_MANY; t++) {
         size_t l = strlen(sizes);
         snprintf(sizes + l, sizeof sizes - l, "%s%" PRIu64, t ? "," : "", cfgs[variant].sizes[t]);
     }
+    if (special == AM_MANY) snprintf(sizes, sizeof sizes, "%u tensors of 1..97", count);
     conf_shape(cc, "tensors=[%s]%s%s", sizes, what[special], mixed ? " mixed dtypes" : "");
     for (uint32_t t = 0; t < count; t++) {
-        X[t] = conf_tensor_new(cc, "x[t]", mixed ? (ampx_dtype)(t % 3) : dts[0],
-                               cfgs[variant].sizes[t], CT_IN);
+        uint64_t n = special == AM_MANY ? 1 + (t * 37) % 97 : cfgs[variant].sizes[t];
+        X[t]       = conf_tensor_new(cc, "x[t]", mixed ? (ampx_dtype)(t % 3) : dts[0], n, CT_IN);
         if (!X[t]) goto done;
         tl[t] = X[t]->t;
         ne[t] = X[t]->n;
@@ -190,10 +201,15 @@ void conf_case_abs_max(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, in
         conf_tensor_set(X[1], 17, -INFINITY), conf_tensor_set(X[2], 32, INFINITY);
     if (special == AM_NAN_INF) {
         conf_tensor_set(X[0], 5, INFINITY);
-        conf_tensor_set(X[1], X[1]->n - 1, NAN); /* the last element: the tail loop */
+        conf_tensor_set(X[1], X[1]->n - 1, NAN);
         conf_tensor_set(X[1], 3, -INFINITY);
     }
     if (special == AM_SNAN) conf_tensor_set_bits(X[0], 40, snan_bits(X[0]->dt));
+    if (special == AM_TAIL) { /* 67 = 64 + 3: the NaN past every vector width's loop */
+        conf_tensor_set(X[0], 66, NAN);
+        ne[2] = 0; /* a tensor of no elements: 0 */
+    }
+    if (special == AM_MANY) conf_tensor_set(X[37], X[37]->n / 2, -INFINITY);
     if (special == AM_TINY) {
         for (uint64_t i = 0; i < X[0]->n; i++)
             conf_tensor_set(X[0], i, i % 2 ? -0.0 : 0.0);
@@ -205,12 +221,12 @@ void conf_case_abs_max(conf_run *r, conf_case_ctx *cc, const ampx_dtype *dts, in
     if (conf_upload(cc) || conf_finish_call(cc, "abs_max", call_abs_max(r, AMPX_OP_ABS_MAX, &a)))
         goto done;
     for (uint32_t t = 0; t < count; t++) {
-        double ref = ref_abs_max(X[t]->n, X[t]->v), got = conf_tensor_get(OUT, t);
+        double ref = ref_abs_max(ne[t], X[t]->v), got = conf_tensor_get(OUT, t);
         uint32_t bits = conf_tensor_bits(OUT, OUT->back, t);
         if (special == AM_SNAN && t == 0) ref = NAN;
-        if (isnan(ref) ? (bits & 0x7fc00000u) != 0x7fc00000u : got != ref) {
+        if (isnan(ref) ? bits != 0x7fc00000u : got != ref) {
             conf_fail(cc, "out[%u] = %.9g (bits 0x%08x), expected %.9g%s", t, got, bits, ref,
-                      isnan(ref) ? " (a quiet NaN)" : "");
+                      isnan(ref) ? " (the quiet NaN 0x7fc00000)" : "");
             break;
         }
     }
@@ -221,4 +237,4 @@ done:
 /* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
 const conf_op_cases conf_op_reduce      = {conf_case_reduce, 7, 3, NULL};
 const conf_op_cases conf_op_sum_squares = {conf_case_sum_squares, 7, 5, NULL};
-const conf_op_cases conf_op_abs_max     = {conf_case_abs_max, 8, 6, NULL};
+const conf_op_cases conf_op_abs_max     = {conf_case_abs_max, 10, 8, NULL};

@@ -8,6 +8,7 @@
  * skipped step's slot is diagnosed as the monitor's are: the first output in execution order
  * that held a non-finite value, whether its node created it from finite inputs or was handed
  * one, and the nodes that passed it on. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +85,17 @@ void forensics_record(ampx_trainer *t, int64_t i, ampx_step_record *r) {
     scan_view v = {t->mon.fhost + (uint64_t)i * t->mon.fslot_bytes, 1};
     if (r->skipped) {
         monitor_diagnose(t, &v);
+        /* no output this rank scanned held one: the gradients became non-finite after the
+         * ops (another rank's, in the all-reduce; or in place, as a fault injected there) */
+        if (!t->mon.first_nonfinite[0] && t->dp.world > 1)
+            snprintf(t->mon.first_nonfinite, sizeof t->mon.first_nonfinite,
+                     "none in rank %d's outputs: another rank's gradients brought it through "
+                     "the all-reduce",
+                     t->dp.rank);
+        else if (!t->mon.first_nonfinite[0])
+            snprintf(t->mon.first_nonfinite, sizeof t->mon.first_nonfinite,
+                     "none in the ops' outputs: it appeared after the backward, in %s",
+                     r->overflow && r->overflow[0] ? r->overflow : "the gradients");
         r->first_nonfinite = t->mon.first_nonfinite;
         r->created_by      = t->mon.created_by;
         r->overflow_origin = t->mon.origin;

@@ -406,15 +406,17 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
                       "buffer_read");
     if (!st && t->g.n_fp8) st = fp8_read_records(t, n);
     if (!st && t->dp.world > 1) st = dp_records(t, buf, n, wsq);
-    int any_mon = 0;
-    for (int64_t i = 0; i < n; i++)
-        any_mon |= tr_monitored(t, t->ring.first + i + 1);
+    int any_mon = 0, any_unmon = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int mon = tr_monitored(t, t->ring.first + i + 1);
+        any_mon |= mon, any_unmon |= !mon;
+    }
     if (!st && any_mon)
         st = tr_check(t,
                       t->ifc->buffer_read(t->ctx, t->mon.buf, 0, t->mon.host,
                                           t->mon.slot_bytes * (uint64_t)n),
                       "buffer_read");
-    if (!st && t->mon.armed) st = forensics_read_slots(t, n);
+    if (!st && t->mon.armed && any_unmon) st = forensics_read_slots(t, n);
     double now = tr_now_ms(), per = (now - t->ring.t_last_flush) / (double)n;
     t->ring.t_last_flush = now;
     for (int64_t i = 0; !st && i < n; i++)

@@ -455,7 +455,7 @@ static ampx_status create_device(ampx_trainer *t) {
     t->mon.every         = m->cfg.train.monitor_every;
     /* a slot past the table of an older minor reads as NULL; the minor is checked too */
     t->amp_fused = t->ifc->abi_minor >= 4 && ampx_backend_op_slot(t->be, AMPX_OP_AMP_PASS) != NULL;
-    t->mon.armed = m->cfg.train.forensics;
+    t->mon.armed = m->cfg.train.forensics && !t->inference;
     if (t->mon.every > 0 && (st = monitor_setup(t))) return st;
     return forensics_setup(t);
 }

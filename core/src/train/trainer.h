@@ -106,7 +106,7 @@ typedef struct tr_monitor {
     int *hr_count;
     unsigned char *hr_warned;
     char hr_tensor[G_NAME_MAX], hr_warning[512];
-    /* armed forensics (monitor.c, train.forensics): on the steps the monitor does not scan,
+    /* armed forensics (forensics.c, train.forensics): on the steps the monitor does not scan,
      * ABS_MAX of every scanned output into a slot of fbuf (the loss scale first); lean_live:
      * this micro-batch is scanned so. Per scan position, the last step whose values were all
      * finite: their max |x| and the loss scale they carried (the safe-scale estimate). */
