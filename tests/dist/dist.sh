@@ -18,6 +18,9 @@
 #     --resume on one rank only are refused at start naming what differs; a rank killed with
 #     kill -9; a rank stopped with SIGSTOP (the watchdog, AMPX_DIST_TIMEOUT=3, names it);
 #     ranks that diverge (a weight made non-finite on one rank only);
+#   - launchers: RANK/WORLD_SIZE/LOCAL_RANK exported from mpirun's run; rotated or grown,
+#     and PMI_RANK/PMI_SIZE against a singleton, they stop every rank naming both sides;
+#     WORLD_SIZE without an MPI process manager is refused;
 #   - AMPX_DIST_CHECK=1 (signatures before every collective) raises no false alarm and gives
 #     the same bits;
 #   - 4 ranks (oversubscribed): 4 x 16 reaches 1 x 64's parameters within 1e-5, and a rank
@@ -192,6 +195,34 @@ timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet --
 [ $? -ne 0 ] || fail "--resume on rank 0 only: exit 0"
 grep -q "rank 1's start: --resume or --init-from on some ranks only differs" "$work/out" ||
   fail "--resume on rank 0 only: $(cat "$work/out")"
+# ---- launchers: torchrun's RANK/WORLD_SIZE/LOCAL_RANK (a wrapper exporting them from
+# mpirun's, rotated by SHIFT or grown by GROW) and MPICH's PMI_RANK/PMI_SIZE must agree with
+# the rank and size MPI gives; a disagreement stops every rank with both named
+cat >"$work/torchrun.sh" <<'SH'
+#!/usr/bin/env bash
+export RANK=$(((OMPI_COMM_WORLD_RANK + ${SHIFT:-0}) % OMPI_COMM_WORLD_SIZE))
+export WORLD_SIZE=$((OMPI_COMM_WORLD_SIZE + ${GROW:-0})) LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK
+exec "$@"
+SH
+mpi2 bash "$work/torchrun.sh" "$ampx" train "$sgd" --steps 5 --quiet --checkpoint "$work/tr.st" \
+  >"$work/out" 2>&1 || fail "RANK/WORLD_SIZE as MPI's: $(cat "$work/out")"
+SHIFT=1 mpi2 -x SHIFT bash "$work/torchrun.sh" "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 &&
+  fail "RANK rotated against MPI's: exit 0"
+grep -q "rank 0 of 2: the launcher's RANK=1 disagrees with MPI, which made this process rank 0 of 2" \
+  "$work/out" || fail "RANK rotated against MPI's: $(cat "$work/out")"
+GROW=2 mpi2 -x GROW bash "$work/torchrun.sh" "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 &&
+  fail "WORLD_SIZE=4 on 2 ranks: exit 0"
+grep -q "rank 1 of 2: the launcher's WORLD_SIZE=4 disagrees with MPI, which made this process rank 1 of 2" \
+  "$work/out" || fail "WORLD_SIZE=4 on 2 ranks: $(cat "$work/out")"
+WORLD_SIZE=2 RANK=0 timeout -k 5 30 "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 &&
+  fail "WORLD_SIZE=2 without mpirun: exit 0"
+grep -q "WORLD_SIZE=2, but no MPI process manager started this process" "$work/out" ||
+  fail "WORLD_SIZE=2 without mpirun: $(cat "$work/out")"
+# PMI's variables read: a process MPI starts alone (a singleton) is not PMI's rank 1 of 2
+PMI_SIZE=2 PMI_RANK=1 timeout -k 5 30 "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 &&
+  fail "PMI_SIZE=2 in a singleton: exit 0"
+grep -q "rank 0 of 1: the launcher's PMI_RANK=1, PMI_SIZE=2 disagree with MPI" "$work/out" ||
+  fail "PMI_SIZE=2 in a singleton: $(cat "$work/out")"
 # every collective's signature compared (AMPX_DIST_CHECK=1): no false alarm, the same bits
 AMPX_DIST_CHECK=1 mpi2 -x AMPX_DIST_CHECK "$ampx" train "$sgd" --batch 32 --checkpoint "$work/chk.st" \
   >"$work/out" 2>&1 || fail "AMPX_DIST_CHECK=1: $(cat "$work/out")"

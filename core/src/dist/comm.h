@@ -43,6 +43,7 @@ typedef struct dist_ops {
 struct ampx_dist {
     const char *name; /* "mpi" */
     int rank, size;
+    int local_rank; /* among the ranks on this node (MPI_COMM_TYPE_SHARED) */
     const dist_ops *ops;
     void *impl;
     double comm_ms; /* host time spent inside the communicator's calls */
@@ -54,7 +55,8 @@ struct ampx_dist {
 /* The MPI communicator (comm_mpi.c, built when CMake finds MPI): joins MPI_COMM_WORLD. */
 ampx_status dist_mpi_init(ampx_dist *d, char *err, size_t cap);
 /* 1 when this process was started by mpirun or another PMI launcher with more than one rank
- * (environment variables only: no MPI call is made). *size gets the launcher's count. */
+ * (environment variables only: no MPI call is made; torchrun's WORLD_SIZE counts too, and is
+ * refused at init without an MPI process manager). *size gets the launcher's count. */
 int dist_launched(int *size);
 
 /* Helpers over ops: each times itself into d->comm_ms and names the rank in d->error. */

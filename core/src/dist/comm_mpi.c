@@ -352,6 +352,13 @@ ampx_status dist_mpi_init(ampx_dist *d, char *err, size_t cap) {
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->comm, &d->rank);
     MPI_Comm_size(m->comm, &d->size);
+    /* the local rank: this rank's place among those sharing its node's memory */
+    MPI_Comm node;
+    if (MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_rank(node, &d->local_rank);
+        MPI_Comm_free(&node);
+    }
     if (watchdog_init(m, d->rank, d->size, err, cap)) {
         hb_free(m, d->rank, d->size);
         MPI_Comm_free(&m->comm);
