@@ -254,7 +254,8 @@ static void apply_overrides(const run_opts *o, ampx_train_config *tc) {
     if (o->steps > 0) tc->steps = o->steps;
     if (o->batch > 0) tc->batch = o->batch;
     if (o->accumulate > 0) tc->accumulate = o->accumulate;
-    tc->skip_init = o->init_from || o->resume;
+    tc->skip_init  = o->init_from || o->resume;
+    tc->start_from = o->resume ? o->resume : o->init_from;
     if (o->seed >= 0) tc->seed = (uint64_t)o->seed;
     if (o->log_every > 0) tc->log_every = o->log_every;
     if (o->eval_every >= 0) tc->eval_every = o->eval_every;

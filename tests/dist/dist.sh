@@ -15,7 +15,8 @@
 #     rank 0 prints (one progress line per interval, one summary);
 #   - faults end the job within 30 s with a message naming the rank: ranks with different
 #     models, data paths, data contents (one relative path in two working folders), or
-#     --resume on one rank only are refused at start naming what differs; a rank killed with
+#     --resume on one rank only or of other checkpoints (named by step and digest) are refused
+#     at start naming what differs; a rank killed with
 #     kill -9; a rank stopped with SIGSTOP (the watchdog, AMPX_DIST_TIMEOUT=3, names it);
 #     ranks that diverge (a weight made non-finite on one rank only);
 #   - launchers: RANK/WORLD_SIZE/LOCAL_RANK exported from mpirun's run; rotated or grown,
@@ -195,6 +196,22 @@ timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet --
 [ $? -ne 0 ] || fail "--resume on rank 0 only: exit 0"
 grep -q "rank 1's start: --resume or --init-from on some ranks only differs" "$work/out" ||
   fail "--resume on rank 0 only: $(cat "$work/out")"
+# the checkpoint's step and bytes: ranks given other files are refused naming both steps and
+# digests (another step; the same step of another run); a file rank 1 cannot open is rank 0's
+"$ampx" train "$sgd" --steps 3 --quiet --checkpoint "$work/r3.st" >/dev/null 2>&1 || fail "step 3 run"
+"$ampx" train "$sgd" --steps 5 --seed 9 --quiet --checkpoint "$work/r5s.st" >/dev/null 2>&1 ||
+  fail "seed 9 run"
+for other in r3 r5s; do
+  timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet --resume "$work/r5.st" : \
+    -np 1 "$ampx" train "$sgd" --quiet --resume "$work/$other.st" >"$work/out" 2>&1 &&
+    fail "--resume of other files ($other): exit 0"
+  want=$([ $other = r3 ] && echo 3 || echo 5)
+  grep -Eq "rank 1's checkpoint .*/$other.st is not rank 0's: step $want, digest [0-9a-f]{16} here, step 5, digest [0-9a-f]{16} on rank 0" \
+    "$work/out" || fail "--resume of other files ($other): $(cat "$work/out")"
+done
+timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet --steps 8 --resume "$work/r5.st" : \
+  -np 1 "$ampx" train "$sgd" --quiet --steps 8 --resume "$work/absent.st" >"$work/out" 2>&1 ||
+  fail "--resume of a file on rank 0's machine only: $(cat "$work/out")"
 # ---- launchers: torchrun's RANK/WORLD_SIZE/LOCAL_RANK (a wrapper exporting them from
 # mpirun's, rotated by SHIFT or grown by GROW) and MPICH's PMI_RANK/PMI_SIZE must agree with
 # the rank and size MPI gives; a disagreement stops every rank with both named

@@ -43,15 +43,17 @@ typedef struct ampx_memory_data {
 /* The run settings of a model ("train" in the JSON); the command line may change them
  * between ampx_model_load and ampx_trainer_create. */
 typedef struct ampx_train_config {
-    int64_t steps;         /* total optimizer steps (applied + skipped) of the run */
-    int64_t batch;         /* examples per micro-batch */
-    int64_t accumulate;    /* micro-batches per step */
-    uint64_t seed;         /* initialization, data generation and shuffling */
-    int64_t log_every;     /* steps between host reads of the record ring */
-    int64_t monitor_every; /* gradient-health monitor every N steps ("monitor"); 0: off */
-    int64_t eval_every;    /* steps between validation evaluations (0: only at the end) */
-    int skip_init;         /* 1: parameters start at zero, not drawn from the seed: the caller
-                              overwrites every one (ampx_trainer_init_from, ampx_trainer_load) */
+    int64_t steps;          /* total optimizer steps (applied + skipped) of the run */
+    int64_t batch;          /* examples per micro-batch */
+    int64_t accumulate;     /* micro-batches per step */
+    uint64_t seed;          /* initialization, data generation and shuffling */
+    int64_t log_every;      /* steps between host reads of the record ring */
+    int64_t monitor_every;  /* gradient-health monitor every N steps ("monitor"); 0: off */
+    int64_t eval_every;     /* steps between validation evaluations (0: only at the end) */
+    int skip_init;          /* 1: parameters start at zero, not drawn from the seed: the caller
+                               overwrites every one (ampx_trainer_init_from, ampx_trainer_load) */
+    const char *start_from; /* the checkpoint or weights the caller will load (NULL: none):
+                               data-parallel ranks compare its step and a digest of its bytes */
 } ampx_train_config;
 
 /* Loads MODEL.json; policy_path (optional) is a JSON file whose "policy" and/or "scaler"
