@@ -23,7 +23,8 @@
 #     and PMI_RANK/PMI_SIZE against a singleton, they stop every rank naming both sides;
 #     WORLD_SIZE without an MPI process manager is refused;
 #   - AMPX_DIST_CHECK=1 (signatures before every collective) raises no false alarm and gives
-#     the same bits;
+#     the same bits, and a collective made one value short on one rank (AMPX_INJECT_COLLECTIVE)
+#     stops the job within 10 s naming both ranks' signatures;
 #   - 4 ranks (oversubscribed): 4 x 16 reaches 1 x 64's parameters within 1e-5, and a rank
 #     stopped among 4 is named by the others' watchdog.
 set -uo pipefail
@@ -244,6 +245,19 @@ grep -q "rank 0 of 1: the launcher's PMI_RANK=1, PMI_SIZE=2 disagree with MPI" "
 AMPX_DIST_CHECK=1 mpi2 -x AMPX_DIST_CHECK "$ampx" train "$sgd" --batch 32 --checkpoint "$work/chk.st" \
   >"$work/out" 2>&1 || fail "AMPX_DIST_CHECK=1: $(cat "$work/out")"
 compare "$work/two.st" "$work/chk.st" --exact || fail "AMPX_DIST_CHECK=1 changes the result"
+# a collective made one value short on rank 1 at step 10 (AMPX_INJECT_COLLECTIVE, a test
+# hook): the signature check names both ranks' all-reduces, every rank stops at once
+t1=$SECONDS
+AMPX_DIST_CHECK=1 AMPX_INJECT_COLLECTIVE=10@1 timeout -k 5 30 "$mpiexec" --oversubscribe -np 2 \
+  -x AMPX_DIST_CHECK -x AMPX_INJECT_COLLECTIVE "$ampx" train "$sgd" --quiet >"$work/out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "a collective of another size: exit $rc"
+n0=$(sed -n 's/.*rank 0 of 2: .*rank 0 an all-reduce of \([0-9]*\) at step 10, rank 1 an all-reduce of \([0-9]*\) at step 10$/\1 \2/p' "$work/out")
+[ -n "$n0" ] && [ "${n0% *}" -eq $((${n0#* } + 1)) ] ||
+  fail "a collective of another size: rank 0 names '$n0': $(cat "$work/out")"
+grep -Eq "rank 1 of 2: the ranks call different collectives: rank 1 an all-reduce of ${n0#* } at step 10, rank 0 an all-reduce of ${n0% *} at step 10" \
+  "$work/out" || fail "a collective of another size: rank 1's words: $(cat "$work/out")"
+[ $((SECONDS - t1)) -le 10 ] || fail "a collective of another size: the job ended after $((SECONDS - t1)) s"
 
 find_rank() { # JOB [RANK]: rank RANK's (default 1) pid among mpirun's children (from /proc:
   local v=    # procps may be missing)

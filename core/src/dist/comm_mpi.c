@@ -27,6 +27,9 @@ typedef struct mpi_impl {
     MPI_Request *hb_rreq, *hb_sreq;
     double deadline_s;
     int check; /* AMPX_DIST_CHECK=1: signatures compared before each collective */
+    /* AMPX_INJECT_COLLECTIVE=STEP[@RANK] (tests only): the first gradient all-reduce of step
+     * STEP is one value short on rank RANK (every rank without @RANK); -1: none */
+    int64_t skew_step, skew_rank;
 } mpi_impl;
 
 static double now_s(void) {
@@ -178,7 +181,11 @@ static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
 // The collectives. MPI counts are int: more than 2^30 values go in pieces.
 
 static ampx_status mpi_iallreduce(ampx_dist *d, float *buf, uint64_t n) {
-    mpi_impl *m    = d->impl;
+    mpi_impl *m = d->impl;
+    /* the test hook: this rank's collective made another size than its peers' (once) */
+    if (m->skew_step >= 0 && d->step == m->skew_step && n > 1 &&
+        (m->skew_rank < 0 || m->skew_rank == d->rank))
+        n--, m->skew_step = -1;
     ampx_status st = check_signature(d, 0, n);
     if (st) return st;
     for (uint64_t at = 0; at < n;) {
@@ -315,13 +322,22 @@ static int watchdog_init(mpi_impl *m, int rank, int size, char *err, size_t cap)
         err_set(ERR(err, cap), "AMPX_DIST_TIMEOUT=%.40s: expected seconds, more than 0", t);
         return -1;
     }
-    m->check   = c && !strcmp(c, "1");
-    m->hb_in   = calloc((size_t)size, sizeof *m->hb_in);
-    m->hb_out  = calloc((size_t)size, sizeof *m->hb_out);
-    m->seen    = calloc((size_t)size, sizeof *m->seen);
-    m->heard   = calloc((size_t)size, sizeof *m->heard);
-    m->hb_rreq = malloc((size_t)size * sizeof *m->hb_rreq);
-    m->hb_sreq = malloc((size_t)size * sizeof *m->hb_sreq);
+    m->check      = c && !strcmp(c, "1");
+    const char *k = getenv("AMPX_INJECT_COLLECTIVE");
+    long long ks = -1, kr = -1;
+    if (k && *k && (sscanf(k, "%lld@%lld", &ks, &kr) < 1 || ks < 1)) {
+        err_set(ERR(err, cap),
+                "AMPX_INJECT_COLLECTIVE=%.40s: expected STEP or STEP@RANK, STEP >= 1", k);
+        return -1;
+    }
+    m->skew_step = k && *k ? ks : -1;
+    m->skew_rank = kr;
+    m->hb_in     = calloc((size_t)size, sizeof *m->hb_in);
+    m->hb_out    = calloc((size_t)size, sizeof *m->hb_out);
+    m->seen      = calloc((size_t)size, sizeof *m->seen);
+    m->heard     = calloc((size_t)size, sizeof *m->heard);
+    m->hb_rreq   = malloc((size_t)size * sizeof *m->hb_rreq);
+    m->hb_sreq   = malloc((size_t)size * sizeof *m->hb_sreq);
     if (!m->hb_in || !m->hb_out || !m->seen || !m->heard || !m->hb_rreq || !m->hb_sreq) {
         err_set(ERR(err, cap), "out of memory");
         return -1;
