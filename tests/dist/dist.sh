@@ -26,7 +26,10 @@
 #     the same bits, and a collective made one value short on one rank (AMPX_INJECT_COLLECTIVE)
 #     stops the job within 10 s naming both ranks' signatures;
 #   - 4 ranks (oversubscribed): 4 x 16 reaches 1 x 64's parameters within 1e-5, and a rank
-#     stopped among 4 is named by the others' watchdog.
+#     stopped among 4 is named by the others' watchdog;
+#   - another world size on resume with the global batch kept: 4 -> 2, 2 -> 4 and 4 -> 1
+#     reach the straight run's parameters within 1e-5 with the loss scaler's state carried (a
+#     control with another global batch does not), and token windows 2 -> 1 too.
 set -uo pipefail
 ampx=$1
 src=$2
@@ -80,6 +83,12 @@ compare "$work/g1.st" "$work/g2.st" --rel 1e-5 || fail "gpt: 2 ranks x 4 windows
 "$ampx" train "$work/gpt.json" --steps 5 --batch 4 --quiet --checkpoint "$work/g3.st" \
   >/dev/null 2>&1
 compare "$work/g1.st" "$work/g3.st" --differ 1e-5 || fail "gpt control: batch 4 matches batch 8"
+# resumed on 1 process x 8 from 2 ranks x 4 at step 3: the same windows as the straight run
+mpi2 "$ampx" train "$work/gpt.json" --steps 3 --batch 4 --quiet --checkpoint "$work/gc2.st" \
+  >"$work/out" 2>&1 || fail "gpt 2 ranks, 3 steps: $(cat "$work/out")"
+"$ampx" train "$work/gpt.json" --steps 5 --batch 8 --resume "$work/gc2.st" --quiet \
+  --checkpoint "$work/gr1.st" >/dev/null 2>"$work/err" || fail "gpt 2 -> 1: $(cat "$work/err")"
+compare "$work/g1.st" "$work/gr1.st" --rel 1e-5 || fail "gpt: 2 ranks x 4 resumed as 1 x 8 != 1 x 8"
 
 # ---- llm.c's chunk orders: sequential, 2 ranks x 4 read the chunks 1 x 8 reads; shuffled,
 # each rank walks its own permutations (seeded 42 + rank) as llm.c's ranks do, so the two
@@ -115,6 +124,7 @@ compare "$work/one_i.st" "$work/two_i.st" --rel 1e-5 || fail "with an overflow: 
 # ---- resume: 25 steps, a checkpoint, 25 more == 50 straight, bit for bit
 mpi2 "$ampx" train "$sgd" --batch 32 --steps 25 --quiet --checkpoint "$work/r.st" >"$work/out" 2>&1 ||
   fail "2 ranks, 25 steps: $(cat "$work/out")"
+cp "$work/r.st" "$work/c2.st" # for the resume on 4 ranks below
 mpi2 "$ampx" train "$sgd" --batch 32 --resume "$work/r.st" --quiet --checkpoint "$work/r.st" \
   >"$work/out" 2>&1 || fail "2 ranks, resumed: $(cat "$work/out")"
 compare "$work/two.st" "$work/r.st" --exact || fail "resumed 2-rank run differs from the straight one"
@@ -321,6 +331,37 @@ timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$sgd" --batch 16
   --checkpoint "$work/four.st" >"$work/out" 2>&1 || fail "4 ranks: $(cat "$work/out")"
 compare "$work/one.st" "$work/four.st" --rel 1e-5 || fail "4 ranks x 16 != 1 x 64 after 50 steps"
 stop_rank 4 2 "rank [013] of 4: step [0-9]+: .* for rank 2, which (has not reached it|reached it and fell silent)"
+
+# ---- another world size on resume, the global batch kept (4 x 16 = 2 x 32 = 1 x 64): the
+# run goes on as a straight run at the new size, the loss scaler's state carried (an overflow
+# at step 10 on rank 2 of 4 halved the scale and skipped a step), within 1e-5 (the ranks'
+# summation order differs, so not bit for bit); a control keeps the per-rank batch (global
+# 32) and must differ
+AMPX_INJECT_NONFINITE=10@2 timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 -x AMPX_INJECT_NONFINITE \
+  "$ampx" train "$sgd" --batch 16 --steps 25 --quiet --checkpoint "$work/c4.st" >"$work/out" 2>&1 ||
+  fail "4 ranks x 16, 25 steps: $(cat "$work/out")"
+mpi2 "$ampx" train "$sgd" --batch 32 --resume "$work/c4.st" --checkpoint "$work/r42.st" >"$work/out" 2>&1 ||
+  fail "4 -> 2 ranks: $(cat "$work/out")"
+grep -q "^done: step 50, 49 applied, 1 skipped, .*final loss scale 32768" "$work/out" ||
+  fail "4 -> 2 ranks: the scaler's state did not carry over: $(cat "$work/out")"
+grep -q "note:" "$work/out" && fail "4 -> 2 ranks, the global batch kept: $(grep note: "$work/out")"
+d=$(compare "$work/two_i.st" "$work/r42.st" --rel 1e-5) || fail "4 ranks resumed on 2 != 2 ranks straight: $d"
+echo "4 -> 2 ranks against 2 ranks straight: $d"
+"$ampx" train "$sgd" --batch 64 --resume "$work/c4.st" --quiet --checkpoint "$work/r41.st" \
+  >/dev/null 2>"$work/err" || fail "4 ranks -> 1 process: $(cat "$work/err")"
+d=$(compare "$work/one_i.st" "$work/r41.st" --rel 1e-5) ||
+  fail "4 ranks resumed on 1 process != 1 process straight: $d"
+echo "4 ranks -> 1 process against 1 process straight: $d"
+timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$sgd" --batch 16 --resume "$work/c2.st" \
+  --quiet --checkpoint "$work/r24.st" >"$work/out" 2>&1 || fail "2 -> 4 ranks: $(cat "$work/out")"
+d=$(compare "$work/four.st" "$work/r24.st" --rel 1e-5) || fail "2 ranks resumed on 4 != 4 ranks straight: $d"
+echo "2 -> 4 ranks against 4 ranks straight: $d"
+mpi2 "$ampx" train "$sgd" --batch 16 --resume "$work/c4.st" --quiet --checkpoint "$work/r42b.st" \
+  >"$work/out" 2>&1 || fail "4 -> 2 ranks x 16: $(cat "$work/out")"
+grep -q "note: .*/c4.st was written by 4 ranks x batch 16 x 1 micro-batch (64 examples a step); this run trains 2 x 16 x 1 (32 a step)" \
+  "$work/out" || fail "4 -> 2 ranks x 16: no note of the other global batch: $(cat "$work/out")"
+compare "$work/two_i.st" "$work/r42b.st" --differ 1e-5 >/dev/null ||
+  fail "control: 4 ranks resumed on 2 x 16 (global 32) match global 64, so the comparison proves nothing"
 
 AMPX_INJECT_NONFINITE_UPDATE=15@1 timeout -k 5 30 "$mpiexec" --oversubscribe -np 2 \
   -x AMPX_INJECT_NONFINITE_UPDATE "$ampx" train "$sgd" --quiet >"$work/out" 2>&1

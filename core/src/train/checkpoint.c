@@ -226,6 +226,9 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
               t->m->cfg.opt.kind == OPT_ADAMW ? "adamw" : "sgd",
               (unsigned long long)t->m->cfg.train.seed);
     keeper_json(&t->keeper, &h);
+    /* how the run that wrote it read its data: a resume with another global batch is noted */
+    sb_printf(&h, ",\"ranks\":\"%d\",\"batch\":\"%lld\",\"accumulate\":\"%lld\"", t->dp.world,
+              (long long)t->B, (long long)t->A);
     if (t->fp8) sb_printf(&h, ",\"fp8_layout\":\"%016llx\"", (unsigned long long)fp8_layout(t));
     sb_printf(&h, "}");
     uint64_t off = 0;
@@ -326,6 +329,31 @@ static ampx_status meta_float(ck_reader *r, const json_value *meta, const char *
     if (!*s || *end || errno || !isfinite(v) || (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')))
         return st_bad(r, "__metadata__.%s \"%.40s\" is not a finite number", key, s);
     *out = (float)v;
+    return AMPX_OK;
+}
+
+/* A checkpoint's ranks, per-rank batch and accumulation ("ranks", "batch", "accumulate";
+ * none in one written before them) against this run's: another number of ranks with the same
+ * global batch continues the run; another global batch or accumulation reads other examples
+ * in each step, which the notice says. */
+static ampx_status meta_batch(ck_reader *r, ampx_trainer *t, const json_value *meta) {
+    int64_t n, b, a;
+    if (!meta_str(meta, "ranks") && !meta_str(meta, "batch") && !meta_str(meta, "accumulate"))
+        return AMPX_OK;
+    if (meta_int(r, meta, "ranks", 1, 1 << 24, &n) ||
+        meta_int(r, meta, "batch", 1, INT32_MAX, &b) ||
+        meta_int(r, meta, "accumulate", 1, INT32_MAX, &a))
+        return AMPX_ERR_INVALID;
+    int64_t now = t->B * t->dp.world;
+    if (n * b == now && a == t->A) return AMPX_OK;
+    size_t at = strlen(t->notice);
+    snprintf(t->notice + at, sizeof t->notice - at,
+             "%s%s was written by %lld rank%s x batch %lld x %lld micro-batch%s (%lld examples a "
+             "step); this run trains %d x %lld x %lld (%lld a step): from here on it reads other "
+             "examples than that run would have",
+             at ? "; " : "", r->name, (long long)n, n == 1 ? "" : "s", (long long)b, (long long)a,
+             a == 1 ? "" : "es", (long long)(n * b * a), t->dp.world, (long long)t->B,
+             (long long)t->A, (long long)(now * t->A));
     return AMPX_OK;
 }
 
@@ -620,7 +648,7 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
         goto out;
     int n = ck_list(t, ts), derived = 0;
     t->notice[0] = 0;
-    if (ck_match(r, t, root, ts, n, at, &derived)) goto out;
+    if (ck_match(r, t, root, ts, n, at, &derived) || meta_batch(r, t, meta)) goto out;
     ampx_scalars saved;
     memset(&saved, 0, sizeof saved);
     for (int i = 0; i < n; i++) /* every restored value, before anything reaches the device */

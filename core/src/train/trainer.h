@@ -175,7 +175,7 @@ struct ampx_trainer {
     dp_state dp; /* data-parallel runs (dp.world > 1) */
     tr_kvcache kv;
     char error[1024];
-    char notice[256];   /* what the last load changed, for the user (ampx_trainer_notice) */
+    char notice[768];   /* what the last load changed, for the user (ampx_trainer_notice) */
     ampx_keeper keeper; /* saved in and loaded from checkpoints (checkpoint.c) */
     const volatile sig_atomic_t *stop; /* ampx_trainer_stop_on: run stops when non-zero */
 };
