@@ -246,6 +246,13 @@ WORLD_SIZE=2 RANK=0 timeout -k 5 30 "$ampx" train "$sgd" --steps 5 --quiet >"$wo
   fail "WORLD_SIZE=2 without mpirun: exit 0"
 grep -q "WORLD_SIZE=2, but no MPI process manager started this process" "$work/out" ||
   fail "WORLD_SIZE=2 without mpirun: $(cat "$work/out")"
+# a variable that is not a count, and a malformed test hook, are refused in one line
+RANK=x mpi2 -x RANK "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 && fail "RANK=x: exit 0"
+grep -q "RANK=x: expected a count, 0 or more" "$work/out" || fail "RANK=x: $(cat "$work/out")"
+AMPX_INJECT_COLLECTIVE=0 mpi2 -x AMPX_INJECT_COLLECTIVE "$ampx" train "$sgd" --steps 5 --quiet \
+  >"$work/out" 2>&1 && fail "AMPX_INJECT_COLLECTIVE=0: exit 0"
+grep -q "AMPX_INJECT_COLLECTIVE=0: expected STEP or STEP@RANK, STEP >= 1" "$work/out" ||
+  fail "AMPX_INJECT_COLLECTIVE=0: $(cat "$work/out")"
 # PMI's variables read: a process MPI starts alone (a singleton) is not PMI's rank 1 of 2
 PMI_SIZE=2 PMI_RANK=1 timeout -k 5 30 "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 &&
   fail "PMI_SIZE=2 in a singleton: exit 0"
