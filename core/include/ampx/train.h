@@ -54,6 +54,8 @@ typedef struct ampx_train_config {
                                overwrites every one (ampx_trainer_init_from, ampx_trainer_load) */
     const char *start_from; /* the checkpoint or weights the caller will load (NULL: none):
                                data-parallel ranks compare its step and a digest of its bytes */
+    int zero;               /* 1: ZeRO stage 1 in a data-parallel run: each rank keeps and
+                               updates its shard of the optimizer state ("zero") */
 } ampx_train_config;
 
 /* Loads MODEL.json; policy_path (optional) is a JSON file whose "policy" and/or "scaler"
@@ -404,6 +406,9 @@ AMPX_API uint64_t ampx_trainer_ops_issued(const ampx_trainer *t);
 /* Backend ops the last step issued (the executor's nodes and the step's own ops). */
 AMPX_API uint64_t ampx_trainer_last_step_ops(const ampx_trainer *t);
 
+/* Bytes this rank holds for the parameters: f32 masters and working copies (*weights), and
+ * the optimizer state (*state: this rank's shard of it under train.zero 1). */
+AMPX_API void ampx_trainer_param_bytes(const ampx_trainer *t, uint64_t *weights, uint64_t *state);
 /* Trainable tensors: parameters in a fixed order ("fc1.weight", "fc1.bias", ...). */
 AMPX_API int ampx_trainer_n_params(const ampx_trainer *t);
 AMPX_API const char *ampx_trainer_param_name(const ampx_trainer *t, int i);

@@ -215,6 +215,9 @@ ampx_status dist_wait(ampx_dist *d) {
 ampx_status dist_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int root) {
     TIMED(d->ops->broadcast(d, buf, bytes, root));
 }
+ampx_status dist_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs) {
+    TIMED(d->ops->allgather_f32(d, buf, counts, displs));
+}
 
 #ifndef AMPX_HAVE_NCCL
 /* Without nccl.h at build time: CUDA gradients take the host path. */

@@ -37,6 +37,10 @@ typedef struct dist_ops {
     void        (*finalize)         (ampx_dist *d);
     /* In-place largest of n f32 values of buf over all ranks (blocking): the fp8 amaxes. */
     ampx_status (*allreduce_max_f32)(ampx_dist *d, float *buf, uint64_t n);
+    /* In place: rank r's counts[r] f32 values at buf + displs[r] into every rank's buf
+     * (blocking; ZeRO-1's updated shards). */
+    ampx_status (*allgather_f32)    (ampx_dist *d, float *buf, const int *counts,
+                                     const int *displs);
 } dist_ops;
 // clang-format on
 
@@ -66,6 +70,7 @@ ampx_status dist_iallreduce(ampx_dist *d, float *buf, uint64_t n);
 ampx_status dist_progress(ampx_dist *d);
 ampx_status dist_wait(ampx_dist *d);
 ampx_status dist_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int root);
+ampx_status dist_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs);
 
 // ---------------------------------------------------------------------------------------
 // NCCL (comm_nccl.c, built when nccl.h is found next to the CUDA toolkit): device buffers.

@@ -149,7 +149,7 @@ static ampx_status watch(ampx_dist *d, int n, MPI_Request *req, const char *what
  * both sides named instead of waiting on each other. */
 static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
     static const char *const kinds[] = {"an all-reduce", "a broadcast", "a barrier",
-                                        "a MAX all-reduce"};
+                                        "a MAX all-reduce", "an all-gather"};
     mpi_impl *m                      = d->impl;
     if (!m->check) return AMPX_OK;
     int64_t mine[3] = {kind, (int64_t)count, d->step};
@@ -165,7 +165,7 @@ static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
     for (int p = 0; !st && p < d->size; p++) {
         const int64_t *o = all + 3 * p;
         if (o[0] == mine[0] && o[1] == mine[1] && o[2] == mine[2]) continue;
-        int ok = o[0] >= 0 && o[0] < 4;
+        int ok = o[0] >= 0 && o[0] < 5;
         err_set(ERR(d->error, sizeof d->error),
                 "the ranks call different collectives: rank %d %s of %lld at step %lld, rank %d "
                 "%s of %lld at step %lld",
@@ -258,6 +258,22 @@ static ampx_status mpi_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int ro
     return st;
 }
 
+/* The all-gather of every rank's shard, in place, under the watchdog; the signature's size
+ * is the total. */
+static ampx_status mpi_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs) {
+    mpi_impl *m    = d->impl;
+    uint64_t total = 0;
+    for (int p = 0; p < d->size; p++)
+        total += (uint64_t)counts[p];
+    ampx_status st = check_signature(d, 4, total);
+    if (st) return st;
+    MPI_Request r;
+    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
+                             m->comm, &r);
+    return rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Iallgatherv")
+                             : watch(d, 1, &r, "the ZeRO-1 all-gather");
+}
+
 static ampx_status mpi_barrier(ampx_dist *d) {
     mpi_impl *m    = d->impl;
     ampx_status st = check_signature(d, 2, 0);
@@ -309,7 +325,8 @@ static const dist_ops mpi_ops = {.allreduce_sum_f32  = mpi_allreduce,
                                  .barrier            = mpi_barrier,
                                  .abort              = mpi_abort,
                                  .finalize           = mpi_finalize,
-                                 .allreduce_max_f32  = mpi_allreduce_max};
+                                 .allreduce_max_f32  = mpi_allreduce_max,
+                                 .allgather_f32      = mpi_allgather};
 
 /* The watchdog's state: AMPX_DIST_TIMEOUT (seconds, default 30), AMPX_DIST_CHECK, the
  * heartbeats' communicator and one receive posted per peer. */

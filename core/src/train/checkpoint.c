@@ -189,11 +189,25 @@ static void keeper_json(const ampx_keeper *k, sbuf *h) {
                   (long long)k->best_step);
 }
 
-ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
+/* A trainer with no whole state to write: a sampler's, or one rank's shard under ZeRO-1. */
+static ampx_status save_refused(const ampx_trainer *t, const char *path, char *err, size_t cap) {
     if (t->inference) {
         err_set(ERR(err, cap), "%s: a sampler or predictor holds no optimizer state to save", path);
         return AMPX_ERR_INVALID;
     }
+    if (t->zero) {
+        err_set(ERR(err, cap),
+                "not writing %s: under train.zero 1 each rank holds a shard of the optimizer "
+                "state, and checkpoints of sharded state are not written yet",
+                path);
+        return AMPX_ERR_UNSUPPORTED;
+    }
+    return AMPX_OK;
+}
+
+ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
+    ampx_status st = save_refused(t, path, err, cap);
+    if (st) return st;
     ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 2));
     if (!ts) {
         err_set(ERR(err, cap), "%s: out of memory", path);
@@ -201,7 +215,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
     }
     int n = ck_list(t, ts);
     ampx_scalars sc;
-    ampx_status st = ampx_trainer_scalars(t, &sc);
+    st = ampx_trainer_scalars(t, &sc);
     if (st) {
         err_set(ERR(err, cap), "%s: %s", path, t->error);
         free(ts);
@@ -640,6 +654,11 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
         goto out;
     }
     const json_value *meta = json_get(root, "__metadata__");
+    if (t->zero) {
+        st = st_bad(r, "train.zero 1 holds a shard of the optimizer state on each rank: resuming "
+                       "it from a checkpoint is not done yet (resume without ZeRO)");
+        goto out;
+    }
     if ((st = check_identity(r, t, meta))) goto out;
     st = AMPX_ERR_INVALID;
     int64_t step, seed;

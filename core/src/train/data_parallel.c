@@ -482,6 +482,32 @@ const char *dp_path_name(const dp_state *dp) {
 }
 
 // ---------------------------------------------------------------------------------------
+// ZeRO stage 1: the optimizer state sharded
+
+void dp_shard(uint64_t n, int rank, int world, uint64_t *lo, uint64_t *count) {
+    uint64_t r = (uint64_t)rank, w = (uint64_t)world;
+    uint64_t hi = r + 1 == w ? n : n * (r + 1) / w / 16 * 16;
+    *lo         = n * r / w / 16 * 16;
+    *count      = hi - *lo;
+}
+
+ampx_status dp_gather_shards(dp_state *dp, float *host, uint64_t n) {
+    int counts[DP_MAX_RANKS], displs[DP_MAX_RANKS];
+    if (dp->world > DP_MAX_RANKS || n > (uint64_t)INT32_MAX) {
+        err_set(dp->err, "ZeRO-1 takes at most %d ranks and %d values per parameter", DP_MAX_RANKS,
+                INT32_MAX);
+        return AMPX_ERR_UNSUPPORTED;
+    }
+    for (int r = 0; r < dp->world; r++) {
+        uint64_t lo, count;
+        dp_shard(n, r, dp->world, &lo, &count);
+        counts[r] = (int)count, displs[r] = (int)lo;
+    }
+    ampx_status st = dist_allgather(dp->dist, host, counts, displs);
+    return st ? comm_fail(dp, st) : AMPX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
 // At each log interval
 
 ampx_status dp_mean_losses(dp_state *dp, float *loss, uint64_t n) {

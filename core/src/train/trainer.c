@@ -61,6 +61,12 @@ static ampx_status cast_copy(ampx_trainer *t, const param *p) {
     return tr_step_op(t, AMPX_OP_CAST, &c);
 }
 
+/* ZeRO-1: this rank's shard of the parameter (dp_shard); without ZeRO all of it. */
+static void zero_shard(const ampx_trainer *t, param *p) {
+    p->lo = 0, p->shard = p->n;
+    if (t->zero) dp_shard(p->n, t->dp.rank, t->dp.world, &p->lo, &p->shard);
+}
+
 static ampx_status add_param(ampx_trainer *t, int v) {
     const ampx_model *m = t->m;
     const g_value *val  = &t->g.values[v];
@@ -72,11 +78,12 @@ static ampx_status add_param(ampx_trainer *t, int v) {
     p->ndim  = val->ndim;
     for (int i = 0; i < val->ndim; i++)
         p->dims[i] = (uint64_t)val->dims[i];
-    p->wd          = val->decay ? m->cfg.opt.weight_decay : 0;
-    p->copy_dtype  = val->copy >= 0 ? t->g.values[val->copy].dtype : AMPX_F32;
-    uint64_t bytes = p->n * 4;
+    p->wd         = val->decay ? m->cfg.opt.weight_decay : 0;
+    p->copy_dtype = val->copy >= 0 ? t->g.values[val->copy].dtype : AMPX_F32;
+    zero_shard(t, p);
+    uint64_t bytes = (p->shard ? p->shard : 1) * 4; /* the optimizer state: this rank's shard */
     ampx_status st;
-    if ((st = tr_alloc_zero(t, bytes, &p->master))) return st; /* the gradient: grad_arena() */
+    if ((st = tr_alloc_zero(t, p->n * 4, &p->master))) return st; /* the gradient: grad_arena() */
     /* a sampler or predictor holds no optimizer state (nor gradients) */
     if (!t->inference && (m->cfg.opt.kind == OPT_ADAMW || m->cfg.opt.momentum != 0))
         if ((st = tr_alloc_zero(t, bytes, &p->s1))) return st;
@@ -483,7 +490,14 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
     t->inference          = inference;
     call_init(&t->call, be, t->error, sizeof t->error);
     dp_init(&t->dp, dist, &t->call, t->error, sizeof t->error);
+    t->zero = !inference && m->cfg.train.zero && t->dp.world > 1;
     ampx_status st;
+    if (t->zero && m->cfg.opt.stochastic_rounding) {
+        st = tr_fail(t, AMPX_ERR_UNSUPPORTED,
+                     "train.zero 1 with optimizer.stochastic_rounding: not supported (the working "
+                     "copies are cast from the gathered masters, to nearest)");
+        goto fail;
+    }
     if ((st = create_graph(t)) || (st = create_data(t)) || (st = create_device(t))) goto fail;
     /* every rank starts from rank 0's parameters */
     if (t->dp.world > 1 && ((st = dp_setup(&t->dp, &t->grads)) || (st = ampx_trainer_sync(t))))
@@ -581,6 +595,15 @@ void ampx_trainer_memory(const ampx_trainer *t, uint64_t *peak, uint64_t *unplan
     *unplanned = t->plan.unplanned_bytes;
 }
 
+void ampx_trainer_param_bytes(const ampx_trainer *t, uint64_t *weights, uint64_t *state) {
+    *weights = *state = 0;
+    for (int i = 0; i < t->n_params; i++) {
+        const param *p = &t->params[i];
+        *weights += p->n * 4 + (p->copy ? p->n * 2 : 0);
+        *state += (p->s1 ? p->shard * 4 : 0) + (p->s2 ? p->shard * 4 : 0);
+    }
+}
+
 int ampx_trainer_n_params(const ampx_trainer *t) {
     return t->n_params;
 }
@@ -604,7 +627,7 @@ static ampx_buffer *param_buf(ampx_trainer *t, int i, int what) {
 }
 
 ampx_status ampx_trainer_get(ampx_trainer *t, int i, int what, float *host) {
-    ampx_buffer *b = param_buf(t, i, what);
+    ampx_buffer *b = t->zero && what >= 2 ? NULL : param_buf(t, i, what);
     if (!b) return tr_fail(t, AMPX_ERR_INVALID, "no tensor %d/%d", i, what);
     uint64_t off = what == 1 ? t->params[i].grad_off : 0;
     return tr_check(t, t->ifc->buffer_read(t->ctx, b, off, host, t->params[i].n * 4),
@@ -612,7 +635,7 @@ ampx_status ampx_trainer_get(ampx_trainer *t, int i, int what, float *host) {
 }
 
 ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const float *host) {
-    ampx_buffer *b = param_buf(t, i, what);
+    ampx_buffer *b = t->zero && what >= 2 ? NULL : param_buf(t, i, what);
     if (!b) return tr_fail(t, AMPX_ERR_INVALID, "no tensor %d/%d", i, what);
     t->kv.len = 0; /* new weights: nothing cached holds */
     param *p  = &t->params[i];
@@ -644,8 +667,9 @@ ampx_status ampx_trainer_sync(ampx_trainer *t) {
          * master that each rank could redo */
         if (!(st = dp_bcast_buffer(dp, p->master, 0, p->n * 4, host)) && p->copy)
             st = dp_bcast_buffer(dp, p->copy, 0, p->n * 2, host);
-        if (!st && p->s1) st = dp_bcast_buffer(dp, p->s1, 0, p->n * 4, host);
-        if (!st && p->s2) st = dp_bcast_buffer(dp, p->s2, 0, p->n * 4, host);
+        /* ZeRO-1: each rank's shard of the state starts at zero (no checkpoint holds one) */
+        if (!st && p->s1 && !t->zero) st = dp_bcast_buffer(dp, p->s1, 0, p->n * 4, host);
+        if (!st && p->s2 && !t->zero) st = dp_bcast_buffer(dp, p->s2, 0, p->n * 4, host);
     }
     for (int i = 0; i < t->n_state && !st; i++)
         st = dp_bcast_buffer(dp, t->state[i].buf, 0, t->state[i].n * 4, host);
