@@ -477,12 +477,6 @@ static int train_start(train_run *r) {
         return -1;
     }
     ampx_trainer *t = r->t;
-    if (r->world > 1 && r->tc->zero && (o->checkpoint || o->resume)) {
-        report(r->prog, "--zero 1 keeps a shard of the optimizer state on each rank, and "
-                        "checkpoints of sharded state are not done yet: drop --checkpoint and "
-                        "--resume, or --zero");
-        return -1;
-    }
     /* rank 0 reads the checkpoint or the weights and hands its state to the others */
     if (r->rank == 0 &&
         ((o->resume && ampx_trainer_load(t, o->resume, err, sizeof r->err)) ||
@@ -537,6 +531,14 @@ static int flush_metrics(train_run *r) {
     return -1;
 }
 
+/* Under --zero 1, every rank's shard of the optimizer state to rank 0 before it saves (every
+ * rank calls it at the same points); 0, or -1 after one line. */
+static int gather_state(train_run *r) {
+    if (!ampx_trainer_gather_state(r->t)) return 0;
+    report(r->prog, "%s", ampx_trainer_error(r->t));
+    return -1;
+}
+
 /* The validation and the checkpoints due after an interval; 0, or -1 after one line. */
 static int after_interval(train_run *r) {
     run_opts *o     = &r->o;
@@ -548,15 +550,16 @@ static int after_interval(train_run *r) {
             return -1;
         }
         if (flush_metrics(r)) return -1; /* the checkpoint's lines are on disk before it */
+        if (o->checkpoint && gather_state(r)) return -1;
         if (r->rank == 0 && o->checkpoint &&
             keeper_save_best(&r->keeper, t, r->ev.loss, r->err, sizeof r->err)) {
             report(r->prog, "%s", r->err);
             return -1;
         }
     }
-    if (o->checkpoint && r->rank == 0 && o->ckpt_every > 0 &&
-        (step % o->ckpt_every == 0 || step == steps) &&
-        keeper_save_periodic(&r->keeper, t, r->err, sizeof r->err)) {
+    int due = o->checkpoint && o->ckpt_every > 0 && (step % o->ckpt_every == 0 || step == steps);
+    if (due && gather_state(r)) return -1;
+    if (due && r->rank == 0 && keeper_save_periodic(&r->keeper, t, r->err, sizeof r->err)) {
         if (r->p.tty) fputc('\n', stderr);
         report(r->prog, "%s", r->err);
         return -1;
@@ -632,6 +635,7 @@ static int train_finish(train_run *r) {
         return -1;
     }
     /* the best first: the checkpoint then holds the keeper's state after it */
+    if (o->checkpoint && gather_state(r)) return -1;
     if (o->checkpoint && r->rank == 0 &&
         ((r->tc->eval_every > 0 &&
           keeper_save_best(&r->keeper, t, r->ev.loss, r->err, sizeof r->err)) ||

@@ -409,6 +409,10 @@ AMPX_API uint64_t ampx_trainer_last_step_ops(const ampx_trainer *t);
 /* Bytes this rank holds for the parameters: f32 masters and working copies (*weights), and
  * the optimizer state (*state: this rank's shard of it under train.zero 1). */
 AMPX_API void ampx_trainer_param_bytes(const ampx_trainer *t, uint64_t *weights, uint64_t *state);
+/* Under train.zero 1, every rank's shard of the optimizer state to rank 0, where the next
+ * ampx_trainer_save on rank 0 writes it from; every rank calls it (a collective) before rank
+ * 0 saves. Without ZeRO it does nothing. */
+AMPX_API ampx_status ampx_trainer_gather_state(ampx_trainer *t);
 /* Trainable tensors: parameters in a fixed order ("fc1.weight", "fc1.bias", ...). */
 AMPX_API int ampx_trainer_n_params(const ampx_trainer *t);
 AMPX_API const char *ampx_trainer_param_name(const ampx_trainer *t, int i);

@@ -218,6 +218,10 @@ ampx_status dist_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int root) {
 ampx_status dist_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs) {
     TIMED(d->ops->allgather_f32(d, buf, counts, displs));
 }
+ampx_status dist_shards(ampx_dist *d, float *full, float *mine, const int *counts,
+                        const int *displs, int to_root) {
+    TIMED(d->ops->shards_f32(d, full, mine, counts, displs, to_root));
+}
 
 #ifndef AMPX_HAVE_NCCL
 /* Without nccl.h at build time: CUDA gradients take the host path. */

@@ -41,6 +41,11 @@ typedef struct dist_ops {
      * (blocking; ZeRO-1's updated shards). */
     ampx_status (*allgather_f32)    (ampx_dist *d, float *buf, const int *counts,
                                      const int *displs);
+    /* to_root 1: every rank's counts[r] f32 values at mine into rank 0's full + displs[r]
+     * (a gather); 0: rank 0's full + displs[r] into rank r's mine (a scatter). full is read
+     * or written on rank 0 only. Blocking. */
+    ampx_status (*shards_f32)       (ampx_dist *d, float *full, float *mine, const int *counts,
+                                     const int *displs, int to_root);
 } dist_ops;
 // clang-format on
 
@@ -71,6 +76,8 @@ ampx_status dist_progress(ampx_dist *d);
 ampx_status dist_wait(ampx_dist *d);
 ampx_status dist_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int root);
 ampx_status dist_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs);
+ampx_status dist_shards(ampx_dist *d, float *full, float *mine, const int *counts,
+                        const int *displs, int to_root);
 
 // ---------------------------------------------------------------------------------------
 // NCCL (comm_nccl.c, built when nccl.h is found next to the CUDA toolkit): device buffers.

@@ -148,8 +148,9 @@ static ampx_status watch(ampx_dist *d, int n, MPI_Request *req, const char *what
  * count, step) against every other's, so ranks that call different collectives stop with
  * both sides named instead of waiting on each other. */
 static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
-    static const char *const kinds[] = {"an all-reduce", "a broadcast", "a barrier",
-                                        "a MAX all-reduce", "an all-gather"};
+    static const char *const kinds[] = {"an all-reduce",    "a broadcast",   "a barrier",
+                                        "a MAX all-reduce", "an all-gather", "a gather",
+                                        "a scatter"};
     mpi_impl *m                      = d->impl;
     if (!m->check) return AMPX_OK;
     int64_t mine[3] = {kind, (int64_t)count, d->step};
@@ -165,7 +166,7 @@ static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
     for (int p = 0; !st && p < d->size; p++) {
         const int64_t *o = all + 3 * p;
         if (o[0] == mine[0] && o[1] == mine[1] && o[2] == mine[2]) continue;
-        int ok = o[0] >= 0 && o[0] < 5;
+        int ok = o[0] >= 0 && o[0] < 7;
         err_set(ERR(d->error, sizeof d->error),
                 "the ranks call different collectives: rank %d %s of %lld at step %lld, rank %d "
                 "%s of %lld at step %lld",
@@ -274,6 +275,31 @@ static ampx_status mpi_allgather(ampx_dist *d, float *buf, const int *counts, co
                              : watch(d, 1, &r, "the ZeRO-1 all-gather");
 }
 
+/* ZeRO-1's checkpoints: the shards to rank 0 (a gather) or from it (a scatter). Rank 0's
+ * own shard is copied, not sent. */
+static ampx_status mpi_shards(ampx_dist *d, float *full, float *mine, const int *counts,
+                              const int *displs, int to_root) {
+    mpi_impl *m    = d->impl;
+    uint64_t total = 0;
+    for (int p = 0; p < d->size; p++)
+        total += (uint64_t)counts[p];
+    ampx_status st = check_signature(d, to_root ? 5 : 6, total);
+    if (st) return st;
+    MPI_Request r;
+    int root = d->rank == 0, rc;
+    if (to_root) {
+        if (root) memcpy(full + displs[0], mine, sizeof *mine * (size_t)counts[0]);
+        rc = MPI_Igatherv(root ? MPI_IN_PLACE : mine, counts[d->rank], MPI_FLOAT, full, counts,
+                          displs, MPI_FLOAT, 0, m->comm, &r);
+    } else {
+        if (root) memcpy(mine, full + displs[0], sizeof *mine * (size_t)counts[0]);
+        rc = MPI_Iscatterv(full, counts, displs, MPI_FLOAT, root ? MPI_IN_PLACE : mine,
+                           counts[d->rank], MPI_FLOAT, 0, m->comm, &r);
+    }
+    if (rc != MPI_SUCCESS) return mpi_fail(d, rc, to_root ? "MPI_Igatherv" : "MPI_Iscatterv");
+    return watch(d, 1, &r, to_root ? "the ZeRO-1 gather" : "the ZeRO-1 scatter");
+}
+
 static ampx_status mpi_barrier(ampx_dist *d) {
     mpi_impl *m    = d->impl;
     ampx_status st = check_signature(d, 2, 0);
@@ -326,7 +352,8 @@ static const dist_ops mpi_ops = {.allreduce_sum_f32  = mpi_allreduce,
                                  .abort              = mpi_abort,
                                  .finalize           = mpi_finalize,
                                  .allreduce_max_f32  = mpi_allreduce_max,
-                                 .allgather_f32      = mpi_allgather};
+                                 .allgather_f32      = mpi_allgather,
+                                 .shards_f32         = mpi_shards};
 
 /* The watchdog's state: AMPX_DIST_TIMEOUT (seconds, default 30), AMPX_DIST_CHECK, the
  * heartbeats' communicator and one receive posted per peer. */

@@ -39,6 +39,8 @@ typedef struct ck_tensor {
     int ndim;
     uint64_t bytes;
     ampx_buffer *buf;  /* NULL: the scalars block */
+    float *host;       /* ZeRO-1's optimizer state, staged whole on rank 0: read and written
+                          here instead of buf (which holds the shard) */
     int nonneg;        /* values must be >= 0 (Adam's second moment) */
     uint64_t positive; /* the first `positive` values must be > 0 (the fp8 scales) */
     int skip;          /* optimizer state a sampler does not hold: in the file, not read */
@@ -78,11 +80,13 @@ static int ck_list(ampx_trainer *t, ck_tensor *out) {
             snprintf(out[n++].name, sizeof b.name, "ampx.copy.%s", p->name);
         }
         ampx_buffer *sb[2] = {p->s1, p->s2};
+        float *full[2]     = {p->s1_full, p->s2_full};
         int has[2]         = {t->m->cfg.opt.kind == OPT_ADAMW || t->m->cfg.opt.momentum != 0,
                               t->m->cfg.opt.kind == OPT_ADAMW};
         for (int k = 0; k < 2; k++)
             if ((sb[k] || (t->inference && has[k])) && state[adam][k]) {
                 out[n] = b, out[n].buf = sb[k], out[n].nonneg = adam && k == 1;
+                out[n].host = t->zero ? full[k] : NULL;
                 out[n].skip = !sb[k];
                 snprintf(out[n++].name, sizeof b.name, "ampx.%s.%s", state[adam][k], p->name);
             }
@@ -195,11 +199,11 @@ static ampx_status save_refused(const ampx_trainer *t, const char *path, char *e
         err_set(ERR(err, cap), "%s: a sampler or predictor holds no optimizer state to save", path);
         return AMPX_ERR_INVALID;
     }
-    if (t->zero) {
+    if (t->zero && t->dp.rank != 0) {
         err_set(ERR(err, cap),
-                "not writing %s: under train.zero 1 each rank holds a shard of the optimizer "
-                "state, and checkpoints of sharded state are not written yet",
-                path);
+                "not writing %s: under train.zero 1 rank 0 writes the checkpoints (the state is "
+                "gathered there), not rank %d",
+                path, t->dp.rank);
         return AMPX_ERR_UNSUPPORTED;
     }
     return AMPX_OK;
@@ -288,7 +292,9 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
             bad = 1;
             break;
         }
-        if (ts[i].buf)
+        if (ts[i].host)
+            memcpy(data, ts[i].host, ts[i].bytes);
+        else if (ts[i].buf)
             st = t->ifc->buffer_read(t->ctx, ts[i].buf, 0, data, ts[i].bytes);
         else
             memcpy(data, &sc, sizeof sc);
@@ -637,7 +643,10 @@ static ampx_status write_tensor(ck_reader *r, ampx_trainer *t, const ck_source *
         uint64_t len           = c->bytes - off < CK_CHUNK ? c->bytes - off : CK_CHUNK;
         const unsigned char *p = ck_span(s, at + off, len);
         if (!p) return st_bad(r, "read error");
-        st = t->ifc->buffer_write(t->ctx, c->buf, off, p, len);
+        if (c->host) /* ZeRO-1: staged; ampx_trainer_sync hands each rank its shard */
+            memcpy((unsigned char *)c->host + off, p, len);
+        else
+            st = t->ifc->buffer_write(t->ctx, c->buf, off, p, len);
     }
     return st ? st_bad(r, "%s", ampx_backend_last_error(t->be)) : AMPX_OK;
 }
@@ -654,9 +663,11 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
         goto out;
     }
     const json_value *meta = json_get(root, "__metadata__");
-    if (t->zero) {
-        st = st_bad(r, "train.zero 1 holds a shard of the optimizer state on each rank: resuming "
-                       "it from a checkpoint is not done yet (resume without ZeRO)");
+    if (t->zero && t->dp.rank != 0) {
+        st = st_bad(r,
+                    "under train.zero 1 rank 0 reads the checkpoint and hands each rank its "
+                    "shard, not rank %d",
+                    t->dp.rank);
         goto out;
     }
     if ((st = check_identity(r, t, meta))) goto out;

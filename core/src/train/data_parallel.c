@@ -491,8 +491,8 @@ void dp_shard(uint64_t n, int rank, int world, uint64_t *lo, uint64_t *count) {
     *count      = hi - *lo;
 }
 
-ampx_status dp_gather_shards(dp_state *dp, float *host, uint64_t n) {
-    int counts[DP_MAX_RANKS], displs[DP_MAX_RANKS];
+/* Every rank's shard bounds of n values as MPI's counts and displacements. */
+static ampx_status shard_table(dp_state *dp, uint64_t n, int *counts, int *displs) {
     if (dp->world > DP_MAX_RANKS || n > (uint64_t)INT32_MAX) {
         err_set(dp->err, "ZeRO-1 takes at most %d ranks and %d values per parameter", DP_MAX_RANKS,
                 INT32_MAX);
@@ -503,8 +503,22 @@ ampx_status dp_gather_shards(dp_state *dp, float *host, uint64_t n) {
         dp_shard(n, r, dp->world, &lo, &count);
         counts[r] = (int)count, displs[r] = (int)lo;
     }
-    ampx_status st = dist_allgather(dp->dist, host, counts, displs);
-    return st ? comm_fail(dp, st) : AMPX_OK;
+    return AMPX_OK;
+}
+
+ampx_status dp_gather_shards(dp_state *dp, float *host, uint64_t n) {
+    int counts[DP_MAX_RANKS], displs[DP_MAX_RANKS];
+    ampx_status st = shard_table(dp, n, counts, displs);
+    if (!st && (st = dist_allgather(dp->dist, host, counts, displs))) st = comm_fail(dp, st);
+    return st;
+}
+
+ampx_status dp_move_shards(dp_state *dp, float *full, float *mine, uint64_t n, int to_root) {
+    int counts[DP_MAX_RANKS], displs[DP_MAX_RANKS];
+    ampx_status st = shard_table(dp, n, counts, displs);
+    if (!st && (st = dist_shards(dp->dist, full, mine, counts, displs, to_root)))
+        st = comm_fail(dp, st);
+    return st;
 }
 
 // ---------------------------------------------------------------------------------------

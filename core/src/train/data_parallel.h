@@ -73,6 +73,9 @@ void dp_shard(uint64_t n, int rank, int world, uint64_t *lo, uint64_t *count);
 /* Every rank's shard of the n f32 values at host (its own updated, the others stale) into
  * every rank's host: the all-gather after a ZeRO-1 update. */
 ampx_status dp_gather_shards(dp_state *dp, float *host, uint64_t n);
+/* to_root 1: every rank's shard (mine) of n values into rank 0's full; 0: rank 0's full
+ * into every rank's shard. full is rank 0's alone (NULL elsewhere). */
+ampx_status dp_move_shards(dp_state *dp, float *full, float *mine, uint64_t n, int to_root);
 
 /* Refuses ranks running another model, settings, graph or ampx than rank 0. fresh: the
  * scalars block of a fresh run (the scaler and schedule configuration). */

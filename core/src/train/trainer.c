@@ -466,6 +466,24 @@ static ampx_status create_device(ampx_trainer *t) {
     return AMPX_OK;
 }
 
+/* ZeRO-1, rank 0: host memory for the whole optimizer state, where checkpoints are written
+ * from and read into (ampx_trainer_gather_state, ampx_trainer_sync move the shards). */
+static ampx_status zero_stage(ampx_trainer *t) {
+    if (!t->zero || t->dp.rank != 0) return AMPX_OK;
+    uint64_t total = 1;
+    for (int i = 0; i < t->n_params; i++)
+        total += t->params[i].n * (uint64_t)(!!t->params[i].s1 + !!t->params[i].s2);
+    if (!(t->zero_full = calloc(total, sizeof(float))))
+        return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for the optimizer state's staging");
+    float *at = t->zero_full;
+    for (int i = 0; i < t->n_params; i++) {
+        param *p = &t->params[i];
+        if (p->s1) p->s1_full = at, at += p->n;
+        if (p->s2) p->s2_full = at, at += p->n;
+    }
+    return AMPX_OK;
+}
+
 static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx_trainer **out,
                           char *err, size_t err_cap, int inference) {
     *out            = NULL;
@@ -498,7 +516,9 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
                      "copies are cast from the gathered masters, to nearest)");
         goto fail;
     }
-    if ((st = create_graph(t)) || (st = create_data(t)) || (st = create_device(t))) goto fail;
+    if ((st = create_graph(t)) || (st = create_data(t)) || (st = create_device(t)) ||
+        (st = zero_stage(t)))
+        goto fail;
     /* every rank starts from rank 0's parameters */
     if (t->dp.world > 1 && ((st = dp_setup(&t->dp, &t->grads)) || (st = ampx_trainer_sync(t))))
         goto fail;
@@ -532,6 +552,7 @@ ampx_status ampx_trainer_create_predictor(ampx_model *m, ampx_backend *be, ampx_
 
 void ampx_trainer_free(ampx_trainer *t) {
     if (!t) return;
+    free(t->zero_full);
     if (t->ctx) t->ifc->synchronize(t->ctx);
     timeline_free(t);
     monitor_free(t);
@@ -649,6 +670,43 @@ ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const float *host
 // ---------------------------------------------------------------------------------------
 // Data-parallel runs (the all-reduce itself is data_parallel.c's)
 
+/* Rank 0's optimizer state tensor of n values to every rank: the whole of it, or under
+ * ZeRO-1 each rank's shard of rank 0's staged copy (full). */
+static ampx_status sync_state(ampx_trainer *t, ampx_buffer *b, float *full, uint64_t n,
+                              float *host) {
+    if (!t->zero) return dp_bcast_buffer(&t->dp, b, 0, n * 4, host);
+    uint64_t lo, count;
+    dp_shard(n, t->dp.rank, t->dp.world, &lo, &count);
+    ampx_status st = dp_move_shards(&t->dp, full, host, n, 0);
+    return st || !count
+               ? st
+               : tr_check(t, t->ifc->buffer_write(t->ctx, b, 0, host, count * 4), "buffer_write");
+}
+
+ampx_status ampx_trainer_gather_state(ampx_trainer *t) {
+    if (!t->zero) return AMPX_OK;
+    uint64_t most = 1;
+    for (int i = 0; i < t->n_params; i++)
+        if (t->params[i].shard > most) most = t->params[i].shard;
+    float *host = malloc(most * 4);
+    if (!host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    ampx_status st = AMPX_OK;
+    for (int i = 0; i < t->n_params && !st; i++) {
+        param *p                = &t->params[i];
+        ampx_buffer *const b[2] = {p->s1, p->s2};
+        float *const full[2]    = {p->s1_full, p->s2_full};
+        for (int k = 0; k < 2 && !st; k++) {
+            if (!b[k]) continue;
+            if (p->shard)
+                st = tr_check(t, t->ifc->buffer_read(t->ctx, b[k], 0, host, p->shard * 4),
+                              "buffer_read");
+            if (!st) st = dp_move_shards(&t->dp, full[k], host, p->n, 1);
+        }
+    }
+    free(host);
+    return st;
+}
+
 ampx_status ampx_trainer_sync(ampx_trainer *t) {
     if (t->dp.world < 2) return AMPX_OK;
     uint64_t most = sizeof(ampx_scalars);
@@ -667,9 +725,8 @@ ampx_status ampx_trainer_sync(ampx_trainer *t) {
          * master that each rank could redo */
         if (!(st = dp_bcast_buffer(dp, p->master, 0, p->n * 4, host)) && p->copy)
             st = dp_bcast_buffer(dp, p->copy, 0, p->n * 2, host);
-        /* ZeRO-1: each rank's shard of the state starts at zero (no checkpoint holds one) */
-        if (!st && p->s1 && !t->zero) st = dp_bcast_buffer(dp, p->s1, 0, p->n * 4, host);
-        if (!st && p->s2 && !t->zero) st = dp_bcast_buffer(dp, p->s2, 0, p->n * 4, host);
+        if (!st && p->s1) st = sync_state(t, p->s1, p->s1_full, p->n, host);
+        if (!st && p->s2) st = sync_state(t, p->s2, p->s2_full, p->n, host);
     }
     for (int i = 0; i < t->n_state && !st; i++)
         st = dp_bcast_buffer(dp, t->state[i].buf, 0, t->state[i].n * 4, host);
