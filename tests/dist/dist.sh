@@ -249,6 +249,10 @@ WORLD_SIZE=2 RANK=0 timeout -k 5 30 "$ampx" train "$sgd" --steps 5 --quiet >"$wo
   fail "WORLD_SIZE=2 without mpirun: exit 0"
 grep -q "WORLD_SIZE=2, but no MPI process manager started this process" "$work/out" ||
   fail "WORLD_SIZE=2 without mpirun: $(cat "$work/out")"
+# under mpirun in a Slurm allocation the ranks inherit srun's PMI_RANK and SLURM_LOCALID:
+# mpirun's own variables are the ones compared
+PMI_RANK=5 SLURM_LOCALID=0 mpi2 -x PMI_RANK -x SLURM_LOCALID "$ampx" train "$sgd" --steps 5 --quiet \
+  >"$work/out" 2>&1 || fail "inherited PMI_RANK, SLURM_LOCALID under mpirun: $(cat "$work/out")"
 # a variable that is not a count, and a malformed test hook, are refused in one line
 RANK=x mpi2 -x RANK "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 && fail "RANK=x: exit 0"
 grep -q "RANK=x: expected a count, 0 or more" "$work/out" || fail "RANK=x: $(cat "$work/out")"

@@ -64,28 +64,43 @@ static int torchrun_alone(void) {
 }
 
 #ifdef AMPX_HAVE_MPI
-/* Appends "NAME=VALUE" for every variable of a family that is set and is not `want`. */
-static int disagree(const char *const *vars, int want, char *out, size_t cap, size_t *at) {
-    int n = 0;
-    for (int i = 0; i < N_VARS; i++) {
-        long v = env_count(vars[i]);
-        if (v == -1 || v == want || *at + 64 > cap) continue;
-        *at += (size_t)snprintf(out + *at, cap - *at, "%s%s=%.16s", *at ? ", " : "", vars[i],
-                                getenv(vars[i]));
-        n++;
-    }
+/* What the launcher says this process is, read before MPI_Init (which may set variables of
+ * its own): of each family (rank, size, local rank) the process manager's variable (the first
+ * set: under mpirun in a Slurm allocation the ranks inherit srun's PMI_RANK and the
+ * SLURM_LOCALID of the daemon that started them, which are not this rank's) and torchrun's. */
+typedef struct launch_claim {
+    const char *name;
+    long value;
+    int family; /* 0 rank, 1 size, 2 local rank */
+} launch_claim;
+
+static int read_claims(launch_claim out[6]) {
+    const char *const *fams[3] = {rank_vars, size_vars, local_vars};
+    int n                      = 0;
+    for (int f = 0; f < 3; f++)
+        for (int i = 0, manager = 0; i < N_VARS; i++) {
+            long v = env_count(fams[f][i]);
+            if (v < 0 || (i < N_VARS - 1 && manager++)) continue;
+            out[n++] = (launch_claim){fams[f][i], v, f};
+        }
     return n;
 }
 
-/* After MPI_Init: every launcher variable that is set against the rank, size and local rank
- * MPI gave this process. Every rank learns whether any disagrees (an all-reduce), so all of
- * them stop at once, each with one line. */
-static ampx_status check_launch(ampx_dist *d, char *err, size_t cap) {
-    char bad[384] = "";
-    size_t at     = 0;
-    int n         = disagree(rank_vars, d->rank, bad, sizeof bad, &at) +
-            disagree(size_vars, d->size, bad, sizeof bad, &at) +
-            disagree(local_vars, d->local_rank, bad, sizeof bad, &at);
+/* After MPI_Init: the launcher's claims against the rank, size and local rank MPI gave this
+ * process. Every rank learns whether any disagrees (an all-reduce), so all of them stop at
+ * once, each with one line naming both. */
+static ampx_status check_launch(ampx_dist *d, const launch_claim *c, int n_claims, char *err,
+                                size_t cap) {
+    char bad[384]     = "";
+    size_t at         = 0;
+    int n             = 0;
+    const int want[3] = {d->rank, d->size, d->local_rank};
+    for (int i = 0; i < n_claims; i++) {
+        if (c[i].value == want[c[i].family] || at + 64 > sizeof bad) continue;
+        at += (size_t)snprintf(bad + at, sizeof bad - at, "%s%s=%ld", at ? ", " : "", c[i].name,
+                               c[i].value);
+        n++;
+    }
     float count    = n ? 1.0f : 0.0f;
     ampx_status st = dist_allreduce(d, &count, 1);
     if (st) {
@@ -136,12 +151,14 @@ ampx_status ampx_dist_init(ampx_dist **out, char *err, size_t err_cap) {
         err_set(ERR(err, err_cap), "out of memory");
         return AMPX_ERR_NO_MEMORY;
     }
+    launch_claim claims[6];
+    int n_claims   = read_claims(claims);
     ampx_status st = dist_mpi_init(d, err, err_cap);
     if (st) {
         free(d);
         return st;
     }
-    if ((st = check_launch(d, err, err_cap))) {
+    if ((st = check_launch(d, claims, n_claims, err, err_cap))) {
         ampx_dist_finalize(d);
         return st;
     }
