@@ -292,7 +292,8 @@ void init_scalars(const ampx_model *m, ampx_scalars *s) {
  * untrusted and their products may not fit 64 bits. */
 static ampx_status check_memory(ampx_trainer *t, const data_request *req) {
     const ampx_model *m = t->m;
-    double per_elem     = 8 + (m->cfg.opt.kind == OPT_ADAMW ? 8 : m->cfg.opt.momentum != 0 ? 4 : 0);
+    double state        = m->cfg.opt.kind == OPT_ADAMW ? 8 : m->cfg.opt.momentum != 0 ? 4 : 0;
+    double per_elem     = 8 + state / (t->zero ? t->dp.world : 1); /* ZeRO-1: a shard */
     double device = 0, host = 0;
     for (int v = 0; v < t->g.n_values; v++) {
         const g_value *val = &t->g.values[v];
