@@ -64,6 +64,8 @@ static const perf_switch switches[] = {
      "data parallel: 1 compares every collective's signature (kind, size, step) across ranks before it starts"},
     {"env",    "AMPX_FP8_LOCAL_AMAX", "0|1",                           "0",
      "data parallel, tests only: 1 skips the fp8 amaxes' MAX all-reduce, so the ranks' scales part"},
+    {"env",    "AMPX_INJECT_COLLECTIVE", "STEP[@RANK]",                "unset",
+     "data parallel, tests only: step STEP's first gradient all-reduce is one value short on rank RANK"},
 };
 // clang-format on
 

@@ -34,7 +34,7 @@ typedef struct run_opts {
     int transpose_linear;
     const char *sets[64]; /* --set PATH=VALUE, in order */
     int n_sets;
-    int64_t steps, batch, accumulate, seed, log_every, ckpt_every, eval_every, keep;
+    int64_t steps, batch, accumulate, seed, log_every, ckpt_every, eval_every, keep, zero;
     int quiet, forensics;
 } run_opts;
 
@@ -63,6 +63,7 @@ static void usage(const char *cmd, FILE *f) {
             "  --steps N            total steps of the run (a resumed run stops at the same step)\n"
             "  --batch N            examples per micro-batch\n"
             "  --accumulate N       micro-batches per step (gradients summed, one update)\n"
+            "  --zero 1             data parallel: each rank keeps 1/N of the optimizer state\n"
             "  --seed S             initialization, data and shuffling seed\n"
             "  --log-every N        steps between reads of the device's step records\n"
             "  --eval-every N       steps between validation evaluations (0: at the end only)\n"
@@ -143,6 +144,7 @@ static const cli_opt run_table[] = {
     CLI_OPT_INT("steps", 's', RUN(steps), 1, INT32_MAX, TRAIN_ONLY),
     CLI_OPT_INT("batch", 'B', RUN(batch), 1, 1 << 20, TRAIN_ONLY),
     CLI_OPT_INT("accumulate", 'A', RUN(accumulate), 1, 1 << 16, TRAIN_ONLY),
+    CLI_OPT_INT("zero", 'z', RUN(zero), 0, 1, TRAIN_ONLY),
     CLI_OPT_INT("seed", 'S', RUN(seed), 0, INT32_MAX, TRAIN_ONLY),
     CLI_OPT_INT("log-every", 'l', RUN(log_every), 1, 1 << 20, TRAIN_ONLY),
     CLI_OPT_INT("eval-every", 'E', RUN(eval_every), 0, INT32_MAX, TRAIN_ONLY),
@@ -186,7 +188,7 @@ static int check_run(const char *prog, const char *cmd, const run_opts *o) {
 
 static int parse_run(int argc, char **argv, const char *cmd, run_opts *o) {
     memset(o, 0, sizeof *o);
-    o->steps = o->batch = o->accumulate = o->seed = o->log_every = o->eval_every = -1;
+    o->steps = o->batch = o->accumulate = o->seed = o->log_every = o->eval_every = o->zero = -1;
     cli_parser p = {"h", run_table, strcmp(cmd, "train") ? TRAIN_ONLY : 0u, "ampx train"};
     int rc       = cli_parse_opts(&p, argc, argv, o);
     if (rc == CLI_HELP_ASKED) { /* the caller exits 0 (or 1 when stdout fails) */
@@ -257,7 +259,9 @@ static void apply_overrides(const run_opts *o, ampx_train_config *tc) {
     if (o->steps > 0) tc->steps = o->steps;
     if (o->batch > 0) tc->batch = o->batch;
     if (o->accumulate > 0) tc->accumulate = o->accumulate;
-    tc->skip_init = o->init_from || o->resume;
+    if (o->zero >= 0) tc->zero = (int)o->zero;
+    tc->skip_init  = o->init_from || o->resume;
+    tc->start_from = o->resume ? o->resume : o->init_from;
     if (o->seed >= 0) tc->seed = (uint64_t)o->seed;
     if (o->log_every > 0) tc->log_every = o->log_every;
     if (o->eval_every >= 0) tc->eval_every = o->eval_every;
@@ -455,6 +459,11 @@ static void print_start(const train_run *r) {
                r->world, ampx_dist_engine(), (long long)tc->batch,
                (long long)(tc->batch * tc->accumulate * r->world), (double)gbytes / 1048576.0,
                buckets, buckets == 1 ? "" : "s", ampx_trainer_dist_path(r->t));
+        uint64_t wbytes, sbytes;
+        ampx_trainer_param_bytes(r->t, &wbytes, &sbytes);
+        printf("parameters on each rank: weights %.2f MiB, optimizer state %.2f MiB%s\n",
+               (double)wbytes / 1048576.0, (double)sbytes / 1048576.0,
+               tc->zero ? " (ZeRO-1: this rank's shard)" : "");
     }
     fflush(stdout);
 }
@@ -526,6 +535,14 @@ static int flush_metrics(train_run *r) {
     return -1;
 }
 
+/* Under --zero 1, every rank's shard of the optimizer state to rank 0 before it saves (every
+ * rank calls it at the same points); 0, or -1 after one line. */
+static int gather_state(train_run *r) {
+    if (!ampx_trainer_gather_state(r->t)) return 0;
+    report(r->prog, "%s", ampx_trainer_error(r->t));
+    return -1;
+}
+
 /* The validation and the checkpoints due after an interval; 0, or -1 after one line. */
 static int after_interval(train_run *r) {
     run_opts *o     = &r->o;
@@ -537,15 +554,16 @@ static int after_interval(train_run *r) {
             return -1;
         }
         if (flush_metrics(r)) return -1; /* the checkpoint's lines are on disk before it */
+        if (o->checkpoint && gather_state(r)) return -1;
         if (r->rank == 0 && o->checkpoint &&
             keeper_save_best(&r->keeper, t, r->ev.loss, r->err, sizeof r->err)) {
             report(r->prog, "%s", r->err);
             return -1;
         }
     }
-    if (o->checkpoint && r->rank == 0 && o->ckpt_every > 0 &&
-        (step % o->ckpt_every == 0 || step == steps) &&
-        keeper_save_periodic(&r->keeper, t, r->err, sizeof r->err)) {
+    int due = o->checkpoint && o->ckpt_every > 0 && (step % o->ckpt_every == 0 || step == steps);
+    if (due && gather_state(r)) return -1;
+    if (due && r->rank == 0 && keeper_save_periodic(&r->keeper, t, r->err, sizeof r->err)) {
         if (r->p.tty) fputc('\n', stderr);
         report(r->prog, "%s", r->err);
         return -1;
@@ -621,6 +639,7 @@ static int train_finish(train_run *r) {
         return -1;
     }
     /* the best first: the checkpoint then holds the keeper's state after it */
+    if (o->checkpoint && gather_state(r)) return -1;
     if (o->checkpoint && r->rank == 0 &&
         ((r->tc->eval_every > 0 &&
           keeper_save_best(&r->keeper, t, r->ev.loss, r->err, sizeof r->err)) ||

@@ -35,7 +35,8 @@ class _Memory(ctypes.Structure):
 class _TrainConfig(ctypes.Structure):
     _fields_ = [("steps", _i64), ("batch", _i64), ("accumulate", _i64), ("seed", ctypes.c_uint64),
                 ("log_every", _i64), ("monitor_every", _i64), ("eval_every", _i64),
-                ("skip_init", ctypes.c_int), ("forensics", ctypes.c_int)]
+                ("skip_init", ctypes.c_int), ("start_from", ctypes.c_char_p),
+                ("zero", ctypes.c_int), ("forensics", ctypes.c_int)]
 
 
 class _Fp8Record(ctypes.Structure):

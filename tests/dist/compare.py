@@ -7,7 +7,7 @@ compared only with --exact). Exit 0 when:
   --rel TOL     every f32 tensor is within TOL (the model's plain-named weights and state)
   --exact       every tensor of the file, ampx.* state included, is byte for byte the same
   --differ TOL  some f32 weight differs by more than TOL (a control: the check can fail)
-Prints the worst tensor either way."""
+Prints the worst tensor and the largest absolute difference of any f32 weight either way."""
 import json
 import struct
 import sys
@@ -38,7 +38,7 @@ def main():
     if sorted(a) != sorted(b):
         print(f"different tensors: {sorted(set(a) ^ set(b))}")
         return 1
-    worst, worst_name, same = 0.0, "", True
+    worst, worst_name, same, most = 0.0, "", True, 0.0
     for name in sorted(a):
         (da, ba), (db, bb) = a[name], b[name]
         same = same and da == db and ba == bb
@@ -48,13 +48,15 @@ def main():
         xa.frombytes(ba)
         xb.frombytes(bb)
         scale = max((abs(v) for v in xa), default=0.0) or 1.0
-        rel = max((abs(p - q) for p, q in zip(xa, xb)), default=0.0) / scale
+        diff = max((abs(p - q) for p, q in zip(xa, xb)), default=0.0)
+        most = max(most, diff)
+        rel = diff / scale
         if rel > worst or not worst_name:
             worst, worst_name = rel, name
     if mode == "--exact":
         print("identical" if same else "not bitwise identical")
         return 0 if same else 1
-    print(f"worst relative difference {worst:.3g} in {worst_name}")
+    print(f"worst relative difference {worst:.3g} in {worst_name}; largest |a - b| {most:.3g}")
     if mode == "--rel":
         return 0 if worst <= tol else 1
     return 0 if worst > tol else 1

@@ -15,13 +15,24 @@
 #     rank 0 prints (one progress line per interval, one summary);
 #   - faults end the job within 30 s with a message naming the rank: ranks with different
 #     models, data paths, data contents (one relative path in two working folders), or
-#     --resume on one rank only are refused at start naming what differs; a rank killed with
+#     --resume on one rank only or of other checkpoints (named by step and digest) are refused
+#     at start naming what differs; a rank killed with
 #     kill -9; a rank stopped with SIGSTOP (the watchdog, AMPX_DIST_TIMEOUT=3, names it);
 #     ranks that diverge (a weight made non-finite on one rank only);
+#   - launchers: RANK/WORLD_SIZE/LOCAL_RANK exported from mpirun's run; rotated or grown,
+#     and PMI_RANK/PMI_SIZE against a singleton, they stop every rank naming both sides;
+#     WORLD_SIZE without an MPI process manager is refused;
 #   - AMPX_DIST_CHECK=1 (signatures before every collective) raises no false alarm and gives
-#     the same bits;
+#     the same bits, and a collective made one value short on one rank (AMPX_INJECT_COLLECTIVE)
+#     stops the job within 10 s naming both ranks' signatures;
 #   - 4 ranks (oversubscribed): 4 x 16 reaches 1 x 64's parameters within 1e-5, and a rank
-#     stopped among 4 is named by the others' watchdog.
+#     stopped among 4 is named by the others' watchdog;
+#   - ZeRO-1 (--zero 1) records the same steps and writes the same checkpoint as plain data
+#     parallelism on 2 and 4 ranks (an overflow included), resumes across ZeRO and world sizes,
+#     with a quarter of the optimizer state per rank on 4;
+#   - another world size on resume with the global batch kept: 4 -> 2, 2 -> 4 and 4 -> 1
+#     reach the straight run's parameters within 1e-5 with the loss scaler's state carried (a
+#     control with another global batch does not), and token windows 2 -> 1 too.
 set -uo pipefail
 ampx=$1
 src=$2
@@ -75,6 +86,12 @@ compare "$work/g1.st" "$work/g2.st" --rel 1e-5 || fail "gpt: 2 ranks x 4 windows
 "$ampx" train "$work/gpt.json" --steps 5 --batch 4 --quiet --checkpoint "$work/g3.st" \
   >/dev/null 2>&1
 compare "$work/g1.st" "$work/g3.st" --differ 1e-5 || fail "gpt control: batch 4 matches batch 8"
+# resumed on 1 process x 8 from 2 ranks x 4 at step 3: the same windows as the straight run
+mpi2 "$ampx" train "$work/gpt.json" --steps 3 --batch 4 --quiet --checkpoint "$work/gc2.st" \
+  >"$work/out" 2>&1 || fail "gpt 2 ranks, 3 steps: $(cat "$work/out")"
+"$ampx" train "$work/gpt.json" --steps 5 --batch 8 --resume "$work/gc2.st" --quiet \
+  --checkpoint "$work/gr1.st" >/dev/null 2>"$work/err" || fail "gpt 2 -> 1: $(cat "$work/err")"
+compare "$work/g1.st" "$work/gr1.st" --rel 1e-5 || fail "gpt: 2 ranks x 4 resumed as 1 x 8 != 1 x 8"
 
 # ---- llm.c's chunk orders: sequential, 2 ranks x 4 read the chunks 1 x 8 reads; shuffled,
 # each rank walks its own permutations (seeded 42 + rank) as llm.c's ranks do, so the two
@@ -110,6 +127,7 @@ compare "$work/one_i.st" "$work/two_i.st" --rel 1e-5 || fail "with an overflow: 
 # ---- resume: 25 steps, a checkpoint, 25 more == 50 straight, bit for bit
 mpi2 "$ampx" train "$sgd" --batch 32 --steps 25 --quiet --checkpoint "$work/r.st" >"$work/out" 2>&1 ||
   fail "2 ranks, 25 steps: $(cat "$work/out")"
+cp "$work/r.st" "$work/c2.st" # for the resume on 4 ranks below
 mpi2 "$ampx" train "$sgd" --batch 32 --resume "$work/r.st" --quiet --checkpoint "$work/r.st" \
   >"$work/out" 2>&1 || fail "2 ranks, resumed: $(cat "$work/out")"
 compare "$work/two.st" "$work/r.st" --exact || fail "resumed 2-rank run differs from the straight one"
@@ -192,10 +210,78 @@ timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet --
 [ $? -ne 0 ] || fail "--resume on rank 0 only: exit 0"
 grep -q "rank 1's start: --resume or --init-from on some ranks only differs" "$work/out" ||
   fail "--resume on rank 0 only: $(cat "$work/out")"
+# the checkpoint's step and bytes: ranks given other files are refused naming both steps and
+# digests (another step; the same step of another run); a file rank 1 cannot open is rank 0's
+"$ampx" train "$sgd" --steps 3 --quiet --checkpoint "$work/r3.st" >/dev/null 2>&1 || fail "step 3 run"
+"$ampx" train "$sgd" --steps 5 --seed 9 --quiet --checkpoint "$work/r5s.st" >/dev/null 2>&1 ||
+  fail "seed 9 run"
+for other in r3 r5s; do
+  timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet --resume "$work/r5.st" : \
+    -np 1 "$ampx" train "$sgd" --quiet --resume "$work/$other.st" >"$work/out" 2>&1 &&
+    fail "--resume of other files ($other): exit 0"
+  want=$([ $other = r3 ] && echo 3 || echo 5)
+  grep -Eq "rank 1's checkpoint .*/$other.st is not rank 0's: step $want, digest [0-9a-f]{16} here, step 5, digest [0-9a-f]{16} on rank 0" \
+    "$work/out" || fail "--resume of other files ($other): $(cat "$work/out")"
+done
+timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet --steps 8 --resume "$work/r5.st" : \
+  -np 1 "$ampx" train "$sgd" --quiet --steps 8 --resume "$work/absent.st" >"$work/out" 2>&1 ||
+  fail "--resume of a file on rank 0's machine only: $(cat "$work/out")"
+# ---- launchers: torchrun's RANK/WORLD_SIZE/LOCAL_RANK (a wrapper exporting them from
+# mpirun's, rotated by SHIFT or grown by GROW) and MPICH's PMI_RANK/PMI_SIZE must agree with
+# the rank and size MPI gives; a disagreement stops every rank with both named
+cat >"$work/torchrun.sh" <<'SH'
+#!/usr/bin/env bash
+export RANK=$(((OMPI_COMM_WORLD_RANK + ${SHIFT:-0}) % OMPI_COMM_WORLD_SIZE))
+export WORLD_SIZE=$((OMPI_COMM_WORLD_SIZE + ${GROW:-0})) LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK
+exec "$@"
+SH
+mpi2 bash "$work/torchrun.sh" "$ampx" train "$sgd" --steps 5 --quiet --checkpoint "$work/tr.st" \
+  >"$work/out" 2>&1 || fail "RANK/WORLD_SIZE as MPI's: $(cat "$work/out")"
+SHIFT=1 mpi2 -x SHIFT bash "$work/torchrun.sh" "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 &&
+  fail "RANK rotated against MPI's: exit 0"
+grep -q "rank 0 of 2: the launcher's RANK=1 disagrees with MPI, which made this process rank 0 of 2" \
+  "$work/out" || fail "RANK rotated against MPI's: $(cat "$work/out")"
+GROW=2 mpi2 -x GROW bash "$work/torchrun.sh" "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 &&
+  fail "WORLD_SIZE=4 on 2 ranks: exit 0"
+grep -q "rank 1 of 2: the launcher's WORLD_SIZE=4 disagrees with MPI, which made this process rank 1 of 2" \
+  "$work/out" || fail "WORLD_SIZE=4 on 2 ranks: $(cat "$work/out")"
+WORLD_SIZE=2 RANK=0 timeout -k 5 30 "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 &&
+  fail "WORLD_SIZE=2 without mpirun: exit 0"
+grep -q "WORLD_SIZE=2, but no MPI process manager started this process" "$work/out" ||
+  fail "WORLD_SIZE=2 without mpirun: $(cat "$work/out")"
+# under mpirun in a Slurm allocation the ranks inherit srun's PMI_RANK and SLURM_LOCALID:
+# mpirun's own variables are the ones compared
+PMI_RANK=5 SLURM_LOCALID=0 mpi2 -x PMI_RANK -x SLURM_LOCALID "$ampx" train "$sgd" --steps 5 --quiet \
+  >"$work/out" 2>&1 || fail "inherited PMI_RANK, SLURM_LOCALID under mpirun: $(cat "$work/out")"
+# a variable that is not a count, and a malformed test hook, are refused in one line
+RANK=x mpi2 -x RANK "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 && fail "RANK=x: exit 0"
+grep -q "RANK=x: expected a count, 0 or more" "$work/out" || fail "RANK=x: $(cat "$work/out")"
+AMPX_INJECT_COLLECTIVE=0 mpi2 -x AMPX_INJECT_COLLECTIVE "$ampx" train "$sgd" --steps 5 --quiet \
+  >"$work/out" 2>&1 && fail "AMPX_INJECT_COLLECTIVE=0: exit 0"
+grep -q "AMPX_INJECT_COLLECTIVE=0: expected STEP or STEP@RANK, STEP >= 1" "$work/out" ||
+  fail "AMPX_INJECT_COLLECTIVE=0: $(cat "$work/out")"
+# PMI's variables read: a process MPI starts alone (a singleton) is not PMI's rank 1 of 2
+PMI_SIZE=2 PMI_RANK=1 timeout -k 5 30 "$ampx" train "$sgd" --steps 5 --quiet >"$work/out" 2>&1 &&
+  fail "PMI_SIZE=2 in a singleton: exit 0"
+grep -q "rank 0 of 1: the launcher's PMI_RANK=1, PMI_SIZE=2 disagree with MPI" "$work/out" ||
+  fail "PMI_SIZE=2 in a singleton: $(cat "$work/out")"
 # every collective's signature compared (AMPX_DIST_CHECK=1): no false alarm, the same bits
 AMPX_DIST_CHECK=1 mpi2 -x AMPX_DIST_CHECK "$ampx" train "$sgd" --batch 32 --checkpoint "$work/chk.st" \
   >"$work/out" 2>&1 || fail "AMPX_DIST_CHECK=1: $(cat "$work/out")"
 compare "$work/two.st" "$work/chk.st" --exact || fail "AMPX_DIST_CHECK=1 changes the result"
+# a collective made one value short on rank 1 at step 10 (AMPX_INJECT_COLLECTIVE, a test
+# hook): the signature check names both ranks' all-reduces, every rank stops at once
+t1=$SECONDS
+AMPX_DIST_CHECK=1 AMPX_INJECT_COLLECTIVE=10@1 timeout -k 5 30 "$mpiexec" --oversubscribe -np 2 \
+  -x AMPX_DIST_CHECK -x AMPX_INJECT_COLLECTIVE "$ampx" train "$sgd" --quiet >"$work/out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "a collective of another size: exit $rc"
+n0=$(sed -n 's/.*rank 0 of 2: .*rank 0 an all-reduce of \([0-9]*\) at step 10, rank 1 an all-reduce of \([0-9]*\) at step 10$/\1 \2/p' "$work/out")
+[ -n "$n0" ] && [ "${n0% *}" -eq $((${n0#* } + 1)) ] ||
+  fail "a collective of another size: rank 0 names '$n0': $(cat "$work/out")"
+grep -Eq "rank 1 of 2: the ranks call different collectives: rank 1 an all-reduce of ${n0#* } at step 10, rank 0 an all-reduce of ${n0% *} at step 10" \
+  "$work/out" || fail "a collective of another size: rank 1's words: $(cat "$work/out")"
+[ $((SECONDS - t1)) -le 10 ] || fail "a collective of another size: the job ended after $((SECONDS - t1)) s"
 
 find_rank() { # JOB [RANK]: rank RANK's (default 1) pid among mpirun's children (from /proc:
   local v=    # procps may be missing)
@@ -259,6 +345,79 @@ timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$sgd" --batch 16
   --checkpoint "$work/four.st" >"$work/out" 2>&1 || fail "4 ranks: $(cat "$work/out")"
 compare "$work/one.st" "$work/four.st" --rel 1e-5 || fail "4 ranks x 16 != 1 x 64 after 50 steps"
 stop_rank 4 2 "rank [013] of 4: step [0-9]+: .* for rank 2, which (has not reached it|reached it and fell silent)"
+
+# ---- ZeRO-1 (--zero 1): each rank updates its shard of the masters and optimizer state, the
+# shards are all-gathered: every step's loss, scale, skip and gradient norm equal plain data
+# parallelism's (mixed_bf16 AdamW with an overflow on rank 1, under AMPX_DIST_CHECK=1; f32 SGD
+# on 4 ranks), and so does the checkpoint (the state gathered on rank 0), byte for byte; a
+# ZeRO checkpoint resumes without ZeRO bit for bit, and with ZeRO on 4 ranks (each its shard
+# of it) within 1e-5; the optimizer state per rank is a quarter on 4 ranks
+same() { python3 "$src/tests/dist/same_metrics.py" "$@"; }
+for z in 0 1; do
+  AMPX_DIST_CHECK=1 AMPX_INJECT_NONFINITE=10@1 mpi2 -x AMPX_DIST_CHECK -x AMPX_INJECT_NONFINITE \
+    "$ampx" train "$src/models/mlp.json" --zero $z --steps 30 --quiet --metrics "$work/z$z.jsonl" \
+    --checkpoint "$work/z$z.st" >"$work/out" 2>&1 || fail "mlp.json, --zero $z: $(cat "$work/out")"
+  timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$sgd" --batch 16 --zero $z \
+    --steps 30 --quiet --metrics "$work/s$z.jsonl" >"$work/out" 2>&1 || fail "4 ranks, --zero $z: $(cat "$work/out")"
+done
+[ "$(skipped "$work/z1.jsonl")" = 10 ] || fail "--zero 1: skipped '$(skipped "$work/z1.jsonl")', expected 10"
+same "$work/z0.jsonl" "$work/z1.jsonl" >"$work/out" || fail "--zero 1 != plain, mlp.json: $(cat "$work/out")"
+same "$work/s0.jsonl" "$work/s1.jsonl" >"$work/out" || fail "--zero 1 != plain, 4 ranks: $(cat "$work/out")"
+same "$work/s0.jsonl" "$work/z0.jsonl" >/dev/null && fail "control: two other runs record the same steps"
+compare "$work/z0.st" "$work/z1.st" --exact || fail "--zero 1 writes another checkpoint than plain"
+AMPX_INJECT_NONFINITE=10@1 mpi2 -x AMPX_INJECT_NONFINITE "$ampx" train "$src/models/mlp.json" --zero 1 \
+  --steps 15 --quiet --checkpoint "$work/zc.st" >"$work/out" 2>&1 || fail "--zero 1, 15 steps: $(cat "$work/out")"
+mpi2 "$ampx" train "$src/models/mlp.json" --steps 30 --resume "$work/zc.st" --quiet \
+  --checkpoint "$work/zp.st" >"$work/out" 2>&1 || fail "--zero 1 resumed plain: $(cat "$work/out")"
+compare "$work/z0.st" "$work/zp.st" --exact || fail "a --zero 1 checkpoint resumed without ZeRO != straight"
+# (mlp.json's batch is 64: 4 x 32 is 2 x 64; weight_copies "auto" may decide otherwise at
+# another batch, and the checkpoints would hold other tensors)
+timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$src/models/mlp.json" --batch 32 --zero 1 \
+  --set train.weight_copies=keep --steps 30 --resume "$work/zc.st" --quiet --checkpoint "$work/z4.st" \
+  >"$work/out" 2>&1 ||
+  fail "--zero 1 resumed on 4 ranks: $(cat "$work/out")"
+d=$(compare "$work/z0.st" "$work/z4.st" --rel 1e-5) || fail "--zero 1, 2 -> 4 ranks != 2 ranks straight: $d"
+echo "--zero 1, 2 -> 4 ranks against 2 ranks straight: $d"
+state() { sed -n 's/^parameters on each rank: .*optimizer state \([0-9.]*\) MiB.*/\1/p' "$1"; }
+for z in 0 1; do
+  timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$src/models/gpt_tiny.json" --zero $z \
+    --steps 1 >"$work/m$z.out" 2>&1 || fail "gpt_tiny, 4 ranks, --zero $z: $(cat "$work/m$z.out")"
+done
+python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not (b <= a / 4 + 0.01 and b > 0))" \
+  "$(state "$work/m0.out")" "$(state "$work/m1.out")" ||
+  fail "--zero 1 on 4 ranks: optimizer state '$(state "$work/m1.out")' MiB per rank, plain '$(state "$work/m0.out")'"
+echo "optimizer state per rank, gpt_tiny on 4 ranks: $(state "$work/m0.out") MiB plain, $(state "$work/m1.out") MiB --zero 1"
+
+# ---- another world size on resume, the global batch kept (4 x 16 = 2 x 32 = 1 x 64): the
+# run goes on as a straight run at the new size, the loss scaler's state carried (an overflow
+# at step 10 on rank 2 of 4 halved the scale and skipped a step), within 1e-5 (the ranks'
+# summation order differs, so not bit for bit); a control keeps the per-rank batch (global
+# 32) and must differ
+AMPX_INJECT_NONFINITE=10@2 timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 -x AMPX_INJECT_NONFINITE \
+  "$ampx" train "$sgd" --batch 16 --steps 25 --quiet --checkpoint "$work/c4.st" >"$work/out" 2>&1 ||
+  fail "4 ranks x 16, 25 steps: $(cat "$work/out")"
+mpi2 "$ampx" train "$sgd" --batch 32 --resume "$work/c4.st" --checkpoint "$work/r42.st" >"$work/out" 2>&1 ||
+  fail "4 -> 2 ranks: $(cat "$work/out")"
+grep -q "^done: step 50, 49 applied, 1 skipped, .*final loss scale 32768" "$work/out" ||
+  fail "4 -> 2 ranks: the scaler's state did not carry over: $(cat "$work/out")"
+grep -q "note:" "$work/out" && fail "4 -> 2 ranks, the global batch kept: $(grep note: "$work/out")"
+d=$(compare "$work/two_i.st" "$work/r42.st" --rel 1e-5) || fail "4 ranks resumed on 2 != 2 ranks straight: $d"
+echo "4 -> 2 ranks against 2 ranks straight: $d"
+"$ampx" train "$sgd" --batch 64 --resume "$work/c4.st" --quiet --checkpoint "$work/r41.st" \
+  >/dev/null 2>"$work/err" || fail "4 ranks -> 1 process: $(cat "$work/err")"
+d=$(compare "$work/one_i.st" "$work/r41.st" --rel 1e-5) ||
+  fail "4 ranks resumed on 1 process != 1 process straight: $d"
+echo "4 ranks -> 1 process against 1 process straight: $d"
+timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$sgd" --batch 16 --resume "$work/c2.st" \
+  --quiet --checkpoint "$work/r24.st" >"$work/out" 2>&1 || fail "2 -> 4 ranks: $(cat "$work/out")"
+d=$(compare "$work/four.st" "$work/r24.st" --rel 1e-5) || fail "2 ranks resumed on 4 != 4 ranks straight: $d"
+echo "2 -> 4 ranks against 4 ranks straight: $d"
+mpi2 "$ampx" train "$sgd" --batch 16 --resume "$work/c4.st" --quiet --checkpoint "$work/r42b.st" \
+  >"$work/out" 2>&1 || fail "4 -> 2 ranks x 16: $(cat "$work/out")"
+grep -q "note: .*/c4.st was written by 4 ranks x batch 16 x 1 micro-batch (64 examples a step); this run trains 2 x 16 x 1 (32 a step)" \
+  "$work/out" || fail "4 -> 2 ranks x 16: no note of the other global batch: $(cat "$work/out")"
+compare "$work/two_i.st" "$work/r42b.st" --differ 1e-5 >/dev/null ||
+  fail "control: 4 ranks resumed on 2 x 16 (global 32) match global 64, so the comparison proves nothing"
 
 AMPX_INJECT_NONFINITE_UPDATE=15@1 timeout -k 5 30 "$mpiexec" --oversubscribe -np 2 \
   -x AMPX_INJECT_NONFINITE_UPDATE "$ampx" train "$sgd" --quiet >"$work/out" 2>&1

@@ -26,10 +26,14 @@ typedef struct ampx_dist ampx_dist;
 /* Joins the job when this process was started by mpirun (or another PMI launcher) with more
  * than one rank; *out is NULL for a single process (a NULL ampx_dist is rank 0 of 1
  * everywhere below). Fails with one line when launched with several ranks by a build without
- * MPI, or when MPI cannot start. */
+ * MPI, when MPI cannot start, or when the launcher's variables (RANK, WORLD_SIZE, LOCAL_RANK
+ * as torchrun sets them; PMI_RANK, PMI_SIZE; OMPI_COMM_WORLD_*) disagree with what MPI
+ * gives this process (every rank then fails). */
 AMPX_API ampx_status ampx_dist_init(ampx_dist **out, char *err, size_t err_cap);
 AMPX_API int ampx_dist_rank(const ampx_dist *d);
 AMPX_API int ampx_dist_size(const ampx_dist *d);
+/* This rank's place among the ranks on its node (0 for a NULL d): the one to pick a device by. */
+AMPX_API int ampx_dist_local_rank(const ampx_dist *d);
 /* "mpi", or "none" in a build without MPI. */
 AMPX_API const char *ampx_dist_engine(void);
 /* Host milliseconds spent in the communicator (all-reduces, broadcasts, waits) so far. */

@@ -43,17 +43,21 @@ typedef struct ampx_memory_data {
 /* The run settings of a model ("train" in the JSON); the command line may change them
  * between ampx_model_load and ampx_trainer_create. */
 typedef struct ampx_train_config {
-    int64_t steps;         /* total optimizer steps (applied + skipped) of the run */
-    int64_t batch;         /* examples per micro-batch */
-    int64_t accumulate;    /* micro-batches per step */
-    uint64_t seed;         /* initialization, data generation and shuffling */
-    int64_t log_every;     /* steps between host reads of the record ring */
-    int64_t monitor_every; /* gradient-health monitor every N steps ("monitor"); 0: off */
-    int64_t eval_every;    /* steps between validation evaluations (0: only at the end) */
-    int skip_init;         /* 1: parameters start at zero, not drawn from the seed: the caller
-                              overwrites every one (ampx_trainer_init_from, ampx_trainer_load) */
-    int forensics;         /* 1: overflow forensics armed on every step ("forensics"; the
-                              steps the monitor scans are diagnosed in any case) */
+    int64_t steps;          /* total optimizer steps (applied + skipped) of the run */
+    int64_t batch;          /* examples per micro-batch */
+    int64_t accumulate;     /* micro-batches per step */
+    uint64_t seed;          /* initialization, data generation and shuffling */
+    int64_t log_every;      /* steps between host reads of the record ring */
+    int64_t monitor_every;  /* gradient-health monitor every N steps ("monitor"); 0: off */
+    int64_t eval_every;     /* steps between validation evaluations (0: only at the end) */
+    int skip_init;          /* 1: parameters start at zero, not drawn from the seed: the caller
+                               overwrites every one (ampx_trainer_init_from, ampx_trainer_load) */
+    const char *start_from; /* the checkpoint or weights the caller will load (NULL: none):
+                               data-parallel ranks compare its step and a digest of its bytes */
+    int zero;               /* 1: ZeRO stage 1 in a data-parallel run: each rank keeps and
+                               updates its shard of the optimizer state ("zero") */
+    int forensics;          /* 1: overflow forensics armed on every step ("forensics"; the
+                               steps the monitor scans are diagnosed in any case) */
 } ampx_train_config;
 
 /* Loads MODEL.json; policy_path (optional) is a JSON file whose "policy" and/or "scaler"
@@ -404,6 +408,13 @@ AMPX_API uint64_t ampx_trainer_ops_issued(const ampx_trainer *t);
 /* Backend ops the last step issued (the executor's nodes and the step's own ops). */
 AMPX_API uint64_t ampx_trainer_last_step_ops(const ampx_trainer *t);
 
+/* Bytes this rank holds for the parameters: f32 masters and working copies (*weights), and
+ * the optimizer state (*state: this rank's shard of it under train.zero 1). */
+AMPX_API void ampx_trainer_param_bytes(const ampx_trainer *t, uint64_t *weights, uint64_t *state);
+/* Under train.zero 1, every rank's shard of the optimizer state to rank 0, where the next
+ * ampx_trainer_save on rank 0 writes it from; every rank calls it (a collective) before rank
+ * 0 saves. Without ZeRO it does nothing. */
+AMPX_API ampx_status ampx_trainer_gather_state(ampx_trainer *t);
 /* Trainable tensors: parameters in a fixed order ("fc1.weight", "fc1.bias", ...). */
 AMPX_API int ampx_trainer_n_params(const ampx_trainer *t);
 AMPX_API const char *ampx_trainer_param_name(const ampx_trainer *t, int i);

@@ -524,9 +524,9 @@ static int parse_recompute(jctx *c, settings *m, const json_value *v) {
 }
 
 int train_parse(jctx *c, settings *m, const json_value *v) {
-    static const char *const keys[]   = {"steps",         "batch",     "accumulate", "seed",
-                                         "log_every",     "monitor",   "eval_every", "recompute",
-                                         "weight_copies", "forensics", NULL};
+    static const char *const keys[]   = {"steps",     "batch",         "accumulate", "seed",
+                                         "log_every", "monitor",       "eval_every", "recompute",
+                                         "forensics", "weight_copies", "zero",       NULL};
     static const char *const copies[] = {"auto", "keep", "cast", NULL};
     ampx_train_config *t              = &m->train;
     if (jkeys(c, v, keys) || parse_recompute(c, m, v) ||
@@ -542,6 +542,9 @@ int train_parse(jctx *c, settings *m, const json_value *v) {
         jint(c, v, "eval_every", 0, 0, INT32_MAX, &t->eval_every) ||
         jbool(c, v, "forensics", &t->forensics))
         return -1;
+    int64_t zero = t->zero;
+    if (jint(c, v, "zero", 0, 0, 1, &zero)) return -1;
+    t->zero = (int)zero;
     t->seed = (uint64_t)seed;
     return 0;
 }

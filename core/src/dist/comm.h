@@ -37,12 +37,22 @@ typedef struct dist_ops {
     void        (*finalize)         (ampx_dist *d);
     /* In-place largest of n f32 values of buf over all ranks (blocking): the fp8 amaxes. */
     ampx_status (*allreduce_max_f32)(ampx_dist *d, float *buf, uint64_t n);
+    /* In place: rank r's counts[r] f32 values at buf + displs[r] into every rank's buf
+     * (blocking; ZeRO-1's updated shards). */
+    ampx_status (*allgather_f32)    (ampx_dist *d, float *buf, const int *counts,
+                                     const int *displs);
+    /* to_root 1: every rank's counts[r] f32 values at mine into rank 0's full + displs[r]
+     * (a gather); 0: rank 0's full + displs[r] into rank r's mine (a scatter). full is read
+     * or written on rank 0 only. Blocking. */
+    ampx_status (*shards_f32)       (ampx_dist *d, float *full, float *mine, const int *counts,
+                                     const int *displs, int to_root);
 } dist_ops;
 // clang-format on
 
 struct ampx_dist {
     const char *name; /* "mpi" */
     int rank, size;
+    int local_rank; /* among the ranks on this node (MPI_COMM_TYPE_SHARED) */
     const dist_ops *ops;
     void *impl;
     double comm_ms; /* host time spent inside the communicator's calls */
@@ -54,7 +64,8 @@ struct ampx_dist {
 /* The MPI communicator (comm_mpi.c, built when CMake finds MPI): joins MPI_COMM_WORLD. */
 ampx_status dist_mpi_init(ampx_dist *d, char *err, size_t cap);
 /* 1 when this process was started by mpirun or another PMI launcher with more than one rank
- * (environment variables only: no MPI call is made). *size gets the launcher's count. */
+ * (environment variables only: no MPI call is made; torchrun's WORLD_SIZE counts too, and is
+ * refused at init without an MPI process manager). *size gets the launcher's count. */
 int dist_launched(int *size);
 
 /* Helpers over ops: each times itself into d->comm_ms and names the rank in d->error. */
@@ -64,6 +75,9 @@ ampx_status dist_iallreduce(ampx_dist *d, float *buf, uint64_t n);
 ampx_status dist_progress(ampx_dist *d);
 ampx_status dist_wait(ampx_dist *d);
 ampx_status dist_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int root);
+ampx_status dist_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs);
+ampx_status dist_shards(ampx_dist *d, float *full, float *mine, const int *counts,
+                        const int *displs, int to_root);
 
 // ---------------------------------------------------------------------------------------
 // NCCL (comm_nccl.c, built when nccl.h is found next to the CUDA toolkit): device buffers.

@@ -27,6 +27,9 @@ typedef struct mpi_impl {
     MPI_Request *hb_rreq, *hb_sreq;
     double deadline_s;
     int check; /* AMPX_DIST_CHECK=1: signatures compared before each collective */
+    /* AMPX_INJECT_COLLECTIVE=STEP[@RANK] (tests only): the first gradient all-reduce of step
+     * STEP is one value short on rank RANK (every rank without @RANK); -1: none */
+    int64_t skew_step, skew_rank;
 } mpi_impl;
 
 static double now_s(void) {
@@ -145,8 +148,9 @@ static ampx_status watch(ampx_dist *d, int n, MPI_Request *req, const char *what
  * count, step) against every other's, so ranks that call different collectives stop with
  * both sides named instead of waiting on each other. */
 static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
-    static const char *const kinds[] = {"an all-reduce", "a broadcast", "a barrier",
-                                        "a MAX all-reduce"};
+    static const char *const kinds[] = {"an all-reduce",    "a broadcast",   "a barrier",
+                                        "a MAX all-reduce", "an all-gather", "a gather",
+                                        "a scatter"};
     mpi_impl *m                      = d->impl;
     if (!m->check) return AMPX_OK;
     int64_t mine[3] = {kind, (int64_t)count, d->step};
@@ -162,7 +166,7 @@ static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
     for (int p = 0; !st && p < d->size; p++) {
         const int64_t *o = all + 3 * p;
         if (o[0] == mine[0] && o[1] == mine[1] && o[2] == mine[2]) continue;
-        int ok = o[0] >= 0 && o[0] < 4;
+        int ok = o[0] >= 0 && o[0] < 7;
         err_set(ERR(d->error, sizeof d->error),
                 "the ranks call different collectives: rank %d %s of %lld at step %lld, rank %d "
                 "%s of %lld at step %lld",
@@ -178,7 +182,11 @@ static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
 // The collectives. MPI counts are int: more than 2^30 values go in pieces.
 
 static ampx_status mpi_iallreduce(ampx_dist *d, float *buf, uint64_t n) {
-    mpi_impl *m    = d->impl;
+    mpi_impl *m = d->impl;
+    /* the test hook: this rank's collective made another size than its peers' (once) */
+    if (m->skew_step >= 0 && d->step == m->skew_step && n > 1 &&
+        (m->skew_rank < 0 || m->skew_rank == d->rank))
+        n--, m->skew_step = -1;
     ampx_status st = check_signature(d, 0, n);
     if (st) return st;
     for (uint64_t at = 0; at < n;) {
@@ -251,6 +259,47 @@ static ampx_status mpi_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int ro
     return st;
 }
 
+/* The all-gather of every rank's shard, in place, under the watchdog; the signature's size
+ * is the total. */
+static ampx_status mpi_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs) {
+    mpi_impl *m    = d->impl;
+    uint64_t total = 0;
+    for (int p = 0; p < d->size; p++)
+        total += (uint64_t)counts[p];
+    ampx_status st = check_signature(d, 4, total);
+    if (st) return st;
+    MPI_Request r;
+    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
+                             m->comm, &r);
+    return rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Iallgatherv")
+                             : watch(d, 1, &r, "the ZeRO-1 all-gather");
+}
+
+/* ZeRO-1's checkpoints: the shards to rank 0 (a gather) or from it (a scatter). Rank 0's
+ * own shard is copied, not sent. */
+static ampx_status mpi_shards(ampx_dist *d, float *full, float *mine, const int *counts,
+                              const int *displs, int to_root) {
+    mpi_impl *m    = d->impl;
+    uint64_t total = 0;
+    for (int p = 0; p < d->size; p++)
+        total += (uint64_t)counts[p];
+    ampx_status st = check_signature(d, to_root ? 5 : 6, total);
+    if (st) return st;
+    MPI_Request r;
+    int root = d->rank == 0, rc;
+    if (to_root) {
+        if (root) memcpy(full + displs[0], mine, sizeof *mine * (size_t)counts[0]);
+        rc = MPI_Igatherv(root ? MPI_IN_PLACE : mine, counts[d->rank], MPI_FLOAT, full, counts,
+                          displs, MPI_FLOAT, 0, m->comm, &r);
+    } else {
+        if (root) memcpy(mine, full + displs[0], sizeof *mine * (size_t)counts[0]);
+        rc = MPI_Iscatterv(full, counts, displs, MPI_FLOAT, root ? MPI_IN_PLACE : mine,
+                           counts[d->rank], MPI_FLOAT, 0, m->comm, &r);
+    }
+    if (rc != MPI_SUCCESS) return mpi_fail(d, rc, to_root ? "MPI_Igatherv" : "MPI_Iscatterv");
+    return watch(d, 1, &r, to_root ? "the ZeRO-1 gather" : "the ZeRO-1 scatter");
+}
+
 static ampx_status mpi_barrier(ampx_dist *d) {
     mpi_impl *m    = d->impl;
     ampx_status st = check_signature(d, 2, 0);
@@ -302,7 +351,9 @@ static const dist_ops mpi_ops = {.allreduce_sum_f32  = mpi_allreduce,
                                  .barrier            = mpi_barrier,
                                  .abort              = mpi_abort,
                                  .finalize           = mpi_finalize,
-                                 .allreduce_max_f32  = mpi_allreduce_max};
+                                 .allreduce_max_f32  = mpi_allreduce_max,
+                                 .allgather_f32      = mpi_allgather,
+                                 .shards_f32         = mpi_shards};
 
 /* The watchdog's state: AMPX_DIST_TIMEOUT (seconds, default 30), AMPX_DIST_CHECK, the
  * heartbeats' communicator and one receive posted per peer. */
@@ -315,13 +366,22 @@ static int watchdog_init(mpi_impl *m, int rank, int size, char *err, size_t cap)
         err_set(ERR(err, cap), "AMPX_DIST_TIMEOUT=%.40s: expected seconds, more than 0", t);
         return -1;
     }
-    m->check   = c && !strcmp(c, "1");
-    m->hb_in   = calloc((size_t)size, sizeof *m->hb_in);
-    m->hb_out  = calloc((size_t)size, sizeof *m->hb_out);
-    m->seen    = calloc((size_t)size, sizeof *m->seen);
-    m->heard   = calloc((size_t)size, sizeof *m->heard);
-    m->hb_rreq = malloc((size_t)size * sizeof *m->hb_rreq);
-    m->hb_sreq = malloc((size_t)size * sizeof *m->hb_sreq);
+    m->check      = c && !strcmp(c, "1");
+    const char *k = getenv("AMPX_INJECT_COLLECTIVE");
+    long long ks = -1, kr = -1;
+    if (k && *k && (sscanf(k, "%lld@%lld", &ks, &kr) < 1 || ks < 1)) {
+        err_set(ERR(err, cap),
+                "AMPX_INJECT_COLLECTIVE=%.40s: expected STEP or STEP@RANK, STEP >= 1", k);
+        return -1;
+    }
+    m->skew_step = k && *k ? ks : -1;
+    m->skew_rank = kr;
+    m->hb_in     = calloc((size_t)size, sizeof *m->hb_in);
+    m->hb_out    = calloc((size_t)size, sizeof *m->hb_out);
+    m->seen      = calloc((size_t)size, sizeof *m->seen);
+    m->heard     = calloc((size_t)size, sizeof *m->heard);
+    m->hb_rreq   = malloc((size_t)size * sizeof *m->hb_rreq);
+    m->hb_sreq   = malloc((size_t)size * sizeof *m->hb_sreq);
     if (!m->hb_in || !m->hb_out || !m->seen || !m->heard || !m->hb_rreq || !m->hb_sreq) {
         err_set(ERR(err, cap), "out of memory");
         return -1;
@@ -352,6 +412,13 @@ ampx_status dist_mpi_init(ampx_dist *d, char *err, size_t cap) {
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->comm, &d->rank);
     MPI_Comm_size(m->comm, &d->size);
+    /* the local rank: this rank's place among those sharing its node's memory */
+    MPI_Comm node;
+    if (MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_rank(node, &d->local_rank);
+        MPI_Comm_free(&node);
+    }
     if (watchdog_init(m, d->rank, d->size, err, cap)) {
         hb_free(m, d->rank, d->size);
         MPI_Comm_free(&m->comm);

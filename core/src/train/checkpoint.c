@@ -39,6 +39,8 @@ typedef struct ck_tensor {
     int ndim;
     uint64_t bytes;
     ampx_buffer *buf;  /* NULL: the scalars block */
+    float *host;       /* ZeRO-1's optimizer state, staged whole on rank 0: read and written
+                          here instead of buf (which holds the shard) */
     int nonneg;        /* values must be >= 0 (Adam's second moment) */
     uint64_t positive; /* the first `positive` values must be > 0 (the fp8 scales) */
     int skip;          /* optimizer state a sampler does not hold: in the file, not read */
@@ -78,11 +80,13 @@ static int ck_list(ampx_trainer *t, ck_tensor *out) {
             snprintf(out[n++].name, sizeof b.name, "ampx.copy.%s", p->name);
         }
         ampx_buffer *sb[2] = {p->s1, p->s2};
+        float *full[2]     = {p->s1_full, p->s2_full};
         int has[2]         = {t->m->cfg.opt.kind == OPT_ADAMW || t->m->cfg.opt.momentum != 0,
                               t->m->cfg.opt.kind == OPT_ADAMW};
         for (int k = 0; k < 2; k++)
             if ((sb[k] || (t->inference && has[k])) && state[adam][k]) {
                 out[n] = b, out[n].buf = sb[k], out[n].nonneg = adam && k == 1;
+                out[n].host = t->zero ? full[k] : NULL;
                 out[n].skip = !sb[k];
                 snprintf(out[n++].name, sizeof b.name, "ampx.%s.%s", state[adam][k], p->name);
             }
@@ -189,11 +193,25 @@ static void keeper_json(const ampx_keeper *k, sbuf *h) {
                   (long long)k->best_step);
 }
 
-ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
+/* A trainer with no whole state to write: a sampler's, or one rank's shard under ZeRO-1. */
+static ampx_status save_refused(const ampx_trainer *t, const char *path, char *err, size_t cap) {
     if (t->inference) {
         err_set(ERR(err, cap), "%s: a sampler or predictor holds no optimizer state to save", path);
         return AMPX_ERR_INVALID;
     }
+    if (t->zero && t->dp.rank != 0) {
+        err_set(ERR(err, cap),
+                "not writing %s: under train.zero 1 rank 0 writes the checkpoints (the state is "
+                "gathered there), not rank %d",
+                path, t->dp.rank);
+        return AMPX_ERR_UNSUPPORTED;
+    }
+    return AMPX_OK;
+}
+
+ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
+    ampx_status st = save_refused(t, path, err, cap);
+    if (st) return st;
     ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 2));
     if (!ts) {
         err_set(ERR(err, cap), "%s: out of memory", path);
@@ -201,7 +219,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
     }
     int n = ck_list(t, ts);
     ampx_scalars sc;
-    ampx_status st = ampx_trainer_scalars(t, &sc);
+    st = ampx_trainer_scalars(t, &sc);
     if (st) {
         err_set(ERR(err, cap), "%s: %s", path, t->error);
         free(ts);
@@ -226,6 +244,9 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
               t->m->cfg.opt.kind == OPT_ADAMW ? "adamw" : "sgd",
               (unsigned long long)t->m->cfg.train.seed);
     keeper_json(&t->keeper, &h);
+    /* how the run that wrote it read its data: a resume with another global batch is noted */
+    sb_printf(&h, ",\"ranks\":\"%d\",\"batch\":\"%lld\",\"accumulate\":\"%lld\"", t->dp.world,
+              (long long)t->B, (long long)t->A);
     if (t->fp8) sb_printf(&h, ",\"fp8_layout\":\"%016llx\"", (unsigned long long)fp8_layout(t));
     sb_printf(&h, "}");
     uint64_t off = 0;
@@ -271,7 +292,9 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
             bad = 1;
             break;
         }
-        if (ts[i].buf)
+        if (ts[i].host)
+            memcpy(data, ts[i].host, ts[i].bytes);
+        else if (ts[i].buf)
             st = t->ifc->buffer_read(t->ctx, ts[i].buf, 0, data, ts[i].bytes);
         else
             memcpy(data, &sc, sizeof sc);
@@ -326,6 +349,31 @@ static ampx_status meta_float(ck_reader *r, const json_value *meta, const char *
     if (!*s || *end || errno || !isfinite(v) || (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')))
         return st_bad(r, "__metadata__.%s \"%.40s\" is not a finite number", key, s);
     *out = (float)v;
+    return AMPX_OK;
+}
+
+/* A checkpoint's ranks, per-rank batch and accumulation ("ranks", "batch", "accumulate";
+ * none in one written before them) against this run's: another number of ranks with the same
+ * global batch continues the run; another global batch or accumulation reads other examples
+ * in each step, which the notice says. */
+static ampx_status meta_batch(ck_reader *r, ampx_trainer *t, const json_value *meta) {
+    int64_t n, b, a;
+    if (!meta_str(meta, "ranks") && !meta_str(meta, "batch") && !meta_str(meta, "accumulate"))
+        return AMPX_OK;
+    if (meta_int(r, meta, "ranks", 1, 1 << 24, &n) ||
+        meta_int(r, meta, "batch", 1, INT32_MAX, &b) ||
+        meta_int(r, meta, "accumulate", 1, INT32_MAX, &a))
+        return AMPX_ERR_INVALID;
+    int64_t now = t->B * t->dp.world;
+    if (n * b == now && a == t->A) return AMPX_OK;
+    size_t at = strlen(t->notice);
+    snprintf(t->notice + at, sizeof t->notice - at,
+             "%s%s was written by %lld rank%s x batch %lld x %lld micro-batch%s (%lld examples a "
+             "step); this run trains %d x %lld x %lld (%lld a step): from here on it reads other "
+             "examples than that run would have",
+             at ? "; " : "", r->name, (long long)n, n == 1 ? "" : "s", (long long)b, (long long)a,
+             a == 1 ? "" : "es", (long long)(n * b * a), t->dp.world, (long long)t->B,
+             (long long)t->A, (long long)(now * t->A));
     return AMPX_OK;
 }
 
@@ -595,7 +643,10 @@ static ampx_status write_tensor(ck_reader *r, ampx_trainer *t, const ck_source *
         uint64_t len           = c->bytes - off < CK_CHUNK ? c->bytes - off : CK_CHUNK;
         const unsigned char *p = ck_span(s, at + off, len);
         if (!p) return st_bad(r, "read error");
-        st = t->ifc->buffer_write(t->ctx, c->buf, off, p, len);
+        if (c->host) /* ZeRO-1: staged; ampx_trainer_sync hands each rank its shard */
+            memcpy((unsigned char *)c->host + off, p, len);
+        else
+            st = t->ifc->buffer_write(t->ctx, c->buf, off, p, len);
     }
     return st ? st_bad(r, "%s", ampx_backend_last_error(t->be)) : AMPX_OK;
 }
@@ -612,6 +663,13 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
         goto out;
     }
     const json_value *meta = json_get(root, "__metadata__");
+    if (t->zero && t->dp.rank != 0) {
+        st = st_bad(r,
+                    "under train.zero 1 rank 0 reads the checkpoint and hands each rank its "
+                    "shard, not rank %d",
+                    t->dp.rank);
+        goto out;
+    }
     if ((st = check_identity(r, t, meta))) goto out;
     st = AMPX_ERR_INVALID;
     int64_t step, seed;
@@ -620,7 +678,7 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
         goto out;
     int n = ck_list(t, ts), derived = 0;
     t->notice[0] = 0;
-    if (ck_match(r, t, root, ts, n, at, &derived)) goto out;
+    if (ck_match(r, t, root, ts, n, at, &derived) || meta_batch(r, t, meta)) goto out;
     ampx_scalars saved;
     memset(&saved, 0, sizeof saved);
     for (int i = 0; i < n; i++) /* every restored value, before anything reaches the device */

@@ -23,6 +23,7 @@
 #include "dist/comm.h"
 #include "graph/ops.h"
 #include "obs/trace.h"
+#include "train/safetensors.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -69,6 +70,7 @@ enum {
     H_OPTIMIZER,
     H_TRAIN,
     H_START,
+    H_CKPT,
     H_DATA,
     H_PATHS,
     H_CONTENTS,
@@ -84,6 +86,7 @@ static const char *const part_names[H_COUNT] = {
     "optimizer settings",
     "training settings (steps, batch, accumulation, seed, intervals)",
     "start: --resume or --init-from on some ranks only",
+    "checkpoint (--resume or --init-from: its step and bytes)",
     "data settings",
     "data file paths",
     "data files' contents (the same paths, other bytes)",
@@ -107,6 +110,37 @@ static uint64_t file_digest(uint64_t h, const char *path) {
     }
     fclose(f);
     return h;
+}
+
+/* The checkpoint or weights a run starts from (--resume, --init-from): the step its
+ * __metadata__ names (-1: none, or not an ampx checkpoint) and a digest of its bytes. A rank
+ * that cannot open the file has none (read = 0): rank 0 alone loads it, so it need only be
+ * on rank 0's machine. */
+typedef struct ck_sign {
+    int64_t step;
+    uint64_t digest;
+    int64_t read;
+} ck_sign;
+
+static ck_sign start_sign(const char *path) {
+    ck_sign k = {.step = -1, .digest = 0, .read = 0};
+    FILE *f   = path ? fopen(path, "rb") : NULL;
+    if (!f) return k;
+    fclose(f);
+    k.read           = 1;
+    k.digest         = file_digest(0xCBF29CE484222325ull, path);
+    json_value *root = NULL;
+    uint64_t at, len;
+    char err[256];
+    if (st_open(path, &f, &root, &at, &len, err, sizeof err) == AMPX_OK) {
+        const json_value *meta = json_get(root, "__metadata__");
+        const char *step       = meta ? meta_str(meta, "step") : NULL;
+        int64_t v;
+        if (step && parse_dec(step, 0, INT64_MAX, &v)) k.step = v;
+        fclose(f);
+    }
+    json_free(root);
+    return k;
 }
 
 static uint64_t str_hash(uint64_t h, const char *s) {
@@ -199,18 +233,36 @@ static void joined_paths(const data_config *d, char *out, size_t cap) {
             at += snprintf(out + at, cap - (size_t)at, "%s%s", at ? " " : "", paths[i]);
 }
 
-static ampx_status refuse(dp_state *dp, const settings *cfg, int part, const char *first_paths) {
-    char mine[512];
-    joined_paths(&cfg->data, mine, sizeof mine);
-    if (part == H_PATHS)
-        err_set(dp->err, "rank %d reads other data files than rank 0: %s here, %s on rank 0",
-                dp->rank, mine, first_paths);
+/* "step 25, digest 0123456789abcdef" (or "no step, ..."), for the refusal's words. */
+static void sign_text(const ck_sign *k, char *out, size_t cap) {
+    if (k->step >= 0)
+        snprintf(out, cap, "step %lld, digest %016llx", (long long)k->step,
+                 (unsigned long long)k->digest);
     else
+        snprintf(out, cap, "no step, digest %016llx", (unsigned long long)k->digest);
+}
+
+static ampx_status refuse(dp_state *dp, const settings *cfg, int part, const char *first_paths,
+                          const ck_sign *mine, const ck_sign *first) {
+    char paths[512], a[64], b[64];
+    joined_paths(&cfg->data, paths, sizeof paths);
+    if (part == H_PATHS) {
+        err_set(dp->err, "rank %d reads other data files than rank 0: %s here, %s on rank 0",
+                dp->rank, paths, first_paths);
+    } else if (part == H_CKPT) {
+        sign_text(mine, a, sizeof a), sign_text(first, b, sizeof b);
+        err_set(dp->err,
+                "rank %d's checkpoint %s is not rank 0's: %s here, %s on rank 0 (give every "
+                "rank the same --resume or --init-from file, or have it on rank 0's machine "
+                "only)",
+                dp->rank, cfg->train.start_from, a, b);
+    } else {
         err_set(dp->err,
                 "rank %d's %s differs from rank 0's: every rank must start the same ampx with "
                 "the same model file, policy, data, options and AMPX_BUCKET_KB and "
                 "AMPX_DIST_PATH",
                 dp->rank, part_names[part]);
+    }
     return AMPX_ERR_INVALID;
 }
 
@@ -218,22 +270,27 @@ ampx_status dp_join(dp_state *dp, const settings *cfg, const g_graph *g,
                     const ampx_scalars *fresh) {
     uint64_t mine[H_COUNT], first[H_COUNT];
     char paths[512] = "";
+    ck_sign ck = start_sign(cfg->train.start_from), ck0 = ck;
     run_hash(dp, cfg, g, fresh, mine);
+    mine[H_CKPT] = fnv(fnv(mine[H_CKPT], &ck.step, sizeof ck.step), &ck.digest, sizeof ck.digest);
     memcpy(first, mine, sizeof mine);
     if (dp->rank == 0) joined_paths(&cfg->data, paths, sizeof paths);
     ampx_status st = dist_broadcast(dp->dist, first, sizeof first, 0);
     if (!st) st = dist_broadcast(dp->dist, paths, sizeof paths, 0);
+    if (!st) st = dist_broadcast(dp->dist, &ck0, sizeof ck0, 0);
     if (st) return comm_fail(dp, st);
     paths[sizeof paths - 1] = 0;
-    int part                = -1, bad;
+    /* a file only one side can open is not compared: rank 0 alone loads it */
+    if (!ck.read || !ck0.read) mine[H_CKPT] = first[H_CKPT];
+    int part = -1, bad;
     for (int i = 0; i < H_COUNT && part < 0; i++)
         if (mine[i] != first[i]) part = i;
     if ((st = count_ranks(dp, part >= 0, &bad))) return st;
     if (!bad) return AMPX_OK;
-    if (part >= 0) return refuse(dp, cfg, part, paths);
+    if (part >= 0) return refuse(dp, cfg, part, paths, &ck, &ck0);
     err_set(dp->err,
-            "%d of %d ranks run another model, policy, data, settings or ampx version than rank "
-            "%d: refused",
+            "%d of %d ranks run another model, policy, data, settings, checkpoint or ampx "
+            "version than rank %d: refused",
             bad, dp->world, dp->rank);
     return AMPX_ERR_INVALID;
 }
@@ -422,6 +479,46 @@ ampx_status dp_finish(dp_state *dp) {
 const char *dp_path_name(const dp_state *dp) {
     static const char *const names[] = {"host copy", "host memory in place", "NCCL"};
     return dp->world > 1 ? names[dp->path] : "";
+}
+
+// ---------------------------------------------------------------------------------------
+// ZeRO stage 1: the optimizer state sharded
+
+void dp_shard(uint64_t n, int rank, int world, uint64_t *lo, uint64_t *count) {
+    uint64_t r = (uint64_t)rank, w = (uint64_t)world;
+    uint64_t hi = r + 1 == w ? n : n * (r + 1) / w / 16 * 16;
+    *lo         = n * r / w / 16 * 16;
+    *count      = hi - *lo;
+}
+
+/* Every rank's shard bounds of n values as MPI's counts and displacements. */
+static ampx_status shard_table(dp_state *dp, uint64_t n, int *counts, int *displs) {
+    if (dp->world > DP_MAX_RANKS || n > (uint64_t)INT32_MAX) {
+        err_set(dp->err, "ZeRO-1 takes at most %d ranks and %d values per parameter", DP_MAX_RANKS,
+                INT32_MAX);
+        return AMPX_ERR_UNSUPPORTED;
+    }
+    for (int r = 0; r < dp->world; r++) {
+        uint64_t lo, count;
+        dp_shard(n, r, dp->world, &lo, &count);
+        counts[r] = (int)count, displs[r] = (int)lo;
+    }
+    return AMPX_OK;
+}
+
+ampx_status dp_gather_shards(dp_state *dp, float *host, uint64_t n) {
+    int counts[DP_MAX_RANKS], displs[DP_MAX_RANKS];
+    ampx_status st = shard_table(dp, n, counts, displs);
+    if (!st && (st = dist_allgather(dp->dist, host, counts, displs))) st = comm_fail(dp, st);
+    return st;
+}
+
+ampx_status dp_move_shards(dp_state *dp, float *full, float *mine, uint64_t n, int to_root) {
+    int counts[DP_MAX_RANKS], displs[DP_MAX_RANKS];
+    ampx_status st = shard_table(dp, n, counts, displs);
+    if (!st && (st = dist_shards(dp->dist, full, mine, counts, displs, to_root)))
+        st = comm_fail(dp, st);
+    return st;
 }
 
 // ---------------------------------------------------------------------------------------

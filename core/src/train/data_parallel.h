@@ -19,6 +19,7 @@
 
 #define GRAD_MAX_PARAMS 1024
 #define GRAD_MAX_BUCKETS 512
+#define DP_MAX_RANKS 4096 /* ZeRO-1's all-gather counts */
 
 /* A bucket of the gradient all-reduce: a byte range of the gradient arena, started once the
  * last backward node writing into it has run. */
@@ -65,6 +66,17 @@ typedef struct dp_state {
 } dp_state;
 
 void dp_init(dp_state *dp, ampx_dist *dist, call_ctx *call, char *err, size_t cap);
+/* ZeRO-1's shard of a tensor of n elements on rank `rank` of `world`: elements [*lo, *lo +
+ * *count), the bounds n r / N rounded down to 16 elements (64 bytes: kernels' vectors start
+ * aligned), the last rank taking the rest. */
+void dp_shard(uint64_t n, int rank, int world, uint64_t *lo, uint64_t *count);
+/* Every rank's shard of the n f32 values at host (its own updated, the others stale) into
+ * every rank's host: the all-gather after a ZeRO-1 update. */
+ampx_status dp_gather_shards(dp_state *dp, float *host, uint64_t n);
+/* to_root 1: every rank's shard (mine) of n values into rank 0's full; 0: rank 0's full
+ * into every rank's shard. full is rank 0's alone (NULL elsewhere). */
+ampx_status dp_move_shards(dp_state *dp, float *full, float *mine, uint64_t n, int to_root);
+
 /* Refuses ranks running another model, settings, graph or ampx than rank 0. fresh: the
  * scalars block of a fresh run (the scaler and schedule configuration). */
 ampx_status dp_join(dp_state *dp, const settings *cfg, const g_graph *g, const ampx_scalars *fresh);

@@ -47,14 +47,15 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
     float wd[TR_MAX_PARAMS];
     for (int i = 0; i < t->n_params; i++) {
         param *p = &t->params[i];
-        pt[i]    = tr_tensor(p->master, 0, AMPX_F32);
-        gt[i]    = tr_tensor(p->grad, p->grad_off, AMPX_F32);
-        s1[i]    = tr_tensor(p->s1, 0, AMPX_F32);
-        s2[i]    = tr_tensor(p->s2, 0, AMPX_F32);
-        cp[i]    = p->copy_dtype != AMPX_F32 ? tr_tensor(p->copy, 0, p->copy_dtype)
-                                             : tr_tensor(NULL, 0, AMPX_BF16);
-        ns[i]    = p->n;
-        wd[i]    = p->wd;
+        /* this rank's shard under ZeRO-1 (its copies are cast after the gather), else all */
+        pt[i] = tr_tensor(p->master, p->lo * 4, AMPX_F32);
+        gt[i] = tr_tensor(p->grad, p->grad_off + p->lo * 4, AMPX_F32);
+        s1[i] = tr_tensor(p->s1, 0, AMPX_F32);
+        s2[i] = tr_tensor(p->s2, 0, AMPX_F32);
+        cp[i] = p->copy_dtype != AMPX_F32 && !t->zero ? tr_tensor(p->copy, 0, p->copy_dtype)
+                                                      : tr_tensor(NULL, 0, AMPX_BF16);
+        ns[i] = p->shard;
+        wd[i] = p->wd;
     }
     ampx_tensor_list params = {.count = (uint32_t)t->n_params, .tensors = pt, .n_elems = ns};
     uint64_t seed           = ampx_hash32(t->m->cfg.train.seed, (uint64_t)t->step) * 0x100000001ull;
@@ -188,6 +189,33 @@ ampx_status tr_step_update(ampx_trainer *t) {
     return update_ops(t, next_slot(t), 0);
 }
 
+/* ZeRO-1, after the update: every rank's shard of the masters to every rank, then the
+ * working copies cast from them (to nearest, as the update would have written them). A
+ * skipped step changed no shard, and the gather then moves the same bytes. */
+static ampx_status zero_gather(ampx_trainer *t) {
+    uint64_t most = 0;
+    for (int i = 0; i < t->n_params; i++)
+        if (t->params[i].n > most) most = t->params[i].n;
+    float *host = malloc(most * 4 + 4);
+    if (!host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    ampx_status st = AMPX_OK;
+    for (int i = 0; i < t->n_params && !st; i++) {
+        param *p = &t->params[i];
+        st = tr_check(t, t->ifc->buffer_read(t->ctx, p->master, 0, host, p->n * 4), "buffer_read");
+        if (!st) st = dp_gather_shards(&t->dp, host, p->n);
+        if (!st)
+            st = tr_check(t, t->ifc->buffer_write(t->ctx, p->master, 0, host, p->n * 4),
+                          "buffer_write");
+        ampx_cast_args c = {.size = sizeof c,
+                            .n    = p->n,
+                            .src  = tr_tensor(p->master, 0, AMPX_F32),
+                            .dst  = tr_tensor(p->copy, 0, p->copy_dtype)};
+        if (!st && p->copy_dtype != AMPX_F32) st = tr_step_op(t, AMPX_OP_CAST, &c);
+    }
+    free(host);
+    return st;
+}
+
 static ampx_status step_ops(ampx_trainer *t) {
     ampx_status st;
     int64_t ring_at = (t->step - t->ring.first) % t->K;
@@ -206,7 +234,7 @@ static ampx_status step_ops(ampx_trainer *t) {
     /* the mean gradient of all ranks, before anything reads the gradients */
     if (dp && (st = dp_finish(&t->dp))) return st;
     if (!dp && t->step + 1 == t->inject.grad_step && (st = inject_grad(t))) return st;
-    if ((st = update_ops(t, slot, mon))) return st;
+    if ((st = update_ops(t, slot, mon)) || (t->zero && (st = zero_gather(t)))) return st;
     if (t->step + 1 == t->inject.update_step && (st = inject_update(t))) return st;
     st = tr_check(t,
                   t->ifc->buffer_copy(t->ctx, t->ring.buf, slot + SLOT_SCALARS, t->scalars, 0,

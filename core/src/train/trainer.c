@@ -61,6 +61,12 @@ static ampx_status cast_copy(ampx_trainer *t, const param *p) {
     return tr_step_op(t, AMPX_OP_CAST, &c);
 }
 
+/* ZeRO-1: this rank's shard of the parameter (dp_shard); without ZeRO all of it. */
+static void zero_shard(const ampx_trainer *t, param *p) {
+    p->lo = 0, p->shard = p->n;
+    if (t->zero) dp_shard(p->n, t->dp.rank, t->dp.world, &p->lo, &p->shard);
+}
+
 static ampx_status add_param(ampx_trainer *t, int v) {
     const ampx_model *m = t->m;
     const g_value *val  = &t->g.values[v];
@@ -72,11 +78,12 @@ static ampx_status add_param(ampx_trainer *t, int v) {
     p->ndim  = val->ndim;
     for (int i = 0; i < val->ndim; i++)
         p->dims[i] = (uint64_t)val->dims[i];
-    p->wd          = val->decay ? m->cfg.opt.weight_decay : 0;
-    p->copy_dtype  = val->copy >= 0 ? t->g.values[val->copy].dtype : AMPX_F32;
-    uint64_t bytes = p->n * 4;
+    p->wd         = val->decay ? m->cfg.opt.weight_decay : 0;
+    p->copy_dtype = val->copy >= 0 ? t->g.values[val->copy].dtype : AMPX_F32;
+    zero_shard(t, p);
+    uint64_t bytes = (p->shard ? p->shard : 1) * 4; /* the optimizer state: this rank's shard */
     ampx_status st;
-    if ((st = tr_alloc_zero(t, bytes, &p->master))) return st; /* the gradient: grad_arena() */
+    if ((st = tr_alloc_zero(t, p->n * 4, &p->master))) return st; /* the gradient: grad_arena() */
     /* a sampler or predictor holds no optimizer state (nor gradients) */
     if (!t->inference && (m->cfg.opt.kind == OPT_ADAMW || m->cfg.opt.momentum != 0))
         if ((st = tr_alloc_zero(t, bytes, &p->s1))) return st;
@@ -285,7 +292,8 @@ void init_scalars(const ampx_model *m, ampx_scalars *s) {
  * untrusted and their products may not fit 64 bits. */
 static ampx_status check_memory(ampx_trainer *t, const data_request *req) {
     const ampx_model *m = t->m;
-    double per_elem     = 8 + (m->cfg.opt.kind == OPT_ADAMW ? 8 : m->cfg.opt.momentum != 0 ? 4 : 0);
+    double state        = m->cfg.opt.kind == OPT_ADAMW ? 8 : m->cfg.opt.momentum != 0 ? 4 : 0;
+    double per_elem     = 8 + state / (t->zero ? t->dp.world : 1); /* ZeRO-1: a shard */
     double device = 0, host = 0;
     for (int v = 0; v < t->g.n_values; v++) {
         const g_value *val = &t->g.values[v];
@@ -460,6 +468,24 @@ static ampx_status create_device(ampx_trainer *t) {
     return forensics_setup(t);
 }
 
+/* ZeRO-1, rank 0: host memory for the whole optimizer state, where checkpoints are written
+ * from and read into (ampx_trainer_gather_state, ampx_trainer_sync move the shards). */
+static ampx_status zero_stage(ampx_trainer *t) {
+    if (!t->zero || t->dp.rank != 0) return AMPX_OK;
+    uint64_t total = 1;
+    for (int i = 0; i < t->n_params; i++)
+        total += t->params[i].n * (uint64_t)(!!t->params[i].s1 + !!t->params[i].s2);
+    if (!(t->zero_full = calloc(total, sizeof(float))))
+        return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for the optimizer state's staging");
+    float *at = t->zero_full;
+    for (int i = 0; i < t->n_params; i++) {
+        param *p = &t->params[i];
+        if (p->s1) p->s1_full = at, at += p->n;
+        if (p->s2) p->s2_full = at, at += p->n;
+    }
+    return AMPX_OK;
+}
+
 static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx_trainer **out,
                           char *err, size_t err_cap, int inference) {
     *out            = NULL;
@@ -484,8 +510,17 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
     t->inference          = inference;
     call_init(&t->call, be, t->error, sizeof t->error);
     dp_init(&t->dp, dist, &t->call, t->error, sizeof t->error);
+    t->zero = !inference && m->cfg.train.zero && t->dp.world > 1;
     ampx_status st;
-    if ((st = create_graph(t)) || (st = create_data(t)) || (st = create_device(t))) goto fail;
+    if (t->zero && m->cfg.opt.stochastic_rounding) {
+        st = tr_fail(t, AMPX_ERR_UNSUPPORTED,
+                     "train.zero 1 with optimizer.stochastic_rounding: not supported (the working "
+                     "copies are cast from the gathered masters, to nearest)");
+        goto fail;
+    }
+    if ((st = create_graph(t)) || (st = create_data(t)) || (st = create_device(t)) ||
+        (st = zero_stage(t)))
+        goto fail;
     /* every rank starts from rank 0's parameters */
     if (t->dp.world > 1 && ((st = dp_setup(&t->dp, &t->grads)) || (st = ampx_trainer_sync(t))))
         goto fail;
@@ -519,6 +554,7 @@ ampx_status ampx_trainer_create_predictor(ampx_model *m, ampx_backend *be, ampx_
 
 void ampx_trainer_free(ampx_trainer *t) {
     if (!t) return;
+    free(t->zero_full);
     if (t->ctx) t->ifc->synchronize(t->ctx);
     timeline_free(t);
     forensics_free(t);
@@ -583,6 +619,15 @@ void ampx_trainer_memory(const ampx_trainer *t, uint64_t *peak, uint64_t *unplan
     *unplanned = t->plan.unplanned_bytes;
 }
 
+void ampx_trainer_param_bytes(const ampx_trainer *t, uint64_t *weights, uint64_t *state) {
+    *weights = *state = 0;
+    for (int i = 0; i < t->n_params; i++) {
+        const param *p = &t->params[i];
+        *weights += p->n * 4 + (p->copy ? p->n * 2 : 0);
+        *state += (p->s1 ? p->shard * 4 : 0) + (p->s2 ? p->shard * 4 : 0);
+    }
+}
+
 int ampx_trainer_n_params(const ampx_trainer *t) {
     return t->n_params;
 }
@@ -606,7 +651,7 @@ static ampx_buffer *param_buf(ampx_trainer *t, int i, int what) {
 }
 
 ampx_status ampx_trainer_get(ampx_trainer *t, int i, int what, float *host) {
-    ampx_buffer *b = param_buf(t, i, what);
+    ampx_buffer *b = t->zero && what >= 2 ? NULL : param_buf(t, i, what);
     if (!b) return tr_fail(t, AMPX_ERR_INVALID, "no tensor %d/%d", i, what);
     uint64_t off = what == 1 ? t->params[i].grad_off : 0;
     return tr_check(t, t->ifc->buffer_read(t->ctx, b, off, host, t->params[i].n * 4),
@@ -614,7 +659,7 @@ ampx_status ampx_trainer_get(ampx_trainer *t, int i, int what, float *host) {
 }
 
 ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const float *host) {
-    ampx_buffer *b = param_buf(t, i, what);
+    ampx_buffer *b = t->zero && what >= 2 ? NULL : param_buf(t, i, what);
     if (!b) return tr_fail(t, AMPX_ERR_INVALID, "no tensor %d/%d", i, what);
     t->kv.len = 0; /* new weights: nothing cached holds */
     param *p  = &t->params[i];
@@ -627,6 +672,43 @@ ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const float *host
 
 // ---------------------------------------------------------------------------------------
 // Data-parallel runs (the all-reduce itself is data_parallel.c's)
+
+/* Rank 0's optimizer state tensor of n values to every rank: the whole of it, or under
+ * ZeRO-1 each rank's shard of rank 0's staged copy (full). */
+static ampx_status sync_state(ampx_trainer *t, ampx_buffer *b, float *full, uint64_t n,
+                              float *host) {
+    if (!t->zero) return dp_bcast_buffer(&t->dp, b, 0, n * 4, host);
+    uint64_t lo, count;
+    dp_shard(n, t->dp.rank, t->dp.world, &lo, &count);
+    ampx_status st = dp_move_shards(&t->dp, full, host, n, 0);
+    return st || !count
+               ? st
+               : tr_check(t, t->ifc->buffer_write(t->ctx, b, 0, host, count * 4), "buffer_write");
+}
+
+ampx_status ampx_trainer_gather_state(ampx_trainer *t) {
+    if (!t->zero) return AMPX_OK;
+    uint64_t most = 1;
+    for (int i = 0; i < t->n_params; i++)
+        if (t->params[i].shard > most) most = t->params[i].shard;
+    float *host = malloc(most * 4);
+    if (!host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    ampx_status st = AMPX_OK;
+    for (int i = 0; i < t->n_params && !st; i++) {
+        param *p                = &t->params[i];
+        ampx_buffer *const b[2] = {p->s1, p->s2};
+        float *const full[2]    = {p->s1_full, p->s2_full};
+        for (int k = 0; k < 2 && !st; k++) {
+            if (!b[k]) continue;
+            if (p->shard)
+                st = tr_check(t, t->ifc->buffer_read(t->ctx, b[k], 0, host, p->shard * 4),
+                              "buffer_read");
+            if (!st) st = dp_move_shards(&t->dp, full[k], host, p->n, 1);
+        }
+    }
+    free(host);
+    return st;
+}
 
 ampx_status ampx_trainer_sync(ampx_trainer *t) {
     if (t->dp.world < 2) return AMPX_OK;
@@ -646,8 +728,8 @@ ampx_status ampx_trainer_sync(ampx_trainer *t) {
          * master that each rank could redo */
         if (!(st = dp_bcast_buffer(dp, p->master, 0, p->n * 4, host)) && p->copy)
             st = dp_bcast_buffer(dp, p->copy, 0, p->n * 2, host);
-        if (!st && p->s1) st = dp_bcast_buffer(dp, p->s1, 0, p->n * 4, host);
-        if (!st && p->s2) st = dp_bcast_buffer(dp, p->s2, 0, p->n * 4, host);
+        if (!st && p->s1) st = sync_state(t, p->s1, p->s1_full, p->n, host);
+        if (!st && p->s2) st = sync_state(t, p->s2, p->s2_full, p->n, host);
     }
     for (int i = 0; i < t->n_state && !st; i++)
         st = dp_bcast_buffer(dp, t->state[i].buf, 0, t->state[i].n * 4, host);

@@ -42,8 +42,11 @@ typedef struct param {
     uint64_t dims[G_MAX_DIMS];
     float wd;
     ampx_buffer *master, *grad, *s1, *s2, *copy; /* s1/s2: adam m, v or sgd momentum */
-    uint64_t grad_off;     /* bytes: where the gradient sits in grad (the gradient arena) */
-    ampx_dtype copy_dtype; /* AMPX_F32: no working copy */
+    uint64_t lo, shard;       /* ZeRO-1: this rank updates elements [lo, lo + shard); s1/s2 hold
+                                 them alone (without ZeRO: 0 and n) */
+    float *s1_full, *s2_full; /* ZeRO-1, rank 0: the whole state staged for checkpoints */
+    uint64_t grad_off;        /* bytes: where the gradient sits in grad (the gradient arena) */
+    ampx_dtype copy_dtype;    /* AMPX_F32: no working copy */
 } param;
 
 /* Non-trainable state saved in checkpoints (batch-norm running statistics). */
@@ -182,10 +185,12 @@ struct ampx_trainer {
     tr_monitor mon;
     tr_timeline timeline;
     tr_inject inject;
-    dp_state dp; /* data-parallel runs (dp.world > 1) */
+    dp_state dp;      /* data-parallel runs (dp.world > 1) */
+    int zero;         /* ZeRO stage 1: the optimizer state sharded over the ranks (dp.world > 1) */
+    float *zero_full; /* rank 0: every s1_full and s2_full (host memory) */
     tr_kvcache kv;
     char error[1024];
-    char notice[256];   /* what the last load changed, for the user (ampx_trainer_notice) */
+    char notice[768];   /* what the last load changed, for the user (ampx_trainer_notice) */
     ampx_keeper keeper; /* saved in and loaded from checkpoints (checkpoint.c) */
     const volatile sig_atomic_t *stop; /* ampx_trainer_stop_on: run stops when non-zero */
 };
