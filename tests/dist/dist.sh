@@ -123,6 +123,11 @@ AMPX_INJECT_NONFINITE=10@1 mpi2 -x AMPX_INJECT_NONFINITE "$ampx" train "$sgd" --
   fail "rank 0 skipped '$(skipped "$work/two_i.jsonl")' with the overflow on rank 1, expected 10"
 [ "$(wc -l <"$work/two_i.jsonl")" -eq 50 ] || fail "metrics: $(wc -l <"$work/two_i.jsonl") lines, expected rank 0's 50"
 compare "$work/one_i.st" "$work/two_i.st" --rel 1e-5 || fail "with an overflow: 2 ranks != 1 process"
+# armed forensics: rank 0's outputs were finite, so its report points at another rank
+AMPX_INJECT_NONFINITE=3@1 mpi2 -x AMPX_INJECT_NONFINITE "$ampx" train "$sgd" --batch 32 --steps 5 \
+  --log-every 5 --forensics >"$work/out" 2>&1 || fail "2 ranks, forensics: $(cat "$work/out")"
+grep -q "^step 3: skipped, .*first non-finite: none in rank 0's outputs: another rank's gradients brought it through the all-reduce" \
+  "$work/out" || fail "2 ranks, forensics on rank 0: $(cat "$work/out")"
 
 # ---- resume: 25 steps, a checkpoint, 25 more == 50 straight, bit for bit
 mpi2 "$ampx" train "$sgd" --batch 32 --steps 25 --quiet --checkpoint "$work/r.st" >"$work/out" 2>&1 ||
