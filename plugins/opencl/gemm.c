@@ -6,8 +6,9 @@
  *   - rows: gemm_rows_<A>_<B>, 6 x 16 register blocks (twelve float8) per work item, loads
  *     specialised per dtype pair. auto uses it for every other dtype mix on CPU devices:
  *     on PoCL it beats both the tiled kernel and convert + CLBlast (docs/BENCHMARKS.md).
- *   - tiled: gemm_tiled, 64 x 64 tiles staged in local memory as f32. auto uses it for other
- *     dtype mixes on GPUs and accelerators (not measured on one yet).
+ *   - tiled: gemm_tuned (kernels/opencl/typed/gemm_tuned.cl, gemm_tune.c), tiles staged in
+ *     local memory as f32 with register blocking, its sizes per device (defaults from device
+ *     queries or a tuning run). auto uses it for other dtype mixes on GPUs and accelerators.
  *   - convert: A and B (and C when beta != 0) widened to f32 in scratch, in their own
  *     layout; CLBlast multiplies; gemm_store_c rounds the m x n result into C.
  *   - k == 0: C = beta * C (gemm_beta).
@@ -125,7 +126,7 @@ static ampx_status launch_beta(ampx_context *ctx, const ampx_gemm_args *g, const
     return ocl_launch_1d(&k, g->m * g->n * nb);
 }
 
-/* The arguments gemm_tiled and gemm_rows_<A>_<B> share, from m to batch0. */
+/* The arguments of gemm_rows_<A>_<B> from m to batch0. */
 static void gemm_shape_args(ocl_args *k, const ampx_gemm_args *g, uint64_t b0) {
     ocl_arg_u64(k, g->m);
     ocl_arg_u64(k, g->n);
@@ -143,23 +144,13 @@ static void gemm_shape_args(ocl_args *k, const ampx_gemm_args *g, uint64_t b0) {
     ocl_arg_u64(k, b0);
 }
 
-/* gemm_tiled over batches [b0, b0 + nb): C_old read from C, the result stored to out (C, or
- * GEMM_FP8's f32 copy for the epilogue); dq_a and dq_b GEMM_FP8's factors (NULL for GEMM). */
+/* The tiled kernel (gemm_tune.c: gemm_tuned with this device's parameters) over batches
+ * [b0, b0 + nb): C_old read from C, the result stored to out (C, or GEMM_FP8's f32 copy for
+ * the epilogue); dq_a and dq_b GEMM_FP8's factors (NULL for GEMM). */
 static ampx_status launch_tiled(ampx_context *ctx, const ampx_gemm_args *g, const ampx_tensor *out,
                                 const ampx_tensor *dq_a, const ampx_tensor *dq_b, uint64_t b0,
                                 uint64_t nb) {
-    ocl_args k = ocl_args_begin(ctx, K_GEMM_TILED);
-    ocl_arg_tensor(&k, &g->a);
-    ocl_arg_tensor(&k, &g->b);
-    ocl_arg_tensor(&k, &g->c);
-    ocl_arg_tensor(&k, out);
-    gemm_shape_args(&k, g, b0);
-    ocl_arg_fixed(&k, dq_a);
-    ocl_arg_fixed(&k, dq_b);
-    size_t global[3] = {(size_t)((g->n + 63) / 64 * 16), (size_t)((g->m + 63) / 64 * 16),
-                        (size_t)nb};
-    size_t local[3]  = {16, 16, 1};
-    return ocl_launch_nd(&k, 3, global, local);
+    return ocl_gemm_tuned_launch(ctx, g, out, dq_a, dq_b, b0, nb);
 }
 
 /* The ND range of gemm_rows_<A>_<B>: dimension 0 blocks of 6 rows, 4 per group; dimension
@@ -333,7 +324,7 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     return AMPX_OK;
 }
 
-/* GEMM_FP8: gemm_rows_<A>_<B> (CPU devices, or gemm=rows) or gemm_tiled (other devices, or
+/* GEMM_FP8: gemm_rows_<A>_<B> (CPU devices, or gemm=rows) or gemm_tuned (other devices, or
  * gemm=tiled; gemm=convert has no fp8 form and picks as auto does) with fp8 loads and the
  * device's dequantization factors. k == 0 runs the kernel too: v = (alpha * (a_scale_inv *
  * b_scale_inv)) * 0 + beta * C_old, backend.h's formula as written. The epilogue: the kernel
