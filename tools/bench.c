@@ -415,12 +415,16 @@ static int cmd_bench_gemm(int argc, char **argv) {
         fprintf(stderr, "ampx bench gemm: --backend, --m, --n and --k are required\n");
         return EXIT_USAGE;
     }
-    if (o.tune) { /* the OpenCL backend's option; any other backend names it unknown */
+    /* --tune: the OpenCL backend's option tune=yes, first, so that a tune= of --backend-opt
+     * (tune=force) wins; any other backend names it unknown */
+    if (o.tune) {
         if (o.bopts.n >= MAX_BACKEND_OPTS) {
             fprintf(stderr, "ampx bench gemm: --tune: too many --backend-opt\n");
             return EXIT_USAGE;
         }
-        o.bopts.v[o.bopts.n++] = "tune=yes";
+        memmove(o.bopts.v + 1, o.bopts.v, o.bopts.n * sizeof o.bopts.v[0]);
+        o.bopts.v[0] = "tune=yes";
+        o.bopts.n++;
     }
 
     bench b;
