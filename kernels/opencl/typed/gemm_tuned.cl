@@ -11,10 +11,12 @@
  * Each KWG-deep slice of k stages op(A) and op(B) in local memory as f32, each element widened
  * once on load (bf16 and f16 exactly by common.cl's integer code, e4m3 and e5m2 likewise);
  * elements outside the matrices load as 0, padding between rows is never read. Products and
- * sums are f32 in k order per element; alpha (times GEMM_FP8's dequantization factors, read on
- * the device, alpha * (dq_a[0] * dq_b[0]) as backend.h orders it) and beta apply once at the
- * end and the result is rounded once into out (C, or GEMM_FP8's f32 copy for the epilogue).
- * C and out keep their dtype as an argument: they are touched once per element. */
+ * sums are f32: each slice's KWG products in k order into `part`, which is then added to the
+ * running sum `acc` (so what lives across the barriers is touched once per slice; on PoCL
+ * this measured the same as summing into acc directly); alpha (times GEMM_FP8's dequantization
+ * factors, read on the device, alpha * (dq_a[0] * dq_b[0]) as backend.h orders it) and beta apply
+ * once at the end and the result is rounded once into out (C, or GEMM_FP8's f32 copy for the
+ * epilogue). C and out keep their dtype as an argument: they are touched once per element. */
 #ifdef K_gemm_tuned
 
 #define MWI (MWG / MDIMC)
@@ -134,7 +136,7 @@ gemm_tuned(CTENSOR(a), CTENSOR(b), __global const uchar *c_p, ulong c_o, int c_d
         else
             STAGE_SCALAR(b, Bs, NWG, col0, n, ldb, bbase, tb, B_AT)
         barrier(CLK_LOCAL_MEM_FENCE);
-        realn part[MWI][NVI]; /* this slice's sums: not live across a barrier (see above) */
+        realn part[MWI][NVI]; /* this slice's sums (see the top) */
         for (int w = 0; w < MWI; w++)
             for (int v = 0; v < NVI; v++)
                 part[w][v] = (realn)(0.0f);
