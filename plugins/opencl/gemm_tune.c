@@ -11,10 +11,10 @@
  *   - defaults from device queries (device type, local memory, work-group size, preferred
  *     float vector width).
  * A tuning run times every candidate of a small grid (tune_grid=tiny: two candidates on one
- * small shape, for tests) on representative shapes with bf16 operands and an f32 C, and keeps
- * the fastest. Like the typed kernels, each (A, B, parameters) program is built on first use;
- * on GPUs and accelerators through the disk cache (program.c), on CPU devices not (typed.c
- * says why).
+ * small shape, for tests) on representative shapes with bf16 operands and an f32 C,
+ * alternately (round after round, so load bursts hit all alike), and keeps the fastest. Like the
+ * typed kernels, each (A, B, parameters) program is built on first use; on GPUs and accelerators
+ * through the disk cache (program.c), on CPU devices not (typed.c says why).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -186,30 +186,25 @@ typedef struct tune_bufs {
     ampx_buffer a, b, c;
 } tune_bufs;
 
-/* Seconds per GEMM of shape s with kernel (the median of reps after one warm-up); < 0 when a
- * launch fails (logged). */
-static double time_shape(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_params *p,
-                         tune_bufs *bufs, const tune_shape *s, int reps) {
+/* Seconds for one GEMM of shape s with kernel, enqueue to completion; < 0 when it fails. */
+static double time_once(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_params *p,
+                        tune_bufs *bufs, const tune_shape *s) {
     ampx_gemm_args g = {.size = sizeof g, .m = s->m, .n = s->n, .k = s->k, .batch = 1};
     g.lda = s->k, g.ldb = s->n, g.ldc = s->n, g.alpha = 1.0f, g.beta = 0.0f;
-    g.a = (ampx_tensor){&bufs->a, 0, AMPX_BF16};
-    g.b = (ampx_tensor){&bufs->b, 0, AMPX_BF16};
-    g.c = (ampx_tensor){&bufs->c, 0, AMPX_F32};
-    double t[8];
-    for (int r = -1; r < reps; r++) {
-        double t0 = now_s();
-        if (enqueue(ctx, kernel, p, &g, &g.c, NULL, NULL, 0, 1) != AMPX_OK ||
-            clFinish(ctx->queue) != CL_SUCCESS)
-            return -1.0;
-        if (r >= 0) t[r] = now_s() - t0;
-    }
-    for (int i = 1; i < reps; i++) /* insertion sort, reps <= 8 */
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            double x = t[j];
-            t[j]     = t[j - 1];
-            t[j - 1] = x;
-        }
-    return t[reps / 2];
+    g.a       = (ampx_tensor){&bufs->a, 0, AMPX_BF16};
+    g.b       = (ampx_tensor){&bufs->b, 0, AMPX_BF16};
+    g.c       = (ampx_tensor){&bufs->c, 0, AMPX_F32};
+    double t0 = now_s();
+    if (enqueue(ctx, kernel, p, &g, &g.c, NULL, NULL, 0, 1) != AMPX_OK ||
+        clFinish(ctx->queue) != CL_SUCCESS)
+        return -1.0;
+    return now_s() - t0;
+}
+
+static double median3(const double *t, int n) { /* n <= 3 */
+    if (n < 3) return t[0];
+    double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
+    return t[2] < lo ? lo : t[2] > hi ? hi : t[2];
 }
 
 static ampx_status tune_buffers(ampx_context *ctx, tune_bufs *bufs, const tune_shape *s,
@@ -236,7 +231,57 @@ static ampx_status tune_buffers(ampx_context *ctx, tune_bufs *bufs, const tune_s
     return AMPX_OK;
 }
 
-/* Times every candidate; the fastest (least total time over the shapes) into ctx->gt. */
+#define MAX_GRID 12
+#define MAX_SHAPES 2
+#define ROUNDS 3
+AMPX_STATIC_ASSERT(sizeof grid_cpu / sizeof grid_cpu[0] <= MAX_GRID, "grid_cpu fits MAX_GRID");
+AMPX_STATIC_ASSERT(sizeof grid_gpu / sizeof grid_gpu[0] <= MAX_GRID, "grid_gpu fits MAX_GRID");
+AMPX_STATIC_ASSERT(sizeof shapes_full / sizeof shapes_full[0] <= MAX_SHAPES, "shapes fit");
+
+/* Builds every candidate that fits the device, times them alternately (one GEMM of each
+ * shape per candidate per round, after one warm-up round), so that a burst of other load
+ * hits them alike, and keeps the least sum over the shapes of the per-shape medians. */
+static ampx_status tune_grid(ampx_context *ctx, const ocl_gemm_params *grid, size_t n_grid,
+                             const tune_shape *shapes, size_t n_shapes, int rounds, tune_bufs *bufs,
+                             double *best) {
+    ocl_typed_slot slot[MAX_GRID];
+    double t[MAX_GRID][MAX_SHAPES][ROUNDS];
+    int ok[MAX_GRID];
+    memset(slot, 0, sizeof slot);
+    for (size_t i = 0; i < n_grid; i++) /* a candidate that does not build is skipped */
+        ok[i] = !ocl_gemm_params_check(&grid[i], &ctx->gt.lim, NULL, 0) &&
+                build_kernel(ctx, &grid[i], 1, 1, &slot[i]) == AMPX_OK;
+    for (int r = -1; r < rounds; r++)
+        for (size_t i = 0; i < n_grid; i++)
+            for (size_t s = 0; s < n_shapes && ok[i]; s++) {
+                double x = time_once(ctx, slot[i].kernel, &grid[i], bufs, &shapes[s]);
+                ok[i]    = x >= 0.0;
+                if (r >= 0) t[i][s][r] = x;
+            }
+    double flops = 0.0;
+    for (size_t s = 0; s < n_shapes; s++)
+        flops += 2.0 * (double)shapes[s].m * (double)shapes[s].n * (double)shapes[s].k;
+    for (size_t i = 0; i < n_grid; i++) {
+        free_slot(&slot[i]);
+        if (!ok[i]) continue;
+        double total = 0.0;
+        for (size_t s = 0; s < n_shapes; s++)
+            total += median3(t[i][s], rounds);
+        char ps[96];
+        ocl_gemm_params_str(&grid[i], ps, sizeof ps);
+        ocl_log(ctx, AMPX_LOG_INFO, "opencl: gemm tuning: %s: %.1f GFLOP/s", ps,
+                flops / total * 1e-9);
+        if (total > 0.0 && (*best < 0.0 || total < *best)) {
+            *best          = total;
+            ctx->gt.p      = grid[i];
+            ctx->gt.gflops = flops / total * 1e-9;
+        }
+    }
+    return AMPX_OK;
+}
+
+/* The tuning run: the device type's grid (tiny: its first two candidates on one 64^3 shape,
+ * one round); the winner into ctx->gt. */
 static ampx_status tune(ampx_context *ctx, int tiny) {
     const ocl_gemm_params *grid = grid_gpu;
     size_t n_grid               = sizeof grid_gpu / sizeof grid_gpu[0];
@@ -246,36 +291,13 @@ static ampx_status tune(ampx_context *ctx, int tiny) {
     }
     const tune_shape *shapes = tiny ? shapes_tiny : shapes_full;
     size_t n_shapes          = tiny ? 1 : sizeof shapes_full / sizeof shapes_full[0];
-    int reps                 = tiny ? 1 : 3;
     if (tiny) n_grid = 2;
     tune_bufs bufs;
     memset(&bufs, 0, sizeof bufs);
+    double best = -1.0, t_start = now_s();
     ampx_status st = tune_buffers(ctx, &bufs, shapes, n_shapes);
-    double best = -1.0, flops = 0.0, t_start = now_s();
-    for (size_t s = 0; s < n_shapes; s++)
-        flops += 2.0 * (double)shapes[s].m * (double)shapes[s].n * (double)shapes[s].k;
-    for (size_t i = 0; i < n_grid && st == AMPX_OK; i++) {
-        const ocl_gemm_params *p = &grid[i];
-        char ps[96];
-        ocl_gemm_params_str(p, ps, sizeof ps);
-        if (ocl_gemm_params_check(p, &ctx->gt.lim, NULL, 0)) continue;
-        ocl_typed_slot slot = {NULL, NULL};
-        double total        = 0.0;
-        if (build_kernel(ctx, p, 1, 1, &slot) != AMPX_OK) continue; /* logged; next */
-        for (size_t s = 0; s < n_shapes && total >= 0.0; s++) {
-            double t = time_shape(ctx, slot.kernel, p, &bufs, &shapes[s], reps);
-            total    = t < 0.0 ? -1.0 : total + t;
-        }
-        free_slot(&slot);
-        if (total <= 0.0) continue;
-        ocl_log(ctx, AMPX_LOG_INFO, "opencl: gemm tuning: %s: %.1f GFLOP/s", ps,
-                flops / total * 1e-9);
-        if (best < 0.0 || total < best) {
-            best           = total;
-            ctx->gt.p      = *p;
-            ctx->gt.gflops = flops / total * 1e-9;
-        }
-    }
+    if (st == AMPX_OK)
+        st = tune_grid(ctx, grid, n_grid, shapes, n_shapes, tiny ? 1 : ROUNDS, &bufs, &best);
     for (int i = 0; i < 3; i++) {
         ampx_buffer *b = i == 0 ? &bufs.a : i == 1 ? &bufs.b : &bufs.c;
         if (b->mem) clReleaseMemObject(b->mem);
