@@ -188,9 +188,9 @@ static void with_params(const char *what, const char *params) {
     cr_assert(from == FROM_TUNED || from == FROM_FILE, "%s: %d", what, from);
     cr_assert_eq(params_file(path, sizeof path), 0);
     slurp(path, text, sizeof text);
-    char *p = strstr(text, "params "), *end = p ? strchr(p, '\n') : NULL;
+    char *p = strstr(text, "\nparams "), *end = p ? strchr(p + 1, '\n') : NULL;
     cr_assert(p && end, "%s", text);
-    int n = snprintf(out, sizeof out, "%.*s%s%s", (int)(p - text), text, params, end);
+    int n = snprintf(out, sizeof out, "%.*s%s%s", (int)(p + 1 - text), text, params, end);
     rejected_then_rebuilt(what, out, (size_t)n);
 }
 
