@@ -186,6 +186,7 @@ typedef struct bench_opts {
     ampx_dtype dt;
     int64_t m, n, k, batch, cols, warmup, reps; /* reps 0: at least 5, for 1 s */
     int trans_a, trans_b, json;
+    int tune;   /* bench gemm --tune: the backend option tune=yes (OpenCL) */
     int fp8_ok; /* bench gemm: --dtype e4m3|e5m2 (fp8 operands, a bf16 C, GEMM_FP8) */
 } bench_opts;
 
@@ -224,6 +225,7 @@ static const cli_opt gemm_table[] = {
     CLI_OPT_CALL("warmup", 'w', opt_warmup, 0),
     CLI_OPT_INT("reps", 'r', BOPT(reps), 1, BENCH_MAX_REPS, 0),
     CLI_OPT_FLAG("json", 'j', BOPT(json), 0),
+    CLI_OPT_FLAG("tune", 'U', BOPT(tune), 0),
     CLI_OPT_HELP,
     CLI_OPT_END,
 };
@@ -314,14 +316,17 @@ static int gemm_check(bench *b, const ampx_gemm_args *g, double *max_err) {
 static void gemm_usage(void) {
     printf("usage: ampx bench gemm --backend B [--backend-opt k=v]... --dtype D\n"
            "                       --m M --n N --k K [--trans-a] [--trans-b] [--batch N]\n"
-           "                       [--warmup W] [--reps R] [--json]\n\n"
+           "                       [--warmup W] [--reps R] [--json] [--tune]\n\n"
            "D is bf16, f16 or f32 (A, B and C in it, GEMM), or e4m3 or e5m2 (A and B in it,\n"
            "C bf16, GEMM_FP8 with both factors 1).\n"
            "Times C = op(A) op(B) (f32 accumulation), after W\n"
            "warm-up runs (default 2), R timed runs (default: at least 5, for 1 s), and\n"
            "prints the median time and GFLOP/s (2 m n k batch / median). 16 entries of C\n"
            "are checked against a double-precision product. --json: the last line is\n"
-           "one JSON object (gflops, ms, dtype, m, n, k, batch, kernel, ...).\n");
+           "one JSON object (gflops, ms, dtype, m, n, k, batch, kernel, ...).\n"
+           "--tune (opencl): first search the tiled kernel's parameters for this device\n"
+           "unless its cache folder has them (backend option tune=yes; tune=force searches\n"
+           "again), store them there and use them (docs/OPENCL.md).\n");
 }
 
 /* One GEMM of the options' shape: dense row-major operands, beta 0 (the tensors are
@@ -409,6 +414,17 @@ static int cmd_bench_gemm(int argc, char **argv) {
     if (!o.backend || !*o.backend || !o.m || !o.n || !o.k) {
         fprintf(stderr, "ampx bench gemm: --backend, --m, --n and --k are required\n");
         return EXIT_USAGE;
+    }
+    /* --tune: the OpenCL backend's option tune=yes, first, so that a tune= of --backend-opt
+     * (tune=force) wins; any other backend names it unknown */
+    if (o.tune) {
+        if (o.bopts.n >= MAX_BACKEND_OPTS) {
+            fprintf(stderr, "ampx bench gemm: --tune: too many --backend-opt\n");
+            return EXIT_USAGE;
+        }
+        memmove(o.bopts.v + 1, o.bopts.v, o.bopts.n * sizeof o.bopts.v[0]);
+        o.bopts.v[0] = "tune=yes";
+        o.bopts.n++;
     }
 
     bench b;

@@ -27,7 +27,8 @@ export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 mkdir -p build-fuzz/artifacts
 failed=()
-for h in json model policy checkpoint csv idx tokens tokenizer metrics trace set weights roundtrip windows; do
+for h in json model policy checkpoint csv idx tokens tokenizer metrics trace set weights roundtrip windows \
+  gemm_params; do
   bin=build-fuzz/bin/fuzz_$h
   reg=tests/fuzz/regressions/$h
   if [ -d "$reg" ] && [ -n "$(ls -A "$reg")" ]; then

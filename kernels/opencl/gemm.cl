@@ -1,77 +1,17 @@
-/* gemm.cl — GEMM helpers and the tiled kernel for any mix of A/B/C dtypes, and the fp8
- * operands of GEMM_FP8 (ABI 1.7).
+/* gemm.cl — GEMM helpers and the row-blocked kernel for any mix of A/B/C dtypes, and the
+ * fp8 operands of GEMM_FP8 (ABI 1.7).
  *
- * f32 x f32 -> f32 goes to CLBlast SGEMM. Other dtype mixes either run gemm_tiled here, or
+ * f32 x f32 -> f32 goes to CLBlast SGEMM. Other dtype mixes run gemm_rows_<A>_<B> here, or
+ * the tiled kernel of typed/gemm_tuned.cl (built per dtype pair and tuned per device), or
  * are widened to f32 (cast), multiplied by CLBlast and rounded back (gemm_store_c); the
  * plugin picks the faster per its `gemm` option (see docs/OPENCL.md). Either way products
  * and sums are f32, alpha and beta apply in f32 and C is rounded once.
  *
- * gemm_tiled: a work-group of 16 x 16 items computes a 64 x 64 tile of C, each item a 4 x 4
- * block held in registers (rows ty + 16 w, columns tx + 16 v). Each 16-deep slice of k
- * stages op(A) and op(B) in local memory as f32, converted once per element on load;
- * elements outside the matrix load as 0 and padding between rows is never read.
- *
- * GEMM_FP8 runs gemm_tiled or gemm_rows_<A>_<B> with A and B e4m3 or e5m2 (widened exactly)
- * and the two dequantization factors dq_a, dq_b (f32 [1] each, read on the device): the
- * factor of the sum is alpha * (dq_a[0] * dq_b[0]) in f32, backend.h's order. Both kernels
- * read C_old from c and write the result to out: C itself, or (the epilogue's) an f32 copy
+ * GEMM_FP8 runs gemm_rows_<A>_<B> (or typed/gemm_tuned.cl's tiled kernel) with A and B e4m3
+ * or e5m2 (widened exactly) and the two dequantization factors dq_a, dq_b (f32 [1] each, read on
+ * the device): the factor of the sum is alpha * (dq_a[0] * dq_b[0]) in f32, backend.h's order. Both
+ * kernels read C_old from c and write the result to out: C itself, or (the epilogue's) an f32 copy
  * of C's layout that gemm_epilogue then finishes. */
-#define GT_TS 64
-#define GT_TK 16
-
-__kernel __attribute__((reqd_work_group_size(16, 16, 1))) void
-gemm_tiled(CTENSOR(a), CTENSOR(b), CTENSOR(c), TENSOR(out), ulong m, ulong n, ulong k, ulong lda,
-           ulong ldb, ulong ldc, ulong sa, ulong sb, ulong sc, int ta, int tb, float alpha,
-           float beta, ulong batch0, FARG(dq_a), FARG(dq_b)) {
-    __local float As[GT_TK][GT_TS + 1];
-    __local float Bs[GT_TK][GT_TS + 1];
-    const uint tx = get_local_id(0), ty = get_local_id(1), tid = ty * 16 + tx;
-    const ulong bt   = batch0 + get_global_id(2);
-    const ulong row0 = (ulong)get_group_id(1) * GT_TS, col0 = (ulong)get_group_id(0) * GT_TS;
-    const ulong abase = bt * sa, bbase = bt * sb, cbase = bt * sc;
-    const float al = dq_a_p ? alpha * (((__global const float *)(dq_a_p + dq_a_o))[0] *
-                                       ((__global const float *)(dq_b_p + dq_b_o))[0])
-                            : alpha;
-    float acc[4][4];
-    for (int w = 0; w < 4; w++)
-        for (int v = 0; v < 4; v++)
-            acc[w][v] = 0.0f;
-    for (ulong k0 = 0; k0 < k; k0 += GT_TK) {
-        for (uint l = 0; l < 4; l++) {
-            uint idx = tid + 256u * l;
-            uint p = idx / GT_TS, i = idx % GT_TS;
-            ulong gi = row0 + i, gj = col0 + i, gp = k0 + p;
-            As[p][i] =
-                (gi < m && gp < k) ? LDO(a, abase + (ta ? gp * lda + gi : gi * lda + gp)) : 0.0f;
-            Bs[p][i] =
-                (gj < n && gp < k) ? LDO(b, bbase + (tb ? gj * ldb + gp : gp * ldb + gj)) : 0.0f;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint p = 0; p < GT_TK; p++) {
-            float ar[4], br[4];
-            for (int w = 0; w < 4; w++) {
-                ar[w] = As[p][ty + 16 * w];
-                br[w] = Bs[p][tx + 16 * w];
-            }
-            for (int w = 0; w < 4; w++)
-                for (int v = 0; v < 4; v++)
-                    acc[w][v] += ar[w] * br[v];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    for (int w = 0; w < 4; w++) {
-        ulong i = row0 + ty + 16 * w;
-        if (i >= m) continue;
-        for (int v = 0; v < 4; v++) {
-            ulong j = col0 + tx + 16 * v;
-            if (j >= n) continue;
-            ulong ci = cbase + i * ldc + j;
-            float r  = al * acc[w][v];
-            if (beta != 0.0f) r = r + beta * LD(c, ci);
-            ST(out, ci, r);
-        }
-    }
-}
 
 /* C_b = beta * C_b over the m x n elements of batches [batch0, batch0 + batches) (k == 0,
  * and before CLBlast with beta == 0, so NaN poison in C never meets 0 * C); beta == 0

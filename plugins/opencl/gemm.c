@@ -1,17 +1,20 @@
 /* gemm.c — batched, strided GEMM: C_b = alpha * op(A_b) * op(B_b) + beta * C_b.
  *
  * Paths (kernels/opencl/gemm.cl), chosen by the `gemm` option:
- *   - f32 x f32 -> f32 (auto, convert): CLBlast SGEMM. With beta == 0, C's m x n elements
- *     are zeroed first by gemm_beta, so NaN poison in C never meets 0 * C.
+ *   - f32 x f32 -> f32 (auto on GPUs and accelerators, convert): CLBlast SGEMM. With
+ *     beta == 0, C's m x n elements are zeroed first by gemm_beta, so NaN poison in C never
+ *     meets 0 * C.
  *   - rows: gemm_rows_<A>_<B>, 6 x 16 register blocks (twelve float8) per work item, loads
- *     specialised per dtype pair. auto uses it for every other dtype mix on CPU devices:
- *     on PoCL it beats both the tiled kernel and convert + CLBlast (docs/BENCHMARKS.md).
- *   - tiled: gemm_tiled, 64 x 64 tiles staged in local memory as f32. auto uses it for other
- *     dtype mixes on GPUs and accelerators (not measured on one yet).
+ *     specialised per dtype pair; only when asked (with the epilogue: convert).
+ *   - tiled: gemm_tuned (kernels/opencl/typed/gemm_tuned.cl, gemm_tune.c), tiles staged in
+ *     local memory as f32 with register blocking, its sizes per device (defaults from device
+ *     queries or a tuning run). auto uses it for every dtype mix on CPU devices (on PoCL it
+ *     beats rows and CLBlast, f32 included: docs/OPENCL.md), for all but f32 on others; the
+ *     epilogue runs after it from an f32 result, as GEMM_FP8's does.
  *   - convert: A and B (and C when beta != 0) widened to f32 in scratch, in their own
  *     layout; CLBlast multiplies; gemm_store_c rounds the m x n result into C.
  *   - k == 0: C = beta * C (gemm_beta).
- *   - the ABI 1.5 epilogue (bias, activation, pre_act): the convert path, with gemm_epilogue
+ *   - the ABI 1.5 epilogue (bias, activation, pre_act) on the convert path: gemm_epilogue
  *     in place of gemm_store_c reading the f32 result (C itself when C is f32), so nothing is
  *     rounded to C's dtype before the bias and the activation; the bias gradient (column sums
  *     of op(B)) is gemm_bias_grad, one work item per column.
@@ -125,7 +128,7 @@ static ampx_status launch_beta(ampx_context *ctx, const ampx_gemm_args *g, const
     return ocl_launch_1d(&k, g->m * g->n * nb);
 }
 
-/* The arguments gemm_tiled and gemm_rows_<A>_<B> share, from m to batch0. */
+/* The arguments of gemm_rows_<A>_<B> from m to batch0. */
 static void gemm_shape_args(ocl_args *k, const ampx_gemm_args *g, uint64_t b0) {
     ocl_arg_u64(k, g->m);
     ocl_arg_u64(k, g->n);
@@ -143,23 +146,13 @@ static void gemm_shape_args(ocl_args *k, const ampx_gemm_args *g, uint64_t b0) {
     ocl_arg_u64(k, b0);
 }
 
-/* gemm_tiled over batches [b0, b0 + nb): C_old read from C, the result stored to out (C, or
- * GEMM_FP8's f32 copy for the epilogue); dq_a and dq_b GEMM_FP8's factors (NULL for GEMM). */
+/* The tiled kernel (gemm_tune.c: gemm_tuned with this device's parameters) over batches
+ * [b0, b0 + nb): C_old read from C, the result stored to out (C, or GEMM_FP8's f32 copy for
+ * the epilogue); dq_a and dq_b GEMM_FP8's factors (NULL for GEMM). */
 static ampx_status launch_tiled(ampx_context *ctx, const ampx_gemm_args *g, const ampx_tensor *out,
                                 const ampx_tensor *dq_a, const ampx_tensor *dq_b, uint64_t b0,
                                 uint64_t nb) {
-    ocl_args k = ocl_args_begin(ctx, K_GEMM_TILED);
-    ocl_arg_tensor(&k, &g->a);
-    ocl_arg_tensor(&k, &g->b);
-    ocl_arg_tensor(&k, &g->c);
-    ocl_arg_tensor(&k, out);
-    gemm_shape_args(&k, g, b0);
-    ocl_arg_fixed(&k, dq_a);
-    ocl_arg_fixed(&k, dq_b);
-    size_t global[3] = {(size_t)((g->n + 63) / 64 * 16), (size_t)((g->m + 63) / 64 * 16),
-                        (size_t)nb};
-    size_t local[3]  = {16, 16, 1};
-    return ocl_launch_nd(&k, 3, global, local);
+    return ocl_gemm_tuned_launch(ctx, g, out, dq_a, dq_b, b0, nb);
 }
 
 /* The ND range of gemm_rows_<A>_<B>: dimension 0 blocks of 6 rows, 4 per group; dimension
@@ -264,6 +257,30 @@ static ampx_status convert_batches(ampx_context *ctx, const gemm_call *s, const 
     return ocl_launch_1d(&k, g->m * g->n * nb);
 }
 
+/* The tiled kernel over every batch, `step` at a time; with the epilogue, the kernel stores
+ * alpha * op(A) op(B) + beta * C_old to an f32 copy of C's layout (C itself when C is f32,
+ * each element read before it is written; else scratch of ext_c elements) and gemm_epilogue
+ * finishes from it. dq_a, dq_b: GEMM_FP8's factors (NULL for GEMM). */
+static ampx_status tiled_batches(ampx_context *ctx, const ampx_gemm_args *g,
+                                 const ampx_tensor *dq_a, const ampx_tensor *dq_b, int epi,
+                                 uint64_t ext_c, uint64_t step) {
+    ampx_tensor out = g->c;
+    cl_mem tmp      = g->c.buf->mem;
+    uint64_t tmp_o  = g->c.offset / 4;
+    ampx_buffer tb;
+    if (epi && g->c.dtype != AMPX_F32) {
+        if (!(tmp = ocl_scratch_get(ctx, "gemm", 2, (size_t)ext_c * 4))) return AMPX_ERR_NO_MEMORY;
+        tb    = (ampx_buffer){tmp, ext_c * 4};
+        out   = (ampx_tensor){&tb, 0, AMPX_F32};
+        tmp_o = 0;
+    }
+    for (uint64_t b0 = 0; b0 < g->batch; b0 += step) {
+        OCL_TRY(launch_tiled(ctx, g, &out, dq_a, dq_b, b0, step));
+        if (epi) OCL_TRY(launch_epilogue(ctx, g, tmp, tmp_o, b0, step));
+    }
+    return AMPX_OK;
+}
+
 ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     ampx_gemm_args ga;
     uint64_t ext[3] = {0, 0, 0};
@@ -286,21 +303,18 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
         return AMPX_OK;
     }
     int all_f32 = g->a.dtype == AMPX_F32 && g->b.dtype == AMPX_F32 && g->c.dtype == AMPX_F32;
-    /* auto: rows on CPU devices (measured fastest on PoCL, docs/BENCHMARKS.md); tiled, the
-     * local-memory kernel, on GPUs and accelerators (not measured here). */
+    /* auto: the tuned tiled kernel for every dtype mix on CPU devices (on PoCL 4x CLBlast
+     * SGEMM in f32 and 1.35x rows in bf16, docs/OPENCL.md), and for all but f32 on GPUs and
+     * accelerators (f32 there: CLBlast, tuned for them; not measured here). */
     ocl_gemm_path path = ctx->gemm;
-    if (path == GEMM_AUTO && !all_f32) path = ctx->cpu_device ? GEMM_ROWS : GEMM_TILED;
-    if (epi) path = GEMM_CONVERT;
+    if (path == GEMM_AUTO && (ctx->cpu_device || !all_f32)) path = GEMM_TILED;
+    if (epi && path == GEMM_ROWS) path = GEMM_CONVERT;
     if (path == GEMM_ROWS) {
         for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
             OCL_TRY(launch_rows(ctx, g, b0, step));
         return AMPX_OK;
     }
-    if (path == GEMM_TILED) {
-        for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
-            OCL_TRY(launch_tiled(ctx, g, &g->c, NULL, NULL, b0, step));
-        return AMPX_OK;
-    }
+    if (path == GEMM_TILED) return tiled_batches(ctx, g, NULL, NULL, epi, ext_c, step);
 
     /* CLBlast: f32 operands as they are, others widened to f32 scratch in their layout. */
     gemm_call s = {g,
@@ -333,8 +347,8 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     return AMPX_OK;
 }
 
-/* GEMM_FP8: gemm_rows_<A>_<B> (CPU devices, or gemm=rows) or gemm_tiled (other devices, or
- * gemm=tiled; gemm=convert has no fp8 form and picks as auto does) with fp8 loads and the
+/* GEMM_FP8: gemm_rows_<A>_<B> (gemm=rows) or the tiled kernel (auto, tiled; gemm=convert has
+ * no fp8 form and picks as auto does) with fp8 loads and the
  * device's dequantization factors. k == 0 runs the kernel too: v = (alpha * (a_scale_inv *
  * b_scale_inv)) * 0 + beta * C_old, backend.h's formula as written. The epilogue: the kernel
  * stores v to an f32 copy of C's layout (C itself when C is f32, each element read before it
@@ -351,8 +365,10 @@ ampx_status ocl_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *args) {
 
     uint64_t c_span = (g->m - 1) * g->ldc + g->n;
     uint64_t step   = (g->batch == 1 || g->stride_c >= c_span) ? g->batch : 1;
-    int rows        = ctx->gemm == GEMM_ROWS || (ctx->gemm != GEMM_TILED && ctx->cpu_device);
+    /* rows only when asked: tiled is 3-4x faster with e4m3 on PoCL (docs/OPENCL.md) */
+    int rows = ctx->gemm == GEMM_ROWS;
 
+    if (!rows) return tiled_batches(ctx, g, &fa.a_scale_inv, &fa.b_scale_inv, epi, ext[2], step);
     ampx_tensor out = g->c;
     cl_mem tmp      = g->c.buf->mem;
     uint64_t tmp_o  = g->c.offset / 4;
@@ -365,8 +381,7 @@ ampx_status ocl_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *args) {
         tmp_o = 0;
     }
     for (uint64_t b0 = 0; b0 < g->batch; b0 += step) {
-        OCL_TRY(rows ? launch_rows_fp8(ctx, g, &out, &fa.a_scale_inv, &fa.b_scale_inv, b0, step)
-                     : launch_tiled(ctx, g, &out, &fa.a_scale_inv, &fa.b_scale_inv, b0, step));
+        OCL_TRY(launch_rows_fp8(ctx, g, &out, &fa.a_scale_inv, &fa.b_scale_inv, b0, step));
         if (epi) OCL_TRY(launch_epilogue(ctx, g, tmp, tmp_o, b0, step));
     }
     return AMPX_OK;

@@ -38,7 +38,6 @@ const char *const ocl_kernel_names[K_COUNT] = {
     [K_COL2IM]              = "col2im",
     [K_POOL2D_FWD]          = "pool2d_fwd",
     [K_POOL2D_BWD]          = "pool2d_bwd",
-    [K_GEMM_TILED]          = "gemm_tiled",
     [K_GEMM_BETA]           = "gemm_beta",
     [K_GEMM_STORE_C]        = "gemm_store_c",
     [K_GEMM_EPILOGUE]       = "gemm_epilogue",

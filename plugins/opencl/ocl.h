@@ -20,6 +20,7 @@
 #include "ampx/backend.h"
 #include "ampx/dtype.h"
 #include "ampx/plugin_kit.h"
+#include "gemm_params.h"
 
 // ---------------------------------------------------------------------------------------
 // Buffers: a cl_mem of at least one byte, and the size the host asked for.
@@ -61,7 +62,6 @@ typedef enum ocl_kernel {
     K_COL2IM,
     K_POOL2D_FWD,
     K_POOL2D_BWD,
-    K_GEMM_TILED,
     K_GEMM_BETA,
     K_GEMM_STORE_C,
     K_GEMM_EPILOGUE,
@@ -105,10 +105,13 @@ typedef struct ocl_typed_slot {
 /* How GEMMs other than f32 x f32 -> f32 run (option gemm=). */
 typedef enum ocl_gemm_path {
     GEMM_AUTO    = 0, /* f32: CLBlast; else rows on CPU devices, tiled on others (gemm.c) */
-    GEMM_TILED   = 1, /* gemm_tiled for every dtype mix, f32 included */
+    GEMM_TILED   = 1, /* gemm_tuned (gemm_tune.c) for every dtype mix, f32 included */
     GEMM_CONVERT = 2, /* widen to f32, CLBlast SGEMM, round back */
     GEMM_ROWS    = 3, /* gemm_rows_<A>_<B> for every dtype mix, f32 included */
 } ocl_gemm_path;
+
+/* Option tune=: when the tuned GEMM kernel's parameters are searched (gemm_tune.c). */
+enum { OCL_TUNE_NO = 0, OCL_TUNE_ON = 1, OCL_TUNE_FORCE = 2 };
 
 /* Device scratch (grown on demand; the old one is released, OpenCL keeps it alive until the
  * commands using it are done). */
@@ -140,6 +143,14 @@ struct ampx_context {
     int cpu_device;     /* CL_DEVICE_TYPE_CPU: picks the GEMM kernel for gemm=auto */
     ocl_gemm_path gemm; /* option gemm= */
     int no_epilogue;    /* option gemm_epilogue=0 */
+    struct {            /* the tuned GEMM kernel (gemm_tune.c) */
+        ocl_gemm_params p;
+        ocl_gemm_limits lim;
+        const char *from;          /* "defaults", "file" or "tuned" */
+        double gflops;             /* what the tuning measured (0: not tuned) */
+        uint64_t key;              /* the parameter file's key */
+        ocl_typed_slot slot[5][5]; /* per A, B dtype (f32, bf16, f16, e4m3, e5m2) */
+    } gt;
     ocl_scratch scratch[OCL_N_SCRATCH];
     char platform_name[128];
     char device_name[128];
@@ -245,6 +256,29 @@ ampx_status ocl_program_load(ampx_context *ctx, const char *build_options);
  * says so), else compiled (and stored when use_cache). */
 ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char *options,
                             const char *what, int use_cache, cl_program *out, int *cache_hit);
+/* The disk cache's key of a program: FNV-1a 64 over the platform, device, device version,
+ * driver version, options and sources. */
+uint64_t ocl_cache_key(const ampx_context *ctx, const char *options, const ocl_source *src);
+/* mkdir -p; 0 when the directory exists afterwards. */
+int ocl_make_dirs(const char *dir);
+/* A whole file, malloc'ed (NULL when absent, empty or unreadable). */
+void *ocl_read_file(const char *path, size_t *size);
+// ---------------------------------------------------------------------------------------
+// The tuned GEMM kernel (gemm_tune.c)
+
+/* Its parameters: `given` (option gemm_params=, checked against the device's limits), else
+ * a tuning run (tune_mode OCL_TUNE_FORCE, or OCL_TUNE_ON without a valid parameter file;
+ * tiny: a two-candidate grid on one small shape), else the cache folder's parameter file,
+ * else defaults from device queries. Fails when `given` does not fit or a tuning run fails. */
+ampx_status ocl_gemm_tune_init(ampx_context *ctx, int tune_mode, int tiny,
+                               const ocl_gemm_params *given);
+/* gemm_tuned over batches [b0, b0 + nb): C_old read from C, the result stored to out (C, or
+ * GEMM_FP8's f32 copy for the epilogue); dq_a, dq_b GEMM_FP8's factors (NULL for GEMM). */
+ampx_status ocl_gemm_tuned_launch(ampx_context *ctx, const ampx_gemm_args *g,
+                                  const ampx_tensor *out, const ampx_tensor *dq_a,
+                                  const ampx_tensor *dq_b, uint64_t b0, uint64_t nb);
+void ocl_gemm_tuned_free(ampx_context *ctx);
+
 extern const char ampx_ocl_source[];      /* kernels/opencl/ sources, embedded at build time */
 extern const size_t ampx_ocl_source_size; /* bytes, without the final NUL */
 extern const char ampx_ocl_prelude[];     /* common.cl and kernel_math.h */

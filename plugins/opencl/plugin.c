@@ -248,12 +248,17 @@ typedef struct ocl_opts {
     char device[128]; /* "" = default; "P:D"; or a name substring */
     char cache[512];  /* "" = default location; "off"; or a directory */
     ocl_gemm_path gemm;
-    int no_epilogue; /* gemm_epilogue=0: supports() does not claim GEMM's epilogue */
+    int no_epilogue;             /* gemm_epilogue=0: supports() does not claim GEMM's epilogue */
+    int tune;                    /* OCL_TUNE_NO, _ON, _FORCE (tune=no|yes|force) */
+    int tune_tiny;               /* tune_grid=tiny */
+    ocl_gemm_params gemm_params; /* gemm_params=MWG,NWG,KWG,MDIMC,NDIMC,VWN (mwg 0: none) */
 } ocl_opts;
 
 static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, ocl_opts *o) {
     static const char *const gemm_paths[] = {"auto", "rows", "tiled", "convert", NULL};
     static const ocl_gemm_path gemm_of[]  = {GEMM_AUTO, GEMM_ROWS, GEMM_TILED, GEMM_CONVERT};
+    static const char *const tunes[]      = {"no", "yes", "force", NULL};
+    static const char *const grids[]      = {"full", "tiny", NULL};
     for (uint32_t i = 0; i < h->n_options; i++) {
         ampx_kit_option opt = {NULL, 0, NULL};
         int pick            = 0;
@@ -278,8 +283,25 @@ static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, ocl_op
             unsigned long v = 0;
             OCL_TRY(ampx_kit_option_uint(kit, &opt, 0, 1, &v));
             o->no_epilogue = v == 0;
+        } else if (ampx_kit_option_is(&opt, "tune")) {
+            OCL_TRY(ampx_kit_option_choice(kit, &opt, tunes, &pick));
+            o->tune = pick;
+        } else if (ampx_kit_option_is(&opt, "gemm_params")) {
+            ocl_gemm_params *p = &o->gemm_params;
+            char tail          = 0;
+            if (sscanf(val, "%u,%u,%u,%u,%u,%u%c", &p->mwg, &p->nwg, &p->kwg, &p->mdimc, &p->ndimc,
+                       &p->vwn, &tail) != 6 ||
+                !strchr("0123456789", val[0]) || p->mwg == 0)
+                return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                                     "opencl: gemm_params=%s: expected six numbers "
+                                     "MWG,NWG,KWG,MDIMC,NDIMC,VWN",
+                                     val);
+        } else if (ampx_kit_option_is(&opt, "tune_grid")) {
+            OCL_TRY(ampx_kit_option_choice(kit, &opt, grids, &pick));
+            o->tune_tiny = pick;
         } else {
-            return ampx_kit_option_unknown(kit, &opt, "device, cache, gemm, gemm_epilogue");
+            return ampx_kit_option_unknown(
+                kit, &opt, "device, cache, gemm, gemm_epilogue, gemm_params, tune, tune_grid");
         }
     }
     return AMPX_OK;
@@ -355,6 +377,7 @@ static void ocl_destroy(ampx_context *ctx) {
     for (int k = 0; k < K_COUNT; k++)
         if (ctx->kernels[k]) clReleaseKernel(ctx->kernels[k]);
     ocl_typed_free(ctx);
+    ocl_gemm_tuned_free(ctx);
     ocl_scratch_free(ctx);
     if (ctx->program) clReleaseProgram(ctx->program);
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);
@@ -475,6 +498,9 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
     clGetDeviceInfo(ctx->device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof pref, &pref, NULL);
     ctx->vw        = pref > 4 ? 8 : 4;
     ampx_status st = ocl_program_load(ctx, ctx->build_opts);
+    if (st == AMPX_OK)
+        st =
+            ocl_gemm_tune_init(ctx, o.tune, o.tune_tiny, o.gemm_params.mwg ? &o.gemm_params : NULL);
     if (st != AMPX_OK) {
         ocl_destroy(ctx);
         return st;
@@ -493,16 +519,18 @@ static ampx_status ocl_device_info(ampx_context *ctx, ampx_device_info *info) {
     ampx_device_info d;
     OCL_TRY(ampx_kit_begin_device_info(AMPX_KIT(ctx), info, &d));
     snprintf(d.name, sizeof d.name, "%s", ctx->device_name);
-    char desc[2048];
+    char desc[2048], gp[96];
+    ocl_gemm_params_str(&ctx->gt.p, gp, sizeof gp);
     snprintf(desc, sizeof desc,
-             "ampx OpenCL backend %s on %u:%u, %s, %s, driver %s; gemm %s; cache %s; devices: %s",
+             "ampx OpenCL backend %s on %u:%u, %s, %s, driver %s; gemm %s; tiled %s (%s); "
+             "cache %s; devices: %s",
              OCL_PLUGIN_VERSION, ctx->plat_index, ctx->dev_index, ctx->platform_name,
              ctx->device_version, ctx->driver_version,
              ctx->gemm == GEMM_TILED     ? "tiled"
              : ctx->gemm == GEMM_ROWS    ? "rows"
              : ctx->gemm == GEMM_CONVERT ? "convert+CLBlast"
                                          : "auto",
-             ctx->cache_dir[0] ? ctx->cache_dir : "off", ctx->devices_list);
+             gp, ctx->gt.from, ctx->cache_dir[0] ? ctx->cache_dir : "off", ctx->devices_list);
     size_t dlen = strlen(desc);
     if (dlen >= sizeof d.description) dlen = sizeof d.description - 1;
     memcpy(d.description, desc, dlen); /* truncated to fit, d is zeroed */

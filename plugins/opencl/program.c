@@ -38,7 +38,7 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
     return h;
 }
 
-static uint64_t cache_key(const ampx_context *ctx, const char *options, const ocl_source *src) {
+uint64_t ocl_cache_key(const ampx_context *ctx, const char *options, const ocl_source *src) {
     uint64_t h          = 0xcbf29ce484222325ull;
     const char *parts[] = {ctx->platform_name, ctx->device_name, ctx->device_version,
                            ctx->driver_version, options};
@@ -49,8 +49,7 @@ static uint64_t cache_key(const ampx_context *ctx, const char *options, const oc
     return h;
 }
 
-/* mkdir -p; returns 0 when the directory exists afterwards. */
-static int make_dirs(const char *dir) {
+int ocl_make_dirs(const char *dir) {
     char path[512];
     snprintf(path, sizeof path, "%s", dir);
     for (char *p = path + 1; *p; p++) {
@@ -63,7 +62,7 @@ static int make_dirs(const char *dir) {
     return 0;
 }
 
-static void *read_file(const char *path, size_t *size) {
+void *ocl_read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     void *data = NULL;
@@ -108,7 +107,7 @@ static ampx_status build(ampx_context *ctx, cl_program prog, const char *options
 
 static cl_program load_from_cache(ampx_context *ctx, const char *path, const char *options) {
     size_t size        = 0;
-    unsigned char *bin = read_file(path, &size);
+    unsigned char *bin = ocl_read_file(path, &size);
     if (!bin) return NULL;
     const unsigned char *bins[1] = {bin};
     cl_int status                = CL_SUCCESS, err;
@@ -130,7 +129,7 @@ static cl_program load_from_cache(ampx_context *ctx, const char *path, const cha
 }
 
 static void store_to_cache(ampx_context *ctx, cl_program prog, const char *path) {
-    if (make_dirs(ctx->cache_dir) != 0) {
+    if (ocl_make_dirs(ctx->cache_dir) != 0) {
         ocl_log(ctx, AMPX_LOG_WARN, "opencl: cannot create cache directory %s: %s", ctx->cache_dir,
                 strerror(errno));
         return;
@@ -214,7 +213,7 @@ ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char
     *cache_hit      = 0;
     if (use_cache && ctx->cache_dir[0]) {
         snprintf(path, sizeof path, "%s/%016llx.bin", ctx->cache_dir,
-                 (unsigned long long)cache_key(ctx, options, src));
+                 (unsigned long long)ocl_cache_key(ctx, options, src));
         prog       = load_from_cache(ctx, path, options);
         *cache_hit = prog != NULL;
     }

@@ -38,7 +38,7 @@ _ampx() {
         [[ $cur == -* ]] || { COMPREPLY=($(compgen -f -- "$cur")); return; } ;;
     conformance) opts="--backend --backend-opt --op --quick --seed --json --all --help" ;;
     backends) opts="--json --options --help" ;;
-    bench) opts="gemm op --backend --backend-opt --dtype --m --n --k --trans-a --trans-b --json --help" ;;
+    bench) opts="gemm op --backend --backend-opt --dtype --m --n --k --trans-a --trans-b --json --tune --help" ;;
     help) COMPREPLY=($(compgen -W "$commands" -- "$cur")); return ;;
     *) opts="--help" ;;
     esac

@@ -1,0 +1,175 @@
+/* gemm_tuned.cl — GEMM and GEMM_FP8 tiled in local memory with register blocking, every size
+ * a build-time parameter: plugins/opencl/gemm_tune.c picks them per device (defaults from
+ * device queries, or a tuning run stored in the cache folder) and builds one program per
+ * (T_a, T_b, parameters). The names are CLBlast's xgemm ones:
+ *   MWG, NWG     rows and columns of C per work-group
+ *   KWG          depth of the k slice staged in local memory
+ *   MDIMC, NDIMC the work-group shape: items along m (dimension 1), along n (dimension 0)
+ *   VWN          width of the float vectors along n held by each item (1, 2, 4, 8 or 16)
+ * Item (tx, ty) keeps MWI x NVI accumulators of VWN floats: rows ty + MDIMC w (w < MWI =
+ * MWG / MDIMC), column groups (tx + NDIMC v) VWN .. + VWN - 1 (v < NVI = NWG / (NDIMC VWN)).
+ * Each KWG-deep slice of k stages op(A) and op(B) in local memory as f32, each element widened
+ * once on load (bf16 and f16 exactly by common.cl's integer code, e4m3 and e5m2 likewise);
+ * elements outside the matrices load as 0, padding between rows is never read. Products and
+ * sums are f32: each slice's KWG products in k order into `part`, which is then added to the
+ * running sum `acc` (so what lives across the barriers is touched once per slice; on PoCL
+ * this measured the same as summing into acc directly); alpha (times GEMM_FP8's dequantization
+ * factors, read on the device, alpha * (dq_a[0] * dq_b[0]) as backend.h orders it) and beta apply
+ * once at the end and the result is rounded once into out (C, or GEMM_FP8's f32 copy for the
+ * epilogue). C and out keep their dtype as an argument: they are touched once per element. */
+#ifdef K_gemm_tuned
+
+#define MWI (MWG / MDIMC)
+#define NVI (NWG / (NDIMC * VWN))
+#define WGS (MDIMC * NDIMC)
+
+#if VWN == 1
+typedef float realn;
+#define LDL(p, i) ((p)[i])
+#define STP(v, p) ((p)[0] = (v))
+#else
+typedef CAT(float, VWN) realn;
+#define LDL(p, i) CAT(vload, VWN)(0, (p) + (i))
+#define STP(v, p) CAT(vstore, VWN)((v), 0, (p))
+#endif
+
+inline float ld1_e4m3(__global const uchar *p, ulong i) {
+    return e4m3_to_f32(p[i]);
+}
+inline float ld1_e5m2(__global const uchar *p, ulong i) {
+    return e5m2_to_f32(p[i]);
+}
+
+/* fp8 operands VW at a time: lane by lane, the scalar conversion's bits. */
+inline floatv ldv_e4m3(__global const uchar *p, ulong i) {
+    float t[VW];
+    for (int l = 0; l < VW; l++)
+        t[l] = e4m3_to_f32(p[i + l]);
+    return VLOAD(0, t);
+}
+inline floatv ldv_e5m2(__global const uchar *p, ulong i) {
+    float t[VW];
+    for (int l = 0; l < VW; l++)
+        t[l] = e5m2_to_f32(p[i + l]);
+    return VLOAD(0, t);
+}
+
+/* Local layouts: As[i * KWG + p] when A is not transposed (its rows run along k), else
+ * As[p * MWG + i]; Bs[p * NWG + j] always (the inner loop reads vectors along n). */
+#define A_AT(i, p) (ta ? (p)*MWG + (i) : (i)*KWG + (p))
+
+/* Stages the MWG x KWG slice of op(A) at (row0, k0) and the KWG x NWG slice of op(B) at
+ * (k0, col0). A whole tile (full) moves VW elements per load along the operand's own rows
+ * (stored as they are, except B transposed, whose vectors are spread over VW rows of Bs);
+ * an edge tile moves one element per load, 0 outside the matrix. */
+#define VEC_OK (KWG % VW == 0 && MWG % VW == 0 && NWG % VW == 0)
+#define STAGE_SCALAR(X, Xs, XWG, r0, lim, ld, base, along_k, AT)                                   \
+    for (uint e = tid; e < KWG * XWG; e += WGS) {                                                  \
+        uint p = along_k ? e % KWG : e / XWG, i = along_k ? e / KWG : e % XWG;                     \
+        ulong gi = r0 + i, gp = k0 + p;                                                            \
+        float v = 0.0f;                                                                            \
+        if (gi < lim && gp < k) v = LD(X, base + (along_k ? gi * ld + gp : gp * ld + gi));         \
+        Xs[AT(i, p)] = v;                                                                          \
+    }
+#define B_AT(j, p) ((p)*NWG + (j))
+
+inline void stage_vec_a(__global const uchar *A, __local float *As, ulong base, ulong lda,
+                        ulong row0, ulong k0, int ta, uint tid) {
+    if (!ta) { /* rows of A along k: As[i][p .. p + VW) */
+        for (uint e = tid; e < MWG * KWG / VW; e += WGS) {
+            uint i = e / (KWG / VW), p = e % (KWG / VW) * VW;
+            VSTORE(CAT(ldv_, T_a)(A, base + (row0 + i) * lda + k0 + p), 0, As + i * KWG + p);
+        }
+    } else { /* rows of A^T along m: As[p][i .. i + VW) */
+        for (uint e = tid; e < KWG * MWG / VW; e += WGS) {
+            uint p = e / (MWG / VW), i = e % (MWG / VW) * VW;
+            VSTORE(CAT(ldv_, T_a)(A, base + (k0 + p) * lda + row0 + i), 0, As + p * MWG + i);
+        }
+    }
+}
+
+inline void stage_vec_b(__global const uchar *B, __local float *Bs, ulong base, ulong ldb,
+                        ulong col0, ulong k0, int tb, uint tid) {
+    if (!tb) { /* rows of B along n: Bs[p][j .. j + VW) */
+        for (uint e = tid; e < KWG * NWG / VW; e += WGS) {
+            uint p = e / (NWG / VW), j = e % (NWG / VW) * VW;
+            VSTORE(CAT(ldv_, T_b)(B, base + (k0 + p) * ldb + col0 + j), 0, Bs + p * NWG + j);
+        }
+    } else { /* rows of B^T along k: Bs[p .. p + VW)[j] */
+        for (uint e = tid; e < NWG * KWG / VW; e += WGS) {
+            uint j = e / (KWG / VW), p = e % (KWG / VW) * VW;
+            float t[VW];
+            VSTORE(CAT(ldv_, T_b)(B, base + (col0 + j) * ldb + k0 + p), 0, t);
+            for (int l = 0; l < VW; l++)
+                Bs[(p + l) * NWG + j] = t[l];
+        }
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void
+gemm_tuned(CTENSOR(a), CTENSOR(b), __global const uchar *c_p, ulong c_o, int c_dt,
+           __global uchar *out_p, ulong out_o, int out_dt, ulong m, ulong n, ulong k, ulong lda,
+           ulong ldb, ulong ldc, ulong sa, ulong sb, ulong sc, int ta, int tb, float alpha,
+           float beta, ulong batch0, __global const uchar *dq_a_p, ulong dq_a_o,
+           __global const uchar *dq_b_p, ulong dq_b_o) {
+    __local float As[KWG * MWG];
+    __local float Bs[KWG * NWG];
+    const uint tx = get_local_id(0), ty = get_local_id(1), tid = ty * NDIMC + tx;
+    const ulong bt   = batch0 + get_global_id(2);
+    const ulong row0 = (ulong)get_group_id(1) * MWG, col0 = (ulong)get_group_id(0) * NWG;
+    const ulong abase = bt * sa, bbase = bt * sb, cbase = bt * sc;
+    const float al = dq_a_p ? alpha * (((__global const float *)(dq_a_p + dq_a_o))[0] *
+                                       ((__global const float *)(dq_b_p + dq_b_o))[0])
+                            : alpha;
+    realn acc[MWI][NVI];
+    for (int w = 0; w < MWI; w++)
+        for (int v = 0; v < NVI; v++)
+            acc[w][v] = (realn)(0.0f);
+    const int rows_in = row0 + MWG <= m, cols_in = col0 + NWG <= n;
+    for (ulong k0 = 0; k0 < k; k0 += KWG) {
+        if (VEC_OK && rows_in && k0 + KWG <= k)
+            stage_vec_a(a_p + a_o, As, abase, lda, row0, k0, ta, tid);
+        else
+            STAGE_SCALAR(a, As, MWG, row0, m, lda, abase, !ta, A_AT)
+        if (VEC_OK && cols_in && k0 + KWG <= k)
+            stage_vec_b(b_p + b_o, Bs, bbase, ldb, col0, k0, tb, tid);
+        else
+            STAGE_SCALAR(b, Bs, NWG, col0, n, ldb, bbase, tb, B_AT)
+        barrier(CLK_LOCAL_MEM_FENCE);
+        realn part[MWI][NVI]; /* this slice's sums (see the top) */
+        for (int w = 0; w < MWI; w++)
+            for (int v = 0; v < NVI; v++)
+                part[w][v] = (realn)(0.0f);
+        for (uint p = 0; p < KWG; p++) {
+            realn bv[NVI];
+            for (int v = 0; v < NVI; v++)
+                bv[v] = LDL(Bs, p * NWG + (tx + NDIMC * v) * VWN);
+            for (int w = 0; w < MWI; w++) {
+                realn av = (realn)(As[A_AT(ty + MDIMC * w, p)]);
+                for (int v = 0; v < NVI; v++)
+                    part[w][v] = mad(av, bv[v], part[w][v]);
+            }
+        }
+        for (int w = 0; w < MWI; w++)
+            for (int v = 0; v < NVI; v++)
+                acc[w][v] += part[w][v];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int w = 0; w < MWI; w++) {
+        ulong i = row0 + ty + MDIMC * w;
+        if (i >= m) break;
+        for (int v = 0; v < NVI; v++) {
+            float vals[VWN];
+            STP(acc[w][v], vals);
+            for (int l = 0; l < VWN; l++) {
+                ulong j = col0 + (tx + NDIMC * v) * VWN + l;
+                if (j >= n) break;
+                ulong ci = cbase + i * ldc + j;
+                float r  = al * vals[l];
+                if (beta != 0.0f) r = r + beta * ld_elem(c_p + c_o, c_dt, ci);
+                st_elem(out_p + out_o, out_dt, ci, r);
+            }
+        }
+    }
+}
+#endif
