@@ -129,14 +129,7 @@ static uint32_t widen_code(ampx_dtype dt, uint32_t c) {
 static void abs_max_item(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const abs_max_job *j = arg;
-    uint32_t t = 0, hi = j->count; /* the last tensor whose first item is <= item */
-    while (hi - t > 1) {
-        uint32_t mid = t + (hi - t) / 2;
-        if (j->first[mid] <= item)
-            t = mid;
-        else
-            hi = mid;
-    }
+    uint32_t t           = cpu_item_tensor(j->first, j->count, item);
     uint64_t i0 = (item - j->first[t]) * AM_ITEM, nt = j->n_elems[t];
     uint64_t n    = nt - i0 < AM_ITEM ? nt - i0 : AM_ITEM;
     ampx_dtype dt = j->tensors[t].dtype;

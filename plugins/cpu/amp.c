@@ -511,14 +511,7 @@ static void span(const float *x, float *y, uint64_t n, float inv, float tiny, un
 static void amp_chunk(void *arg, uint64_t item, unsigned tid) {
     (void)tid;
     const amp_job *j = arg;
-    uint32_t t = 0, hi = j->count; /* the last tensor whose first chunk is <= item */
-    while (hi - t > 1) {
-        uint32_t mid = t + (hi - t) / 2;
-        if (j->first[mid] <= item)
-            t = mid;
-        else
-            hi = mid;
-    }
+    uint32_t t       = cpu_item_tensor(j->first, j->count, item);
     uint64_t i0 = (item - j->first[t]) * CPU_CHUNK, nt = j->n_elems[t];
     uint64_t n    = nt - i0 < CPU_CHUNK ? nt - i0 : CPU_CHUNK;
     ampx_dtype dt = j->tensors[t].dtype;

@@ -295,6 +295,20 @@ static inline uint64_t cpu_list_max_chunks(const ampx_tensor_list *l) {
     return max_chunks;
 }
 
+/* For ops that cut a tensor list into items (first[t]: tensor t's first item, ascending):
+ * the tensor that item belongs to, the last whose first item is <= item. */
+static inline uint32_t cpu_item_tensor(const uint64_t *first, uint32_t count, uint64_t item) {
+    uint32_t t = 0, hi = count;
+    while (hi - t > 1) {
+        uint32_t mid = t + (hi - t) / 2;
+        if (first[mid] <= item)
+            t = mid;
+        else
+            hi = mid;
+    }
+    return t;
+}
+
 /* Grows every per-thread workspace to at least `bytes` (64-byte aligned). */
 ampx_status cpu_reserve_thread_ws(ampx_context *ctx, const char *opname, size_t bytes);
 /* Grows the shared workspace to at least `bytes` and returns it (NULL after logging). */

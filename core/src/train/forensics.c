@@ -53,14 +53,10 @@ ampx_status forensics_begin_step(ampx_trainer *t, int64_t ring_at) {
 /* After node `node` of an armed micro-batch: the largest |x| of each output it scans. */
 ampx_status forensics_scan_node(executor *x, int node, void *user) {
     ampx_trainer *t = user;
-    int c = t->mon.scan_count[node], f = t->mon.scan_first[node];
-    if (!c) return AMPX_OK;
     ampx_tensor ts[G_MAX_OUT];
     uint64_t ns[G_MAX_OUT];
-    for (int k = 0; k < c; k++) {
-        ts[k] = exec_tensor(x, t->mon.scan_value[f + k]);
-        ns[k] = exec_numel(x, t->mon.scan_value[f + k]);
-    }
+    int c = monitor_scan_list(t, x, node, ts, ns), f = t->mon.scan_first[node];
+    if (!c) return AMPX_OK;
     uint64_t at         = (uint64_t)(x->micro * t->mon.n_scan + f);
     const g_node *n     = &t->g.nodes[node];
     ampx_abs_max_args a = {

@@ -131,17 +131,22 @@ static ampx_status grad_stats(ampx_trainer *t, const char *who, ampx_dtype targe
     return call_op(&t->call, who, AMPX_OP_GRAD_STATS, &a);
 }
 
-/* After node `node` of a monitored micro-batch: the statistics of its outputs. */
-ampx_status monitor_scan_node(executor *x, int node, void *user) {
-    ampx_trainer *t = user;
+int monitor_scan_list(const ampx_trainer *t, executor *x, int node, ampx_tensor *ts, uint64_t *ns) {
     int c = t->mon.scan_count[node], f = t->mon.scan_first[node];
-    if (!c) return AMPX_OK;
-    ampx_tensor ts[G_MAX_OUT];
-    uint64_t ns[G_MAX_OUT];
     for (int k = 0; k < c; k++) {
         ts[k] = exec_tensor(x, t->mon.scan_value[f + k]);
         ns[k] = exec_numel(x, t->mon.scan_value[f + k]);
     }
+    return c;
+}
+
+/* After node `node` of a monitored micro-batch: the statistics of its outputs. */
+ampx_status monitor_scan_node(executor *x, int node, void *user) {
+    ampx_trainer *t = user;
+    ampx_tensor ts[G_MAX_OUT];
+    uint64_t ns[G_MAX_OUT];
+    int c = monitor_scan_list(t, x, node, ts, ns), f = t->mon.scan_first[node];
+    if (!c) return AMPX_OK;
     uint64_t base = t->mon.slot_cur, at = (uint64_t)(x->micro * t->mon.n_scan + f);
     const g_node *n = &t->g.nodes[node];
     return grad_stats(t, n->name, n->dtype,

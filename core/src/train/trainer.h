@@ -266,6 +266,8 @@ ampx_status monitor_setup(ampx_trainer *t);
 void monitor_free(ampx_trainer *t);
 ampx_status monitor_begin_step(ampx_trainer *t, int64_t ring_at);
 ampx_status monitor_scan_node(executor *x, int node, void *trainer);
+/* The float outputs node `node` scans, as tensors and element counts; how many (<= G_MAX_OUT). */
+int monitor_scan_list(const ampx_trainer *t, executor *x, int node, ampx_tensor *ts, uint64_t *ns);
 ampx_status monitor_param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base);
 void monitor_amp_pass(ampx_trainer *t, ampx_amp_pass_args *f); /* the fused op's outputs */
 /* Fills t->mon.health and first_nonfinite from host slot i (of a flush's read). */
