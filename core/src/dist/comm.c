@@ -239,6 +239,9 @@ ampx_status dist_shards(ampx_dist *d, float *full, float *mine, const int *count
                         const int *displs, int to_root) {
     TIMED(d->ops->shards_f32(d, full, mine, counts, displs, to_root));
 }
+ampx_status dist_ireduce_scatter(ampx_dist *d, const float *send, float *recv, const int *counts) {
+    TIMED(d->ops->ireduce_scatter_f32(d, send, recv, counts));
+}
 
 #ifndef AMPX_HAVE_NCCL
 /* Without nccl.h at build time: CUDA gradients take the host path. */

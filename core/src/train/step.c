@@ -11,6 +11,7 @@
  * each slot into an ampx_step_record, runs the run-health verdicts over it and stops the run
  * on a scaler, skip or weights failure. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,41 @@ static ampx_status micro_batches(ampx_trainer *t, uint64_t slot, int mon, int le
     return st;
 }
 
+/* ZeRO-1: each rank checked and squared its shard of the gradients alone. The non-finite
+ * flags (found_inf and the per-parameter ones) become their largest over the ranks, the
+ * square sum the sum of every rank's, so every rank takes the same skip and clip decision
+ * and records the same norm (to rounding: the sum of per-shard sums is another summation
+ * order than one sum over the whole gradient). */
+static ampx_status zero_agree(ampx_trainer *t, uint64_t slot) {
+    uint64_t n = 1 + (uint64_t)t->n_params, flags = slot + SLOT_LOSS + 4 * (uint64_t)t->A;
+    int32_t *i32   = malloc(4 * n);
+    float *f32     = malloc(4 * n);
+    float gsq      = 0;
+    ampx_status st = i32 && f32 ? AMPX_OK : tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    uint64_t fi    = offsetof(ampx_scalars, found_inf);
+    if (!st) st = tr_check(t, t->ifc->buffer_read(t->ctx, t->scalars, fi, i32, 4), "buffer_read");
+    if (!st)
+        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->ring.buf, flags, i32 + 1, 4 * (n - 1)),
+                      "buffer_read");
+    if (!st)
+        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->ring.buf, slot + SLOT_GSQ, &gsq, 4),
+                      "buffer_read");
+    for (uint64_t i = 0; !st && i < n; i++)
+        f32[i] = i32[i] ? 1.0f : 0.0f;
+    if (!st) st = dp_agree(&t->dp, f32, n, &gsq);
+    for (uint64_t i = 0; !st && i < n; i++)
+        i32[i] = f32[i] != 0.0f;
+    if (!st) st = tr_check(t, t->ifc->buffer_write(t->ctx, t->scalars, fi, i32, 4), "buffer_write");
+    if (!st)
+        st = tr_check(t, t->ifc->buffer_write(t->ctx, t->ring.buf, flags, i32 + 1, 4 * (n - 1)),
+                      "buffer_write");
+    if (!st)
+        st = tr_check(t, t->ifc->buffer_write(t->ctx, t->ring.buf, slot + SLOT_GSQ, &gsq, 4),
+                      "buffer_write");
+    free(i32), free(f32);
+    return st;
+}
+
 /* What follows the gradients: the AMP pass, the optimizer and the scaler's update. */
 static ampx_status update_ops(ampx_trainer *t, uint64_t slot, int mon) {
     ampx_tensor gsq           = tr_tensor(t->ring.buf, slot + SLOT_GSQ, AMPX_F32);
@@ -167,7 +203,9 @@ static ampx_status update_ops(ampx_trainer *t, uint64_t slot, int mon) {
                                  .growth_factor_f64  = t->m->cfg.scaler.growth_factor,
                                  .backoff_factor_f64 = t->m->cfg.scaler.backoff_factor};
     ampx_status st;
-    if ((st = amp_ops(t, slot, mon, gsq)) || (st = optimizer_step(t, gsq))) return st;
+    if ((st = amp_ops(t, slot, mon, gsq)) || (t->zero && (st = zero_agree(t, slot))) ||
+        (st = optimizer_step(t, gsq)))
+        return st;
     /* the fp8 scales, before the scaler consumes found_inf (a skipped step moves none) */
     if (t->g.n_fp8 && (st = fp8_step_update(t))) return st;
     return tr_step_op(t, AMPX_OP_SCALER_UPDATE, &v);

@@ -241,8 +241,10 @@ static ampx_status grad_arena(ampx_trainer *t) {
             b  = &gl->buckets[gl->n_buckets++];
             *b = (grad_bucket){.off = off};
         }
-        p->grad_off          = off;
-        gl->bucket[order[k]] = (int)(b - gl->buckets);
+        p->grad_off             = off;
+        gl->bucket[order[k]]    = (int)(b - gl->buckets);
+        gl->param_off[order[k]] = off;
+        gl->param_n[order[k]]   = p->n;
         b->bytes += bytes;
         b->n_params++;
         off += bytes;
@@ -522,7 +524,8 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
         (st = zero_stage(t)))
         goto fail;
     /* every rank starts from rank 0's parameters */
-    if (t->dp.world > 1 && ((st = dp_setup(&t->dp, &t->grads)) || (st = ampx_trainer_sync(t))))
+    if (t->dp.world > 1 &&
+        ((st = dp_setup(&t->dp, &t->grads, t->zero)) || (st = ampx_trainer_sync(t))))
         goto fail;
     *out = t;
     return AMPX_OK;

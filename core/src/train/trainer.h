@@ -343,11 +343,13 @@ static inline ampx_status tr_micro_batch(ampx_trainer *t) {
     return exec_run(&t->x, 0, t->x.training ? t->g.n_nodes : t->g.n_forward);
 }
 
-/* The parameter gradients as one tensor list (ts, ns: TR_MAX_PARAMS entries). */
+/* The parameter gradients as one tensor list (ts, ns: TR_MAX_PARAMS entries); under ZeRO-1
+ * this rank's shard of each, the only part its reduce-scatter summed. */
 static inline ampx_tensor_list tr_grad_list(ampx_trainer *t, ampx_tensor *ts, uint64_t *ns) {
     for (int i = 0; i < t->n_params; i++) {
-        ts[i] = tr_tensor(t->params[i].grad, t->params[i].grad_off, AMPX_F32);
-        ns[i] = t->params[i].n;
+        const param *p = &t->params[i];
+        ts[i]          = tr_tensor(p->grad, p->grad_off + p->lo * 4, AMPX_F32);
+        ns[i]          = p->shard;
     }
     return (ampx_tensor_list){.count = (uint32_t)t->n_params, .tensors = ts, .n_elems = ns};
 }
