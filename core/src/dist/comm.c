@@ -239,8 +239,8 @@ ampx_status dist_shards(ampx_dist *d, float *full, float *mine, const int *count
                         const int *displs, int to_root) {
     TIMED(d->ops->shards_f32(d, full, mine, counts, displs, to_root));
 }
-ampx_status dist_ireduce_scatter(ampx_dist *d, const float *send, float *recv, const int *counts) {
-    TIMED(d->ops->ireduce_scatter_f32(d, send, recv, counts));
+ampx_status dist_ireduce_scatter(ampx_dist *d, float *buf, const int *counts) {
+    TIMED(d->ops->ireduce_scatter_f32(d, buf, counts));
 }
 
 #ifndef AMPX_HAVE_NCCL

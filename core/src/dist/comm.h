@@ -46,11 +46,10 @@ typedef struct dist_ops {
      * or written on rank 0 only. Blocking. */
     ampx_status (*shards_f32)       (ampx_dist *d, float *full, float *mine, const int *counts,
                                      const int *displs, int to_root);
-    /* Starts the sum over all ranks of send (the ranks' counts, rank-major) and rank r's
-     * counts[r] values of it into rank r's recv; dist_wait completes it (ZeRO-1's
-     * gradients). */
-    ampx_status (*ireduce_scatter_f32)(ampx_dist *d, const float *send, float *recv,
-                                       const int *counts);
+    /* Starts, in place, the sum over all ranks of buf (the ranks' counts, rank-major), rank
+     * r's counts[r] values of it into the first counts[r] of rank r's buf; dist_wait
+     * completes it (ZeRO-1's gradients). */
+    ampx_status (*ireduce_scatter_f32)(ampx_dist *d, float *buf, const int *counts);
 } dist_ops;
 // clang-format on
 
@@ -83,7 +82,7 @@ ampx_status dist_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int root);
 ampx_status dist_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs);
 ampx_status dist_shards(ampx_dist *d, float *full, float *mine, const int *counts,
                         const int *displs, int to_root);
-ampx_status dist_ireduce_scatter(ampx_dist *d, const float *send, float *recv, const int *counts);
+ampx_status dist_ireduce_scatter(ampx_dist *d, float *buf, const int *counts);
 
 // ---------------------------------------------------------------------------------------
 // NCCL (comm_nccl.c, built when nccl.h is found next to the CUDA toolkit): device buffers.

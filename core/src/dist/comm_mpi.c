@@ -204,10 +204,10 @@ static ampx_status mpi_iallreduce(ampx_dist *d, float *buf, uint64_t n) {
     return AMPX_OK;
 }
 
-/* ZeRO-1's gradients: a bucket, packed rank-major, summed and scattered (MPI_SUM on
- * MPI_FLOAT, as the all-reduce), waited for with the all-reduces by mpi_wait. */
-static ampx_status mpi_ireduce_scatter(ampx_dist *d, const float *send, float *recv,
-                                       const int *counts) {
+/* ZeRO-1's gradients: a bucket, packed rank-major, summed and scattered in place (MPI_SUM on
+ * MPI_FLOAT, as the all-reduce; the rank's sums land at buf's start), waited for with the
+ * all-reduces by mpi_wait. */
+static ampx_status mpi_ireduce_scatter(ampx_dist *d, float *buf, const int *counts) {
     mpi_impl *m    = d->impl;
     uint64_t total = 0;
     for (int p = 0; p < d->size; p++)
@@ -219,7 +219,7 @@ static ampx_status mpi_ireduce_scatter(ampx_dist *d, const float *send, float *r
                 DIST_MAX_PENDING);
         return AMPX_ERR_INVALID;
     }
-    int rc = MPI_Ireduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, m->comm,
+    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, m->comm,
                                  &m->pending[m->n_pending++]);
     return rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Ireduce_scatter") : AMPX_OK;
 }

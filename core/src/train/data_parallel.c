@@ -336,10 +336,9 @@ static ampx_status zero_setup(dp_state *dp) {
             err_set(dp->err, "ZeRO-1 reduce-scatters buckets of at most %d values", INT32_MAX);
             return AMPX_ERR_UNSUPPORTED;
         }
-    dp->rs_send   = malloc(g->bytes + 4);
-    dp->rs_recv   = malloc(g->bytes + 4);
+    dp->rs_buf    = malloc(g->bytes + 4);
     dp->rs_counts = calloc((size_t)g->n_buckets * (size_t)dp->world, sizeof(int));
-    if (!dp->rs_send || !dp->rs_recv || !dp->rs_counts) {
+    if (!dp->rs_buf || !dp->rs_counts) {
         err_set(dp->err, "out of memory for ZeRO-1's reduce-scatter buffers");
         return AMPX_ERR_NO_MEMORY;
     }
@@ -398,9 +397,9 @@ static ampx_status pick_path(dp_state *dp, const grad_layout *grads) {
 void dp_free(dp_state *dp) {
     if (dp->path == DP_HOST_COPY) free(dp->grads_host);
     dist_nccl_free(dp->nccl);
-    free(dp->rs_send), free(dp->rs_recv), free(dp->rs_counts);
+    free(dp->rs_buf), free(dp->rs_counts);
     dp->grads_host = NULL, dp->nccl = NULL;
-    dp->rs_send = dp->rs_recv = NULL, dp->rs_counts = NULL;
+    dp->rs_buf = NULL, dp->rs_counts = NULL;
 }
 
 void dp_begin_step(dp_state *dp, int64_t step, uint64_t inject_off, struct trace *traced) {
@@ -421,8 +420,8 @@ void dp_begin_step(dp_state *dp, int64_t step, uint64_t inject_off, struct trace
 }
 
 /* ZeRO-1: bucket b's gradients (in host memory h, the bucket's first value) packed
- * rank-major, rank r's dp_shard of each parameter in turn, and its reduce-scatter started:
- * rank r receives the sum of its shards, the elements it updates. */
+ * rank-major, rank r's dp_shard of each parameter in turn, and its reduce-scatter started in
+ * place: rank r's sums of its shards, the elements it updates, land at the bucket's start. */
 static ampx_status scatter_bucket(dp_state *dp, int b) {
     const grad_layout *g = dp->grads;
     uint64_t base = g->buckets[b].off / 4, at = 0;
@@ -433,12 +432,12 @@ static ampx_status scatter_bucket(dp_state *dp, int b) {
             uint64_t lo, count;
             if (g->bucket[i] != b) continue;
             dp_shard(g->param_n[i], r, dp->world, &lo, &count);
-            memcpy(dp->rs_send + base + at, dp->grads_host + g->param_off[i] / 4 + lo, count * 4);
+            memcpy(dp->rs_buf + base + at, dp->grads_host + g->param_off[i] / 4 + lo, count * 4);
             at += count;
         }
         counts[r] = (int)(at - start);
     }
-    ampx_status st = dist_ireduce_scatter(dp->dist, dp->rs_send + base, dp->rs_recv + base, counts);
+    ampx_status st = dist_ireduce_scatter(dp->dist, dp->rs_buf + base, counts);
     return st ? comm_fail(dp, st) : AMPX_OK;
 }
 
@@ -448,7 +447,7 @@ static ampx_status scatter_bucket(dp_state *dp, int b) {
 static ampx_status unpack_shards(dp_state *dp, float inv) {
     const grad_layout *g = dp->grads;
     for (int b = 0; b < g->n_buckets; b++) {
-        const float *sum = dp->rs_recv + g->buckets[b].off / 4;
+        const float *sum = dp->rs_buf + g->buckets[b].off / 4;
         for (int i = 0; i < g->n_params; i++) {
             uint64_t lo, count;
             if (g->bucket[i] != b) continue;

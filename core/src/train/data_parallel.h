@@ -58,10 +58,9 @@ typedef struct dp_state {
     void *stream;
     struct dist_nccl *nccl;
     int zero;       /* ZeRO-1 on a host path: each bucket reduce-scattered, not all-reduced */
-    float *rs_send; /* ZeRO-1: the buckets packed rank-major (grads->bytes), and this
-                       rank's summed shard of each (at the bucket's offset) */
-    float *rs_recv;
-    int *rs_counts;                /* ZeRO-1: per bucket, every rank's count (n_buckets x world) */
+    float *rs_buf;  /* ZeRO-1: the buckets packed rank-major (grads->bytes), then this
+                       rank's sums of its shards at each bucket's offset */
+    int *rs_counts; /* ZeRO-1: per bucket, every rank's count (n_buckets x world) */
     int pending[GRAD_MAX_BUCKETS]; /* this step: parameters not yet complete per bucket */
     int next_bucket;
     uint64_t inject_off;  /* this step: the gradient byte set to +inf before its bucket's
