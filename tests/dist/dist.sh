@@ -31,7 +31,7 @@
 #     checkpoint as plain data parallelism on 2 ranks (an overflow included; the gradient norm
 #     to rounding), reaches its parameters within 1e-5 on 4 with the clip active (the same
 #     step skipped), takes the host-copy path to the same bits, resumes across ZeRO and world sizes,
-#     with a quarter of the optimizer state per rank on 4;
+#     with a quarter of the optimizer state per rank on 4 and its share of the sharded masters;
 #   - another world size on resume with the global batch kept: 4 -> 2, 2 -> 4 and 4 -> 1
 #     reach the straight run's parameters within 1e-5 with the loss scaler's state carried (a
 #     control with another global batch does not), and token windows 2 -> 1 too.
@@ -413,6 +413,12 @@ python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(
   "$(state "$work/m0.out")" "$(state "$work/m1.out")" ||
   fail "--zero 1 on 4 ranks: optimizer state '$(state "$work/m1.out")' MiB per rank, plain '$(state "$work/m0.out")'"
 echo "optimizer state per rank, gpt_tiny on 4 ranks: $(state "$work/m0.out") MiB plain, $(state "$work/m1.out") MiB --zero 1"
+# the f32 masters of parameters with bf16 copies are sharded too: 2 + 4/4 bytes of 6 each
+weights() { sed -n 's/^parameters on each rank: weights \([0-9.]*\) MiB.*/\1/p' "$1"; }
+python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not (a / 3 < b <= 0.6 * a))" \
+  "$(weights "$work/m0.out")" "$(weights "$work/m1.out")" ||
+  fail "--zero 1 on 4 ranks: weights '$(weights "$work/m1.out")' MiB per rank, plain '$(weights "$work/m0.out")'"
+echo "weights per rank, gpt_tiny on 4 ranks: $(weights "$work/m0.out") MiB plain, $(weights "$work/m1.out") MiB --zero 1"
 
 # ---- another world size on resume, the global batch kept (4 x 16 = 2 x 32 = 1 x 64): the
 # run goes on as a straight run at the new size, the loss scaler's state carried (an overflow

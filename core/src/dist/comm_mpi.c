@@ -281,7 +281,8 @@ static ampx_status mpi_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int ro
 
 /* The all-gather of every rank's shard, in place, under the watchdog; the signature's size
  * is the total. */
-static ampx_status mpi_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs) {
+static ampx_status allgather_of(ampx_dist *d, void *buf, const int *counts, const int *displs,
+                                MPI_Datatype type) {
     mpi_impl *m    = d->impl;
     uint64_t total = 0;
     for (int p = 0; p < d->size; p++)
@@ -289,10 +290,19 @@ static ampx_status mpi_allgather(ampx_dist *d, float *buf, const int *counts, co
     ampx_status st = check_signature(d, 4, total);
     if (st) return st;
     MPI_Request r;
-    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
-                             m->comm, &r);
+    int rc =
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, type, m->comm, &r);
     return rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Iallgatherv")
                              : watch(d, 1, &r, "the ZeRO-1 all-gather");
+}
+
+static ampx_status mpi_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs) {
+    return allgather_of(d, buf, counts, displs, MPI_FLOAT);
+}
+
+static ampx_status mpi_allgather16(ampx_dist *d, uint16_t *buf, const int *counts,
+                                   const int *displs) {
+    return allgather_of(d, buf, counts, displs, MPI_UINT16_T);
 }
 
 /* ZeRO-1's checkpoints: the shards to rank 0 (a gather) or from it (a scatter). Rank 0's
@@ -374,7 +384,8 @@ static const dist_ops mpi_ops = {.allreduce_sum_f32   = mpi_allreduce,
                                  .allreduce_max_f32   = mpi_allreduce_max,
                                  .allgather_f32       = mpi_allgather,
                                  .shards_f32          = mpi_shards,
-                                 .ireduce_scatter_f32 = mpi_ireduce_scatter};
+                                 .ireduce_scatter_f32 = mpi_ireduce_scatter,
+                                 .allgather_u16       = mpi_allgather16};
 
 /* The watchdog's state: AMPX_DIST_TIMEOUT (seconds, default 30), AMPX_DIST_CHECK, the
  * heartbeats' communicator and one receive posted per peer. */

@@ -599,6 +599,18 @@ ampx_status dp_gather_shards(dp_state *dp, float *host, uint64_t n) {
     return st;
 }
 
+ampx_status dp_gather_shards16(dp_state *dp, uint16_t *host, uint64_t n) {
+    int counts[DP_MAX_RANKS], displs[DP_MAX_RANKS];
+    ampx_status st = shard_table(dp, n, counts, displs);
+    if (!st && (st = dist_allgather16(dp->dist, host, counts, displs))) st = comm_fail(dp, st);
+    return st;
+}
+
+ampx_status dp_sum(dp_state *dp, float *v, uint64_t n) {
+    ampx_status st = dist_allreduce(dp->dist, v, n);
+    return st ? comm_fail(dp, st) : AMPX_OK;
+}
+
 ampx_status dp_move_shards(dp_state *dp, float *full, float *mine, uint64_t n, int to_root) {
     int counts[DP_MAX_RANKS], displs[DP_MAX_RANKS];
     ampx_status st = shard_table(dp, n, counts, displs);

@@ -79,6 +79,10 @@ void dp_shard(uint64_t n, int rank, int world, uint64_t *lo, uint64_t *count);
 /* Every rank's shard of the n f32 values at host (its own updated, the others stale) into
  * every rank's host: the all-gather after a ZeRO-1 update. */
 ampx_status dp_gather_shards(dp_state *dp, float *host, uint64_t n);
+/* The same for n 16-bit values (bf16/f16 working copies). */
+ampx_status dp_gather_shards16(dp_state *dp, uint16_t *host, uint64_t n);
+/* In place: the sum over all ranks of n f32 values. */
+ampx_status dp_sum(dp_state *dp, float *v, uint64_t n);
 /* to_root 1: every rank's shard (mine) of n values into rank 0's full; 0: rank 0's full
  * into every rank's shard. full is rank 0's alone (NULL elsewhere). */
 ampx_status dp_move_shards(dp_state *dp, float *full, float *mine, uint64_t n, int to_root);

@@ -48,13 +48,14 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
     float wd[TR_MAX_PARAMS];
     for (int i = 0; i < t->n_params; i++) {
         param *p = &t->params[i];
-        /* this rank's shard under ZeRO-1 (its copies are cast after the gather), else all */
-        pt[i] = tr_tensor(p->master, p->lo * 4, AMPX_F32);
+        /* this rank's shard under ZeRO-1 (a sharded master holds it alone, and the op writes
+         * its shard of the copy, all-gathered after; an f32 master is all-gathered), else all */
+        pt[i] = tr_tensor(p->master, p->mshard ? 0 : p->lo * 4, AMPX_F32);
         gt[i] = tr_tensor(p->grad, p->grad_off + p->lo * 4, AMPX_F32);
         s1[i] = tr_tensor(p->s1, 0, AMPX_F32);
         s2[i] = tr_tensor(p->s2, 0, AMPX_F32);
-        cp[i] = p->copy_dtype != AMPX_F32 && !t->zero ? tr_tensor(p->copy, 0, p->copy_dtype)
-                                                      : tr_tensor(NULL, 0, AMPX_BF16);
+        cp[i] = p->copy_dtype != AMPX_F32 ? tr_tensor(p->copy, p->lo * 2, p->copy_dtype)
+                                          : tr_tensor(NULL, 0, AMPX_BF16);
         ns[i] = p->shard;
         wd[i] = p->wd;
     }
@@ -227,9 +228,10 @@ ampx_status tr_step_update(ampx_trainer *t) {
     return update_ops(t, next_slot(t), 0);
 }
 
-/* ZeRO-1, after the update: every rank's shard of the masters to every rank, then the
- * working copies cast from them (to nearest, as the update would have written them). A
- * skipped step changed no shard, and the gather then moves the same bytes. */
+/* ZeRO-1, after the update: every rank's shard of the working copies (the op wrote them
+ * from its shard of the masters, to nearest) to every rank, or of the masters where the
+ * parameter has no copy (f32: the forward reads the master). A skipped step changed no
+ * shard, and the gather then moves the same bytes. */
 static ampx_status zero_gather(ampx_trainer *t) {
     uint64_t most = 0;
     for (int i = 0; i < t->n_params; i++)
@@ -238,17 +240,14 @@ static ampx_status zero_gather(ampx_trainer *t) {
     if (!host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     ampx_status st = AMPX_OK;
     for (int i = 0; i < t->n_params && !st; i++) {
-        param *p = &t->params[i];
-        st = tr_check(t, t->ifc->buffer_read(t->ctx, p->master, 0, host, p->n * 4), "buffer_read");
-        if (!st) st = dp_gather_shards(&t->dp, host, p->n);
+        param *p       = &t->params[i];
+        ampx_buffer *b = p->mshard ? p->copy : p->master;
+        uint64_t bytes = p->n * (p->mshard ? 2 : 4);
+        st             = tr_check(t, t->ifc->buffer_read(t->ctx, b, 0, host, bytes), "buffer_read");
         if (!st)
-            st = tr_check(t, t->ifc->buffer_write(t->ctx, p->master, 0, host, p->n * 4),
-                          "buffer_write");
-        ampx_cast_args c = {.size = sizeof c,
-                            .n    = p->n,
-                            .src  = tr_tensor(p->master, 0, AMPX_F32),
-                            .dst  = tr_tensor(p->copy, 0, p->copy_dtype)};
-        if (!st && p->copy_dtype != AMPX_F32) st = tr_step_op(t, AMPX_OP_CAST, &c);
+            st = p->mshard ? dp_gather_shards16(&t->dp, (uint16_t *)host, p->n)
+                           : dp_gather_shards(&t->dp, host, p->n);
+        if (!st) st = tr_check(t, t->ifc->buffer_write(t->ctx, b, 0, host, bytes), "buffer_write");
     }
     free(host);
     return st;
@@ -300,9 +299,10 @@ static ampx_status one_step(ampx_trainer *t) {
 static ampx_status weights_check(ampx_trainer *t) {
     ampx_tensor ts[TR_MAX_PARAMS];
     uint64_t ns[TR_MAX_PARAMS];
-    for (int i = 0; i < t->n_params; i++) {
-        ts[i] = tr_tensor(t->params[i].master, 0, AMPX_F32);
-        ns[i] = t->params[i].n;
+    for (int i = 0; i < t->n_params; i++) { /* ZeRO-1: this rank's shard of each */
+        const param *p = &t->params[i];
+        ts[i]          = tr_tensor(p->master, p->mshard ? 0 : p->lo * 4, AMPX_F32);
+        ns[i]          = p->shard;
     }
     ampx_sum_squares_args q = {.size = sizeof q,
                                .x = {.count = (uint32_t)t->n_params, .tensors = ts, .n_elems = ns},
@@ -315,12 +315,12 @@ static ampx_status weights_check(ampx_trainer *t) {
 /* The first parameter whose master holds a non-finite value (host scan, at a stop only). */
 static const char *nonfinite_param(ampx_trainer *t) {
     for (int i = 0; i < t->n_params; i++) {
-        float *h = malloc(t->params[i].n * 4 + 4);
-        int bad  = 0;
-        if (h &&
-            !tr_check(t, t->ifc->buffer_read(t->ctx, t->params[i].master, 0, h, t->params[i].n * 4),
-                      "buffer_read"))
-            for (uint64_t k = 0; k < t->params[i].n && !bad; k++)
+        uint64_t n = t->params[i].mshard ? t->params[i].shard : t->params[i].n;
+        float *h   = malloc(n * 4 + 4);
+        int bad    = 0;
+        if (h && !tr_check(t, t->ifc->buffer_read(t->ctx, t->params[i].master, 0, h, n * 4),
+                           "buffer_read"))
+            for (uint64_t k = 0; k < n && !bad; k++)
                 bad = !isfinite(h[k]);
         free(h);
         if (bad) return t->params[i].name;
@@ -470,6 +470,8 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
     if (!st)
         st = tr_check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, WEIGHTS_SQ_OFFSET, &wsq, 4),
                       "buffer_read");
+    /* ZeRO-1: sharded masters' squares are per rank; their sum is every rank's */
+    if (!st && t->zero) st = dp_sum(&t->dp, &wsq, 1);
     if (!st && t->g.n_fp8) st = fp8_read_records(t, n);
     if (!st && t->dp.world > 1) st = dp_records(t, buf, n, wsq);
     int any_mon = 0, any_unmon = 0;

@@ -45,8 +45,11 @@ typedef struct param {
     uint64_t lo, shard;       /* ZeRO-1: this rank updates elements [lo, lo + shard); s1/s2 hold
                                  them alone (without ZeRO: 0 and n) */
     float *s1_full, *s2_full; /* ZeRO-1, rank 0: the whole state staged for checkpoints */
-    uint64_t grad_off;        /* bytes: where the gradient sits in grad (the gradient arena) */
-    ampx_dtype copy_dtype;    /* AMPX_F32: no working copy */
+    int mshard;               /* ZeRO-1 with a working copy: master holds [lo, lo + shard) only
+                                 (the forward reads the copy), staged whole in m_full on rank 0 */
+    float *m_full;
+    uint64_t grad_off;     /* bytes: where the gradient sits in grad (the gradient arena) */
+    ampx_dtype copy_dtype; /* AMPX_F32: no working copy */
 } param;
 
 /* Non-trainable state saved in checkpoints (batch-norm running statistics). */
@@ -210,6 +213,8 @@ void fp8_free(ampx_trainer *t);
  * state is this model's only when its digest is the same. */
 uint64_t fp8_layout(const ampx_trainer *t);
 uint64_t fp8_state_floats(const ampx_trainer *t);
+/* p's working copy cast from the n f32 values at full (host): a sharded master's copy. */
+ampx_status tr_copy_from_host(ampx_trainer *t, const param *p, const float *full);
 
 /* trainer.c: the scalars block of a fresh run: scaler and schedule configuration. */
 void init_scalars(const ampx_model *m, ampx_scalars *s);
