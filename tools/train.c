@@ -463,7 +463,9 @@ static void print_start(const train_run *r) {
         ampx_trainer_param_bytes(r->t, &wbytes, &sbytes);
         printf("parameters on each rank: weights %.2f MiB, optimizer state %.2f MiB%s\n",
                (double)wbytes / 1048576.0, (double)sbytes / 1048576.0,
-               tc->zero ? " (ZeRO-1: this rank's shard)" : "");
+               tc->zero ? " (ZeRO-1: this rank's shard of the state, and of the f32 masters of "
+                          "parameters with working copies)"
+                        : "");
     }
     fflush(stdout);
 }

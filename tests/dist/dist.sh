@@ -27,9 +27,11 @@
 #     stops the job within 10 s naming both ranks' signatures;
 #   - 4 ranks (oversubscribed): 4 x 16 reaches 1 x 64's parameters within 1e-5, and a rank
 #     stopped among 4 is named by the others' watchdog;
-#   - ZeRO-1 (--zero 1) records the same steps and writes the same checkpoint as plain data
-#     parallelism on 2 and 4 ranks (an overflow included), resumes across ZeRO and world sizes,
-#     with a quarter of the optimizer state per rank on 4;
+#   - ZeRO-1 (--zero 1, gradients reduce-scattered) records the same steps and writes the same
+#     checkpoint as plain data parallelism on 2 ranks (an overflow included; the gradient norm
+#     to rounding), reaches its parameters within 1e-5 on 4 with the clip active (the same
+#     step skipped), takes the host-copy path to the same bits, resumes across ZeRO and world sizes,
+#     with a quarter of the optimizer state per rank on 4 and its share of the sharded masters;
 #   - another world size on resume with the global batch kept: 4 -> 2, 2 -> 4 and 4 -> 1
 #     reach the straight run's parameters within 1e-5 with the loss scaler's state carried (a
 #     control with another global batch does not), and token windows 2 -> 1 too.
@@ -352,25 +354,43 @@ timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$sgd" --batch 16
 compare "$work/one.st" "$work/four.st" --rel 1e-5 || fail "4 ranks x 16 != 1 x 64 after 50 steps"
 stop_rank 4 2 "rank [013] of 4: step [0-9]+: .* for rank 2, which (has not reached it|reached it and fell silent)"
 
-# ---- ZeRO-1 (--zero 1): each rank updates its shard of the masters and optimizer state, the
-# shards are all-gathered: every step's loss, scale, skip and gradient norm equal plain data
-# parallelism's (mixed_bf16 AdamW with an overflow on rank 1, under AMPX_DIST_CHECK=1; f32 SGD
-# on 4 ranks), and so does the checkpoint (the state gathered on rank 0), byte for byte; a
-# ZeRO checkpoint resumes without ZeRO bit for bit, and with ZeRO on 4 ranks (each its shard
-# of it) within 1e-5; the optimizer state per rank is a quarter on 4 ranks
+# ---- ZeRO-1 (--zero 1): each bucket of gradients is reduce-scattered, each rank unscales,
+# checks, squares and updates its shard of the masters and optimizer state alone (the
+# non-finite flags a MAX all-reduce, the squared norm a SUM of per-shard sums), the shards
+# are all-gathered. With the clip inactive (mlp.json's clip_grad_norm 5: norms below 0.25)
+# every step's loss, scale, skip and learning rate equal plain data parallelism's (mixed_bf16
+# AdamW with an overflow on rank 1, under AMPX_DIST_CHECK=1), the gradient norm to rounding
+# (another summation order), and so does the checkpoint (the state gathered on rank 0), byte
+# for byte. With the clip active (f32 SGD on 4 ranks, clip_grad_norm 0.1 below every norm,
+# an overflow on rank 2) the same step is skipped and the parameters agree within 1e-5 (the
+# clip coefficient differs by rounding). A ZeRO checkpoint resumes without ZeRO bit for bit,
+# and with ZeRO on 4 ranks (each its shard of it) within 1e-5; the optimizer state per rank
+# is a quarter on 4 ranks
 same() { python3 "$src/tests/dist/same_metrics.py" "$@"; }
 for z in 0 1; do
   AMPX_DIST_CHECK=1 AMPX_INJECT_NONFINITE=10@1 mpi2 -x AMPX_DIST_CHECK -x AMPX_INJECT_NONFINITE \
     "$ampx" train "$src/models/mlp.json" --zero $z --steps 30 --quiet --metrics "$work/z$z.jsonl" \
     --checkpoint "$work/z$z.st" >"$work/out" 2>&1 || fail "mlp.json, --zero $z: $(cat "$work/out")"
-  timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$sgd" --batch 16 --zero $z \
-    --steps 30 --quiet --metrics "$work/s$z.jsonl" >"$work/out" 2>&1 || fail "4 ranks, --zero $z: $(cat "$work/out")"
+  AMPX_INJECT_NONFINITE=10@2 timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 -x AMPX_INJECT_NONFINITE \
+    "$ampx" train "$sgd" --batch 16 --zero $z --set optimizer.clip_grad_norm=0.1 --steps 30 --quiet \
+    --metrics "$work/s$z.jsonl" --checkpoint "$work/s$z.st" >"$work/out" 2>&1 ||
+    fail "4 ranks, --zero $z: $(cat "$work/out")"
 done
 [ "$(skipped "$work/z1.jsonl")" = 10 ] || fail "--zero 1: skipped '$(skipped "$work/z1.jsonl")', expected 10"
-same "$work/z0.jsonl" "$work/z1.jsonl" >"$work/out" || fail "--zero 1 != plain, mlp.json: $(cat "$work/out")"
-same "$work/s0.jsonl" "$work/s1.jsonl" >"$work/out" || fail "--zero 1 != plain, 4 ranks: $(cat "$work/out")"
+[ "$(skipped "$work/s1.jsonl")" = 10 ] || fail "--zero 1, 4 ranks: skipped '$(skipped "$work/s1.jsonl")', expected 10"
+same "$work/z0.jsonl" "$work/z1.jsonl" --norm-rel 1e-6 >"$work/out" ||
+  fail "--zero 1 != plain, mlp.json: $(cat "$work/out")"
+echo "--zero 1 against plain, mlp.json on 2 ranks: $(cat "$work/out")"
+python3 -c "import json,sys; sys.exit(not min(r['grad_norm'] for r in map(json.loads, open(sys.argv[1])) if r['grad_norm']) > 0.1)" \
+  "$work/s0.jsonl" || fail "control: the 4-rank run's gradient norms do not all exceed the clip"
+d=$(compare "$work/s0.st" "$work/s1.st" --rel 1e-5) || fail "--zero 1 != plain, 4 ranks, clipped: $d"
+echo "--zero 1 against plain, 4 ranks, clipped: $d"
 same "$work/s0.jsonl" "$work/z0.jsonl" >/dev/null && fail "control: two other runs record the same steps"
 compare "$work/z0.st" "$work/z1.st" --exact || fail "--zero 1 writes another checkpoint than plain"
+AMPX_DIST_PATH=copy AMPX_INJECT_NONFINITE=10@1 mpi2 -x AMPX_DIST_PATH -x AMPX_INJECT_NONFINITE \
+  "$ampx" train "$src/models/mlp.json" --zero 1 --steps 30 --quiet --checkpoint "$work/zh.st" \
+  >"$work/out" 2>&1 || fail "--zero 1, host copy: $(cat "$work/out")"
+compare "$work/z1.st" "$work/zh.st" --exact || fail "--zero 1: the host-copy path != in place"
 AMPX_INJECT_NONFINITE=10@1 mpi2 -x AMPX_INJECT_NONFINITE "$ampx" train "$src/models/mlp.json" --zero 1 \
   --steps 15 --quiet --checkpoint "$work/zc.st" >"$work/out" 2>&1 || fail "--zero 1, 15 steps: $(cat "$work/out")"
 mpi2 "$ampx" train "$src/models/mlp.json" --steps 30 --resume "$work/zc.st" --quiet \
@@ -393,6 +413,12 @@ python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(
   "$(state "$work/m0.out")" "$(state "$work/m1.out")" ||
   fail "--zero 1 on 4 ranks: optimizer state '$(state "$work/m1.out")' MiB per rank, plain '$(state "$work/m0.out")'"
 echo "optimizer state per rank, gpt_tiny on 4 ranks: $(state "$work/m0.out") MiB plain, $(state "$work/m1.out") MiB --zero 1"
+# the f32 masters of parameters with bf16 copies are sharded too: 2 + 4/4 bytes of 6 each
+weights() { sed -n 's/^parameters on each rank: weights \([0-9.]*\) MiB.*/\1/p' "$1"; }
+python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not (a / 3 < b <= 0.6 * a))" \
+  "$(weights "$work/m0.out")" "$(weights "$work/m1.out")" ||
+  fail "--zero 1 on 4 ranks: weights '$(weights "$work/m1.out")' MiB per rank, plain '$(weights "$work/m0.out")'"
+echo "weights per rank, gpt_tiny on 4 ranks: $(weights "$work/m0.out") MiB plain, $(weights "$work/m1.out") MiB --zero 1"
 
 # ---- another world size on resume, the global batch kept (4 x 16 = 2 x 32 = 1 x 64): the
 # run goes on as a straight run at the new size, the loss scaler's state carried (an overflow

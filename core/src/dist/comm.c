@@ -239,6 +239,12 @@ ampx_status dist_shards(ampx_dist *d, float *full, float *mine, const int *count
                         const int *displs, int to_root) {
     TIMED(d->ops->shards_f32(d, full, mine, counts, displs, to_root));
 }
+ampx_status dist_allgather16(ampx_dist *d, uint16_t *buf, const int *counts, const int *displs) {
+    TIMED(d->ops->allgather_u16(d, buf, counts, displs));
+}
+ampx_status dist_ireduce_scatter(ampx_dist *d, float *buf, const int *counts) {
+    TIMED(d->ops->ireduce_scatter_f32(d, buf, counts));
+}
 
 #ifndef AMPX_HAVE_NCCL
 /* Without nccl.h at build time: CUDA gradients take the host path. */

@@ -46,6 +46,13 @@ typedef struct dist_ops {
      * or written on rank 0 only. Blocking. */
     ampx_status (*shards_f32)       (ampx_dist *d, float *full, float *mine, const int *counts,
                                      const int *displs, int to_root);
+    /* Starts, in place, the sum over all ranks of buf (the ranks' counts, rank-major), rank
+     * r's counts[r] values of it into the first counts[r] of rank r's buf; dist_wait
+     * completes it (ZeRO-1's gradients). */
+    ampx_status (*ireduce_scatter_f32)(ampx_dist *d, float *buf, const int *counts);
+    /* As allgather_f32, of 16-bit values (ZeRO-1's bf16/f16 working copies). */
+    ampx_status (*allgather_u16)    (ampx_dist *d, uint16_t *buf, const int *counts,
+                                     const int *displs);
 } dist_ops;
 // clang-format on
 
@@ -78,6 +85,8 @@ ampx_status dist_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int root);
 ampx_status dist_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs);
 ampx_status dist_shards(ampx_dist *d, float *full, float *mine, const int *counts,
                         const int *displs, int to_root);
+ampx_status dist_ireduce_scatter(ampx_dist *d, float *buf, const int *counts);
+ampx_status dist_allgather16(ampx_dist *d, uint16_t *buf, const int *counts, const int *displs);
 
 // ---------------------------------------------------------------------------------------
 // NCCL (comm_nccl.c, built when nccl.h is found next to the CUDA toolkit): device buffers.

@@ -148,9 +148,9 @@ static ampx_status watch(ampx_dist *d, int n, MPI_Request *req, const char *what
  * count, step) against every other's, so ranks that call different collectives stop with
  * both sides named instead of waiting on each other. */
 static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
-    static const char *const kinds[] = {"an all-reduce",    "a broadcast",   "a barrier",
-                                        "a MAX all-reduce", "an all-gather", "a gather",
-                                        "a scatter"};
+    static const char *const kinds[] = {"an all-reduce",    "a broadcast",     "a barrier",
+                                        "a MAX all-reduce", "an all-gather",   "a gather",
+                                        "a scatter",        "a reduce-scatter"};
     mpi_impl *m                      = d->impl;
     if (!m->check) return AMPX_OK;
     int64_t mine[3] = {kind, (int64_t)count, d->step};
@@ -166,7 +166,7 @@ static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
     for (int p = 0; !st && p < d->size; p++) {
         const int64_t *o = all + 3 * p;
         if (o[0] == mine[0] && o[1] == mine[1] && o[2] == mine[2]) continue;
-        int ok = o[0] >= 0 && o[0] < 7;
+        int ok = o[0] >= 0 && o[0] < 8;
         err_set(ERR(d->error, sizeof d->error),
                 "the ranks call different collectives: rank %d %s of %lld at step %lld, rank %d "
                 "%s of %lld at step %lld",
@@ -202,6 +202,26 @@ static ampx_status mpi_iallreduce(ampx_dist *d, float *buf, uint64_t n) {
         at += (uint64_t)c;
     }
     return AMPX_OK;
+}
+
+/* ZeRO-1's gradients: a bucket, packed rank-major, summed and scattered in place (MPI_SUM on
+ * MPI_FLOAT, as the all-reduce; the rank's sums land at buf's start), waited for with the
+ * all-reduces by mpi_wait. */
+static ampx_status mpi_ireduce_scatter(ampx_dist *d, float *buf, const int *counts) {
+    mpi_impl *m    = d->impl;
+    uint64_t total = 0;
+    for (int p = 0; p < d->size; p++)
+        total += (uint64_t)counts[p];
+    ampx_status st = check_signature(d, 7, total);
+    if (st) return st;
+    if (m->n_pending == DIST_MAX_PENDING) {
+        err_set(ERR(d->error, sizeof d->error), "more than %d all-reduces in flight",
+                DIST_MAX_PENDING);
+        return AMPX_ERR_INVALID;
+    }
+    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, m->comm,
+                                 &m->pending[m->n_pending++]);
+    return rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Ireduce_scatter") : AMPX_OK;
 }
 
 static ampx_status mpi_progress(ampx_dist *d) {
@@ -261,7 +281,8 @@ static ampx_status mpi_broadcast(ampx_dist *d, void *buf, uint64_t bytes, int ro
 
 /* The all-gather of every rank's shard, in place, under the watchdog; the signature's size
  * is the total. */
-static ampx_status mpi_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs) {
+static ampx_status allgather_of(ampx_dist *d, void *buf, const int *counts, const int *displs,
+                                MPI_Datatype type) {
     mpi_impl *m    = d->impl;
     uint64_t total = 0;
     for (int p = 0; p < d->size; p++)
@@ -269,10 +290,19 @@ static ampx_status mpi_allgather(ampx_dist *d, float *buf, const int *counts, co
     ampx_status st = check_signature(d, 4, total);
     if (st) return st;
     MPI_Request r;
-    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
-                             m->comm, &r);
+    int rc =
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, type, m->comm, &r);
     return rc != MPI_SUCCESS ? mpi_fail(d, rc, "MPI_Iallgatherv")
                              : watch(d, 1, &r, "the ZeRO-1 all-gather");
+}
+
+static ampx_status mpi_allgather(ampx_dist *d, float *buf, const int *counts, const int *displs) {
+    return allgather_of(d, buf, counts, displs, MPI_FLOAT);
+}
+
+static ampx_status mpi_allgather16(ampx_dist *d, uint16_t *buf, const int *counts,
+                                   const int *displs) {
+    return allgather_of(d, buf, counts, displs, MPI_UINT16_T);
 }
 
 /* ZeRO-1's checkpoints: the shards to rank 0 (a gather) or from it (a scatter). Rank 0's
@@ -343,17 +373,19 @@ static void mpi_finalize(ampx_dist *d) {
     d->impl = NULL;
 }
 
-static const dist_ops mpi_ops = {.allreduce_sum_f32  = mpi_allreduce,
-                                 .iallreduce_sum_f32 = mpi_iallreduce,
-                                 .progress           = mpi_progress,
-                                 .wait               = mpi_wait,
-                                 .broadcast          = mpi_broadcast,
-                                 .barrier            = mpi_barrier,
-                                 .abort              = mpi_abort,
-                                 .finalize           = mpi_finalize,
-                                 .allreduce_max_f32  = mpi_allreduce_max,
-                                 .allgather_f32      = mpi_allgather,
-                                 .shards_f32         = mpi_shards};
+static const dist_ops mpi_ops = {.allreduce_sum_f32   = mpi_allreduce,
+                                 .iallreduce_sum_f32  = mpi_iallreduce,
+                                 .progress            = mpi_progress,
+                                 .wait                = mpi_wait,
+                                 .broadcast           = mpi_broadcast,
+                                 .barrier             = mpi_barrier,
+                                 .abort               = mpi_abort,
+                                 .finalize            = mpi_finalize,
+                                 .allreduce_max_f32   = mpi_allreduce_max,
+                                 .allgather_f32       = mpi_allgather,
+                                 .shards_f32          = mpi_shards,
+                                 .ireduce_scatter_f32 = mpi_ireduce_scatter,
+                                 .allgather_u16       = mpi_allgather16};
 
 /* The watchdog's state: AMPX_DIST_TIMEOUT (seconds, default 30), AMPX_DIST_CHECK, the
  * heartbeats' communicator and one receive posted per peer. */

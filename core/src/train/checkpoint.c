@@ -72,7 +72,7 @@ static int ck_list(ampx_trainer *t, ck_tensor *out) {
         param *p    = &t->params[i];
         ck_tensor b = {.dtype = "F32", .ndim = p->ndim, .bytes = p->n * 4};
         memcpy(b.dims, p->dims, sizeof b.dims);
-        out[n] = b, out[n].buf = p->master;
+        out[n] = b, out[n].buf = p->master, out[n].host = p->mshard ? p->m_full : NULL;
         snprintf(out[n++].name, sizeof b.name, "%s", p->name);
         if (p->copy) {
             out[n] = b, out[n].buf = p->copy, out[n].bytes = p->n * 2;
@@ -558,11 +558,17 @@ static ampx_status derive_copies(ck_reader *rp, ampx_trainer *t, const ck_tensor
         for (int k = 0; k < n && p->copy && !from_file; k++)
             from_file = at[k] >= 0 && is_copy(&ts[k]) && !strcmp(ts[k].name + 10, p->name);
         if (!p->copy || from_file) continue;
+        ampx_status st;
+        if (p->mshard) { /* ZeRO-1: the staged master, whole on rank 0 */
+            if ((st = tr_copy_from_host(t, p, p->m_full)))
+                return st_bad(rp, "%s", ampx_backend_last_error(t->be)), st;
+            continue;
+        }
         ampx_cast_args c = {.size = sizeof c,
                             .n    = p->n,
                             .src  = tr_tensor(p->master, 0, AMPX_F32),
                             .dst  = tr_tensor(p->copy, 0, p->copy_dtype)};
-        ampx_status st   = tr_step_op(t, AMPX_OP_CAST, &c);
+        st               = tr_step_op(t, AMPX_OP_CAST, &c);
         if (st) return st_bad(rp, "%s", ampx_backend_last_error(t->be)), st;
     }
     if (derived)

@@ -10,7 +10,9 @@
  * progress after every later node, waited for after the last one, multiplied by 1/N and
  * written back; or ncclAllReduce on the backend's CUDA stream. Unscale-and-check then reads
  * gradients that are bitwise the same on every rank, so the non-finite flags and the
- * scaler's decision are too. */
+ * scaler's decision are too. Under ZeRO-1 (host paths) each bucket is reduce-scattered
+ * instead: every rank receives the sum of its own shard only, and the flags and the squared
+ * norm are agreed on afterwards (dp_agree). */
 #include "train/data_parallel.h"
 
 #include <errno.h>
@@ -325,7 +327,33 @@ ampx_status dp_bcast_host(dp_state *dp, void *v, uint64_t bytes) {
  * off NCCL. */
 enum { DP_HOST_COPY, DP_HOST_DIRECT, DP_NCCL };
 
-ampx_status dp_setup(dp_state *dp, const grad_layout *grads) {
+/* ZeRO-1 on a host path: the packed buckets, this rank's sums and the counts. */
+static ampx_status zero_setup(dp_state *dp) {
+    const grad_layout *g = dp->grads;
+    if (!dp->zero || dp->path == DP_NCCL) return AMPX_OK;
+    for (int b = 0; b < g->n_buckets; b++)
+        if (g->buckets[b].bytes / 4 > (uint64_t)INT32_MAX) {
+            err_set(dp->err, "ZeRO-1 reduce-scatters buckets of at most %d values", INT32_MAX);
+            return AMPX_ERR_UNSUPPORTED;
+        }
+    dp->rs_buf    = malloc(g->bytes + 4);
+    dp->rs_counts = calloc((size_t)g->n_buckets * (size_t)dp->world, sizeof(int));
+    if (!dp->rs_buf || !dp->rs_counts) {
+        err_set(dp->err, "out of memory for ZeRO-1's reduce-scatter buffers");
+        return AMPX_ERR_NO_MEMORY;
+    }
+    return AMPX_OK;
+}
+
+static ampx_status pick_path(dp_state *dp, const grad_layout *grads);
+
+ampx_status dp_setup(dp_state *dp, const grad_layout *grads, int zero) {
+    dp->zero       = zero;
+    ampx_status st = pick_path(dp, grads);
+    return st ? st : zero_setup(dp);
+}
+
+static ampx_status pick_path(dp_state *dp, const grad_layout *grads) {
     const ampx_backend_iface *ifc = dp->call->ifc;
     ampx_context *ctx             = dp->call->ctx;
     const char *force             = getenv("AMPX_DIST_PATH");
@@ -369,7 +397,9 @@ ampx_status dp_setup(dp_state *dp, const grad_layout *grads) {
 void dp_free(dp_state *dp) {
     if (dp->path == DP_HOST_COPY) free(dp->grads_host);
     dist_nccl_free(dp->nccl);
+    free(dp->rs_buf), free(dp->rs_counts);
     dp->grads_host = NULL, dp->nccl = NULL;
+    dp->rs_buf = NULL, dp->rs_counts = NULL;
 }
 
 void dp_begin_step(dp_state *dp, int64_t step, uint64_t inject_off, struct trace *traced) {
@@ -387,6 +417,55 @@ void dp_begin_step(dp_state *dp, int64_t step, uint64_t inject_off, struct trace
     dp->next_bucket = 0;
     dp->inject_off  = inject_off;
     dp->traced      = traced;
+}
+
+/* ZeRO-1: bucket b's gradients (in host memory h, the bucket's first value) packed
+ * rank-major, rank r's dp_shard of each parameter in turn, and its reduce-scatter started in
+ * place: rank r's sums of its shards, the elements it updates, land at the bucket's start. */
+static ampx_status scatter_bucket(dp_state *dp, int b) {
+    const grad_layout *g = dp->grads;
+    uint64_t base = g->buckets[b].off / 4, at = 0;
+    int *counts = dp->rs_counts + (size_t)b * (size_t)dp->world;
+    for (int r = 0; r < dp->world; r++) {
+        uint64_t start = at;
+        for (int i = 0; i < g->n_params; i++) {
+            uint64_t lo, count;
+            if (g->bucket[i] != b) continue;
+            dp_shard(g->param_n[i], r, dp->world, &lo, &count);
+            memcpy(dp->rs_buf + base + at, dp->grads_host + g->param_off[i] / 4 + lo, count * 4);
+            at += count;
+        }
+        counts[r] = (int)(at - start);
+    }
+    ampx_status st = dist_ireduce_scatter(dp->dist, dp->rs_buf + base, counts);
+    return st ? comm_fail(dp, st) : AMPX_OK;
+}
+
+/* ZeRO-1, the reduce-scatters done: this rank's sums times 1/N into its shard of each
+ * gradient (written back to the device on the copy path). The rest of the arena keeps this
+ * rank's own gradients, which nothing reads. */
+static ampx_status unpack_shards(dp_state *dp, float inv) {
+    const grad_layout *g = dp->grads;
+    for (int b = 0; b < g->n_buckets; b++) {
+        const float *sum = dp->rs_buf + g->buckets[b].off / 4;
+        for (int i = 0; i < g->n_params; i++) {
+            uint64_t lo, count;
+            if (g->bucket[i] != b) continue;
+            dp_shard(g->param_n[i], dp->rank, dp->world, &lo, &count);
+            float *dst = dp->grads_host + g->param_off[i] / 4 + lo;
+            for (uint64_t j = 0; j < count; j++)
+                dst[j] = sum[j] * inv;
+            sum += count;
+            ampx_status st;
+            if (dp->path == DP_HOST_COPY && count &&
+                (st = check(dp,
+                            dp->call->ifc->buffer_write(dp->call->ctx, g->buf,
+                                                        g->param_off[i] + lo * 4, dst, count * 4),
+                            "buffer_write")))
+                return st;
+        }
+    }
+    return AMPX_OK;
 }
 
 /* Bucket b's gradients are final on this rank: its all-reduce starts. */
@@ -413,6 +492,7 @@ static ampx_status start_bucket(dp_state *dp, int b) {
         (st = check(dp, ifc->buffer_read(dp->call->ctx, g->buf, k->off, h, k->bytes),
                     "buffer_read")))
         return st;
+    if (dp->zero) return scatter_bucket(dp, b);
     if ((st = dist_iallreduce(dp->dist, h, k->bytes / 4))) return comm_fail(dp, st);
     return AMPX_OK;
 }
@@ -442,7 +522,7 @@ ampx_status dp_after_node(dp_state *dp, int node) {
         uint64_t bytes = 0;
         for (int b = before; b < dp->next_bucket; b++)
             bytes += g->buckets[b].bytes;
-        comm_slice(dp, "allreduce.start.f32", ns0, bytes);
+        comm_slice(dp, dp->zero ? "reduce_scatter.start.f32" : "allreduce.start.f32", ns0, bytes);
     }
     if (!st && dp->path != DP_NCCL && (st = dist_progress(dp->dist))) st = comm_fail(dp, st);
     dp->comm_ms += now_ms() - t0;
@@ -465,6 +545,12 @@ ampx_status dp_finish(dp_state *dp) {
     /* the mean: x/N, one rounding, the same on every rank (exact for N a power of two) */
     float inv  = 1.0f / (float)dp->world;
     uint64_t n = g->bytes / 4;
+    if (dp->zero) {
+        st = unpack_shards(dp, inv);
+        comm_slice(dp, "reduce_scatter.f32", ns0, g->bytes);
+        dp->comm_ms += now_ms() - t0;
+        return st;
+    }
     for (uint64_t i = 0; i < n; i++)
         dp->grads_host[i] *= inv;
     if (dp->path == DP_HOST_COPY)
@@ -513,12 +599,30 @@ ampx_status dp_gather_shards(dp_state *dp, float *host, uint64_t n) {
     return st;
 }
 
+ampx_status dp_gather_shards16(dp_state *dp, uint16_t *host, uint64_t n) {
+    int counts[DP_MAX_RANKS], displs[DP_MAX_RANKS];
+    ampx_status st = shard_table(dp, n, counts, displs);
+    if (!st && (st = dist_allgather16(dp->dist, host, counts, displs))) st = comm_fail(dp, st);
+    return st;
+}
+
+ampx_status dp_sum(dp_state *dp, float *v, uint64_t n) {
+    ampx_status st = dist_allreduce(dp->dist, v, n);
+    return st ? comm_fail(dp, st) : AMPX_OK;
+}
+
 ampx_status dp_move_shards(dp_state *dp, float *full, float *mine, uint64_t n, int to_root) {
     int counts[DP_MAX_RANKS], displs[DP_MAX_RANKS];
     ampx_status st = shard_table(dp, n, counts, displs);
     if (!st && (st = dist_shards(dp->dist, full, mine, counts, displs, to_root)))
         st = comm_fail(dp, st);
     return st;
+}
+
+ampx_status dp_agree(dp_state *dp, float *max_vals, uint64_t n, float *sum) {
+    ampx_status st = dist_allreduce_max(dp->dist, max_vals, n);
+    if (!st) st = dist_allreduce(dp->dist, sum, 1);
+    return st ? comm_fail(dp, st) : AMPX_OK;
 }
 
 // ---------------------------------------------------------------------------------------

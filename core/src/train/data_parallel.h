@@ -35,9 +35,11 @@ typedef struct grad_layout {
     uint64_t bytes;
     int n_buckets, n_params;
     grad_bucket buckets[GRAD_MAX_BUCKETS];
-    int done_node[GRAD_MAX_PARAMS]; /* per parameter: the last backward node writing its
-                                       gradient; -1: none */
-    int bucket[GRAD_MAX_PARAMS];    /* per parameter: the bucket holding it */
+    int done_node[GRAD_MAX_PARAMS];      /* per parameter: the last backward node writing its
+                                            gradient; -1: none */
+    int bucket[GRAD_MAX_PARAMS];         /* per parameter: the bucket holding it */
+    uint64_t param_off[GRAD_MAX_PARAMS]; /* per parameter: its gradient's byte offset */
+    uint64_t param_n[GRAD_MAX_PARAMS];   /* per parameter: its elements */
 } grad_layout;
 
 struct trace;
@@ -55,6 +57,10 @@ typedef struct dp_state {
     void *grads_dev;   /* DP_NCCL: the arena's device pointer, and the backend's stream */
     void *stream;
     struct dist_nccl *nccl;
+    int zero;       /* ZeRO-1 on a host path: each bucket reduce-scattered, not all-reduced */
+    float *rs_buf;  /* ZeRO-1: the buckets packed rank-major (grads->bytes), then this
+                       rank's sums of its shards at each bucket's offset */
+    int *rs_counts; /* ZeRO-1: per bucket, every rank's count (n_buckets x world) */
     int pending[GRAD_MAX_BUCKETS]; /* this step: parameters not yet complete per bucket */
     int next_bucket;
     uint64_t inject_off;  /* this step: the gradient byte set to +inf before its bucket's
@@ -73,6 +79,10 @@ void dp_shard(uint64_t n, int rank, int world, uint64_t *lo, uint64_t *count);
 /* Every rank's shard of the n f32 values at host (its own updated, the others stale) into
  * every rank's host: the all-gather after a ZeRO-1 update. */
 ampx_status dp_gather_shards(dp_state *dp, float *host, uint64_t n);
+/* The same for n 16-bit values (bf16/f16 working copies). */
+ampx_status dp_gather_shards16(dp_state *dp, uint16_t *host, uint64_t n);
+/* In place: the sum over all ranks of n f32 values. */
+ampx_status dp_sum(dp_state *dp, float *v, uint64_t n);
 /* to_root 1: every rank's shard (mine) of n values into rank 0's full; 0: rank 0's full
  * into every rank's shard. full is rank 0's alone (NULL elsewhere). */
 ampx_status dp_move_shards(dp_state *dp, float *full, float *mine, uint64_t n, int to_root);
@@ -80,8 +90,10 @@ ampx_status dp_move_shards(dp_state *dp, float *full, float *mine, uint64_t n, i
 /* Refuses ranks running another model, settings, graph or ampx than rank 0. fresh: the
  * scalars block of a fresh run (the scaler and schedule configuration). */
 ampx_status dp_join(dp_state *dp, const settings *cfg, const g_graph *g, const ampx_scalars *fresh);
-/* Picks the all-reduce path for the gradient arena (once it is allocated). */
-ampx_status dp_setup(dp_state *dp, const grad_layout *grads);
+/* Picks the all-reduce path for the gradient arena (once it is allocated). zero: ZeRO-1,
+ * where a host path reduce-scatters each bucket (every rank's dp_shard of each parameter)
+ * and only this rank's shard of the gradients is summed; NCCL still all-reduces. */
+ampx_status dp_setup(dp_state *dp, const grad_layout *grads, int zero);
 void dp_free(dp_state *dp);
 /* One device buffer range, rank 0's bytes into every rank's (host: scratch of bytes). */
 ampx_status dp_bcast_buffer(dp_state *dp, ampx_buffer *b, uint64_t off, uint64_t bytes, void *host);
@@ -92,6 +104,9 @@ ampx_status dp_bcast_host(dp_state *dp, void *v, uint64_t bytes);
 void dp_begin_step(dp_state *dp, int64_t step, uint64_t inject_off, struct trace *traced);
 ampx_status dp_after_node(dp_state *dp, int node); /* last micro-batch: starts buckets */
 ampx_status dp_finish(dp_state *dp);               /* waits, averages, writes back */
+/* ZeRO-1, after each rank checked its shard: the largest of n values of max_vals (the
+ * non-finite flags) and the sum of *sum (the squared norm) over all ranks, in place. */
+ampx_status dp_agree(dp_state *dp, float *max_vals, uint64_t n, float *sum);
 
 /* At each log interval: the mean over ranks of n losses; the check that every rank holds
  * rank 0's scalars block and sum of squared weights after step `step`. */

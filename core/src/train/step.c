@@ -11,6 +11,7 @@
  * each slot into an ampx_step_record, runs the run-health verdicts over it and stops the run
  * on a scaler, skip or weights failure. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,13 +48,14 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
     float wd[TR_MAX_PARAMS];
     for (int i = 0; i < t->n_params; i++) {
         param *p = &t->params[i];
-        /* this rank's shard under ZeRO-1 (its copies are cast after the gather), else all */
-        pt[i] = tr_tensor(p->master, p->lo * 4, AMPX_F32);
+        /* this rank's shard under ZeRO-1 (a sharded master holds it alone, and the op writes
+         * its shard of the copy, all-gathered after; an f32 master is all-gathered), else all */
+        pt[i] = tr_tensor(p->master, p->mshard ? 0 : p->lo * 4, AMPX_F32);
         gt[i] = tr_tensor(p->grad, p->grad_off + p->lo * 4, AMPX_F32);
         s1[i] = tr_tensor(p->s1, 0, AMPX_F32);
         s2[i] = tr_tensor(p->s2, 0, AMPX_F32);
-        cp[i] = p->copy_dtype != AMPX_F32 && !t->zero ? tr_tensor(p->copy, 0, p->copy_dtype)
-                                                      : tr_tensor(NULL, 0, AMPX_BF16);
+        cp[i] = p->copy_dtype != AMPX_F32 ? tr_tensor(p->copy, p->lo * 2, p->copy_dtype)
+                                          : tr_tensor(NULL, 0, AMPX_BF16);
         ns[i] = p->shard;
         wd[i] = p->wd;
     }
@@ -159,6 +161,41 @@ static ampx_status micro_batches(ampx_trainer *t, uint64_t slot, int mon, int le
     return st;
 }
 
+/* ZeRO-1: each rank checked and squared its shard of the gradients alone. The non-finite
+ * flags (found_inf and the per-parameter ones) become their largest over the ranks, the
+ * square sum the sum of every rank's, so every rank takes the same skip and clip decision
+ * and records the same norm (to rounding: the sum of per-shard sums is another summation
+ * order than one sum over the whole gradient). */
+static ampx_status zero_agree(ampx_trainer *t, uint64_t slot) {
+    uint64_t n = 1 + (uint64_t)t->n_params, flags = slot + SLOT_LOSS + 4 * (uint64_t)t->A;
+    int32_t *i32   = malloc(4 * n);
+    float *f32     = malloc(4 * n);
+    float gsq      = 0;
+    ampx_status st = i32 && f32 ? AMPX_OK : tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    uint64_t fi    = offsetof(ampx_scalars, found_inf);
+    if (!st) st = tr_check(t, t->ifc->buffer_read(t->ctx, t->scalars, fi, i32, 4), "buffer_read");
+    if (!st)
+        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->ring.buf, flags, i32 + 1, 4 * (n - 1)),
+                      "buffer_read");
+    if (!st)
+        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->ring.buf, slot + SLOT_GSQ, &gsq, 4),
+                      "buffer_read");
+    for (uint64_t i = 0; !st && i < n; i++)
+        f32[i] = i32[i] ? 1.0f : 0.0f;
+    if (!st) st = dp_agree(&t->dp, f32, n, &gsq);
+    for (uint64_t i = 0; !st && i < n; i++)
+        i32[i] = f32[i] != 0.0f;
+    if (!st) st = tr_check(t, t->ifc->buffer_write(t->ctx, t->scalars, fi, i32, 4), "buffer_write");
+    if (!st)
+        st = tr_check(t, t->ifc->buffer_write(t->ctx, t->ring.buf, flags, i32 + 1, 4 * (n - 1)),
+                      "buffer_write");
+    if (!st)
+        st = tr_check(t, t->ifc->buffer_write(t->ctx, t->ring.buf, slot + SLOT_GSQ, &gsq, 4),
+                      "buffer_write");
+    free(i32), free(f32);
+    return st;
+}
+
 /* What follows the gradients: the AMP pass, the optimizer and the scaler's update. */
 static ampx_status update_ops(ampx_trainer *t, uint64_t slot, int mon) {
     ampx_tensor gsq           = tr_tensor(t->ring.buf, slot + SLOT_GSQ, AMPX_F32);
@@ -167,7 +204,9 @@ static ampx_status update_ops(ampx_trainer *t, uint64_t slot, int mon) {
                                  .growth_factor_f64  = t->m->cfg.scaler.growth_factor,
                                  .backoff_factor_f64 = t->m->cfg.scaler.backoff_factor};
     ampx_status st;
-    if ((st = amp_ops(t, slot, mon, gsq)) || (st = optimizer_step(t, gsq))) return st;
+    if ((st = amp_ops(t, slot, mon, gsq)) || (t->zero && (st = zero_agree(t, slot))) ||
+        (st = optimizer_step(t, gsq)))
+        return st;
     /* the fp8 scales, before the scaler consumes found_inf (a skipped step moves none) */
     if (t->g.n_fp8 && (st = fp8_step_update(t))) return st;
     return tr_step_op(t, AMPX_OP_SCALER_UPDATE, &v);
@@ -189,9 +228,10 @@ ampx_status tr_step_update(ampx_trainer *t) {
     return update_ops(t, next_slot(t), 0);
 }
 
-/* ZeRO-1, after the update: every rank's shard of the masters to every rank, then the
- * working copies cast from them (to nearest, as the update would have written them). A
- * skipped step changed no shard, and the gather then moves the same bytes. */
+/* ZeRO-1, after the update: every rank's shard of the working copies (the op wrote them
+ * from its shard of the masters, to nearest) to every rank, or of the masters where the
+ * parameter has no copy (f32: the forward reads the master). A skipped step changed no
+ * shard, and the gather then moves the same bytes. */
 static ampx_status zero_gather(ampx_trainer *t) {
     uint64_t most = 0;
     for (int i = 0; i < t->n_params; i++)
@@ -200,17 +240,14 @@ static ampx_status zero_gather(ampx_trainer *t) {
     if (!host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     ampx_status st = AMPX_OK;
     for (int i = 0; i < t->n_params && !st; i++) {
-        param *p = &t->params[i];
-        st = tr_check(t, t->ifc->buffer_read(t->ctx, p->master, 0, host, p->n * 4), "buffer_read");
-        if (!st) st = dp_gather_shards(&t->dp, host, p->n);
+        param *p       = &t->params[i];
+        ampx_buffer *b = p->mshard ? p->copy : p->master;
+        uint64_t bytes = p->n * (p->mshard ? 2 : 4);
+        st             = tr_check(t, t->ifc->buffer_read(t->ctx, b, 0, host, bytes), "buffer_read");
         if (!st)
-            st = tr_check(t, t->ifc->buffer_write(t->ctx, p->master, 0, host, p->n * 4),
-                          "buffer_write");
-        ampx_cast_args c = {.size = sizeof c,
-                            .n    = p->n,
-                            .src  = tr_tensor(p->master, 0, AMPX_F32),
-                            .dst  = tr_tensor(p->copy, 0, p->copy_dtype)};
-        if (!st && p->copy_dtype != AMPX_F32) st = tr_step_op(t, AMPX_OP_CAST, &c);
+            st = p->mshard ? dp_gather_shards16(&t->dp, (uint16_t *)host, p->n)
+                           : dp_gather_shards(&t->dp, host, p->n);
+        if (!st) st = tr_check(t, t->ifc->buffer_write(t->ctx, b, 0, host, bytes), "buffer_write");
     }
     free(host);
     return st;
@@ -262,9 +299,10 @@ static ampx_status one_step(ampx_trainer *t) {
 static ampx_status weights_check(ampx_trainer *t) {
     ampx_tensor ts[TR_MAX_PARAMS];
     uint64_t ns[TR_MAX_PARAMS];
-    for (int i = 0; i < t->n_params; i++) {
-        ts[i] = tr_tensor(t->params[i].master, 0, AMPX_F32);
-        ns[i] = t->params[i].n;
+    for (int i = 0; i < t->n_params; i++) { /* ZeRO-1: this rank's shard of each */
+        const param *p = &t->params[i];
+        ts[i]          = tr_tensor(p->master, p->mshard ? 0 : p->lo * 4, AMPX_F32);
+        ns[i]          = p->shard;
     }
     ampx_sum_squares_args q = {.size = sizeof q,
                                .x = {.count = (uint32_t)t->n_params, .tensors = ts, .n_elems = ns},
@@ -277,12 +315,12 @@ static ampx_status weights_check(ampx_trainer *t) {
 /* The first parameter whose master holds a non-finite value (host scan, at a stop only). */
 static const char *nonfinite_param(ampx_trainer *t) {
     for (int i = 0; i < t->n_params; i++) {
-        float *h = malloc(t->params[i].n * 4 + 4);
-        int bad  = 0;
-        if (h &&
-            !tr_check(t, t->ifc->buffer_read(t->ctx, t->params[i].master, 0, h, t->params[i].n * 4),
-                      "buffer_read"))
-            for (uint64_t k = 0; k < t->params[i].n && !bad; k++)
+        uint64_t n = t->params[i].mshard ? t->params[i].shard : t->params[i].n;
+        float *h   = malloc(n * 4 + 4);
+        int bad    = 0;
+        if (h && !tr_check(t, t->ifc->buffer_read(t->ctx, t->params[i].master, 0, h, n * 4),
+                           "buffer_read"))
+            for (uint64_t k = 0; k < n && !bad; k++)
                 bad = !isfinite(h[k]);
         free(h);
         if (bad) return t->params[i].name;
@@ -432,6 +470,8 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
     if (!st)
         st = tr_check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, WEIGHTS_SQ_OFFSET, &wsq, 4),
                       "buffer_read");
+    /* ZeRO-1: sharded masters' squares are per rank; their sum is every rank's */
+    if (!st && t->zero) st = dp_sum(&t->dp, &wsq, 1);
     if (!st && t->g.n_fp8) st = fp8_read_records(t, n);
     if (!st && t->dp.world > 1) st = dp_records(t, buf, n, wsq);
     int any_mon = 0, any_unmon = 0;

@@ -61,10 +61,44 @@ static ampx_status cast_copy(ampx_trainer *t, const param *p) {
     return tr_step_op(t, AMPX_OP_CAST, &c);
 }
 
-/* ZeRO-1: this rank's shard of the parameter (dp_shard); without ZeRO all of it. */
+/* ZeRO-1: this rank's shard of the parameter (dp_shard); without ZeRO all of it. A
+ * parameter with a working copy keeps only its shard of the f32 master too. */
 static void zero_shard(const ampx_trainer *t, param *p) {
     p->lo = 0, p->shard = p->n;
     if (t->zero) dp_shard(p->n, t->dp.rank, t->dp.world, &p->lo, &p->shard);
+    p->mshard = t->zero && p->copy_dtype != AMPX_F32;
+}
+
+ampx_status tr_copy_from_host(ampx_trainer *t, const param *p, const float *full) {
+    ampx_buffer *tmp = NULL;
+    ampx_status st   = tr_alloc_zero(t, p->n * 4, &tmp);
+    if (!st) st = tr_check(t, t->ifc->buffer_write(t->ctx, tmp, 0, full, p->n * 4), "buffer_write");
+    ampx_cast_args c = {.size = sizeof c,
+                        .n    = p->n,
+                        .src  = tr_tensor(tmp, 0, AMPX_F32),
+                        .dst  = tr_tensor(p->copy, 0, p->copy_dtype)};
+    if (!st) st = tr_step_op(t, AMPX_OP_CAST, &c);
+    if (tmp) t->ifc->buffer_free(t->ctx, tmp);
+    return st;
+}
+
+static uint64_t param_seed(const ampx_trainer *t, int i) {
+    return t->m->cfg.train.seed * 1000003ull + (uint64_t)i * 7919ull + 1;
+}
+
+/* ZeRO-1, a sharded master's first values: drawn whole (as without ZeRO), the copy cast from
+ * them, this rank's shard kept (and on rank 0 the whole, staged: zero_stage). */
+static ampx_status init_sharded(ampx_trainer *t, param *p, const g_value *val) {
+    float *host = malloc(p->n * 4 + 4);
+    if (!host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for %s", val->name);
+    init_values(host, p->n, val->init, val->init_std, (uint64_t)val->fan_in, (uint64_t)val->fan_out,
+                param_seed(t, t->n_params));
+    ampx_status st = tr_copy_from_host(t, p, host);
+    if (!st && p->shard)
+        st = tr_check(t, t->ifc->buffer_write(t->ctx, p->master, 0, host + p->lo, p->shard * 4),
+                      "buffer_write");
+    free(host);
+    return st;
 }
 
 static ampx_status add_param(ampx_trainer *t, int v) {
@@ -83,7 +117,8 @@ static ampx_status add_param(ampx_trainer *t, int v) {
     zero_shard(t, p);
     uint64_t bytes = (p->shard ? p->shard : 1) * 4; /* the optimizer state: this rank's shard */
     ampx_status st;
-    if ((st = tr_alloc_zero(t, p->n * 4, &p->master))) return st; /* the gradient: grad_arena() */
+    /* the gradient: grad_arena() */
+    if ((st = tr_alloc_zero(t, p->mshard ? bytes : p->n * 4, &p->master))) return st;
     /* a sampler or predictor holds no optimizer state (nor gradients) */
     if (!t->inference && (m->cfg.opt.kind == OPT_ADAMW || m->cfg.opt.momentum != 0))
         if ((st = tr_alloc_zero(t, bytes, &p->s1))) return st;
@@ -91,11 +126,9 @@ static ampx_status add_param(ampx_trainer *t, int v) {
         return st;
     if (p->copy_dtype != AMPX_F32 && (st = tr_alloc_zero(t, p->n * 2, &p->copy))) return st;
     /* a run that starts from a file draws nothing it would overwrite (the buffers are zero) */
-    if (!m->cfg.train.skip_init) {
-        if ((st = write_values(t, p->master, val, p->n,
-                               m->cfg.train.seed * 1000003ull + (uint64_t)t->n_params * 7919ull +
-                                   1)))
-            return st;
+    if (!m->cfg.train.skip_init && p->mshard && (st = init_sharded(t, p, val))) return st;
+    if (!m->cfg.train.skip_init && !p->mshard) {
+        if ((st = write_values(t, p->master, val, p->n, param_seed(t, t->n_params)))) return st;
         if (p->copy_dtype != AMPX_F32 && (st = cast_copy(t, p))) return st;
     }
     t->own[v] = p->master;
@@ -241,8 +274,10 @@ static ampx_status grad_arena(ampx_trainer *t) {
             b  = &gl->buckets[gl->n_buckets++];
             *b = (grad_bucket){.off = off};
         }
-        p->grad_off          = off;
-        gl->bucket[order[k]] = (int)(b - gl->buckets);
+        p->grad_off             = off;
+        gl->bucket[order[k]]    = (int)(b - gl->buckets);
+        gl->param_off[order[k]] = off;
+        gl->param_n[order[k]]   = p->n;
         b->bytes += bytes;
         b->n_params++;
         off += bytes;
@@ -301,7 +336,10 @@ static ampx_status check_memory(ampx_trainer *t, const data_request *req) {
         for (int k = 0; k < val->ndim; k++)
             n *= (double)val->dims[k];
         if (val->role == ROLE_PARAM)
-            device += n * (val->master < 0 ? per_elem : 2); /* the working copy: 2 bytes */
+            device += n * (val->master >= 0 ? 2 /* the working copy */
+                           : t->zero && val->copy >= 0
+                               ? per_elem - 4 + 4.0 / t->dp.world /* a shard of the master */
+                               : per_elem);
         else if (val->role == ROLE_STATE || val->role == ROLE_CONST)
             device += n * 4;
     }
@@ -474,7 +512,8 @@ static ampx_status zero_stage(ampx_trainer *t) {
     if (!t->zero || t->dp.rank != 0) return AMPX_OK;
     uint64_t total = 1;
     for (int i = 0; i < t->n_params; i++)
-        total += t->params[i].n * (uint64_t)(!!t->params[i].s1 + !!t->params[i].s2);
+        total += t->params[i].n *
+                 (uint64_t)(!!t->params[i].s1 + !!t->params[i].s2 + t->params[i].mshard);
     if (!(t->zero_full = calloc(total, sizeof(float))))
         return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory for the optimizer state's staging");
     float *at = t->zero_full;
@@ -482,6 +521,12 @@ static ampx_status zero_stage(ampx_trainer *t) {
         param *p = &t->params[i];
         if (p->s1) p->s1_full = at, at += p->n;
         if (p->s2) p->s2_full = at, at += p->n;
+        if (!p->mshard) continue;
+        p->m_full          = at, at += p->n;
+        const g_value *val = &t->g.values[p->value];
+        if (!t->m->cfg.train.skip_init) /* the values init_sharded drew */
+            init_values(p->m_full, p->n, val->init, val->init_std, (uint64_t)val->fan_in,
+                        (uint64_t)val->fan_out, param_seed(t, i));
     }
     return AMPX_OK;
 }
@@ -522,7 +567,8 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
         (st = zero_stage(t)))
         goto fail;
     /* every rank starts from rank 0's parameters */
-    if (t->dp.world > 1 && ((st = dp_setup(&t->dp, &t->grads)) || (st = ampx_trainer_sync(t))))
+    if (t->dp.world > 1 &&
+        ((st = dp_setup(&t->dp, &t->grads, t->zero)) || (st = ampx_trainer_sync(t))))
         goto fail;
     *out = t;
     return AMPX_OK;
@@ -623,7 +669,7 @@ void ampx_trainer_param_bytes(const ampx_trainer *t, uint64_t *weights, uint64_t
     *weights = *state = 0;
     for (int i = 0; i < t->n_params; i++) {
         const param *p = &t->params[i];
-        *weights += p->n * 4 + (p->copy ? p->n * 2 : 0);
+        *weights += (p->mshard ? p->shard : p->n) * 4 + (p->copy ? p->n * 2 : 0);
         *state += (p->s1 ? p->shard * 4 : 0) + (p->s2 ? p->shard * 4 : 0);
     }
 }
@@ -651,7 +697,8 @@ static ampx_buffer *param_buf(ampx_trainer *t, int i, int what) {
 }
 
 ampx_status ampx_trainer_get(ampx_trainer *t, int i, int what, float *host) {
-    ampx_buffer *b = t->zero && what >= 2 ? NULL : param_buf(t, i, what);
+    ampx_buffer *b =
+        t->zero && (what >= 2 || (what == 0 && t->params[i].mshard)) ? NULL : param_buf(t, i, what);
     if (!b) return tr_fail(t, AMPX_ERR_INVALID, "no tensor %d/%d", i, what);
     uint64_t off = what == 1 ? t->params[i].grad_off : 0;
     return tr_check(t, t->ifc->buffer_read(t->ctx, b, off, host, t->params[i].n * 4),
@@ -659,7 +706,8 @@ ampx_status ampx_trainer_get(ampx_trainer *t, int i, int what, float *host) {
 }
 
 ampx_status ampx_trainer_set(ampx_trainer *t, int i, int what, const float *host) {
-    ampx_buffer *b = t->zero && what >= 2 ? NULL : param_buf(t, i, what);
+    ampx_buffer *b =
+        t->zero && (what >= 2 || (what == 0 && t->params[i].mshard)) ? NULL : param_buf(t, i, what);
     if (!b) return tr_fail(t, AMPX_ERR_INVALID, "no tensor %d/%d", i, what);
     t->kv.len = 0; /* new weights: nothing cached holds */
     param *p  = &t->params[i];
@@ -696,9 +744,9 @@ ampx_status ampx_trainer_gather_state(ampx_trainer *t) {
     ampx_status st = AMPX_OK;
     for (int i = 0; i < t->n_params && !st; i++) {
         param *p                = &t->params[i];
-        ampx_buffer *const b[2] = {p->s1, p->s2};
-        float *const full[2]    = {p->s1_full, p->s2_full};
-        for (int k = 0; k < 2 && !st; k++) {
+        ampx_buffer *const b[3] = {p->s1, p->s2, p->mshard ? p->master : NULL};
+        float *const full[3]    = {p->s1_full, p->s2_full, p->m_full};
+        for (int k = 0; k < 3 && !st; k++) {
             if (!b[k]) continue;
             if (p->shard)
                 st = tr_check(t, t->ifc->buffer_read(t->ctx, b[k], 0, host, p->shard * 4),
@@ -726,8 +774,9 @@ ampx_status ampx_trainer_sync(ampx_trainer *t) {
         param *p = &t->params[i];
         /* the working copy as bytes too: with stochastic rounding it is not a cast of the
          * master that each rank could redo */
-        if (!(st = dp_bcast_buffer(dp, p->master, 0, p->n * 4, host)) && p->copy)
-            st = dp_bcast_buffer(dp, p->copy, 0, p->n * 2, host);
+        st = p->mshard ? sync_state(t, p->master, p->m_full, p->n, host)
+                       : dp_bcast_buffer(dp, p->master, 0, p->n * 4, host);
+        if (!st && p->copy) st = dp_bcast_buffer(dp, p->copy, 0, p->n * 2, host);
         if (!st && p->s1) st = sync_state(t, p->s1, p->s1_full, p->n, host);
         if (!st && p->s2) st = sync_state(t, p->s2, p->s2_full, p->n, host);
     }

@@ -45,8 +45,11 @@ typedef struct param {
     uint64_t lo, shard;       /* ZeRO-1: this rank updates elements [lo, lo + shard); s1/s2 hold
                                  them alone (without ZeRO: 0 and n) */
     float *s1_full, *s2_full; /* ZeRO-1, rank 0: the whole state staged for checkpoints */
-    uint64_t grad_off;        /* bytes: where the gradient sits in grad (the gradient arena) */
-    ampx_dtype copy_dtype;    /* AMPX_F32: no working copy */
+    int mshard;               /* ZeRO-1 with a working copy: master holds [lo, lo + shard) only
+                                 (the forward reads the copy), staged whole in m_full on rank 0 */
+    float *m_full;
+    uint64_t grad_off;     /* bytes: where the gradient sits in grad (the gradient arena) */
+    ampx_dtype copy_dtype; /* AMPX_F32: no working copy */
 } param;
 
 /* Non-trainable state saved in checkpoints (batch-norm running statistics). */
@@ -210,6 +213,8 @@ void fp8_free(ampx_trainer *t);
  * state is this model's only when its digest is the same. */
 uint64_t fp8_layout(const ampx_trainer *t);
 uint64_t fp8_state_floats(const ampx_trainer *t);
+/* p's working copy cast from the n f32 values at full (host): a sharded master's copy. */
+ampx_status tr_copy_from_host(ampx_trainer *t, const param *p, const float *full);
 
 /* trainer.c: the scalars block of a fresh run: scaler and schedule configuration. */
 void init_scalars(const ampx_model *m, ampx_scalars *s);
@@ -345,11 +350,13 @@ static inline ampx_status tr_micro_batch(ampx_trainer *t) {
     return exec_run(&t->x, 0, t->x.training ? t->g.n_nodes : t->g.n_forward);
 }
 
-/* The parameter gradients as one tensor list (ts, ns: TR_MAX_PARAMS entries). */
+/* The parameter gradients as one tensor list (ts, ns: TR_MAX_PARAMS entries); under ZeRO-1
+ * this rank's shard of each, the only part its reduce-scatter summed. */
 static inline ampx_tensor_list tr_grad_list(ampx_trainer *t, ampx_tensor *ts, uint64_t *ns) {
     for (int i = 0; i < t->n_params; i++) {
-        ts[i] = tr_tensor(t->params[i].grad, t->params[i].grad_off, AMPX_F32);
-        ns[i] = t->params[i].n;
+        const param *p = &t->params[i];
+        ts[i]          = tr_tensor(p->grad, p->grad_off + p->lo * 4, AMPX_F32);
+        ns[i]          = p->shard;
     }
     return (ampx_tensor_list){.count = (uint32_t)t->n_params, .tensors = ts, .n_elems = ns};
 }
