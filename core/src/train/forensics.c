@@ -22,7 +22,7 @@ ampx_status forensics_setup(ampx_trainer *t) {
                        "train.forensics needs the backend op abs_max (ABI 1.8), which backend "
                        "'%s' (ABI 1.%u) does not have: leave forensics off, or use --monitor 1",
                        t->ifc->name, (unsigned)t->ifc->abi_minor);
-    if ((st = monitor_setup(t))) return st;
+    if ((st = monitor_scan_setup(t))) return st; /* the tables, not the monitor's slots */
     uint64_t bytes     = FR_HEAD + 4 * (uint64_t)t->A * (uint64_t)t->mon.n_scan;
     t->mon.fslot_bytes = (bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
     t->mon.fhost       = malloc(t->mon.fslot_bytes * (uint64_t)t->K);

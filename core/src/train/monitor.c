@@ -43,7 +43,7 @@ static void layer_of(const char *name, char *out, size_t cap) {
     snprintf(out, cap, "%.*s", dot ? (int)(dot - name) : (int)strlen(name), name);
 }
 
-ampx_status monitor_setup(ampx_trainer *t) {
+ampx_status monitor_scan_setup(ampx_trainer *t) {
     if (t->mon.ready) return AMPX_OK;
     t->mon.ready = 1;
     for (int i = 0; i < t->n_params; i++) {
@@ -85,6 +85,13 @@ ampx_status monitor_setup(ampx_trainer *t) {
                 t->mon.scan_count[i]++;
             }
     }
+    return AMPX_OK;
+}
+
+/* The scan tables, then the monitored steps' slots (K of them, like the records' ring). */
+ampx_status monitor_setup(ampx_trainer *t) {
+    ampx_status st = monitor_scan_setup(t);
+    if (st || t->mon.buf) return st;
     t->mon.slot_bytes = (mon_off(t, MON_END) + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
     t->mon.host       = malloc(t->mon.slot_bytes * (uint64_t)t->K);
     if (!t->mon.host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");

@@ -267,6 +267,9 @@ typedef struct scan_value {
  * origin and created_by; then (monitor_note_finite) each position's last all-finite step. */
 void monitor_diagnose(ampx_trainer *t, const scan_view *v);
 void monitor_note_finite(ampx_trainer *t, const scan_view *v, int64_t step);
+/* monitor_scan_setup: which outputs are scanned (the positions both scans write); monitor_setup
+ * also allocates the monitored steps' slots. */
+ampx_status monitor_scan_setup(ampx_trainer *t);
 ampx_status monitor_setup(ampx_trainer *t);
 void monitor_free(ampx_trainer *t);
 ampx_status monitor_begin_step(ampx_trainer *t, int64_t ring_at);
