@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # dist.sh AMPX SRC MPIEXEC — data-parallel training with `mpirun --oversubscribe -np 2`:
 #   - equivalence: f32, a fixed seed, 2 ranks x batch 32 and 1 process x batch 64 reach the
-#     same parameters after 50 steps within 1e-5 relative (a control, 1 process x batch 32,
-#     must not), for example data and for token windows; the all-reduce in place on the CPU
+#     same parameters after 50 steps within 1e-5 relative, with every step's loss and
+#     gradient norm within 1e-5 (a control, 1 process x batch 32, must not), for example data
+#     and for token windows; the all-reduce in place on the CPU
 #     backend's memory (ABI 1.3 handles) and the host copy give the same bits;
 #   - an overflow injected on rank 1 only skips the same step as in one process, on rank 0
 #     too (its metrics say so), and the parameters still agree;
@@ -14,9 +15,9 @@
 #   - models/mlp.json on 2 ranks reaches the single-process held-out accuracy, and only
 #     rank 0 prints (one progress line per interval, one summary);
 #   - faults end the job within 30 s with a message naming the rank: ranks with different
-#     models, data paths, data contents (one relative path in two working folders), or
-#     --resume on one rank only or of other checkpoints (named by step and digest) are refused
-#     at start naming what differs; a rank killed with
+#     models, data paths (rank 2 of 4), data contents (one relative path in two working
+#     folders), or --resume on one rank of 4 only or of other checkpoints (named by step and
+#     digest) are refused at start naming what differs; rank 2 of 4 killed with
 #     kill -9; a rank stopped with SIGSTOP (the watchdog, AMPX_DIST_TIMEOUT=3, names it);
 #     ranks that diverge (a weight made non-finite on one rank only);
 #   - launchers: RANK/WORLD_SIZE/LOCAL_RANK exported from mpirun's run; rotated or grown,
@@ -24,9 +25,9 @@
 #     WORLD_SIZE without an MPI process manager is refused;
 #   - AMPX_DIST_CHECK=1 (signatures before every collective) raises no false alarm and gives
 #     the same bits, and a collective made one value short on one rank (AMPX_INJECT_COLLECTIVE)
-#     stops the job within 10 s naming both ranks' signatures;
-#   - 4 ranks (oversubscribed): 4 x 16 reaches 1 x 64's parameters within 1e-5, and a rank
-#     stopped among 4 is named by the others' watchdog;
+#     stops the job within 10 s naming both ranks' signatures, on 2 ranks and on 4;
+#   - 4 ranks (oversubscribed): 4 x 16 reaches 1 x 64's parameters within 1e-5 (and every
+#     step's loss and norm), and a rank stopped among 4 is named by the others' watchdog;
 #   - ZeRO-1 (--zero 1, gradients reduce-scattered) records the same steps and writes the same
 #     checkpoint as plain data parallelism on 2 ranks (an overflow included; the gradient norm
 #     to rounding), reaches its parameters within 1e-5 on 4 with the clip active (the same
@@ -49,15 +50,19 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export AMPX_BACKEND_OPTS=threads=1
 mpi2() { timeout -k 5 60 "$mpiexec" --oversubscribe -np 2 "$@"; }
 compare() { python3 "$src/tests/dist/compare.py" "$@"; }
+same() { python3 "$src/tests/dist/same_metrics.py" "$@"; }
 sgd=$src/tests/dist/mlp_sgd.json
 skipped() { python3 -c 'import json,sys; print(",".join(str(r["step"]) for r in map(json.loads, open(sys.argv[1])) if r.get("skipped")))' "$1"; }
 
 # ---- equivalence: the same examples, another summation order
-"$ampx" train "$sgd" --batch 64 --quiet --checkpoint "$work/one.st" >/dev/null 2>"$work/err" ||
-  fail "1 process: $(cat "$work/err")"
-mpi2 "$ampx" train "$sgd" --batch 32 --checkpoint "$work/two.st" >"$work/out" 2>&1 ||
-  fail "2 ranks: $(cat "$work/out")"
+# (and at each iteration, as PyTorch's DDP tests compare: every step's loss and gradient norm
+# within 1e-5 relative, the same steps applied at the same scale and learning rate)
+"$ampx" train "$sgd" --batch 64 --quiet --checkpoint "$work/one.st" --metrics "$work/one.jsonl" \
+  >/dev/null 2>"$work/err" || fail "1 process: $(cat "$work/err")"
+mpi2 "$ampx" train "$sgd" --batch 32 --checkpoint "$work/two.st" --metrics "$work/two.jsonl" \
+  >"$work/out" 2>&1 || fail "2 ranks: $(cat "$work/out")"
 compare "$work/one.st" "$work/two.st" --rel 1e-5 || fail "2 ranks x 32 != 1 x 64 after 50 steps"
+d=$(same "$work/one.jsonl" "$work/two.jsonl" --rel 1e-5) || fail "2 ranks x 32 != 1 x 64 at some step: $d"
 grep -q "host memory in place" "$work/out" || fail "the CPU backend's gradients are not all-reduced in place"
 # the communicator's own clock (ampx_dist_comm_ms): every MPI call of the run, so never 0
 grep -qE "^communicator: [0-9.]+ ms on rank 0" "$work/out" && ! grep -q "^communicator: 0.0 ms" "$work/out" ||
@@ -67,7 +72,10 @@ AMPX_DIST_PATH=copy mpi2 "$ampx" train "$sgd" --batch 32 --checkpoint "$work/cop
   fail "2 ranks, host copy: $(cat "$work/out")"
 grep -q "(.* ms, host copy)" "$work/out" || fail "AMPX_DIST_PATH=copy: $(cat "$work/out")"
 compare "$work/two.st" "$work/copy.st" --exact || fail "the host copy path gives other gradients"
-"$ampx" train "$sgd" --batch 32 --quiet --checkpoint "$work/half.st" >/dev/null 2>&1
+"$ampx" train "$sgd" --batch 32 --quiet --checkpoint "$work/half.st" --metrics "$work/half.jsonl" \
+  >/dev/null 2>&1
+same "$work/one.jsonl" "$work/half.jsonl" --rel 1e-5 >/dev/null &&
+  fail "control: 1 process x batch 32 has batch 64's losses, so the per-step check proves nothing"
 compare "$work/one.st" "$work/half.st" --differ 1e-5 ||
   fail "control: 1 process x batch 32 matches batch 64, so the comparison proves nothing"
 
@@ -200,10 +208,12 @@ sed -e 's|"data": {[^}]*}|"data": {"source": "text", "train": "train.txt"}|' "$w
 grep -q '"train": "train.txt"' "$work/ra/m.json" || fail "no data object to replace in $work/gpt.json"
 cp "$work/ra/m.json" "$work/rb/m.json"
 cp "$work/a.txt" "$work/ra/train.txt" && cp "$work/b.txt" "$work/rb/train.txt"
-timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$work/ra/m.json" --steps 2 --quiet : \
-  -np 1 "$ampx" train "$work/ra/m.json" --steps 2 --quiet --set data.train=../rb/train.txt >"$work/out" 2>&1
+# (4 ranks, rank 2 reading another file)
+timeout -k 5 30 "$mpiexec" --oversubscribe -np 2 "$ampx" train "$work/ra/m.json" --steps 2 --quiet : \
+  -np 1 "$ampx" train "$work/ra/m.json" --steps 2 --quiet --set data.train=../rb/train.txt : \
+  -np 1 "$ampx" train "$work/ra/m.json" --steps 2 --quiet >"$work/out" 2>&1
 [ $? -ne 0 ] || fail "other data paths: exit 0"
-grep -q "rank 1 reads other data files than rank 0: .*rb/train.txt here, .*ra/train.txt on rank 0" \
+grep -q "rank 2 reads other data files than rank 0: .*rb/train.txt here, .*ra/train.txt on rank 0" \
   "$work/out" || fail "other data paths: $(cat "$work/out")"
 # the same relative path in two working folders: other bytes under one name
 timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 -wdir "$work/ra" "$ampx" train m.json --steps 2 --quiet : \
@@ -213,10 +223,14 @@ grep -q "rank 1's data files' contents (the same paths, other bytes) differs" "$
   fail "other data contents: $(cat "$work/out")"
 "$ampx" train "$sgd" --steps 5 --quiet --checkpoint "$work/r5.st" >/dev/null 2>&1 || fail "resume source run"
 timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet --resume "$work/r5.st" : \
-  -np 1 "$ampx" train "$sgd" --quiet >"$work/out" 2>&1
-[ $? -ne 0 ] || fail "--resume on rank 0 only: exit 0"
-grep -q "rank 1's start: --resume or --init-from on some ranks only differs" "$work/out" ||
-  fail "--resume on rank 0 only: $(cat "$work/out")"
+  -np 3 "$ampx" train "$sgd" --quiet >"$work/out" 2>&1
+[ $? -ne 0 ] || fail "--resume on rank 0 of 4 only: exit 0"
+for r in 1 2 3; do
+  grep -q "rank $r's start: --resume or --init-from on some ranks only differs" "$work/out" ||
+    fail "--resume on rank 0 of 4 only, rank $r: $(cat "$work/out")"
+done
+grep -q "rank 0 of 4: 3 of 4 ranks run another model, .* checkpoint" "$work/out" ||
+  fail "--resume on rank 0 of 4 only, rank 0: $(cat "$work/out")"
 # the checkpoint's step and bytes: ranks given other files are refused naming both steps and
 # digests (another step; the same step of another run); a file rank 1 cannot open is rank 0's
 "$ampx" train "$sgd" --steps 3 --quiet --checkpoint "$work/r3.st" >/dev/null 2>&1 || fail "step 3 run"
@@ -290,6 +304,12 @@ n0=$(sed -n 's/.*rank 0 of 2: .*rank 0 an all-reduce of \([0-9]*\) at step 10, r
 grep -Eq "rank 1 of 2: the ranks call different collectives: rank 1 an all-reduce of ${n0#* } at step 10, rank 0 an all-reduce of ${n0% *} at step 10" \
   "$work/out" || fail "a collective of another size: rank 1's words: $(cat "$work/out")"
 [ $((SECONDS - t1)) -le 10 ] || fail "a collective of another size: the job ended after $((SECONDS - t1)) s"
+# among 4 ranks, rank 3's: every other rank names it
+AMPX_DIST_CHECK=1 AMPX_INJECT_COLLECTIVE=10@3 timeout -k 5 30 "$mpiexec" --oversubscribe -np 4 \
+  -x AMPX_DIST_CHECK -x AMPX_INJECT_COLLECTIVE "$ampx" train "$sgd" --quiet >"$work/out" 2>&1 &&
+  fail "a collective of another size on rank 3 of 4: exit 0"
+grep -Eq "rank [012] of 4: the ranks call different collectives: rank [012] an all-reduce of ${n0% *} at step 10, rank 3 an all-reduce of ${n0#* } at step 10" \
+  "$work/out" || fail "a collective of another size on rank 3 of 4: $(cat "$work/out")"
 
 find_rank() { # JOB [RANK]: rank RANK's (default 1) pid among mpirun's children (from /proc:
   local v=    # procps may be missing)
@@ -304,22 +324,22 @@ find_rank() { # JOB [RANK]: rank RANK's (default 1) pid among mpirun's children 
   done
   echo "$v"
 }
-"$mpiexec" --oversubscribe -np 2 "$ampx" train "$sgd" --steps 100000000 --quiet >"$work/out" 2>&1 &
+"$mpiexec" --oversubscribe -np 4 "$ampx" train "$sgd" --steps 100000000 --quiet >"$work/out" 2>&1 &
 job=$!
-victim=$(find_rank $job)
+victim=$(find_rank $job 2)
 sleep 1
 t1=$SECONDS
-[ -n "$victim" ] || fail "kill -9: rank 1's process not found among mpirun's children"
+[ -n "$victim" ] || fail "kill -9: rank 2's process not found among mpirun's children"
 [ -n "$victim" ] && kill -9 "$victim"
 for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
 if kill -0 $job 2>/dev/null; then
-  fail "kill -9 of rank 1: the job still runs after 30 s"
+  fail "kill -9 of rank 2 of 4: the job still runs after 30 s"
   kill -9 $job
 fi
 wait $job
 rc=$?
-[ $rc -ne 0 ] || fail "kill -9 of rank 1: exit 0"
-grep -q "rank 1 .*signal 9" "$work/out" || fail "kill -9 of rank 1: $(cat "$work/out")"
+[ $rc -ne 0 ] || fail "kill -9 of rank 2 of 4: exit 0"
+grep -q "rank 2 .*signal 9" "$work/out" || fail "kill -9 of rank 2 of 4: $(cat "$work/out")"
 [ $((SECONDS - t1)) -le 30 ] || fail "kill -9: the job ended after $((SECONDS - t1)) s"
 
 # a rank stopped (SIGSTOP) without dying: the others name it within the deadline
@@ -350,8 +370,10 @@ stop_rank 2 1 "rank 0 of 2: step [0-9]+: .* waited [0-9.]+ s for rank 1, which (
 
 # ---- 4 ranks (oversubscribed): 4 x 16 reaches 1 x 64's parameters; a stopped rank 2 is named
 timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$sgd" --batch 16 \
-  --checkpoint "$work/four.st" >"$work/out" 2>&1 || fail "4 ranks: $(cat "$work/out")"
+  --checkpoint "$work/four.st" --metrics "$work/four.jsonl" >"$work/out" 2>&1 ||
+  fail "4 ranks: $(cat "$work/out")"
 compare "$work/one.st" "$work/four.st" --rel 1e-5 || fail "4 ranks x 16 != 1 x 64 after 50 steps"
+d=$(same "$work/one.jsonl" "$work/four.jsonl" --rel 1e-5) || fail "4 ranks x 16 != 1 x 64 at some step: $d"
 stop_rank 4 2 "rank [013] of 4: step [0-9]+: .* for rank 2, which (has not reached it|reached it and fell silent)"
 
 # ---- ZeRO-1 (--zero 1): each bucket of gradients is reduce-scattered, each rank unscales,
@@ -366,7 +388,6 @@ stop_rank 4 2 "rank [013] of 4: step [0-9]+: .* for rank 2, which (has not reach
 # clip coefficient differs by rounding). A ZeRO checkpoint resumes without ZeRO bit for bit,
 # and with ZeRO on 4 ranks (each its shard of it) within 1e-5; the optimizer state per rank
 # is a quarter on 4 ranks
-same() { python3 "$src/tests/dist/same_metrics.py" "$@"; }
 for z in 0 1; do
   AMPX_DIST_CHECK=1 AMPX_INJECT_NONFINITE=10@1 mpi2 -x AMPX_DIST_CHECK -x AMPX_INJECT_NONFINITE \
     "$ampx" train "$src/models/mlp.json" --zero $z --steps 30 --quiet --metrics "$work/z$z.jsonl" \
