@@ -1,7 +1,9 @@
 /* attention.c — ATTN_FWD / ATTN_BWD: the shared checks (plugin_kit.h), then the kernels of
- * kernels/opencl/attention.cl: one work item per query row for the forward and for delta and
- * dq, then one per key row for dk and dv (the queue orders them, so dkv reads the delta dq
- * wrote).
+ * kernels/opencl/attention.cl: the forward, then for the backward delta and dq, then dk and
+ * dv (the queue orders them, so dkv reads the delta dq wrote). Heads of up to AT_HMAX columns
+ * run the tiled kernels (work-groups of AT_B rows sharing tiles of the other operand in
+ * local memory) when the device has the local memory; wider heads, or a device without it,
+ * the kernels of one work item per row.
  */
 #include "ocl.h"
 
@@ -28,17 +30,41 @@ static void attn_args_shape(ocl_args *k, const ampx_attn_args *a, int bwd) {
     ocl_arg_u64(k, a->offset);
 }
 
+enum { AT_B = 32, AT_HMAX = 128 }; /* as attention.cl */
+
+/* The bytes of one staged tile of a's heads, or 0 when the tiled kernels cannot take a
+ * (a head wider than AT_HMAX, or TILES tiles beyond the device's local memory). */
+static size_t attn_tile_bytes(ampx_context *ctx, const ampx_attn_args *a, int tiles) {
+    if (a->head_dim > AT_HMAX || a->seq >= ((uint64_t)1 << 31)) return 0;
+    size_t bytes   = (size_t)AT_B * (size_t)((a->head_dim + 15) / 16 * 16) * sizeof(float);
+    cl_ulong local = 0;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL) !=
+        CL_SUCCESS)
+        return 0;
+    /* what the kernels declare themselves (two rows of AT_B floats) and some slack */
+    return (cl_ulong)tiles * bytes + 2 * AT_B * sizeof(float) + 1024 <= local ? bytes : 0;
+}
+
+/* Work-groups of AT_B rows: one per AT_B rows of each (batch, head). */
+static ampx_status attn_launch_tiled(ocl_args *k, const ampx_attn_args *a, int tiles, size_t tile) {
+    for (int t = 0; t < tiles; t++)
+        ocl_arg_local(k, tile);
+    return ocl_launch_groups_of(k, a->batch * a->heads * ((a->seq + AT_B - 1) / AT_B), AT_B);
+}
+
 ampx_status ocl_attn_fwd(ampx_context *ctx, const ampx_attn_args *args) {
     ampx_attn_args a;
     OCL_TRY(ampx_kit_take_attn(AMPX_KIT(ctx), args, &a, 0));
     if (a.batch == 0) return AMPX_OK;
-    ocl_args k = ocl_args_begin(ctx, K_ATTN_FWD);
+    size_t tile = attn_tile_bytes(ctx, &a, 2);
+    ocl_args k  = ocl_args_begin(ctx, tile ? K_ATTN_FWD_TILED : K_ATTN_FWD);
     ocl_arg_tensor(&k, &a.q);
     ocl_arg_tensor(&k, &a.k);
     ocl_arg_tensor(&k, &a.v);
     ocl_arg_tensor(&k, &a.o);
     ocl_arg_fixed(&k, &a.lse);
     attn_args_shape(&k, &a, 0);
+    if (tile) return attn_launch_tiled(&k, &a, 2, tile);
     return ocl_launch_1d(&k, a.batch * a.heads * a.seq);
 }
 
@@ -46,7 +72,8 @@ ampx_status ocl_attn_bwd(ampx_context *ctx, const ampx_attn_args *args) {
     ampx_attn_args a;
     OCL_TRY(ampx_kit_take_attn(AMPX_KIT(ctx), args, &a, 1));
     if (a.batch == 0) return AMPX_OK;
-    ocl_args k = ocl_args_begin(ctx, K_ATTN_BWD_DQ);
+    size_t tile = attn_tile_bytes(ctx, &a, 4); /* dkv stages four */
+    ocl_args k  = ocl_args_begin(ctx, tile ? K_ATTN_BWD_DQ_TILED : K_ATTN_BWD_DQ);
     ocl_arg_tensor(&k, &a.q);
     ocl_arg_tensor(&k, &a.k);
     ocl_arg_tensor(&k, &a.v);
@@ -56,8 +83,11 @@ ampx_status ocl_attn_bwd(ampx_context *ctx, const ampx_attn_args *args) {
     ocl_arg_fixed(&k, &a.delta);
     ocl_arg_tensor(&k, &a.dq);
     attn_args_shape(&k, &a, 1);
-    OCL_TRY(ocl_launch_1d(&k, a.batch * a.heads * a.seq));
-    k = ocl_args_begin(ctx, K_ATTN_BWD_DKV);
+    if (tile)
+        OCL_TRY(attn_launch_tiled(&k, &a, 3, tile));
+    else
+        OCL_TRY(ocl_launch_1d(&k, a.batch * a.heads * a.seq));
+    k = ocl_args_begin(ctx, tile ? K_ATTN_BWD_DKV_TILED : K_ATTN_BWD_DKV);
     ocl_arg_tensor(&k, &a.q);
     ocl_arg_tensor(&k, &a.k);
     ocl_arg_tensor(&k, &a.v);
@@ -67,5 +97,6 @@ ampx_status ocl_attn_bwd(ampx_context *ctx, const ampx_attn_args *args) {
     ocl_arg_tensor(&k, &a.dk);
     ocl_arg_tensor(&k, &a.dv);
     attn_args_shape(&k, &a, 2);
+    if (tile) return attn_launch_tiled(&k, &a, 4, tile);
     return ocl_launch_1d(&k, a.batch * a.heads * a.seq);
 }

@@ -34,6 +34,9 @@ const char *const ocl_kernel_names[K_COUNT] = {
     [K_ATTN_FWD]            = "attn_fwd",
     [K_ATTN_BWD_DQ]         = "attn_bwd_dq",
     [K_ATTN_BWD_DKV]        = "attn_bwd_dkv",
+    [K_ATTN_FWD_TILED]      = "attn_fwd_tiled",
+    [K_ATTN_BWD_DQ_TILED]   = "attn_bwd_dq_tiled",
+    [K_ATTN_BWD_DKV_TILED]  = "attn_bwd_dkv_tiled",
     [K_IM2COL]              = "im2col",
     [K_COL2IM]              = "col2im",
     [K_POOL2D_FWD]          = "pool2d_fwd",
@@ -90,6 +93,9 @@ void ocl_arg_f32(ocl_args *a, float v) {
     cl_float x = v;
     set_arg(a, sizeof x, &x);
 }
+void ocl_arg_local(ocl_args *a, size_t bytes) {
+    set_arg(a, bytes, NULL);
+}
 void ocl_arg_tensor(ocl_args *a, const ampx_tensor *t) {
     ocl_arg_mem(a, t && t->buf ? t->buf->mem : NULL);
     ocl_arg_u64(a, t && t->buf ? t->offset : 0);
@@ -136,6 +142,12 @@ ampx_status ocl_launch_1d(ocl_args *a, uint64_t work) {
 ampx_status ocl_launch_groups(ocl_args *a, uint64_t groups) {
     size_t local = a->ctx->wg;
     if (groups == 0) groups = 1; /* kernels take exactly one group per row or channel */
+    size_t global = (size_t)groups * local;
+    return ocl_launch_nd(a, 1, &global, &local);
+}
+
+ampx_status ocl_launch_groups_of(ocl_args *a, uint64_t groups, size_t local) {
+    if (groups == 0) groups = 1;
     size_t global = (size_t)groups * local;
     return ocl_launch_nd(a, 1, &global, &local);
 }

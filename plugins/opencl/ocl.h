@@ -58,6 +58,9 @@ typedef enum ocl_kernel {
     K_ATTN_FWD,
     K_ATTN_BWD_DQ,
     K_ATTN_BWD_DKV,
+    K_ATTN_FWD_TILED,
+    K_ATTN_BWD_DQ_TILED,
+    K_ATTN_BWD_DKV_TILED,
     K_IM2COL,
     K_COL2IM,
     K_POOL2D_FWD,
@@ -222,6 +225,7 @@ void ocl_arg_u64(ocl_args *a, uint64_t v);
 void ocl_arg_u32(ocl_args *a, uint32_t v);
 void ocl_arg_i32(ocl_args *a, int32_t v);
 void ocl_arg_f32(ocl_args *a, float v);
+void ocl_arg_local(ocl_args *a, size_t bytes); /* __local memory of that many bytes */
 /* A tensor as (buffer, byte offset, dtype); a null tensor as (NULL, 0, 0). */
 void ocl_arg_tensor(ocl_args *a, const ampx_tensor *t);
 /* A fixed-dtype tensor as (buffer, byte offset). */
@@ -232,6 +236,8 @@ void ocl_arg_fixed(ocl_args *a, const ampx_tensor *t);
 ampx_status ocl_launch_1d(ocl_args *a, uint64_t work);
 /* Enqueues `groups` work-groups of ctx->wg items (capped; kernels stride over groups). */
 ampx_status ocl_launch_groups(ocl_args *a, uint64_t groups);
+/* groups work-groups of local items each */
+ampx_status ocl_launch_groups_of(ocl_args *a, uint64_t groups, size_t local);
 /* Enqueues one work item. */
 ampx_status ocl_launch_single(ocl_args *a);
 /* Enqueues an explicit ND range. */

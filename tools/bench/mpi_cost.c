@@ -88,8 +88,7 @@ int main(int argc, char **argv) {
             for (int r = -3; r < reps; r++) {
                 fill(a, n);
                 double dt = once(kind, s, a, b, rank, size);
-                if (r >= 0)
-                    t[r] = dt;
+                if (r >= 0) t[r] = dt;
             }
             double us = median(t, reps) * 1e6;
             if (rank == 0) {

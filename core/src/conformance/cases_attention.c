@@ -30,6 +30,7 @@ static const attn_cfg fwd_cfgs[] = {
     {1, 2, 70, 24, 0, 0, 0.0, 0},  /* not causal, padded strides */
     {2, 2, 33, 40, 1, 1, 0.25, 1}, /* dropout: the mask through an identity v */
     {1, 1, 65, 72, 0, 0, 0.5, 1},  /* dropout, not causal, one past a key tile */
+    {1, 2, 21, 136, 1, 0, 0.1, 0}, /* a head wider than OpenCL's tiled kernels take */
     /* large tier */
     {1, 2, 300, 64, 1, 1, 0.0, 0}, /* long */
     {2, 1, 129, 32, 0, 0, 0.1, 0},
@@ -39,6 +40,7 @@ static const attn_cfg bwd_cfgs[] = {
     {1, 1, 1, 3, 1, 0, 0.0, 0},
     {2, 2, 37, 16, 1, 1, 0.0, 0},
     {1, 2, 70, 24, 0, 0, 0.2, 0},
+    {1, 1, 19, 130, 1, 0, 0.1, 0}, /* wider than OpenCL's tiled kernels */
     /* large tier */
     {1, 2, 300, 32, 1, 1, 0.1, 0},
 };
@@ -254,5 +256,5 @@ static void conf_case_attn_bwd(conf_run *r, conf_case_ctx *cc, const ampx_dtype 
 }
 
 /* The sweep's entries: case function, variants of the full and the quick sweep, filter. */
-const conf_op_cases conf_op_attn_fwd = {conf_case_attn_fwd, 7, 5, NULL};
-const conf_op_cases conf_op_attn_bwd = {conf_case_attn_bwd, 4, 3, NULL};
+const conf_op_cases conf_op_attn_fwd = {conf_case_attn_fwd, 8, 6, NULL};
+const conf_op_cases conf_op_attn_bwd = {conf_case_attn_bwd, 5, 4, NULL};
