@@ -368,11 +368,19 @@ inline floatv ldv_f16(__global const uchar *p, ulong i) {
 inline void stv_f32(__global uchar *p, ulong i, floatv v) {
     VSTORE(v, 0, (__global float *)p + i);
 }
+/* vstoren of a ushortv becomes VW two-byte stores on PoCL; an aligned vector is stored
+ * whole (the same bytes). */
+inline void stv_u16(__global ushort *q, ushortv h) {
+    if (((ulong)q & (sizeof(ushortv) - 1)) == 0)
+        *(__global ushortv *)q = h;
+    else
+        VSTORE(h, 0, q);
+}
 inline void stv_bf16(__global uchar *p, ulong i, floatv v) {
-    VSTORE(f32v_to_bf16(v), 0, (__global ushort *)p + i);
+    stv_u16((__global ushort *)p + i, f32v_to_bf16(v));
 }
 inline void stv_f16(__global uchar *p, ulong i, floatv v) {
-    VSTORE(f32v_to_f16(v), 0, (__global ushort *)p + i);
+    stv_u16((__global ushort *)p + i, f32v_to_f16(v));
 }
 
 /* v = F(lane) for every lane of v, for math with no vector form here (the activations).
