@@ -100,6 +100,7 @@ typedef enum ocl_typed {
 typedef struct ocl_typed_slot {
     cl_program program;
     cl_kernel kernel;
+    int row_items; /* built with -DROW_ITEMS: one work item per row (ocl_launch_rows) */
 } ocl_typed_slot;
 
 /* How GEMMs other than f32 x f32 -> f32 run (option gemm=). */
@@ -207,6 +208,7 @@ typedef struct ocl_args {
     cl_uint n;
     cl_int err;
     ampx_status st; /* a typed kernel that could not be built (logged already) */
+    int row_items;  /* the typed row kernel takes one work item per row (ocl_launch_rows) */
 } ocl_args;
 
 ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k);
@@ -232,6 +234,9 @@ void ocl_arg_fixed(ocl_args *a, const ampx_tensor *t);
 ampx_status ocl_launch_1d(ocl_args *a, uint64_t work);
 /* Enqueues `groups` work-groups of ctx->wg items (capped; kernels stride over groups). */
 ampx_status ocl_launch_groups(ocl_args *a, uint64_t groups);
+/* Enqueues a typed row kernel: one work item per row where it was built so (ROW_ITEMS: CPU
+ * devices, unless AMPX_OPENCL_ROWS=group), else one work-group of ctx->wg items per row. */
+ampx_status ocl_launch_rows(ocl_args *a, uint64_t rows);
 /* Enqueues one work item. */
 ampx_status ocl_launch_single(ocl_args *a);
 /* Enqueues an explicit ND range. */
