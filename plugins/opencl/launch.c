@@ -22,7 +22,6 @@ const char *const ocl_kernel_names[K_COUNT] = {
     [K_SUM_SQUARES]         = "sum_squares",
     [K_ABS_MAX]             = "abs_max",
     [K_UNSCALE_CLEAR_FLAGS] = "unscale_clear_flags",
-    [K_UNSCALE_CHECK]       = "unscale_check",
     [K_GRAD_STATS]          = "grad_stats",
     [K_AMP_PASS]            = "amp_pass",
     [K_SCALER_UPDATE]       = "scaler_update",

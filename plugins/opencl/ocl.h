@@ -46,7 +46,6 @@ typedef enum ocl_kernel {
     K_SUM_SQUARES,
     K_ABS_MAX,
     K_UNSCALE_CLEAR_FLAGS,
-    K_UNSCALE_CHECK,
     K_GRAD_STATS,
     K_AMP_PASS,
     K_SCALER_UPDATE,
@@ -92,6 +91,7 @@ typedef enum ocl_typed {
     TK_LAYERNORM_FWD,    /* x, y */
     TK_LAYERNORM_BWD,    /* x, dy, dx */
     TK_LAYERNORM_PARAMS, /* x, dy */
+    TK_UNSCALE_CHECK,    /* g */
     TK_COUNT
 } ocl_typed;
 
