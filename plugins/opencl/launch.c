@@ -26,7 +26,6 @@ const char *const ocl_kernel_names[K_COUNT] = {
     [K_AMP_PASS]            = "amp_pass",
     [K_SCALER_UPDATE]       = "scaler_update",
     [K_OPT_BEGIN]           = "opt_begin",
-    [K_SGD]                 = "sgd",
     [K_DROPOUT]             = "dropout",
     [K_PERMUTE]             = "permute",
     [K_ATTN_FWD]            = "attn_fwd",

@@ -50,7 +50,6 @@ typedef enum ocl_kernel {
     K_AMP_PASS,
     K_SCALER_UPDATE,
     K_OPT_BEGIN,
-    K_SGD,
     K_DROPOUT,
     K_PERMUTE,
     K_ATTN_FWD,
@@ -91,6 +90,7 @@ typedef enum ocl_typed {
     TK_LAYERNORM_BWD,    /* x, dy, dx */
     TK_LAYERNORM_PARAMS, /* x, dy */
     TK_UNSCALE_CHECK,    /* g */
+    TK_SGD,              /* g, copy */
     TK_ADAMW,            /* g, copy */
     TK_COUNT
 } ocl_typed;

@@ -46,6 +46,7 @@ static const typed_def typed_defs[TK_COUNT] = {
     [TK_LAYERNORM_BWD]    = {"layernorm_bwd", "layernorm.cl", 3, {"x", "dy", "dx"}, 1},
     [TK_LAYERNORM_PARAMS] = {"layernorm_params", "layernorm.cl", 2, {"x", "dy"}},
     [TK_UNSCALE_CHECK]    = {"unscale_check", "amp.cl", 1, {"g"}},
+    [TK_SGD]              = {"sgd", "optim.cl", 2, {"g", "copy"}},
     [TK_ADAMW]            = {"adamw", "optim.cl", 2, {"g", "copy"}},
 };
 

@@ -1,7 +1,9 @@
-/* optim.cl — ADAMW per tensor after opt_begin (scalars.cl), the arithmetic of the PyTorch
- * torch.optim.AdamW, t = applied_steps + 1 (bias corrections from opt_begin):
- *   g = c grad;  p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
- *   p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps);  copy = round(p).
+/* optim.cl — SGD and ADAMW per tensor after opt_begin (scalars.cl), the arithmetic of the
+ * PyTorch torch.optim.SGD and AdamW, t = applied_steps + 1 (bias corrections from opt_begin):
+ *   SGD:   g = c grad + wd p;  buf = (first step ? g : momentum buf + (1 - dampening) g);
+ *          g = nesterov ? g + momentum buf : buf;  p -= lr g;  copy = round(p).
+ *   AdamW: g = c grad;  p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+ *          p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps);  copy = round(p).
  * VW elements per step, each lane the scalar expression's operations in the same order and
  * precision (double where the device has it; no contraction), so the same bits. A skipped
  * step (work[0] == 0) writes nothing. Built per (T_g, T_copy); without a copy T_copy is f32
@@ -70,6 +72,60 @@ __kernel void adamw(FARG(p), CTENSOR(g), FARG(m), FARG(v), TENSOR(copy), int has
         m[i]      = mn;
         v[i]      = vn;
         p[i]      = pn;
+        if (has_copy) {
+            if (stochastic)
+                st_elem_sr(copy_p + copy_o, CAT(DT_ID_, T_copy), i, pn, hash32(seed, i));
+            else
+                ST(copy, i, pn);
+        }
+    }
+}
+#endif
+
+#ifdef K_sgd
+__kernel void sgd(FARG(p), CTENSOR(g), FARG(buf), TENSOR(copy), int has_copy, ulong n, float wd,
+                  float momentum, float dampening, int nesterov, int stochastic, ulong seed,
+                  __global const float *work) {
+    __global const int *iwork = (__global const int *)work;
+    if (iwork[0] == 0) return;
+    FPTR(p);
+    FPTR(buf);
+    wide_t lr = work[1], momentum_ = momentum, wd_ = wd, damp = (wide_t)1 - (wide_t)dampening;
+    float c   = work[2];
+    int first = iwork[3] == 0;
+    ulong nv  = n / VW;
+    for (ulong j = GID; j < nv; j += GSIZE) {
+        ulong i   = j * VW;
+        floatv gr = LDV(g, i);
+        if (c != 1.0f) gr = c * gr;
+        widev pv = TO_WIDEV(VLOAD(0, p + i)), gv = TO_WIDEV(gr);
+        if (wd != 0.0f) gv += wd_ * pv;
+        if (momentum != 0.0f) {
+            widev b = first ? gv : momentum_ * TO_WIDEV(VLOAD(0, buf + i)) + damp * gv;
+            VSTORE(TO_FLOATV(b), 0, buf + i);
+            gv = nesterov ? gv + momentum_ * b : b;
+        }
+        floatv pn = TO_FLOATV(pv - lr * gv);
+        VSTORE(pn, 0, p + i);
+        if (has_copy) {
+            if (stochastic)
+                st_copy_sr(copy_p + copy_o, i, pn, seed);
+            else
+                STV(copy, i, pn);
+        }
+    }
+    for (ulong i = nv * VW + GID; i < n; i += GSIZE) {
+        float gr = LD(g, i);
+        if (c != 1.0f) gr = c * gr;
+        wide_t pv = p[i], gv = gr;
+        if (wd != 0.0f) gv += wd_ * pv;
+        if (momentum != 0.0f) {
+            wide_t b = first ? gv : momentum_ * (wide_t)buf[i] + damp * gv;
+            buf[i]   = (float)b;
+            gv       = nesterov ? gv + momentum_ * b : b;
+        }
+        float pn = (float)(pv - lr * gv);
+        p[i]     = pn;
         if (has_copy) {
             if (stochastic)
                 st_elem_sr(copy_p + copy_o, CAT(DT_ID_, T_copy), i, pn, hash32(seed, i));
