@@ -523,6 +523,13 @@ static ampx_status run_gelu(bench *b, void *arg) {
     return run_act(b, arg, AMPX_ACT_GELU);
 }
 
+static ampx_status run_gelu_bwd(bench *b, void *arg) { /* x and dy both the input */
+    op_bench *o     = arg;
+    ampx_act_args a = {
+        .size = sizeof a, .act = AMPX_ACT_GELU, .n = o->n, .x = o->x, .dy = o->x, .y_or_dx = o->y};
+    return b->t->ops->act_bwd(b->ctx, &a);
+}
+
 static ampx_status run_softmax(bench *b, void *arg) {
     op_bench *o         = arg;
     ampx_softmax_args a = {.size    = sizeof a,
@@ -679,6 +686,7 @@ static const struct {
     {"scale", run_scale},
     {"relu", run_relu},
     {"gelu", run_gelu},
+    {"gelu_bwd", run_gelu_bwd},
     {"softmax", run_softmax},
     {"layernorm", run_layernorm},
     {"softmax_bwd", run_softmax_bwd},
@@ -698,8 +706,7 @@ static double op_bytes(const char *name, uint64_t n, size_t es, ampx_dtype dt) {
     double N = (double)n, E = (double)es;
     size_t copy = dt != AMPX_F32 ? es : 0;
     if (!strcmp(name, "cast")) return N * (E + 4.0); /* dtype -> f32 (f32 -> bf16) */
-    if (!strcmp(name, "add") || !strcmp(name, "softmax_bwd") || !strcmp(name, "layernorm_bwd"))
-        return 3.0 * N * E;
+    if (!strcmp(name, "add") || strstr(name, "_bwd")) return 3.0 * N * E;
     if (!strcmp(name, "grad_stats") || !strcmp(name, "sum_squares") || !strcmp(name, "abs_max"))
         return N * E;
     if (!strcmp(name, "sgd")) return N * (E + 16.0 + (double)copy);
@@ -714,13 +721,14 @@ static void op_usage(void) {
            "Times a memory-bound op on N elements (default 2^24; rows of C columns for\n"
            "add and the row ops) and reports GB/s of the bytes it must move, beside\n"
            "a buffer copy of N elements timed in the same run. NAME is one of:\n"
-           "  copy cast add scale relu gelu softmax layernorm softmax_bwd layernorm_bwd\n"
-           "  unscale_check grad_stats sum_squares abs_max amp_pass amp_separate sgd adamw\n"
+           "  copy cast add scale relu gelu gelu_bwd softmax layernorm softmax_bwd\n"
+           "  layernorm_bwd unscale_check grad_stats sum_squares abs_max amp_pass\n"
+           "  amp_separate sgd adamw\n"
            "(cast: D -> f32, or f32 -> bf16; sgd/adamw: f32 state, gradients in D, and a\n"
            "D working copy when D is not f32; amp_pass: unscale, check, sum of squares\n"
            "and statistics in one op (ABI 1.4); amp_separate: the same work as\n"
            "grad_stats, unscale_check and sum_squares, one after the other;\n"
-           "softmax_bwd, layernorm_bwd: y (x) and dy both the input, dx written).\n");
+           "the backwards: y (x) and dy both the input, dx written).\n");
 }
 
 /* The options and the op's name; 0 with *run set, CLI_HELP_ASKED after the help, or
