@@ -523,6 +523,13 @@ static ampx_status run_gelu(bench *b, void *arg) {
     return run_act(b, arg, AMPX_ACT_GELU);
 }
 
+static ampx_status run_gelu_bwd(bench *b, void *arg) { /* x and dy both the input */
+    op_bench *o     = arg;
+    ampx_act_args a = {
+        .size = sizeof a, .act = AMPX_ACT_GELU, .n = o->n, .x = o->x, .dy = o->x, .y_or_dx = o->y};
+    return b->t->ops->act_bwd(b->ctx, &a);
+}
+
 static ampx_status run_softmax(bench *b, void *arg) {
     op_bench *o         = arg;
     ampx_softmax_args a = {.size    = sizeof a,
@@ -546,6 +553,34 @@ static ampx_status run_layernorm(bench *b, void *arg) {
                              .rstd    = o->rstd,
                              .y_or_dx = o->y};
     return b->t->ops->layernorm_fwd(b->ctx, &a);
+}
+
+/* The backwards read y (or x) and dy, both the op's input x here (real values of D), and
+ * write dx; layer norm's mean and rstd come from one forward run by op_alloc. */
+static ampx_status run_softmax_bwd(bench *b, void *arg) {
+    op_bench *o         = arg;
+    ampx_softmax_args a = {.size    = sizeof a,
+                           .rows    = o->n / o->cols,
+                           .cols    = o->cols,
+                           .seq_q   = 1,
+                           .scale   = 1.0f,
+                           .x_or_y  = o->x,
+                           .dy      = o->x,
+                           .y_or_dx = o->y};
+    return b->t->ops->softmax_bwd(b->ctx, &a);
+}
+
+static ampx_status run_layernorm_bwd(bench *b, void *arg) {
+    op_bench *o           = arg;
+    ampx_layernorm_args a = {.size    = sizeof a,
+                             .rows    = o->n / o->cols,
+                             .cols    = o->cols,
+                             .x       = o->x,
+                             .mean    = o->mean,
+                             .rstd    = o->rstd,
+                             .dy      = o->x,
+                             .y_or_dx = o->y};
+    return b->t->ops->layernorm_bwd(b->ctx, &a);
 }
 
 static ampx_status run_unscale_check(bench *b, void *arg) {
@@ -651,8 +686,11 @@ static const struct {
     {"scale", run_scale},
     {"relu", run_relu},
     {"gelu", run_gelu},
+    {"gelu_bwd", run_gelu_bwd},
     {"softmax", run_softmax},
     {"layernorm", run_layernorm},
+    {"softmax_bwd", run_softmax_bwd},
+    {"layernorm_bwd", run_layernorm_bwd},
     {"unscale_check", run_unscale_check},
     {"grad_stats", run_grad_stats},
     {"sum_squares", run_sum_squares},
@@ -668,7 +706,7 @@ static double op_bytes(const char *name, uint64_t n, size_t es, ampx_dtype dt) {
     double N = (double)n, E = (double)es;
     size_t copy = dt != AMPX_F32 ? es : 0;
     if (!strcmp(name, "cast")) return N * (E + 4.0); /* dtype -> f32 (f32 -> bf16) */
-    if (!strcmp(name, "add")) return 3.0 * N * E;
+    if (!strcmp(name, "add") || strstr(name, "_bwd")) return 3.0 * N * E;
     if (!strcmp(name, "grad_stats") || !strcmp(name, "sum_squares") || !strcmp(name, "abs_max"))
         return N * E;
     if (!strcmp(name, "sgd")) return N * (E + 16.0 + (double)copy);
@@ -681,14 +719,16 @@ static void op_usage(void) {
     printf("usage: ampx bench op NAME --backend B [--backend-opt k=v]... [--dtype D]\n"
            "                          [--n N] [--cols C] [--warmup W] [--reps R] [--json]\n\n"
            "Times a memory-bound op on N elements (default 2^24; rows of C columns for\n"
-           "add, softmax, layernorm) and reports GB/s of the bytes it must move, beside\n"
+           "add and the row ops) and reports GB/s of the bytes it must move, beside\n"
            "a buffer copy of N elements timed in the same run. NAME is one of:\n"
-           "  copy cast add scale relu gelu softmax layernorm unscale_check grad_stats\n"
-           "  sum_squares abs_max amp_pass amp_separate sgd adamw\n"
+           "  copy cast add scale relu gelu gelu_bwd softmax layernorm softmax_bwd\n"
+           "  layernorm_bwd unscale_check grad_stats sum_squares abs_max amp_pass\n"
+           "  amp_separate sgd adamw\n"
            "(cast: D -> f32, or f32 -> bf16; sgd/adamw: f32 state, gradients in D, and a\n"
            "D working copy when D is not f32; amp_pass: unscale, check, sum of squares\n"
            "and statistics in one op (ABI 1.4); amp_separate: the same work as\n"
-           "grad_stats, unscale_check and sum_squares, one after the other).\n");
+           "grad_stats, unscale_check and sum_squares, one after the other;\n"
+           "the backwards: y (x) and dy both the input, dx written).\n");
 }
 
 /* The options and the op's name; 0 with *run set, CLI_HELP_ASKED after the help, or
@@ -744,6 +784,10 @@ static int op_alloc(bench *b, op_bench *o, const char **why) {
         bench_tensor(b, AMPX_F32, rows, 1, 11, &o->mean) ||
         bench_tensor(b, AMPX_F32, rows, 1, 12, &o->rstd))
         return -1;
+    if (!strcmp(o->name, "layernorm_bwd") && run_layernorm(b, o) != AMPX_OK) {
+        *why = "the layer norm forward that gives the backward its statistics failed";
+        return -1;
+    }
     if (!strcmp(o->name, "amp_pass") && !ampx_backend_op_slot(b->be, AMPX_OP_AMP_PASS)) {
         *why = "the backend has no amp_pass (ABI 1.4)";
         return -1;

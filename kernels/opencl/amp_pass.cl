@@ -1,6 +1,6 @@
 /* amp_pass.cl — AMP_PASS (ABI 1.4), one work-group per tensor (one launch each, in list order
  * on the stream): over one read of each value, GRAD_STATS of the value as read (common.cl's
- * gstats), the unscale and non-finite check of unscale_check.cl, and the square of the value as
+ * gstats), the unscale and non-finite check of typed/amp.cl, and the square of the value as
  * stored summed as sum_squares.cl sums it. Each work item visits the elements sum_squares and
  * grad_stats give it and the group reduces in their fixed tree order, so the op gives the bits
  * of those kernels run one after the other. `want`: 1 stats, 2 counts, 4 nans (buffers not

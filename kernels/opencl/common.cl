@@ -368,11 +368,19 @@ inline floatv ldv_f16(__global const uchar *p, ulong i) {
 inline void stv_f32(__global uchar *p, ulong i, floatv v) {
     VSTORE(v, 0, (__global float *)p + i);
 }
+/* vstoren of a ushortv becomes VW two-byte stores on PoCL; an aligned vector is stored
+ * whole (the same bytes). */
+inline void stv_u16(__global ushort *q, ushortv h) {
+    if (((ulong)q & (sizeof(ushortv) - 1)) == 0)
+        *(__global ushortv *)q = h;
+    else
+        VSTORE(h, 0, q);
+}
 inline void stv_bf16(__global uchar *p, ulong i, floatv v) {
-    VSTORE(f32v_to_bf16(v), 0, (__global ushort *)p + i);
+    stv_u16((__global ushort *)p + i, f32v_to_bf16(v));
 }
 inline void stv_f16(__global uchar *p, ulong i, floatv v) {
-    VSTORE(f32v_to_f16(v), 0, (__global ushort *)p + i);
+    stv_u16((__global ushort *)p + i, f32v_to_f16(v));
 }
 
 /* v = F(lane) for every lane of v, for math with no vector form here (the activations).
@@ -391,6 +399,63 @@ inline void stv_f16(__global uchar *p, ulong i, floatv v) {
         for (int l_ = 0; l_ < VW; l_++)                                                            \
             lanes_[l_] = F(lanes_[l_]);                                                            \
         (v) = VLOAD(0, lanes_);                                                                    \
+    } while (0)
+
+/* The row kernels on CPU devices (ROW_ITEMS, one work item per row): lane l of a vector sum
+ * holds the row's elements l, l + VW, l + 2 VW, ... added in order; the lanes are then added
+ * in a fixed tree, halves first, so a row's result never depends on the launch. */
+typedef CAT(int, VW) intv;
+inline float hsum4(float4 v) {
+    return (v.s0 + v.s2) + (v.s1 + v.s3);
+}
+inline float hmax4(float4 v) {
+    return fmax(fmax(v.s0, v.s2), fmax(v.s1, v.s3));
+}
+#if VW == 4
+#define HSUM(v) hsum4(v)
+#define HMAX(v) hmax4(v)
+#elif VW == 8
+#define HSUM(v) hsum4((v).lo + (v).hi)
+#define HMAX(v) hmax4(fmax((v).lo, (v).hi))
+#else
+#define HSUM(v) hsum4(((v).lo.lo + (v).hi.lo) + ((v).lo.hi + (v).hi.hi))
+#define HMAX(v) hmax4(fmax(fmax((v).lo.lo, (v).hi.lo), fmax((v).lo.hi, (v).hi.hi)))
+#endif
+
+/* out = the sum of the vectors F(j), j = 0, VW, 2 VW, ... < nvv (a multiple of VW), in four
+ * accumulators (vector k of each block of four goes to accumulator k, the vectors past the
+ * last whole block to accumulator 0), added (a0 + a1) + (a2 + a3), then lanes by HSUM:
+ * four chains of additions instead of one, in an order fixed by nvv alone. */
+#define ROW_VSUM(F, nvv, out)                                                                      \
+    do {                                                                                           \
+        floatv a0_ = 0.0f, a1_ = 0.0f, a2_ = 0.0f, a3_ = 0.0f;                                     \
+        ulong j_ = 0;                                                                              \
+        for (; j_ + 4 * VW <= (nvv); j_ += 4 * VW) {                                               \
+            a0_ += F(j_);                                                                          \
+            a1_ += F(j_ + VW);                                                                     \
+            a2_ += F(j_ + 2 * VW);                                                                 \
+            a3_ += F(j_ + 3 * VW);                                                                 \
+        }                                                                                          \
+        for (; j_ < (nvv); j_ += VW)                                                               \
+            a0_ += F(j_);                                                                          \
+        (out) = HSUM((a0_ + a1_) + (a2_ + a3_));                                                   \
+    } while (0)
+
+/* out = the largest lane of the vectors F(j), as ROW_VSUM; fmax drops NaNs (the row kernels
+ * that use it see them in their sums). */
+#define ROW_VMAX(F, nvv, out)                                                                      \
+    do {                                                                                           \
+        floatv a0_ = -INFINITY, a1_ = -INFINITY, a2_ = -INFINITY, a3_ = -INFINITY;                 \
+        ulong j_ = 0;                                                                              \
+        for (; j_ + 4 * VW <= (nvv); j_ += 4 * VW) {                                               \
+            a0_ = fmax(a0_, F(j_));                                                                \
+            a1_ = fmax(a1_, F(j_ + VW));                                                           \
+            a2_ = fmax(a2_, F(j_ + 2 * VW));                                                       \
+            a3_ = fmax(a3_, F(j_ + 3 * VW));                                                       \
+        }                                                                                          \
+        for (; j_ < (nvv); j_ += VW)                                                               \
+            a0_ = fmax(a0_, F(j_));                                                                \
+        (out) = HMAX(fmax(fmax(a0_, a1_), fmax(a2_, a3_)));                                        \
     } while (0)
 #endif
 

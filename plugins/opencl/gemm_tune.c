@@ -99,7 +99,7 @@ static void free_slot(ocl_typed_slot *s) {
 static ampx_status enqueue(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_params *p,
                            const ampx_gemm_args *g, const ampx_tensor *out, const ampx_tensor *dq_a,
                            const ampx_tensor *dq_b, uint64_t b0, uint64_t nb) {
-    ocl_args k = {ctx, kernel, "gemm_tuned", 0, CL_SUCCESS, AMPX_OK};
+    ocl_args k = {ctx, kernel, "gemm_tuned", 0, CL_SUCCESS, AMPX_OK, 0};
     ocl_arg_fixed(&k, &g->a);
     ocl_arg_fixed(&k, &g->b);
     ocl_arg_tensor(&k, &g->c);

@@ -1,6 +1,7 @@
 /* norm.c — LAYERNORM_FWD/BWD and BATCHNORM_FWD/BWD (kernels/opencl/typed/layernorm.cl
- * and batchnorm.cl): the CPU backend's checks, then one work-group per row (layer norm) or per
- * channel (batch norm); layer norm's dgamma/dbeta are column sums in a second kernel.
+ * and batchnorm.cl): the CPU backend's checks, then layer norm per row (one work item per row
+ * on CPU devices, one work-group elsewhere: ocl_launch_rows) and batch norm one work-group per
+ * channel; layer norm's dgamma/dbeta are column sums in a second kernel.
  */
 #include "ocl.h"
 
@@ -18,7 +19,7 @@ ampx_status ocl_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *args
     ocl_arg_u64(&k, a.rows);
     ocl_arg_u64(&k, a.cols);
     ocl_arg_f32(&k, a.eps);
-    return ocl_launch_groups(&k, a.rows);
+    return ocl_launch_rows(&k, a.rows);
 }
 
 ampx_status ocl_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *args) {
@@ -34,7 +35,7 @@ ampx_status ocl_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *args
         ocl_arg_fixed(&k, &a.rstd);
         ocl_arg_u64(&k, a.rows);
         ocl_arg_u64(&k, a.cols);
-        OCL_TRY(ocl_launch_groups(&k, a.rows));
+        OCL_TRY(ocl_launch_rows(&k, a.rows));
     }
     /* dgamma/dbeta: with rows == 0 the sums are 0 (or unchanged when accumulating). */
     if ((a.dgamma.buf || a.dbeta.buf) && a.cols > 0) {

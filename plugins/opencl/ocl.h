@@ -46,13 +46,10 @@ typedef enum ocl_kernel {
     K_SUM_SQUARES,
     K_ABS_MAX,
     K_UNSCALE_CLEAR_FLAGS,
-    K_UNSCALE_CHECK,
     K_GRAD_STATS,
     K_AMP_PASS,
     K_SCALER_UPDATE,
     K_OPT_BEGIN,
-    K_SGD,
-    K_ADAMW,
     K_DROPOUT,
     K_PERMUTE,
     K_ATTN_FWD,
@@ -95,6 +92,9 @@ typedef enum ocl_typed {
     TK_LAYERNORM_FWD,    /* x, y */
     TK_LAYERNORM_BWD,    /* x, dy, dx */
     TK_LAYERNORM_PARAMS, /* x, dy */
+    TK_UNSCALE_CHECK,    /* g */
+    TK_SGD,              /* g, copy */
+    TK_ADAMW,            /* g, copy */
     TK_COUNT
 } ocl_typed;
 
@@ -103,6 +103,7 @@ typedef enum ocl_typed {
 typedef struct ocl_typed_slot {
     cl_program program;
     cl_kernel kernel;
+    int row_items; /* built with -DROW_ITEMS: one work item per row (ocl_launch_rows) */
 } ocl_typed_slot;
 
 /* How GEMMs other than f32 x f32 -> f32 run (option gemm=). */
@@ -210,6 +211,7 @@ typedef struct ocl_args {
     cl_uint n;
     cl_int err;
     ampx_status st; /* a typed kernel that could not be built (logged already) */
+    int row_items;  /* the typed row kernel takes one work item per row (ocl_launch_rows) */
 } ocl_args;
 
 ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k);
@@ -238,6 +240,9 @@ ampx_status ocl_launch_1d(ocl_args *a, uint64_t work);
 ampx_status ocl_launch_groups(ocl_args *a, uint64_t groups);
 /* groups work-groups of local items each */
 ampx_status ocl_launch_groups_of(ocl_args *a, uint64_t groups, size_t local);
+/* Enqueues a typed row kernel: one work item per row where it was built so (ROW_ITEMS: CPU
+ * devices, unless AMPX_OPENCL_ROWS=group), else one work-group of ctx->wg items per row. */
+ampx_status ocl_launch_rows(ocl_args *a, uint64_t rows);
 /* Enqueues one work item. */
 ampx_status ocl_launch_single(ocl_args *a);
 /* Enqueues an explicit ND range. */

@@ -1,6 +1,6 @@
-/* optimizer.c — multi-tensor SGD and AdamW on f32 master weights (kernels/opencl/sgd.cl,
- * adamw.cl). opt_begin (scalars.cl) runs first on the stream: it reads found_inf, and for an
- * applied step evaluates the learning-rate schedule, writes scalars->lr and the clip
+/* optimizer.c — multi-tensor SGD and AdamW on f32 master weights (kernels/opencl/
+ * typed/optim.cl). opt_begin (scalars.cl) runs first on the stream: it reads found_inf, and
+ * for an applied step evaluates the learning-rate schedule, writes scalars->lr and the clip
  * coefficient to scratch; the per-tensor kernels then return at once on a skipped step. So
  * the skip decision is made on the device and the host never reads the scalars block.
  */
@@ -37,11 +37,11 @@ ampx_status ocl_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
     for (uint32_t t = 0; t < a.params.count; t++) {
         if (a.params.n_elems[t] == 0) continue;
         const ampx_tensor *copy = copy_of(a.copies, t);
-        ocl_args k              = ocl_args_begin(ctx, K_SGD);
+        ocl_args k              = ocl_args_typed(ctx, TK_SGD, &a.grads[t], copy, NULL);
         ocl_arg_fixed(&k, &a.params.tensors[t]);
-        ocl_arg_tensor(&k, &a.grads[t]);
+        ocl_arg_fixed(&k, &a.grads[t]);
         ocl_arg_fixed(&k, a.momentum != 0.0f ? &a.momentum_buf[t] : NULL);
-        ocl_arg_tensor(&k, copy);
+        ocl_arg_fixed(&k, copy);
         ocl_arg_i32(&k, copy != NULL);
         ocl_arg_u64(&k, a.params.n_elems[t]);
         ocl_arg_f32(&k, a.wd ? a.wd[t] : a.weight_decay);
@@ -51,7 +51,7 @@ ampx_status ocl_sgd(ampx_context *ctx, const ampx_sgd_args *args) {
         ocl_arg_i32(&k, a.stochastic_copy != 0);
         ocl_arg_u64(&k, a.seed + t); /* tensor t draws its own stream */
         ocl_arg_mem(&k, work);
-        OCL_TRY(ocl_launch_1d(&k, a.params.n_elems[t]));
+        OCL_TRY(ocl_launch_1d(&k, ocl_vec_items(ctx, a.params.n_elems[t])));
     }
     return AMPX_OK;
 }
@@ -66,12 +66,12 @@ ampx_status ocl_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
     for (uint32_t t = 0; t < a.params.count; t++) {
         if (a.params.n_elems[t] == 0) continue;
         const ampx_tensor *copy = copy_of(a.copies, t);
-        ocl_args k              = ocl_args_begin(ctx, K_ADAMW);
+        ocl_args k              = ocl_args_typed(ctx, TK_ADAMW, &a.grads[t], copy, NULL);
         ocl_arg_fixed(&k, &a.params.tensors[t]);
-        ocl_arg_tensor(&k, &a.grads[t]);
+        ocl_arg_fixed(&k, &a.grads[t]);
         ocl_arg_fixed(&k, &a.m[t]);
         ocl_arg_fixed(&k, &a.v[t]);
-        ocl_arg_tensor(&k, copy);
+        ocl_arg_fixed(&k, copy);
         ocl_arg_i32(&k, copy != NULL);
         ocl_arg_u64(&k, a.params.n_elems[t]);
         ocl_arg_f32(&k, a.wd ? a.wd[t] : a.weight_decay);
@@ -81,7 +81,7 @@ ampx_status ocl_adamw(ampx_context *ctx, const ampx_adamw_args *args) {
         ocl_arg_i32(&k, a.stochastic_copy != 0);
         ocl_arg_u64(&k, a.seed + t);
         ocl_arg_mem(&k, work);
-        OCL_TRY(ocl_launch_1d(&k, a.params.n_elems[t]));
+        OCL_TRY(ocl_launch_1d(&k, ocl_vec_items(ctx, a.params.n_elems[t])));
     }
     return AMPX_OK;
 }

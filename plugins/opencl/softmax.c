@@ -1,7 +1,9 @@
 /* softmax.c — SOFTMAX_FWD, SOFTMAX_BWD and SOFTMAX_XENT (kernels/opencl/typed/softmax.cl
- * and softmax_xent.cl), one work-group per row. The cross-entropy's count of valid rows, its
- * per-row terms and its mean are three kernels on the stream: the loss scale is read from
- * the scalars block on the device, so nothing waits for the host.
+ * and softmax_xent.cl): softmax one work item per row on CPU devices and one work-group per
+ * row elsewhere (ocl_launch_rows), the cross-entropy one work-group per row. The
+ * cross-entropy's count of valid rows, its per-row terms and its mean are three kernels on
+ * the stream: the loss scale is read from the scalars block on the device, so nothing waits
+ * for the host.
  */
 #include "ocl.h"
 
@@ -19,7 +21,7 @@ static ampx_status softmax_run(ampx_context *ctx, const ampx_softmax_args *a, in
     ocl_arg_i32(&k, a->causal != 0);
     ocl_arg_i32(&k, a->log != 0);
     ocl_arg_f32(&k, a->scale);
-    return ocl_launch_groups(&k, a->rows);
+    return ocl_launch_rows(&k, a->rows);
 }
 
 ampx_status ocl_softmax_fwd(ampx_context *ctx, const ampx_softmax_args *args) {

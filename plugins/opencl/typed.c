@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -29,6 +30,7 @@ typedef struct typed_def {
     const char *file; /* in kernels/opencl/typed/ */
     unsigned n_tensors;
     const char *tensors[3];
+    int rows; /* a row kernel: built with -DROW_ITEMS on CPU devices (ocl_launch_rows) */
 } typed_def;
 
 static const typed_def typed_defs[TK_COUNT] = {
@@ -38,11 +40,14 @@ static const typed_def typed_defs[TK_COUNT] = {
     [TK_BIAS_GRAD]        = {"bias_grad", "bias_grad.cl", 2, {"dy", "db"}},
     [TK_ACT_FWD]          = {"act_fwd", "act.cl", 2, {"x", "y"}},
     [TK_ACT_BWD]          = {"act_bwd", "act.cl", 3, {"x", "dy", "dx"}},
-    [TK_SOFTMAX_FWD]      = {"softmax_fwd", "softmax.cl", 2, {"x", "y"}},
-    [TK_SOFTMAX_BWD]      = {"softmax_bwd", "softmax.cl", 3, {"y", "dy", "dx"}},
-    [TK_LAYERNORM_FWD]    = {"layernorm_fwd", "layernorm.cl", 2, {"x", "y"}},
-    [TK_LAYERNORM_BWD]    = {"layernorm_bwd", "layernorm.cl", 3, {"x", "dy", "dx"}},
+    [TK_SOFTMAX_FWD]      = {"softmax_fwd", "softmax.cl", 2, {"x", "y"}, 1},
+    [TK_SOFTMAX_BWD]      = {"softmax_bwd", "softmax.cl", 3, {"y", "dy", "dx"}, 1},
+    [TK_LAYERNORM_FWD]    = {"layernorm_fwd", "layernorm.cl", 2, {"x", "y"}, 1},
+    [TK_LAYERNORM_BWD]    = {"layernorm_bwd", "layernorm.cl", 3, {"x", "dy", "dx"}, 1},
     [TK_LAYERNORM_PARAMS] = {"layernorm_params", "layernorm.cl", 2, {"x", "dy"}},
+    [TK_UNSCALE_CHECK]    = {"unscale_check", "amp.cl", 1, {"g"}},
+    [TK_SGD]              = {"sgd", "optim.cl", 2, {"g", "copy"}},
+    [TK_ADAMW]            = {"adamw", "optim.cl", 2, {"g", "copy"}},
 };
 
 static const char *const dtype_macro[3] = {"f32", "bf16", "f16"}; /* by ampx_dtype */
@@ -51,6 +56,16 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The row kernels' layout: one work item per row on CPU devices (no barriers, vector loads;
+ * PoCL runs a work-group's items one after the other), one work-group per row elsewhere.
+ * AMPX_OPENCL_ROWS=group or =item overrides it (the tests run the group kernels on PoCL). */
+static int row_items(const ampx_context *ctx) {
+    const char *e = getenv("AMPX_OPENCL_ROWS");
+    if (e && strcmp(e, "group") == 0) return 0;
+    if (e && strcmp(e, "item") == 0) return 1;
+    return ctx->cpu_device;
 }
 
 static ampx_status build_slot(ampx_context *ctx, ocl_typed k, const unsigned *dt,
@@ -63,8 +78,9 @@ static ampx_status build_slot(ampx_context *ctx, ocl_typed k, const unsigned *dt
         return ocl_fail(ctx, AMPX_ERR_DEVICE, "opencl: kernels/opencl/typed/%s is not embedded",
                         d->file);
     char opts[512], what[128];
-    int len = snprintf(opts, sizeof opts, "%s -DAMPX_TYPED=1 -DVW=%d -DK_%s", ctx->build_opts,
-                       ctx->vw, d->kernel);
+    slot->row_items = d->rows && row_items(ctx);
+    int len = snprintf(opts, sizeof opts, "%s -DAMPX_TYPED=1 -DVW=%d -DK_%s%s", ctx->build_opts,
+                       ctx->vw, d->kernel, slot->row_items ? " -DROW_ITEMS=1" : "");
     int wl  = snprintf(what, sizeof what, "typed/%s %s", d->file, d->kernel);
     for (unsigned i = 0; i < d->n_tensors; i++) {
         len += snprintf(opts + len, sizeof opts - (size_t)len, " -DT_%s=%s", d->tensors[i],
@@ -101,7 +117,7 @@ static ampx_status build_slot(ampx_context *ctx, ocl_typed k, const unsigned *dt
 ocl_args ocl_args_typed(ampx_context *ctx, ocl_typed k, const ampx_tensor *t0,
                         const ampx_tensor *t1, const ampx_tensor *t2) {
     const typed_def *d           = &typed_defs[k];
-    ocl_args a                   = {ctx, NULL, d->kernel, 0, CL_SUCCESS, AMPX_OK};
+    ocl_args a                   = {ctx, NULL, d->kernel, 0, CL_SUCCESS, AMPX_OK, 0};
     const ampx_tensor *const t[] = {t0, t1, t2};
     unsigned dt[3] = {0, 0, 0}, combo = 0;
     for (unsigned i = 0; i < d->n_tensors; i++) {
@@ -116,7 +132,8 @@ ocl_args ocl_args_typed(ampx_context *ctx, ocl_typed k, const ampx_tensor *t0,
     }
     ocl_typed_slot *slot = &ctx->typed[k][combo];
     if (!slot->kernel) a.st = build_slot(ctx, k, dt, slot);
-    a.kernel = slot->kernel;
+    a.kernel    = slot->kernel;
+    a.row_items = slot->row_items;
     return a;
 }
 

@@ -8,7 +8,15 @@ __kernel void add(CTENSOR(a), CTENSOR(b), TENSOR(y), ulong n, ulong cols, int br
     ulong nv = n / VW;
     /* a vector of b is contiguous unless a broadcast row ends inside it */
     int b_vec = !broadcast_b || cols % VW == 0;
-    for (ulong j = GID; j < nv; j += GSIZE) {
+    if (!broadcast_b) { /* the common case, with no index arithmetic or branch per vector */
+        if (mul)
+            for (ulong j = GID; j < nv; j += GSIZE)
+                STV(y, j * VW, LDV(a, j * VW) * LDV(b, j * VW));
+        else
+            for (ulong j = GID; j < nv; j += GSIZE)
+                STV(y, j * VW, alpha * LDV(a, j * VW) + beta * LDV(b, j * VW));
+    }
+    for (ulong j = GID; broadcast_b && j < nv; j += GSIZE) {
         ulong i   = j * VW;
         floatv va = LDV(a, i), vb;
         if (b_vec)

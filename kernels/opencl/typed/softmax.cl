@@ -1,11 +1,130 @@
-/* softmax.cl — SOFTMAX_FWD and SOFTMAX_BWD, one work-group per row. z = scale * x with the
- * causal mask (-inf past the query's position), the row max subtracted before exp, sums in
- * f32 over the group in a fixed tree order. */
+/* softmax.cl — SOFTMAX_FWD and SOFTMAX_BWD: one work item per row on CPU devices (ROW_ITEMS),
+ * one work-group per row elsewhere. z = scale * x with the causal mask (-inf past the query's
+ * position), the row max subtracted before exp, sums in f32 in an order fixed per row (four
+ * vector accumulators, or the group's tree). */
 
 /* Columns of row r that the causal mask leaves visible: j <= (r mod seq_q) + cols - seq_q. */
 inline ulong visible_cols(int causal, ulong r, ulong cols, ulong seq_q) {
     return causal ? (r % seq_q) + (cols - seq_q) + 1 : cols;
 }
+
+#ifdef ROW_ITEMS
+/* CPU devices: one work item per row (rows strided over the launch), VW columns per step
+ * with vector loads, sums in four vector accumulators (common.cl's ROW_VSUM), no barriers.
+ * The forward keeps the exps of a row of up to SM_KEEP visible columns in private memory, so
+ * each is computed once, and multiplies by 1 / sum (at most an ulp from dividing). The max
+ * ignores NaNs (fmax), but a NaN makes the sum NaN and with it the whole row, as in the
+ * work-group kernel. */
+#define SM_KEEP 2048
+
+#ifdef K_softmax_fwd
+#define AS_INTV CAT(as_int, VW)
+/* exp(d) for d <= 0 (or NaN, kept): Cephes' expf, d = q ln2 + r with |r| <= ln2 / 2, a
+ * polynomial of degree 5 in r, times 2^q put in the exponent bits; 0 below -86 (where 2^q
+ * would leave the normal range; exp(-86) is 4e-38). About 1 ulp, in about two thirds of
+ * the instructions of PoCL's inlined exp (whose rint alone is a long software sequence). */
+inline floatv sm_exp(floatv d) {
+    /* q = d log2(e) rounded to an integer: adding 1.5 * 2^23 leaves it in the low bits */
+    floatv t = d * 1.44269504088896341f + 12582912.0f;
+    floatv q = t - 12582912.0f;
+    intv qi  = AS_INTV(t) - 0x4b400000;
+    floatv r = fma(q, -0.693359375f, d);
+    r        = fma(q, 2.12194440e-4f, r);
+    floatv p = 1.9875691500e-4f;
+    p        = fma(p, r, 1.3981999507e-3f);
+    p        = fma(p, r, 8.3334519073e-3f);
+    p        = fma(p, r, 4.1665795894e-2f);
+    p        = fma(p, r, 1.6666665459e-1f);
+    p        = fma(p, r, 5.0000001201e-1f);
+    p        = fma(p, r * r, r) + 1.0f;
+    floatv e = AS_FLOATV(AS_INTV(p) + (qi << 23));
+    e        = select(e, (floatv)0.0f, d < -86.0f);
+    return select(e, d, isnan(d));
+}
+
+inline floatv sm_exp_keep(floatv z, float mx, float *ex, ulong j) {
+    floatv e = sm_exp(z - mx);
+    VSTORE(e, 0, ex + j);
+    return e;
+}
+
+__kernel void softmax_fwd(CTENSOR(x), TENSOR(y), ulong rows, ulong cols, ulong seq_q, int causal,
+                          int logsm, float scale) {
+    float ex[SM_KEEP];
+    for (ulong r = GID; r < rows; r += GSIZE) {
+        ulong nv = visible_cols(causal, r, cols, seq_q), base = r * cols, nvv = nv / VW * VW;
+        int keep = !logsm && nv <= SM_KEEP;
+        float mx, sum;
+#define SM_Z(j) (scale * LDV(x, base + (j)))
+        ROW_VMAX(SM_Z, nvv, mx);
+        for (ulong j = nvv; j < nv; j++)
+            mx = nan_max(mx, scale * LD(x, base + j));
+        if (keep) {
+#define SM_EK(j) sm_exp_keep(SM_Z(j), mx, ex, (j))
+            ROW_VSUM(SM_EK, nvv, sum);
+            for (ulong j = nvv; j < nv; j++)
+                sum += ex[j] = exp(scale * LD(x, base + j) - mx);
+            float inv = 1.0f / sum;
+            for (ulong j = 0; j < nvv; j += VW)
+                STV(y, base + j, VLOAD(0, ex + j) * inv);
+            for (ulong j = nvv; j < nv; j++)
+                ST(y, base + j, ex[j] * inv);
+        } else {
+#define SM_E(j) exp(SM_Z(j) - mx)
+            ROW_VSUM(SM_E, nvv, sum);
+            for (ulong j = nvv; j < nv; j++)
+                sum += exp(scale * LD(x, base + j) - mx);
+            float lse = mx + log(sum), inv = 1.0f / sum;
+            if (logsm)
+                for (ulong j = 0; j < nvv; j += VW)
+                    STV(y, base + j, SM_Z(j) - lse);
+            else
+                for (ulong j = 0; j < nvv; j += VW)
+                    STV(y, base + j, SM_E(j) * inv);
+            for (ulong j = nvv; j < nv; j++) {
+                float z = scale * LD(x, base + j);
+                ST(y, base + j, logsm ? z - lse : exp(z - mx) * inv);
+            }
+        }
+        for (ulong j = nv; j < cols; j++)
+            ST(y, base + j, logsm ? -INFINITY : 0.0f);
+    }
+}
+#endif
+
+#ifdef K_softmax_bwd
+__kernel void softmax_bwd(CTENSOR(y), CTENSOR(dy), TENSOR(dx), ulong rows, ulong cols, ulong seq_q,
+                          int causal, int logsm, float scale) {
+    for (ulong r = GID; r < rows; r += GSIZE) {
+        ulong nv = visible_cols(causal, r, cols, seq_q), base = r * cols, nvv = nv / VW * VW;
+        float s;
+#define SM_DY(j) LDV(dy, base + (j))
+#define SM_DYY(j) (LDV(dy, base + (j)) * LDV(y, base + (j)))
+        if (logsm)
+            ROW_VSUM(SM_DY, nvv, s);
+        else
+            ROW_VSUM(SM_DYY, nvv, s);
+        for (ulong j = nvv; j < nv; j++)
+            s += logsm ? LD(dy, base + j) : LD(dy, base + j) * LD(y, base + j);
+        if (logsm)
+            for (ulong j = 0; j < nvv; j += VW)
+                STV(dx, base + j, scale * (LDV(dy, base + j) - exp(LDV(y, base + j)) * s));
+        else
+            for (ulong j = 0; j < nvv; j += VW) {
+                floatv yj = LDV(y, base + j);
+                STV(dx, base + j, scale * yj * (LDV(dy, base + j) - s));
+            }
+        for (ulong j = nvv; j < nv; j++) {
+            float yj = LD(y, base + j), dyj = LD(dy, base + j);
+            ST(dx, base + j, logsm ? scale * (dyj - exp(yj) * s) : scale * yj * (dyj - s));
+        }
+        for (ulong j = nv; j < cols; j++)
+            ST(dx, base + j, 0.0f);
+    }
+}
+#endif
+
+#else /* GPUs and accelerators: one work-group per row */
 
 #ifdef K_softmax_fwd
 __kernel REDUCE_WG void softmax_fwd(CTENSOR(x), TENSOR(y), ulong rows, ulong cols, ulong seq_q,
@@ -61,3 +180,4 @@ __kernel REDUCE_WG void softmax_bwd(CTENSOR(y), CTENSOR(dy), TENSOR(dx), ulong r
     }
 }
 #endif
+#endif /* ROW_ITEMS */

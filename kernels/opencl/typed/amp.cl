@@ -1,0 +1,40 @@
+/* amp.cl — UNSCALE_CHECK per gradient tensor: g = round(g * inv_scale) in place, VW elements
+ * per step, inv_scale computed in double (as PyTorch) where the device has it, else by a
+ * correctly rounded f32 division, which gives the same float. A non-finite stored value sets
+ * the tensor's flag and found_inf. The flags of the call are zeroed first by
+ * unscale_clear_flags (unscale_check.cl) on the same stream. Built per T_g. */
+#ifdef K_unscale_check
+inline intv nonfinite_v(floatv v) {
+    return (AS_UINTV(v) & 0x7f800000u) == 0x7f800000u;
+}
+
+__kernel void unscale_check(TENSOR(g), ulong n, FARG(flags), FARG(scalars)) {
+    IPTR(flags);
+    __global ampx_scalars *s = (__global ampx_scalars *)(scalars_p + scalars_o);
+    int multiply             = s->mode != AMPX_KM_SCALER_NONE;
+    float inv_scale          = ampx_km_inv_scale(s->scale);
+    ulong nv                 = n / VW;
+    intv badv                = 0;
+    if (multiply)
+        for (ulong j = GID; j < nv; j += GSIZE) {
+            STV(g, j * VW, LDV(g, j * VW) * inv_scale);
+            badv |= nonfinite_v(LDV(g, j * VW)); /* the value as stored */
+        }
+    else
+        for (ulong j = GID; j < nv; j += GSIZE)
+            badv |= nonfinite_v(LDV(g, j * VW));
+    int bad = any(badv);
+    for (ulong i = nv * VW + GID; i < n; i += GSIZE) {
+        float v = LD(g, i);
+        if (multiply) {
+            ST(g, i, v * inv_scale);
+            v = LD(g, i);
+        }
+        bad |= !is_finite_bits(v);
+    }
+    if (bad) {
+        flags[0]     = 1; /* every writer writes the same 1: the race is benign */
+        s->found_inf = 1;
+    }
+}
+#endif
