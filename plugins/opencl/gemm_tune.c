@@ -69,7 +69,7 @@ static ampx_status build_kernel(ampx_context *ctx, const ocl_gemm_params *p, uns
     snprintf(what, sizeof what, "typed/gemm_tuned.cl a=%s,b=%s", dt_macro[a], dt_macro[b]);
     ocl_source src = tuned_source();
     int hit        = 0;
-    OCL_TRY(ocl_program_get(ctx, &src, opts, what, !ctx->cpu_device, &slot->program, &hit));
+    OCL_TRY(ocl_program_get(ctx, &src, opts, what, ocl_typed_cache_use(ctx), &slot->program, &hit));
     cl_int err;
     slot->kernel = clCreateKernel(slot->program, "gemm_tuned", &err);
     size_t wg    = 0;
