@@ -60,16 +60,17 @@ static void build_options(const ampx_context *ctx, const ocl_gemm_params *p, uns
              p->ndimc, p->vwn);
 }
 
-/* Builds gemm_tuned for p and dtypes a, b into slot; the kernel must run work-groups of
- * MDIMC x NDIMC items (a GPU may allow fewer for a kernel with many registers). */
+/* Builds gemm_tuned for p and dtypes a, b into slot, using the disk cache as `use` says;
+ * the kernel must run work-groups of MDIMC x NDIMC items (a GPU may allow fewer for a kernel
+ * with many registers). */
 static ampx_status build_kernel(ampx_context *ctx, const ocl_gemm_params *p, unsigned a, unsigned b,
-                                ocl_typed_slot *slot) {
+                                ocl_cache_use use, ocl_typed_slot *slot) {
     char opts[768], what[96];
     build_options(ctx, p, a, b, opts, sizeof opts);
     snprintf(what, sizeof what, "typed/gemm_tuned.cl a=%s,b=%s", dt_macro[a], dt_macro[b]);
     ocl_source src = tuned_source();
     int hit        = 0;
-    OCL_TRY(ocl_program_get(ctx, &src, opts, what, !ctx->cpu_device, &slot->program, &hit));
+    OCL_TRY(ocl_program_get(ctx, &src, opts, what, use, &slot->program, &hit));
     cl_int err;
     slot->kernel = clCreateKernel(slot->program, "gemm_tuned", &err);
     size_t wg    = 0;
@@ -134,7 +135,7 @@ ampx_status ocl_gemm_tuned_launch(ampx_context *ctx, const ampx_gemm_args *g,
         return ocl_fail(ctx, AMPX_ERR_INVALID, "gemm: operand dtypes %u, %u", (unsigned)g->a.dtype,
                         (unsigned)g->b.dtype);
     ocl_typed_slot *slot = &ctx->gt.slot[a][b];
-    if (!slot->kernel) OCL_TRY(build_kernel(ctx, &ctx->gt.p, a, b, slot));
+    if (!slot->kernel) OCL_TRY(build_kernel(ctx, &ctx->gt.p, a, b, ocl_typed_cache_use(ctx), slot));
     return enqueue(ctx, slot->kernel, &ctx->gt.p, g, out, dq_a, dq_b, b0, nb);
 }
 
@@ -248,9 +249,12 @@ static ampx_status tune_grid(ampx_context *ctx, const ocl_gemm_params *grid, siz
     double t[MAX_GRID][MAX_SHAPES][ROUNDS];
     int ok[MAX_GRID];
     memset(slot, 0, sizeof slot);
+    /* candidates are built once per tuning run: on CPU devices never stored (a second run,
+     * tune=force, would pay PoCL's binary for every one, "Program cache") */
+    ocl_cache_use use = ctx->cpu_device ? OCL_CACHE_NONE : OCL_CACHE_ONE;
     for (size_t i = 0; i < n_grid; i++) /* a candidate that does not build is skipped */
         ok[i] = !ocl_gemm_params_check(&grid[i], &ctx->gt.lim, NULL, 0) &&
-                build_kernel(ctx, &grid[i], 1, 1, &slot[i]) == AMPX_OK;
+                build_kernel(ctx, &grid[i], 1, 1, use, &slot[i]) == AMPX_OK;
     for (int r = -1; r < rounds; r++)
         for (size_t i = 0; i < n_grid; i++)
             for (size_t s = 0; s < n_shapes && ok[i]; s++) {

@@ -262,11 +262,22 @@ typedef struct ocl_source {
     size_t size[2];
 } ocl_source;
 
+/* How ocl_program_get uses the disk cache. */
+typedef enum ocl_cache_use {
+    OCL_CACHE_NONE = 0, /* always compiled, nothing read or stored */
+    OCL_CACHE_ONE  = 1, /* loaded when present, else compiled and stored */
+    OCL_CACHE_TWO  = 2, /* loaded when present, else compiled; stored the second time a
+                         * process compiles it (a <key>.once file remembers the first):
+                         * the typed programs on CPU devices (program.c) */
+} ocl_cache_use;
+
 ampx_status ocl_program_load(ampx_context *ctx, const char *build_options);
-/* A built program from src, from the disk cache when use_cache and it has it (*cache_hit
- * says so), else compiled (and stored when use_cache). */
+/* A built program from src, from the disk cache when `use` allows and it has it (*cache_hit
+ * says so), else compiled (and stored as `use` says). */
 ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char *options,
-                            const char *what, int use_cache, cl_program *out, int *cache_hit);
+                            const char *what, ocl_cache_use use, cl_program *out, int *cache_hit);
+/* The cache use of the typed and tuned-GEMM programs on this context's device. */
+ocl_cache_use ocl_typed_cache_use(const ampx_context *ctx);
 /* The disk cache's key of a program: FNV-1a 64 over the platform, device, device version,
  * driver version, options and sources. */
 uint64_t ocl_cache_key(const ampx_context *ctx, const char *options, const ocl_source *src);

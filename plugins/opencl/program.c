@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,12 +207,26 @@ static ampx_status check_scalars_layout(ampx_context *ctx) {
     return AMPX_OK;
 }
 
+/* OCL_CACHE_TWO, for a program just compiled: 1 when an earlier process compiled it too
+ * (its <key>.once file is there, and is removed), so the binary is worth storing; else
+ * leaves that file for the next one and returns 0. The file's content is never read. */
+static int compiled_before(ampx_context *ctx, const char *bin_path) {
+    char once[620];
+    size_t n = strlen(bin_path);
+    snprintf(once, sizeof once, "%.*s.once", (int)(n > 4 ? n - 4 : n), bin_path);
+    if (unlink(once) == 0) return 1;
+    if (ocl_make_dirs(ctx->cache_dir) != 0) return 0;
+    int fd = open(once, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) close(fd);
+    return 0;
+}
+
 ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char *options,
-                            const char *what, int use_cache, cl_program *out, int *cache_hit) {
+                            const char *what, ocl_cache_use use, cl_program *out, int *cache_hit) {
     char path[600]  = "";
     cl_program prog = NULL;
     *cache_hit      = 0;
-    if (use_cache && ctx->cache_dir[0]) {
+    if (use != OCL_CACHE_NONE && ctx->cache_dir[0]) {
         snprintf(path, sizeof path, "%s/%016llx.bin", ctx->cache_dir,
                  (unsigned long long)ocl_cache_key(ctx, options, src));
         prog       = load_from_cache(ctx, path, options);
@@ -228,16 +243,25 @@ ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char
             clReleaseProgram(prog);
             return st;
         }
-        if (path[0]) store_to_cache(ctx, prog, path);
+        if (path[0] && (use == OCL_CACHE_ONE || compiled_before(ctx, path)))
+            store_to_cache(ctx, prog, path);
     }
     *out = prog;
     return AMPX_OK;
 }
 
+ocl_cache_use ocl_typed_cache_use(const ampx_context *ctx) {
+    /* On CPU devices (PoCL) the OpenCL C front end takes 25-35 ms a program and loading the
+     * binary 3-5 ms, but asking for the binary makes PoCL generate every kernel's code once
+     * more (~0.3 s for a layernorm kernel): worth it for a program every run needs, not for
+     * one compiled once (a conformance case, a tuning candidate). docs/OPENCL.md. */
+    return ctx->cpu_device ? OCL_CACHE_TWO : OCL_CACHE_ONE;
+}
+
 ampx_status ocl_program_load(ampx_context *ctx, const char *options) {
     double t0      = now_ms();
     ocl_source src = {1, {ampx_ocl_source}, {ampx_ocl_source_size}};
-    OCL_TRY(ocl_program_get(ctx, &src, options, "kernels/opencl/*.cl", 1, &ctx->program,
+    OCL_TRY(ocl_program_get(ctx, &src, options, "kernels/opencl/*.cl", OCL_CACHE_ONE, &ctx->program,
                             &ctx->cache_hit));
     for (int k = 0; k < K_COUNT; k++) {
         cl_int err;

@@ -11,10 +11,11 @@
  *
  * On GPUs and accelerators each (kernel, dtypes) program goes through the disk cache like
  * the main program (program.c), so only the first process on a device compiles it. On CPU
- * devices it does not: there the OpenCL C front end takes ~30 ms per program and PoCL keeps
- * the generated code in its own cache, while asking PoCL for a program's binary makes it
- * generate every kernel's code once more (conformance with empty caches: 84 s instead of
- * 46 s for the same ~100 programs). A context is used by one thread at a time (backend.h),
+ * devices (PoCL) it is stored the second time a process compiles it (OCL_CACHE_TWO): there
+ * the OpenCL C front end takes 25-35 ms per program and loading its binary 3-5 ms, but
+ * asking PoCL for the binary makes it generate every kernel's code once more (~0.3 s), so a
+ * program only one process ever needs (most conformance cases) is not worth storing, while
+ * one every training run needs is. A context is used by one thread at a time (backend.h),
  * so the table needs no lock.
  */
 #define _GNU_SOURCE
@@ -93,7 +94,7 @@ static ampx_status build_slot(ampx_context *ctx, ocl_typed k, const unsigned *dt
                       {ampx_ocl_prelude, ampx_ocl_typed_sources[file]},
                       {ampx_ocl_prelude_size, ampx_ocl_typed_sizes[file]}};
     int hit        = 0;
-    OCL_TRY(ocl_program_get(ctx, &src, opts, what, !ctx->cpu_device, &slot->program, &hit));
+    OCL_TRY(ocl_program_get(ctx, &src, opts, what, ocl_typed_cache_use(ctx), &slot->program, &hit));
     cl_int err;
     slot->kernel = clCreateKernel(slot->program, d->kernel, &err);
     if (err != CL_SUCCESS) {

@@ -217,6 +217,72 @@ Test(opencl, second_context_loads_the_cached_binary) {
     be->destroy(ctx);
 }
 
+/* A context that runs the typed scale kernel on 3 floats; returns the scale lines of the log
+ * that say how its program was got. */
+static void scale_in_new_context(int *built, int *loaded) {
+    memset(&rec, 0, sizeof rec);
+    ampx_context *ctx = NULL;
+    cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());
+    ampx_buffer *b = NULL;
+    cr_assert_eq(be->buffer_alloc(ctx, 12, &b), AMPX_OK);
+    float x[3] = {1.0f, -2.5f, 3.0f}, y[3] = {0};
+    cr_assert_eq(be->buffer_write(ctx, b, 0, x, sizeof x), AMPX_OK);
+    ampx_scale_args sa = {
+        .size = sizeof sa, .n = 3, .alpha = 2.0f, .x = {b, 0, AMPX_F32}, .y = {b, 0, AMPX_F32}};
+    cr_assert_eq(be->ops->scale(ctx, &sa), AMPX_OK, "%s", first_error());
+    cr_assert_eq(be->buffer_read(ctx, b, 0, y, sizeof y), AMPX_OK);
+    cr_expect(y[0] == 2.0f && y[1] == -5.0f && y[2] == 6.0f, "%g %g %g", y[0], y[1], y[2]);
+    be->buffer_free(ctx, b);
+    be->destroy(ctx);
+    *built  = count_lines(AMPX_LOG_DEBUG, "typed/scale.cl scale x=f32,y=f32 built");
+    *loaded = count_lines(AMPX_LOG_DEBUG, "typed/scale.cl scale x=f32,y=f32 loaded from the disk");
+    cr_expect_eq(count_lines(AMPX_LOG_ERROR, NULL), 0, "%s", first_error());
+}
+
+/* Typed programs: on GPUs stored when first compiled; on CPU devices when compiled by a
+ * second context (the first leaves a .once file); either way the third context loads. */
+Test(opencl, typed_program_is_cached_by_the_second_build_on_cpus) {
+    int built = 0, loaded = 0;
+    scale_in_new_context(&built, &loaded);
+    cr_expect_eq(built, 1);
+    int cpu = count_files(cache_dir, ".once") == 1;
+    cr_expect_eq(count_files(cache_dir, ".bin"), cpu ? 1 : 2, "main program%s",
+                 cpu ? "" : ", scale");
+    scale_in_new_context(&built, &loaded);
+    cr_expect_eq(built, cpu ? 1 : 0);
+    cr_expect_eq(loaded, cpu ? 0 : 1);
+    cr_expect_eq(count_files(cache_dir, ".bin"), 2);
+    cr_expect_eq(count_files(cache_dir, ".once"), 0);
+    scale_in_new_context(&built, &loaded);
+    cr_expect_eq(built, 0);
+    cr_expect_eq(loaded, 1, "the third context loads scale from the disk cache");
+
+    /* a corrupt binary is rebuilt, never trusted; garbage in a .once file is never read */
+    DIR *d = opendir(cache_dir);
+    cr_assert_not_null(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", cache_dir, e->d_name);
+        if (!strstr(e->d_name, ".bin")) continue;
+        FILE *f = fopen(path, "wb");
+        cr_assert_not_null(f, "%s", path);
+        fputs("not a program binary", f);
+        fclose(f);
+        snprintf(path + strlen(path) - 4, 8, ".once");
+        f = fopen(path, "wb");
+        cr_assert_not_null(f, "%s", path);
+        fputs("\xff\xfe garbage", f);
+        fclose(f);
+    }
+    closedir(d);
+    scale_in_new_context(&built, &loaded);
+    cr_expect_eq(built, 1, "a corrupt scale binary is compiled again");
+    cr_expect_eq(loaded, 0);
+    scale_in_new_context(&built, &loaded);
+    cr_expect_eq(loaded, 1, "and replaced");
+}
+
 Test(opencl, corrupt_cache_file_is_rebuilt) {
     ampx_context *ctx = NULL;
     cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());

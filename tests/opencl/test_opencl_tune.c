@@ -115,6 +115,19 @@ static int params_file(char *path, size_t cap) {
     return n == 1 ? 0 : -1;
 }
 
+/* Files of the cache folder whose names end in suffix. */
+static int count_suffix(const char *suffix) {
+    DIR *d = opendir(cache_dir);
+    int n  = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t l = strlen(e->d_name), k = strlen(suffix);
+        if (l > k && !strcmp(e->d_name + l - k, suffix)) n++;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
 static size_t slurp(const char *path, char *buf, size_t cap) {
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
@@ -148,9 +161,13 @@ Test(opencl_tune, tuning_writes_a_file_that_a_second_process_reuses) {
     cr_expect_eq(create_in_child(NULL), FROM_FILE, "the file is used without tune= too");
     slurp(path, again, sizeof again);
     cr_expect_str_eq(again, first, "the file is left as it was");
-    /* tune=force searches again whatever the file says */
+    /* tune=force searches again whatever the file says, and stores no more programs: the
+     * candidates are not kept on CPU devices (each binary costs PoCL its code once more) and
+     * are the same programs on others */
+    int bins                  = count_suffix(".bin");
     const char *const force[] = {"tune=force", "tune_grid=tiny", NULL};
     cr_expect_eq(create_in_child(force), FROM_TUNED);
+    cr_expect_eq(count_suffix(".bin"), bins, "a second tuning run stored candidates");
 }
 
 /* Writes text over the tuned file (tuning first if there is none); a context then must fall back to
