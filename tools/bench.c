@@ -530,56 +530,49 @@ static ampx_status run_gelu_bwd(bench *b, void *arg) { /* x and dy both the inpu
     return b->t->ops->act_bwd(b->ctx, &a);
 }
 
+/* The row ops' arguments; the backwards read y (or x) and dy, both the op's input x here
+ * (real values of D), and write dx; layer norm's mean and rstd come from one forward run by
+ * op_alloc. */
+static ampx_softmax_args softmax_of(const op_bench *o, int bwd) {
+    return (ampx_softmax_args){.size    = sizeof(ampx_softmax_args),
+                               .rows    = o->n / o->cols,
+                               .cols    = o->cols,
+                               .seq_q   = 1,
+                               .scale   = 1.0f,
+                               .x_or_y  = o->x,
+                               .dy      = bwd ? o->x : (ampx_tensor){0},
+                               .y_or_dx = o->y};
+}
+
+static ampx_layernorm_args layernorm_of(const op_bench *o, int bwd) {
+    return (ampx_layernorm_args){.size    = sizeof(ampx_layernorm_args),
+                                 .rows    = o->n / o->cols,
+                                 .cols    = o->cols,
+                                 .eps     = bwd ? 0.0f : 1e-5f,
+                                 .x       = o->x,
+                                 .mean    = o->mean,
+                                 .rstd    = o->rstd,
+                                 .dy      = bwd ? o->x : (ampx_tensor){0},
+                                 .y_or_dx = o->y};
+}
+
 static ampx_status run_softmax(bench *b, void *arg) {
-    op_bench *o         = arg;
-    ampx_softmax_args a = {.size    = sizeof a,
-                           .rows    = o->n / o->cols,
-                           .cols    = o->cols,
-                           .seq_q   = 1,
-                           .scale   = 1.0f,
-                           .x_or_y  = o->x,
-                           .y_or_dx = o->y};
+    ampx_softmax_args a = softmax_of(arg, 0);
     return b->t->ops->softmax_fwd(b->ctx, &a);
 }
 
 static ampx_status run_layernorm(bench *b, void *arg) {
-    op_bench *o           = arg;
-    ampx_layernorm_args a = {.size    = sizeof a,
-                             .rows    = o->n / o->cols,
-                             .cols    = o->cols,
-                             .eps     = 1e-5f,
-                             .x       = o->x,
-                             .mean    = o->mean,
-                             .rstd    = o->rstd,
-                             .y_or_dx = o->y};
+    ampx_layernorm_args a = layernorm_of(arg, 0);
     return b->t->ops->layernorm_fwd(b->ctx, &a);
 }
 
-/* The backwards read y (or x) and dy, both the op's input x here (real values of D), and
- * write dx; layer norm's mean and rstd come from one forward run by op_alloc. */
 static ampx_status run_softmax_bwd(bench *b, void *arg) {
-    op_bench *o         = arg;
-    ampx_softmax_args a = {.size    = sizeof a,
-                           .rows    = o->n / o->cols,
-                           .cols    = o->cols,
-                           .seq_q   = 1,
-                           .scale   = 1.0f,
-                           .x_or_y  = o->x,
-                           .dy      = o->x,
-                           .y_or_dx = o->y};
+    ampx_softmax_args a = softmax_of(arg, 1);
     return b->t->ops->softmax_bwd(b->ctx, &a);
 }
 
 static ampx_status run_layernorm_bwd(bench *b, void *arg) {
-    op_bench *o           = arg;
-    ampx_layernorm_args a = {.size    = sizeof a,
-                             .rows    = o->n / o->cols,
-                             .cols    = o->cols,
-                             .x       = o->x,
-                             .mean    = o->mean,
-                             .rstd    = o->rstd,
-                             .dy      = o->x,
-                             .y_or_dx = o->y};
+    ampx_layernorm_args a = layernorm_of(arg, 1);
     return b->t->ops->layernorm_bwd(b->ctx, &a);
 }
 
