@@ -225,12 +225,10 @@ grep -q "rank 1's data files' contents (the same paths, other bytes) differs" "$
 timeout -k 5 30 "$mpiexec" --oversubscribe -np 1 "$ampx" train "$sgd" --quiet --resume "$work/r5.st" : \
   -np 3 "$ampx" train "$sgd" --quiet >"$work/out" 2>&1
 [ $? -ne 0 ] || fail "--resume on rank 0 of 4 only: exit 0"
-for r in 1 2 3; do
-  grep -q "rank $r's start: --resume or --init-from on some ranks only differs" "$work/out" ||
-    fail "--resume on rank 0 of 4 only, rank $r: $(cat "$work/out")"
-done
-grep -q "rank 0 of 4: 3 of 4 ranks run another model, .* checkpoint" "$work/out" ||
-  fail "--resume on rank 0 of 4 only, rank 0: $(cat "$work/out")"
+# (the first rank to say so ends the job; rank 0, which agrees with itself, waits half a
+# second before its count, so one of ranks 1-3 names what differs first)
+grep -Eq "rank [123]'s start: --resume or --init-from on some ranks only differs" "$work/out" ||
+  fail "--resume on rank 0 of 4 only: $(cat "$work/out")"
 # the checkpoint's step and bytes: ranks given other files are refused naming both steps and
 # digests (another step; the same step of another run); a file rank 1 cannot open is rank 0's
 "$ampx" train "$sgd" --steps 3 --quiet --checkpoint "$work/r3.st" >/dev/null 2>&1 || fail "step 3 run"

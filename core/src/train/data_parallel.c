@@ -290,6 +290,9 @@ ampx_status dp_join(dp_state *dp, const settings *cfg, const g_graph *g,
     if ((st = count_ranks(dp, part >= 0, &bad))) return st;
     if (!bad) return AMPX_OK;
     if (part >= 0) return refuse(dp, cfg, part, paths, &ck, &ck0);
+    /* The first rank to report ends the job: give the ranks that differ, whose messages name
+     * what differs, half a second to say so before this generic one. */
+    nanosleep(&(struct timespec){0, 500000000}, NULL);
     err_set(dp->err,
             "%d of %d ranks run another model, policy, data, settings, checkpoint or ampx "
             "version than rank %d: refused",
