@@ -1,5 +1,7 @@
-/* attention.cl — ATTN_FWD and ATTN_BWD (backend.h), one work item per query row (forward,
- * dq) or key row (dk, dv), grid-stride over [batch, heads, seq].
+/* attention.cl — ATTN_FWD and ATTN_BWD (backend.h). Two sets of kernels: the tiled ones at
+ * the end of the file (heads of up to AT_HMAX columns, when the device's local memory holds
+ * their tiles; attention.c chooses per kernel), and these, one work item per query row
+ * (forward, dq) or key row (dk, dv), grid-stride over [batch, heads, seq].
  *
  * The forward keeps the online softmax of its row in f32 (running max m, sum l of
  * exp(s - m), the context accumulator rescaled by exp(m_old - m_new)) over tiles of

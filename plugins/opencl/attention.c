@@ -41,8 +41,8 @@ static size_t attn_tile_bytes(ampx_context *ctx, const ampx_attn_args *a, int ti
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL) !=
         CL_SUCCESS)
         return 0;
-    /* what the kernels declare themselves (two rows of AT_B floats) and some slack */
-    return (cl_ulong)tiles * bytes + 2 * AT_B * sizeof(float) + 1024 <= local ? bytes : 0;
+    /* and what the dk/dv kernel declares itself: two rows of AT_B floats */
+    return (cl_ulong)tiles * bytes + 2 * AT_B * sizeof(float) <= local ? bytes : 0;
 }
 
 /* Work-groups of AT_B rows: one per AT_B rows of each (batch, head). */
@@ -72,7 +72,7 @@ ampx_status ocl_attn_bwd(ampx_context *ctx, const ampx_attn_args *args) {
     ampx_attn_args a;
     OCL_TRY(ampx_kit_take_attn(AMPX_KIT(ctx), args, &a, 1));
     if (a.batch == 0) return AMPX_OK;
-    size_t tile = attn_tile_bytes(ctx, &a, 4); /* dkv stages four */
+    size_t tile = attn_tile_bytes(ctx, &a, 3); /* dq stages three tiles, dk and dv four */
     ocl_args k  = ocl_args_begin(ctx, tile ? K_ATTN_BWD_DQ_TILED : K_ATTN_BWD_DQ);
     ocl_arg_tensor(&k, &a.q);
     ocl_arg_tensor(&k, &a.k);
@@ -87,7 +87,8 @@ ampx_status ocl_attn_bwd(ampx_context *ctx, const ampx_attn_args *args) {
         OCL_TRY(attn_launch_tiled(&k, &a, 3, tile));
     else
         OCL_TRY(ocl_launch_1d(&k, a.batch * a.heads * a.seq));
-    k = ocl_args_begin(ctx, tile ? K_ATTN_BWD_DKV_TILED : K_ATTN_BWD_DKV);
+    tile = attn_tile_bytes(ctx, &a, 4);
+    k    = ocl_args_begin(ctx, tile ? K_ATTN_BWD_DKV_TILED : K_ATTN_BWD_DKV);
     ocl_arg_tensor(&k, &a.q);
     ocl_arg_tensor(&k, &a.k);
     ocl_arg_tensor(&k, &a.v);

@@ -1,13 +1,17 @@
 /* program.c — the OpenCL programs: the main one, built once per context from the kernels
  * embedded at build time (kernels/opencl/, one .cl file per op group), and the typed ones
- * (typed.c), each compiled binary cached on disk so that the next process on the same device
- * skips the compiler.
+ * (typed.c), their compiled binaries cached on disk so that later processes on the same
+ * device skip the compiler: the main program's at once; on CPU devices a typed or tiled
+ * GEMM program's only the second time a process compiles it (a `.once` marker records the
+ * first), since asking PoCL for a binary generates the code again.
  *
  * Cache key: FNV-1a 64 over platform name, device name, device version, driver version,
  * build options and every source string, so a new driver or a changed kernel never loads a
  * stale binary. The file is <cache dir>/<key>.bin, written to a temporary name and renamed,
  * so concurrent processes never see half a file. A cache file that fails to load or build
- * is ignored (and overwritten): the cache can only make creation faster, never fail it.
+ * is ignored and compiled from source (and overwritten when this build stores its binary: at
+ * once for the main program, on the second compile for the others): the cache can only make
+ * creation faster, never fail it.
  *
  * Once loaded, the program's view of the scalars block is checked against backend.h's
  * (check_scalars_layout), so a layout mismatch is one clear error at create().

@@ -11,8 +11,10 @@ first difference."""
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1])]
 b = [json.loads(l) for l in open(sys.argv[2])]
-mode = sys.argv[3] if len(sys.argv) > 4 else None
-tol = float(sys.argv[4]) if mode in ("--norm-rel", "--rel") else None
+mode = sys.argv[3] if len(sys.argv) > 3 else None
+if mode not in (None, "--norm-rel", "--rel") or (mode and len(sys.argv) != 5):
+    sys.exit("usage: same_metrics.py A.jsonl B.jsonl [--norm-rel TOL | --rel TOL]")
+tol = float(sys.argv[4]) if mode else None
 loose = {"--norm-rel": ("grad_norm",), "--rel": ("grad_norm", "loss")}.get(mode, ())
 keys = [k for k in ("step", "loss", "scale", "skipped", "lr", "grad_norm") if k not in loose]
 bad = [(x["step"], k, x.get(k), y.get(k)) for x, y in zip(a, b) for k in keys if x.get(k) != y.get(k)]
@@ -20,8 +22,8 @@ worst = {k: 0.0 for k in loose}
 for x, y in zip(a, b):
     for k in loose:
         g, h = x.get(k), y.get(k)
-        if g == h:
-            continue
+        if g == h or (isinstance(g, float) and isinstance(h, float) and g != g and h != h):
+            continue  # equal, or NaN in both
         rel = abs(g - h) / abs(g) if g is not None and h is not None and g != 0 else float("inf")
         worst[k] = max(worst[k], rel)
         if not rel <= tol:

@@ -31,14 +31,19 @@ for r in $(seq "$rounds"); do
   for np in 2 4; do
     "$mpiexec" --oversubscribe -np $np "$tmp/mpi_cost" "$reps" >>"$tmp/cost"
   done
-  # one step of compute per model, one thread: a long run minus a short one (steps over the
-  # done line's steps/s, which keeps its digits where the seconds round to 0.00)
+  # one step of compute per model, one thread: the trainer's own time per step (--metrics,
+  # full digits), the median over the log intervals after the first (which holds the first
+  # step's set-up)
   for model in mlp gpt_tiny gpt mlp_wide; do
-    for steps in 10 30; do
-      [ $model = mlp ] && steps=$((steps * 20))
-      "$ampx" train models/$model.json --steps $steps --eval-every 0 --quiet >"$tmp/out"
-      sed -n "s/^done: step \([0-9]*\),.* s (\([0-9.]*\) steps\/s.*/$model \1 \2/p" "$tmp/out" >>"$tmp/steps"
-    done
+    steps=40 every=10
+    [ $model = mlp ] && steps=800 every=100
+    rm -f "$tmp/m.jsonl"
+    "$ampx" train models/$model.json --steps $steps --log-every $every --eval-every 0 --quiet \
+      --metrics "$tmp/m.jsonl" >/dev/null
+    python3 -c 'import json, statistics, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+print(sys.argv[2], statistics.median(x["time_ms"] for x in r if "time_ms" in x and x["step"] > int(sys.argv[3])))' \
+      "$tmp/m.jsonl" $model $every >>"$tmp/steps"
   done
 done
 # the buckets ampx sends (1 MiB by default; a larger parameter is a bucket of its own)
@@ -104,13 +109,13 @@ def params(model):
     return n
 steps = {}
 for line in open(tmp + "/steps"):
-    m, k, rate = line.split()
-    steps.setdefault((m, int(k)), []).append(int(k) / float(rate))
+    m, ms = line.split()
+    steps.setdefault(m, []).append(float(ms))
 buckets = dict((l.split()[0], int(l.split()[1])) for l in open(tmp + "/buckets"))
 out += ["",
         "The ring model with these alpha and BW, per step (f32 gradients in ampx's buckets, as a "
-        "2-rank run reports them), against one step's compute on one thread (a long run minus a "
-        "short one, medians over the rounds), "
+        "2-rank run reports them), against one step's compute on one thread (the trainer's time "
+        "per step after the first log interval, median over intervals and rounds), "
         "and the weak-scaling efficiency T_c / (T_c + T_allreduce) with nothing overlapped:",
         "",
         "| model | gradient bytes | buckets | step compute | N = 8 | N = 16 | N = 32 | N = 64 | efficiency at 64 |",
@@ -118,8 +123,7 @@ out += ["",
 for m in ("mlp", "gpt_tiny", "gpt", "mlp_wide"):
     s = params(m) * 4
     nb = buckets[m]
-    (k0, t0), (k1, t1) = sorted((k, statistics.median(v)) for (mm, k), v in steps.items() if mm == m)
-    tc = (t1 - t0) / (k1 - k0) * 1e6
+    tc = statistics.median(steps[m]) * 1e3
     t = {n: 2 * (n - 1) / n * s / (bw * 1e3) + 2 * (n - 1) * alpha * nb for n in (8, 16, 32, 64)}
     out.append("| %s.json | %.2f MiB | %d | %s | %s | %s | %s | %s | %.0f%% |" % (
         m, s / 2**20, nb, fmt_t(tc), fmt_t(t[8]), fmt_t(t[16]), fmt_t(t[32]), fmt_t(t[64]),
