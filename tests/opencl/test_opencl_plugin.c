@@ -187,6 +187,20 @@ Test(opencl, unknown_and_malformed_options_are_rejected) {
 // ---------------------------------------------------------------------------------------
 // Program cache
 
+/* Scales 3 floats by 2 in ctx (the typed scale kernel) and checks the result. */
+static void scale_three(ampx_context *ctx) {
+    ampx_buffer *b = NULL;
+    cr_assert_eq(be->buffer_alloc(ctx, 12, &b), AMPX_OK);
+    float x[3] = {1.0f, -2.5f, 3.0f}, y[3] = {0};
+    cr_assert_eq(be->buffer_write(ctx, b, 0, x, sizeof x), AMPX_OK);
+    ampx_scale_args sa = {
+        .size = sizeof sa, .n = 3, .alpha = 2.0f, .x = {b, 0, AMPX_F32}, .y = {b, 0, AMPX_F32}};
+    cr_assert_eq(be->ops->scale(ctx, &sa), AMPX_OK, "%s", first_error());
+    cr_assert_eq(be->buffer_read(ctx, b, 0, y, sizeof y), AMPX_OK);
+    cr_expect(y[0] == 2.0f && y[1] == -5.0f && y[2] == 6.0f, "%g %g %g", y[0], y[1], y[2]);
+    be->buffer_free(ctx, b);
+}
+
 Test(opencl, second_context_loads_the_cached_binary) {
     ampx_context *ctx = NULL;
     cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());
@@ -203,17 +217,8 @@ Test(opencl, second_context_loads_the_cached_binary) {
     cr_expect_eq(count_lines(AMPX_LOG_DEBUG, "program loaded from the disk cache"), 1);
     cr_expect_eq(count_files(cache_dir, ".bin"), 1);
 
-    /* and the loaded program runs: scale 3 floats by 2 */
-    ampx_buffer *b = NULL;
-    cr_assert_eq(be->buffer_alloc(ctx, 12, &b), AMPX_OK);
-    float x[3] = {1.0f, -2.5f, 3.0f}, y[3] = {0};
-    cr_assert_eq(be->buffer_write(ctx, b, 0, x, sizeof x), AMPX_OK);
-    ampx_scale_args sa = {
-        .size = sizeof sa, .n = 3, .alpha = 2.0f, .x = {b, 0, AMPX_F32}, .y = {b, 0, AMPX_F32}};
-    cr_assert_eq(be->ops->scale(ctx, &sa), AMPX_OK);
-    cr_assert_eq(be->buffer_read(ctx, b, 0, y, sizeof y), AMPX_OK);
-    cr_expect(y[0] == 2.0f && y[1] == -5.0f && y[2] == 6.0f, "%g %g %g", y[0], y[1], y[2]);
-    be->buffer_free(ctx, b);
+    /* and the loaded program runs */
+    scale_three(ctx);
     be->destroy(ctx);
 }
 
@@ -223,16 +228,7 @@ static void scale_in_new_context(int *built, int *loaded) {
     memset(&rec, 0, sizeof rec);
     ampx_context *ctx = NULL;
     cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());
-    ampx_buffer *b = NULL;
-    cr_assert_eq(be->buffer_alloc(ctx, 12, &b), AMPX_OK);
-    float x[3] = {1.0f, -2.5f, 3.0f}, y[3] = {0};
-    cr_assert_eq(be->buffer_write(ctx, b, 0, x, sizeof x), AMPX_OK);
-    ampx_scale_args sa = {
-        .size = sizeof sa, .n = 3, .alpha = 2.0f, .x = {b, 0, AMPX_F32}, .y = {b, 0, AMPX_F32}};
-    cr_assert_eq(be->ops->scale(ctx, &sa), AMPX_OK, "%s", first_error());
-    cr_assert_eq(be->buffer_read(ctx, b, 0, y, sizeof y), AMPX_OK);
-    cr_expect(y[0] == 2.0f && y[1] == -5.0f && y[2] == 6.0f, "%g %g %g", y[0], y[1], y[2]);
-    be->buffer_free(ctx, b);
+    scale_three(ctx);
     be->destroy(ctx);
     *built  = count_lines(AMPX_LOG_DEBUG, "typed/scale.cl scale x=f32,y=f32 built");
     *loaded = count_lines(AMPX_LOG_DEBUG, "typed/scale.cl scale x=f32,y=f32 loaded from the disk");

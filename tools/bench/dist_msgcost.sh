@@ -49,14 +49,12 @@ done
 # the buckets ampx sends (1 MiB by default; a larger parameter is a bucket of its own)
 for model in mlp gpt_tiny gpt mlp_wide; do
   "$mpiexec" --oversubscribe -np 2 "$ampx" train models/$model.json --steps 1 --eval-every 0 >"$tmp/out" 2>&1
-  sed -n "s/^data-parallel .* in \([0-9]*\) all-reduce buckets\?.*/$model \1/p" "$tmp/out" >>"$tmp/buckets"
+  sed -n "s/^data-parallel .*; gradients \([0-9.]*\) MiB in \([0-9]*\) all-reduce buckets\?.*/$model \1 \2/p" \
+    "$tmp/out" >>"$tmp/buckets"
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
-for model in mlp gpt_tiny gpt mlp_wide; do
-  "$ampx" policy models/$model.json >"$tmp/$model.policy"
-done
 python3 - "$tmp" "$rounds" "$reps" "$load0" "$load1" <<'PY'
-import datetime, re, statistics, sys
+import datetime, statistics, sys
 tmp, rounds, reps, load0, load1 = sys.argv[1:6]
 med = {}
 for line in open(tmp + "/cost"):
@@ -96,22 +94,12 @@ for s in sizes("allreduce", 2):
     out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
         fmt_b(s), g("pingpong", 2), g("allreduce", 2), fmt_t(ring(2, s)), g("allreduce", 4),
         fmt_t(ring(4, s)), g("rscatter", 2), g("rscatter", 4)))
-# the shipped models' gradients and step compute
-def params(model):
-    n = 0
-    for line in open("%s/%s.policy" % (tmp, model)):
-        f = line.split()
-        if len(f) > 3 and "master" in line and re.fullmatch(r"[0-9x]+", f[2]):
-            k = 1
-            for d in f[2].split("x"):
-                k *= int(d)
-            n += k
-    return n
+# the shipped models' gradients (MiB and buckets, as ampx reports them) and step compute
 steps = {}
 for line in open(tmp + "/steps"):
     m, ms = line.split()
     steps.setdefault(m, []).append(float(ms))
-buckets = dict((l.split()[0], int(l.split()[1])) for l in open(tmp + "/buckets"))
+grads = {l.split()[0]: (float(l.split()[1]) * 2**20, int(l.split()[2])) for l in open(tmp + "/buckets")}
 out += ["",
         "The ring model with these alpha and BW, per step (f32 gradients in ampx's buckets, as a "
         "2-rank run reports them), against one step's compute on one thread (the trainer's time "
@@ -121,8 +109,7 @@ out += ["",
         "| model | gradient bytes | buckets | step compute | N = 8 | N = 16 | N = 32 | N = 64 | efficiency at 64 |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for m in ("mlp", "gpt_tiny", "gpt", "mlp_wide"):
-    s = params(m) * 4
-    nb = buckets[m]
+    s, nb = grads[m]
     tc = statistics.median(steps[m]) * 1e3
     t = {n: 2 * (n - 1) / n * s / (bw * 1e3) + 2 * (n - 1) * alpha * nb for n in (8, 16, 32, 64)}
     out.append("| %s.json | %.2f MiB | %d | %s | %s | %s | %s | %s | %.0f%% |" % (

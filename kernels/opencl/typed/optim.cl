@@ -25,6 +25,23 @@ inline void st_copy_sr(__global uchar *copy, ulong i, floatv pn, ulong seed) {
         st_elem_sr(copy, CAT(DT_ID_, T_copy), i + l, lanes[l], hash32(seed, i + l));
 }
 
+/* The working copy of the updated values pn at i, when the kernel has one: to nearest, or
+ * stochastically; VW values (ST_COPYV) or one (ST_COPY1). */
+#define ST_COPYV(i, pn)                                                                            \
+    do {                                                                                           \
+        if (has_copy && stochastic)                                                                \
+            st_copy_sr(copy_p + copy_o, i, pn, seed);                                              \
+        else if (has_copy)                                                                         \
+            STV(copy, i, pn);                                                                      \
+    } while (0)
+#define ST_COPY1(i, pn)                                                                            \
+    do {                                                                                           \
+        if (has_copy && stochastic)                                                                \
+            st_elem_sr(copy_p + copy_o, CAT(DT_ID_, T_copy), i, pn, hash32(seed, i));              \
+        else if (has_copy)                                                                         \
+            ST(copy, i, pn);                                                                       \
+    } while (0)
+
 #ifdef K_adamw
 __kernel void adamw(FARG(p), CTENSOR(g), FARG(m), FARG(v), TENSOR(copy), int has_copy, ulong n,
                     float wd, float beta1, float beta2, float eps, int stochastic, ulong seed,
@@ -53,12 +70,7 @@ __kernel void adamw(FARG(p), CTENSOR(g), FARG(m), FARG(v), TENSOR(copy), int has
         VSTORE(mn, 0, m + i);
         VSTORE(vn, 0, v + i);
         VSTORE(pn, 0, p + i);
-        if (has_copy) {
-            if (stochastic)
-                st_copy_sr(copy_p + copy_o, i, pn, seed);
-            else
-                STV(copy, i, pn);
-        }
+        ST_COPYV(i, pn);
     }
     for (ulong i = nv * VW + GID; i < n; i += GSIZE) {
         float gr = LD(g, i);
@@ -72,12 +84,7 @@ __kernel void adamw(FARG(p), CTENSOR(g), FARG(m), FARG(v), TENSOR(copy), int has
         m[i]      = mn;
         v[i]      = vn;
         p[i]      = pn;
-        if (has_copy) {
-            if (stochastic)
-                st_elem_sr(copy_p + copy_o, CAT(DT_ID_, T_copy), i, pn, hash32(seed, i));
-            else
-                ST(copy, i, pn);
-        }
+        ST_COPY1(i, pn);
     }
 }
 #endif
@@ -107,12 +114,7 @@ __kernel void sgd(FARG(p), CTENSOR(g), FARG(buf), TENSOR(copy), int has_copy, ul
         }
         floatv pn = TO_FLOATV(pv - lr * gv);
         VSTORE(pn, 0, p + i);
-        if (has_copy) {
-            if (stochastic)
-                st_copy_sr(copy_p + copy_o, i, pn, seed);
-            else
-                STV(copy, i, pn);
-        }
+        ST_COPYV(i, pn);
     }
     for (ulong i = nv * VW + GID; i < n; i += GSIZE) {
         float gr = LD(g, i);
@@ -126,12 +128,7 @@ __kernel void sgd(FARG(p), CTENSOR(g), FARG(buf), TENSOR(copy), int has_copy, ul
         }
         float pn = (float)(pv - lr * gv);
         p[i]     = pn;
-        if (has_copy) {
-            if (stochastic)
-                st_elem_sr(copy_p + copy_o, CAT(DT_ID_, T_copy), i, pn, hash32(seed, i));
-            else
-                ST(copy, i, pn);
-        }
+        ST_COPY1(i, pn);
     }
 }
 #endif
