@@ -37,12 +37,9 @@ enum { AT_B = 32, AT_HMAX = 128 }; /* as attention.cl */
 static size_t attn_tile_bytes(ampx_context *ctx, const ampx_attn_args *a, int tiles) {
     if (a->head_dim > AT_HMAX || a->seq >= ((uint64_t)1 << 31)) return 0;
     size_t bytes   = (size_t)AT_B * (size_t)((a->head_dim + 15) / 16 * 16) * sizeof(float);
-    cl_ulong local = 0;
-    if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL) !=
-        CL_SUCCESS)
-        return 0;
+    uint64_t local = ctx->gt.lim.local_mem; /* CL_DEVICE_LOCAL_MEM_SIZE, read at create */
     /* and what the dk/dv kernel declares itself: two rows of AT_B floats */
-    return (cl_ulong)tiles * bytes + 2 * AT_B * sizeof(float) <= local ? bytes : 0;
+    return (uint64_t)tiles * bytes + 2 * AT_B * sizeof(float) <= local ? bytes : 0;
 }
 
 /* Work-groups of AT_B rows: one per AT_B rows of each (batch, head). */
