@@ -459,6 +459,31 @@ inline float hmax4(float4 v) {
     } while (0)
 #endif
 
+/* Gelu as 0.5 x (1 + tanh u) = x s, s = 1 / (1 + exp(-2u)), u = k (x + c x^3): the same
+ * function, whole vectors at a time (PoCL's vector exp; its lane-by-lane tanh ran at a
+ * fiftieth of a copy), and more accurate where 1 + tanh u cancels (x < 0). The derivative
+ * 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 c x^2) is s + 2 x s q k (1 + 3 c x^2),
+ * q = 1 - s = exp(-2u) s (whichever does not cancel), its second term 0 where s q is, as
+ * kernel_math.h's is where 1 - tanh^2 u is. Both give what kernel_math.h's |x| > 20 cut
+ * gives (f: -0 below, x above; f': 0 and 1), and NaN where it gives NaN (x = -inf for f).
+ * ACT_GELU_FNS(T, SUF) defines act_gelu<SUF> and act_gelu_df<SUF> for the float type T (the
+ * constants are kernel_math.h's, which the prelude puts after this file: a macro expands
+ * where it is used). ACT_FWD and ACT_BWD (typed/act.cl), the tiled GEMM's epilogue
+ * (typed/gemm_tuned.cl) and gemm_epilogue (gemm.cl) use it. */
+#define ACT_GELU_FNS(T, SUF)                                                                       \
+    inline T act_gelu##SUF(T x) {                                                                  \
+        T u = AMPX_KM_GELU_K * (x + AMPX_KM_GELU_C * x * x * x);                                   \
+        return x / (1.0f + exp(-2.0f * u));                                                        \
+    }                                                                                              \
+    inline T act_gelu_df##SUF(T x) {                                                               \
+        T u = AMPX_KM_GELU_K * (x + AMPX_KM_GELU_C * x * x * x);                                   \
+        T e = exp(-2.0f * u);                                                                      \
+        T s = 1.0f / (1.0f + e);                                                                   \
+        T q = select(1.0f - s, e * s, e < 1.0f);                                                   \
+        T d = 2.0f * x * s * q * AMPX_KM_GELU_K * (1.0f + 3.0f * AMPX_KM_GELU_C * x * x);          \
+        return s + select(d, (T)0.0f, s * q == 0.0f);                                              \
+    }
+
 /* Bit tests that do not depend on the device's denormal mode. */
 inline int is_finite_bits(float v) {
     return (as_uint(v) & 0x7f800000u) != 0x7f800000u;

@@ -40,8 +40,12 @@ __kernel void gemm_store_c(__global const float *tmp, TENSOR(c), ulong m, ulong 
 
 /* GEMM's epilogue (ABI 1.5) over the f32 result tmp (C's layout; C itself when C is f32,
  * each element read before it is written): v = tmp + bias[j] in f32 (has_bias),
- * pre = round(v) (has_pre), C = round(f(v)) with f kernel_math.h's ampx_km_act_f in f32, as
- * ACT_FWD's (act = 1 + ampx_act; 0: C = round(v)). One rounding per destination. */
+ * pre = round(v) (has_pre), C = round(f(v)) with f in f32 as ACT_FWD's: gelu common.cl's
+ * act_gelu, the others kernel_math.h's ampx_km_act_f (act = 1 + ampx_act; 0: C = round(v)).
+ * One rounding per destination. The tiled kernel does the same in its store
+ * (typed/gemm_tuned.cl); this one serves the convert path and GEMM_FP8's rows. */
+ACT_GELU_FNS(float, _ep)
+
 __kernel void gemm_epilogue(__global const float *tmp, ulong tmp_o, TENSOR(c), CTENSOR(bias),
                             int has_bias, TENSOR(pre), int has_pre, uint act, ulong m, ulong n,
                             ulong ldc, ulong sc, ulong batch0, ulong batches) {
@@ -52,7 +56,11 @@ __kernel void gemm_epilogue(__global const float *tmp, ulong tmp_o, TENSOR(c), C
         float v  = tmp[tmp_o + ci];
         if (has_bias) v = v + LD(bias, j);
         if (has_pre) ST(pre, ci, v);
-        ST(c, ci, act ? (float)ampx_km_act_f((int)act - 1, v) : v);
+        if (act == 1 + AMPX_KM_ACT_GELU)
+            v = act_gelu_ep(v);
+        else if (act)
+            v = (float)ampx_km_act_f((int)act - 1, v);
+        ST(c, ci, v);
     }
 }
 

@@ -10,7 +10,7 @@
  *     local memory as f32 with register blocking, its sizes per device (defaults from device
  *     queries or a tuning run). auto uses it for every dtype mix on CPU devices (on PoCL it
  *     beats rows and CLBlast, f32 included: docs/OPENCL.md), for all but f32 on others; the
- *     epilogue runs after it from an f32 result, as GEMM_FP8's does.
+ *     epilogue runs in its store, from the f32 result, before C is rounded.
  *   - convert: A and B (and C when beta != 0) widened to f32 in scratch, in their own
  *     layout; CLBlast multiplies; gemm_store_c rounds the m x n result into C.
  *   - k == 0: C = beta * C (gemm_beta).
@@ -19,8 +19,8 @@
  *     rounded to C's dtype before the bias and the activation; the bias gradient (column sums
  *     of op(B)) is gemm_bias_grad, one work item per column.
  * GEMM_FP8 (ABI 1.7, ocl_gemm_fp8 at the end): rows or tiled with e4m3/e5m2 loads and the
- * device's dequantization factors; with the epilogue, the kernel's f32 result goes through
- * gemm_epilogue as the convert path's does.
+ * device's dequantization factors; with the epilogue, rows' f32 result goes through
+ * gemm_epilogue as the convert path's does, tiled's through its store.
  * Every path multiplies and sums in f32, applies alpha and beta in f32 and rounds C once.
  * Batches whose C matrices overlap (stride_c smaller than one C) run one after the other,
  * as the definition's "for b in [0, batch)" orders them.
@@ -146,15 +146,6 @@ static void gemm_shape_args(ocl_args *k, const ampx_gemm_args *g, uint64_t b0) {
     ocl_arg_u64(k, b0);
 }
 
-/* The tiled kernel (gemm_tune.c: gemm_tuned with this device's parameters) over batches
- * [b0, b0 + nb): C_old read from C, the result stored to out (C, or GEMM_FP8's f32 copy for
- * the epilogue); dq_a and dq_b GEMM_FP8's factors (NULL for GEMM). */
-static ampx_status launch_tiled(ampx_context *ctx, const ampx_gemm_args *g, const ampx_tensor *out,
-                                const ampx_tensor *dq_a, const ampx_tensor *dq_b, uint64_t b0,
-                                uint64_t nb) {
-    return ocl_gemm_tuned_launch(ctx, g, out, dq_a, dq_b, b0, nb);
-}
-
 /* The ND range of gemm_rows_<A>_<B>: dimension 0 blocks of 6 rows, 4 per group; dimension
  * 1 blocks of 16 columns. */
 static ampx_status launch_rows_range(ocl_args *k, const ampx_gemm_args *g, uint64_t nb) {
@@ -174,7 +165,8 @@ static ampx_status launch_rows(ampx_context *ctx, const ampx_gemm_args *g, uint6
     return launch_rows_range(&k, g, nb);
 }
 
-/* GEMM_FP8's gemm_rows_<A>_<B> (A and B fp8), arguments as launch_tiled's. */
+/* GEMM_FP8's gemm_rows_<A>_<B> (A and B fp8): C_old read from C, the result stored to out
+ * (C, or an f32 copy for the epilogue); dq_a and dq_b the dequantization factors. */
 static ampx_status launch_rows_fp8(ampx_context *ctx, const ampx_gemm_args *g,
                                    const ampx_tensor *out, const ampx_tensor *dq_a,
                                    const ampx_tensor *dq_b, uint64_t b0, uint64_t nb) {
@@ -257,27 +249,12 @@ static ampx_status convert_batches(ampx_context *ctx, const gemm_call *s, const 
     return ocl_launch_1d(&k, g->m * g->n * nb);
 }
 
-/* The tiled kernel over every batch, `step` at a time; with the epilogue, the kernel stores
- * alpha * op(A) op(B) + beta * C_old to an f32 copy of C's layout (C itself when C is f32,
- * each element read before it is written; else scratch of ext_c elements) and gemm_epilogue
- * finishes from it. dq_a, dq_b: GEMM_FP8's factors (NULL for GEMM). */
+/* The tiled kernel over every batch, `step` at a time, the epilogue in its store.
+ * dq_a, dq_b: GEMM_FP8's factors (NULL for GEMM). */
 static ampx_status tiled_batches(ampx_context *ctx, const ampx_gemm_args *g,
-                                 const ampx_tensor *dq_a, const ampx_tensor *dq_b, int epi,
-                                 uint64_t ext_c, uint64_t step) {
-    ampx_tensor out = g->c;
-    cl_mem tmp      = g->c.buf->mem;
-    uint64_t tmp_o  = g->c.offset / 4;
-    ampx_buffer tb;
-    if (epi && g->c.dtype != AMPX_F32) {
-        if (!(tmp = ocl_scratch_get(ctx, "gemm", 2, (size_t)ext_c * 4))) return AMPX_ERR_NO_MEMORY;
-        tb    = (ampx_buffer){tmp, ext_c * 4};
-        out   = (ampx_tensor){&tb, 0, AMPX_F32};
-        tmp_o = 0;
-    }
-    for (uint64_t b0 = 0; b0 < g->batch; b0 += step) {
-        OCL_TRY(launch_tiled(ctx, g, &out, dq_a, dq_b, b0, step));
-        if (epi) OCL_TRY(launch_epilogue(ctx, g, tmp, tmp_o, b0, step));
-    }
+                                 const ampx_tensor *dq_a, const ampx_tensor *dq_b, uint64_t step) {
+    for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
+        OCL_TRY(ocl_gemm_tuned_launch(ctx, g, &g->c, dq_a, dq_b, b0, step));
     return AMPX_OK;
 }
 
@@ -314,7 +291,7 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
             OCL_TRY(launch_rows(ctx, g, b0, step));
         return AMPX_OK;
     }
-    if (path == GEMM_TILED) return tiled_batches(ctx, g, NULL, NULL, epi, ext_c, step);
+    if (path == GEMM_TILED) return tiled_batches(ctx, g, NULL, NULL, step);
 
     /* CLBlast: f32 operands as they are, others widened to f32 scratch in their layout. */
     gemm_call s = {g,
@@ -350,9 +327,10 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
 /* GEMM_FP8: gemm_rows_<A>_<B> (gemm=rows) or the tiled kernel (auto, tiled; gemm=convert has
  * no fp8 form and picks as auto does) with fp8 loads and the
  * device's dequantization factors. k == 0 runs the kernel too: v = (alpha * (a_scale_inv *
- * b_scale_inv)) * 0 + beta * C_old, backend.h's formula as written. The epilogue: the kernel
- * stores v to an f32 copy of C's layout (C itself when C is f32, each element read before it
- * is written) and gemm_epilogue finishes from it, as GEMM's convert path does. */
+ * b_scale_inv)) * 0 + beta * C_old, backend.h's formula as written. The epilogue: tiled
+ * applies it in its store; rows stores v to an f32 copy of C's layout (C itself when C is
+ * f32, each element read before it is written) and gemm_epilogue finishes from it, as GEMM's
+ * convert path does. */
 ampx_status ocl_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *args) {
     ampx_gemm_fp8_args fa;
     uint64_t ext[3] = {0, 0, 0};
@@ -368,7 +346,7 @@ ampx_status ocl_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *args) {
     /* rows only when asked: tiled is 3-4x faster with e4m3 on PoCL (docs/OPENCL.md) */
     int rows = ctx->gemm == GEMM_ROWS;
 
-    if (!rows) return tiled_batches(ctx, g, &fa.a_scale_inv, &fa.b_scale_inv, epi, ext[2], step);
+    if (!rows) return tiled_batches(ctx, g, &fa.a_scale_inv, &fa.b_scale_inv, step);
     ampx_tensor out = g->c;
     cl_mem tmp      = g->c.buf->mem;
     uint64_t tmp_o  = g->c.offset / 4;

@@ -121,6 +121,9 @@ static ampx_status enqueue(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_p
     ocl_arg_u64(&k, b0);
     ocl_arg_fixed(&k, dq_a);
     ocl_arg_fixed(&k, dq_b);
+    ocl_arg_tensor(&k, &g->bias); /* the epilogue (none while tuning) */
+    ocl_arg_tensor(&k, &g->pre_act);
+    ocl_arg_u32(&k, (uint32_t)g->act);
     size_t global[3] = {(size_t)((g->n + p->nwg - 1) / p->nwg) * p->ndimc,
                         (size_t)((g->m + p->mwg - 1) / p->mwg) * p->mdimc, (size_t)nb};
     size_t local[3]  = {p->ndimc, p->mdimc, 1};

@@ -106,12 +106,56 @@ inline void stage_vec_b(__global const uchar *B, __local float *Bs, ulong base, 
     }
 }
 
+/* GEMM's epilogue (ABI 1.5) in the store, as gemm.cl's gemm_epilogue computes it from the
+ * f32 result: r = alpha * acc (+ beta * C_old), v = r + bias[j] (bias_p not NULL),
+ * pre = round(v) (pre_p not NULL), out = round(f(v)), f by act = 1 + ampx_act (0: none),
+ * gelu whole vectors (common.cl's act_gelu), the others lane by lane. */
+#if VWN > 1
+ACT_GELU_FNS(realn, _n)
+#else
+#define act_gelu_n act_gelu_ep
+#endif
+ACT_GELU_FNS(float, _ep)
+
+/* Lanes [0, nl) of one row's VWN results r, from element ci of C (column j0). */
+inline void store_block(realn r, uint nl, ulong ci, ulong j0, float beta, __global const uchar *c,
+                        int c_dt, __global uchar *out, int out_dt, __global const uchar *bias_p,
+                        ulong bias_o, int bias_dt, __global uchar *pre_p, ulong pre_o, int pre_dt,
+                        uint act) {
+    float t[VWN];
+    if (beta != 0.0f || bias_p) {
+        STP(r, t);
+        for (uint l = 0; l < nl; l++) {
+            if (beta != 0.0f) t[l] = t[l] + beta * ld_elem(c, c_dt, ci + l);
+            if (bias_p) t[l] = t[l] + ld_elem(bias_p + bias_o, bias_dt, j0 + l);
+        }
+        r = LDL(t, 0);
+    }
+    if (pre_p) {
+        STP(r, t);
+        for (uint l = 0; l < nl; l++)
+            st_elem(pre_p + pre_o, pre_dt, ci + l, t[l]);
+    }
+    if (act == 1 + AMPX_KM_ACT_GELU) {
+        r = act_gelu_n(r);
+        STP(r, t);
+    } else {
+        STP(r, t);
+        if (act)
+            for (uint l = 0; l < nl; l++)
+                t[l] = (float)ampx_km_act_f((int)act - 1, t[l]);
+    }
+    for (uint l = 0; l < nl; l++)
+        st_elem(out, out_dt, ci + l, t[l]);
+}
+
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void
 gemm_tuned(CTENSOR(a), CTENSOR(b), __global const uchar *c_p, ulong c_o, int c_dt,
            __global uchar *out_p, ulong out_o, int out_dt, ulong m, ulong n, ulong k, ulong lda,
            ulong ldb, ulong ldc, ulong sa, ulong sb, ulong sc, int ta, int tb, float alpha,
            float beta, ulong batch0, __global const uchar *dq_a_p, ulong dq_a_o,
-           __global const uchar *dq_b_p, ulong dq_b_o) {
+           __global const uchar *dq_b_p, ulong dq_b_o, __global const uchar *bias_p, ulong bias_o,
+           int bias_dt, __global uchar *pre_p, ulong pre_o, int pre_dt, uint act) {
     __local float As[KWG * MWG];
     __local float Bs[KWG * NWG];
     const uint tx = get_local_id(0), ty = get_local_id(1), tid = ty * NDIMC + tx;
@@ -159,16 +203,11 @@ gemm_tuned(CTENSOR(a), CTENSOR(b), __global const uchar *c_p, ulong c_o, int c_d
         ulong i = row0 + ty + MDIMC * w;
         if (i >= m) break;
         for (int v = 0; v < NVI; v++) {
-            float vals[VWN];
-            STP(acc[w][v], vals);
-            for (int l = 0; l < VWN; l++) {
-                ulong j = col0 + (tx + NDIMC * v) * VWN + l;
-                if (j >= n) break;
-                ulong ci = cbase + i * ldc + j;
-                float r  = al * vals[l];
-                if (beta != 0.0f) r = r + beta * ld_elem(c_p + c_o, c_dt, ci);
-                st_elem(out_p + out_o, out_dt, ci, r);
-            }
+            ulong j0 = col0 + (tx + NDIMC * v) * VWN;
+            if (j0 >= n) break;
+            store_block(al * acc[w][v], (uint)min((ulong)VWN, n - j0), cbase + i * ldc + j0, j0,
+                        beta, c_p + c_o, c_dt, out_p + out_o, out_dt, bias_p, bias_o, bias_dt,
+                        pre_p, pre_o, pre_dt, act);
         }
     }
 }
