@@ -50,6 +50,7 @@ double ref_fp8_round(ampx_dtype dt, double x, int saturate, int *overflow);
 /* The random stream: ampx_hash32(seed, index), re-implemented from its definition (seed
  * times the 64-bit golden ratio plus index, folded to 32 bits, then the lowbias32 mixer). */
 uint32_t ref_hash32(uint64_t seed, uint64_t index);
+
 /* x (an f32 value, or inf / NaN) rounded to bf16 or f16 stochastically with random word
  * rnd, by the rule of ampx_f32_to_{bf16,f16}_sr but computed from x's two neighbours:
  *   bf16: away from zero iff (rnd mod 2^16) / 2^16 >= 1 - d;
@@ -61,6 +62,10 @@ double ref_round_sr(ampx_dtype dt, double x, uint32_t rnd);
 
 // ---------------------------------------------------------------------------------------
 // GEMM and elementwise
+
+/* sum x_p y_p over p < k in double (partial sums interleaved), *abs_sum the sum of
+ * |x_p y_p|: the dot product of ref_gemm and the attention references. */
+double ref_dot(const double *x, const double *y, uint64_t k, double *abs_sum);
 
 /* C_b = alpha op(A_b) op(B_b) + beta C_b over the strided layout of backend.h; arrays hold
  * every element of the region (padding included) and only the m x n positions of C change.
