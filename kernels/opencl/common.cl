@@ -553,6 +553,18 @@ inline uint wg_sum_u(uint v, __local uint *red) {
 
 #define GID get_global_id(0)
 #define GSIZE get_global_size(0)
+
+/* The vectors [0, nv) of an elementwise kernel, VEC_RUN consecutive ones per work item per
+ * pass (the plugin launches ocl_vec_items(n) items, which is about nv / VEC_RUN): on CPU
+ * devices VEC_RUN > 1, since PoCL runs a work item's whole loop before the next item's, so
+ * one vector per item strided by the grid walks memory a vector per item; elsewhere 1, the
+ * grid-stride loop, consecutive items on consecutive vectors. Any grid covers every vector. */
+#ifndef VEC_RUN
+#define VEC_RUN 1
+#endif
+#define FOR_VECS(j, nv)                                                                            \
+    for (ulong j##_b = GID * VEC_RUN; j##_b < (nv); j##_b += GSIZE * VEC_RUN)                      \
+        for (ulong j = j##_b, j##_e = min((ulong)(nv), j##_b + VEC_RUN); j < j##_e; j++)
 #define REDUCE_WG __attribute__((reqd_work_group_size(WG, 1, 1)))
 
 /* An f32 or i32 tensor of fixed dtype (statistics, labels, the scalars block): buffer and

@@ -220,6 +220,7 @@ ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k);
 ocl_args ocl_args_typed(ampx_context *ctx, ocl_typed k, const ampx_tensor *t0,
                         const ampx_tensor *t1, const ampx_tensor *t2);
 /* Work items for n elements of a typed elementwise kernel (VW per item, the tail 1 each). */
+int ocl_vec_run(const ampx_context *ctx);
 uint64_t ocl_vec_items(const ampx_context *ctx, uint64_t n);
 void ocl_typed_free(ampx_context *ctx);
 void ocl_arg_mem(ocl_args *a, cl_mem mem); /* mem may be NULL: a NULL pointer */

@@ -80,9 +80,10 @@ static ampx_status build_slot(ampx_context *ctx, ocl_typed k, const unsigned *dt
                         d->file);
     char opts[512], what[128];
     slot->row_items = d->rows && row_items(ctx);
-    int len = snprintf(opts, sizeof opts, "%s -DAMPX_TYPED=1 -DVW=%d -DK_%s%s", ctx->build_opts,
-                       ctx->vw, d->kernel, slot->row_items ? " -DROW_ITEMS=1" : "");
-    int wl  = snprintf(what, sizeof what, "typed/%s %s", d->file, d->kernel);
+    int len         = snprintf(opts, sizeof opts, "%s -DAMPX_TYPED=1 -DVW=%d -DVEC_RUN=%d -DK_%s%s",
+                               ctx->build_opts, ctx->vw, ocl_vec_run(ctx), d->kernel,
+                       slot->row_items ? " -DROW_ITEMS=1" : "");
+    int wl          = snprintf(what, sizeof what, "typed/%s %s", d->file, d->kernel);
     for (unsigned i = 0; i < d->n_tensors; i++) {
         len += snprintf(opts + len, sizeof opts - (size_t)len, " -DT_%s=%s", d->tensors[i],
                         dtype_macro[dt[i]]);
@@ -138,8 +139,16 @@ ocl_args ocl_args_typed(ampx_context *ctx, ocl_typed k, const ampx_tensor *t0,
     return a;
 }
 
+int ocl_vec_run(const ampx_context *ctx) {
+    const char *e = getenv("AMPX_OPENCL_VEC_RUN");
+    int r         = e ? atoi(e) : 0;
+    if (r >= 1 && r <= 1024) return r;
+    return ctx->cpu_device ? 16 : 1;
+}
+
 uint64_t ocl_vec_items(const ampx_context *ctx, uint64_t n) {
-    uint64_t vecs = n / (uint64_t)ctx->vw, tail = n % (uint64_t)ctx->vw;
+    uint64_t run  = (uint64_t)ocl_vec_run(ctx);
+    uint64_t vecs = (n / (uint64_t)ctx->vw + run - 1) / run, tail = n % (uint64_t)ctx->vw;
     return vecs > tail ? vecs : tail;
 }
 

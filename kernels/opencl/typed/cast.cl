@@ -10,7 +10,7 @@ __kernel void cast(CTENSOR(src), TENSOR(dst), ulong n, int stochastic, ulong see
         return;
     }
     ulong nv = n / VW;
-    for (ulong j = GID; j < nv; j += GSIZE)
+    FOR_VECS (j, nv)
         STV(dst, j * VW, LDV(src, j * VW));
     for (ulong i = nv * VW + GID; i < n; i += GSIZE)
         ST(dst, i, LD(src, i));

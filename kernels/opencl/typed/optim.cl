@@ -57,7 +57,7 @@ __kernel void adamw(FARG(p), CTENSOR(g), FARG(m), FARG(v), TENSOR(copy), int has
     wide_t decay = (float)((wide_t)1 - (wide_t)lr * (wide_t)wd);
     wide_t lr_ = lr, eps_ = eps, b1c = (wide_t)1 - b1, b2c = (wide_t)1 - b2;
     ulong nv = n / VW;
-    for (ulong j = GID; j < nv; j += GSIZE) {
+    FOR_VECS (j, nv) {
         ulong i   = j * VW;
         floatv gr = LDV(g, i);
         if (c != 1.0f) gr = c * gr;
@@ -101,7 +101,7 @@ __kernel void sgd(FARG(p), CTENSOR(g), FARG(buf), TENSOR(copy), int has_copy, ul
     float c   = work[2];
     int first = iwork[3] == 0;
     ulong nv  = n / VW;
-    for (ulong j = GID; j < nv; j += GSIZE) {
+    FOR_VECS (j, nv) {
         ulong i   = j * VW;
         floatv gr = LDV(g, i);
         if (c != 1.0f) gr = c * gr;

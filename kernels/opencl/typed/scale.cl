@@ -2,7 +2,7 @@
 #ifdef K_scale
 __kernel void scale(CTENSOR(x), TENSOR(y), ulong n, float alpha) {
     ulong nv = n / VW;
-    for (ulong j = GID; j < nv; j += GSIZE)
+    FOR_VECS (j, nv)
         STV(y, j * VW, alpha * LDV(x, j * VW));
     for (ulong i = nv * VW + GID; i < n; i += GSIZE)
         ST(y, i, alpha * LD(x, i));
