@@ -12,7 +12,6 @@
 const char *const ocl_kernel_names[K_COUNT] = {
     [K_BUFFER_FILL]         = "buffer_fill",
     [K_XENT_COUNT]          = "xent_count",
-    [K_XENT_ROWS]           = "xent_rows",
     [K_XENT_LOSS]           = "xent_loss",
     [K_BATCHNORM_FWD]       = "batchnorm_fwd",
     [K_BATCHNORM_BWD]       = "batchnorm_bwd",

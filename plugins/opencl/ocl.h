@@ -36,7 +36,6 @@ struct ampx_buffer {
 typedef enum ocl_kernel {
     K_BUFFER_FILL,
     K_XENT_COUNT,
-    K_XENT_ROWS,
     K_XENT_LOSS,
     K_BATCHNORM_FWD,
     K_BATCHNORM_BWD,
@@ -89,6 +88,7 @@ typedef enum ocl_typed {
     TK_ACT_BWD,          /* x, dy, dx */
     TK_SOFTMAX_FWD,      /* x, y */
     TK_SOFTMAX_BWD,      /* y, dy, dx */
+    TK_XENT_ROWS,        /* logits, dlogits */
     TK_LAYERNORM_FWD,    /* x, y */
     TK_LAYERNORM_BWD,    /* x, dy, dx */
     TK_LAYERNORM_PARAMS, /* x, dy */

@@ -43,6 +43,7 @@ static const typed_def typed_defs[TK_COUNT] = {
     [TK_ACT_BWD]          = {"act_bwd", "act.cl", 3, {"x", "dy", "dx"}},
     [TK_SOFTMAX_FWD]      = {"softmax_fwd", "softmax.cl", 2, {"x", "y"}, 1},
     [TK_SOFTMAX_BWD]      = {"softmax_bwd", "softmax.cl", 3, {"y", "dy", "dx"}, 1},
+    [TK_XENT_ROWS]        = {"xent_rows", "softmax.cl", 2, {"logits", "dlogits"}, 1},
     [TK_LAYERNORM_FWD]    = {"layernorm_fwd", "layernorm.cl", 2, {"x", "y"}, 1},
     [TK_LAYERNORM_BWD]    = {"layernorm_bwd", "layernorm.cl", 3, {"x", "dy", "dx"}, 1},
     [TK_LAYERNORM_PARAMS] = {"layernorm_params", "layernorm.cl", 2, {"x", "dy"}},
