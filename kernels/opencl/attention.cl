@@ -159,6 +159,7 @@ __kernel void attn_bwd_dkv(CTENSOR(q), CTENSOR(k), CTENSOR(v), CTENSOR(dout), FA
 }
 
 /* ---- The tiled kernels (head_dim <= AT_HMAX, local memory permitting; attention.c picks).
+ * (attention_items.cl has their form for CPU devices, one work item per AT_B rows.)
  * A work-group of AT_B items takes AT_B rows of one (batch, head): queries for the forward
  * and dq, keys for dk and dv. It stages the other side AT_B rows at a time in local memory
  * as f32 (each element widened once per work-group, not once per row), and each item then

@@ -2,8 +2,9 @@
  * kernels/opencl/attention.cl: the forward, then for the backward delta and dq, then dk and
  * dv (the queue orders them, so dkv reads the delta dq wrote). Heads of up to AT_HMAX columns
  * run the tiled kernels (work-groups of AT_B rows sharing tiles of the other operand in
- * local memory) when the device has the local memory; wider heads, or a device without it,
- * the kernels of one work item per row.
+ * local memory) when the device has the local memory, on CPU devices in their form of one
+ * work item per AT_B rows (attention_items.cl: no barriers, rows blocked in registers);
+ * wider heads, or a device without the local memory, the kernels of one work item per row.
  */
 #include "ocl.h"
 
@@ -42,11 +43,21 @@ static size_t attn_tile_bytes(ampx_context *ctx, const ampx_attn_args *a, int ti
     return (uint64_t)tiles * bytes + 2 * AT_B * sizeof(float) <= local ? bytes : 0;
 }
 
-/* Work-groups of AT_B rows: one per AT_B rows of each (batch, head). */
+/* The tiled kernel, or its form for CPU devices (attention_items.cl), by ocl_row_items. */
+static ocl_kernel attn_tiled_kernel(ampx_context *ctx, ocl_kernel tiled) {
+    if (!ocl_row_items(ctx)) return tiled;
+    return tiled == K_ATTN_FWD_TILED      ? K_ATTN_FWD_ITEMS
+           : tiled == K_ATTN_BWD_DQ_TILED ? K_ATTN_BWD_DQ_ITEMS
+                                          : K_ATTN_BWD_DKV_ITEMS;
+}
+
+/* One work-group per AT_B rows of each (batch, head): of AT_B items (tiled), or of one item
+ * (the form for CPU devices, which the same tiles serve). */
 static ampx_status attn_launch_tiled(ocl_args *k, const ampx_attn_args *a, int tiles, size_t tile) {
     for (int t = 0; t < tiles; t++)
         ocl_arg_local(k, tile);
-    return ocl_launch_groups_of(k, a->batch * a->heads * ((a->seq + AT_B - 1) / AT_B), AT_B);
+    size_t items = ocl_row_items(k->ctx) ? 1 : AT_B;
+    return ocl_launch_groups_of(k, a->batch * a->heads * ((a->seq + AT_B - 1) / AT_B), items);
 }
 
 ampx_status ocl_attn_fwd(ampx_context *ctx, const ampx_attn_args *args) {
@@ -54,7 +65,7 @@ ampx_status ocl_attn_fwd(ampx_context *ctx, const ampx_attn_args *args) {
     OCL_TRY(ampx_kit_take_attn(AMPX_KIT(ctx), args, &a, 0));
     if (a.batch == 0) return AMPX_OK;
     size_t tile = attn_tile_bytes(ctx, &a, 2);
-    ocl_args k  = ocl_args_begin(ctx, tile ? K_ATTN_FWD_TILED : K_ATTN_FWD);
+    ocl_args k  = ocl_args_begin(ctx, tile ? attn_tiled_kernel(ctx, K_ATTN_FWD_TILED) : K_ATTN_FWD);
     ocl_arg_tensor(&k, &a.q);
     ocl_arg_tensor(&k, &a.k);
     ocl_arg_tensor(&k, &a.v);
@@ -70,7 +81,8 @@ ampx_status ocl_attn_bwd(ampx_context *ctx, const ampx_attn_args *args) {
     OCL_TRY(ampx_kit_take_attn(AMPX_KIT(ctx), args, &a, 1));
     if (a.batch == 0) return AMPX_OK;
     size_t tile = attn_tile_bytes(ctx, &a, 3); /* dq stages three tiles, dk and dv four */
-    ocl_args k  = ocl_args_begin(ctx, tile ? K_ATTN_BWD_DQ_TILED : K_ATTN_BWD_DQ);
+    ocl_args k =
+        ocl_args_begin(ctx, tile ? attn_tiled_kernel(ctx, K_ATTN_BWD_DQ_TILED) : K_ATTN_BWD_DQ);
     ocl_arg_tensor(&k, &a.q);
     ocl_arg_tensor(&k, &a.k);
     ocl_arg_tensor(&k, &a.v);
@@ -85,7 +97,7 @@ ampx_status ocl_attn_bwd(ampx_context *ctx, const ampx_attn_args *args) {
     else
         OCL_TRY(ocl_launch_1d(&k, a.batch * a.heads * a.seq));
     tile = attn_tile_bytes(ctx, &a, 4);
-    k    = ocl_args_begin(ctx, tile ? K_ATTN_BWD_DKV_TILED : K_ATTN_BWD_DKV);
+    k = ocl_args_begin(ctx, tile ? attn_tiled_kernel(ctx, K_ATTN_BWD_DKV_TILED) : K_ATTN_BWD_DKV);
     ocl_arg_tensor(&k, &a.q);
     ocl_arg_tensor(&k, &a.k);
     ocl_arg_tensor(&k, &a.v);

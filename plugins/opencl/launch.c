@@ -12,7 +12,6 @@
 const char *const ocl_kernel_names[K_COUNT] = {
     [K_BUFFER_FILL]         = "buffer_fill",
     [K_XENT_COUNT]          = "xent_count",
-    [K_XENT_ROWS]           = "xent_rows",
     [K_XENT_LOSS]           = "xent_loss",
     [K_BATCHNORM_FWD]       = "batchnorm_fwd",
     [K_BATCHNORM_BWD]       = "batchnorm_bwd",
@@ -34,6 +33,9 @@ const char *const ocl_kernel_names[K_COUNT] = {
     [K_ATTN_FWD_TILED]      = "attn_fwd_tiled",
     [K_ATTN_BWD_DQ_TILED]   = "attn_bwd_dq_tiled",
     [K_ATTN_BWD_DKV_TILED]  = "attn_bwd_dkv_tiled",
+    [K_ATTN_FWD_ITEMS]      = "attn_fwd_items",
+    [K_ATTN_BWD_DQ_ITEMS]   = "attn_bwd_dq_items",
+    [K_ATTN_BWD_DKV_ITEMS]  = "attn_bwd_dkv_items",
     [K_IM2COL]              = "im2col",
     [K_COL2IM]              = "col2im",
     [K_POOL2D_FWD]          = "pool2d_fwd",

@@ -36,7 +36,6 @@ struct ampx_buffer {
 typedef enum ocl_kernel {
     K_BUFFER_FILL,
     K_XENT_COUNT,
-    K_XENT_ROWS,
     K_XENT_LOSS,
     K_BATCHNORM_FWD,
     K_BATCHNORM_BWD,
@@ -58,6 +57,9 @@ typedef enum ocl_kernel {
     K_ATTN_FWD_TILED,
     K_ATTN_BWD_DQ_TILED,
     K_ATTN_BWD_DKV_TILED,
+    K_ATTN_FWD_ITEMS,
+    K_ATTN_BWD_DQ_ITEMS,
+    K_ATTN_BWD_DKV_ITEMS,
     K_IM2COL,
     K_COL2IM,
     K_POOL2D_FWD,
@@ -89,6 +91,7 @@ typedef enum ocl_typed {
     TK_ACT_BWD,          /* x, dy, dx */
     TK_SOFTMAX_FWD,      /* x, y */
     TK_SOFTMAX_BWD,      /* y, dy, dx */
+    TK_XENT_ROWS,        /* logits, dlogits */
     TK_LAYERNORM_FWD,    /* x, y */
     TK_LAYERNORM_BWD,    /* x, dy, dx */
     TK_LAYERNORM_PARAMS, /* x, dy */
@@ -215,6 +218,11 @@ typedef struct ocl_args {
 } ocl_args;
 
 ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k);
+/* The row kernels' layout: one work item per row (or block of rows: attention) on CPU
+ * devices (no barriers, vector loads; PoCL runs a work-group's items one after the other),
+ * one work-group per row elsewhere. AMPX_OPENCL_ROWS=group or =item overrides it (the tests
+ * run the group kernels on PoCL). */
+int ocl_row_items(const ampx_context *ctx);
 /* Typed kernel k for the dtypes of t0, t1, t2 (as many as it has, the rest NULL), built
  * now if this context has not yet. Its tensors are passed with ocl_arg_fixed. */
 ocl_args ocl_args_typed(ampx_context *ctx, ocl_typed k, const ampx_tensor *t0,

@@ -1,9 +1,8 @@
 /* softmax.c — SOFTMAX_FWD, SOFTMAX_BWD and SOFTMAX_XENT (kernels/opencl/typed/softmax.cl
- * and softmax_xent.cl): softmax one work item per row on CPU devices and one work-group per
- * row elsewhere (ocl_launch_rows), the cross-entropy one work-group per row. The
- * cross-entropy's count of valid rows, its per-row terms and its mean are three kernels on
- * the stream: the loss scale is read from the scalars block on the device, so nothing waits
- * for the host.
+ * and softmax_xent.cl): the rows one work item per row on CPU devices and one work-group per
+ * row elsewhere (ocl_launch_rows). The cross-entropy's count of valid rows, its per-row terms
+ * (typed, per logits and dlogits dtype) and its mean are three kernels on the stream: the
+ * loss scale is read from the scalars block on the device, so nothing waits for the host.
  */
 #include "ocl.h"
 
@@ -53,10 +52,10 @@ ampx_status ocl_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *ar
     ocl_arg_mem(&k, work);
     OCL_TRY(ocl_launch_groups(&k, 1));
     if (a.rows > 0) {
-        k = ocl_args_begin(ctx, K_XENT_ROWS);
-        ocl_arg_tensor(&k, &a.logits);
+        k = ocl_args_typed(ctx, TK_XENT_ROWS, &a.logits, &a.dlogits, NULL);
+        ocl_arg_fixed(&k, &a.logits);
         ocl_arg_fixed(&k, &a.labels);
-        ocl_arg_tensor(&k, &a.dlogits);
+        ocl_arg_fixed(&k, &a.dlogits);
         ocl_arg_i32(&k, a.dlogits.buf != NULL);
         ocl_arg_fixed(&k, &a.scalars);
         ocl_arg_i32(&k, a.scalars.buf != NULL);
@@ -65,7 +64,7 @@ ampx_status ocl_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *ar
         ocl_arg_i32(&k, a.ignore_index);
         ocl_arg_f32(&k, a.grad_scale);
         ocl_arg_mem(&k, work);
-        OCL_TRY(ocl_launch_groups(&k, a.rows));
+        OCL_TRY(ocl_launch_rows(&k, a.rows));
     }
     k = ocl_args_begin(ctx, K_XENT_LOSS);
     ocl_arg_mem(&k, work);

@@ -43,6 +43,7 @@ static const typed_def typed_defs[TK_COUNT] = {
     [TK_ACT_BWD]          = {"act_bwd", "act.cl", 3, {"x", "dy", "dx"}},
     [TK_SOFTMAX_FWD]      = {"softmax_fwd", "softmax.cl", 2, {"x", "y"}, 1},
     [TK_SOFTMAX_BWD]      = {"softmax_bwd", "softmax.cl", 3, {"y", "dy", "dx"}, 1},
+    [TK_XENT_ROWS]        = {"xent_rows", "softmax.cl", 2, {"logits", "dlogits"}, 1},
     [TK_LAYERNORM_FWD]    = {"layernorm_fwd", "layernorm.cl", 2, {"x", "y"}, 1},
     [TK_LAYERNORM_BWD]    = {"layernorm_bwd", "layernorm.cl", 3, {"x", "dy", "dx"}, 1},
     [TK_LAYERNORM_PARAMS] = {"layernorm_params", "layernorm.cl", 2, {"x", "dy"}},
@@ -59,10 +60,7 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The row kernels' layout: one work item per row on CPU devices (no barriers, vector loads;
- * PoCL runs a work-group's items one after the other), one work-group per row elsewhere.
- * AMPX_OPENCL_ROWS=group or =item overrides it (the tests run the group kernels on PoCL). */
-static int row_items(const ampx_context *ctx) {
+int ocl_row_items(const ampx_context *ctx) {
     const char *e = getenv("AMPX_OPENCL_ROWS");
     if (e && strcmp(e, "group") == 0) return 0;
     if (e && strcmp(e, "item") == 0) return 1;
@@ -79,7 +77,7 @@ static ampx_status build_slot(ampx_context *ctx, ocl_typed k, const unsigned *dt
         return ocl_fail(ctx, AMPX_ERR_DEVICE, "opencl: kernels/opencl/typed/%s is not embedded",
                         d->file);
     char opts[512], what[128];
-    slot->row_items = d->rows && row_items(ctx);
+    slot->row_items = d->rows && ocl_row_items(ctx);
     int len         = snprintf(opts, sizeof opts, "%s -DAMPX_TYPED=1 -DVW=%d -DVEC_RUN=%d -DK_%s%s",
                                ctx->build_opts, ctx->vw, ocl_vec_run(ctx), d->kernel,
                        slot->row_items ? " -DROW_ITEMS=1" : "");

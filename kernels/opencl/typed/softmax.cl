@@ -1,12 +1,24 @@
-/* softmax.cl — SOFTMAX_FWD and SOFTMAX_BWD: one work item per row on CPU devices (ROW_ITEMS),
- * one work-group per row elsewhere. z = scale * x with the causal mask (-inf past the query's
- * position), the row max subtracted before exp, sums in f32 in an order fixed per row (four
- * vector accumulators, or the group's tree). */
+/* softmax.cl — SOFTMAX_FWD, SOFTMAX_BWD and SOFTMAX_XENT's rows: one work item per row on CPU
+ * devices (ROW_ITEMS), one work-group per row elsewhere. z = scale * x with the causal mask
+ * (-inf past the query's position), the row max subtracted before exp, sums in f32 in an
+ * order fixed per row (four vector accumulators, or the group's tree). */
 
 /* Columns of row r that the causal mask leaves visible: j <= (r mod seq_q) + cols - seq_q. */
 inline ulong visible_cols(int causal, ulong r, ulong cols, ulong seq_q) {
     return causal ? (r % seq_q) + (cols - seq_q) + 1 : cols;
 }
+
+#ifdef K_xent_rows
+/* SOFTMAX_XENT's rows (softmax_xent.cl's xent_count before, xent_loss after, on the stream):
+ * work[0] = the valid rows (int bits), written by xent_count; work[1 + r] = row r's loss
+ * term. The gradient's factor g = grad_scale / n_valid * the loss scale, in wide_t. */
+inline float xent_factor(__global const float *work, __global const float *scalars,
+                         float grad_scale) {
+    int n_valid  = ((__global const int *)work)[0];
+    float lscale = scalars ? scalars[0] : 1.0f;
+    return n_valid ? (float)((wide_t)grad_scale / (wide_t)n_valid * (wide_t)lscale) : 0.0f;
+}
+#endif
 
 #ifdef ROW_ITEMS
 /* CPU devices: one work item per row (rows strided over the launch), VW columns per step
@@ -17,7 +29,7 @@ inline ulong visible_cols(int causal, ulong r, ulong cols, ulong seq_q) {
  * work-group kernel. */
 #define SM_KEEP 2048
 
-#ifdef K_softmax_fwd
+#if defined(K_softmax_fwd) || defined(K_xent_rows)
 #define AS_INTV CAT(as_int, VW)
 /* exp(d) for d <= 0 (or NaN, kept): Cephes' expf, d = q ln2 + r with |r| <= ln2 / 2, a
  * polynomial of degree 5 in r, times 2^q put in the exponent bits; 0 below -86 (where 2^q
@@ -42,11 +54,15 @@ inline floatv sm_exp(floatv d) {
     return select(e, d, isnan(d));
 }
 
+/* sm_exp(z - mx), also kept at ex[j .. j + VW - 1] */
 inline floatv sm_exp_keep(floatv z, float mx, float *ex, ulong j) {
     floatv e = sm_exp(z - mx);
     VSTORE(e, 0, ex + j);
     return e;
 }
+#endif
+
+#ifdef K_softmax_fwd
 
 __kernel void softmax_fwd(CTENSOR(x), TENSOR(y), ulong rows, ulong cols, ulong seq_q, int causal,
                           int logsm, float scale) {
@@ -124,6 +140,83 @@ __kernel void softmax_bwd(CTENSOR(y), CTENSOR(dy), TENSOR(dx), ulong rows, ulong
 }
 #endif
 
+#ifdef K_xent_rows
+/* exp(x_j - mx) of the row's column j, as the row's sum computed it: sm_exp in the vector
+ * part, exp in the tail. */
+inline float xent_exp_at(__global const uchar *logits_p, ulong logits_o, ulong base, ulong nvv,
+                         ulong j, float mx) {
+    if (j >= nvv) return exp(LD(logits, base + j) - mx);
+    float lanes[VW];
+    VSTORE(sm_exp(LDV(logits, base + j / VW * VW) - mx), 0, lanes);
+    return lanes[j % VW];
+}
+
+/* One work item per row. An ignored row writes a zero term and zero gradients; a row keeps
+ * its exps (up to SM_KEEP columns) for the gradient, computed again for longer rows. The
+ * gradient is g * exp * (1 / sum) stored a vector at a time, the label's column then stored
+ * again with 1 subtracted before g (so each element is rounded once from the same value the
+ * work-group kernel forms, but for the reciprocal). */
+__kernel void xent_rows(CTENSOR(logits), FARG(labels), TENSOR(dlogits), int has_dlogits,
+                        FARG(scalars), int has_scalars, ulong rows, ulong cols, int ignore_index,
+                        float grad_scale, __global float *work) {
+    IPTR(labels);
+    FPTR(scalars);
+    float ex[SM_KEEP];
+    float g   = xent_factor(work, has_scalars ? scalars : 0, grad_scale);
+    ulong nvv = cols / VW * VW;
+    int keep  = cols <= SM_KEEP;
+    for (ulong r = GID; r < rows; r += GSIZE) {
+        int label  = labels[r];
+        ulong base = r * cols;
+        if (label == ignore_index) {
+            work[1 + r] = 0.0f;
+            if (has_dlogits) {
+                for (ulong j = 0; j < nvv; j += VW)
+                    STV(dlogits, base + j, (floatv)0.0f);
+                for (ulong j = nvv; j < cols; j++)
+                    ST(dlogits, base + j, 0.0f);
+            }
+            continue;
+        }
+        int bad = label < 0 || (ulong)label >= cols;
+        float mx, sum;
+#define XE_X(j) LDV(logits, base + (j))
+        ROW_VMAX(XE_X, nvv, mx);
+        for (ulong j = nvv; j < cols; j++)
+            mx = nan_max(mx, LD(logits, base + j));
+        if (keep) {
+#define XE_EK(j) sm_exp_keep(XE_X(j), mx, ex, (j))
+            ROW_VSUM(XE_EK, nvv, sum);
+            for (ulong j = nvv; j < cols; j++)
+                sum += ex[j] = exp(LD(logits, base + j) - mx);
+        } else {
+#define XE_E(j) sm_exp(XE_X(j) - mx)
+            ROW_VSUM(XE_E, nvv, sum);
+            for (ulong j = nvv; j < cols; j++)
+                sum += exp(LD(logits, base + j) - mx);
+        }
+        work[1 + r] = bad ? NAN : mx + log(sum) - LD(logits, base + (ulong)label);
+        if (!has_dlogits) continue;
+        float inv = 1.0f / sum;
+        if (keep) {
+            for (ulong j = 0; j < nvv; j += VW)
+                STV(dlogits, base + j, g * (VLOAD(0, ex + j) * inv));
+            for (ulong j = nvv; j < cols; j++)
+                ST(dlogits, base + j, g * (ex[j] * inv));
+        } else {
+            for (ulong j = 0; j < nvv; j += VW)
+                STV(dlogits, base + j, g * (XE_E(j) * inv));
+            for (ulong j = nvv; j < cols; j++)
+                ST(dlogits, base + j, g * (exp(LD(logits, base + j) - mx) * inv));
+        }
+        if (!bad) {
+            float e = xent_exp_at(logits_p, logits_o, base, nvv, (ulong)label, mx);
+            ST(dlogits, base + (ulong)label, g * (e * inv - 1.0f));
+        }
+    }
+}
+#endif
+
 #else /* GPUs and accelerators: one work-group per row */
 
 #ifdef K_softmax_fwd
@@ -177,6 +270,48 @@ __kernel REDUCE_WG void softmax_bwd(CTENSOR(y), CTENSOR(dy), TENSOR(dx), ulong r
             }
             ST(dx, base + j, v);
         }
+    }
+}
+#endif
+
+/* One work-group per row: the row's reductions run for ignored rows too, so the barriers
+ * stay outside any branch (PoCL mishandles barriers in branches); only the writes differ. */
+#ifdef K_xent_rows
+__kernel REDUCE_WG void xent_rows(CTENSOR(logits), FARG(labels), TENSOR(dlogits), int has_dlogits,
+                                  FARG(scalars), int has_scalars, ulong rows, ulong cols,
+                                  int ignore_index, float grad_scale, __global float *work) {
+    IPTR(labels);
+    FPTR(scalars);
+    __local float red[WG];
+    float g = xent_factor(work, has_scalars ? scalars : 0, grad_scale);
+    { /* one work-group per rows entry: the launch has exactly that many groups */
+        ulong r     = get_group_id(0);
+        int label   = labels[r];
+        ulong base  = r * cols;
+        int ignored = label == ignore_index;
+        int bad     = !ignored && (label < 0 || (ulong)label >= cols);
+        float mx    = -INFINITY;
+        for (ulong j = get_local_id(0); j < cols; j += WG)
+            mx = nan_max(mx, LD(logits, base + j));
+        mx        = wg_max(mx, red);
+        float sum = 0.0f;
+        for (ulong j = get_local_id(0); j < cols; j += WG)
+            sum += exp(LD(logits, base + j) - mx);
+        sum = wg_sum(sum, red);
+        if (get_local_id(0) == 0)
+            work[1 + r] = ignored ? 0.0f
+                          : bad   ? NAN
+                                  : mx + log(sum) - LD(logits, base + (ulong)label);
+        if (has_dlogits)
+            for (ulong j = get_local_id(0); j < cols; j += WG) {
+                float p = 0.0f;
+                if (!ignored) {
+                    p = exp(LD(logits, base + j) - mx) / sum;
+                    if (!bad && j == (ulong)label) p -= 1.0f;
+                    p = g * p;
+                }
+                ST(dlogits, base + j, p);
+            }
     }
 }
 #endif
