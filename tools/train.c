@@ -662,7 +662,7 @@ static void print_summary(const train_run *r) {
     const ampx_scalars *sc     = &r->sc;
     const ampx_eval_result *ev = &r->ev;
     double secs                = r->secs;
-    printf("done: step %lld, %d applied, %d skipped, %.2f s (%.0f steps/s); final loss scale %s\n",
+    printf("done: step %lld, %d applied, %d skipped, %.2f s (%.1f steps/s); final loss scale %s\n",
            (long long)ampx_trainer_step(t), sc->applied_steps, sc->skipped_steps, secs,
            secs > 0 ? (double)(ampx_trainer_step(t) - r->start) / secs : 0.0,
            progress_scale_text(sc->scale).s);
