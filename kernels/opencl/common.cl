@@ -537,11 +537,11 @@ inline uint wg_sum_u(uint v, __local uint *red) {
 #define IPTR(n) __global int *n = n##_p ? (__global int *)(n##_p + n##_o) : (__global int *)0
 
 // ---------------------------------------------------------------------------------------
-// GRAD_STATS of one work-group (grad_stats.cl, amp_pass.cl): each work item adds the values
-// it visits, the group reduces in the fixed tree order above and work item 0 stores. max |g|
-// and the counts are exact; mean and RMS of the finite values come from f32 sums. Zero, tiny
-// and non-finite are decided on the bits, so a device that flushes denormals still counts an
-// f32 subnormal as below the smallest normal, not as zero.
+// GRAD_STATS' sums (typed/amp_reduce.cl, amp_finish.cl): a work item adds the values it
+// visits, a work-group reduces in the fixed tree order above, and the chunks' records are
+// combined in chunk order. max |g| and the counts are exact; mean and RMS of the finite values
+// come from f32 sums. Zero, tiny and non-finite are decided on the bits, so a device that
+// flushes denormals still counts an f32 subnormal as below the smallest normal, not as zero.
 
 typedef struct gstats {
     float mx, sum, sumsq;
@@ -590,6 +590,11 @@ inline void gstats_reduce(gstats *st, __local float *red, __local uint *redu) {
     st->nonfinite = wg_sum_u(st->nonfinite, redu);
     st->nan       = wg_sum_u(st->nan, redu);
 }
+
+/* The partial sums of one chunk of a tensor (typed/amp_reduce.cl), PART_WORDS words: max |g|
+ * bits, sum, sum of squares (finite values), sum of squares of the values as stored, finite,
+ * zeros, tiny, non-finite and NaN counts, and whether a stored value was non-finite. */
+#define PART_WORDS 10
 
 /* want: 1 stats {max, mean, rms, n}, 2 counts {zeros, tiny, non-finite}, 4 the NaNs. */
 inline void gstats_store(const gstats *st, ulong n, uint want, __global float *stats,

@@ -49,6 +49,9 @@ static const typed_def typed_defs[TK_COUNT] = {
     [TK_UNSCALE_CHECK]    = {"unscale_check", "amp.cl", 1, {"g"}},
     [TK_SGD]              = {"sgd", "optim.cl", 2, {"g", "copy"}},
     [TK_ADAMW]            = {"adamw", "optim.cl", 2, {"g", "copy"}},
+    [TK_GRAD_STATS_PART]  = {"grad_stats_part", "amp_reduce.cl", 1, {"g"}, 1},
+    [TK_SUM_SQUARES_PART] = {"sum_squares_part", "amp_reduce.cl", 1, {"g"}, 1},
+    [TK_AMP_PASS_PART]    = {"amp_pass_part", "amp_reduce.cl", 1, {"g"}, 1},
 };
 
 static const char *const dtype_macro[3] = {"f32", "bf16", "f16"}; /* by ampx_dtype */
@@ -59,8 +62,9 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The row kernels' layout: one work item per row on CPU devices (no barriers, vector loads;
- * PoCL runs a work-group's items one after the other), one work-group per row elsewhere.
+/* The row kernels' layout (softmax, layer norm, and the chunks of amp_reduce.cl): one work
+ * item per row on CPU devices (no barriers, vector loads; PoCL runs a work-group's items one
+ * after the other), one work-group per row elsewhere.
  * AMPX_OPENCL_ROWS=group or =item overrides it (the tests run the group kernels on PoCL). */
 static int row_items(const ampx_context *ctx) {
     const char *e = getenv("AMPX_OPENCL_ROWS");
