@@ -383,6 +383,19 @@ inline void stv_f16(__global uchar *p, ulong i, floatv v) {
     stv_u16((__global ushort *)p + i, f32v_to_f16(v));
 }
 
+/* STORED(x, v): the values v as tensor x stores them (what LDV after STV gives, without the
+ * load: the same rounding, widened back). */
+inline floatv stored_f32(floatv v) {
+    return v;
+}
+inline floatv stored_bf16(floatv v) {
+    return bf16v_to_f32(f32v_to_bf16(v));
+}
+inline floatv stored_f16(floatv v) {
+    return f16v_to_f32(f32v_to_f16(v));
+}
+#define STORED(n, v) CAT(stored_, T_##n)(v)
+
 /* v = F(lane) for every lane of v, for math with no vector form here (the activations).
  * MAP_LANES spells the lanes out, which the compiler's SLP vectorizer turns into vector
  * code for short branch-free F (relu); MAP_LANES_LOOP runs F in a loop of VW over a private

@@ -1,16 +1,26 @@
 /* amp.c — UNSCALE_CHECK, GRAD_STATS, AMP_PASS, SUM_SQUARES' sums and SCALER_UPDATE
  * (kernels/opencl/unscale_check.cl and typed/amp.cl, typed/amp_reduce.cl and amp_finish.cl,
- * scaler_update.cl). The
- * scale, found_inf and the rest of the scaler state are read and written by the kernels in the
- * scalars block: a training step enqueues these ops and never reads the block back. */
+ * scaler_update.cl). The scale, found_inf and the rest of the scaler state are read and
+ * written by the kernels in the scalars block: a training step enqueues these ops and never
+ * reads the block back. */
 #include <string.h>
 
 #include "ocl.h"
 
-/* Vectors per work item of the typed unscale_check (grid-stride): each item ends with a
- * reduction of its flag lanes and starts by reading the scalars, which cost more than its one
- * vector when it had one. On PoCL (bf16, 2^24): 1 vector 0.12 of a copy, 4 and 8 vectors
- * 0.28-0.38, 16 vectors 0.16, 64 vectors 0.10 (strided further apart). */
+/* Elements per chunk of the partial sums (typed/amp_reduce.cl), and per work item of
+ * unscale_check on CPU devices (typed/amp.cl): a multiple of every VW, large enough that a
+ * chunk's launch and record cost little against its reads (on PoCL each chunk is one
+ * work-group of one item), small enough that a 2^20-element gradient still spreads over the
+ * cores. The partition, and so every sum's order, depends on n and this alone. */
+#define AMP_CHUNK 65536u
+#define AMP_PART_BYTES (4u * 10u) /* PART_WORDS words (common.cl) */
+#define AMP_SCRATCH_SLOT 3        /* this file's scratch buffer (ocl_scratch_get) */
+
+/* Vectors per work item of the typed unscale_check's grid-stride form (GPUs): each item ends
+ * with a reduction of its flag lanes and starts by reading the scalars, which cost more than
+ * its one vector when it had one. On PoCL (bf16, 2^24): 1 vector 0.12 of a copy, 4 and 8
+ * vectors 0.28-0.38, 16 vectors 0.16, 64 vectors 0.10 (strided further apart). CPU devices
+ * take one work item per AMP_CHUNK elements instead, a contiguous run each. */
 #define UNSCALE_VECS 8
 
 ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *args) {
@@ -29,21 +39,17 @@ ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *
         k = ocl_args_typed(ctx, TK_UNSCALE_CHECK, &a.grads.tensors[t], NULL, NULL);
         ocl_arg_fixed(&k, &a.grads.tensors[t]);
         ocl_arg_u64(&k, a.grads.n_elems[t]);
+        ocl_arg_u64(&k, AMP_CHUNK);
         ocl_arg_fixed(&k, &flag_t);
         ocl_arg_fixed(&k, &a.scalars);
-        OCL_TRY(ocl_launch_1d(&k, (ocl_vec_items(ctx, a.grads.n_elems[t]) + UNSCALE_VECS - 1) /
-                                      UNSCALE_VECS));
+        uint64_t n = a.grads.n_elems[t];
+        if (k.row_items)
+            OCL_TRY(ocl_launch_rows(&k, (n + AMP_CHUNK - 1) / AMP_CHUNK));
+        else
+            OCL_TRY(ocl_launch_1d(&k, (ocl_vec_items(ctx, n) + UNSCALE_VECS - 1) / UNSCALE_VECS));
     }
     return AMPX_OK;
 }
-
-/* Elements per chunk of the partial sums (typed/amp_reduce.cl): a multiple of every VW, large
- * enough that a chunk's launch and record cost little against its reads (on PoCL each chunk
- * is one work-group of one item), small enough that a 2^20-element gradient still spreads
- * over the cores. The partition, and so every sum's order, depends on n and this alone. */
-#define AMP_CHUNK 65536u
-#define AMP_PART_BYTES (4u * 10u) /* PART_WORDS words (common.cl) */
-#define AMP_SCRATCH_SLOT 3        /* this file's scratch buffer (ocl_scratch_get) */
 
 static uint32_t tiny_bits_of(ampx_dtype target) {
     return target == AMPX_F16 ? 0x38800000u /* 2^-14 */ : 0x00800000u /* 2^-126 */;

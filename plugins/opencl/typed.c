@@ -46,7 +46,7 @@ static const typed_def typed_defs[TK_COUNT] = {
     [TK_LAYERNORM_FWD]    = {"layernorm_fwd", "layernorm.cl", 2, {"x", "y"}, 1},
     [TK_LAYERNORM_BWD]    = {"layernorm_bwd", "layernorm.cl", 3, {"x", "dy", "dx"}, 1},
     [TK_LAYERNORM_PARAMS] = {"layernorm_params", "layernorm.cl", 2, {"x", "dy"}},
-    [TK_UNSCALE_CHECK]    = {"unscale_check", "amp.cl", 1, {"g"}},
+    [TK_UNSCALE_CHECK]    = {"unscale_check", "amp.cl", 1, {"g"}, 1},
     [TK_SGD]              = {"sgd", "optim.cl", 2, {"g", "copy"}},
     [TK_ADAMW]            = {"adamw", "optim.cl", 2, {"g", "copy"}},
     [TK_GRAD_STATS_PART]  = {"grad_stats_part", "amp_reduce.cl", 1, {"g"}, 1},
@@ -62,8 +62,8 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The row kernels' layout (softmax, layer norm, and the chunks of amp_reduce.cl): one work
- * item per row on CPU devices (no barriers, vector loads; PoCL runs a work-group's items one
+/* The row kernels' layout (softmax, layer norm, unscale_check, the chunks of amp_reduce.cl): one
+ * work item per row on CPU devices (no barriers, vector loads; PoCL runs a work-group's items one
  * after the other), one work-group per row elsewhere.
  * AMPX_OPENCL_ROWS=group or =item overrides it (the tests run the group kernels on PoCL). */
 static int row_items(const ampx_context *ctx) {

@@ -37,18 +37,6 @@ inline void part_store(__global uint *rec, const gstats *st, float sq, uint bad)
 #define AS_INTV CAT(as_int, VW)
 #endif
 
-/* The value as stored of x in T_g (what a load after STV gives, without the load). */
-INLINE floatv stored_f32(floatv x) {
-    return x;
-}
-INLINE floatv stored_bf16(floatv x) {
-    return bf16v_to_f32(f32v_to_bf16(x));
-}
-INLINE floatv stored_f16(floatv x) {
-    return f16v_to_f32(f32v_to_f16(x));
-}
-#define STORED(n, x) CAT(stored_, T_##n)(x)
-
 /* One set of vector accumulators: lane l of set k holds the elements l of the chunk's
  * vectors k, k + 2, k + 4, ... Counts are exact; lt counts 0 <= |g| < tiny (zeros included). */
 typedef struct pacc {
