@@ -383,6 +383,19 @@ inline void stv_f16(__global uchar *p, ulong i, floatv v) {
     stv_u16((__global ushort *)p + i, f32v_to_f16(v));
 }
 
+/* STORED(x, v): the values v as tensor x stores them (what LDV after STV gives, without the
+ * load: the same rounding, widened back). */
+inline floatv stored_f32(floatv v) {
+    return v;
+}
+inline floatv stored_bf16(floatv v) {
+    return bf16v_to_f32(f32v_to_bf16(v));
+}
+inline floatv stored_f16(floatv v) {
+    return f16v_to_f32(f32v_to_f16(v));
+}
+#define STORED(n, v) CAT(stored_, T_##n)(v)
+
 /* v = F(lane) for every lane of v, for math with no vector form here (the activations).
  * MAP_LANES spells the lanes out, which the compiler's SLP vectorizer turns into vector
  * code for short branch-free F (relu); MAP_LANES_LOOP runs F in a loop of VW over a private
@@ -574,11 +587,11 @@ inline uint wg_sum_u(uint v, __local uint *red) {
 #define IPTR(n) __global int *n = n##_p ? (__global int *)(n##_p + n##_o) : (__global int *)0
 
 // ---------------------------------------------------------------------------------------
-// GRAD_STATS of one work-group (grad_stats.cl, amp_pass.cl): each work item adds the values
-// it visits, the group reduces in the fixed tree order above and work item 0 stores. max |g|
-// and the counts are exact; mean and RMS of the finite values come from f32 sums. Zero, tiny
-// and non-finite are decided on the bits, so a device that flushes denormals still counts an
-// f32 subnormal as below the smallest normal, not as zero.
+// GRAD_STATS' sums (typed/amp_reduce.cl, amp_finish.cl): a work item adds the values it
+// visits, a work-group reduces in the fixed tree order above, and the chunks' records are
+// combined in chunk order. max |g| and the counts are exact; mean and RMS of the finite values
+// come from f32 sums. Zero, tiny and non-finite are decided on the bits, so a device that
+// flushes denormals still counts an f32 subnormal as below the smallest normal, not as zero.
 
 typedef struct gstats {
     float mx, sum, sumsq;
@@ -627,6 +640,11 @@ inline void gstats_reduce(gstats *st, __local float *red, __local uint *redu) {
     st->nonfinite = wg_sum_u(st->nonfinite, redu);
     st->nan       = wg_sum_u(st->nan, redu);
 }
+
+/* The partial sums of one chunk of a tensor (typed/amp_reduce.cl), PART_WORDS words: max |g|
+ * bits, sum, sum of squares (finite values), sum of squares of the values as stored, finite,
+ * zeros, tiny, non-finite and NaN counts, and whether a stored value was non-finite. */
+#define PART_WORDS 10
 
 /* want: 1 stats {max, mean, rms, n}, 2 counts {zeros, tiny, non-finite}, 4 the NaNs. */
 inline void gstats_store(const gstats *st, ulong n, uint want, __global float *stats,

@@ -42,11 +42,9 @@ typedef enum ocl_kernel {
     K_EMBEDDING_FWD,
     K_EMBEDDING_BWD,
     K_REDUCE,
-    K_SUM_SQUARES,
     K_ABS_MAX,
     K_UNSCALE_CLEAR_FLAGS,
-    K_GRAD_STATS,
-    K_AMP_PASS,
+    K_AMP_FINISH,
     K_SCALER_UPDATE,
     K_OPT_BEGIN,
     K_DROPOUT,
@@ -98,6 +96,9 @@ typedef enum ocl_typed {
     TK_UNSCALE_CHECK,    /* g */
     TK_SGD,              /* g, copy */
     TK_ADAMW,            /* g, copy */
+    TK_GRAD_STATS_PART,  /* g */
+    TK_SUM_SQUARES_PART, /* g */
+    TK_AMP_PASS_PART,    /* g */
     TK_COUNT
 } ocl_typed;
 
@@ -127,7 +128,7 @@ typedef struct ocl_scratch {
     size_t bytes;
 } ocl_scratch;
 
-#define OCL_N_SCRATCH 4
+#define OCL_N_SCRATCH 4 /* 0-2: buffer copy, softmax, gemm, optimizers; 3: amp.c's partials */
 
 struct ampx_context {
     ampx_kit kit; /* the host's log, the plugin's name, buffer sizes (plugin_kit.h) */
@@ -344,6 +345,18 @@ ampx_status ocl_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *a);
 ampx_status ocl_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *a);
 ampx_status ocl_reduce(ampx_context *ctx, const ampx_reduce_args *a);
 ampx_status ocl_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
+/* GRAD_STATS, SUM_SQUARES and AMP_PASS (amp.c): partial sums per fixed chunk of each tensor
+ * (typed/amp_reduce.cl), then one kernel combining them in a fixed order (amp_finish.cl). */
+typedef struct ocl_amp_reduce {
+    ocl_typed kernel; /* TK_GRAD_STATS_PART, TK_SUM_SQUARES_PART or TK_AMP_PASS_PART */
+    ampx_tensor_list grads;
+    const ampx_amp_pass_args *pass; /* AMP_PASS: per-tensor targets; else target applies */
+    ampx_dtype target;
+    uint32_t want; /* 1 stats, 2 counts, 4 NaN counts, 8 sq, 16 flags (amp_finish.cl) */
+    ampx_tensor stats, counts, nans, sq, flags, scalars;
+    int sq_accumulate;
+} ocl_amp_reduce;
+ampx_status ocl_amp_reduce_run(ampx_context *ctx, const char *op, const ocl_amp_reduce *r);
 ampx_status ocl_abs_max(ampx_context *ctx, const ampx_abs_max_args *args);
 ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
 ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);

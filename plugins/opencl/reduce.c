@@ -1,7 +1,7 @@
-/* reduce.c — REDUCE (one work-group per row), SUM_SQUARES (one launch per tensor of the
- * list, accumulating into out on the stream) and ABS_MAX (out cleared, then one launch of a
- * grid of work-groups per tensor, each group folding its maximum into out with atomic_max):
- * kernels/opencl/reduce.cl, sum_squares.cl and abs_max.cl. */
+/* reduce.c — REDUCE (one work-group per row), SUM_SQUARES (amp.c's partial sums per chunk of
+ * each tensor of the list, combined in a fixed order into out) and ABS_MAX (out cleared, then one
+ * launch of a grid of work-groups per tensor, each group folding its maximum into out with
+ * atomic_max): kernels/opencl/reduce.cl, typed/amp_reduce.cl, amp_finish.cl and abs_max.cl. */
 #include "ocl.h"
 
 ampx_status ocl_reduce(ampx_context *ctx, const ampx_reduce_args *args) {
@@ -29,15 +29,12 @@ ampx_status ocl_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *args
                                               (size_t)a.out.offset, 4, &zero, 0, NULL, NULL),
                          op, "clEnqueueWriteBuffer");
     }
-    for (uint32_t t = 0; t < a.x.count; t++) {
-        ocl_args k = ocl_args_begin(ctx, K_SUM_SQUARES);
-        ocl_arg_tensor(&k, &a.x.tensors[t]);
-        ocl_arg_u64(&k, a.x.n_elems[t]);
-        ocl_arg_fixed(&k, &a.out);
-        ocl_arg_i32(&k, t == 0 && !a.accumulate);
-        OCL_TRY(ocl_launch_groups(&k, 1));
-    }
-    return AMPX_OK;
+    ocl_amp_reduce r = {.kernel        = TK_SUM_SQUARES_PART,
+                        .grads         = a.x,
+                        .want          = 8u,
+                        .sq            = a.out,
+                        .sq_accumulate = a.accumulate};
+    return ocl_amp_reduce_run(ctx, op, &r);
 }
 
 ampx_status ocl_abs_max(ampx_context *ctx, const ampx_abs_max_args *args) {

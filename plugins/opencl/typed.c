@@ -47,9 +47,12 @@ static const typed_def typed_defs[TK_COUNT] = {
     [TK_LAYERNORM_FWD]    = {"layernorm_fwd", "layernorm.cl", 2, {"x", "y"}, 1},
     [TK_LAYERNORM_BWD]    = {"layernorm_bwd", "layernorm.cl", 3, {"x", "dy", "dx"}, 1},
     [TK_LAYERNORM_PARAMS] = {"layernorm_params", "layernorm.cl", 2, {"x", "dy"}},
-    [TK_UNSCALE_CHECK]    = {"unscale_check", "amp.cl", 1, {"g"}},
+    [TK_UNSCALE_CHECK]    = {"unscale_check", "amp.cl", 1, {"g"}, 1},
     [TK_SGD]              = {"sgd", "optim.cl", 2, {"g", "copy"}},
     [TK_ADAMW]            = {"adamw", "optim.cl", 2, {"g", "copy"}},
+    [TK_GRAD_STATS_PART]  = {"grad_stats_part", "amp_reduce.cl", 1, {"g"}, 1},
+    [TK_SUM_SQUARES_PART] = {"sum_squares_part", "amp_reduce.cl", 1, {"g"}, 1},
+    [TK_AMP_PASS_PART]    = {"amp_pass_part", "amp_reduce.cl", 1, {"g"}, 1},
 };
 
 static const char *const dtype_macro[3] = {"f32", "bf16", "f16"}; /* by ampx_dtype */
@@ -60,6 +63,11 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* The row kernels' layout (softmax, the cross-entropy's rows, layer norm, unscale_check, the
+ * chunks of amp_reduce.cl; the tiled attention's block of rows, attention.c): one work item
+ * per row on CPU devices (no barriers, vector loads; PoCL runs a work-group's items one after
+ * the other), one work-group per row elsewhere. AMPX_OPENCL_ROWS=group or =item overrides it
+ * (the tests run the group kernels on PoCL). */
 int ocl_row_items(const ampx_context *ctx) {
     const char *e = getenv("AMPX_OPENCL_ROWS");
     if (e && strcmp(e, "group") == 0) return 0;

@@ -8,7 +8,45 @@ inline intv nonfinite_v(floatv v) {
     return (AS_UINTV(v) & 0x7f800000u) == 0x7f800000u;
 }
 
-__kernel void unscale_check(TENSOR(g), ulong n, FARG(flags), FARG(scalars)) {
+#ifdef ROW_ITEMS
+/* CPU devices: one work item per chunk of `chunk` elements (amp.c's AMP_CHUNK, a multiple of
+ * VW), the chunk's vectors in order, so each item reads one contiguous run with vector loads
+ * and reduces its flag lanes once. */
+__kernel void unscale_check(TENSOR(g), ulong n, ulong chunk, FARG(flags), FARG(scalars)) {
+    IPTR(flags);
+    __global ampx_scalars *s = (__global ampx_scalars *)(scalars_p + scalars_o);
+    int multiply             = s->mode != AMPX_KM_SCALER_NONE;
+    float inv_scale          = ampx_km_inv_scale(s->scale);
+    for (ulong c = GID; c * chunk < n; c += GSIZE) {
+        ulong i0 = c * chunk, i1 = min(n, i0 + chunk), iv = i0 + (i1 - i0) / VW * VW;
+        intv badv = 0;
+        if (multiply)
+            for (ulong i = i0; i < iv; i += VW) {
+                floatv x = LDV(g, i) * inv_scale;
+                STV(g, i, x);
+                badv |= nonfinite_v(STORED(g, x)); /* the value as stored */
+            }
+        else
+            for (ulong i = i0; i < iv; i += VW)
+                badv |= nonfinite_v(LDV(g, i));
+        int bad = any(badv);
+        for (ulong i = iv; i < i1; i++) {
+            float v = LD(g, i);
+            if (multiply) {
+                ST(g, i, v * inv_scale);
+                v = LD(g, i);
+            }
+            bad |= !is_finite_bits(v);
+        }
+        if (bad) {
+            flags[0]     = 1; /* every writer writes the same 1: the race is benign */
+            s->found_inf = 1;
+        }
+    }
+}
+#else
+/* Elsewhere: grid-stride over vectors (chunk unused). */
+__kernel void unscale_check(TENSOR(g), ulong n, ulong chunk, FARG(flags), FARG(scalars)) {
     IPTR(flags);
     __global ampx_scalars *s = (__global ampx_scalars *)(scalars_p + scalars_o);
     int multiply             = s->mode != AMPX_KM_SCALER_NONE;
@@ -37,4 +75,5 @@ __kernel void unscale_check(TENSOR(g), ulong n, FARG(flags), FARG(scalars)) {
         s->found_inf = 1;
     }
 }
+#endif
 #endif
