@@ -11,6 +11,10 @@
  * gradient sums over keys or queries in order), with the same exp, so the two forms give the
  * same bits. */
 
+/* The kernels' bodies are built only where the plugin will launch them (AMPX_ITEM_KERNELS,
+ * defined with -D where ocl_row_items holds): their private arrays (48-64 KB per item)
+ * could make a GPU driver refuse, or build slowly, the whole main program. */
+
 #define AT_R 4 /* rows per register block */
 
 /* The AT_B scores of the AT_R private rows at r (row k at r + k hp) against the transposed
@@ -105,6 +109,7 @@ __kernel void attn_fwd_items(CTENSOR(q), CTENSOR(k), CTENSOR(v), TENSOR(o), FARG
                              ulong ld_v, ulong ld_o, uint causal, float scale, uint thr,
                              float dscale, ulong seed, ulong offset, __local float *kt,
                              __local float *vr) {
+#ifdef AMPX_ITEM_KERNELS
     __global float *lse = F32P(lse_t);
     float qr[AT_B * AT_HMAX], acc[AT_B * AT_HMAX], m[AT_B], l[AT_B];
     ulong groups = batch * heads * ((seq + AT_B - 1) / AT_B);
@@ -162,6 +167,7 @@ __kernel void attn_fwd_items(CTENSOR(q), CTENSOR(k), CTENSOR(v), TENSOR(o), FARG
             lse[bh * seq + i0 + r] = m[r] + log(l[r]);
         }
     }
+#endif
 }
 
 __kernel void attn_bwd_dq_items(CTENSOR(q), CTENSOR(k), CTENSOR(v), CTENSOR(o), CTENSOR(dout),
@@ -170,6 +176,7 @@ __kernel void attn_bwd_dq_items(CTENSOR(q), CTENSOR(k), CTENSOR(v), CTENSOR(o), 
                                 ulong ld_dq, uint causal, float scale, uint thr, float dscale,
                                 ulong seed, ulong offset, __local float *kt, __local float *vt,
                                 __local float *kr) {
+#ifdef AMPX_ITEM_KERNELS
     __global float *lse = F32P(lse_t), *delta = F32P(delta_t);
     float qr[AT_B * AT_HMAX], dor[AT_B * AT_HMAX], acc[AT_B * AT_HMAX], di[AT_B], li[AT_B];
     float one[AT_R] = {1.0f, 1.0f, 1.0f, 1.0f};
@@ -222,6 +229,7 @@ __kernel void attn_bwd_dq_items(CTENSOR(q), CTENSOR(k), CTENSOR(v), CTENSOR(o), 
             for (ulong c = 0; c < hd; c++)
                 ST(dq, attn_at(b, i0 + r, h, c, seq, hd, ld_dq), acc[r * hp + c]);
     }
+#endif
 }
 
 __kernel void attn_bwd_dkv_items(CTENSOR(q), CTENSOR(k), CTENSOR(v), CTENSOR(dout), FARG(lse_t),
@@ -231,6 +239,7 @@ __kernel void attn_bwd_dkv_items(CTENSOR(q), CTENSOR(k), CTENSOR(v), CTENSOR(dou
                                  uint thr, float dscale, ulong seed, ulong offset,
                                  __local float *qt, __local float *dt, __local float *qr_,
                                  __local float *dr) {
+#ifdef AMPX_ITEM_KERNELS
     __global float *lse = F32P(lse_t), *delta = F32P(delta_t);
     float kr[AT_B * AT_HMAX], vr[AT_B * AT_HMAX], ak[AT_B * AT_HMAX], av[AT_B * AT_HMAX];
     float lt[AT_B], et[AT_B], one[AT_R] = {1.0f, 1.0f, 1.0f, 1.0f};
@@ -283,4 +292,5 @@ __kernel void attn_bwd_dkv_items(CTENSOR(q), CTENSOR(k), CTENSOR(v), CTENSOR(dou
                 ST(dv, attn_at(b, j0g + r, h, c, seq, hd, ld_dv), av[r * hp + c]);
         }
     }
+#endif
 }

@@ -23,6 +23,13 @@
  * take one work item per AMP_CHUNK elements instead, a contiguous run each. */
 #define UNSCALE_VECS 8
 
+/* The grid-stride layout's vectors of n elements (the tail elements one item each): its
+ * kernel takes no VEC_RUN runs, so not ocl_vec_items. */
+static uint64_t unscale_vecs(const ampx_context *ctx, uint64_t n) {
+    uint64_t vecs = n / (uint64_t)ctx->vw, tail = n % (uint64_t)ctx->vw;
+    return vecs > tail ? vecs : tail;
+}
+
 ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *args) {
     ampx_unscale_check_args a;
     OCL_TRY(ampx_kit_take_unscale_check(AMPX_KIT(ctx), args, &a));
@@ -46,7 +53,7 @@ ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *
         if (k.row_items)
             OCL_TRY(ocl_launch_rows(&k, (n + AMP_CHUNK - 1) / AMP_CHUNK));
         else
-            OCL_TRY(ocl_launch_1d(&k, (ocl_vec_items(ctx, n) + UNSCALE_VECS - 1) / UNSCALE_VECS));
+            OCL_TRY(ocl_launch_1d(&k, (unscale_vecs(ctx, n) + UNSCALE_VECS - 1) / UNSCALE_VECS));
     }
     return AMPX_OK;
 }

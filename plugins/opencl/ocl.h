@@ -228,8 +228,11 @@ int ocl_row_items(const ampx_context *ctx);
  * now if this context has not yet. Its tensors are passed with ocl_arg_fixed. */
 ocl_args ocl_args_typed(ampx_context *ctx, ocl_typed k, const ampx_tensor *t0,
                         const ampx_tensor *t1, const ampx_tensor *t2);
-/* Work items for n elements of a typed elementwise kernel (VW per item, the tail 1 each). */
+/* Consecutive VW-wide vectors per work item per pass of the typed elementwise kernels
+ * (FOR_VECS, VEC_RUN): 16 on CPU devices, 1 elsewhere; AMPX_OPENCL_VEC_RUN overrides it. */
 int ocl_vec_run(const ampx_context *ctx);
+/* Work items for n elements of such a kernel: VW * VEC_RUN elements per item, and at least
+ * one per tail element. */
 uint64_t ocl_vec_items(const ampx_context *ctx, uint64_t n);
 void ocl_typed_free(ampx_context *ctx);
 void ocl_arg_mem(ocl_args *a, cl_mem mem); /* mem may be NULL: a NULL pointer */
@@ -304,8 +307,9 @@ void *ocl_read_file(const char *path, size_t *size);
  * else defaults from device queries. Fails when `given` does not fit or a tuning run fails. */
 ampx_status ocl_gemm_tune_init(ampx_context *ctx, int tune_mode, int tiny,
                                const ocl_gemm_params *given);
-/* gemm_tuned over batches [b0, b0 + nb): C_old read from C, the result stored to out (C, or
- * GEMM_FP8's f32 copy for the epilogue); dq_a, dq_b GEMM_FP8's factors (NULL for GEMM). */
+/* gemm_tuned over batches [b0, b0 + nb): C_old read from C, the result (with g's epilogue,
+ * applied in the kernel's store) stored to out, which GEMM and GEMM_FP8 pass as C; dq_a, dq_b
+ * GEMM_FP8's factors (NULL for GEMM). */
 ampx_status ocl_gemm_tuned_launch(ampx_context *ctx, const ampx_gemm_args *g,
                                   const ampx_tensor *out, const ampx_tensor *dq_a,
                                   const ampx_tensor *dq_b, uint64_t b0, uint64_t nb);

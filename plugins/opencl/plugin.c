@@ -487,8 +487,8 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
 
     cl_device_fp_config fpc = 0;
     clGetDeviceInfo(ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fpc, &fpc, NULL);
-    snprintf(ctx->build_opts, sizeof ctx->build_opts, "-cl-std=CL1.2 -DWG=%zu%s%s", ctx->wg,
-             ctx->fp64 ? " -DAMPX_FP64=1" : "",
+    snprintf(ctx->build_opts, sizeof ctx->build_opts, "-cl-std=CL1.2 -DWG=%zu%s%s%s", ctx->wg,
+             ctx->fp64 ? " -DAMPX_FP64=1" : "", ocl_row_items(ctx) ? " -DAMPX_ITEM_KERNELS=1" : "",
              (fpc & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt"
                                                          : "");
     /* the typed kernels' vector width: the device's preferred float width, 4 to 8. PoCL on

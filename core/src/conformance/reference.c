@@ -228,9 +228,9 @@ double ref_round_sr(ampx_dtype dt, double x, uint32_t rnd) {
 /* sum x_p y_p over p < k, and in *abs_sum the sum of |x_p y_p|, in eight interleaved partial
  * sums (another order of double additions than one running sum: its error stays some 1e-16
  * relative, far below every tolerance, and the chains run in parallel). Cloned for AVX-512
- * and AVX2, picked when the library loads, where the eight lanes are one or two vectors:
- * the references of the GEMM and attention cases were most of the suite's time. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+ * and AVX2 (GCC with glibc's ifunc), picked when the library loads, where the eight lanes are one
+ * or two vectors: the references of the GEMM and attention cases were most of the suite's time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
 #define REF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define REF_CLONES
@@ -276,8 +276,12 @@ void ref_gemm(int trans_a, int trans_b, uint64_t m, uint64_t n, uint64_t k, uint
     if (!arow || !bt) {
         free(arow);
         free(bt);
-        for (uint64_t e = 0; e < batch * stride_c; e++)
-            c[e] = NAN; /* every case fails and says so rather than passing */
+        for (uint64_t bi = 0; bi < batch; bi++) /* the case fails rather than passes */
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < n; j++) {
+                    c[bi * stride_c + i * ldc + j] = NAN;
+                    if (mag) mag[bi * stride_c + i * ldc + j] = NAN;
+                }
         return;
     }
     for (uint64_t bi = 0; bi < batch; bi++) {

@@ -82,12 +82,9 @@ void ref_attn_bwd(const ref_attn_shape *s, const double *q, const double *k, con
         for (uint64_t h = 0; h < s->heads; h++)
             for (uint64_t i = 0; i < T; i++) {
                 uint64_t r = (b * s->heads + h) * T + i;
-                double di = 0.0, dia = 0.0;
-                for (uint64_t c = 0; c < hd; c++) {
-                    double t = d_o[ref_attn_at(s, b, i, h, c)] * o[ref_attn_at(s, b, i, h, c)];
-                    di += t;
-                    dia += fabs(t);
-                }
+                /* in ref_dot's order, as dp below: where p = 1, dp - di is exactly 0 */
+                double dia, di = ref_dot(d_o + ref_attn_at(s, b, i, h, 0),
+                                         o + ref_attn_at(s, b, i, h, 0), hd, &dia);
                 delta[r] = di;
                 ref_attn_scores(s, q, k, b, h, i, sc, sabs);
                 for (uint64_t j = 0; j < T; j++) {

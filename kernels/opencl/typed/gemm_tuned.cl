@@ -15,8 +15,9 @@
  * running sum `acc` (so what lives across the barriers is touched once per slice; on PoCL
  * this measured the same as summing into acc directly); alpha (times GEMM_FP8's dequantization
  * factors, read on the device, alpha * (dq_a[0] * dq_b[0]) as backend.h orders it) and beta apply
- * once at the end and the result is rounded once into out (C, or GEMM_FP8's f32 copy for the
- * epilogue). C and out keep their dtype as an argument: they are touched once per element. */
+ * once at the end, then GEMM's epilogue (bias, pre_act, activation: store_block) in f32, and
+ * the result is rounded once into out (C). C, out, the bias and pre_act keep their dtype as an
+ * argument: they are touched once per element. */
 #ifdef K_gemm_tuned
 
 #define MWI (MWG / MDIMC)
