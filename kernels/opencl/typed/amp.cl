@@ -8,6 +8,28 @@ inline intv nonfinite_v(floatv v) {
     return (AS_UINTV(v) & 0x7f800000u) == 0x7f800000u;
 }
 
+/* Elements i0, i0 + step, ... below i1 one at a time (the tails): unscaled in place when
+ * multiply, checked as stored; 1 if any is not finite. */
+inline int unscale_elems(TENSOR(g), ulong i0, ulong i1, ulong step, float inv_scale, int multiply) {
+    int bad = 0;
+    for (ulong i = i0; i < i1; i += step) {
+        float v = LD(g, i);
+        if (multiply) {
+            ST(g, i, v * inv_scale);
+            v = LD(g, i);
+        }
+        bad |= !is_finite_bits(v);
+    }
+    return bad;
+}
+
+inline void unscale_flag(int bad, __global int *flags, __global ampx_scalars *s) {
+    if (bad) {
+        flags[0]     = 1; /* every writer writes the same 1: the race is benign */
+        s->found_inf = 1;
+    }
+}
+
 #ifdef ROW_ITEMS
 /* CPU devices: one work item per chunk of `chunk` elements (amp.c's AMP_CHUNK, a multiple of
  * VW), the chunk's vectors in order, so each item reads one contiguous run with vector loads
@@ -29,19 +51,8 @@ __kernel void unscale_check(TENSOR(g), ulong n, ulong chunk, FARG(flags), FARG(s
         else
             for (ulong i = i0; i < iv; i += VW)
                 badv |= nonfinite_v(LDV(g, i));
-        int bad = any(badv);
-        for (ulong i = iv; i < i1; i++) {
-            float v = LD(g, i);
-            if (multiply) {
-                ST(g, i, v * inv_scale);
-                v = LD(g, i);
-            }
-            bad |= !is_finite_bits(v);
-        }
-        if (bad) {
-            flags[0]     = 1; /* every writer writes the same 1: the race is benign */
-            s->found_inf = 1;
-        }
+        int bad = any(badv) | unscale_elems(g_p, g_o, iv, i1, 1, inv_scale, multiply);
+        unscale_flag(bad, flags, s);
     }
 }
 #else
@@ -61,19 +72,8 @@ __kernel void unscale_check(TENSOR(g), ulong n, ulong chunk, FARG(flags), FARG(s
     else
         for (ulong j = GID; j < nv; j += GSIZE)
             badv |= nonfinite_v(LDV(g, j * VW));
-    int bad = any(badv);
-    for (ulong i = nv * VW + GID; i < n; i += GSIZE) {
-        float v = LD(g, i);
-        if (multiply) {
-            ST(g, i, v * inv_scale);
-            v = LD(g, i);
-        }
-        bad |= !is_finite_bits(v);
-    }
-    if (bad) {
-        flags[0]     = 1; /* every writer writes the same 1: the race is benign */
-        s->found_inf = 1;
-    }
+    int bad = any(badv) | unscale_elems(g_p, g_o, nv * VW + GID, n, GSIZE, inv_scale, multiply);
+    unscale_flag(bad, flags, s);
 }
 #endif
 #endif

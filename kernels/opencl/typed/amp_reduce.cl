@@ -31,6 +31,24 @@ inline void part_store(__global uint *rec, const gstats *st, float sq, uint bad)
     rec[9] = bad;
 }
 
+/* One element, as the tails and the work-group chunks take them: its statistics as read,
+ * then (unscale) the unscale in place when multiply and the check of the value as stored, and
+ * (sq) the square of that value summed. */
+inline void part_elem(TENSOR(g), ulong i, uint tiny_bits, float inv_scale, int multiply,
+                      const int stats, const int unscale, const int sq, gstats *st, float *sqs,
+                      uint *bad) {
+    float v = LD(g, i);
+    if (stats) gstats_add(st, v, tiny_bits);
+    if (unscale) {
+        if (multiply) {
+            ST(g, i, v * inv_scale);
+            v = LD(g, i);
+        }
+        *bad |= !is_finite_bits(v);
+    }
+    if (sq) *sqs += v * v;
+}
+
 #ifdef ROW_ITEMS
 #define INLINE inline __attribute__((always_inline))
 #ifndef AS_INTV
@@ -165,16 +183,7 @@ INLINE void part_chunk(TENSOR(g), ulong i0, ulong i1, uint tiny_bits, float inv_
         bad = any(a0.bad | a1.bad);
     }
     for (ulong i = iv; i < i1; i++) {
-        float v = LD(g, i);
-        if (stats) gstats_add(&st, v, tiny_bits);
-        if (unscale) {
-            if (multiply) {
-                ST(g, i, v * inv_scale);
-                v = LD(g, i);
-            }
-            bad |= !is_finite_bits(v);
-        }
-        if (sq) sqs += v * v;
+        part_elem(g_p, g_o, i, tiny_bits, inv_scale, multiply, stats, unscale, sq, &st, &sqs, &bad);
     }
     part_store(rec, &st, sqs, bad);
 }
@@ -197,16 +206,7 @@ inline void part_chunk(TENSOR(g), ulong i0, ulong i1, uint tiny_bits, float inv_
     float sqs = 0.0f;
     uint bad  = 0;
     for (ulong i = i0 + get_local_id(0); i < i1; i += WG) {
-        float v = LD(g, i);
-        if (stats) gstats_add(&st, v, tiny_bits);
-        if (unscale) {
-            if (multiply) {
-                ST(g, i, v * inv_scale);
-                v = LD(g, i);
-            }
-            bad |= !is_finite_bits(v);
-        }
-        if (sq) sqs += v * v;
+        part_elem(g_p, g_o, i, tiny_bits, inv_scale, multiply, stats, unscale, sq, &st, &sqs, &bad);
     }
     if (unscale) bad = wg_sum_u(bad, redu);
     if (sq) sqs = wg_sum(sqs, red);
