@@ -150,6 +150,19 @@ inline void store_block(realn r, uint nl, ulong ci, ulong j0, float beta, __glob
         st_elem(out, out_dt, ci + l, t[l]);
 }
 
+/* part += the products of slice rows p < P_END of the staged tiles */
+#define SLICE_SUMS(P_END)                                                                          \
+    for (uint p = 0; p < (P_END); p++) {                                                           \
+        realn bv[NVI];                                                                             \
+        for (int v = 0; v < NVI; v++)                                                              \
+            bv[v] = LDL(Bs, p * NWG + (tx + NDIMC * v) * VWN);                                     \
+        for (int w = 0; w < MWI; w++) {                                                            \
+            realn av = (realn)(As[A_AT(ty + MDIMC * w, p)]);                                       \
+            for (int v = 0; v < NVI; v++)                                                          \
+                part[w][v] = mad(av, bv[v], part[w][v]);                                           \
+        }                                                                                          \
+    }
+
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void
 gemm_tuned(CTENSOR(a), CTENSOR(b), __global const uchar *c_p, ulong c_o, int c_dt,
            __global uchar *out_p, ulong out_o, int out_dt, ulong m, ulong n, ulong k, ulong lda,
@@ -185,16 +198,12 @@ gemm_tuned(CTENSOR(a), CTENSOR(b), __global const uchar *c_p, ulong c_o, int c_d
         for (int w = 0; w < MWI; w++)
             for (int v = 0; v < NVI; v++)
                 part[w][v] = (realn)(0.0f);
-        for (uint p = 0; p < KWG; p++) {
-            realn bv[NVI];
-            for (int v = 0; v < NVI; v++)
-                bv[v] = LDL(Bs, p * NWG + (tx + NDIMC * v) * VWN);
-            for (int w = 0; w < MWI; w++) {
-                realn av = (realn)(As[A_AT(ty + MDIMC * w, p)]);
-                for (int v = 0; v < NVI; v++)
-                    part[w][v] = mad(av, bv[v], part[w][v]);
-            }
-        }
+        /* the last slice stops at k: its rows past k are zeros, whose products add nothing
+         * (a whole slice keeps its constant trip count) */
+        if (k0 + KWG <= k)
+            SLICE_SUMS(KWG)
+        else
+            SLICE_SUMS((uint)(k - k0))
         for (int w = 0; w < MWI; w++)
             for (int v = 0; v < NVI; v++)
                 acc[w][v] += part[w][v];
