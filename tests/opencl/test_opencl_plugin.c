@@ -21,6 +21,7 @@
 
 #include "ampx/backend.h"
 #include "ampx/dtype.h"
+#include "ocl_tmpdir.h"
 
 // ---------------------------------------------------------------------------------------
 // Fixture: the plugin, a log that keeps every line, a fresh cache directory
@@ -67,8 +68,7 @@ static void setup(void) {
     cr_assert_not_null(be);
     char reason[512] = "";
     cr_assert_eq(be->probe(reason, sizeof reason), AMPX_OK, "probe: %s", reason);
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/ampx-ocl-cache-XXXXXX");
-    cr_assert_not_null(mkdtemp(cache_dir));
+    cr_assert_not_null(ocl_tmpdir(cache_dir, sizeof cache_dir, "cache"));
     memset(&rec, 0, sizeof rec);
 }
 
@@ -592,8 +592,8 @@ Test(opencl, permute_transposes_in_every_dtype_pair) {
 TestSuite(opencl_none);
 
 Test(opencl_none, probe_and_create_say_no_platform_in_one_line) {
-    char dir[] = "/tmp/ampx-ocl-noicd-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
+    char dir[512];
+    cr_assert_not_null(ocl_tmpdir(dir, sizeof dir, "noicd"));
     setenv("OCL_ICD_VENDORS", dir, 1);
     void *h = dlopen(AMPX_TEST_OPENCL_PLUGIN, RTLD_NOW | RTLD_LOCAL);
     cr_assert_not_null(h, "dlopen: %s", dlerror());

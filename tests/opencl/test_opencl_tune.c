@@ -20,6 +20,7 @@
 #include <criterion/criterion.h>
 
 #include "ampx/backend.h"
+#include "ocl_tmpdir.h"
 
 static char cache_dir[256];
 static int n_warn, n_error; /* in the child: WARN lines naming the parameter file, ERRORs */
@@ -31,8 +32,7 @@ static void record(void *user, ampx_log_level level, const char *msg) {
 }
 
 static void setup(void) {
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/ampx-ocl-tune-XXXXXX");
-    cr_assert_not_null(mkdtemp(cache_dir));
+    cr_assert_not_null(ocl_tmpdir(cache_dir, sizeof cache_dir, "tune"));
 }
 
 static void teardown(void) {
