@@ -6,10 +6,13 @@
  *     meets 0 * C.
  *   - rows: gemm_rows_<A>_<B>, 6 x 16 register blocks (twelve float8) per work item, loads
  *     specialised per dtype pair; only when asked (with the epilogue: convert).
+ *   - packed (gemm_packed.c): op(A) and op(B) copied into f32 panels, one block of C per work
+ *     item summed over all of k in registers, as a CPU BLAS does. auto uses it for every dtype
+ *     mix on CPU devices (on PoCL 2x-3x tiled, which beats rows and CLBlast: docs/OPENCL.md);
+ *     the epilogue runs in its store, as tiled's.
  *   - tiled: gemm_tuned (kernels/opencl/typed/gemm_tuned.cl, gemm_tune.c), tiles staged in
  *     local memory as f32 with register blocking, its sizes per device (defaults from device
- *     queries or a tuning run). auto uses it for every dtype mix on CPU devices (on PoCL it
- *     beats rows and CLBlast, f32 included: docs/OPENCL.md), for all but f32 on others; the
+ *     queries or a tuning run). auto uses it for all but f32 on GPUs and accelerators; the
  *     epilogue runs in its store, from the f32 result, before C is rounded.
  *   - convert: A and B (and C when beta != 0) widened to f32 in scratch, in their own
  *     layout; CLBlast multiplies; gemm_store_c rounds the m x n result into C.
@@ -18,7 +21,7 @@
  *     in place of gemm_store_c reading the f32 result (C itself when C is f32), so nothing is
  *     rounded to C's dtype before the bias and the activation; the bias gradient (column sums
  *     of op(B)) is gemm_bias_grad, one work item per column.
- * GEMM_FP8 (ABI 1.7, ocl_gemm_fp8 at the end): rows or tiled with e4m3/e5m2 loads and the
+ * GEMM_FP8 (ABI 1.7, ocl_gemm_fp8 at the end): packed, rows or tiled with e4m3/e5m2 loads and the
  * device's dequantization factors; with the epilogue, rows' f32 result goes through
  * gemm_epilogue as the convert path's does, tiled's through its store.
  * Every path multiplies and sums in f32, applies alpha and beta in f32 and rounds C once.
@@ -280,11 +283,12 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
         return AMPX_OK;
     }
     int all_f32 = g->a.dtype == AMPX_F32 && g->b.dtype == AMPX_F32 && g->c.dtype == AMPX_F32;
-    /* auto: the tuned tiled kernel for every dtype mix on CPU devices (on PoCL 4x CLBlast
-     * SGEMM in f32 and 1.35x rows in bf16, docs/OPENCL.md), and for all but f32 on GPUs and
-     * accelerators (f32 there: CLBlast, tuned for them; not measured here). */
+    /* auto: packed panels for every dtype mix on CPU devices (on PoCL 2x-3x the tiled kernel,
+     * itself 4x CLBlast SGEMM in f32, docs/OPENCL.md), the tuned tiled kernel for all but f32
+     * on GPUs and accelerators (f32 there: CLBlast, tuned for them; not measured here). */
     ocl_gemm_path path = ctx->gemm;
-    if (path == GEMM_AUTO && (ctx->cpu_device || !all_f32)) path = GEMM_TILED;
+    if (path == GEMM_AUTO && ctx->cpu_device) path = GEMM_PACKED;
+    if (path == GEMM_AUTO && !all_f32) path = GEMM_TILED;
     if (epi && path == GEMM_ROWS) path = GEMM_CONVERT;
     if (path == GEMM_ROWS) {
         for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
@@ -292,6 +296,7 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
         return AMPX_OK;
     }
     if (path == GEMM_TILED) return tiled_batches(ctx, g, NULL, NULL, step);
+    if (path == GEMM_PACKED) return ocl_gemm_packed_run(ctx, g, NULL, NULL, step);
 
     /* CLBlast: f32 operands as they are, others widened to f32 scratch in their layout. */
     gemm_call s = {g,
@@ -324,8 +329,9 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
     return AMPX_OK;
 }
 
-/* GEMM_FP8: gemm_rows_<A>_<B> (gemm=rows) or the tiled kernel (auto, tiled; gemm=convert has
- * no fp8 form and picks as auto does) with fp8 loads and the
+/* GEMM_FP8: gemm_rows_<A>_<B> (gemm=rows), packed panels (packed; auto on CPU devices) or the
+ * tiled kernel (tiled; auto elsewhere; gemm=convert has no fp8 form and picks as auto does)
+ * with fp8 loads and the
  * device's dequantization factors. k == 0 runs the kernel too: v = (alpha * (a_scale_inv *
  * b_scale_inv)) * 0 + beta * C_old, backend.h's formula as written. The epilogue: tiled
  * applies it in its store; rows stores v to an f32 copy of C's layout (C itself when C is
@@ -346,6 +352,8 @@ ampx_status ocl_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *args) {
     /* rows only when asked: tiled is 3-4x faster with e4m3 on PoCL (docs/OPENCL.md) */
     int rows = ctx->gemm == GEMM_ROWS;
 
+    if (ctx->gemm == GEMM_PACKED || (ctx->gemm != GEMM_TILED && !rows && ctx->cpu_device))
+        return ocl_gemm_packed_run(ctx, g, &fa.a_scale_inv, &fa.b_scale_inv, step);
     if (!rows) return tiled_batches(ctx, g, &fa.a_scale_inv, &fa.b_scale_inv, step);
     ampx_tensor out = g->c;
     cl_mem tmp      = g->c.buf->mem;

@@ -25,10 +25,11 @@
 
 #include "ocl.h"
 
-static const char *const dt_macro[5] = {"f32", "bf16", "f16", "e4m3", "e5m2"};
+const char *const ocl_gemm_dt_names[5] = {"f32", "bf16", "f16", "e4m3", "e5m2"};
+#define dt_macro ocl_gemm_dt_names
 
-static unsigned dt_index(ampx_dtype d) {
-    return d == AMPX_E4M3 ? 3 : d == AMPX_E5M2 ? 4 : (unsigned)d;
+unsigned ocl_gemm_dt_index(ampx_dtype d) {
+    return d == AMPX_E4M3 ? 3 : d == AMPX_E5M2 ? 4 : d <= AMPX_F16 ? (unsigned)d : 5;
 }
 
 static double now_s(void) {
@@ -51,42 +52,47 @@ static ocl_source tuned_source(void) {
     return src;
 }
 
-static void build_options(const ampx_context *ctx, const ocl_gemm_params *p, unsigned a, unsigned b,
-                          char *out, size_t cap) {
-    snprintf(out, cap,
-             "%s -DAMPX_TYPED=1 -DVW=%d -DK_gemm_tuned -DT_a=%s -DT_b=%s -DMWG=%u -DNWG=%u "
-             "-DKWG=%u -DMDIMC=%u -DNDIMC=%u -DVWN=%u",
-             ctx->build_opts, ctx->vw, dt_macro[a], dt_macro[b], p->mwg, p->nwg, p->kwg, p->mdimc,
-             p->ndimc, p->vwn);
+/* Builds `kernel` of gemm_tuned.cl with the typed kernels' options and `defs` into slot,
+ * using the disk cache as `use` says (`what` names it in messages). */
+ampx_status ocl_gemm_build(ampx_context *ctx, const char *defs, const char *what,
+                           const char *kernel, ocl_cache_use use, ocl_typed_slot *slot) {
+    char opts[768];
+    snprintf(opts, sizeof opts, "%s -DAMPX_TYPED=1 -DVW=%d %s", ctx->build_opts, ctx->vw, defs);
+    ocl_source src = tuned_source();
+    int hit        = 0;
+    OCL_TRY(ocl_program_get(ctx, &src, opts, what, use, &slot->program, &hit));
+    cl_int err;
+    slot->kernel = clCreateKernel(slot->program, kernel, &err);
+    if (err == CL_SUCCESS) return AMPX_OK;
+    clReleaseProgram(slot->program);
+    slot->program = NULL;
+    slot->kernel  = NULL;
+    return ocl_fail(ctx, ocl_status_of(err), "opencl: %s (%s): %s", kernel, what,
+                    ocl_err_name(err));
 }
+
+static void free_slot(ocl_typed_slot *s);
 
 /* Builds gemm_tuned for p and dtypes a, b into slot, using the disk cache as `use` says;
  * the kernel must run work-groups of MDIMC x NDIMC items (a GPU may allow fewer for a kernel
  * with many registers). */
 static ampx_status build_kernel(ampx_context *ctx, const ocl_gemm_params *p, unsigned a, unsigned b,
                                 ocl_cache_use use, ocl_typed_slot *slot) {
-    char opts[768], what[96];
-    build_options(ctx, p, a, b, opts, sizeof opts);
+    char defs[256], what[96];
+    snprintf(defs, sizeof defs,
+             "-DK_gemm_tuned -DT_a=%s -DT_b=%s -DMWG=%u -DNWG=%u -DKWG=%u -DMDIMC=%u -DNDIMC=%u "
+             "-DVWN=%u",
+             dt_macro[a], dt_macro[b], p->mwg, p->nwg, p->kwg, p->mdimc, p->ndimc, p->vwn);
     snprintf(what, sizeof what, "typed/gemm_tuned.cl a=%s,b=%s", dt_macro[a], dt_macro[b]);
-    ocl_source src = tuned_source();
-    int hit        = 0;
-    OCL_TRY(ocl_program_get(ctx, &src, opts, what, use, &slot->program, &hit));
-    cl_int err;
-    slot->kernel = clCreateKernel(slot->program, "gemm_tuned", &err);
-    size_t wg    = 0;
-    if (err == CL_SUCCESS)
-        err = clGetKernelWorkGroupInfo(slot->kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
-                                       sizeof wg, &wg, NULL);
+    OCL_TRY(ocl_gemm_build(ctx, defs, what, "gemm_tuned", use, slot));
+    size_t wg  = 0;
+    cl_int err = clGetKernelWorkGroupInfo(slot->kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                          sizeof wg, &wg, NULL);
     if (err == CL_SUCCESS && wg < (size_t)p->mdimc * p->ndimc) err = CL_INVALID_WORK_GROUP_SIZE;
-    if (err != CL_SUCCESS) {
-        if (slot->kernel) clReleaseKernel(slot->kernel);
-        clReleaseProgram(slot->program);
-        slot->program = NULL;
-        slot->kernel  = NULL;
-        return ocl_fail(ctx, ocl_status_of(err), "opencl: gemm_tuned (%s): %s", what,
-                        ocl_err_name(err));
-    }
-    return AMPX_OK;
+    if (err == CL_SUCCESS) return AMPX_OK;
+    free_slot(slot);
+    return ocl_fail(ctx, ocl_status_of(err), "opencl: gemm_tuned (%s): %s", what,
+                    ocl_err_name(err));
 }
 
 static void free_slot(ocl_typed_slot *s) {
@@ -133,7 +139,7 @@ static ampx_status enqueue(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_p
 ampx_status ocl_gemm_tuned_launch(ampx_context *ctx, const ampx_gemm_args *g,
                                   const ampx_tensor *out, const ampx_tensor *dq_a,
                                   const ampx_tensor *dq_b, uint64_t b0, uint64_t nb) {
-    unsigned a = dt_index(g->a.dtype), b = dt_index(g->b.dtype);
+    unsigned a = ocl_gemm_dt_index(g->a.dtype), b = ocl_gemm_dt_index(g->b.dtype);
     if (a > 4 || b > 4)
         return ocl_fail(ctx, AMPX_ERR_INVALID, "gemm: operand dtypes %u, %u", (unsigned)g->a.dtype,
                         (unsigned)g->b.dtype);

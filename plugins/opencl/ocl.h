@@ -116,6 +116,7 @@ typedef enum ocl_gemm_path {
     GEMM_TILED   = 1, /* gemm_tuned (gemm_tune.c) for every dtype mix, f32 included */
     GEMM_CONVERT = 2, /* widen to f32, CLBlast SGEMM, round back */
     GEMM_ROWS    = 3, /* gemm_rows_<A>_<B> for every dtype mix, f32 included */
+    GEMM_PACKED  = 4, /* packed panels, a block of C per item (gemm_packed.c): auto on CPUs */
 } ocl_gemm_path;
 
 /* Option tune=: when the tuned GEMM kernel's parameters are searched (gemm_tune.c). */
@@ -159,6 +160,12 @@ struct ampx_context {
         uint64_t key;              /* the parameter file's key */
         ocl_typed_slot slot[5][5]; /* per A, B dtype (f32, bf16, f16, e4m3, e5m2) */
     } gt;
+    struct {                       /* the packed GEMM (gemm_packed.c) */
+        uint32_t mr, nr;           /* the block of C per work item */
+        int fma;                   /* CL_FP_FMA: fma() is the device's own instruction */
+        ocl_typed_slot pack[5][2]; /* gemm_pack per operand dtype, for A (MR) and B (NR) */
+        ocl_typed_slot mk;         /* gemm_packed */
+    } gp;
     ocl_scratch scratch[OCL_N_SCRATCH];
     char platform_name[128];
     char device_name[128];
@@ -314,6 +321,22 @@ ampx_status ocl_gemm_tuned_launch(ampx_context *ctx, const ampx_gemm_args *g,
                                   const ampx_tensor *out, const ampx_tensor *dq_a,
                                   const ampx_tensor *dq_b, uint64_t b0, uint64_t nb);
 void ocl_gemm_tuned_free(ampx_context *ctx);
+/* Builds `kernel` of typed/gemm_tuned.cl with the typed kernels' options plus `defs`. */
+ampx_status ocl_gemm_build(ampx_context *ctx, const char *defs, const char *what,
+                           const char *kernel, ocl_cache_use use, ocl_typed_slot *slot);
+/* A GEMM operand dtype's index (f32, bf16, f16, e4m3, e5m2: 0-4; 5 for others) and T_ name. */
+unsigned ocl_gemm_dt_index(ampx_dtype d);
+extern const char *const ocl_gemm_dt_names[5];
+
+// ---------------------------------------------------------------------------------------
+// The packed GEMM (gemm_packed.c)
+
+/* The block of C per work item: mr x nr, or (mr 0) from the device's native vector width. */
+void ocl_gemm_packed_init(ampx_context *ctx, uint32_t mr, uint32_t nr);
+/* GEMM (dq_a, dq_b NULL) or GEMM_FP8 over every batch, `step` at a time at most. */
+ampx_status ocl_gemm_packed_run(ampx_context *ctx, const ampx_gemm_args *g, const ampx_tensor *dq_a,
+                                const ampx_tensor *dq_b, uint64_t step);
+void ocl_gemm_packed_free(ampx_context *ctx);
 
 extern const char ampx_ocl_source[];      /* kernels/opencl/ sources, embedded at build time */
 extern const size_t ampx_ocl_source_size; /* bytes, without the final NUL */

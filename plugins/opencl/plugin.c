@@ -252,11 +252,29 @@ typedef struct ocl_opts {
     int tune;                    /* OCL_TUNE_NO, _ON, _FORCE (tune=no|yes|force) */
     int tune_tiny;               /* tune_grid=tiny */
     ocl_gemm_params gemm_params; /* gemm_params=MWG,NWG,KWG,MDIMC,NDIMC,VWN (mwg 0: none) */
+    uint32_t block_m, block_n;   /* gemm_block=MRxNR (0: from the device) */
 } ocl_opts;
 
+/* gemm_block=MRxNR: the packed GEMM's block of C per work item, MR 1-16 rows, NR 16, 32, 48
+ * or 64 columns, at most 32 accumulators of 16 floats. */
+static ampx_status parse_block(const ampx_kit *kit, const char *val, ocl_opts *o) {
+    unsigned mr = 0, nr = 0;
+    char tail = 0;
+    if (sscanf(val, "%ux%u%c", &mr, &nr, &tail) != 2 || !strchr("0123456789", val[0]) || mr < 1 ||
+        mr > 16 || nr < 16 || nr > 64 || nr % 16 || mr * nr / 16 > 32)
+        return ampx_kit_fail(kit, AMPX_ERR_INVALID,
+                             "opencl: gemm_block=%s: expected MRxNR, MR 1-16 rows, NR 16, 32, 48 "
+                             "or 64 columns, MR * NR / 16 at most 32 (e.g. 6x32)",
+                             val);
+    o->block_m = mr;
+    o->block_n = nr;
+    return AMPX_OK;
+}
+
 static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, ocl_opts *o) {
-    static const char *const gemm_paths[] = {"auto", "rows", "tiled", "convert", NULL};
-    static const ocl_gemm_path gemm_of[]  = {GEMM_AUTO, GEMM_ROWS, GEMM_TILED, GEMM_CONVERT};
+    static const char *const gemm_paths[] = {"auto", "rows", "tiled", "convert", "packed", NULL};
+    static const ocl_gemm_path gemm_of[]  = {GEMM_AUTO, GEMM_ROWS, GEMM_TILED, GEMM_CONVERT,
+                                             GEMM_PACKED};
     static const char *const tunes[]      = {"no", "yes", "force", NULL};
     static const char *const grids[]      = {"full", "tiny", NULL};
     for (uint32_t i = 0; i < h->n_options; i++) {
@@ -299,9 +317,12 @@ static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, ocl_op
         } else if (ampx_kit_option_is(&opt, "tune_grid")) {
             OCL_TRY(ampx_kit_option_choice(kit, &opt, grids, &pick));
             o->tune_tiny = pick;
+        } else if (ampx_kit_option_is(&opt, "gemm_block")) {
+            OCL_TRY(parse_block(kit, val, o));
         } else {
-            return ampx_kit_option_unknown(
-                kit, &opt, "device, cache, gemm, gemm_epilogue, gemm_params, tune, tune_grid");
+            return ampx_kit_option_unknown(kit, &opt,
+                                           "device, cache, gemm, gemm_block, gemm_epilogue, "
+                                           "gemm_params, tune, tune_grid");
         }
     }
     return AMPX_OK;
@@ -378,6 +399,7 @@ static void ocl_destroy(ampx_context *ctx) {
         if (ctx->kernels[k]) clReleaseKernel(ctx->kernels[k]);
     ocl_typed_free(ctx);
     ocl_gemm_tuned_free(ctx);
+    ocl_gemm_packed_free(ctx);
     ocl_scratch_free(ctx);
     if (ctx->program) clReleaseProgram(ctx->program);
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);
@@ -496,7 +518,8 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
      * and doubled the time PoCL takes to generate each typed kernel's code. */
     cl_uint pref = 0;
     clGetDeviceInfo(ctx->device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof pref, &pref, NULL);
-    ctx->vw        = pref > 4 ? 8 : 4;
+    ctx->vw = pref > 4 ? 8 : 4;
+    ocl_gemm_packed_init(ctx, o.block_m, o.block_n);
     ampx_status st = ocl_program_load(ctx, ctx->build_opts);
     if (st == AMPX_OK)
         st =
@@ -523,14 +546,16 @@ static ampx_status ocl_device_info(ampx_context *ctx, ampx_device_info *info) {
     ocl_gemm_params_str(&ctx->gt.p, gp, sizeof gp);
     snprintf(desc, sizeof desc,
              "ampx OpenCL backend %s on %u:%u, %s, %s, driver %s; gemm %s; tiled %s (%s); "
-             "cache %s; devices: %s",
+             "packed %ux%u; cache %s; devices: %s",
              OCL_PLUGIN_VERSION, ctx->plat_index, ctx->dev_index, ctx->platform_name,
              ctx->device_version, ctx->driver_version,
              ctx->gemm == GEMM_TILED     ? "tiled"
              : ctx->gemm == GEMM_ROWS    ? "rows"
              : ctx->gemm == GEMM_CONVERT ? "convert+CLBlast"
+             : ctx->gemm == GEMM_PACKED  ? "packed"
                                          : "auto",
-             gp, ctx->gt.from, ctx->cache_dir[0] ? ctx->cache_dir : "off", ctx->devices_list);
+             gp, ctx->gt.from, ctx->gp.mr, ctx->gp.nr, ctx->cache_dir[0] ? ctx->cache_dir : "off",
+             ctx->devices_list);
     size_t dlen = strlen(desc);
     if (dlen >= sizeof d.description) dlen = sizeof d.description - 1;
     memcpy(d.description, desc, dlen); /* truncated to fit, d is zeroed */

@@ -446,9 +446,9 @@ static void check_shared_weight_gemm(const char *path_opt, ampx_dtype dt) {
 }
 
 Test(opencl, gemm_shared_weight_every_path) {
-    const char *paths[]    = {"gemm=auto", "gemm=rows", "gemm=tiled", "gemm=convert"};
+    const char *paths[] = {"gemm=auto", "gemm=rows", "gemm=tiled", "gemm=convert", "gemm=packed"};
     const ampx_dtype dts[] = {AMPX_F32, AMPX_BF16, AMPX_F16};
-    for (int p = 0; p < 4; p++)
+    for (int p = 0; p < 5; p++)
         for (int d = 0; d < 3; d++)
             check_shared_weight_gemm(paths[p], dts[d]);
 }
