@@ -23,6 +23,7 @@
 #include "ocl.h"
 
 #define PACK_CAP ((uint64_t)256 << 20)
+#define PACK_RUN 8 /* vectors of k per gemm_pack item, as its PACK_RUN */
 
 /* The cap on one run's panels: PACK_CAP and the device's largest allocation, or (for tests:
  * runs of a few batches, and GEMMs too large for it on the tiled kernel)
@@ -89,8 +90,8 @@ static ampx_status pack(ampx_context *ctx, const ampx_tensor *x, cl_mem dst, uin
     ocl_arg_u64(&a, sx);
     ocl_arg_i32(&a, along_k);
     ocl_arg_u64(&a, b0);
-    size_t global[3] = {(size_t)((k + ctx->vw - 1) / ctx->vw), (size_t)((rows + pw - 1) / pw),
-                        (size_t)nz};
+    uint64_t run     = (uint64_t)ctx->vw * PACK_RUN; /* k per item: gemm_pack's KC */
+    size_t global[3] = {(size_t)((k + run - 1) / run), (size_t)((rows + pw - 1) / pw), (size_t)nz};
     size_t local[3]  = {1, 1, 1};
     return ocl_launch_nd(&a, 3, global, local);
 }

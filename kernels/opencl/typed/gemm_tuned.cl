@@ -74,42 +74,52 @@ ACT_GELU_FNS(float, _ep)
  * their store: whole rows VW elements at a time with the dtype picked once per row (storing
  * C element by element through st_elem cost more than the products at k = 128), partial
  * rows element by element. */
-#define ROW_VEC (VWN % VW == 0)
-inline realn ld_row(__global const uchar *p, int dt, ulong i, uint nl) {
+#define INLINE inline __attribute__((always_inline))
+INLINE floatv ld_vec(__global const uchar *p, int dt, ulong i) {
+    return dt == DT_F32 ? ldv_f32(p, i) : dt == DT_BF16 ? ldv_bf16(p, i) : ldv_f16(p, i);
+}
+INLINE void st_vec(__global uchar *p, int dt, ulong i, floatv x) {
+    if (dt == DT_F32)
+        stv_f32(p, i, x);
+    else if (dt == DT_BF16)
+        stv_bf16(p, i, x);
+    else
+        stv_f16(p, i, x);
+}
+/* A row as one or two floatv where VWN is VW or 2 VW (no round trip through memory, which
+ * PoCL made a store-forwarding stall), else through an array. */
+#if VWN == VW
+#define ROW_PARTS(r, F) F(r, 0)
+#define ROW_JOIN(lo, hi) (lo)
+#elif VWN == 2 * VW
+#define ROW_PARTS(r, F) F((r).lo, 0), F((r).hi, VW)
+#define ROW_JOIN(lo, hi) ((realn)((lo), (hi)))
+#endif
+INLINE realn ld_row(__global const uchar *p, int dt, ulong i, uint nl) {
+#ifdef ROW_PARTS
+    if (nl == VWN) return ROW_JOIN(ld_vec(p, dt, i), ld_vec(p, dt, i + (VWN - VW)));
+#endif
     float t[VWN];
-    if (ROW_VEC && nl == VWN) {
-        for (uint h = 0; h < VWN; h += VW)
-            VSTORE(dt == DT_F32    ? ldv_f32(p, i + h)
-                   : dt == DT_BF16 ? ldv_bf16(p, i + h)
-                                   : ldv_f16(p, i + h),
-                   0, t + h);
-    } else {
-        for (uint l = 0; l < VWN; l++)
-            t[l] = l < nl ? ld_elem(p, dt, i + l) : 0.0f;
-    }
+    for (uint l = 0; l < VWN; l++)
+        t[l] = l < nl ? ld_elem(p, dt, i + l) : 0.0f;
     return LDL(t, 0);
 }
-inline void st_row(__global uchar *p, int dt, ulong i, realn r, uint nl) {
+INLINE void st_row(__global uchar *p, int dt, ulong i, realn r, uint nl) {
+#ifdef ROW_PARTS
+    if (nl == VWN) {
+#define ST_PART(x, o) st_vec(p, dt, i + (o), (x))
+        ROW_PARTS(r, ST_PART);
+        return;
+    }
+#endif
     float t[VWN];
     STP(r, t);
-    if (ROW_VEC && nl == VWN) {
-        for (uint h = 0; h < VWN; h += VW) {
-            floatv x = VLOAD(0, t + h);
-            if (dt == DT_F32)
-                stv_f32(p, i + h, x);
-            else if (dt == DT_BF16)
-                stv_bf16(p, i + h, x);
-            else
-                stv_f16(p, i + h, x);
-        }
-    } else {
-        for (uint l = 0; l < nl; l++)
-            st_elem(p, dt, i + l, t[l]);
-    }
+    for (uint l = 0; l < nl; l++)
+        st_elem(p, dt, i + l, t[l]);
 }
 
 /* Lanes [0, nl) of one row's VWN results r, from element ci of C (column j0). */
-inline void store_block(realn r, uint nl, ulong ci, ulong j0, float beta, __global const uchar *c,
+INLINE void store_block(realn r, uint nl, ulong ci, ulong j0, float beta, __global const uchar *c,
                         int c_dt, __global uchar *out, int out_dt, __global const uchar *bias_p,
                         ulong bias_o, int bias_dt, __global uchar *pre_p, ulong pre_o, int pre_dt,
                         uint act) {
@@ -272,15 +282,11 @@ gemm_tuned(CTENSOR(a), CTENSOR(b), __global const uchar *c_p, ulong c_o, int c_d
 /* X' is the rows x k matrix (A: m x k; B^T: n x k), element (i, p) at X[i * ld + p] when
  * along_k, else X[p * ld + i], in batch batch0 + z at z * sx. Panel ip holds its rows
  * ip PW .. ip PW + PW - 1 interleaved along k: P[((z np + ip) k + p) PW + l] = X'[ip PW + l][p],
- * 0 past `rows` (np = the number of panels). Item (c, ip, z) moves p in [c VW, c VW + VW). */
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
-gemm_pack(CTENSOR(x), __global float *P, ulong rows, ulong k, ulong ld, ulong sx, int along_k,
-          ulong batch0) {
-    const ulong p0 = get_global_id(0) * VW, ip = get_global_id(1), z = get_global_id(2);
-    const ulong base = (batch0 + z) * sx, i0 = ip * PW;
-    const ulong np = (rows + PW - 1) / PW;
-    const uint kn = (uint)min((ulong)VW, k - p0), rn = (uint)min((ulong)PW, rows - i0);
-    __global float *d = P + ((z * np + ip) * k + p0) * PW;
+ * 0 past `rows` (np = the number of panels). Item (c, ip, z) moves p in [c KC, c KC + KC),
+ * VW at a time (KC = PACK_RUN VW: items of one VW cost more to start than to run). */
+#define PACK_RUN 8
+inline void pack_chunk(__global const uchar *x_p, ulong x_o, __global float *d, ulong base,
+                       ulong p0, ulong i0, uint kn, uint rn, ulong ld, int along_k) {
     if (along_k) { /* PW rows of X, VW consecutive elements of each */
         for (uint l = 0; l < PW; l++) {
             float t[VW];
@@ -305,6 +311,19 @@ gemm_pack(CTENSOR(x), __global float *P, ulong rows, ulong k, ulong ld, ulong sx
             }
         }
     }
+}
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+gemm_pack(CTENSOR(x), __global float *P, ulong rows, ulong k, ulong ld, ulong sx, int along_k,
+          ulong batch0) {
+    const ulong c0 = get_global_id(0) * (PACK_RUN * VW), ip = get_global_id(1);
+    const ulong z = get_global_id(2), base = (batch0 + z) * sx, i0 = ip * PW;
+    const ulong np    = (rows + PW - 1) / PW;
+    const uint rn     = (uint)min((ulong)PW, rows - i0);
+    __global float *d = P + (z * np + ip) * k * PW;
+    for (ulong p0 = c0; p0 < k && p0 < c0 + PACK_RUN * VW; p0 += VW)
+        pack_chunk(x_p, x_o, d + p0 * PW, base, p0, i0, (uint)min((ulong)VW, k - p0), rn, ld,
+                   along_k);
 }
 #endif
 
