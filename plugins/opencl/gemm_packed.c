@@ -51,16 +51,24 @@ void ocl_gemm_packed_init(ampx_context *ctx, uint32_t mr, uint32_t nr) {
     ctx->gp.fma = (fpc & CL_FP_FMA) != 0;
 }
 
-void ocl_gemm_packed_free(ampx_context *ctx) {
-    ocl_typed_slot *s[11] = {&ctx->gp.mk};
+void ocl_packed_release(ocl_packed *gp) {
+    ocl_typed_slot *s[11] = {&gp->mk};
     for (int i = 0; i < 10; i++)
-        s[1 + i] = &ctx->gp.pack[i / 2][i % 2];
+        s[1 + i] = &gp->pack[i / 2][i % 2];
     for (int i = 0; i < 11; i++) {
         if (s[i]->kernel) clReleaseKernel(s[i]->kernel);
         if (s[i]->program) clReleaseProgram(s[i]->program);
         s[i]->kernel  = NULL;
         s[i]->program = NULL;
     }
+}
+
+void ocl_gemm_packed_free(ampx_context *ctx) {
+    ocl_packed_release(&ctx->gp);
+}
+
+static ocl_cache_use packed_cache_use(const ampx_context *ctx) {
+    return ctx->gp.no_cache ? OCL_CACHE_NONE : ocl_typed_cache_use(ctx);
 }
 
 /* Floats of one batch's panels of a rows x k operand in panels of pw. */
@@ -79,7 +87,7 @@ static ampx_status pack(ampx_context *ctx, const ampx_tensor *x, cl_mem dst, uin
         char defs[96], what[96];
         snprintf(defs, sizeof defs, "-DK_gemm_pack -DT_x=%s -DPW=%u", ocl_gemm_dt_names[dt], pw);
         snprintf(what, sizeof what, "typed/gemm_tuned.cl x=%s,pw=%u", ocl_gemm_dt_names[dt], pw);
-        OCL_TRY(ocl_gemm_build(ctx, defs, what, "gemm_pack", ocl_typed_cache_use(ctx), slot));
+        OCL_TRY(ocl_gemm_build(ctx, defs, what, "gemm_pack", packed_cache_use(ctx), slot));
     }
     ocl_args a = {ctx, slot->kernel, "gemm_pack", 0, CL_SUCCESS, AMPX_OK, 0};
     ocl_arg_fixed(&a, x);
@@ -106,7 +114,7 @@ static ampx_status multiply(ampx_context *ctx, const ampx_gemm_args *g, cl_mem p
         snprintf(defs, sizeof defs, "-DK_gemm_packed -DMR=%u -DNR=%u -DGP_FMA=%s", ctx->gp.mr,
                  ctx->gp.nr, ctx->gp.fma ? "fma" : "mad");
         snprintf(what, sizeof what, "typed/gemm_tuned.cl %ux%u", ctx->gp.mr, ctx->gp.nr);
-        OCL_TRY(ocl_gemm_build(ctx, defs, what, "gemm_packed", ocl_typed_cache_use(ctx), slot));
+        OCL_TRY(ocl_gemm_build(ctx, defs, what, "gemm_packed", packed_cache_use(ctx), slot));
     }
     ocl_args a = {ctx, slot->kernel, "gemm_packed", 0, CL_SUCCESS, AMPX_OK, 0};
     ocl_arg_mem(&a, pa);

@@ -6,10 +6,12 @@
  * bounded, and the result must pass ocl_gemm_params_check for this device. Anything else is
  * rejected with a reason, and the caller falls back to defaults or tunes again:
  *
- *   ampx-opencl-gemm-params 1
+ *   ampx-opencl-gemm-params 2
  *   key 0123456789abcdef
  *   params MWG=64 NWG=64 KWG=16 MDIMC=16 NDIMC=16 VWN=4
+ *   block MR=6 NR=32
  *   gflops 123.4
+ * (block MR=0 NR=0: the packed kernel's block was not tuned; the device's default applies).
  */
 #include "gemm_params.h"
 
@@ -32,8 +34,18 @@ static int fail(char *why, size_t cap, const char *msg, unsigned v) {
     return -1;
 }
 
+int ocl_gemm_block_check(uint32_t mr, uint32_t nr) {
+    return mr >= 1 && mr <= 16 && nr >= 16 && nr <= 64 && nr % 16 == 0 && mr * nr / 16 <= 32 ? 0
+                                                                                             : -1;
+}
+
 int ocl_gemm_params_check(const ocl_gemm_params *p, const ocl_gemm_limits *l, char *why,
                           size_t cap) {
+    if ((p->mr || p->nr) && ocl_gemm_block_check(p->mr, p->nr))
+        return fail(why, cap,
+                    "block MR=%u and its NR: not one the packed kernel builds (MR 1-16, NR 16, "
+                    "32, 48 or 64, MR * NR / 16 at most 32)",
+                    p->mr);
     const uint32_t tiles[3] = {p->mwg, p->nwg, p->kwg};
     for (int i = 0; i < 3; i++)
         if (tiles[i] < 1 || tiles[i] > MAX_TILE)
@@ -139,9 +151,12 @@ int ocl_gemm_params_parse(const char *text, size_t len, uint64_t key, const ocl_
         if (take(&c, names[i]) || take_uint(&c, fields[i]))
             return fail(why, cap, "params line: field %u missing or not a number", (unsigned)i + 1);
     if (take(&c, "\n")) return fail(why, cap, "params line: trailing text", 0);
+    if (take(&c, "block MR=") || take_uint(&c, &p.mr) || take(&c, " NR=") || take_uint(&c, &p.nr) ||
+        take(&c, "\n"))
+        return fail(why, cap, "no block line", 0);
     if (take(&c, "gflops ") || take_rate(&c, gflops) || take(&c, "\n"))
         return fail(why, cap, "no gflops line", 0);
-    if (c.at != c.len) return fail(why, cap, "trailing text after line 4", 0);
+    if (c.at != c.len) return fail(why, cap, "trailing text after line 5", 0);
     if (ocl_gemm_params_check(&p, l, why, cap)) return -1;
     *out = p;
     return 0;
@@ -157,7 +172,9 @@ int ocl_gemm_params_format(const ocl_gemm_params *p, uint64_t key, double gflops
     char ps[96];
     ocl_gemm_params_str(p, ps, sizeof ps);
     if (!(gflops >= 0.0) || gflops > 999999.0) gflops = 0.0;
-    int n = snprintf(out, cap, OCL_GEMM_PARAMS_MAGIC "\nkey %016llx\nparams %s\ngflops %.1f\n",
-                     (unsigned long long)key, ps, gflops);
+    int n =
+        snprintf(out, cap,
+                 OCL_GEMM_PARAMS_MAGIC "\nkey %016llx\nparams %s\nblock MR=%u NR=%u\ngflops %.1f\n",
+                 (unsigned long long)key, ps, p->mr, p->nr, gflops);
     return n > 0 && (size_t)n < cap ? n : -1;
 }

@@ -8,9 +8,11 @@
 #include <stdint.h>
 
 /* CLBlast's xgemm names: C tile per work-group MWG x NWG, k slice KWG, work-group shape
- * MDIMC (along m) x NDIMC (along n), float vectors of VWN along n. */
+ * MDIMC (along m) x NDIMC (along n), float vectors of VWN along n. And the packed kernel's
+ * block of C per work item, MR x NR (gemm_packed.c; 0 x 0: the device's default). */
 typedef struct ocl_gemm_params {
     uint32_t mwg, nwg, kwg, mdimc, ndimc, vwn;
+    uint32_t mr, nr;
 } ocl_gemm_params;
 
 /* What a device allows. */
@@ -19,10 +21,15 @@ typedef struct ocl_gemm_limits {
     uint64_t max_wg;    /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
 } ocl_gemm_limits;
 
-#define OCL_GEMM_PARAMS_MAGIC "ampx-opencl-gemm-params 1"
+#define OCL_GEMM_PARAMS_MAGIC "ampx-opencl-gemm-params 2"
+
+/* 0 when MR x NR is a block the packed kernel builds: MR 1-16 rows, NR 16, 32, 48 or 64
+ * columns, at most 32 accumulators of 16 floats (MR * NR / 16). */
+int ocl_gemm_block_check(uint32_t mr, uint32_t nr);
 
 /* 0 when p builds and runs on a device with limits l (and within the bounds every value has
- * here); else -1 and why (a phrase) in why[cap]. */
+ * here; the block 0 x 0 or one that ocl_gemm_block_check accepts); else -1 and why (a phrase)
+ * in why[cap]. */
 int ocl_gemm_params_check(const ocl_gemm_params *p, const ocl_gemm_limits *l, char *why,
                           size_t cap);
 

@@ -162,11 +162,11 @@ void ocl_gemm_tuned_free(ampx_context *ctx) {
  * staged slices are the packed panels a CPU BLAS would make. Others: CLBlast's xgemm
  * defaults, 16 x 16 items on a 64 x 64 tile. */
 static ocl_gemm_params default_params(const ampx_context *ctx) {
-    if (ctx->cpu_device) return (ocl_gemm_params){64, 64, 64, 4, 4, 16};
+    if (ctx->cpu_device) return (ocl_gemm_params){64, 64, 64, 4, 4, 16, 0, 0};
     cl_uint pref = 1;
     clGetDeviceInfo(ctx->device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof pref, &pref, NULL);
     uint32_t vwn = pref >= 4 ? 4 : pref >= 2 ? 2 : 1;
-    return (ocl_gemm_params){64, 64, 16, 16, 16, vwn};
+    return (ocl_gemm_params){64, 64, 16, 16, 16, vwn, 0, 0};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -178,16 +178,16 @@ typedef struct tune_shape {
 
 /* Candidates: the default first, then a grid around it. */
 static const ocl_gemm_params grid_cpu[] = {
-    {64, 64, 64, 4, 4, 16},    {128, 128, 32, 8, 8, 16}, {64, 64, 32, 4, 4, 16},
-    {128, 128, 64, 8, 8, 16},  {96, 64, 64, 6, 4, 16},   {64, 64, 64, 8, 4, 16},
-    {128, 128, 64, 16, 4, 16}, {128, 64, 32, 8, 4, 16},  {64, 128, 32, 4, 8, 16},
-    {32, 64, 64, 4, 2, 16},    {128, 128, 16, 8, 8, 16}, {64, 64, 32, 8, 2, 16},
+    {64, 64, 64, 4, 4, 16, 0, 0},    {128, 128, 32, 8, 8, 16, 0, 0}, {64, 64, 32, 4, 4, 16, 0, 0},
+    {128, 128, 64, 8, 8, 16, 0, 0},  {96, 64, 64, 6, 4, 16, 0, 0},   {64, 64, 64, 8, 4, 16, 0, 0},
+    {128, 128, 64, 16, 4, 16, 0, 0}, {128, 64, 32, 8, 4, 16, 0, 0},  {64, 128, 32, 4, 8, 16, 0, 0},
+    {32, 64, 64, 4, 2, 16, 0, 0},    {128, 128, 16, 8, 8, 16, 0, 0}, {64, 64, 32, 8, 2, 16, 0, 0},
 };
 static const ocl_gemm_params grid_gpu[] = {
-    {64, 64, 16, 16, 16, 4},   {64, 64, 16, 16, 16, 2},  {64, 64, 32, 16, 16, 4},
-    {128, 128, 16, 16, 16, 4}, {64, 128, 16, 16, 16, 4}, {128, 64, 16, 16, 16, 4},
-    {32, 32, 16, 8, 8, 4},     {64, 64, 16, 8, 8, 4},    {128, 128, 8, 16, 16, 8},
-    {32, 64, 32, 8, 16, 2},    {64, 64, 8, 16, 16, 1},   {32, 32, 32, 16, 16, 1},
+    {64, 64, 16, 16, 16, 4, 0, 0},   {64, 64, 16, 16, 16, 2, 0, 0},  {64, 64, 32, 16, 16, 4, 0, 0},
+    {128, 128, 16, 16, 16, 4, 0, 0}, {64, 128, 16, 16, 16, 4, 0, 0}, {128, 64, 16, 16, 16, 4, 0, 0},
+    {32, 32, 16, 8, 8, 4, 0, 0},     {64, 64, 16, 8, 8, 4, 0, 0},    {128, 128, 8, 16, 16, 8, 0, 0},
+    {32, 64, 32, 8, 16, 2, 0, 0},    {64, 64, 8, 16, 16, 1, 0, 0},   {32, 32, 32, 16, 16, 1, 0, 0},
 };
 static const tune_shape shapes_full[] = {{512, 512, 512}, {1024, 768, 768}};
 static const tune_shape shapes_tiny[] = {{64, 64, 64}};
@@ -197,17 +197,25 @@ typedef struct tune_bufs {
 } tune_bufs;
 
 /* Seconds for one GEMM of shape s with kernel, enqueue to completion; < 0 when it fails. */
-static double time_once(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_params *p,
-                        tune_bufs *bufs, const tune_shape *s) {
+/* The tuning GEMM of shape s: bf16 operands, an f32 C. */
+static ampx_gemm_args tune_args(tune_bufs *bufs, const tune_shape *s) {
     ampx_gemm_args g = {.size = sizeof g, .m = s->m, .n = s->n, .k = s->k, .batch = 1};
     g.lda = s->k, g.ldb = s->n, g.ldc = s->n, g.alpha = 1.0f, g.beta = 0.0f;
-    g.a       = (ampx_tensor){&bufs->a, 0, AMPX_BF16};
-    g.b       = (ampx_tensor){&bufs->b, 0, AMPX_BF16};
-    g.c       = (ampx_tensor){&bufs->c, 0, AMPX_F32};
-    double t0 = now_s();
-    if (enqueue(ctx, kernel, p, &g, &g.c, NULL, NULL, 0, 1) != AMPX_OK ||
-        clFinish(ctx->queue) != CL_SUCCESS)
-        return -1.0;
+    g.a = (ampx_tensor){&bufs->a, 0, AMPX_BF16};
+    g.b = (ampx_tensor){&bufs->b, 0, AMPX_BF16};
+    g.c = (ampx_tensor){&bufs->c, 0, AMPX_F32};
+    return g;
+}
+
+/* Seconds for one GEMM of shape s with kernel (the tiled one; NULL: the packed one with the
+ * block in ctx->gp), enqueue to completion; < 0 when it fails. */
+static double time_once(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_params *p,
+                        tune_bufs *bufs, const tune_shape *s) {
+    ampx_gemm_args g = tune_args(bufs, s);
+    double t0        = now_s();
+    ampx_status st   = kernel ? enqueue(ctx, kernel, p, &g, &g.c, NULL, NULL, 0, 1)
+                              : ocl_gemm_packed_run(ctx, &g, NULL, NULL, 1);
+    if (st != AMPX_OK || clFinish(ctx->queue) != CL_SUCCESS) return -1.0;
     return now_s() - t0;
 }
 
@@ -293,9 +301,63 @@ static ampx_status tune_grid(ampx_context *ctx, const ocl_gemm_params *grid, siz
     return AMPX_OK;
 }
 
+/* The packed kernel's blocks, the device's default first: for 16-float vectors (AVX-512's
+ * 32 registers) and for narrower ones (AVX2's 16). */
+#define N_BLOCKS 6
+static const uint32_t blocks_16[N_BLOCKS][2] = {{6, 32}, {4, 64}, {8, 32},
+                                                {6, 16}, {4, 32}, {12, 16}};
+static const uint32_t blocks_8[N_BLOCKS][2]  = {{6, 16}, {4, 16}, {8, 16},
+                                                {4, 32}, {3, 32}, {2, 64}};
+
+/* Times the packed kernel with each block as tune_grid does the tiled one (alternately, the
+ * least sum of per-shape medians wins) and leaves the winner in ctx->gp. Each candidate
+ * keeps its own programs (ctx->gp swapped in and out), built without the disk cache. */
+static void tune_blocks(ampx_context *ctx, size_t n_cand, const tune_shape *shapes, size_t n_shapes,
+                        int rounds, tune_bufs *bufs) {
+    const uint32_t(*blocks)[2] = ctx->gp.nr >= 32 ? blocks_16 : blocks_8;
+    ocl_packed cand[N_BLOCKS], keep = ctx->gp;
+    double t[N_BLOCKS][MAX_SHAPES][ROUNDS];
+    int ok[N_BLOCKS];
+    for (size_t i = 0; i < n_cand; i++) {
+        memset(&cand[i], 0, sizeof cand[i]);
+        cand[i].mr = blocks[i][0], cand[i].nr = blocks[i][1], cand[i].fma = keep.fma;
+        cand[i].no_cache = 1;
+        ok[i]            = 1;
+    }
+    for (int r = -1; r < rounds; r++)
+        for (size_t i = 0; i < n_cand; i++) {
+            ctx->gp = cand[i];
+            for (size_t s = 0; s < n_shapes && ok[i]; s++) {
+                double x = time_once(ctx, NULL, NULL, bufs, &shapes[s]);
+                ok[i]    = x >= 0.0;
+                if (r >= 0) t[i][s][r] = x;
+            }
+            cand[i] = ctx->gp;
+        }
+    ctx->gp     = keep;
+    double best = -1.0, flops = 0.0;
+    for (size_t s = 0; s < n_shapes; s++)
+        flops += 2.0 * (double)shapes[s].m * (double)shapes[s].n * (double)shapes[s].k;
+    for (size_t i = 0; i < n_cand; i++) {
+        ocl_packed_release(&cand[i]);
+        if (!ok[i]) continue;
+        double total = 0.0;
+        for (size_t s = 0; s < n_shapes; s++)
+            total += median3(t[i][s], rounds);
+        ocl_log(ctx, AMPX_LOG_INFO, "opencl: gemm tuning: packed block %ux%u: %.1f GFLOP/s",
+                cand[i].mr, cand[i].nr, flops / total * 1e-9);
+        if (total > 0.0 && (best < 0.0 || total < best)) {
+            best       = total;
+            ctx->gp.mr = cand[i].mr, ctx->gp.nr = cand[i].nr;
+        }
+    }
+    if (best >= 0.0) ctx->gt.p.mr = ctx->gp.mr, ctx->gt.p.nr = ctx->gp.nr;
+}
+
 /* The tuning run: the device type's grid (tiny: its first two candidates on one 64^3 shape,
- * one round); the winner into ctx->gt. */
-static ampx_status tune(ampx_context *ctx, int tiny) {
+ * one round); the winner into ctx->gt. On CPU devices also the packed kernel's block (unless
+ * block_given), whose winner goes into ctx->gp and the parameter file. */
+static ampx_status tune(ampx_context *ctx, int tiny, int block_given) {
     const ocl_gemm_params *grid = grid_gpu;
     size_t n_grid               = sizeof grid_gpu / sizeof grid_gpu[0];
     if (ctx->cpu_device) {
@@ -311,6 +373,8 @@ static ampx_status tune(ampx_context *ctx, int tiny) {
     ampx_status st = tune_buffers(ctx, &bufs, shapes, n_shapes);
     if (st == AMPX_OK)
         st = tune_grid(ctx, grid, n_grid, shapes, n_shapes, tiny ? 1 : ROUNDS, &bufs, &best);
+    if (st == AMPX_OK && best >= 0.0 && ctx->cpu_device && !block_given)
+        tune_blocks(ctx, tiny ? 2 : N_BLOCKS, shapes, n_shapes, tiny ? 1 : ROUNDS, &bufs);
     for (int i = 0; i < 3; i++) {
         ampx_buffer *b = i == 0 ? &bufs.a : i == 1 ? &bufs.b : &bufs.c;
         if (b->mem) clReleaseMemObject(b->mem);
@@ -379,7 +443,7 @@ static void store_params(ampx_context *ctx) {
 }
 
 ampx_status ocl_gemm_tune_init(ampx_context *ctx, int tune_mode, int tiny,
-                               const ocl_gemm_params *given) {
+                               const ocl_gemm_params *given, int block_given) {
     cl_ulong local = 0;
     size_t max_wg  = 1;
     clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
@@ -391,7 +455,7 @@ ampx_status ocl_gemm_tune_init(ampx_context *ctx, int tune_mode, int tiny,
     ctx->gt.p    = default_params(ctx);
     ctx->gt.from = "defaults";
     if (ocl_gemm_params_check(&ctx->gt.p, &ctx->gt.lim, NULL, 0))
-        ctx->gt.p = (ocl_gemm_params){16, 16, 8, 4, 4, 1}; /* 1 KB, 16 items */
+        ctx->gt.p = (ocl_gemm_params){16, 16, 8, 4, 4, 1, 0, 0}; /* 1 KB, 16 items */
     if (given) {
         char why[160];
         if (ocl_gemm_params_check(given, &ctx->gt.lim, why, sizeof why))
@@ -404,10 +468,11 @@ ampx_status ocl_gemm_tune_init(ampx_context *ctx, int tune_mode, int tiny,
     int loaded = tune_mode != OCL_TUNE_FORCE && ctx->cache_dir[0] && load_params(ctx);
     if (loaded) {
         ctx->gt.from = "file";
+        if (ctx->gt.p.mr && !block_given) ctx->gp.mr = ctx->gt.p.mr, ctx->gp.nr = ctx->gt.p.nr;
         return AMPX_OK;
     }
     if (tune_mode == OCL_TUNE_NO) return AMPX_OK;
-    OCL_TRY(tune(ctx, tiny));
+    OCL_TRY(tune(ctx, tiny, block_given));
     ctx->gt.from = "tuned";
     if (ctx->cache_dir[0]) store_params(ctx);
     return AMPX_OK;

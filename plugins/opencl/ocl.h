@@ -129,6 +129,15 @@ typedef struct ocl_scratch {
     size_t bytes;
 } ocl_scratch;
 
+/* The packed GEMM's state (gemm_packed.c): its block and its programs. */
+typedef struct ocl_packed {
+    uint32_t mr, nr;           /* the block of C per work item */
+    int fma;                   /* CL_FP_FMA: fma() is the device's own instruction */
+    ocl_typed_slot pack[5][2]; /* gemm_pack per operand dtype, for A (MR) and B (NR) */
+    ocl_typed_slot mk;         /* gemm_packed */
+    int no_cache;              /* tuning candidates: built without the disk cache */
+} ocl_packed;
+
 #define OCL_N_SCRATCH 4 /* 0-2: buffer copy, softmax, gemm, optimizers; 3: amp.c's partials */
 
 struct ampx_context {
@@ -160,12 +169,7 @@ struct ampx_context {
         uint64_t key;              /* the parameter file's key */
         ocl_typed_slot slot[5][5]; /* per A, B dtype (f32, bf16, f16, e4m3, e5m2) */
     } gt;
-    struct {                       /* the packed GEMM (gemm_packed.c) */
-        uint32_t mr, nr;           /* the block of C per work item */
-        int fma;                   /* CL_FP_FMA: fma() is the device's own instruction */
-        ocl_typed_slot pack[5][2]; /* gemm_pack per operand dtype, for A (MR) and B (NR) */
-        ocl_typed_slot mk;         /* gemm_packed */
-    } gp;
+    ocl_packed gp; /* the packed GEMM (gemm_packed.c) */
     ocl_scratch scratch[OCL_N_SCRATCH];
     char platform_name[128];
     char device_name[128];
@@ -311,9 +315,11 @@ void *ocl_read_file(const char *path, size_t *size);
 /* Its parameters: `given` (option gemm_params=, checked against the device's limits), else
  * a tuning run (tune_mode OCL_TUNE_FORCE, or OCL_TUNE_ON without a valid parameter file;
  * tiny: a two-candidate grid on one small shape), else the cache folder's parameter file,
- * else defaults from device queries. Fails when `given` does not fit or a tuning run fails. */
+ * else defaults from device queries. The packed kernel's block (ctx->gp) comes from the same
+ * file or tuning run on CPU devices, unless block_given (option gemm_block=). Fails when
+ * `given` does not fit or a tuning run fails. */
 ampx_status ocl_gemm_tune_init(ampx_context *ctx, int tune_mode, int tiny,
-                               const ocl_gemm_params *given);
+                               const ocl_gemm_params *given, int block_given);
 /* gemm_tuned over batches [b0, b0 + nb): C_old read from C, the result (with g's epilogue,
  * applied in the kernel's store) stored to out, which GEMM and GEMM_FP8 pass as C; dq_a, dq_b
  * GEMM_FP8's factors (NULL for GEMM). */
@@ -337,6 +343,8 @@ void ocl_gemm_packed_init(ampx_context *ctx, uint32_t mr, uint32_t nr);
 ampx_status ocl_gemm_packed_run(ampx_context *ctx, const ampx_gemm_args *g, const ampx_tensor *dq_a,
                                 const ampx_tensor *dq_b, uint64_t step);
 void ocl_gemm_packed_free(ampx_context *ctx);
+/* Releases one packed state's programs (a tuning candidate's). */
+void ocl_packed_release(ocl_packed *gp);
 
 extern const char ampx_ocl_source[];      /* kernels/opencl/ sources, embedded at build time */
 extern const size_t ampx_ocl_source_size; /* bytes, without the final NUL */

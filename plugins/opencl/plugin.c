@@ -255,13 +255,12 @@ typedef struct ocl_opts {
     uint32_t block_m, block_n;   /* gemm_block=MRxNR (0: from the device) */
 } ocl_opts;
 
-/* gemm_block=MRxNR: the packed GEMM's block of C per work item, MR 1-16 rows, NR 16, 32, 48
- * or 64 columns, at most 32 accumulators of 16 floats. */
+/* gemm_block=MRxNR: the packed GEMM's block of C per work item (ocl_gemm_block_check). */
 static ampx_status parse_block(const ampx_kit *kit, const char *val, ocl_opts *o) {
     unsigned mr = 0, nr = 0;
     char tail = 0;
-    if (sscanf(val, "%ux%u%c", &mr, &nr, &tail) != 2 || !strchr("0123456789", val[0]) || mr < 1 ||
-        mr > 16 || nr < 16 || nr > 64 || nr % 16 || mr * nr / 16 > 32)
+    if (sscanf(val, "%ux%u%c", &mr, &nr, &tail) != 2 || !strchr("0123456789", val[0]) ||
+        ocl_gemm_block_check(mr, nr))
         return ampx_kit_fail(kit, AMPX_ERR_INVALID,
                              "opencl: gemm_block=%s: expected MRxNR, MR 1-16 rows, NR 16, 32, 48 "
                              "or 64 columns, MR * NR / 16 at most 32 (e.g. 6x32)",
@@ -522,8 +521,8 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
     ocl_gemm_packed_init(ctx, o.block_m, o.block_n);
     ampx_status st = ocl_program_load(ctx, ctx->build_opts);
     if (st == AMPX_OK)
-        st =
-            ocl_gemm_tune_init(ctx, o.tune, o.tune_tiny, o.gemm_params.mwg ? &o.gemm_params : NULL);
+        st = ocl_gemm_tune_init(ctx, o.tune, o.tune_tiny, o.gemm_params.mwg ? &o.gemm_params : NULL,
+                                o.block_m != 0);
     if (st != AMPX_OK) {
         ocl_destroy(ctx);
         return st;

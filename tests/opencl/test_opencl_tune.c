@@ -55,6 +55,9 @@ TestSuite(opencl_tune, .init = setup, .fini = teardown, .timeout = 300);
  * 2); FAILED + the number of ERROR lines (at most 9) when create failed. */
 enum { FROM_TUNED = 1, FROM_FILE, FROM_DEFAULTS, FROM_OPTION, FROM_NONE, WARN1 = 10, FAILED = 50 };
 
+/* When set, a context whose description lacks it counts as FROM_NONE. */
+static const char *must_have;
+
 /* In the child: creates a context with the cache option and `extra` (NULL-terminated). */
 static int create_here(const char *const *extra) {
     void *lib = dlopen(AMPX_TEST_OPENCL_PLUGIN, RTLD_NOW | RTLD_LOCAL);
@@ -84,6 +87,7 @@ static int create_here(const char *const *extra) {
                : strstr(info.description, "(defaults)") ? FROM_DEFAULTS
                : strstr(info.description, "(option)")   ? FROM_OPTION
                                                         : FROM_NONE;
+    if (from != FAILED && must_have && !strstr(info.description, must_have)) from = FROM_NONE;
     be->destroy(ctx);
     return from == FAILED ? from : from + WARN1 * (n_warn < 2 ? n_warn : 2);
 }
@@ -153,8 +157,13 @@ Test(opencl_tune, tuning_writes_a_file_that_a_second_process_reuses) {
     cr_assert_eq(create_in_child(tune_tiny), FROM_TUNED);
     cr_assert_eq(params_file(path, sizeof path), 0, "one gemm-*.params in %s", cache_dir);
     size_t n = slurp(path, first, sizeof first);
-    cr_expect(n > 0 && !strncmp(first, "ampx-opencl-gemm-params 1\nkey ", 30), "%s", first);
+    cr_expect(n > 0 && !strncmp(first, "ampx-opencl-gemm-params 2\nkey ", 30), "%s", first);
     cr_expect(strstr(first, "\nparams MWG=") != NULL, "%s", first);
+    /* PoCL is a CPU device: the packed kernel's block was tuned too */
+    unsigned mr = 0, nr = 0;
+    const char *blk = strstr(first, "\nblock MR=");
+    cr_expect(blk && sscanf(blk, "\nblock MR=%u NR=%u", &mr, &nr) == 2 && mr > 0 && nr >= 16, "%s",
+              first);
 
     /* a second process with tune=yes reads the file and does not tune again */
     cr_expect_eq(create_in_child(tune_tiny), FROM_FILE);
@@ -184,7 +193,7 @@ static void rejected_then_rebuilt(const char *what, const char *text, size_t n) 
                  "%s: not trusted (defaults), one WARN naming the file, no ERROR", what);
     cr_expect_eq(create_in_child(tune_tiny), FROM_TUNED + WARN1, "%s: named again, rebuilt", what);
     slurp(path, now, sizeof now);
-    cr_expect(!strncmp(now, "ampx-opencl-gemm-params 1\n", 26), "%s: %s", what, now);
+    cr_expect(!strncmp(now, "ampx-opencl-gemm-params 2\n", 26), "%s: %s", what, now);
     cr_expect_eq(create_in_child(NULL), FROM_FILE, "%s: the new file loads", what);
 }
 
@@ -211,6 +220,37 @@ static void with_params(const char *what, const char *params) {
     rejected_then_rebuilt(what, out, (size_t)n);
 }
 
+/* The tuned file's text with the block line replaced by `block` (a whole line, or nothing). */
+static void with_block(const char *what, const char *block) {
+    char path[600], text[512], out[600];
+    int from = create_in_child(tune_tiny);
+    cr_assert(from == FROM_TUNED || from == FROM_FILE, "%s: %d", what, from);
+    cr_assert_eq(params_file(path, sizeof path), 0);
+    slurp(path, text, sizeof text);
+    char *p = strstr(text, "\nblock "), *end = p ? strchr(p + 1, '\n') : NULL;
+    cr_assert(p && end, "%s", text);
+    int n = snprintf(out, sizeof out, "%.*s%s%s", (int)(p + 1 - text), text, block, end + 1);
+    rejected_then_rebuilt(what, out, (size_t)n);
+}
+
+Test(opencl_tune, file_block_is_used_unless_the_option_names_one) {
+    char path[600], text[512], out[600];
+    int from = create_in_child(tune_tiny);
+    cr_assert(from == FROM_TUNED || from == FROM_FILE, "%d", from);
+    cr_assert_eq(params_file(path, sizeof path), 0);
+    slurp(path, text, sizeof text);
+    char *p = strstr(text, "\nblock "), *end = p ? strchr(p + 1, '\n') : NULL;
+    cr_assert(p && end, "%s", text);
+    int n = snprintf(out, sizeof out, "%.*sblock MR=4 NR=64%s", (int)(p + 1 - text), text, end);
+    spit(path, out, (size_t)n);
+    must_have = "packed 4x64";
+    cr_expect_eq(create_in_child(NULL), FROM_FILE, "the file's block");
+    const char *const opt[] = {"gemm_block=6x16", NULL};
+    must_have               = "packed 6x16";
+    cr_expect_eq(create_in_child(opt), FROM_FILE, "the option's block over the file's");
+    must_have = NULL;
+}
+
 Test(opencl_tune, corrupt_and_out_of_range_files_are_rejected) {
     rejected_then_rebuilt("garbage",
                           "\x7f"
@@ -223,6 +263,10 @@ Test(opencl_tune, corrupt_and_out_of_range_files_are_rejected) {
     with_params("too many registers", "params MWG=256 NWG=256 KWG=8 MDIMC=1 NDIMC=1 VWN=16");
     with_params("negative", "params MWG=-64 NWG=64 KWG=16 MDIMC=16 NDIMC=16 VWN=4");
     with_params("fields swapped", "params NWG=64 MWG=64 KWG=16 MDIMC=16 NDIMC=16 VWN=4");
+    with_block("no block", "");
+    with_block("odd block", "block MR=6 NR=20\n");
+    with_block("too many accumulators", "block MR=16 NR=64\n");
+    with_block("half a block", "block MR=0 NR=32\n");
 }
 
 Test(opencl_tune, file_of_another_key_is_rejected) {
