@@ -153,6 +153,25 @@ Test(loader, scoped_environment_options) {
     assert_mentions("no_such_option");
 }
 
+Test(loader, environment_values_with_commas) {
+    ampx_backend *be = NULL;
+    /* opencl.gemm_params=64,64,16,8,8,4 is one entry, left out here: its pieces without '='
+     * go with it, and threads=2 after them still arrives */
+    setenv("AMPX_BACKEND_OPTS", "opencl.gemm_params=64,64,16,8,8,4,threads=2", 1);
+    ampx_status st = ampx_backend_open(AMPX_TEST_CPU_PLUGIN, NULL, 0, &be, err, sizeof err);
+    cr_assert_eq(st, AMPX_OK, "%s", err);
+    ampx_device_info di = {.size = sizeof di};
+    ampx_backend_iface_of(be)->device_info(ampx_backend_context(be), &di);
+    cr_expect_eq(di.n_threads, 2, "threads=2 after a value with commas was not applied");
+    ampx_backend_close(be);
+    /* one that reaches cpu arrives whole: its value with the comma in the message */
+    setenv("AMPX_BACKEND_OPTS", "threads=1,2", 1);
+    st = ampx_backend_open(AMPX_TEST_CPU_PLUGIN, NULL, 0, &be, err, sizeof err);
+    unsetenv("AMPX_BACKEND_OPTS");
+    cr_assert_neq(st, AMPX_OK);
+    assert_mentions("1,2");
+}
+
 Test(loader, bad_option_is_refused) {
     ampx_backend *be   = NULL;
     const char *opts[] = {"no_such_option=1"};

@@ -59,8 +59,9 @@ static void usage_main(FILE *f) {
                "\n"
                "A backend is a name (cpu, opencl, cuda: libampx-NAME.so on $AMPX_PLUGIN_PATH or\n"
                "beside ampx) or a path to a plugin (./libvendor.so). Backend options come from\n"
-               "--backend-opt key=value and from $AMPX_BACKEND_OPTS (comma-separated). A plugin's\n"
-               "create() must return within $AMPX_CREATE_TIMEOUT_S seconds (120; 0: no limit).\n");
+               "--backend-opt key=value and from $AMPX_BACKEND_OPTS (comma-separated; a piece\n"
+               "without = continues the value before it). A plugin's create() must return\n"
+               "within $AMPX_CREATE_TIMEOUT_S seconds (120; 0: no limit).\n");
 }
 
 /* Prints the JSON document to stdout and frees it. */

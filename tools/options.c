@@ -61,7 +61,7 @@ static const perf_switch switches[] = {
     {"model",  "attention fused",    "true|false",                     "true",
      "one ATTN_FWD/ATTN_BWD op per layer where the backend claims it (ABI 1.5), else GEMM + SOFTMAX + PERMUTE"},
     {"env",    "AMPX_BACKEND_OPTS",  "k=v,k=v",                        "unset",
-     "backend options for every command, before --backend-opt"},
+     "backend options for every command, before --backend-opt (NAME.k=v: one backend; a piece without = continues the value before)"},
     {"env",    "AMPX_BUCKET_KB",     "KiB, >= 1",                      "1024",
      "data parallel: the gradient all-reduce bucket size (a larger parameter is its own bucket)"},
     {"env",    "AMPX_DIST_PATH",     "copy|host",                      "unset (auto)",

@@ -529,7 +529,9 @@ static int create_in_time(creating *c, int timeout_s) {
 
 /* The options create() gets: AMPX_BACKEND_OPTS (comma-separated) first, then the caller's.
  * An environment entry may be scoped to one backend as NAME.key=value; unscoped entries go
- * to every backend, and entries scoped to another backend are left out. */
+ * to every backend, and entries scoped to another backend are left out. A piece without '='
+ * continues the value before it (opencl.gemm_params=64,64,16,8,8,4 is one entry): every
+ * option is key=value, so such a piece cannot start one. */
 static char **merge_options(const char *name, const char *const *options, uint32_t n,
                             uint32_t *n_out) {
     const char *env = getenv("AMPX_BACKEND_OPTS");
@@ -542,14 +544,26 @@ static char **merge_options(const char *name, const char *const *options, uint32
     if (!list) goto out;
     if (envcp) {
         char *save = NULL;
+        int prev   = 0; /* the entry before: 0 none, 1 kept (list[used - 1]), -1 left out */
         for (char *t = strtok_r(envcp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             const char *dot = strchr(t, '.'), *eq = strchr(t, '=');
+            if (!eq && prev) { /* the value before goes on */
+                size_t len   = prev > 0 ? strlen(list[used - 1]) + strlen(t) + 2 : 0;
+                char *joined = len ? malloc(len) : NULL;
+                if (joined) {
+                    snprintf(joined, len, "%s,%s", list[used - 1], t);
+                    free(list[used - 1]);
+                    list[used - 1] = joined;
+                }
+                continue;
+            }
+            prev = -1;
             if (dot && (!eq || dot < eq)) {
                 size_t len = (size_t)(dot - t);
                 if (strlen(name) != len || strncmp(t, name, len) != 0) continue;
                 t = (char *)dot + 1;
             }
-            if ((list[used] = strdup(t))) used++;
+            if ((list[used] = strdup(t))) used++, prev = 1;
         }
     }
     for (uint32_t i = 0; i < n; i++)
