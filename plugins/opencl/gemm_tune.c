@@ -225,6 +225,13 @@ static double median3(const double *t, int n) { /* n <= 3 */
     return t[2] < lo ? lo : t[2] > hi ? hi : t[2];
 }
 
+static double shapes_flops(const tune_shape *shapes, size_t n_shapes) {
+    double flops = 0.0;
+    for (size_t s = 0; s < n_shapes; s++)
+        flops += 2.0 * (double)shapes[s].m * (double)shapes[s].n * (double)shapes[s].k;
+    return flops;
+}
+
 static ampx_status tune_buffers(ampx_context *ctx, tune_bufs *bufs, const tune_shape *s,
                                 size_t n_shapes) {
     uint64_t ea = 0, eb = 0, ec = 0;
@@ -252,6 +259,14 @@ static ampx_status tune_buffers(ampx_context *ctx, tune_bufs *bufs, const tune_s
 #define MAX_GRID 12
 #define MAX_SHAPES 2
 #define ROUNDS 3
+
+/* The sum over the shapes of each shape's median over the rounds (a candidate's score). */
+static double median_total(double t[][ROUNDS], size_t n_shapes, int rounds) {
+    double total = 0.0;
+    for (size_t s = 0; s < n_shapes; s++)
+        total += median3(t[s], rounds);
+    return total;
+}
 AMPX_STATIC_ASSERT(sizeof grid_cpu / sizeof grid_cpu[0] <= MAX_GRID, "grid_cpu fits MAX_GRID");
 AMPX_STATIC_ASSERT(sizeof grid_gpu / sizeof grid_gpu[0] <= MAX_GRID, "grid_gpu fits MAX_GRID");
 AMPX_STATIC_ASSERT(sizeof shapes_full / sizeof shapes_full[0] <= MAX_SHAPES, "shapes fit");
@@ -279,15 +294,11 @@ static ampx_status tune_grid(ampx_context *ctx, const ocl_gemm_params *grid, siz
                 ok[i]    = x >= 0.0;
                 if (r >= 0) t[i][s][r] = x;
             }
-    double flops = 0.0;
-    for (size_t s = 0; s < n_shapes; s++)
-        flops += 2.0 * (double)shapes[s].m * (double)shapes[s].n * (double)shapes[s].k;
+    double flops = shapes_flops(shapes, n_shapes);
     for (size_t i = 0; i < n_grid; i++) {
         free_slot(&slot[i]);
         if (!ok[i]) continue;
-        double total = 0.0;
-        for (size_t s = 0; s < n_shapes; s++)
-            total += median3(t[i][s], rounds);
+        double total = median_total(t[i], n_shapes, rounds);
         char ps[96];
         ocl_gemm_params_str(&grid[i], ps, sizeof ps);
         ocl_log(ctx, AMPX_LOG_INFO, "opencl: gemm tuning: %s: %.1f GFLOP/s", ps,
@@ -335,15 +346,11 @@ static void tune_blocks(ampx_context *ctx, size_t n_cand, const tune_shape *shap
             cand[i] = ctx->gp;
         }
     ctx->gp     = keep;
-    double best = -1.0, flops = 0.0;
-    for (size_t s = 0; s < n_shapes; s++)
-        flops += 2.0 * (double)shapes[s].m * (double)shapes[s].n * (double)shapes[s].k;
+    double best = -1.0, flops = shapes_flops(shapes, n_shapes);
     for (size_t i = 0; i < n_cand; i++) {
         ocl_packed_release(&cand[i]);
         if (!ok[i]) continue;
-        double total = 0.0;
-        for (size_t s = 0; s < n_shapes; s++)
-            total += median3(t[i][s], rounds);
+        double total = median_total(t[i], n_shapes, rounds);
         ocl_log(ctx, AMPX_LOG_INFO, "opencl: gemm tuning: packed block %ux%u: %.1f GFLOP/s",
                 cand[i].mr, cand[i].nr, flops / total * 1e-9);
         if (total > 0.0 && (best < 0.0 || total < best)) {

@@ -207,30 +207,28 @@ Test(opencl_tune, truncated_file_is_rejected_and_rebuilt) {
     rejected_then_rebuilt("empty", "", 0);
 }
 
-/* The tuned file's text with the params line replaced by `params`. */
-static void with_params(const char *what, const char *params) {
+/* The tuned file's text with its line starting `start` replaced by `line` (a whole line with
+ * its newline, or nothing), then rejected_then_rebuilt. */
+static void with_line(const char *what, const char *start, const char *line) {
     char path[600], text[512], out[600];
     int from = create_in_child(tune_tiny);
     cr_assert(from == FROM_TUNED || from == FROM_FILE, "%s: %d", what, from);
     cr_assert_eq(params_file(path, sizeof path), 0);
     slurp(path, text, sizeof text);
-    char *p = strstr(text, "\nparams "), *end = p ? strchr(p + 1, '\n') : NULL;
+    char *p = strstr(text, start), *end = p ? strchr(p + 1, '\n') : NULL;
     cr_assert(p && end, "%s", text);
-    int n = snprintf(out, sizeof out, "%.*s%s%s", (int)(p + 1 - text), text, params, end);
+    int n = snprintf(out, sizeof out, "%.*s%s%s", (int)(p + 1 - text), text, line, end + 1);
     rejected_then_rebuilt(what, out, (size_t)n);
 }
 
-/* The tuned file's text with the block line replaced by `block` (a whole line, or nothing). */
+static void with_params(const char *what, const char *params) {
+    char line[160];
+    snprintf(line, sizeof line, "%s\n", params);
+    with_line(what, "\nparams ", line);
+}
+
 static void with_block(const char *what, const char *block) {
-    char path[600], text[512], out[600];
-    int from = create_in_child(tune_tiny);
-    cr_assert(from == FROM_TUNED || from == FROM_FILE, "%s: %d", what, from);
-    cr_assert_eq(params_file(path, sizeof path), 0);
-    slurp(path, text, sizeof text);
-    char *p = strstr(text, "\nblock "), *end = p ? strchr(p + 1, '\n') : NULL;
-    cr_assert(p && end, "%s", text);
-    int n = snprintf(out, sizeof out, "%.*s%s%s", (int)(p + 1 - text), text, block, end + 1);
-    rejected_then_rebuilt(what, out, (size_t)n);
+    with_line(what, "\nblock ", block);
 }
 
 Test(opencl_tune, file_block_is_used_unless_the_option_names_one) {
