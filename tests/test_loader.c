@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 
 #include "ampx/ampx.h"
+#include "test_tmp.h"
 
 #define PLUGIN(name) AMPX_TEST_PLUGIN_DIR "/lib" name ".so"
 #define STR_(x) #x
@@ -58,8 +59,8 @@ Test(loader, missing_file) {
 }
 
 Test(loader, not_a_shared_object) {
-    char path[] = "/tmp/ampx-test-notso-XXXXXX";
-    int fd      = mkstemp(path);
+    char path[512];
+    int fd = test_mkstemp(path, sizeof path, "ampx-test-notso");
     cr_assert_geq(fd, 0);
     close(fd);
     write_file(path, "this is text, not ELF\n", 22);
@@ -77,10 +78,10 @@ Test(loader, wrong_architecture) {
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
     cr_assert_gt(n, 64);
-    buf[18]     = 183;
-    buf[19]     = 0;
-    char path[] = "/tmp/ampx-test-arch-XXXXXX";
-    int fd      = mkstemp(path);
+    buf[18] = 183;
+    buf[19] = 0;
+    char path[512];
+    int fd = test_mkstemp(path, sizeof path, "ampx-test-arch");
     cr_assert_geq(fd, 0);
     close(fd);
     write_file(path, buf, n);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ampx/ampx.h"
+#include "test_tmp.h"
 #include "ampx/inject.h"
 #include "ampx/train.h"
 
@@ -51,9 +52,9 @@ static int on_record(void *user, const ampx_step_record *r) {
 
 /* Trains STEPS steps of mlp.json with the scaler in scaler_json and the overflow sequence. */
 static void run(const char *scaler_json, scales *out) {
-    char model[1024], policy[] = "/tmp/ampx_scaler_XXXXXX";
+    char model[1024], policy[512];
     snprintf(model, sizeof model, "%s/models/mlp.json", AMPX_SOURCE_DIR);
-    int fd = mkstemp(policy);
+    int fd = test_mkstemp(policy, sizeof policy, "ampx_scaler");
     cr_assert(fd >= 0);
     FILE *f = fdopen(fd, "w");
     fprintf(f, "{\"scaler\": %s}", scaler_json);
@@ -185,8 +186,9 @@ Test(jmp, dynamic_loss_scale_maps_onto_the_scaler_keys) {
 /* The metrics file of the command line: every "scale" parses to exactly the f32 GradScaler
  * holds (no digits lost, none invented). init 2^31 and growth 1.1 make long integers. */
 Test(metrics, scale_is_written_exactly) {
-    char policy[] = "/tmp/ampx_scaler_XXXXXX", metrics[] = "/tmp/ampx_metrics_XXXXXX";
-    int fd = mkstemp(policy), fm = mkstemp(metrics);
+    char policy[512], metrics[512];
+    int fd = test_mkstemp(policy, sizeof policy, "ampx_scaler"),
+        fm = test_mkstemp(metrics, sizeof metrics, "ampx_metrics");
     cr_assert(fd >= 0 && fm >= 0);
     close(fm);
     FILE *f = fdopen(fd, "w");
