@@ -23,7 +23,7 @@
 #include "ocl.h"
 
 #define PACK_CAP ((uint64_t)256 << 20)
-#define PACK_RUN 8 /* vectors of k per gemm_pack item, as its PACK_RUN */
+#define PACK_RUN 8 /* vectors of k per gemm_pack item (its -DPACK_RUN) */
 
 /* The cap on one run's panels: PACK_CAP and the device's largest allocation, or (for tests:
  * runs of a few batches, and GEMMs too large for it on the tiled kernel)
@@ -80,12 +80,15 @@ static uint64_t panel_floats(uint64_t rows, uint64_t k, uint32_t pw) {
 static ampx_status pack(ampx_context *ctx, const ampx_tensor *x, cl_mem dst, uint64_t rows,
                         uint64_t k, uint64_t ld, uint64_t sx, int along_k, int of_b, uint64_t b0,
                         uint64_t nz) {
-    unsigned dt          = ocl_gemm_dt_index(x->dtype);
+    unsigned dt = ocl_gemm_dt_index(x->dtype);
+    if (dt > 4)
+        return ocl_fail(ctx, AMPX_ERR_INVALID, "gemm: operand dtype %u", (unsigned)x->dtype);
     uint32_t pw          = of_b ? ctx->gp.nr : ctx->gp.mr;
     ocl_typed_slot *slot = &ctx->gp.pack[dt][of_b];
     if (!slot->kernel) {
         char defs[96], what[96];
-        snprintf(defs, sizeof defs, "-DK_gemm_pack -DT_x=%s -DPW=%u", ocl_gemm_dt_names[dt], pw);
+        snprintf(defs, sizeof defs, "-DK_gemm_pack -DT_x=%s -DPW=%u -DPACK_RUN=%d",
+                 ocl_gemm_dt_names[dt], pw, PACK_RUN);
         snprintf(what, sizeof what, "typed/gemm_tuned.cl x=%s,pw=%u", ocl_gemm_dt_names[dt], pw);
         OCL_TRY(ocl_gemm_build(ctx, defs, what, "gemm_pack", packed_cache_use(ctx), slot));
     }
@@ -142,12 +145,18 @@ static ampx_status multiply(ampx_context *ctx, const ampx_gemm_args *g, cl_mem p
     return ocl_launch_nd(&a, 3, global, local);
 }
 
+int ocl_gemm_packed_fits(const ampx_context *ctx, const ampx_gemm_args *g) {
+    uint64_t fa = panel_floats(g->m, g->k, ctx->gp.mr), fb = panel_floats(g->n, g->k, ctx->gp.nr);
+    uint64_t cap = pack_cap(ctx);
+    return g->k != 0 && fa * 4 <= cap && fb * 4 <= cap;
+}
+
 ampx_status ocl_gemm_packed_run(ampx_context *ctx, const ampx_gemm_args *g, const ampx_tensor *dq_a,
                                 const ampx_tensor *dq_b, uint64_t step) {
     uint64_t fa = panel_floats(g->m, g->k, ctx->gp.mr), fb = panel_floats(g->n, g->k, ctx->gp.nr);
     int shared_a = g->stride_a == 0, shared_b = g->stride_b == 0;
     uint64_t cap = pack_cap(ctx);
-    if (g->k == 0 || fa * 4 > cap || fb * 4 > cap) { /* the tiled kernel: see the top */
+    if (!ocl_gemm_packed_fits(ctx, g)) { /* the tiled kernel: see the top */
         for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
             OCL_TRY(ocl_gemm_tuned_launch(ctx, g, &g->c, dq_a, dq_b, b0, step));
         return AMPX_OK;

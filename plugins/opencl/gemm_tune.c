@@ -212,9 +212,10 @@ static ampx_gemm_args tune_args(tune_bufs *bufs, const tune_shape *s) {
 static double time_once(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_params *p,
                         tune_bufs *bufs, const tune_shape *s) {
     ampx_gemm_args g = tune_args(bufs, s);
-    double t0        = now_s();
-    ampx_status st   = kernel ? enqueue(ctx, kernel, p, &g, &g.c, NULL, NULL, 0, 1)
-                              : ocl_gemm_packed_run(ctx, &g, NULL, NULL, 1);
+    if (!kernel && !ocl_gemm_packed_fits(ctx, &g)) return -1.0; /* it would time tiled */
+    double t0      = now_s();
+    ampx_status st = kernel ? enqueue(ctx, kernel, p, &g, &g.c, NULL, NULL, 0, 1)
+                            : ocl_gemm_packed_run(ctx, &g, NULL, NULL, 1);
     if (st != AMPX_OK || clFinish(ctx->queue) != CL_SUCCESS) return -1.0;
     return now_s() - t0;
 }
@@ -354,7 +355,8 @@ static void tune_blocks(ampx_context *ctx, size_t n_cand, const tune_shape *shap
         ocl_log(ctx, AMPX_LOG_INFO, "opencl: gemm tuning: packed block %ux%u: %.1f GFLOP/s",
                 cand[i].mr, cand[i].nr, flops / total * 1e-9);
         if (total > 0.0 && (best < 0.0 || total < best)) {
-            best       = total;
+            best = total;
+            ocl_packed_release(&ctx->gp); /* built for another block, if any */
             ctx->gp.mr = cand[i].mr, ctx->gp.nr = cand[i].nr;
         }
     }
@@ -401,32 +403,27 @@ static void params_path(const ampx_context *ctx, char *out, size_t cap) {
     snprintf(out, cap, "%s/gemm-%016llx.params", ctx->cache_dir, (unsigned long long)ctx->gt.key);
 }
 
-/* 1 when the file exists, parses and fits this device (then in ctx->gt). */
-static int load_params(ampx_context *ctx) {
+/* 1 when the file exists, parses and fits this device (then in *p and *gflops); a file that
+ * does not is named in one WARN line unless quiet. */
+static int load_params(ampx_context *ctx, ocl_gemm_params *p, double *gflops, int quiet) {
     char path[600], why[160];
     params_path(ctx, path, sizeof path);
     size_t size = 0;
     char *text  = ocl_read_file(path, &size);
     if (!text) {
-        if (access(path, F_OK) == 0)
+        if (!quiet && access(path, F_OK) == 0)
             ocl_log(ctx, AMPX_LOG_WARN,
                     "opencl: gemm parameter file %s is empty or unreadable; "
                     "ignored",
                     path);
         return 0;
     }
-    ocl_gemm_params p;
-    double gflops = 0.0;
-    int ok        = ocl_gemm_params_parse(text, size, ctx->gt.key, &ctx->gt.lim, &p, &gflops, why,
-                                          sizeof why) == 0;
+    int ok = ocl_gemm_params_parse(text, size, ctx->gt.key, &ctx->gt.lim, p, gflops, why,
+                                   sizeof why) == 0;
     free(text);
-    if (!ok) {
+    if (!ok && !quiet)
         ocl_log(ctx, AMPX_LOG_WARN, "opencl: gemm parameter file %s ignored: %s", path, why);
-        return 0;
-    }
-    ctx->gt.p      = p;
-    ctx->gt.gflops = gflops;
-    return 1;
+    return ok;
 }
 
 static void store_params(ampx_context *ctx) {
@@ -470,16 +467,23 @@ ampx_status ocl_gemm_tune_init(ampx_context *ctx, int tune_mode, int tiny,
                             ctx->device_name);
         ctx->gt.p    = *given;
         ctx->gt.from = "option";
-        return AMPX_OK;
     }
-    int loaded = tune_mode != OCL_TUNE_FORCE && ctx->cache_dir[0] && load_params(ctx);
-    if (loaded) {
-        ctx->gt.from = "file";
-        if (ctx->gt.p.mr && !block_given) ctx->gp.mr = ctx->gt.p.mr, ctx->gp.nr = ctx->gt.p.nr;
+    /* the file (read without a WARN when tune=force replaces it anyway): its tiles unless
+     * gemm_params= gave some, its block unless gemm_block= did */
+    ocl_gemm_params fp;
+    double fg = 0.0;
+    int force = tune_mode == OCL_TUNE_FORCE;
+    int have  = ctx->cache_dir[0] && (!given || !block_given) && load_params(ctx, &fp, &fg, force);
+    if (have && !block_given && fp.mr && (given || !force)) ctx->gp.mr = fp.mr, ctx->gp.nr = fp.nr;
+    if (given) return AMPX_OK;
+    if (have && !force) {
+        ctx->gt.p = fp, ctx->gt.gflops = fg, ctx->gt.from = "file";
         return AMPX_OK;
     }
     if (tune_mode == OCL_TUNE_NO) return AMPX_OK;
     OCL_TRY(tune(ctx, tiny, block_given));
+    /* a block given as an option is not the tuning's: the file keeps the block it had */
+    if (block_given) ctx->gt.p.mr = have ? fp.mr : 0, ctx->gt.p.nr = have ? fp.nr : 0;
     ctx->gt.from = "tuned";
     if (ctx->cache_dir[0]) store_params(ctx);
     return AMPX_OK;

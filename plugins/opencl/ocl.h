@@ -339,6 +339,9 @@ extern const char *const ocl_gemm_dt_names[5];
 
 /* The block of C per work item: mr x nr, or (mr 0) from the device's native vector width. */
 void ocl_gemm_packed_init(ampx_context *ctx, uint32_t mr, uint32_t nr);
+/* 1 when g runs packed (k > 0 and one batch's panels fit the cap), 0 when it would take the
+ * tiled kernel. */
+int ocl_gemm_packed_fits(const ampx_context *ctx, const ampx_gemm_args *g);
 /* GEMM (dq_a, dq_b NULL) or GEMM_FP8 over every batch, `step` at a time at most. */
 ampx_status ocl_gemm_packed_run(ampx_context *ctx, const ampx_gemm_args *g, const ampx_tensor *dq_a,
                                 const ampx_tensor *dq_b, uint64_t step);

@@ -246,7 +246,29 @@ Test(opencl_tune, file_block_is_used_unless_the_option_names_one) {
     const char *const opt[] = {"gemm_block=6x16", NULL};
     must_have               = "packed 6x16";
     cr_expect_eq(create_in_child(opt), FROM_FILE, "the option's block over the file's");
+    const char *const tiles[] = {"gemm_params=32,32,8,4,4,2", NULL};
+    must_have                 = "packed 4x64";
+    cr_expect_eq(create_in_child(tiles), FROM_OPTION, "gemm_params= keeps the file's block");
     must_have = NULL;
+    /* a tuning run with the block given tunes the tiles and keeps the file's block */
+    const char *const force[] = {"tune=force", "tune_grid=tiny", "gemm_block=6x16", NULL};
+    cr_expect_eq(create_in_child(force), FROM_TUNED);
+    slurp(path, text, sizeof text);
+    cr_expect(strstr(text, "\nblock MR=4 NR=64\n") != NULL, "%s", text);
+}
+
+Test(opencl_tune, block_not_tuned_where_the_packed_kernel_would_not_run) {
+    /* panels capped at 1 byte: every GEMM takes the tiled kernel, so timing blocks would time
+     * it; the file gets no block */
+    char path[600], text[512];
+    setenv("AMPX_OPENCL_PACK_CAP", "1", 1);
+    const char *const force[] = {"tune=force", "tune_grid=tiny", NULL};
+    int from                  = create_in_child(force);
+    unsetenv("AMPX_OPENCL_PACK_CAP");
+    cr_assert_eq(from, FROM_TUNED);
+    cr_assert_eq(params_file(path, sizeof path), 0);
+    slurp(path, text, sizeof text);
+    cr_expect(strstr(text, "\nblock MR=0 NR=0\n") != NULL, "%s", text);
 }
 
 Test(opencl_tune, corrupt_and_out_of_range_files_are_rejected) {

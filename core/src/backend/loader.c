@@ -545,16 +545,17 @@ static char **merge_options(const char *name, const char *const *options, uint32
     if (envcp) {
         char *save = NULL;
         int prev   = 0; /* the entry before: 0 none, 1 kept (list[used - 1]), -1 left out */
+        /* empty pieces (",,", a trailing comma) separate nothing and are skipped */
         for (char *t = strtok_r(envcp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             const char *dot = strchr(t, '.'), *eq = strchr(t, '=');
             if (!eq && prev) { /* the value before goes on */
-                size_t len   = prev > 0 ? strlen(list[used - 1]) + strlen(t) + 2 : 0;
-                char *joined = len ? malloc(len) : NULL;
-                if (joined) {
-                    snprintf(joined, len, "%s,%s", list[used - 1], t);
-                    free(list[used - 1]);
-                    list[used - 1] = joined;
-                }
+                if (prev < 0) continue;
+                size_t len   = strlen(list[used - 1]) + strlen(t) + 2;
+                char *joined = malloc(len);
+                if (joined) snprintf(joined, len, "%s,%s", list[used - 1], t);
+                free(list[used - 1]);
+                list[used - 1] = joined; /* NULL: the whole entry is dropped */
+                if (!joined) used--, prev = -1;
                 continue;
             }
             prev = -1;

@@ -283,8 +283,8 @@ gemm_tuned(CTENSOR(a), CTENSOR(b), __global const uchar *c_p, ulong c_o, int c_d
  * along_k, else X[p * ld + i], in batch batch0 + z at z * sx. Panel ip holds its rows
  * ip PW .. ip PW + PW - 1 interleaved along k: P[((z np + ip) k + p) PW + l] = X'[ip PW + l][p],
  * 0 past `rows` (np = the number of panels). Item (c, ip, z) moves p in [c KC, c KC + KC),
- * VW at a time (KC = PACK_RUN VW: items of one VW cost more to start than to run). */
-#define PACK_RUN 8
+ * VW at a time (KC = PACK_RUN VW, PACK_RUN from the host, which sizes the launch by it:
+ * items of one VW cost more to start than to run). */
 inline void pack_chunk(__global const uchar *x_p, ulong x_o, __global float *d, ulong base,
                        ulong p0, ulong i0, uint kn, uint rn, ulong ld, int along_k) {
     if (along_k) { /* PW rows of X, VW consecutive elements of each */
