@@ -39,7 +39,7 @@ static const perf_switch switches[] = {
     {"opencl", "cache",              "a directory or off",             "~/.cache/ampx/opencl",
      "the compiled-program cache (first-run build time only)"},
     {"opencl", "tune",               "no|yes|force",                   "no",
-     "search the tiled GEMM's tile sizes for this device (yes: unless cached), store them in the cache"},
+     "search the tiled GEMM's tiles (and on CPU devices the packed block) for this device (yes: unless cached), store them"},
     {"opencl", "tune_grid",          "full|tiny",                      "full",
      "the tuning grid (tiny: two candidates on one small shape, for tests)"},
     {"opencl", "gemm_params",        "MWG,NWG,KWG,MDIMC,NDIMC,VWN",    "tuned file, else defaults",
