@@ -65,17 +65,23 @@ ampx_status ocl_scale(ampx_context *ctx, const ampx_scale_args *args) {
     return ocl_launch_1d(&k, ocl_vec_items(ctx, a.n));
 }
 
+ampx_status ocl_bias_grad_run(ampx_context *ctx, const ampx_tensor *dy, const ampx_tensor *db,
+                              uint64_t rows, uint64_t cols, int accumulate) {
+    ocl_args k = ocl_args_typed(ctx, TK_BIAS_GRAD, dy, db, NULL);
+    ocl_arg_fixed(&k, dy);
+    ocl_arg_fixed(&k, db);
+    ocl_arg_u64(&k, rows);
+    ocl_arg_u64(&k, cols);
+    ocl_arg_i32(&k, accumulate != 0);
+    /* one item per VW columns, then per column of the rest (bias_grad.cl) */
+    return ocl_launch_1d(&k, cols / (uint64_t)ctx->vw + cols % (uint64_t)ctx->vw);
+}
+
 ampx_status ocl_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *args) {
     ampx_bias_grad_args a;
     OCL_TRY(ampx_kit_take_bias_grad(AMPX_KIT(ctx), args, &a));
     if (a.cols == 0) return AMPX_OK;
-    ocl_args k = ocl_args_typed(ctx, TK_BIAS_GRAD, &a.dy, &a.db, NULL);
-    ocl_arg_fixed(&k, &a.dy);
-    ocl_arg_fixed(&k, &a.db);
-    ocl_arg_u64(&k, a.rows);
-    ocl_arg_u64(&k, a.cols);
-    ocl_arg_i32(&k, a.accumulate != 0);
-    return ocl_launch_1d(&k, a.cols);
+    return ocl_bias_grad_run(ctx, &a.dy, &a.db, a.rows, a.cols, a.accumulate);
 }
 
 ampx_status ocl_act_fwd(ampx_context *ctx, const ampx_act_args *args) {

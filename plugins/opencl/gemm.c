@@ -20,7 +20,8 @@
  *   - the ABI 1.5 epilogue (bias, activation, pre_act) on the convert path: gemm_epilogue
  *     in place of gemm_store_c reading the f32 result (C itself when C is f32), so nothing is
  *     rounded to C's dtype before the bias and the activation; the bias gradient (column sums
- *     of op(B)) is gemm_bias_grad, one work item per column.
+ *     of op(B)) is BIAS_GRAD's typed kernel when op(B) is one matrix of contiguous rows, else
+ *     gemm_bias_grad, one work item per column.
  * GEMM_FP8 (ABI 1.7, ocl_gemm_fp8 at the end): packed, rows or tiled with e4m3/e5m2 loads and the
  * device's dequantization factors; with the epilogue, rows' f32 result goes through
  * gemm_epilogue as the convert path's does, tiled's through its store.
@@ -207,6 +208,12 @@ static ampx_status launch_epilogue(ampx_context *ctx, const ampx_gemm_args *g, c
 }
 
 static ampx_status launch_bias_grad(ampx_context *ctx, const ampx_gemm_args *g) {
+    /* op(B) one k x n matrix with contiguous rows (the weight gradient of a dense layer):
+     * BIAS_GRAD's typed kernel, VW columns per item, the same sums in the same order */
+    int fits = g->b.dtype <= AMPX_F16 && g->bias_grad.dtype <= AMPX_F16;
+    if (fits && !g->trans_b && g->batch == 1 && g->ldb == g->n)
+        return ocl_bias_grad_run(ctx, &g->b, &g->bias_grad, g->k, g->n,
+                                 g->bias_grad_accumulate != 0);
     ocl_args k = ocl_args_begin(ctx, K_GEMM_BIAS_GRAD);
     ocl_arg_tensor(&k, &g->b);
     ocl_arg_tensor(&k, &g->bias_grad);

@@ -361,6 +361,10 @@ extern const size_t ampx_ocl_typed_sizes[];
 // ---------------------------------------------------------------------------------------
 // The ops
 
+/* BIAS_GRAD's kernel on dy (rows x cols, rows contiguous) into db (elementwise.c); GEMM's
+ * bias gradient uses it when op(B) is laid out so. */
+ampx_status ocl_bias_grad_run(ampx_context *ctx, const ampx_tensor *dy, const ampx_tensor *db,
+                              uint64_t rows, uint64_t cols, int accumulate);
 ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *a);
 ampx_status ocl_cast(ampx_context *ctx, const ampx_cast_args *a);
 /* CAST of n elements after the checks (gemm.c widens operands with it). */
