@@ -27,7 +27,7 @@
 
 /* The cap on one run's panels: PACK_CAP and the device's largest allocation, or (for tests:
  * runs of a few batches, and GEMMs too large for it on the tiled kernel)
- * AMPX_OPENCL_PACK_CAP bytes. */
+ * AMPX_OPENCL_PACK_CAP bytes. Read once, when the context is made. */
 static uint64_t pack_cap(const ampx_context *ctx) {
     const char *e        = getenv("AMPX_OPENCL_PACK_CAP");
     char *end            = NULL;
@@ -49,18 +49,13 @@ void ocl_gemm_packed_init(ampx_context *ctx, uint32_t mr, uint32_t nr) {
     cl_device_fp_config fpc = 0;
     clGetDeviceInfo(ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fpc, &fpc, NULL);
     ctx->gp.fma = (fpc & CL_FP_FMA) != 0;
+    ctx->gp.cap = pack_cap(ctx);
 }
 
 void ocl_packed_release(ocl_packed *gp) {
-    ocl_typed_slot *s[11] = {&gp->mk};
+    ocl_slot_release(&gp->mk);
     for (int i = 0; i < 10; i++)
-        s[1 + i] = &gp->pack[i / 2][i % 2];
-    for (int i = 0; i < 11; i++) {
-        if (s[i]->kernel) clReleaseKernel(s[i]->kernel);
-        if (s[i]->program) clReleaseProgram(s[i]->program);
-        s[i]->kernel  = NULL;
-        s[i]->program = NULL;
-    }
+        ocl_slot_release(&gp->pack[i / 2][i % 2]);
 }
 
 void ocl_gemm_packed_free(ampx_context *ctx) {
@@ -145,18 +140,22 @@ static ampx_status multiply(ampx_context *ctx, const ampx_gemm_args *g, cl_mem p
     return ocl_launch_nd(&a, 3, global, local);
 }
 
+/* One batch's panels of A and B in floats; 1 when they fit the cap (and k > 0). */
+static int panels(const ampx_context *ctx, const ampx_gemm_args *g, uint64_t *fa, uint64_t *fb) {
+    *fa = panel_floats(g->m, g->k, ctx->gp.mr), *fb = panel_floats(g->n, g->k, ctx->gp.nr);
+    return g->k != 0 && *fa * 4 <= ctx->gp.cap && *fb * 4 <= ctx->gp.cap;
+}
+
 int ocl_gemm_packed_fits(const ampx_context *ctx, const ampx_gemm_args *g) {
-    uint64_t fa = panel_floats(g->m, g->k, ctx->gp.mr), fb = panel_floats(g->n, g->k, ctx->gp.nr);
-    uint64_t cap = pack_cap(ctx);
-    return g->k != 0 && fa * 4 <= cap && fb * 4 <= cap;
+    uint64_t fa, fb;
+    return panels(ctx, g, &fa, &fb);
 }
 
 ampx_status ocl_gemm_packed_run(ampx_context *ctx, const ampx_gemm_args *g, const ampx_tensor *dq_a,
                                 const ampx_tensor *dq_b, uint64_t step) {
-    uint64_t fa = panel_floats(g->m, g->k, ctx->gp.mr), fb = panel_floats(g->n, g->k, ctx->gp.nr);
+    uint64_t fa, fb, cap = ctx->gp.cap;
     int shared_a = g->stride_a == 0, shared_b = g->stride_b == 0;
-    uint64_t cap = pack_cap(ctx);
-    if (!ocl_gemm_packed_fits(ctx, g)) { /* the tiled kernel: see the top */
+    if (!panels(ctx, g, &fa, &fb)) { /* the tiled kernel: see the top */
         for (uint64_t b0 = 0; b0 < g->batch; b0 += step)
             OCL_TRY(ocl_gemm_tuned_launch(ctx, g, &g->c, dq_a, dq_b, b0, step));
         return AMPX_OK;

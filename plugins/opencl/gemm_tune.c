@@ -64,14 +64,10 @@ ampx_status ocl_gemm_build(ampx_context *ctx, const char *defs, const char *what
     cl_int err;
     slot->kernel = clCreateKernel(slot->program, kernel, &err);
     if (err == CL_SUCCESS) return AMPX_OK;
-    clReleaseProgram(slot->program);
-    slot->program = NULL;
-    slot->kernel  = NULL;
+    ocl_slot_release(slot);
     return ocl_fail(ctx, ocl_status_of(err), "opencl: %s (%s): %s", kernel, what,
                     ocl_err_name(err));
 }
-
-static void free_slot(ocl_typed_slot *s);
 
 /* Builds gemm_tuned for p and dtypes a, b into slot, using the disk cache as `use` says;
  * the kernel must run work-groups of MDIMC x NDIMC items (a GPU may allow fewer for a kernel
@@ -90,12 +86,12 @@ static ampx_status build_kernel(ampx_context *ctx, const ocl_gemm_params *p, uns
                                           sizeof wg, &wg, NULL);
     if (err == CL_SUCCESS && wg < (size_t)p->mdimc * p->ndimc) err = CL_INVALID_WORK_GROUP_SIZE;
     if (err == CL_SUCCESS) return AMPX_OK;
-    free_slot(slot);
+    ocl_slot_release(slot);
     return ocl_fail(ctx, ocl_status_of(err), "opencl: gemm_tuned (%s): %s", what,
                     ocl_err_name(err));
 }
 
-static void free_slot(ocl_typed_slot *s) {
+void ocl_slot_release(ocl_typed_slot *s) {
     if (s->kernel) clReleaseKernel(s->kernel);
     if (s->program) clReleaseProgram(s->program);
     s->kernel  = NULL;
@@ -151,7 +147,7 @@ ampx_status ocl_gemm_tuned_launch(ampx_context *ctx, const ampx_gemm_args *g,
 void ocl_gemm_tuned_free(ampx_context *ctx) {
     for (int a = 0; a < 5; a++)
         for (int b = 0; b < 5; b++)
-            free_slot(&ctx->gt.slot[a][b]);
+            ocl_slot_release(&ctx->gt.slot[a][b]);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -297,7 +293,7 @@ static ampx_status tune_grid(ampx_context *ctx, const ocl_gemm_params *grid, siz
             }
     double flops = shapes_flops(shapes, n_shapes);
     for (size_t i = 0; i < n_grid; i++) {
-        free_slot(&slot[i]);
+        ocl_slot_release(&slot[i]);
         if (!ok[i]) continue;
         double total = median_total(t[i], n_shapes, rounds);
         char ps[96];
@@ -333,6 +329,7 @@ static void tune_blocks(ampx_context *ctx, size_t n_cand, const tune_shape *shap
     for (size_t i = 0; i < n_cand; i++) {
         memset(&cand[i], 0, sizeof cand[i]);
         cand[i].mr = blocks[i][0], cand[i].nr = blocks[i][1], cand[i].fma = keep.fma;
+        cand[i].cap      = keep.cap;
         cand[i].no_cache = 1;
         ok[i]            = 1;
     }

@@ -136,6 +136,7 @@ typedef struct ocl_packed {
     ocl_typed_slot pack[5][2]; /* gemm_pack per operand dtype, for A (MR) and B (NR) */
     ocl_typed_slot mk;         /* gemm_packed */
     int no_cache;              /* tuning candidates: built without the disk cache */
+    uint64_t cap;              /* bytes of one run's panels (gemm_packed.c's pack cap) */
 } ocl_packed;
 
 #define OCL_N_SCRATCH 4 /* 0-2: buffer copy, softmax, gemm, optimizers; 3: amp.c's partials */
@@ -327,6 +328,8 @@ ampx_status ocl_gemm_tuned_launch(ampx_context *ctx, const ampx_gemm_args *g,
                                   const ampx_tensor *out, const ampx_tensor *dq_a,
                                   const ampx_tensor *dq_b, uint64_t b0, uint64_t nb);
 void ocl_gemm_tuned_free(ampx_context *ctx);
+/* Releases a slot's kernel and program, leaving it empty. */
+void ocl_slot_release(ocl_typed_slot *s);
 /* Builds `kernel` of typed/gemm_tuned.cl with the typed kernels' options plus `defs`. */
 ampx_status ocl_gemm_build(ampx_context *ctx, const char *defs, const char *what,
                            const char *kernel, ocl_cache_use use, ocl_typed_slot *slot);

@@ -21,7 +21,7 @@
 
 #include "ampx/backend.h"
 #include "ampx/dtype.h"
-#include "ocl_tmpdir.h"
+#include "../test_tmp.h"
 
 // ---------------------------------------------------------------------------------------
 // Fixture: the plugin, a log that keeps every line, a fresh cache directory
@@ -68,7 +68,7 @@ static void setup(void) {
     cr_assert_not_null(be);
     char reason[512] = "";
     cr_assert_eq(be->probe(reason, sizeof reason), AMPX_OK, "probe: %s", reason);
-    cr_assert_not_null(ocl_tmpdir(cache_dir, sizeof cache_dir, "cache"));
+    cr_assert_not_null(test_mkdtemp(cache_dir, sizeof cache_dir, "ampx-ocl-cache"));
     memset(&rec, 0, sizeof rec);
 }
 
@@ -593,7 +593,7 @@ TestSuite(opencl_none);
 
 Test(opencl_none, probe_and_create_say_no_platform_in_one_line) {
     char dir[512];
-    cr_assert_not_null(ocl_tmpdir(dir, sizeof dir, "noicd"));
+    cr_assert_not_null(test_mkdtemp(dir, sizeof dir, "ampx-ocl-noicd"));
     setenv("OCL_ICD_VENDORS", dir, 1);
     void *h = dlopen(AMPX_TEST_OPENCL_PLUGIN, RTLD_NOW | RTLD_LOCAL);
     cr_assert_not_null(h, "dlopen: %s", dlerror());

@@ -20,7 +20,7 @@
 #include <criterion/criterion.h>
 
 #include "ampx/backend.h"
-#include "ocl_tmpdir.h"
+#include "../test_tmp.h"
 
 static char cache_dir[256];
 static int n_warn, n_error; /* in the child: WARN lines naming the parameter file, ERRORs */
@@ -32,7 +32,7 @@ static void record(void *user, ampx_log_level level, const char *msg) {
 }
 
 static void setup(void) {
-    cr_assert_not_null(ocl_tmpdir(cache_dir, sizeof cache_dir, "tune"));
+    cr_assert_not_null(test_mkdtemp(cache_dir, sizeof cache_dir, "ampx-ocl-tune"));
 }
 
 static void teardown(void) {

@@ -346,14 +346,17 @@ gemm_packed(__global const float *pa, ulong pa_s, __global const float *pb, ulon
     __global const float *ap = pa + z * pa_s + ib * k * MR;
     __global const float *bp = pb + z * pb_s + jp * k * NR;
     float16 acc[MR][NV];
-    _Pragma("unroll") for (int r = 0; r < MR; r++) _Pragma("unroll") for (int v = 0; v < NV; v++)
-        acc[r][v] = (float16)(0.0f);
+    _Pragma("unroll") for (int r = 0; r < MR; r++) {
+        _Pragma("unroll") for (int v = 0; v < NV; v++) acc[r][v] = (float16)(0.0f);
+    }
     for (ulong p = 0; p < k; p++) {
         float16 bv[NV];
         _Pragma("unroll") for (int v = 0; v < NV; v++) bv[v] = vload16(v, bp + p * NR);
         _Pragma("unroll") for (int r = 0; r < MR; r++) {
-            float16 av                                               = (float16)(ap[p * MR + r]);
-            _Pragma("unroll") for (int v = 0; v < NV; v++) acc[r][v] = GP_FMA(av, bv[v], acc[r][v]);
+            float16 av = (float16)(ap[p * MR + r]);
+            _Pragma("unroll") for (int v = 0; v < NV; v++) {
+                acc[r][v] = GP_FMA(av, bv[v], acc[r][v]);
+            }
         }
     }
     const float al    = dq_a_p ? alpha * (((__global const float *)(dq_a_p + dq_a_o))[0] *
