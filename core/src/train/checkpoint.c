@@ -329,6 +329,23 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
 // ---------------------------------------------------------------------------------------
 // Reading
 
+int64_t ck_file_step(const char *path) {
+    FILE *f          = NULL;
+    json_value *root = NULL;
+    uint64_t at, len;
+    char err[256];
+    int64_t step = -1;
+    if (path && st_open(path, &f, &root, &at, &len, err, sizeof err) == AMPX_OK) {
+        const json_value *meta = json_get(root, "__metadata__");
+        const char *s          = meta ? meta_str(meta, "step") : NULL;
+        int64_t v;
+        if (s && parse_dec(s, 0, INT64_MAX, &v)) step = v;
+        fclose(f);
+    }
+    json_free(root);
+    return step;
+}
+
 /* Metadata integer field `key` in [lo, hi]. */
 static ampx_status meta_int(ck_reader *r, const json_value *meta, const char *key, int64_t lo,
                             int64_t hi, int64_t *out) {

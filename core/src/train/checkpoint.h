@@ -13,4 +13,8 @@
 ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned char *file, size_t len,
                            char *err, size_t cap);
 
+/* The step a checkpoint's __metadata__ names; -1 when the file has none, cannot be read or is
+ * not an ampx checkpoint (data-parallel ranks compare it before they start). */
+int64_t ck_file_step(const char *path);
+
 #endif

@@ -25,7 +25,6 @@
 #include "dist/comm.h"
 #include "graph/ops.h"
 #include "obs/trace.h"
-#include "train/safetensors.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -115,33 +114,23 @@ static uint64_t file_digest(uint64_t h, const char *path) {
 }
 
 /* The checkpoint or weights a run starts from (--resume, --init-from): the step its
- * __metadata__ names (-1: none, or not an ampx checkpoint) and a digest of its bytes. A rank
- * that cannot open the file has none (read = 0): rank 0 alone loads it, so it need only be
- * on rank 0's machine. */
+ * __metadata__ names (the caller reads it; -1: none, or not an ampx checkpoint) and a digest
+ * of its bytes. A rank that cannot open the file has none (read = 0): rank 0 alone loads it,
+ * so it need only be on rank 0's machine. */
 typedef struct ck_sign {
     int64_t step;
     uint64_t digest;
     int64_t read;
 } ck_sign;
 
-static ck_sign start_sign(const char *path) {
+static ck_sign start_sign(const char *path, int64_t step) {
     ck_sign k = {.step = -1, .digest = 0, .read = 0};
     FILE *f   = path ? fopen(path, "rb") : NULL;
     if (!f) return k;
     fclose(f);
-    k.read           = 1;
-    k.digest         = file_digest(0xCBF29CE484222325ull, path);
-    json_value *root = NULL;
-    uint64_t at, len;
-    char err[256];
-    if (st_open(path, &f, &root, &at, &len, err, sizeof err) == AMPX_OK) {
-        const json_value *meta = json_get(root, "__metadata__");
-        const char *step       = meta ? meta_str(meta, "step") : NULL;
-        int64_t v;
-        if (step && parse_dec(step, 0, INT64_MAX, &v)) k.step = v;
-        fclose(f);
-    }
-    json_free(root);
+    k.read   = 1;
+    k.digest = file_digest(0xCBF29CE484222325ull, path);
+    k.step   = step;
     return k;
 }
 
@@ -268,11 +257,11 @@ static ampx_status refuse(dp_state *dp, const settings *cfg, int part, const cha
     return AMPX_ERR_INVALID;
 }
 
-ampx_status dp_join(dp_state *dp, const settings *cfg, const g_graph *g,
-                    const ampx_scalars *fresh) {
+ampx_status dp_join(dp_state *dp, const settings *cfg, const g_graph *g, const ampx_scalars *fresh,
+                    int64_t start_step) {
     uint64_t mine[H_COUNT], first[H_COUNT];
     char paths[512] = "";
-    ck_sign ck = start_sign(cfg->train.start_from), ck0 = ck;
+    ck_sign ck = start_sign(cfg->train.start_from, start_step), ck0 = ck;
     run_hash(dp, cfg, g, fresh, mine);
     mine[H_CKPT] = fnv(fnv(mine[H_CKPT], &ck.step, sizeof ck.step), &ck.digest, sizeof ck.digest);
     memcpy(first, mine, sizeof mine);

@@ -88,8 +88,10 @@ ampx_status dp_sum(dp_state *dp, float *v, uint64_t n);
 ampx_status dp_move_shards(dp_state *dp, float *full, float *mine, uint64_t n, int to_root);
 
 /* Refuses ranks running another model, settings, graph or ampx than rank 0. fresh: the
- * scalars block of a fresh run (the scaler and schedule configuration). */
-ampx_status dp_join(dp_state *dp, const settings *cfg, const g_graph *g, const ampx_scalars *fresh);
+ * scalars block of a fresh run (the scaler and schedule configuration); start_step: the step
+ * the checkpoint the run starts from names (ck_file_step), -1 for none. */
+ampx_status dp_join(dp_state *dp, const settings *cfg, const g_graph *g, const ampx_scalars *fresh,
+                    int64_t start_step);
 /* Picks the all-reduce path for the gradient arena (once it is allocated). zero: ZeRO-1,
  * where a host path reduce-scatters each bucket (every rank's dp_shard of each parameter)
  * and only this rank's shard of the gradients is summed; NCCL still all-reduces. */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/trainer.h"
+#include "train/hooks.h"
 
 ampx_status forensics_setup(ampx_trainer *t) {
     ampx_status st;
@@ -30,7 +30,7 @@ ampx_status forensics_setup(ampx_trainer *t) {
     return tr_alloc_zero(t, t->mon.fslot_bytes * (uint64_t)t->K, &t->mon.fbuf);
 }
 
-void forensics_free(ampx_trainer *t) {
+static void forensics_free(ampx_trainer *t) {
     if (t->mon.fbuf) t->ifc->buffer_free(t->ctx, t->mon.fbuf);
     free(t->mon.fhost);
     t->mon.fbuf  = NULL;
@@ -38,7 +38,7 @@ void forensics_free(ampx_trainer *t) {
 }
 
 /* An armed step's slot (ring slot ring_at): zeroed (finite), the loss scale copied in. */
-ampx_status forensics_begin_step(ampx_trainer *t, int64_t ring_at) {
+static ampx_status forensics_begin_step(ampx_trainer *t, int64_t ring_at) {
     ampx_status st;
     t->mon.fslot_cur = (uint64_t)ring_at * t->mon.fslot_bytes;
     if ((st = tr_check(
@@ -51,8 +51,7 @@ ampx_status forensics_begin_step(ampx_trainer *t, int64_t ring_at) {
 }
 
 /* After node `node` of an armed micro-batch: the largest |x| of each output it scans. */
-ampx_status forensics_scan_node(executor *x, int node, void *user) {
-    ampx_trainer *t = user;
+static ampx_status forensics_scan_node(ampx_trainer *t, executor *x, int node) {
     ampx_tensor ts[G_MAX_OUT];
     uint64_t ns[G_MAX_OUT];
     int c = monitor_scan_list(t, x, node, ts, ns), f = t->mon.scan_first[node];
@@ -68,7 +67,7 @@ ampx_status forensics_scan_node(executor *x, int node, void *user) {
 }
 
 /* The flush's n armed slots, read at once (slot i of the flush: fhost + i * fslot_bytes). */
-ampx_status forensics_read_slots(ampx_trainer *t, int64_t n) {
+static ampx_status forensics_read_slots(ampx_trainer *t, int64_t n) {
     return tr_check(
         t,
         t->ifc->buffer_read(t->ctx, t->mon.fbuf, 0, t->mon.fhost, t->mon.fslot_bytes * (uint64_t)n),
@@ -77,7 +76,7 @@ ampx_status forensics_read_slots(ampx_trainer *t, int64_t n) {
 
 /* Record r of an armed step (slot i of the flush): a skipped step gets its diagnosis; every
  * step leaves its finite magnitudes for the safe-scale estimate of a later one. */
-void forensics_record(ampx_trainer *t, int64_t i, ampx_step_record *r) {
+static void forensics_record(ampx_trainer *t, int64_t i, ampx_step_record *r) {
     scan_view v = {t->mon.fhost + (uint64_t)i * t->mon.fslot_bytes, 1};
     if (r->skipped) {
         monitor_diagnose(t, &v);
@@ -98,3 +97,37 @@ void forensics_record(ampx_trainer *t, int64_t i, ampx_step_record *r) {
     }
     monitor_note_finite(t, &v, r->step);
 }
+
+// ---------------------------------------------------------------------------------------
+// The hook: the steps the monitor does not scan, when armed
+
+static ampx_status fr_begin(ampx_trainer *t, const step_view *s, int *on_nodes) {
+    t->mon.lean_live = *on_nodes = t->mon.armed && !tr_monitored(t, t->step + 1);
+    return t->mon.lean_live ? forensics_begin_step(t, s->ring_at) : AMPX_OK;
+}
+
+static ampx_status fr_end(ampx_trainer *t, const step_view *s, ampx_status st) {
+    (void)s;
+    t->mon.lean_live = 0;
+    return st;
+}
+
+static ampx_status fr_read(ampx_trainer *t, unsigned char *buf, int64_t n, float *wsq) {
+    (void)buf, (void)wsq;
+    int any = 0;
+    for (int64_t i = 0; i < n; i++)
+        any |= !tr_monitored(t, t->ring.first + i + 1);
+    return t->mon.armed && any ? forensics_read_slots(t, n) : AMPX_OK;
+}
+
+static void fr_record(ampx_trainer *t, int64_t i, ampx_step_record *r) {
+    if (t->mon.armed && !tr_monitored(t, r->step)) forensics_record(t, i, r);
+}
+
+const step_hook forensics_hook = {.name       = "forensics",
+                                  .begin      = fr_begin,
+                                  .after_node = forensics_scan_node,
+                                  .end        = fr_end,
+                                  .read       = fr_read,
+                                  .record     = fr_record,
+                                  .release    = forensics_free};

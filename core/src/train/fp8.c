@@ -9,7 +9,7 @@
 
 #include "dist/comm.h"
 #include "graph/ops.h"
-#include "train/trainer.h"
+#include "train/hooks.h"
 
 uint64_t fp8_state_floats(const ampx_trainer *t) {
     return (2 + (uint64_t)t->fp8_history) * (uint64_t)t->g.n_fp8;
@@ -58,12 +58,12 @@ uint64_t fp8_layout(const ampx_trainer *t) {
     return (h ^ (uint64_t)t->fp8_history) * 0x100000001B3ull;
 }
 
-void fp8_free(ampx_trainer *t) {
+static void fp8_free(ampx_trainer *t) {
     free(t->fp8_rec), free(t->fp8_names), free(t->fp8_elems);
     t->fp8_rec = NULL, t->fp8_names = NULL, t->fp8_elems = NULL;
 }
 
-ampx_status fp8_read_records(ampx_trainer *t, int64_t steps) {
+static ampx_status fp8_read_records(ampx_trainer *t, int64_t steps) {
     uint64_t n = (uint64_t)t->g.n_fp8, H = (uint64_t)t->fp8_history;
     float *f       = malloc(2 * n * sizeof *f);
     int32_t *c     = malloc(2 * n * sizeof *c);
@@ -124,7 +124,7 @@ static ampx_status max_across_ranks(ampx_trainer *t) {
     return st;
 }
 
-ampx_status fp8_step_update(ampx_trainer *t) {
+static ampx_status fp8_step_update(ampx_trainer *t) {
     ampx_status st;
     /* AMPX_FP8_LOCAL_AMAX=1 (tests): no all-reduce, so that the ranks' scales part and the
      * agreement check at each log interval must say so */
@@ -142,3 +142,29 @@ ampx_status fp8_step_update(ampx_trainer *t) {
                                     .scalars           = tr_tensor(t->scalars, 0, AMPX_F32)};
     return tr_step_op(t, AMPX_OP_FP8_SCALE_UPDATE, &a);
 }
+
+// ---------------------------------------------------------------------------------------
+// The hook: the scales move before the scaler consumes found_inf (a skipped step moves
+// none); each flush reads the records, which the interval's last step carries
+
+static ampx_status fp8_before_scaler(ampx_trainer *t, const step_view *s) {
+    (void)s;
+    return t->g.n_fp8 ? fp8_step_update(t) : AMPX_OK;
+}
+
+static ampx_status fp8_read(ampx_trainer *t, unsigned char *buf, int64_t n, float *wsq) {
+    (void)buf, (void)wsq;
+    return t->g.n_fp8 ? fp8_read_records(t, n) : AMPX_OK;
+}
+
+static void fp8_record(ampx_trainer *t, int64_t i, ampx_step_record *r) {
+    if (!t->g.n_fp8 || i != t->step - t->ring.first - 1) return;
+    r->fp8   = t->fp8_rec;
+    r->n_fp8 = t->g.n_fp8;
+}
+
+const step_hook fp8_hook = {.name          = "fp8",
+                            .before_scaler = fp8_before_scaler,
+                            .read          = fp8_read,
+                            .record        = fp8_record,
+                            .release       = fp8_free};

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "ampx/inject.h"
-#include "train/trainer.h"
+#include "train/hooks.h"
 
 #define F32_INF_BITS 0x7F800000u
 
@@ -20,7 +20,7 @@ void ampx_trainer_inject_nonfinite_update(ampx_trainer *t, int64_t step, int whi
     t->inject.update_param = which < 0 || which >= t->n_params ? 0 : which;
 }
 
-ampx_status inject_grad(ampx_trainer *t) {
+static ampx_status inject_grad(ampx_trainer *t) {
     const param *p = &t->params[t->inject.grad_param];
     return tr_check(t, t->ifc->buffer_fill(t->ctx, p->grad, p->grad_off, 4, F32_INF_BITS, 4),
                     "buffer_fill");
@@ -31,8 +31,22 @@ uint64_t inject_grad_off(const ampx_trainer *t) {
                                               : UINT64_MAX;
 }
 
-ampx_status inject_update(ampx_trainer *t) {
+static ampx_status inject_update(ampx_trainer *t) {
     const param *p = &t->params[t->inject.update_param];
     return tr_check(t, t->ifc->buffer_fill(t->ctx, p->master, 0, 4, F32_INF_BITS, 4),
                     "buffer_fill");
 }
+
+/* In a data-parallel run the all-reduce injects, at inject_grad_off (replicas.c). */
+static ampx_status grads_ready(ampx_trainer *t, const step_view *s) {
+    (void)s;
+    return t->dp.world <= 1 && t->step + 1 == t->inject.grad_step ? inject_grad(t) : AMPX_OK;
+}
+
+static ampx_status after_update(ampx_trainer *t, const step_view *s) {
+    (void)s;
+    return t->step + 1 == t->inject.update_step ? inject_update(t) : AMPX_OK;
+}
+
+const step_hook inject_hook = {
+    .name = "inject", .grads_ready = grads_ready, .after_update = after_update};

@@ -10,7 +10,7 @@
 
 #include "ampx/dtype.h"
 #include "graph/ops.h"
-#include "train/trainer.h"
+#include "train/hooks.h"
 
 #define MON_SCALE 0
 
@@ -98,7 +98,7 @@ ampx_status monitor_setup(ampx_trainer *t) {
     return tr_alloc_zero(t, t->mon.slot_bytes * (uint64_t)t->K, &t->mon.buf);
 }
 
-void monitor_free(ampx_trainer *t) {
+static void monitor_free(ampx_trainer *t) {
     if (t->mon.buf) t->ifc->buffer_free(t->ctx, t->mon.buf);
     free(t->mon.scan_first);
     free(t->mon.scan_count);
@@ -112,7 +112,7 @@ void monitor_free(ampx_trainer *t) {
 
 /* A monitored step's slot (ring slot ring_at): cleared to all ones (a NaN count of -1 reads
  * as "not written"), the loss scale the gradients carry copied in first. */
-ampx_status monitor_begin_step(ampx_trainer *t, int64_t ring_at) {
+static ampx_status monitor_begin_step(ampx_trainer *t, int64_t ring_at) {
     ampx_status st;
     t->mon.slot_cur = (uint64_t)ring_at * t->mon.slot_bytes;
     if ((st = tr_check(t,
@@ -148,8 +148,7 @@ int monitor_scan_list(const ampx_trainer *t, executor *x, int node, ampx_tensor 
 }
 
 /* After node `node` of a monitored micro-batch: the statistics of its outputs. */
-ampx_status monitor_scan_node(executor *x, int node, void *user) {
-    ampx_trainer *t = user;
+static ampx_status monitor_scan_node(ampx_trainer *t, executor *x, int node) {
     ampx_tensor ts[G_MAX_OUT];
     uint64_t ns[G_MAX_OUT];
     int c = monitor_scan_list(t, x, node, ts, ns), f = t->mon.scan_first[node];
@@ -165,7 +164,7 @@ ampx_status monitor_scan_node(executor *x, int node, void *user) {
 
 /* The parameter gradients' statistics into buffer b at slot offset base, in parameter order:
  * one grad_stats per run of parameters whose layers share a compute dtype (its target). */
-ampx_status monitor_param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base) {
+static ampx_status monitor_param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base) {
     ampx_tensor ts[TR_MAX_PARAMS];
     uint64_t ns[TR_MAX_PARAMS];
     ampx_tensor_list all = tr_grad_list(t, ts, ns);
@@ -185,7 +184,7 @@ ampx_status monitor_param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base) 
     return AMPX_OK;
 }
 
-void monitor_amp_pass(ampx_trainer *t, ampx_amp_pass_args *f) {
+static void monitor_amp_pass(ampx_trainer *t, ampx_amp_pass_args *f) {
     uint64_t mb   = t->mon.slot_cur;
     f->targets    = t->mon.target;
     f->stats      = tr_tensor(t->mon.buf, mb + mon_off(t, MON_PSTATS), AMPX_F32);
@@ -523,7 +522,7 @@ void headroom_read(ampx_trainer *t, const unsigned char *ms, ampx_step_record *r
     r->headroom_warning = m->hr_warning;
 }
 
-void monitor_read(ampx_trainer *t, int64_t i, ampx_step_record *r) {
+static void monitor_read(ampx_trainer *t, int64_t i, ampx_step_record *r) {
     const unsigned char *ms = t->mon.host + (uint64_t)i * t->mon.slot_bytes;
     float mscale;
     memcpy(&mscale, ms + MON_SCALE, 4);
@@ -539,6 +538,56 @@ void monitor_read(ampx_trainer *t, int64_t i, ampx_step_record *r) {
     r->overflow_origin = t->mon.origin;
     headroom_read(t, ms, r);
 }
+
+// ---------------------------------------------------------------------------------------
+// The hook: a monitored step's slot, its nodes scanned, its parameters' statistics (in the
+// fused AMP pass when the backend has it); each flush reads the slots of monitored steps
+
+static ampx_status mon_begin(ampx_trainer *t, const step_view *s, int *on_nodes) {
+    t->mon.live = *on_nodes = tr_monitored(t, t->step + 1);
+    return t->mon.live ? monitor_begin_step(t, s->ring_at) : AMPX_OK;
+}
+
+static ampx_status mon_before_amp(ampx_trainer *t, const step_view *s, ampx_amp_pass_args *fused) {
+    (void)s;
+    if (!t->mon.live) return AMPX_OK;
+    if (!fused) return monitor_param_stats(t, t->mon.buf, t->mon.slot_cur);
+    monitor_amp_pass(t, fused);
+    return AMPX_OK;
+}
+
+static ampx_status mon_end(ampx_trainer *t, const step_view *s, ampx_status st) {
+    (void)s;
+    t->mon.live = 0;
+    return st;
+}
+
+static ampx_status mon_read(ampx_trainer *t, unsigned char *buf, int64_t n, float *wsq) {
+    (void)buf, (void)wsq;
+    int any = 0;
+    for (int64_t i = 0; i < n; i++)
+        any |= tr_monitored(t, t->ring.first + i + 1);
+    if (!any) return AMPX_OK;
+    return tr_check(
+        t, t->ifc->buffer_read(t->ctx, t->mon.buf, 0, t->mon.host, t->mon.slot_bytes * (uint64_t)n),
+        "buffer_read");
+}
+
+static void mon_record(ampx_trainer *t, int64_t i, ampx_step_record *r) {
+    if (tr_monitored(t, r->step)) monitor_read(t, i, r);
+}
+
+const step_hook monitor_hook = {.name       = "monitor",
+                                .begin      = mon_begin,
+                                .after_node = monitor_scan_node,
+                                .before_amp = mon_before_amp,
+                                .end        = mon_end,
+                                .read       = mon_read,
+                                .record     = mon_record,
+                                .release    = monitor_free};
+
+// ---------------------------------------------------------------------------------------
+// The API
 
 ampx_status ampx_trainer_grad_health(ampx_trainer *t, ampx_tensor_health *out) {
     ampx_status st = monitor_setup(t);

@@ -16,14 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "obs/trace.h"
-#include "train/trainer.h"
-
-/* A ring slot: the scalars block after the step, the squared gradient norm, the
- * micro-batches' losses (A f32), then the parameters' non-finite flags (n_params i32). */
-#define SLOT_SCALARS 0
-#define SLOT_GSQ 128
-#define SLOT_LOSS 136
+#include "train/hooks.h"
 
 /* Weights made non-finite by an applied update: one sum of squares over the masters at each
  * log interval, read with the records (at this byte offset of eval_loss). */
@@ -99,30 +92,56 @@ static ampx_status optimizer_step(ampx_trainer *t, ampx_tensor gsq) {
     return tr_step_op(t, AMPX_OP_SGD, &a);
 }
 
-/* After each node of a step: the monitor's scan, and the all-reduce buckets it completed. */
-static ampx_status after_node(executor *x, int node, void *user) {
+// ---------------------------------------------------------------------------------------
+// The hooks at each point of a step
+
+/* Runs callback `cb` of every hook of t that has it, in their order. */
+#define EACH_HOOK(cb, ...)                                                                         \
+    do {                                                                                           \
+        for (int h_ = 0; h_ < t->n_hooks && !st; h_++)                                             \
+            if (t->hooks[h_]->cb) st = t->hooks[h_]->cb(__VA_ARGS__);                              \
+    } while (0)
+
+static ampx_status hooks_after_node(executor *x, int node, void *user) {
     ampx_trainer *t = user;
-    ampx_status st  = t->mon.live        ? monitor_scan_node(x, node, t)
-                      : t->mon.lean_live ? forensics_scan_node(x, node, t)
-                                         : AMPX_OK;
-    if (!st && t->dp.live) st = dp_after_node(&t->dp, node);
+    ampx_status st  = AMPX_OK;
+    for (int h = 0; h < t->n_hooks && !st; h++)
+        if (t->hooks_on_nodes >> h & 1) st = t->hooks[h]->after_node(t, x, node);
     return st;
 }
 
+static ampx_status hooks_begin(ampx_trainer *t, step_view *s) {
+    ampx_status st = AMPX_OK;
+    s->on_nodes    = 0;
+    for (int h = 0; h < t->n_hooks && !st; h++) {
+        int on = 0;
+        if (t->hooks[h]->begin) st = t->hooks[h]->begin(t, s, &on);
+        if (on && t->hooks[h]->after_node) s->on_nodes |= 1u << h;
+    }
+    return st;
+}
+
+static ampx_status hooks_end(ampx_trainer *t, const step_view *s, ampx_status st) {
+    for (int h = 0; h < t->n_hooks; h++)
+        if (t->hooks[h]->end) st = t->hooks[h]->end(t, s, st);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------
+// A step
+
 /* The gradients' unscale and non-finite check (flags into the ring slot) and their square
- * sum (for clipping and the norm); a monitored step's parameter statistics too, in one
- * AMP_PASS when the backend has it (the statistics of the scaled gradients, as
- * monitor_param_stats takes them, then the unscale and check, then the square sum). */
-static ampx_status amp_ops(ampx_trainer *t, uint64_t slot, int mon, ampx_tensor gsq) {
+ * sum (for clipping and the norm), as one AMP_PASS when the backend has it. */
+static ampx_status amp_ops(ampx_trainer *t, const step_view *s, ampx_tensor gsq) {
     ampx_tensor ts[TR_MAX_PARAMS];
     uint64_t ns[TR_MAX_PARAMS];
     ampx_tensor_list grads    = tr_grad_list(t, ts, ns);
-    ampx_unscale_check_args u = {
-        .size      = sizeof u,
-        .flag_base = 0,
-        .grads     = grads,
-        .flags     = tr_tensor(t->ring.buf, slot + SLOT_LOSS + 4 * (uint64_t)t->A, AMPX_I32),
-        .scalars   = tr_tensor(t->scalars, 0, AMPX_F32)};
+    ampx_unscale_check_args u = {.size      = sizeof u,
+                                 .flag_base = 0,
+                                 .grads     = grads,
+                                 .flags     = tr_tensor(t->ring.buf, slot_flags(t, s), AMPX_I32),
+                                 .scalars   = tr_tensor(t->scalars, 0, AMPX_F32)};
+    ampx_status st            = AMPX_OK;
     if (t->amp_fused) {
         ampx_amp_pass_args f = {.size      = sizeof f,
                                 .flag_base = u.flag_base,
@@ -131,164 +150,81 @@ static ampx_status amp_ops(ampx_trainer *t, uint64_t slot, int mon, ampx_tensor 
                                 .scalars   = u.scalars,
                                 .sq_sum    = gsq,
                                 .target    = AMPX_F32};
-        if (mon) monitor_amp_pass(t, &f);
-        return tr_step_op(t, AMPX_OP_AMP_PASS, &f);
+        EACH_HOOK(before_amp, t, s, &f);
+        return st ? st : tr_step_op(t, AMPX_OP_AMP_PASS, &f);
     }
-    ampx_status st;
-    if (mon && (st = monitor_param_stats(t, t->mon.buf, t->mon.slot_cur))) return st;
+    EACH_HOOK(before_amp, t, s, NULL);
     ampx_sum_squares_args q = {.size = sizeof q, .x = grads, .out = gsq};
-    if ((st = tr_step_op(t, AMPX_OP_UNSCALE_CHECK, &u))) return st;
+    if (st || (st = tr_step_op(t, AMPX_OP_UNSCALE_CHECK, &u))) return st;
     return tr_step_op(t, AMPX_OP_SUM_SQUARES, &q);
 }
 
-/* The micro-batches of a step, with the monitor's scan and the all-reduce's buckets after
- * each node when they are on. */
-static ampx_status micro_batches(ampx_trainer *t, uint64_t slot, int mon, int lean, int dp) {
-    ampx_status st   = AMPX_OK;
-    t->mon.live      = mon;
-    t->mon.lean_live = lean;
-    t->x.after_node  = mon || lean || dp ? after_node : NULL;
-    t->x.after_user  = t;
+/* The micro-batches of a step: forward and backward, each micro-batch's loss into the ring. */
+static ampx_status micro_batches(ampx_trainer *t, const step_view *s) {
+    ampx_status st    = AMPX_OK;
+    t->hooks_on_nodes = s->on_nodes;
+    t->x.after_node   = s->on_nodes ? hooks_after_node : NULL;
+    t->x.after_user   = t;
     for (int64_t a = 0; a < t->A; a++) {
         t->x.micro = (int)a;
-        t->x.loss  = tr_tensor(t->ring.buf, slot + SLOT_LOSS + 4 * (uint64_t)a, AMPX_F32);
-        t->dp.live = dp && a == t->A - 1; /* gradients are final in the last micro-batch */
+        t->x.loss  = tr_tensor(t->ring.buf, s->slot + SLOT_LOSS + 4 * (uint64_t)a, AMPX_F32);
         if ((st = inputs_select_micro(t, t->step * t->A + a)) || (st = tr_micro_batch(t))) break;
     }
-    t->x.after_node  = NULL;
-    t->dp.live       = 0;
-    t->mon.lean_live = 0;
-    return st;
-}
-
-/* ZeRO-1: each rank checked and squared its shard of the gradients alone. The non-finite
- * flags (found_inf and the per-parameter ones) become their largest over the ranks, the
- * square sum the sum of every rank's, so every rank takes the same skip and clip decision
- * and records the same norm (to rounding: the sum of per-shard sums is another summation
- * order than one sum over the whole gradient). */
-static ampx_status zero_agree(ampx_trainer *t, uint64_t slot) {
-    uint64_t n = 1 + (uint64_t)t->n_params, flags = slot + SLOT_LOSS + 4 * (uint64_t)t->A;
-    int32_t *i32   = malloc(4 * n);
-    float *f32     = malloc(4 * n);
-    float gsq      = 0;
-    ampx_status st = i32 && f32 ? AMPX_OK : tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
-    uint64_t fi    = offsetof(ampx_scalars, found_inf);
-    if (!st) st = tr_check(t, t->ifc->buffer_read(t->ctx, t->scalars, fi, i32, 4), "buffer_read");
-    if (!st)
-        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->ring.buf, flags, i32 + 1, 4 * (n - 1)),
-                      "buffer_read");
-    if (!st)
-        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->ring.buf, slot + SLOT_GSQ, &gsq, 4),
-                      "buffer_read");
-    for (uint64_t i = 0; !st && i < n; i++)
-        f32[i] = i32[i] ? 1.0f : 0.0f;
-    if (!st) st = dp_agree(&t->dp, f32, n, &gsq);
-    for (uint64_t i = 0; !st && i < n; i++)
-        i32[i] = f32[i] != 0.0f;
-    if (!st) st = tr_check(t, t->ifc->buffer_write(t->ctx, t->scalars, fi, i32, 4), "buffer_write");
-    if (!st)
-        st = tr_check(t, t->ifc->buffer_write(t->ctx, t->ring.buf, flags, i32 + 1, 4 * (n - 1)),
-                      "buffer_write");
-    if (!st)
-        st = tr_check(t, t->ifc->buffer_write(t->ctx, t->ring.buf, slot + SLOT_GSQ, &gsq, 4),
-                      "buffer_write");
-    free(i32), free(f32);
+    t->x.after_node = NULL;
     return st;
 }
 
 /* What follows the gradients: the AMP pass, the optimizer and the scaler's update. */
-static ampx_status update_ops(ampx_trainer *t, uint64_t slot, int mon) {
-    ampx_tensor gsq           = tr_tensor(t->ring.buf, slot + SLOT_GSQ, AMPX_F32);
+static ampx_status update_ops(ampx_trainer *t, const step_view *s) {
+    ampx_tensor gsq           = tr_tensor(t->ring.buf, s->slot + SLOT_GSQ, AMPX_F32);
     ampx_scaler_update_args v = {.size               = sizeof v,
                                  .scalars            = tr_tensor(t->scalars, 0, AMPX_F32),
                                  .growth_factor_f64  = t->m->cfg.scaler.growth_factor,
                                  .backoff_factor_f64 = t->m->cfg.scaler.backoff_factor};
-    ampx_status st;
-    if ((st = amp_ops(t, slot, mon, gsq)) || (t->zero && (st = zero_agree(t, slot))) ||
-        (st = optimizer_step(t, gsq)))
-        return st;
-    /* the fp8 scales, before the scaler consumes found_inf (a skipped step moves none) */
-    if (t->g.n_fp8 && (st = fp8_step_update(t))) return st;
-    return tr_step_op(t, AMPX_OP_SCALER_UPDATE, &v);
+    ampx_status st            = amp_ops(t, s, gsq);
+    EACH_HOOK(after_amp, t, s);
+    if (st || (st = optimizer_step(t, gsq))) return st;
+    EACH_HOOK(before_scaler, t, s);
+    return st ? st : tr_step_op(t, AMPX_OP_SCALER_UPDATE, &v);
 }
 
-static uint64_t next_slot(const ampx_trainer *t) {
-    return (uint64_t)((t->step - t->ring.first) % t->K) * t->ring.slot_bytes;
+static step_view view_of(const ampx_trainer *t) {
+    int64_t ring_at = (t->step - t->ring.first) % t->K;
+    return (step_view){.ring_at = ring_at, .slot = (uint64_t)ring_at * t->ring.slot_bytes};
 }
 
 ampx_status tr_step_begin(ampx_trainer *t) {
     t->x.training = 1;
     t->x.step     = (uint64_t)t->step;
     t->x.micro    = 0;
-    t->x.loss     = tr_tensor(t->ring.buf, next_slot(t) + SLOT_LOSS, AMPX_F32);
+    t->x.loss     = tr_tensor(t->ring.buf, view_of(t).slot + SLOT_LOSS, AMPX_F32);
     return inputs_select_micro(t, t->step * t->A);
 }
 
 ampx_status tr_step_update(ampx_trainer *t) {
-    return update_ops(t, next_slot(t), 0);
+    step_view s = view_of(t);
+    return update_ops(t, &s);
 }
 
-/* ZeRO-1, after the update: every rank's shard of the working copies (the op wrote them
- * from its shard of the masters, to nearest) to every rank, or of the masters where the
- * parameter has no copy (f32: the forward reads the master). A skipped step changed no
- * shard, and the gather then moves the same bytes. */
-static ampx_status zero_gather(ampx_trainer *t) {
-    uint64_t most = 0;
-    for (int i = 0; i < t->n_params; i++)
-        if (t->params[i].n > most) most = t->params[i].n;
-    float *host = malloc(most * 4 + 4);
-    if (!host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
-    ampx_status st = AMPX_OK;
-    for (int i = 0; i < t->n_params && !st; i++) {
-        param *p       = &t->params[i];
-        ampx_buffer *b = p->mshard ? p->copy : p->master;
-        uint64_t bytes = p->n * (p->mshard ? 2 : 4);
-        st             = tr_check(t, t->ifc->buffer_read(t->ctx, b, 0, host, bytes), "buffer_read");
-        if (!st)
-            st = p->mshard ? dp_gather_shards16(&t->dp, (uint16_t *)host, p->n)
-                           : dp_gather_shards(&t->dp, host, p->n);
-        if (!st) st = tr_check(t, t->ifc->buffer_write(t->ctx, b, 0, host, bytes), "buffer_write");
-    }
-    free(host);
-    return st;
-}
-
-static ampx_status step_ops(ampx_trainer *t) {
-    ampx_status st;
-    int64_t ring_at = (t->step - t->ring.first) % t->K;
-    uint64_t slot   = (uint64_t)ring_at * t->ring.slot_bytes;
-    int mon         = tr_monitored(t, t->step + 1);
-    int lean        = !mon && t->mon.armed; /* the armed forensics' scan */
-    int dp          = t->dp.world > 1;
-    t->x.training   = 1;
-    t->x.step       = (uint64_t)t->step;
-    if (mon && (st = monitor_begin_step(t, ring_at))) return st;
-    if (lean && (st = forensics_begin_step(t, ring_at))) return st;
-    if (dp)
-        dp_begin_step(&t->dp, t->step + 1, inject_grad_off(t),
-                      trace_wants(t->timeline.trace, t->step + 1) ? t->timeline.trace : NULL);
-    if ((st = micro_batches(t, slot, mon, lean, dp))) return st;
-    /* the mean gradient of all ranks, before anything reads the gradients */
-    if (dp && (st = dp_finish(&t->dp))) return st;
-    if (!dp && t->step + 1 == t->inject.grad_step && (st = inject_grad(t))) return st;
-    if ((st = update_ops(t, slot, mon)) || (t->zero && (st = zero_gather(t)))) return st;
-    if (t->step + 1 == t->inject.update_step && (st = inject_update(t))) return st;
-    st = tr_check(t,
-                  t->ifc->buffer_copy(t->ctx, t->ring.buf, slot + SLOT_SCALARS, t->scalars, 0,
-                                      sizeof(ampx_scalars)),
-                  "buffer_copy");
-    if (!st) t->step++;
-    return st;
-}
-
+/* One step: batch, forward and backward, AMP pass, optimizer, scaler; the hooks between. */
 static ampx_status one_step(ampx_trainer *t) {
-    uint64_t before = call_total(&t->call);
-    ampx_status st;
-    if (!trace_wants(t->timeline.trace, t->step + 1))
-        st = step_ops(t);
-    else if (!(st = timeline_begin(t)))
-        st = timeline_end(t, step_ops(t), before);
-    t->last_step_ops = call_total(&t->call) - before;
+    step_view s    = view_of(t);
+    s.ops_before   = call_total(&t->call);
+    t->x.training  = 1;
+    t->x.step      = (uint64_t)t->step;
+    ampx_status st = hooks_begin(t, &s);
+    if (!st) st = micro_batches(t, &s);
+    EACH_HOOK(grads_ready, t, &s);
+    if (!st) st = update_ops(t, &s);
+    EACH_HOOK(after_update, t, &s);
+    if (!st)
+        st = tr_check(t,
+                      t->ifc->buffer_copy(t->ctx, t->ring.buf, s.slot + SLOT_SCALARS, t->scalars, 0,
+                                          sizeof(ampx_scalars)),
+                      "buffer_copy");
+    if (!st) t->step++;
+    st               = hooks_end(t, &s, st);
+    t->last_step_ops = call_total(&t->call) - s.ops_before;
     return st;
 }
 
@@ -326,33 +262,6 @@ static const char *nonfinite_param(ampx_trainer *t) {
         if (bad) return t->params[i].name;
     }
     return NULL;
-}
-
-/* Data-parallel runs: the records' losses become the mean over ranks (so every rank's run
- * health sees the same values), then the ranks' scalars blocks and weights are compared. */
-static ampx_status dp_records(ampx_trainer *t, unsigned char *buf, int64_t n, float wsq) {
-    uint64_t k    = (uint64_t)(n * t->A);
-    float *losses = malloc(sizeof(float) * k);
-    if (!losses) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
-    for (int64_t i = 0; i < n; i++)
-        memcpy(losses + i * t->A, buf + (uint64_t)i * t->ring.slot_bytes + SLOT_LOSS,
-               sizeof(float) * (size_t)t->A);
-    ampx_status st = dp_mean_losses(&t->dp, losses, k);
-    for (int64_t i = 0; !st && i < n; i++)
-        memcpy(buf + (uint64_t)i * t->ring.slot_bytes + SLOT_LOSS, losses + i * t->A,
-               sizeof(float) * (size_t)t->A);
-    free(losses);
-    ampx_scalars last;
-    memcpy(&last, buf + (uint64_t)(n - 1) * t->ring.slot_bytes + SLOT_SCALARS, sizeof last);
-    /* the fp8 scales, which every rank must hold alike: the records flush just read */
-    uint64_t fp8_bytes = 4 * (uint64_t)t->g.n_fp8;
-    float *fp8         = fp8_bytes ? malloc(fp8_bytes) : NULL;
-    if (!st && fp8_bytes && !fp8) st = tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
-    for (int s = 0; fp8 && s < t->g.n_fp8; s++)
-        fp8[s] = t->fp8_rec[s].scale;
-    if (!st) st = dp_check(&t->dp, &last, wsq, t->step, fp8, fp8_bytes);
-    free(fp8);
-    return st;
 }
 
 /* The names of the gradients a skipped step flagged, "a.grad, b.grad" (what fits). */
@@ -408,24 +317,13 @@ static ampx_status slot_record(ampx_trainer *t, const unsigned char *s, int64_t 
     char health_msg[768] = "";
     int verdict          = health_step(&t->ring.health, &r, health_msg, sizeof health_msg);
     r.warning            = verdict == 1 ? health_msg : "";
-    if (tr_monitored(t, r.step))
-        monitor_read(t, i, &r);
-    else {
-        r.first_nonfinite = r.created_by = r.overflow_origin = "";
-        r.headroom_tensor = r.headroom_warning = "";
-        r.headroom_bits = r.headroom_underflow = NAN;
-        if (t->mon.armed) forensics_record(t, i, &r);
-    }
-    if (t->g.n_fp8 && i == t->step - t->ring.first - 1) { /* the interval's last step */
-        r.fp8   = t->fp8_rec;
-        r.n_fp8 = t->g.n_fp8;
-    }
-    if (t->timeline.trace) {
-        trace_counters(t->timeline.trace, r.step, r.loss, r.scale, r.grad_norm, r.lr,
-                       sc.skipped_steps);
-        for (int k = 0; k < r.n_fp8; k++)
-            trace_fp8(t->timeline.trace, r.step, r.fp8[k].name, r.fp8[k].scale, r.fp8[k].amax);
-    }
+    r.first_nonfinite = r.created_by = r.overflow_origin = "";
+    r.headroom_tensor = r.headroom_warning = "";
+    r.headroom_bits = r.headroom_underflow = NAN;
+    for (int h = 0; h < t->n_hooks; h++)
+        if (t->hooks[h]->record) t->hooks[h]->record(t, i, &r);
+    for (int h = 0; h < t->n_hooks; h++)
+        if (t->hooks[h]->recorded) t->hooks[h]->recorded(t, &r, sc.skipped_steps);
     if (record && record(user, &r)) *stop = 1;
     if (verdict == 2 && !*stop && isfinite(wsq)) {
         *stop = 2;
@@ -470,21 +368,7 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
     if (!st)
         st = tr_check(t, t->ifc->buffer_read(t->ctx, t->eval_loss, WEIGHTS_SQ_OFFSET, &wsq, 4),
                       "buffer_read");
-    /* ZeRO-1: sharded masters' squares are per rank; their sum is every rank's */
-    if (!st && t->zero) st = dp_sum(&t->dp, &wsq, 1);
-    if (!st && t->g.n_fp8) st = fp8_read_records(t, n);
-    if (!st && t->dp.world > 1) st = dp_records(t, buf, n, wsq);
-    int any_mon = 0, any_unmon = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int mon = tr_monitored(t, t->ring.first + i + 1);
-        any_mon |= mon, any_unmon |= !mon;
-    }
-    if (!st && any_mon)
-        st = tr_check(t,
-                      t->ifc->buffer_read(t->ctx, t->mon.buf, 0, t->mon.host,
-                                          t->mon.slot_bytes * (uint64_t)n),
-                      "buffer_read");
-    if (!st && t->mon.armed && any_unmon) st = forensics_read_slots(t, n);
+    EACH_HOOK(read, t, buf, n, &wsq);
     double now = tr_now_ms(), per = (now - t->ring.t_last_flush) / (double)n;
     t->ring.t_last_flush = now;
     for (int64_t i = 0; !st && i < n; i++)

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 
 #include "obs/trace.h"
-#include "train/trainer.h"
+#include "train/hooks.h"
 
 /* A step of the trace window: the stream is drained first so the step's ops start from an
  * idle device; the ops are timed by the backend when it has timestamps, else on the host
  * with a synchronize after each. */
-ampx_status timeline_begin(ampx_trainer *t) {
+static ampx_status timeline_begin(ampx_trainer *t) {
     ampx_status st = tr_check(t, t->ifc->synchronize(t->ctx), "synchronize");
     if (st) return st;
     trace_step_begin(t->timeline.trace, t->step + 1);
@@ -24,7 +24,7 @@ ampx_status timeline_begin(ampx_trainer *t) {
     return AMPX_OK;
 }
 
-ampx_status timeline_end(ampx_trainer *t, ampx_status st, uint64_t before) {
+static ampx_status timeline_end(ampx_trainer *t, ampx_status st, uint64_t before) {
     t->call.observe   = NULL;
     t->call.sync_each = 0;
     uint32_t n        = 0;
@@ -37,11 +37,45 @@ ampx_status timeline_end(ampx_trainer *t, ampx_status st, uint64_t before) {
     return st;
 }
 
-void timeline_free(ampx_trainer *t) {
+static void timeline_free(ampx_trainer *t) {
     char ignored[8];
     trace_close(t->timeline.trace, ignored, sizeof ignored);
     free(t->timeline.dev_ns);
 }
+
+// ---------------------------------------------------------------------------------------
+// The hook: a step of the window is timed; every record's counters go into the file
+
+static ampx_status tl_begin(ampx_trainer *t, const step_view *s, int *on_nodes) {
+    (void)s, (void)on_nodes;
+    if (!trace_wants(t->timeline.trace, t->step + 1)) return AMPX_OK;
+    ampx_status st = timeline_begin(t);
+    if (!st) t->timeline.open = 1;
+    return st;
+}
+
+static ampx_status tl_end(ampx_trainer *t, const step_view *s, ampx_status st) {
+    if (!t->timeline.open) return st;
+    t->timeline.open = 0;
+    return timeline_end(t, st, s->ops_before);
+}
+
+static void tl_recorded(ampx_trainer *t, const ampx_step_record *r, int32_t skipped_steps) {
+    if (!t->timeline.trace) return;
+    trace_counters(t->timeline.trace, r->step, r->loss, r->scale, r->grad_norm, r->lr,
+                   skipped_steps);
+    for (int k = 0; k < r->n_fp8; k++)
+        trace_fp8(t->timeline.trace, r->step, r->fp8[k].name, r->fp8[k].scale, r->fp8[k].amax);
+}
+
+const step_hook timeline_hook = {.name     = "timeline",
+                                 .begin    = tl_begin,
+                                 .end      = tl_end,
+                                 .recorded = tl_recorded,
+                                 .release  = timeline_free};
+
+// ---------------------------------------------------------------------------------------
+// The API
 
 ampx_status ampx_trainer_trace(ampx_trainer *t, const char *path, int64_t first, int64_t last,
                                char *err, size_t err_cap) {

@@ -3,7 +3,8 @@
  * parameters with their optimizer state and working copies, the gradient arena and its
  * all-reduce buckets, the memory check, the plan and the executor; freeing it; and the
  * parameters' accessors. The steps are step.c's; trainer.h says which file owns what. */
-#include "train/trainer.h"
+#include "train/hooks.h"
+#include "train/checkpoint.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -414,7 +415,9 @@ static ampx_status create_graph(ampx_trainer *t) {
     if (t->dp.world > 1) {
         ampx_scalars fresh;
         init_scalars(t->m, &fresh);
-        if ((st = dp_join(&t->dp, &t->m->cfg, &t->g, &fresh))) return st;
+        if ((st = dp_join(&t->dp, &t->m->cfg, &t->g, &fresh,
+                          ck_file_step(t->m->cfg.train.start_from))))
+            return st;
     }
     return AMPX_OK;
 }
@@ -553,6 +556,8 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
     t->keeper.best_loss   = INFINITY;
     t->keeper.best_step   = -1;
     t->inference          = inference;
+    t->hooks              = step_hooks;
+    t->n_hooks            = n_step_hooks;
     call_init(&t->call, be, t->error, sizeof t->error);
     dp_init(&t->dp, dist, &t->call, t->error, sizeof t->error);
     t->zero = !inference && m->cfg.train.zero && t->dp.world > 1;
@@ -602,10 +607,8 @@ void ampx_trainer_free(ampx_trainer *t) {
     if (!t) return;
     free(t->zero_full);
     if (t->ctx) t->ifc->synchronize(t->ctx);
-    timeline_free(t);
-    forensics_free(t);
-    monitor_free(t);
-    fp8_free(t);
+    for (int h = 0; h < t->n_hooks; h++)
+        if (t->hooks[h]->release) t->hooks[h]->release(t);
     ampx_buffer **bufs[] = {&t->arena,     &t->ring.buf, &t->eval_loss, &t->scalars,
                             &t->grads.buf, &t->fp8,      &t->fp8_max,   &t->fp8_counts};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)

@@ -129,6 +129,7 @@ typedef struct tr_timeline {
     struct trace *trace;
     uint64_t *dev_ns; /* device timestamps of a traced step, 2 per op */
     uint32_t dev_cap; /* ops dev_ns holds; 0: the backend has no timestamps */
+    int open;         /* the step being run is traced */
 } tr_timeline;
 
 /* Fault injection (tests, inject.c): +inf into a gradient before the step's unscale and
@@ -178,10 +179,13 @@ struct ampx_trainer {
     ampx_fp8_record *fp8_rec;
     char (*fp8_names)[96];
     uint64_t *fp8_elems;
-    int64_t step;           /* steps done (applied + skipped) */
-    uint64_t last_step_ops; /* ops the last step issued */
-    int amp_fused;          /* the backend has AMP_PASS (ABI 1.4): one op instead of grad_stats,
-                               unscale_check and sum_squares */
+    int64_t step;                         /* steps done (applied + skipped) */
+    uint64_t last_step_ops;               /* ops the last step issued */
+    const struct step_hook *const *hooks; /* what attaches to a step (hooks.h), in order */
+    int n_hooks;
+    uint32_t hooks_on_nodes; /* this step: bit i, hooks[i] watches each node (step.c) */
+    int amp_fused;           /* the backend has AMP_PASS (ABI 1.4): one op instead of grad_stats,
+                                unscale_check and sum_squares */
     grad_layout grads;
     tr_inputs in;
     tr_ring ring;
@@ -202,13 +206,8 @@ struct ampx_trainer {
 // Between the files (each is defined in the file named)
 
 /* fp8.c: the fp8 scaling state of a graph with fp8 products (none: nothing), fresh (every
- * scale 1, the history 0); the step's update of it (the ranks' amaxes combined first); the
- * format of each slot. */
+ * scale 1, the history 0). */
 ampx_status fp8_setup(ampx_trainer *t);
-ampx_status fp8_step_update(ampx_trainer *t);
-/* The records of every fp8 tensor after `steps` steps since the last read (counts cleared). */
-ampx_status fp8_read_records(ampx_trainer *t, int64_t steps);
-void fp8_free(ampx_trainer *t);
 /* A digest of the slots (each tensor's name and format) and the history length: a checkpoint's
  * state is this model's only when its digest is the same. */
 uint64_t fp8_layout(const ampx_trainer *t);
@@ -249,6 +248,9 @@ void kv_free(ampx_trainer *t);
 /* step.c */
 ampx_status ring_setup(ampx_trainer *t);
 
+/* inject.c: where the all-reduce injects +inf this step (data-parallel); UINT64_MAX: none. */
+uint64_t inject_grad_off(const ampx_trainer *t);
+
 /* monitor.c */
 /* A step's slot as the forensics read it: a monitor slot (GRAD_STATS of every scanned
  * output) or an armed one (FR_HEAD bytes, the loss scale first, then ABS_MAX's f32 per scan
@@ -271,33 +273,11 @@ void monitor_note_finite(ampx_trainer *t, const scan_view *v, int64_t step);
  * also allocates the monitored steps' slots. */
 ampx_status monitor_scan_setup(ampx_trainer *t);
 ampx_status monitor_setup(ampx_trainer *t);
-void monitor_free(ampx_trainer *t);
-ampx_status monitor_begin_step(ampx_trainer *t, int64_t ring_at);
-ampx_status monitor_scan_node(executor *x, int node, void *trainer);
 /* The float outputs node `node` scans, as tensors and element counts; how many (<= G_MAX_OUT). */
 int monitor_scan_list(const ampx_trainer *t, executor *x, int node, ampx_tensor *ts, uint64_t *ns);
-ampx_status monitor_param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t base);
-void monitor_amp_pass(ampx_trainer *t, ampx_amp_pass_args *f); /* the fused op's outputs */
-/* Fills t->mon.health and first_nonfinite from host slot i (of a flush's read). */
-void monitor_read(ampx_trainer *t, int64_t i, ampx_step_record *r);
 
 /* forensics.c: overflow forensics armed on every step (train.forensics) */
 ampx_status forensics_setup(ampx_trainer *t);
-void forensics_free(ampx_trainer *t);
-ampx_status forensics_begin_step(ampx_trainer *t, int64_t ring_at);
-ampx_status forensics_scan_node(executor *x, int node, void *trainer);
-ampx_status forensics_read_slots(ampx_trainer *t, int64_t n);
-void forensics_record(ampx_trainer *t, int64_t i, ampx_step_record *r);
-
-/* timeline.c: a traced step (begin, then end with the step's status). */
-ampx_status timeline_begin(ampx_trainer *t);
-ampx_status timeline_end(ampx_trainer *t, ampx_status st, uint64_t ops_before);
-void timeline_free(ampx_trainer *t);
-
-/* inject.c: applied by the step when t->step + 1 is the injection's step. */
-ampx_status inject_grad(ampx_trainer *t);
-ampx_status inject_update(ampx_trainer *t);
-uint64_t inject_grad_off(const ampx_trainer *t); /* data-parallel: UINT64_MAX for none */
 
 // ---------------------------------------------------------------------------------------
 // Shared helpers
