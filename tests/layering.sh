@@ -7,7 +7,7 @@
 # tests/layering_selftest.sh plants each form in a copy of the tree and sees it fail.
 set -uo pipefail
 src=$(realpath "$1/core/src") || exit 2
-order=(base config text graph passes backend obs dist train conformance)
+order=(base config text graph passes backend obs dist data exec watch formats infer train conformance)
 fails=0
 declare -A rank
 for i in "${!order[@]}"; do rank[${order[$i]}]=$i; done

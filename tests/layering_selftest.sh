@@ -40,24 +40,25 @@ if layering; then echo "ok: the clean copy passes"; else
   fails=$((fails + 1))
 fi
 # legal: earlier stages in every spelling, the own folder, system and public headers
-expect pass 'an earlier stage' train/executor.c '#include "graph/graph.h"'
-expect pass '../ to an earlier stage' train/executor.c '#include "../graph/graph.h"'
-expect pass 'angle brackets, an earlier stage' train/executor.c '#include <graph/graph.h>'
+expect pass 'an earlier stage' exec/executor.c '#include "graph/graph.h"'
+expect pass '../ to an earlier stage' exec/executor.c '#include "../graph/graph.h"'
+expect pass 'angle brackets, an earlier stage' exec/executor.c '#include <graph/graph.h>'
 expect pass 'a file beside the includer' graph/softmax.c '#include "ops.h"'
 expect pass 'a system header with a folder' graph/softmax.c '#include <sys/stat.h>'
 expect pass 'a public header' graph/softmax.c '#  include <ampx/backend.h>'
-expect pass 'a nested file, ../ to its own stage' train/sub/z.c '#include "../trainer.h"'
+expect pass 'a nested file, ../ to its own stage' exec/sub/z.c '#include "../trainer.h"'
 expect pass 'the passes before backend' backend/call.c '#include "passes/planner.h"'
 # illegal: a later stage in every spelling
-expect fail 'a later stage' graph/softmax.c '#include "train/trainer.h"'
-expect fail '../ to a later stage' graph/softmax.c '#include "../train/trainer.h"'
-expect fail 'angle brackets, a later stage' graph/softmax.c '#include <train/trainer.h>'
-expect fail 'spaces after #' graph/softmax.c '#  include "train/trainer.h"'
-expect fail 'indented, a tab after #' graph/softmax.c "  #	include \"train/trainer.h\""
-expect fail 'a nested file' graph/sub/z.c '#include "train/trainer.h"'
-expect fail 'a nested file, ../../' graph/sub/z.c '#include "../../train/trainer.h"'
+expect fail 'a later stage' graph/softmax.c '#include "exec/trainer.h"'
+expect fail '../ to a later stage' graph/softmax.c '#include "../exec/trainer.h"'
+expect fail 'angle brackets, a later stage' graph/softmax.c '#include <exec/trainer.h>'
+expect fail 'spaces after #' graph/softmax.c '#  include "exec/trainer.h"'
+expect fail 'indented, a tab after #' graph/softmax.c "  #	include \"exec/trainer.h\""
+expect fail 'a nested file' graph/sub/z.c '#include "exec/trainer.h"'
+expect fail 'a nested file, ../../' graph/sub/z.c '#include "../../exec/trainer.h"'
 expect fail 'a deeper nested file' graph/sub/deeper/z.h '#include <obs/trace.h>'
 expect fail 'the passes reaching a backend' passes/planner.c '#include "backend/call.h"'
+expect fail 'the step reaching a hook of a later stage' exec/step.c '#include "watch/monitor.h"'
 expect fail 'a header of a later stage' graph/graph.h '#include "passes/model.h"'
 expect fail 'conformance reaching the core' conformance/harness.c '#include "graph/graph.h"'
 expect fail 'a folder not in the order' newstage/x.c '#include "base/error.h"'

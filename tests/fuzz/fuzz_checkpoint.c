@@ -1,4 +1,4 @@
-/* fuzz_checkpoint.c — the checkpoint reader (train/checkpoint.c) on any bytes, against a
+/* fuzz_checkpoint.c — the checkpoint reader (formats/checkpoint.c) on any bytes, against a
  * trainer of tests/fuzz/tiny.json on the CPU backend: refused with one line, or loaded. */
 #include <stdint.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ampx/train.h"
-#include "train/checkpoint.h"
+#include "formats/checkpoint.h"
 
 static ampx_trainer *trainer;
 

@@ -1,10 +1,10 @@
-/* fuzz_csv.c — the CSV reader (train/data.c). The first byte picks the header mode, the
+/* fuzz_csv.c — the CSV reader (data/data.c). The first byte picks the header mode, the
  * second the features (1..8) and classes (2..9), the rest is the file. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/data.h"
+#include "data/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;

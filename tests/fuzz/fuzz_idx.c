@@ -1,10 +1,10 @@
-/* fuzz_idx.c — the IDX header check (train/data.c): the dims must give the file's size
+/* fuzz_idx.c — the IDX header check (data/data.c): the dims must give the file's size
  * exactly, with no overflow. The first byte picks images (0x803) or labels (0x801). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/data.h"
+#include "data/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;

@@ -1,11 +1,11 @@
-/* fuzz_tokens.c — the llm.c token-file reader (train/text.c): a file is accepted only when its
+/* fuzz_tokens.c — the llm.c token-file reader (data/text.c): a file is accepted only when its
  * header's count gives its size exactly and every token is inside the vocabulary; anything
  * else is one line. The first byte picks the vocabulary (256 or 50257). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/data.h"
+#include "data/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;

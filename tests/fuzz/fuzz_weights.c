@@ -1,4 +1,4 @@
-/* fuzz_weights.c — weights files ampx reads and writes (train/export.c, train/llmc.c): the
+/* fuzz_weights.c — weights files ampx reads and writes (formats/export.c, formats/llmc.c): the
  * first byte picks what the rest is.
  *   0, 1, 2  a checkpoint exported to plain safetensors in f32, bf16 or f16 (ampx export);
  *            an export that succeeds must give a file the safetensors reader takes
@@ -14,7 +14,7 @@
 
 #include "ampx/train.h"
 #include "fuzz_common.h"
-#include "train/safetensors.h"
+#include "formats/safetensors.h"
 
 static ampx_trainer *tiny, *gpt;
 static char out_path[64];

@@ -1,4 +1,4 @@
-/* fuzz_windows.c — token streams and the windows drawn from them (train/text.c): a text or
+/* fuzz_windows.c — token streams and the windows drawn from them (data/text.c): a text or
  * llm.c token file is loaded as the trainer would (the validation split, the held-out
  * windows) and windows are drawn in the random, sequential and shuffled orders. The first
  * 16 bytes are the settings, the rest the file:
@@ -14,7 +14,7 @@
 
 #include "config/settings.h"
 #include "fuzz_common.h"
-#include "train/data.h"
+#include "data/data.h"
 
 static void check_rows(const int32_t *ids, const int32_t *labels, int64_t rows, int64_t T,
                        int64_t vocab) {
@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t key;
     memcpy(&key, data + 8, 8);
     key %= 4096; /* a step's micro-batch: the shuffled order replays llm.c's generator from the
-                    first epoch to the key's (train/shuffle.c), as a resumed run does */
+                    first epoch to the key's (data/shuffle.c), as a resumed run does */
     data_request req = {.cfg = &cfg, .classes = vocab, .input_name = "tokens", .window = T};
     dataset d        = {0};
     char err[512]    = "";

@@ -1,5 +1,5 @@
-/* test_token_order.c — the sequential and shuffled orders of token windows (train/text.c,
- * train/shuffle.c) against a reference written here as llm.c's dataloader is: a stateful
+/* test_token_order.c — the sequential and shuffled orders of token windows (data/text.c,
+ * data/shuffle.c) against a reference written here as llm.c's dataloader is: a stateful
  * loader (reset, advance, next_batch) over shards with its own MT19937, whose batches are
  * compared offset by offset with what text_draw reads for the same micro-batch index. The
  * tokens are their own positions, so a window's first id is where it was read. */
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/data.h"
-#include "train/shuffle.h"
+#include "data/data.h"
+#include "data/shuffle.h"
 
 // ---------------------------------------------------------------------------------------
 // The reference generator: Matsumoto and Nishimura's genrand_int32, as published

@@ -1,7 +1,7 @@
 /* exec.h — what an op's forward rule may ask of the executor that runs it. The rules are
  * written against this interface alone and are handed it: a g_exec is the executor's handle,
  * its table of functions first (as SQLite's sqlite3_file carries its io_methods), and the
- * executor's own state after it, which the rules never see. train/executor.c fills the table
+ * executor's own state after it, which the rules never see. exec/executor.c fills the table
  * (placing values in the arena, issuing every op through the checked call layer), so graph/
  * links against nothing of a later stage. One indirect call per question, a few per op. */
 #ifndef AMPX_GRAPH_EXEC_H

@@ -37,7 +37,12 @@ static void make_fused(g_node *n) {
 }
 
 /* Fuses the layer whose matmul (or matmul_fp8) is node i; 1 when it did. */
-static int fuse_at(g_graph *g, int i, fuse_epilogue_fn epilogue, void *user) {
+/* The backend runs a GEMM of dtypes d with the epilogue. */
+static int epilogue(const pass_caps *caps, const ampx_dtype d[3]) {
+    return caps->gemm_epilogue[d[0]][d[1]][d[2]];
+}
+
+static int fuse_at(g_graph *g, int i, const pass_caps *caps) {
     g_node *mm = &g->nodes[i], *bs = &g->nodes[i + 1];
     int fp8 = mm->op == OP_MATMUL_FP8;
     if ((mm->op != OP_MATMUL && !fp8) || bs->op != OP_BIAS || bs->in[0] != mm->out[0] ||
@@ -53,7 +58,7 @@ static int fuse_at(g_graph *g, int i, fuse_epilogue_fn epilogue, void *user) {
     ampx_dtype fwd[3] = {g->values[x].dtype, g->values[w].dtype, g->values[y].dtype};
     ampx_dtype bwd[3] = {g->values[x].dtype, g->values[h1].dtype, AMPX_F32};
     if (fp8) fwd[0] = fwd[1] = AMPX_E4M3; /* GEMM_FP8's epilogue on the codes */
-    if (!epilogue(user, fwd)) return 0;
+    if (!epilogue(caps, fwd)) return 0;
     /* dense: out y (, pre); dense_fp8: out y, x_q, W_q (as matmul_fp8's) (, pre) */
     int at_pre             = fp8 ? 3 : 1;
     mm->op                 = fp8 ? OP_DENSE_FP8 : OP_DENSE;
@@ -63,7 +68,7 @@ static int fuse_at(g_graph *g, int i, fuse_epilogue_fn epilogue, void *user) {
     mm->out[at_pre]        = h1;
     mm->n_out              = at_pre + (ac ? 1 : 0);
     mm->a.epi_act          = ac ? ac->a.act + 1 : 0;
-    mm->a.fuse_bias_grad   = !fp8 && !mm->a.trans_b && epilogue(user, bwd);
+    mm->a.fuse_bias_grad   = !fp8 && !mm->a.trans_b && epilogue(caps, bwd);
     g->values[y].producer  = i;
     g->values[h1].producer = i;
     g->values[h0].producer = -1;
@@ -72,9 +77,9 @@ static int fuse_at(g_graph *g, int i, fuse_epilogue_fn epilogue, void *user) {
     return 1;
 }
 
-int fuse_dense(g_graph *g, fuse_epilogue_fn epilogue, void *user) {
+int fuse_dense(g_graph *g, const pass_caps *caps) {
     int fused = 0;
     for (int i = 0; i + 1 < g->n_forward; i++)
-        fused += fuse_at(g, i, epilogue, user);
+        fused += fuse_at(g, i, caps);
     return fused;
 }

@@ -10,11 +10,8 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "passes/autodiff.h"
-#include "passes/copies.h"
-#include "passes/fuse.h"
 #include "passes/model.h"
-#include "passes/planner.h"
+#include "passes/pipeline.h"
 
 // ---------------------------------------------------------------------------------------
 // Counting
@@ -37,33 +34,26 @@ static void count_params(const g_graph *g, const optimizer_config *o, ampx_memor
     }
 }
 
-/* The planned step assumes the in-tree backends: each takes the GEMM epilogue. */
-static int any_epilogue(void *user, const ampx_dtype *dtypes) {
-    (void)user, (void)dtypes;
-    return 1;
-}
-
 /* Fusion, autodiff and the plan of the resolved forward graph fwd at `rows` rows, as the
- * trainer makes them on a backend with the GEMM epilogue; with cast, the working copies cast
- * on use (copies.h). */
+ * trainer makes them on a backend with the GEMM epilogue (the in-tree backends each take it);
+ * with cast, the working copies cast on use (copies.h). */
 static int measure(const g_graph *fwd, const settings *cfg, int cast, ampx_memory *out, char *err,
                    size_t cap) {
     memset(out, 0, sizeof *out);
     g_graph g;
     if (g_init_graph(&g)) return err_set(ERR(err, cap), "out of memory");
     g_copy_graph(&g, fwd);
-    uint8_t *persistent = NULL;
-    plan p              = {0};
-    int rc              = cast && copies_cast_on_use(&g) < 0
-                              ? err_set(ERR(err, cap), "the graph is too large for its copies' casts")
-                              : 0;
-    fuse_dense(&g, any_epilogue, NULL);
-    if (!rc) rc = autodiff(&g, cfg->recompute | (cast ? RECOMPUTE_COPIES : 0u), err, cap);
-    if (!rc && !(persistent = calloc((size_t)g.n_values, 1))) rc = -1;
-    for (int v = 0; !rc && v < g.n_values; v++)
-        if (g.values[v].role == ROLE_PARAM && g.values[v].grad >= 0)
-            persistent[g.values[v].grad] = 1;
-    if (!rc && plan_make(&g, (uint64_t)cfg->train.batch, persistent, 0, &p)) rc = -1;
+    pass_caps caps;
+    pass_caps_all(&caps);
+    pass_job job = {.g           = &g,
+                    .caps        = &caps,
+                    .cast_copies = cast,
+                    .recompute   = cfg->recompute,
+                    .rows        = (uint64_t)cfg->train.batch,
+                    .err         = err,
+                    .cap         = cap};
+    int rc       = pass_run(&job, PASS_COPIES, PASS_PLAN) ? -1 : 0;
+    plan p       = job.plan;
     if (!rc) {
         out->arena = p.arena_bytes;
         for (int d = 0; d < AMPX_DTYPE_COUNT; d++)
@@ -83,8 +73,7 @@ static int measure(const g_graph *fwd, const settings *cfg, int cast, ampx_memor
     } else if (!err[0]) {
         err_set(ERR(err, cap), "out of memory");
     }
-    plan_free(&p);
-    free(persistent);
+    pass_job_free(&job);
     g_free_graph(&g);
     return rc;
 }

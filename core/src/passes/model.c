@@ -1,6 +1,7 @@
 /* model.c — loading a model file: the settings (config/), the graph (graph/builder.c), an
  * optional policy file, then the policy pass. */
 #include "passes/model.h"
+#include "passes/pipeline.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +86,8 @@ ampx_status ampx_model_load_for(const char *path, const char *policy_path, const
     }
     if (!s->scaler.given) scaler_defaults(&s->scaler, s->pol.compute);
     s->opt.file_steps = (int32_t)s->train.steps;
-    if (policy_resolve(m, err, err_cap)) goto fail;
+    pass_job job      = {.m = m, .err = err, .cap = err_cap};
+    if (pass_run(&job, PASS_POLICY, PASS_POLICY)) goto fail;
     json_free(root);
     json_free(pol);
     *out = m;

@@ -17,7 +17,8 @@
 #include "ampx/diff.h"
 #include "ampx/dtype.h"
 #include "graph/ops.h"
-#include "train/trainer.h"
+#include "exec/trainer.h"
+#include "exec/step.h"
 
 /* Bytes of value v as trainer t holds it now (t->x placed it), into a new buffer. */
 static ampx_status read_value(ampx_trainer *t, int v, unsigned char **out, uint64_t *bytes) {

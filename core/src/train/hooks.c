@@ -3,7 +3,7 @@
  * armed forensics (their scans before a bucket's all-reduce reads a gradient), ZeRO-1's
  * agreement and gather, fp8's scales (whose records data-parallel runs compare), the
  * all-reduce, and fault injection last (after the all-reduce, after the gather). */
-#include "train/hooks.h"
+#include "exec/hooks.h"
 
 const step_hook *const step_hooks[] = {&timeline_hook, &monitor_hook, &forensics_hook, &zero_hook,
                                        &fp8_hook,      &dp_hook,      &inject_hook};

@@ -1,0 +1,78 @@
+/* watch.h — the hooks that watch a step, as the trainer sets them up, and what the monitor
+ * (monitor.c, headroom.c) and the armed forensics (forensics.c) share. */
+#ifndef AMPX_WATCH_H
+#define AMPX_WATCH_H
+
+#include <string.h>
+
+#include "exec/trainer.h"
+
+/* monitor_scan_setup: which outputs are scanned (the positions both scans write);
+ * monitor_setup also allocates the monitored steps' slots; forensics_setup arms the
+ * forensics (train.forensics). */
+ampx_status monitor_scan_setup(ampx_trainer *t);
+ampx_status monitor_setup(ampx_trainer *t);
+ampx_status forensics_setup(ampx_trainer *t);
+
+/* A step's slot as the forensics read it: a monitor slot (GRAD_STATS of every scanned
+ * output) or an armed one (FR_HEAD bytes, the loss scale first, then ABS_MAX's f32 per scan
+ * position per micro-batch). */
+#define FR_HEAD 16
+typedef struct scan_view {
+    const unsigned char *slot;
+    int lean; /* 1: an armed slot */
+} scan_view;
+typedef struct scan_value {
+    float max_abs;     /* the largest finite |x| (armed: when every value is finite, else 0) */
+    int32_t nonfinite; /* how many values are non-finite (armed: 1 when any) */
+    int32_t nan;       /* of them NaN (armed: 1 when the largest is NaN); -1: not counted */
+} scan_value;
+/* The first non-finite output of a step and how it came to be, into t->mon's first_nonfinite,
+ * origin and created_by; then (monitor_note_finite) each position's last all-finite step. */
+void monitor_diagnose(ampx_trainer *t, const scan_view *v);
+void monitor_note_finite(ampx_trainer *t, const scan_view *v, int64_t step);
+/* The float outputs node `node` scans, as tensors and element counts; how many (<= G_MAX_OUT). */
+int monitor_scan_list(const ampx_trainer *t, executor *x, int node, ampx_tensor *ts, uint64_t *ns);
+
+/* monitor.c: the headroom figures and warning of a monitored step's record, from monitor
+ * slot bytes ms; headroom_free releases the history. */
+void headroom_read(ampx_trainer *t, const unsigned char *ms, ampx_step_record *r);
+void headroom_free(ampx_trainer *t);
+
+// ---------------------------------------------------------------------------------------
+// A monitor slot: the loss scale (f32, padded to 16 bytes), then for the parameters and then
+// for the scanned node outputs (n_scan per micro-batch): 4 f32 stats each, 3 i32 counts each,
+// an i32 NaN count each
+
+#define MON_SCALE 0
+static inline uint64_t mon_off(const ampx_trainer *t, int part) {
+    uint64_t P = (uint64_t)t->n_params, S = (uint64_t)t->mon.n_scan * (uint64_t)t->A;
+    uint64_t offs[] = {16,
+                       16 + 16 * P,
+                       16 + 28 * P,
+                       16 + 32 * P,
+                       16 + 32 * P + 16 * S,
+                       16 + 32 * P + 28 * S,
+                       16 + 32 * P + 32 * S};
+    return offs[part];
+}
+enum { MON_PSTATS, MON_PCOUNTS, MON_PNAN, MON_SSTATS, MON_SCOUNTS, MON_SNAN, MON_END };
+
+/* Scan position s of micro-batch a in a monitor slot: its statistics and counts
+ * (GRAD_STATS), and its NaN count when nan is not NULL (-1: the backend does not count them). */
+static inline void scan_read(const ampx_trainer *t, const unsigned char *slot, int64_t a, int s,
+                             float st[4], int32_t cn[3], int32_t *nan) {
+    uint64_t at = (uint64_t)(a * t->mon.n_scan + s);
+    memcpy(st, slot + mon_off(t, MON_SSTATS) + 16 * at, 16);
+    memcpy(cn, slot + mon_off(t, MON_SCOUNTS) + 12 * at, 12);
+    if (nan) memcpy(nan, slot + mon_off(t, MON_SNAN) + 4 * at, 4);
+}
+
+/* The largest finite value of dtype dt. */
+static inline double watch_dtype_max(ampx_dtype dt) {
+    return dt == AMPX_F16    ? 65504.0
+           : dt == AMPX_BF16 ? 3.3895313892515355e38
+                             : 3.4028234663852886e38;
+}
+
+#endif
