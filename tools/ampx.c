@@ -404,36 +404,6 @@ static void on_case(void *user, const ampx_conf_case *c) {
     }
 }
 
-int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n) {
-    if (!strchr(arg, '=') || arg[0] == '=') {
-        fprintf(stderr, "%s: --backend-opt '%s': expected key=value\n", prog, arg);
-        return -1;
-    }
-    if (*n >= MAX_BACKEND_OPTS) {
-        fprintf(stderr, "%s: too many --backend-opt (at most %d)\n", prog, MAX_BACKEND_OPTS);
-        return -1;
-    }
-    opts[(*n)++] = arg;
-    return 0;
-}
-
-int cli_parse_int(const char *prog_name, const char *flag, const char *s, int64_t lo, int64_t hi,
-                  int64_t *out) {
-    const char *p = s + (*s == '-' && lo < 0);
-    int ok        = *p >= '0' && *p <= '9';
-    for (const char *q = p; ok && *q; q++)
-        ok = *q >= '0' && *q <= '9';
-    errno       = 0;
-    long long v = ok ? strtoll(s, NULL, 10) : 0;
-    if (!ok || errno == ERANGE || v < lo || v > hi) {
-        fprintf(stderr, "%s: %s '%s': expected an integer in [%lld, %lld]\n", prog_name, flag, s,
-                (long long)lo, (long long)hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 typedef struct conf_opts {
     const char *backend;
     cli_backend_opts bopts;

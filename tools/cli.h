@@ -91,7 +91,8 @@ int cli_parse_or_usage(const cli_parser *p, int argc, char **argv, void *opts,
 void cli_try_help(const char *prog);
 
 /* Appends a --backend-opt argument to opts after checking it is key=value; prints one line
- * and returns -1 when it is not or when there are too many. */
+ * and returns -1 when it is not or when there are too many (tools/getopt.c, as is
+ * cli_parse_int). */
 int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n);
 /* Parses a decimal integer in [lo, hi] (no sign unless lo < 0, no blanks, no hex, no
  * overflow); prints "PROG: FLAG 'S': expected an integer in [lo, hi]" and returns -1 when

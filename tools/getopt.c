@@ -1,9 +1,13 @@
-/* getopt.c — option parsing the subcommands share: getopt_long with ampx's messages, and
- * the option tables every command's options are read through. An unknown option names the
- * closest known one ("unknown option '--stpes' (did you mean '--steps'?)"); an option
- * missing its value says which. */
+/* getopt.c — option parsing the subcommands share: getopt_long with ampx's messages, the
+ * option tables every command's options are read through, and the values they hold (an
+ * integer in a range, a --backend-opt key=value). An unknown option names the closest known
+ * one ("unknown option '--stpes' (did you mean '--steps'?)"); an option missing its value
+ * says which. It calls no other file of tools/ (tests/circles.sh): ampx.c and every
+ * subcommand call it, never the other way. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/edit_distance.h"
@@ -128,4 +132,37 @@ int cli_parse_or_usage(const cli_parser *p, int argc, char **argv, void *opts,
 
 void cli_try_help(const char *prog) {
     fprintf(stderr, "Try '%s --help' for more information.\n", prog);
+}
+
+// ---------------------------------------------------------------------------------------
+// Values
+
+int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n) {
+    if (!strchr(arg, '=') || arg[0] == '=') {
+        fprintf(stderr, "ampx: --backend-opt '%s': expected key=value\n", arg);
+        return -1;
+    }
+    if (*n >= MAX_BACKEND_OPTS) {
+        fprintf(stderr, "ampx: too many --backend-opt (at most %d)\n", MAX_BACKEND_OPTS);
+        return -1;
+    }
+    opts[(*n)++] = arg;
+    return 0;
+}
+
+int cli_parse_int(const char *prog_name, const char *flag, const char *s, int64_t lo, int64_t hi,
+                  int64_t *out) {
+    const char *p = s + (*s == '-' && lo < 0);
+    int ok        = *p >= '0' && *p <= '9';
+    for (const char *q = p; ok && *q; q++)
+        ok = *q >= '0' && *q <= '9';
+    errno       = 0;
+    long long v = ok ? strtoll(s, NULL, 10) : 0;
+    if (!ok || errno == ERANGE || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s '%s': expected an integer in [%lld, %lld]\n", prog_name, flag, s,
+                (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
