@@ -229,8 +229,8 @@ int scaler_parse(jctx *c, const json_value *v, scaler_config *s) {
     if (v->type == JSON_STRING) {
         for (int i = 0; modes[i]; i++)
             if (!strcmp(modes[i], v->str)) {
-                s->mode = i;
-                if (i == AMPX_SCALER_NONE) s->init_scale = 1.0f;
+                s->mode       = i;
+                s->init_scale = scaler_start_scale(s);
                 return 0;
             }
         const char *near = did_you_mean(v->str, modes);
@@ -254,7 +254,7 @@ int scaler_parse(jctx *c, const json_value *v, scaler_config *s) {
     if (jenum(c, v, "type", 1, modes, &mode)) return -1;
     s->mode = mode;
     if (mode == AMPX_SCALER_NONE) {
-        s->init_scale = 1.0f;
+        s->init_scale = scaler_start_scale(s);
         if (v->n_items > 1) return jerr(c, v, "scaler \"none\" takes no other keys");
         return 0;
     }

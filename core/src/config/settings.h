@@ -161,6 +161,11 @@ int policy_parse(jctx *c, const json_value *v, policy *p);
 int scaler_parse(jctx *c, const json_value *v, scaler_config *s);
 void policy_defaults(policy *p, const char *preset);
 void scaler_defaults(scaler_config *s, ampx_dtype compute);
+/* The loss scale a run starts from: 1 without a scaler ("none"), else init_scale. The one
+ * place that rule is written: the parser records it, the scalars block starts from it. */
+static inline float scaler_start_scale(const scaler_config *s) {
+    return s->mode == AMPX_SCALER_NONE ? 1.0f : s->init_scale;
+}
 int optimizer_parse(jctx *c, settings *m, const json_value *v);
 int data_parse(jctx *c, settings *m, const json_value *v);
 int train_parse(jctx *c, settings *m, const json_value *v);

@@ -39,7 +39,7 @@ void init_scalars(const ampx_model *m, ampx_scalars *s) {
     const scaler_config *c    = &m->cfg.scaler;
     const optimizer_config *o = &m->cfg.opt;
     memset(s, 0, sizeof *s);
-    s->scale                  = c->mode == AMPX_SCALER_NONE ? 1.0f : c->init_scale;
+    s->scale                  = scaler_start_scale(c);
     s->hysteresis_left        = c->hysteresis;
     s->mode                   = c->mode;
     s->growth_factor          = (float)c->growth_factor;
