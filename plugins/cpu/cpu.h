@@ -377,7 +377,7 @@ static inline void cpu_out_f32_done(void *base, ampx_dtype dt, uint64_t i0, cons
                                     uint64_t n) {
     if (dt != AMPX_F32) cpu_tls_kern->store_f32((char *)base + i0 * 2, dt, res, n);
 }
-/* The portable table's converters (cast.c): src and dst point at the first element. */
+/* The portable table's converters (portable.c): src and dst point at the first element. */
 void cpu_load_f32_portable(float *dst, const void *src, ampx_dtype dt, uint64_t n);
 void cpu_store_f32_portable(void *dst, ampx_dtype dt, const float *src, uint64_t n);
 
