@@ -60,7 +60,7 @@ struct ampx_context {
 };
 
 // ---------------------------------------------------------------------------------------
-// Logging, status (plugin.c)
+// Logging, status (status.c)
 
 /* Logs one ERROR line through the context's kit and returns st; cu_log at any level. */
 #define cu_fail(ctx, ...) ampx_kit_fail(AMPX_KIT(ctx), __VA_ARGS__)

@@ -1,6 +1,6 @@
 /* plugin.c — the CUDA backend's entry point: ampx_backend_entry, the probe, create/destroy
- * and their options, device_info, supports() and the op table, plus the status helpers every
- * op shares (argument checks are plugin_kit.h's).
+ * and their options, device_info, supports() and the op table (argument checks are
+ * plugin_kit.h's; the status helpers every op shares are status.c's).
  *
  * The probe loads the NVIDIA driver library itself (dlopen of libcuda.so.1) and asks it for
  * its version and device count, so a machine with no driver, an old driver or no device gets
@@ -20,34 +20,6 @@
 #include "cuda.h"
 
 #define CUDA_PLUGIN_VERSION "0.1.0"
-
-// Status helpers
-
-ampx_status cu_check(ampx_context *ctx, const char *op, const char *what, cudaError_t e) {
-    if (e == cudaSuccess) return AMPX_OK;
-    ampx_status st = e == cudaErrorMemoryAllocation ? AMPX_ERR_NO_MEMORY : AMPX_ERR_DEVICE;
-    return cu_fail(ctx, st, "%s: %s: %s: %s", op, what, cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
-ampx_status cu_enter(ampx_context *ctx, const char *op) {
-    return cu_check(ctx, op, "cudaSetDevice", cudaSetDevice(ctx->device));
-}
-
-ampx_status cu_tmp_alloc(ampx_context *ctx, const char *op, uint64_t bytes, void **out) {
-    *out          = NULL;
-    cudaError_t e = cudaMallocAsync(out, (size_t)(bytes ? bytes : 16), ctx->stream);
-    if (e == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError(); /* not sticky: clear it */
-        return cu_fail(ctx, AMPX_ERR_NO_MEMORY,
-                       "%s: out of device memory allocating %llu bytes of scratch", op,
-                       (unsigned long long)bytes);
-    }
-    return cu_check(ctx, op, "cudaMallocAsync", e);
-}
-
-void cu_tmp_free(ampx_context *ctx, void *p) {
-    if (p) (void)cudaFreeAsync(p, ctx->stream);
-}
 
 // ---------------------------------------------------------------------------------------
 // Probe: the driver, its version, the device count, without the CUDA runtime
