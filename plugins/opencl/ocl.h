@@ -192,7 +192,7 @@ struct ampx_context {
 };
 
 // ---------------------------------------------------------------------------------------
-// Logging, OpenCL status (plugin.c)
+// Logging, OpenCL status (status.c)
 
 /* Logs one ERROR line through the context's kit and returns st; ocl_log at any level. */
 #define ocl_fail(ctx, ...) ampx_kit_fail(AMPX_KIT(ctx), __VA_ARGS__)
