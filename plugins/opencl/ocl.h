@@ -311,7 +311,7 @@ int ocl_make_dirs(const char *dir);
 /* A whole file, malloc'ed (NULL when absent, empty or unreadable). */
 void *ocl_read_file(const char *path, size_t *size);
 // ---------------------------------------------------------------------------------------
-// The tuned GEMM kernel (gemm_tune.c)
+// The tuned GEMM kernel: its parameters (gemm_tune.c), its programs and launch (gemm_tuned.c)
 
 /* Its parameters: `given` (option gemm_params=, checked against the device's limits), else
  * a tuning run (tune_mode OCL_TUNE_FORCE, or OCL_TUNE_ON without a valid parameter file;
@@ -336,6 +336,17 @@ ampx_status ocl_gemm_build(ampx_context *ctx, const char *defs, const char *what
 /* A GEMM operand dtype's index (f32, bf16, f16, e4m3, e5m2: 0-4; 5 for others) and T_ name. */
 unsigned ocl_gemm_dt_index(ampx_dtype d);
 extern const char *const ocl_gemm_dt_names[5];
+/* The sources gemm_tuned.cl builds from: the prelude and the embedded file. */
+ocl_source ocl_gemm_tuned_source(void);
+/* Builds gemm_tuned for p and dtypes a, b (ocl_gemm_dt_index) into slot, using the disk cache
+ * as `use` says; fails when the kernel cannot run MDIMC x NDIMC work-groups. */
+ampx_status ocl_gemm_tuned_build(ampx_context *ctx, const ocl_gemm_params *p, unsigned a,
+                                 unsigned b, ocl_cache_use use, ocl_typed_slot *slot);
+/* Sets the arguments and enqueues kernel (built for p) for batches [b0, b0 + nb). */
+ampx_status ocl_gemm_tuned_enqueue(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_params *p,
+                                   const ampx_gemm_args *g, const ampx_tensor *out,
+                                   const ampx_tensor *dq_a, const ampx_tensor *dq_b, uint64_t b0,
+                                   uint64_t nb);
 
 // ---------------------------------------------------------------------------------------
 // The packed GEMM (gemm_packed.c)
