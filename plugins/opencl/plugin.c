@@ -549,57 +549,28 @@ static ampx_status ocl_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap
     return AMPX_OK;
 }
 
-/* timed_NAME: ocl_NAME with the range of its kernels' events recorded while profiling. */
-#define OCL_TIMED(index, name, OP, type, ...)                                                      \
-    static ampx_status timed_##name(ampx_context *ctx, const type *args) {                         \
-        if (!ctx || !ctx->prof.on) return ocl_##name(ctx, args);                                   \
-        uint32_t first = ctx->prof.n_events;                                                       \
-        ampx_status st = ocl_##name(ctx, args);                                                    \
-        if (st == AMPX_OK && ctx->prof.n_ops < ctx->prof.cap) {                                    \
-            ctx->prof.first[ctx->prof.n_ops] = first;                                              \
-            ctx->prof.last[ctx->prof.n_ops]  = ctx->prof.n_events;                                 \
-            ctx->prof.n_ops++; /* ops past the capacity are not recorded */                        \
-        }                                                                                          \
-        return st;                                                                                 \
+/* An op's span while profiling (the kit's timed wrappers, AMPX_KIT_TIMED_OPS): the range of
+ * the events of the kernels it launched, from the first on the way in to the last once it
+ * returned AMPX_OK; ops past the capacity are not recorded. */
+static inline int ocl_prof_op_start(ampx_context *ctx, uint64_t *first) {
+    if (!ctx || !ctx->prof.on) return 0;
+    *first = ctx->prof.n_events;
+    return 1;
+}
+
+static inline void ocl_prof_op_end(ampx_context *ctx, uint64_t first) {
+    if (ctx->prof.n_ops < ctx->prof.cap) {
+        ctx->prof.first[ctx->prof.n_ops] = (uint32_t)first;
+        ctx->prof.last[ctx->prof.n_ops]  = ctx->prof.n_events;
+        ctx->prof.n_ops++;
     }
-AMPX_OPS(OCL_TIMED)
+}
 
 // ---------------------------------------------------------------------------------------
-// The tables
+// The tables and the entry point (plugin_kit.h's kit/shell.h, from OCL_OPS in ocl.h)
 
-#define TIMED_SLOT(index, slot, ...) .slot = timed_##slot,
-static const ampx_backend_ops ocl_ops = {.size = sizeof(ampx_backend_ops), AMPX_OPS(TIMED_SLOT)};
-#undef TIMED_SLOT
-
+AMPX_KIT_TIMED_OPS(ocl, OCL_OPS)
+AMPX_KIT_OP_TABLE(ocl_ops, ocl_timed, OCL_OPS);
 static const ampx_backend_iface ocl_iface = {
-    .size          = sizeof(ampx_backend_iface),
-    .abi_major     = AMPX_ABI_MAJOR,
-    .abi_minor     = AMPX_ABI_MINOR,
-    .name          = "opencl",
-    .version       = OCL_PLUGIN_VERSION,
-    .probe         = ocl_probe,
-    .create        = ocl_create,
-    .destroy       = ocl_destroy,
-    .device_info   = ocl_device_info,
-    .supports      = ocl_supports,
-    .buffer_alloc  = ocl_buffer_alloc,
-    .buffer_free   = ocl_buffer_free,
-    .buffer_write  = ocl_buffer_write,
-    .buffer_read   = ocl_buffer_read,
-    .buffer_copy   = ocl_buffer_copy,
-    .buffer_fill   = ocl_buffer_fill,
-    .synchronize   = ocl_synchronize,
-    .ops           = &ocl_ops,
-    .profile_begin = ocl_profile_begin,
-    .profile_end   = ocl_profile_end,
-};
-
-AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
-                                                                uint32_t host_abi_minor);
-
-AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
-                                                                uint32_t host_abi_minor) {
-    (void)host_abi_minor;
-    if (host_abi_major != AMPX_ABI_MAJOR) return NULL;
-    return &ocl_iface;
-}
+    AMPX_KIT_IFACE(ocl, "opencl", OCL_PLUGIN_VERSION, ocl_ops), AMPX_KIT_IFACE_PROFILE(ocl)};
+AMPX_KIT_ENTRY(ocl_iface)

@@ -23,7 +23,8 @@
  *
  * This header is the one a plugin includes; the kit lives in ampx/kit/, one header per
  * concern: base.h (the kit, its log, args, dtypes, tensors), take_dense.h, take_train.h and
- * take_layout.h (the ops' takes) and host.h (buffers, create, options, device_info).
+ * take_layout.h (the ops' takes), host.h (buffers, create, options, device_info) and
+ * shell.h (the op prototypes and tables a plugin generates from its list of ops).
  */
 #ifndef AMPX_PLUGIN_KIT_H
 #define AMPX_PLUGIN_KIT_H
@@ -37,5 +38,6 @@
 #include "kit/take_train.h"
 #include "kit/take_layout.h"
 #include "kit/host.h"
+#include "kit/shell.h"
 
 #endif /* AMPX_PLUGIN_KIT_H */
