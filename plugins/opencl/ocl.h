@@ -113,7 +113,7 @@ typedef struct ocl_typed_slot {
 /* How GEMMs other than f32 x f32 -> f32 run (option gemm=). */
 typedef enum ocl_gemm_path {
     GEMM_AUTO    = 0, /* f32: CLBlast; else rows on CPU devices, tiled on others (gemm.c) */
-    GEMM_TILED   = 1, /* gemm_tuned (gemm_tune.c) for every dtype mix, f32 included */
+    GEMM_TILED   = 1, /* gemm_tuned (gemm_tuned.c) for every dtype mix, f32 included */
     GEMM_CONVERT = 2, /* widen to f32, CLBlast SGEMM, round back */
     GEMM_ROWS    = 3, /* gemm_rows_<A>_<B> for every dtype mix, f32 included */
     GEMM_PACKED  = 4, /* packed panels, a block of C per item (gemm_packed.c): auto on CPUs */
@@ -162,7 +162,7 @@ struct ampx_context {
     int cpu_device;     /* CL_DEVICE_TYPE_CPU: picks the GEMM kernel for gemm=auto */
     ocl_gemm_path gemm; /* option gemm= */
     int no_epilogue;    /* option gemm_epilogue=0 */
-    struct {            /* the tuned GEMM kernel (gemm_tune.c) */
+    struct {            /* the tuned GEMM kernel (gemm_tune.c, gemm_tuned.c) */
         ocl_gemm_params p;
         ocl_gemm_limits lim;
         const char *from;          /* "defaults", "file" or "tuned" */
