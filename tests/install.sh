@@ -23,6 +23,11 @@ check "headers installed" test -f "$prefix/include/ampx/backend.h" -a -f "$prefi
 check "pkg-config file installed" test -f "$libdir/pkgconfig/ampx.pc"
 check "plugin pkg-config file installed" test -f "$libdir/pkgconfig/ampx-plugin.pc"
 check "plugin_kit.h installed" test -f "$prefix/include/ampx/plugin_kit.h"
+# the headers backend.h and plugin_kit.h include, each of them (a plugin includes only those two)
+for h in backend_types.h backend_args.h kit/base.h kit/take_dense.h kit/take_train.h \
+  kit/take_layout.h kit/host.h kit/shell.h; do
+  check "$h installed" test -f "$prefix/include/ampx/$h"
+done
 check "kernel_math.h installed" test -f "$prefix/include/ampx/kernel_math.h"
 # core/internal (fault injection for the project's tests and tools) is not part of the API
 check "internal headers not installed" test ! -e "$prefix/include/ampx/inject.h"

@@ -19,7 +19,8 @@ def fail(msg):
     print("FAIL " + msg)
     bad += 1
 
-hdr = open(src + "/core/include/ampx/backend.h").read()
+# backend.h and the headers it includes (backend_types.h: AMPX_OPS; backend_args.h: headings)
+hdr = "".join(open(f).read() for f in sorted(glob.glob(src + "/core/include/ampx/backend*.h")))
 body = re.search(r'#define AMPX_OPS\(X\)((?:.*\\\n)*.*)', hdr).group(1)
 body = re.sub(r'/\*.*?\*/', '', body.replace("\\\n", "\n"))
 ops = [tuple(x.strip() for x in g.split(","))

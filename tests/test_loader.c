@@ -2,6 +2,7 @@
  * missing, not a shared object, wrong architecture, no entry symbol, wrong ABI major, probe
  * unavailable, ops failing mid-run, an op table from an older minor version. Each failure
  * must be one line naming the file and the reason, never a crash. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -227,6 +228,54 @@ Test(loader, older_minor_op_table_reads_as_unsupported) {
     cr_assert_null(ampx_backend_iface_of(be)->buffer_native, "slot past the table's size was read");
     cr_assert_null(ampx_backend_iface_of(be)->stream_native);
     ampx_backend_close(be);
+}
+
+/* The kit's shell (ampx/kit/shell.h) from a list of two ops: those two slots and no other,
+ * the backend table's fields, an entry that refuses another major, and timed wrappers that
+ * record an op while profiling and pass it through otherwise. */
+Test(loader, kit_shell_tables_from_a_partial_op_list) {
+    void *lib = dlopen(PLUGIN("shell_partial"), RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(lib, "%s", dlerror());
+    ampx_backend_entry_fn entry = (ampx_backend_entry_fn)dlsym(lib, AMPX_BACKEND_ENTRY_SYMBOL);
+    cr_assert_not_null(entry);
+    cr_assert_null(dlsym(lib, "part_scale"), "only the entry point is exported");
+    cr_assert_null(entry(AMPX_ABI_MAJOR + 1, 0));
+    const ampx_backend_iface *t = entry(AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+    cr_assert_not_null(t);
+    cr_assert_eq(t->size, sizeof *t);
+    cr_assert_eq(t->abi_major, AMPX_ABI_MAJOR);
+    cr_assert_eq(t->abi_minor, AMPX_ABI_MINOR);
+    cr_assert_str_eq(t->name, "shell_partial");
+    cr_assert(t->probe && t->create && t->destroy && t->device_info && t->supports &&
+              t->buffer_alloc && t->buffer_free && t->buffer_write && t->buffer_read &&
+              t->buffer_copy && t->buffer_fill && t->synchronize && t->ops);
+    cr_assert(t->profile_begin && t->profile_end);
+    cr_assert(!t->buffer_native && !t->stream_native);
+    cr_assert_eq(t->ops->size, sizeof *t->ops);
+#define LISTED_(index, slot, OP, args, n_dtypes, f32)                                              \
+    cr_assert_eq(t->ops->slot != NULL,                                                             \
+                 AMPX_OP_##OP == AMPX_OP_SCALE || AMPX_OP_##OP == AMPX_OP_ABS_MAX, "slot %s",      \
+                 #slot);
+    AMPX_OPS(LISTED_)
+#undef LISTED_
+    ampx_host host = {
+        .size = sizeof host, .abi_major = AMPX_ABI_MAJOR, .abi_minor = AMPX_ABI_MINOR};
+    ampx_context *ctx = NULL;
+    cr_assert_eq(t->create(&host, &ctx), AMPX_OK);
+    ampx_scale_args a = {.size = sizeof a};
+    uint32_t n_ops    = 99;
+    cr_assert_eq(t->ops->scale(ctx, &a), AMPX_OK, "not profiling: the op runs");
+    cr_assert_eq(t->ops->scale(ctx, NULL), AMPX_ERR_INVALID, "its status comes back");
+    cr_assert_eq(t->profile_begin(ctx, 2), AMPX_OK);
+    cr_assert_eq(t->ops->scale(ctx, &a), AMPX_OK);
+    cr_assert_eq(t->ops->scale(ctx, NULL), AMPX_ERR_INVALID, "a failed op is not recorded");
+    cr_assert_eq(t->ops->abs_max(ctx, &(ampx_abs_max_args){.size = sizeof(ampx_abs_max_args)}),
+                 AMPX_OK);
+    cr_assert_eq(t->ops->scale(ctx, &a), AMPX_OK, "past the capacity: runs, not recorded");
+    cr_assert_eq(t->profile_end(ctx, NULL, 0, &n_ops), AMPX_OK);
+    cr_assert_eq(n_ops, 2);
+    t->destroy(ctx);
+    dlclose(lib);
 }
 
 /* The op numbering of ABI 1.4 as the plugins built for it have it, written out once more by

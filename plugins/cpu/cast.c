@@ -31,45 +31,6 @@ void cpu_store_f32(void *base, ampx_dtype dt, uint64_t i0, const float *src, uin
         cpu_tls_kern->store_f32((char *)base + i0 * 2, dt, src, n);
 }
 
-/* The portable conversions (cpu_kernels_portable), one element at a time with dtype.h. */
-void cpu_load_f32_portable(float *dst, const void *src, ampx_dtype dt, uint64_t n) {
-    switch (dt) {
-    case AMPX_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
-    case AMPX_BF16: {
-        const uint16_t *s = src;
-        for (uint64_t j = 0; j < n; j++)
-            dst[j] = ampx_bf16_to_f32(s[j]);
-        break;
-    }
-    case AMPX_F16: {
-        const uint16_t *s = src;
-        for (uint64_t j = 0; j < n; j++)
-            dst[j] = ampx_f16_to_f32(s[j]);
-        break;
-    }
-    default: break;
-    }
-}
-
-void cpu_store_f32_portable(void *dst, ampx_dtype dt, const float *src, uint64_t n) {
-    switch (dt) {
-    case AMPX_F32: memmove(dst, src, (size_t)n * sizeof(float)); break;
-    case AMPX_BF16: {
-        uint16_t *d = dst;
-        for (uint64_t j = 0; j < n; j++)
-            d[j] = ampx_f32_to_bf16(src[j]);
-        break;
-    }
-    case AMPX_F16: {
-        uint16_t *d = dst;
-        for (uint64_t j = 0; j < n; j++)
-            d[j] = ampx_f32_to_f16(src[j]);
-        break;
-    }
-    default: break;
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // CAST
 

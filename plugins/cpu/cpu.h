@@ -377,53 +377,33 @@ static inline void cpu_out_f32_done(void *base, ampx_dtype dt, uint64_t i0, cons
                                     uint64_t n) {
     if (dt != AMPX_F32) cpu_tls_kern->store_f32((char *)base + i0 * 2, dt, res, n);
 }
-/* The portable table's converters (cast.c): src and dst point at the first element. */
+/* The portable table's converters (portable.c): src and dst point at the first element. */
 void cpu_load_f32_portable(float *dst, const void *src, ampx_dtype dt, uint64_t n);
 void cpu_store_f32_portable(void *dst, ampx_dtype dt, const float *src, uint64_t n);
 
 // ---------------------------------------------------------------------------------------
-// The ops, one file each (named after the op in backend.h).
+// The ops, one file each (named after the op in backend.h): cpu_<slot> for every op of
+// AMPX_OPS, declared from this list (plugin_kit.h's kit/shell.h), which plugin.c's tables
+// are generated from too.
 
-ampx_status cpu_gemm(ampx_context *ctx, const ampx_gemm_args *a);
+// clang-format off
+#define CPU_OPS(X, p)                                                                              \
+    X(p, gemm)          X(p, cast)          X(p, add)           X(p, mul)                          \
+    X(p, scale)         X(p, bias_grad)     X(p, act_fwd)       X(p, act_bwd)                      \
+    X(p, softmax_fwd)   X(p, softmax_bwd)   X(p, softmax_xent)  X(p, layernorm_fwd)                \
+    X(p, layernorm_bwd) X(p, batchnorm_fwd) X(p, batchnorm_bwd) X(p, embedding_fwd)                \
+    X(p, embedding_bwd) X(p, reduce)        X(p, sum_squares)   X(p, unscale_check)                \
+    X(p, grad_stats)    X(p, scaler_update) X(p, sgd)           X(p, adamw)                        \
+    X(p, dropout)       X(p, permute)       X(p, amp_pass)      X(p, attn_fwd)                     \
+    X(p, attn_bwd)      X(p, im2col)        X(p, col2im)        X(p, pool2d_fwd)                   \
+    X(p, pool2d_bwd)    X(p, fp8_quantize)  X(p, gemm_fp8)      X(p, fp8_scale_update)             \
+    X(p, abs_max)
+// clang-format on
+AMPX_KIT_OP_PROTOTYPES(cpu, CPU_OPS)
+AMPX_KIT_OPS_COMPLETE(CPU_OPS);
+
 /* The GEMM of checked arguments (GEMM's, or GEMM_FP8's with its factors folded into alpha). */
 ampx_status cpu_gemm_checked(ampx_context *ctx, const ampx_gemm_args *g);
-ampx_status cpu_fp8_quantize(ampx_context *ctx, const ampx_fp8_quantize_args *a);
-ampx_status cpu_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *a);
-ampx_status cpu_fp8_scale_update(ampx_context *ctx, const ampx_fp8_scale_update_args *a);
-ampx_status cpu_cast(ampx_context *ctx, const ampx_cast_args *a);
-ampx_status cpu_add(ampx_context *ctx, const ampx_add_args *a);
-ampx_status cpu_mul(ampx_context *ctx, const ampx_mul_args *a);
-ampx_status cpu_scale(ampx_context *ctx, const ampx_scale_args *a);
-ampx_status cpu_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *a);
-ampx_status cpu_act_fwd(ampx_context *ctx, const ampx_act_args *a);
-ampx_status cpu_act_bwd(ampx_context *ctx, const ampx_act_args *a);
-ampx_status cpu_softmax_fwd(ampx_context *ctx, const ampx_softmax_args *a);
-ampx_status cpu_softmax_bwd(ampx_context *ctx, const ampx_softmax_args *a);
-ampx_status cpu_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *a);
-ampx_status cpu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *a);
-ampx_status cpu_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *a);
-ampx_status cpu_batchnorm_fwd(ampx_context *ctx, const ampx_batchnorm_args *a);
-ampx_status cpu_batchnorm_bwd(ampx_context *ctx, const ampx_batchnorm_args *a);
-ampx_status cpu_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *a);
-ampx_status cpu_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *a);
-ampx_status cpu_reduce(ampx_context *ctx, const ampx_reduce_args *a);
-ampx_status cpu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
-ampx_status cpu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
-ampx_status cpu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
-ampx_status cpu_abs_max(ampx_context *ctx, const ampx_abs_max_args *a);
-ampx_status cpu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
-ampx_status cpu_sgd(ampx_context *ctx, const ampx_sgd_args *a);
-ampx_status cpu_adamw(ampx_context *ctx, const ampx_adamw_args *a);
-ampx_status cpu_dropout(ampx_context *ctx, const ampx_dropout_args *a);
-ampx_status cpu_permute(ampx_context *ctx, const ampx_permute_args *a);
-ampx_status cpu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);
-ampx_status cpu_attn_fwd(ampx_context *ctx, const ampx_attn_args *a);
-ampx_status cpu_attn_bwd(ampx_context *ctx, const ampx_attn_args *a);
-/* window.c (ABI 1.6) */
-ampx_status cpu_im2col(ampx_context *ctx, const ampx_window_args *a);
-ampx_status cpu_col2im(ampx_context *ctx, const ampx_window_args *a);
-ampx_status cpu_pool2d_fwd(ampx_context *ctx, const ampx_window_args *a);
-ampx_status cpu_pool2d_bwd(ampx_context *ctx, const ampx_window_args *a);
 /* attention_bf16.c: whether its path runs these arguments (AVX512-BF16, bf16 operands), and
  * the two ops on it, for arguments already taken and checked. */
 int cpu_attn_bf16_applies(const ampx_context *ctx, const ampx_attn_args *a, int bwd);

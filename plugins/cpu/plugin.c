@@ -219,29 +219,26 @@ static ampx_status cpu_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap
     return AMPX_OK;
 }
 
-/* timed_NAME: cpu_NAME with its start and end recorded while profiling. */
-#define CPU_TIMED(index, name, OP, type, ...)                                                      \
-    static ampx_status timed_##name(ampx_context *ctx, const type *args) {                         \
-        if (!ctx || !ctx->prof.on) return cpu_##name(ctx, args);                                   \
-        uint64_t t0    = now_ns();                                                                 \
-        ampx_status st = cpu_##name(ctx, args);                                                    \
-        if (st == AMPX_OK && ctx->prof.n < ctx->prof.cap) {                                        \
-            ctx->prof.ns[2 * ctx->prof.n]     = t0 - ctx->prof.t0;                                 \
-            ctx->prof.ns[2 * ctx->prof.n + 1] = now_ns() - ctx->prof.t0;                           \
-            ctx->prof.n++; /* ops past the capacity are not recorded */                            \
-        }                                                                                          \
-        return st;                                                                                 \
+/* An op's span while profiling (the kit's timed wrappers, AMPX_KIT_TIMED_OPS): its start on
+ * the way in, its end once it returned AMPX_OK; ops past the capacity are not recorded. */
+static inline int cpu_prof_op_start(ampx_context *ctx, uint64_t *t0) {
+    if (!ctx || !ctx->prof.on) return 0;
+    *t0 = now_ns();
+    return 1;
+}
+
+static inline void cpu_prof_op_end(ampx_context *ctx, uint64_t t0) {
+    if (ctx->prof.n < ctx->prof.cap) {
+        ctx->prof.ns[2 * ctx->prof.n]     = t0 - ctx->prof.t0;
+        ctx->prof.ns[2 * ctx->prof.n + 1] = now_ns() - ctx->prof.t0;
+        ctx->prof.n++;
     }
-AMPX_OPS(CPU_TIMED)
+}
 
 // ---------------------------------------------------------------------------------------
-// The tables
+// Native handles (ABI 1.3): buffers are host memory, and every op has completed when its
+// slot returns.
 
-#define TIMED_SLOT(index, slot, ...) .slot = timed_##slot,
-static const ampx_backend_ops cpu_ops = {.size = sizeof(ampx_backend_ops), AMPX_OPS(TIMED_SLOT)};
-#undef TIMED_SLOT
-
-/* ABI 1.3: buffers are host memory, and every op has completed when its slot returns. */
 static ampx_status cpu_buffer_native(ampx_context *ctx, const ampx_buffer *buf, uint32_t *kind,
                                      void **handle) {
     if (!ctx) return AMPX_ERR_INVALID;
@@ -261,37 +258,12 @@ static ampx_status cpu_stream_native(ampx_context *ctx, uint32_t *kind, void **h
     return AMPX_OK;
 }
 
+// ---------------------------------------------------------------------------------------
+// The tables and the entry point (plugin_kit.h's kit/shell.h, from CPU_OPS in cpu.h)
+
+AMPX_KIT_TIMED_OPS(cpu, CPU_OPS)
+AMPX_KIT_OP_TABLE(cpu_ops, cpu_timed, CPU_OPS);
 static const ampx_backend_iface cpu_iface = {
-    .size          = sizeof(ampx_backend_iface),
-    .abi_major     = AMPX_ABI_MAJOR,
-    .abi_minor     = AMPX_ABI_MINOR,
-    .name          = "cpu",
-    .version       = CPU_PLUGIN_VERSION,
-    .probe         = cpu_probe,
-    .create        = cpu_create,
-    .destroy       = cpu_destroy,
-    .device_info   = cpu_device_info,
-    .supports      = cpu_supports,
-    .buffer_alloc  = cpu_buffer_alloc,
-    .buffer_free   = cpu_buffer_free,
-    .buffer_write  = cpu_buffer_write,
-    .buffer_read   = cpu_buffer_read,
-    .buffer_copy   = cpu_buffer_copy,
-    .buffer_fill   = cpu_buffer_fill,
-    .synchronize   = cpu_synchronize,
-    .ops           = &cpu_ops,
-    .profile_begin = cpu_profile_begin,
-    .profile_end   = cpu_profile_end,
-    .buffer_native = cpu_buffer_native,
-    .stream_native = cpu_stream_native,
-};
-
-AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
-                                                                uint32_t host_abi_minor);
-
-AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
-                                                                uint32_t host_abi_minor) {
-    (void)host_abi_minor; /* minors are append-only: a newer host reads what we have */
-    if (host_abi_major != AMPX_ABI_MAJOR) return NULL;
-    return &cpu_iface;
-}
+    AMPX_KIT_IFACE(cpu, "cpu", CPU_PLUGIN_VERSION, cpu_ops), AMPX_KIT_IFACE_PROFILE(cpu),
+    AMPX_KIT_IFACE_NATIVE(cpu)};
+AMPX_KIT_ENTRY(cpu_iface)

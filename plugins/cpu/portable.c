@@ -1,7 +1,10 @@
 /* portable.c — the portable kernel table: the C GEMM tile kernel gemm.c's tile driver calls
  * (the seam the AVX2 and AVX-512 tables of avx2.c and avx512.c replace with their sliver
- * micro-kernels) and dtype.h's one-element-at-a-time converters (cast.c). Any machine runs
- * it; isa.c picks it when cpuid offers nothing wider, or when asked (isa=portable). */
+ * micro-kernels) and dtype.h's one-element-at-a-time converters, which avx2.c's tails call
+ * too. Any machine runs it; isa.c picks it when cpuid offers nothing wider, or when asked
+ * (isa=portable). It calls no other file of the plugin. */
+#include <string.h>
+
 #include "cpu.h"
 
 // ---------------------------------------------------------------------------------------
@@ -57,6 +60,51 @@ static void gemm_tile_portable(uint64_t mc, uint64_t nc, uint64_t kc, const floa
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Row converters (the table's load_f32 and store_f32; avx2.c's tails call them too)
+
+/* One element at a time with dtype.h. */
+void cpu_load_f32_portable(float *dst, const void *src, ampx_dtype dt, uint64_t n) {
+    switch (dt) {
+    case AMPX_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    case AMPX_BF16: {
+        const uint16_t *s = src;
+        for (uint64_t j = 0; j < n; j++)
+            dst[j] = ampx_bf16_to_f32(s[j]);
+        break;
+    }
+    case AMPX_F16: {
+        const uint16_t *s = src;
+        for (uint64_t j = 0; j < n; j++)
+            dst[j] = ampx_f16_to_f32(s[j]);
+        break;
+    }
+    default: break;
+    }
+}
+
+void cpu_store_f32_portable(void *dst, ampx_dtype dt, const float *src, uint64_t n) {
+    switch (dt) {
+    case AMPX_F32: memmove(dst, src, (size_t)n * sizeof(float)); break;
+    case AMPX_BF16: {
+        uint16_t *d = dst;
+        for (uint64_t j = 0; j < n; j++)
+            d[j] = ampx_f32_to_bf16(src[j]);
+        break;
+    }
+    case AMPX_F16: {
+        uint16_t *d = dst;
+        for (uint64_t j = 0; j < n; j++)
+            d[j] = ampx_f32_to_f16(src[j]);
+        break;
+    }
+    default: break;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The table
 
 const cpu_kernels cpu_kernels_portable = {
     .name      = "portable",

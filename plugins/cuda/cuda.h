@@ -60,7 +60,7 @@ struct ampx_context {
 };
 
 // ---------------------------------------------------------------------------------------
-// Logging, status (plugin.c)
+// Logging, status (status.c)
 
 /* Logs one ERROR line through the context's kit and returns st; cu_log at any level. */
 #define cu_fail(ctx, ...) ampx_kit_fail(AMPX_KIT(ctx), __VA_ARGS__)
@@ -112,46 +112,24 @@ void cu_blas_unload(ampx_context *ctx);
 const char *cu_blas_describe(ampx_context *ctx);
 
 // ---------------------------------------------------------------------------------------
-// The ops
+// The ops (ops.c; GEMM and GEMM_FP8 in gemm.c): cu_<slot> for every op of AMPX_OPS, declared
+// from this list (plugin_kit.h's kit/shell.h), which plugin.c's tables are generated from too.
 
-ampx_status cu_gemm(ampx_context *ctx, const ampx_gemm_args *a);
-ampx_status cu_cast(ampx_context *ctx, const ampx_cast_args *a);
-ampx_status cu_add(ampx_context *ctx, const ampx_add_args *a);
-ampx_status cu_mul(ampx_context *ctx, const ampx_mul_args *a);
-ampx_status cu_scale(ampx_context *ctx, const ampx_scale_args *a);
-ampx_status cu_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *a);
-ampx_status cu_act_fwd(ampx_context *ctx, const ampx_act_args *a);
-ampx_status cu_act_bwd(ampx_context *ctx, const ampx_act_args *a);
-ampx_status cu_softmax_fwd(ampx_context *ctx, const ampx_softmax_args *a);
-ampx_status cu_softmax_bwd(ampx_context *ctx, const ampx_softmax_args *a);
-ampx_status cu_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *a);
-ampx_status cu_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *a);
-ampx_status cu_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *a);
-ampx_status cu_batchnorm_fwd(ampx_context *ctx, const ampx_batchnorm_args *a);
-ampx_status cu_batchnorm_bwd(ampx_context *ctx, const ampx_batchnorm_args *a);
-ampx_status cu_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *a);
-ampx_status cu_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *a);
-ampx_status cu_reduce(ampx_context *ctx, const ampx_reduce_args *a);
-ampx_status cu_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
-ampx_status cu_abs_max(ampx_context *ctx, const ampx_abs_max_args *args);
-ampx_status cu_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
-ampx_status cu_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
-ampx_status cu_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);
-ampx_status cu_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
-ampx_status cu_sgd(ampx_context *ctx, const ampx_sgd_args *a);
-ampx_status cu_adamw(ampx_context *ctx, const ampx_adamw_args *a);
-ampx_status cu_dropout(ampx_context *ctx, const ampx_dropout_args *a);
-ampx_status cu_permute(ampx_context *ctx, const ampx_permute_args *a);
-ampx_status cu_attn_fwd(ampx_context *ctx, const ampx_attn_args *a);
-ampx_status cu_attn_bwd(ampx_context *ctx, const ampx_attn_args *a);
-ampx_status cu_im2col(ampx_context *ctx, const ampx_window_args *a);
-ampx_status cu_col2im(ampx_context *ctx, const ampx_window_args *a);
-ampx_status cu_pool2d_fwd(ampx_context *ctx, const ampx_window_args *a);
-ampx_status cu_pool2d_bwd(ampx_context *ctx, const ampx_window_args *a);
-/* ABI 1.7 */
-ampx_status cu_fp8_quantize(ampx_context *ctx, const ampx_fp8_quantize_args *a);
-ampx_status cu_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *a);
-ampx_status cu_fp8_scale_update(ampx_context *ctx, const ampx_fp8_scale_update_args *a);
+// clang-format off
+#define CU_OPS(X, p)                                                                               \
+    X(p, gemm)          X(p, cast)          X(p, add)           X(p, mul)                          \
+    X(p, scale)         X(p, bias_grad)     X(p, act_fwd)       X(p, act_bwd)                      \
+    X(p, softmax_fwd)   X(p, softmax_bwd)   X(p, softmax_xent)  X(p, layernorm_fwd)                \
+    X(p, layernorm_bwd) X(p, batchnorm_fwd) X(p, batchnorm_bwd) X(p, embedding_fwd)                \
+    X(p, embedding_bwd) X(p, reduce)        X(p, sum_squares)   X(p, unscale_check)                \
+    X(p, grad_stats)    X(p, scaler_update) X(p, sgd)           X(p, adamw)                        \
+    X(p, dropout)       X(p, permute)       X(p, amp_pass)      X(p, attn_fwd)                     \
+    X(p, attn_bwd)      X(p, im2col)        X(p, col2im)        X(p, pool2d_fwd)                   \
+    X(p, pool2d_bwd)    X(p, fp8_quantize)  X(p, gemm_fp8)      X(p, fp8_scale_update)             \
+    X(p, abs_max)
+// clang-format on
+AMPX_KIT_OP_PROTOTYPES(cu, CU_OPS)
+AMPX_KIT_OPS_COMPLETE(CU_OPS);
 
 /* Buffers (buffer.c) */
 ampx_status cu_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

@@ -1,6 +1,6 @@
 /* plugin.c — the CUDA backend's entry point: ampx_backend_entry, the probe, create/destroy
- * and their options, device_info, supports() and the op table, plus the status helpers every
- * op shares (argument checks are plugin_kit.h's).
+ * and their options, device_info, supports() and the op table (argument checks are
+ * plugin_kit.h's; the status helpers every op shares are status.c's).
  *
  * The probe loads the NVIDIA driver library itself (dlopen of libcuda.so.1) and asks it for
  * its version and device count, so a machine with no driver, an old driver or no device gets
@@ -20,34 +20,6 @@
 #include "cuda.h"
 
 #define CUDA_PLUGIN_VERSION "0.1.0"
-
-// Status helpers
-
-ampx_status cu_check(ampx_context *ctx, const char *op, const char *what, cudaError_t e) {
-    if (e == cudaSuccess) return AMPX_OK;
-    ampx_status st = e == cudaErrorMemoryAllocation ? AMPX_ERR_NO_MEMORY : AMPX_ERR_DEVICE;
-    return cu_fail(ctx, st, "%s: %s: %s: %s", op, what, cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
-ampx_status cu_enter(ampx_context *ctx, const char *op) {
-    return cu_check(ctx, op, "cudaSetDevice", cudaSetDevice(ctx->device));
-}
-
-ampx_status cu_tmp_alloc(ampx_context *ctx, const char *op, uint64_t bytes, void **out) {
-    *out          = NULL;
-    cudaError_t e = cudaMallocAsync(out, (size_t)(bytes ? bytes : 16), ctx->stream);
-    if (e == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError(); /* not sticky: clear it */
-        return cu_fail(ctx, AMPX_ERR_NO_MEMORY,
-                       "%s: out of device memory allocating %llu bytes of scratch", op,
-                       (unsigned long long)bytes);
-    }
-    return cu_check(ctx, op, "cudaMallocAsync", e);
-}
-
-void cu_tmp_free(ampx_context *ctx, void *p) {
-    if (p) (void)cudaFreeAsync(p, ctx->stream);
-}
 
 // ---------------------------------------------------------------------------------------
 // Probe: the driver, its version, the device count, without the CUDA runtime
@@ -145,7 +117,7 @@ static ampx_status drv_probe(char *reason, size_t cap, int *n_devices, int *driv
     return AMPX_OK;
 }
 
-static ampx_status cuda_probe(char *reason, size_t reason_cap) {
+static ampx_status cu_probe(char *reason, size_t reason_cap) {
     char buf[512];
     int n, ver;
     ampx_status st = drv_probe(buf, sizeof buf, &n, &ver);
@@ -180,7 +152,7 @@ static ampx_status parse_options(ampx_context *ctx, const ampx_host *h, int n_de
 
 static void prof_destroy(ampx_context *ctx);
 
-static void cuda_destroy(ampx_context *ctx) {
+static void cu_destroy(ampx_context *ctx) {
     if (!ctx) return;
     if (cudaSetDevice(ctx->device) == cudaSuccess && ctx->stream) {
         (void)cudaStreamSynchronize(ctx->stream);
@@ -191,7 +163,7 @@ static void cuda_destroy(ampx_context *ctx) {
     free(ctx);
 }
 
-static ampx_status cuda_create(const ampx_host *host, ampx_context **out) {
+static ampx_status cu_create(const ampx_host *host, ampx_context **out) {
     ampx_host h;
     ampx_context tmp; /* for logging until the context is allocated */
     memset(&tmp, 0, sizeof tmp);
@@ -259,7 +231,7 @@ fail:
 // ---------------------------------------------------------------------------------------
 // Device info
 
-static ampx_status cuda_device_info(ampx_context *ctx, ampx_device_info *info) {
+static ampx_status cu_device_info(ampx_context *ctx, ampx_device_info *info) {
     ampx_device_info d;
     CU_TRY(ampx_kit_begin_device_info(AMPX_KIT(ctx), info, &d));
     CU_TRY(cu_enter(ctx, "device_info"));
@@ -289,8 +261,8 @@ static ampx_status cuda_device_info(ampx_context *ctx, ampx_device_info *info) {
 // ---------------------------------------------------------------------------------------
 // supports, synchronize
 
-static int cuda_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes,
-                         uint32_t n_dtypes, uint32_t shape_class) {
+static int cu_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes, uint32_t n_dtypes,
+                       uint32_t shape_class) {
     (void)ctx;
     /* GEMM's epilogue runs in the native kernel (gemm.c) with every dtype GEMM takes, and
      * GEMM_FP8's in the same kernel with every fp8 pair and C it takes */
@@ -300,7 +272,7 @@ static int cuda_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtype
 }
 
 /* Waits for the stream; a fault of any earlier kernel surfaces here with its name. */
-static ampx_status cuda_synchronize(ampx_context *ctx) {
+static ampx_status cu_synchronize(ampx_context *ctx) {
     if (!ctx) return AMPX_ERR_INVALID;
     CU_TRY(cu_enter(ctx, "synchronize"));
     return cu_check(ctx, "synchronize", "cudaStreamSynchronize",
@@ -322,7 +294,7 @@ static void prof_destroy(ampx_context *ctx) {
     ctx->prof.on                = 0;
 }
 
-static ampx_status cuda_profile_begin(ampx_context *ctx, uint32_t capacity) {
+static ampx_status cu_profile_begin(ampx_context *ctx, uint32_t capacity) {
     if (!ctx) return AMPX_ERR_INVALID;
     CU_TRY(cu_enter(ctx, "profile_begin"));
     prof_destroy(ctx);
@@ -344,8 +316,7 @@ static ampx_status cuda_profile_begin(ampx_context *ctx, uint32_t capacity) {
     return AMPX_OK;
 }
 
-static ampx_status cuda_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap,
-                                    uint32_t *n_ops) {
+static ampx_status cu_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap, uint32_t *n_ops) {
     if (!ctx || !n_ops || (cap && !ns)) return AMPX_ERR_INVALID;
     *n_ops = 0;
     if (!ctx->prof.on) return AMPX_OK;
@@ -364,29 +335,28 @@ static ampx_status cuda_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t ca
     return st;
 }
 
-/* timed_NAME: cu_NAME between two events while profiling. */
-#define CU_TIMED(index, name, OP, type, ...)                                                       \
-    static ampx_status timed_##name(ampx_context *ctx, const type *args) {                         \
-        if (!ctx || !ctx->prof.on || ctx->prof.n >= ctx->prof.cap) return cu_##name(ctx, args);    \
-        (void)cudaEventRecord(ctx->prof.ev[2 * ctx->prof.n], ctx->stream);                         \
-        ampx_status st = cu_##name(ctx, args);                                                     \
-        if (st == AMPX_OK &&                                                                       \
-            cudaEventRecord(ctx->prof.ev[2 * ctx->prof.n + 1], ctx->stream) == cudaSuccess)        \
-            ctx->prof.n++; /* ops past the capacity are not recorded */                            \
-        return st;                                                                                 \
-    }
-AMPX_OPS(CU_TIMED)
+/* An op between two events while profiling (the kit's timed wrappers, AMPX_KIT_TIMED_OPS):
+ * the first recorded on the way in, the second once it returned AMPX_OK; ops past the
+ * capacity are not recorded. */
+static inline int cu_prof_op_start(ampx_context *ctx, uint64_t *mark) {
+    (void)mark;
+    if (!ctx || !ctx->prof.on || ctx->prof.n >= ctx->prof.cap) return 0;
+    (void)cudaEventRecord(ctx->prof.ev[2 * ctx->prof.n], ctx->stream);
+    return 1;
+}
+
+static inline void cu_prof_op_end(ampx_context *ctx, uint64_t mark) {
+    (void)mark;
+    if (cudaEventRecord(ctx->prof.ev[2 * ctx->prof.n + 1], ctx->stream) == cudaSuccess)
+        ctx->prof.n++;
+}
 
 // ---------------------------------------------------------------------------------------
-// The tables
+// Native handles (ABI 1.3)
 
-#define TIMED_SLOT(index, slot, ...) .slot = timed_##slot,
-static const ampx_backend_ops cuda_ops = {.size = sizeof(ampx_backend_ops), AMPX_OPS(TIMED_SLOT)};
-#undef TIMED_SLOT
-
-/* ABI 1.3: the device pointer and the context's stream, for NCCL. */
-static ampx_status cuda_buffer_native(ampx_context *ctx, const ampx_buffer *buf, uint32_t *kind,
-                                      void **handle) {
+/* The device pointer and the context's stream, for NCCL. */
+static ampx_status cu_buffer_native(ampx_context *ctx, const ampx_buffer *buf, uint32_t *kind,
+                                    void **handle) {
     if (!ctx) return AMPX_ERR_INVALID;
     if (!buf || !kind || !handle)
         return cu_fail(ctx, AMPX_ERR_INVALID, "buffer_native: buf, kind or handle is NULL");
@@ -395,7 +365,7 @@ static ampx_status cuda_buffer_native(ampx_context *ctx, const ampx_buffer *buf,
     return AMPX_OK;
 }
 
-static ampx_status cuda_stream_native(ampx_context *ctx, uint32_t *kind, void **handle) {
+static ampx_status cu_stream_native(ampx_context *ctx, uint32_t *kind, void **handle) {
     if (!ctx) return AMPX_ERR_INVALID;
     if (!kind || !handle)
         return cu_fail(ctx, AMPX_ERR_INVALID, "stream_native: kind or handle is NULL");
@@ -404,41 +374,11 @@ static ampx_status cuda_stream_native(ampx_context *ctx, uint32_t *kind, void **
     return AMPX_OK;
 }
 
-static const ampx_backend_iface cuda_iface = {
-    .size         = sizeof(ampx_backend_iface),
-    .abi_major    = AMPX_ABI_MAJOR,
-    .abi_minor    = AMPX_ABI_MINOR,
-    .name         = "cuda",
-    .version      = CUDA_PLUGIN_VERSION,
-    .probe        = cuda_probe,
-    .create       = cuda_create,
-    .destroy      = cuda_destroy,
-    .device_info  = cuda_device_info,
-    .supports     = cuda_supports,
-    .buffer_alloc = cu_buffer_alloc,
-    .buffer_free  = cu_buffer_free,
-    .buffer_write = cu_buffer_write,
-    .buffer_read  = cu_buffer_read,
-    .buffer_copy  = cu_buffer_copy,
-    .buffer_fill  = cu_buffer_fill,
-    .synchronize  = cuda_synchronize,
-    .ops          = &cuda_ops,
+// ---------------------------------------------------------------------------------------
+// The tables and the entry point (plugin_kit.h's kit/shell.h, from CU_OPS in cuda.h)
 
-    /* ABI 1.2 */
-    .profile_begin = cuda_profile_begin,
-    .profile_end   = cuda_profile_end,
-
-    /* ABI 1.3 */
-    .buffer_native = cuda_buffer_native,
-    .stream_native = cuda_stream_native,
-};
-
-AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
-                                                                uint32_t host_abi_minor);
-
-AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
-                                                                uint32_t host_abi_minor) {
-    (void)host_abi_minor; /* minors are append-only: a newer host reads what we have */
-    if (host_abi_major != AMPX_ABI_MAJOR) return NULL;
-    return &cuda_iface;
-}
+AMPX_KIT_TIMED_OPS(cu, CU_OPS)
+AMPX_KIT_OP_TABLE(cu_ops, cu_timed, CU_OPS);
+static const ampx_backend_iface cu_iface = {AMPX_KIT_IFACE(cu, "cuda", CUDA_PLUGIN_VERSION, cu_ops),
+                                            AMPX_KIT_IFACE_PROFILE(cu), AMPX_KIT_IFACE_NATIVE(cu)};
+AMPX_KIT_ENTRY(cu_iface)

@@ -10,7 +10,7 @@
  *     item summed over all of k in registers, as a CPU BLAS does. auto uses it for every dtype
  *     mix on CPU devices (on PoCL 2x-3x tiled, which beats rows and CLBlast: docs/OPENCL.md);
  *     the epilogue runs in its store, as tiled's.
- *   - tiled: gemm_tuned (kernels/opencl/typed/gemm_tuned.cl, gemm_tune.c), tiles staged in
+ *   - tiled: gemm_tuned (kernels/opencl/typed/gemm_tuned.cl, gemm_tuned.c), tiles staged in
  *     local memory as f32 with register blocking, its sizes per device (defaults from device
  *     queries or a tuning run). auto uses it for all but f32 on GPUs and accelerators; the
  *     epilogue runs in its store, from the f32 result, before C is rounded.

@@ -1,5 +1,5 @@
-/* gemm_tune.c — the tuned GEMM kernel (kernels/opencl/typed/gemm_tuned.cl): its parameters
- * per device, its programs per (A, B) dtype pair, its launch, and the tuning run.
+/* gemm_tune.c — the parameters of the tuned GEMM kernel (gemm_tuned.c) per device, and the
+ * tuning run.
  *
  * Parameters, first match wins when a context is created:
  *   - tune=force: a tuning run now;
@@ -25,129 +25,10 @@
 
 #include "ocl.h"
 
-const char *const ocl_gemm_dt_names[5] = {"f32", "bf16", "f16", "e4m3", "e5m2"};
-#define dt_macro ocl_gemm_dt_names
-
-unsigned ocl_gemm_dt_index(ampx_dtype d) {
-    return d == AMPX_E4M3 ? 3 : d == AMPX_E5M2 ? 4 : d <= AMPX_F16 ? (unsigned)d : 5;
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static ocl_source tuned_source(void) {
-    unsigned f = 0;
-    while (f < ampx_ocl_typed_count && strcmp(ampx_ocl_typed_names[f], "gemm_tuned.cl") != 0)
-        f++;
-    ocl_source src = {2, {ampx_ocl_prelude, NULL}, {ampx_ocl_prelude_size, 0}};
-    if (f < ampx_ocl_typed_count) {
-        src.text[1] = ampx_ocl_typed_sources[f];
-        src.size[1] = ampx_ocl_typed_sizes[f];
-    } else {
-        src.n = 1; /* not embedded: the build fails and says so */
-    }
-    return src;
-}
-
-/* Builds `kernel` of gemm_tuned.cl with the typed kernels' options and `defs` into slot,
- * using the disk cache as `use` says (`what` names it in messages). */
-ampx_status ocl_gemm_build(ampx_context *ctx, const char *defs, const char *what,
-                           const char *kernel, ocl_cache_use use, ocl_typed_slot *slot) {
-    char opts[768];
-    snprintf(opts, sizeof opts, "%s -DAMPX_TYPED=1 -DVW=%d %s", ctx->build_opts, ctx->vw, defs);
-    ocl_source src = tuned_source();
-    int hit        = 0;
-    OCL_TRY(ocl_program_get(ctx, &src, opts, what, use, &slot->program, &hit));
-    cl_int err;
-    slot->kernel = clCreateKernel(slot->program, kernel, &err);
-    if (err == CL_SUCCESS) return AMPX_OK;
-    ocl_slot_release(slot);
-    return ocl_fail(ctx, ocl_status_of(err), "opencl: %s (%s): %s", kernel, what,
-                    ocl_err_name(err));
-}
-
-/* Builds gemm_tuned for p and dtypes a, b into slot, using the disk cache as `use` says;
- * the kernel must run work-groups of MDIMC x NDIMC items (a GPU may allow fewer for a kernel
- * with many registers). */
-static ampx_status build_kernel(ampx_context *ctx, const ocl_gemm_params *p, unsigned a, unsigned b,
-                                ocl_cache_use use, ocl_typed_slot *slot) {
-    char defs[256], what[96];
-    snprintf(defs, sizeof defs,
-             "-DK_gemm_tuned -DT_a=%s -DT_b=%s -DMWG=%u -DNWG=%u -DKWG=%u -DMDIMC=%u -DNDIMC=%u "
-             "-DVWN=%u",
-             dt_macro[a], dt_macro[b], p->mwg, p->nwg, p->kwg, p->mdimc, p->ndimc, p->vwn);
-    snprintf(what, sizeof what, "typed/gemm_tuned.cl a=%s,b=%s", dt_macro[a], dt_macro[b]);
-    OCL_TRY(ocl_gemm_build(ctx, defs, what, "gemm_tuned", use, slot));
-    size_t wg  = 0;
-    cl_int err = clGetKernelWorkGroupInfo(slot->kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
-                                          sizeof wg, &wg, NULL);
-    if (err == CL_SUCCESS && wg < (size_t)p->mdimc * p->ndimc) err = CL_INVALID_WORK_GROUP_SIZE;
-    if (err == CL_SUCCESS) return AMPX_OK;
-    ocl_slot_release(slot);
-    return ocl_fail(ctx, ocl_status_of(err), "opencl: gemm_tuned (%s): %s", what,
-                    ocl_err_name(err));
-}
-
-void ocl_slot_release(ocl_typed_slot *s) {
-    if (s->kernel) clReleaseKernel(s->kernel);
-    if (s->program) clReleaseProgram(s->program);
-    s->kernel  = NULL;
-    s->program = NULL;
-}
-
-/* Sets the arguments and enqueues kernel for batches [b0, b0 + nb). */
-static ampx_status enqueue(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_params *p,
-                           const ampx_gemm_args *g, const ampx_tensor *out, const ampx_tensor *dq_a,
-                           const ampx_tensor *dq_b, uint64_t b0, uint64_t nb) {
-    ocl_args k = {ctx, kernel, "gemm_tuned", 0, CL_SUCCESS, AMPX_OK, 0};
-    ocl_arg_fixed(&k, &g->a);
-    ocl_arg_fixed(&k, &g->b);
-    ocl_arg_tensor(&k, &g->c);
-    ocl_arg_tensor(&k, out);
-    ocl_arg_u64(&k, g->m);
-    ocl_arg_u64(&k, g->n);
-    ocl_arg_u64(&k, g->k);
-    ocl_arg_u64(&k, g->lda);
-    ocl_arg_u64(&k, g->ldb);
-    ocl_arg_u64(&k, g->ldc);
-    ocl_arg_u64(&k, g->stride_a);
-    ocl_arg_u64(&k, g->stride_b);
-    ocl_arg_u64(&k, g->stride_c);
-    ocl_arg_i32(&k, g->trans_a != 0);
-    ocl_arg_i32(&k, g->trans_b != 0);
-    ocl_arg_f32(&k, g->alpha);
-    ocl_arg_f32(&k, g->beta);
-    ocl_arg_u64(&k, b0);
-    ocl_arg_fixed(&k, dq_a);
-    ocl_arg_fixed(&k, dq_b);
-    ocl_arg_tensor(&k, &g->bias); /* the epilogue (none while tuning) */
-    ocl_arg_tensor(&k, &g->pre_act);
-    ocl_arg_u32(&k, (uint32_t)g->act);
-    size_t global[3] = {(size_t)((g->n + p->nwg - 1) / p->nwg) * p->ndimc,
-                        (size_t)((g->m + p->mwg - 1) / p->mwg) * p->mdimc, (size_t)nb};
-    size_t local[3]  = {p->ndimc, p->mdimc, 1};
-    return ocl_launch_nd(&k, 3, global, local);
-}
-
-ampx_status ocl_gemm_tuned_launch(ampx_context *ctx, const ampx_gemm_args *g,
-                                  const ampx_tensor *out, const ampx_tensor *dq_a,
-                                  const ampx_tensor *dq_b, uint64_t b0, uint64_t nb) {
-    unsigned a = ocl_gemm_dt_index(g->a.dtype), b = ocl_gemm_dt_index(g->b.dtype);
-    if (a > 4 || b > 4)
-        return ocl_fail(ctx, AMPX_ERR_INVALID, "gemm: operand dtypes %u, %u", (unsigned)g->a.dtype,
-                        (unsigned)g->b.dtype);
-    ocl_typed_slot *slot = &ctx->gt.slot[a][b];
-    if (!slot->kernel) OCL_TRY(build_kernel(ctx, &ctx->gt.p, a, b, ocl_typed_cache_use(ctx), slot));
-    return enqueue(ctx, slot->kernel, &ctx->gt.p, g, out, dq_a, dq_b, b0, nb);
-}
-
-void ocl_gemm_tuned_free(ampx_context *ctx) {
-    for (int a = 0; a < 5; a++)
-        for (int b = 0; b < 5; b++)
-            ocl_slot_release(&ctx->gt.slot[a][b]);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -210,7 +91,7 @@ static double time_once(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_para
     ampx_gemm_args g = tune_args(bufs, s);
     if (!kernel && !ocl_gemm_packed_fits(ctx, &g)) return -1.0; /* it would time tiled */
     double t0      = now_s();
-    ampx_status st = kernel ? enqueue(ctx, kernel, p, &g, &g.c, NULL, NULL, 0, 1)
+    ampx_status st = kernel ? ocl_gemm_tuned_enqueue(ctx, kernel, p, &g, &g.c, NULL, NULL, 0, 1)
                             : ocl_gemm_packed_run(ctx, &g, NULL, NULL, 1);
     if (st != AMPX_OK || clFinish(ctx->queue) != CL_SUCCESS) return -1.0;
     return now_s() - t0;
@@ -283,7 +164,7 @@ static ampx_status tune_grid(ampx_context *ctx, const ocl_gemm_params *grid, siz
     ocl_cache_use use = ctx->cpu_device ? OCL_CACHE_NONE : OCL_CACHE_ONE;
     for (size_t i = 0; i < n_grid; i++) /* a candidate that does not build is skipped */
         ok[i] = !ocl_gemm_params_check(&grid[i], &ctx->gt.lim, NULL, 0) &&
-                build_kernel(ctx, &grid[i], 1, 1, use, &slot[i]) == AMPX_OK;
+                ocl_gemm_tuned_build(ctx, &grid[i], 1, 1, use, &slot[i]) == AMPX_OK;
     for (int r = -1; r < rounds; r++)
         for (size_t i = 0; i < n_grid; i++)
             for (size_t s = 0; s < n_shapes && ok[i]; s++) {
@@ -450,7 +331,7 @@ ampx_status ocl_gemm_tune_init(ampx_context *ctx, int tune_mode, int tiny,
     clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
     clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
     ctx->gt.lim  = (ocl_gemm_limits){local, max_wg};
-    ocl_source s = tuned_source();
+    ocl_source s = ocl_gemm_tuned_source();
     /* the key covers the kernel source and the options every program of it shares */
     ctx->gt.key  = ocl_cache_key(ctx, ctx->build_opts, &s);
     ctx->gt.p    = default_params(ctx);

@@ -113,7 +113,7 @@ typedef struct ocl_typed_slot {
 /* How GEMMs other than f32 x f32 -> f32 run (option gemm=). */
 typedef enum ocl_gemm_path {
     GEMM_AUTO    = 0, /* f32: CLBlast; else rows on CPU devices, tiled on others (gemm.c) */
-    GEMM_TILED   = 1, /* gemm_tuned (gemm_tune.c) for every dtype mix, f32 included */
+    GEMM_TILED   = 1, /* gemm_tuned (gemm_tuned.c) for every dtype mix, f32 included */
     GEMM_CONVERT = 2, /* widen to f32, CLBlast SGEMM, round back */
     GEMM_ROWS    = 3, /* gemm_rows_<A>_<B> for every dtype mix, f32 included */
     GEMM_PACKED  = 4, /* packed panels, a block of C per item (gemm_packed.c): auto on CPUs */
@@ -162,7 +162,7 @@ struct ampx_context {
     int cpu_device;     /* CL_DEVICE_TYPE_CPU: picks the GEMM kernel for gemm=auto */
     ocl_gemm_path gemm; /* option gemm= */
     int no_epilogue;    /* option gemm_epilogue=0 */
-    struct {            /* the tuned GEMM kernel (gemm_tune.c) */
+    struct {            /* the tuned GEMM kernel (gemm_tune.c, gemm_tuned.c) */
         ocl_gemm_params p;
         ocl_gemm_limits lim;
         const char *from;          /* "defaults", "file" or "tuned" */
@@ -192,7 +192,7 @@ struct ampx_context {
 };
 
 // ---------------------------------------------------------------------------------------
-// Logging, OpenCL status (plugin.c)
+// Logging, OpenCL status (status.c)
 
 /* Logs one ERROR line through the context's kit and returns st; ocl_log at any level. */
 #define ocl_fail(ctx, ...) ampx_kit_fail(AMPX_KIT(ctx), __VA_ARGS__)
@@ -311,7 +311,7 @@ int ocl_make_dirs(const char *dir);
 /* A whole file, malloc'ed (NULL when absent, empty or unreadable). */
 void *ocl_read_file(const char *path, size_t *size);
 // ---------------------------------------------------------------------------------------
-// The tuned GEMM kernel (gemm_tune.c)
+// The tuned GEMM kernel: its parameters (gemm_tune.c), its programs and launch (gemm_tuned.c)
 
 /* Its parameters: `given` (option gemm_params=, checked against the device's limits), else
  * a tuning run (tune_mode OCL_TUNE_FORCE, or OCL_TUNE_ON without a valid parameter file;
@@ -336,6 +336,17 @@ ampx_status ocl_gemm_build(ampx_context *ctx, const char *defs, const char *what
 /* A GEMM operand dtype's index (f32, bf16, f16, e4m3, e5m2: 0-4; 5 for others) and T_ name. */
 unsigned ocl_gemm_dt_index(ampx_dtype d);
 extern const char *const ocl_gemm_dt_names[5];
+/* The sources gemm_tuned.cl builds from: the prelude and the embedded file. */
+ocl_source ocl_gemm_tuned_source(void);
+/* Builds gemm_tuned for p and dtypes a, b (ocl_gemm_dt_index) into slot, using the disk cache
+ * as `use` says; fails when the kernel cannot run MDIMC x NDIMC work-groups. */
+ampx_status ocl_gemm_tuned_build(ampx_context *ctx, const ocl_gemm_params *p, unsigned a,
+                                 unsigned b, ocl_cache_use use, ocl_typed_slot *slot);
+/* Sets the arguments and enqueues kernel (built for p) for batches [b0, b0 + nb). */
+ampx_status ocl_gemm_tuned_enqueue(ampx_context *ctx, cl_kernel kernel, const ocl_gemm_params *p,
+                                   const ampx_gemm_args *g, const ampx_tensor *out,
+                                   const ampx_tensor *dq_a, const ampx_tensor *dq_b, uint64_t b0,
+                                   uint64_t nb);
 
 // ---------------------------------------------------------------------------------------
 // The packed GEMM (gemm_packed.c)
@@ -362,34 +373,34 @@ extern const char *const ampx_ocl_typed_sources[];
 extern const size_t ampx_ocl_typed_sizes[];
 
 // ---------------------------------------------------------------------------------------
-// The ops
+// The ops: ocl_<slot> for every op of AMPX_OPS, each in its family's file, declared from this
+// list (plugin_kit.h's kit/shell.h), which plugin.c's tables are generated from too.
+
+// clang-format off
+#define OCL_OPS(X, p)                                                                              \
+    X(p, gemm)          X(p, cast)          X(p, add)           X(p, mul)                          \
+    X(p, scale)         X(p, bias_grad)     X(p, act_fwd)       X(p, act_bwd)                      \
+    X(p, softmax_fwd)   X(p, softmax_bwd)   X(p, softmax_xent)  X(p, layernorm_fwd)                \
+    X(p, layernorm_bwd) X(p, batchnorm_fwd) X(p, batchnorm_bwd) X(p, embedding_fwd)                \
+    X(p, embedding_bwd) X(p, reduce)        X(p, sum_squares)   X(p, unscale_check)                \
+    X(p, grad_stats)    X(p, scaler_update) X(p, sgd)           X(p, adamw)                        \
+    X(p, dropout)       X(p, permute)       X(p, amp_pass)      X(p, attn_fwd)                     \
+    X(p, attn_bwd)      X(p, im2col)        X(p, col2im)        X(p, pool2d_fwd)                   \
+    X(p, pool2d_bwd)    X(p, fp8_quantize)  X(p, gemm_fp8)      X(p, fp8_scale_update)             \
+    X(p, abs_max)
+// clang-format on
+AMPX_KIT_OP_PROTOTYPES(ocl, OCL_OPS)
+AMPX_KIT_OPS_COMPLETE(OCL_OPS);
+
+// Helpers the ops share across files
 
 /* BIAS_GRAD's kernel on dy (rows x cols, rows contiguous) into db (elementwise.c); GEMM's
  * bias gradient uses it when op(B) is laid out so. */
 ampx_status ocl_bias_grad_run(ampx_context *ctx, const ampx_tensor *dy, const ampx_tensor *db,
                               uint64_t rows, uint64_t cols, int accumulate);
-ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *a);
-ampx_status ocl_cast(ampx_context *ctx, const ampx_cast_args *a);
 /* CAST of n elements after the checks (gemm.c widens operands with it). */
 ampx_status ocl_cast_run(ampx_context *ctx, const ampx_tensor *src, const ampx_tensor *dst,
                          uint64_t n, int stochastic, uint64_t seed);
-ampx_status ocl_add(ampx_context *ctx, const ampx_add_args *a);
-ampx_status ocl_mul(ampx_context *ctx, const ampx_mul_args *a);
-ampx_status ocl_scale(ampx_context *ctx, const ampx_scale_args *a);
-ampx_status ocl_bias_grad(ampx_context *ctx, const ampx_bias_grad_args *a);
-ampx_status ocl_act_fwd(ampx_context *ctx, const ampx_act_args *a);
-ampx_status ocl_act_bwd(ampx_context *ctx, const ampx_act_args *a);
-ampx_status ocl_softmax_fwd(ampx_context *ctx, const ampx_softmax_args *a);
-ampx_status ocl_softmax_bwd(ampx_context *ctx, const ampx_softmax_args *a);
-ampx_status ocl_softmax_xent(ampx_context *ctx, const ampx_softmax_xent_args *a);
-ampx_status ocl_layernorm_fwd(ampx_context *ctx, const ampx_layernorm_args *a);
-ampx_status ocl_layernorm_bwd(ampx_context *ctx, const ampx_layernorm_args *a);
-ampx_status ocl_batchnorm_fwd(ampx_context *ctx, const ampx_batchnorm_args *a);
-ampx_status ocl_batchnorm_bwd(ampx_context *ctx, const ampx_batchnorm_args *a);
-ampx_status ocl_embedding_fwd(ampx_context *ctx, const ampx_embedding_args *a);
-ampx_status ocl_embedding_bwd(ampx_context *ctx, const ampx_embedding_args *a);
-ampx_status ocl_reduce(ampx_context *ctx, const ampx_reduce_args *a);
-ampx_status ocl_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *a);
 /* GRAD_STATS, SUM_SQUARES and AMP_PASS (amp.c): partial sums per fixed chunk of each tensor
  * (typed/amp_reduce.cl), then one kernel combining them in a fixed order (amp_finish.cl). */
 typedef struct ocl_amp_reduce {
@@ -402,24 +413,6 @@ typedef struct ocl_amp_reduce {
     int sq_accumulate;
 } ocl_amp_reduce;
 ampx_status ocl_amp_reduce_run(ampx_context *ctx, const char *op, const ocl_amp_reduce *r);
-ampx_status ocl_abs_max(ampx_context *ctx, const ampx_abs_max_args *args);
-ampx_status ocl_unscale_check(ampx_context *ctx, const ampx_unscale_check_args *a);
-ampx_status ocl_grad_stats(ampx_context *ctx, const ampx_grad_stats_args *a);
-ampx_status ocl_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *a);
-ampx_status ocl_attn_fwd(ampx_context *ctx, const ampx_attn_args *a);
-ampx_status ocl_attn_bwd(ampx_context *ctx, const ampx_attn_args *a);
-ampx_status ocl_scaler_update(ampx_context *ctx, const ampx_scaler_update_args *a);
-ampx_status ocl_sgd(ampx_context *ctx, const ampx_sgd_args *a);
-ampx_status ocl_adamw(ampx_context *ctx, const ampx_adamw_args *a);
-ampx_status ocl_dropout(ampx_context *ctx, const ampx_dropout_args *a);
-ampx_status ocl_permute(ampx_context *ctx, const ampx_permute_args *a);
-ampx_status ocl_im2col(ampx_context *ctx, const ampx_window_args *a);
-ampx_status ocl_col2im(ampx_context *ctx, const ampx_window_args *a);
-ampx_status ocl_pool2d_fwd(ampx_context *ctx, const ampx_window_args *a);
-ampx_status ocl_pool2d_bwd(ampx_context *ctx, const ampx_window_args *a);
-ampx_status ocl_fp8_quantize(ampx_context *ctx, const ampx_fp8_quantize_args *a);
-ampx_status ocl_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *a);
-ampx_status ocl_fp8_scale_update(ampx_context *ctx, const ampx_fp8_scale_update_args *a);
 
 /* Buffers (buffer.c) */
 ampx_status ocl_buffer_alloc(ampx_context *ctx, uint64_t bytes, ampx_buffer **out);

@@ -1,7 +1,7 @@
 /* plugin.c — the OpenCL backend's entry point: ampx_backend_entry, probe, device
  * enumeration and selection, create/destroy and their options, device_info, supports(),
- * synchronize and the op table; plus OpenCL error names. Argument checks, options and
- * device_info's struct handling are plugin_kit.h's, shared with every backend.
+ * synchronize and the op table. Argument checks, options and device_info's struct handling
+ * are plugin_kit.h's, shared with every backend; OpenCL errors as statuses are status.c's.
  *
  * Links only the OpenCL ICD loader (libOpenCL) and CLBlast, never a vendor's library, so any
  * installed ICD (PoCL, a GPU driver) is found at run time. One context = one device, one
@@ -18,98 +18,6 @@
 #define OCL_PLUGIN_VERSION "0.1.0"
 #define OCL_MAX_PLATFORMS 16
 #define OCL_MAX_DEVICES 64
-
-// ---------------------------------------------------------------------------------------
-// OpenCL errors
-
-const char *ocl_err_name(cl_int err) {
-    switch (err) {
-#define E(x)                                                                                       \
-    case x: return #x;
-        E(CL_SUCCESS)
-        E(CL_DEVICE_NOT_FOUND)
-        E(CL_DEVICE_NOT_AVAILABLE)
-        E(CL_COMPILER_NOT_AVAILABLE)
-        E(CL_MEM_OBJECT_ALLOCATION_FAILURE)
-        E(CL_OUT_OF_RESOURCES)
-        E(CL_OUT_OF_HOST_MEMORY)
-        E(CL_PROFILING_INFO_NOT_AVAILABLE)
-        E(CL_MEM_COPY_OVERLAP)
-        E(CL_IMAGE_FORMAT_MISMATCH)
-        E(CL_IMAGE_FORMAT_NOT_SUPPORTED)
-        E(CL_BUILD_PROGRAM_FAILURE)
-        E(CL_MAP_FAILURE)
-        E(CL_MISALIGNED_SUB_BUFFER_OFFSET)
-        E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
-        E(CL_COMPILE_PROGRAM_FAILURE)
-        E(CL_LINKER_NOT_AVAILABLE)
-        E(CL_LINK_PROGRAM_FAILURE)
-        E(CL_DEVICE_PARTITION_FAILED)
-        E(CL_KERNEL_ARG_INFO_NOT_AVAILABLE)
-        E(CL_INVALID_VALUE)
-        E(CL_INVALID_DEVICE_TYPE)
-        E(CL_INVALID_PLATFORM)
-        E(CL_INVALID_DEVICE)
-        E(CL_INVALID_CONTEXT)
-        E(CL_INVALID_QUEUE_PROPERTIES)
-        E(CL_INVALID_COMMAND_QUEUE)
-        E(CL_INVALID_HOST_PTR)
-        E(CL_INVALID_MEM_OBJECT)
-        E(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR)
-        E(CL_INVALID_IMAGE_SIZE)
-        E(CL_INVALID_SAMPLER)
-        E(CL_INVALID_BINARY)
-        E(CL_INVALID_BUILD_OPTIONS)
-        E(CL_INVALID_PROGRAM)
-        E(CL_INVALID_PROGRAM_EXECUTABLE)
-        E(CL_INVALID_KERNEL_NAME)
-        E(CL_INVALID_KERNEL_DEFINITION)
-        E(CL_INVALID_KERNEL)
-        E(CL_INVALID_ARG_INDEX)
-        E(CL_INVALID_ARG_VALUE)
-        E(CL_INVALID_ARG_SIZE)
-        E(CL_INVALID_KERNEL_ARGS)
-        E(CL_INVALID_WORK_DIMENSION)
-        E(CL_INVALID_WORK_GROUP_SIZE)
-        E(CL_INVALID_WORK_ITEM_SIZE)
-        E(CL_INVALID_GLOBAL_OFFSET)
-        E(CL_INVALID_EVENT_WAIT_LIST)
-        E(CL_INVALID_EVENT)
-        E(CL_INVALID_OPERATION)
-        E(CL_INVALID_GL_OBJECT)
-        E(CL_INVALID_BUFFER_SIZE)
-        E(CL_INVALID_MIP_LEVEL)
-        E(CL_INVALID_GLOBAL_WORK_SIZE)
-        E(CL_INVALID_PROPERTY)
-        E(CL_INVALID_IMAGE_DESCRIPTOR)
-        E(CL_INVALID_COMPILER_OPTIONS)
-        E(CL_INVALID_LINKER_OPTIONS)
-        E(CL_INVALID_DEVICE_PARTITION_COUNT)
-#undef E
-    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
-    default: {
-        /* Initial-exec, as in the cpu plugin: no dynamic TLS in a dlopen'd module. */
-        static _Thread_local __attribute__((tls_model("initial-exec"))) char buf[32];
-        snprintf(buf, sizeof buf, "OpenCL error %d", (int)err);
-        return buf;
-    }
-    }
-}
-
-ampx_status ocl_status_of(cl_int err) {
-    switch (err) {
-    case CL_SUCCESS: return AMPX_OK;
-    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
-    case CL_OUT_OF_HOST_MEMORY:
-    case CL_INVALID_BUFFER_SIZE: return AMPX_ERR_NO_MEMORY;
-    default: return AMPX_ERR_DEVICE;
-    }
-}
-
-ampx_status ocl_check(ampx_context *ctx, cl_int err, const char *op, const char *call) {
-    if (err == CL_SUCCESS) return AMPX_OK;
-    return ocl_fail(ctx, ocl_status_of(err), "%s: %s: %s", op, call, ocl_err_name(err));
-}
 
 // ---------------------------------------------------------------------------------------
 // Devices: every device of every platform, in platform then device order.
@@ -641,57 +549,28 @@ static ampx_status ocl_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap
     return AMPX_OK;
 }
 
-/* timed_NAME: ocl_NAME with the range of its kernels' events recorded while profiling. */
-#define OCL_TIMED(index, name, OP, type, ...)                                                      \
-    static ampx_status timed_##name(ampx_context *ctx, const type *args) {                         \
-        if (!ctx || !ctx->prof.on) return ocl_##name(ctx, args);                                   \
-        uint32_t first = ctx->prof.n_events;                                                       \
-        ampx_status st = ocl_##name(ctx, args);                                                    \
-        if (st == AMPX_OK && ctx->prof.n_ops < ctx->prof.cap) {                                    \
-            ctx->prof.first[ctx->prof.n_ops] = first;                                              \
-            ctx->prof.last[ctx->prof.n_ops]  = ctx->prof.n_events;                                 \
-            ctx->prof.n_ops++; /* ops past the capacity are not recorded */                        \
-        }                                                                                          \
-        return st;                                                                                 \
+/* An op's span while profiling (the kit's timed wrappers, AMPX_KIT_TIMED_OPS): the range of
+ * the events of the kernels it launched, from the first on the way in to the last once it
+ * returned AMPX_OK; ops past the capacity are not recorded. */
+static inline int ocl_prof_op_start(ampx_context *ctx, uint64_t *first) {
+    if (!ctx || !ctx->prof.on) return 0;
+    *first = ctx->prof.n_events;
+    return 1;
+}
+
+static inline void ocl_prof_op_end(ampx_context *ctx, uint64_t first) {
+    if (ctx->prof.n_ops < ctx->prof.cap) {
+        ctx->prof.first[ctx->prof.n_ops] = (uint32_t)first;
+        ctx->prof.last[ctx->prof.n_ops]  = ctx->prof.n_events;
+        ctx->prof.n_ops++;
     }
-AMPX_OPS(OCL_TIMED)
+}
 
 // ---------------------------------------------------------------------------------------
-// The tables
+// The tables and the entry point (plugin_kit.h's kit/shell.h, from OCL_OPS in ocl.h)
 
-#define TIMED_SLOT(index, slot, ...) .slot = timed_##slot,
-static const ampx_backend_ops ocl_ops = {.size = sizeof(ampx_backend_ops), AMPX_OPS(TIMED_SLOT)};
-#undef TIMED_SLOT
-
+AMPX_KIT_TIMED_OPS(ocl, OCL_OPS)
+AMPX_KIT_OP_TABLE(ocl_ops, ocl_timed, OCL_OPS);
 static const ampx_backend_iface ocl_iface = {
-    .size          = sizeof(ampx_backend_iface),
-    .abi_major     = AMPX_ABI_MAJOR,
-    .abi_minor     = AMPX_ABI_MINOR,
-    .name          = "opencl",
-    .version       = OCL_PLUGIN_VERSION,
-    .probe         = ocl_probe,
-    .create        = ocl_create,
-    .destroy       = ocl_destroy,
-    .device_info   = ocl_device_info,
-    .supports      = ocl_supports,
-    .buffer_alloc  = ocl_buffer_alloc,
-    .buffer_free   = ocl_buffer_free,
-    .buffer_write  = ocl_buffer_write,
-    .buffer_read   = ocl_buffer_read,
-    .buffer_copy   = ocl_buffer_copy,
-    .buffer_fill   = ocl_buffer_fill,
-    .synchronize   = ocl_synchronize,
-    .ops           = &ocl_ops,
-    .profile_begin = ocl_profile_begin,
-    .profile_end   = ocl_profile_end,
-};
-
-AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
-                                                                uint32_t host_abi_minor);
-
-AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t host_abi_major,
-                                                                uint32_t host_abi_minor) {
-    (void)host_abi_minor;
-    if (host_abi_major != AMPX_ABI_MAJOR) return NULL;
-    return &ocl_iface;
-}
+    AMPX_KIT_IFACE(ocl, "opencl", OCL_PLUGIN_VERSION, ocl_ops), AMPX_KIT_IFACE_PROFILE(ocl)};
+AMPX_KIT_ENTRY(ocl_iface)
