@@ -26,7 +26,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[1024] = "";
-    if (ck_load_memory(trainer, "fuzz.safetensors", data, size, err, sizeof err) != AMPX_OK &&
+    if (ck_load_memory(trainer, "fuzz.safetensors", data, size, ERR(err, sizeof err)) != AMPX_OK &&
         (!err[0] || strchr(err, '\n')))
         abort();
     return 0;

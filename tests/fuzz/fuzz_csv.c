@@ -21,8 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int32_t *y;
     int64_t n;
     char err[512];
-    if (data_csv_parse(&req, "fuzz.csv", (const char *)data + 2, size - 2, &x, &y, &n, err,
-                       sizeof err) == 0) {
+    if (data_csv_parse(&req, "fuzz.csv", (const char *)data + 2, size - 2, &x, &y, &n,
+                       ERR(err, sizeof err)) == 0) {
         for (int64_t i = 0; i < n; i++)
             if (y[i] < 0 || y[i] >= req.classes) abort();
         free(x), free(y);

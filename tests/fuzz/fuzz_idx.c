@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint32_t magic = data[0] & 1 ? 0x803 : 0x801;
     int64_t dims[3];
     char err[512];
-    if (data_idx_check("fuzz.idx", magic, data + 1, size - 1, dims, err, sizeof err) == 0) {
+    if (data_idx_check("fuzz.idx", magic, data + 1, size - 1, dims, ERR(err, sizeof err)) == 0) {
         uint64_t need = 1;
         for (int i = 0; i < (int)(magic & 0xFF); i++)
             need *= (uint64_t)dims[i];

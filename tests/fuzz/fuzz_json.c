@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(text, data, size);
     text[size] = 0;
     char err[512];
-    json_value *v = json_parse(text, "fuzz.json", err, sizeof err);
+    json_value *v = json_parse(text, "fuzz.json", ERR(err, sizeof err));
     if (v) {
         walk(v, 0);
         json_free(v);

@@ -11,7 +11,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     int64_t vocab = data[0] & 1 ? 50257 : 256, n = -1;
     char err[512] = "";
-    uint16_t *t   = text_tokens_parse("fuzz.bin", data + 1, size - 1, vocab, &n, err, sizeof err);
+    uint16_t *t =
+        text_tokens_parse("fuzz.bin", data + 1, size - 1, vocab, &n, ERR(err, sizeof err));
     if (t) {
         if (n < 0 || 1024 + 2 * (uint64_t)n != size - 1) abort();
         for (int64_t i = 0; i < n; i++)

@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             json_value *root    = NULL;
             const unsigned char *d;
             uint64_t n;
-            if (st_read(out_path, &file, &root, &d, &n, err, sizeof err) != AMPX_OK) {
+            if (st_read(out_path, &file, &root, &d, &n, ERR(err, sizeof err)) != AMPX_OK) {
                 fprintf(stderr, "fuzz_weights: the export does not read back: %s\n", err);
                 abort();
             }

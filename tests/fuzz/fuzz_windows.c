@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     data_request req = {.cfg = &cfg, .classes = vocab, .input_name = "tokens", .window = T};
     dataset d        = {0};
     char err[512]    = "";
-    if (text_load(&req, &d, err, sizeof err) != 0) {
+    if (text_load(&req, &d, ERR(err, sizeof err)) != 0) {
         if (!err[0] || strchr(err, '\n')) abort();
     } else {
         for (int64_t i = 0; i < d.n_test * T; i++)

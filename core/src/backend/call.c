@@ -22,13 +22,12 @@ static void name_ops(void) {
     guard_install();
 }
 
-void call_init(call_ctx *c, ampx_backend *be, char *err, size_t cap) {
+void call_init(call_ctx *c, ampx_backend *be, ampx_err e) {
     memset(c, 0, sizeof *c);
     c->be                      = be;
     c->ifc                     = ampx_backend_iface_of(be);
     c->ctx                     = ampx_backend_context(be);
-    c->err                     = err;
-    c->cap                     = cap;
+    c->err                     = e;
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, name_ops);
 }
@@ -36,8 +35,7 @@ void call_init(call_ctx *c, ampx_backend *be, char *err, size_t cap) {
 ampx_status call_check(call_ctx *c, ampx_status st, const char *what) {
     if (st == AMPX_OK) return st;
     const char *why = ampx_backend_last_error(c->be);
-    err_set(ERR(c->err, c->cap), "%s: %s: %s", what, ampx_status_name(st),
-            why && *why ? why : "failed");
+    err_set(c->err, "%s: %s: %s", what, ampx_status_name(st), why && *why ? why : "failed");
     return st;
 }
 
@@ -56,8 +54,8 @@ static int gemm_gate(call_ctx *c, const char *who, const void **args, ampx_gemm_
     int epi = g->bias.buf || g->act != AMPX_GEMM_ACT_NONE || g->pre_act.buf || g->bias_grad.buf;
     ampx_dtype dt[3] = {g->a.dtype, g->b.dtype, g->c.dtype};
     if (epi && !ampx_backend_gemm_epilogue(c->be, dt)) {
-        err_set(ERR(c->err, c->cap), "%s: backend %s takes no GEMM epilogue (ABI minor %u)", who,
-                c->ifc->name, c->ifc->abi_minor);
+        err_set(c->err, "%s: backend %s takes no GEMM epilogue (ABI minor %u)", who, c->ifc->name,
+                c->ifc->abi_minor);
         return -1;
     }
     if (c->ifc->abi_minor < 5) {
@@ -74,8 +72,7 @@ static int gemm_fp8_gate(call_ctx *c, const char *who, const ampx_gemm_fp8_args 
     int epi = g->bias.buf || g->act != AMPX_GEMM_ACT_NONE || g->pre_act.buf || g->bias_grad.buf;
     ampx_dtype dt[3] = {g->a.dtype, g->b.dtype, g->c.dtype};
     if (epi && !c->ifc->supports(c->ctx, AMPX_OP_GEMM_FP8, dt, 3, AMPX_SHAPE_GEMM_EPILOGUE)) {
-        err_set(ERR(c->err, c->cap), "%s: backend %s takes no epilogue for gemm_fp8", who,
-                c->ifc->name);
+        err_set(c->err, "%s: backend %s takes no epilogue for gemm_fp8", who, c->ifc->name);
         return -1;
     }
     return 0;
@@ -84,7 +81,7 @@ static int gemm_fp8_gate(call_ctx *c, const char *who, const ampx_gemm_fp8_args 
 ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args) {
     void *fn = op < AMPX_OP_COUNT ? ampx_backend_op_slot(c->be, op) : NULL;
     if (!fn || op >= AMPX_OP_COUNT) {
-        err_set(ERR(c->err, c->cap), "%s: backend %s has no %s op", who, c->ifc->name,
+        err_set(c->err, "%s: backend %s has no %s op", who, c->ifc->name,
                 ampx_op_name(op) ? ampx_op_name(op) : "?");
         return AMPX_ERR_UNSUPPORTED;
     }

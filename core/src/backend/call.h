@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ampx/ampx.h"
+#include "base/error.h"
 
 /* The part of a step an op belongs to, for the trace's phase slices. */
 typedef enum call_phase {
@@ -44,8 +45,7 @@ typedef struct call_ctx {
     const ampx_backend_iface *ifc;
     ampx_context *ctx;
     uint64_t counts[AMPX_OP_COUNT]; /* ops issued, by op */
-    char *err;                      /* the message of the last failure */
-    size_t cap;
+    ampx_err err;                   /* the message of the last failure */
     /* set by the issuer before each op: the executor per node, the trainer per step op */
     call_phase phase;
     ampx_dtype dtype;
@@ -55,7 +55,7 @@ typedef struct call_ctx {
     int sync_each; /* 1: synchronize after each observed op, so host time is device time */
 } call_ctx;
 
-void call_init(call_ctx *c, ampx_backend *be, char *err, size_t cap);
+void call_init(call_ctx *c, ampx_backend *be, ampx_err e);
 /* Issues op with its args struct; `who` names what issued it (a node) for the message
  * "who: op: STATUS: backend message". */
 ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args);

@@ -228,14 +228,14 @@ static int is_function(void *sym) {
 }
 
 /* dlopen + entry + version check + table copies. Does not probe or create. */
-static ampx_status load_file(const char *path, ampx_backend *be, char *err, size_t cap) {
+static ampx_status load_file(const char *path, ampx_backend *be, ampx_err e) {
     struct stat st;
     if (stat(path, &st) != 0) {
-        fmt(err, cap, "%s: cannot load backend: %s", path, strerror(errno));
+        err_set(e, "%s: cannot load backend: %s", path, strerror(errno));
         return AMPX_ERR_INVALID;
     }
     if (!S_ISREG(st.st_mode)) {
-        fmt(err, cap, "%s: cannot load backend: not a regular file", path);
+        err_set(e, "%s: cannot load backend: not a regular file", path);
         return AMPX_ERR_INVALID;
     }
     dlerror();
@@ -245,40 +245,40 @@ static ampx_status load_file(const char *path, ampx_backend *be, char *err, size
         const char *reason = dl_reason(path);
         const char *elf    = elf_diagnosis(path, why, sizeof why);
         if (elf)
-            fmt(err, cap, "%s: cannot load backend: %s (%s)", path, elf, reason);
+            err_set(e, "%s: cannot load backend: %s (%s)", path, elf, reason);
         else
-            fmt(err, cap, "%s: cannot load backend: %s", path, reason);
+            err_set(e, "%s: cannot load backend: %s", path, reason);
         return AMPX_ERR_INVALID;
     }
     ampx_backend_entry_fn entry;
     void *sym = dlsym(dl, AMPX_BACKEND_ENTRY_SYMBOL);
     memcpy(&entry, &sym, sizeof entry);
     if (!sym) {
-        fmt(err, cap, "%s: not an ampx backend: no symbol '%s'", path, AMPX_BACKEND_ENTRY_SYMBOL);
+        err_set(e, "%s: not an ampx backend: no symbol '%s'", path, AMPX_BACKEND_ENTRY_SYMBOL);
         dlclose(dl);
         return AMPX_ERR_INVALID;
     }
     if (!is_function(sym)) { /* calling a data object would crash */
-        fmt(err, cap, "%s: not an ampx backend: '%s' is not a function", path,
-            AMPX_BACKEND_ENTRY_SYMBOL);
+        err_set(e, "%s: not an ampx backend: '%s' is not a function", path,
+                AMPX_BACKEND_ENTRY_SYMBOL);
         dlclose(dl);
         return AMPX_ERR_INVALID;
     }
     const ampx_backend_iface *t = entry(AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
     if (!t) {
-        fmt(err, cap, "%s: %s returned no table for host ABI %d.%d", path,
-            AMPX_BACKEND_ENTRY_SYMBOL, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+        err_set(e, "%s: %s returned no table for host ABI %d.%d", path, AMPX_BACKEND_ENTRY_SYMBOL,
+                AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
         dlclose(dl);
         return AMPX_ERR_INVALID;
     }
     if (t->size < offsetof(ampx_backend_iface, name)) {
-        fmt(err, cap, "%s: backend table too small (%u bytes)", path, t->size);
+        err_set(e, "%s: backend table too small (%u bytes)", path, t->size);
         dlclose(dl);
         return AMPX_ERR_INVALID;
     }
     if (t->abi_major != AMPX_ABI_MAJOR) {
-        fmt(err, cap, "%s: ABI major version mismatch: plugin speaks %u.%u, host speaks %d.%d",
-            path, t->abi_major, t->abi_minor, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
+        err_set(e, "%s: ABI major version mismatch: plugin speaks %u.%u, host speaks %d.%d", path,
+                t->abi_major, t->abi_minor, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
         dlclose(dl);
         return AMPX_ERR_INVALID;
     }
@@ -291,7 +291,7 @@ static ampx_status load_file(const char *path, ampx_backend *be, char *err, size
     }
     be->iface.ops = &be->ops;
     if (!be->iface.probe) {
-        fmt(err, cap, "%s: backend table has no probe function", path);
+        err_set(e, "%s: backend table has no probe function", path);
         dlclose(dl);
         return AMPX_ERR_INVALID;
     }
@@ -319,19 +319,19 @@ static const char *missing_slot(const ampx_backend_iface *t) {
 }
 
 /* The cheap probe, then the table's required slots. */
-static ampx_status probe(ampx_backend *be, char *err, size_t cap) {
+static ampx_status probe(ampx_backend *be, ampx_err e) {
     char reason[512]          = "";
     ampx_status st            = be->iface.probe(reason, sizeof reason);
     reason[sizeof reason - 1] = '\0';
     if (st != AMPX_OK) {
-        fmt(err, cap, "%s: backend '%s' unavailable: %s", be->path, be->iface.name,
-            reason[0] ? reason : ampx_status_name(st));
+        err_set(e, "%s: backend '%s' unavailable: %s", be->path, be->iface.name,
+                reason[0] ? reason : ampx_status_name(st));
         return AMPX_ERR_UNAVAILABLE;
     }
     const char *missing = missing_slot(&be->iface);
     if (missing) {
-        fmt(err, cap, "%s: backend '%s' is incomplete: no %s function", be->path, be->iface.name,
-            missing);
+        err_set(e, "%s: backend '%s' is incomplete: no %s function", be->path, be->iface.name,
+                missing);
         return AMPX_ERR_INVALID;
     }
     return AMPX_OK;
@@ -598,6 +598,7 @@ static int nearest_plugin(const char *spec, char *best, size_t cap) {
 
 ampx_status ampx_backend_open(const char *spec, const char *const *options, uint32_t n_options,
                               ampx_backend **out, char *err, size_t err_cap) {
+    ampx_err e = ERR(err, err_cap);
     char path[PATH_MAX], searched[4096];
     ampx_backend *be = NULL;
     ampx_status st;
@@ -606,44 +607,44 @@ ampx_status ampx_backend_open(const char *spec, const char *const *options, uint
 
     *out = NULL;
     if (!spec || !*spec) {
-        fmt(err, err_cap, "no backend given");
+        err_set(e, "no backend given");
         return AMPX_ERR_INVALID;
     }
     if (strchr(spec, '/')) {
         fmt(path, sizeof path, "%s", spec);
     } else if (!valid_name(spec)) {
-        fmt(err, err_cap,
-            "backend '%s': not a backend name (letters, digits, '-', '_') "
-            "nor a path to a plugin (a path contains '/')",
-            spec);
+        err_set(e,
+                "backend '%s': not a backend name (letters, digits, '-', '_') "
+                "nor a path to a plugin (a path contains '/')",
+                spec);
         return AMPX_ERR_INVALID;
     } else if (find_plugin(spec, path, sizeof path, searched, sizeof searched) != 0) {
         char near[64];
         if (nearest_plugin(spec, near, sizeof near)) {
-            fmt(err, err_cap, "backend '%s' not found (did you mean '%s'?)", spec, near);
+            err_set(e, "backend '%s' not found (did you mean '%s'?)", spec, near);
             return AMPX_ERR_INVALID;
         }
-        fmt(err, err_cap,
-            "libampx-%s.so: backend '%s' not found in %s (set AMPX_PLUGIN_PATH, "
-            "or give a path like ./libampx-%s.so)",
-            spec, spec, searched[0] ? searched : "(no search directories)", spec);
+        err_set(e,
+                "libampx-%s.so: backend '%s' not found in %s (set AMPX_PLUGIN_PATH, "
+                "or give a path like ./libampx-%s.so)",
+                spec, spec, searched[0] ? searched : "(no search directories)", spec);
         return AMPX_ERR_INVALID;
     }
 
     be = calloc(1, sizeof *be);
     if (!be) {
-        fmt(err, err_cap, "%s: out of host memory", path);
+        err_set(e, "%s: out of host memory", path);
         return AMPX_ERR_NO_MEMORY;
     }
-    if ((st = load_file(path, be, err, err_cap)) != AMPX_OK) goto fail;
-    if ((st = probe(be, err, err_cap)) != AMPX_OK) goto fail;
+    if ((st = load_file(path, be, e)) != AMPX_OK) goto fail;
+    if ((st = probe(be, e)) != AMPX_OK) goto fail;
 
     opts        = merge_options(be->iface.name, options, n_options, &n_opts);
     creating *c = calloc(1, sizeof *c);
     if (!opts || !c) {
         free(c);
         st = AMPX_ERR_NO_MEMORY;
-        fmt(err, err_cap, "%s: out of host memory", path);
+        err_set(e, "%s: out of host memory", path);
         goto fail;
     }
     c->be     = be;
@@ -662,10 +663,10 @@ ampx_status ampx_backend_open(const char *spec, const char *const *options, uint
     guard_install();
     int timeout_s = create_timeout_s();
     if (create_in_time(c, timeout_s)) {
-        fmt(err, err_cap,
-            "%s: backend '%s' failed to start: create() did not return within %d s "
-            "(AMPX_CREATE_TIMEOUT_S)",
-            path, be->iface.name, timeout_s);
+        err_set(e,
+                "%s: backend '%s' failed to start: create() did not return within %d s "
+                "(AMPX_CREATE_TIMEOUT_S)",
+                path, be->iface.name, timeout_s);
         return AMPX_ERR_UNAVAILABLE; /* be, c and opts stay with the abandoned create */
     }
     st      = c->st;
@@ -674,8 +675,8 @@ ampx_status ampx_backend_open(const char *spec, const char *const *options, uint
     free_options(opts, n_opts);
     opts = NULL;
     if (st != AMPX_OK || !be->ctx) {
-        fmt(err, err_cap, "%s: backend '%s' failed to start: %s", path, be->iface.name,
-            be->last_error[0] ? be->last_error : ampx_status_name(st));
+        err_set(e, "%s: backend '%s' failed to start: %s", path, be->iface.name,
+                be->last_error[0] ? be->last_error : ampx_status_name(st));
         be->ctx = NULL;
         if (st == AMPX_OK) st = AMPX_ERR_INTERNAL;
         goto fail;
@@ -772,8 +773,8 @@ uint64_t ampx_backend_op_mask(const ampx_backend *be) {
 
 static void probe_here(ampx_plugin_info *pi) {
     ampx_backend be = {0};
-    if (load_file(pi->path, &be, pi->reason, sizeof pi->reason) != AMPX_OK) return;
-    ampx_status st = probe(&be, pi->reason, sizeof pi->reason);
+    if (load_file(pi->path, &be, ERR(pi->reason, sizeof pi->reason)) != AMPX_OK) return;
+    ampx_status st = probe(&be, ERR(pi->reason, sizeof pi->reason));
     pi->loadable   = st != AMPX_ERR_INVALID;
     pi->available  = st == AMPX_OK;
     pi->abi_major  = be.iface.abi_major;

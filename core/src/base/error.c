@@ -1,4 +1,4 @@
-/* error.c — the one formatting helper of the core's errors (see error.h). */
+/* error.c — the formatting helpers of the core's errors (see error.h). */
 #include "base/error.h"
 
 #include <stdio.h>
@@ -34,4 +34,17 @@ int err_set(ampx_err e, const char *fmt, ...) {
     err_vadd(e, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+ampx_status err_fail(ampx_err e, ampx_status st, const char *fmt, ...) {
+    err_clear(e);
+    va_list ap;
+    va_start(ap, fmt);
+    err_vadd(e, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void err_clear(ampx_err e) {
+    if (e.msg && e.cap) e.msg[0] = 0;
 }

@@ -54,26 +54,26 @@ static void remove_stale(const char *dir, const char *base) {
     closedir(d);
 }
 
-int out_temp(const char *path, const char *what, char *tmp, size_t cap, char *err, size_t ecap) {
+int out_temp(const char *path, const char *what, char *tmp, size_t cap, ampx_err e) {
     char dir[PATH_MAX], base[PATH_MAX];
     if (split_path(path, dir, base, sizeof dir)) {
-        err_set(ERR(err, ecap), "%.200s...: path too long for %s", path, what);
+        err_set(e, "%.200s...: path too long for %s", path, what);
         return -1;
     }
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        err_set(ERR(err, ecap), "%s: not a regular file; %s would replace it", path, what);
+        err_set(e, "%s: not a regular file; %s would replace it", path, what);
         return -1;
     }
     remove_stale(dir, base);
     int len = snprintf(tmp, cap, "%s/.%s.tmp.%ld.XXXXXX", dir, base, (long)getpid());
     if (len < 0 || (size_t)len >= cap) {
-        err_set(ERR(err, ecap), "%.200s...: path too long for %s", path, what);
+        err_set(e, "%.200s...: path too long for %s", path, what);
         return -1;
     }
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        err_set(ERR(err, ecap), "%s: %s (cannot create a file in %s)", path, strerror(errno), dir);
+        err_set(e, "%s: %s (cannot create a file in %s)", path, strerror(errno), dir);
         return -1;
     }
     mode_t mask = umask(0);
@@ -82,12 +82,12 @@ int out_temp(const char *path, const char *what, char *tmp, size_t cap, char *er
     return fd;
 }
 
-ampx_status out_sync_folder(const char *path, char *err, size_t cap) {
+ampx_status out_sync_folder(const char *path, ampx_err e) {
     char dir[PATH_MAX], base[PATH_MAX];
     if (split_path(path, dir, base, sizeof dir)) snprintf(dir, sizeof dir, ".");
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || fsync(dfd) != 0) {
-        err_set(ERR(err, cap), "%s: cannot sync folder %s: %s", path, dir, strerror(errno));
+        err_set(e, "%s: cannot sync folder %s: %s", path, dir, strerror(errno));
         if (dfd >= 0) close(dfd);
         return AMPX_ERR_INVALID;
     }
@@ -106,16 +106,16 @@ struct ampx_output {
 };
 
 /* A target that is there and is a pipe or a character device: opened as it is. */
-static int open_in_place(ampx_output *o, const char *path, char *err, size_t cap) {
+static int open_in_place(ampx_output *o, const char *path, ampx_err e) {
     struct stat st;
     if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
     if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)) {
-        err_set(ERR(err, cap), "%s: not a regular file, a pipe or a device; cannot write it", path);
+        err_set(e, "%s: not a regular file, a pipe or a device; cannot write it", path);
         return -1;
     }
     o->f = fopen(path, "w");
     if (!o->f) {
-        err_set(ERR(err, cap), "%s: %s", path, strerror(errno));
+        err_set(e, "%s: %s", path, strerror(errno));
         return -1;
     }
     o->in_place = 1;
@@ -134,13 +134,13 @@ ampx_status ampx_output_open(const char *path, ampx_output **out, char *err, siz
         free(o);
         return AMPX_ERR_INVALID;
     }
-    int r = open_in_place(o, path, err, cap);
+    int r = open_in_place(o, path, ERR(err, cap));
     if (r < 0) {
         free(o);
         return AMPX_ERR_INVALID;
     }
     if (r == 0) {
-        int fd = out_temp(path, "an output", o->tmp, sizeof o->tmp, err, cap);
+        int fd = out_temp(path, "an output", o->tmp, sizeof o->tmp, ERR(err, cap));
         if (fd >= 0 && !(o->f = fdopen(fd, "wb"))) {
             err_set(ERR(err, cap), "%s: %s", path, strerror(errno));
             close(fd);
@@ -171,7 +171,7 @@ ampx_status ampx_output_commit(ampx_output *o, char *err, size_t cap) {
         if (!o->in_place) unlink(o->tmp);
         st = AMPX_ERR_INVALID;
     } else if (!o->in_place) {
-        st = out_sync_folder(o->path, err, cap);
+        st = out_sync_folder(o->path, ERR(err, cap));
     }
     free(o);
     return st;

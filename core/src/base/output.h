@@ -19,14 +19,15 @@
 #include <stdio.h>
 
 #include "ampx/ampx.h"
+#include "base/error.h"
 
 /* Creates the temporary file beside path (O_EXCL, mode 0666 & ~umask), its name in tmp: its
  * fd, or -1 with "PATH: reason" in err. what names the file in messages ("a checkpoint"). An
  * existing target that is not a regular file is refused. */
-int out_temp(const char *path, const char *what, char *tmp, size_t cap, char *err, size_t ecap);
+int out_temp(const char *path, const char *what, char *tmp, size_t cap, ampx_err e);
 
 /* fsyncs path's folder, so that a rename into it is durable. */
-ampx_status out_sync_folder(const char *path, char *err, size_t cap);
+ampx_status out_sync_folder(const char *path, ampx_err e);
 
 /* Whether paths a and b name the same file (see above); 0 when either is NULL. */
 int out_same_file(const char *a, const char *b);

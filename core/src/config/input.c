@@ -43,23 +43,23 @@ static void size_words(uint64_t b, char *buf, size_t cap) {
         snprintf(buf, cap, "%llu bytes", (unsigned long long)b);
 }
 
-FILE *input_open(const char *path, uint64_t max, uint64_t *size, char *err, size_t cap) {
+FILE *input_open(const char *path, uint64_t max, uint64_t *size, ampx_err e) {
     /* O_NONBLOCK: opening a FIFO must not wait for a writer before it can be refused */
     int fd  = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
-        err_set(ERR(err, cap), "%s: %s", path, strerror(errno));
+        err_set(e, "%s: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
-        err_set(ERR(err, cap), "%s: %s", path, strerror(errno));
+        err_set(e, "%s: %s", path, strerror(errno));
         fclose(f);
         return NULL;
     }
     if (!S_ISREG(st.st_mode)) {
-        err_set(ERR(err, cap), "%s: not a regular file (%s)", path,
+        err_set(e, "%s: not a regular file (%s)", path,
                 S_ISDIR(st.st_mode)                          ? "a directory"
                 : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
                 : S_ISFIFO(st.st_mode)                       ? "a pipe"
@@ -71,7 +71,7 @@ FILE *input_open(const char *path, uint64_t max, uint64_t *size, char *err, size
         char have[32], lim[32];
         size_words((uint64_t)st.st_size, have, sizeof have);
         size_words(max, lim, sizeof lim);
-        err_set(ERR(err, cap),
+        err_set(e,
                 "%s: %s is larger than the %s input limit (raise it with --max-input-bytes or "
                 "AMPX_MAX_INPUT_BYTES)",
                 path, have, lim);
@@ -82,13 +82,13 @@ FILE *input_open(const char *path, uint64_t max, uint64_t *size, char *err, size
     return f;
 }
 
-char *input_read(const char *path, uint64_t max, size_t *len, char *err, size_t cap) {
+char *input_read(const char *path, uint64_t max, size_t *len, ampx_err e) {
     uint64_t size;
-    FILE *f = input_open(path, max, &size, err, cap);
+    FILE *f = input_open(path, max, &size, e);
     if (!f) return NULL;
     char *buf = malloc((size_t)size + 1);
     if (!buf) {
-        err_set(ERR(err, cap), "%s: out of memory for %llu bytes", path, (unsigned long long)size);
+        err_set(e, "%s: out of memory for %llu bytes", path, (unsigned long long)size);
         fclose(f);
         return NULL;
     }
@@ -97,7 +97,7 @@ char *input_read(const char *path, uint64_t max, size_t *len, char *err, size_t 
     int bad  = ferror(f);
     fclose(f);
     if (bad) {
-        err_set(ERR(err, cap), "%s: read error", path);
+        err_set(e, "%s: read error", path);
         free(buf);
         return NULL;
     }
@@ -109,12 +109,12 @@ char *input_read(const char *path, uint64_t max, size_t *len, char *err, size_t 
 FILE *ampx_input_open(const char *path, uint64_t max_bytes, uint64_t *size, char *err,
                       size_t err_cap) {
     uint64_t n;
-    FILE *f = input_open(path, max_bytes ? max_bytes : input_max_bytes(), &n, err, err_cap);
+    FILE *f = input_open(path, max_bytes ? max_bytes : input_max_bytes(), &n, ERR(err, err_cap));
     if (f && size) *size = n;
     return f;
 }
 
 char *ampx_input_read(const char *path, uint64_t max_bytes, size_t *len, char *err,
                       size_t err_cap) {
-    return input_read(path, max_bytes ? max_bytes : input_max_bytes(), len, err, err_cap);
+    return input_read(path, max_bytes ? max_bytes : input_max_bytes(), len, ERR(err, err_cap));
 }

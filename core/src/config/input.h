@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/error.h"
+
 #define INPUT_DEFAULT_MAX_BYTES (1ull << 30)
 
 /* The cap in force: ampx_set_max_input_bytes(), else $AMPX_MAX_INPUT_BYTES, else the default. */
@@ -21,10 +23,10 @@ int input_max_is_set(void);
 
 /* Opens path for reading if it is a regular file no larger than max bytes; its size in *size.
  * On failure NULL and "PATH: reason" in err. */
-FILE *input_open(const char *path, uint64_t max, uint64_t *size, char *err, size_t cap);
+FILE *input_open(const char *path, uint64_t max, uint64_t *size, ampx_err e);
 
 /* Reads all of a regular file of at most max bytes; the buffer has a NUL after the last byte
  * (free() it). On failure NULL and "PATH: reason" in err. */
-char *input_read(const char *path, uint64_t max, size_t *len, char *err, size_t cap);
+char *input_read(const char *path, uint64_t max, size_t *len, ampx_err e);
 
 #endif

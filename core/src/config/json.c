@@ -23,15 +23,14 @@ typedef struct reader {
     const char *s, *file;
     size_t pos;
     int line, col;
-    char *err;
-    size_t err_cap;
+    ampx_err err;
     int failed;
 } reader;
 
 static void fail_at(reader *r, int line, int col, const char *fmt, ...) {
     if (r->failed) return;
     r->failed  = 1;
-    ampx_err e = ERR(r->err, r->err_cap);
+    ampx_err e = r->err;
     err_set(e, "%s:%d:%d: ", r->file, line, col);
     va_list ap;
     va_start(ap, fmt);
@@ -519,9 +518,9 @@ static json_value *parse_value(reader *r, int depth) {
     return parse_literal(r);
 }
 
-json_value *json_parse(const char *text, const char *file, char *err, size_t err_cap) {
-    reader r = {.s = text, .file = file, .line = 1, .col = 1, .err = err, .err_cap = err_cap};
-    if (err_cap) err[0] = 0;
+json_value *json_parse(const char *text, const char *file, ampx_err e) {
+    reader r = {.s = text, .file = file, .line = 1, .col = 1, .err = e};
+    err_clear(e);
     /* A UTF-8 byte-order mark is tolerated. */
     if (!strncmp(text, "\xEF\xBB\xBF", 3)) r.pos = 3;
     json_value *v = parse_value(&r, 0);
@@ -562,12 +561,12 @@ static uint64_t count_values(const char *s) {
     return n;
 }
 
-json_value *json_parse_file(const char *path, char *err, size_t err_cap) {
+json_value *json_parse_file(const char *path, ampx_err e) {
     /* A value takes ~100 bytes in memory for as little as 2 bytes of text, so unless the
      * input cap was set, JSON files have a lower one, far above any model or policy. */
     uint64_t max = input_max_is_set() ? input_max_bytes() : JSON_MAX_FILE_BYTES;
     size_t len;
-    char *buf = input_read(path, max, &len, err, err_cap);
+    char *buf = input_read(path, max, &len, e);
     if (!buf) return NULL;
     buf[len] = 0;
     if (memchr(buf, 0, len)) {
@@ -579,20 +578,20 @@ json_value *json_parse_file(const char *path, char *err, size_t err_cap) {
             else
                 col++;
         }
-        err_set(ERR(err, err_cap), "%s:%d:%d: NUL byte in a JSON file", path, line, col);
+        err_set(e, "%s:%d:%d: NUL byte in a JSON file", path, line, col);
         free(buf);
         return NULL;
     }
     uint64_t n = input_max_is_set() ? 0 : count_values(buf);
     if (n > JSON_MAX_FILE_VALUES) {
-        err_set(ERR(err, err_cap),
+        err_set(e,
                 "%s: %llu JSON values, more than the %llu a model or policy file may hold (raise "
                 "the input limit with --max-input-bytes or AMPX_MAX_INPUT_BYTES)",
                 path, (unsigned long long)n, (unsigned long long)JSON_MAX_FILE_VALUES);
         free(buf);
         return NULL;
     }
-    json_value *v = json_parse(buf, path, err, err_cap);
+    json_value *v = json_parse(buf, path, e);
     free(buf);
     return v;
 }

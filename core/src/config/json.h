@@ -37,9 +37,9 @@ struct json_value {
 
 /* Parses text (NUL-terminated). On failure returns NULL and writes
  * "FILE:LINE:COL: message" to err. */
-json_value *json_parse(const char *text, const char *file, char *err, size_t err_cap);
+json_value *json_parse(const char *text, const char *file, ampx_err e);
 /* Reads and parses a file; errors as above (a missing file: "FILE: No such file ..."). */
-json_value *json_parse_file(const char *path, char *err, size_t err_cap);
+json_value *json_parse_file(const char *path, ampx_err e);
 void json_free(json_value *v);
 
 /* The member `key` of an object, or NULL. */

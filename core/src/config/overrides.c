@@ -56,8 +56,7 @@ static int looks_like_json(const char *s) {
     return n > 0 && strspn(s + n, " \t") == strlen(s + n);
 }
 
-int json_apply_set(json_value *root, const char *set, int index, char *err, size_t cap) {
-    ampx_err e     = ERR(err, cap);
+int json_apply_set(json_value *root, const char *set, int index, ampx_err e) {
     const char *eq = strchr(set, '=');
     if (!eq || eq == set) return err_set(e, "--set %s: expected PATH=VALUE", set);
     char path[256];
@@ -72,7 +71,7 @@ int json_apply_set(json_value *root, const char *set, int index, char *err, size
     /* the value: JSON, or else the text as a string; text meant as JSON ('1e', '[1,',
      * '{"a"', '"x') that does not parse is refused with the parse error */
     char perr[256];
-    json_value *v = json_parse(eq + 1, "--set", perr, sizeof perr);
+    json_value *v = json_parse(eq + 1, "--set", ERR(perr, sizeof perr));
     if (!v && looks_like_json(eq + 1))
         return err_set(e, "--set %s: the value is not valid JSON: %s", set, perr);
     if (!v) {

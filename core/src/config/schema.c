@@ -18,7 +18,7 @@ int jerr(jctx *c, const json_value *v, const char *fmt, ...) {
     c->failed = 1;
     char path[256];
     json_path(v, path, sizeof path);
-    ampx_err e = ERR(c->err, c->cap);
+    ampx_err e = c->err;
     if (v->line < 0 && -1 - v->line < c->n_sets) /* a value from the command line */
         err_set(e, "--set %s: %s: ", c->sets[-1 - v->line], path);
     else

@@ -8,21 +8,21 @@
 #include <stdint.h>
 
 #include "ampx/dtype.h"
+#include "base/error.h"
 #include "config/json.h"
 
 /* "file:line:col: $.path: message" reporting over one parsed file: the core's one error
  * buffer and formatter for positioned errors. */
 typedef struct jctx {
     const char *file;
-    char *err;
-    size_t cap;
+    ampx_err err;
     int failed;
     const char *const *sets; /* the --set flags whose values carry line -1 - index */
     int n_sets;
 } jctx;
 
 /* Applies one `--set PATH=VALUE` (the index-th) to the parsed model (overrides.c). */
-int json_apply_set(json_value *root, const char *set, int index, char *err, size_t cap);
+int json_apply_set(json_value *root, const char *set, int index, ampx_err e);
 
 int jerr(jctx *c, const json_value *v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Where a value's line points, for a message naming a second place: "line N", or "--set

@@ -37,11 +37,11 @@ static int alloc_split(dataset *d, int64_t n_train, int64_t n_test, int64_t feat
 // i has class i mod K, radius t and angle 2 pi (c / K + turns t) + noise; features beyond
 // the first two are Gaussian distractors. The last test_fraction of examples is held out.
 
-static int load_spirals(const data_request *m, dataset *d, char *err, size_t cap) {
+static int load_spirals(const data_request *m, dataset *d, ampx_err e) {
     const data_config *c = &m->cfg->data;
     int64_t n = c->samples, k = m->classes, f = m->features;
     if (f < 2) {
-        err_set(ERR(err, cap),
+        err_set(e,
                 "%s: the embedded spirals have 2 features (or more with distractors); input "
                 "\"%s\" has %lld",
                 m->cfg->file, m->input_name, (long long)f);
@@ -49,7 +49,7 @@ static int load_spirals(const data_request *m, dataset *d, char *err, size_t cap
     }
     int64_t n_test = (int64_t)((double)n * c->test_fraction);
     if (alloc_split(d, n - n_test, n_test, f)) {
-        err_set(ERR(err, cap), "%s: out of memory for %lld examples", m->cfg->file, (long long)n);
+        err_set(e, "%s: out of memory for %lld examples", m->cfg->file, (long long)n);
         return -1;
     }
     uint64_t seed = m->cfg->train.seed * 0x100000001B3ull + 17;
@@ -80,19 +80,19 @@ static uint32_t be32(const unsigned char *p) {
 }
 
 int data_idx_check(const char *path, uint32_t magic, const unsigned char *buf, size_t len,
-                   int64_t dims[3], char *err, size_t cap) {
+                   int64_t dims[3], ampx_err e) {
     int nd = (int)(magic & 0xFF);
     if (len >= 2 && buf[0] == 0x1F && buf[1] == 0x8B) {
-        err_set(ERR(err, cap), "%s: gzip-compressed; decompress it first (gunzip)", path);
+        err_set(e, "%s: gzip-compressed; decompress it first (gunzip)", path);
         return -1;
     }
     if (len < 4 || be32(buf) != magic) {
-        err_set(ERR(err, cap), "%s: not an IDX %s file (magic 0x%08x, expected 0x%08x)", path,
+        err_set(e, "%s: not an IDX %s file (magic 0x%08x, expected 0x%08x)", path,
                 nd == 3 ? "image" : "label", len >= 4 ? be32(buf) : 0, magic);
         return -1;
     }
     if (len < 4 + 4 * (size_t)nd) {
-        err_set(ERR(err, cap), "%s: truncated IDX header (%zu bytes)", path, len);
+        err_set(e, "%s: truncated IDX header (%zu bytes)", path, len);
         return -1;
     }
     uint64_t need = 1, have = len - 4 - 4 * (size_t)nd;
@@ -107,7 +107,7 @@ int data_idx_check(const char *path, uint32_t magic, const unsigned char *buf, s
             snprintf(says, sizeof says, "more than 2^64");
         else
             snprintf(says, sizeof says, "%llu", (unsigned long long)need);
-        err_set(ERR(err, cap),
+        err_set(e,
                 "%s: the header says %lld items (%s data bytes) but the file holds %llu data "
                 "bytes",
                 path, (long long)dims[0], says, (unsigned long long)have);
@@ -117,31 +117,30 @@ int data_idx_check(const char *path, uint32_t magic, const unsigned char *buf, s
 }
 
 static int idx_open(const char *path, uint32_t magic, unsigned char **buf, size_t *len,
-                    int64_t dims[3], char *err, size_t cap) {
-    *buf = (unsigned char *)input_read(path, input_max_bytes(), len, err, cap);
+                    int64_t dims[3], ampx_err e) {
+    *buf = (unsigned char *)input_read(path, input_max_bytes(), len, e);
     if (!*buf) return -1;
-    return data_idx_check(path, magic, *buf, *len, dims, err, cap);
+    return data_idx_check(path, magic, *buf, *len, dims, e);
 }
 
 static int load_idx_pair(const data_request *m, const char *images, const char *labels, float **x,
-                         int32_t **y, int64_t *n, char *err, size_t cap) {
+                         int32_t **y, int64_t *n, ampx_err e) {
     unsigned char *ib = NULL, *lb = NULL;
     size_t il, ll;
     int64_t idim[3], ldim[3];
     int rc = -1;
-    if (idx_open(images, 0x00000803, &ib, &il, idim, err, cap)) goto out;
-    if (idx_open(labels, 0x00000801, &lb, &ll, ldim, err, cap)) goto out;
+    if (idx_open(images, 0x00000803, &ib, &il, idim, e)) goto out;
+    if (idx_open(labels, 0x00000801, &lb, &ll, ldim, e)) goto out;
     /* idx_check bounded rows * cols * n by the file size: no overflow from here on */
     int64_t f = idim[1] * idim[2];
     if (f != m->features) {
-        err_set(ERR(err, cap),
-                "%s: images are %lldx%lld = %lld features but input \"%s\" of %s has %lld", images,
-                (long long)idim[1], (long long)idim[2], (long long)f, m->input_name, m->cfg->file,
-                (long long)m->features);
+        err_set(e, "%s: images are %lldx%lld = %lld features but input \"%s\" of %s has %lld",
+                images, (long long)idim[1], (long long)idim[2], (long long)f, m->input_name,
+                m->cfg->file, (long long)m->features);
         goto out;
     }
     if (ldim[0] != idim[0]) {
-        err_set(ERR(err, cap), "%s: %lld labels for %lld images in %s", labels, (long long)ldim[0],
+        err_set(e, "%s: %lld labels for %lld images in %s", labels, (long long)ldim[0],
                 (long long)idim[0], images);
         goto out;
     }
@@ -149,7 +148,7 @@ static int load_idx_pair(const data_request *m, const char *images, const char *
     *x = malloc(sizeof(float) * (size_t)(*n * f));
     *y = malloc(sizeof(int32_t) * (size_t)*n);
     if (!*x || !*y) {
-        err_set(ERR(err, cap), "%s: out of memory", images);
+        err_set(e, "%s: out of memory", images);
         goto out;
     }
     for (int64_t i = 0; i < *n * f; i++)
@@ -157,9 +156,8 @@ static int load_idx_pair(const data_request *m, const char *images, const char *
     for (int64_t i = 0; i < *n; i++) {
         int32_t l = lb[8 + i];
         if (l >= m->classes) {
-            err_set(ERR(err, cap),
-                    "%s: label %d of example %lld is not below the model's %lld classes", labels, l,
-                    (long long)i, (long long)m->classes);
+            err_set(e, "%s: label %d of example %lld is not below the model's %lld classes", labels,
+                    l, (long long)i, (long long)m->classes);
             goto out;
         }
         (*y)[i] = l;
@@ -171,13 +169,12 @@ out:
     return rc;
 }
 
-static int load_mnist(const data_request *m, dataset *d, char *err, size_t cap) {
+static int load_mnist(const data_request *m, dataset *d, ampx_err e) {
     const data_config *c = &m->cfg->data;
     d->features          = m->features;
     return load_idx_pair(m, c->train_images, c->train_labels, &d->x_train, &d->y_train, &d->n_train,
-                         err, cap) ||
-           load_idx_pair(m, c->test_images, c->test_labels, &d->x_test, &d->y_test, &d->n_test, err,
-                         cap);
+                         e) ||
+           load_idx_pair(m, c->test_images, c->test_labels, &d->x_test, &d->y_test, &d->n_test, e);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -257,25 +254,25 @@ static int csv_is_header(const char *line, size_t ll) {
 
 /* Room for twice the rows (at least 64) of f features and a label. */
 static int csv_grow(const char *path, int64_t f, float **x, int32_t **y, int64_t *rows_cap,
-                    char *err, size_t cap) {
+                    ampx_err e) {
     int64_t nc = *rows_cap ? *rows_cap * 2 : 64;
     size_t xb;
     if (__builtin_mul_overflow((size_t)nc, (size_t)f * sizeof(float), &xb))
-        return err_set(ERR(err, cap), "%s: out of memory", path);
+        return err_set(e, "%s: out of memory", path);
     float *nx   = realloc(*x, xb ? xb : 1);
     int32_t *ny = nx ? realloc(*y, sizeof(int32_t) * (size_t)nc) : NULL;
     if (nx) *x = nx;
     if (ny) *y = ny;
     if (!nx || !ny)
-        return err_set(ERR(err, cap), "%s: out of memory for %lld rows of %lld features", path,
-                       (long long)nc, (long long)f);
+        return err_set(e, "%s: out of memory for %lld rows of %lld features", path, (long long)nc,
+                       (long long)f);
     *rows_cap = nc;
     return 0;
 }
 
 /* Line line_no (ll bytes, cols fields) into its features x (f of them) and label *y. */
 static int csv_row(const data_request *m, const char *path, const char *line, size_t ll,
-                   int64_t line_no, int64_t labcol, float *x, int32_t *y, char *err, size_t cap) {
+                   int64_t line_no, int64_t labcol, float *x, int32_t *y, ampx_err e) {
     int64_t col = 0, fi = 0;
     for (size_t a = 0, k = 0; k <= ll; k++) {
         if (k < ll && line[k] != ',') continue;
@@ -283,27 +280,26 @@ static int csv_row(const data_request *m, const char *path, const char *line, si
         int shown = (int)(k - a < 40 ? k - a : 40);
         if (!csv_number(line + a, k - a, &v)) {
             if (csv_blank(line + a, k - a))
-                return err_set(ERR(err, cap), "%s:%lld: column %lld is empty", path,
-                               (long long)line_no, (long long)col + 1);
-            return err_set(ERR(err, cap), "%s:%lld: column %lld: \"%.*s\" is not a number%s", path,
+                return err_set(e, "%s:%lld: column %lld is empty", path, (long long)line_no,
+                               (long long)col + 1);
+            return err_set(e, "%s:%lld: column %lld: \"%.*s\" is not a number%s", path,
                            (long long)line_no, (long long)col + 1, shown, line + a,
                            line_no == 1 ? " (set \"header\": true if this line is a header)" : "");
         }
         if (m->targets && col >= labcol && col < labcol + m->targets) {
             if (!(fabs(v) <= FLT_MAX))
-                return err_set(ERR(err, cap), "%s:%lld: target %.*s is out of the range of f32",
-                               path, (long long)line_no, shown, line + a);
+                return err_set(e, "%s:%lld: target %.*s is out of the range of f32", path,
+                               (long long)line_no, shown, line + a);
             x[m->features + (col - labcol)] = (float)v;
             *y                              = 0;
         } else if (col == labcol) {
             if (v != floor(v) || v < 0 || v >= (double)m->classes)
-                return err_set(ERR(err, cap), "%s:%lld: label %g is not an integer in [0, %lld)",
-                               path, (long long)line_no, v, (long long)m->classes);
+                return err_set(e, "%s:%lld: label %g is not an integer in [0, %lld)", path,
+                               (long long)line_no, v, (long long)m->classes);
             *y = (int32_t)v;
         } else {
             if (!(fabs(v) <= FLT_MAX))
-                return err_set(ERR(err, cap),
-                               "%s:%lld: column %lld: %.*s is out of the range of f32", path,
+                return err_set(e, "%s:%lld: column %lld: %.*s is out of the range of f32", path,
                                (long long)line_no, (long long)col + 1, shown, line + a);
             x[fi++] = (float)v;
         }
@@ -314,20 +310,19 @@ static int csv_row(const data_request *m, const char *path, const char *line, si
 }
 
 int data_csv_parse(const data_request *m, const char *path, const char *text, size_t len, float **x,
-                   int32_t **y, int64_t *n, char *err, size_t cap) {
+                   int32_t **y, int64_t *n, ampx_err e) {
     int64_t nt = m->targets ? m->targets : 1, f = m->features, cols = f + nt;
     int64_t labcol   = m->cfg->data.label_column < 0 ? cols - nt : m->cfg->data.label_column;
     int64_t rows_cap = 0, rows = 0;
     int rc = -1;
     *x = NULL, *y = NULL;
     if (labcol + nt > cols) {
-        err_set(ERR(err, cap),
-                "%s: label_column %lld is past the %lld columns (features + %s) the model reads",
+        err_set(e, "%s: label_column %lld is past the %lld columns (features + %s) the model reads",
                 path, (long long)labcol, (long long)cols, m->targets ? "targets" : "label");
         goto out;
     }
     if (memchr(text, 0, len)) {
-        err_set(ERR(err, cap), "%s: a NUL byte at offset %zu: not a text file", path,
+        err_set(e, "%s: a NUL byte at offset %zu: not a text file", path,
                 (size_t)((const char *)memchr(text, 0, len) - text));
         goto out;
     }
@@ -345,19 +340,17 @@ int data_csv_parse(const data_request *m, const char *path, const char *text, si
         if (fields != cols) {
             char what[48] = "a label";
             if (m->targets) snprintf(what, sizeof what, "%lld targets", (long long)nt);
-            err_set(ERR(err, cap),
-                    "%s:%lld: expected %lld columns (%lld features and %s), found %lld", path,
+            err_set(e, "%s:%lld: expected %lld columns (%lld features and %s), found %lld", path,
                     (long long)line_no, (long long)cols, (long long)f, what, (long long)fields);
             goto out;
         }
         int64_t stride = f + m->targets;
-        if (rows == rows_cap && csv_grow(path, stride, x, y, &rows_cap, err, cap)) goto out;
-        if (csv_row(m, path, line, ll, line_no, labcol, *x + rows * stride, *y + rows, err, cap))
-            goto out;
+        if (rows == rows_cap && csv_grow(path, stride, x, y, &rows_cap, e)) goto out;
+        if (csv_row(m, path, line, ll, line_no, labcol, *x + rows * stride, *y + rows, e)) goto out;
         rows++;
     }
     if (rows == 0) {
-        err_set(ERR(err, cap), "%s: no examples", path);
+        err_set(e, "%s: no examples", path);
         goto out;
     }
     *n = rows;
@@ -366,36 +359,35 @@ out:
     if (rc) {
         free(*x), free(*y);
         *x = NULL, *y = NULL;
-        json_one_line(err); /* fields come from the file */
     }
     return rc;
 }
 
 static int csv_read(const data_request *m, const char *path, float **x, int32_t **y, int64_t *n,
-                    char *err, size_t cap) {
+                    ampx_err e) {
     size_t len;
-    char *text = input_read(path, input_max_bytes(), &len, err, cap);
+    char *text = input_read(path, input_max_bytes(), &len, e);
     if (!text) return -1;
-    int rc = data_csv_parse(m, path, text, len, x, y, n, err, cap);
+    int rc = data_csv_parse(m, path, text, len, x, y, n, e);
     free(text);
     return rc;
 }
 
-static int load_csv(const data_request *m, dataset *d, char *err, size_t cap) {
+static int load_csv(const data_request *m, dataset *d, ampx_err e) {
     const data_config *c = &m->cfg->data;
     d->features          = m->features + m->targets; /* regression targets after the features */
     float *x;
     int32_t *y;
     int64_t n;
-    if (csv_read(m, c->train_csv, &x, &y, &n, err, cap)) return -1;
+    if (csv_read(m, c->train_csv, &x, &y, &n, e)) return -1;
     if (c->test_csv) {
         d->x_train = x, d->y_train = y, d->n_train = n;
-        return csv_read(m, c->test_csv, &d->x_test, &d->y_test, &d->n_test, err, cap);
+        return csv_read(m, c->test_csv, &d->x_test, &d->y_test, &d->n_test, e);
     }
     /* No test file: a seeded permutation, the last test_fraction held out. */
     int64_t n_test = (int64_t)((double)n * c->test_fraction);
     if (n_test < 1 || n - n_test < 1) {
-        err_set(ERR(err, cap), "%s: %lld examples are too few to hold out %g of them", c->train_csv,
+        err_set(e, "%s: %lld examples are too few to hold out %g of them", c->train_csv,
                 (long long)n, c->test_fraction);
         free(x), free(y);
         return -1;
@@ -403,7 +395,7 @@ static int load_csv(const data_request *m, dataset *d, char *err, size_t cap) {
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)n);
     if (!perm || alloc_split(d, n - n_test, n_test, d->features)) {
         free(perm), free(x), free(y);
-        err_set(ERR(err, cap), "%s: out of memory", c->train_csv);
+        err_set(e, "%s: out of memory", c->train_csv);
         return -1;
     }
     for (int64_t i = 0; i < n; i++)
@@ -428,13 +420,13 @@ static int load_csv(const data_request *m, dataset *d, char *err, size_t cap) {
 // The caller's arrays (ampx_model_set_data): copied, every value and class checked.
 
 static int memory_rows(const data_request *m, const char *which, const float *x, const int32_t *y,
-                       int64_t n, float *dx, int32_t *dy, char *err, size_t cap) {
+                       int64_t n, float *dx, int32_t *dy, ampx_err e) {
     const ampx_memory_data *md = m->cfg->data.memory;
     for (int64_t r = 0; r < n; r++) {
         for (int64_t c = 0; c < md->row; c++) {
             float v = x[r * md->row + c];
             if (!isfinite(v))
-                return err_set(ERR(err, cap),
+                return err_set(e,
                                "in-memory data: x_%s row %lld column %lld is %g, "
                                "expected a finite number",
                                which, (long long)r, (long long)c, (double)v);
@@ -443,7 +435,7 @@ static int memory_rows(const data_request *m, const char *which, const float *x,
         dy[r] = 0;
         if (m->targets) continue;
         if (y[r] < 0 || y[r] >= m->classes)
-            return err_set(ERR(err, cap),
+            return err_set(e,
                            "in-memory data: y_%s row %lld is %d, expected a "
                            "class in [0, %lld)",
                            which, (long long)r, y[r], (long long)m->classes);
@@ -452,51 +444,48 @@ static int memory_rows(const data_request *m, const char *which, const float *x,
     return 0;
 }
 
-static int load_memory(const data_request *m, dataset *d, char *err, size_t cap) {
+static int load_memory(const data_request *m, dataset *d, ampx_err e) {
     const ampx_memory_data *md = m->cfg->data.memory;
     int64_t want               = m->features + m->targets;
     if (md->row != want || want < 1)
-        return err_set(ERR(err, cap),
+        return err_set(e,
                        "in-memory data: rows of %lld values, but the model reads "
                        "%lld (%lld features of %s%s)",
                        (long long)md->row, (long long)want, (long long)m->features, m->input_name,
                        m->targets ? " and its regression targets" : "");
     if (md->n_train < 1 || md->n_test < 1 || !md->x_train || !md->x_test)
-        return err_set(ERR(err, cap),
+        return err_set(e,
                        "in-memory data: %lld training and %lld held-out rows; "
                        "both need at least one, with their x arrays",
                        (long long)md->n_train, (long long)md->n_test);
     if (md->n_train > INT64_MAX / 8 / want || md->n_test > INT64_MAX / 8 / want)
-        return err_set(ERR(err, cap),
+        return err_set(e,
                        "in-memory data: %lld and %lld rows of %lld values are "
                        "more than memory holds",
                        (long long)md->n_train, (long long)md->n_test, (long long)want);
     if (!m->targets && (!md->y_train || !md->y_test))
-        return err_set(ERR(err, cap), "in-memory data: a classifier needs y_train and y_test");
-    if (alloc_split(d, md->n_train, md->n_test, want))
-        return err_set(ERR(err, cap), "out of memory");
-    if (memory_rows(m, "train", md->x_train, md->y_train, md->n_train, d->x_train, d->y_train, err,
-                    cap))
+        return err_set(e, "in-memory data: a classifier needs y_train and y_test");
+    if (alloc_split(d, md->n_train, md->n_test, want)) return err_set(e, "out of memory");
+    if (memory_rows(m, "train", md->x_train, md->y_train, md->n_train, d->x_train, d->y_train, e))
         return -1;
-    return memory_rows(m, "test", md->x_test, md->y_test, md->n_test, d->x_test, d->y_test, err,
-                       cap);
+    return memory_rows(m, "test", md->x_test, md->y_test, md->n_test, d->x_test, d->y_test, e);
 }
 
-int data_load(const data_request *m, dataset *d, char *err, size_t cap) {
+int data_load(const data_request *m, dataset *d, ampx_err e) {
     memset(d, 0, sizeof *d);
     if (m->cfg->data.memory) {
-        int rc = load_memory(m, d, err, cap);
+        int rc = load_memory(m, d, e);
         if (rc) data_free(d);
         return rc;
     }
-    int rc = data_is_tokens(m->cfg)                 ? text_load(m, d, err, cap)
-             : m->cfg->data.source == DATA_EMBEDDED ? load_spirals(m, d, err, cap)
-             : m->cfg->data.source == DATA_MNIST    ? load_mnist(m, d, err, cap)
-                                                    : load_csv(m, d, err, cap);
+    int rc = data_is_tokens(m->cfg)                 ? text_load(m, d, e)
+             : m->cfg->data.source == DATA_EMBEDDED ? load_spirals(m, d, e)
+             : m->cfg->data.source == DATA_MNIST    ? load_mnist(m, d, e)
+                                                    : load_csv(m, d, e);
     if (rc) data_free(d);
-    if (rc && m->cfg->data.data_set[0] && strstr(err, strerror(ENOENT))) {
+    if (rc && m->cfg->data.data_set[0] && strstr(e.msg, strerror(ENOENT))) {
         const char *set = m->cfg->data.data_set;
-        err_add(ERR(err, cap),
+        err_add(e,
                 " (a $DATA file: fetch \"%s\" with tools/data/%s.sh, or point "
                 "AMPX_DATA_DIR at the folder that holds %s/)",
                 set, set, set);

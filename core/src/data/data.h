@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "ampx/dtype.h"
+#include "base/error.h"
 #include "config/settings.h"
 
 typedef struct dataset {
@@ -49,9 +50,9 @@ int data_is_tokens(const settings *cfg);
 /* An llm.c token file held in memory (path: for messages): its tokens (free() them) and their
  * count, every header field and token checked; NULL with one line in err. */
 uint16_t *text_tokens_parse(const char *path, const unsigned char *bytes, size_t len, int64_t vocab,
-                            int64_t *n, char *err, size_t cap);
+                            int64_t *n, ampx_err e);
 /* Loads a token stream source (text.c); called by data_load. */
-int text_load(const data_request *m, dataset *d, char *err, size_t cap);
+int text_load(const data_request *m, dataset *d, ampx_err e);
 /* Windows [first, first + rows) of the key_rows windows of a draw keyed by `key` (a step's
  * micro-batch): `window` ids and their successors from a position drawn uniformly with the
  * seed. Rank r of N with batch b draws windows [r*b, (r+1)*b) of a key's N*b: together
@@ -65,15 +66,15 @@ int text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t key_rows, i
 
 /* Loads what the model's "data" names; features must match the model's inputs and labels
  * its classes. Errors are one line naming the file (and line for CSV). */
-int data_load(const data_request *m, dataset *d, char *err, size_t cap);
+int data_load(const data_request *m, dataset *d, ampx_err e);
 void data_free(dataset *d);
 
 /* The readers on bytes in memory (for the fuzz harnesses; data_load reads the files). */
 int data_csv_parse(const data_request *m, const char *path, const char *text, size_t len, float **x,
-                   int32_t **y, int64_t *n, char *err, size_t cap);
+                   int32_t **y, int64_t *n, ampx_err e);
 /* Checks an IDX file's magic and that its dims (into dims) give its size exactly. */
 int data_idx_check(const char *path, uint32_t magic, const unsigned char *buf, size_t len,
-                   int64_t dims[3], char *err, size_t cap);
+                   int64_t dims[3], ampx_err e);
 
 /* A uniform double in [0, 1) from a counter: the data and initializers' only randomness.
  * 53 random bits (27 of one hash word, 26 of another) over 2^53: every double in [0, 1) on

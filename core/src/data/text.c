@@ -24,8 +24,8 @@ int data_is_tokens(const settings *cfg) {
 }
 
 /* A whole regular file into memory, within the input cap (config/input.h). */
-static unsigned char *slurp(const char *path, size_t *len, char *err, size_t cap) {
-    return (unsigned char *)input_read(path, input_max_bytes(), len, err, cap);
+static unsigned char *slurp(const char *path, size_t *len, ampx_err e) {
+    return (unsigned char *)input_read(path, input_max_bytes(), len, e);
 }
 
 static uint16_t *bytes_to_tokens(const unsigned char *b, size_t n) {
@@ -37,54 +37,49 @@ static uint16_t *bytes_to_tokens(const unsigned char *b, size_t n) {
 
 /* llm.c's format, every header field checked against the file's size. */
 uint16_t *text_tokens_parse(const char *path, const unsigned char *b, size_t len, int64_t vocab,
-                            int64_t *n, char *err, size_t cap) {
+                            int64_t *n, ampx_err e) {
     int32_t h[256];
     uint16_t *t = NULL;
     if (len < sizeof h) {
-        err_set(ERR(err, cap), "%s: %zu bytes, shorter than the 1024-byte header of a token file",
-                path, len);
+        err_set(e, "%s: %zu bytes, shorter than the 1024-byte header of a token file", path, len);
         return NULL;
     }
     memcpy(h, b, sizeof h);
     if (h[0] != TOKENS_MAGIC) {
-        err_set(ERR(err, cap), "%s: not a token file (magic %d, expected %d)", path, h[0],
-                TOKENS_MAGIC);
+        err_set(e, "%s: not a token file (magic %d, expected %d)", path, h[0], TOKENS_MAGIC);
         return NULL;
     }
     if (h[1] != TOKENS_VERSION) {
-        err_set(ERR(err, cap), "%s: token file version %d; version %d is read", path, h[1],
-                TOKENS_VERSION);
+        err_set(e, "%s: token file version %d; version %d is read", path, h[1], TOKENS_VERSION);
         return NULL;
     }
     uint64_t body = len - sizeof h;
     if (h[2] < 0 || body != 2 * (uint64_t)(uint32_t)h[2]) {
-        err_set(ERR(err, cap), "%s: the header declares %d tokens but %llu bytes follow it (%s)",
-                path, h[2], (unsigned long long)body,
-                body % 2 ? "an odd count" : "2 bytes per token");
+        err_set(e, "%s: the header declares %d tokens but %llu bytes follow it (%s)", path, h[2],
+                (unsigned long long)body, body % 2 ? "an odd count" : "2 bytes per token");
         return NULL;
     }
     *n = h[2];
     if (!(t = malloc(sizeof *t * ((size_t)*n + 1)))) {
-        err_set(ERR(err, cap), "%s: out of memory", path);
+        err_set(e, "%s: out of memory", path);
         return NULL;
     }
     memcpy(t, b + sizeof h, 2 * (size_t)*n);
     for (int64_t i = 0; i < *n; i++)
         if (t[i] >= vocab) {
-            err_set(ERR(err, cap), "%s: token %lld is %u, outside the model's vocabulary of %lld",
-                    path, (long long)i, t[i], (long long)vocab);
+            err_set(e, "%s: token %lld is %u, outside the model's vocabulary of %lld", path,
+                    (long long)i, t[i], (long long)vocab);
             free(t);
             return NULL;
         }
     return t;
 }
 
-static uint16_t *read_token_file(const char *path, int64_t vocab, int64_t *n, char *err,
-                                 size_t cap) {
+static uint16_t *read_token_file(const char *path, int64_t vocab, int64_t *n, ampx_err e) {
     size_t len;
-    unsigned char *b = slurp(path, &len, err, cap);
+    unsigned char *b = slurp(path, &len, e);
     if (!b) return NULL;
-    uint16_t *t = text_tokens_parse(path, b, len, vocab, n, err, cap);
+    uint16_t *t = text_tokens_parse(path, b, len, vocab, n, e);
     free(b);
     return t;
 }
@@ -198,27 +193,26 @@ static int split_tail(dataset *d, double fraction) {
     return 0;
 }
 
-static uint16_t *load_stream(const data_request *m, const char *path, int64_t *n, char *err,
-                             size_t cap) {
-    if (m->cfg->data.source == DATA_TOKENS) return read_token_file(path, m->classes, n, err, cap);
+static uint16_t *load_stream(const data_request *m, const char *path, int64_t *n, ampx_err e) {
+    if (m->cfg->data.source == DATA_TOKENS) return read_token_file(path, m->classes, n, e);
     size_t len;
-    unsigned char *b = slurp(path, &len, err, cap);
+    unsigned char *b = slurp(path, &len, e);
     if (!b) return NULL;
     uint16_t *t = bytes_to_tokens(b, len);
     free(b);
-    if (!t) err_set(ERR(err, cap), "%s: out of memory", path);
+    if (!t) err_set(e, "%s: out of memory", path);
     *n = (int64_t)len;
     return t;
 }
 
 /* The training stream: one file, or for llm.c token files a glob of shards (llm.c's
  * fineweb_train_*.bin) concatenated in the glob's (sorted) order, each shard's start kept. */
-static int load_train(const data_request *m, dataset *d, char *err, size_t cap) {
+static int load_train(const data_request *m, dataset *d, ampx_err e) {
     const char *pat = m->cfg->data.text_train;
     glob_t gl       = {0};
     int shards      = m->cfg->data.source == DATA_TOKENS && strpbrk(pat, "*?[");
     if (shards && (glob(pat, 0, NULL, &gl) != 0 || gl.gl_pathc == 0)) {
-        err_set(ERR(err, cap), "%s: no file matches", pat);
+        err_set(e, "%s: no file matches", pat);
         globfree(&gl);
         return -1;
     }
@@ -227,10 +221,10 @@ static int load_train(const data_request *m, dataset *d, char *err, size_t cap) 
     d->n_tokens_train = 0;
     for (int i = 0; i < n && !rc; i++) {
         int64_t k;
-        uint16_t *t = load_stream(m, shards ? gl.gl_pathv[i] : pat, &k, err, cap), *all;
+        uint16_t *t = load_stream(m, shards ? gl.gl_pathv[i] : pat, &k, e), *all;
         if (!t || !(all = realloc(d->tokens_train,
                                   sizeof(uint16_t) * (size_t)(d->n_tokens_train + k + 1)))) {
-            if (t) err_set(ERR(err, cap), "%s: out of memory", pat);
+            if (t) err_set(e, "%s: out of memory", pat);
             free(t);
             rc = -1;
             break;
@@ -247,14 +241,13 @@ static int load_train(const data_request *m, dataset *d, char *err, size_t cap) 
     return rc;
 }
 
-int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
+int text_load(const data_request *m, dataset *d, ampx_err e) {
     const data_config *c = &m->cfg->data;
     const char *file     = m->cfg->file;
     int64_t T            = m->window;
     d->window            = T;
     if (c->source != DATA_TOKENS && m->classes < 256) {
-        err_set(ERR(err, cap),
-                "%s: byte-level text has 256 token values; the labels have %lld classes", file,
+        err_set(e, "%s: byte-level text has 256 token values; the labels have %lld classes", file,
                 (long long)m->classes);
         return -1;
     }
@@ -263,28 +256,27 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
         d->tokens_train = generate(0x7E57, (size_t)c->text_bytes, &d->n_tokens_train);
         d->tokens_val   = generate(0x7E58, (size_t)(nv > 4 * T ? nv : 4 * T), &d->n_tokens_val);
         if (!d->tokens_train || !d->tokens_val) {
-            err_set(ERR(err, cap), "%s: out of memory for the generated text", file);
+            err_set(e, "%s: out of memory for the generated text", file);
             return -1;
         }
     } else {
-        if (load_train(m, d, err, cap)) return -1;
+        if (load_train(m, d, e)) return -1;
         if (c->text_val) {
-            if (!(d->tokens_val = load_stream(m, c->text_val, &d->n_tokens_val, err, cap)))
-                return -1;
+            if (!(d->tokens_val = load_stream(m, c->text_val, &d->n_tokens_val, e))) return -1;
         } else if (split_tail(d, c->val_fraction)) {
-            err_set(ERR(err, cap), "%s: out of memory", c->text_train);
+            err_set(e, "%s: out of memory", c->text_train);
             return -1;
         }
     }
     const char *vn = c->text_val ? c->text_val : c->text_train ? c->text_train : file;
     if (d->n_tokens_train < T + 1) {
-        err_set(ERR(err, cap), "%s: %lld training tokens are too few for one window of %lld + 1",
+        err_set(e, "%s: %lld training tokens are too few for one window of %lld + 1",
                 c->text_train ? c->text_train : file, (long long)d->n_tokens_train, (long long)T);
         return -1;
     }
     if (d->n_tokens_val < T + 1) {
-        err_set(ERR(err, cap), "%s: %lld validation tokens are too few for one window of %lld + 1",
-                vn, (long long)d->n_tokens_val, (long long)T);
+        err_set(e, "%s: %lld validation tokens are too few for one window of %lld + 1", vn,
+                (long long)d->n_tokens_val, (long long)T);
         return -1;
     }
     /* fixed held-out windows, evenly spaced (non-overlapping when the stream allows) */
@@ -294,7 +286,7 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
     d->ids_test = malloc(sizeof(int32_t) * (size_t)(k * T));
     d->y_test   = malloc(sizeof(int32_t) * (size_t)(k * T));
     if (!d->ids_test || !d->y_test) {
-        err_set(ERR(err, cap), "%s: out of memory", vn);
+        err_set(e, "%s: out of memory", vn);
         return -1;
     }
     for (int64_t w = 0; w < k; w++) {
@@ -308,7 +300,7 @@ int text_load(const data_request *m, dataset *d, char *err, size_t cap) {
     d->sequential   = c->order != DATA_ORDER_RANDOM;
     d->shuffle_seed = (uint32_t)c->shuffle_seed;
     if (c->order == DATA_ORDER_SHUFFLED && !(d->shuffle = calloc(1, sizeof *d->shuffle))) {
-        err_set(ERR(err, cap), "%s: out of memory", c->text_train ? c->text_train : file);
+        err_set(e, "%s: out of memory", c->text_train ? c->text_train : file);
         return -1;
     }
     if (d->sequential && !d->shard_start) {
@@ -391,7 +383,7 @@ int text_draw(const dataset *d, uint64_t seed, uint64_t key, int64_t key_rows, i
 AMPX_API int ampx_token_file_read(const char *path, uint32_t vocab, uint16_t **ids, size_t *n,
                                   char *err, size_t err_cap) {
     int64_t count = 0;
-    *ids          = read_token_file(path, vocab, &count, err, err_cap);
+    *ids          = read_token_file(path, vocab, &count, ERR(err, err_cap));
     *n            = *ids ? (size_t)count : 0;
     return *ids ? 0 : -1;
 }

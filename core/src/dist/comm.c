@@ -89,8 +89,7 @@ static int read_claims(launch_claim out[6]) {
 /* After MPI_Init: the launcher's claims against the rank, size and local rank MPI gave this
  * process. Every rank learns whether any disagrees (an all-reduce), so all of them stop at
  * once, each with one line naming both. */
-static ampx_status check_launch(ampx_dist *d, const launch_claim *c, int n_claims, char *err,
-                                size_t cap) {
+static ampx_status check_launch(ampx_dist *d, const launch_claim *c, int n_claims, ampx_err e) {
     char bad[384]     = "";
     size_t at         = 0;
     int n             = 0;
@@ -104,19 +103,19 @@ static ampx_status check_launch(ampx_dist *d, const launch_claim *c, int n_claim
     float count    = n ? 1.0f : 0.0f;
     ampx_status st = dist_allreduce(d, &count, 1);
     if (st) {
-        err_set(ERR(err, cap), "%s", d->error);
+        err_set(e, "%s", d->error);
         return st;
     }
     if (count == 0) return AMPX_OK;
     if (n)
-        err_set(ERR(err, cap),
+        err_set(e,
                 "rank %d of %d: the launcher's %s disagree%s with MPI, which made this process "
                 "rank %d of %d (local rank %d): ampx's ranks are MPI's; start every rank with "
                 "mpirun, mpiexec or srun and export RANK, WORLD_SIZE and LOCAL_RANK from the "
                 "ones it gives, or not at all",
                 d->rank, d->size, bad, n == 1 ? "s" : "", d->rank, d->size, d->local_rank);
     else
-        err_set(ERR(err, cap),
+        err_set(e,
                 "rank %d of %d: %d rank%s' launcher variables (RANK, WORLD_SIZE, LOCAL_RANK, "
                 "PMI_*) disagree with MPI: refused on every rank",
                 d->rank, d->size, (int)count, count == 1 ? "" : "s");
@@ -153,12 +152,12 @@ ampx_status ampx_dist_init(ampx_dist **out, char *err, size_t err_cap) {
     }
     launch_claim claims[6];
     int n_claims   = read_claims(claims);
-    ampx_status st = dist_mpi_init(d, err, err_cap);
+    ampx_status st = dist_mpi_init(d, ERR(err, err_cap));
     if (st) {
         free(d);
         return st;
     }
-    if ((st = check_launch(d, claims, n_claims, err, err_cap))) {
+    if ((st = check_launch(d, claims, n_claims, ERR(err, err_cap)))) {
         ampx_dist_finalize(d);
         return st;
     }
@@ -251,19 +250,19 @@ ampx_status dist_ireduce_scatter(ampx_dist *d, float *buf, const int *counts) {
 int dist_nccl_built(void) {
     return 0;
 }
-ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, char *err, size_t cap) {
+ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, ampx_err e) {
     *out = NULL;
-    err_set(ERR(err, cap), "this ampx was built without NCCL");
+    err_set(e, "this ampx was built without NCCL");
     return AMPX_ERR_UNAVAILABLE;
 }
 ampx_status dist_nccl_allreduce_f32(dist_nccl *c, void *dev, uint64_t n, int mean, void *stream,
-                                    char *err, size_t cap) {
-    err_set(ERR(err, cap), "this ampx was built without NCCL");
+                                    ampx_err e) {
+    err_set(e, "this ampx was built without NCCL");
     return AMPX_ERR_UNAVAILABLE;
 }
 ampx_status dist_nccl_broadcast(dist_nccl *c, void *dev, uint64_t bytes, int root, void *stream,
-                                char *err, size_t cap) {
-    err_set(ERR(err, cap), "this ampx was built without NCCL");
+                                ampx_err e) {
+    err_set(e, "this ampx was built without NCCL");
     return AMPX_ERR_UNAVAILABLE;
 }
 void dist_nccl_free(dist_nccl *c) {}

@@ -16,6 +16,7 @@
 
 #include "ampx/backend.h"
 #include "ampx/dist.h"
+#include "base/error.h"
 
 #define DIST_MAX_PENDING 1024 /* non-blocking all-reduces in flight at once */
 
@@ -69,11 +70,16 @@ struct ampx_dist {
 };
 
 /* The MPI communicator (comm_mpi.c, built when CMake finds MPI): joins MPI_COMM_WORLD. */
-ampx_status dist_mpi_init(ampx_dist *d, char *err, size_t cap);
+ampx_status dist_mpi_init(ampx_dist *d, ampx_err e);
 /* 1 when this process was started by mpirun or another PMI launcher with more than one rank
  * (environment variables only: no MPI call is made; torchrun's WORLD_SIZE counts too, and is
  * refused at init without an MPI process manager). *size gets the launcher's count. */
 int dist_launched(int *size);
+
+/* The communicator's message buffer, d->error, as an ampx_err. */
+static inline ampx_err dist_err(ampx_dist *d) {
+    return ERR(d->error, sizeof d->error);
+}
 
 /* Helpers over ops: each times itself into d->comm_ms and names the rank in d->error. */
 ampx_status dist_allreduce(ampx_dist *d, float *buf, uint64_t n);
@@ -98,13 +104,13 @@ typedef struct dist_nccl dist_nccl;
 int dist_nccl_built(void);
 /* Creates an NCCL communicator over the ranks of the host communicator d (rank 0 makes the
  * id, d broadcasts it). The CUDA device is the one the backend's context uses. */
-ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, char *err, size_t cap);
+ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, ampx_err e);
 /* In-place sum (mean: the sum over the ranks divided by their count, ncclAvg) of n f32 at
  * device pointer dev over all ranks, enqueued on CUDA stream `stream`. */
 ampx_status dist_nccl_allreduce_f32(dist_nccl *c, void *dev, uint64_t n, int mean, void *stream,
-                                    char *err, size_t cap);
+                                    ampx_err e);
 ampx_status dist_nccl_broadcast(dist_nccl *c, void *dev, uint64_t bytes, int root, void *stream,
-                                char *err, size_t cap);
+                                ampx_err e);
 void dist_nccl_free(dist_nccl *c);
 
 #endif

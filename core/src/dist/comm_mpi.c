@@ -43,7 +43,7 @@ static ampx_status mpi_fail(ampx_dist *d, int rc, const char *what) {
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
         err_set(ERR(msg, sizeof msg), "error %d", rc);
-    err_set(ERR(d->error, sizeof d->error), "%s: %s", what, msg);
+    err_set(dist_err(d), "%s: %s", what, msg);
     return AMPX_ERR_DEVICE;
 }
 
@@ -109,13 +109,13 @@ static ampx_status stalled(ampx_dist *d, mpi_impl *m, const char *what, double w
     snprintf(head, sizeof head, "step %lld: %s (wait point %lld) waited %.1f s", (long long)d->step,
              what, (long long)m->seq, waited);
     if (!na && !nm) {
-        err_set(ERR(d->error, sizeof d->error),
+        err_set(dist_err(d),
                 "%s although every rank reached it and answers: the transport is stuck "
                 "(deadline AMPX_DIST_TIMEOUT=%g s); stopping the job",
                 head, m->deadline_s);
         return AMPX_ERR_DEVICE;
     }
-    err_set(ERR(d->error, sizeof d->error),
+    err_set(dist_err(d),
             "%s for rank%s %s%s%s%s%s: stalled or hung (deadline AMPX_DIST_TIMEOUT=%g s, or "
             "twice the step time); stopping the job",
             head, na + nm > 1 ? "s" : "", away,
@@ -156,7 +156,7 @@ static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
     int64_t mine[3] = {kind, (int64_t)count, d->step};
     int64_t *all    = malloc(sizeof mine * (size_t)d->size);
     if (!all) {
-        err_set(ERR(d->error, sizeof d->error), "out of memory");
+        err_set(dist_err(d), "out of memory");
         return AMPX_ERR_NO_MEMORY;
     }
     MPI_Request r;
@@ -167,7 +167,7 @@ static ampx_status check_signature(ampx_dist *d, int kind, uint64_t count) {
         const int64_t *o = all + 3 * p;
         if (o[0] == mine[0] && o[1] == mine[1] && o[2] == mine[2]) continue;
         int ok = o[0] >= 0 && o[0] < 8;
-        err_set(ERR(d->error, sizeof d->error),
+        err_set(dist_err(d),
                 "the ranks call different collectives: rank %d %s of %lld at step %lld, rank %d "
                 "%s of %lld at step %lld",
                 d->rank, kinds[kind], (long long)count, (long long)d->step, p,
@@ -191,8 +191,7 @@ static ampx_status mpi_iallreduce(ampx_dist *d, float *buf, uint64_t n) {
     if (st) return st;
     for (uint64_t at = 0; at < n;) {
         if (m->n_pending == DIST_MAX_PENDING) {
-            err_set(ERR(d->error, sizeof d->error), "more than %d all-reduces in flight",
-                    DIST_MAX_PENDING);
+            err_set(dist_err(d), "more than %d all-reduces in flight", DIST_MAX_PENDING);
             return AMPX_ERR_INVALID;
         }
         int c  = n - at > (uint64_t)1 << 30 ? 1 << 30 : (int)(n - at);
@@ -215,8 +214,7 @@ static ampx_status mpi_ireduce_scatter(ampx_dist *d, float *buf, const int *coun
     ampx_status st = check_signature(d, 7, total);
     if (st) return st;
     if (m->n_pending == DIST_MAX_PENDING) {
-        err_set(ERR(d->error, sizeof d->error), "more than %d all-reduces in flight",
-                DIST_MAX_PENDING);
+        err_set(dist_err(d), "more than %d all-reduces in flight", DIST_MAX_PENDING);
         return AMPX_ERR_INVALID;
     }
     int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, m->comm,
@@ -389,21 +387,20 @@ static const dist_ops mpi_ops = {.allreduce_sum_f32   = mpi_allreduce,
 
 /* The watchdog's state: AMPX_DIST_TIMEOUT (seconds, default 30), AMPX_DIST_CHECK, the
  * heartbeats' communicator and one receive posted per peer. */
-static int watchdog_init(mpi_impl *m, int rank, int size, char *err, size_t cap) {
+static int watchdog_init(mpi_impl *m, int rank, int size, ampx_err e) {
     const char *t = getenv("AMPX_DIST_TIMEOUT"), *c = getenv("AMPX_DIST_CHECK");
     char *end     = NULL;
     m->deadline_s = t && *t ? strtod(t, &end) : 30.0;
     m->hb         = MPI_COMM_NULL;
     if (t && *t && (*end || !(m->deadline_s > 0.0) || m->deadline_s > 1e6)) {
-        err_set(ERR(err, cap), "AMPX_DIST_TIMEOUT=%.40s: expected seconds, more than 0", t);
+        err_set(e, "AMPX_DIST_TIMEOUT=%.40s: expected seconds, more than 0", t);
         return -1;
     }
     m->check      = c && !strcmp(c, "1");
     const char *k = getenv("AMPX_INJECT_COLLECTIVE");
     long long ks = -1, kr = -1;
     if (k && *k && (sscanf(k, "%lld@%lld", &ks, &kr) < 1 || ks < 1)) {
-        err_set(ERR(err, cap),
-                "AMPX_INJECT_COLLECTIVE=%.40s: expected STEP or STEP@RANK, STEP >= 1", k);
+        err_set(e, "AMPX_INJECT_COLLECTIVE=%.40s: expected STEP or STEP@RANK, STEP >= 1", k);
         return -1;
     }
     m->skew_step = k && *k ? ks : -1;
@@ -415,7 +412,7 @@ static int watchdog_init(mpi_impl *m, int rank, int size, char *err, size_t cap)
     m->hb_rreq   = malloc((size_t)size * sizeof *m->hb_rreq);
     m->hb_sreq   = malloc((size_t)size * sizeof *m->hb_sreq);
     if (!m->hb_in || !m->hb_out || !m->seen || !m->heard || !m->hb_rreq || !m->hb_sreq) {
-        err_set(ERR(err, cap), "out of memory");
+        err_set(e, "out of memory");
         return -1;
     }
     MPI_Comm_dup(m->comm, &m->hb);
@@ -427,16 +424,16 @@ static int watchdog_init(mpi_impl *m, int rank, int size, char *err, size_t cap)
     return 0;
 }
 
-ampx_status dist_mpi_init(ampx_dist *d, char *err, size_t cap) {
+ampx_status dist_mpi_init(ampx_dist *d, ampx_err e) {
     int provided = 0, inited = 0;
     MPI_Initialized(&inited);
     if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-        err_set(ERR(err, cap), "MPI_Init_thread failed");
+        err_set(e, "MPI_Init_thread failed");
         return AMPX_ERR_UNAVAILABLE;
     }
     mpi_impl *m = calloc(1, sizeof *m);
     if (!m) {
-        err_set(ERR(err, cap), "out of memory");
+        err_set(e, "out of memory");
         return AMPX_ERR_NO_MEMORY;
     }
     /* a communicator of our own, so an application's other MPI traffic never interleaves */
@@ -451,7 +448,7 @@ ampx_status dist_mpi_init(ampx_dist *d, char *err, size_t cap) {
         MPI_Comm_rank(node, &d->local_rank);
         MPI_Comm_free(&node);
     }
-    if (watchdog_init(m, d->rank, d->size, err, cap)) {
+    if (watchdog_init(m, d->rank, d->size, e)) {
         hb_free(m, d->rank, d->size);
         MPI_Comm_free(&m->comm);
         free(m);

@@ -35,35 +35,34 @@ int dist_nccl_built(void) {
     return 1;
 }
 
-static void *open_nccl(char *err, size_t cap) {
+static void *open_nccl(ampx_err e) {
     static const char *const names[] = {AMPX_NCCL_DIR "/libnccl.so.2", "libnccl.so.2",
                                         "libnccl.so"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (h) return h;
     }
-    err_set(ERR(err, cap), "NCCL: cannot load libnccl.so.2 (%s)", dlerror());
+    err_set(e, "NCCL: cannot load libnccl.so.2 (%s)", dlerror());
     return NULL;
 }
 
-static ampx_status nccl_fail(dist_nccl *c, ncclResult_t r, const char *what, char *err,
-                             size_t cap) {
-    err_set(ERR(err, cap), "rank %d: %s: %s", c->rank, what,
+static ampx_status nccl_fail(dist_nccl *c, ncclResult_t r, const char *what, ampx_err e) {
+    err_set(e, "rank %d: %s: %s", c->rank, what,
             c->api.error_string ? c->api.error_string(r) : "NCCL error");
     return AMPX_ERR_DEVICE;
 }
 
-ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, char *err, size_t cap) {
+ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, ampx_err e) {
     *out           = NULL;
     dist_nccl *c   = calloc(1, sizeof *c);
     ampx_status st = AMPX_ERR_UNAVAILABLE;
     if (!c) {
-        err_set(ERR(err, cap), "out of memory");
+        err_set(e, "out of memory");
         return AMPX_ERR_NO_MEMORY;
     }
     c->rank = d->rank;
     c->size = d->size;
-    if (!(c->lib = open_nccl(err, cap))) goto fail;
+    if (!(c->lib = open_nccl(e))) goto fail;
     struct {
         void **slot;
         const char *name;
@@ -75,7 +74,7 @@ ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, char *err, size_t cap)
                 {(void **)&c->api.error_string, "ncclGetErrorString"}};
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
         if (!(*syms[i].slot = dlsym(c->lib, syms[i].name))) {
-            err_set(ERR(err, cap), "NCCL: libnccl.so.2 has no %s", syms[i].name);
+            err_set(e, "NCCL: libnccl.so.2 has no %s", syms[i].name);
             goto fail;
         }
     /* every rank takes part in the broadcast, so a failure on rank 0 does not strand them */
@@ -87,16 +86,16 @@ ampx_status dist_nccl_init(ampx_dist *d, dist_nccl **out, char *err, size_t cap)
     ncclResult_t r = ncclSuccess;
     if (d->rank == 0) boot.ok = (r = c->api.get_unique_id(&boot.id)) == ncclSuccess;
     if ((st = dist_broadcast(d, &boot, sizeof boot, 0))) {
-        err_set(ERR(err, cap), "%s", d->error);
+        err_set(e, "%s", d->error);
         goto fail;
     }
     if (!boot.ok) {
-        st = d->rank == 0 ? nccl_fail(c, r, "ncclGetUniqueId", err, cap) : AMPX_ERR_UNAVAILABLE;
-        if (d->rank) err_set(ERR(err, cap), "rank %d: rank 0 could not make the NCCL id", d->rank);
+        st = d->rank == 0 ? nccl_fail(c, r, "ncclGetUniqueId", e) : AMPX_ERR_UNAVAILABLE;
+        if (d->rank) err_set(e, "rank %d: rank 0 could not make the NCCL id", d->rank);
         goto fail;
     }
     if ((r = c->api.comm_init_rank(&c->comm, d->size, boot.id, d->rank)) != ncclSuccess) {
-        st = nccl_fail(c, r, "ncclCommInitRank", err, cap);
+        st = nccl_fail(c, r, "ncclCommInitRank", e);
         goto fail;
     }
     *out = c;
@@ -107,17 +106,17 @@ fail:
 }
 
 ampx_status dist_nccl_allreduce_f32(dist_nccl *c, void *dev, uint64_t n, int mean, void *stream,
-                                    char *err, size_t cap) {
+                                    ampx_err e) {
     ncclResult_t r = c->api.all_reduce(dev, dev, (size_t)n, ncclFloat32, mean ? ncclAvg : ncclSum,
                                        c->comm, (cudaStream_t)stream);
-    return r == ncclSuccess ? AMPX_OK : nccl_fail(c, r, "ncclAllReduce", err, cap);
+    return r == ncclSuccess ? AMPX_OK : nccl_fail(c, r, "ncclAllReduce", e);
 }
 
 ampx_status dist_nccl_broadcast(dist_nccl *c, void *dev, uint64_t bytes, int root, void *stream,
-                                char *err, size_t cap) {
+                                ampx_err e) {
     ncclResult_t r =
         c->api.broadcast(dev, dev, (size_t)bytes, ncclUint8, root, c->comm, (cudaStream_t)stream);
-    return r == ncclSuccess ? AMPX_OK : nccl_fail(c, r, "ncclBroadcast", err, cap);
+    return r == ncclSuccess ? AMPX_OK : nccl_fail(c, r, "ncclBroadcast", e);
 }
 
 void dist_nccl_free(dist_nccl *c) {

@@ -42,12 +42,12 @@ static ampx_status check(dp_state *dp, ampx_status st, const char *what) {
     return call_check(dp->call, st, what);
 }
 
-void dp_init(dp_state *dp, ampx_dist *dist, call_ctx *call, char *err, size_t cap) {
+void dp_init(dp_state *dp, ampx_dist *dist, call_ctx *call, ampx_err e) {
     dp->dist  = dist;
     dp->rank  = ampx_dist_rank(dist);
     dp->world = ampx_dist_size(dist);
     dp->call  = call;
-    dp->err   = ERR(err, cap);
+    dp->err   = e;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -369,7 +369,7 @@ static ampx_status pick_path(dp_state *dp, const grad_layout *grads) {
             char err[512];
             /* the kernels that wrote the parameters must be done before NCCL's first read */
             if ((st = check(dp, ifc->synchronize(ctx), "synchronize"))) return st;
-            if ((st = dist_nccl_init(dp->dist, &dp->nccl, err, sizeof err))) {
+            if ((st = dist_nccl_init(dp->dist, &dp->nccl, ERR(err, sizeof err)))) {
                 err_set(dp->err, "%s", err);
                 return st;
             }
@@ -475,7 +475,7 @@ static ampx_status start_bucket(dp_state *dp, int b) {
     if (dp->path == DP_NCCL) {
         char err[512];
         st = dist_nccl_allreduce_f32(dp->nccl, (char *)dp->grads_dev + k->off, k->bytes / 4, 1,
-                                     dp->stream, err, sizeof err);
+                                     dp->stream, ERR(err, sizeof err));
         if (st) err_set(dp->err, "%s", err);
         return st;
     }

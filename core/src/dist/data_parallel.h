@@ -71,7 +71,7 @@ typedef struct dp_state {
     double step_t0;       /* when the step under way began (ms, monotonic) */
 } dp_state;
 
-void dp_init(dp_state *dp, ampx_dist *dist, call_ctx *call, char *err, size_t cap);
+void dp_init(dp_state *dp, ampx_dist *dist, call_ctx *call, ampx_err e);
 /* ZeRO-1's shard of a tensor of n elements on rank `rank` of `world`: elements [*lo, *lo +
  * *count), the bounds n r / N rounded down to 16 elements (64 bytes: kernels' vectors start
  * aligned), the last rank taking the rest. */

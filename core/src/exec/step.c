@@ -348,7 +348,7 @@ static ampx_status slot_record(ampx_trainer *t, const unsigned char *s, int64_t 
                             .overflow  = names};
     r.applied_steps      = sc.applied_steps;
     char health_msg[768] = "";
-    int verdict          = health_step(&t->ring.health, &r, health_msg, sizeof health_msg);
+    int verdict          = health_step(&t->ring.health, &r, ERR(health_msg, sizeof health_msg));
     r.warning            = verdict == 1 ? health_msg : "";
     r.first_nonfinite = r.created_by = r.overflow_origin = "";
     r.headroom_tensor = r.headroom_warning = "";

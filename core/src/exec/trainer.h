@@ -207,17 +207,13 @@ struct ampx_trainer {
 // ---------------------------------------------------------------------------------------
 // Shared helpers
 
-/* Writes a message into t->error and returns st. */
-static inline ampx_status tr_fail(ampx_trainer *t, ampx_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static inline ampx_status tr_fail(ampx_trainer *t, ampx_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    t->error[0] = 0;
-    err_vadd(ERR(t->error, sizeof t->error), fmt, ap);
-    va_end(ap);
-    return st;
+/* The trainer's message buffer, t->error, as the ampx_err every failing path writes. */
+static inline ampx_err tr_err(ampx_trainer *t) {
+    return ERR(t->error, sizeof t->error);
 }
+
+/* Writes a message into t->error and returns st (err_fail on tr_err). */
+#define tr_fail(t, st, ...) err_fail(tr_err(t), (st), __VA_ARGS__)
 
 /* Buffer calls and the step's own ops go through the call layer like the nodes' ops. */
 static inline ampx_status tr_check(ampx_trainer *t, ampx_status st, const char *what) {

@@ -175,7 +175,7 @@ static double element(const ck_tensor *c, const unsigned char *data, int64_t i) 
 
 ampx_status ampx_checkpoint_check_path(const char *path, char *err, size_t cap) {
     char tmp[PATH_MAX + 64];
-    int fd = st_create_temp(path, tmp, sizeof tmp, err, cap);
+    int fd = st_create_temp(path, tmp, sizeof tmp, ERR(err, cap));
     if (fd < 0) return AMPX_ERR_INVALID;
     close(fd);
     unlink(tmp);
@@ -197,13 +197,13 @@ static void keeper_json(const ampx_keeper *k, sbuf *h) {
 }
 
 /* A trainer with no whole state to write: a sampler's, or one rank's shard under ZeRO-1. */
-static ampx_status save_refused(const ampx_trainer *t, const char *path, char *err, size_t cap) {
+static ampx_status save_refused(const ampx_trainer *t, const char *path, ampx_err e) {
     if (t->inference) {
-        err_set(ERR(err, cap), "%s: a sampler or predictor holds no optimizer state to save", path);
+        err_set(e, "%s: a sampler or predictor holds no optimizer state to save", path);
         return AMPX_ERR_INVALID;
     }
     if (t->zero && t->dp.rank != 0) {
-        err_set(ERR(err, cap),
+        err_set(e,
                 "not writing %s: under train.zero 1 rank 0 writes the checkpoints (the state is "
                 "gathered there), not rank %d",
                 path, t->dp.rank);
@@ -213,7 +213,7 @@ static ampx_status save_refused(const ampx_trainer *t, const char *path, char *e
 }
 
 ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
-    ampx_status st = save_refused(t, path, err, cap);
+    ampx_status st = save_refused(t, path, ERR(err, cap));
     if (st) return st;
     ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 2));
     if (!ts) {
@@ -271,7 +271,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
         return AMPX_ERR_NO_MEMORY;
     }
     char tmp[PATH_MAX + 64];
-    int fd  = st_create_temp(path, tmp, sizeof tmp, err, cap);
+    int fd  = st_create_temp(path, tmp, sizeof tmp, ERR(err, cap));
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         if (fd >= 0) {
@@ -326,7 +326,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
         return st ? st : AMPX_ERR_INVALID;
     }
     free(h.s), free(ts);
-    return st_sync_folder(path, err, cap); /* make the rename itself durable */
+    return st_sync_folder(path, ERR(err, cap)); /* make the rename itself durable */
 }
 
 // ---------------------------------------------------------------------------------------
@@ -709,8 +709,8 @@ out:
 }
 
 ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned char *file, size_t len,
-                           char *err, size_t cap) {
-    ck_reader r               = {.name = name, .err = err, .cap = cap};
+                           ampx_err e) {
+    ck_reader r               = {.name = name, .err = e};
     json_value *root          = NULL;
     const unsigned char *data = NULL;
     uint64_t data_len         = 0;
@@ -735,7 +735,7 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
         state += ts[i].bytes;
     free(ts);
     uint64_t size;
-    FILE *f = input_open(path, UINT64_MAX, &size, err, cap);
+    FILE *f = input_open(path, UINT64_MAX, &size, ERR(err, cap));
     if (!f) return AMPX_ERR_INVALID;
     fclose(f);
     if (size > 8 + (uint64_t)CK_MAX_HEADER_BYTES + state) {
@@ -745,12 +745,12 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
                 path, (unsigned long long)size, t->m->cfg.name, (unsigned long long)state);
         return AMPX_ERR_INVALID;
     }
-    ck_reader r      = {.name = path, .err = err, .cap = cap};
+    ck_reader r      = {.name = path, .err = ERR(err, cap)};
     json_value *root = NULL;
     ck_source s      = {0};
     uint64_t data_len;
     ampx_status st = st_open_max(path, 8 + (uint64_t)CK_MAX_HEADER_BYTES + state, &s.f, &root,
-                                 &s.data_at, &data_len, err, cap);
+                                 &s.data_at, &data_len, ERR(err, cap));
     if (!st && !(s.chunk = malloc(CK_CHUNK))) st = st_bad(&r, "out of memory");
     if (!st) st = ck_load(t, &r, root, &s);
     if (s.f) fclose(s.f);

@@ -5,12 +5,13 @@
 
 #include <stddef.h>
 
+#include "base/error.h"
 #include "formats/safetensors.h"
 #include "exec/trainer.h"
 
 /* Validates a whole checkpoint file held in memory (name: for messages) against the
  * trainer's model and, only when every check passed, writes it to the device. */
 ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned char *file, size_t len,
-                           char *err, size_t cap);
+                           ampx_err e);
 
 #endif

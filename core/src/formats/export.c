@@ -93,9 +93,9 @@ ampx_status ampx_checkpoint_export(const char *ckpt, const char *path, ampx_dtyp
     json_value *root    = NULL;
     const unsigned char *data;
     uint64_t data_len;
-    ampx_status st = st_read(ckpt, &file, &root, &data, &data_len, err, cap);
+    ampx_status st = st_read(ckpt, &file, &root, &data, &data_len, ERR(err, cap));
     if (st) return st;
-    ck_reader r     = {.name = ckpt, .err = err, .cap = cap};
+    ck_reader r     = {.name = ckpt, .err = ERR(err, cap)};
     const char *fmt = meta_str(json_get(root, "__metadata__"), "format");
     const char *dn  = dtype == AMPX_F32 ? "F32" : dtype == AMPX_BF16 ? "BF16" : "F16";
     sbuf h          = {0};
@@ -150,14 +150,14 @@ static int is_linear_weight(const g_graph *g, int v) {
 ampx_status ampx_trainer_init_from(ampx_trainer *t, const char *path, int transpose_linear,
                                    char *err, size_t cap) {
     /* llm.c's checkpoints by their magic: their layout is fixed, transposes included */
-    if (llmc_is_checkpoint(path)) return llmc_init_from(t, path, err, cap);
+    if (llmc_is_checkpoint(path)) return llmc_init_from(t, path, ERR(err, cap));
     /* the header alone in memory; each tensor read from the file when it is set */
     FILE *f          = NULL;
     json_value *root = NULL;
     uint64_t data_at, data_len;
-    ampx_status st = st_open(path, &f, &root, &data_at, &data_len, err, cap);
+    ampx_status st = st_open(path, &f, &root, &data_at, &data_len, ERR(err, cap));
     if (st) return st;
-    ck_reader r         = {.name = path, .err = err, .cap = cap};
+    ck_reader r         = {.name = path, .err = ERR(err, cap)};
     float *vals         = NULL;
     unsigned char *data = NULL;
     /* every tensor of the file is a parameter of the model, and every parameter is there */

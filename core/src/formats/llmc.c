@@ -81,37 +81,36 @@ static int read_by(const g_graph *g, int v, int op, int slot) {
     return 0;
 }
 
-static ampx_status bad(const char *path, char *err, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static ampx_status bad(const char *path, char *err, size_t cap, const char *fmt, ...) {
+static ampx_status bad(const char *path, ampx_err e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static ampx_status bad(const char *path, ampx_err e, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    err_set(ERR(err, cap), "%s: %s", path, msg);
+    err_set(e, "%s: %s", path, msg);
     return AMPX_ERR_INVALID;
 }
 
 /* The model's shape in llm.c's terms, or a message saying why it has none. */
-static ampx_status llmc_shape(const ampx_trainer *t, llmc_dims *d, const char *path, char *err,
-                              size_t cap) {
+static ampx_status llmc_shape(const ampx_trainer *t, llmc_dims *d, const char *path, ampx_err e) {
     const g_graph *g  = &t->g;
     const char *model = t->m->cfg.name;
     memset(d, 0, sizeof *d);
     if (t->n_params < 4 || (t->n_params - 4) % LLMC_PER_LAYER)
-        return bad(path, err, cap,
+        return bad(path, e,
                    "model \"%s\" has %d parameter tensors; an llm.c GPT-2 has 2 + 12 per block "
                    "+ 2",
                    model, t->n_params);
     const param *wte = &t->params[0], *wpe = &t->params[1];
     if (wte->ndim != 2 || !read_by(g, wte->value, OP_EMBED, 1))
-        return bad(path, err, cap, "model \"%s\": its first parameter \"%s\" is not an embedding",
-                   model, wte->name);
+        return bad(path, e, "model \"%s\": its first parameter \"%s\" is not an embedding", model,
+                   wte->name);
     d->V = (int64_t)wte->dims[0], d->C = (int64_t)wte->dims[1];
     if (wpe->ndim != 2 || wpe->dims[1] != (uint64_t)d->C ||
         !(read_by(g, wpe->value, OP_BIAS, 1) || read_by(g, wpe->value, OP_POSITION, 1)))
-        return bad(path, err, cap,
+        return bad(path, e,
                    "model \"%s\": its second parameter \"%s\" is not a position table [T, %lld]",
                    model, wpe->name, (long long)d->C);
     d->maxT = (int64_t)wpe->dims[0];
@@ -125,20 +124,19 @@ static ampx_status llmc_shape(const ampx_trainer *t, llmc_dims *d, const char *p
         int ok           = pr->ndim == r->ndim && pr->dims[0] == want[0] &&
                  (r->ndim == 1 || pr->dims[1] == want[1]) && read_by(g, pr->value, r->op, r->slot);
         if (!ok)
-            return bad(path, err, cap,
-                       "model \"%s\": parameter %d \"%s\" is not llm.c's %s (block %lld)", model,
-                       p + 1, pr->name, r->name,
+            return bad(path, e, "model \"%s\": parameter %d \"%s\" is not llm.c's %s (block %lld)",
+                       model, p + 1, pr->name, r->name,
                        (long long)(last ? d->L : (p - 2) / LLMC_PER_LAYER));
     }
     /* the heads: every node splitting or merging heads agrees */
     for (int i = 0; i < g->n_forward; i++)
         if (g->nodes[i].a.heads > 0) {
             if (d->NH && d->NH != g->nodes[i].a.heads)
-                return bad(path, err, cap, "model \"%s\": its blocks have %lld and %d heads", model,
+                return bad(path, e, "model \"%s\": its blocks have %lld and %d heads", model,
                            (long long)d->NH, g->nodes[i].a.heads);
             d->NH = g->nodes[i].a.heads;
         }
-    if (!d->NH) return bad(path, err, cap, "model \"%s\" has no attention heads", model);
+    if (!d->NH) return bad(path, e, "model \"%s\" has no attention heads", model);
     /* the head is the embedding's table read transposed: no parameter of its own */
     int tied = 0;
     for (int i = 0; i < g->n_forward && !tied; i++) {
@@ -151,8 +149,7 @@ static ampx_status llmc_shape(const ampx_trainer *t, llmc_dims *d, const char *p
         if (g->values[w].master >= 0) w = g->values[w].master;
         tied = w == wte->value;
     }
-    if (!tied)
-        return bad(path, err, cap, "model \"%s\": its head is not tied to the embedding", model);
+    if (!tied) return bad(path, e, "model \"%s\": its head is not tied to the embedding", model);
     return AMPX_OK;
 }
 
@@ -188,13 +185,12 @@ static uint64_t file_elems(const ampx_trainer *t, const llmc_dims *d) {
 
 /* Every header field against the model d; the file's size against the header. */
 static ampx_status check_header(const ampx_trainer *t, const int32_t *h, uint64_t size,
-                                llmc_dims *d, int *bf16, const char *path, char *err, size_t cap) {
+                                llmc_dims *d, int *bf16, const char *path, ampx_err e) {
     if (h[0] != LLMC_MAGIC)
-        return bad(path, err, cap,
-                   "header[0] (magic) is %d, expected %d (an llm.c GPT-2 checkpoint)", h[0],
-                   LLMC_MAGIC);
+        return bad(path, e, "header[0] (magic) is %d, expected %d (an llm.c GPT-2 checkpoint)",
+                   h[0], LLMC_MAGIC);
     if (h[1] != 3 && h[1] != 5)
-        return bad(path, err, cap, "header[1] (version) is %d, expected 3 (f32) or 5 (bf16)", h[1]);
+        return bad(path, e, "header[1] (version) is %d, expected 3 (f32) or 5 (bf16)", h[1]);
     *bf16                            = h[1] == 5;
     static const char *const names[] = {"maxT", "vocab_size", "num_layers", "num_heads",
                                         "channels"};
@@ -204,20 +200,20 @@ static ampx_status check_header(const ampx_trainer *t, const int32_t *h, uint64_
                                         "the model's attention heads", "the model's width"};
     for (int i = 0; i < 5; i++)
         if (h[2 + i] != want[i])
-            return bad(path, err, cap, "header[%d] (%s) is %d, expected %lld (%s)%s", 2 + i,
-                       names[i], h[2 + i], (long long)want[i], what[i],
+            return bad(path, e, "header[%d] (%s) is %d, expected %lld (%s)%s", 2 + i, names[i],
+                       h[2 + i], (long long)want[i], what[i],
                        i == 0 && h[2] > want[0]
                            ? "; a longer table: the position_embedding's \"max_positions\""
                            : "");
     if (h[7] < h[3] || h[7] > h[3] + (1 << 16))
-        return bad(path, err, cap,
+        return bad(path, e,
                    "header[7] (padded_vocab_size) is %d, expected vocab_size %d or a padding of "
                    "it by at most 65536 rows",
                    h[7], h[3]);
     d->Vp          = h[7];
     uint64_t elems = file_elems(t, d), es = *bf16 ? 2 : 4;
     if (size != LLMC_HEADER_INTS * 4 + elems * es)
-        return bad(path, err, cap, "%llu bytes; its header declares %llu (1024 + %llu %s values)",
+        return bad(path, e, "%llu bytes; its header declares %llu (1024 + %llu %s values)",
                    (unsigned long long)size,
                    (unsigned long long)(LLMC_HEADER_INTS * 4 + elems * es),
                    (unsigned long long)elems, *bf16 ? "bf16" : "f32");
@@ -226,15 +222,14 @@ static ampx_status check_header(const ampx_trainer *t, const int32_t *h, uint64_
 
 /* Reads n values (f32 or bf16) into v, widened; refuses a non-finite one. */
 static ampx_status read_values(FILE *f, float *v, void *raw, uint64_t n, int bf16, const char *what,
-                               const char *path, char *err, size_t cap) {
+                               const char *path, ampx_err e) {
     if (fread(bf16 ? raw : (void *)v, bf16 ? 2 : 4, n, f) != n)
-        return bad(path, err, cap, "cannot read %s: %s", what,
+        return bad(path, e, "cannot read %s: %s", what,
                    ferror(f) ? strerror(errno) : "the file ends early");
     for (uint64_t i = 0; i < n; i++) {
         if (bf16) v[i] = ampx_bf16_to_f32(((const uint16_t *)raw)[i]);
         if (!isfinite(v[i]))
-            return bad(path, err, cap, "%s element %llu is %g", what, (unsigned long long)i,
-                       (double)v[i]);
+            return bad(path, e, "%s element %llu is %g", what, (unsigned long long)i, (double)v[i]);
     }
     return AMPX_OK;
 }
@@ -255,24 +250,24 @@ static uint64_t most_elems(const ampx_trainer *t) {
 }
 
 static ampx_status read_tensors(ampx_trainer *t, FILE *f, const llmc_dims *d, int bf16,
-                                const char *path, char *err, size_t cap) {
+                                const char *path, ampx_err e) {
     uint64_t most = most_elems(t);
     float *v = malloc(most * 4), *tr = malloc(most * 4);
     void *raw      = bf16 ? malloc(most * 2) : NULL;
     ampx_status st = AMPX_OK;
-    if (!v || !tr || (bf16 && !raw)) st = bad(path, err, cap, "out of memory");
+    if (!v || !tr || (bf16 && !raw)) st = bad(path, e, "out of memory");
     for (int k = 0; k < LLMC_KINDS && !st; k++)
         for (int l = 0; l < kind_blocks(d, k) && !st; l++) {
             const param *pr    = &t->params[kind_param(t, k, l)];
             const llmc_role *r = kind_role(k);
             char what[G_NAME_MAX + 64];
             snprintf(what, sizeof what, "tensor %d (%s) for \"%s\"", k, kind_name(k), pr->name);
-            if ((st = read_values(f, v, raw, pr->n, bf16, what, path, err, cap))) break;
+            if ((st = read_values(f, v, raw, pr->n, bf16, what, path, e))) break;
             /* wte's padding rows past V: llm.c never reads them */
             if (k == 0 && d->Vp > d->V &&
                 fseek(f, (long)((uint64_t)(d->Vp - d->V) * (uint64_t)d->C * (bf16 ? 2 : 4)),
                       SEEK_CUR)) {
-                st = bad(path, err, cap, "cannot skip wte's padding: %s", strerror(errno));
+                st = bad(path, e, "cannot skip wte's padding: %s", strerror(errno));
                 break;
             }
             const float *src = v;
@@ -281,7 +276,7 @@ static ampx_status read_tensors(ampx_trainer *t, FILE *f, const llmc_dims *d, in
                 src = tr;
             }
             if ((st = ampx_trainer_set(t, kind_param(t, k, l), 0, src)))
-                err_set(ERR(err, cap), "%s: %s", path, t->error);
+                err_set(e, "%s: %s", path, t->error);
         }
     free(v);
     free(tr);
@@ -308,20 +303,20 @@ int llmc_is_checkpoint(const char *path) {
            (size >= LLMC_HEADER_INTS * 4 && st_len > (uint64_t)size && (h[1] == 3 || h[1] == 5));
 }
 
-ampx_status llmc_init_from(ampx_trainer *t, const char *path, char *err, size_t cap) {
+ampx_status llmc_init_from(ampx_trainer *t, const char *path, ampx_err e) {
     llmc_dims d;
-    ampx_status st = llmc_shape(t, &d, path, err, cap);
+    ampx_status st = llmc_shape(t, &d, path, e);
     if (st) return st;
     uint64_t size;
-    FILE *f = input_open(path, input_max_bytes(), &size, err, cap);
+    FILE *f = input_open(path, input_max_bytes(), &size, e);
     if (!f) return AMPX_ERR_INVALID;
     int32_t h[LLMC_HEADER_INTS];
     int bf16 = 0;
     if (size < sizeof h || fread(h, 4, LLMC_HEADER_INTS, f) != LLMC_HEADER_INTS)
-        st = bad(path, err, cap, "%llu bytes, shorter than llm.c's header of 1024",
+        st = bad(path, e, "%llu bytes, shorter than llm.c's header of 1024",
                  (unsigned long long)size);
-    if (!st) st = check_header(t, h, size, &d, &bf16, path, err, cap);
-    if (!st) st = read_tensors(t, f, &d, bf16, path, err, cap);
+    if (!st) st = check_header(t, h, size, &d, &bf16, path, e);
+    if (!st) st = read_tensors(t, f, &d, bf16, path, e);
     fclose(f);
     return st;
 }
@@ -338,19 +333,19 @@ static int write_values(FILE *f, const float *v, uint16_t *raw, uint64_t n, int 
 }
 
 static ampx_status write_tensors(ampx_trainer *t, FILE *f, const llmc_dims *d, int bf16,
-                                 const char *path, char *err, size_t cap) {
+                                 const char *path, ampx_err e) {
     uint64_t most = most_elems(t);
     float *v = malloc(most * 4), *tr = malloc(most * 4);
     uint16_t *raw  = malloc(most * 2);
     ampx_status st = AMPX_OK;
     int badw       = 0;
-    if (!v || !tr || !raw) st = bad(path, err, cap, "out of memory");
+    if (!v || !tr || !raw) st = bad(path, e, "out of memory");
     for (int k = 0; k < LLMC_KINDS && !st && !badw; k++)
         for (int l = 0; l < kind_blocks(d, k) && !st && !badw; l++) {
             const param *pr    = &t->params[kind_param(t, k, l)];
             const llmc_role *r = kind_role(k);
             if ((st = ampx_trainer_get(t, kind_param(t, k, l), 0, v))) {
-                err_set(ERR(err, cap), "%s: %s", path, t->error);
+                err_set(e, "%s: %s", path, t->error);
                 break;
             }
             const float *src = v;
@@ -368,16 +363,15 @@ static ampx_status write_tensors(ampx_trainer *t, FILE *f, const llmc_dims *d, i
     free(v);
     free(tr);
     free(raw);
-    if (badw) return bad(path, err, cap, "%s", strerror(errno));
+    if (badw) return bad(path, e, "%s", strerror(errno));
     return st;
 }
 
-ampx_status llmc_write(ampx_trainer *t, const char *path, ampx_dtype dtype, char *err, size_t cap) {
+ampx_status llmc_write(ampx_trainer *t, const char *path, ampx_dtype dtype, ampx_err e) {
     if (dtype != AMPX_F32 && dtype != AMPX_BF16)
-        return bad(path, err, cap, "llm.c checkpoints are f32 or bf16, not %s",
-                   ampx_dtype_name(dtype));
+        return bad(path, e, "llm.c checkpoints are f32 or bf16, not %s", ampx_dtype_name(dtype));
     llmc_dims d;
-    ampx_status st = llmc_shape(t, &d, path, err, cap);
+    ampx_status st = llmc_shape(t, &d, path, e);
     if (st) return st;
     d.Vp = (d.V + 127) / 128 * 128; /* train_gpt2.py's pad_vocab: a multiple of 128 */
     int32_t h[LLMC_HEADER_INTS] = {LLMC_MAGIC,      dtype == AMPX_BF16 ? 5 : 3,
@@ -385,26 +379,25 @@ ampx_status llmc_write(ampx_trainer *t, const char *path, ampx_dtype dtype, char
                                    (int32_t)d.L,    (int32_t)d.NH,
                                    (int32_t)d.C,    (int32_t)d.Vp};
     char tmp[PATH_MAX + 64];
-    int fd = st_create_temp(path, tmp, sizeof tmp, err, cap);
+    int fd = st_create_temp(path, tmp, sizeof tmp, e);
     if (fd < 0) return AMPX_ERR_INVALID;
     FILE *f = fdopen(fd, "wb");
     if (!f) {
         close(fd);
         unlink(tmp);
-        return bad(path, err, cap, "%s", strerror(errno));
+        return bad(path, e, "%s", strerror(errno));
     }
     if (fwrite(h, 4, LLMC_HEADER_INTS, f) != LLMC_HEADER_INTS)
-        st = bad(path, err, cap, "%s", strerror(errno));
-    if (!st) st = write_tensors(t, f, &d, dtype == AMPX_BF16, path, err, cap);
-    if (!st && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        st = bad(path, err, cap, "%s", strerror(errno));
-    if (fclose(f) != 0 && !st) st = bad(path, err, cap, "%s", strerror(errno));
-    if (!st && rename(tmp, path) != 0) st = bad(path, err, cap, "%s", strerror(errno));
+        st = bad(path, e, "%s", strerror(errno));
+    if (!st) st = write_tensors(t, f, &d, dtype == AMPX_BF16, path, e);
+    if (!st && (fflush(f) != 0 || fsync(fileno(f)) != 0)) st = bad(path, e, "%s", strerror(errno));
+    if (fclose(f) != 0 && !st) st = bad(path, e, "%s", strerror(errno));
+    if (!st && rename(tmp, path) != 0) st = bad(path, e, "%s", strerror(errno));
     if (st) unlink(tmp);
     return st;
 }
 
 ampx_status ampx_trainer_export_llmc(ampx_trainer *t, const char *path, ampx_dtype dtype, char *err,
                                      size_t cap) {
-    return llmc_write(t, path, dtype, err, cap);
+    return llmc_write(t, path, dtype, ERR(err, cap));
 }

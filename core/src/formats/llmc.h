@@ -3,6 +3,7 @@
 #ifndef AMPX_LLMC_H
 #define AMPX_LLMC_H
 
+#include "base/error.h"
 #include "exec/trainer.h"
 
 /* llm.c's GPT2Config: max_seq_len, vocab_size, num_layers, num_heads, channels,
@@ -14,9 +15,9 @@ typedef struct llmc_dims {
 /* Whether path starts with llm.c's checkpoint magic (20240326). */
 int llmc_is_checkpoint(const char *path);
 /* Every parameter from llm.c checkpoint path (every header field checked against the model). */
-ampx_status llmc_init_from(ampx_trainer *t, const char *path, char *err, size_t cap);
+ampx_status llmc_init_from(ampx_trainer *t, const char *path, ampx_err e);
 /* The parameters as an llm.c checkpoint: version 3 (f32) or 5 (bf16), the vocabulary padded
  * to a multiple of 128 with zero rows. */
-ampx_status llmc_write(ampx_trainer *t, const char *path, ampx_dtype dtype, char *err, size_t cap);
+ampx_status llmc_write(ampx_trainer *t, const char *path, ampx_dtype dtype, ampx_err e);
 
 #endif

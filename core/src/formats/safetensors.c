@@ -65,16 +65,16 @@ void sb_printf(sbuf *b, const char *fmt, ...) {
 }
 
 /* The temporary-file discipline is the core's output helper's (base/output.c). */
-int st_create_temp(const char *path, char *tmp, size_t cap, char *err, size_t ecap) {
-    return out_temp(path, "a checkpoint", tmp, cap, err, ecap);
+int st_create_temp(const char *path, char *tmp, size_t cap, ampx_err e) {
+    return out_temp(path, "a checkpoint", tmp, cap, e);
 }
 
-ampx_status st_sync_folder(const char *path, char *err, size_t cap) {
-    return out_sync_folder(path, err, cap);
+ampx_status st_sync_folder(const char *path, ampx_err e) {
+    return out_sync_folder(path, e);
 }
 
 ampx_status st_bad(ck_reader *r, const char *fmt, ...) {
-    ampx_err e = ERR(r->err, r->cap);
+    ampx_err e = r->err;
     err_set(e, "%s: ", r->name);
     va_list ap;
     va_start(ap, fmt);
@@ -284,17 +284,17 @@ ampx_status st_parse(ck_reader *r, const unsigned char *file, size_t len, json_v
  * *data_at is the data section's offset in the file. *f must be fclose'd, *root
  * json_free'd. */
 ampx_status st_open(const char *path, FILE **f, json_value **root, uint64_t *data_at,
-                    uint64_t *data_len, char *err, size_t cap) {
-    return st_open_max(path, input_max_bytes(), f, root, data_at, data_len, err, cap);
+                    uint64_t *data_len, ampx_err e) {
+    return st_open_max(path, input_max_bytes(), f, root, data_at, data_len, e);
 }
 
 ampx_status st_open_max(const char *path, uint64_t max_bytes, FILE **f, json_value **root,
-                        uint64_t *data_at, uint64_t *data_len, char *err, size_t cap) {
-    ck_reader r = {.name = path, .err = err, .cap = cap};
+                        uint64_t *data_at, uint64_t *data_len, ampx_err e) {
+    ck_reader r = {.name = path, .err = e};
     uint64_t len, hl               = 0;
     unsigned char first8[8], *head = NULL;
     *root = NULL;
-    if (!(*f = input_open(path, max_bytes, &len, err, cap))) return AMPX_ERR_INVALID;
+    if (!(*f = input_open(path, max_bytes, &len, e))) return AMPX_ERR_INVALID;
     ampx_status st = AMPX_OK;
     if (len >= 8 && fread(first8, 1, 8, *f) != 8) st = st_bad(&r, "read error");
     if (!st) st = header_len(&r, first8, len, &hl);
@@ -326,11 +326,11 @@ static ampx_status parse_header(ck_reader *r, const unsigned char *file, uint64_
     memcpy(hdr, file + 8, hl);
     hdr[hl] = 0;
     char perr[512];
-    *root = json_parse(hdr, r->name, perr, sizeof perr);
+    *root = json_parse(hdr, r->name, ERR(perr, sizeof perr));
     free(hdr);
     if (!*root || (*root)->type != JSON_OBJECT) {
         if (!*root) {
-            err_set(ERR(r->err, r->cap), "%s (in the safetensors header)", perr);
+            err_set(r->err, "%s (in the safetensors header)", perr);
             return AMPX_ERR_INVALID;
         }
         json_free(*root);
@@ -348,12 +348,12 @@ static ampx_status parse_header(ck_reader *r, const unsigned char *file, uint64_
 
 /* Reads a whole safetensors file and checks its header; *file must be freed. */
 ampx_status st_read(const char *path, unsigned char **file, json_value **root,
-                    const unsigned char **data, uint64_t *data_len, char *err, size_t cap) {
+                    const unsigned char **data, uint64_t *data_len, ampx_err e) {
     size_t len;
     *root = NULL;
-    *file = (unsigned char *)input_read(path, input_max_bytes(), &len, err, cap);
+    *file = (unsigned char *)input_read(path, input_max_bytes(), &len, e);
     if (!*file) return AMPX_ERR_INVALID;
-    ck_reader r    = {.name = path, .err = err, .cap = cap};
+    ck_reader r    = {.name = path, .err = e};
     ampx_status st = st_parse(&r, *file, len, root, data, data_len);
     if (st) free(*file), *file = NULL;
     return st;
@@ -388,7 +388,7 @@ int64_t st_file_step(const char *path) {
     uint64_t at, len;
     char err[256];
     int64_t step = -1;
-    if (path && st_open(path, &f, &root, &at, &len, err, sizeof err) == AMPX_OK) {
+    if (path && st_open(path, &f, &root, &at, &len, ERR(err, sizeof err)) == AMPX_OK) {
         const json_value *meta = json_get(root, "__metadata__");
         const char *s          = meta ? meta_str(meta, "step") : NULL;
         int64_t v;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "ampx/ampx.h"
+#include "base/error.h"
 #include "config/json.h"
 
 /* The largest safetensors header accepted: far more than a model's tensors need. */
@@ -22,8 +23,7 @@
 /* A file being read, for messages. */
 typedef struct ck_reader {
     const char *name; /* the file, for messages */
-    char *err;
-    size_t cap;
+    ampx_err err;     /* where its messages go */
 } ck_reader;
 
 /* "NAME: " and the message into r's buffer; returns AMPX_ERR_INVALID. */
@@ -38,15 +38,15 @@ ampx_status st_parse(ck_reader *r, const unsigned char *file, size_t len, json_v
                      const unsigned char **data, uint64_t *data_len);
 /* Reads a whole safetensors file and checks its header; *file must be freed. */
 ampx_status st_read(const char *path, unsigned char **file, json_value **root,
-                    const unsigned char **data, uint64_t *data_len, char *err, size_t cap);
+                    const unsigned char **data, uint64_t *data_len, ampx_err e);
 /* Opens a safetensors file and checks its header alone (the tensors stay on disk: read each
  * with st_read_span at *data_at); *f must be fclose'd, *root json_free'd. */
 ampx_status st_open(const char *path, FILE **f, json_value **root, uint64_t *data_at,
-                    uint64_t *data_len, char *err, size_t cap);
+                    uint64_t *data_len, ampx_err e);
 /* st_open with a size limit of its own instead of input_max_bytes() (a checkpoint: the
  * model's state and a header bound it). */
 ampx_status st_open_max(const char *path, uint64_t max_bytes, FILE **f, json_value **root,
-                        uint64_t *data_at, uint64_t *data_len, char *err, size_t cap);
+                        uint64_t *data_at, uint64_t *data_len, ampx_err e);
 /* Bytes [begin, end) of the data section into buf; 0, or -1 on a read error. */
 int st_read_span(FILE *f, uint64_t data_at, uint64_t begin, uint64_t end, void *buf);
 /* An entry's dtype, shape and byte span (st_parse checked them). */
@@ -66,9 +66,9 @@ void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3
 void json_escape(const char *s, char *out, size_t cap);
 /* Creates the temporary file beside path (O_EXCL, mode 0666 & ~umask): its fd, or -1 with
  * the message in err. */
-int st_create_temp(const char *path, char *tmp, size_t cap, char *err, size_t ecap);
+int st_create_temp(const char *path, char *tmp, size_t cap, ampx_err e);
 /* fsyncs path's folder, so that a rename into it is durable. */
-ampx_status st_sync_folder(const char *path, char *err, size_t cap);
+ampx_status st_sync_folder(const char *path, ampx_err e);
 
 /* The step a checkpoint's __metadata__ names; -1 when the file has none, cannot be read or is
  * not an ampx checkpoint (data-parallel ranks compare it before they start). */

@@ -4,27 +4,27 @@
 #include <math.h>
 #include <stdio.h>
 
-int health_step(health_state *h, const ampx_step_record *r, char *msg, size_t cap) {
+int health_step(health_state *h, const ampx_step_record *r, ampx_err e) {
     h->steps++;
     if (!r->skipped) h->applied++;
     long long s = (long long)r->step;
     /* a run that applies nothing */
     if (r->applied_steps == 0) {
         if (h->steps >= HEALTH_NO_APPLIED_STOP) {
-            snprintf(msg, cap,
-                     "step %lld: none of the %lld steps so far was applied (every one had "
-                     "non-finite gradients, latest in %s): the model cannot train like this; "
-                     "lower the initial loss scale, keep the overflowing layers in f32, or check "
-                     "the data for inf/NaN",
-                     s, (long long)h->steps, r->overflow && r->overflow[0] ? r->overflow : "?");
+            err_set(e,
+                    "step %lld: none of the %lld steps so far was applied (every one had "
+                    "non-finite gradients, latest in %s): the model cannot train like this; "
+                    "lower the initial loss scale, keep the overflowing layers in f32, or check "
+                    "the data for inf/NaN",
+                    s, (long long)h->steps, r->overflow && r->overflow[0] ? r->overflow : "?");
             return 2;
         }
         if (h->steps >= HEALTH_NO_APPLIED_WARN && !h->warned_none) {
             h->warned_none = 1;
-            snprintf(msg, cap,
-                     "warning: step %lld: no step applied yet, %lld skipped for non-finite "
-                     "gradients; the run stops after %d",
-                     s, (long long)h->steps, HEALTH_NO_APPLIED_STOP);
+            err_set(e,
+                    "warning: step %lld: no step applied yet, %lld skipped for non-finite "
+                    "gradients; the run stops after %d",
+                    s, (long long)h->steps, HEALTH_NO_APPLIED_STOP);
             return 1;
         }
     }
@@ -32,19 +32,19 @@ int health_step(health_state *h, const ampx_step_record *r, char *msg, size_t ca
     if (!isfinite(r->loss)) {
         h->nonfinite_run++;
         if (h->nonfinite_run >= HEALTH_NONFINITE_STOP) {
-            snprintf(msg, cap,
-                     "step %lld: the loss has been non-finite for %lld steps in a row: the forward "
-                     "pass overflows (the loss is computed before scaling); check the inputs, "
-                     "lower the learning rate or keep more layers in f32",
-                     s, (long long)h->nonfinite_run);
+            err_set(e,
+                    "step %lld: the loss has been non-finite for %lld steps in a row: the forward "
+                    "pass overflows (the loss is computed before scaling); check the inputs, "
+                    "lower the learning rate or keep more layers in f32",
+                    s, (long long)h->nonfinite_run);
             return 2;
         }
         if (!h->warned_nonfinite) {
             h->warned_nonfinite = 1;
-            snprintf(msg, cap,
-                     "warning: step %lld: the loss is %s; the run stops after %d such "
-                     "steps in a row",
-                     s, isnan(r->loss) ? "NaN" : "inf", HEALTH_NONFINITE_STOP);
+            err_set(e,
+                    "warning: step %lld: the loss is %s; the run stops after %d such "
+                    "steps in a row",
+                    s, isnan(r->loss) ? "NaN" : "inf", HEALTH_NONFINITE_STOP);
             return 1;
         }
         return 0;
@@ -58,19 +58,19 @@ int health_step(health_state *h, const ampx_step_record *r, char *msg, size_t ca
     if (r->loss > HEALTH_DIVERGE_FACTOR * h->start_loss) {
         h->diverged_run++;
         if (h->diverged_run >= HEALTH_DIVERGE_STOP) {
-            snprintf(msg, cap,
-                     "step %lld: the loss %.4g has stayed above %g times its start (%.4g) for "
-                     "%lld applied steps: training diverges; lower the learning rate or clip "
-                     "gradients (clip_grad_norm)",
-                     s, r->loss, HEALTH_DIVERGE_FACTOR, h->start_loss, (long long)h->diverged_run);
+            err_set(e,
+                    "step %lld: the loss %.4g has stayed above %g times its start (%.4g) for "
+                    "%lld applied steps: training diverges; lower the learning rate or clip "
+                    "gradients (clip_grad_norm)",
+                    s, r->loss, HEALTH_DIVERGE_FACTOR, h->start_loss, (long long)h->diverged_run);
             return 2;
         }
         if (!h->warned_diverged) {
             h->warned_diverged = 1;
-            snprintf(msg, cap,
-                     "warning: step %lld: the loss %.4g is above %g times its start (%.4g); the "
-                     "run stops when it stays there for %d applied steps",
-                     s, r->loss, HEALTH_DIVERGE_FACTOR, h->start_loss, HEALTH_DIVERGE_STOP);
+            err_set(e,
+                    "warning: step %lld: the loss %.4g is above %g times its start (%.4g); the "
+                    "run stops when it stays there for %d applied steps",
+                    s, r->loss, HEALTH_DIVERGE_FACTOR, h->start_loss, HEALTH_DIVERGE_STOP);
             return 1;
         }
         return 0;

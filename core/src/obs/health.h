@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ampx/train.h"
+#include "base/error.h"
 
 #define HEALTH_NO_APPLIED_WARN 20  /* steps from the start with none applied: warn */
 #define HEALTH_NO_APPLIED_STOP 200 /* ... stop */
@@ -24,7 +25,7 @@ typedef struct health_state {
     int warned_none, warned_nonfinite, warned_diverged;
 } health_state;
 
-/* Feeds one record. Returns 0, 1 with a warning in msg, or 2 with the diagnosis of a stop. */
-int health_step(health_state *h, const ampx_step_record *r, char *msg, size_t cap);
+/* Feeds one record. Returns 0, 1 with a warning in e, or 2 with the diagnosis of a stop. */
+int health_step(health_state *h, const ampx_step_record *r, ampx_err e);
 
 #endif

@@ -71,13 +71,13 @@ static void thread_name(trace *t, int tid, const char *name) {
     fputs("}}", t->f);
 }
 
-trace *trace_open(const char *path, int64_t first, int64_t last, char *err, size_t cap) {
+trace *trace_open(const char *path, int64_t first, int64_t last, ampx_err e) {
     trace *t = calloc(1, sizeof *t);
     if (!t) {
-        err_set(ERR(err, cap), "out of memory");
+        err_set(e, "out of memory");
         return NULL;
     }
-    if (ampx_output_open(path, &t->out, err, cap)) {
+    if (ampx_output_open(path, &t->out, e.msg, e.cap)) {
         free(t);
         return NULL;
     }
@@ -92,7 +92,7 @@ trace *trace_open(const char *path, int64_t first, int64_t last, char *err, size
     if (!t->step_end) {
         ampx_output_discard(t->out);
         free(t);
-        err_set(ERR(err, cap), "out of memory for a trace of %zu steps", n);
+        err_set(e, "out of memory for a trace of %zu steps", n);
         return NULL;
     }
     fputs("{\"traceEvents\":[", t->f);
@@ -262,7 +262,7 @@ void trace_fp8(trace *t, int64_t step, const char *name, double scale, double am
     }
 }
 
-int trace_close(trace *t, char *err, size_t cap) {
+int trace_close(trace *t, ampx_err e) {
     if (!t) return 0;
     fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{", t->f);
     for (int i = 0; i < t->n_meta; i++) {
@@ -272,9 +272,10 @@ int trace_close(trace *t, char *err, size_t cap) {
         json_str(t->f, t->meta_val[i]);
     }
     fputs("}}\n", t->f);
-    int bad = ampx_output_commit(t->out, err, cap) != AMPX_OK; /* complete: renamed into place */
+    int bad =
+        ampx_output_commit(t->out, e.msg, e.cap) != AMPX_OK; /* complete: renamed into place */
     if (t->oom && !bad) {
-        err_set(ERR(err, cap), "%s: out of memory: ops were left out of the trace", t->path);
+        err_set(e, "%s: out of memory: ops were left out of the trace", t->path);
         bad = 1;
     }
     free(t->ops);

@@ -16,11 +16,12 @@
 #include <stdint.h>
 
 #include "backend/call.h"
+#include "base/error.h"
 
 typedef struct trace trace;
 
 /* Opens path for writing; steps first..last (1-based, inclusive) will be traced. */
-trace *trace_open(const char *path, int64_t first, int64_t last, char *err, size_t cap);
+trace *trace_open(const char *path, int64_t first, int64_t last, ampx_err e);
 /* 1 if 1-based step `step` is in the window. */
 int trace_wants(const trace *t, int64_t step);
 /* A "key": "value" pair of otherData (copied; later keys of the same name win). */
@@ -47,6 +48,6 @@ void trace_counters(trace *t, int64_t step, double loss, double scale, double gr
 void trace_fp8(trace *t, int64_t step, const char *name, double scale, double amax);
 
 /* Writes the tail (otherData) and closes the file; 0 on success, else -1 with a message. */
-int trace_close(trace *t, char *err, size_t cap);
+int trace_close(trace *t, ampx_err e);
 
 #endif

@@ -119,7 +119,7 @@ static int recompute(g_graph *g, unsigned mask) {
 // ---------------------------------------------------------------------------------------
 // The walk
 
-int autodiff(g_graph *g, unsigned recompute_mask, char *err, size_t cap) {
+int autodiff(g_graph *g, unsigned recompute_mask, ampx_err e) {
     for (int v = 0; v < g->n_values; v++)
         g->values[v].requires_grad = g->values[v].role == ROLE_PARAM;
     for (int i = 0; i < g->n_forward; i++) {
@@ -134,13 +134,13 @@ int autodiff(g_graph *g, unsigned recompute_mask, char *err, size_t cap) {
     for (int i = g->n_forward - 1; i >= 0; i--) {
         const g_rule *r = g_rule_of(g->nodes[i].op);
         if (r->backward && r->backward(g, i)) {
-            err_set(ERR(err, cap),
-                    "the graph is too large for its backward pass (at most %d nodes)", G_MAX_NODES);
+            err_set(e, "the graph is too large for its backward pass (at most %d nodes)",
+                    G_MAX_NODES);
             return -1;
         }
     }
     if (recompute_mask && recompute(g, recompute_mask)) {
-        err_set(ERR(err, cap),
+        err_set(e,
                 "the graph is too large for its backward pass with recomputation (at most %d "
                 "values and %d nodes)",
                 G_MAX_VALUES, G_MAX_NODES);

@@ -37,11 +37,11 @@ static void count_params(const g_graph *g, const optimizer_config *o, ampx_memor
 /* Fusion, autodiff and the plan of the resolved forward graph fwd at `rows` rows, as the
  * trainer makes them on a backend with the GEMM epilogue (the in-tree backends each take it);
  * with cast, the working copies cast on use (copies.h). */
-static int measure(const g_graph *fwd, const settings *cfg, int cast, ampx_memory *out, char *err,
-                   size_t cap) {
+static int measure(const g_graph *fwd, const settings *cfg, int cast, ampx_memory *out,
+                   ampx_err e) {
     memset(out, 0, sizeof *out);
     g_graph g;
-    if (g_init_graph(&g)) return err_set(ERR(err, cap), "out of memory");
+    if (g_init_graph(&g)) return err_set(e, "out of memory");
     g_copy_graph(&g, fwd);
     pass_caps caps;
     pass_caps_all(&caps);
@@ -50,8 +50,7 @@ static int measure(const g_graph *fwd, const settings *cfg, int cast, ampx_memor
                     .cast_copies = cast,
                     .recompute   = cfg->recompute,
                     .rows        = (uint64_t)cfg->train.batch,
-                    .err         = err,
-                    .cap         = cap};
+                    .err         = e};
     int rc       = pass_run(&job, PASS_COPIES, PASS_PLAN) ? -1 : 0;
     plan p       = job.plan;
     if (!rc) {
@@ -70,8 +69,8 @@ static int measure(const g_graph *fwd, const settings *cfg, int cast, ampx_memor
             out->params_total += out->params[d];
         }
         out->total = out->arena + out->inputs + out->params_total;
-    } else if (!err[0]) {
-        err_set(ERR(err, cap), "out of memory");
+    } else if (!e.msg[0]) {
+        err_set(e, "out of memory");
     }
     pass_job_free(&job);
     g_free_graph(&g);
@@ -85,18 +84,18 @@ static int has_copies(const g_graph *g) {
 }
 
 /* The model under f32: the policy pass again on the graph as built. */
-static int measure_f32(const ampx_model *m, ampx_memory *out, char *err, size_t err_cap) {
+static int measure_f32(const ampx_model *m, ampx_memory *out, ampx_err e) {
     g_graph g;
     if (g_init_graph(&g)) return AMPX_ERR_NO_MEMORY;
     g_copy_graph(&g, &m->raw);
     policy f32;
     policy_defaults(&f32, "f32");
     char msg[256];
-    int rc = policy_apply(&g, &f32, msg, sizeof msg);
+    int rc = policy_apply(&g, &f32, ERR(msg, sizeof msg));
     if (rc)
-        err_set(ERR(err, err_cap), "%s", msg);
+        err_set(e, "%s", msg);
     else
-        rc = measure(&g, &m->cfg, 0, out, err, err_cap);
+        rc = measure(&g, &m->cfg, 0, out, e);
     g_free_graph(&g);
     return rc;
 }
@@ -110,8 +109,8 @@ static int decide(const ampx_model *m, ampx_memory *keep, ampx_memory *f32, int 
         return 0;
     if (m->cfg.weight_copies == COPIES_CAST) return 1;
     char err[256];
-    if (measure(&m->graph, &m->cfg, 0, keep, err, sizeof err) ||
-        measure_f32(m, f32, err, sizeof err))
+    if (measure(&m->graph, &m->cfg, 0, keep, ERR(err, sizeof err)) ||
+        measure_f32(m, f32, ERR(err, sizeof err)))
         return 0; /* the trainer's own passes will say what is wrong */
     *planned = 1;
     return keep->total > f32->total;
@@ -125,25 +124,25 @@ int model_casts_copies(const ampx_model *m) {
 
 /* The model under its policy (*pol, with *cast: the copies cast on use) and, when f32 is not
  * NULL, under f32; each planned once. */
-static int plan_both(const ampx_model *m, ampx_memory *pol, ampx_memory *f32, int *cast, char *err,
-                     size_t cap) {
+static int plan_both(const ampx_model *m, ampx_memory *pol, ampx_memory *f32, int *cast,
+                     ampx_err e) {
     int planned;
     ampx_memory keep, as_f32;
     *cast = decide(m, &keep, &as_f32, &planned);
     if (planned && !*cast)
         *pol = keep;
-    else if (measure(&m->graph, &m->cfg, *cast, pol, err, cap))
+    else if (measure(&m->graph, &m->cfg, *cast, pol, e))
         return -1;
     if (f32 && planned) *f32 = as_f32;
-    return f32 && !planned ? measure_f32(m, f32, err, cap) : 0;
+    return f32 && !planned ? measure_f32(m, f32, e) : 0;
 }
 
 ampx_status ampx_model_memory(const ampx_model *m, int as_f32, ampx_memory *out, char *err,
                               size_t err_cap) {
-    if (err_cap) err[0] = 0;
+    err_clear(ERR(err, err_cap));
     int cast;
-    int rc =
-        as_f32 ? measure_f32(m, out, err, err_cap) : plan_both(m, out, NULL, &cast, err, err_cap);
+    int rc = as_f32 ? measure_f32(m, out, ERR(err, err_cap))
+                    : plan_both(m, out, NULL, &cast, ERR(err, err_cap));
     return rc ? AMPX_ERR_INVALID : AMPX_OK;
 }
 
@@ -194,7 +193,7 @@ void ampx_model_describe_memory(const ampx_model *m, ampx_line_fn line, void *us
               what);
     }
     int cast;
-    if (plan_both(m, &mp, &mf, &cast, err, sizeof err)) {
+    if (plan_both(m, &mp, &mf, &cast, ERR(err, sizeof err))) {
         linef(line, user, "memory: not planned (%s)", err);
         return;
     }

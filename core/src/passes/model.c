@@ -44,11 +44,11 @@ ampx_status ampx_model_load_for(const char *path, const char *policy_path, const
     }
     settings *s = &m->cfg;
     settings_defaults(s);
-    json_value *root = json_parse_file(path, err, err_cap), *pol = NULL;
-    jctx c = {.file = path, .err = err, .cap = err_cap, .sets = sets, .n_sets = n_sets};
+    json_value *root = json_parse_file(path, ERR(err, err_cap)), *pol = NULL;
+    jctx c = {.file = path, .err = ERR(err, err_cap), .sets = sets, .n_sets = n_sets};
     if (!root) goto fail;
     for (int i = 0; i < n_sets; i++)
-        if (json_apply_set(root, sets[i], i, err, err_cap)) goto fail;
+        if (json_apply_set(root, sets[i], i, ERR(err, err_cap))) goto fail;
     static const char *const keys[] = {"name",   "inputs",    "layers", "nodes", "loss", "policy",
                                        "scaler", "optimizer", "data",   "train", NULL};
     if (jkeys(&c, root, keys)) goto fail;
@@ -68,9 +68,9 @@ ampx_status ampx_model_load_for(const char *path, const char *policy_path, const
     if (json_get(root, "data") && data_parse(&c, s, json_get(root, "data"))) goto fail;
     if (json_get(root, "train") && train_parse(&c, s, json_get(root, "train"))) goto fail;
     if (policy_path) {
-        pol = json_parse_file(policy_path, err, err_cap);
+        pol = json_parse_file(policy_path, ERR(err, err_cap));
         if (!pol) goto fail;
-        jctx pc                          = {.file = policy_path, .err = err, .cap = err_cap};
+        jctx pc                          = {.file = policy_path, .err = ERR(err, err_cap)};
         static const char *const pkeys[] = {"policy", "scaler", NULL};
         if (jkeys(&pc, pol, pkeys) || parse_policy_and_scaler(&pc, s, pol)) goto fail;
         if (!json_get(pol, "policy") && !json_get(pol, "scaler")) {
@@ -86,7 +86,7 @@ ampx_status ampx_model_load_for(const char *path, const char *policy_path, const
     }
     if (!s->scaler.given) scaler_defaults(&s->scaler, s->pol.compute);
     s->opt.file_steps = (int32_t)s->train.steps;
-    pass_job job      = {.m = m, .err = err, .cap = err_cap};
+    pass_job job      = {.m = m, .err = ERR(err, err_cap)};
     if (pass_run(&job, PASS_POLICY, PASS_POLICY)) goto fail;
     json_free(root);
     json_free(pol);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "ampx/train.h"
+#include "base/error.h"
 #include "config/settings.h"
 #include "graph/graph.h"
 
@@ -20,9 +21,9 @@ struct ampx_model {
 /* The policy pass: each forward node's dtype with a reason code, working copies of the
  * weights read in low precision, cast nodes in front of nodes that read their input in
  * their own dtype. Errors go to err. */
-int policy_resolve(ampx_model *m, char *err, size_t cap);
+int policy_resolve(ampx_model *m, ampx_err e);
 /* The same pass over graph g as built, under policy p; -1 with a message in msg. */
-int policy_apply(g_graph *g, const policy *p, char *msg, size_t cap);
+int policy_apply(g_graph *g, const policy *p, ampx_err e);
 /* 1 when the trainer casts m's working copies on use (copies.h): train.weight_copies "cast",
  * or "auto" when keeping them would make the planned total larger than under f32 (never with
  * stochastic rounding, whose copies are not casts of their masters). */

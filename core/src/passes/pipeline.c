@@ -22,24 +22,23 @@ static ampx_status plan_pass(pass_job *j) {
     if (plan_make(g, j->rows, j->persistent, j->keep, &j->plan)) goto oom;
     return AMPX_OK;
 oom:
-    err_set(ERR(j->err, j->cap), "out of memory");
+    err_set(j->err, "out of memory");
     return AMPX_ERR_NO_MEMORY;
 }
 
 static ampx_status one_pass(pass_job *j, pass_id p) {
     switch (p) {
-    case PASS_POLICY: return policy_resolve(j->m, j->err, j->cap) ? AMPX_ERR_INVALID : AMPX_OK;
+    case PASS_POLICY: return policy_resolve(j->m, j->err) ? AMPX_ERR_INVALID : AMPX_OK;
     case PASS_COPIES:
         if (j->cast_copies && copies_cast_on_use(j->g) < 0) {
-            err_set(ERR(j->err, j->cap), "the graph is too large for its copies' casts");
+            err_set(j->err, "the graph is too large for its copies' casts");
             return AMPX_ERR_INVALID;
         }
         return AMPX_OK;
     case PASS_FUSE: fuse_dense(j->g, j->caps); return AMPX_OK;
     case PASS_AUTODIFF:
         if (j->forward_only) return AMPX_OK;
-        return autodiff(j->g, j->recompute | (j->cast_copies ? RECOMPUTE_COPIES : 0u), j->err,
-                        j->cap)
+        return autodiff(j->g, j->recompute | (j->cast_copies ? RECOMPUTE_COPIES : 0u), j->err)
                    ? AMPX_ERR_INVALID
                    : AMPX_OK;
     case PASS_PLACE: return AMPX_OK;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "ampx/ampx.h"
+#include "base/error.h"
 #include "passes/caps.h"
 #include "passes/model.h"
 #include "passes/planner.h"
@@ -32,8 +33,7 @@ typedef struct pass_job {
     int keep;              /* PASS_PLAN: no two values share a place (plan_make) */
     uint8_t *persistent;   /* PASS_PLAN's: per value, 1 for a parameter's gradient (owned) */
     plan plan;             /* PASS_PLAN's */
-    char *err;             /* a failure's message */
-    size_t cap;
+    ampx_err err;          /* a failure's message */
 } pass_job;
 
 /* Runs passes first..last of job j in order: AMPX_OK, or the status with j->err written. */

@@ -134,17 +134,6 @@ static int casts_inputs(const g_node *n, g_why why) {
     return elementwise && why != WHY_FOLLOWS;
 }
 
-static int fail(char *err, size_t cap, const char *file, const char *msg) {
-    err_set(ERR(err, cap), "%s: %s", file, msg);
-    return -1;
-}
-
-/* Copies msg to the pass's message buffer; returns -1. */
-static int say(char *msg, size_t cap, const char *what) {
-    snprintf(msg, cap, "%s", what);
-    return -1;
-}
-
 /* The output layer: the matmul the loss reads through bias and activations (-1: none). */
 static int output_node(const g_graph *g) {
     for (int v = g->logits; v >= 0 && g->values[v].producer >= 0;) {
@@ -158,7 +147,7 @@ static int output_node(const g_graph *g) {
 
 /* Points the inputs node n reads in its own dtype d at casts of them, one cast per (value,
  * dtype), shared by every node that needs it. */
-static int insert_casts(g_graph *g, g_node *n, g_why why, ampx_dtype d, char *msg, size_t cap) {
+static int insert_casts(g_graph *g, g_node *n, g_why why, ampx_dtype d, ampx_err e) {
     for (int ci = 0; ci < casts_inputs(n, why); ci++) {
         if (g->values[n->in[ci]].dtype == d) continue;
         int src = n->in[ci], found = -1;
@@ -171,7 +160,7 @@ static int insert_casts(g_graph *g, g_node *n, g_why why, ampx_dtype d, char *ms
             snprintf(cname, sizeof cname, "%.50s->%s", g->values[src].name, ampx_dtype_name(d));
             int cv = g_add_value_like(g, cname, ROLE_ACTIVATION, d, src);
             int id = cv < 0 ? -1 : g_add_node(g, OP_CAST, &src, 1, &cv, 1, NULL, cname);
-            if (id < 0) return say(msg, cap, "too many nodes after inserting casts");
+            if (id < 0) return err_set(e, "too many nodes after inserting casts");
             g->nodes[id].dtype = d;
             g->nodes[id].why   = WHY_CAST;
             g->nodes[id].line  = n->line;
@@ -185,17 +174,17 @@ static int insert_casts(g_graph *g, g_node *n, g_why why, ampx_dtype d, char *ms
 
 /* A GEMM in dtype d below f32 reads its weight's working copy, which the optimizer writes:
  * made on first use, refused when nodes sharing the weight read it in different dtypes. */
-static int working_copy(g_graph *g, g_node *n, ampx_dtype d, char *msg, size_t cap) {
+static int working_copy(g_graph *g, g_node *n, ampx_dtype d, ampx_err e) {
     if (n->op != OP_MATMUL || d == AMPX_F32) return 0;
     g_value *w = &g->values[n->in[1]];
     if (w->copy >= 0 && g->values[w->copy].dtype != d) {
-        snprintf(msg, cap, "weight \"%s\" is read in %s and %s by nodes sharing it", w->name,
-                 ampx_dtype_name(g->values[w->copy].dtype), ampx_dtype_name(d));
+        err_set(e, "weight \"%s\" is read in %s and %s by nodes sharing it", w->name,
+                ampx_dtype_name(g->values[w->copy].dtype), ampx_dtype_name(d));
         return -1;
     }
     if (w->copy < 0) {
         int master = n->in[1], cv = g_add_value_like(g, w->name, ROLE_PARAM, d, master);
-        if (cv < 0) return say(msg, cap, "too many values");
+        if (cv < 0) return err_set(e, "too many values");
         g->values[cv].master   = master;
         g->values[master].copy = cv;
     }
@@ -223,10 +212,10 @@ static void output_dtypes(g_graph *g, const g_node *n, int id, ampx_dtype d) {
 }
 
 /* Appends forward node n (from the graph before the pass) with its dtype and reason, after
- * the casts it needs; used[i] is set for each override that set a dtype. Returns -1 with msg
+ * the casts it needs; used[i] is set for each override that set a dtype. Returns -1 with e
  * set. */
 static int resolve_node(g_graph *g, const policy *p, g_node n, int is_output, uint8_t *used,
-                        char *msg, size_t cap) {
+                        ampx_err e) {
     ampx_dtype in0 = g->values[n.in[0]].dtype;
     ampx_dtype in1 = n.n_in > 1 && n.in[1] >= 0 ? g->values[n.in[1]].dtype : in0;
     for (int k = 2; n.op == OP_CONCAT && k < n.n_in; k++)
@@ -238,11 +227,11 @@ static int resolve_node(g_graph *g, const policy *p, g_node n, int is_output, ui
     if (n.op == OP_BIAS && n.in[0] >= 0 && g->values[n.in[0]].producer >= 0 &&
         g->nodes[g->values[n.in[0]].producer].op == OP_MATMUL)
         why = g->nodes[g->values[n.in[0]].producer].why; /* reads as its dense layer */
-    if (insert_casts(g, &n, why, d, msg, cap) || working_copy(g, &n, d, msg, cap)) return -1;
+    if (insert_casts(g, &n, why, d, e) || working_copy(g, &n, d, e)) return -1;
     n.dtype = d;
     n.why   = why;
     int id  = g_add_node(g, n.op, n.in, n.n_in, n.out, n.n_out, &n.a, n.name);
-    if (id < 0) return say(msg, cap, "too many nodes after inserting casts");
+    if (id < 0) return err_set(e, "too many nodes after inserting casts");
     g->nodes[id] = n;
     output_dtypes(g, &n, id, d);
     return 0;
@@ -326,7 +315,7 @@ static const char *nearest_name(const g_graph *g, const g_node *nodes, int n_nod
 /* An override that set no dtype is a mistake the user should hear of: one that matched
  * nothing (a misspelt name), or only nodes whose dtype is fixed (embeddings, losses, views). */
 static int check_overrides(const g_graph *g, const g_node *old, int n_old, const policy *p,
-                           const uint8_t *used, char *msg, size_t cap) {
+                           const uint8_t *used, ampx_err e) {
     for (int i = 0; i < p->n_overrides; i++) {
         if (used[i]) continue;
         const char *glob = p->overrides[i].glob;
@@ -338,30 +327,29 @@ static int check_overrides(const g_graph *g, const g_node *old, int n_old, const
             !matched   ? "matches no tensor"
             : shadowed ? "matches only tensors an earlier override or a fixed dtype decides"
                        : "matches only tensors whose dtype is fixed (embeddings, losses, views)";
-        snprintf(msg, cap,
-                 "$.policy.overrides.\"%s\": %s%s%s%s (`ampx policy MODEL` lists the names)", glob,
-                 why, near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+        err_set(e, "$.policy.overrides.\"%s\": %s%s%s%s (`ampx policy MODEL` lists the names)",
+                glob, why, near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
         return -1;
     }
     return 0;
 }
 
-int policy_apply(g_graph *g, const policy *p, char *msg, size_t cap) {
+int policy_apply(g_graph *g, const policy *p, ampx_err e) {
     int out_node = output_node(g), n_old = g->n_nodes;
     g_node *old   = malloc(sizeof *old * (size_t)n_old);
     uint8_t *used = calloc((size_t)p->n_overrides + 1, 1);
     if (!old || !used) {
         free(old), free(used);
-        return say(msg, cap, "out of memory");
+        return err_set(e, "out of memory");
     }
     memcpy(old, g->nodes, sizeof *old * (size_t)n_old);
     g->n_nodes = 0; /* the nodes are appended again, casts in front of their readers */
     int rc     = 0;
     for (int i = 0; i < n_old && !rc; i++)
-        rc = resolve_node(g, p, old[i], i == out_node, used, msg, cap);
-    if (!rc) rc = check_overrides(g, old, n_old, p, used, msg, cap);
+        rc = resolve_node(g, p, old[i], i == out_node, used, e);
+    if (!rc) rc = check_overrides(g, old, n_old, p, used, e);
     free(old), free(used);
-    if (!rc && fold_casts(g)) rc = say(msg, cap, "out of memory");
+    if (!rc && fold_casts(g)) rc = err_set(e, "out of memory");
     g->n_forward = g->n_nodes;
     return rc;
 }
@@ -382,14 +370,14 @@ static int fp8_wants(const g_graph *g, const fp8_config *f, const g_node *n, int
 
 /* Turns matmul node id into a matmul_fp8 node: outputs x_q and W_q (e4m3, kept for the
  * backward), three slots (x, W, and the output's gradient, quantized by the backward). */
-static int fp8_node(g_graph *g, const fp8_config *f, int id, char *msg, size_t cap) {
+static int fp8_node(g_graph *g, const fp8_config *f, int id, ampx_err e) {
     g_node *n = &g->nodes[id];
     char name[G_NAME_MAX];
     int q[2];
     for (int k = 0; k < 2; k++) {
         snprintf(name, sizeof name, "%.80s.%s_q", n->name, k ? "w" : "x");
         q[k] = g_add_value_like(g, name, ROLE_ACTIVATION, AMPX_E4M3, n->in[k]);
-        if (q[k] < 0) return say(msg, cap, "too many values after policy.fp8");
+        if (q[k] < 0) return err_set(e, "too many values after policy.fp8");
         g->values[q[k]].fp8_slot = g->n_fp8 + k;
         g->values[q[k]].producer = id;
         g->values[q[k]].line = n->line, g->values[q[k]].col = n->col;
@@ -405,35 +393,35 @@ static int fp8_node(g_graph *g, const fp8_config *f, int id, char *msg, size_t c
     return 0;
 }
 
-static int fp8_apply(g_graph *g, const fp8_config *f, char *msg, size_t cap) {
+static int fp8_apply(g_graph *g, const fp8_config *f, ampx_err e) {
     if (!f->on) return 0;
     uint8_t used[FP8_MAX_LAYERS] = {0};
     int out = output_node(g), turned = 0;
     for (int i = 0; i < g->n_forward; i++) {
         if (g->nodes[i].op != OP_MATMUL || !fp8_wants(g, f, &g->nodes[i], i == out, used)) continue;
-        if (fp8_node(g, f, i, msg, cap)) return -1;
+        if (fp8_node(g, f, i, e)) return -1;
         turned++;
     }
     for (int k = 0; k < f->n_layers; k++)
         if (!used[k]) {
-            snprintf(msg, cap,
-                     "$.policy.fp8.layers[%d] \"%s\": matches no product of weights (`ampx "
-                     "policy MODEL` lists the names)",
-                     k, f->layers[k]);
+            err_set(e,
+                    "$.policy.fp8.layers[%d] \"%s\": matches no product of weights (`ampx "
+                    "policy MODEL` lists the names)",
+                    k, f->layers[k]);
             return -1;
         }
     if (!turned)
-        return say(msg, cap,
-                   "$.policy.fp8: no product of weights runs in fp8 (the output layer does only "
-                   "when \"layers\" names it)");
+        return err_set(
+            e, "$.policy.fp8: no product of weights runs in fp8 (the output layer does only "
+               "when \"layers\" names it)");
     return 0;
 }
 
-int policy_resolve(ampx_model *m, char *err, size_t cap) {
+int policy_resolve(ampx_model *m, ampx_err e) {
     char msg[320];
     g_copy_graph(&m->raw, &m->graph); /* as built: ampx_model_memory's f32 comparison */
-    if (policy_apply(&m->graph, &m->cfg.pol, msg, sizeof msg) ||
-        fp8_apply(&m->graph, &m->cfg.pol.fp8, msg, sizeof msg))
-        return fail(err, cap, m->cfg.file, msg);
+    if (policy_apply(&m->graph, &m->cfg.pol, ERR(msg, sizeof msg)) ||
+        fp8_apply(&m->graph, &m->cfg.pol.fp8, ERR(msg, sizeof msg)))
+        return err_set(e, "%s: %s", m->cfg.file, msg);
     return 0;
 }

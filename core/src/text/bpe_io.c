@@ -48,9 +48,9 @@ static ampx_tokenizer *read_json(const char *path, const char *text, ampx_err e)
     static const char *const keys[]    = {"format", "version", "pre_split", "vocab_size",
                                           "eot",    "merges",  NULL};
     static const char *const formats[] = {"ampx-bpe", NULL}, *const splits[] = {"gpt2", NULL};
-    json_value *root = json_parse(text, path, e.msg, e.cap);
+    json_value *root = json_parse(text, path, e);
     if (!root) return NULL;
-    jctx c     = {.file = path, .err = e.msg, .cap = e.cap};
+    jctx c     = {.file = path, .err = e};
     int format = 0, split = 0;
     int64_t version = 0, vocab = 0, eot = 0;
     uint32_t(*merges)[2] = NULL;
@@ -229,7 +229,7 @@ AMPX_API int ampx_tokenizer_load(const char *path, ampx_tokenizer **out, char *e
     ampx_err e = ERR(err, err_cap);
     size_t len;
     *out    = NULL;
-    char *b = input_read(path, input_max_bytes(), &len, err, err_cap);
+    char *b = input_read(path, input_max_bytes(), &len, ERR(err, err_cap));
     if (!b) return -1;
     const unsigned char *u = (const unsigned char *)b;
     if (len >= 4 && u32_at(u, 0) == LLMC_TOKENIZER_MAGIC) {

@@ -154,7 +154,7 @@ static double node_tol(const ampx_trainer *t, const g_node *n, ampx_dtype out) {
 // ---------------------------------------------------------------------------------------
 // Node by node
 
-static int same_graph(const ampx_trainer *a, const ampx_trainer *b, char *err, size_t cap) {
+static int same_graph(const ampx_trainer *a, const ampx_trainer *b, ampx_err e) {
     const g_graph *ga = &a->g, *gb = &b->g;
     int n = ga->n_nodes < gb->n_nodes ? ga->n_nodes : gb->n_nodes;
     for (int i = 0; i <= n; i++) {
@@ -164,11 +164,11 @@ static int same_graph(const ampx_trainer *a, const ampx_trainer *b, char *err, s
         int same = x && y && x->op == y->op && !strcmp(x->name, y->name) && x->n_out == y->n_out &&
                    x->dtype == y->dtype;
         if (!same) {
-            snprintf(err, cap,
-                     "the two backends lower the model to different graphs (node %d: \"%s\" %s "
-                     "and \"%s\" %s)",
-                     i, x ? x->name : "(none)", x ? g_rule_of(x->op)->name : "",
-                     y ? y->name : "(none)", y ? g_rule_of(y->op)->name : "");
+            err_set(e,
+                    "the two backends lower the model to different graphs (node %d: \"%s\" %s "
+                    "and \"%s\" %s)",
+                    i, x ? x->name : "(none)", x ? g_rule_of(x->op)->name : "",
+                    y ? y->name : "(none)", y ? g_rule_of(y->op)->name : "");
             return -1;
         }
     }
@@ -291,7 +291,7 @@ static ampx_status diff_update(ampx_trainer *a, ampx_trainer *b, ampx_diff_fn fn
 ampx_status ampx_diff_step(ampx_trainer *a, ampx_trainer *b, ampx_diff_fn fn, void *user,
                            int *n_beyond, char *err, size_t err_cap) {
     *n_beyond = 0;
-    if (same_graph(a, b, err, err_cap)) return AMPX_ERR_INVALID;
+    if (same_graph(a, b, ERR(err, err_cap))) return AMPX_ERR_INVALID;
     ampx_status st = tr_step_begin(a);
     if (!st) st = tr_step_begin(b);
     int stop = 0;
@@ -299,7 +299,7 @@ ampx_status ampx_diff_step(ampx_trainer *a, ampx_trainer *b, ampx_diff_fn fn, vo
         st = diff_node(a, b, i, fn, user, n_beyond, &stop);
     if (!st && !stop) st = diff_update(a, b, fn, user, n_beyond, &stop);
     if (st)
-        snprintf(err, err_cap, "%s",
-                 *ampx_trainer_error(a) ? ampx_trainer_error(a) : ampx_trainer_error(b));
+        err_set(ERR(err, err_cap), "%s",
+                *ampx_trainer_error(a) ? ampx_trainer_error(a) : ampx_trainer_error(b));
     return st;
 }

@@ -235,8 +235,7 @@ static ampx_status create_graph(ampx_trainer *t) {
                     .forward_only = t->inference != 0,
                     .rows         = (uint64_t)t->B,
                     .keep         = t->inference != 0,
-                    .err          = t->error,
-                    .cap          = sizeof t->error};
+                    .err          = tr_err(t)};
     if ((st = pass_run(&job, PASS_COPIES, PASS_PLAN))) {
         pass_job_free(&job);
         return st;
@@ -276,7 +275,7 @@ static ampx_status create_data(ampx_trainer *t) {
         t->in.data.window   = req.window;
         t->in.data.features = req.features + req.targets; /* rows as data_load lays them */
         t->in.data.n_train  = t->B * t->dp.world;         /* nothing is loaded: the caller's rows */
-    } else if (data_load(&req, &t->in.data, t->error, sizeof t->error)) {
+    } else if (data_load(&req, &t->in.data, tr_err(t))) {
         return AMPX_ERR_INVALID;
     }
     if (t->in.data.n_train < t->B * t->dp.world) {
@@ -341,12 +340,12 @@ static ampx_status create_device(ampx_trainer *t) {
 }
 
 static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx_trainer **out,
-                          char *err, size_t err_cap, int inference) {
+                          ampx_err e, int inference) {
     *out            = NULL;
     ampx_trainer *t = calloc(1, sizeof *t);
     if (!t || g_init_graph(&t->g)) {
         free(t);
-        err_set(ERR(err, err_cap), "out of memory");
+        err_set(e, "out of memory");
         return AMPX_ERR_NO_MEMORY;
     }
     t->m                  = m;
@@ -364,8 +363,8 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
     t->inference          = inference;
     t->hooks              = step_hooks;
     t->n_hooks            = n_step_hooks;
-    call_init(&t->call, be, t->error, sizeof t->error);
-    dp_init(&t->dp, dist, &t->call, t->error, sizeof t->error);
+    call_init(&t->call, be, tr_err(t));
+    dp_init(&t->dp, dist, &t->call, tr_err(t));
     t->zero = !inference && m->cfg.train.zero && t->dp.world > 1;
     ampx_status st;
     if (t->zero && m->cfg.opt.stochastic_rounding) {
@@ -384,29 +383,29 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
     *out = t;
     return AMPX_OK;
 fail:
-    err_set(ERR(err, err_cap), "%s", t->error);
+    err_set(e, "%s", t->error);
     ampx_trainer_free(t);
     return st ? st : AMPX_ERR_INVALID;
 }
 
 ampx_status ampx_trainer_create(ampx_model *m, ampx_backend *be, ampx_trainer **out, char *err,
                                 size_t err_cap) {
-    return create(m, be, NULL, out, err, err_cap, 0);
+    return create(m, be, NULL, out, ERR(err, err_cap), 0);
 }
 
 ampx_status ampx_trainer_create_dist(ampx_model *m, ampx_backend *be, ampx_dist *d,
                                      ampx_trainer **out, char *err, size_t err_cap) {
-    return create(m, be, d, out, err, err_cap, 0);
+    return create(m, be, d, out, ERR(err, err_cap), 0);
 }
 
 ampx_status ampx_trainer_create_sampler(ampx_model *m, ampx_backend *be, ampx_trainer **out,
                                         char *err, size_t err_cap) {
-    return create(m, be, NULL, out, err, err_cap, 1);
+    return create(m, be, NULL, out, ERR(err, err_cap), 1);
 }
 
 ampx_status ampx_trainer_create_predictor(ampx_model *m, ampx_backend *be, ampx_trainer **out,
                                           char *err, size_t err_cap) {
-    return create(m, be, NULL, out, err, err_cap, 2);
+    return create(m, be, NULL, out, ERR(err, err_cap), 2);
 }
 
 void ampx_trainer_free(ampx_trainer *t) {

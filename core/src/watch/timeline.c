@@ -39,7 +39,7 @@ static ampx_status timeline_end(ampx_trainer *t, ampx_status st, uint64_t before
 
 static void timeline_free(ampx_trainer *t) {
     char ignored[8];
-    trace_close(t->timeline.trace, ignored, sizeof ignored);
+    trace_close(t->timeline.trace, ERR(ignored, sizeof ignored));
     free(t->timeline.dev_ns);
 }
 
@@ -88,7 +88,7 @@ ampx_status ampx_trainer_trace(ampx_trainer *t, const char *path, int64_t first,
                 (long long)first, (long long)last);
         return AMPX_ERR_INVALID;
     }
-    t->timeline.trace = trace_open(path, first, last, err, err_cap);
+    t->timeline.trace = trace_open(path, first, last, ERR(err, err_cap));
     if (!t->timeline.trace) return AMPX_ERR_INVALID;
     /* one op per node and micro-batch at most a few times over, and the step's own */
     uint32_t cap = (uint32_t)(t->g.n_nodes * 8 * t->A + 64);
@@ -119,7 +119,7 @@ ampx_status ampx_trainer_trace_close(ampx_trainer *t, char *err, size_t err_cap)
     char v[32];
     snprintf(v, sizeof v, "%llu", (unsigned long long)call_total(&t->call));
     trace_meta(t->timeline.trace, "ops_issued", v);
-    int bad           = trace_close(t->timeline.trace, err, err_cap);
+    int bad           = trace_close(t->timeline.trace, ERR(err, err_cap));
     t->timeline.trace = NULL;
     return bad ? AMPX_ERR_INVALID : AMPX_OK;
 }
