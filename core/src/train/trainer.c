@@ -331,11 +331,11 @@ static ampx_status create_device(ampx_trainer *t) {
                       .scalars       = tr_tensor(t->scalars, 0, AMPX_F32)};
     if ((st = fp8_setup(t))) return st;
     t->ring.t_last_flush = tr_now_ms();
-    t->mon.every         = m->cfg.train.monitor_every;
+    t->mon->every        = m->cfg.train.monitor_every;
     /* a slot past the table of an older minor reads as NULL; the minor is checked too */
-    t->amp_fused = t->ifc->abi_minor >= 4 && ampx_backend_op_slot(t->be, AMPX_OP_AMP_PASS) != NULL;
-    t->mon.armed = m->cfg.train.forensics && !t->inference;
-    if (t->mon.every > 0 && (st = monitor_setup(t))) return st;
+    t->amp_fused  = t->ifc->abi_minor >= 4 && ampx_backend_op_slot(t->be, AMPX_OP_AMP_PASS) != NULL;
+    t->mon->armed = m->cfg.train.forensics && !t->inference;
+    if (t->mon->every > 0 && (st = monitor_setup(t))) return st;
     return forensics_setup(t);
 }
 
@@ -343,12 +343,14 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
                           ampx_err e, int inference) {
     *out            = NULL;
     ampx_trainer *t = calloc(1, sizeof *t);
-    if (!t || g_init_graph(&t->g)) {
-        free(t);
+    tr_monitor *mon = calloc(1, sizeof *mon);
+    if (!t || !mon || g_init_graph(&t->g)) {
+        free(t), free(mon);
         err_set(e, "out of memory");
         return AMPX_ERR_NO_MEMORY;
     }
     t->m                  = m;
+    t->mon                = mon;
     t->be                 = be;
     t->ifc                = ampx_backend_iface_of(be);
     t->ctx                = ampx_backend_context(be);
@@ -438,6 +440,7 @@ void ampx_trainer_free(ampx_trainer *t) {
     free(t->own_off);
     dp_free(&t->dp);
     free(t->persistent);
+    free(t->mon);
     free(t);
 }
 

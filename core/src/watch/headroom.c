@@ -23,10 +23,10 @@
 #define HR_NEAR 8.0
 
 void headroom_free(ampx_trainer *t) {
-    free(t->mon.hr_step), free(t->mon.hr_log2), free(t->mon.hr_count), free(t->mon.hr_warned);
-    t->mon.hr_step = t->mon.hr_log2 = NULL;
-    t->mon.hr_count                 = NULL;
-    t->mon.hr_warned                = NULL;
+    free(t->mon->hr_step), free(t->mon->hr_log2), free(t->mon->hr_count), free(t->mon->hr_warned);
+    t->mon->hr_step = t->mon->hr_log2 = NULL;
+    t->mon->hr_count                  = NULL;
+    t->mon->hr_warned                 = NULL;
 }
 
 /* Appends (step, y) to scan position s's history; the slope of y per step over it, or 0. */
@@ -48,7 +48,7 @@ static double hr_push(tr_monitor *m, int s, double step, double y) {
 }
 
 void headroom_read(ampx_trainer *t, const unsigned char *ms, ampx_step_record *r) {
-    tr_monitor *m      = &t->mon;
+    tr_monitor *m      = t->mon;
     r->headroom_tensor = r->headroom_warning = "";
     r->headroom_bits = r->headroom_underflow = NAN;
     if (!m->hr_count) {

@@ -30,45 +30,45 @@ static void layer_of(const char *name, char *out, size_t cap) {
 }
 
 ampx_status monitor_scan_setup(ampx_trainer *t) {
-    if (t->mon.ready) return AMPX_OK;
-    t->mon.ready = 1;
+    if (t->mon->ready) return AMPX_OK;
+    t->mon->ready = 1;
     for (int i = 0; i < t->n_params; i++) {
-        t->mon.compute[i] = layer_dtype(t, &t->params[i]);
-        t->mon.target[i]  = t->mon.compute[i] == AMPX_F16 || t->mon.compute[i] == AMPX_BF16
-                                ? t->mon.compute[i]
-                                : AMPX_F32;
-        layer_of(t->params[i].name, t->mon.layer[i], sizeof t->mon.layer[i]);
+        t->mon->compute[i] = layer_dtype(t, &t->params[i]);
+        t->mon->target[i]  = t->mon->compute[i] == AMPX_F16 || t->mon->compute[i] == AMPX_BF16
+                                 ? t->mon->compute[i]
+                                 : AMPX_F32;
+        layer_of(t->params[i].name, t->mon->layer[i], sizeof t->mon->layer[i]);
     }
-    int N             = t->g.n_nodes;
-    t->mon.scan_first = calloc((size_t)N, sizeof *t->mon.scan_first);
-    t->mon.scan_count = calloc((size_t)N, sizeof *t->mon.scan_count);
-    t->mon.scan_value = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.scan_value);
-    t->mon.scan_node  = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.scan_node);
-    t->mon.value_scan = malloc((size_t)t->g.n_values * sizeof *t->mon.value_scan + 1);
-    t->mon.fr_max     = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.fr_max);
-    t->mon.fr_scale   = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon.fr_scale);
-    t->mon.fr_step    = malloc(((size_t)N * G_MAX_OUT + 1) * sizeof *t->mon.fr_step);
-    if (!t->mon.scan_first || !t->mon.scan_count || !t->mon.scan_value || !t->mon.scan_node ||
-        !t->mon.value_scan || !t->mon.fr_max || !t->mon.fr_scale || !t->mon.fr_step)
+    int N              = t->g.n_nodes;
+    t->mon->scan_first = calloc((size_t)N, sizeof *t->mon->scan_first);
+    t->mon->scan_count = calloc((size_t)N, sizeof *t->mon->scan_count);
+    t->mon->scan_value = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon->scan_value);
+    t->mon->scan_node  = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon->scan_node);
+    t->mon->value_scan = malloc((size_t)t->g.n_values * sizeof *t->mon->value_scan + 1);
+    t->mon->fr_max     = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon->fr_max);
+    t->mon->fr_scale   = calloc((size_t)N * G_MAX_OUT + 1, sizeof *t->mon->fr_scale);
+    t->mon->fr_step    = malloc(((size_t)N * G_MAX_OUT + 1) * sizeof *t->mon->fr_step);
+    if (!t->mon->scan_first || !t->mon->scan_count || !t->mon->scan_value || !t->mon->scan_node ||
+        !t->mon->value_scan || !t->mon->fr_max || !t->mon->fr_scale || !t->mon->fr_step)
         return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < N * G_MAX_OUT + 1; i++)
-        t->mon.fr_step[i] = -1;
+        t->mon->fr_step[i] = -1;
     for (int v = 0; v < t->g.n_values; v++)
-        t->mon.value_scan[v] = -1;
+        t->mon->value_scan[v] = -1;
     for (int i = 0; i < N; i++) {
-        const g_node *n      = &t->g.nodes[i];
-        t->mon.scan_first[i] = t->mon.n_scan;
+        const g_node *n       = &t->g.nodes[i];
+        t->mon->scan_first[i] = t->mon->n_scan;
         if (n->op == OP_RESHAPE) { /* a view: its input's statistics stand for it */
             if (n->in[0] >= 0 && n->out[0] >= 0)
-                t->mon.value_scan[n->out[0]] = t->mon.value_scan[n->in[0]];
+                t->mon->value_scan[n->out[0]] = t->mon->value_scan[n->in[0]];
             continue;
         }
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0 && ampx_dtype_is_float(t->g.values[n->out[k]].dtype)) {
-                t->mon.value_scan[n->out[k]]      = t->mon.n_scan;
-                t->mon.scan_value[t->mon.n_scan]  = n->out[k];
-                t->mon.scan_node[t->mon.n_scan++] = i;
-                t->mon.scan_count[i]++;
+                t->mon->value_scan[n->out[k]]       = t->mon->n_scan;
+                t->mon->scan_value[t->mon->n_scan]  = n->out[k];
+                t->mon->scan_node[t->mon->n_scan++] = i;
+                t->mon->scan_count[i]++;
             }
     }
     return AMPX_OK;
@@ -77,22 +77,22 @@ ampx_status monitor_scan_setup(ampx_trainer *t) {
 /* The scan tables, then the monitored steps' slots (K of them, like the records' ring). */
 ampx_status monitor_setup(ampx_trainer *t) {
     ampx_status st = monitor_scan_setup(t);
-    if (st || t->mon.buf) return st;
-    t->mon.slot_bytes = (mon_off(t, MON_END) + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
-    t->mon.host       = malloc(t->mon.slot_bytes * (uint64_t)t->K);
-    if (!t->mon.host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
-    return tr_alloc_zero(t, t->mon.slot_bytes * (uint64_t)t->K, &t->mon.buf);
+    if (st || t->mon->buf) return st;
+    t->mon->slot_bytes = (mon_off(t, MON_END) + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+    t->mon->host       = malloc(t->mon->slot_bytes * (uint64_t)t->K);
+    if (!t->mon->host) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    return tr_alloc_zero(t, t->mon->slot_bytes * (uint64_t)t->K, &t->mon->buf);
 }
 
 static void monitor_free(ampx_trainer *t) {
-    if (t->mon.buf) t->ifc->buffer_free(t->ctx, t->mon.buf);
-    free(t->mon.scan_first);
-    free(t->mon.scan_count);
-    free(t->mon.scan_value);
-    free(t->mon.scan_node);
-    free(t->mon.value_scan);
-    free(t->mon.host);
-    free(t->mon.fr_max), free(t->mon.fr_scale), free(t->mon.fr_step);
+    if (t->mon->buf) t->ifc->buffer_free(t->ctx, t->mon->buf);
+    free(t->mon->scan_first);
+    free(t->mon->scan_count);
+    free(t->mon->scan_value);
+    free(t->mon->scan_node);
+    free(t->mon->value_scan);
+    free(t->mon->host);
+    free(t->mon->fr_max), free(t->mon->fr_scale), free(t->mon->fr_step);
     headroom_free(t);
 }
 
@@ -100,14 +100,14 @@ static void monitor_free(ampx_trainer *t) {
  * as "not written"), the loss scale the gradients carry copied in first. */
 static ampx_status monitor_begin_step(ampx_trainer *t, int64_t ring_at) {
     ampx_status st;
-    t->mon.slot_cur = (uint64_t)ring_at * t->mon.slot_bytes;
+    t->mon->slot_cur = (uint64_t)ring_at * t->mon->slot_bytes;
     if ((st = tr_check(t,
-                       t->ifc->buffer_fill(t->ctx, t->mon.buf, t->mon.slot_cur, t->mon.slot_bytes,
-                                           0xFFFFFFFFu, 4),
+                       t->ifc->buffer_fill(t->ctx, t->mon->buf, t->mon->slot_cur,
+                                           t->mon->slot_bytes, 0xFFFFFFFFu, 4),
                        "buffer_fill")))
         return st;
     return tr_check(
-        t, t->ifc->buffer_copy(t->ctx, t->mon.buf, t->mon.slot_cur + MON_SCALE, t->scalars, 0, 4),
+        t, t->ifc->buffer_copy(t->ctx, t->mon->buf, t->mon->slot_cur + MON_SCALE, t->scalars, 0, 4),
         "buffer_copy");
 }
 
@@ -125,10 +125,10 @@ static ampx_status grad_stats(ampx_trainer *t, const char *who, ampx_dtype targe
 }
 
 int monitor_scan_list(const ampx_trainer *t, executor *x, int node, ampx_tensor *ts, uint64_t *ns) {
-    int c = t->mon.scan_count[node], f = t->mon.scan_first[node];
+    int c = t->mon->scan_count[node], f = t->mon->scan_first[node];
     for (int k = 0; k < c; k++) {
-        ts[k] = exec_tensor(x, t->mon.scan_value[f + k]);
-        ns[k] = exec_numel(x, t->mon.scan_value[f + k]);
+        ts[k] = exec_tensor(x, t->mon->scan_value[f + k]);
+        ns[k] = exec_numel(x, t->mon->scan_value[f + k]);
     }
     return c;
 }
@@ -137,13 +137,13 @@ int monitor_scan_list(const ampx_trainer *t, executor *x, int node, ampx_tensor 
 static ampx_status monitor_scan_node(ampx_trainer *t, executor *x, int node) {
     ampx_tensor ts[G_MAX_OUT];
     uint64_t ns[G_MAX_OUT];
-    int c = monitor_scan_list(t, x, node, ts, ns), f = t->mon.scan_first[node];
+    int c = monitor_scan_list(t, x, node, ts, ns), f = t->mon->scan_first[node];
     if (!c) return AMPX_OK;
-    uint64_t base = t->mon.slot_cur, at = (uint64_t)(x->micro * t->mon.n_scan + f);
+    uint64_t base = t->mon->slot_cur, at = (uint64_t)(x->micro * t->mon->n_scan + f);
     const g_node *n = &t->g.nodes[node];
     return grad_stats(t, n->name, n->dtype,
                       (ampx_tensor_list){.count = (uint32_t)c, .tensors = ts, .n_elems = ns},
-                      t->mon.buf, base + mon_off(t, MON_SSTATS) + 16 * at,
+                      t->mon->buf, base + mon_off(t, MON_SSTATS) + 16 * at,
                       base + mon_off(t, MON_SCOUNTS) + 12 * at,
                       base + mon_off(t, MON_SNAN) + 4 * at);
 }
@@ -156,11 +156,11 @@ static ampx_status monitor_param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t
     ampx_tensor_list all = tr_grad_list(t, ts, ns);
     t->call.phase        = CALL_AMP;
     for (int at = 0, end; at < t->n_params; at = end) {
-        for (end = at + 1; end < t->n_params && t->mon.target[end] == t->mon.target[at]; end++)
+        for (end = at + 1; end < t->n_params && t->mon->target[end] == t->mon->target[at]; end++)
             ;
         uint64_t k     = (uint64_t)at;
         ampx_status st = grad_stats(
-            t, "monitor", t->mon.target[at],
+            t, "monitor", t->mon->target[at],
             (ampx_tensor_list){
                 .count = (uint32_t)(end - at), .tensors = all.tensors + at, .n_elems = ns + at},
             b, base + mon_off(t, MON_PSTATS) + 16 * k, base + mon_off(t, MON_PCOUNTS) + 12 * k,
@@ -171,11 +171,11 @@ static ampx_status monitor_param_stats(ampx_trainer *t, ampx_buffer *b, uint64_t
 }
 
 static void monitor_amp_pass(ampx_trainer *t, ampx_amp_pass_args *f) {
-    uint64_t mb   = t->mon.slot_cur;
-    f->targets    = t->mon.target;
-    f->stats      = tr_tensor(t->mon.buf, mb + mon_off(t, MON_PSTATS), AMPX_F32);
-    f->counts     = tr_tensor(t->mon.buf, mb + mon_off(t, MON_PCOUNTS), AMPX_I32);
-    f->nan_counts = tr_tensor(t->mon.buf, mb + mon_off(t, MON_PNAN), AMPX_I32);
+    uint64_t mb   = t->mon->slot_cur;
+    f->targets    = t->mon->target;
+    f->stats      = tr_tensor(t->mon->buf, mb + mon_off(t, MON_PSTATS), AMPX_F32);
+    f->counts     = tr_tensor(t->mon->buf, mb + mon_off(t, MON_PCOUNTS), AMPX_I32);
+    f->nan_counts = tr_tensor(t->mon->buf, mb + mon_off(t, MON_PNAN), AMPX_I32);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -197,14 +197,14 @@ static void read_one(const unsigned char *slot, uint64_t so, uint64_t co, uint64
     h->inf            = h->nan >= 0 ? cn[2] - nan : cn[2];
 }
 
-/* Fills t->mon.health (parameter order) from a monitor slot. */
+/* Fills t->mon->health (parameter order) from a monitor slot. */
 static void read_health(ampx_trainer *t, const unsigned char *slot, double scale) {
     if (!(scale > 0)) scale = 1;
     for (int i = 0; i < t->n_params; i++) {
-        ampx_tensor_health *h = &t->mon.health[i];
+        ampx_tensor_health *h = &t->mon->health[i];
         h->name               = t->params[i].name;
-        h->layer              = t->mon.layer[i];
-        h->compute            = t->mon.compute[i];
+        h->layer              = t->mon->layer[i];
+        h->compute            = t->mon->compute[i];
         h->n                  = t->params[i].n;
         read_one(slot, mon_off(t, MON_PSTATS), mon_off(t, MON_PCOUNTS), mon_off(t, MON_PNAN), i,
                  scale, h);
@@ -217,7 +217,7 @@ static void read_health(ampx_trainer *t, const unsigned char *slot, double scale
 static void view_get(const ampx_trainer *t, const scan_view *v, int64_t a, int s, scan_value *out) {
     if (v->lean) {
         float m;
-        memcpy(&m, v->slot + FR_HEAD + 4 * (uint64_t)(a * t->mon.n_scan + s), 4);
+        memcpy(&m, v->slot + FR_HEAD + 4 * (uint64_t)(a * t->mon->n_scan + s), 4);
         out->max_abs   = isfinite(m) ? m : 0;
         out->nonfinite = !isfinite(m);
         out->nan       = isnan(m);
@@ -246,7 +246,7 @@ static int inputs_finite(const ampx_trainer *t, const scan_view *view, int64_t a
         int v = n->in[k];
         if (v < 0 || !ampx_dtype_is_float(t->g.values[v].dtype)) continue;
         const g_value *val = &t->g.values[v];
-        int sp             = t->mon.value_scan[v];
+        int sp             = t->mon->value_scan[v];
         scan_value sv;
         if (sp < 0) {
             if (val->role == ROLE_ACTIVATION || val->role == ROLE_GRADIENT)
@@ -274,7 +274,7 @@ static size_t safe_scale(const ampx_trainer *t, const g_node *n, int s, double s
     if (k > 0 && in_max > 0)
         return (size_t)snprintf(o, cap, ", at most %.4g would have kept them finite",
                                 scale * lim / (k * in_max));
-    const tr_monitor *m = &t->mon;
+    const tr_monitor *m = t->mon;
     if (!m->fr_step || m->fr_step[s] < 0 || !(m->fr_max[s] > 0) || !(m->fr_scale[s] > 0)) return 0;
     return (size_t)snprintf(o, cap,
                             ", and about %.4g would have kept them finite (at step %lld its "
@@ -287,18 +287,18 @@ static size_t safe_scale(const ampx_trainer *t, const g_node *n, int s, double s
 /* How the first non-finite value (scan position s of micro-batch a) came to be: the node
  * that created it from finite inputs, and the nodes after it that passed one on. */
 static void describe_origin(ampx_trainer *t, const scan_view *v, int64_t a, int s) {
-    const g_node *n  = &t->g.nodes[t->mon.scan_node[s]];
-    const g_value *y = &t->g.values[t->mon.scan_value[s]];
-    char ins[320], *o = t->mon.origin;
+    const g_node *n  = &t->g.nodes[t->mon->scan_node[s]];
+    const g_value *y = &t->g.values[t->mon->scan_value[s]];
+    char ins[320], *o = t->mon->origin;
     const char *other = "";
-    size_t cap        = sizeof t->mon.origin, len;
+    size_t cap        = sizeof t->mon->origin, len;
     float scale;
     scan_value sv;
     view_get(t, v, a, s, &sv);
     memcpy(&scale, v->slot + MON_SCALE, 4);
     double in_max;
     int created = inputs_finite(t, v, a, n, ins, sizeof ins, &other, &in_max);
-    snprintf(t->mon.created_by, sizeof t->mon.created_by, "%s", created ? n->name : "");
+    snprintf(t->mon->created_by, sizeof t->mon->created_by, "%s", created ? n->name : "");
     const char *phase  = n->phase == PHASE_BACKWARD ? "backward" : "forward";
     const g_rule *rule = g_rule_of(n->op);
     const char *op     = rule ? rule->name : "op";
@@ -334,9 +334,9 @@ static void describe_origin(ampx_trainer *t, const scan_view *v, int64_t a, int 
      * (a node's backward nodes carry its name) */
     const char *seen[5] = {n->name};
     int shown = 0, more = 0;
-    for (int q = s + 1; q < t->mon.n_scan; q++) {
+    for (int q = s + 1; q < t->mon->n_scan; q++) {
         view_get(t, v, a, q, &sv);
-        const char *name = t->g.nodes[t->mon.scan_node[q]].name;
+        const char *name = t->g.nodes[t->mon->scan_node[q]].name;
         int dup          = 0;
         for (int k = 0; k <= shown && !dup; k++)
             dup = !strcmp(seen[k], name);
@@ -356,17 +356,17 @@ static void describe_origin(ampx_trainer *t, const scan_view *v, int64_t a, int 
 /* The first scanned tensor of a step that held a non-finite value, and how it came to be;
  * then the parameters' gradients (a monitor slot has their statistics). */
 void monitor_diagnose(ampx_trainer *t, const scan_view *v) {
-    t->mon.first_nonfinite[0] = 0;
-    t->mon.origin[0]          = 0;
-    t->mon.created_by[0]      = 0;
+    t->mon->first_nonfinite[0] = 0;
+    t->mon->origin[0]          = 0;
+    t->mon->created_by[0]      = 0;
     for (int64_t a = 0; a < t->A; a++)
-        for (int s = 0; s < t->mon.n_scan; s++) {
+        for (int s = 0; s < t->mon->n_scan; s++) {
             scan_value sv;
             view_get(t, v, a, s, &sv);
             if (sv.nonfinite > 0) {
-                const g_node *n = &t->g.nodes[t->mon.scan_node[s]];
-                snprintf(t->mon.first_nonfinite, sizeof t->mon.first_nonfinite,
-                         "%s (%s of node %s%s)", t->g.values[t->mon.scan_value[s]].name,
+                const g_node *n = &t->g.nodes[t->mon->scan_node[s]];
+                snprintf(t->mon->first_nonfinite, sizeof t->mon->first_nonfinite,
+                         "%s (%s of node %s%s)", t->g.values[t->mon->scan_value[s]].name,
                          n->phase == PHASE_BACKWARD ? "backward" : "forward", n->name,
                          t->A > 1 ? ", a micro-batch" : "");
                 describe_origin(t, v, a, s);
@@ -377,7 +377,7 @@ void monitor_diagnose(ampx_trainer *t, const scan_view *v) {
         int32_t cn[3];
         memcpy(cn, v->slot + mon_off(t, MON_PCOUNTS) + 12 * (uint64_t)k, 12);
         if (cn[2] > 0) {
-            snprintf(t->mon.first_nonfinite, sizeof t->mon.first_nonfinite,
+            snprintf(t->mon->first_nonfinite, sizeof t->mon->first_nonfinite,
                      "%s.grad (after the backward)", t->params[k].name);
             return;
         }
@@ -387,7 +387,7 @@ void monitor_diagnose(ampx_trainer *t, const scan_view *v) {
 /* After a step's slot is read: each scan position whose values were all finite (in every
  * micro-batch) keeps their largest |x|, the loss scale and the step, for safe_scale. */
 void monitor_note_finite(ampx_trainer *t, const scan_view *v, int64_t step) {
-    tr_monitor *m = &t->mon;
+    tr_monitor *m = t->mon;
     if (!m->fr_step) return;
     float scale;
     memcpy(&scale, v->slot + MON_SCALE, 4);
@@ -405,19 +405,19 @@ void monitor_note_finite(ampx_trainer *t, const scan_view *v, int64_t step) {
 }
 
 static void monitor_read(ampx_trainer *t, int64_t i, ampx_step_record *r) {
-    const unsigned char *ms = t->mon.host + (uint64_t)i * t->mon.slot_bytes;
+    const unsigned char *ms = t->mon->host + (uint64_t)i * t->mon->slot_bytes;
     float mscale;
     memcpy(&mscale, ms + MON_SCALE, 4);
     read_health(t, ms, mscale);
     scan_view v = {ms, 0};
     monitor_diagnose(t, &v);
     monitor_note_finite(t, &v, r->step);
-    r->health          = t->mon.health;
+    r->health          = t->mon->health;
     r->n_health        = t->n_params;
     r->monitor_scale   = mscale;
-    r->first_nonfinite = t->mon.first_nonfinite;
-    r->created_by      = t->mon.created_by;
-    r->overflow_origin = t->mon.origin;
+    r->first_nonfinite = t->mon->first_nonfinite;
+    r->created_by      = t->mon->created_by;
+    r->overflow_origin = t->mon->origin;
     headroom_read(t, ms, r);
 }
 
@@ -426,21 +426,21 @@ static void monitor_read(ampx_trainer *t, int64_t i, ampx_step_record *r) {
 // fused AMP pass when the backend has it); each flush reads the slots of monitored steps
 
 static ampx_status mon_begin(ampx_trainer *t, const step_view *s, int *on_nodes) {
-    t->mon.live = *on_nodes = tr_monitored(t, t->step + 1);
-    return t->mon.live ? monitor_begin_step(t, s->ring_at) : AMPX_OK;
+    t->mon->live = *on_nodes = tr_monitored(t, t->step + 1);
+    return t->mon->live ? monitor_begin_step(t, s->ring_at) : AMPX_OK;
 }
 
 static ampx_status mon_before_amp(ampx_trainer *t, const step_view *s, ampx_amp_pass_args *fused) {
     (void)s;
-    if (!t->mon.live) return AMPX_OK;
-    if (!fused) return monitor_param_stats(t, t->mon.buf, t->mon.slot_cur);
+    if (!t->mon->live) return AMPX_OK;
+    if (!fused) return monitor_param_stats(t, t->mon->buf, t->mon->slot_cur);
     monitor_amp_pass(t, fused);
     return AMPX_OK;
 }
 
 static ampx_status mon_end(ampx_trainer *t, const step_view *s, ampx_status st) {
     (void)s;
-    t->mon.live = 0;
+    t->mon->live = 0;
     return st;
 }
 
@@ -451,7 +451,8 @@ static ampx_status mon_read(ampx_trainer *t, unsigned char *buf, int64_t n, floa
         any |= tr_monitored(t, t->ring.first + i + 1);
     if (!any) return AMPX_OK;
     return tr_check(
-        t, t->ifc->buffer_read(t->ctx, t->mon.buf, 0, t->mon.host, t->mon.slot_bytes * (uint64_t)n),
+        t,
+        t->ifc->buffer_read(t->ctx, t->mon->buf, 0, t->mon->host, t->mon->slot_bytes * (uint64_t)n),
         "buffer_read");
 }
 
@@ -474,14 +475,16 @@ const step_hook monitor_hook = {.name       = "monitor",
 ampx_status ampx_trainer_grad_health(ampx_trainer *t, ampx_tensor_health *out) {
     ampx_status st = monitor_setup(t);
     if (st) return st;
-    st = tr_check(t, t->ifc->buffer_fill(t->ctx, t->mon.buf, 0, t->mon.slot_bytes, 0xFFFFFFFFu, 4),
-                  "buffer_fill");
-    if (!st) st = monitor_param_stats(t, t->mon.buf, 0);
+    st =
+        tr_check(t, t->ifc->buffer_fill(t->ctx, t->mon->buf, 0, t->mon->slot_bytes, 0xFFFFFFFFu, 4),
+                 "buffer_fill");
+    if (!st) st = monitor_param_stats(t, t->mon->buf, 0);
     if (!st)
-        st = tr_check(t, t->ifc->buffer_read(t->ctx, t->mon.buf, 0, t->mon.host, t->mon.slot_bytes),
+        st = tr_check(t,
+                      t->ifc->buffer_read(t->ctx, t->mon->buf, 0, t->mon->host, t->mon->slot_bytes),
                       "buffer_read");
     if (st) return st;
-    read_health(t, t->mon.host, 1.0);
-    memcpy(out, t->mon.health, sizeof *out * (size_t)t->n_params);
+    read_health(t, t->mon->host, 1.0);
+    memcpy(out, t->mon->health, sizeof *out * (size_t)t->n_params);
     return AMPX_OK;
 }

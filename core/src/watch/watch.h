@@ -7,6 +7,51 @@
 
 #include "exec/trainer.h"
 
+/* The gradient-health monitor, every `every` steps; 0: off (monitor.c). Per ring slot of
+ * buf: the loss scale (f32, padded to 16 bytes), then for the parameters and then for the
+ * scanned node outputs (n_scan per micro-batch): 4 f32 stats each, 3 i32 counts each, an i32
+ * NaN count each. */
+typedef struct tr_monitor {
+    int64_t every;
+    int ready, live; /* live: this micro-batch, the nodes' outputs are scanned */
+    ampx_buffer *buf;
+    uint64_t slot_bytes;
+    ampx_dtype compute[TR_MAX_PARAMS]; /* per parameter: its layer's compute dtype */
+    ampx_dtype target[TR_MAX_PARAMS];  /* its grad_stats target: f16, bf16, else f32 */
+    char layer[TR_MAX_PARAMS][G_NAME_MAX];
+    int *scan_first, *scan_count; /* per node: first scan position and count */
+    int *scan_value, *scan_node;  /* per scan position: the value, its node */
+    int *value_scan;              /* per value: its scan position, -1: not scanned */
+    int n_scan;
+    uint64_t slot_cur;   /* offset of the monitored step's slot */
+    unsigned char *host; /* host copy of the monitor slots at a flush */
+    ampx_tensor_health health[TR_MAX_PARAMS];
+    char first_nonfinite[320];
+    char origin[768];            /* how the first non-finite value came to be */
+    char created_by[G_NAME_MAX]; /* the node that created it from finite inputs, or "" */
+    /* headroom (monitor.c): per scan position, its last HR_HIST monitored (step, log2 max
+     * |x|), how many there are and whether it has been warned of */
+    float *hr_step, *hr_log2;
+    int *hr_count;
+    unsigned char *hr_warned;
+    char hr_tensor[G_NAME_MAX], hr_warning[512];
+    /* armed forensics (forensics.c, train.forensics): on the steps the monitor does not scan,
+     * ABS_MAX of every scanned output into a slot of fbuf (the loss scale first); lean_live:
+     * this micro-batch is scanned so. Per scan position, the last step whose values were all
+     * finite: their max |x| and the loss scale they carried (the safe-scale estimate). */
+    int armed, lean_live;
+    ampx_buffer *fbuf;
+    uint64_t fslot_bytes, fslot_cur;
+    unsigned char *fhost;
+    float *fr_max, *fr_scale;
+    int64_t *fr_step;
+} tr_monitor;
+
+/* Whether 1-based step step1 is a monitored one. */
+static inline int tr_monitored(const ampx_trainer *t, int64_t step1) {
+    return t->mon->every > 0 && step1 % t->mon->every == 0;
+}
+
 /* monitor_scan_setup: which outputs are scanned (the positions both scans write);
  * monitor_setup also allocates the monitored steps' slots; forensics_setup arms the
  * forensics (train.forensics). */
@@ -46,7 +91,7 @@ void headroom_free(ampx_trainer *t);
 
 #define MON_SCALE 0
 static inline uint64_t mon_off(const ampx_trainer *t, int part) {
-    uint64_t P = (uint64_t)t->n_params, S = (uint64_t)t->mon.n_scan * (uint64_t)t->A;
+    uint64_t P = (uint64_t)t->n_params, S = (uint64_t)t->mon->n_scan * (uint64_t)t->A;
     uint64_t offs[] = {16,
                        16 + 16 * P,
                        16 + 28 * P,
@@ -62,7 +107,7 @@ enum { MON_PSTATS, MON_PCOUNTS, MON_PNAN, MON_SSTATS, MON_SCOUNTS, MON_SNAN, MON
  * (GRAD_STATS), and its NaN count when nan is not NULL (-1: the backend does not count them). */
 static inline void scan_read(const ampx_trainer *t, const unsigned char *slot, int64_t a, int s,
                              float st[4], int32_t cn[3], int32_t *nan) {
-    uint64_t at = (uint64_t)(a * t->mon.n_scan + s);
+    uint64_t at = (uint64_t)(a * t->mon->n_scan + s);
     memcpy(st, slot + mon_off(t, MON_SSTATS) + 16 * at, 16);
     memcpy(cn, slot + mon_off(t, MON_SCOUNTS) + 12 * at, 12);
     if (nan) memcpy(nan, slot + mon_off(t, MON_SNAN) + 4 * at, 4);
