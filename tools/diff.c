@@ -204,6 +204,10 @@ static int weights_apart(pair *p, double *all, double *worst, const char **which
 
 static int run_steps(const char *prog, const diff_opts *o, pair *p) {
     int64_t n = ampx_model_train_config(p->m)->steps;
+    if (n < 1) { /* no steps compare nothing: never report that as agreement */
+        fprintf(stderr, "%s: a run of %lld steps compares nothing\n", prog, (long long)n);
+        return -1;
+    }
     losses l[2];
     for (int k = 0; k < 2; k++) {
         l[k] = (losses){calloc((size_t)n + 1, sizeof(double)), 0, n};
@@ -233,7 +237,7 @@ static int run_steps(const char *prog, const diff_opts *o, pair *p) {
 }
 
 int cli_diff(int argc, char **argv) {
-    diff_opts o       = {.steps = 0};
+    diff_opts o       = {.steps = 20}; /* as --help and docs/DIFF.md say */
     cli_parser parser = {"b:O:n:p:ah", diff_table, 0, NULL};
     int rc            = cli_parse_or_usage(&parser, argc, argv, &o, usage);
     if (rc >= 0) return rc;

@@ -29,6 +29,14 @@ agree() { # NAME ARGS...: exit 0 and "agree"
 
 agree isa "$work/gpt_small.json" --backend cpu --backend-opt isa=avx2 --backend cpu --steps 5
 
+# ---- without --steps: the documented 20 steps, never a comparison of none (issue 47)
+"$ampx" diff "$src/models/mlp.json" --backend cpu --backend cpu >"$work/out" 2>"$work/err" ||
+  fail "default steps: exit $?: $(cat "$work/err")"
+grep -Eq '^after 20 steps: loss [0-9.]+ and [0-9.]+ ' "$work/out" ||
+  fail "default steps: $(grep '^after' "$work/out")"
+expect_error steps0 2 "^ampx diff: --steps '0': expected an integer in \[1, " \
+  "$ampx" diff "$src/models/mlp.json" --backend cpu --backend cpu --steps 0
+
 # ---- a perturbed layer norm: named, exit 1, nothing before it beyond its tolerance
 if [ -n "${AMPX_TEST_PERTURB:-}" ] && [ -f "$AMPX_TEST_PERTURB" ]; then
   "$ampx" diff "$work/gpt_small.json" --policy "$work/f32.json" --backend cpu \
