@@ -147,6 +147,12 @@ grep -Eq "^step 300: held-out accuracy" "$work/out" || fail "eval output: $(cat 
 grep -Eq "^fc1 +bf16 " "$work/out" || fail "policy: fc1 not bf16"
 grep -Eq "^logits +f32 .*output layer" "$work/out" || fail "policy: output layer not f32"
 grep -q "^casts inserted: 2" "$work/out" || fail "policy: casts"
+# a mixed_bf16 model without a "scaler" key runs with no scaler at scale 1: policy says so
+grep -v '"scaler"' "$mlp" >"$work/noscaler.json"
+"$ampx" policy "$work/noscaler.json" >"$work/out" || fail "policy noscaler"
+grep -q "^scaler none: scale 1; " "$work/out" || fail "policy noscaler: $(grep '^scaler' "$work/out")"
+"$ampx" train "$work/noscaler.json" --steps 2 --quiet >"$work/out" 2>&1 || fail "train noscaler"
+grep -q "final loss scale 1$" "$work/out" || fail "train noscaler: $(grep '^done' "$work/out")"
 echo '{"policy":"params=float32,compute=float16,output=float32"}' >"$work/p.json"
 "$ampx" policy "$mlp" --policy "$work/p.json" | grep -Eq "^fc1 +f16 " || fail "jmp policy string"
 

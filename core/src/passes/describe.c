@@ -121,12 +121,12 @@ void ampx_model_describe(const ampx_model *m, ampx_line_fn line, void *user) {
               "scaler dynamic: init_scale %g, growth_factor %g every %d applied steps, "
               "backoff_factor %g, hysteresis %d%s, min_scale %g, max_scale %g, on_min_scale %s, "
               "max_consecutive_skips %d",
-              s->init_scale, s->growth_factor, s->growth_interval, s->backoff_factor, s->hysteresis,
-              s->consecutive_hysteresis ? " (consecutive)" : "", s->min_scale, s->max_scale,
-              s->on_min_scale_error ? "error" : "skip", s->max_consecutive_skips);
-    else
+              scaler_start_scale(s), s->growth_factor, s->growth_interval, s->backoff_factor,
+              s->hysteresis, s->consecutive_hysteresis ? " (consecutive)" : "", s->min_scale,
+              s->max_scale, s->on_min_scale_error ? "error" : "skip", s->max_consecutive_skips);
+    else /* the scale the run starts from (1 without a scaler), not the unused init_scale */
         linef(line, user, "scaler %s: scale %g; steps with non-finite gradients are skipped",
-              modes[s->mode], s->init_scale);
+              modes[s->mode], scaler_start_scale(s));
     linef(line, user, "%-28s %-6s %-9s %s", "tensor", "dtype", "features", "why");
     char shape[64];
     for (int i = 0; i < g->n_inputs; i++) {
