@@ -43,6 +43,19 @@ check "a misspelt command: exit 2, the nearest named" test $rc -eq 2 -a "$(cat "
 "$ampx" train x.json --stpes 3 2>"$tmp/err"; rc=$?
 check "a misspelt option: exit 2, the nearest named" test $rc -eq 2
 check "a misspelt option names --steps" grep -qF "unknown option '--stpes' (did you mean '--steps'?)" "$tmp/err"
+# a long option only as spelled in full: a prefix getopt_long would complete is refused, with
+# what it could be (README.md, "The ampx command"), never run as that option (issue 47)
+"$ampx" train x.json --step 10 2>"$tmp/err"; rc=$?
+check "a prefix of one option: exit 2, refused" test $rc -eq 2
+check "a prefix of one option names it" test "$(head -n 1 "$tmp/err")" = "ampx train: unknown option '--step' (did you mean '--steps'?)"
+"$ampx" train x.json --see=3 2>"$tmp/err"; rc=$?
+check "--see=3: exit 2, --seed named" test $rc -eq 2 -a "$(head -n 1 "$tmp/err")" = "ampx train: unknown option '--see=3' (did you mean '--seed'?)"
+"$ampx" train x.json --s 3 2>"$tmp/err"; rc=$?
+check "an ambiguous prefix: exit 2, every option it could be" test $rc -eq 2 -a "$(head -n 1 "$tmp/err")" = "ampx train: unknown option '--s' (did you mean '--steps', '--seed' or '--set'?)"
+"$ampx" train x.json --step 2>"$tmp/err"
+check "a prefix without a value: refused as a prefix" grep -qxF "ampx train: unknown option '--step' (did you mean '--steps'?)" "$tmp/err"
+"$ampx" predict x.json --check c 2>"$tmp/err"; rc=$?
+check "predict refuses a prefix too" test $rc -eq 2 -a "$(head -n 1 "$tmp/err")" = "ampx predict: unknown option '--check' (did you mean '--checkpoint'?)"
 "$ampx" train x.json --zzzzzz 2>"$tmp/err"
 check "an unknown option far from any: no suggestion" grep -qxF "ampx train: unknown option '--zzzzzz'" "$tmp/err"
 "$ampx" train x.json --steps 2>"$tmp/err"

@@ -2,8 +2,11 @@
  * option tables every command's options are read through, and the values they hold (an
  * integer in a range, a --backend-opt key=value). An unknown option names the closest known
  * one ("unknown option '--stpes' (did you mean '--steps'?)"); an option missing its value
- * says which. It calls no other file of tools/ (tests/circles.sh): ampx.c and every
- * subcommand call it, never the other way. */
+ * says which. A long option is taken only as spelled in full: the prefix GNU getopt_long
+ * would complete ("--step" for --steps) is refused with the options it could be, so a
+ * typo never runs as a different option and a script keeps its meaning when an option is
+ * added. It calls no other file of tools/ (tests/circles.sh): ampx.c and every subcommand
+ * call it, never the other way. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -24,12 +27,56 @@ const char *cli_nearest(const char *word, const char *const *names, size_t n) {
     return best && bd <= (lw < 6 ? 2 : lw / 3) ? best : NULL;
 }
 
+/* "PROG: unknown option 'ARG'", then the known options WORD is a prefix of, or else the
+ * closest one, as "(did you mean '--a' or '--b'?)". */
+static void unknown_long(const char *prog, const char *arg, const struct option *lopts) {
+    char word[64];
+    const char *s = arg;
+    while (*s == '-')
+        s++;
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(s, "="), s);
+    const char *names[128], *starting[128];
+    size_t n = 0, n_starting = 0, lw = strlen(word);
+    for (const struct option *o = lopts; o->name && n < 128; o++) {
+        names[n++] = o->name;
+        if (lw && !strncmp(o->name, word, lw)) starting[n_starting++] = o->name;
+    }
+    const char *near = n_starting ? NULL : cli_nearest(word, names, n);
+    if (near) starting[n_starting++] = near;
+    fprintf(stderr, "%s: unknown option '%s'", prog, arg);
+    for (size_t i = 0; i < n_starting; i++)
+        fprintf(stderr, "%s'--%s'",
+                !i                   ? " (did you mean "
+                : i + 1 < n_starting ? ", "
+                                     : " or ",
+                starting[i]);
+    fprintf(stderr, "%s\n", n_starting ? "?)" : "");
+}
+
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *lopts) {
-    opterr = 0;
-    int c  = getopt_long(argc, argv, shortopts, lopts, NULL);
+    opterr    = 0;
+    int which = -1;
+    int c     = getopt_long(argc, argv, shortopts, lopts, &which);
+    if (c != '?' && which >= 0) {
+        /* a long option: the word it came from (the one before its value when that is a
+         * separate word) must spell its name in full */
+        const struct option *o = &lopts[which];
+        int apart =
+            o->has_arg == required_argument && optarg && optind >= 2 && optarg == argv[optind - 1];
+        const char *typed = argv[optind - 1 - apart];
+        size_t len        = strcspn(typed + 2, "=");
+        if (len == strlen(o->name)) return c;
+        unknown_long(argv[0], typed, lopts);
+        optopt = 0;
+        return '?';
+    }
     if (c != '?') return c;
     const char *arg = argv[optind - 1 < argc ? optind - 1 : argc - 1];
-    if (optopt) { /* a known option without its value, or an unknown short one */
+    int spelled     = strncmp(arg, "--", 2) != 0; /* a long option named in full */
+    for (const struct option *o = lopts; o->name && !spelled; o++)
+        spelled =
+            strcspn(arg + 2, "=") == strlen(o->name) && !strncmp(arg + 2, o->name, strlen(o->name));
+    if (optopt && spelled) { /* a known option without its value, or an unknown short one */
         int long_known = 0, flag = 0;
         for (const struct option *o = lopts; o->name; o++) {
             long_known |= o->val == optopt && o->has_arg == required_argument;
@@ -48,21 +95,8 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
             fprintf(stderr, "%s: unknown option '-%c'\n", argv[0], optopt);
         return '?';
     }
-    /* an unknown long option: the closest known one */
-    char word[64];
-    const char *s = arg;
-    while (*s == '-')
-        s++;
-    snprintf(word, sizeof word, "%.*s", (int)strcspn(s, "="), s);
-    const char *names[128];
-    size_t n = 0;
-    for (const struct option *o = lopts; o->name && n < 128; o++)
-        names[n++] = o->name;
-    const char *near = cli_nearest(word, names, n);
-    if (near)
-        fprintf(stderr, "%s: unknown option '%s' (did you mean '--%s'?)\n", argv[0], arg, near);
-    else
-        fprintf(stderr, "%s: unknown option '%s'\n", argv[0], arg);
+    /* an unknown or ambiguous long option: what it could be */
+    unknown_long(argv[0], arg, lopts);
     return '?';
 }
 
