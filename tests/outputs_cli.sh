@@ -108,6 +108,16 @@ unchanged predict_bad_row "$work/pred.csv"
 "${pr[@]}" --input "$work/in.csv" -o "$work/pred.csv" 2>"$work/err" || fail "predict: $(cat "$work/err")"
 [ "$(wc -l <"$work/pred.csv")" -eq 65 ] || fail "predict: $(wc -l <"$work/pred.csv") lines, expected 65"
 "${pr[@]}" --input "$work/in.csv" -o /dev/null 2>"$work/err" || fail "predict -o /dev/null: $(cat "$work/err")"
+# --set overrides the model file as train's does: a bad key is the model's error, a policy
+# changes the arithmetic, a batch only how the rows are grouped
+expect_error predict_set_key 'unknown key "batchh" \(did you mean "batch"\?\)' \
+  "${pr[@]}" --input "$work/in.csv" --set train.batchh=4
+"${pr[@]}" --input "$work/in.csv" --set train.batch=5 >"$work/pred5.csv" 2>"$work/err" ||
+  fail "predict --set train.batch=5: $(cat "$work/err")"
+cmp -s "$work/pred.csv" "$work/pred5.csv" || fail "predict --set train.batch=5 changed the predictions"
+"${pr[@]}" --input "$work/in.csv" --set policy=mixed_bf16 >"$work/predbf.csv" 2>"$work/err" ||
+  fail "predict --set policy=mixed_bf16: $(cat "$work/err")"
+cmp -s "$work/pred.csv" "$work/predbf.csv" && fail "predict --set policy=mixed_bf16 did not take"
 
 # ---- 8. readers under the input rules: FIFOs and devices refused at once, sizes capped
 "$ampx" train "$work/m.json" --steps 5 --quiet --metrics "$work/run.jsonl" --trace "$work/t.json" >/dev/null 2>&1 ||

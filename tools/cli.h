@@ -27,6 +27,14 @@ typedef struct cli_backend_opts {
     uint32_t n;
 } cli_backend_opts;
 
+/* The --set PATH=VALUE overrides of a model file, in order (train, eval, policy, predict,
+ * diff). */
+#define MAX_SETS 64
+typedef struct cli_sets {
+    const char *v[MAX_SETS];
+    int n;
+} cli_sets;
+
 // ---------------------------------------------------------------------------------------
 // Option tables (tools/getopt.c): a command lists its options once, with where each value
 // goes, and cli_parse_opts builds getopt_long's table from it and stores the values into
@@ -37,6 +45,7 @@ typedef enum cli_opt_kind {
     CLI_STRING,      /* the const char * at off points at the value */
     CLI_INT,         /* an integer in [lo, hi] (cli_parse_int) into the int64_t at off */
     CLI_BACKEND_OPT, /* key=value appended to the cli_backend_opts at off */
+    CLI_SET,         /* PATH=VALUE appended to the cli_sets at off (cli_parse_set) */
     CLI_CALL,        /* fn parses the value */
     CLI_CALL_OPT,    /* fn parses the value, which may be absent (NULL) */
     CLI_HELP,        /* cli_parse_opts stops and returns CLI_HELP_ASKED */
@@ -68,6 +77,7 @@ typedef struct cli_parser {
 #define CLI_OPT_STRING(name, val, off, group)       {name, val, CLI_STRING, off, 0, 0, NULL, group}
 #define CLI_OPT_INT(name, val, off, lo, hi, group)  {name, val, CLI_INT, off, lo, hi, NULL, group}
 #define CLI_OPT_BACKEND(name, val, off)             {name, val, CLI_BACKEND_OPT, off, 0, 0, NULL, 0}
+#define CLI_OPT_SET(name, val, off)                 {name, val, CLI_SET, off, 0, 0, NULL, 0}
 #define CLI_OPT_CALL(name, val, fn, group)          {name, val, CLI_CALL, 0, 0, 0, fn, group}
 #define CLI_OPT_CALL_OPT(name, val, fn, group)      {name, val, CLI_CALL_OPT, 0, 0, 0, fn, group}
 #define CLI_OPT_HELP                                {"help", 'h', CLI_HELP, 0, 0, 0, NULL, 0}
@@ -94,6 +104,9 @@ void cli_try_help(const char *prog);
  * and returns -1 when it is not or when there are too many (tools/getopt.c, as is
  * cli_parse_int). */
 int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n);
+/* Appends a --set argument to s after checking it is PATH=VALUE; prints "PROG: --set 'ARG':
+ * expected PATH=VALUE" (or that there are too many) and returns -1 when it is not. */
+int cli_parse_set(const char *prog, const char *arg, cli_sets *s);
 /* Parses a decimal integer in [lo, hi] (no sign unless lo < 0, no blanks, no hex, no
  * overflow); prints "PROG: FLAG 'S': expected an integer in [lo, hi]" and returns -1 when
  * it is not one. */

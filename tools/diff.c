@@ -27,8 +27,7 @@ typedef struct diff_opts {
     cli_backend_opts bopts[2];
     int n_backends, all;
     int64_t steps;
-    const char *sets[64];
-    int n_sets;
+    cli_sets sets; /* --set PATH=VALUE, in order */
 } diff_opts;
 
 static void usage(FILE *f) {
@@ -66,25 +65,13 @@ static int opt_backend_opt(void *opts, int argc, char **argv, const char *v) {
     return cli_parse_backend_opt(v, b->v, &b->n);
 }
 
-static int opt_set(void *opts, int argc, char **argv, const char *v) {
-    (void)argc;
-    diff_opts *o = opts;
-    if (o->n_sets == (int)(sizeof o->sets / sizeof o->sets[0]) || !strchr(v, '=') || v[0] == '=') {
-        fprintf(stderr, "%s: --set '%s': expected PATH=VALUE (at most %d)\n", argv[0], v,
-                (int)(sizeof o->sets / sizeof o->sets[0]));
-        return -1;
-    }
-    o->sets[o->n_sets++] = v;
-    return 0;
-}
-
 #define DOPT(f) offsetof(diff_opts, f)
 static const cli_opt diff_table[] = {
     CLI_OPT_CALL("backend", 'b', opt_backend, 0),
     CLI_OPT_CALL("backend-opt", 'O', opt_backend_opt, 0),
     CLI_OPT_INT("steps", 'n', DOPT(steps), 1, 1000000, 0),
     CLI_OPT_STRING("policy", 'p', DOPT(policy), 0),
-    CLI_OPT_CALL("set", 'Z', opt_set, 0),
+    CLI_OPT_SET("set", 'Z', DOPT(sets)),
     CLI_OPT_FLAG("all", 'a', DOPT(all), 0),
     CLI_OPT_HELP,
     CLI_OPT_END,
@@ -122,7 +109,8 @@ static void pair_free(pair *p) {
 static int pair_make(const char *prog, const diff_opts *o, pair *p) {
     char err[1024];
     uint64_t ops = ampx_backend_op_mask(p->be[0]) & ampx_backend_op_mask(p->be[1]);
-    if (ampx_model_load_for(o->model, o->policy, o->sets, o->n_sets, ops, &p->m, err, sizeof err)) {
+    if (ampx_model_load_for(o->model, o->policy, o->sets.v, o->sets.n, ops, &p->m, err,
+                            sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog, err);
         return -1;
     }

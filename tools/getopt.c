@@ -119,6 +119,7 @@ static int store(const cli_opt *o, int argc, char **argv, void *opts) {
         cli_backend_opts *b = (cli_backend_opts *)field;
         return cli_parse_backend_opt(optarg, b->v, &b->n) ? EXIT_USAGE : 0;
     }
+    case CLI_SET: return cli_parse_set(argv[0], optarg, (cli_sets *)field) ? EXIT_USAGE : 0;
     case CLI_CALL:
     case CLI_CALL_OPT: return o->fn(opts, argc, argv, optarg) ? EXIT_USAGE : 0;
     case CLI_HELP: return CLI_HELP_ASKED;
@@ -181,6 +182,19 @@ int cli_parse_backend_opt(const char *arg, const char **opts, uint32_t *n) {
         return -1;
     }
     opts[(*n)++] = arg;
+    return 0;
+}
+
+int cli_parse_set(const char *prog, const char *arg, cli_sets *s) {
+    if (s->n == MAX_SETS) {
+        fprintf(stderr, "%s: at most %d --set flags\n", prog, MAX_SETS);
+        return -1;
+    }
+    if (!strchr(arg, '=') || arg[0] == '=') {
+        fprintf(stderr, "%s: --set '%s': expected PATH=VALUE\n", prog, arg);
+        return -1;
+    }
+    s->v[s->n++] = arg;
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* predict.c — `ampx predict`: a trained feature model's output for every row of a CSV file.
  *
  *   ampx predict MODEL.json --checkpoint F --input X.csv [-o out.csv] [--backend B]
+ *                [--set PATH=VALUE]...
  *
  * Each row holds the model's F features (its f32 inputs' slices in declaration order), or F
  * and a class label as its last column, as the training CSV does: then the accuracy goes to
@@ -20,9 +21,10 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: ampx predict MODEL.json --checkpoint FILE --input X.csv [-o out.csv]\n"
-               "                    [--backend B] [--backend-opt k=v]...\n"
+               "                    [--backend B] [--backend-opt k=v]... [--set PATH=VALUE]...\n"
                "The model's output for every row of X.csv: class and probabilities, or the\n"
-               "predictions of an mse model.\n");
+               "predictions of an mse model. --set overrides a key of the model file, as for\n"
+               "ampx train (--set train.batch=256).\n");
 }
 
 /* One CSV field as a finite decimal f32: no hex, no inf or nan, nothing after it. */
@@ -80,12 +82,12 @@ typedef struct predictor {
 /* The model, the backend, the trained weights, the files and the batch buffers; 0, or -1
  * after one line. */
 static int predict_open(predictor *pr, const char *model, const char *ckpt, const char *backend,
-                        const cli_backend_opts *bopts) {
+                        const cli_backend_opts *bopts, const cli_sets *sets) {
     char err[1024];
     /* the backend first: a layer it has no fused op for is built as its composite */
     int bad = ampx_backend_open(backend, bopts->v, bopts->n, &pr->be, err, sizeof err) ||
-              ampx_model_load_for(model, NULL, NULL, 0, ampx_backend_op_mask(pr->be), &pr->m, err,
-                                  sizeof err);
+              ampx_model_load_for(model, NULL, sets->v, sets->n, ampx_backend_op_mask(pr->be),
+                                  &pr->m, err, sizeof err);
     if (!bad) ampx_model_train_config(pr->m)->skip_init = 1; /* the checkpoint overwrites all */
     if (bad || ampx_trainer_create_predictor(pr->m, pr->be, &pr->t, err, sizeof err) ||
         ampx_trainer_load(pr->t, ckpt, err, sizeof err)) {
@@ -245,6 +247,7 @@ static int predict_all(predictor *pr) {
 typedef struct predict_opts {
     const char *checkpoint, *input, *output, *backend;
     cli_backend_opts bopts;
+    cli_sets sets; /* --set PATH=VALUE, in order */
 } predict_opts;
 
 #define OPT(field) offsetof(predict_opts, field)
@@ -254,6 +257,7 @@ static const cli_opt predict_table[] = {
     CLI_OPT_STRING("output", 'o', OPT(output), 0),
     CLI_OPT_STRING("backend", 'b', OPT(backend), 0),
     CLI_OPT_BACKEND("backend-opt", 'O', OPT(bopts)),
+    CLI_OPT_SET("set", 'Z', OPT(sets)),
     CLI_OPT_HELP,
     CLI_OPT_END,
 };
@@ -280,7 +284,8 @@ int cli_predict(int argc, char **argv) {
     pr.labelled  = -1;
     pr.is_class  = -1;
     rc           = EXIT_FAILED;
-    if (!predict_open(&pr, argv[optind], o.checkpoint, o.backend, &o.bopts) && !predict_all(&pr))
+    if (!predict_open(&pr, argv[optind], o.checkpoint, o.backend, &o.bopts, &o.sets) &&
+        !predict_all(&pr))
         rc = 0;
     if (rc == 0 && pr.out && ampx_output_commit(pr.out, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", argv[0], err);

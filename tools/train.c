@@ -32,8 +32,7 @@ typedef struct run_opts {
     cli_backend_opts bopts;
     const char *init_from; /* --init-from W.safetensors */
     int transpose_linear;
-    const char *sets[64]; /* --set PATH=VALUE, in order */
-    int n_sets;
+    cli_sets sets; /* --set PATH=VALUE, in order */
     int64_t steps, batch, accumulate, seed, log_every, ckpt_every, eval_every, keep, zero;
     int quiet, forensics;
 } run_opts;
@@ -95,20 +94,6 @@ static void usage(const char *cmd, FILE *f) {
 
 enum { TRAIN_ONLY = 1 };
 
-static int opt_set(void *opts, int argc, char **argv, const char *v) {
-    run_opts *o = opts;
-    if (o->n_sets == (int)(sizeof o->sets / sizeof o->sets[0])) {
-        fprintf(stderr, "%s: at most %d --set flags\n", argv[0], o->n_sets);
-        return -1;
-    }
-    if (!strchr(v, '=') || v[0] == '=') {
-        fprintf(stderr, "%s: --set '%s': expected PATH=VALUE\n", argv[0], v);
-        return -1;
-    }
-    o->sets[o->n_sets++] = v;
-    return 0;
-}
-
 /* --monitor, --monitor=N, or --monitor N when the next word is a number */
 static int opt_monitor(void *opts, int argc, char **argv, const char *n) {
     run_opts *o = opts;
@@ -148,7 +133,7 @@ static const cli_opt run_table[] = {
     CLI_OPT_INT("seed", 'S', RUN(seed), 0, INT32_MAX, TRAIN_ONLY),
     CLI_OPT_INT("log-every", 'l', RUN(log_every), 1, 1 << 20, TRAIN_ONLY),
     CLI_OPT_INT("eval-every", 'E', RUN(eval_every), 0, INT32_MAX, TRAIN_ONLY),
-    CLI_OPT_CALL("set", 'Z', opt_set, 0),
+    CLI_OPT_SET("set", 'Z', RUN(sets)),
     CLI_OPT_INT("keep", 'K', RUN(keep), 1, 1000, TRAIN_ONLY),
     CLI_OPT_STRING("init-from", 'I', RUN(init_from), TRAIN_ONLY),
     CLI_OPT_FLAG("transpose-linear", 'L', RUN(transpose_linear), TRAIN_ONLY),
@@ -272,7 +257,7 @@ static void apply_overrides(const run_opts *o, ampx_train_config *tc) {
 /* Loads the model and opens the backend; prints one line and returns non-zero on failure. */
 static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend **be) {
     char err[1024];
-    if (ampx_model_load_with(o->model, o->policy, o->sets, o->n_sets, m, err, sizeof err)) {
+    if (ampx_model_load_with(o->model, o->policy, o->sets.v, o->sets.n, m, err, sizeof err)) {
         report(prog, "%s", err);
         return 1;
     }
@@ -289,7 +274,8 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
     uint64_t ops = ampx_backend_op_mask(*be);
     if (ops != AMPX_ALL_OPS) {
         ampx_model_free(*m);
-        if (ampx_model_load_for(o->model, o->policy, o->sets, o->n_sets, ops, m, err, sizeof err)) {
+        if (ampx_model_load_for(o->model, o->policy, o->sets.v, o->sets.n, ops, m, err,
+                                sizeof err)) {
             report(prog, "%s", err);
             ampx_backend_close(*be);
             *be = NULL;

@@ -22,7 +22,7 @@ _ampx() {
     eval) opts="--backend --backend-opt --policy --set --checkpoint --help" ;;
     policy) opts="--policy --set --search --budget --tolerance -o --backend --backend-opt --help" ;;
     export) opts="--checkpoint -o --out --format --dtype --backend --backend-opt --help" ;;
-    predict) opts="--checkpoint --input -o --backend --backend-opt --help" ;;
+    predict) opts="--checkpoint --input -o --backend --backend-opt --set --help" ;;
     diff) opts="--backend --backend-opt --steps --policy --set --all --help" ;;
     generate) opts="--checkpoint --prompt --tokens --temperature --top-k --seed --samples --shift --no-cache --quiet --tokenizer --eot --backend --backend-opt --help" ;;
     tokenize)
