@@ -35,6 +35,17 @@ expect_fail() {
 "$ampx" --help >"$tmp/out"; check "--help" grep -q conformance "$tmp/out"
 "$ampx" frobnicate 2>/dev/null; check "unknown command exits 2" test $? -eq 2
 "$ampx" --help >"$tmp/out"; check "--help has the exit-status table" grep -q "^  2  usage" "$tmp/out"
+# README.md's exit-status table and synopsis name every status and command --help does
+readme=$(dirname "$0")/../README.md
+man=$(dirname "$0")/../docs/ampx.1
+"$ampx" --help >"$tmp/help"
+for st in $(sed -n '/^exit status:/,/^$/s/^  \([0-9][0-9]*\) .*/\1/p' "$tmp/help"); do
+  check "README.md's exit-status table has $st" grep -qE "^\| ([0-9]+, )*$st[ ,]" "$readme"
+  check "ampx.1's EXIT STATUS has $st" grep -qE "^\.BR? $st( |\$)" "$man"
+done
+for c in $(sed -n '/^commands:/,/^$/s/^  \([a-z-]*\) .*/\1/p' "$tmp/help"); do
+  check "README.md's synopsis has ampx $c" grep -qE "^ampx $c( |\$)" "$readme"
+done
 "$ampx" help train >"$tmp/out"; rc=$?
 check "help train: exit 0, the train usage" test $rc -eq 0 -a "$(head -c 22 "$tmp/out")" = "usage: ampx train MODE"
 "$ampx" help generate >"$tmp/out"; check "help generate shows generate's options" grep -q -- "--temperature" "$tmp/out"
