@@ -99,6 +99,9 @@ check "a missing \$DATA corpus: the script that fetches it" grep -qF "nodata/sha
 check "backends exits 0" test $rc -eq 0
 check "backends lists cpu as available" grep -qF "ABI $abi, available" "$tmp/out"
 check "backends shows the op table" grep -qE '^  gemm +yes +yes +yes +27/27' "$tmp/out"
+# the fp8 ops asked with the dtypes they take (e4m3/e5m2 operands), not all-float ones
+check "backends: cpu does fp8_quantize" grep -qE '^  fp8_quantize +yes +yes +yes +12/12' "$tmp/out"
+check "backends: cpu does gemm_fp8" grep -qE '^  gemm_fp8 +yes +yes +yes +12/12' "$tmp/out"
 "$ampx" backends --json >"$tmp/json"
 check "backends --json is JSON with cpu" python3 -c '
 import json,sys
@@ -106,6 +109,9 @@ d=json.load(open(sys.argv[1]))
 cpu=[b for b in d["backends"] if b["name"]=="cpu"][0]
 assert cpu["available"] and cpu["abi"]==sys.argv[2], cpu
 assert cpu["ops"]["gemm"]["bf16"] and cpu["ops"]["gemm"]["combos_supported"]==27
+for op in ("fp8_quantize", "gemm_fp8"):
+    e=cpu["ops"][op]
+    assert e["f32"] and e["bf16"] and e["f16"] and e["combos_supported"]==e["combos_total"]==12, (op, e)
 ' "$tmp/json" "$abi"
 
 printf 'not a plugin\n' >"$tmp/libampx-text.so"

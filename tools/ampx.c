@@ -76,33 +76,51 @@ static void print_json(cJSON *doc) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Support matrix: for each op, which uniform dtype signatures (all f32, all bf16, all f16)
-// are supported, and how many of all float signatures.
+// Support matrix: for each op, whether its float operands all in f32, all in bf16 or all
+// in f16 are supported, and how many of the op's dtype combinations. An operand is one of
+// the float dtypes, except the fp8 positions of the ABI 1.7 ops, which take e4m3 or e5m2
+// as their headings say (FP8_QUANTIZE: exactly one of src and dst fp8; GEMM_FP8: A and B).
 
 static const ampx_dtype float_dtypes[3] = {AMPX_F32, AMPX_BF16, AMPX_F16};
+static const ampx_dtype any_dtypes[5]   = {AMPX_F32, AMPX_BF16, AMPX_F16, AMPX_E4M3, AMPX_E5M2};
 
 typedef struct op_support {
-    int uniform[3]; /* f32, bf16, f16 */
+    int uniform[3]; /* f32, bf16, f16: every float operand in it (fp8 ones e4m3 or e5m2) */
     uint32_t combos_ok, combos_total;
 } op_support;
 
+/* Whether dt is one of the op's combinations: the float dtypes in every position (as the
+ * table always counted them), fp8 ones where an fp8 op's heading puts them. */
+static int combo_of_op(uint32_t op, const ampx_dtype *dt, uint32_t n) {
+    uint32_t n8 = 0;
+    for (uint32_t i = 0; i < n; i++)
+        n8 += (uint32_t)ampx_dtype_is_fp8(dt[i]);
+    if (op == AMPX_OP_FP8_QUANTIZE) return n8 == 1;
+    if (op == AMPX_OP_GEMM_FP8)
+        return n8 == 2 && ampx_dtype_is_fp8(dt[0]) && ampx_dtype_is_fp8(dt[1]);
+    return n8 == 0;
+}
+
 static void support_of(const ampx_backend *be, uint32_t op, op_support *s) {
-    uint32_t n = ampx_op_n_dtypes(op), total = 1;
+    uint32_t n = ampx_op_n_dtypes(op), all = 1;
     ampx_dtype dt[4];
     memset(s, 0, sizeof *s);
     for (uint32_t i = 0; i < n; i++)
-        total *= 3;
-    for (uint32_t c = 0; c < total; c++) {
+        all *= 5;
+    for (uint32_t c = 0; c < all; c++) {
         uint32_t r = c;
-        for (uint32_t i = 0; i < n; i++, r /= 3)
-            dt[i] = float_dtypes[r % 3];
-        s->combos_ok += (uint32_t)ampx_backend_supports(be, op, dt, n);
-    }
-    s->combos_total = total;
-    for (int d = 0; d < 3; d++) {
-        for (uint32_t i = 0; i < n; i++)
-            dt[i] = float_dtypes[d];
-        s->uniform[d] = ampx_backend_supports(be, op, dt, n);
+        for (uint32_t i = 0; i < n; i++, r /= 5)
+            dt[i] = any_dtypes[r % 5];
+        if (!combo_of_op(op, dt, n)) continue;
+        s->combos_total++;
+        if (!ampx_backend_supports(be, op, dt, n)) continue;
+        s->combos_ok++;
+        for (int d = 0; d < 3; d++) { /* a column: every float operand in its dtype */
+            int uniform = 1;
+            for (uint32_t i = 0; i < n; i++)
+                uniform &= ampx_dtype_is_fp8(dt[i]) || dt[i] == float_dtypes[d];
+            s->uniform[d] |= uniform;
+        }
     }
 }
 
@@ -159,7 +177,7 @@ static void plugin_print(const ampx_plugin_info *p, ampx_backend *be, const ampx
     if (info->description[0]) printf("  %s\n", info->description);
     if (info->memory_bytes) printf("  memory: %.1f GiB\n", (double)info->memory_bytes / (1u << 30));
     printf("  %-14s %-4s %-4s %-4s %s\n", "op", "f32", "bf16", "f16",
-           "dtype combinations (columns: every operand in that dtype)");
+           "dtype combinations (columns: every float operand in that dtype)");
     for (uint32_t op = 0; op < AMPX_OP_COUNT; op++) {
         op_support s;
         support_of(be, op, &s);

@@ -252,6 +252,14 @@ static void json_f32_exact(FILE *f, const char *key, float v) {
     fprintf(f, ",\"%s\":%s", key, buf);
 }
 
+void progress_run_warning(progress *p, int64_t step, const char *line) {
+    fprintf(stderr, "%s%s\n", p->tty ? "\r\033[K" : "", line);
+    if (!p->metrics) return;
+    fprintf(p->metrics, "{\"step\":%lld", (long long)step);
+    json_str(p->metrics, "run_warning", line);
+    fprintf(p->metrics, "}\n");
+}
+
 int progress_record(void *user, const ampx_step_record *r) {
     progress *p = user;
     if (p->metrics) {

@@ -46,6 +46,9 @@ double progress_now(void);
 /* The ampx_record_fn of a run (user: the progress): a metrics line per step, a line per
  * skipped step, the monitor's lines and warnings. */
 int progress_record(void *user, const ampx_step_record *r);
+/* The run-health warning at a run's end (ampx_trainer_health_end): on stderr, and in the
+ * metrics as {"step": step, "run_warning": line}. */
+void progress_run_warning(progress *p, int64_t step, const char *line);
 /* The progress line at step (a terminal's rewrites itself), rates since start. */
 void progress_show(progress *p, int64_t step, int64_t start);
 /* A validation evaluation into ev: a metrics line and a progress line; 0, or -1. */

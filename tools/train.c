@@ -635,6 +635,14 @@ static int train_finish(train_run *r) {
         report(r->prog, "%s", r->err);
         return -1;
     }
+    /* many steps skipped, or the scale pinned at min_scale: a warning, the run succeeded */
+    char warn[768];
+    int verdict = ampx_trainer_health_end(t, warn, sizeof warn);
+    if (verdict < 0) {
+        report(r->prog, "%s", ampx_trainer_error(t));
+        return -1;
+    }
+    if (verdict == 1 && r->rank == 0) progress_run_warning(&r->p, ampx_trainer_step(t), warn);
     if (r->p.metrics && progress_metrics_close(&r->p)) {
         fprintf(stderr, "%s: %s: write error: %s\n", r->prog, o->metrics, strerror(errno));
         return -1;

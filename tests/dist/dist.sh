@@ -419,6 +419,26 @@ AMPX_INJECT_NONFINITE=10@1 mpi2 -x AMPX_INJECT_NONFINITE "$ampx" train "$src/mod
 mpi2 "$ampx" train "$src/models/mlp.json" --steps 30 --resume "$work/zc.st" --quiet \
   --checkpoint "$work/zp.st" >"$work/out" 2>&1 || fail "--zero 1 resumed plain: $(cat "$work/out")"
 compare "$work/z0.st" "$work/zp.st" --exact || fail "a --zero 1 checkpoint resumed without ZeRO != straight"
+# 2 ranks x 32 (weight_copies "auto" casts the copies on use at 32) write the copies as one
+# process x 64 (which keeps them) does: it resumes them with no note of another precision
+# policy, plain and --zero 1, and the other way round
+for z in 0 1; do
+  mpi2 "$ampx" train "$src/models/mlp.json" --batch 32 --zero $z --steps 5 --quiet \
+    --checkpoint "$work/b32z$z.st" >"$work/out" 2>&1 || fail "2 x 32, --zero $z: $(cat "$work/out")"
+  "$ampx" train "$src/models/mlp.json" --steps 10 --resume "$work/b32z$z.st" --quiet \
+    >"$work/out" 2>&1 || fail "2 x 32, --zero $z, resumed on 1: $(cat "$work/out")"
+  grep -q "another precision policy" "$work/out" && fail "2 x 32, --zero $z, resumed on 1: $(cat "$work/out")"
+  mpi2 "$ampx" train "$src/models/mlp.json" --batch 32 --zero $z --steps 10 --resume "$work/b32z0.st" \
+    --set train.weight_copies=keep --quiet >"$work/out" 2>&1 || fail "2 x 32 resumed on 2 with kept copies, --zero $z: $(cat "$work/out")"
+  grep -q "another precision policy" "$work/out" && fail "2 x 32 resumed on 2 with kept copies, --zero $z: $(cat "$work/out")"
+done
+"$ampx" train "$src/models/mlp.json" --steps 5 --quiet --checkpoint "$work/b64.st" >/dev/null 2>&1 ||
+  fail "1 x 64: the run"
+mpi2 "$ampx" train "$src/models/mlp.json" --batch 32 --zero 1 --steps 10 --resume "$work/b64.st" --quiet \
+  --checkpoint "$work/b64r.st" >"$work/out" 2>&1 || fail "1 x 64 resumed on 2 x 32: $(cat "$work/out")"
+python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]
+assert sum(k.startswith("ampx.copy.") for k in json.loads(b[8:8+n])) == 2' "$work/b64r.st" ||
+  fail "1 x 64 resumed on 2 x 32 --zero 1: its checkpoint lacks the working copies"
 # (mlp.json's batch is 64: 4 x 32 is 2 x 64; weight_copies "auto" may decide otherwise at
 # another batch, and the checkpoints would hold other tensors)
 timeout -k 5 90 "$mpiexec" --oversubscribe -np 4 "$ampx" train "$src/models/mlp.json" --batch 32 --zero 1 \

@@ -21,19 +21,34 @@ data=(--set "data.train_images=$small/train-images-idx3-ubyte"
 model=$src/models/cnn_mnist.json
 acc() { sed -n 's/^held-out accuracy \([0-9.]*\)%.*/\1/p' "$1"; }
 
+# ---- cnn_mnist.json runs as shipped, on the subset beside it (run from another folder: its
+# paths are the model file's), and the full-MNIST line of models/README.md reads $DATA/mnist
+(cd "$work" && "$ampx" train "$model" --steps 2 --quiet >"$work/out" 2>"$work/err") ||
+  fail "cnn_mnist as shipped: $(cat "$work/err")"
+grep -q "on 500 examples" "$work/out" || fail "cnn_mnist as shipped: not the subset: $(cat "$work/out")"
+mkdir -p "$work/data/mnist" && cp "$small"/*-ubyte "$work/data/mnist/"
+full=$(sed -n 's/^ *ampx train models\/cnn_mnist.json --set train.steps=2800 --set \(.*\)$/\1/p' "$src/models/README.md")
+[ -n "$full" ] || fail "models/README.md has no full-MNIST line"
+eval "full=($full)"
+AMPX_DATA_DIR=$work/data "$ampx" train "$model" --steps 2 --set "${full[@]}" --quiet >"$work/out" 2>"$work/err" ||
+  fail "the full-MNIST line: $(cat "$work/err")"
+AMPX_DATA_DIR=$work/nodata "$ampx" train "$model" --steps 2 --set "${full[@]}" --quiet >"$work/out" 2>"$work/err"
+grep -qF 'nodata/mnist/train-images-idx3-ubyte: No such file or directory (a $DATA file: fetch "mnist" with tools/data/mnist.sh' "$work/err" ||
+  fail "the full-MNIST line without the files: $(cat "$work/err")"
+
 # ---- cnn_mnist.json learns the subset: 150 steps of 32 (2.4 epochs)
-"$ampx" train "$model" "${data[@]}" --set train.batch=32 --steps 150 --quiet \
+"$ampx" train "$model" --set train.batch=32 --steps 150 --quiet \
   >"$work/out" 2>"$work/err" || fail "cnn_mnist: $(cat "$work/err")"
 a=$(acc "$work/out")
 echo "cnn_mnist on 2000 images: ${a}% held out"
 awk -v a="${a:-0}" 'BEGIN { exit !(a >= 90) }' || fail "cnn_mnist reached '${a}'% (< 90%)"
 
 # ---- resume: 20 + 20 steps give the bits of 40 (batch norm statistics, dropout, scaler)
-"$ampx" train "$model" "${data[@]}" --set train.batch=16 --steps 40 --quiet \
+"$ampx" train "$model" --set train.batch=16 --steps 40 --quiet \
   --checkpoint "$work/straight.safetensors" >/dev/null 2>"$work/err" || fail "straight: $(cat "$work/err")"
-"$ampx" train "$model" "${data[@]}" --set train.batch=16 --steps 20 --quiet \
+"$ampx" train "$model" --set train.batch=16 --steps 20 --quiet \
   --checkpoint "$work/half.safetensors" >/dev/null 2>"$work/err" || fail "half: $(cat "$work/err")"
-"$ampx" train "$model" "${data[@]}" --set train.batch=16 --steps 40 --quiet \
+"$ampx" train "$model" --set train.batch=16 --steps 40 --quiet \
   --resume "$work/half.safetensors" --checkpoint "$work/resumed.safetensors" >/dev/null 2>"$work/err" ||
   fail "resumed: $(cat "$work/err")"
 cmp -s "$work/straight.safetensors" "$work/resumed.safetensors" ||
@@ -92,7 +107,7 @@ bad kernel_list 'expected a size or \[height, width\], found 3 sizes' '0,/"kerne
 # ---- a plugin of ABI 1.3 has no window ops: refused before the first step, naming the node
 if [ -n "${AMPX_TEST_MINOR_1_3:-}" ] && [ -f "$AMPX_TEST_MINOR_1_3" ]; then
   expect_error old_plugin 1 'has no im2col, which node "conv1" needs' \
-    "$ampx" train "$model" "${data[@]}" --steps 1 --backend "$AMPX_TEST_MINOR_1_3"
+    "$ampx" train "$model" --steps 1 --backend "$AMPX_TEST_MINOR_1_3"
 else
   fail "AMPX_TEST_MINOR_1_3 is not set to the test plugin"
 fi

@@ -259,6 +259,21 @@ cp "$work/good" "$work/good.orig"
 grep -q "warning: step .*above 10 times its start" "$work/err" || fail "no divergence warning"
 grep -q "has stayed above 10 times its start" "$work/err" || fail "divergence stop: $(tail -1 "$work/err")"
 cmp -s "$work/good" "$work/good.orig" || fail "a good checkpoint was touched"
+# a run pinned at min_scale that skips most of its steps: a warning at its end, in words and
+# in the metrics, naming what to do; the exit status stays 0 (docs/TRAINING.md, Loss scaler)
+"$ampx" train "$src/models/mlp_f16.json" --steps 300 --set scaler.min_scale=1048576 \
+  --set scaler.init_scale=1048576 --quiet --metrics "$work/pinned.jsonl" >"$work/out" 2>"$work/err"
+rc=$?
+[ $rc -eq 0 ] || fail "a run pinned at min_scale exits $rc: $(tail -1 "$work/err")"
+grep -Eq "^warning: [0-9]+ of this run's 300 steps \([0-9.]+%\) were skipped for non-finite gradients \(more than 10%\), and the loss scale ends at its min_scale 1048576, .*lower scaler.min_scale" "$work/err" ||
+  fail "pinned at min_scale: no warning at the end: $(cat "$work/err")"
+grep -q '"run_warning":"warning: [0-9]* of this run' "$work/pinned.jsonl" ||
+  fail "pinned at min_scale: no run_warning in the metrics: $(tail -1 "$work/pinned.jsonl")"
+"$ampx" plot --help >/dev/null 2>&1 && { "$ampx" plot "$work/pinned.jsonl" -o "$work/pinned.svg" ||
+  fail "plot reads a metrics file with a run_warning line"; }
+"$ampx" train "$src/models/mlp_f16.json" --steps 300 --quiet >"$work/out" 2>"$work/err" ||
+  fail "mlp_f16: $(tail -1 "$work/err")"
+grep -q "of this run's" "$work/err" && fail "mlp_f16 (a few skips) warned: $(cat "$work/err")"
 
 # ---- plot (built when cairo is found)
 # fontconfig (cairo's text) keeps caches for the life of the process: not ampx's leaks

@@ -433,6 +433,16 @@ PY
 "$ampx" train "$mlp" --steps 60 --quiet --resume "$work/r30_nocopy.ckpt" --checkpoint "$work/r60b.ckpt" >/dev/null 2>"$work/err" || fail "resume without copies: $(cat "$work/err")"
 grep -q "note: .*r30_nocopy.ckpt was written under another precision policy: 2 working copies derived" "$work/err" || fail "resume without copies: no note ($(cat "$work/err"))"
 cmp -s "$work/r60a.ckpt" "$work/r60b.ckpt" || fail "resume: derived working copies train differently from the saved ones"
+# the same file whether the working copies are kept or cast on use (train.weight_copies, which
+# "auto" decides by the batch): a run with another batch or number of ranks resumes it as is
+"$ampx" train "$mlp" --steps 10 --batch 32 --set train.weight_copies=cast --quiet \
+  --checkpoint "$work/cast.ckpt" >/dev/null 2>&1 || fail "weight_copies cast: the run"
+"$ampx" train "$mlp" --steps 10 --batch 32 --set train.weight_copies=keep --quiet \
+  --checkpoint "$work/kept.ckpt" >/dev/null 2>&1 || fail "weight_copies keep: the run"
+cmp -s "$work/cast.ckpt" "$work/kept.ckpt" || fail "copies cast on use: another checkpoint than kept copies"
+"$ampx" train "$mlp" --steps 20 --batch 32 --set train.weight_copies=keep --quiet \
+  --resume "$work/cast.ckpt" >/dev/null 2>"$work/err" || fail "resume of a cast-copies run: $(cat "$work/err")"
+[ ! -s "$work/err" ] || fail "resume of a cast-copies run with kept copies: '$(cat "$work/err")'"
 "$ampx" train "$mlp" --steps 60 --quiet --resume "$work/r30.ckpt" --set 'policy="mixed_f16"' --checkpoint "$work/r60h.ckpt" >/dev/null 2>"$work/err" || fail "resume bf16 -> f16: $(cat "$work/err")"
 "$ampx" train "$mlp" --steps 90 --quiet --resume "$work/r60h.ckpt" --set 'policy="f32"' >/dev/null 2>"$work/err" || fail "resume f16 -> f32: $(cat "$work/err")"
 

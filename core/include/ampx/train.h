@@ -348,6 +348,12 @@ AMPX_API int64_t ampx_trainer_step(const ampx_trainer *t);
 AMPX_API const char *ampx_trainer_error(const ampx_trainer *t);
 /* The scalars block as the device holds it now (waits for the device). */
 AMPX_API ampx_status ampx_trainer_scalars(ampx_trainer *t, ampx_scalars *out);
+/* The run-health verdict on the steps this trainer ran so far (docs/OBSERVABILITY.md, "Run
+ * health"), for the end of a run: 1 with a one-line warning in buf when more than 10% of
+ * them were skipped for non-finite gradients or the loss scale ends at the scaler's
+ * min_scale after skipping; 0 and "" when neither; -1 when the scalars cannot be read
+ * (ampx_trainer_error says why). */
+AMPX_API int ampx_trainer_health_end(ampx_trainer *t, char *buf, size_t cap);
 /* Bytes of activation/gradient memory: planned peak, and the sum without reuse. */
 AMPX_API void ampx_trainer_memory(const ampx_trainer *t, uint64_t *peak_bytes,
                                   uint64_t *unplanned_bytes);

@@ -431,6 +431,15 @@ ampx_status ampx_trainer_run(ampx_trainer *t, int64_t until, ampx_record_fn reco
     return st;
 }
 
+int ampx_trainer_health_end(ampx_trainer *t, char *buf, size_t cap) {
+    ampx_scalars sc;
+    if (cap) buf[0] = 0;
+    if (ampx_trainer_scalars(t, &sc)) return -1;
+    const scaler_config *c = &t->m->cfg.scaler; /* min_scale bounds a dynamic scale only */
+    return health_end(&t->ring.health, sc.scale,
+                      c->mode == AMPX_SCALER_DYNAMIC ? (double)c->min_scale : 0, ERR(buf, cap));
+}
+
 uint64_t ampx_trainer_ops_issued(const ampx_trainer *t) {
     return call_total(&t->call);
 }

@@ -47,6 +47,9 @@ typedef struct ck_tensor {
     int nonneg;        /* values must be >= 0 (Adam's second moment) */
     uint64_t positive; /* the first `positive` values must be > 0 (the fp8 scales) */
     int skip;          /* optimizer state a sampler does not hold: in the file, not read */
+    int derive;        /* a working copy cast on use (train.weight_copies): written as its
+                          master (buf, host) rounded to nearest even, as a kept copy holds it;
+                          never read (the cast makes it from the master) */
 } ck_tensor;
 
 #define CK_FP8_STATE "ampx.fp8.state"
@@ -66,7 +69,18 @@ static int is_copy(const ck_tensor *c) {
     return !strncmp(c->name, "ampx.copy.", 10);
 }
 
-/* The tensors of a checkpoint, in file order. */
+/* The dtype of p's working copy where the trainer casts it on use (copies.c: the copy is
+ * an activation whose master is p), else AMPX_F32. */
+static ampx_dtype cast_copy_dtype(const ampx_trainer *t, const param *p) {
+    for (int v = 0; v < t->g.n_values; v++)
+        if (t->g.values[v].master == p->value && t->g.values[v].dtype != AMPX_F32)
+            return t->g.values[v].dtype;
+    return AMPX_F32;
+}
+
+/* The tensors of a checkpoint, in file order. Every working copy the policy makes is there,
+ * kept or cast on use alike: the file is the same whatever train.weight_copies decided, which
+ * depends on the batch, so a run with another batch or number of ranks resumes it as it is. */
 static int ck_list(ampx_trainer *t, ck_tensor *out) {
     int n                                = 0;
     static const char *const state[2][2] = {{"momentum", NULL}, {"adam_m", "adam_v"}};
@@ -77,9 +91,11 @@ static int ck_list(ampx_trainer *t, ck_tensor *out) {
         memcpy(b.dims, p->dims, sizeof b.dims);
         out[n] = b, out[n].buf = p->master, out[n].host = p->mshard ? p->m_full : NULL;
         snprintf(out[n++].name, sizeof b.name, "%s", p->name);
-        if (p->copy) {
+        ampx_dtype cast = p->copy ? AMPX_F32 : cast_copy_dtype(t, p);
+        if (p->copy || cast != AMPX_F32) {
             out[n] = b, out[n].buf = p->copy, out[n].bytes = p->n * 2;
-            out[n].dtype = p->copy_dtype == AMPX_BF16 ? "BF16" : "F16";
+            out[n].dtype = (p->copy ? p->copy_dtype : cast) == AMPX_BF16 ? "BF16" : "F16";
+            if (!p->copy) out[n].buf = p->master, out[n].host = out[n - 1].host, out[n].derive = 1;
             snprintf(out[n++].name, sizeof b.name, "ampx.copy.%s", p->name);
         }
         ampx_buffer *sb[2] = {p->s1, p->s2};
@@ -212,6 +228,21 @@ static ampx_status save_refused(const ampx_trainer *t, const char *path, ampx_er
     return AMPX_OK;
 }
 
+/* A working copy cast on use, for the file: its master (c->host or c->buf) rounded to
+ * nearest even into data, the bits a kept copy holds after each applied step. */
+static ampx_status derive_for_file(ampx_trainer *t, const ck_tensor *c, void *data) {
+    uint64_t n     = c->bytes / 2;
+    float *m       = c->host ? c->host : malloc((n ? n : 1) * 4);
+    ampx_status st = m ? AMPX_OK : AMPX_ERR_NO_MEMORY;
+    if (!st && !c->host) st = t->ifc->buffer_read(t->ctx, c->buf, 0, m, n * 4);
+    uint16_t *h = data;
+    int bf16    = !strcmp(c->dtype, "BF16");
+    for (uint64_t i = 0; !st && i < n; i++)
+        h[i] = bf16 ? ampx_f32_to_bf16(m[i]) : ampx_f32_to_f16(m[i]);
+    if (!c->host) free(m);
+    return st;
+}
+
 ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
     ampx_status st = save_refused(t, path, ERR(err, cap));
     if (st) return st;
@@ -295,7 +326,9 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
             bad = 1;
             break;
         }
-        if (ts[i].host)
+        if (ts[i].derive)
+            st = derive_for_file(t, &ts[i], data);
+        else if (ts[i].host)
             memcpy(data, ts[i].host, ts[i].bytes);
         else if (ts[i].buf)
             st = t->ifc->buffer_read(t->ctx, ts[i].buf, 0, data, ts[i].bytes);
@@ -505,6 +538,10 @@ static int ck_match(ck_reader *rp, ampx_trainer *t, const json_value *root, cons
                      rp->name,
                      e ? "the fp8 scaling state of other fp8 tensors (another policy.fp8)"
                        : "no fp8 scaling state");
+            continue;
+        }
+        if (ts[i].derive) { /* cast on use here: nothing to read */
+            at[i] = -1;
             continue;
         }
         if (is_copy(&ts[i]) && (!e || strcmp(json_get(e, "dtype")->str, ts[i].dtype))) {

@@ -78,3 +78,28 @@ int health_step(health_state *h, const ampx_step_record *r, ampx_err e) {
     h->diverged_run = 0;
     return 0;
 }
+
+int health_end(const health_state *h, double scale, double min_scale, ampx_err e) {
+    int64_t skipped = h->steps - h->applied;
+    if (h->steps == 0 || skipped == 0) return 0;
+    double frac = (double)skipped / (double)h->steps;
+    int at_min  = min_scale > 0 && scale <= min_scale;
+    int many    = frac > HEALTH_SKIPPED_WARN;
+    if (!many && !at_min) return 0;
+    char why[160] = "", over[40] = "";
+    if (many) snprintf(over, sizeof over, " (more than %.0f%%)", 100 * HEALTH_SKIPPED_WARN);
+    if (at_min)
+        snprintf(why, sizeof why,
+                 ", and the loss scale ends at its min_scale %.9g, where it cannot back off "
+                 "any further",
+                 min_scale);
+    err_set(e,
+            "warning: %lld of this run's %lld steps (%.1f%%) were skipped for non-finite "
+            "gradients%s%s: the gradients overflow%s; %skeep the overflowing layers in f32 "
+            "(the policy) or lower the learning rate (scaler.on_min_scale \"error\" or "
+            "scaler.max_consecutive_skips make such a run fail)",
+            (long long)skipped, (long long)h->steps, 100 * frac, over, why,
+            at_min ? " even at the smallest scale allowed" : "",
+            at_min ? "lower scaler.min_scale (0: no bound), " : "lower scaler.init_scale, ");
+    return 1;
+}

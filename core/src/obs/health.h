@@ -1,7 +1,9 @@
 /* health.h — run-health rules over the step records (docs/OBSERVABILITY.md): a run that
  * applies no step, a loss that turns non-finite or grows tenfold above its start. Each rule
- * warns the first time it fires and stops the run past its limit. (Weights made non-finite
- * by an applied update are checked by the trainer on the device at each log interval.) */
+ * warns the first time it fires and stops the run past its limit. At the run's end, one
+ * that skipped many of its steps or ends pinned at min_scale gets a warning. (Weights made
+ * non-finite by an applied update are checked by the trainer on the device at each log interval.)
+ */
 #ifndef AMPX_OBS_HEALTH_H
 #define AMPX_OBS_HEALTH_H
 
@@ -16,6 +18,7 @@
 #define HEALTH_NONFINITE_STOP 10   /* consecutive steps with a non-finite loss: stop */
 #define HEALTH_DIVERGE_FACTOR 10.0 /* loss above this times the first applied step's: warn */
 #define HEALTH_DIVERGE_STOP 50     /* ... consecutive steps above it: stop */
+#define HEALTH_SKIPPED_WARN 0.10   /* fraction of a run's steps skipped: warn at its end */
 
 typedef struct health_state {
     int64_t steps, applied; /* records seen, applied among them */
@@ -27,5 +30,12 @@ typedef struct health_state {
 
 /* Feeds one record. Returns 0, 1 with a warning in e, or 2 with the diagnosis of a stop. */
 int health_step(health_state *h, const ampx_step_record *r, ampx_err e);
+
+/* The run's end, given the loss scale it ends at and the scaler's min_scale (0: none):
+ * 1 with a warning in e when more than HEALTH_SKIPPED_WARN of its steps were skipped, or
+ * when it skipped steps and the scale ends at min_scale; else 0. A warning, not a stop:
+ * the applied steps trained the weights (scaler.on_min_scale "error" and
+ * max_consecutive_skips are the settings that fail such a run). */
+int health_end(const health_state *h, double scale, double min_scale, ampx_err e);
 
 #endif
