@@ -193,6 +193,39 @@ expect_error add_shape 'graph.json:5:43: \$\.nodes\[2\]\.inputs: shape mismatch:
 sed 's/"inputs": \["a", "b"\]/"inputs": ["a", "bb"]/' "$work/graph.json" >"$work/graph2.json"
 expect_error unknown_input 'graph2.json:5:49: \$\.nodes\[2\]\.inputs\[1\]: no node or input named "bb" before this one \(did you mean "b"\?\)' \
   "$ampx" train "$work/graph2.json"
+# a layer's name is its output, after its activation (a dense node's as a conv2d's): reading
+# "fc1" or its alias "fc1.relu" trains the same bits, the same as models/mlp.json's layers
+python3 - "$mlp" "$work" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+layers = m.pop("layers")
+for suffix in ("", ".relu"):
+    prev, m["nodes"] = "x", []
+    for l in layers:
+        n = {k: v for k, v in l.items() if k != "type"}
+        n.update(op=l["type"], inputs=[prev])
+        m["nodes"].append(n)
+        prev = l["name"] + (suffix if "activation" in l else "")
+    json.dump(m, open(sys.argv[2] + "/nodes%s.json" % suffix.replace(".", "_"), "w"))
+PY
+for m in nodes nodes_relu; do
+  "$ampx" train "$work/$m.json" --steps 3 --quiet --checkpoint "$work/$m.safetensors" >/dev/null 2>"$work/err" ||
+    fail "$m: $(cat "$work/err")"
+done
+"$ampx" train "$mlp" --steps 3 --quiet --checkpoint "$work/layers.safetensors" >/dev/null 2>&1 || fail "layers: 3 steps"
+cmp -s "$work/nodes.safetensors" "$work/nodes_relu.safetensors" ||
+  fail "a dense node read as \"fc1\" and as \"fc1.relu\" trains differently (the name is not its output)"
+cmp -s "$work/nodes.safetensors" "$work/layers.safetensors" || fail "the nodes form of mlp.json trains differently"
+# a node whose output nothing reads is an error at its name
+cat >"$work/unread.json" <<'J'
+{ "inputs": { "x": { "dtype": "f32", "shape": [2] }, "y": { "dtype": "i32", "classes": 3 } },
+  "nodes": [
+    { "name": "a", "op": "dense", "inputs": ["x"], "units": 8, "activation": "relu" },
+    { "name": "b", "op": "dense", "inputs": ["a"], "units": 8 },
+    { "name": "out", "op": "dense", "inputs": ["a"], "units": 3 } ] }
+J
+expect_error unread 'unread.json:4:15: \$\.nodes\[1\]\.name: nothing reads the output of "b": no later node names it in "inputs" and the loss reads "out"' \
+  "$ampx" train "$work/unread.json"
 sed 's/"units": 128, "activation": "relu" },$/"units": 0, "activation": "relu" },/' "$mlp" >"$work/units.json"
 expect_error units 'units.json:8:48: \$\.layers\[0\]\.units: expected a positive integer' "$ampx" train "$work/units.json"
 sed 's/"policy": "mixed_bf16"/"policy": "mixed_bf61"/' "$mlp" >"$work/pol.json"
