@@ -237,6 +237,13 @@ expect_error scaler 'sc.json:1:49: \$\.scaler\.growth_factor: expected a number 
 echo '{"policy": {"compute": "bf16", "compute_ops": ["loss"]}}' >"$work/lossop.json"
 expect_error loss_class 'lossop.json:1:48: \$\.policy\.compute_ops\[0\]: the loss always runs in f32' \
   "$ampx" policy "$mlp" --policy "$work/lossop.json"
+# an override that matches nothing names where it is written: the --policy file or the model
+echo '{"policy": {"preset": "mixed_bf16", "overrides": {"fc9": "f32"}}}' >"$work/ov.json"
+expect_error override_file 'ov.json:1:58: \$\.policy\.overrides\.fc9: matches no tensor; did you mean "fc1"\?' \
+  "$ampx" policy "$mlp" --policy "$work/ov.json"
+sed 's/"policy": "mixed_bf16"/"policy": {"preset": "mixed_bf16", "overrides": {"fc9": "f32"}}/' "$mlp" >"$work/ovm.json"
+expect_error override_model 'ovm.json:13:59: \$\.policy\.overrides\.fc9: matches no tensor' \
+  "$ampx" train "$work/ovm.json" --steps 1
 expect_error missing_file 'nope.json: No such file' "$ampx" train "$work/nope.json"
 expect_error backend 'cuda|no-such' "$ampx" train "$mlp" --backend no-such-backend
 head -c 1000 "$work/c.safetensors" >"$work/bad.safetensors"

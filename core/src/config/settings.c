@@ -189,6 +189,7 @@ int policy_parse(jctx *c, const json_value *v, policy *p) {
                     return jerr(c, ov->items[i], "glob too long");
                 snprintf(p->overrides[i].glob, NAME_MAX_LEN, "%s", ov->items[i]->key);
                 if (dtype_at(c, ov->items[i], &p->overrides[i].dtype)) return -1;
+                jplace(c, ov->items[i], p->overrides[i].place, sizeof p->overrides[i].place);
             }
             p->n_overrides = (int)ov->n_items;
         }

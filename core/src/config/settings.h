@@ -55,6 +55,7 @@ typedef struct policy {
     struct {
         char glob[NAME_MAX_LEN];
         ampx_dtype dtype;
+        char place[256]; /* where it is written, "FILE:LINE:COL: $.path" (jplace) */
     } overrides[MAX_OVERRIDES];
     char spelled[96]; /* how it was given: preset or "custom" */
     fp8_config fp8;

@@ -312,24 +312,35 @@ static const char *nearest_name(const g_graph *g, const g_node *nodes, int n_nod
     return bd <= 3 + strlen(glob) / 3 ? best : NULL;
 }
 
+/* The message for an override that matches no tensor: the nearest name. */
+static int unmatched(const g_graph *g, const g_node *old, int n_old, const char *glob,
+                     const char *place, ampx_err e) {
+    const char *near = nearest_name(g, old, n_old, glob);
+    return err_set(e, "%s: matches no tensor%s%s%s (`ampx policy MODEL` lists the names)", place,
+                   near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+}
+
 /* An override that set no dtype is a mistake the user should hear of: one that matched
- * nothing (a misspelt name), or only nodes whose dtype is fixed (embeddings, losses, views). */
+ * nothing (a misspelt name), or only nodes whose dtype is fixed (embeddings, losses, views).
+ * The message names where the override is written (its file, line, column and path). */
 static int check_overrides(const g_graph *g, const g_node *old, int n_old, const policy *p,
                            const uint8_t *used, ampx_err e) {
     for (int i = 0; i < p->n_overrides; i++) {
         if (used[i]) continue;
         const char *glob = p->overrides[i].glob;
+        char place[300];
+        if (p->overrides[i].place[0])
+            snprintf(place, sizeof place, "%s", p->overrides[i].place);
+        else
+            snprintf(place, sizeof place, "$.policy.overrides.\"%s\"", glob);
         int matched = 0, shadowed = 0; /* shadowed: an earlier override decides a match */
         for (int k = 0; k < n_old; k++)
             if (matches(g, glob, &old[k])) matched = 1, shadowed |= override_of(g, p, &old[k]) < i;
-        const char *near = matched ? NULL : nearest_name(g, old, n_old, glob);
+        if (!matched) return unmatched(g, old, n_old, glob, place, e);
         const char *why =
-            !matched   ? "matches no tensor"
-            : shadowed ? "matches only tensors an earlier override or a fixed dtype decides"
-                       : "matches only tensors whose dtype is fixed (embeddings, losses, views)";
-        err_set(e, "$.policy.overrides.\"%s\": %s%s%s%s (`ampx policy MODEL` lists the names)",
-                glob, why, near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
-        return -1;
+            shadowed ? "matches only tensors an earlier override or a fixed dtype decides"
+                     : "matches only tensors whose dtype is fixed (embeddings, losses, views)";
+        return err_set(e, "%s: %s (`ampx policy MODEL` lists the names)", place, why);
     }
     return 0;
 }
@@ -418,10 +429,12 @@ static int fp8_apply(g_graph *g, const fp8_config *f, ampx_err e) {
 }
 
 int policy_resolve(ampx_model *m, ampx_err e) {
-    char msg[320];
+    char msg[1024];
     g_copy_graph(&m->raw, &m->graph); /* as built: ampx_model_memory's f32 comparison */
     if (policy_apply(&m->graph, &m->cfg.pol, ERR(msg, sizeof msg)) ||
-        fp8_apply(&m->graph, &m->cfg.pol.fp8, ERR(msg, sizeof msg)))
+        fp8_apply(&m->graph, &m->cfg.pol.fp8, ERR(msg, sizeof msg))) {
+        if (msg[0] != '$') return err_set(e, "%s", msg); /* it names its file (an override) */
         return err_set(e, "%s: %s", m->cfg.file, msg);
+    }
     return 0;
 }
