@@ -459,11 +459,15 @@ static int fp8_apply(g_graph *g, const fp8_config *f, ampx_err e) {
     }
     for (int k = 0; k < f->n_layers; k++)
         if (!used[k]) {
-            err_set(e,
-                    "$.policy.fp8.layers[%d] \"%s\": matches no product of weights (`ampx "
-                    "policy MODEL` lists the names)",
-                    k, f->layers[k]);
-            return -1;
+            char place[300];
+            if (f->place[k][0])
+                snprintf(place, sizeof place, "%s", f->place[k]);
+            else
+                snprintf(place, sizeof place, "$.policy.fp8.layers[%d]", k);
+            return err_set(e,
+                           "%s: \"%s\" matches no product of weights (`ampx policy MODEL` "
+                           "lists the names)",
+                           place, f->layers[k]);
         }
     if (!turned)
         return err_set(
