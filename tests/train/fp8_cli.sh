@@ -182,9 +182,12 @@ bad history 'amax_history' '{"amax_history": 0}'
 bad margin 'margin' '{"margin": 65}'
 bad algo 'unknown value "maximum"' '{"amax_algo": "maximum"}'
 bad ops 'expected "dense" or "conv"' '{"ops": ["softmax"]}'
-bad glob 'policy.fp8.layers\[0\] "fc9": matches no product of weights' '{"layers": ["fc9"]}'
+bad glob 'glob\.json:[0-9]+:[0-9]+: \$\.policy\.fp8\.layers\[0\]: "fc9" matches no product of weights' '{"layers": ["fc9"]}'
 bad key 'unknown key' '{"fromat": "e4m3"}'
 bad none 'no product of weights runs in fp8' '{"ops": ["conv"]}'
+echo '{"policy": {"preset": "mixed_bf16", "fp8": {"layers": ["fc9"]}}}' >"$work/p8.json"
+expect_error "glob in a --policy file" 1 'p8.json:1:56: \$\.policy\.fp8\.layers\[0\]: "fc9" matches no product' \
+  "$ampx" policy "$mlp" --policy "$work/p8.json"
 
 # ---- a plugin of ABI 1.3 has no fp8 ops: refused before the first step, naming the node
 if [ -n "${AMPX_TEST_MINOR_1_3:-}" ] && [ -f "$AMPX_TEST_MINOR_1_3" ]; then

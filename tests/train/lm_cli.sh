@@ -264,11 +264,22 @@ mapfile -t o <<<"$(pol 'h*.attn.[kv]' f32)"
 grep -q "^h0\.attn\.q  *f32 .*per-layer override" "$work/pol" ||
   fail "an override of k and v did not set their node's dtype"
 mapfile -t o <<<"$(pol 'h0.atn.probs' f32)"
-expect_error "misspelt override" 'overrides."h0.atn.probs": matches no tensor; did you mean "h0.attn.probs"' \
+expect_error "misspelt override" 'overrides\["h0\.atn\.probs"\]: matches no tensor; did you mean "h0\.attn\.probs"' \
   "$ampx" policy "$work/dropc.json" "${o[@]}"
 mapfile -t o <<<"$(pol 'wte' bf16)"
-expect_error "override of a fixed dtype" 'overrides."wte": matches only tensors whose dtype is fixed' \
+expect_error "override of a fixed dtype" 'overrides\.wte: matches only tensors whose dtype is fixed' \
   "$ampx" train "$work/dropc.json" --steps 1 "${o[@]}"
+# a name of the composite attention, where the attention runs fused, says so (no did-you-mean
+# pointing at an unrelated tensor such as h0.attn.proj)
+for t in h0.attn.probs h0.attn.k; do
+  mapfile -t o <<<"$(pol "$t" f32)"
+  expect_error "composite name, fused attention ($t)" "overrides\[\"${t//./\\.}\"\]: matches no tensor: attention \"h0\.attn\" runs fused .*h0\.attn\.qkv, h0\.attn\.attention \(writes h0\.attn\.merged and h0\.attn\.lse\) and h0\.attn\.proj" \
+    "$ampx" policy "$work/drop.json" "${o[@]}"
+  grep -q "did you mean" "$work/err" && fail "composite name $t: a did-you-mean: $(cat "$work/err")"
+done
+mapfile -t o <<<"$(pol h0.atn.probs f32)"
+expect_error "misspelt composite name, fused attention" 'overrides\["h0\.atn\.probs"\]: matches no tensor; "h0\.attn\.probs" is a tensor of the composite attention: attention "h0\.attn" runs fused' \
+  "$ampx" policy "$work/drop.json" "${o[@]}"
 
 echo "$fails failure(s)"
 exit $((fails > 0))

@@ -199,6 +199,39 @@ expect_error add_shape 'graph.json:5:43: \$\.nodes\[2\]\.inputs: shape mismatch:
 sed 's/"inputs": \["a", "b"\]/"inputs": ["a", "bb"]/' "$work/graph.json" >"$work/graph2.json"
 expect_error unknown_input 'graph2.json:5:49: \$\.nodes\[2\]\.inputs\[1\]: no node or input named "bb" before this one \(did you mean "b"\?\)' \
   "$ampx" train "$work/graph2.json"
+# a layer's name is its output, after its activation (a dense node's as a conv2d's): reading
+# "fc1" or its alias "fc1.relu" trains the same bits, the same as models/mlp.json's layers
+python3 - "$mlp" "$work" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+layers = m.pop("layers")
+for suffix in ("", ".relu"):
+    prev, m["nodes"] = "x", []
+    for l in layers:
+        n = {k: v for k, v in l.items() if k != "type"}
+        n.update(op=l["type"], inputs=[prev])
+        m["nodes"].append(n)
+        prev = l["name"] + (suffix if "activation" in l else "")
+    json.dump(m, open(sys.argv[2] + "/nodes%s.json" % suffix.replace(".", "_"), "w"))
+PY
+for m in nodes nodes_relu; do
+  "$ampx" train "$work/$m.json" --steps 3 --quiet --checkpoint "$work/$m.safetensors" >/dev/null 2>"$work/err" ||
+    fail "$m: $(cat "$work/err")"
+done
+"$ampx" train "$mlp" --steps 3 --quiet --checkpoint "$work/layers.safetensors" >/dev/null 2>&1 || fail "layers: 3 steps"
+cmp -s "$work/nodes.safetensors" "$work/nodes_relu.safetensors" ||
+  fail "a dense node read as \"fc1\" and as \"fc1.relu\" trains differently (the name is not its output)"
+cmp -s "$work/nodes.safetensors" "$work/layers.safetensors" || fail "the nodes form of mlp.json trains differently"
+# a node whose output nothing reads is an error at its name
+cat >"$work/unread.json" <<'J'
+{ "inputs": { "x": { "dtype": "f32", "shape": [2] }, "y": { "dtype": "i32", "classes": 3 } },
+  "nodes": [
+    { "name": "a", "op": "dense", "inputs": ["x"], "units": 8, "activation": "relu" },
+    { "name": "b", "op": "dense", "inputs": ["a"], "units": 8 },
+    { "name": "out", "op": "dense", "inputs": ["a"], "units": 3 } ] }
+J
+expect_error unread 'unread.json:4:15: \$\.nodes\[1\]\.name: nothing reads the output of "b": no later node names it in "inputs" and the loss reads "out"' \
+  "$ampx" train "$work/unread.json"
 sed 's/"units": 128, "activation": "relu" },$/"units": 0, "activation": "relu" },/' "$mlp" >"$work/units.json"
 expect_error units 'units.json:8:48: \$\.layers\[0\]\.units: expected a positive integer' "$ampx" train "$work/units.json"
 sed 's/"policy": "mixed_bf16"/"policy": "mixed_bf61"/' "$mlp" >"$work/pol.json"
@@ -210,6 +243,13 @@ expect_error scaler 'sc.json:1:49: \$\.scaler\.growth_factor: expected a number 
 echo '{"policy": {"compute": "bf16", "compute_ops": ["loss"]}}' >"$work/lossop.json"
 expect_error loss_class 'lossop.json:1:48: \$\.policy\.compute_ops\[0\]: the loss always runs in f32' \
   "$ampx" policy "$mlp" --policy "$work/lossop.json"
+# an override that matches nothing names where it is written: the --policy file or the model
+echo '{"policy": {"preset": "mixed_bf16", "overrides": {"fc9": "f32"}}}' >"$work/ov.json"
+expect_error override_file 'ov.json:1:58: \$\.policy\.overrides\.fc9: matches no tensor; did you mean "fc1"\?' \
+  "$ampx" policy "$mlp" --policy "$work/ov.json"
+sed 's/"policy": "mixed_bf16"/"policy": {"preset": "mixed_bf16", "overrides": {"fc9": "f32"}}/' "$mlp" >"$work/ovm.json"
+expect_error override_model 'ovm.json:13:59: \$\.policy\.overrides\.fc9: matches no tensor' \
+  "$ampx" train "$work/ovm.json" --steps 1
 expect_error missing_file 'nope.json: No such file' "$ampx" train "$work/nope.json"
 expect_error backend 'cuda|no-such' "$ampx" train "$mlp" --backend no-such-backend
 head -c 1000 "$work/c.safetensors" >"$work/bad.safetensors"

@@ -13,16 +13,22 @@
 // ---------------------------------------------------------------------------------------
 // Positioned errors and typed getters
 
+void jplace(const jctx *c, const json_value *v, char *buf, size_t cap) {
+    char path[256];
+    json_path(v, path, sizeof path);
+    if (v->line < 0 && -1 - v->line < c->n_sets) /* a value from the command line */
+        snprintf(buf, cap, "--set %s: %s", c->sets[-1 - v->line], path);
+    else
+        snprintf(buf, cap, "%s:%d:%d: %s", c->file, v->line, v->col, path);
+}
+
 int jerr(jctx *c, const json_value *v, const char *fmt, ...) {
     if (c->failed) return -1;
     c->failed = 1;
-    char path[256];
-    json_path(v, path, sizeof path);
+    char place[512];
+    jplace(c, v, place, sizeof place);
     ampx_err e = c->err;
-    if (v->line < 0 && -1 - v->line < c->n_sets) /* a value from the command line */
-        err_set(e, "--set %s: %s: ", c->sets[-1 - v->line], path);
-    else
-        err_set(e, "%s:%d:%d: %s: ", c->file, v->line, v->col, path);
+    err_set(e, "%s: ", place);
     va_list ap;
     va_start(ap, fmt);
     err_vadd(e, fmt, ap); /* keys and names come from the file: kept on one line */

@@ -25,6 +25,9 @@ typedef struct jctx {
 int json_apply_set(json_value *root, const char *set, int index, ampx_err e);
 
 int jerr(jctx *c, const json_value *v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The place jerr names for v, "FILE:LINE:COL: $.path" (or "--set PATH=VALUE: $.path"), for a
+ * message a later pass writes about a value of this file. */
+void jplace(const jctx *c, const json_value *v, char *buf, size_t cap);
 /* Where a value's line points, for a message naming a second place: "line N", or "--set
  * PATH=VALUE" for a value from the command line (which carries line -1 - index). */
 const char *jwhere(const jctx *c, int line, char *buf, size_t cap);

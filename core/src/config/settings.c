@@ -136,6 +136,7 @@ static int fp8_parse(jctx *c, const json_value *v, fp8_config *f) {
                 return jerr(c, e, "expected a layer name glob of 1 to %d characters",
                             NAME_MAX_LEN - 1);
             snprintf(f->layers[i], NAME_MAX_LEN, "%s", e->str);
+            jplace(c, e, f->place[i], sizeof f->place[i]);
         }
         f->n_layers = (int)layers->n_items;
     }
@@ -189,6 +190,7 @@ int policy_parse(jctx *c, const json_value *v, policy *p) {
                     return jerr(c, ov->items[i], "glob too long");
                 snprintf(p->overrides[i].glob, NAME_MAX_LEN, "%s", ov->items[i]->key);
                 if (dtype_at(c, ov->items[i], &p->overrides[i].dtype)) return -1;
+                jplace(c, ov->items[i], p->overrides[i].place, sizeof p->overrides[i].place);
             }
             p->n_overrides = (int)ov->n_items;
         }

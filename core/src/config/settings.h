@@ -46,6 +46,7 @@ typedef struct fp8_config {
     unsigned classes; /* ops: bit per op_class (CLASS_DENSE, CLASS_CONV); 0 with layers given */
     int n_layers;     /* layers: name globs of the products (the output layer only if named) */
     char layers[FP8_MAX_LAYERS][NAME_MAX_LEN];
+    char place[FP8_MAX_LAYERS][256]; /* where each glob is written (jplace) */
 } fp8_config;
 
 typedef struct policy {
@@ -55,6 +56,7 @@ typedef struct policy {
     struct {
         char glob[NAME_MAX_LEN];
         ampx_dtype dtype;
+        char place[256]; /* where it is written, "FILE:LINE:COL: $.path" (jplace) */
     } overrides[MAX_OVERRIDES];
     char spelled[96]; /* how it was given: preset or "custom" */
     fp8_config fp8;

@@ -292,7 +292,8 @@ static int parse_dense(builder *b, b_node *n) {
     return 0;
 }
 
-/* "activation": a node "<name>.<act>" after the dense one, the layer's output. */
+/* "activation": a node "<name>.<act>" after the dense one, the layer's output: the name
+ * refers to it (as a conv2d's does), and "<name>.<act>" is kept as an alias of it. */
 static int dense_activation(builder *b, b_node *n) {
     int act = -1;
     if (jenum(b->c, n->v, "activation", 0, b_act_names, &act)) return -1;
@@ -302,10 +303,12 @@ static int dense_activation(builder *b, b_node *n) {
     const json_value *aat = json_get(n->v, "activation");
     int ya                = b_new_act(b, aat, an, AMPX_F32);
     g_attrs aa            = {.act = act, .alpha = 1};
+    b_name *alias         = NULL;
     if (ya < 0 || b_add_node(b, aat, NULL, OP_ACT, &n->out, 1, &ya, 1, &aa, an) ||
-        !b_add_name(b, aat, an, ya, K_RELU + act))
+        !(alias = b_add_name(b, aat, an, ya, K_RELU + act)))
         return -1;
-    n->out = ya;
+    alias->alias = 1;
+    n->out       = ya;
     return 0;
 }
 
@@ -644,7 +647,8 @@ static int parse_node(builder *b, const json_value *v, int is_layer, int index) 
     memcpy(nm->params, n.params, sizeof n.params);
     nm->n_params = n.n_params;
     if (k->after && k->after(b, &n)) return -1;
-    b->last = n.out;
+    nm->value = n.out; /* the layer's name is its output, after its activation */
+    b->last   = n.out;
     return 0;
 }
 
@@ -793,6 +797,29 @@ static int parse_loss(builder *b, const json_value *v) {
     return 0;
 }
 
+/* Every node's output is read, by a later node or as the loss's logits (predictions): a node
+ * nothing reads is a mistake (an input named for the wrong value), not a branch to drop. */
+static int check_read(builder *b) {
+    const g_graph *g = b->g;
+    const char *loss = g->values[g->logits].name;
+    for (int i = 0; i < b->n_names; i++)
+        if (b->names[i].kind >= 0 && !b->names[i].alias && b->names[i].value == g->logits)
+            loss = b->names[i].name;
+    for (int i = 0; i < b->n_names; i++) {
+        const b_name *nm = &b->names[i];
+        int read         = nm->kind < 0 || nm->alias || nm->value == g->logits;
+        for (int k = 0; k < g->n_nodes && !read; k++)
+            for (int j = 0; j < g->nodes[k].n_in; j++)
+                read |= g->nodes[k].in[j] == nm->value;
+        if (!read)
+            return jerr(b->c, nm->at,
+                        "nothing reads the output of \"%s\": no later node names it in "
+                        "\"inputs\" and the loss reads \"%s\"",
+                        nm->name, loss);
+    }
+    return 0;
+}
+
 int g_build(jctx *c, const json_value *root, uint64_t backend_ops, g_graph *g) {
     builder *b = calloc(1, sizeof *b);
     if (!b) return jerr(c, root, "out of memory");
@@ -824,7 +851,7 @@ int g_build(jctx *c, const json_value *root, uint64_t backend_ops, g_graph *g) {
     }
     for (size_t i = 0; i < list->n_items; i++)
         if (parse_node(b, list->items[i], layers != NULL, g->n_inputs + (int)i)) goto done;
-    rc = parse_loss(b, loss ? loss : &empty);
+    rc = parse_loss(b, loss ? loss : &empty) || check_read(b) ? -1 : 0;
 done:
     free(b);
     return rc;

@@ -42,6 +42,7 @@ b_name *b_add_name(builder *b, const json_value *at, const char *name, int value
     n->value = value;
     n->kind  = kind;
     n->line  = at->line;
+    n->at    = at;
     return n;
 }
 

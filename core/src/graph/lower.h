@@ -10,10 +10,13 @@
 
 #define B_MAX_NAMES 1024
 
-/* A name a later node can refer to: a model input or a user node's output. */
+/* A name a later node can refer to: a model input or a user node's output (after its
+ * activation, if any); "NAME.<activation>" is an alias of a dense node's output. */
 typedef struct b_name {
     char name[G_NAME_MAX];
     int value, kind, line;   /* kind: the layer kind, -1 for a model input */
+    int alias;               /* 1: another name for an earlier name's value */
+    const json_value *at;    /* where it is defined (errors about the node point there) */
     int params[4], n_params; /* the node's parameters, for "share" */
 } b_name;
 

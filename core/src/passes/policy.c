@@ -312,24 +312,79 @@ static const char *nearest_name(const g_graph *g, const g_node *nodes, int n_nod
     return bd <= 3 + strlen(glob) / 3 ? best : NULL;
 }
 
+/* The tensors and nodes attention's composite form has ("fused": false, or a backend without
+ * ATTN_FWD/ATTN_BWD) and its fused node does not. */
+static const char *const composite_parts[] = {"heads",   "q",       "k",     "v",
+                                              "scores",  "softmax", "probs", "probs.dropout",
+                                              "dropout", "context", "merge", NULL};
+
+/* The edit distance from glob to the nearest piece of the composite attention whose fused
+ * node (NAME.attention) replaces it (0: glob matches one), its name in piece; 99 for a node
+ * that is not a fused attention. *base: NAME's length. */
+static size_t composite_distance(const char *glob, const g_node *fused, int *base, char *piece,
+                                 size_t cap) {
+    const char *dot = strrchr(fused->name, '.');
+    size_t best     = 99;
+    if (fused->op != OP_ATTENTION || !dot) return best;
+    *base = (int)(dot - fused->name);
+    char name[G_NAME_MAX + 16];
+    for (const char *const *k = composite_parts; *k && best; k++) {
+        snprintf(name, sizeof name, "%.*s.%s", *base, fused->name, *k);
+        size_t d = fnmatch(glob, name, 0) ? edit_distance(glob, name) : 0;
+        if (d < best) best = d, snprintf(piece, cap, "%s", name);
+    }
+    return best;
+}
+
+/* The message for an override that matches no tensor: one that names (or nearly names) a piece
+ * of the composite attention, where this model runs it fused, says so; else the nearest name. */
+static int unmatched(const g_graph *g, const g_node *old, int n_old, const char *glob,
+                     const char *place, ampx_err e) {
+    const char *near = nearest_name(g, old, n_old, glob);
+    size_t dn = near ? edit_distance(glob, near) : 99, dc = 99;
+    int base = 0, at = -1;
+    char piece[G_NAME_MAX + 16] = "", p[G_NAME_MAX + 16];
+    for (int k = 0; k < n_old; k++) {
+        int bk   = 0;
+        size_t d = composite_distance(glob, &old[k], &bk, p, sizeof p);
+        if (d < dc) dc = d, at = k, base = bk, snprintf(piece, sizeof piece, "%s", p);
+    }
+    if (at >= 0 && (dc == 0 || (dc < dn && dc <= 3 + strlen(glob) / 3))) {
+        const char *a = old[at].name;
+        return err_set(e,
+                       "%s: matches no tensor%s%s%s: attention \"%.*s\" runs fused (one node), "
+                       "which has no q, k, v, scores or probs; its names are %.*s.qkv, %s "
+                       "(writes %.*s.merged and %.*s.lse) and %.*s.proj (\"fused\": false builds "
+                       "the composite that has them)",
+                       place, dc ? "; \"" : "", dc ? piece : "",
+                       dc ? "\" is a tensor of the composite attention" : "", base, a, base, a, a,
+                       base, a, base, a, base, a);
+    }
+    return err_set(e, "%s: matches no tensor%s%s%s (`ampx policy MODEL` lists the names)", place,
+                   near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+}
+
 /* An override that set no dtype is a mistake the user should hear of: one that matched
- * nothing (a misspelt name), or only nodes whose dtype is fixed (embeddings, losses, views). */
+ * nothing (a misspelt name), or only nodes whose dtype is fixed (embeddings, losses, views).
+ * The message names where the override is written (its file, line, column and path). */
 static int check_overrides(const g_graph *g, const g_node *old, int n_old, const policy *p,
                            const uint8_t *used, ampx_err e) {
     for (int i = 0; i < p->n_overrides; i++) {
         if (used[i]) continue;
         const char *glob = p->overrides[i].glob;
+        char place[300];
+        if (p->overrides[i].place[0])
+            snprintf(place, sizeof place, "%s", p->overrides[i].place);
+        else
+            snprintf(place, sizeof place, "$.policy.overrides.\"%s\"", glob);
         int matched = 0, shadowed = 0; /* shadowed: an earlier override decides a match */
         for (int k = 0; k < n_old; k++)
             if (matches(g, glob, &old[k])) matched = 1, shadowed |= override_of(g, p, &old[k]) < i;
-        const char *near = matched ? NULL : nearest_name(g, old, n_old, glob);
+        if (!matched) return unmatched(g, old, n_old, glob, place, e);
         const char *why =
-            !matched   ? "matches no tensor"
-            : shadowed ? "matches only tensors an earlier override or a fixed dtype decides"
-                       : "matches only tensors whose dtype is fixed (embeddings, losses, views)";
-        err_set(e, "$.policy.overrides.\"%s\": %s%s%s%s (`ampx policy MODEL` lists the names)",
-                glob, why, near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
-        return -1;
+            shadowed ? "matches only tensors an earlier override or a fixed dtype decides"
+                     : "matches only tensors whose dtype is fixed (embeddings, losses, views)";
+        return err_set(e, "%s: %s (`ampx policy MODEL` lists the names)", place, why);
     }
     return 0;
 }
@@ -404,11 +459,15 @@ static int fp8_apply(g_graph *g, const fp8_config *f, ampx_err e) {
     }
     for (int k = 0; k < f->n_layers; k++)
         if (!used[k]) {
-            err_set(e,
-                    "$.policy.fp8.layers[%d] \"%s\": matches no product of weights (`ampx "
-                    "policy MODEL` lists the names)",
-                    k, f->layers[k]);
-            return -1;
+            char place[300];
+            if (f->place[k][0])
+                snprintf(place, sizeof place, "%s", f->place[k]);
+            else
+                snprintf(place, sizeof place, "$.policy.fp8.layers[%d]", k);
+            return err_set(e,
+                           "%s: \"%s\" matches no product of weights (`ampx policy MODEL` "
+                           "lists the names)",
+                           place, f->layers[k]);
         }
     if (!turned)
         return err_set(
@@ -418,10 +477,12 @@ static int fp8_apply(g_graph *g, const fp8_config *f, ampx_err e) {
 }
 
 int policy_resolve(ampx_model *m, ampx_err e) {
-    char msg[320];
+    char msg[1024];
     g_copy_graph(&m->raw, &m->graph); /* as built: ampx_model_memory's f32 comparison */
     if (policy_apply(&m->graph, &m->cfg.pol, ERR(msg, sizeof msg)) ||
-        fp8_apply(&m->graph, &m->cfg.pol.fp8, ERR(msg, sizeof msg)))
+        fp8_apply(&m->graph, &m->cfg.pol.fp8, ERR(msg, sizeof msg))) {
+        if (msg[0] != '$') return err_set(e, "%s", msg); /* it names its file (an override) */
         return err_set(e, "%s: %s", m->cfg.file, msg);
+    }
     return 0;
 }
