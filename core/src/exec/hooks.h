@@ -25,7 +25,6 @@ typedef struct step_view {
     int64_t ring_at;     /* the step's ring slot */
     uint64_t slot;       /* its byte offset in t->ring.buf */
     uint64_t ops_before; /* ops issued before the step (the timeline counts its own) */
-    uint32_t on_nodes;   /* bit i: hook i watches this step's nodes (set by its begin) */
 } step_view;
 
 /* Byte offset in the ring of the step's per-parameter non-finite flags. */

@@ -143,13 +143,14 @@ static ampx_status hooks_after_node(executor *x, int node, void *user) {
     return st;
 }
 
-static ampx_status hooks_begin(ampx_trainer *t, step_view *s) {
-    ampx_status st = AMPX_OK;
-    s->on_nodes    = 0;
+/* The hooks' begin; which of them watch this step's nodes into t->hooks_on_nodes. */
+static ampx_status hooks_begin(ampx_trainer *t, const step_view *s) {
+    ampx_status st    = AMPX_OK;
+    t->hooks_on_nodes = 0;
     for (int h = 0; h < t->n_hooks && !st; h++) {
         int on = 0;
         if (t->hooks[h]->begin) st = t->hooks[h]->begin(t, s, &on);
-        if (on && t->hooks[h]->after_node) s->on_nodes |= 1u << h;
+        if (on && t->hooks[h]->after_node) t->hooks_on_nodes |= 1u << h;
     }
     return st;
 }
@@ -194,10 +195,9 @@ static ampx_status amp_ops(ampx_trainer *t, const step_view *s, ampx_tensor gsq)
 
 /* The micro-batches of a step: forward and backward, each micro-batch's loss into the ring. */
 static ampx_status micro_batches(ampx_trainer *t, const step_view *s) {
-    ampx_status st    = AMPX_OK;
-    t->hooks_on_nodes = s->on_nodes;
-    t->x.after_node   = s->on_nodes ? hooks_after_node : NULL;
-    t->x.after_user   = t;
+    ampx_status st  = AMPX_OK;
+    t->x.after_node = t->hooks_on_nodes ? hooks_after_node : NULL;
+    t->x.after_user = t;
     for (int64_t a = 0; a < t->A; a++) {
         t->x.micro = (int)a;
         t->x.loss  = tr_tensor(t->ring.buf, s->slot + SLOT_LOSS + 4 * (uint64_t)a, AMPX_F32);

@@ -51,12 +51,12 @@ static int measure(const g_graph *fwd, const settings *cfg, int cast, ampx_memor
                     .recompute   = cfg->recompute,
                     .rows        = (uint64_t)cfg->train.batch,
                     .err         = e};
-    int rc       = pass_run(&job, PASS_COPIES, PASS_PLAN) ? -1 : 0;
-    plan p       = job.plan;
+    /* a failing pass writes its message */
+    int rc = pass_run(&job, PASS_COPIES, PASS_PLAN) ? -1 : 0;
     if (!rc) {
-        out->arena = p.arena_bytes;
+        out->arena = job.plan.arena_bytes;
         for (int d = 0; d < AMPX_DTYPE_COUNT; d++)
-            out->activations[d] = p.live_by_dtype[d];
+            out->activations[d] = job.plan.live_by_dtype[d];
         for (int i = 0; i < g.n_inputs; i++) {
             const g_value *v = &g.values[g.inputs[i]];
             uint64_t b       = g_numel(v, (uint64_t)cfg->train.batch) * ampx_dtype_size(v->dtype);
@@ -69,8 +69,6 @@ static int measure(const g_graph *fwd, const settings *cfg, int cast, ampx_memor
             out->params_total += out->params[d];
         }
         out->total = out->arena + out->inputs + out->params_total;
-    } else if (!e.msg[0]) {
-        err_set(e, "out of memory");
     }
     pass_job_free(&job);
     g_free_graph(&g);

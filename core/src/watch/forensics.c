@@ -116,10 +116,8 @@ static ampx_status fr_end(ampx_trainer *t, const step_view *s, ampx_status st) {
 
 static ampx_status fr_read(ampx_trainer *t, unsigned char *buf, int64_t n, float *wsq) {
     (void)buf, (void)wsq;
-    int any = 0;
-    for (int64_t i = 0; i < n; i++)
-        any |= !tr_monitored(t, t->ring.first + i + 1);
-    return t->mon->armed && any ? forensics_read_slots(t, n) : AMPX_OK;
+    /* the armed slots: the steps the monitor does not scan */
+    return t->mon->armed && tr_monitored_in_flush(t, n) < n ? forensics_read_slots(t, n) : AMPX_OK;
 }
 
 static void fr_record(ampx_trainer *t, int64_t i, ampx_step_record *r) {

@@ -446,10 +446,7 @@ static ampx_status mon_end(ampx_trainer *t, const step_view *s, ampx_status st) 
 
 static ampx_status mon_read(ampx_trainer *t, unsigned char *buf, int64_t n, float *wsq) {
     (void)buf, (void)wsq;
-    int any = 0;
-    for (int64_t i = 0; i < n; i++)
-        any |= tr_monitored(t, t->ring.first + i + 1);
-    if (!any) return AMPX_OK;
+    if (!tr_monitored_in_flush(t, n)) return AMPX_OK;
     return tr_check(
         t,
         t->ifc->buffer_read(t->ctx, t->mon->buf, 0, t->mon->host, t->mon->slot_bytes * (uint64_t)n),

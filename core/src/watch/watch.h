@@ -52,6 +52,14 @@ static inline int tr_monitored(const ampx_trainer *t, int64_t step1) {
     return t->mon->every > 0 && step1 % t->mon->every == 0;
 }
 
+/* How many of the n steps a flush reads (from the ring's first) are monitored ones. */
+static inline int64_t tr_monitored_in_flush(const ampx_trainer *t, int64_t n) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+        k += tr_monitored(t, t->ring.first + i + 1);
+    return k;
+}
+
 /* monitor_scan_setup: which outputs are scanned (the positions both scans write);
  * monitor_setup also allocates the monitored steps' slots; forensics_setup arms the
  * forensics (train.forensics). */
