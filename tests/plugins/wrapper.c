@@ -25,6 +25,9 @@
  *                      appends a line to, to show the host never calls it; the same file
  *                      gets a line for every GEMM handed more than the 1.4 args or asking
  *                      for the ABI 1.5 epilogue (which its supports() would claim)
+ *   WRAP_FORWARD       nothing changed but the name, "forward": beside the real plugin in a
+ *                      backend list, with the loader's ops= option hiding all but a few
+ *                      ops, the same code runs on both sides of every copy placement plans
  *   WRAP_PERTURB       layernorm_fwd's output moved by 1000 units in its last place (every
  *                      element's bits plus 1000), so `ampx diff` against the plain plugin
  *                      must name the first layer norm and nothing before it
@@ -269,6 +272,9 @@ AMPX_PLUGIN_EXPORT const ampx_backend_iface *ampx_backend_entry(uint32_t major, 
     table.buffer_free  = release;
     table.device_info  = info;
     table.ops          = &ops;
+#ifdef WRAP_FORWARD
+    table.name = "forward";
+#endif
 #ifdef WRAP_WRONG_MAJOR
     table.abi_major = 2;
     table.abi_minor = 7;

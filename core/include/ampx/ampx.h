@@ -64,6 +64,13 @@ AMPX_API int ampx_backend_supports(const ampx_backend *be, uint32_t op, const am
  * supports(GEMM, dtypes, 3, AMPX_SHAPE_GEMM_EPILOGUE). A plugin of an older minor never is
  * asked (it may answer any shape class as ANY) and is never handed the epilogue. */
 AMPX_API int ampx_backend_gemm_epilogue(const ampx_backend *be, const ampx_dtype *dtypes);
+/* An ordered backend list (a spec "a,b" or "./libvendor.so,cpu"): its members in order, each
+ * a backend of its own; a trainer places each op on the first member that takes it. A single
+ * backend counts 1 and is its own member 0. ampx_backend_member is NULL past the count. On a
+ * list, op_slot, supports and op_mask answer for any member; the table and the context are
+ * the first member's. */
+AMPX_API int ampx_backend_count(const ampx_backend *be);
+AMPX_API ampx_backend *ampx_backend_member(ampx_backend *be, int i);
 /* The op slot as a generic pointer (NULL if absent or beyond the plugin's table). */
 AMPX_API void *ampx_backend_op_slot(const ampx_backend *be, uint32_t op);
 /* Bit i set when op i has a slot and supports() takes it in f32: what the model loader

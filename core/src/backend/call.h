@@ -63,6 +63,9 @@ ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args)
 ampx_status call_check(call_ctx *c, ampx_status st, const char *what);
 /* Fills e's shapes, dtypes, bytes and flops from op's args (the rest is left as is). */
 void call_describe(uint32_t op, const void *args, call_event *e);
+/* 1 when backend be (one backend, not a list) takes op with these args as issued: the slot
+ * is there and supports() accepts the call's dtypes and shape class (backend.h, rule 4). */
+int call_accepts(const ampx_backend *be, uint32_t op, const void *args);
 /* Total ops issued through c. */
 uint64_t call_total(const call_ctx *c);
 /* Host CLOCK_MONOTONIC in nanoseconds. */

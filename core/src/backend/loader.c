@@ -27,19 +27,9 @@
 
 #include "ampx/ampx.h"
 #include "backend/guard.h"
+#include "backend/loaded.h"
 #include "base/edit_distance.h"
 #include "base/error.h"
-
-struct ampx_backend {
-    void *dl;
-    ampx_backend_iface iface; /* host-sized copy of the plugin's table; once created, its
-                                 context and buffer slots are the guarded ones below */
-    ampx_backend_iface real;  /* the plugin's own slots */
-    ampx_backend_ops ops;     /* host-sized copy of the op table */
-    ampx_context *ctx;
-    char path[PATH_MAX];
-    char last_error[1024];
-};
 
 // ---------------------------------------------------------------------------------------
 // Messages
@@ -527,61 +517,6 @@ static int create_in_time(creating *c, int timeout_s) {
 // ---------------------------------------------------------------------------------------
 // Public API
 
-/* The options create() gets: AMPX_BACKEND_OPTS (comma-separated) first, then the caller's.
- * An environment entry may be scoped to one backend as NAME.key=value; unscoped entries go
- * to every backend, and entries scoped to another backend are left out. A piece without '='
- * continues the value before it (opencl.gemm_params=64,64,16,8,8,4 is one entry): every
- * option is key=value, so such a piece cannot start one. */
-static char **merge_options(const char *name, const char *const *options, uint32_t n,
-                            uint32_t *n_out) {
-    const char *env = getenv("AMPX_BACKEND_OPTS");
-    char *envcp     = env && *env ? strdup(env) : NULL;
-    uint32_t cap = n + 1, used = 0;
-    if (envcp)
-        for (const char *p = envcp; *p; p++)
-            cap += *p == ',';
-    char **list = calloc(cap + 1, sizeof *list);
-    if (!list) goto out;
-    if (envcp) {
-        char *save = NULL;
-        int prev   = 0; /* the entry before: 0 none, 1 kept (list[used - 1]), -1 left out */
-        /* empty pieces (",,", a trailing comma) separate nothing and are skipped */
-        for (char *t = strtok_r(envcp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            const char *dot = strchr(t, '.'), *eq = strchr(t, '=');
-            if (!eq && prev) { /* the value before goes on */
-                if (prev < 0) continue;
-                size_t len   = strlen(list[used - 1]) + strlen(t) + 2;
-                char *joined = malloc(len);
-                if (joined) snprintf(joined, len, "%s,%s", list[used - 1], t);
-                free(list[used - 1]);
-                list[used - 1] = joined; /* NULL: the whole entry is dropped */
-                if (!joined) used--, prev = -1;
-                continue;
-            }
-            prev = -1;
-            if (dot && (!eq || dot < eq)) {
-                size_t len = (size_t)(dot - t);
-                if (strlen(name) != len || strncmp(t, name, len) != 0) continue;
-                t = (char *)dot + 1;
-            }
-            if ((list[used] = strdup(t))) used++, prev = 1;
-        }
-    }
-    for (uint32_t i = 0; i < n; i++)
-        if ((list[used] = strdup(options[i]))) used++;
-    *n_out = used;
-out:
-    free(envcp);
-    return list;
-}
-
-static void free_options(char **list, uint32_t n) {
-    if (!list) return;
-    for (uint32_t i = 0; i < n; i++)
-        free(list[i]);
-    free(list);
-}
-
 /* The installed backend whose name is closest to a misspelt one (a third of its letters
  * at most, as the command's did-you-mean) into best; 0 when there is none. */
 static int nearest_plugin(const char *spec, char *best, size_t cap) {
@@ -598,7 +533,33 @@ static int nearest_plugin(const char *spec, char *best, size_t cap) {
 
 ampx_status ampx_backend_open(const char *spec, const char *const *options, uint32_t n_options,
                               ampx_backend **out, char *err, size_t err_cap) {
-    ampx_err e = ERR(err, err_cap);
+    ampx_err e     = ERR(err, err_cap);
+    *out           = NULL;
+    ampx_status st = spec && strchr(spec, ',') ? loader_open_list(spec, options, n_options, out, e)
+                                               : loader_open_one(spec, options, n_options, out, e);
+    if (st) return st;
+    /* an option scoped to a backend that is not open would be lost without a word */
+    for (uint32_t i = 0; i < n_options; i++) {
+        const char *t = options[i], *dot = strchr(t, '.'), *eq = strchr(t, '=');
+        if (!dot || !eq || dot > eq) continue;
+        int found = 0;
+        for (int m = 0; m < ampx_backend_count(*out) && !found; m++) {
+            const char *name = ampx_backend_member(*out, m)->iface.name;
+            found = strlen(name) == (size_t)(dot - t) && strncmp(t, name, (size_t)(dot - t)) == 0;
+        }
+        if (!found) {
+            err_set(e, "option '%s' is scoped to backend '%.*s', which is not in use (%s)", t,
+                    (int)(dot - t), t, spec);
+            ampx_backend_close(*out);
+            *out = NULL;
+            return AMPX_ERR_INVALID;
+        }
+    }
+    return AMPX_OK;
+}
+
+ampx_status loader_open_one(const char *spec, const char *const *options, uint32_t n_options,
+                            ampx_backend **out, ampx_err e) {
     char path[PATH_MAX], searched[4096];
     ampx_backend *be = NULL;
     ampx_status st;
@@ -639,12 +600,17 @@ ampx_status ampx_backend_open(const char *spec, const char *const *options, uint
     if ((st = load_file(path, be, e)) != AMPX_OK) goto fail;
     if ((st = probe(be, e)) != AMPX_OK) goto fail;
 
-    opts        = merge_options(be->iface.name, options, n_options, &n_opts);
+    opts        = loader_merge_options(be->iface.name, options, n_options, &n_opts);
     creating *c = calloc(1, sizeof *c);
     if (!opts || !c) {
         free(c);
         st = AMPX_ERR_NO_MEMORY;
         err_set(e, "%s: out of host memory", path);
+        goto fail;
+    }
+    if (loader_hide_ops(be, opts, &n_opts, e)) {
+        free(c);
+        st = AMPX_ERR_INVALID;
         goto fail;
     }
     c->be     = be;
@@ -672,7 +638,7 @@ ampx_status ampx_backend_open(const char *spec, const char *const *options, uint
     st      = c->st;
     be->ctx = c->ctx;
     free(c);
-    free_options(opts, n_opts);
+    loader_free_options(opts, n_opts);
     opts = NULL;
     if (st != AMPX_OK || !be->ctx) {
         err_set(e, "%s: backend '%s' failed to start: %s", path, be->iface.name,
@@ -685,7 +651,7 @@ ampx_status ampx_backend_open(const char *spec, const char *const *options, uint
     *out = be;
     return AMPX_OK;
 fail:
-    free_options(opts, n_opts);
+    loader_free_options(opts, n_opts);
     if (be->dl) dlclose(be->dl);
     free(be);
     return st;
@@ -693,6 +659,13 @@ fail:
 
 void ampx_backend_close(ampx_backend *be) {
     if (!be) return;
+    if (be->members) { /* a list: its members own the contexts */
+        for (int i = be->n_members - 1; i >= 0; i--)
+            ampx_backend_close(be->members[i]);
+        free(be->members);
+        free(be);
+        return;
+    }
     if (be->ctx) {
         be->iface.synchronize(be->ctx);
         guard_call saved;
@@ -736,6 +709,10 @@ ampx_status ampx_backend_device_info(const ampx_backend *be, ampx_device_info *i
 
 void *ampx_backend_op_slot(const ampx_backend *be, uint32_t op) {
     if (op >= AMPX_OP_COUNT) return NULL;
+    for (int i = 0; be->members && i < be->n_members; i++) /* a list: any member's */
+        if (ampx_backend_op_slot(be->members[i], op))
+            return ampx_backend_op_slot(be->members[i], op);
+    if (be->members) return NULL;
     void (*const *slots)(void) = (void (*const *)(void))((const char *)&be->ops + 8);
     void *p;
     memcpy(&p, &slots[op], sizeof p);
@@ -744,6 +721,9 @@ void *ampx_backend_op_slot(const ampx_backend *be, uint32_t op) {
 
 int ampx_backend_supports(const ampx_backend *be, uint32_t op, const ampx_dtype *dtypes,
                           uint32_t n_dtypes) {
+    for (int i = 0; be->members && i < be->n_members; i++)
+        if (ampx_backend_supports(be->members[i], op, dtypes, n_dtypes)) return 1;
+    if (be->members) return 0;
     if (!ampx_backend_op_slot(be, op)) return 0;
     return be->iface.supports(be->ctx, op, dtypes, n_dtypes, AMPX_SHAPE_ANY) != 0;
 }

@@ -551,6 +551,55 @@ int train_parse(jctx *c, settings *m, const json_value *v) {
     return 0;
 }
 
+const char *const placement_modes[] = {"first", "strict", "measured", NULL};
+
+int placement_parse(jctx *c, settings *m, const json_value *v) {
+    static const char *const keys[] = {"mode", "nodes", NULL};
+    placement_config *p             = &m->place;
+    if (jkeys(c, v, keys) || jenum(c, v, "mode", 0, placement_modes, &p->mode)) return -1;
+    const json_value *nodes = json_get(v, "nodes");
+    if (!nodes) return 0;
+    if (nodes->type != JSON_OBJECT)
+        return jerr(c, nodes, "expected an object of node-name globs and backend names");
+    for (size_t i = 0; i < nodes->n_items; i++) {
+        const json_value *e = nodes->items[i];
+        if (e->type != JSON_STRING || !*e->str)
+            return jerr(c, e, "expected the name of a backend of the list (\"cpu\")");
+        if (p->n_rules == PLACEMENT_MAX_RULES)
+            return jerr(c, e, "at most %d placement rules", PLACEMENT_MAX_RULES);
+        if (strlen(e->key) >= sizeof p->rules[0].glob ||
+            strlen(e->str) >= sizeof p->rules[0].backend)
+            return jerr(c, e, "a glob or backend name this long is not a node's or a backend's");
+        placement_rule *r = &p->rules[p->n_rules++];
+        snprintf(r->glob, sizeof r->glob, "%s", e->key);
+        snprintf(r->backend, sizeof r->backend, "%s", e->str);
+        jplace(c, e, r->where, sizeof r->where);
+    }
+    return 0;
+}
+
+int placement_add_rule(placement_config *p, const char *spec, ampx_err e) {
+    const char *eq = strrchr(spec, '=');
+    if (!eq || eq == spec || !eq[1]) {
+        err_set(e, "--place '%s': expected GLOB=BACKEND (h*.attn*=cpu)", spec);
+        return -1;
+    }
+    if (p->n_rules == PLACEMENT_MAX_RULES) {
+        err_set(e, "--place '%s': at most %d placement rules", spec, PLACEMENT_MAX_RULES);
+        return -1;
+    }
+    placement_rule *r = &p->rules[p->n_rules];
+    if ((size_t)(eq - spec) >= sizeof r->glob || strlen(eq + 1) >= sizeof r->backend) {
+        err_set(e, "--place '%s': the glob or the backend name is too long", spec);
+        return -1;
+    }
+    snprintf(r->glob, sizeof r->glob, "%.*s", (int)(eq - spec), spec);
+    snprintf(r->backend, sizeof r->backend, "%s", eq + 1);
+    snprintf(r->where, sizeof r->where, "--place %s", spec);
+    p->n_rules++;
+    return 0;
+}
+
 void settings_defaults(settings *m) {
     policy_defaults(&m->pol, "f32");
     m->opt   = (optimizer_config){.kind         = OPT_ADAMW,

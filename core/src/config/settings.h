@@ -139,6 +139,25 @@ extern const char *const recompute_names[]; /* "layernorm", then the activations
  * planned total larger than the same model's under f32. */
 enum { COPIES_AUTO, COPIES_KEEP, COPIES_CAST };
 
+/* "placement": where the nodes of a graph run on an ordered backend list (--backend a,b).
+ * first: each node on the first backend that takes all its calls; strict: on the first
+ * backend alone (a node it cannot run is refused, as with one backend); measured: the first
+ * steps time each node on every backend that takes it and place it where it ran fastest,
+ * copies included. Rules (by node-name glob, later ones first) name a backend outright. */
+enum { PLACEMENT_FIRST, PLACEMENT_STRICT, PLACEMENT_MEASURED };
+#define PLACEMENT_MAX_RULES 32
+typedef struct placement_rule {
+    char glob[96];
+    char backend[64];
+    char where[160]; /* "FILE:LINE:COL" of the rule, or "--place" */
+} placement_rule;
+typedef struct placement_config {
+    int mode; /* PLACEMENT_* */
+    int n_rules;
+    placement_rule rules[PLACEMENT_MAX_RULES];
+} placement_config;
+extern const char *const placement_modes[]; /* "first", "strict", "measured" */
+
 /* Everything but the graph. */
 typedef struct settings {
     char *file; /* the model file's path, for messages and relative data paths */
@@ -151,7 +170,14 @@ typedef struct settings {
     ampx_train_config train;
     unsigned recompute; /* RECOMPUTE_* bits */
     int weight_copies;  /* COPIES_* */
+    placement_config place;
 } settings;
+
+/* "placement": {"mode": ..., "nodes": {"GLOB": "BACKEND", ...}} of a model or policy file. */
+struct jctx;
+int placement_parse(struct jctx *c, settings *m, const struct json_value *v);
+/* A --place GLOB=BACKEND rule, after the files' (-1 with e set when it is malformed). */
+int placement_add_rule(placement_config *p, const char *spec, ampx_err e);
 
 void settings_defaults(settings *m);
 void settings_free(settings *m);

@@ -54,8 +54,17 @@ uint64_t exec_numel(const executor *x, int v) {
     return n;
 }
 
+/* On a placed run, value v (or a block outside the values, slot n_values + PLACE_*) on the
+ * member of the node being run; a failed copy leaves its status for x_call to return. */
+static ampx_tensor placed(executor *x, int slot, ampx_tensor t) {
+    if (!x->pl || x->pl->cur < 0 || x->place_st) return t;
+    x->place_st = place_touch_slot(x, slot, &t);
+    return t;
+}
+
 static ampx_tensor x_tensor(g_exec *h, int v) {
-    return exec_tensor(of(h), v);
+    executor *x = of(h);
+    return placed(x, g_root(x->g, v), exec_tensor(x, v));
 }
 
 static uint64_t x_numel(const g_exec *h, int v) {
@@ -81,7 +90,8 @@ static uint64_t x_micro_batches(const g_exec *h) {
 }
 
 static ampx_tensor x_scalars(g_exec *h) {
-    return of(h)->scalars;
+    executor *x = of(h);
+    return placed(x, x->g->n_values + PLACE_SCALARS, x->scalars);
 }
 
 static uint64_t x_dropout_seed(const g_exec *h, const g_node *n) {
@@ -96,40 +106,47 @@ static uint64_t x_dropout_seed(const g_exec *h, const g_node *n) {
     return hi << 32 | lo;
 }
 
+static call_ctx *x_call_of(executor *x) {
+    return x->pl && x->pl->cur >= 0 ? x->pl->calls[x->pl->cur] : x->call;
+}
+
 static ampx_status x_zero(g_exec *h, const g_node *n, int v) {
-    executor *x    = of(h);
-    ampx_tensor t  = exec_tensor(x, v);
+    executor *x   = of(h);
+    ampx_tensor t = x_tensor(h, v);
+    call_ctx *c   = x_call_of(x);
+    if (x->place_st) return x->place_st;
     uint64_t bytes = exec_numel(x, v) * ampx_dtype_size(t.dtype);
     char who[G_NAME_MAX + 8];
     snprintf(who, sizeof who, "%s: fill", n->name);
     /* buffer_fill takes whole patterns (backend.h): a zero pattern as wide as the length and
      * the offset allow, so an odd-sized bf16 value (3 x 5 weights: 30 bytes) is zeroed too */
     uint32_t w = (bytes | t.offset) % 4 == 0 ? 4 : (bytes | t.offset) % 2 == 0 ? 2 : 1;
-    return call_check(x->call,
-                      x->call->ifc->buffer_fill(x->call->ctx, t.buf, t.offset, bytes, 0, w), who);
+    return call_check(c, c->ifc->buffer_fill(c->ctx, t.buf, t.offset, bytes, 0, w), who);
 }
 
 static ampx_status x_call(g_exec *h, const g_node *n, uint32_t op, const void *args) {
-    executor *x    = of(h);
-    x->call->phase = n->phase == PHASE_BACKWARD ? CALL_BACKWARD : CALL_FORWARD;
-    x->call->dtype = n->dtype;
-    return call_op(x->call, n->name, op, args);
+    executor *x = of(h);
+    if (x->place_st) return x->place_st;
+    call_ctx *c = x_call_of(x);
+    c->phase    = n->phase == PHASE_BACKWARD ? CALL_BACKWARD : CALL_FORWARD;
+    c->dtype    = n->dtype;
+    return call_op(c, n->name, op, args);
 }
 
 /* Slot s of the fp8 state block (backend.h: scale[n], scale_inv[n], history[H][n]). */
 static ampx_tensor x_fp8(g_exec *h, int slot, int what) {
-    const executor *x = of_const(h);
+    executor *x = of(h);
     if (!x->fp8_state.buf || slot < 0 || (uint64_t)slot >= x->fp8_n ||
         ((what == GX_FP8_AMAX || what == GX_FP8_COUNTS) && (!x->training || x->fp8_frozen)))
         return gx_null(AMPX_F32);
     if (what == GX_FP8_COUNTS) {
         ampx_tensor c = x->fp8_counts;
         c.offset += 8 * (uint64_t)slot;
-        return c.buf ? c : gx_null(AMPX_I32);
+        return c.buf ? placed(x, x->g->n_values + PLACE_FP8_COUNTS, c) : gx_null(AMPX_I32);
     }
     ampx_tensor t = x->fp8_state;
     t.offset += 4 * ((uint64_t)what * x->fp8_n + (uint64_t)slot);
-    return t;
+    return placed(x, x->g->n_values + PLACE_FP8_STATE, t);
 }
 
 const struct g_exec_ops exec_ops = {
@@ -147,16 +164,22 @@ const struct g_exec_ops exec_ops = {
 };
 
 ampx_status exec_run(executor *x, int first, int last) {
+    if (x->pl) place_run_begin(x);
     for (int i = first; i < last; i++) {
         const g_node *n = &x->g->nodes[i];
         int mode        = x->kv_mode ? x->kv_mode[i] : KV_FULL;
         if (mode == KV_SKIP) continue;
-        x->rows_only   = mode == KV_ROWS;
-        x->upto        = mode == KV_UPTO;
+        x->rows_only = mode == KV_ROWS;
+        x->upto      = mode == KV_UPTO;
+        x->place_st  = AMPX_OK;
+        if (x->pl) place_node_begin(x, i);
         ampx_status st = g_rule_of(n->op)->forward(&x->h, x->g, n);
+        if (!st) st = x->place_st;
+        /* what a member other than home wrote goes home at once when a hook reads it */
+        if (x->pl && !st) st = place_node_end(x, i, x->after_node != NULL);
         x->rows_only = x->upto = 0;
         if (!st && x->after_node) st = x->after_node(x, i, x->after_user);
         if (st) return st;
     }
-    return AMPX_OK;
+    return x->pl ? place_run_end(x) : AMPX_OK;
 }

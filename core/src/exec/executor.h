@@ -9,6 +9,7 @@
 #include "graph/exec.h"
 #include "graph/graph.h"
 #include "passes/planner.h"
+#include "exec/place.h"
 
 typedef struct executor executor;
 struct executor {
@@ -40,8 +41,12 @@ struct executor {
     const uint8_t *kv_mode;
     const uint8_t *kv_rows; /* per value: 1 for those laid out [B, T, ..] (a row a position) */
     uint64_t pos0, pos_n, seq;
-    int rows_only; /* the node being run is KV_ROWS */
-    int upto;      /* the node being run is KV_UPTO */
+    int rows_only;        /* the node being run is KV_ROWS */
+    int upto;             /* the node being run is KV_UPTO */
+    ampx_status place_st; /* a placed run: the failure of a copy the node being run needed */
+    /* (optional) an ordered backend list: each node's member and the copies between them;
+     * NULL: one backend, every op through `call` */
+    exec_place *pl;
     /* (optional) called after each node has issued its ops (the monitor's scan) */
     ampx_status (*after_node)(executor *x, int node, void *user);
     void *after_user;

@@ -32,6 +32,8 @@
 #include "data/data.h"
 #include "dist/data_parallel.h"
 #include "exec/executor.h"
+#include "exec/place.h"
+#include "passes/place.h"
 
 #define TR_MAX_PARAMS GRAD_MAX_PARAMS
 
@@ -104,6 +106,20 @@ typedef struct tr_inject {
 /* The KV cache of incremental sampling (kvcache.c): per forward node its mode (KV_ROWS,
  * KV_FULL, KV_SKIP), whether that plan is usable (else why), and the token ids of the
  * positions [0, len) whose rows the device holds. */
+/* An ordered backend list (--backend a,b): its members, the calls of each, what the probe
+ * found each node needs, the placement pass's answer and the executor's copies (exec/place.h).
+ * n < 2: one backend, none of this is used. */
+typedef struct tr_placed {
+    int n, home;
+    ampx_backend *members[PLACE_MAX];
+    call_ctx calls[PLACE_MAX]; /* [home] unused: the trainer's call is home's */
+    place_probe probe;
+    pass_placing placing;
+    exec_place run;
+    uint64_t step_bytes;  /* bytes the copies of one step move, as planned */
+    uint64_t *node_bytes; /* per node: bytes copied in before it, as planned */
+} tr_placed;
+
 typedef struct tr_kvcache {
     uint8_t *mode, *rows; /* rows: per value, laid out a row a position (executor.kv_rows) */
     int32_t *ids;
@@ -158,6 +174,7 @@ struct ampx_trainer {
     int zero;         /* ZeRO stage 1: the optimizer state sharded over the ranks (dp.world > 1) */
     float *zero_full; /* rank 0: every s1_full and s2_full (host memory) */
     tr_kvcache kv;
+    tr_placed place;
     char error[1024];
     char notice[768];   /* what the last load changed, for the user (ampx_trainer_notice) */
     ampx_keeper keeper; /* saved in and loaded from checkpoints (checkpoint.c) */

@@ -14,6 +14,18 @@ typedef struct pass_caps {
     uint8_t gemm_epilogue[AMPX_DTYPE_COUNT][AMPX_DTYPE_COUNT][AMPX_DTYPE_COUNT];
 } pass_caps;
 
+/* An ordered backend list (at most PLACE_MAX members) as the placement pass sees it: per
+ * node, which members take every call the node issues (found by a probe of the calls,
+ * exec/place.h), and why each other member does not. */
+#define PLACE_MAX 8
+typedef struct pass_need {
+    uint8_t ok;                    /* bit m: member m takes every call of the node */
+    uint8_t ops;                   /* calls the node issues (0: a view, nothing to run) */
+    uint8_t refused_op[PLACE_MAX]; /* the first call member m refused (AMPX_OP_COUNT: none) */
+    uint8_t no_slot[PLACE_MAX];    /* 1: it has no slot for that op; 0: supports() said no */
+    char refused_dtypes[PLACE_MAX][48];
+} pass_need;
+
 /* Every ability: the passes as they run on the in-tree backends (the memory estimate). */
 void pass_caps_all(pass_caps *c);
 

@@ -49,8 +49,9 @@ ampx_status ampx_model_load_for(const char *path, const char *policy_path, const
     if (!root) goto fail;
     for (int i = 0; i < n_sets; i++)
         if (json_apply_set(root, sets[i], i, ERR(err, err_cap))) goto fail;
-    static const char *const keys[] = {"name",   "inputs",    "layers", "nodes", "loss", "policy",
-                                       "scaler", "optimizer", "data",   "train", NULL};
+    static const char *const keys[] = {"name", "inputs", "layers",    "nodes",
+                                       "loss", "policy", "scaler",    "optimizer",
+                                       "data", "train",  "placement", NULL};
     if (jkeys(&c, root, keys)) goto fail;
     const char *name = "model";
     if (jstr(&c, root, "name", 0, &name)) goto fail;
@@ -67,14 +68,18 @@ ampx_status ampx_model_load_for(const char *path, const char *policy_path, const
         goto fail;
     if (json_get(root, "data") && data_parse(&c, s, json_get(root, "data"))) goto fail;
     if (json_get(root, "train") && train_parse(&c, s, json_get(root, "train"))) goto fail;
+    if (json_get(root, "placement") && placement_parse(&c, s, json_get(root, "placement")))
+        goto fail;
     if (policy_path) {
         pol = json_parse_file(policy_path, ERR(err, err_cap));
         if (!pol) goto fail;
         jctx pc                          = {.file = policy_path, .err = ERR(err, err_cap)};
-        static const char *const pkeys[] = {"policy", "scaler", NULL};
+        static const char *const pkeys[] = {"policy", "scaler", "placement", NULL};
         if (jkeys(&pc, pol, pkeys) || parse_policy_and_scaler(&pc, s, pol)) goto fail;
-        if (!json_get(pol, "policy") && !json_get(pol, "scaler")) {
-            jerr(&pc, pol, "expected \"policy\" and/or \"scaler\"");
+        if (json_get(pol, "placement") && placement_parse(&pc, s, json_get(pol, "placement")))
+            goto fail;
+        if (!json_get(pol, "policy") && !json_get(pol, "scaler") && !json_get(pol, "placement")) {
+            jerr(&pc, pol, "expected \"policy\", \"scaler\" and/or \"placement\"");
             goto fail;
         }
     }

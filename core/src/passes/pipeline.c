@@ -41,7 +41,8 @@ static ampx_status one_pass(pass_job *j, pass_id p) {
         return autodiff(j->g, j->recompute | (j->cast_copies ? RECOMPUTE_COPIES : 0u), j->err)
                    ? AMPX_ERR_INVALID
                    : AMPX_OK;
-    case PASS_PLACE: return AMPX_OK;
+    case PASS_PLACE:
+        return j->place && place_nodes(j->g, j->place, j->err) ? AMPX_ERR_UNSUPPORTED : AMPX_OK;
     case PASS_PLAN: return plan_pass(j);
     }
     return AMPX_ERR_INVALID;

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "passes/caps.h"
 #include "passes/model.h"
+#include "passes/place.h"
 #include "passes/planner.h"
 
 typedef enum pass_id {
@@ -18,7 +19,7 @@ typedef enum pass_id {
     PASS_COPIES,   /* working copies cast on use (when cast_copies) */
     PASS_FUSE,     /* dense layers as one GEMM with an epilogue, where caps has it */
     PASS_AUTODIFF, /* the backward nodes (unless forward_only) */
-    PASS_PLACE,    /* placement: where each node runs (one backend today: nothing to do) */
+    PASS_PLACE,    /* placement: where each node runs on an ordered backend list (place) */
     PASS_PLAN,     /* arena offsets by liveness; persistent: the parameters' gradients */
 } pass_id;
 
@@ -29,6 +30,7 @@ typedef struct pass_job {
     int cast_copies;       /* PASS_COPIES: cast the working copies on use */
     unsigned recompute;    /* PASS_AUTODIFF: RECOMPUTE_* (RECOMPUTE_COPIES with cast_copies) */
     int forward_only;      /* a sampler or predictor: no backward */
+    pass_placing *place;   /* PASS_PLACE: the list and its abilities (NULL: one backend) */
     uint64_t rows;         /* PASS_PLAN: micro-batch rows */
     int keep;              /* PASS_PLAN: no two values share a place (plan_make) */
     uint8_t *persistent;   /* PASS_PLAN's: per value, 1 for a parameter's gradient (owned) */

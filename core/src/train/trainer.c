@@ -18,13 +18,15 @@
 #include "exec/fp8.h"
 #include "exec/inputs.h"
 #include "exec/params.h"
+#include "exec/placed.h"
 #include "exec/step.h"
 #include "infer/kvcache.h"
 #include "watch/watch.h"
 
-/* Every op a node of the graph issues, and those of the step, must be there. */
+/* Every op a node of the graph issues, and those of the step, must be there (on a backend
+ * list, the placement pass has found a member for each node: the step's ops are home's). */
 static ampx_status check_ops(ampx_trainer *t) {
-    for (int i = 0; i < t->g.n_nodes; i++) {
+    for (int i = 0; t->place.n < 2 && i < t->g.n_nodes; i++) {
         const g_node *n = &t->g.nodes[i];
         const g_rule *r = g_rule_of(n->op);
         for (int k = 0; k < 4 && r->ops[k] != AMPX_OP_COUNT; k++)
@@ -33,37 +35,33 @@ static ampx_status check_ops(ampx_trainer *t) {
                                "backend %s has no %s, which node \"%s\" needs", t->ifc->name,
                                ampx_op_name(r->ops[k]), n->name);
     }
-    /* cast writes the working copies, when there are any */
-    int copies = 0;
-    for (int v = 0; v < t->g.n_values; v++)
-        copies |= t->g.values[v].master >= 0;
-    uint32_t step[] = {AMPX_OP_UNSCALE_CHECK,
-                       AMPX_OP_SUM_SQUARES,
-                       AMPX_OP_SCALER_UPDATE,
-                       t->m->cfg.opt.kind == OPT_ADAMW ? AMPX_OP_ADAMW : AMPX_OP_SGD,
-                       copies ? AMPX_OP_CAST : AMPX_OP_SCALER_UPDATE,
-                       t->g.n_fp8 ? AMPX_OP_FP8_SCALE_UPDATE : AMPX_OP_SCALER_UPDATE};
-    for (size_t i = 0; i < sizeof step / sizeof step[0]; i++)
+    uint32_t step[8];
+    int k = step_ops_needed(t, &t->g, step);
+    for (int i = 0; i < k; i++)
         if (!ampx_backend_op_slot(t->be, step[i]))
-            return tr_fail(t, AMPX_ERR_UNSUPPORTED, "backend %s has no %s, which training needs",
-                           t->ifc->name, ampx_op_name(step[i]));
+            return tr_fail(t, AMPX_ERR_UNSUPPORTED, "backend %s has no %s, which training needs%s",
+                           t->ifc->name, ampx_op_name(step[i]),
+                           t->place.n > 1 ? " (no backend of the list has every op of the step)"
+                                          : "");
     return AMPX_OK;
 }
 
 /* A backend whose ops return OK and compute nothing would train "successfully": one small
  * GEMM of integers (exact in every dtype's f32 accumulation) is checked before anything
  * else runs. The full check is `ampx conformance`. */
-static ampx_status self_check(ampx_trainer *t) {
+static ampx_status self_check_one(ampx_trainer *t, call_ctx *call) {
     static const float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, -1, 2, 0, -2, 3}; /* 2x3, 3x2 */
     float host[16] = {0}, c[4] = {-7, -7, -7, -7};
     memcpy(host, a, sizeof a);
     memcpy(host + 6, b, sizeof b);
     memcpy(host + 12, c, sizeof c);
-    ampx_buffer *buf = NULL;
-    ampx_status st   = tr_check(t, t->ifc->buffer_alloc(t->ctx, sizeof host, &buf), "buffer_alloc");
+    ampx_buffer *buf              = NULL;
+    const ampx_backend_iface *ifc = call->ifc;
+    ampx_status st =
+        call_check(call, ifc->buffer_alloc(call->ctx, sizeof host, &buf), "buffer_alloc");
     if (st) return st;
-    if (!(st = tr_check(t, t->ifc->buffer_write(t->ctx, buf, 0, host, sizeof host),
-                        "buffer_write"))) {
+    if (!(st = call_check(call, ifc->buffer_write(call->ctx, buf, 0, host, sizeof host),
+                          "buffer_write"))) {
         ampx_gemm_args g = {.size  = sizeof g,
                             .m     = 2,
                             .n     = 2,
@@ -76,10 +74,10 @@ static ampx_status self_check(ampx_trainer *t) {
                             .a     = tr_tensor(buf, 0, AMPX_F32),
                             .b     = tr_tensor(buf, 24, AMPX_F32),
                             .c     = tr_tensor(buf, 48, AMPX_F32)};
-        if (!(st = call_op(&t->call, "self-check", AMPX_OP_GEMM, &g)))
-            st = tr_check(t, t->ifc->buffer_read(t->ctx, buf, 48, c, sizeof c), "buffer_read");
+        if (!(st = call_op(call, "self-check", AMPX_OP_GEMM, &g)))
+            st = call_check(call, ifc->buffer_read(call->ctx, buf, 48, c, sizeof c), "buffer_read");
     }
-    t->ifc->buffer_free(t->ctx, buf);
+    ifc->buffer_free(call->ctx, buf);
     if (st) return st;
     for (int i = 0; i < 4; i++) {
         double want = 0;
@@ -90,9 +88,20 @@ static ampx_status self_check(ampx_trainer *t) {
                            "backend %s returned OK from a 2x3 by 3x2 gemm but computed C[%d] = %g, "
                            "expected %g: its ops do not compute what they report (check it with "
                            "ampx conformance --backend %s)",
-                           t->ifc->name, i, (double)c[i], want, t->ifc->name);
+                           ifc->name, i, (double)c[i], want, ifc->name);
     }
     return AMPX_OK;
+}
+
+/* The check on every backend of the list that has a GEMM. */
+static ampx_status self_check(ampx_trainer *t) {
+    ampx_status st = AMPX_OK;
+    for (int m = 0; m < t->place.n && !st; m++) {
+        call_ctx *c = m == t->place.home ? &t->call : &t->place.calls[m];
+        if (ampx_backend_op_slot(t->place.members[m], AMPX_OP_GEMM) || t->place.n < 2)
+            st = self_check_one(t, c);
+    }
+    return st;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -224,7 +233,7 @@ static ampx_status create_graph(ampx_trainer *t) {
     ampx_status st;
     g_copy_graph(&t->g, &t->m->graph);
     pass_caps caps;
-    backend_pass_caps(t->be, &caps);
+    backend_pass_caps(placed_gemm_member(t), &caps);
     /* a sampler or predictor keeps its copies (no optimizer state beside them, and each
      * token's forward would cast every weight again), runs the forward alone and keeps every
      * value in its place (the KV cache reads the keys and values of earlier calls) */
@@ -236,7 +245,8 @@ static ampx_status create_graph(ampx_trainer *t) {
                     .rows         = (uint64_t)t->B,
                     .keep         = t->inference != 0,
                     .err          = tr_err(t)};
-    if ((st = pass_run(&job, PASS_COPIES, PASS_PLAN))) {
+    if ((st = pass_run(&job, PASS_COPIES, PASS_AUTODIFF)) || (st = placed_probe(t, &job)) ||
+        (st = pass_run(&job, PASS_PLACE, PASS_PLAN))) {
         pass_job_free(&job);
         return st;
     }
@@ -329,7 +339,7 @@ static ampx_status create_device(ampx_trainer *t) {
                       .replica       = (uint32_t)t->dp.rank,
                       .replicas      = (uint32_t)t->dp.world,
                       .scalars       = tr_tensor(t->scalars, 0, AMPX_F32)};
-    if ((st = fp8_setup(t))) return st;
+    if ((st = fp8_setup(t)) || (st = placed_attach(t))) return st;
     t->ring.t_last_flush = tr_now_ms();
     t->mon->every        = m->cfg.train.monitor_every;
     /* a slot past the table of an older minor reads as NULL; the minor is checked too */
@@ -351,9 +361,6 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
     }
     t->m                  = m;
     t->mon                = mon;
-    t->be                 = be;
-    t->ifc                = ampx_backend_iface_of(be);
-    t->ctx                = ampx_backend_context(be);
     t->B                  = m->cfg.train.batch;
     t->A                  = m->cfg.train.accumulate;
     t->K                  = m->cfg.train.log_every;
@@ -365,7 +372,8 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
     t->inference          = inference;
     t->hooks              = step_hooks;
     t->n_hooks            = n_step_hooks;
-    call_init(&t->call, be, tr_err(t));
+    placed_open(t, be);
+    call_init(&t->call, t->be, tr_err(t));
     dp_init(&t->dp, dist, &t->call, tr_err(t));
     t->zero = !inference && m->cfg.train.zero && t->dp.world > 1;
     ampx_status st;
@@ -434,6 +442,7 @@ void ampx_trainer_free(ampx_trainer *t) {
                 t->ifc->buffer_free(t->ctx, t->own[v]);
     inputs_free(t);
     kv_free(t);
+    placed_free(t);
     plan_free(&t->plan);
     g_free_graph(&t->g);
     free(t->own);
