@@ -32,7 +32,8 @@ typedef struct run_opts {
     cli_backend_opts bopts;
     const char *init_from; /* --init-from W.safetensors */
     int transpose_linear;
-    cli_sets sets; /* --set PATH=VALUE, in order */
+    cli_sets sets;   /* --set PATH=VALUE, in order */
+    cli_sets places; /* --place GLOB=BACKEND, in order */
     int64_t steps, batch, accumulate, seed, log_every, ckpt_every, eval_every, keep, zero;
     int quiet, forensics;
 } run_opts;
@@ -40,8 +41,10 @@ typedef struct run_opts {
 static void usage(const char *cmd, FILE *f) {
     if (!strcmp(cmd, "policy"))
         fprintf(f, "usage: ampx policy MODEL.json [--policy FILE] [--set PATH=VALUE]...\n"
+                   "                   [--backend A,B [--place GLOB=BACKEND]... [--placement M]]\n"
                    "Prints every tensor's resolved dtype and why, every cast inserted, the scaler\n"
-                   "and the optimizer state dtypes.\n"
+                   "and the optimizer state dtypes; with --backend, where each node of a step\n"
+                   "runs on that backend list, why, and the bytes copied between backends.\n"
                    "ampx policy --search MODEL.json finds the cheapest policy whose short run\n"
                    "stays within a tolerance of f32 ('ampx policy --search --help').\n");
     else if (!strcmp(cmd, "eval"))
@@ -54,8 +57,12 @@ static void usage(const char *cmd, FILE *f) {
         fprintf(
             f,
             "usage: ampx train MODEL.json [options]\n"
-            "  --backend B          cpu (default), opencl, cuda or a plugin path\n"
-            "  --backend-opt k=v    a backend option (repeatable)\n"
+            "  --backend B          cpu (default), opencl, cuda or a plugin path; or an ordered\n"
+            "                       list (./libvendor.so,cpu): each node on the first that takes "
+            "it\n"
+            "  --backend-opt k=v    a backend option (repeatable; NAME.k=v for one of a list)\n"
+            "  --place GLOB=B       run the nodes whose names match on backend B of the list\n"
+            "  --placement M        first (default), strict (no fallback) or measured\n"
             "  --policy FILE        JSON with \"policy\" and/or \"scaler\" replacing the model's\n"
             "  --set PATH=VALUE     override a key of the model file (repeatable), e.g.\n"
             "                       --set optimizer.lr=3e-4 --set train.batch=128\n"
@@ -114,6 +121,27 @@ static int opt_trace_steps(void *opts, int argc, char **argv, const char *v) {
     return 0;
 }
 
+/* --placement MODE: the model file's placement.mode */
+static int opt_placement(void *opts, int argc, char **argv, const char *v) {
+    run_opts *o = opts;
+    (void)argc;
+    char *set = malloc(strlen(v) + 16);
+    if (!set) return -1;
+    snprintf(set, strlen(v) + 16, "placement.mode=%s", v);
+    return cli_parse_set(argv[0], set, &o->sets);
+}
+
+static int opt_place(void *opts, int argc, char **argv, const char *v) {
+    run_opts *o = opts;
+    (void)argc;
+    if (o->places.n == MAX_SETS) {
+        fprintf(stderr, "%s: more than %d --place rules\n", argv[0], MAX_SETS);
+        return -1;
+    }
+    o->places.v[o->places.n++] = v;
+    return 0;
+}
+
 static int opt_max_input_bytes(void *opts, int argc, char **argv, const char *v) {
     int64_t max;
     if (cli_parse_int(argv[0], "--max-input-bytes", v, 1, INT64_MAX, &max)) return -1;
@@ -134,6 +162,8 @@ static const cli_opt run_table[] = {
     CLI_OPT_INT("log-every", 'l', RUN(log_every), 1, 1 << 20, TRAIN_ONLY),
     CLI_OPT_INT("eval-every", 'E', RUN(eval_every), 0, INT32_MAX, TRAIN_ONLY),
     CLI_OPT_SET("set", 'Z', RUN(sets)),
+    CLI_OPT_CALL("placement", 'P', opt_placement, 0),
+    CLI_OPT_CALL("place", 'G', opt_place, 0),
     CLI_OPT_INT("keep", 'K', RUN(keep), 1, 1000, TRAIN_ONLY),
     CLI_OPT_STRING("init-from", 'I', RUN(init_from), TRAIN_ONLY),
     CLI_OPT_FLAG("transpose-linear", 'L', RUN(transpose_linear), TRAIN_ONLY),
@@ -164,8 +194,10 @@ static int check_run(const char *prog, const char *cmd, const run_opts *o) {
         msg = "--trace-steps needs --trace FILE";
     else if (!strcmp(cmd, "eval") && !o->checkpoint)
         msg = "--checkpoint FILE is required";
-    else if (!strcmp(cmd, "policy") && (o->backend || o->bopts.n))
-        msg = "the policy is resolved without a backend; drop --backend";
+    else if (!strcmp(cmd, "policy") && o->bopts.n && !o->backend)
+        msg = "--backend-opt needs --backend (the placement on that backend list)";
+    else if (o->places.n && !(o->backend && strchr(o->backend, ',')))
+        msg = "--place needs --backend with a list of backends (./libvendor.so,cpu)";
     if (!msg) return 0;
     fprintf(stderr, "%s: %s\n", prog, msg);
     return EXIT_USAGE;
@@ -254,11 +286,26 @@ static void apply_overrides(const run_opts *o, ampx_train_config *tc) {
     if (o->forensics) tc->forensics = 1;
 }
 
+/* The --place rules on a loaded model; 0, or 1 after one line. */
+static int apply_places(const char *prog, const run_opts *o, ampx_model *m) {
+    char err[512];
+    for (int i = 0; i < o->places.n; i++)
+        if (ampx_model_place(m, o->places.v[i], err, sizeof err)) {
+            report(prog, "%s", err);
+            return 1;
+        }
+    return 0;
+}
+
 /* Loads the model and opens the backend; prints one line and returns non-zero on failure. */
 static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend **be) {
     char err[1024];
     if (ampx_model_load_with(o->model, o->policy, o->sets.v, o->sets.n, m, err, sizeof err)) {
         report(prog, "%s", err);
+        return 1;
+    }
+    if (apply_places(prog, o, *m)) {
+        ampx_model_free(*m);
         return 1;
     }
     if (!be) return 0;
@@ -277,6 +324,12 @@ static int open_all(const char *prog, run_opts *o, ampx_model **m, ampx_backend 
         if (ampx_model_load_for(o->model, o->policy, o->sets.v, o->sets.n, ops, m, err,
                                 sizeof err)) {
             report(prog, "%s", err);
+            ampx_backend_close(*be);
+            *be = NULL;
+            return 1;
+        }
+        if (apply_places(prog, o, *m)) {
+            ampx_model_free(*m);
             ampx_backend_close(*be);
             *be = NULL;
             return 1;
@@ -436,6 +489,7 @@ static void print_start(const train_run *r) {
            (long long)tc->steps, (long long)tc->batch, (long long)tc->accumulate,
            ampx_trainer_n_params(r->t), (double)peak / 1024, (double)flat / 1024);
     ampx_model_describe_memory(r->m, print_line, NULL);
+    ampx_trainer_placement(r->t, 0, print_line, NULL);
     if (r->world > 1) {
         uint64_t gbytes;
         int buckets;
@@ -729,9 +783,24 @@ int cli_policy(int argc, char **argv) {
     int rc = parse_run(argc, argv, "policy", &o);
     if (rc) return rc == CLI_HELP_ASKED ? 0 : rc;
     ampx_model *m;
-    if (open_all(argv[0], &o, &m, NULL)) return 1;
+    ampx_backend *be = NULL;
+    if (open_all(argv[0], &o, &m, o.backend ? &be : NULL)) return 1;
     ampx_model_describe(m, print_line, NULL);
     ampx_model_describe_memory(m, print_line, NULL);
+    rc = 0;
+    if (be) { /* where each node runs on that backend (list), and what is copied */
+        char err[1024];
+        ampx_trainer *t                       = NULL;
+        ampx_model_train_config(m)->skip_init = 1;
+        if (ampx_trainer_create(m, be, &t, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", argv[0], err);
+            rc = 1;
+        } else {
+            ampx_trainer_placement(t, 1, print_line, NULL);
+        }
+        ampx_trainer_free(t);
+        ampx_backend_close(be);
+    }
     ampx_model_free(m);
-    return 0;
+    return rc;
 }

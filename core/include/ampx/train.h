@@ -87,6 +87,9 @@ AMPX_API void ampx_model_free(ampx_model *m);
  * rank trains on the arrays its own program gives. */
 AMPX_API ampx_status ampx_model_set_data(ampx_model *m, const ampx_memory_data *d);
 AMPX_API ampx_train_config *ampx_model_train_config(ampx_model *m);
+/* A placement rule "GLOB=BACKEND" (--place), after the model and policy files' rules: the
+ * nodes whose names match run on that backend of the list. */
+AMPX_API ampx_status ampx_model_place(ampx_model *m, const char *rule, char *err, size_t err_cap);
 /* The model's name as a terminal may show it: control bytes and '\\' written as \xNN. */
 AMPX_API const char *ampx_model_name(const ampx_model *m);
 /* The files the model reads (its file, its data files, resolved as the run opens them), at
@@ -354,6 +357,15 @@ AMPX_API ampx_status ampx_trainer_scalars(ampx_trainer *t, ampx_scalars *out);
  * min_scale after skipping; 0 and "" when neither; -1 when the scalars cannot be read
  * (ampx_trainer_error says why). */
 AMPX_API int ampx_trainer_health_end(ampx_trainer *t, char *buf, size_t cap);
+/* Where t's nodes run on an ordered backend list (ampx_backend_open "a,b"): full 0 gives
+ * one summary line ("placement: 41 nodes on example, 23 on cpu (layernorm, ...); 3.1 MiB
+ * copied per step; home ...", nothing on one backend); full 1 a line per node with its
+ * backend, the bytes copied in before it and why it runs there (each earlier backend's
+ * refusal: "example has no layernorm_bwd"), then the copies' total. */
+AMPX_API void ampx_trainer_placement(const ampx_trainer *t, int full, ampx_line_fn line,
+                                     void *user);
+/* Bytes the placement copies moved so far (0 on one backend). */
+AMPX_API uint64_t ampx_trainer_copied_bytes(const ampx_trainer *t);
 /* Bytes of activation/gradient memory: planned peak, and the sum without reuse. */
 AMPX_API void ampx_trainer_memory(const ampx_trainer *t, uint64_t *peak_bytes,
                                   uint64_t *unplanned_bytes);

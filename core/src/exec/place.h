@@ -57,6 +57,7 @@ typedef struct exec_place {
     uint64_t *mirror_bytes;
     uint64_t pseudo_bytes[PLACE_PSEUDO];
     int keep;                /* the plan keeps every value (a sampler's KV cache) */
+    int fault;               /* tests: a planted fault (place.c), 0 none */
     int cur;                 /* the member of the node being run, -1 outside */
     int *touched, n_touched; /* the slots the node being run has touched (n_slots) */
     void *staging;

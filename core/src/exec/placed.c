@@ -56,6 +56,11 @@ ampx_backend *placed_gemm_member(const ampx_trainer *t) {
 
 ampx_status placed_probe(ampx_trainer *t, pass_job *job) {
     tr_placed *p = &t->place;
+    if (t->m->cfg.place.mode == PLACEMENT_MEASURED)
+        return tr_fail(t, AMPX_ERR_UNSUPPORTED,
+                       "%s: placement \"measured\" is not available yet: use \"first\" with "
+                       "placement rules (--place GLOB=BACKEND)",
+                       t->m->cfg.file);
     if (p->n < 2) return AMPX_OK;
     if (place_probe_run(&p->probe, &t->g, (uint64_t)t->B, !t->inference, p->members, p->n))
         return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
@@ -121,4 +126,122 @@ void placed_free(ampx_trainer *t) {
     pass_placing_free(&p->placing);
     free(p->node_bytes);
     p->node_bytes = NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// The listing
+
+/* "3.1 MiB", "412 B" */
+static void human(uint64_t bytes, char *buf, size_t cap) {
+    if (bytes >= 1u << 20)
+        snprintf(buf, cap, "%.1f MiB", (double)bytes / 1048576.0);
+    else if (bytes >= 1024)
+        snprintf(buf, cap, "%.1f KiB", (double)bytes / 1024.0);
+    else
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+}
+
+static const char *member_name(const ampx_trainer *t, int m) {
+    return t->place.placing.names[m];
+}
+
+/* "placement: 41 nodes on example, 23 on cpu (layernorm, softmax_xent, ...); 3.1 MiB copied
+ * per step" */
+static void summary(const ampx_trainer *t, char *buf, size_t cap) {
+    const tr_placed *p   = &t->place;
+    int count[PLACE_MAX] = {0}, last = t->inference ? t->g.n_forward : t->g.n_nodes;
+    for (int i = 0; i < last; i++)
+        if (p->placing.why[i] != PLACE_VIEW) count[p->placing.member[i]]++;
+    size_t k = (size_t)snprintf(buf, cap, "placement:");
+    for (int m = 0; m < p->n && k < cap; m++) {
+        k += (size_t)snprintf(buf + k, cap - k, "%s %d node%s on %s", m ? "," : "", count[m],
+                              count[m] == 1 ? "" : "s", member_name(t, m));
+        if (m == 0 || !count[m]) continue;
+        /* the kinds of node that fell back to it, each once */
+        const char *kinds[8];
+        int nk = 0, more = 0;
+        for (int i = 0; i < last; i++) {
+            if (p->placing.member[i] != m || p->placing.why[i] == PLACE_VIEW) continue;
+            const char *name = g_rule_of(t->g.nodes[i].op)->name;
+            int seen         = 0;
+            for (int j = 0; j < nk && !seen; j++)
+                seen = !strcmp(kinds[j], name);
+            if (!seen && nk < 8)
+                kinds[nk++] = name;
+            else if (!seen)
+                more = 1;
+        }
+        for (int j = 0; j < nk && k < cap; j++)
+            k += (size_t)snprintf(buf + k, cap - k, "%s%s", j ? ", " : " (", kinds[j]);
+        if (nk && k < cap) k += (size_t)snprintf(buf + k, cap - k, "%s)", more ? ", ..." : "");
+    }
+    char b[32];
+    human(p->step_bytes, b, sizeof b);
+    if (k < cap)
+        snprintf(buf + k, cap - k,
+                 "; %s copied per %s; home %s (parameters, optimizer state, "
+                 "the step's own ops)",
+                 b, t->inference ? "call" : "step", member_name(t, p->home));
+}
+
+static const char *why_words(int why) {
+    switch (why) {
+    case PLACE_VIEW: return "a view: nothing runs";
+    case PLACE_FIRST: return "first of the list";
+    case PLACE_RULE: return "placement rule";
+    case PLACE_MEASURED: return "fastest measured";
+    default: return "fallback";
+    }
+}
+
+void ampx_trainer_placement(const ampx_trainer *t, int full, ampx_line_fn line, void *user) {
+    const tr_placed *p = &t->place;
+    char buf[1024];
+    if (p->n < 2) {
+        if (full)
+            linef(line, user, "placement: one backend (%s): every node on it, nothing copied",
+                  t->ifc->name);
+        return;
+    }
+    summary(t, buf, sizeof buf);
+    line(user, buf);
+    if (!full) return;
+    int last = t->inference ? t->g.n_forward : t->g.n_nodes;
+    linef(line, user, "%5s  %-28s %-14s %-5s %-10s %10s  %s", "node", "name", "op", "dtype",
+          "backend", "copied in", "why");
+    for (int i = 0; i < last; i++) {
+        const g_node *n = &t->g.nodes[i];
+        int m = p->placing.member[i], why = p->placing.why[i];
+        char b[32], reason[400];
+        human(p->node_bytes[i], b, sizeof b);
+        if (why == PLACE_FALLBACK) {
+            size_t k = 0;
+            for (int e = 0; e < m && k < sizeof reason; e++) {
+                char one[200];
+                place_refusal(&p->placing, i, e, one, sizeof one);
+                k += (size_t)snprintf(reason + k, sizeof reason - k, "%s%s", e ? "; " : "", one);
+            }
+        } else if (why == PLACE_RULE) {
+            const placement_rule *r = &t->m->cfg.place.rules[p->placing.rule[i]];
+            snprintf(reason, sizeof reason, "%s (\"%s\" at %s)", why_words(why), r->glob, r->where);
+        } else {
+            snprintf(reason, sizeof reason, "%s", why_words(why));
+        }
+        linef(line, user, "%5d  %-28.28s %-14s %-5s %-10s %10s  %s", i, n->name,
+              g_rule_of(n->op)->name, ampx_dtype_name(n->dtype), member_name(t, m), b, reason);
+    }
+    char b[32];
+    human(p->step_bytes, b, sizeof b);
+    linef(line, user,
+          "copies: %s per %s as planned (each value a node reads on another backend: one download "
+          "and one upload; what it writes back home by the end of each micro-batch)",
+          b, t->inference ? "call" : "step");
+}
+
+uint64_t ampx_trainer_copied_bytes(const ampx_trainer *t) {
+    uint64_t n = 0;
+    for (int a = 0; a < PLACE_MAX; a++)
+        for (int b = 0; b < PLACE_MAX; b++)
+            n += t->place.run.moved[a][b];
+    return n;
 }

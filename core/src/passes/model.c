@@ -120,6 +120,10 @@ ampx_status ampx_model_set_data(ampx_model *m, const ampx_memory_data *d) {
     return AMPX_OK;
 }
 
+ampx_status ampx_model_place(ampx_model *m, const char *rule, char *err, size_t err_cap) {
+    return placement_add_rule(&m->cfg.place, rule, ERR(err, err_cap)) ? AMPX_ERR_INVALID : AMPX_OK;
+}
+
 ampx_train_config *ampx_model_train_config(ampx_model *m) {
     return &m->cfg.train;
 }

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# placement_cli.sh AMPX SRC — ordered backend lists (--backend A,B): each node on the first
+# backend that takes it, the copies between them exact.
+#   - a forwarding plugin over the cpu backend (tests/plugins/wrapper.c, WRAP_FORWARD) that
+#     shows only some ops (the loader's ops= option), the rest on cpu: checkpoints byte-
+#     identical to all-cpu runs for gpt_tiny (GEMM alone forwarded), mlp, residual_bn and
+#     cnn_mnist (each with a different subset), with the forwarder as home or cpu as home;
+#     a skipped step and a resume under placement byte-identical too; planted faults (a
+#     write never brought home, a stale scalars block) break the identity
+#   - the example plugin of docs/examples/plugin (11 ops), unchanged, with cpu: a small GPT
+#     and cnn_mnist train to the all-cpu loss within the example's rounding
+#   - `ampx policy --backend A,B` lists every node with its backend and each fallback's
+#     reason, and the bytes copied; placement "strict" and bad rules are refused with one line
+#   - opencl (GEMM and attention alone) + cpu on this machine's OpenCL device, when there is one
+# Env: AMPX_TEST_FORWARD (the forwarding plugin), AMPX_TEST_INNER_PLUGIN (the cpu plugin).
+set -uo pipefail
+ampx=$1
+src=$2
+fwd=${AMPX_TEST_FORWARD:?}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() {
+  echo "FAIL: $*"
+  fails=$((fails + 1))
+}
+export AMPX_BACKEND_OPTS=cpu.threads=1,forward.threads=1
+# a small GPT (d_model 64, context 32) so the run stays quick
+sed -e 's/"dim": 128/"dim": 64/; s/"units": 512/"units": 256/; s/"units": 128/"units": 64/' \
+  -e 's/"shape": \[64\]/"shape": [32]/g' "$src/models/gpt_tiny.json" >"$work/gpt_small.json"
+
+# same NAME MODEL STEPS OPS [extra train args...]: forwarder(OPS)+cpu against cpu, byte for byte
+same() {
+  local name=$1 model=$2 steps=$3 ops=$4
+  shift 4
+  "$ampx" train "$model" --backend cpu --steps "$steps" --checkpoint "$work/$name.cpu.st" \
+    --quiet "$@" >"$work/out" 2>&1 || { fail "$name: cpu run: $(cat "$work/out")"; return; }
+  "$ampx" train "$model" --backend "$fwd,cpu" --backend-opt "forward.ops=$ops" --steps "$steps" \
+    --checkpoint "$work/$name.placed.st" "$@" >"$work/placed.out" 2>&1 ||
+    { fail "$name: placed run: $(cat "$work/placed.out")"; return; }
+  grep -q '^placement: .* on forward' "$work/placed.out" ||
+    fail "$name: no placement line: $(head -5 "$work/placed.out")"
+  cmp -s "$work/$name.cpu.st" "$work/$name.placed.st" ||
+    fail "$name: forward($ops)+cpu checkpoint differs from the all-cpu one"
+  echo "ok: $name: forward($ops)+cpu byte-identical to cpu"
+}
+step_ops=unscale_check,sum_squares,scaler_update,adamw,sgd,cast,amp_pass,grad_stats
+same gpt_gemm "$work/gpt_small.json" 12 gemm
+same gpt_home "$work/gpt_small.json" 12 "gemm,embedding_fwd,embedding_bwd,$step_ops"
+same mlp "$src/models/mlp.json" 30 gemm,act_fwd,act_bwd
+same mlp_home "$src/models/mlp.json" 30 "softmax_xent,bias_grad,$step_ops"
+same residual_bn "$src/models/residual_bn.json" 30 batchnorm_fwd,batchnorm_bwd,add
+cnn="$src/models/cnn_mnist.json"
+same cnn "$cnn" 8 im2col,col2im,pool2d_fwd,pool2d_bwd,gemm
+# a skipped step (a non-finite gradient injected at step 5) and a resume, placed
+AMPX_INJECT_NONFINITE=5 same gpt_skip "$work/gpt_small.json" 8 gemm,layernorm_fwd,layernorm_bwd
+grep -q 'skipped 1\|1 skipped' "$work/placed.out" || fail "gpt_skip: no skipped step: $(tail -2 "$work/placed.out")"
+"$ampx" train "$work/gpt_small.json" --backend "$fwd,cpu" --backend-opt forward.ops=gemm \
+  --steps 6 --checkpoint "$work/half.st" --quiet >"$work/out" 2>&1 || fail "resume: first half: $(cat "$work/out")"
+"$ampx" train "$work/gpt_small.json" --backend "$fwd,cpu" --backend-opt forward.ops=gemm \
+  --steps 12 --resume "$work/half.st" --checkpoint "$work/resumed.st" --quiet >"$work/out" 2>&1 ||
+  fail "resume: second half: $(cat "$work/out")"
+cmp -s "$work/resumed.st" "$work/gpt_gemm.cpu.st" || fail "resume across a placed run differs"
+# planted faults must break the identity
+for f in no-writeback stale-scalars; do
+  AMPX_TEST_PLACE_FAULT=$f "$ampx" train "$work/gpt_small.json" --backend "$fwd,cpu" \
+    --backend-opt forward.ops=gemm,softmax_xent --steps 12 --checkpoint "$work/fault.st" --quiet \
+    >"$work/out" 2>&1
+  cmp -s "$work/fault.st" "$work/gpt_gemm.cpu.st" && fail "planted fault $f went unnoticed"
+done
+
+# the listing and the refusals
+"$ampx" policy "$work/gpt_small.json" --backend "$fwd,cpu" --backend-opt forward.ops=gemm \
+  >"$work/list" 2>&1 || fail "policy --backend: $(cat "$work/list")"
+grep -q 'layernorm_bwd .* cpu .*forward has no layernorm_bwd' "$work/list" ||
+  fail "listing: no layernorm_bwd fallback with its reason: $(grep layernorm_bwd "$work/list" | head -2)"
+grep -q '^copies: .* per step' "$work/list" || fail "listing: no copies total"
+"$ampx" train "$work/gpt_small.json" --backend "$fwd,cpu" --backend-opt forward.ops=gemm \
+  --placement strict --steps 2 >"$work/out" 2>&1 && fail "placement strict trained with fallbacks"
+grep -q 'backend forward has no embedding_fwd, which node "wte" needs' "$work/out" ||
+  fail "strict: $(cat "$work/out")"
+"$ampx" train "$work/gpt_small.json" --backend "$fwd,cpu" --place 'h*=opencl' --steps 2 \
+  >"$work/out" 2>&1 && fail "a rule naming no backend of the list was accepted"
+grep -q "names backend 'opencl', which is not in the list (forward, cpu)" "$work/out" ||
+  fail "bad rule: $(cat "$work/out")"
+"$ampx" train "$work/gpt_small.json" --backend "$fwd,cpu" --backend-opt forward.ops=gemm \
+  --place 'wte=forward' --steps 2 >"$work/out" 2>&1 && fail "a rule on a backend lacking the op was accepted"
+grep -q 'puts node "wte" on forward, but forward has no embedding_fwd' "$work/out" ||
+  fail "impossible rule: $(cat "$work/out")"
+"$ampx" train "$work/gpt_small.json" --backend "$fwd,cpu" --backend-opt forward.ops=gemm \
+  --place 'h*.attn*=cpu' --steps 2 --quiet >"$work/out" 2>&1 || fail "a rule: $(cat "$work/out")"
+"$ampx" train "$work/gpt_small.json" --backend cpu --backend-opt opencl.threads=1 --steps 1 \
+  >"$work/out" 2>&1 && fail "an option scoped to a backend not in use was accepted"
+
+# the example plugin, unchanged, beside cpu
+ex="$work/libampx-example.so"
+if cc -O2 -std=c11 -fPIC -shared -I"$src/core/include" -o "$ex" "$src/docs/examples/plugin/example.c" -lm 2>"$work/cc"; then
+  # its kernels are plain loops: a few steps, the loss of the last against all-cpu's
+  last_loss() { "$ampx" train "$@" 2>&1 | sed -n 's/^step [0-9]*\/[0-9]* loss \([0-9.]*\) .*/\1/p' | tail -1; }
+  for run in "gpt_small:$work/gpt_small.json --steps 8 --batch 8" \
+    "cnn_mnist:$cnn --steps 4 --batch 16"; do
+    name=${run%%:*}
+    args=${run#*:}
+    # shellcheck disable=SC2086
+    a=$(last_loss $args --backend cpu --eval-every 0)
+    # shellcheck disable=SC2086
+    b=$(last_loss $args --backend "$ex,cpu" --eval-every 0)
+    if [ -z "$a" ] || [ -z "$b" ] || ! awk -v a="$a" -v b="$b" 'BEGIN { exit !(b <= a * 1.01 && b >= a * 0.99) }'; then
+      fail "example+cpu $name: loss '$b', all-cpu '$a'"
+    else
+      echo "ok: example+cpu $name: loss $b (all-cpu $a)"
+    fi
+  done
+else
+  fail "the example plugin does not build: $(cat "$work/cc")"
+fi
+
+# opencl for GEMM and attention alone, the rest on cpu
+if "$ampx" backends 2>/dev/null | grep -A1 -E '^opencl ' | grep -q 'available$'; then
+  v() { "$ampx" train "$work/gpt_small.json" --steps 40 --backend "$@" --quiet 2>&1 |
+    sed -n 's/^validation loss \([0-9.]*\) nats.*/\1/p'; }
+  a=$(v cpu)
+  b=$(v opencl,cpu --backend-opt opencl.ops=gemm,attn_fwd,attn_bwd)
+  if [ -z "$b" ] || ! awk -v a="$a" -v b="$b" 'BEGIN { exit !(b <= a * 1.02 && b >= a * 0.98) }'; then
+    fail "opencl(gemm, attention)+cpu: validation loss '$b', all-cpu $a"
+  else
+    echo "ok: opencl(gemm, attention)+cpu: validation loss $b (cpu $a)"
+  fi
+else
+  echo "opencl: not available here, skipped"
+fi
+[ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "placement: all passed"
