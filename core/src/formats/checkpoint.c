@@ -243,7 +243,7 @@ static ampx_status derive_for_file(ampx_trainer *t, const ck_tensor *c, void *da
     return st;
 }
 
-ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
+static ampx_status save(ampx_trainer *t, const char *path, char *err, size_t cap) {
     ampx_status st = save_refused(t, path, ERR(err, cap));
     if (st) return st;
     ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 2));
@@ -758,7 +758,7 @@ ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned cha
     return st;
 }
 
-ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size_t cap) {
+static ampx_status load(ampx_trainer *t, const char *path, char *err, size_t cap) {
     t->kv.len = 0; /* new weights: nothing cached holds */
     /* No checkpoint of this model is larger than its header cap and its state. */
     ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 2));
@@ -793,5 +793,29 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
     if (s.f) fclose(s.f);
     free(s.chunk);
     json_free(root);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------
+// One thread at a time (tr_claim)
+
+static ampx_status busy(const char *path, char *err, size_t cap) {
+    err_set(ERR(err, cap), "%s: the trainer is in use by another thread", path);
+    return AMPX_ERR_BUSY;
+}
+
+ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
+    int claimed = tr_claim(t);
+    if (claimed < 0) return busy(path, err, cap);
+    ampx_status st = save(t, path, err, cap);
+    tr_release(t, claimed);
+    return st;
+}
+
+ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size_t cap) {
+    int claimed = tr_claim(t);
+    if (claimed < 0) return busy(path, err, cap);
+    ampx_status st = load(t, path, err, cap);
+    tr_release(t, claimed);
     return st;
 }
