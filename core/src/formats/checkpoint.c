@@ -278,6 +278,9 @@ static ampx_status save(ampx_trainer *t, const char *path, char *err, size_t cap
               t->m->cfg.opt.kind == OPT_ADAMW ? "adamw" : "sgd",
               (unsigned long long)t->m->cfg.train.seed);
     keeper_json(&t->keeper, &h);
+    /* the run-health rules' reference: a resumed run judges divergence as the straight one */
+    if (t->ring.health.start_loss > 0)
+        sb_printf(&h, ",\"health_start_loss\":\"%.17g\"", t->ring.health.start_loss);
     /* how the run that wrote it read its data: a resume with another global batch is noted */
     sb_printf(&h, ",\"ranks\":\"%d\",\"batch\":\"%lld\",\"accumulate\":\"%lld\"", t->dp.world,
               (long long)t->B, (long long)t->A);
@@ -719,9 +722,18 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
     if ((st = check_identity(r, t, meta))) goto out;
     st = AMPX_ERR_INVALID;
     int64_t step, seed;
+    float start_f = 0;
     if (meta_int(r, meta, "step", 0, INT64_MAX, &step) ||
-        meta_int(r, meta, "seed", 0, INT64_MAX, &seed) || meta_keeper(r, meta, step, keeper))
+        meta_int(r, meta, "seed", 0, INT64_MAX, &seed) || meta_keeper(r, meta, step, keeper) ||
+        (meta_str(meta, "health_start_loss") && meta_float(r, meta, "health_start_loss", &start_f)))
         goto out;
+    if (start_f < 0 || (meta_str(meta, "health_start_loss") && !(start_f > 0))) {
+        st_bad(r, "__metadata__.health_start_loss \"%.40s\" is not a positive number",
+               meta_str(meta, "health_start_loss"));
+        goto out;
+    }
+    /* kept in double, as the straight run holds it */
+    double start_loss = start_f > 0 ? strtod(meta_str(meta, "health_start_loss"), NULL) : 0;
     int n = ck_list(t, ts), derived = 0;
     t->notice[0] = 0;
     if (ck_match(r, t, root, ts, n, at, &derived) || meta_batch(r, t, meta)) goto out;
@@ -739,7 +751,8 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
     if ((st = derive_copies(r, t, ts, n, at, derived))) goto out;
     t->keeper = *keeper;
     t->step   = step;
-    st        = AMPX_OK;
+    health_resume(&t->ring.health, start_loss);
+    st = AMPX_OK;
 out:
     free(ts), free(at), free(keeper);
     return st;
