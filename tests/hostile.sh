@@ -186,8 +186,10 @@ expect_usage "conformance --seed hex" "--seed '0x10'" conformance --backend cpu 
 expect_usage "conformance --seed overflow" "--seed '99999999999999999999'" conformance --backend cpu --seed 99999999999999999999
 
 # ---- 3. no silent bad output
-expect_error "metrics on a full disk" 'ampx train: /dev/full: write error: No space left on device' \
-  "$ampx" train "$mlp" --steps 5 --quiet --metrics /dev/full
+# a full metrics disk is a warning and the run goes on (tests/train/keeper_cli.sh: it saves)
+"$ampx" train "$mlp" --steps 5 --quiet --metrics /dev/full >/dev/null 2>"$work/err"; rc=$?
+[ $rc -eq 0 ] && grep -q "warning: /dev/full: write error: No space left on device" "$work/err" ||
+  fail "metrics on /dev/full: exit $rc, $(cat "$work/err")"
 "$ampx" train "$mlp" --steps 5 --quiet >/dev/full 2>"$work/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "write error on standard output: No space left on device" "$work/err" ||
   fail "stdout on /dev/full: exit $rc, $(cat "$work/err")"

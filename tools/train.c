@@ -515,12 +515,20 @@ static int train_start(train_run *r) {
     return 0;
 }
 
-/* The metrics lines written so far appended to the file; 0, or -1 after one line. */
-static int flush_metrics(train_run *r) {
-    if (!r->p.metrics || progress_metrics_flush(&r->p) == 0) return 0;
+/* A metrics file that takes no more lines (a full disk, a file size limit): one warning, and
+ * training goes on (the checkpoints are what a run must not lose; docs/RELIABILITY.md). */
+static void metrics_lost(train_run *r, int err) {
     if (r->p.tty) fputc('\n', stderr);
-    report(r->prog, "%s: write error: %s", r->o.metrics, strerror(errno ? errno : EIO));
-    return -1;
+    fprintf(stderr,
+            "%s: warning: %s: write error: %s at step %lld; no more metrics lines are written "
+            "(the file ends at a whole line): training goes on\n",
+            r->prog, r->o.metrics, strerror(err ? err : EIO), (long long)ampx_trainer_step(r->t));
+    progress_metrics_drop(&r->p);
+}
+
+/* The metrics lines written so far appended to the file (on failure: metrics_lost). */
+static void flush_metrics(train_run *r) {
+    if (r->p.metrics && progress_metrics_flush(&r->p) != 0) metrics_lost(r, errno);
 }
 
 /* Under --zero 1, every rank's shard of the optimizer state to rank 0 before it saves (every
@@ -541,7 +549,7 @@ static int after_interval(train_run *r) {
             report(r->prog, "%s", ampx_trainer_error(t));
             return -1;
         }
-        if (flush_metrics(r)) return -1; /* the checkpoint's lines are on disk before it */
+        flush_metrics(r); /* the checkpoint's lines are on disk before it */
         if (o->checkpoint && gather_state(r)) return -1;
         if (r->rank == 0 && o->checkpoint &&
             keeper_save_best(&r->keeper, t, r->ev.loss, r->err, sizeof r->err)) {
@@ -575,7 +583,7 @@ static int train_loop(train_run *r) {
             next = (now / tc->eval_every + 1) * tc->eval_every;
         if (next > tc->steps) next = tc->steps;
         st = ampx_trainer_run(t, next, progress_record, &r->p);
-        if (flush_metrics(r)) return -1;
+        flush_metrics(r);
         if (!st && g_signal) return interrupted(r);
         if (!st) progress_show(&r->p, ampx_trainer_step(t), r->start);
         if (ferror(stdout)) {
@@ -607,12 +615,12 @@ static int train_finish(train_run *r) {
         return -1;
     }
     r->secs = progress_now() - r->p.t0;
-    if (o->trace) {
-        if (ampx_trainer_trace_close(t, r->err, sizeof r->err)) {
-            report(r->prog, "%s", r->err);
-            return -1;
-        }
-        if (!o->quiet) printf("trace written to %s (open it in ui.perfetto.dev)\n", o->trace);
+    if (o->trace) { /* a trace that cannot be written (a full disk) costs the run nothing */
+        if (ampx_trainer_trace_close(t, r->err, sizeof r->err))
+            fprintf(stderr, "%s: warning: the trace was not written: %s; training goes on\n",
+                    r->prog, r->err);
+        else if (!o->quiet)
+            printf("trace written to %s (open it in ui.perfetto.dev)\n", o->trace);
     }
     if (ampx_trainer_window(t) ? progress_validate(&r->p, t, &r->ev) != 0
                                : ampx_trainer_evaluate(t, &r->ev) != AMPX_OK) {
@@ -643,10 +651,7 @@ static int train_finish(train_run *r) {
         return -1;
     }
     if (verdict == 1 && r->rank == 0) progress_run_warning(&r->p, ampx_trainer_step(t), warn);
-    if (r->p.metrics && progress_metrics_close(&r->p)) {
-        fprintf(stderr, "%s: %s: write error: %s\n", r->prog, o->metrics, strerror(errno));
-        return -1;
-    }
+    if (r->p.metrics && progress_metrics_close(&r->p)) metrics_lost(r, errno);
     ampx_trainer_scalars(t, &r->sc);
     return 0;
 }
