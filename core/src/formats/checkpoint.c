@@ -212,6 +212,15 @@ static void keeper_json(const ampx_keeper *k, sbuf *h) {
                   (long long)k->best_step);
 }
 
+/* What the run carries over a resume besides the scalars: the keeper's state and the
+ * run-health rules' reference loss ("health_start_loss", once a step was applied), so a
+ * resumed run judges divergence as the straight one. */
+static void run_state_json(const ampx_trainer *t, sbuf *h) {
+    keeper_json(&t->keeper, h);
+    if (t->ring.health.start_loss > 0)
+        sb_printf(h, ",\"health_start_loss\":\"%.17g\"", t->ring.health.start_loss);
+}
+
 /* A trainer with no whole state to write: a sampler's, or one rank's shard under ZeRO-1. */
 static ampx_status save_refused(const ampx_trainer *t, const char *path, ampx_err e) {
     if (t->inference) {
@@ -277,10 +286,7 @@ static ampx_status save(ampx_trainer *t, const char *path, char *err, size_t cap
               (double)sc.scale, sc.growth_tracker, sc.hysteresis_left, (double)sc.lr,
               t->m->cfg.opt.kind == OPT_ADAMW ? "adamw" : "sgd",
               (unsigned long long)t->m->cfg.train.seed);
-    keeper_json(&t->keeper, &h);
-    /* the run-health rules' reference: a resumed run judges divergence as the straight one */
-    if (t->ring.health.start_loss > 0)
-        sb_printf(&h, ",\"health_start_loss\":\"%.17g\"", t->ring.health.start_loss);
+    run_state_json(t, &h);
     /* how the run that wrote it read its data: a resume with another global batch is noted */
     sb_printf(&h, ",\"ranks\":\"%d\",\"batch\":\"%lld\",\"accumulate\":\"%lld\"", t->dp.world,
               (long long)t->B, (long long)t->A);
