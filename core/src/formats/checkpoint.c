@@ -648,6 +648,54 @@ static const unsigned char *ck_span(const ck_source *s, uint64_t begin, uint64_t
     return st_read_span(s->f, s->data_at, begin, begin + n, s->chunk) ? NULL : s->chunk;
 }
 
+/* The fp8 scaling state beyond finite and positive: what FP8_SCALE_UPDATE writes (backend
+ * args) holds scale_inv = 1 / scale (f32 division), and scale times the largest amax left in
+ * the history at most the format's largest value x 2^-margin (the scale was computed from an
+ * amax at least that large). A scale and inverse that disagree, or a scale that would
+ * saturate by more than any margin allows (2^64), is refused; one past this policy's margin
+ * (the margin may have changed since the save) gets a note. */
+static ampx_status check_fp8_state(ck_reader *r, ampx_trainer *t, const ck_source *s,
+                                   const ck_tensor *c, uint64_t at) {
+    uint64_t n = (uint64_t)t->g.n_fp8, rows = 2 + (uint64_t)t->fp8_history;
+    if (rows * n * 4 > CK_CHUNK) return AMPX_OK; /* no model has that many fp8 tensors */
+    const unsigned char *p = ck_span(s, at, rows * n * 4);
+    if (!p) return st_bad(r, "read error");
+    for (uint64_t i = 0; i < n; i++) {
+        float scale, inv, a, amax = 0;
+        memcpy(&scale, p + 4 * i, 4);
+        memcpy(&inv, p + 4 * (n + i), 4);
+        for (uint64_t h = 2; h < rows; h++)
+            if (memcpy(&a, p + 4 * (h * n + i), 4), a > amax) amax = a;
+        const char *fmt = t->fp8_rec[i].format;
+        double fmax     = ampx_fp8_max(strcmp(fmt, "e5m2") ? AMPX_E4M3 : AMPX_E5M2);
+        double product  = (double)scale * (double)inv;
+        if (!(fabs(product - 1) <= 1e-5))
+            return st_bad(r,
+                          "tensor \"%s\": %s (slot %llu): scale %g and scale_inv %g disagree "
+                          "(their product is %.9g, expected 1: scale_inv is 1 / scale)",
+                          c->name, t->fp8_names[i], (unsigned long long)i, (double)scale,
+                          (double)inv, product);
+        double over = (double)scale * (double)amax / fmax;
+        if (over > 0x1p64)
+            return st_bad(r,
+                          "tensor \"%s\": %s (slot %llu): scale %g times the amax %g in its "
+                          "history is %.3g times %s's largest value %g: every value would "
+                          "saturate (no margin gives such a scale)",
+                          c->name, t->fp8_names[i], (unsigned long long)i, (double)scale,
+                          (double)amax, over, fmt, fmax);
+        double bound = ldexp(1.0, -t->m->cfg.pol.fp8.margin) * 1.001;
+        size_t used  = strlen(t->notice);
+        if (over > bound && used + 1 < sizeof t->notice)
+            snprintf(t->notice + used, sizeof t->notice - used,
+                     "%s%s: fp8 tensor %s's scale %g times its history's amax %g is %.3g times "
+                     "%s's largest value (policy.fp8.margin %d allows %g): its first step "
+                     "saturates until the scale updates",
+                     used ? "; " : "", r->name, t->fp8_names[i], (double)scale, (double)amax, over,
+                     fmt, t->m->cfg.pol.fp8.margin, bound / 1.001);
+    }
+    return AMPX_OK;
+}
+
 /* The first pass over tensor c at offset at: its values, chunk by chunk, or the scalars
  * block (read into *saved and checked). */
 static ampx_status check_tensor(ck_reader *r, const ck_source *s, const ck_tensor *c, uint64_t at,
@@ -747,7 +795,9 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
     memset(&saved, 0, sizeof saved);
     for (int i = 0; i < n; i++) /* every restored value, before anything reaches the device */
         if (at[i] >= 0 && !ts[i].skip &&
-            (st = check_tensor(r, s, &ts[i], (uint64_t)at[i], meta, step, &saved)))
+            ((st = check_tensor(r, s, &ts[i], (uint64_t)at[i], meta, step, &saved)) ||
+             (ts[i].buf && ts[i].buf == t->fp8 &&
+              (st = check_fp8_state(r, t, s, &ts[i], (uint64_t)at[i])))))
             goto out;
     for (int i = 0; i < n; i++)
         if (at[i] >= 0 && !ts[i].skip &&
