@@ -309,6 +309,45 @@ typedef struct train_run {
     char err[1024];
 } train_run;
 
+/* The keeper's files among the inputs in[1..n_in) (all but --resume, in[0]: a run resumed
+ * from one of F's files continues it): F.best when the run validates, and with --keep each
+ * input named as one of F's periodic files (F.stepN.safetensors, any N: N is read from the
+ * name) against that file. 0, or 1 after one line. */
+static int check_kept(train_run *r, const ampx_file_role *in, int n_in) {
+    const run_opts *o = &r->o;
+    char best[4096], stem[4096], path[4096];
+    ckpt_name(o->checkpoint, "best", best, sizeof best);
+    ampx_file_role out = {best, "--checkpoint's best file"};
+    if (ampx_model_train_config(r->m)->eval_every > 0 &&
+        ampx_check_outputs(&out, 1, in + 1, n_in - 1, r->err, sizeof r->err))
+        goto bad;
+    if (!o->keep) return 0;
+    /* the basename of F's periodic file of step 0, split around its six digits */
+    ckpt_step_name(o->checkpoint, 0, stem, sizeof stem);
+    const char *name   = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
+    const char *digits = NULL; /* the last ".step000000": F's own name may hold one */
+    for (const char *at = name; (at = strstr(at, ".step000000")); at++)
+        digits = at + 5;
+    size_t pre = (size_t)(digits - name), post = strlen(digits + 6);
+    for (int j = 1; j < n_in; j++) {
+        if (!in[j].path) continue;
+        const char *b = strrchr(in[j].path, '/') ? strrchr(in[j].path, '/') + 1 : in[j].path;
+        size_t n = strlen(b), k = pre;
+        if (n < pre + 6 + post || strncmp(b, name, pre) || strcmp(b + n - post, digits + 6))
+            continue;
+        while (k < n - post && b[k] >= '0' && b[k] <= '9')
+            k++;
+        if (k != n - post) continue;
+        ckpt_step_name(o->checkpoint, strtoll(b + pre, NULL, 10), path, sizeof path);
+        out = (ampx_file_role){path, "--checkpoint's periodic file"};
+        if (ampx_check_outputs(&out, 1, in + j, 1, r->err, sizeof r->err)) goto bad;
+    }
+    return 0;
+bad:
+    report(r->prog, "%s", r->err);
+    return 1;
+}
+
 /* No output of the run is one of its inputs (the model, its data, the policy, the weights it
  * starts from) or another output; a checkpoint resumed and written again is the one run
  * continued. 0, or 1 after one line. */
@@ -322,9 +361,11 @@ static int check_files(train_run *r) {
      * (--metrics or --trace naming F is still refused, as the same file as --checkpoint) */
     if (ampx_check_outputs(out, 1, in, 1, NULL, 0)) in[0].path = NULL;
     int n_in = 3 + ampx_model_inputs(r->m, in + 3, 13);
-    if (!ampx_check_outputs(out, 3, in, n_in, r->err, sizeof r->err)) return 0;
-    report(r->prog, "%s", r->err);
-    return 1;
+    if (ampx_check_outputs(out, 3, in, n_in, r->err, sizeof r->err)) {
+        report(r->prog, "%s", r->err);
+        return 1;
+    }
+    return o->checkpoint ? check_kept(r, in, n_in) : 0;
 }
 
 // ---------------------------------------------------------------------------------------

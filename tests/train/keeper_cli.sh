@@ -186,6 +186,26 @@ grep -Eq "F.safetensors: File too large" "$work/err" || fail "ulimit -f: $(cat "
 [ -f "$d/F.safetensors" ] && fail "ulimit -f: a partial checkpoint is there"
 ls -a "$d" | grep -q '\.tmp\.' && fail "ulimit -f: a temporary file is left: $(ls -a "$d")"
 
+# ---- the keeper's files are outputs too: an input named F.best or F.stepN (with --keep) is
+# refused before the first step (a --resume from them continues the run, as from F)
+d=$work/kept_inputs
+mkdir -p "$d"
+"$ampx" train "$mlp" --quiet --steps 20 --checkpoint "$d/F.safetensors" --checkpoint-every 10 \
+  --keep 3 >/dev/null 2>&1 || fail "kept inputs: the first run"
+cp "$d/F.step000020.safetensors" "$d/F.best.safetensors"
+for f in F.step000020 F.best; do
+  before=$(sha256sum <"$d/$f.safetensors")
+  "$ampx" train "$mlp" --quiet --steps 40 --eval-every 10 --checkpoint "$d/F.safetensors" \
+    --checkpoint-every 10 --keep 3 --init-from "$d/$f.safetensors" >/dev/null 2>"$work/err"
+  rc=$?
+  [ $rc -eq 1 ] && grep -q "is the same file as .*$f.safetensors (--init-from)" "$work/err" ||
+    fail "--init-from $f: exit $rc, $(cat "$work/err")"
+  [ "$(sha256sum <"$d/$f.safetensors")" = "$before" ] || fail "--init-from $f: the file changed"
+done
+"$ampx" train "$mlp" --quiet --steps 40 --eval-every 10 --checkpoint "$d/F.safetensors" \
+  --checkpoint-every 10 --keep 3 --resume "$d/F.step000020.safetensors" >/dev/null 2>"$work/err" ||
+  fail "--resume F.step000020: $(cat "$work/err")"
+
 # ---- a full metrics or trace disk costs the run nothing: one warning, the run goes on and
 # writes its checkpoint (before: exit 1 at the first flush, no checkpoint)
 d=$work/fullmetrics
