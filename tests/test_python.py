@@ -130,6 +130,141 @@ try:
 except ampx.Error as e:
     assert "expected 32 rows of 2" in str(e), str(e)
 
+# ---------------------------------------------------------------------------------------
+# Misuse: each raises ampx.Error (or the callback's exception), none crashes
+
+def raises(what, call, want=""):
+    try:
+        call()
+    except ampx.Error as e:
+        assert want in str(e), (what, str(e))
+        return
+    raise AssertionError("%s did not raise ampx.Error" % what)
+
+
+def model_with_rows():
+    m = ampx.Model(model_path)
+    m.set_data(xtr, ytr, xte, yte, row=2)
+    return m
+
+
+# use after close, of each object, in every order
+import itertools  # noqa: E402
+import threading  # noqa: E402
+for order in itertools.permutations("mbt"):
+    m, be = model_with_rows(), ampx.Backend("cpu", ["threads=1"])
+    t = ampx.Trainer(m, be)
+    objs = {"m": m, "b": be, "t": t}
+    for k in order:
+        objs[k].close()
+    for k in order:
+        objs[k].close()  # twice is fine
+    raises("step after close", lambda: t.step, "closed")
+    raises("run after close", lambda: t.run(10), "closed")
+    raises("evaluate after close", t.evaluate, "closed")
+    raises("save after close", lambda: t.save(os.devnull), "closed")
+    raises("set_batches after close", lambda: t.set_batches(None), "closed")
+    raises("set_data after close", lambda: m.set_data(xtr, ytr, xte, yte, row=2), "model is closed")
+    raises("steps after close", lambda: m.steps, "model is closed")
+    raises("Trainer of a closed model", lambda: ampx.Trainer(m, ampx.Backend("cpu")), "model is closed")
+    raises("Trainer on a closed backend", lambda: ampx.Trainer(model_with_rows(), be), "backend is closed")
+
+# a trainer keeps its model and backend alive: closed (or left by `with`) under it, it trains
+m = model_with_rows()
+with ampx.Backend("cpu", ["threads=1"]) as be:
+    t = ampx.Trainer(m, be)
+m.close()
+t.run(200)
+assert t.step == 200 and t.evaluate()["accuracy"] > 0.5
+ck_dir = tempfile.mkdtemp()
+t.save(os.path.join(ck_dir, "kept.safetensors"))
+os.remove(os.path.join(ck_dir, "kept.safetensors"))
+os.rmdir(ck_dir)
+del t  # frees the trainer, then the model and the backend
+
+# closed inside its own callback: the run ends at that interval, then the trainer is freed
+m, be = model_with_rows(), ampx.Backend("cpu", ["threads=1"])
+t = ampx.Trainer(m, be)
+t.run(400, lambda r: t.close())
+raises("step after a close in the callback", lambda: t.step, "closed")
+t3 = ampx.Trainer(m, be)
+nested = []
+t3.run(100, lambda r: nested.append(raises("run from its callback", lambda: t3.run(200), "own callback")))
+assert len(nested) == 100 and t3.step == 100
+t3.close()
+
+# KeyboardInterrupt and SystemExit in a callback or a batch source are raised from run()
+for exc in (KeyboardInterrupt, SystemExit):
+    def interrupt(r, exc=exc):
+        raise exc()
+    t = ampx.Trainer(m, be)
+    try:
+        t.run(200, interrupt)
+        raise AssertionError("%s in on_record was lost" % exc.__name__)
+    except exc:
+        pass
+    assert t.step == 100, t.step  # stopped at the end of the first log interval
+    t.set_batches(lambda micro, n, exc=exc: (_ for _ in ()).throw(exc()))
+    try:
+        t.run(300)
+        raise AssertionError("%s in a batch source was lost" % exc.__name__)
+    except exc:
+        pass
+    t.close()
+
+# two threads on one trainer take turns; trainers sharing a model and a backend, too
+t = ampx.Trainer(m, be)
+t_other = ampx.Trainer(m, be)
+errors = []
+
+
+def work(tr, until):
+    try:
+        tr.run(until)
+        tr.evaluate()
+    except BaseException as e:  # noqa: B902 (reported below)
+        errors.append(e)
+
+
+threads = [threading.Thread(target=work, args=(tr, u)) for tr, u in
+           ((t, 200), (t, 300), (t_other, 200), (t_other, 100))]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+assert not errors, errors
+assert t.step == 300 and t_other.step == 200, (t.step, t_other.step)
+t.close(), t_other.close(), m.close(), be.close()
+
+# lengths, types and ranges are checked before the library reads a value
+big = array.array("q", ytr)
+big[3] = 2**32 + 1
+for what, call, want in [
+    ("short y_train", lambda: model_with_rows().set_data(xtr, ytr[:10], xte, yte, row=2),
+     "y_train holds 10 classes, expected one per row: 2000"),
+    ("long y_test", lambda: model_with_rows().set_data(xtr, ytr, xte, yte + yte, row=2),
+     "y_test holds 1000 classes, expected one per row: 500"),
+    ("int64 class beyond int32", lambda: model_with_rows().set_data(xtr, big, xte, yte, row=2),
+     "y_train row 3 is 4294967297, outside the int32 range"),
+    ("float classes", lambda: model_with_rows().set_data(
+        xtr, array.array("d", [0.5, 1.5] * 1000), xte, yte, row=2), "expected integer classes"),
+    ("row=-1", lambda: model_with_rows().set_data(xtr, ytr, xte, yte, row=-1),
+     "row=-1, expected a positive number"),
+    ("row=0", lambda: model_with_rows().set_data(xtr, ytr, xte, yte, row=0), "row=0"),
+    ("row=2.0", lambda: model_with_rows().set_data(xtr, ytr, xte, yte, row=2.0), "row=2.0"),
+    ("x not a buffer", lambda: model_with_rows().set_data([0.5] * 4, ytr, xte, yte, row=2),
+     "expected a buffer of float32 values"),
+    ("Trainer of a path", lambda: ampx.Trainer(model_path, "cpu"), "expected an ampx.Model"),
+]:
+    raises(what, call, want)
+# int64 classes within range are taken
+m = ampx.Model(model_path)
+m.set_data(xtr, array.array("q", ytr), xte, array.array("q", yte), row=2)
+with ampx.Backend("cpu", ["threads=1"]) as be, ampx.Trainer(m, be) as t:
+    t.run(400)
+    assert t.evaluate()["accuracy"] > 0.9
+m.close()
+
 # numpy arrays, when numpy is there: 2-D rows give their width, float64 is converted
 try:
     import numpy as np

@@ -204,5 +204,24 @@ expect_fail "encoding with llm.c's tokenizer file" 1 "decodes only" tokenize enc
 expect_fail "decoding ids outside the vocabulary" 1 "outside the model's vocabulary of" tokenize decode --tokenizer "$tmp/small.json" "$tmp/all.bin"
 expect_fail "decoding a text file" 1 "not a token file" tokenize decode --tokenizer "$tmp/tok.json" "$odd"
 
+# memory: a JSON tokenizer file is refused by its size (16 MiB, before it is read) and by its
+# count of values (before any is parsed), in well under a second and a few times its bytes
+python3 -c '
+import sys
+head = "{\"format\": \"ampx-bpe\", \"version\": 1, \"pre_split\": \"gpt2\", \"vocab_size\": 300, \"eot\": 299, \"merges\": ["
+def write(path, n):
+    with open(path, "w") as f:
+        f.write(head + ",".join(["[1,2]"] * n) + "]}")
+write(sys.argv[1], 3000000)  # 18 MB
+write(sys.argv[2], 1500000)  # 9 MB, 4.5 million values
+' "$tmp/huge_tok.json" "$tmp/many_tok.json"
+expect_fail "a 18 MB JSON tokenizer" 1 "more than the 16 MiB a JSON tokenizer file may be" \
+  tokenize encode --tokenizer "$tmp/huge_tok.json" --out "$tmp/x.bin" "$odd"
+/usr/bin/time -f "%M" -o "$tmp/rss" "$ampx" tokenize encode --tokenizer "$tmp/many_tok.json" \
+  --out "$tmp/x.bin" "$odd" >/dev/null 2>"$tmp/err"
+check "a JSON tokenizer of 4.5 million values is refused by their count" \
+  grep -qF "4500007 JSON values, more than the 196615 a tokenizer" "$tmp/err"
+check "... within 64 MB of memory (got $(tail -1 "$tmp/rss") KB)" test "$(tail -1 "$tmp/rss")" -lt 65536
+
 echo "tokenize_cli: $fails failure(s)"
 test $fails -eq 0

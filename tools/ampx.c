@@ -670,6 +670,8 @@ static int run_command(int argc, char **argv) {
         printf("ampx %s (plugin ABI %d.%d)\n", AMPX_VERSION_STRING, AMPX_ABI_MAJOR, AMPX_ABI_MINOR);
         return 0;
     }
+    int rc = cli_check_env(prog);
+    if (rc) return rc;
     /* getopt prefixes its messages with argv[0]: make that "ampx COMMAND" */
     char name[64];
     snprintf(name, sizeof name, "%s %s", prog, cmd);

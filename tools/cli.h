@@ -14,6 +14,9 @@ struct option;
 #define EXIT_FAILED 1 /* the work failed: bad input, a plugin, a failed case, a diverged run */
 #define EXIT_USAGE 2  /* the command line is wrong */
 
+/* The numeric AMPX_* environment variables (env.c): 0, or EXIT_USAGE after one line. */
+int cli_check_env(const char *prog);
+
 /* getopt_long with ampx's messages (tools/getopt.c): an unknown option names the closest known
  * one, a missing value says so; returns '?' after printing for either. */
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *lopts);

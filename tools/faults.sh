@@ -168,8 +168,16 @@ else
     --seed 0 --metrics "$d/m.jsonl" --monitor 1) >/dev/null 2>"$work/err"
 fi
 rc=$?
-if [ $rc -ne 1 ] || [ "$(wc -l <"$work/err")" -ne 1 ]; then
-  note "$kind" 0 "exit $rc, expected 1 with one line: $(cat "$work/err")"
+# the metrics file outgrowing its room is a warning and the run goes on: under the file size
+# limit (checkpoints fit) it ends with exit 0; in the tmpfs a checkpoint stops fitting: exit 1
+# with one line besides the metrics warning
+want=1
+[ "$kind" = "disk full (ulimit -f)" ] && want=0
+errors=$(grep -vc "warning: .*m.jsonl: write error" "$work/err")
+if [ $rc -ne $want ] || [ "$errors" -ne $want ]; then
+  note "$kind" 0 "exit $rc, expected $want with $want error line: $(cat "$work/err")"
+elif [ $want = 0 ] && ! grep -q "warning: .*m.jsonl: write error" "$work/err"; then
+  note "$kind" 0 "no warning for the metrics file: $(cat "$work/err")"
 else
   # room again: the files move to a folder with space, as a user would do
   mkdir -p "$work/moved" && cp "$d"/F*.safetensors "$work/moved/" 2>/dev/null

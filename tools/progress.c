@@ -72,13 +72,18 @@ int progress_metrics_flush(progress *p) {
     if (fflush(p->metrics) != 0 || ferror(p->metrics)) return errno = ENOMEM, -1;
     const char *s = p->metrics_buf;
     size_t n      = p->metrics_len;
+    off_t whole   = lseek(p->metrics_fd, 0, SEEK_CUR); /* the file ends with a whole line */
     while (n > 0) {
         ssize_t w = write(p->metrics_fd, s, n);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) { /* reported once: the file takes no more lines */
             int saved = w < 0 ? errno : EIO;
+            /* a full disk: cut a torn line off, so the file reads whole (ampx plot, resume) */
+            if (whole >= 0 && ftruncate(p->metrics_fd, whole) != 0) {
+                /* the line stays torn; a resume cuts it back (progress_metrics_open) */
+            }
             fclose(p->metrics), free(p->metrics_buf), close(p->metrics_fd);
-            p->metrics = NULL, p->metrics_buf = NULL;
+            p->metrics = NULL, p->metrics_buf = NULL, p->metrics_fd = -1;
             return errno = saved, -1;
         }
         s += w, n -= (size_t)w;
@@ -97,9 +102,17 @@ int progress_metrics_close(progress *p) {
     if (p->metrics) fclose(p->metrics);
     free(p->metrics_buf);
     p->metrics = NULL, p->metrics_buf = NULL;
-    if (close(p->metrics_fd) != 0 && !rc) rc = -1, saved = errno;
-    errno = saved;
+    if (p->metrics_fd >= 0 && close(p->metrics_fd) != 0 && !rc) rc = -1, saved = errno;
+    p->metrics_fd = -1;
+    errno         = saved;
     return rc;
+}
+
+void progress_metrics_drop(progress *p) {
+    if (p->metrics) fclose(p->metrics);
+    free(p->metrics_buf);
+    if (p->metrics && p->metrics_fd >= 0) close(p->metrics_fd);
+    p->metrics = NULL, p->metrics_buf = NULL, p->metrics_fd = -1;
 }
 
 double progress_now(void) {

@@ -40,6 +40,8 @@ int progress_metrics_open(progress *p, const char *path, int64_t resume_step, ch
 int progress_metrics_flush(progress *p);
 /* Flushes and closes the metrics file; 0, or -1 with errno. */
 int progress_metrics_close(progress *p);
+/* Closes the metrics file without another write: no more lines are taken. */
+void progress_metrics_drop(progress *p);
 
 /* Seconds on the monotonic clock. */
 double progress_now(void);

@@ -362,6 +362,45 @@ typedef struct train_run {
     char err[1024];
 } train_run;
 
+/* The keeper's files among the inputs in[1..n_in) (all but --resume, in[0]: a run resumed
+ * from one of F's files continues it): F.best when the run validates, and with --keep each
+ * input named as one of F's periodic files (F.stepN.safetensors, any N: N is read from the
+ * name) against that file. 0, or 1 after one line. */
+static int check_kept(train_run *r, const ampx_file_role *in, int n_in) {
+    const run_opts *o = &r->o;
+    char best[4096], stem[4096], path[4096];
+    ckpt_name(o->checkpoint, "best", best, sizeof best);
+    ampx_file_role out = {best, "--checkpoint's best file"};
+    if (ampx_model_train_config(r->m)->eval_every > 0 &&
+        ampx_check_outputs(&out, 1, in + 1, n_in - 1, r->err, sizeof r->err))
+        goto bad;
+    if (!o->keep) return 0;
+    /* the basename of F's periodic file of step 0, split around its six digits */
+    ckpt_step_name(o->checkpoint, 0, stem, sizeof stem);
+    const char *name   = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
+    const char *digits = NULL; /* the last ".step000000": F's own name may hold one */
+    for (const char *at = name; (at = strstr(at, ".step000000")); at++)
+        digits = at + 5;
+    size_t pre = (size_t)(digits - name), post = strlen(digits + 6);
+    for (int j = 1; j < n_in; j++) {
+        if (!in[j].path) continue;
+        const char *b = strrchr(in[j].path, '/') ? strrchr(in[j].path, '/') + 1 : in[j].path;
+        size_t n = strlen(b), k = pre;
+        if (n < pre + 6 + post || strncmp(b, name, pre) || strcmp(b + n - post, digits + 6))
+            continue;
+        while (k < n - post && b[k] >= '0' && b[k] <= '9')
+            k++;
+        if (k != n - post) continue;
+        ckpt_step_name(o->checkpoint, strtoll(b + pre, NULL, 10), path, sizeof path);
+        out = (ampx_file_role){path, "--checkpoint's periodic file"};
+        if (ampx_check_outputs(&out, 1, in + j, 1, r->err, sizeof r->err)) goto bad;
+    }
+    return 0;
+bad:
+    report(r->prog, "%s", r->err);
+    return 1;
+}
+
 /* No output of the run is one of its inputs (the model, its data, the policy, the weights it
  * starts from) or another output; a checkpoint resumed and written again is the one run
  * continued. 0, or 1 after one line. */
@@ -375,9 +414,11 @@ static int check_files(train_run *r) {
      * (--metrics or --trace naming F is still refused, as the same file as --checkpoint) */
     if (ampx_check_outputs(out, 1, in, 1, NULL, 0)) in[0].path = NULL;
     int n_in = 3 + ampx_model_inputs(r->m, in + 3, 13);
-    if (!ampx_check_outputs(out, 3, in, n_in, r->err, sizeof r->err)) return 0;
-    report(r->prog, "%s", r->err);
-    return 1;
+    if (ampx_check_outputs(out, 3, in, n_in, r->err, sizeof r->err)) {
+        report(r->prog, "%s", r->err);
+        return 1;
+    }
+    return o->checkpoint ? check_kept(r, in, n_in) : 0;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -569,12 +610,20 @@ static int train_start(train_run *r) {
     return 0;
 }
 
-/* The metrics lines written so far appended to the file; 0, or -1 after one line. */
-static int flush_metrics(train_run *r) {
-    if (!r->p.metrics || progress_metrics_flush(&r->p) == 0) return 0;
+/* A metrics file that takes no more lines (a full disk, a file size limit): one warning, and
+ * training goes on (the checkpoints are what a run must not lose; docs/RELIABILITY.md). */
+static void metrics_lost(train_run *r, int err) {
     if (r->p.tty) fputc('\n', stderr);
-    report(r->prog, "%s: write error: %s", r->o.metrics, strerror(errno ? errno : EIO));
-    return -1;
+    fprintf(stderr,
+            "%s: warning: %s: write error: %s at step %lld; no more metrics lines are written "
+            "(the file ends at a whole line): training goes on\n",
+            r->prog, r->o.metrics, strerror(err ? err : EIO), (long long)ampx_trainer_step(r->t));
+    progress_metrics_drop(&r->p);
+}
+
+/* The metrics lines written so far appended to the file (on failure: metrics_lost). */
+static void flush_metrics(train_run *r) {
+    if (r->p.metrics && progress_metrics_flush(&r->p) != 0) metrics_lost(r, errno);
 }
 
 /* Under --zero 1, every rank's shard of the optimizer state to rank 0 before it saves (every
@@ -595,7 +644,7 @@ static int after_interval(train_run *r) {
             report(r->prog, "%s", ampx_trainer_error(t));
             return -1;
         }
-        if (flush_metrics(r)) return -1; /* the checkpoint's lines are on disk before it */
+        flush_metrics(r); /* the checkpoint's lines are on disk before it */
         if (o->checkpoint && gather_state(r)) return -1;
         if (r->rank == 0 && o->checkpoint &&
             keeper_save_best(&r->keeper, t, r->ev.loss, r->err, sizeof r->err)) {
@@ -629,7 +678,7 @@ static int train_loop(train_run *r) {
             next = (now / tc->eval_every + 1) * tc->eval_every;
         if (next > tc->steps) next = tc->steps;
         st = ampx_trainer_run(t, next, progress_record, &r->p);
-        if (flush_metrics(r)) return -1;
+        flush_metrics(r);
         if (!st && g_signal) return interrupted(r);
         if (!st) progress_show(&r->p, ampx_trainer_step(t), r->start);
         if (ferror(stdout)) {
@@ -661,12 +710,12 @@ static int train_finish(train_run *r) {
         return -1;
     }
     r->secs = progress_now() - r->p.t0;
-    if (o->trace) {
-        if (ampx_trainer_trace_close(t, r->err, sizeof r->err)) {
-            report(r->prog, "%s", r->err);
-            return -1;
-        }
-        if (!o->quiet) printf("trace written to %s (open it in ui.perfetto.dev)\n", o->trace);
+    if (o->trace) { /* a trace that cannot be written (a full disk) costs the run nothing */
+        if (ampx_trainer_trace_close(t, r->err, sizeof r->err))
+            fprintf(stderr, "%s: warning: the trace was not written: %s; training goes on\n",
+                    r->prog, r->err);
+        else if (!o->quiet)
+            printf("trace written to %s (open it in ui.perfetto.dev)\n", o->trace);
     }
     if (ampx_trainer_window(t) ? progress_validate(&r->p, t, &r->ev) != 0
                                : ampx_trainer_evaluate(t, &r->ev) != AMPX_OK) {
@@ -697,10 +746,7 @@ static int train_finish(train_run *r) {
         return -1;
     }
     if (verdict == 1 && r->rank == 0) progress_run_warning(&r->p, ampx_trainer_step(t), warn);
-    if (r->p.metrics && progress_metrics_close(&r->p)) {
-        fprintf(stderr, "%s: %s: write error: %s\n", r->prog, o->metrics, strerror(errno));
-        return -1;
-    }
+    if (r->p.metrics && progress_metrics_close(&r->p)) metrics_lost(r, errno);
     ampx_trainer_scalars(t, &r->sc);
     return 0;
 }

@@ -172,6 +172,40 @@ PY
 expect_error zero_scale 1 'ampx.fp8.state" element 2 is 0, expected a finite number > 0' \
   "$ampx" train "$work/mlp8.json" --steps 40 --resume "$work/zero.st"
 
+# ---- finite but absurd states: a scale and inverse that disagree, a scale no margin gives
+# (refused); a scale past this policy's margin (a note: its first step saturates)
+fp8_edit() { # IN OUT SCALE INV: slot 2's scale and scale_inv ("-": unchanged)
+  python3 - "$@" <<'PY'
+import json, struct, sys
+raw = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+slots = h["ampx.fp8.state"]["shape"][1]
+at = 8 + n + h["ampx.fp8.state"]["data_offsets"][0]
+for k, v in ((2, sys.argv[3]), (slots + 2, sys.argv[4])):
+    if v != "-":
+        raw[at + 4 * k:at + 4 * k + 4] = struct.pack("<f", float(v))
+open(sys.argv[2], "wb").write(bytes(raw))
+PY
+}
+fp8_edit "$work/half.st" "$work/huge.st" 3e38 -
+expect_error fp8_huge_scale 1 'ampx.fp8.state": .* \(slot 2\): scale 3e\+38 and scale_inv [0-9.e+-]+ disagree' \
+  "$ampx" train "$work/mlp8.json" --steps 40 --resume "$work/huge.st"
+fp8_edit "$work/half.st" "$work/tiny_inv.st" - 1e-45
+expect_error fp8_tiny_inverse 1 '\(slot 2\): scale [0-9.e+-]+ and scale_inv 1\.4013e-45 disagree' \
+  "$ampx" train "$work/mlp8.json" --steps 40 --resume "$work/tiny_inv.st"
+fp8_edit "$work/half.st" "$work/saturating.st" 3e38 3.3333333e-39
+expect_error fp8_saturating 1 '\(slot 2\): scale 3e\+38 times the amax .* every value would saturate' \
+  "$ampx" train "$work/mlp8.json" --steps 40 --resume "$work/saturating.st"
+s2=$(python3 -c 'import json,struct,sys; r=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",r[:8])[0]; h=json.loads(r[8:8+n]); a=8+n+h["ampx.fp8.state"]["data_offsets"][0]; print(repr(struct.unpack("<f",r[a+8:a+12])[0]*1e6))' "$work/half.st")
+fp8_edit "$work/half.st" "$work/past_margin.st" "$s2" "$(python3 -c "print(1/$s2)")"
+"$ampx" train "$work/mlp8.json" --steps 40 --resume "$work/past_margin.st" >"$work/out" 2>"$work/err" ||
+  fail "a scale past the margin: $(cat "$work/err")"
+grep -q "saturates until the scale updates" "$work/out" "$work/err" ||
+  fail "a scale past the margin: no note: $(cat "$work/out" "$work/err")"
+"$ampx" train "$work/mlp8.json" --steps 40 --resume "$work/half.st" >"$work/out" 2>"$work/err" &&
+  ! grep -q "saturates" "$work/out" "$work/err" || fail "the saved state gets a note: $(cat "$work/err")"
+
 # ---- malformed fp8 blocks: one line each, with the JSON path
 bad() { # NAME PATTERN FP8-JSON
   with_policy "$mlp" "$work/$1.json" mlp8 "{\"preset\": \"mixed_bf16\", \"fp8\": $3}"

@@ -175,15 +175,61 @@ PY
 d=$work/fsize
 mkdir -p "$d"
 (
-  ulimit -f 40 # 40 KiB: the metrics lines, not the checkpoint, fit
+  ulimit -f 40 # 40 KiB: the checkpoint does not fit (the metrics file outgrows it: a warning)
   "$ampx" train "$mlp" --quiet --steps 400 --checkpoint "$d/F.safetensors" --metrics "$d/m.jsonl"
 ) >"$work/out" 2>"$work/err"
 rc=$?
 [ $rc -eq 1 ] || fail "ulimit -f: exit $rc, expected 1 ($(cat "$work/err"))"
-grep -Eq "File too large" "$work/err" || fail "ulimit -f: $(cat "$work/err")"
-[ "$(wc -l <"$work/err")" -eq 1 ] || fail "ulimit -f: expected one line, got: $(cat "$work/err")"
+grep -Eq "F.safetensors: File too large" "$work/err" || fail "ulimit -f: $(cat "$work/err")"
+[ "$(grep -vc 'warning: .*m.jsonl' "$work/err")" -eq 1 ] ||
+  fail "ulimit -f: expected one line, got: $(cat "$work/err")"
 [ -f "$d/F.safetensors" ] && fail "ulimit -f: a partial checkpoint is there"
 ls -a "$d" | grep -q '\.tmp\.' && fail "ulimit -f: a temporary file is left: $(ls -a "$d")"
+
+# ---- the keeper's files are outputs too: an input named F.best or F.stepN (with --keep) is
+# refused before the first step (a --resume from them continues the run, as from F)
+d=$work/kept_inputs
+mkdir -p "$d"
+"$ampx" train "$mlp" --quiet --steps 20 --checkpoint "$d/F.safetensors" --checkpoint-every 10 \
+  --keep 3 >/dev/null 2>&1 || fail "kept inputs: the first run"
+cp "$d/F.step000020.safetensors" "$d/F.best.safetensors"
+for f in F.step000020 F.best; do
+  before=$(sha256sum <"$d/$f.safetensors")
+  "$ampx" train "$mlp" --quiet --steps 40 --eval-every 10 --checkpoint "$d/F.safetensors" \
+    --checkpoint-every 10 --keep 3 --init-from "$d/$f.safetensors" >/dev/null 2>"$work/err"
+  rc=$?
+  [ $rc -eq 1 ] && grep -q "is the same file as .*$f.safetensors (--init-from)" "$work/err" ||
+    fail "--init-from $f: exit $rc, $(cat "$work/err")"
+  [ "$(sha256sum <"$d/$f.safetensors")" = "$before" ] || fail "--init-from $f: the file changed"
+done
+"$ampx" train "$mlp" --quiet --steps 40 --eval-every 10 --checkpoint "$d/F.safetensors" \
+  --checkpoint-every 10 --keep 3 --resume "$d/F.step000020.safetensors" >/dev/null 2>"$work/err" ||
+  fail "--resume F.step000020: $(cat "$work/err")"
+
+# ---- a full metrics or trace disk costs the run nothing: one warning, the run goes on and
+# writes its checkpoint (before: exit 1 at the first flush, no checkpoint)
+d=$work/fullmetrics
+mkdir -p "$d"
+for what in metrics trace; do
+  "$ampx" train "$mlp" --quiet --steps 30 --checkpoint "$d/$what.safetensors" --"$what" /dev/full \
+    >"$work/out" 2>"$work/err"
+  rc=$?
+  [ $rc -eq 0 ] || fail "--$what /dev/full: exit $rc, expected 0 ($(cat "$work/err"))"
+  grep -q "warning: .*No space left on device.*training goes on" "$work/err" ||
+    fail "--$what /dev/full: no warning: $(cat "$work/err")"
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "--$what /dev/full: expected one line: $(cat "$work/err")"
+  [ "$(meta "$d/$what.safetensors" step)" = 30 ] || fail "--$what /dev/full: no checkpoint at step 30"
+done
+# a metrics file cut short by a file size limit ends at a whole line (ampx plot reads it)
+(
+  ulimit -f 8
+  "$ampx" train "$mlp" --quiet --steps 60 --log-every 1 --monitor 1 --metrics "$d/m.jsonl"
+) >"$work/out" 2>"$work/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "warning: .*m.jsonl: write error: File too large" "$work/err" ||
+  fail "metrics under ulimit -f: exit $rc, $(cat "$work/err")"
+python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$d/m.jsonl" ||
+  fail "metrics under ulimit -f: a torn line"
 
 # ---- item 9: the memory check counts the activation arena
 expect_error "memory: arena" 1 "model \"gpt_tiny\".*activation arena \([0-9.]+ GiB planned for batch 65536\)" \

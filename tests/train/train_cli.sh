@@ -234,6 +234,13 @@ expect_error unread 'unread.json:4:15: \$\.nodes\[1\]\.name: nothing reads the o
   "$ampx" train "$work/unread.json"
 sed 's/"units": 128, "activation": "relu" },$/"units": 0, "activation": "relu" },/' "$mlp" >"$work/units.json"
 expect_error units 'units.json:8:48: \$\.layers\[0\]\.units: expected a positive integer' "$ampx" train "$work/units.json"
+# a size past its range says the range, not "not a positive integer"
+expect_error units_2p62 '\$\.layers\[1\]\.units: expected a positive integer in \[1, 16777216\], found 4\.6116860184273879e\+18' \
+  "$ampx" train "$mlp" --set 'layers[1].units=4611686018427387904'
+expect_error shape_2p24 'shape\[0\]: expected a positive integer in \[1, 16777216\], found 16777217' \
+  "$ampx" train "$mlp" --set 'inputs.x.shape=[16777217]'
+expect_error shape_2p31 'shape\[0\]: expected a positive integer in \[1, 16777216\], found 2147483647' \
+  "$ampx" train "$mlp" --set 'inputs.x.shape=[2147483647]'
 sed 's/"policy": "mixed_bf16"/"policy": "mixed_bf61"/' "$mlp" >"$work/pol.json"
 expect_error policy 'pol.json:13:13: \$\.policy: unknown policy "mixed_bf61" \(did you mean "mixed_bf16"\?\)' \
   "$ampx" train "$work/pol.json"

@@ -33,6 +33,7 @@ typedef enum ampx_status {
     AMPX_ERR_DEVICE      = 4, /* the device or its driver reported an error */
     AMPX_ERR_UNAVAILABLE = 5, /* the backend cannot run here (probe failed) */
     AMPX_ERR_INTERNAL    = 6, /* anything else */
+    AMPX_ERR_BUSY        = 7, /* (host only) a trainer already in use by another thread */
 } ampx_status;
 
 typedef enum ampx_log_level {

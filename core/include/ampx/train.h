@@ -323,7 +323,9 @@ AMPX_API double ampx_trainer_bytes_per_token(const ampx_trainer *t);
  * stop condition (on_min_scale = error, max_consecutive_skips) or a run-health stop (no
  * step applied, a non-finite or diverging loss, weights made non-finite by an update; see
  * docs/OBSERVABILITY.md) ends it with AMPX_ERR_INVALID and the diagnosis in
- * ampx_trainer_error(). */
+ * ampx_trainer_error(). Run, evaluate, save and load called while another thread is inside
+ * one of them on the same trainer return AMPX_ERR_BUSY at once (docs/C_API.md, "Threading");
+ * the record callback's own thread may call them. */
 typedef int (*ampx_record_fn)(void *user, const ampx_step_record *r);
 AMPX_API ampx_status ampx_trainer_run(ampx_trainer *t, int64_t until, ampx_record_fn record,
                                       void *user);

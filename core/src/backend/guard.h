@@ -7,7 +7,9 @@
  *   ampx: backend 'cpu' (/x/libampx-cpu.so) called exit() during buffer_read
  * A fault or abort then meets the handler that was there before (the default, or a
  * sanitizer's); exit() inside a plugin call ends the process with status 70 (EX_SOFTWARE),
- * whatever status the plugin gave, so a run a plugin ended never reads as a success. */
+ * whatever status the plugin gave, so a run a plugin ended never reads as a success.
+ * The record is per thread: trainers on several threads each have their own call in flight,
+ * and a host thread's exit() while another thread is inside a plugin blames no plugin. */
 #ifndef AMPX_BACKEND_GUARD_H
 #define AMPX_BACKEND_GUARD_H
 

@@ -12,6 +12,7 @@ const char *ampx_status_name(ampx_status st) {
     case AMPX_ERR_DEVICE: return "AMPX_ERR_DEVICE";
     case AMPX_ERR_UNAVAILABLE: return "AMPX_ERR_UNAVAILABLE";
     case AMPX_ERR_INTERNAL: return "AMPX_ERR_INTERNAL";
+    case AMPX_ERR_BUSY: return "AMPX_ERR_BUSY";
     }
     return "AMPX_ERR_UNKNOWN";
 }

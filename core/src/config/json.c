@@ -13,7 +13,6 @@
 #include <string.h>
 
 #define JSON_MAX_DEPTH 64
-#define JSON_MAX_FILE_BYTES (16ull << 20)
 /* A value takes ~110 bytes in memory for as little as 2 bytes of text: a model or policy file
  * holds a few thousand, and one of more than this many is refused before any is allocated
  * (unless the input cap was raised), so the parser's memory stays within ~115 MB. */
@@ -537,7 +536,7 @@ json_value *json_parse(const char *text, const char *file, ampx_err e) {
 /* The values of text, counted in one pass that allocates nothing (exact for a document that
  * parses; the parser reports what is wrong with one that does not): the root, an array's
  * elements (its first, and one per ',') and an object's members (one per ':'). */
-static uint64_t count_values(const char *s) {
+uint64_t json_count_values(const char *s) {
     uint64_t n                               = 1;
     unsigned char object[JSON_MAX_DEPTH + 2] = {0}; /* [d]: the container at depth d is one */
     int depth                                = 0;
@@ -582,7 +581,7 @@ json_value *json_parse_file(const char *path, ampx_err e) {
         free(buf);
         return NULL;
     }
-    uint64_t n = input_max_is_set() ? 0 : count_values(buf);
+    uint64_t n = input_max_is_set() ? 0 : json_count_values(buf);
     if (n > JSON_MAX_FILE_VALUES) {
         err_set(e,
                 "%s: %llu JSON values, more than the %llu a model or policy file may hold (raise "

@@ -35,6 +35,14 @@ struct json_value {
     size_t index; /* position within the parent */
 };
 
+/* The cap on a JSON file's bytes unless the input cap was set (config/input.h). */
+#define JSON_MAX_FILE_BYTES (16ull << 20)
+
+/* The values of text (NUL-terminated), counted in one pass that allocates nothing: exact for
+ * a document that parses. A reader that knows how many values its format holds refuses more
+ * before the parser spends ~110 bytes on each. */
+uint64_t json_count_values(const char *text);
+
 /* Parses text (NUL-terminated). On failure returns NULL and writes
  * "FILE:LINE:COL: message" to err. */
 json_value *json_parse(const char *text, const char *file, ampx_err e);

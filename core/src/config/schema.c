@@ -93,13 +93,12 @@ int jint(jctx *c, const json_value *obj, const char *key, int required, int64_t 
          int64_t *out) {
     const json_value *v = json_get(obj, key);
     if (!v) return required ? jmissing(c, obj, key) : 0;
-    if (v->type != JSON_NUMBER || v->num != floor(v->num) || fabs(v->num) > 9e15) {
-        if (lo >= 1) return jerr(c, v, "expected a positive integer");
-        return jerr(c, v, "expected an integer");
-    }
-    if (lo == 1 && v->num < 1) return jerr(c, v, "expected a positive integer");
+    /* every refusal says the range: a size past it is not "not a positive integer" */
+    const char *what = lo >= 1 ? "a positive integer" : "an integer";
+    if (v->type != JSON_NUMBER || v->num != floor(v->num))
+        return jerr(c, v, "expected %s in [%lld, %lld]", what, (long long)lo, (long long)hi);
     if (v->num < (double)lo || v->num > (double)hi) {
-        return jerr(c, v, "expected an integer in [%lld, %lld], found %.17g", (long long)lo,
+        return jerr(c, v, "expected %s in [%lld, %lld], found %.17g", what, (long long)lo,
                     (long long)hi, v->num);
     }
     *out = (int64_t)v->num;

@@ -416,7 +416,7 @@ static ampx_status flush(ampx_trainer *t, ampx_record_fn record, void *user, int
     return st;
 }
 
-ampx_status ampx_trainer_run(ampx_trainer *t, int64_t until, ampx_record_fn record, void *user) {
+static ampx_status run_steps(ampx_trainer *t, int64_t until, ampx_record_fn record, void *user) {
     int stop             = 0;
     ampx_status st       = AMPX_OK;
     t->ring.first        = t->step;
@@ -428,6 +428,14 @@ ampx_status ampx_trainer_run(ampx_trainer *t, int64_t until, ampx_record_fn reco
             if ((st = flush(t, record, user, &stop))) return st;
         if (halt) break;
     }
+    return st;
+}
+
+ampx_status ampx_trainer_run(ampx_trainer *t, int64_t until, ampx_record_fn record, void *user) {
+    int claimed = tr_claim(t);
+    if (claimed < 0) return AMPX_ERR_BUSY;
+    ampx_status st = run_steps(t, until, record, user);
+    tr_release(t, claimed);
     return st;
 }
 

@@ -20,7 +20,10 @@
 #ifndef AMPX_TRAINER_H
 #define AMPX_TRAINER_H
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "ampx/train.h"
@@ -179,6 +182,7 @@ struct ampx_trainer {
     char notice[768];   /* what the last load changed, for the user (ampx_trainer_notice) */
     ampx_keeper keeper; /* saved in and loaded from checkpoints (checkpoint.c) */
     const volatile sig_atomic_t *stop; /* ampx_trainer_stop_on: run stops when non-zero */
+    _Atomic(uintptr_t) user; /* the thread inside run, evaluate, save or load (tr_claim) */
 };
 
 // ---------------------------------------------------------------------------------------
@@ -187,6 +191,22 @@ struct ampx_trainer {
 /* The trainer's message buffer, t->error, as the ampx_err every failing path writes. */
 static inline ampx_err tr_err(ampx_trainer *t) {
     return ERR(t->error, sizeof t->error);
+}
+
+/* One thread at a time (docs/C_API.md), enforced where it is cheap: run, evaluate, save and
+ * load claim the trainer for their thread, and another thread's call meanwhile returns
+ * AMPX_ERR_BUSY (writing nothing into t->error, which is the other thread's). The same
+ * thread may nest (a record callback that saves). Returns 1: claimed (tr_release after),
+ * 0: nested, -1: busy. */
+static inline int tr_claim(ampx_trainer *t) {
+    _Static_assert(sizeof(pthread_t) <= sizeof(uintptr_t), "pthread_t as an integer");
+    uintptr_t none = 0, self = (uintptr_t)pthread_self();
+    if (atomic_compare_exchange_strong(&t->user, &none, self)) return 1;
+    return none == self ? 0 : -1;
+}
+
+static inline void tr_release(ampx_trainer *t, int claimed) {
+    if (claimed == 1) atomic_store(&t->user, 0);
 }
 
 /* Writes a message into t->error and returns st (err_fail on tr_err). */

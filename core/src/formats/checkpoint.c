@@ -212,6 +212,15 @@ static void keeper_json(const ampx_keeper *k, sbuf *h) {
                   (long long)k->best_step);
 }
 
+/* What the run carries over a resume besides the scalars: the keeper's state and the
+ * run-health rules' reference loss ("health_start_loss", once a step was applied), so a
+ * resumed run judges divergence as the straight one. */
+static void run_state_json(const ampx_trainer *t, sbuf *h) {
+    keeper_json(&t->keeper, h);
+    if (t->ring.health.start_loss > 0)
+        sb_printf(h, ",\"health_start_loss\":\"%.17g\"", t->ring.health.start_loss);
+}
+
 /* A trainer with no whole state to write: a sampler's, or one rank's shard under ZeRO-1. */
 static ampx_status save_refused(const ampx_trainer *t, const char *path, ampx_err e) {
     if (t->inference) {
@@ -243,7 +252,7 @@ static ampx_status derive_for_file(ampx_trainer *t, const ck_tensor *c, void *da
     return st;
 }
 
-ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
+static ampx_status save(ampx_trainer *t, const char *path, char *err, size_t cap) {
     ampx_status st = save_refused(t, path, ERR(err, cap));
     if (st) return st;
     ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 2));
@@ -277,7 +286,7 @@ ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size
               (double)sc.scale, sc.growth_tracker, sc.hysteresis_left, (double)sc.lr,
               t->m->cfg.opt.kind == OPT_ADAMW ? "adamw" : "sgd",
               (unsigned long long)t->m->cfg.train.seed);
-    keeper_json(&t->keeper, &h);
+    run_state_json(t, &h);
     /* how the run that wrote it read its data: a resume with another global batch is noted */
     sb_printf(&h, ",\"ranks\":\"%d\",\"batch\":\"%lld\",\"accumulate\":\"%lld\"", t->dp.world,
               (long long)t->B, (long long)t->A);
@@ -639,6 +648,54 @@ static const unsigned char *ck_span(const ck_source *s, uint64_t begin, uint64_t
     return st_read_span(s->f, s->data_at, begin, begin + n, s->chunk) ? NULL : s->chunk;
 }
 
+/* The fp8 scaling state beyond finite and positive: what FP8_SCALE_UPDATE writes (backend
+ * args) holds scale_inv = 1 / scale (f32 division), and scale times the largest amax left in
+ * the history at most the format's largest value x 2^-margin (the scale was computed from an
+ * amax at least that large). A scale and inverse that disagree, or a scale that would
+ * saturate by more than any margin allows (2^64), is refused; one past this policy's margin
+ * (the margin may have changed since the save) gets a note. */
+static ampx_status check_fp8_state(ck_reader *r, ampx_trainer *t, const ck_source *s,
+                                   const ck_tensor *c, uint64_t at) {
+    uint64_t n = (uint64_t)t->g.n_fp8, rows = 2 + (uint64_t)t->fp8_history;
+    if (rows * n * 4 > CK_CHUNK) return AMPX_OK; /* no model has that many fp8 tensors */
+    const unsigned char *p = ck_span(s, at, rows * n * 4);
+    if (!p) return st_bad(r, "read error");
+    for (uint64_t i = 0; i < n; i++) {
+        float scale, inv, a, amax = 0;
+        memcpy(&scale, p + 4 * i, 4);
+        memcpy(&inv, p + 4 * (n + i), 4);
+        for (uint64_t h = 2; h < rows; h++)
+            if (memcpy(&a, p + 4 * (h * n + i), 4), a > amax) amax = a;
+        const char *fmt = t->fp8_rec[i].format;
+        double fmax     = ampx_fp8_max(strcmp(fmt, "e5m2") ? AMPX_E4M3 : AMPX_E5M2);
+        double product  = (double)scale * (double)inv;
+        if (!(fabs(product - 1) <= 1e-5))
+            return st_bad(r,
+                          "tensor \"%s\": %s (slot %llu): scale %g and scale_inv %g disagree "
+                          "(their product is %.9g, expected 1: scale_inv is 1 / scale)",
+                          c->name, t->fp8_names[i], (unsigned long long)i, (double)scale,
+                          (double)inv, product);
+        double over = (double)scale * (double)amax / fmax;
+        if (over > 0x1p64)
+            return st_bad(r,
+                          "tensor \"%s\": %s (slot %llu): scale %g times the amax %g in its "
+                          "history is %.3g times %s's largest value %g: every value would "
+                          "saturate (no margin gives such a scale)",
+                          c->name, t->fp8_names[i], (unsigned long long)i, (double)scale,
+                          (double)amax, over, fmt, fmax);
+        double bound = ldexp(1.0, -t->m->cfg.pol.fp8.margin) * 1.001;
+        size_t used  = strlen(t->notice);
+        if (over > bound && used + 1 < sizeof t->notice)
+            snprintf(t->notice + used, sizeof t->notice - used,
+                     "%s%s: fp8 tensor %s's scale %g times its history's amax %g is %.3g times "
+                     "%s's largest value (policy.fp8.margin %d allows %g): its first step "
+                     "saturates until the scale updates",
+                     used ? "; " : "", r->name, t->fp8_names[i], (double)scale, (double)amax, over,
+                     fmt, t->m->cfg.pol.fp8.margin, bound / 1.001);
+    }
+    return AMPX_OK;
+}
+
 /* The first pass over tensor c at offset at: its values, chunk by chunk, or the scalars
  * block (read into *saved and checked). */
 static ampx_status check_tensor(ck_reader *r, const ck_source *s, const ck_tensor *c, uint64_t at,
@@ -719,9 +776,18 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
     if ((st = check_identity(r, t, meta))) goto out;
     st = AMPX_ERR_INVALID;
     int64_t step, seed;
+    float start_f = 0;
     if (meta_int(r, meta, "step", 0, INT64_MAX, &step) ||
-        meta_int(r, meta, "seed", 0, INT64_MAX, &seed) || meta_keeper(r, meta, step, keeper))
+        meta_int(r, meta, "seed", 0, INT64_MAX, &seed) || meta_keeper(r, meta, step, keeper) ||
+        (meta_str(meta, "health_start_loss") && meta_float(r, meta, "health_start_loss", &start_f)))
         goto out;
+    if (start_f < 0 || (meta_str(meta, "health_start_loss") && !(start_f > 0))) {
+        st_bad(r, "__metadata__.health_start_loss \"%.40s\" is not a positive number",
+               meta_str(meta, "health_start_loss"));
+        goto out;
+    }
+    /* kept in double, as the straight run holds it */
+    double start_loss = start_f > 0 ? strtod(meta_str(meta, "health_start_loss"), NULL) : 0;
     int n = ck_list(t, ts), derived = 0;
     t->notice[0] = 0;
     if (ck_match(r, t, root, ts, n, at, &derived) || meta_batch(r, t, meta)) goto out;
@@ -729,7 +795,9 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
     memset(&saved, 0, sizeof saved);
     for (int i = 0; i < n; i++) /* every restored value, before anything reaches the device */
         if (at[i] >= 0 && !ts[i].skip &&
-            (st = check_tensor(r, s, &ts[i], (uint64_t)at[i], meta, step, &saved)))
+            ((st = check_tensor(r, s, &ts[i], (uint64_t)at[i], meta, step, &saved)) ||
+             (ts[i].buf && ts[i].buf == t->fp8 &&
+              (st = check_fp8_state(r, t, s, &ts[i], (uint64_t)at[i])))))
             goto out;
     for (int i = 0; i < n; i++)
         if (at[i] >= 0 && !ts[i].skip &&
@@ -739,7 +807,8 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
     if ((st = derive_copies(r, t, ts, n, at, derived))) goto out;
     t->keeper = *keeper;
     t->step   = step;
-    st        = AMPX_OK;
+    health_resume(&t->ring.health, start_loss);
+    st = AMPX_OK;
 out:
     free(ts), free(at), free(keeper);
     return st;
@@ -758,7 +827,7 @@ ampx_status ck_load_memory(ampx_trainer *t, const char *name, const unsigned cha
     return st;
 }
 
-ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size_t cap) {
+static ampx_status load(ampx_trainer *t, const char *path, char *err, size_t cap) {
     t->kv.len = 0; /* new weights: nothing cached holds */
     /* No checkpoint of this model is larger than its header cap and its state. */
     ck_tensor *ts = malloc(sizeof *ts * (TR_MAX_PARAMS * 5 + 2));
@@ -793,5 +862,29 @@ ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size
     if (s.f) fclose(s.f);
     free(s.chunk);
     json_free(root);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------
+// One thread at a time (tr_claim)
+
+static ampx_status busy(const char *path, char *err, size_t cap) {
+    err_set(ERR(err, cap), "%s: the trainer is in use by another thread", path);
+    return AMPX_ERR_BUSY;
+}
+
+ampx_status ampx_trainer_save(ampx_trainer *t, const char *path, char *err, size_t cap) {
+    int claimed = tr_claim(t);
+    if (claimed < 0) return busy(path, err, cap);
+    ampx_status st = save(t, path, err, cap);
+    tr_release(t, claimed);
+    return st;
+}
+
+ampx_status ampx_trainer_load(ampx_trainer *t, const char *path, char *err, size_t cap) {
+    int claimed = tr_claim(t);
+    if (claimed < 0) return busy(path, err, cap);
+    ampx_status st = load(t, path, err, cap);
+    tr_release(t, claimed);
     return st;
 }

@@ -685,9 +685,11 @@ static int parse_inputs(builder *b, const json_value *v) {
                             is_i32 ? "0" : "1", G_MAX_DIMS - 1);
             for (size_t k = 0; k < sh->n_items; k++) {
                 const json_value *f = sh->items[k];
-                if (f->type != JSON_NUMBER || f->num != floor(f->num) || f->num < 1 ||
-                    f->num > (1 << 24))
-                    return jerr(c, f, "expected a positive integer");
+                if (f->type != JSON_NUMBER || f->num != floor(f->num))
+                    return jerr(c, f, "expected a positive integer in [1, %d]", 1 << 24);
+                if (f->num < 1 || f->num > (1 << 24))
+                    return jerr(c, f, "expected a positive integer in [1, %d], found %.17g",
+                                1 << 24, f->num);
                 dims[ndim++] = (int64_t)f->num;
             }
         }

@@ -134,8 +134,7 @@ static ampx_status evaluate_regression(ampx_trainer *t, int64_t off, ampx_eval_r
     return st;
 }
 
-ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
-    memset(out, 0, sizeof *out);
+static ampx_status evaluate(ampx_trainer *t, ampx_eval_result *out) {
     int64_t off = t->in.tokens ? -1 : target_offset(t);
     if (off >= 0) return evaluate_regression(t, off, out);
     const g_graph *g = &t->g;
@@ -167,6 +166,15 @@ ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
     out->accuracy = !classify ? -1 : n ? (double)correct / (double)n : 0;
     out->loss     = n ? loss_sum / (double)(n / (int64_t)pos) : 0;
     return AMPX_OK;
+}
+
+ampx_status ampx_trainer_evaluate(ampx_trainer *t, ampx_eval_result *out) {
+    memset(out, 0, sizeof *out);
+    int claimed = tr_claim(t);
+    if (claimed < 0) return AMPX_ERR_BUSY;
+    ampx_status st = evaluate(t, out);
+    tr_release(t, claimed);
+    return st;
 }
 
 ampx_status ampx_trainer_logits(ampx_trainer *t, const int32_t *ids, int64_t rows, float *logits) {

@@ -51,6 +51,11 @@ int health_step(health_state *h, const ampx_step_record *r, ampx_err e) {
     }
     h->nonfinite_run = 0;
     if (r->skipped) return 0;
+    if (h->window > 0) { /* a resume without the reference: it is this window's largest loss */
+        h->window--;
+        if (r->loss > h->start_loss) h->start_loss = r->loss;
+        return 0;
+    }
     if (h->start_loss == 0) {
         h->start_loss = r->loss > 0 ? r->loss : 1e-30;
         return 0;
@@ -77,6 +82,12 @@ int health_step(health_state *h, const ampx_step_record *r, ampx_err e) {
     }
     h->diverged_run = 0;
     return 0;
+}
+
+void health_resume(health_state *h, double start_loss) {
+    h->start_loss   = start_loss > 0 && isfinite(start_loss) ? start_loss : 0;
+    h->window       = h->start_loss > 0 ? 0 : HEALTH_RESUME_WINDOW;
+    h->diverged_run = 0;
 }
 
 int health_end(const health_state *h, double scale, double min_scale, ampx_err e) {

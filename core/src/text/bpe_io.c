@@ -44,10 +44,25 @@ static int read_merge(jctx *c, const json_value *v, uint32_t i, uint32_t out[2])
     return 0;
 }
 
+/* The most JSON values a tokenizer file holds: the root, its six members, the merges array's
+ * members of BPE_MAX_VOCAB - 257 merges of three values each (the pair and its two ids). */
+#define BPE_JSON_MAX_VALUES (7 + 3 * (uint64_t)BPE_MAX_VOCAB)
+
 static ampx_tokenizer *read_json(const char *path, const char *text, ampx_err e) {
     static const char *const keys[]    = {"format", "version", "pre_split", "vocab_size",
                                           "eot",    "merges",  NULL};
     static const char *const formats[] = {"ampx-bpe", NULL}, *const splits[] = {"gpt2", NULL};
+    /* counted before parsing: a file of 10^7 merges is refused in one pass, not after the
+     * parser spent ~110 bytes on each of its values */
+    uint64_t n_values = json_count_values(text);
+    if (n_values > BPE_JSON_MAX_VALUES) {
+        err_set(e,
+                "%s: %llu JSON values, more than the %llu a tokenizer of at most %u tokens holds "
+                "(three per merge)",
+                path, (unsigned long long)n_values, (unsigned long long)BPE_JSON_MAX_VALUES,
+                BPE_MAX_VOCAB);
+        return NULL;
+    }
     json_value *root = json_parse(text, path, e);
     if (!root) return NULL;
     jctx c     = {.file = path, .err = e};
@@ -224,12 +239,37 @@ AMPX_API int ampx_tokenizer_save_llmc(const ampx_tokenizer *t, const char *path,
 // ---------------------------------------------------------------------------------------
 // Either file
 
+/* The cap for path: llm.c's binary file (its magic first) has the input cap; ampx's JSON file
+ * the 16 MiB of every JSON file unless the input cap was set, so the file's size is checked
+ * before it is read. 0 after a message in e. */
+static uint64_t tokenizer_cap(const char *path, ampx_err e) {
+    uint64_t size;
+    FILE *f = input_open(path, input_max_bytes(), &size, e);
+    if (!f) return 0;
+    unsigned char head[4] = {0};
+    size_t got            = fread(head, 1, sizeof head, f);
+    fclose(f);
+    if ((got == 4 && u32_at(head, 0) == LLMC_TOKENIZER_MAGIC) || input_max_is_set())
+        return input_max_bytes();
+    if (size > JSON_MAX_FILE_BYTES) {
+        err_set(e,
+                "%s: %llu bytes, more than the %llu MiB a JSON tokenizer file may be (one of "
+                "%u tokens is about 1 MiB; raise the input limit with --max-input-bytes or "
+                "AMPX_MAX_INPUT_BYTES)",
+                path, (unsigned long long)size, JSON_MAX_FILE_BYTES >> 20, BPE_MAX_VOCAB);
+        return 0;
+    }
+    return JSON_MAX_FILE_BYTES;
+}
+
 AMPX_API int ampx_tokenizer_load(const char *path, ampx_tokenizer **out, char *err,
                                  size_t err_cap) {
     ampx_err e = ERR(err, err_cap);
     size_t len;
-    *out    = NULL;
-    char *b = input_read(path, input_max_bytes(), &len, ERR(err, err_cap));
+    *out         = NULL;
+    uint64_t cap = tokenizer_cap(path, e);
+    if (!cap) return -1;
+    char *b = input_read(path, cap, &len, ERR(err, err_cap));
     if (!b) return -1;
     const unsigned char *u = (const unsigned char *)b;
     if (len >= 4 && u32_at(u, 0) == LLMC_TOKENIZER_MAGIC) {
