@@ -761,6 +761,21 @@ static void print_summary(const train_run *r) {
            secs > 0 ? (double)(ampx_trainer_step(t) - r->start) / secs : 0.0,
            progress_scale_text(sc->scale).s);
     progress_print_eval(t, ev);
+    double copy_s;
+    uint64_t copied = ampx_trainer_copies(t, &copy_s);
+    if (copied) {
+        double share = secs > 0 ? copy_s / secs : 0;
+        printf("placement copies: %.1f MiB, %.1f%% of the run's time (%.0f ms)\n",
+               (double)copied / 1048576.0, 100 * share, copy_s * 1e3);
+        /* fallbacks that cost more than they save are what users of every framework ask about */
+        if (share > 0.25)
+            fprintf(stderr,
+                    "%s: warning: the copies between the backends of the list took %.0f%% of the "
+                    "run's time: the nodes that fell back (ampx policy MODEL --backend %s) cost "
+                    "more than they move; place them together (--place GLOB=BACKEND) or "
+                    "implement their ops\n",
+                    r->prog, 100 * share, ampx_backend_path(r->be));
+    }
     if (r->world > 1)
         printf("gradient all-reduce: %.1f%% of the run's time on rank 0 (%.0f ms, %s)\n",
                secs > 0 ? 100 * ampx_trainer_comm_ms(t) / (secs * 1e3) : 0.0,

@@ -12,7 +12,8 @@
 #   - `ampx policy --backend A,B` lists every node with its backend and each fallback's
 #     reason, and the bytes copied; placement "strict" and bad rules are refused with one line
 #   - opencl (GEMM and attention alone) + cpu on this machine's OpenCL device, when there is one
-# Env: AMPX_TEST_FORWARD (the forwarding plugin), AMPX_TEST_INNER_PLUGIN (the cpu plugin).
+# Env: AMPX_TEST_FORWARD (the forwarding plugin), AMPX_TEST_OLD_MINOR (an ABI 1.1 plugin),
+# AMPX_TEST_INNER_PLUGIN (the cpu plugin both wrap).
 set -uo pipefail
 ampx=$1
 src=$2
@@ -24,7 +25,8 @@ fail() {
   echo "FAIL: $*"
   fails=$((fails + 1))
 }
-export AMPX_BACKEND_OPTS=cpu.threads=1,forward.threads=1
+export AMPX_BACKEND_OPTS=cpu.threads=1,forward.threads=1,wrapper.threads=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # a small GPT (d_model 64, context 32) so the run stays quick
 sed -e 's/"dim": 128/"dim": 64/; s/"units": 512/"units": 256/; s/"units": 128/"units": 64/' \
   -e 's/"shape": \[64\]/"shape": [32]/g' "$src/models/gpt_tiny.json" >"$work/gpt_small.json"
@@ -68,6 +70,47 @@ for f in no-writeback stale-scalars; do
     >"$work/out" 2>&1
   cmp -s "$work/fault.st" "$work/gpt_gemm.cpu.st" && fail "planted fault $f went unnoticed"
 done
+
+# a plugin built for ABI 1.1 (gemm and cast only, tests/plugins/wrapper.c WRAP_OLD_MINOR) is
+# placed like any other: its GEMMs there, the rest on cpu
+# (it takes no GEMM epilogue: the dense layers are GEMM, bias and activation apart, as on cpu
+# with gemm_epilogue=0)
+old=${AMPX_TEST_OLD_MINOR:?}
+"$ampx" train "$src/models/mlp.json" --backend cpu --backend-opt gemm_epilogue=0 --steps 30 \
+  --checkpoint "$work/noepi.st" --quiet >"$work/out" 2>&1 || fail "cpu gemm_epilogue=0: $(cat "$work/out")"
+"$ampx" train "$src/models/mlp.json" --backend "$old,cpu" --backend-opt cpu.gemm_epilogue=0 \
+  --steps 30 --checkpoint "$work/old.st" >"$work/out" 2>&1 || fail "ABI 1.1 plugin in a list: $(cat "$work/out")"
+grep -q 'placement: .* on wrapper' "$work/out" || fail "ABI 1.1 plugin: nothing placed on it: $(head -4 "$work/out")"
+cmp -s "$work/old.st" "$work/noepi.st" || fail "ABI 1.1 plugin + cpu: checkpoint differs from all-cpu"
+
+# evaluation, sampling and ampx diff on a placed list
+list=("--backend" "$fwd,cpu" "--backend-opt" "forward.ops=gemm,layernorm_fwd")
+"$ampx" eval "$work/gpt_small.json" --checkpoint "$work/gpt_gemm.cpu.st" "${list[@]}" >"$work/e1" 2>&1 ||
+  fail "eval on a list: $(cat "$work/e1")"
+"$ampx" eval "$work/gpt_small.json" --checkpoint "$work/gpt_gemm.cpu.st" --backend cpu >"$work/e2" 2>&1
+cmp -s "$work/e1" "$work/e2" || fail "eval on a list differs from cpu: $(cat "$work/e1" "$work/e2")"
+# sampling with the KV cache: the same tokens as on cpu (the same code on both sides)
+"$ampx" generate "$work/gpt_small.json" --checkpoint "$work/gpt_gemm.cpu.st" --backend cpu \
+  --prompt "To be" --tokens 24 --temperature 0 --quiet >"$work/gen.cpu" 2>&1 || fail "generate: $(cat "$work/gen.cpu")"
+"$ampx" generate "$work/gpt_small.json" --checkpoint "$work/gpt_gemm.cpu.st" "${list[@]}" \
+  --prompt "To be" --tokens 24 --temperature 0 --quiet >"$work/gen.list" 2>&1 || fail "generate on a list: $(cat "$work/gen.list")"
+cmp -s "$work/gen.cpu" "$work/gen.list" || fail "generate on a list differs: $(cat "$work/gen.cpu" "$work/gen.list")"
+"$ampx" diff "$work/gpt_small.json" --backend cpu --backend "$fwd,cpu" --backend-opt forward.ops=gemm \
+  --steps 3 >"$work/out" 2>&1 || fail "ampx diff cpu against a list: $(tail -3 "$work/out")"
+
+# data parallel, ZeRO-1, two ranks on a list: the same checkpoint as two ranks on cpu
+if mpi=$(command -v mpirun); then
+  for k in cpu list; do
+    b=(--backend cpu)
+    [ "$k" = list ] && b=(--backend "$fwd,cpu" --backend-opt forward.ops=gemm,act_fwd)
+    timeout -k 5 120 "$mpi" --oversubscribe -np 2 -x AMPX_BACKEND_OPTS -x AMPX_TEST_INNER_PLUGIN \
+      "$ampx" train "$src/models/mlp.json" "${b[@]}" --zero 1 --steps 20 --quiet \
+      --checkpoint "$work/z.$k.st" >"$work/out" 2>&1 || fail "--zero 1, 2 ranks, $k: $(cat "$work/out")"
+  done
+  cmp -s "$work/z.cpu.st" "$work/z.list.st" || fail "--zero 1 on a list differs from cpu"
+else
+  echo "mpirun: not here, the two-rank case skipped"
+fi
 
 # the listing and the refusals
 "$ampx" policy "$work/gpt_small.json" --backend "$fwd,cpu" --backend-opt forward.ops=gemm \

@@ -366,8 +366,9 @@ AMPX_API int ampx_trainer_health_end(ampx_trainer *t, char *buf, size_t cap);
  * refusal: "example has no layernorm_bwd"), then the copies' total. */
 AMPX_API void ampx_trainer_placement(const ampx_trainer *t, int full, ampx_line_fn line,
                                      void *user);
-/* Bytes the placement copies moved so far (0 on one backend). */
-AMPX_API uint64_t ampx_trainer_copied_bytes(const ampx_trainer *t);
+/* Bytes the placement's copies moved so far (0 on one backend), and (seconds, optional) the
+ * host time they took, each copy's wait for the work before it included. */
+AMPX_API uint64_t ampx_trainer_copies(const ampx_trainer *t, double *seconds);
 /* Bytes of activation/gradient memory: planned peak, and the sum without reuse. */
 AMPX_API void ampx_trainer_memory(const ampx_trainer *t, uint64_t *peak_bytes,
                                   uint64_t *unplanned_bytes);

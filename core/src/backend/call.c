@@ -101,11 +101,13 @@ ampx_status call_op(call_ctx *c, const char *who, uint32_t op, const void *args)
     c->counts[op]++;
     if (c->observe) {
         if (c->sync_each && st == AMPX_OK) st = c->ifc->synchronize(c->ctx);
-        ev.t1_ns  = call_now_ns();
-        ev.op     = op;
-        ev.who    = who;
-        ev.phase  = c->phase;
-        ev.status = st;
+        ev.t1_ns   = call_now_ns();
+        ev.op      = op;
+        ev.who     = who;
+        ev.phase   = c->phase;
+        ev.status  = st;
+        ev.track   = c->track;
+        ev.backend = c->ifc->name;
         call_describe(op, args, &ev);
         /* a GEMM runs in its operands' precision; every other op in its node's */
         ev.dtype = op == AMPX_OP_GEMM       ? ((const ampx_gemm_args *)args)->a.dtype

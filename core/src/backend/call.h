@@ -36,6 +36,10 @@ typedef struct call_event {
     uint64_t flops;   /* floating-point operations (GEMM 2mnk; elementwise: one per element) */
     int64_t t0_ns, t1_ns;
     ampx_status status;
+    /* on a backend list: the member that ran it (0 for one backend), -1 for a copy between
+     * members (op AMPX_OP_COUNT), and the member's name */
+    int track;
+    const char *backend;
 } call_event;
 
 typedef void (*call_observer)(void *user, const call_event *e);
@@ -53,6 +57,7 @@ typedef struct call_ctx {
     call_observer observe;
     void *observe_user;
     int sync_each; /* 1: synchronize after each observed op, so host time is device time */
+    int track;     /* the member of a backend list this context calls (call_event.track) */
 } call_ctx;
 
 void call_init(call_ctx *c, ampx_backend *be, ampx_err e);

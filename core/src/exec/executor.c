@@ -164,7 +164,7 @@ const struct g_exec_ops exec_ops = {
 };
 
 ampx_status exec_run(executor *x, int first, int last) {
-    if (x->pl) place_run_begin(x);
+    if (x->pl) place_run_begin(x, first);
     for (int i = first; i < last; i++) {
         const g_node *n = &x->g->nodes[i];
         int mode        = x->kv_mode ? x->kv_mode[i] : KV_FULL;

@@ -300,7 +300,7 @@ static ampx_status copy_slot(executor *x, int s, int from, int to) {
         pl->staging_cap = bytes;
     }
     call_ctx *a = pl->calls[from], *b = pl->calls[to];
-    int64_t t0 = a->observe ? call_now_ns() : 0;
+    int64_t t0 = call_now_ns();
     if ((st = call_check(a, a->ifc->buffer_read(a->ctx, src.buf, src.offset, pl->staging, bytes),
                          "placement copy: buffer_read")) ||
         (st = call_check(b, b->ifc->buffer_write(b->ctx, dst.buf, dst.offset, pl->staging, bytes),
@@ -308,6 +308,7 @@ static ampx_status copy_slot(executor *x, int s, int from, int to) {
         return st;
     pl->moved[from][to] += bytes;
     pl->copies++;
+    pl->copy_ns += (uint64_t)(call_now_ns() - t0);
     call_ctx *home = pl->calls[pl->home];
     if (home->observe) {
         call_event e = {.op     = AMPX_OP_COUNT,
@@ -317,7 +318,8 @@ static ampx_status copy_slot(executor *x, int s, int from, int to) {
                         .bytes  = 2 * bytes,
                         .t0_ns  = t0,
                         .t1_ns  = call_now_ns(),
-                        .status = AMPX_OK};
+                        .status = AMPX_OK,
+                        .track  = -1};
         snprintf(e.shapes, sizeof e.shapes, "%s -> %s", a->ifc->name, b->ifc->name);
         snprintf(e.dtypes, sizeof e.dtypes, "%s", ampx_dtype_name(dst.dtype));
         home->observe(home->observe_user, &e);
@@ -348,7 +350,7 @@ static int planted(const char *what) {
     return e && strcmp(e, what) == 0;
 }
 
-void place_run_begin(executor *x) {
+void place_run_begin(executor *x, int first) {
     exec_place *pl = x->pl;
     pl->fault      = planted("no-writeback") ? 1 : planted("stale-scalars") ? 2 : 0;
     call_ctx *home = pl->calls[pl->home];
@@ -358,7 +360,7 @@ void place_run_begin(executor *x) {
         pl->calls[m]->sync_each    = home->sync_each;
     }
     for (int s = 0; s < pl->n_slots; s++)
-        pl->valid[s] = !pl->keep && transient(x->g, s) ? 0 : (uint8_t)(1u << pl->home);
+        pl->valid[s] = first == 0 && !pl->keep && transient(x->g, s) ? 0 : (uint8_t)(1u << pl->home);
     pl->cur = -1;
 }
 

@@ -64,11 +64,14 @@ typedef struct exec_place {
     uint64_t staging_cap;
     uint64_t moved[PLACE_MAX][PLACE_MAX]; /* bytes copied from member a to member b */
     uint64_t copies;
+    uint64_t copy_ns; /* host time the copies took (each waits for its source's work first) */
 } exec_place;
 
 /* The executor's side (exec_run and the rules' questions, executor.c). */
 typedef struct executor executor;
-void place_run_begin(executor *x);
+/* A run of nodes from `first`: every slot valid at home (a run from the graph's first node
+ * produces every arena value itself: those are valid nowhere yet). */
+void place_run_begin(executor *x, int first);
 void place_node_begin(executor *x, int node);
 /* Slot s is touched by the node being run: made valid on its member, and *t (its tensor at
  * home) moved to that member's mirror. */

@@ -44,7 +44,7 @@ ampx_status placed_open(ampx_trainer *t, ampx_backend *be) {
     t->ifc = ampx_backend_iface_of(t->be);
     t->ctx = ampx_backend_context(t->be);
     for (int m = 0; m < p->n; m++)
-        if (m != p->home) call_init(&p->calls[m], p->members[m], tr_err(t));
+        if (m != p->home) call_init(&p->calls[m], p->members[m], tr_err(t)), p->calls[m].track = m;
     return AMPX_OK;
 }
 
@@ -238,10 +238,11 @@ void ampx_trainer_placement(const ampx_trainer *t, int full, ampx_line_fn line, 
           b, t->inference ? "call" : "step");
 }
 
-uint64_t ampx_trainer_copied_bytes(const ampx_trainer *t) {
+uint64_t ampx_trainer_copies(const ampx_trainer *t, double *seconds) {
     uint64_t n = 0;
     for (int a = 0; a < PLACE_MAX; a++)
         for (int b = 0; b < PLACE_MAX; b++)
             n += t->place.run.moved[a][b];
+    if (seconds) *seconds = (double)t->place.run.copy_ns / 1e9;
     return n;
 }

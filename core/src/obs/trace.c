@@ -35,7 +35,15 @@ struct trace {
     char meta_key[MAX_META][32], meta_val[MAX_META][256];
     int n_meta;
     int oom;
+    uint32_t named; /* tracks of a backend list whose thread is named (bit per track) */
 };
+
+/* Ops of member m of a backend list on their own track (member 0: the device stream), the
+ * copies between members on one more. */
+#define TID_COPIES 9
+static int track_tid(const call_event *e) {
+    return e->track < 0 ? TID_COPIES : e->track == 0 ? TID_STREAM : 10 + e->track;
+}
 
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
@@ -205,9 +213,18 @@ void trace_step_end(trace *t, const uint64_t *dev_ns, uint32_t n_dev, uint64_t i
     }
     for (uint32_t i = 0; i < t->n_ops; i++) {
         const call_event *e = &t->ops[i].e;
+        int tid             = track_tid(e);
+        if (e->track != 0 && !(t->named >> (tid & 31) & 1)) {
+            char tn[96];
+            snprintf(tn, sizeof tn, e->track < 0 ? "copies between backends" : "device stream: %s",
+                     e->backend ? e->backend : "?");
+            thread_name(t, tid, tn);
+            t->named |= 1u << (tid & 31);
+        }
         sep(t);
-        fprintf(t->f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"cat\":\"op\",\"name\":\"%s.%s\",", PID,
-                TID_STREAM, ampx_op_name(e->op), ampx_dtype_name(e->dtype));
+        fprintf(t->f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"cat\":\"%s\",\"name\":\"%s.%s\",", PID,
+                tid, e->op < AMPX_OP_COUNT ? "op" : "copy",
+                e->op < AMPX_OP_COUNT ? ampx_op_name(e->op) : "copy", ampx_dtype_name(e->dtype));
         fputs("\"ts\":", t->f);
         json_us(t->f, e->t0_ns - t->origin_ns);
         fputs(",\"dur\":", t->f);

@@ -374,6 +374,7 @@ static ampx_status create(ampx_model *m, ampx_backend *be, ampx_dist *dist, ampx
     t->n_hooks            = n_step_hooks;
     placed_open(t, be);
     call_init(&t->call, t->be, tr_err(t));
+    t->call.track = t->place.home;
     dp_init(&t->dp, dist, &t->call, tr_err(t));
     t->zero = !inference && m->cfg.train.zero && t->dp.world > 1;
     ampx_status st;

@@ -92,8 +92,10 @@ ampx_status ampx_trainer_trace(ampx_trainer *t, const char *path, int64_t first,
     if (!t->timeline.trace) return AMPX_ERR_INVALID;
     /* one op per node and micro-batch at most a few times over, and the step's own */
     uint32_t cap = (uint32_t)(t->g.n_nodes * 8 * t->A + 64);
-    if (t->ifc->size > offsetof(ampx_backend_iface, profile_end) && t->ifc->profile_begin &&
-        t->ifc->profile_end &&
+    /* on a backend list the host times every op (one backend's timestamps cannot order the
+     * others' ops and the copies) */
+    if (t->place.n < 2 && t->ifc->size > offsetof(ampx_backend_iface, profile_end) &&
+        t->ifc->profile_begin && t->ifc->profile_end &&
         (t->timeline.dev_ns = calloc(2 * (size_t)cap, sizeof *t->timeline.dev_ns)))
         t->timeline.dev_cap = cap;
     char v[256];
