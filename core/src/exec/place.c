@@ -360,7 +360,8 @@ void place_run_begin(executor *x, int first) {
         pl->calls[m]->sync_each    = home->sync_each;
     }
     for (int s = 0; s < pl->n_slots; s++)
-        pl->valid[s] = first == 0 && !pl->keep && transient(x->g, s) ? 0 : (uint8_t)(1u << pl->home);
+        pl->valid[s] =
+            first == 0 && !pl->keep && transient(x->g, s) ? 0 : (uint8_t)(1u << pl->home);
     pl->cur = -1;
 }
 
