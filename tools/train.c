@@ -761,6 +761,7 @@ static void print_summary(const train_run *r) {
            secs > 0 ? (double)(ampx_trainer_step(t) - r->start) / secs : 0.0,
            progress_scale_text(sc->scale).s);
     progress_print_eval(t, ev);
+    ampx_trainer_placement(t, 2, print_line, NULL);
     double copy_s;
     uint64_t copied = ampx_trainer_copies(t, &copy_s);
     if (copied) {

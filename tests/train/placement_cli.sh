@@ -54,6 +54,11 @@ same mlp_home "$src/models/mlp.json" 30 "softmax_xent,bias_grad,$step_ops"
 same residual_bn "$src/models/residual_bn.json" 30 batchnorm_fwd,batchnorm_bwd,add
 cnn="$src/models/cnn_mnist.json"
 same cnn "$cnn" 8 im2col,col2im,pool2d_fwd,pool2d_bwd,gemm
+# placement "measured": the first steps time each node on both backends and keep the
+# fastest; the same code runs on both, so whatever it chooses the checkpoint is cpu's
+same measured "$work/gpt_small.json" 12 gemm,layernorm_fwd,layernorm_bwd,add --placement measured
+grep -q '^placement measured over 6 steps .* chose ' "$work/placed.out" ||
+  fail "measured: no report of what was timed and chosen: $(tail -4 "$work/placed.out")"
 # a skipped step (a non-finite gradient injected at step 5) and a resume, placed
 AMPX_INJECT_NONFINITE=5 same gpt_skip "$work/gpt_small.json" 8 gemm,layernorm_fwd,layernorm_bwd
 grep -q 'skipped 1\|1 skipped' "$work/placed.out" || fail "gpt_skip: no skipped step: $(tail -2 "$work/placed.out")"

@@ -363,7 +363,8 @@ AMPX_API int ampx_trainer_health_end(ampx_trainer *t, char *buf, size_t cap);
  * one summary line ("placement: 41 nodes on example, 23 on cpu (layernorm, ...); 3.1 MiB
  * copied per step; home ...", nothing on one backend); full 1 a line per node with its
  * backend, the bytes copied in before it and why it runs there (each earlier backend's
- * refusal: "example has no layernorm_bwd"), then the copies' total. */
+ * refusal: "example has no layernorm_bwd"), then the copies' total; full 2 what placement
+ * "measured" timed and chose, once it has (nothing before, or under another mode). */
 AMPX_API void ampx_trainer_placement(const ampx_trainer *t, int full, ampx_line_fn line,
                                      void *user);
 /* Bytes the placement's copies moved so far (0 on one backend), and (seconds, optional) the

@@ -172,11 +172,13 @@ ampx_status exec_run(executor *x, int first, int last) {
         x->rows_only = mode == KV_ROWS;
         x->upto      = mode == KV_UPTO;
         x->place_st  = AMPX_OK;
+        int64_t t0   = x->pl && x->pl->measure ? place_idle_ns(x) : 0;
         if (x->pl) place_node_begin(x, i);
         ampx_status st = g_rule_of(n->op)->forward(&x->h, x->g, n);
         if (!st) st = x->place_st;
         /* what a member other than home wrote goes home at once when a hook reads it */
         if (x->pl && !st) st = place_node_end(x, i, x->after_node != NULL);
+        if (t0 && !st) st = place_timed(x, i, t0);
         x->rows_only = x->upto = 0;
         if (!st && x->after_node) st = x->after_node(x, i, x->after_user);
         if (st) return st;

@@ -76,5 +76,6 @@ extern const step_hook zero_hook;      /* replicas.c */
 extern const step_hook fp8_hook;       /* fp8.c */
 extern const step_hook dp_hook;        /* replicas.c */
 extern const step_hook inject_hook;    /* inject.c */
+extern const step_hook placed_hook;    /* placed.c: placement "measured" */
 
 #endif

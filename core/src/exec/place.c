@@ -399,6 +399,22 @@ ampx_status place_node_end(executor *x, int node, int write_through) {
     return st;
 }
 
+int64_t place_idle_ns(executor *x) {
+    exec_place *pl = x->pl;
+    for (int m = 0; m < pl->n; m++)
+        if (pl->calls[m]->ifc->synchronize(pl->calls[m]->ctx)) break;
+    return call_now_ns();
+}
+
+ampx_status place_timed(executor *x, int node, int64_t t0) {
+    exec_place *pl = x->pl;
+    int m          = pl->node_member[node];
+    call_ctx *c    = pl->calls[m];
+    ampx_status st = call_check(c, c->ifc->synchronize(c->ctx), "synchronize");
+    pl->node_ns[(size_t)node * (size_t)pl->n + (size_t)m] += (double)(call_now_ns() - t0);
+    return st;
+}
+
 ampx_status place_run_end(executor *x) {
     exec_place *pl = x->pl;
     ampx_status st = AMPX_OK;

@@ -65,6 +65,10 @@ typedef struct exec_place {
     uint64_t moved[PLACE_MAX][PLACE_MAX]; /* bytes copied from member a to member b */
     uint64_t copies;
     uint64_t copy_ns; /* host time the copies took (each waits for its source's work first) */
+    /* placement "measured": while set, every node is timed on its member (all members idle
+     * first, its member synchronized after it), copies included, into node_ns[node * n + m] */
+    int measure;
+    double *node_ns;
 } exec_place;
 
 /* The executor's side (exec_run and the rules' questions, executor.c). */
@@ -77,6 +81,10 @@ void place_node_begin(executor *x, int node);
  * home) moved to that member's mirror. */
 ampx_status place_touch_slot(executor *x, int s, ampx_tensor *t);
 ampx_status place_node_end(executor *x, int node, int write_through);
+/* Measuring: every member idle, then the clock (ns); after node `node`, its member idle and
+ * the time since t0 added to node_ns. */
+int64_t place_idle_ns(executor *x);
+ampx_status place_timed(executor *x, int node, int64_t t0);
 /* Every slot valid at home again. */
 ampx_status place_run_end(executor *x);
 /* Allocates the tables of pl for graph g (n_slots, valid, mirrors, touched); frees them and

@@ -7,6 +7,7 @@
 
 #include "ampx/dtype.h"
 #include "exec/fp8.h"
+#include "exec/hooks.h"
 #include "graph/ops.h"
 
 int step_ops_needed(const ampx_trainer *t, const g_graph *g, uint32_t *ops) {
@@ -56,11 +57,6 @@ ampx_backend *placed_gemm_member(const ampx_trainer *t) {
 
 ampx_status placed_probe(ampx_trainer *t, pass_job *job) {
     tr_placed *p = &t->place;
-    if (t->m->cfg.place.mode == PLACEMENT_MEASURED)
-        return tr_fail(t, AMPX_ERR_UNSUPPORTED,
-                       "%s: placement \"measured\" is not available yet: use \"first\" with "
-                       "placement rules (--place GLOB=BACKEND)",
-                       t->m->cfg.file);
     if (p->n < 2) return AMPX_OK;
     if (place_probe_run(&p->probe, &t->g, (uint64_t)t->B, !t->inference, p->members, p->n))
         return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
@@ -90,6 +86,8 @@ static uint64_t *slot_sizes(const ampx_trainer *t) {
     return sz;
 }
 
+static ampx_status measure_setup(ampx_trainer *t);
+
 ampx_status placed_attach(ampx_trainer *t) {
     tr_placed *p = &t->place;
     if (p->n < 2) return AMPX_OK;
@@ -116,6 +114,7 @@ ampx_status placed_attach(ampx_trainer *t) {
                     (uint64_t)(t->inference ? 1 : t->A);
     free(sz);
     t->x.pl = r;
+    if (t->m->cfg.place.mode == PLACEMENT_MEASURED && !t->inference) return measure_setup(t);
     return AMPX_OK;
 }
 
@@ -203,8 +202,14 @@ void ampx_trainer_placement(const ampx_trainer *t, int full, ampx_line_fn line, 
                   t->ifc->name);
         return;
     }
+    if (full == 2) { /* what placement "measured" found, when it has */
+        if (p->report[0]) line(user, p->report);
+        if (p->report[0]) summary(t, buf, sizeof buf), line(user, buf);
+        return;
+    }
     summary(t, buf, sizeof buf);
     line(user, buf);
+    if (p->report[0]) line(user, p->report);
     if (!full) return;
     int last = t->inference ? t->g.n_forward : t->g.n_nodes;
     linef(line, user, "%5s  %-28s %-14s %-5s %-10s %10s  %s", "node", "name", "op", "dtype",
@@ -246,3 +251,160 @@ uint64_t ampx_trainer_copies(const ampx_trainer *t, double *seconds) {
     if (seconds) *seconds = (double)t->place.run.copy_ns / 1e9;
     return n;
 }
+
+// ---------------------------------------------------------------------------------------
+// Placement "measured": the first steps time each node on every member that takes it
+
+enum { MEASURE_REPS = 2 };
+
+/* Whether node i may move: placed by the first-fit rule (not a rule, not a view) and taken
+ * by more than one member. */
+static int movable(const tr_placed *p, int i) {
+    int why = p->placing.why[i];
+    return (why == PLACE_FIRST || why == PLACE_FALLBACK) &&
+           __builtin_popcount(p->placing.need[i].ok) > 1;
+}
+
+/* The k-th member (in list order, modulo their count) that takes node i. */
+static int candidate(const tr_placed *p, int i, int k) {
+    unsigned ok = p->placing.need[i].ok;
+    int n       = __builtin_popcount(ok);
+    k %= n;
+    for (int m = 0; m < p->n; m++)
+        if (ok >> m & 1 && k-- == 0) return m;
+    return p->placing.member[i];
+}
+
+static ampx_status measure_setup(ampx_trainer *t) {
+    tr_placed *p = &t->place;
+    int nn = t->g.n_nodes, v = 0;
+    for (int i = 0; i < nn; i++)
+        if (movable(p, i))
+            v = __builtin_popcount(p->placing.need[i].ok) > v
+                    ? __builtin_popcount(p->placing.need[i].ok)
+                    : v;
+    if (v < 2) return AMPX_OK; /* nothing to choose: the first-fit placement stands */
+    if (t->dp.world > 1)
+        return tr_fail(t, AMPX_ERR_UNSUPPORTED,
+                       "placement \"measured\" in a data-parallel run: not available yet (each "
+                       "rank would time and choose on its own): use \"first\" with --place rules");
+    size_t cells = (size_t)nn * (size_t)p->n;
+    p->variants  = v;
+    p->reps      = MEASURE_REPS;
+    p->assign    = calloc((size_t)(v + 1) * (size_t)nn, 1);
+    p->node_ns   = calloc(cells, sizeof *p->node_ns);
+    p->sum_ns    = calloc(cells, sizeof *p->sum_ns);
+    p->runs      = calloc(cells, sizeof *p->runs);
+    if (!p->assign || !p->node_ns || !p->sum_ns || !p->runs)
+        return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
+    for (int k = 0; k < v; k++)
+        for (int i = 0; i < nn; i++)
+            p->assign[(size_t)k * (size_t)nn + (size_t)i] =
+                (int8_t)(movable(p, i) ? candidate(p, i, k) : p->placing.member[i]);
+    p->measuring   = (v + 1) * MEASURE_REPS;
+    p->run.node_ns = p->node_ns;
+    return AMPX_OK;
+}
+
+/* The variant a measuring step runs: each variant in turn, then the per-node best. */
+static int step_variant(const tr_placed *p) {
+    return p->step_i < p->variants * p->reps ? p->step_i % p->variants : p->variants;
+}
+
+static void per_node_best(tr_placed *p, int nn) {
+    int8_t *best = p->assign + (size_t)p->variants * (size_t)nn;
+    for (int i = 0; i < nn; i++) {
+        best[i] = p->assign[i];
+        if (!movable(p, i)) continue;
+        double lo = 0;
+        for (int m = 0; m < p->n; m++) {
+            size_t c = (size_t)i * (size_t)p->n + (size_t)m;
+            if (!p->runs[c]) continue;
+            double avg = p->sum_ns[c] / p->runs[c];
+            if (lo == 0 || avg < lo) lo = avg, best[i] = (int8_t)m;
+        }
+    }
+}
+
+/* The fastest of the variants and the per-node best becomes the placement, with a report. */
+static void measure_decide(ampx_trainer *t) {
+    tr_placed *p = &t->place;
+    int nn = t->g.n_nodes, win = 0;
+    double best = 0;
+    for (int k = 0; k <= p->variants; k++) {
+        double avg = p->variant_steps[k] ? p->variant_ns[k] / p->variant_steps[k] : 0;
+        if (avg > 0 && (best == 0 || avg < best)) best = avg, win = k;
+    }
+    memcpy(p->placing.member, p->assign + (size_t)win * (size_t)nn, (size_t)nn);
+    int moved = 0;
+    for (int i = 0; i < nn; i++)
+        if (movable(p, i)) p->placing.why[i] = PLACE_MEASURED, moved++;
+    size_t k = (size_t)snprintf(p->report, sizeof p->report,
+                                "placement measured over %d steps (node time per step, copies "
+                                "included):",
+                                p->step_i);
+    for (int v = 0; v <= p->variants && k < sizeof p->report; v++) {
+        const char *what = v == p->variants ? "per-node best" : p->placing.names[v];
+        k += (size_t)snprintf(p->report + k, sizeof p->report - k, "%s %s%s %.2f ms", v ? "," : "",
+                              what, v == p->variants ? "" : " where it can",
+                              p->variant_steps[v] ? p->variant_ns[v] / p->variant_steps[v] / 1e6
+                                                  : 0);
+    }
+    if (k < sizeof p->report)
+        snprintf(p->report + k, sizeof p->report - k,
+                 "; chose %s%s for the %d nodes more than one "
+                 "backend takes",
+                 win == p->variants ? "the per-node best" : p->placing.names[win],
+                 win == p->variants ? "" : " where it can", moved);
+    /* the planned copies of the chosen placement */
+    uint64_t *sz = slot_sizes(t);
+    if (sz) {
+        int last      = t->inference ? t->g.n_forward : t->g.n_nodes;
+        p->step_bytes = place_simulate(&p->probe, &t->g, p->placing.member, p->home, 0, last, sz,
+                                       p->run.keep, p->node_bytes) *
+                        (uint64_t)(t->inference ? 1 : t->A);
+        free(sz);
+    }
+}
+
+static ampx_status measure_begin(ampx_trainer *t, const step_view *s, int *on_nodes) {
+    (void)s, (void)on_nodes;
+    tr_placed *p = &t->place;
+    if (!p->measuring) return AMPX_OK;
+    int nn = t->g.n_nodes;
+    memcpy(p->placing.member, p->assign + (size_t)step_variant(p) * (size_t)nn, (size_t)nn);
+    memset(p->node_ns, 0, sizeof *p->node_ns * (size_t)nn * (size_t)p->n);
+    p->run.measure = 1;
+    return AMPX_OK;
+}
+
+static ampx_status measure_end(ampx_trainer *t, const step_view *s, ampx_status st) {
+    (void)s;
+    tr_placed *p = &t->place;
+    if (!p->measuring) return st;
+    p->run.measure = 0;
+    if (st) return st;
+    int nn = t->g.n_nodes, v = step_variant(p);
+    double total = 0;
+    for (size_t c = 0; c < (size_t)nn * (size_t)p->n; c++) {
+        if (p->node_ns[c] == 0) continue;
+        total += p->node_ns[c];
+        p->sum_ns[c] += p->node_ns[c];
+        p->runs[c]++;
+    }
+    p->variant_ns[v] += total;
+    p->variant_steps[v]++;
+    p->step_i++;
+    if (p->step_i == p->variants * p->reps) per_node_best(p, nn);
+    if (--p->measuring == 0) measure_decide(t);
+    return st;
+}
+
+static void measure_release(ampx_trainer *t) {
+    tr_placed *p = &t->place;
+    free(p->assign), free(p->node_ns), free(p->sum_ns), free(p->runs);
+    p->assign = NULL, p->node_ns = NULL, p->sum_ns = NULL, p->runs = NULL;
+}
+
+const step_hook placed_hook = {
+    .name = "placement", .begin = measure_begin, .end = measure_end, .release = measure_release};

@@ -121,6 +121,18 @@ typedef struct tr_placed {
     exec_place run;
     uint64_t step_bytes;  /* bytes the copies of one step move, as planned */
     uint64_t *node_bytes; /* per node: bytes copied in before it, as planned */
+    /* placement "measured" (placed.c): the first steps run each variant (variant v: every
+     * node on its v-th candidate member) and then the per-node best, all timed node by node;
+     * the fastest is kept */
+    int measuring; /* measuring steps left; 0: not measuring */
+    int variants, reps, step_i;
+    int8_t *assign;  /* [variant][node]: the members of each variant (variants + 1 rows) */
+    double *node_ns; /* [node][member]: this step's times (the executor's) */
+    double *sum_ns;  /* [node][member]: over the measuring steps */
+    uint32_t *runs;  /* [node][member]: steps measured */
+    double variant_ns[PLACE_MAX + 1];
+    int variant_steps[PLACE_MAX + 1];
+    char report[768];
 } tr_placed;
 
 typedef struct tr_kvcache {
