@@ -326,6 +326,18 @@ static void per_node_best(tr_placed *p, int nn) {
     }
 }
 
+/* The planned copies of the placement as it now is. */
+static void replan_bytes(ampx_trainer *t) {
+    tr_placed *p = &t->place;
+    uint64_t *sz = slot_sizes(t);
+    if (!sz) return;
+    int last      = t->inference ? t->g.n_forward : t->g.n_nodes;
+    p->step_bytes = place_simulate(&p->probe, &t->g, p->placing.member, p->home, 0, last, sz,
+                                   p->run.keep, p->node_bytes) *
+                    (uint64_t)(t->inference ? 1 : t->A);
+    free(sz);
+}
+
 /* The fastest of the variants and the per-node best becomes the placement, with a report. */
 static void measure_decide(ampx_trainer *t) {
     tr_placed *p = &t->place;
@@ -356,15 +368,7 @@ static void measure_decide(ampx_trainer *t) {
                  "backend takes",
                  win == p->variants ? "the per-node best" : p->placing.names[win],
                  win == p->variants ? "" : " where it can", moved);
-    /* the planned copies of the chosen placement */
-    uint64_t *sz = slot_sizes(t);
-    if (sz) {
-        int last      = t->inference ? t->g.n_forward : t->g.n_nodes;
-        p->step_bytes = place_simulate(&p->probe, &t->g, p->placing.member, p->home, 0, last, sz,
-                                       p->run.keep, p->node_bytes) *
-                        (uint64_t)(t->inference ? 1 : t->A);
-        free(sz);
-    }
+    replan_bytes(t);
 }
 
 static ampx_status measure_begin(ampx_trainer *t, const step_view *s, int *on_nodes) {
@@ -408,3 +412,59 @@ static void measure_release(ampx_trainer *t) {
 
 const step_hook placed_hook = {
     .name = "placement", .begin = measure_begin, .end = measure_end, .release = measure_release};
+
+// ---------------------------------------------------------------------------------------
+// The choice in checkpoints
+
+static size_t list_key(const tr_placed *p, char *buf, size_t cap) {
+    size_t k = 0;
+    for (int m = 0; m < p->n && k < cap; m++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%s", m ? "," : "", p->placing.names[m]);
+    return k < cap ? k : cap;
+}
+
+char *placed_choice(const ampx_trainer *t) {
+    const tr_placed *p = &t->place;
+    if (p->n < 2 || !p->report[0] || t->m->cfg.place.mode != PLACEMENT_MEASURED) return NULL;
+    size_t cap = 8 * 70 + (size_t)t->g.n_nodes + 2;
+    char *s    = malloc(cap);
+    if (!s) return NULL;
+    size_t k = list_key(p, s, cap);
+    if (k + (size_t)t->g.n_nodes + 2 > cap) {
+        free(s);
+        return NULL;
+    }
+    s[k++] = ':';
+    for (int i = 0; i < t->g.n_nodes; i++)
+        s[k++] = (char)('0' + p->placing.member[i]);
+    s[k] = 0;
+    return s;
+}
+
+void placed_restore(ampx_trainer *t, const char *choice) {
+    tr_placed *p = &t->place;
+    if (p->n < 2 || t->m->cfg.place.mode != PLACEMENT_MEASURED || !p->measuring) return;
+    char key[8 * 70];
+    size_t k = list_key(p, key, sizeof key);
+    int nn = t->g.n_nodes, fits = strncmp(choice, key, k) == 0 && choice[k] == ':' &&
+                                  strlen(choice + k + 1) == (size_t)nn;
+    for (int i = 0; fits && i < nn; i++) {
+        int m = choice[k + 1 + i] - '0';
+        fits  = m >= 0 && m < p->n && (p->placing.need[i].ok >> m & 1 || !movable(p, i)) &&
+               (movable(p, i) || m == p->placing.member[i]);
+    }
+    if (!fits) {
+        snprintf(t->notice, sizeof t->notice,
+                 "the checkpoint's measured placement is for another backend list or graph: "
+                 "this run measures again");
+        return;
+    }
+    for (int i = 0; i < nn; i++) {
+        p->placing.member[i] = (int8_t)(choice[k + 1 + i] - '0');
+        if (movable(p, i)) p->placing.why[i] = PLACE_MEASURED;
+    }
+    p->measuring = 0;
+    replan_bytes(t);
+    snprintf(p->report, sizeof p->report,
+             "placement measured in the run this one resumes (kept in the checkpoint): %s", key);
+}

@@ -20,5 +20,11 @@ ampx_status placed_probe(ampx_trainer *t, pass_job *job);
 /* Once the executor and the fp8 state exist: the executor's copies and the planned bytes. */
 ampx_status placed_attach(ampx_trainer *t);
 void placed_free(ampx_trainer *t);
+/* Placement "measured"'s choice once made, for a checkpoint ("NAME,NAME:0110..." : the list,
+ * then each node's member), malloc'd; NULL when there is none. */
+char *placed_choice(const ampx_trainer *t);
+/* A checkpoint's choice: taken (no measuring) when this run measures on the same list and
+ * graph and every node's member takes it; else the run measures anew, with a notice. */
+void placed_restore(ampx_trainer *t, const char *choice);
 
 #endif

@@ -31,6 +31,7 @@
 #include "graph/ops.h"
 #include "formats/checkpoint.h"
 #include "formats/safetensors.h"
+#include "exec/placed.h"
 #include "exec/fp8.h"
 #include "exec/params.h"
 #include "exec/step.h"
@@ -219,6 +220,10 @@ static void run_state_json(const ampx_trainer *t, sbuf *h) {
     keeper_json(&t->keeper, h);
     if (t->ring.health.start_loss > 0)
         sb_printf(h, ",\"health_start_loss\":\"%.17g\"", t->ring.health.start_loss);
+    /* placement "measured": what it chose, so a resume places the same way */
+    char *placed = placed_choice(t);
+    if (placed) sb_printf(h, ",\"placement\":\"%s\"", placed);
+    free(placed);
 }
 
 /* A trainer with no whole state to write: a sampler's, or one rank's shard under ZeRO-1. */
@@ -808,6 +813,7 @@ static ampx_status ck_load(ampx_trainer *t, ck_reader *r, const json_value *root
     t->keeper = *keeper;
     t->step   = step;
     health_resume(&t->ring.health, start_loss);
+    if (meta_str(meta, "placement")) placed_restore(t, meta_str(meta, "placement"));
     st = AMPX_OK;
 out:
     free(ts), free(at), free(keeper);
