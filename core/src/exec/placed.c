@@ -80,13 +80,54 @@ static uint64_t *slot_sizes(const ampx_trainer *t) {
         sz[v] = v == g->loss
                     ? 4
                     : g_numel(&g->values[v], (uint64_t)t->B) * ampx_dtype_size(g->values[v].dtype);
-    sz[g->n_values + PLACE_SCALARS]    = sizeof(ampx_scalars);
-    sz[g->n_values + PLACE_FP8_STATE]  = g->n_fp8 ? fp8_state_floats(t) * 4 : 0;
+    sz[g->n_values + PLACE_SCALARS] = sizeof(ampx_scalars);
+    uint64_t history = (uint64_t)(t->fp8_history ? t->fp8_history : t->m->cfg.pol.fp8.history);
+    sz[g->n_values + PLACE_FP8_STATE]  = (2 + history) * (uint64_t)g->n_fp8 * 4;
     sz[g->n_values + PLACE_FP8_COUNTS] = (uint64_t)g->n_fp8 * 8;
     return sz;
 }
 
 static ampx_status measure_setup(ampx_trainer *t);
+
+/* Whether member m has every op the step issues outside the nodes. */
+static int has_step_ops(const ampx_trainer *t, int m) {
+    uint32_t ops[8];
+    int k = step_ops_needed(t, &t->g, ops);
+    for (int i = 0; i < k; i++)
+        if (!ampx_backend_op_slot(t->place.members[m], ops[i])) return 0;
+    return 1;
+}
+
+void placed_choose_home(ampx_trainer *t) {
+    tr_placed *p = &t->place;
+    if (p->n < 2 || !p->placing.member || t->m->cfg.place.mode == PLACEMENT_STRICT) return;
+    uint64_t *sz = slot_sizes(t);
+    if (!sz) return;
+    int last = t->inference ? t->g.n_forward : t->g.n_nodes, best = p->home;
+    uint64_t least = UINT64_MAX;
+    for (int m = 0; m < p->n; m++) {
+        if (!has_step_ops(t, m)) continue;
+        /* a view sits with the home: nothing runs for it, so where is only bookkeeping */
+        for (int i = 0; i < t->g.n_nodes; i++)
+            if (p->placing.why[i] == PLACE_VIEW) p->placing.member[i] = (int8_t)m;
+        uint64_t b = place_simulate(&p->probe, &t->g, p->placing.member, m, 0, last, sz,
+                                    t->inference != 0, NULL);
+        if (b < least) least = b, best = m;
+    }
+    free(sz);
+    for (int i = 0; i < t->g.n_nodes; i++)
+        if (p->placing.why[i] == PLACE_VIEW) p->placing.member[i] = (int8_t)best;
+    if (best == p->home) return;
+    p->home         = best;
+    p->placing.home = best;
+    t->be           = p->members[best];
+    t->ifc          = ampx_backend_iface_of(t->be);
+    t->ctx          = ampx_backend_context(t->be);
+    call_init(&t->call, t->be, tr_err(t));
+    t->call.track = best;
+    for (int m = 0; m < p->n; m++)
+        if (m != best) call_init(&p->calls[m], p->members[m], tr_err(t)), p->calls[m].track = m;
+}
 
 ampx_status placed_attach(ampx_trainer *t) {
     tr_placed *p = &t->place;

@@ -17,6 +17,10 @@ ampx_backend *placed_gemm_member(const ampx_trainer *t);
 /* Between autodiff and placement: the probe of every node's calls on every member, as the
  * placement pass's data in job->place (nothing on one backend). */
 ampx_status placed_probe(ampx_trainer *t, pass_job *job);
+/* After the placement pass, before anything is allocated: among the members with every op of
+ * the step, the home whose placement copies the fewest bytes per step (the first of those on
+ * a tie; under "strict" the first member stays). */
+void placed_choose_home(ampx_trainer *t);
 /* Once the executor and the fp8 state exist: the executor's copies and the planned bytes. */
 ampx_status placed_attach(ampx_trainer *t);
 void placed_free(ampx_trainer *t);
