@@ -253,8 +253,8 @@ static ampx_status create_graph(ampx_trainer *t) {
     t->plan       = job.plan;
     t->persistent = job.persistent;
     placed_choose_home(t);
-    t->own        = calloc((size_t)t->g.n_values, sizeof *t->own);
-    t->own_off    = calloc((size_t)t->g.n_values, sizeof *t->own_off);
+    t->own     = calloc((size_t)t->g.n_values, sizeof *t->own);
+    t->own_off = calloc((size_t)t->g.n_values, sizeof *t->own_off);
     if (!t->own || !t->own_off) return tr_fail(t, AMPX_ERR_NO_MEMORY, "out of memory");
     if ((st = check_ops(t)) || (st = self_check(t))) return st;
     if (t->dp.world > 1) {
