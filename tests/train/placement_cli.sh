@@ -51,10 +51,16 @@ same() {
   local name=$1 model=$2 steps=$3 ops=$4
   shift 4
   "$ampx" train "$model" --backend cpu --steps "$steps" --checkpoint "$work/$name.cpu.st" \
-    --quiet "$@" >"$work/out" 2>&1 || { fail "$name: cpu run: $(cat "$work/out")"; return; }
+    --metrics "$work/$name.cpu.jsonl" --quiet "$@" >"$work/out" 2>&1 ||
+    { fail "$name: cpu run: $(cat "$work/out")"; return; }
   "$ampx" train "$model" --backend "$fwd,cpu" --backend-opt "forward.ops=$ops" --steps "$steps" \
-    --checkpoint "$work/$name.placed.st" "$@" >"$work/placed.out" 2>&1 ||
-    { fail "$name: placed run: $(cat "$work/placed.out")"; return; }
+    --checkpoint "$work/$name.placed.st" --metrics "$work/$name.placed.jsonl" "$@" \
+    >"$work/placed.out" 2>&1 || { fail "$name: placed run: $(cat "$work/placed.out")"; return; }
+  # the records (loss, scale, norm, the monitor's and the forensics' figures) but the clock's
+  for k in cpu placed; do
+    sed -E 's/"(time_ms|steps_per_s)": *[0-9.eE+-]+/"\1":0/g' "$work/$name.$k.jsonl" >"$work/$name.$k.m"
+  done
+  cmp -s "$work/$name.cpu.m" "$work/$name.placed.m" || fail "$name: the metrics differ from cpu's"
   grep -q '^placement: .* on forward' "$work/placed.out" ||
     fail "$name: no placement line: $(head -5 "$work/placed.out")"
   local eq=(cmp -s)
@@ -69,6 +75,8 @@ same gpt_home "$work/gpt_small.json" 12 "gemm,embedding_fwd,embedding_bwd,$step_
 same mlp "$src/models/mlp.json" 30 gemm,act_fwd,act_bwd
 same mlp_home "$src/models/mlp.json" 30 "softmax_xent,bias_grad,$step_ops"
 same residual_bn "$src/models/residual_bn.json" 30 batchnorm_fwd,batchnorm_bwd,add
+# the monitor and the forensics read each node's outputs at home as it finishes
+same monitored "$src/models/mlp_f16.json" 20 gemm,cast,act_fwd --monitor 2 --forensics --log-every 5
 cnn="$src/models/cnn_mnist.json"
 same cnn "$cnn" 8 im2col,col2im,pool2d_fwd,pool2d_bwd,gemm
 # placement "measured": the first steps time each node on both backends and keep the
