@@ -187,6 +187,19 @@ m, be = model_with_rows(), ampx.Backend("cpu", ["threads=1"])
 t = ampx.Trainer(m, be)
 t.run(400, lambda r: t.close())
 raises("step after a close in the callback", lambda: t.step, "closed")
+# the model and the backend closed inside the callback: the run goes on, they are freed after
+m2, be2 = model_with_rows(), ampx.Backend("cpu", ["threads=1"])
+t2 = ampx.Trainer(m2, be2)
+t2.run(200, lambda r: (m2.close(), be2.close()) and None)
+assert t2.step == 200 and t2.evaluate()["examples"] == 500
+raises("a second trainer on the closed backend", lambda: ampx.Trainer(model_with_rows(), be2), "closed")
+t2.close()
+# the trainer closed inside its batch source: the run stops at the end of the interval
+t2 = ampx.Trainer(model_with_rows(), ampx.Backend("cpu", ["threads=1"]))
+t2.set_batches(lambda micro, n: (t2.close(), rows(n, micro))[1])
+t2.run(400)
+raises("step after a close in the batch source", lambda: t2.step, "closed")
+
 t3 = ampx.Trainer(m, be)
 nested = []
 t3.run(100, lambda r: nested.append(raises("run from its callback", lambda: t3.run(200), "own callback")))
