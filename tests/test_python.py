@@ -287,4 +287,15 @@ if np is not None:
     X = np.array(xtr, dtype=np.float64).reshape(-1, 2)
     step, ev = train(X, np.array(ytr, dtype=np.int64), np.array(xte).reshape(-1, 2), np.array(yte))
     assert step == 400 and ev["accuracy"] > 0.9, ev
+    # numpy classes are checked, never wrapped or truncated; whole floats are taken
+    Y = np.array(ytr, dtype=np.int64)
+    Y[5] = 2**32 + 1
+    raises("numpy int64 beyond int32", lambda: model_with_rows().set_data(X, Y, X, Y),
+           "y_train row 5 is 4294967297, outside the int32 range")
+    raises("numpy float classes", lambda: model_with_rows().set_data(
+        X, np.array(ytr, dtype=np.float64) + 0.5, X, np.array(ytr)), "y_train row 0 is 0.5")
+    raises("numpy string classes", lambda: model_with_rows().set_data(
+        X, np.array(["a"] * 2000), X, np.array(ytr)), "expected integer classes")
+    step, ev = train(X, np.array(ytr, dtype=np.float64), xte, yte)
+    assert step == 400 and ev["accuracy"] > 0.9, ev
 print("python binding: all passed" + ("" if np is not None else " (numpy not installed: its case skipped)"))
