@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -626,6 +627,18 @@ static int after_interval(train_run *r) {
     return 0;
 }
 
+/* Standard output that takes no more lines (a full disk, a closed pipe) stops the run: one
+ * process saves its checkpoint first, so the steps trained are not lost; -1 after one line. */
+static int stdout_lost(train_run *r, int err) {
+    const char *ck = r->world == 1 ? r->o.checkpoint : NULL;
+    int saved      = ck && !ampx_trainer_save(r->t, ck, r->err, sizeof r->err);
+    report(r->prog, "write error on standard output: %s%s%s", strerror(err ? err : EIO),
+           saved ? "; checkpoint written to " : "", saved ? ck : "");
+    __fpurge(stdout); /* said once: the lines that did not get out are dropped */
+    clearerr(stdout);
+    return -1;
+}
+
 /* The steps, in intervals ending at each log, checkpoint and validation point; 0, or -1
  * after one line. */
 static int train_loop(train_run *r) {
@@ -645,10 +658,7 @@ static int train_loop(train_run *r) {
         flush_metrics(r);
         if (!st && signal_agreed(r)) return interrupted(r);
         if (!st) progress_show(&r->p, ampx_trainer_step(t), r->start);
-        if (ferror(stdout)) {
-            report(r->prog, "write error on standard output: %s", strerror(errno ? errno : EIO));
-            return -1;
-        }
+        if (ferror(stdout)) return stdout_lost(r, errno);
         if (!st && after_interval(r)) return -1;
     }
     if (r->p.tty && !o->quiet) fputc('\n', stderr);
