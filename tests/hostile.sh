@@ -202,6 +202,13 @@ AMPX_BUCKET_KB= AMPX_CREATE_TIMEOUT_S=0 "$ampx" train "$mlp" --steps 1 --quiet >
 "$ampx" train "$mlp" --steps 5 --quiet >/dev/full 2>"$work/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "write error on standard output: No space left on device" "$work/err" ||
   fail "stdout on /dev/full: exit $rc, $(cat "$work/err")"
+# progress lines that cannot be written stop the run, which saves its checkpoint first
+"$ampx" train "$mlp" --steps 3000 --log-every 10 --checkpoint "$work/stdout_full.st" \
+  >/dev/full 2>"$work/err"; rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <"$work/err")" -eq 1 ] &&
+  grep -q "write error on standard output: No space left on device; checkpoint written to" "$work/err" &&
+  "$ampx" eval "$mlp" --checkpoint "$work/stdout_full.st" >/dev/null 2>&1 ||
+  fail "progress to /dev/full: exit $rc, $(cat "$work/err")"
 "$ampx" --version >/dev/full 2>/dev/null; [ $? -eq 1 ] || fail "--version on /dev/full exits 0"
 (cd "$work" && "$ampx" train "$mlp" --steps 5 --metrics closed.jsonl >&- 2>"$work/err"); rc=$?
 [ $rc -eq 2 ] && grep -q "standard output is closed" "$work/err" || fail "stdout closed: exit $rc, $(cat "$work/err")"

@@ -187,6 +187,19 @@ m, be = model_with_rows(), ampx.Backend("cpu", ["threads=1"])
 t = ampx.Trainer(m, be)
 t.run(400, lambda r: t.close())
 raises("step after a close in the callback", lambda: t.step, "closed")
+# the model and the backend closed inside the callback: the run goes on, they are freed after
+m2, be2 = model_with_rows(), ampx.Backend("cpu", ["threads=1"])
+t2 = ampx.Trainer(m2, be2)
+t2.run(200, lambda r: (m2.close(), be2.close()) and None)
+assert t2.step == 200 and t2.evaluate()["examples"] == 500
+raises("a second trainer on the closed backend", lambda: ampx.Trainer(model_with_rows(), be2), "closed")
+t2.close()
+# the trainer closed inside its batch source: the run stops at the end of the interval
+t2 = ampx.Trainer(model_with_rows(), ampx.Backend("cpu", ["threads=1"]))
+t2.set_batches(lambda micro, n: (t2.close(), rows(n, micro))[1])
+t2.run(400)
+raises("step after a close in the batch source", lambda: t2.step, "closed")
+
 t3 = ampx.Trainer(m, be)
 nested = []
 t3.run(100, lambda r: nested.append(raises("run from its callback", lambda: t3.run(200), "own callback")))
@@ -273,5 +286,16 @@ except ImportError:
 if np is not None:
     X = np.array(xtr, dtype=np.float64).reshape(-1, 2)
     step, ev = train(X, np.array(ytr, dtype=np.int64), np.array(xte).reshape(-1, 2), np.array(yte))
+    assert step == 400 and ev["accuracy"] > 0.9, ev
+    # numpy classes are checked, never wrapped or truncated; whole floats are taken
+    Y = np.array(ytr, dtype=np.int64)
+    Y[5] = 2**32 + 1
+    raises("numpy int64 beyond int32", lambda: model_with_rows().set_data(X, Y, X, Y),
+           "y_train row 5 is 4294967297, outside the int32 range")
+    raises("numpy float classes", lambda: model_with_rows().set_data(
+        X, np.array(ytr, dtype=np.float64) + 0.5, X, np.array(ytr)), "y_train row 0 is 0.5")
+    raises("numpy string classes", lambda: model_with_rows().set_data(
+        X, np.array(["a"] * 2000), X, np.array(ytr)), "expected integer classes")
+    step, ev = train(X, np.array(ytr, dtype=np.float64), xte, yte)
     assert step == 400 and ev["accuracy"] > 0.9, ev
 print("python binding: all passed" + ("" if np is not None else " (numpy not installed: its case skipped)"))

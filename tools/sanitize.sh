@@ -4,7 +4,9 @@
 # arithmetic and slow under instrumentation; the training accuracy parity, which trains the
 # same code paths as the other training tests three times over; the install test, whose
 # uninstrumented consumer programs cannot load an instrumented libampx; and pretok_regex and
-# python_binding, whose Python processes cannot either); then every fuzz
+# python_binding, whose Python processes cannot either: the binding's test then runs with the
+# sanitizer runtimes preloaded into Python, leak checking off for the interpreter's own
+# allocations); then every fuzz
 # harness for 10 s (tools/fuzz.sh: clang, ASan + UBSan), failing on any finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,4 +37,12 @@ ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
 # reported leak has a frame in libampx, the ampx command or its plugins).
 ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=0 \
   ctest --test-dir build-asan --output-on-failure -R dist_mpi "$@"
+# The Python binding over the instrumented libampx: every misuse of tests/test_python.py (use
+# after close, lifetimes, threads, lengths) must raise, with no report from ASan or UBSan.
+if command -v python3 >/dev/null; then
+  LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
+    ASAN_OPTIONS=detect_leaks=0 AMPX_LIBRARY="$PWD/build-asan/lib/libampx.so" \
+    AMPX_PLUGIN_PATH="$(dirname "$(find build-asan -name libampx-cpu.so -print -quit)")" \
+    python3 tests/test_python.py "$PWD"
+fi
 bash tools/fuzz.sh "${AMPX_FUZZ_SECONDS:-10}"

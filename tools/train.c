@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,6 +360,7 @@ typedef struct train_run {
     int32_t applied_start; /* applied steps before it */
     double secs;
     ampx_eval_result ev;
+    int stopped; /* data parallel: every rank stopped for a signal after the same step */
     char err[1024];
 } train_run;
 
@@ -467,7 +469,7 @@ static void on_signal(int sig) {
     g_signal = sig;
 }
 
-static void catch_signals(ampx_trainer *t) {
+static void catch_signals(ampx_trainer *t, int stop_in_run) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -479,23 +481,40 @@ static void catch_signals(ampx_trainer *t) {
         int sig = i ? SIGTERM : SIGINT;
         if (sigaction(sig, NULL, &was) == 0 && was.sa_handler != SIG_IGN) sigaction(sig, &sa, NULL);
     }
-    ampx_trainer_stop_on(t, &g_signal);
+    if (stop_in_run) ampx_trainer_stop_on(t, &g_signal);
 }
 
-/* The run after a signal: its checkpoint, one line; -1. */
+/* The run after a signal: its checkpoint, one line; -1. In a data-parallel run every rank
+ * comes here after the same step (signal_agreed): ZeRO-1's state is gathered, rank 0 saves
+ * and speaks, and the job is not aborted (every rank ends with 128 + the signal). */
 static int interrupted(train_run *r) {
     ampx_trainer *t = r->t;
     const char *ck  = r->o.checkpoint;
+    const char *sig = g_signal == SIGINT ? "SIGINT" : "SIGTERM";
     if (r->p.tty && !r->o.quiet) fputc('\n', stderr);
+    if (r->world > 1 && ck && ampx_trainer_gather_state(t)) ck = NULL;
+    if (r->rank != 0) return -1;
     if (ck && ampx_trainer_save(t, ck, r->err, sizeof r->err)) {
-        report(r->prog, "stopped by %s at step %lld; the checkpoint was not written: %s",
-               g_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)ampx_trainer_step(t), r->err);
+        fprintf(stderr, "%s: stopped by %s at step %lld; the checkpoint was not written: %s\n",
+                r->prog, sig, (long long)ampx_trainer_step(t), r->err);
         return -1;
     }
-    report(r->prog, "stopped by %s at step %lld%s%s%s", g_signal == SIGINT ? "SIGINT" : "SIGTERM",
-           (long long)ampx_trainer_step(t), ck ? ": checkpoint written to " : " (no --checkpoint)",
-           ck ? ck : "", ck ? "; continue with --resume" : "");
+    fprintf(stderr, "%s: stopped by %s at step %lld%s%s%s\n", r->prog, sig,
+            (long long)ampx_trainer_step(t), ck ? ": checkpoint written to " : " (no --checkpoint)",
+            ck ? ck : "", ck ? "; continue with --resume" : "");
     return -1;
+}
+
+/* Whether the run stops for a signal now. One process: its own flag (ampx_trainer_stop_on
+ * ended the run after the step in progress). Data parallel: the ranks agree, at the end of
+ * each interval, on the largest signal any rank got (mpirun forwards SIGTERM to every rank,
+ * not at the same moment), so all stop after the same step. */
+static int signal_agreed(train_run *r) {
+    if (r->world == 1) return g_signal != 0;
+    int sig = g_signal;
+    if (ampx_dist_max_int(g_dist, &sig)) return 0;
+    if (sig) g_signal = sig, r->stopped = 1;
+    return sig != 0;
 }
 
 /* The checkpoint path checked and locked, the model and the backend; 0, or 1 after one line
@@ -605,7 +624,7 @@ static int train_start(train_run *r) {
         return -1;
     }
     r->applied_start = r->sc.applied_steps;
-    if (r->world == 1) catch_signals(t); /* data-parallel ranks would stop at different steps */
+    catch_signals(t, r->world == 1); /* ranks agree on a stop at each interval's end */
     if (!o->quiet) print_start(r);
     return 0;
 }
@@ -662,6 +681,18 @@ static int after_interval(train_run *r) {
     return 0;
 }
 
+/* Standard output that takes no more lines (a full disk, a closed pipe) stops the run: one
+ * process saves its checkpoint first, so the steps trained are not lost; -1 after one line. */
+static int stdout_lost(train_run *r, int err) {
+    const char *ck = r->world == 1 ? r->o.checkpoint : NULL;
+    int saved      = ck && !ampx_trainer_save(r->t, ck, r->err, sizeof r->err);
+    report(r->prog, "write error on standard output: %s%s%s", strerror(err ? err : EIO),
+           saved ? "; checkpoint written to " : "", saved ? ck : "");
+    __fpurge(stdout); /* said once: the lines that did not get out are dropped */
+    clearerr(stdout);
+    return -1;
+}
+
 /* The steps, in intervals ending at each log, checkpoint and validation point; 0, or -1
  * after one line. */
 static int train_loop(train_run *r) {
@@ -679,12 +710,9 @@ static int train_loop(train_run *r) {
         if (next > tc->steps) next = tc->steps;
         st = ampx_trainer_run(t, next, progress_record, &r->p);
         flush_metrics(r);
-        if (!st && g_signal) return interrupted(r);
+        if (!st && signal_agreed(r)) return interrupted(r);
         if (!st) progress_show(&r->p, ampx_trainer_step(t), r->start);
-        if (ferror(stdout)) {
-            report(r->prog, "write error on standard output: %s", strerror(errno ? errno : EIO));
-            return -1;
-        }
+        if (ferror(stdout)) return stdout_lost(r, errno);
         if (!st && after_interval(r)) return -1;
     }
     if (r->p.tty && !o->quiet) fputc('\n', stderr);
@@ -805,7 +833,7 @@ int cli_train(int argc, char **argv) {
     if (r.be) ampx_backend_close(r.be);
     ampx_model_free(r.m);
     keeper_unlock(r.o.checkpoint, r.lock_fd);
-    if (!rc) ampx_dist_finalize(g_dist);
+    if (!rc || r.stopped) ampx_dist_finalize(g_dist); /* a signal: every rank is here */
     g_dist = NULL;
     return rc;
 }

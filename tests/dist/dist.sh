@@ -33,6 +33,9 @@
 #     to rounding), reaches its parameters within 1e-5 on 4 with the clip active (the same
 #     step skipped), takes the host-copy path to the same bits, resumes across ZeRO and world sizes,
 #     with a quarter of the optimizer state per rank on 4 and its share of the sharded masters;
+#   - SIGTERM to mpirun (which forwards it to every rank, then kills them 1 s later): the
+#     ranks agree on a step at the end of an interval, rank 0 saves (ZeRO-1's state gathered
+#     first), and the resume from that checkpoint is bit-identical to the straight run;
 #   - another world size on resume with the global batch kept: 4 -> 2, 2 -> 4 and 4 -> 1
 #     reach the straight run's parameters within 1e-5 with the loss scaler's state carried (a
 #     control with another global batch does not), and token windows 2 -> 1 too.
@@ -500,6 +503,29 @@ rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "diverged ranks: exit $rc"
 grep -q "rank 1's scalars block, fp8 scales or weights differ from rank 0's" "$work/out" ||
   fail "diverged ranks: $(cat "$work/out")"
+
+# ---- SIGTERM to mpirun, as a scheduler's preemption: one consistent checkpoint, resumed
+# bit-identically (with ZeRO-1 too: the shards are gathered before rank 0 saves)
+mlp=$src/models/mlp.json
+for zero in 0 1; do
+  mpi2 "$ampx" train "$mlp" --steps 3000 --zero $zero --quiet --checkpoint "$work/term_straight.st" \
+    >"$work/out" 2>&1 || fail "SIGTERM, zero $zero: the straight run: $(cat "$work/out")"
+  rm -f "$work/term.st"
+  "$mpiexec" --oversubscribe -np 2 "$ampx" train "$mlp" --steps 3000 --zero $zero --quiet \
+    --checkpoint "$work/term.st" >"$work/out" 2>&1 &
+  pid=$!
+  sleep 1.5 # the run takes about 4 s on 2 cores
+  kill -TERM $pid
+  wait $pid
+  grep -Eq "stopped by SIGTERM at step [0-9]+: checkpoint written" "$work/out" ||
+    fail "SIGTERM, zero $zero: no checkpoint written: $(cat "$work/out")"
+  [ -f "$work/term.st" ] || { fail "SIGTERM, zero $zero: no checkpoint" && continue; }
+  mpi2 "$ampx" train "$mlp" --steps 3000 --zero $zero --quiet --resume "$work/term.st" \
+    --checkpoint "$work/term_resumed.st" >"$work/out" 2>&1 ||
+    fail "SIGTERM, zero $zero: the resume: $(cat "$work/out")"
+  cmp -s "$work/term_straight.st" "$work/term_resumed.st" ||
+    fail "SIGTERM, zero $zero: the resumed run's checkpoint differs from the straight run's"
+done
 
 [ $fails -eq 0 ] && echo "dist: all checks passed"
 exit $((fails > 0))

@@ -292,3 +292,52 @@ Test(health, a_resume_judges_divergence_as_the_straight_run) {
     ampx_model_free(m);
     unlink(ck), unlink(model);
 }
+
+/* A checkpoint written before the reference was saved: its field blanked out (spaces, so the
+ * header keeps its length and stays valid JSON). */
+static void drop_start_loss(const char *path) {
+    FILE *f = fopen(path, "r+b");
+    cr_assert(f);
+    uint64_t n = 0;
+    cr_assert_eq(fread(&n, 8, 1, f), 1);
+    char *h = malloc(n + 1);
+    cr_assert(h && fread(h, 1, n, f) == n);
+    h[n]     = 0;
+    char *at = strstr(h, ",\"health_start_loss\":\"");
+    cr_assert(at, "no health_start_loss in the checkpoint");
+    char *end = strchr(at + strlen(",\"health_start_loss\":\""), '"');
+    memset(at, ' ', (size_t)(end + 1 - at));
+    cr_assert_eq(fseek(f, 8, SEEK_SET), 0);
+    cr_assert_eq(fwrite(h, 1, n, f), n);
+    cr_assert_eq(fclose(f), 0);
+    free(h);
+}
+
+Test(health, a_resume_without_the_reference_takes_a_window_of_its_own) {
+    char model[] = "/tmp/ampx_health_XXXXXX", ck[64];
+    int fd       = mkstemp(model);
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(ck, sizeof ck, "%s.st", model);
+    ampx_model *m;
+    ampx_backend *be;
+    char err[1024];
+    ampx_trainer *t = xor_trainer(&m, &be, model);
+    cr_assert_eq(ampx_trainer_run(t, 200, NULL, NULL), AMPX_OK, "%s", ampx_trainer_error(t));
+    cr_assert_eq(ampx_trainer_save(t, ck, err, sizeof err), AMPX_OK, "%s", err);
+    ampx_trainer_free(t);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+    drop_start_loss(ck);
+    /* the reference is the largest loss of the resumed run's first 50 applied steps (the
+     * change of task at step 205 among them), not its first step's 0.03 */
+    ampx_trainer *r = xor_trainer(&m, &be, model);
+    cr_assert_eq(ampx_trainer_load(r, ck, err, sizeof err), AMPX_OK, "%s", err);
+    cr_expect_eq(ampx_trainer_run(r, 400, NULL, NULL), AMPX_OK, "the resumed run stopped: %s",
+                 ampx_trainer_error(r));
+    cr_expect_eq(ampx_trainer_step(r), 400);
+    ampx_trainer_free(r);
+    ampx_backend_close(be);
+    ampx_model_free(m);
+    unlink(ck), unlink(model);
+}

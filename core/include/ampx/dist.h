@@ -38,6 +38,10 @@ AMPX_API int ampx_dist_local_rank(const ampx_dist *d);
 AMPX_API const char *ampx_dist_engine(void);
 /* Host milliseconds spent in the communicator (all-reduces, broadcasts, waits) so far. */
 AMPX_API double ampx_dist_comm_ms(const ampx_dist *d);
+/* In place: the largest *value over all ranks (blocking; every rank calls it at the same
+ * point). |*value| < 2^24. A NULL d leaves *value as it is. `ampx train` agrees on a stop
+ * signal with it at the end of each interval, so every rank stops after the same step. */
+AMPX_API ampx_status ampx_dist_max_int(ampx_dist *d, int *value);
 /* Ends every rank of the job with exit status code (MPI_Abort); the caller prints its
  * message, naming its rank, first. Does not return; a NULL d returns at once. */
 AMPX_API void ampx_dist_abort(ampx_dist *d, int code);

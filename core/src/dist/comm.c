@@ -192,6 +192,14 @@ double ampx_dist_comm_ms(const ampx_dist *d) {
     return d ? d->comm_ms : 0;
 }
 
+ampx_status ampx_dist_max_int(ampx_dist *d, int *value) {
+    if (!d) return AMPX_OK;
+    float v        = (float)*value; /* exact below 2^24 */
+    ampx_status st = d->ops->allreduce_max_f32(d, &v, 1);
+    if (!st) *value = (int)v;
+    return st;
+}
+
 void ampx_dist_abort(ampx_dist *d, int code) {
     if (d) d->ops->abort(d, code);
 }

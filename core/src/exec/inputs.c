@@ -77,7 +77,7 @@ static ampx_status map_tokens(ampx_trainer *t, data_request *req) {
 ampx_status inputs_map(ampx_trainer *t, data_request *req) {
     const g_graph *g = &t->g;
     int64_t f        = 0;
-    static char names[512];
+    static _Thread_local char names[512]; /* req->input_name: per thread, as trainers are */
     names[0] = 0;
     memset(req, 0, sizeof *req);
     if (data_is_tokens(&t->m->cfg)) return map_tokens(t, req);
