@@ -298,4 +298,23 @@ if np is not None:
         X, np.array(["a"] * 2000), X, np.array(ytr)), "expected integer classes")
     step, ev = train(X, np.array(ytr, dtype=np.float64), xte, yte)
     assert step == 400 and ev["accuracy"] > 0.9, ev
+# an ordered backend list: GEMMs on opencl (when this machine has an OpenCL device), the
+# rest on cpu; the listing names every fallback, the copies are counted
+try:
+    lb = ampx.Backend("opencl,cpu", ["opencl.ops=gemm", "cpu.threads=1"])
+except ampx.Error as e:
+    lb = None
+    print("backend list: opencl not available here, skipped (%s)" % e)
+if lb is not None:
+    m = ampx.Model(model_path)
+    m.set_data(xtr, ytr, xte, yte, row=2)
+    with lb, ampx.Trainer(m, lb) as t:
+        listing = t.placement()
+        assert listing[0].startswith("placement: ") and "on opencl" in listing[0], listing[0]
+        assert any("opencl has no" in line for line in listing), listing
+        t.run(400)
+        assert t.evaluate()["accuracy"] > 0.9
+        moved, secs = t.copies()
+        assert moved > 0 and secs >= 0, (moved, secs)
+    m.close()
 print("python binding: all passed" + ("" if np is not None else " (numpy not installed: its case skipped)"))

@@ -66,6 +66,9 @@ class _Record(ctypes.Structure):
                 ("fp8", ctypes.POINTER(_Fp8Record)), ("n_fp8", ctypes.c_int)]
 
 
+_LINE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+
+
 def _text(p):
     return p.decode(errors="replace") if p else ""
 
@@ -123,6 +126,8 @@ def library():
         "ampx_trainer_save": (ctypes.c_int, [vp, cp, cp, sz]),
         "ampx_trainer_free": (None, [vp]),
         "ampx_status_name": (cp, [ctypes.c_int]),
+        "ampx_trainer_placement": (None, [vp, ctypes.c_int, _LINE_FN, vp]),
+        "ampx_trainer_copies": (ctypes.c_uint64, [vp, ctypes.POINTER(ctypes.c_double)]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -449,6 +454,23 @@ class Trainer:
         else:
             out["accuracy"] = ev.accuracy
         return out
+
+    def placement(self, full=True):
+        """Where each node runs on a backend list ("opencl,cpu"), as lines: with full, one per
+        node with its backend, the bytes copied in before it and why; else the summary line
+        (nothing on one backend)."""
+        lines = []
+        cb = _LINE_FN(lambda _user, line: lines.append(line.decode(errors="replace")))
+        with self._use("placement") as h:
+            library().ampx_trainer_placement(h, 1 if full else 0, cb, None)
+        return lines
+
+    def copies(self):
+        """Bytes the copies between the backends of a list moved so far, and their seconds."""
+        secs = ctypes.c_double()
+        with self._use("copies") as h:
+            n = library().ampx_trainer_copies(h, ctypes.byref(secs))
+        return n, secs.value
 
     def save(self, path):
         err = ctypes.create_string_buffer(1024)
