@@ -110,8 +110,9 @@ ampx_status ocl_launch_nd(ocl_args *a, cl_uint dims, const size_t *global, const
         return ocl_fail(a->ctx, ocl_status_of(a->err), "%s: clSetKernelArg(%s, %u): %s", name, name,
                         a->n, ocl_err_name(a->err));
     ampx_context *ctx = a->ctx;
-    cl_event ev       = NULL;
-    int keep          = ctx->prof.on && ctx->prof.n_ops < ctx->prof.cap;
+    ocl_thread_enter(ctx);
+    cl_event ev = NULL;
+    int keep    = ctx->prof.on && ctx->prof.n_ops < ctx->prof.cap;
     if (keep && ctx->prof.n_events == ctx->prof.cap_events) { /* grow the event list */
         uint32_t nc = ctx->prof.cap_events ? 2 * ctx->prof.cap_events : 256;
         cl_event *e = realloc(ctx->prof.events, sizeof *e * nc);
