@@ -61,7 +61,8 @@ const char *const ocl_kernel_names[K_COUNT] = {
 };
 
 ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k) {
-    return (ocl_args){ctx, ctx->kernels[k], ocl_kernel_names[k], 0, CL_SUCCESS, AMPX_OK, 0};
+    ampx_status st = ocl_program_ready(ctx); /* on a failure kernels[k] is NULL: st says why */
+    return (ocl_args){ctx, ctx->kernels[k], ocl_kernel_names[k], 0, CL_SUCCESS, st, 0};
 }
 
 static void set_arg(ocl_args *a, size_t size, const void *value) {

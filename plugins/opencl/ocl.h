@@ -182,6 +182,7 @@ struct ampx_context {
     unsigned plat_index, dev_index;
     char cache_dir[512]; /* "" when the disk cache is off */
     int cache_hit;       /* the program came from the disk cache */
+    int program_state;   /* the main program: 0 not yet built, 1 built, -1 failed */
     double build_ms;     /* time to get the program (build or load) */
     struct {             /* ABI 1.2 device timestamps from the queue's profiling events */
         int on;
@@ -308,6 +309,10 @@ typedef enum ocl_cache_use {
 } ocl_cache_use;
 
 ampx_status ocl_program_load(ampx_context *ctx, const char *build_options);
+/* The main program, built (or loaded from the cache) the first time a kernel of it is asked
+ * for, not at create(): `ampx backends` and a context that runs only typed kernels never
+ * compile it. A failed build is reported once and then refused. */
+ampx_status ocl_program_ready(ampx_context *ctx);
 /* A built program from src, from the disk cache when `use` allows and it has it (*cache_hit
  * says so), else compiled (and stored as `use` says). */
 ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char *options,

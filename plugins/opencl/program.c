@@ -262,6 +262,22 @@ ocl_cache_use ocl_typed_cache_use(const ampx_context *ctx) {
     return ctx->cpu_device ? OCL_CACHE_TWO : OCL_CACHE_ONE;
 }
 
+ampx_status ocl_program_ready(ampx_context *ctx) {
+    if (ctx->program_state > 0) return AMPX_OK;
+    if (ctx->program_state < 0)
+        return ocl_fail(ctx, AMPX_ERR_DEVICE,
+                        "opencl: the kernels of kernels/opencl/*.cl did not build (the first "
+                        "error says why)");
+    ocl_thread_enter(ctx); /* check_scalars_layout runs a kernel */
+    ampx_status st     = ocl_program_load(ctx, ctx->build_opts);
+    ctx->program_state = st == AMPX_OK ? 1 : -1;
+    if (st == AMPX_OK)
+        ocl_log(ctx, AMPX_LOG_INFO, "opencl: device %u:%u %s (%s), program %s in %.0f ms",
+                ctx->plat_index, ctx->dev_index, ctx->device_name, ctx->platform_name,
+                ctx->cache_hit ? "loaded from the disk cache" : "built", ctx->build_ms);
+    return st;
+}
+
 ampx_status ocl_program_load(ampx_context *ctx, const char *options) {
     double t0      = now_ms();
     ocl_source src = {1, {ampx_ocl_source}, {ampx_ocl_source_size}};
