@@ -45,8 +45,8 @@ start=$(date +%s)
 if ! command -v oclgrind >/dev/null; then
   if [ $install = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing oclgrind (apt-get)"
-    { timeout 120 apt-get install -y --no-install-recommends oclgrind ||
-      { timeout 120 apt-get update && timeout 120 apt-get install -y --no-install-recommends oclgrind; }; } \
+    { timeout 60 apt-get install -y --no-install-recommends oclgrind ||
+      { timeout 60 apt-get update && timeout 60 apt-get install -y --no-install-recommends oclgrind; }; } \
       >/dev/null 2>&1
   fi
   if ! command -v oclgrind >/dev/null; then
