@@ -35,7 +35,7 @@ __kernel void attn_fwd(CTENSOR(q), CTENSOR(k), CTENSOR(v), TENSOR(o), FARG(lse_t
     __global float *lse = F32P(lse_t);
     ulong rows          = batch * heads * seq;
     for (ulong row = GID; row < rows; row += GSIZE) {
-        ulong i = row % seq, bh = row / seq, b = bh / heads, h = bh % heads;
+        ulong i, h, bh = udivmod(row, seq, &i), b = udivmod(bh, heads, &h);
         ulong kend = causal ? i + 1 : seq;
         for (ulong c0 = 0; c0 < hd; c0 += ATTN_CW) {
             ulong nc = hd - c0 < ATTN_CW ? hd - c0 : ATTN_CW;
@@ -99,7 +99,7 @@ __kernel void attn_bwd_dq(CTENSOR(q), CTENSOR(k), CTENSOR(v), CTENSOR(o), CTENSO
     __global float *lse = F32P(lse_t), *delta = F32P(delta_t);
     ulong rows = batch * heads * seq;
     for (ulong row = GID; row < rows; row += GSIZE) {
-        ulong i = row % seq, bh = row / seq, b = bh / heads, h = bh % heads;
+        ulong i, h, bh = udivmod(row, seq, &i), b = udivmod(bh, heads, &h);
         float di = 0.0f;
         for (ulong c = 0; c < hd; c++)
             di += LD(dout, attn_at(b, i, h, c, seq, hd, ld_o)) *
@@ -133,7 +133,7 @@ __kernel void attn_bwd_dkv(CTENSOR(q), CTENSOR(k), CTENSOR(v), CTENSOR(dout), FA
     __global float *lse = F32P(lse_t), *delta = F32P(delta_t);
     ulong rows = batch * heads * seq;
     for (ulong row = GID; row < rows; row += GSIZE) {
-        ulong j = row % seq, bh = row / seq, b = bh / heads, h = bh % heads;
+        ulong j, h, bh = udivmod(row, seq, &j), b = udivmod(bh, heads, &h);
         for (ulong c0 = 0; c0 < hd; c0 += ATTN_CW) {
             ulong nc = hd - c0 < ATTN_CW ? hd - c0 : ATTN_CW;
             float ak[ATTN_CW], av[ATTN_CW];
@@ -221,8 +221,8 @@ attn_fwd_tiled(CTENSOR(q), CTENSOR(k), CTENSOR(v), TENSOR(o), FARG(lse_t), ulong
                __local float *vr) {
     __global float *lse = F32P(lse_t);
     ulong hp = (hd + 15) / 16 * 16, blocks = (seq + AT_B - 1) / AT_B;
-    ulong bh = get_group_id(0) / blocks, i0 = get_group_id(0) % blocks * AT_B;
-    ulong b = bh / heads, h = bh % heads, i = i0 + get_local_id(0), row = bh * seq + i;
+    ulong blk, h, bh = udivmod(get_group_id(0), blocks, &blk), i0 = blk * AT_B;
+    ulong b = udivmod(bh, heads, &h), i = i0 + get_local_id(0), row = bh * seq + i;
     int live = i < seq;
     long lim = causal && live ? (long)i : (long)seq - 1; /* this row's last key */
     float qr[AT_HMAX], pp[AT_B], out[AT_HMAX];
@@ -276,8 +276,8 @@ attn_bwd_dq_tiled(CTENSOR(q), CTENSOR(k), CTENSOR(v), CTENSOR(o), CTENSOR(dout),
                   __local float *vt, __local float *kr) {
     __global float *lse = F32P(lse_t), *delta = F32P(delta_t);
     ulong hp = (hd + 15) / 16 * 16, blocks = (seq + AT_B - 1) / AT_B;
-    ulong bh = get_group_id(0) / blocks, i0 = get_group_id(0) % blocks * AT_B;
-    ulong b = bh / heads, h = bh % heads, i = i0 + get_local_id(0), row = bh * seq + i;
+    ulong blk, h, bh = udivmod(get_group_id(0), blocks, &blk), i0 = blk * AT_B;
+    ulong b = udivmod(bh, heads, &h), i = i0 + get_local_id(0), row = bh * seq + i;
     int live = i < seq;
     long lim = causal && live ? (long)i : (long)seq - 1;
     float qr[AT_HMAX], dor[AT_HMAX], pds[AT_B], out[AT_HMAX];
@@ -330,8 +330,8 @@ attn_bwd_dkv_tiled(CTENSOR(q), CTENSOR(k), CTENSOR(v), CTENSOR(dout), FARG(lse_t
     __global float *lse = F32P(lse_t), *delta = F32P(delta_t);
     __local float lt[AT_B], et[AT_B];
     ulong hp = (hd + 15) / 16 * 16, blocks = (seq + AT_B - 1) / AT_B;
-    ulong bh = get_group_id(0) / blocks, j0g = get_group_id(0) % blocks * AT_B;
-    ulong b = bh / heads, h = bh % heads, j = j0g + get_local_id(0);
+    ulong blk, h, bh = udivmod(get_group_id(0), blocks, &blk), j0g = blk * AT_B;
+    ulong b = udivmod(bh, heads, &h), j = j0g + get_local_id(0);
     int live = j < seq;
     float kr[AT_HMAX], vr[AT_HMAX], ps[AT_B], dps[AT_B], out[AT_HMAX];
     float16 ak[AT_HMAX / 16], av[AT_HMAX / 16];

@@ -102,7 +102,7 @@ inline void at_accumulate(float *acc, ulong r0, ulong hp, const float *scale_k, 
 /* This item's (batch, head) and first row for block g of AT_B rows. */
 #define AT_BLOCK(g)                                                                                \
     ulong hp = (hd + 15) / 16 * 16, blocks = (seq + AT_B - 1) / AT_B;                              \
-    ulong bh = (g) / blocks, i0 = (g) % blocks * AT_B, b = bh / heads, h = bh % heads
+    ulong blk, h, bh = udivmod((g), blocks, &blk), i0 = blk * AT_B, b = udivmod(bh, heads, &h)
 
 __kernel void attn_fwd_items(CTENSOR(q), CTENSOR(k), CTENSOR(v), TENSOR(o), FARG(lse_t),
                              ulong batch, ulong heads, ulong seq, ulong hd, ulong ld_q, ulong ld_k,

@@ -4,7 +4,8 @@
  * (k / inner) * channels * inner + c * inner + k % inner. */
 
 inline ulong bn_index(ulong k, ulong c, ulong channels, ulong inner) {
-    return (k / inner) * channels * inner + c * inner + k % inner;
+    ulong r, q = udivmod(k, inner, &r);
+    return q * channels * inner + c * inner + r;
 }
 
 __kernel REDUCE_WG void batchnorm_fwd(CTENSOR(x), TENSOR(y), FARG(gamma), FARG(beta),

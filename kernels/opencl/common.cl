@@ -60,19 +60,23 @@ inline ushort f32_to_bf16(float f) {
     return (ushort)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
+/* The class of h is decided on h's magnitude bits as a 32-bit value (inf/NaN at 0x7c00 and
+ * above, zero and subnormals below 0x0400), never on the 5-bit exponent field alone: clang
+ * turns tests of `(h >> 10) & 0x1f` against 31 and 0 into a switch on the field truncated to
+ * i5, and Oclgrind 21.10 does not drop the bits above an odd-width integer's width (0xfd92 >>
+ * 10 is 0x3f, 31 as an i5), so it decoded -inf, negative NaNs and negative subnormals and
+ * zeros as normal numbers (tests/opencl/oclgrind/trunc_switch.sim shows it). */
 inline float f16_to_f32(ushort h) {
     uint sign = (uint)(h & 0x8000u) << 16;
-    uint e    = (h >> 10) & 0x1fu;
-    uint mant = h & 0x3ffu;
-    if (e == 0x1fu) return as_float(sign | 0x7f800000u | (mant << 13));
-    if (e == 0u) {
-        if (mant == 0u) return as_float(sign);
-        /* subnormal mant * 2^-24: shift the leading one to bit 10 */
-        uint sh = clz(mant) - 21u; /* mant < 2^10: clz >= 22, shift >= 1 */
-        mant <<= sh;
-        return as_float(sign | ((113u - sh) << 23) | ((mant & 0x3ffu) << 13));
+    uint a    = h & 0x7fffu; /* exponent and mantissa */
+    if (a >= 0x7c00u) return as_float(sign | 0x7f800000u | ((a & 0x3ffu) << 13));
+    if (a < 0x0400u) {
+        if (a == 0u) return as_float(sign);
+        /* subnormal a * 2^-24: shift the leading one to bit 10 */
+        uint sh = clz(a) - 21u; /* a < 2^10: clz >= 22, shift >= 1 */
+        return as_float(sign | ((113u - sh) << 23) | (((a << sh) & 0x3ffu) << 13));
     }
-    return as_float(sign | ((e + 112u) << 23) | (mant << 13));
+    return as_float(sign | ((a << 13) + (112u << 23)));
 }
 
 inline ushort f32_to_f16(float f) {
@@ -566,6 +570,17 @@ inline uint wg_sum_u(uint v, __local uint *red) {
 
 #define GID get_global_id(0)
 #define GSIZE get_global_size(0)
+
+/* x / d, with *r = x % d spelled out as x - (x / d) d. Where `%` and `/` of the same operands
+ * meet, clang computes the remainder that way itself and puts an LLVM `freeze` of x before
+ * it, an instruction Oclgrind 21.10's uninitialized-value check cannot run ("Unsupported
+ * instruction: freeze"; it can since a later version): the kernels that split an index into
+ * coordinates use this instead, which gives clang no pair to rewrite. */
+inline ulong udivmod(ulong x, ulong d, ulong *r) {
+    ulong q = x / d;
+    *r      = x - q * d;
+    return q;
+}
 
 /* The vectors [0, nv) of an elementwise kernel, VEC_RUN consecutive ones per work item per
  * pass (the plugin launches ocl_vec_items(n) items, which is about nv / VEC_RUN): on CPU

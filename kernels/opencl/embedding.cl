@@ -6,7 +6,7 @@ __kernel void embedding_fwd(CTENSOR(table), FARG(ids), TENSOR(y), ulong n, ulong
     IPTR(ids);
     ulong total = n * dim;
     for (ulong k = GID; k < total; k += GSIZE) {
-        ulong i = k / dim, d = k % dim;
+        ulong d, i = udivmod(k, dim, &d);
         int id  = ids[i];
         float v = (id >= 0 && (ulong)id < vocab) ? LD(table, (ulong)id * dim + d) : 0.0f;
         ST(y, k, v);

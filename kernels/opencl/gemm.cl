@@ -20,7 +20,7 @@ __kernel void gemm_beta(TENSOR(c), ulong m, ulong n, ulong ldc, ulong sc, ulong 
                         ulong batches, float beta) {
     ulong total = m * n * batches;
     for (ulong e = GID; e < total; e += GSIZE) {
-        ulong bt = batch0 + e / (m * n), r = (e % (m * n)) / n, j = e % n;
+        ulong rj, j, bt = batch0 + udivmod(e, m * n, &rj), r = udivmod(rj, n, &j);
         ulong ci = bt * sc + r * ldc + j;
         ST(c, ci, beta == 0.0f ? 0.0f : beta * LD(c, ci));
     }
@@ -32,7 +32,7 @@ __kernel void gemm_store_c(__global const float *tmp, TENSOR(c), ulong m, ulong 
                            ulong sc, ulong batch0, ulong batches) {
     ulong total = m * n * batches;
     for (ulong e = GID; e < total; e += GSIZE) {
-        ulong bt = batch0 + e / (m * n), r = (e % (m * n)) / n, j = e % n;
+        ulong rj, j, bt = batch0 + udivmod(e, m * n, &rj), r = udivmod(rj, n, &j);
         ulong ci = bt * sc + r * ldc + j;
         ST(c, ci, tmp[ci]);
     }
@@ -51,7 +51,7 @@ __kernel void gemm_epilogue(__global const float *tmp, ulong tmp_o, TENSOR(c), C
                             ulong ldc, ulong sc, ulong batch0, ulong batches) {
     ulong total = m * n * batches;
     for (ulong e = GID; e < total; e += GSIZE) {
-        ulong bt = batch0 + e / (m * n), r = (e % (m * n)) / n, j = e % n;
+        ulong rj, j, bt = batch0 + udivmod(e, m * n, &rj), r = udivmod(rj, n, &j);
         ulong ci = bt * sc + r * ldc + j;
         float v  = tmp[tmp_o + ci];
         if (has_bias) v = v + LD(bias, j);

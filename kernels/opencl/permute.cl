@@ -6,12 +6,10 @@
 __kernel void permute(CTENSOR(x), TENSOR(y), ulong n, ulong d1, ulong d2, ulong d3, ulong xs0,
                       ulong xs1, ulong xs2, ulong xs3, ulong ys0, ulong ys1, ulong ys2, ulong ys3) {
     for (ulong i = GID; i < n; i += GSIZE) {
-        ulong r  = i;
-        ulong i3 = r % d3;
-        r /= d3;
-        ulong i2 = r % d2;
-        r /= d2;
-        ulong i1 = r % d1, i0 = r / d1;
+        ulong i3, i2, i1;
+        ulong r  = udivmod(i, d3, &i3);
+        r        = udivmod(r, d2, &i2);
+        ulong i0 = udivmod(r, d1, &i1);
         ulong xi = i0 * xs0 + i1 * xs1 + i2 * xs2 + i3 * xs3;
         ulong yi = i0 * ys0 + i1 * ys1 + i2 * ys2 + i3 * ys3;
         if (x_dt != y_dt)

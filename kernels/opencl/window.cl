@@ -31,14 +31,12 @@ inline void win_span(long start, uint k, ulong size, long *lo, long *hi) {
 __kernel void im2col(CTENSOR(x), TENSOR(cols), WIN_GEOM) {
     ulong total = n * oh * ow * C * kh * kw;
     for (ulong e = GID; e < total; e += GSIZE) {
-        ulong r = e / kw, q = e % kw;
-        ulong p = r % kh;
-        r /= kh;
-        ulong c = r % C;
-        r /= C;
-        ulong j = r % ow;
-        r /= ow;
-        ulong i = r % oh, b = r / oh;
+        ulong q, p, c, j, i;
+        ulong r  = udivmod(e, kw, &q);
+        r        = udivmod(r, kh, &p);
+        r        = udivmod(r, C, &c);
+        r        = udivmod(r, ow, &j);
+        ulong b  = udivmod(r, oh, &i);
         long h   = (long)(i * sh) - (long)ph + (long)(p * dh);
         long w   = (long)(j * sw) - (long)pw + (long)(q * dw);
         int in   = h >= 0 && h < (long)H && w >= 0 && w < (long)W;
@@ -59,20 +57,24 @@ __kernel void im2col(CTENSOR(x), TENSOR(cols), WIN_GEOM) {
 __kernel void col2im(CTENSOR(cols), TENSOR(dx), WIN_GEOM, uint accumulate) {
     ulong total = n * C * H * W, taps = (ulong)kh * kw;
     for (ulong e = GID; e < total; e += GSIZE) {
-        ulong r = e / W, w = e % W;
-        ulong h = r % H;
-        r /= H;
-        ulong c = r % C, b = r / C;
+        ulong w, h, c;
+        ulong r = udivmod(e, W, &w);
+        r       = udivmod(r, H, &h);
+        ulong b = udivmod(r, C, &c);
         float s = 0.0f;
         for (uint p = kh; p-- > 0;) {
             long th = (long)h + (long)ph - (long)p * (long)dh;
-            if (th < 0 || th % (long)sh != 0) continue;
-            ulong i = (ulong)th / sh;
+            ulong i, off_h;
+            if (th < 0) continue;
+            i = udivmod((ulong)th, sh, &off_h);
+            if (off_h != 0) continue;
             if (i >= oh) break;
             for (uint q = kw; q-- > 0;) {
                 long tw = (long)w + (long)pw - (long)q * (long)dw;
-                if (tw < 0 || tw % (long)sw != 0) continue;
-                ulong j = (ulong)tw / sw;
+                ulong j, off_w;
+                if (tw < 0) continue;
+                j = udivmod((ulong)tw, sw, &off_w);
+                if (off_w != 0) continue;
                 if (j >= ow) break;
                 s += LD(cols, (((b * oh + i) * ow + j) * C + c) * taps + (ulong)p * kw + q);
             }
@@ -90,10 +92,10 @@ __kernel void pool2d_fwd(CTENSOR(x), TENSOR(y), FARG(idx), WIN_GEOM, uint mode, 
     IPTR(idx);
     ulong total = n * C * oh * ow;
     for (ulong e = GID; e < total; e += GSIZE) {
-        ulong r = e / ow, j = e % ow;
-        ulong i = r % oh;
-        r /= oh;
-        ulong c = r % C, b = r / C;
+        ulong j, i, c;
+        ulong r     = udivmod(e, ow, &j);
+        r           = udivmod(r, oh, &i);
+        ulong b     = udivmod(r, C, &c);
         ulong plane = win_x_at(b, c, 0, 0, C, H, W, xb);
         long h0, h1, w0, w1;
         win_span((long)(i * sh) - (long)ph, kh, H, &h0, &h1);
@@ -135,10 +137,10 @@ __kernel void pool2d_bwd(CTENSOR(dy), FARG(idx), TENSOR(dx), WIN_GEOM, uint mode
     IPTR(idx);
     ulong total = n * C * H * W;
     for (ulong e = GID; e < total; e += GSIZE) {
-        ulong r = e / W, w = e % W;
-        ulong h = r % H;
-        r /= H;
-        ulong c = r % C, b = r / C;
+        ulong w, h, c;
+        ulong r     = udivmod(e, W, &w);
+        r           = udivmod(r, H, &h);
+        ulong b     = udivmod(r, C, &c);
         ulong ybase = (b * C + c) * oh * ow;
         /* windows i with i sh - ph <= h < i sh - ph + kh, likewise j */
         long th = (long)h + (long)ph, tw = (long)w + (long)pw;

@@ -144,6 +144,7 @@ ampx_status ocl_amp_pass(ampx_context *ctx, const ampx_amp_pass_args *args) {
     if (a.grads.count == 0) {
         if (!a.sq_sum.buf || a.sq_accumulate) return AMPX_OK;
         float zero = 0.0f;
+        ocl_thread_enter(ctx);
         return ocl_check(ctx,
                          clEnqueueWriteBuffer(ctx->queue, a.sq_sum.buf->mem, CL_TRUE,
                                               (size_t)a.sq_sum.offset, 4, &zero, 0, NULL, NULL),

@@ -46,6 +46,7 @@ ampx_status ocl_buffer_write(ampx_context *ctx, ampx_buffer *dst, uint64_t offse
                              uint64_t bytes) {
     OCL_TRY(ampx_kit_check_transfer(AMPX_KIT(ctx), 0, dst, offset, src, bytes));
     if (bytes == 0) return AMPX_OK;
+    ocl_thread_enter(ctx);
     return ocl_check(ctx,
                      clEnqueueWriteBuffer(ctx->queue, dst->mem, CL_TRUE, (size_t)offset,
                                           (size_t)bytes, src, 0, NULL, NULL),
@@ -56,6 +57,7 @@ ampx_status ocl_buffer_read(ampx_context *ctx, const ampx_buffer *src, uint64_t 
                             uint64_t bytes) {
     OCL_TRY(ampx_kit_check_transfer(AMPX_KIT(ctx), 1, src, offset, dst, bytes));
     if (bytes == 0) return AMPX_OK;
+    ocl_thread_enter(ctx);
     return ocl_check(ctx,
                      clEnqueueReadBuffer(ctx->queue, src->mem, CL_TRUE, (size_t)offset,
                                          (size_t)bytes, dst, 0, NULL, NULL),

@@ -290,11 +290,12 @@ ampx_status ocl_gemm(ampx_context *ctx, const ampx_gemm_args *args) {
         return AMPX_OK;
     }
     int all_f32 = g->a.dtype == AMPX_F32 && g->b.dtype == AMPX_F32 && g->c.dtype == AMPX_F32;
-    /* auto: packed panels for every dtype mix on CPU devices (on PoCL 2x-3x the tiled kernel,
-     * itself 4x CLBlast SGEMM in f32, docs/OPENCL.md), the tuned tiled kernel for all but f32
-     * on GPUs and accelerators (f32 there: CLBlast, tuned for them; not measured here). */
+    /* auto: packed panels for every dtype mix in the CPU layout (ocl_item_paths; on PoCL 2x-3x
+     * the tiled kernel, itself 4x CLBlast SGEMM in f32, docs/OPENCL.md), the tuned tiled kernel
+     * for all but f32 on GPUs and accelerators (f32 there: CLBlast, tuned for them; not measured
+     * here). */
     ocl_gemm_path path = ctx->gemm;
-    if (path == GEMM_AUTO && ctx->cpu_device) path = GEMM_PACKED;
+    if (path == GEMM_AUTO && ocl_item_paths(ctx)) path = GEMM_PACKED;
     if (path == GEMM_AUTO && !all_f32) path = GEMM_TILED;
     if (epi && path == GEMM_ROWS) path = GEMM_CONVERT;
     if (path == GEMM_ROWS) {
@@ -359,7 +360,7 @@ ampx_status ocl_gemm_fp8(ampx_context *ctx, const ampx_gemm_fp8_args *args) {
     /* rows only when asked: tiled is 3-4x faster with e4m3 on PoCL (docs/OPENCL.md) */
     int rows = ctx->gemm == GEMM_ROWS;
 
-    if (ctx->gemm == GEMM_PACKED || (ctx->gemm != GEMM_TILED && !rows && ctx->cpu_device))
+    if (ctx->gemm == GEMM_PACKED || (ctx->gemm != GEMM_TILED && !rows && ocl_item_paths(ctx)))
         return ocl_gemm_packed_run(ctx, g, &fa.a_scale_inv, &fa.b_scale_inv, step);
     if (!rows) return tiled_batches(ctx, g, &fa.a_scale_inv, &fa.b_scale_inv, step);
     ampx_tensor out = g->c;

@@ -9,59 +9,9 @@
 
 #include "ocl.h"
 
-const char *const ocl_kernel_names[K_COUNT] = {
-    [K_BUFFER_FILL]         = "buffer_fill",
-    [K_XENT_COUNT]          = "xent_count",
-    [K_XENT_LOSS]           = "xent_loss",
-    [K_BATCHNORM_FWD]       = "batchnorm_fwd",
-    [K_BATCHNORM_BWD]       = "batchnorm_bwd",
-    [K_EMBEDDING_FWD]       = "embedding_fwd",
-    [K_EMBEDDING_BWD]       = "embedding_bwd",
-    [K_REDUCE]              = "reduce",
-    [K_ABS_MAX]             = "abs_max",
-    [K_UNSCALE_CLEAR_FLAGS] = "unscale_clear_flags",
-    [K_AMP_FINISH]          = "amp_finish",
-    [K_SCALER_UPDATE]       = "scaler_update",
-    [K_OPT_BEGIN]           = "opt_begin",
-    [K_DROPOUT]             = "dropout",
-    [K_PERMUTE]             = "permute",
-    [K_ATTN_FWD]            = "attn_fwd",
-    [K_ATTN_BWD_DQ]         = "attn_bwd_dq",
-    [K_ATTN_BWD_DKV]        = "attn_bwd_dkv",
-    [K_ATTN_FWD_TILED]      = "attn_fwd_tiled",
-    [K_ATTN_BWD_DQ_TILED]   = "attn_bwd_dq_tiled",
-    [K_ATTN_BWD_DKV_TILED]  = "attn_bwd_dkv_tiled",
-    [K_ATTN_FWD_ITEMS]      = "attn_fwd_items",
-    [K_ATTN_BWD_DQ_ITEMS]   = "attn_bwd_dq_items",
-    [K_ATTN_BWD_DKV_ITEMS]  = "attn_bwd_dkv_items",
-    [K_IM2COL]              = "im2col",
-    [K_COL2IM]              = "col2im",
-    [K_POOL2D_FWD]          = "pool2d_fwd",
-    [K_POOL2D_BWD]          = "pool2d_bwd",
-    [K_GEMM_BETA]           = "gemm_beta",
-    [K_GEMM_STORE_C]        = "gemm_store_c",
-    [K_GEMM_EPILOGUE]       = "gemm_epilogue",
-    [K_GEMM_BIAS_GRAD]      = "gemm_bias_grad",
-    [K_GEMM_ROWS + 0]       = "gemm_rows_f32_f32",
-    [K_GEMM_ROWS + 1]       = "gemm_rows_f32_bf16",
-    [K_GEMM_ROWS + 2]       = "gemm_rows_f32_f16",
-    [K_GEMM_ROWS + 3]       = "gemm_rows_bf16_f32",
-    [K_GEMM_ROWS + 4]       = "gemm_rows_bf16_bf16",
-    [K_GEMM_ROWS + 5]       = "gemm_rows_bf16_f16",
-    [K_GEMM_ROWS + 6]       = "gemm_rows_f16_f32",
-    [K_GEMM_ROWS + 7]       = "gemm_rows_f16_bf16",
-    [K_GEMM_ROWS + 8]       = "gemm_rows_f16_f16",
-    [K_GEMM_ROWS_FP8 + 0]   = "gemm_rows_e4m3_e4m3",
-    [K_GEMM_ROWS_FP8 + 1]   = "gemm_rows_e4m3_e5m2",
-    [K_GEMM_ROWS_FP8 + 2]   = "gemm_rows_e5m2_e4m3",
-    [K_GEMM_ROWS_FP8 + 3]   = "gemm_rows_e5m2_e5m2",
-    [K_FP8_QUANTIZE]        = "fp8_quantize",
-    [K_FP8_DEQUANTIZE]      = "fp8_dequantize",
-    [K_FP8_SCALE_UPDATE]    = "fp8_scale_update",
-};
-
 ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k) {
-    return (ocl_args){ctx, ctx->kernels[k], ocl_kernel_names[k], 0, CL_SUCCESS, AMPX_OK, 0};
+    ampx_status st = ocl_program_ready(ctx); /* on a failure kernels[k] is NULL: st says why */
+    return (ocl_args){ctx, ctx->kernels[k], ocl_kernel_names[k], 0, CL_SUCCESS, st, 0};
 }
 
 static void set_arg(ocl_args *a, size_t size, const void *value) {
@@ -110,8 +60,9 @@ ampx_status ocl_launch_nd(ocl_args *a, cl_uint dims, const size_t *global, const
         return ocl_fail(a->ctx, ocl_status_of(a->err), "%s: clSetKernelArg(%s, %u): %s", name, name,
                         a->n, ocl_err_name(a->err));
     ampx_context *ctx = a->ctx;
-    cl_event ev       = NULL;
-    int keep          = ctx->prof.on && ctx->prof.n_ops < ctx->prof.cap;
+    ocl_thread_enter(ctx);
+    cl_event ev = NULL;
+    int keep    = ctx->prof.on && ctx->prof.n_ops < ctx->prof.cap;
     if (keep && ctx->prof.n_events == ctx->prof.cap_events) { /* grow the event list */
         uint32_t nc = ctx->prof.cap_events ? 2 * ctx->prof.cap_events : 256;
         cl_event *e = realloc(ctx->prof.events, sizeof *e * nc);

@@ -159,7 +159,9 @@ struct ampx_context {
     uint64_t max_alloc;                 /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     uint64_t global_mem;                /* CL_DEVICE_GLOBAL_MEM_SIZE */
     int fp64;                           /* cl_khr_fp64 */
-    int cpu_device;     /* CL_DEVICE_TYPE_CPU: picks the GEMM kernel for gemm=auto */
+    int cpu_device;     /* a CPU device (CL_DEVICE_TYPE_CPU, not also GPU or accelerator) */
+    int paths;          /* option paths=: OCL_PATHS_AUTO, OCL_PATHS_WORKGROUP or OCL_PATHS_ITEM */
+    int oclgrind;       /* the platform is Oclgrind: quirks.c's workarounds apply */
     ocl_gemm_path gemm; /* option gemm= */
     int no_epilogue;    /* option gemm_epilogue=0 */
     struct {            /* the tuned GEMM kernel (gemm_tune.c, gemm_tuned.c) */
@@ -180,6 +182,7 @@ struct ampx_context {
     unsigned plat_index, dev_index;
     char cache_dir[512]; /* "" when the disk cache is off */
     int cache_hit;       /* the program came from the disk cache */
+    int program_state;   /* the main program: 0 not yet built, 1 built, -1 failed */
     double build_ms;     /* time to get the program (build or load) */
     struct {             /* ABI 1.2 device timestamps from the queue's profiling events */
         int on;
@@ -235,6 +238,15 @@ ocl_args ocl_args_begin(ampx_context *ctx, ocl_kernel k);
  * devices (no barriers, vector loads; PoCL runs a work-group's items one after the other),
  * one work-group per row elsewhere. AMPX_OPENCL_ROWS=group or =item overrides it (the tests
  * run the group kernels on PoCL). */
+/* quirks.c: workarounds for implementations' bugs. ocl_thread_enter before anything that may
+ * run the queue on the calling thread; ocl_release_context instead of clReleaseContext. */
+int ocl_quirks_oclgrind(const char *platform_name);
+void ocl_thread_enter(ampx_context *ctx);
+void ocl_release_context(ampx_context *ctx);
+
+/* paths=: which layout the kernels take (ocl_item_paths) */
+enum { OCL_PATHS_AUTO, OCL_PATHS_WORKGROUP, OCL_PATHS_ITEM };
+int ocl_item_paths(const ampx_context *ctx);
 int ocl_row_items(const ampx_context *ctx);
 /* Typed kernel k for the dtypes of t0, t1, t2 (as many as it has, the rest NULL), built
  * now if this context has not yet. Its tensors are passed with ocl_arg_fixed. */
@@ -297,6 +309,10 @@ typedef enum ocl_cache_use {
 } ocl_cache_use;
 
 ampx_status ocl_program_load(ampx_context *ctx, const char *build_options);
+/* The main program, built (or loaded from the cache) the first time a kernel of it is asked
+ * for, not at create(): `ampx backends` and a context that runs only typed kernels never
+ * compile it. A failed build is reported once and then refused. */
+ampx_status ocl_program_ready(ampx_context *ctx);
 /* A built program from src, from the disk cache when `use` allows and it has it (*cache_hit
  * says so), else compiled (and stored as `use` says). */
 ampx_status ocl_program_get(ampx_context *ctx, const ocl_source *src, const char *options,

@@ -161,6 +161,7 @@ typedef struct ocl_opts {
     int tune_tiny;               /* tune_grid=tiny */
     ocl_gemm_params gemm_params; /* gemm_params=MWG,NWG,KWG,MDIMC,NDIMC,VWN (mwg 0: none) */
     uint32_t block_m, block_n;   /* gemm_block=MRxNR (0: from the device) */
+    int paths;                   /* paths=auto|workgroup|item: OCL_PATHS_* */
 } ocl_opts;
 
 /* gemm_block=MRxNR: the packed GEMM's block of C per work item (ocl_gemm_block_check). */
@@ -184,6 +185,7 @@ static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, ocl_op
                                              GEMM_PACKED};
     static const char *const tunes[]      = {"no", "yes", "force", NULL};
     static const char *const grids[]      = {"full", "tiny", NULL};
+    static const char *const paths[]      = {"auto", "workgroup", "item", NULL};
     for (uint32_t i = 0; i < h->n_options; i++) {
         ampx_kit_option opt = {NULL, 0, NULL};
         int pick            = 0;
@@ -226,10 +228,13 @@ static ampx_status parse_options(const ampx_kit *kit, const ampx_host *h, ocl_op
             o->tune_tiny = pick;
         } else if (ampx_kit_option_is(&opt, "gemm_block")) {
             OCL_TRY(parse_block(kit, val, o));
+        } else if (ampx_kit_option_is(&opt, "paths")) {
+            OCL_TRY(ampx_kit_option_choice(kit, &opt, paths, &pick));
+            o->paths = pick; /* the order of OCL_PATHS_* */
         } else {
             return ampx_kit_option_unknown(kit, &opt,
                                            "device, cache, gemm, gemm_block, gemm_epilogue, "
-                                           "gemm_params, tune, tune_grid");
+                                           "gemm_params, paths, tune, tune_grid");
         }
     }
     return AMPX_OK;
@@ -297,6 +302,7 @@ static void resolve_cache_dir(const char *opt, char *out, size_t cap) {
 
 static void ocl_destroy(ampx_context *ctx) {
     if (!ctx) return;
+    ocl_thread_enter(ctx);
     if (ctx->queue) clFinish(ctx->queue);
     for (uint32_t i = 0; i < ctx->prof.n_events; i++)
         clReleaseEvent(ctx->prof.events[i]);
@@ -310,7 +316,7 @@ static void ocl_destroy(ampx_context *ctx) {
     ocl_scratch_free(ctx);
     if (ctx->program) clReleaseProgram(ctx->program);
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);
-    if (ctx->cl) clReleaseContext(ctx->cl);
+    ocl_release_context(ctx);
     free(ctx);
 }
 
@@ -354,6 +360,7 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
         return ampx_kit_fail(&tmp.kit, AMPX_ERR_NO_MEMORY, "opencl: out of memory for the context");
     ctx->kit         = tmp.kit;
     ctx->platform    = devs[pick].platform;
+    ctx->oclgrind    = ocl_quirks_oclgrind(devs[pick].platform_name);
     ctx->device      = devs[pick].device;
     ctx->plat_index  = devs[pick].p;
     ctx->dev_index   = devs[pick].d;
@@ -379,7 +386,10 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
     ctx->max_alloc  = max_alloc;
     ctx->global_mem = gmem;
     ctx->fp64       = has_extension(ctx->device, "cl_khr_fp64");
-    ctx->cpu_device = (devs[pick].type & CL_DEVICE_TYPE_CPU) != 0;
+    /* A device of several types takes the layout of the type it lists as (type_name): Oclgrind
+     * 21.10 reports CPU | GPU | ACCELERATOR | DEFAULT, and runs the GPU layout. */
+    ctx->cpu_device = strcmp(type_name(devs[pick].type), "CPU") == 0;
+    ctx->paths      = o.paths;
     ctx->wg         = 1;
     while (ctx->wg * 2 <= max_wg && ctx->wg < 256)
         ctx->wg *= 2;
@@ -427,17 +437,15 @@ static ampx_status ocl_create(const ampx_host *host, ampx_context **out) {
     clGetDeviceInfo(ctx->device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof pref, &pref, NULL);
     ctx->vw = pref > 4 ? 8 : 4;
     ocl_gemm_packed_init(ctx, o.block_m, o.block_n);
-    ampx_status st = ocl_program_load(ctx, ctx->build_opts);
-    if (st == AMPX_OK)
-        st = ocl_gemm_tune_init(ctx, o.tune, o.tune_tiny, o.gemm_params.mwg ? &o.gemm_params : NULL,
-                                o.block_m != 0);
+    /* the main program is built on first use (ocl_program_ready), so that describing the
+     * backend (`ampx backends`, the loader's probe under its deadline) compiles nothing: the
+     * program takes 13-19 s to compile on a cold PoCL, over 10 s on Intel's CPU runtime */
+    ampx_status st = ocl_gemm_tune_init(ctx, o.tune, o.tune_tiny,
+                                        o.gemm_params.mwg ? &o.gemm_params : NULL, o.block_m != 0);
     if (st != AMPX_OK) {
         ocl_destroy(ctx);
         return st;
     }
-    ocl_log(ctx, AMPX_LOG_INFO, "opencl: device %u:%u %s (%s), program %s in %.0f ms",
-            ctx->plat_index, ctx->dev_index, ctx->device_name, ctx->platform_name,
-            ctx->cache_hit ? "loaded from the disk cache" : "built", ctx->build_ms);
     *out = ctx;
     return AMPX_OK;
 }
@@ -453,7 +461,7 @@ static ampx_status ocl_device_info(ampx_context *ctx, ampx_device_info *info) {
     ocl_gemm_params_str(&ctx->gt.p, gp, sizeof gp);
     snprintf(desc, sizeof desc,
              "ampx OpenCL backend %s on %u:%u, %s, %s, driver %s; gemm %s; tiled %s (%s); "
-             "packed %ux%u; cache %s; devices: %s",
+             "packed %ux%u; paths %s (%s); cache %s; devices: %s",
              OCL_PLUGIN_VERSION, ctx->plat_index, ctx->dev_index, ctx->platform_name,
              ctx->device_version, ctx->driver_version,
              ctx->gemm == GEMM_TILED     ? "tiled"
@@ -461,8 +469,11 @@ static ampx_status ocl_device_info(ampx_context *ctx, ampx_device_info *info) {
              : ctx->gemm == GEMM_CONVERT ? "convert+CLBlast"
              : ctx->gemm == GEMM_PACKED  ? "packed"
                                          : "auto",
-             gp, ctx->gt.from, ctx->gp.mr, ctx->gp.nr, ctx->cache_dir[0] ? ctx->cache_dir : "off",
-             ctx->devices_list);
+             gp, ctx->gt.from, ctx->gp.mr, ctx->gp.nr, ocl_item_paths(ctx) ? "item" : "workgroup",
+             ctx->paths != OCL_PATHS_AUTO ? "option"
+             : ctx->cpu_device            ? "CPU device"
+                                          : "not a CPU device",
+             ctx->cache_dir[0] ? ctx->cache_dir : "off", ctx->devices_list);
     size_t dlen = strlen(desc);
     if (dlen >= sizeof d.description) dlen = sizeof d.description - 1;
     memcpy(d.description, desc, dlen); /* truncated to fit, d is zeroed */
@@ -484,6 +495,7 @@ static int ocl_supports(ampx_context *ctx, uint32_t op, const ampx_dtype *dtypes
 
 static ampx_status ocl_synchronize(ampx_context *ctx) {
     if (!ctx) return AMPX_ERR_INVALID;
+    ocl_thread_enter(ctx);
     return ocl_check(ctx, clFinish(ctx->queue), "synchronize", "clFinish");
 }
 
@@ -527,6 +539,7 @@ static ampx_status ocl_profile_end(ampx_context *ctx, uint64_t *ns, uint32_t cap
     if (!ctx || !n_ops || (cap && !ns)) return AMPX_ERR_INVALID;
     *n_ops = 0;
     if (!ctx->prof.on) return AMPX_OK;
+    ocl_thread_enter(ctx);
     ampx_status st = ocl_check(ctx, clFinish(ctx->queue), "profile_end", "clFinish");
     if (st) {
         prof_release(ctx);

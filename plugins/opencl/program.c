@@ -262,6 +262,74 @@ ocl_cache_use ocl_typed_cache_use(const ampx_context *ctx) {
     return ctx->cpu_device ? OCL_CACHE_TWO : OCL_CACHE_ONE;
 }
 
+/* The main program's kernels by ocl_kernel, named as in the .cl files of kernels/opencl. */
+const char *const ocl_kernel_names[K_COUNT] = {
+    [K_BUFFER_FILL]         = "buffer_fill",
+    [K_XENT_COUNT]          = "xent_count",
+    [K_XENT_LOSS]           = "xent_loss",
+    [K_BATCHNORM_FWD]       = "batchnorm_fwd",
+    [K_BATCHNORM_BWD]       = "batchnorm_bwd",
+    [K_EMBEDDING_FWD]       = "embedding_fwd",
+    [K_EMBEDDING_BWD]       = "embedding_bwd",
+    [K_REDUCE]              = "reduce",
+    [K_ABS_MAX]             = "abs_max",
+    [K_UNSCALE_CLEAR_FLAGS] = "unscale_clear_flags",
+    [K_AMP_FINISH]          = "amp_finish",
+    [K_SCALER_UPDATE]       = "scaler_update",
+    [K_OPT_BEGIN]           = "opt_begin",
+    [K_DROPOUT]             = "dropout",
+    [K_PERMUTE]             = "permute",
+    [K_ATTN_FWD]            = "attn_fwd",
+    [K_ATTN_BWD_DQ]         = "attn_bwd_dq",
+    [K_ATTN_BWD_DKV]        = "attn_bwd_dkv",
+    [K_ATTN_FWD_TILED]      = "attn_fwd_tiled",
+    [K_ATTN_BWD_DQ_TILED]   = "attn_bwd_dq_tiled",
+    [K_ATTN_BWD_DKV_TILED]  = "attn_bwd_dkv_tiled",
+    [K_ATTN_FWD_ITEMS]      = "attn_fwd_items",
+    [K_ATTN_BWD_DQ_ITEMS]   = "attn_bwd_dq_items",
+    [K_ATTN_BWD_DKV_ITEMS]  = "attn_bwd_dkv_items",
+    [K_IM2COL]              = "im2col",
+    [K_COL2IM]              = "col2im",
+    [K_POOL2D_FWD]          = "pool2d_fwd",
+    [K_POOL2D_BWD]          = "pool2d_bwd",
+    [K_GEMM_BETA]           = "gemm_beta",
+    [K_GEMM_STORE_C]        = "gemm_store_c",
+    [K_GEMM_EPILOGUE]       = "gemm_epilogue",
+    [K_GEMM_BIAS_GRAD]      = "gemm_bias_grad",
+    [K_GEMM_ROWS + 0]       = "gemm_rows_f32_f32",
+    [K_GEMM_ROWS + 1]       = "gemm_rows_f32_bf16",
+    [K_GEMM_ROWS + 2]       = "gemm_rows_f32_f16",
+    [K_GEMM_ROWS + 3]       = "gemm_rows_bf16_f32",
+    [K_GEMM_ROWS + 4]       = "gemm_rows_bf16_bf16",
+    [K_GEMM_ROWS + 5]       = "gemm_rows_bf16_f16",
+    [K_GEMM_ROWS + 6]       = "gemm_rows_f16_f32",
+    [K_GEMM_ROWS + 7]       = "gemm_rows_f16_bf16",
+    [K_GEMM_ROWS + 8]       = "gemm_rows_f16_f16",
+    [K_GEMM_ROWS_FP8 + 0]   = "gemm_rows_e4m3_e4m3",
+    [K_GEMM_ROWS_FP8 + 1]   = "gemm_rows_e4m3_e5m2",
+    [K_GEMM_ROWS_FP8 + 2]   = "gemm_rows_e5m2_e4m3",
+    [K_GEMM_ROWS_FP8 + 3]   = "gemm_rows_e5m2_e5m2",
+    [K_FP8_QUANTIZE]        = "fp8_quantize",
+    [K_FP8_DEQUANTIZE]      = "fp8_dequantize",
+    [K_FP8_SCALE_UPDATE]    = "fp8_scale_update",
+};
+
+ampx_status ocl_program_ready(ampx_context *ctx) {
+    if (ctx->program_state > 0) return AMPX_OK;
+    if (ctx->program_state < 0)
+        return ocl_fail(ctx, AMPX_ERR_DEVICE,
+                        "opencl: the kernels of kernels/opencl/*.cl did not build (the first "
+                        "error says why)");
+    ocl_thread_enter(ctx); /* check_scalars_layout runs a kernel */
+    ampx_status st     = ocl_program_load(ctx, ctx->build_opts);
+    ctx->program_state = st == AMPX_OK ? 1 : -1;
+    if (st == AMPX_OK)
+        ocl_log(ctx, AMPX_LOG_INFO, "opencl: device %u:%u %s (%s), program %s in %.0f ms",
+                ctx->plat_index, ctx->dev_index, ctx->device_name, ctx->platform_name,
+                ctx->cache_hit ? "loaded from the disk cache" : "built", ctx->build_ms);
+    return st;
+}
+
 ampx_status ocl_program_load(ampx_context *ctx, const char *options) {
     double t0      = now_ms();
     ocl_source src = {1, {ampx_ocl_source}, {ampx_ocl_source_size}};

@@ -24,6 +24,7 @@ ampx_status ocl_sum_squares(ampx_context *ctx, const ampx_sum_squares_args *args
     if (a.x.count == 0) {
         if (a.accumulate) return AMPX_OK;
         float zero = 0.0f;
+        ocl_thread_enter(ctx);
         return ocl_check(ctx,
                          clEnqueueWriteBuffer(ctx->queue, a.out.buf->mem, CL_TRUE,
                                               (size_t)a.out.offset, 4, &zero, 0, NULL, NULL),

@@ -63,16 +63,26 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* The kernels' layout: the CPU one (one work item per row or chunk, runs of vectors per work
+ * item, the packed GEMM for gemm=auto) on CPU devices, the work-group one (one work-group per
+ * row or chunk, grid-stride loops, the tiled GEMM) elsewhere; paths=item or paths=workgroup
+ * takes one on any device, so both are tested on every implementation. */
+int ocl_item_paths(const ampx_context *ctx) {
+    if (ctx->paths == OCL_PATHS_ITEM) return 1;
+    if (ctx->paths == OCL_PATHS_WORKGROUP) return 0;
+    return ctx->cpu_device;
+}
+
 /* The row kernels' layout (softmax, the cross-entropy's rows, layer norm, unscale_check, the
  * chunks of amp_reduce.cl; the tiled attention's block of rows, attention.c): one work item
- * per row on CPU devices (no barriers, vector loads; PoCL runs a work-group's items one after
- * the other), one work-group per row elsewhere. AMPX_OPENCL_ROWS=group or =item overrides it
- * (the tests run the group kernels on PoCL). */
+ * per row in the CPU layout (no barriers, vector loads; PoCL runs a work-group's items one
+ * after the other), one work-group per row otherwise. AMPX_OPENCL_ROWS=group or =item
+ * overrides the device's choice (not a paths= option). */
 int ocl_row_items(const ampx_context *ctx) {
     const char *e = getenv("AMPX_OPENCL_ROWS");
-    if (e && strcmp(e, "group") == 0) return 0;
-    if (e && strcmp(e, "item") == 0) return 1;
-    return ctx->cpu_device;
+    if (ctx->paths == OCL_PATHS_AUTO && e && strcmp(e, "group") == 0) return 0;
+    if (ctx->paths == OCL_PATHS_AUTO && e && strcmp(e, "item") == 0) return 1;
+    return ocl_item_paths(ctx);
 }
 
 static ampx_status build_slot(ampx_context *ctx, ocl_typed k, const unsigned *dt,
@@ -149,7 +159,7 @@ int ocl_vec_run(const ampx_context *ctx) {
     const char *e = getenv("AMPX_OPENCL_VEC_RUN");
     int r         = e ? atoi(e) : 0;
     if (r >= 1 && r <= 1024) return r;
-    return ctx->cpu_device ? 16 : 1;
+    return ocl_item_paths(ctx) ? 16 : 1;
 }
 
 uint64_t ocl_vec_items(const ampx_context *ctx, uint64_t n) {

@@ -201,9 +201,33 @@ static void scale_three(ampx_context *ctx) {
     be->buffer_free(ctx, b);
 }
 
+/* Runs a kernel of the main program (buffer_fill), which is built on first use. */
+static void use_main_program(ampx_context *ctx) {
+    ampx_buffer *b = NULL;
+    cr_assert_eq(be->buffer_alloc(ctx, 16, &b), AMPX_OK);
+    cr_assert_eq(be->buffer_fill(ctx, b, 0, 16, 0, 4), AMPX_OK, "%s", first_error());
+    cr_assert_eq(be->synchronize(ctx), AMPX_OK, "%s", first_error());
+    be->buffer_free(ctx, b);
+}
+
+Test(opencl, create_builds_no_program) {
+    ampx_context *ctx = NULL;
+    cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());
+    ampx_device_info info = {.size = sizeof info};
+    cr_assert_eq(be->device_info(ctx, &info), AMPX_OK);
+    cr_expect_eq(count_lines(AMPX_LOG_DEBUG, "program built from source"), 0);
+    cr_expect_eq(count_files(cache_dir, ".bin"), 0, "nothing compiled by create and describe");
+    use_main_program(ctx);
+    cr_expect_eq(count_lines(AMPX_LOG_DEBUG, "program built from source"), 1);
+    use_main_program(ctx);
+    cr_expect_eq(count_lines(AMPX_LOG_DEBUG, "program built from source"), 1, "built once");
+    be->destroy(ctx);
+}
+
 Test(opencl, second_context_loads_the_cached_binary) {
     ampx_context *ctx = NULL;
     cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());
+    use_main_program(ctx);
     cr_expect_eq(count_lines(AMPX_LOG_DEBUG, "program built from source"), 1);
     cr_expect_eq(count_lines(AMPX_LOG_DEBUG, "program loaded from the disk cache"), 0);
     cr_expect_eq(count_files(cache_dir, ".bin"), 1, "one cache file in %s", cache_dir);
@@ -212,6 +236,7 @@ Test(opencl, second_context_loads_the_cached_binary) {
     memset(&rec, 0, sizeof rec);
     ctx = NULL;
     cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());
+    use_main_program(ctx);
     cr_expect_eq(count_lines(AMPX_LOG_DEBUG, "program built from source"), 0,
                  "the second context must not build");
     cr_expect_eq(count_lines(AMPX_LOG_DEBUG, "program loaded from the disk cache"), 1);
@@ -228,6 +253,7 @@ static void scale_in_new_context(int *built, int *loaded) {
     memset(&rec, 0, sizeof rec);
     ampx_context *ctx = NULL;
     cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());
+    use_main_program(ctx);
     scale_three(ctx);
     be->destroy(ctx);
     *built  = count_lines(AMPX_LOG_DEBUG, "typed/scale.cl scale x=f32,y=f32 built");
@@ -282,6 +308,7 @@ Test(opencl, typed_program_is_cached_by_the_second_build_on_cpus) {
 Test(opencl, corrupt_cache_file_is_rebuilt) {
     ampx_context *ctx = NULL;
     cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());
+    use_main_program(ctx);
     be->destroy(ctx);
     DIR *d = opendir(cache_dir);
     cr_assert_not_null(d);
@@ -298,6 +325,7 @@ Test(opencl, corrupt_cache_file_is_rebuilt) {
     memset(&rec, 0, sizeof rec);
     ctx = NULL;
     cr_assert_eq(create_cached(NULL, &ctx), AMPX_OK, "%s", first_error());
+    use_main_program(ctx);
     cr_expect_eq(count_lines(AMPX_LOG_DEBUG, "program built from source"), 1);
     cr_expect_eq(count_lines(AMPX_LOG_ERROR, NULL), 0, "a bad cache file is not an error");
     be->destroy(ctx);
@@ -307,6 +335,7 @@ Test(opencl, cache_off_writes_nothing) {
     const char *opts[1] = {"cache=off"};
     ampx_context *ctx   = NULL;
     cr_assert_eq(create_with(opts, 1, &ctx), AMPX_OK, "%s", first_error());
+    use_main_program(ctx);
     cr_expect_eq(count_lines(AMPX_LOG_DEBUG, "program built from source"), 1);
     cr_expect_eq(count_files(cache_dir, ".bin"), 0);
     be->destroy(ctx);
@@ -316,6 +345,7 @@ Test(opencl, cache_dir_from_environment) {
     setenv("AMPX_OPENCL_CACHE_DIR", cache_dir, 1);
     ampx_context *ctx = NULL;
     cr_assert_eq(create_with(NULL, 0, &ctx), AMPX_OK, "%s", first_error());
+    use_main_program(ctx);
     be->destroy(ctx);
     cr_expect_eq(count_files(cache_dir, ".bin"), 1, "cache file in $AMPX_OPENCL_CACHE_DIR");
 }

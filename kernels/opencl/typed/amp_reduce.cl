@@ -67,14 +67,21 @@ INLINE void pacc_zero(pacc *a) {
     a->mx = a->zeros = a->lt = a->finite = a->nan = a->bad = 0;
 }
 
+/* 1 in the lanes where the comparison m holds, else 0. Not `-m` (OpenCL's -1 per true lane,
+ * negated): clang turns that into a zext of the <VW x i1> comparison, and Oclgrind 21.10 gives
+ * 255 for each true lane of one (it keeps vector booleans as all-ones bytes), which made every
+ * count 255 times too large there (tests/opencl/oclgrind/vector_bool_zext.sim). The select
+ * builtin is a call Oclgrind evaluates itself, and compiles to the same code elsewhere. */
+#define ONES(m) select((intv)0, (intv)1, (m))
+
 /* Statistics of the vector v, every lane finite (the chunk's max |g| says whether they were). */
 INLINE void stats_step(pacc *a, floatv v, int tiny) {
     intv ab = AS_INTV(v) & 0x7fffffff;
     a->mx   = max(a->mx, ab);
     a->sum += v;
     a->sumsq += v * v;
-    a->zeros -= ab == 0;
-    a->lt -= ab < tiny;
+    a->zeros += ONES(ab == 0);
+    a->lt += ONES(ab < tiny);
 }
 
 /* The same where a lane may be non-finite: such a lane adds +0 to the sums (which start at +0
@@ -87,10 +94,10 @@ INLINE void stats_step_masked(pacc *a, floatv v, int tiny) {
     a->mx    = max(a->mx, ab & fin);
     a->sum += f;
     a->sumsq += f * f;
-    a->finite -= fin;
-    a->nan -= ab > 0x7f800000;
-    a->zeros -= ab == 0;
-    a->lt -= ab < tiny;
+    a->finite += ONES(fin);
+    a->nan += ONES(ab > 0x7f800000);
+    a->zeros += ONES(ab == 0);
+    a->lt += ONES(ab < tiny);
 }
 
 /* The unscale of the vector of g at i (stored in place) and check, then the square of the
