@@ -44,6 +44,8 @@ static const perf_switch switches[] = {
      "the tuning grid (tiny: two candidates on one small shape, for tests)"},
     {"opencl", "gemm_params",        "MWG,NWG,KWG,MDIMC,NDIMC,VWN",    "tuned file, else defaults",
      "the tiled GEMM's tile sizes, overriding the tuned file and the device defaults"},
+    {"opencl", "paths",              "auto|workgroup|item",            "item on CPUs, else workgroup",
+     "the kernels' layout: work-group reductions and grid-stride loops (GPUs) or a work item per row and the packed GEMM (CPUs)"},
     {"env",    "AMPX_OPENCL_CACHE_DIR", "a directory",                 "unset",
      "the program cache directory, overriding the default location"},
     {"cuda",   "device",             "0..N-1",                         "0",

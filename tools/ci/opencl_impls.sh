@@ -42,6 +42,11 @@ done
 ampx=${1:?usage: opencl_impls.sh [--install] [--budget S] [--ops "..."] [--item-ops "..."] AMPX}
 start=$(date +%s)
 
+if grep -qa "__asan_init\|__tsan_init" "$ampx" ||
+  { command -v ldd >/dev/null && ldd "$ampx" 2>/dev/null | grep -q "libasan\|libtsan"; }; then
+  echo "SKIP: $ampx is built with a sanitizer; Oclgrind's preloaded runtime cannot run it"
+  exit 77
+fi
 if ! command -v oclgrind >/dev/null; then
   if [ $install = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing oclgrind (apt-get)"
@@ -53,11 +58,6 @@ if ! command -v oclgrind >/dev/null; then
     echo "SKIP: oclgrind is not installed (Debian: apt-get install oclgrind; this script installs it with --install as root)"
     exit 77
   fi
-fi
-if grep -qa "__asan_init\|__tsan_init" "$ampx" ||
-  { command -v ldd >/dev/null && ldd "$ampx" 2>/dev/null | grep -q "libasan\|libtsan"; }; then
-  echo "SKIP: $ampx is built with a sanitizer; Oclgrind's preloaded runtime cannot run it"
-  exit 77
 fi
 version=$(oclgrind --version 2>&1 | sed -n 's/^Oclgrind \([0-9.]*\).*/\1/p' | head -1)
 echo "Oclgrind $version; budget ${budget} s"
