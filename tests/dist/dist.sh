@@ -508,19 +508,23 @@ grep -q "rank 1's scalars block, fp8 scales or weights differ from rank 0's" "$w
 # bit-identically (with ZeRO-1 too: the shards are gathered before rank 0 saves)
 mlp=$src/models/mlp.json
 for zero in 0 1; do
-  mpi2 "$ampx" train "$mlp" --steps 3000 --zero $zero --quiet --checkpoint "$work/term_straight.st" \
+  mpi2 "$ampx" train "$mlp" --steps 10000 --zero $zero --quiet --checkpoint "$work/term_straight.st" \
     >"$work/out" 2>&1 || fail "SIGTERM, zero $zero: the straight run: $(cat "$work/out")"
-  rm -f "$work/term.st"
-  "$mpiexec" --oversubscribe -np 2 "$ampx" train "$mlp" --steps 3000 --zero $zero --quiet \
-    --checkpoint "$work/term.st" >"$work/out" 2>&1 &
+  rm -f "$work/term.st" "$work/term.jsonl"
+  "$mpiexec" --oversubscribe -np 2 "$ampx" train "$mlp" --steps 10000 --zero $zero --quiet \
+    --metrics "$work/term.jsonl" --checkpoint "$work/term.st" >"$work/out" 2>&1 &
   pid=$!
-  sleep 1.5 # the run takes about 4 s on 2 cores
+  # SIGTERM once the run is under way (its first records written), well before its end
+  for _ in $(seq 400); do
+    [ "$(wc -l <"$work/term.jsonl" 2>/dev/null || echo 0)" -ge 100 ] && break
+    sleep 0.05
+  done
   kill -TERM $pid
   wait $pid
   grep -Eq "stopped by SIGTERM at step [0-9]+: checkpoint written" "$work/out" ||
     fail "SIGTERM, zero $zero: no checkpoint written: $(cat "$work/out")"
   [ -f "$work/term.st" ] || { fail "SIGTERM, zero $zero: no checkpoint" && continue; }
-  mpi2 "$ampx" train "$mlp" --steps 3000 --zero $zero --quiet --resume "$work/term.st" \
+  mpi2 "$ampx" train "$mlp" --steps 10000 --zero $zero --quiet --resume "$work/term.st" \
     --checkpoint "$work/term_resumed.st" >"$work/out" 2>&1 ||
     fail "SIGTERM, zero $zero: the resume: $(cat "$work/out")"
   cmp -s "$work/term_straight.st" "$work/term_resumed.st" ||

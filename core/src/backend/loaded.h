@@ -22,7 +22,7 @@ struct ampx_backend {
     int n_members;
 };
 
-/* The options create() gets (list.c): AMPX_BACKEND_OPTS, then the caller's; entries scoped
+/* The options create() gets (options.c): AMPX_BACKEND_OPTS, then the caller's; entries scoped
  * NAME.key=value go to the backend named NAME alone, unscoped ones to every backend. */
 char **loader_merge_options(const char *name, const char *const *options, uint32_t n,
                             uint32_t *n_out);
@@ -33,7 +33,7 @@ ampx_status loader_open_one(const char *spec, const char *const *options, uint32
 /* Opens an ordered list "a,b" (list.c). */
 ampx_status loader_open_list(const char *spec, const char *const *options, uint32_t n_options,
                              ampx_backend **out, ampx_err e);
-/* Takes the ops= entries out of opts and hides every op slot they do not name (list.c). */
+/* Takes the ops= entries out of opts and hides every op slot they do not name (options.c). */
 int loader_hide_ops(ampx_backend *be, char **opts, uint32_t *n, ampx_err e);
 
 #endif

@@ -531,33 +531,6 @@ static int nearest_plugin(const char *spec, char *best, size_t cap) {
     return bd <= (ls < 6 ? 2 : ls / 3);
 }
 
-ampx_status ampx_backend_open(const char *spec, const char *const *options, uint32_t n_options,
-                              ampx_backend **out, char *err, size_t err_cap) {
-    ampx_err e     = ERR(err, err_cap);
-    *out           = NULL;
-    ampx_status st = spec && strchr(spec, ',') ? loader_open_list(spec, options, n_options, out, e)
-                                               : loader_open_one(spec, options, n_options, out, e);
-    if (st) return st;
-    /* an option scoped to a backend that is not open would be lost without a word */
-    for (uint32_t i = 0; i < n_options; i++) {
-        const char *t = options[i], *dot = strchr(t, '.'), *eq = strchr(t, '=');
-        if (!dot || !eq || dot > eq) continue;
-        int found = 0;
-        for (int m = 0; m < ampx_backend_count(*out) && !found; m++) {
-            const char *name = ampx_backend_member(*out, m)->iface.name;
-            found = strlen(name) == (size_t)(dot - t) && strncmp(t, name, (size_t)(dot - t)) == 0;
-        }
-        if (!found) {
-            err_set(e, "option '%s' is scoped to backend '%.*s', which is not in use (%s)", t,
-                    (int)(dot - t), t, spec);
-            ampx_backend_close(*out);
-            *out = NULL;
-            return AMPX_ERR_INVALID;
-        }
-    }
-    return AMPX_OK;
-}
-
 ampx_status loader_open_one(const char *spec, const char *const *options, uint32_t n_options,
                             ampx_backend **out, ampx_err e) {
     char path[PATH_MAX], searched[4096];
