@@ -126,9 +126,14 @@ static int opt_trace_steps(void *opts, int argc, char **argv, const char *v) {
 static int opt_placement(void *opts, int argc, char **argv, const char *v) {
     run_opts *o = opts;
     (void)argc;
-    char *set = malloc(strlen(v) + 16);
-    if (!set) return -1;
-    snprintf(set, strlen(v) + 16, "placement.mode=%s", v);
+    static char set[64]; /* one --placement: the last one given is the one that counts */
+    if (strlen(v) > 32) {
+        fprintf(stderr, "%s: --placement '%.40s': expected first, strict or measured\n", argv[0], v);
+        return -1;
+    }
+    snprintf(set, sizeof set, "placement.mode=%s", v);
+    for (int i = 0; i < o->sets.n; i++)
+        if (o->sets.v[i] == set) return 0; /* already listed: it now reads the new mode */
     return cli_parse_set(argv[0], set, &o->sets);
 }
 
