@@ -125,7 +125,6 @@ static int opt_trace_steps(void *opts, int argc, char **argv, const char *v) {
 /* --placement MODE: the model file's placement.mode */
 static int opt_placement(void *opts, int argc, char **argv, const char *v) {
     run_opts *o = opts;
-    (void)argc;
     static char set[64]; /* one --placement: the last one given is the one that counts */
     if (strlen(v) > 32) {
         fprintf(stderr, "%s: --placement '%.40s': expected first, strict or measured\n", argv[0], v);
@@ -139,7 +138,6 @@ static int opt_placement(void *opts, int argc, char **argv, const char *v) {
 
 static int opt_place(void *opts, int argc, char **argv, const char *v) {
     run_opts *o = opts;
-    (void)argc;
     if (o->places.n == MAX_SETS) {
         fprintf(stderr, "%s: more than %d --place rules\n", argv[0], MAX_SETS);
         return -1;
