@@ -127,7 +127,8 @@ static int opt_placement(void *opts, int argc, char **argv, const char *v) {
     run_opts *o = opts;
     static char set[64]; /* one --placement: the last one given is the one that counts */
     if (strlen(v) > 32) {
-        fprintf(stderr, "%s: --placement '%.40s': expected first, strict or measured\n", argv[0], v);
+        fprintf(stderr, "%s: --placement '%.40s': expected first, strict or measured\n", argv[0],
+                v);
         return -1;
     }
     snprintf(set, sizeof set, "placement.mode=%s", v);
