@@ -10,6 +10,7 @@
 #include "ampx/ampx.h"
 #include "ampx/inject.h"
 #include "ampx/train.h"
+#include "../test_tmp.h"
 
 static ampx_backend *open_cpu(void) {
     ampx_backend *be = NULL;
@@ -235,6 +236,14 @@ static int note_loss(void *user, const ampx_step_record *r) {
     return 0;
 }
 
+/* A fresh file in $TMPDIR for the model (xor_trainer writes it), and its checkpoint's path. */
+static void temp_model(char *model, size_t cap, char *ck, size_t ck_cap) {
+    int fd = test_mkstemp(model, cap, "ampx_health");
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(ck, ck_cap, "%s.st", model);
+}
+
 static ampx_trainer *xor_trainer(ampx_model **m, ampx_backend **be, char *path) {
     static float x[2 * 64], xte[2 * 64];
     static int32_t y[64], yte[64];
@@ -252,11 +261,8 @@ static ampx_trainer *xor_trainer(ampx_model **m, ampx_backend **be, char *path) 
 }
 
 Test(health, a_resume_judges_divergence_as_the_straight_run) {
-    char model[] = "/tmp/ampx_health_XXXXXX", ck[64];
-    int fd       = mkstemp(model);
-    cr_assert(fd >= 0);
-    close(fd);
-    snprintf(ck, sizeof ck, "%s.st", model);
+    char model[512], ck[520];
+    temp_model(model, sizeof model, ck, sizeof ck);
     ampx_model *m;
     ampx_backend *be;
     char err[1024];
@@ -314,11 +320,8 @@ static void drop_start_loss(const char *path) {
 }
 
 Test(health, a_resume_without_the_reference_takes_a_window_of_its_own) {
-    char model[] = "/tmp/ampx_health_XXXXXX", ck[64];
-    int fd       = mkstemp(model);
-    cr_assert(fd >= 0);
-    close(fd);
-    snprintf(ck, sizeof ck, "%s.st", model);
+    char model[512], ck[520];
+    temp_model(model, sizeof model, ck, sizeof ck);
     ampx_model *m;
     ampx_backend *be;
     char err[1024];

@@ -28,15 +28,18 @@ static int node_writes(const g_graph *g, const g_node *n, int s) {
     return 0;
 }
 
-/* A value that lives within one run (the plan's arena): nothing holds it before its
- * producer writes it, so the first member to touch it needs no copy. */
-static int transient(const g_graph *g, int s) {
-    if (s >= g->n_values || s == g->loss) return 0;
-    const g_value *v = &g->values[s];
-    if (v->role != ROLE_ACTIVATION && v->role != ROLE_GRADIENT) return 0;
+/* Per slot, 1 for a value that lives within one run (the plan's arena): nothing holds it
+ * before its producer writes it, so the first member to touch it needs no copy. Parameters'
+ * gradients, the loss and the blocks persist. NULL when out of memory. */
+static uint8_t *transient_map(const g_graph *g) {
+    uint8_t *t = calloc((size_t)g->n_values + PLACE_PSEUDO, 1);
+    if (!t) return NULL;
+    for (int v = 0; v < g->n_values; v++)
+        t[v] = (g->values[v].role == ROLE_ACTIVATION || g->values[v].role == ROLE_GRADIENT) &&
+               v != g->loss;
     for (int p = 0; p < g->n_values; p++)
-        if (g->values[p].role == ROLE_PARAM && g->values[p].grad == s) return 0;
-    return 1;
+        if (g->values[p].role == ROLE_PARAM && g->values[p].grad >= 0) t[g->values[p].grad] = 0;
+    return t;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -205,10 +208,14 @@ void place_probe_free(place_probe *p) {
 uint64_t place_simulate(const place_probe *p, const g_graph *g, const int8_t *node_member, int home,
                         int first, int last, const uint64_t *sizes, int keep, uint64_t *per_node) {
     int n_slots    = g->n_values + PLACE_PSEUDO;
-    uint8_t *valid = malloc((size_t)n_slots);
-    if (!valid) return 0;
+    uint8_t *valid = malloc((size_t)n_slots), *fresh = transient_map(g);
+    if (!valid || !fresh) {
+        free(valid), free(fresh);
+        return 0;
+    }
     for (int s = 0; s < n_slots; s++)
-        valid[s] = !keep && transient(g, s) ? 0 : (uint8_t)(1u << home);
+        valid[s] = !keep && fresh[s] ? 0 : (uint8_t)(1u << home);
+    free(fresh);
     uint64_t total = 0;
     for (int i = first; i < last; i++) {
         int m                = node_member[i];
@@ -352,7 +359,6 @@ static int planted(const char *what) {
 
 void place_run_begin(executor *x, int first) {
     exec_place *pl = x->pl;
-    pl->fault      = planted("no-writeback") ? 1 : planted("stale-scalars") ? 2 : 0;
     call_ctx *home = pl->calls[pl->home];
     for (int m = 0; m < pl->n; m++) { /* a timeline watches every member's ops */
         pl->calls[m]->observe      = home->observe;
@@ -360,8 +366,7 @@ void place_run_begin(executor *x, int first) {
         pl->calls[m]->sync_each    = home->sync_each;
     }
     for (int s = 0; s < pl->n_slots; s++)
-        pl->valid[s] =
-            first == 0 && !pl->keep && transient(x->g, s) ? 0 : (uint8_t)(1u << pl->home);
+        pl->valid[s] = first == 0 && !pl->keep && pl->transient[s] ? 0 : (uint8_t)(1u << pl->home);
     pl->cur = -1;
 }
 
@@ -430,8 +435,10 @@ int place_init(exec_place *pl, const g_graph *g) {
     pl->touched      = calloc(n, sizeof *pl->touched);
     pl->mirror       = calloc(n * PLACE_MAX, sizeof *pl->mirror);
     pl->mirror_bytes = calloc(n * PLACE_MAX, sizeof *pl->mirror_bytes);
+    pl->transient    = transient_map(g);
+    pl->fault        = planted("no-writeback") ? 1 : planted("stale-scalars") ? 2 : 0;
     pl->cur          = -1;
-    return pl->valid && pl->touched && pl->mirror && pl->mirror_bytes ? 0 : -1;
+    return pl->valid && pl->touched && pl->mirror && pl->mirror_bytes && pl->transient ? 0 : -1;
 }
 
 void place_free(exec_place *pl) {
@@ -441,6 +448,8 @@ void place_free(exec_place *pl) {
             if (b && pl->calls[m]) pl->calls[m]->ifc->buffer_free(pl->calls[m]->ctx, b);
         }
     free(pl->valid), free(pl->touched), free(pl->mirror), free(pl->mirror_bytes), free(pl->staging);
+    free(pl->transient);
+    pl->transient = NULL;
     pl->valid = NULL, pl->touched = NULL, pl->mirror = NULL, pl->mirror_bytes = NULL;
     pl->staging = NULL;
 }

@@ -53,6 +53,7 @@ typedef struct exec_place {
     const int8_t *node_member;  /* per node */
     int n_slots;                /* values + PLACE_PSEUDO */
     uint8_t *valid;             /* per slot: bit m when member m holds its bytes */
+    uint8_t *transient;         /* per slot: 1 for a value of the plan's arena */
     ampx_buffer **mirror;       /* [member * n_slots + slot] */
     uint64_t *mirror_bytes;
     uint64_t pseudo_bytes[PLACE_PSEUDO];
